@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what flashcheck needs and is missing, idempotently (apt). Called by ci/test.sh and ci/verify.sh.
+# The CUDA toolkit is not installed here: without nvcc the build is CPU-only and GPU tests skip.
+set -euo pipefail
+need=()
+for pkg in cmake ninja-build g++ libgtest-dev librapidcheck-dev libboost-dev clang libclang-rt-dev python3; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if ((${#need[@]})); then
+  echo "flashcheck deps: installing ${need[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "flashcheck deps: add /usr/local/cuda/bin to PATH for the CUDA build" >&2
+fi

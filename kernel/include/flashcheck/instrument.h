@@ -1,0 +1,43 @@
+// Instrumentation of the online softmax: per-row final (m, l), the (m, l) pair after every K/V tile for
+// sampled rows, and counters of what ran (tile kinds, rescales). Shared by the host model and the
+// instrumented GPU build (library flashcheck_kernel_instrumented, compiled with FLASHCHECK_INSTRUMENT=1).
+// The production library carries none of this: run() has no instrumentation parameter and the kernel
+// body's instrumentation is compiled out (tested by a symbol check on the production object).
+#pragma once
+
+#include <cstdint>
+
+#include "flashcheck/attention.h"
+
+namespace flashcheck {
+
+// Tile kinds the fuzzer and the coverage report count.
+enum class TileKind : int32_t {
+  kFull = 0,       // all keys of the tile visible to all rows of the Q tile, no seqlen tail
+  kTail = 1,       // the last, partial K tile or a partial Q tile
+  kDiagonal = 2,   // the causal diagonal crosses the tile
+  kSkipped = 3,    // fully masked for the whole Q tile: not computed
+};
+inline constexpr int kTileKindCount = 4;
+inline constexpr int kRescaleBuckets = 8;  // bucket b counts rows whose running max moved r times, b = min(bit_width(r), 7)
+
+// All pointers are optional (null = not recorded). For the GPU they are device pointers, for the host
+// model host pointers. Per-row arrays are [batch, heads_q, seqlen_q] contiguous, like LSE.
+struct Instrumentation {
+  float* row_m = nullptr;  // final running max of scale*score, in natural-log units; -inf for rows with no visible key
+  float* row_l = nullptr;  // final running sum: sum_j exp(s_j - m); 0 for rows with no visible key
+  // Traced rows: flat row index (b * heads_q + h) * seqlen_q + i; after K/V tile t (in processing order)
+  // the pair is stored at trace_m[r * max_tiles + t]; unused slots are left as they were (poison them).
+  const int64_t* trace_rows = nullptr;
+  int32_t trace_row_count = 0;
+  int32_t max_tiles = 0;
+  float* trace_m = nullptr;
+  float* trace_l = nullptr;
+  uint64_t* tile_kind_counts = nullptr;  // [kTileKindCount], accumulated (+=)
+  uint64_t* rescale_buckets = nullptr;   // [kRescaleBuckets], accumulated (+=)
+};
+
+// GPU, instrumented build only.
+Status run_instrumented(const Params& params, const Instrumentation& inst, void* stream = nullptr);
+
+}  // namespace flashcheck
