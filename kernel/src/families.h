@@ -1,0 +1,32 @@
+// Kernel families and the dispatcher's contract. select_config() asks each family in order
+// (tensor core, split TF32, general) whether it serves the params; the first that does runs.
+// The *_select functions are host code (no CUDA) so the host model and the CPU tier see the same
+// tiles the GPU would use; the *_launch functions are CUDA and exist only when FLASHCHECK_CUDA.
+//
+// Rounding points each family must honour (the host model and the error model rely on them):
+//  general     : s = fp32 dot(q, k) (fp32 FMA chain); p = exp2f(s * scale*log2e - m * scale*log2e) in fp32;
+//                l += p (fp32); acc = acc * exp2(m_old - m_new) + p * v (fp32); O = acc / l rounded to dtype.
+//  tensor core : s = fp32 mma accumulation of dtype products; p as above in fp32; l += fp32 p (before rounding);
+//                P rounded to the dtype, acc += P_dtype * V (fp32 mma accumulation); O = acc / l rounded to dtype.
+//  split tf32  : fp32 inputs split x = hi + lo (hi = tf32(x), lo = tf32(x - hi)); each product as
+//                hi*hi' + hi*lo' + lo*hi' in fp32 mma accumulation, for both Q K^T and P V.
+#pragma once
+
+#include "flashcheck/attention.h"
+#include "flashcheck/instrument.h"
+
+namespace flashcheck::detail {
+
+bool tensor_core_select(const Params& params, KernelConfig* config);  // kernel/src/tensor_core/
+bool split_tf32_select(const Params& params, KernelConfig* config);   // kernel/src/split_tf32/
+bool general_select(const Params& params, KernelConfig* config);      // kernel/src/general/ (serves everything valid)
+
+#if defined(FLASHCHECK_HAS_CUDA)
+// `inst` is null in production; instrumented builds (FLASHCHECK_INSTRUMENT=1) pass device pointers.
+// Preconditions: can_implement(params) is ok, and batch, heads_q, seqlen_q are all > 0.
+Status tensor_core_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
+Status split_tf32_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
+Status general_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
+#endif
+
+}  // namespace flashcheck::detail
