@@ -1,0 +1,61 @@
+/* flashcheck plain C ABI: the same kernel as flashcheck/attention.h for C, Python (ctypes) or any FFI.
+ * All enums travel as int32_t and all sizes/strides as int64_t (elements), so the struct layout is fixed.
+ * Every function returns an fc_status (0 = ok) and, when msg is non-null, writes a NUL-terminated
+ * human-readable message (truncated to msg_size bytes). Semantics are those of attention.h. */
+#ifndef FLASHCHECK_ATTENTION_C_H_
+#define FLASHCHECK_ATTENTION_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { FC_DTYPE_F32 = 0, FC_DTYPE_F16 = 1, FC_DTYPE_BF16 = 2 };
+enum { FC_MASK_NONE = 0, FC_MASK_CAUSAL_BOTTOM_RIGHT = 1, FC_MASK_CAUSAL_TOP_LEFT = 2 };
+enum { FC_LAYOUT_BHSD = 0, FC_LAYOUT_BSHD = 1 };
+enum {
+  FC_OK = 0,
+  FC_ERR_INVALID_ARGUMENT = 1,
+  FC_ERR_UNSUPPORTED = 2,
+  FC_ERR_CUDA = 3,
+  FC_ERR_NO_DEVICE = 4
+};
+typedef int32_t fc_status;
+
+typedef struct fc_strides {
+  int64_t batch, head, row; /* elements; the head_dim axis has unit stride */
+} fc_strides;
+
+typedef struct fc_params {
+  int32_t dtype; /* FC_DTYPE_* */
+  int32_t mask;  /* FC_MASK_* */
+  int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse; /* [batch, heads_q, seqlen_q] contiguous fp32, natural log */
+  fc_strides q_stride, k_stride, v_stride, o_stride;
+  float softmax_scale;
+} fc_params;
+
+/* Contiguous strides for `layout` and softmax_scale = 1/sqrt(head_dim); pointers null. */
+fc_status fc_make_params(int32_t dtype, int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q,
+                         int64_t seqlen_k, int64_t head_dim, int32_t mask, int32_t layout, fc_params* out,
+                         char* msg, size_t msg_size);
+fc_status fc_can_implement(const fc_params* params, char* msg, size_t msg_size);
+/* stream: a cudaStream_t, or NULL for the legacy default stream. */
+fc_status fc_forward(const fc_params* params, void* stream, char* msg, size_t msg_size);
+/* The kernel configuration fc_forward would run: path (0 general fp32, 1 tensor core, 2 split tf32), tiles. */
+fc_status fc_select_config(const fc_params* params, int32_t* path, int32_t* block_m, int32_t* block_n,
+                           char* msg, size_t msg_size);
+int32_t fc_device_available(void);
+const char* fc_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHCHECK_ATTENTION_C_H_ */

@@ -1,0 +1,248 @@
+// API validation: every invalid input the contract names is rejected by can_implement() with its own
+// message, and run(), fc_can_implement() and fc_forward() reject it the same way before any launch.
+// The "before any launch" half is shown by handing run() host pointers: a launch with them would fault or
+// write the sentinel-filled buffers, and both are checked. Table-driven: one row per rule.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "flashcheck/attention.h"
+#include "flashcheck/attention_c.h"
+
+namespace flashcheck {
+namespace {
+
+constexpr int64_t kBatch = 2, kHeadsQ = 4, kHeadsKv = 2, kSeqQ = 5, kSeqK = 7, kHeadDim = 8;
+constexpr uint32_t kSentinel = 0x5EA1ED00u;
+
+// A valid bf16 problem over host buffers, filled with a sentinel so any write is visible.
+struct Fixture {
+  std::vector<uint32_t> q, k, v, o, lse;
+  Params params;
+
+  explicit Fixture(DType dtype = DType::kBF16) {
+    params = make_params(dtype, kBatch, kHeadsQ, kHeadsKv, kSeqQ, kSeqK, kHeadDim, Mask::kCausalBottomRight);
+    const auto words = [&](int64_t heads, int64_t seqlen) {
+      return static_cast<size_t>((kBatch * heads * seqlen * kHeadDim * dtype_size(dtype) + 3) / 4 + 4);
+    };
+    q.assign(words(kHeadsQ, kSeqQ), kSentinel);
+    k.assign(words(kHeadsKv, kSeqK), kSentinel);
+    v.assign(words(kHeadsKv, kSeqK), kSentinel);
+    o.assign(words(kHeadsQ, kSeqQ), kSentinel);
+    lse.assign(static_cast<size_t>(kBatch * kHeadsQ * kSeqQ + 4), kSentinel);
+    params.q = q.data();
+    params.k = k.data();
+    params.v = v.data();
+    params.o = o.data();
+    params.lse = reinterpret_cast<float*>(lse.data());
+  }
+  bool outputs_untouched() const {
+    for (uint32_t w : o) if (w != kSentinel) return false;
+    for (uint32_t w : lse) if (w != kSentinel) return false;
+    return true;
+  }
+};
+
+fc_params to_c(const Params& p) {
+  fc_params c{};
+  c.dtype = static_cast<int32_t>(p.dtype);
+  c.mask = static_cast<int32_t>(p.mask);
+  c.batch = p.batch;
+  c.heads_q = p.heads_q;
+  c.heads_kv = p.heads_kv;
+  c.seqlen_q = p.seqlen_q;
+  c.seqlen_k = p.seqlen_k;
+  c.head_dim = p.head_dim;
+  c.q = p.q;
+  c.k = p.k;
+  c.v = p.v;
+  c.o = p.o;
+  c.lse = p.lse;
+  c.q_stride = {p.q_stride.batch, p.q_stride.head, p.q_stride.row};
+  c.k_stride = {p.k_stride.batch, p.k_stride.head, p.k_stride.row};
+  c.v_stride = {p.v_stride.batch, p.v_stride.head, p.v_stride.row};
+  c.o_stride = {p.o_stride.batch, p.o_stride.head, p.o_stride.row};
+  c.softmax_scale = p.softmax_scale;
+  return c;
+}
+
+struct Rule {
+  const char* name;
+  std::function<void(Params&)> break_it;
+  StatusCode code;
+  const char* message;  // a substring the message must contain
+};
+
+const char* misaligned(const void* p) { return static_cast<const char*>(p) + 1; }
+
+std::vector<Rule> rules() {
+  constexpr int64_t kHuge = std::numeric_limits<int64_t>::max() / 4;
+  return {
+      {"NullQ", [](Params& p) { p.q = nullptr; }, StatusCode::kInvalidArgument, "q: null pointer"},
+      {"NullK", [](Params& p) { p.k = nullptr; }, StatusCode::kInvalidArgument, "k: null pointer"},
+      {"NullV", [](Params& p) { p.v = nullptr; }, StatusCode::kInvalidArgument, "v: null pointer"},
+      {"NullO", [](Params& p) { p.o = nullptr; }, StatusCode::kInvalidArgument, "o: null pointer"},
+      {"NullLse", [](Params& p) { p.lse = nullptr; }, StatusCode::kInvalidArgument, "lse: null pointer"},
+      {"NegativeBatch", [](Params& p) { p.batch = -1; }, StatusCode::kInvalidArgument, "batch: must be >= 0"},
+      {"NegativeHeadsQ", [](Params& p) { p.heads_q = -4; }, StatusCode::kInvalidArgument, "heads_q: must be >= 0"},
+      {"NegativeHeadsKv", [](Params& p) { p.heads_kv = -2; }, StatusCode::kInvalidArgument, "heads_kv: must be >= 0"},
+      {"NegativeSeqlenQ", [](Params& p) { p.seqlen_q = -5; }, StatusCode::kInvalidArgument, "seqlen_q: must be >= 0"},
+      {"NegativeSeqlenK", [](Params& p) { p.seqlen_k = -7; }, StatusCode::kInvalidArgument, "seqlen_k: must be >= 0"},
+      {"ZeroHeadsKv", [](Params& p) { p.heads_kv = 0; }, StatusCode::kInvalidArgument, "heads_kv: must be >= 1"},
+      {"HeadDimZero", [](Params& p) { p.head_dim = 0; }, StatusCode::kInvalidArgument, "head_dim: must be in 1..256 (got 0)"},
+      {"HeadDimTooLarge", [](Params& p) { p.head_dim = 257; }, StatusCode::kInvalidArgument, "head_dim: must be in 1..256 (got 257)"},
+      {"HeadDimNegative", [](Params& p) { p.head_dim = -8; }, StatusCode::kInvalidArgument, "head_dim: must be in 1..256"},
+      {"HeadsNotMultiple", [](Params& p) { p.heads_kv = 3; }, StatusCode::kInvalidArgument, "heads_q: must be a multiple of heads_kv"},
+      {"ScaleNaN", [](Params& p) { p.softmax_scale = std::nanf(""); }, StatusCode::kInvalidArgument, "softmax_scale: must be finite"},
+      {"ScaleInf", [](Params& p) { p.softmax_scale = INFINITY; }, StatusCode::kInvalidArgument, "softmax_scale: must be finite"},
+      {"UnsupportedDtype", [](Params& p) { p.dtype = static_cast<DType>(7); }, StatusCode::kUnsupported, "dtype: unsupported value 7"},
+      {"UnsupportedMask", [](Params& p) { p.mask = static_cast<Mask>(9); }, StatusCode::kUnsupported, "mask: unsupported value 9"},
+      {"RowsOverflow", [](Params& p) { p.batch = kHuge; p.seqlen_q = kHuge; }, StatusCode::kInvalidArgument,
+       "batch*heads_q*seqlen_q*head_dim overflows int64"},
+      {"KvOverflow", [](Params& p) { p.seqlen_k = kHuge; }, StatusCode::kInvalidArgument,
+       "batch*heads_kv*seqlen_k*head_dim overflows int64"},
+      {"MisalignedQ", [](Params& p) { p.q = misaligned(p.q); }, StatusCode::kInvalidArgument, "q: pointer"},
+      {"MisalignedK", [](Params& p) { p.k = misaligned(p.k); }, StatusCode::kInvalidArgument, "k: pointer"},
+      {"MisalignedV", [](Params& p) { p.v = misaligned(p.v); }, StatusCode::kInvalidArgument, "v: pointer"},
+      {"MisalignedO", [](Params& p) { p.o = const_cast<char*>(misaligned(p.o)); }, StatusCode::kInvalidArgument, "o: pointer"},
+      {"MisalignedLse", [](Params& p) { p.lse = reinterpret_cast<float*>(const_cast<char*>(misaligned(p.lse))); },
+       StatusCode::kInvalidArgument, "lse: pointer"},
+      {"NegativeStride", [](Params& p) { p.k_stride.row = -kHeadDim; }, StatusCode::kInvalidArgument,
+       "k_stride: strides must be non-negative"},
+      {"StrideOverflow", [](Params& p) { p.v_stride.batch = std::numeric_limits<int64_t>::max() - 10; },
+       StatusCode::kInvalidArgument, "v: the largest element offset overflows int64"},
+      {"OverlappingOutputRows", [](Params& p) { p.o_stride.row = kHeadDim - 1; }, StatusCode::kInvalidArgument,
+       "o_stride: output elements overlap"},
+      {"OverlappingOutputHeads", [](Params& p) { p.o_stride.head = 0; }, StatusCode::kInvalidArgument,
+       "o_stride: output elements overlap"},
+      {"OutputAliasesInput", [](Params& p) { p.o = const_cast<void*>(p.q); }, StatusCode::kInvalidArgument,
+       "o: overlaps input q"},
+      {"LseAliasesOutput", [](Params& p) { p.lse = static_cast<float*>(p.o); }, StatusCode::kInvalidArgument,
+       "lse: overlaps o"},
+  };
+}
+
+class ApiValidation : public ::testing::TestWithParam<Rule> {};
+
+TEST_P(ApiValidation, RejectedWithItsMessageBeforeAnyLaunch) {
+  const Rule& rule = GetParam();
+  Fixture f;
+  ASSERT_TRUE(can_implement(f.params).ok()) << can_implement(f.params).message();
+  rule.break_it(f.params);
+
+  const Status st = can_implement(f.params);
+  EXPECT_EQ(st.code(), rule.code) << st.message();
+  EXPECT_NE(st.message().find(rule.message), std::string::npos)
+      << "expected message containing '" << rule.message << "', got '" << st.message() << "'";
+
+  // run() validates first: the same status, whether or not a GPU is present, and nothing written.
+  const Status ran = run(f.params);
+  EXPECT_EQ(ran.code(), st.code());
+  EXPECT_EQ(ran.message(), st.message());
+  EXPECT_TRUE(f.outputs_untouched());
+
+  // The C ABI reports the same code and message.
+  const fc_params c = to_c(f.params);
+  char msg[512];
+  EXPECT_EQ(fc_can_implement(&c, msg, sizeof msg), static_cast<fc_status>(st.code()));
+  EXPECT_EQ(std::string(msg), st.message());
+  EXPECT_EQ(fc_forward(&c, nullptr, msg, sizeof msg), static_cast<fc_status>(st.code()));
+  EXPECT_EQ(std::string(msg), st.message());
+  EXPECT_TRUE(f.outputs_untouched());
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryRule, ApiValidation, ::testing::ValuesIn(rules()),
+                         [](const ::testing::TestParamInfo<Rule>& info) { return std::string(info.param.name); });
+
+TEST(ApiValidation, ValidParamsAcceptedForEveryDtypeMaskAndLayout) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (Mask mask : {Mask::kNone, Mask::kCausalBottomRight, Mask::kCausalTopLeft}) {
+      Fixture f(dtype);
+      f.params.mask = mask;
+      EXPECT_TRUE(can_implement(f.params).ok()) << to_string(dtype) << " " << to_string(mask);
+    }
+  }
+  Fixture f;
+  const Params bshd = make_params(DType::kBF16, kBatch, kHeadsQ, kHeadsKv, kSeqQ, kSeqK, kHeadDim, Mask::kNone,
+                                  Layout::kBSHD);
+  f.params.q_stride = bshd.q_stride;
+  f.params.k_stride = bshd.k_stride;
+  f.params.v_stride = bshd.v_stride;
+  f.params.o_stride = bshd.o_stride;
+  EXPECT_TRUE(can_implement(f.params).ok()) << can_implement(f.params).message();
+}
+
+TEST(ApiValidation, ZeroSizedProblemsAreNoOpsEvenWithNullPointers) {
+  for (int which = 0; which < 3; ++which) {
+    Params p = make_params(DType::kF16, 2, 4, 2, 3, 5, 64);
+    (which == 0 ? p.batch : which == 1 ? p.heads_q : p.seqlen_q) = 0;
+    if (which == 1) p.heads_kv = 0;  // no heads at all
+    EXPECT_TRUE(can_implement(p).ok()) << which << ": " << can_implement(p).message();
+    const Status ran = run(p);
+    EXPECT_TRUE(ran.ok()) << which << ": " << ran.message();
+  }
+}
+
+TEST(ApiValidation, NoKeysNeedsNoInputs) {
+  // seqlen_k == 0: every row is O = 0, LSE = -inf; Q, K and V are never read, so they may be null.
+  Fixture f;
+  f.params.seqlen_k = 0;
+  f.params.q = f.params.k = f.params.v = nullptr;
+  EXPECT_TRUE(can_implement(f.params).ok()) << can_implement(f.params).message();
+}
+
+TEST(ApiValidation, DefaultScaleAndStrides) {
+  const Params p = make_params(DType::kF32, 2, 8, 2, 16, 32, 64);
+  EXPECT_FLOAT_EQ(p.softmax_scale, 0.125f);
+  EXPECT_EQ(p.q_stride.row, 64);
+  EXPECT_EQ(p.q_stride.head, 16 * 64);
+  EXPECT_EQ(p.q_stride.batch, 8 * 16 * 64);
+  EXPECT_EQ(p.k_stride.head, 32 * 64);
+  EXPECT_EQ(p.k_stride.batch, 2 * 32 * 64);
+  const Params s = make_params(DType::kF32, 2, 8, 2, 16, 32, 64, Mask::kNone, Layout::kBSHD);
+  EXPECT_EQ(s.q_stride.row, 8 * 64);
+  EXPECT_EQ(s.q_stride.head, 64);
+  EXPECT_EQ(s.q_stride.batch, 16 * 8 * 64);
+  EXPECT_EQ(s.k_stride.row, 2 * 64);
+}
+
+TEST(ApiValidation, CAbiMakeParamsAndNullHandling) {
+  fc_params c{};
+  char msg[256];
+  ASSERT_EQ(fc_make_params(FC_DTYPE_BF16, 1, 2, 1, 3, 4, 16, FC_MASK_CAUSAL_TOP_LEFT, FC_LAYOUT_BHSD, &c, msg,
+                           sizeof msg),
+            FC_OK)
+      << msg;
+  EXPECT_EQ(c.o_stride.row, 16);
+  EXPECT_FLOAT_EQ(c.softmax_scale, 0.25f);
+  EXPECT_EQ(fc_make_params(FC_DTYPE_BF16, 1, 2, 1, 3, 4, 16, 0, 5, &c, msg, sizeof msg), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(msg).find("layout"), std::string::npos) << msg;
+  EXPECT_EQ(fc_can_implement(nullptr, msg, sizeof msg), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(msg, "params: null pointer");
+  EXPECT_EQ(fc_forward(nullptr, nullptr, msg, sizeof msg), FC_ERR_INVALID_ARGUMENT);
+  // A tiny message buffer is truncated, still NUL-terminated.
+  char tiny[4];
+  EXPECT_EQ(fc_can_implement(nullptr, tiny, sizeof tiny), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(tiny, "par");
+}
+
+TEST(ApiValidation, VisibleKeysNamesTheAlignment) {
+  // seqlen_q = 3, seqlen_k = 5: top-left row 0 sees key 0; bottom-right row 0 sees keys 0..2.
+  EXPECT_EQ(visible_keys(Mask::kCausalTopLeft, 0, 3, 5), 1);
+  EXPECT_EQ(visible_keys(Mask::kCausalBottomRight, 0, 3, 5), 3);
+  EXPECT_EQ(visible_keys(Mask::kCausalBottomRight, 2, 3, 5), 5);
+  EXPECT_EQ(visible_keys(Mask::kNone, 0, 3, 5), 5);
+  // seqlen_q > seqlen_k: the first bottom-right rows see nothing.
+  EXPECT_EQ(visible_keys(Mask::kCausalBottomRight, 0, 5, 3), 0);
+  EXPECT_EQ(visible_keys(Mask::kCausalBottomRight, 2, 5, 3), 1);
+  EXPECT_EQ(visible_keys(Mask::kCausalTopLeft, 4, 5, 3), 3);
+}
+
+}  // namespace
+}  // namespace flashcheck
