@@ -15,6 +15,17 @@
 #include "flashcheck/attention.h"
 #include "flashcheck/instrument.h"
 
+// 1 in flashcheck_kernel_instrumented, 0 in flashcheck_kernel (set by kernel/CMakeLists.txt). Kernel bodies
+// test it with `if constexpr`, so production code carries no instrumentation.
+#ifndef FLASHCHECK_INSTRUMENT
+#define FLASHCHECK_INSTRUMENT 0
+#endif
+#if FLASHCHECK_INSTRUMENT
+#define FLASHCHECK_KERNEL_VARIANT instrumented
+#else
+#define FLASHCHECK_KERNEL_VARIANT production
+#endif
+
 namespace flashcheck::detail {
 
 bool tensor_core_select(const Params& params, KernelConfig* config);  // kernel/src/tensor_core/
@@ -22,11 +33,19 @@ bool split_tf32_select(const Params& params, KernelConfig* config);   // kernel/
 bool general_select(const Params& params, KernelConfig* config);      // kernel/src/general/ (serves everything valid)
 
 #if defined(FLASHCHECK_HAS_CUDA)
+// The production (flashcheck_kernel) and instrumented (flashcheck_kernel_instrumented) libraries compile
+// the same family sources; each copy lives in its own inline namespace so one program (the harness) can
+// link both without the linker merging a production kernel or launch function with its instrumented twin.
+// Family sources therefore DEFINE their *_launch function, and any kernel or helper with external linkage,
+// inside `namespace flashcheck::detail { inline namespace FLASHCHECK_KERNEL_VARIANT { ... } }`
+// (kernels may instead sit in an anonymous namespace).
 // `inst` is null in production; instrumented builds (FLASHCHECK_INSTRUMENT=1) pass device pointers.
 // Preconditions: can_implement(params) is ok, and batch, heads_q, seqlen_q are all > 0.
+inline namespace FLASHCHECK_KERNEL_VARIANT {
 Status tensor_core_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
 Status split_tf32_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
 Status general_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
+}  // namespace FLASHCHECK_KERNEL_VARIANT
 #endif
 
 }  // namespace flashcheck::detail

@@ -2,7 +2,8 @@
 // distributions, injected special values, seed), e.g.
 //   bf16 b=2 hq=8 hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) seed=42
 // format_case(parse_case(s)) == s for every canonical line; parse errors name the offending token.
-// Optional keys (omitted when default): layout=bshd, pad=N (extra elements per row stride),
+// Canonical order: dtype b hq hkv sq sk d mask [layout] [pad] [scale] q k v [inject] seed. Optional keys
+// (omitted when default): layout=bshd, pad=N (extra elements after every head_dim vector of Q, K, V, O),
 // scale=X (softmax scale; default 1/sqrt(d) rounded to fp32), inject=q[b,h,s,d]:nan;k[...]:-inf;...
 #pragma once
 
@@ -16,28 +17,44 @@
 
 namespace flashcheck {
 
-// Value families, named in RC_CLASSIFY and the case line.
+// Value families, named in RC_CLASSIFY and the case line. Every element is drawn in double from the
+// case's Philox stream for its tensor, then rounded once to the dtype (values beyond the dtype's range
+// become +-inf: the case asked for them). u, u' are independent uniforms in [0,1), z a standard normal.
 enum class DistKind : int32_t {
-  kNormal = 0,     // normal(mu,sigma)
-  kUniform = 1,    // uniform(lo,hi)
-  kConst = 2,      // const(c): every element c (all logits equal)
-  kNearMax = 3,    // nearmax(frac): uniform sign * frac * dtype max * (1 - u/8)
-  kSubnormal = 4,  // subnormal(): random subnormals of the dtype, random signs
-  kRamp = 5,       // ramp(lo,hi): element [.., s, d] = lo + (hi-lo)*s/(S-1) + tiny noise; on K: logits increase along keys
-  kDominant = 6,   // dominant(sigma,big): normal(0,sigma) except one row per (b,h) (chosen by the seed) scaled to big
+  kNormal = 0,     // normal(mu,sigma): mu + sigma*z; sigma >= 0
+  kUniform = 1,    // uniform(lo,hi): lo + (hi-lo)*u; lo <= hi
+  kConst = 2,      // const(c): every element c (all logits equal); c may be nan/inf/-0
+  kNearMax = 3,    // nearmax(frac): random sign * frac * dtype max * (1 - u/8); frac >= 0
+  kSubnormal = 4,  // subnormal(): random nonzero subnormals of the dtype (uniform significand), random signs
+  kRamp = 5,       // ramp(lo,hi): element [.., s, d] = lo + (hi-lo)*s/(S-1) + (hi-lo)*2^-12*(u-1/2)
+                   //   (lo when S == 1); on K with positive q: logits increase along keys
+  kDominant = 6,   // dominant(sigma,big): normal(0,sigma) except one row s* per (b,h), chosen by the seed,
+                   //   drawn from normal(0,big): one dominant key (on K) or query/value row
   kNegZero = 7,    // negzero(): every element -0.0
 };
+inline constexpr int kDistKindCount = 8;
+const char* to_string(DistKind kind);  // "normal", "uniform", ... as in the case line
+const char* to_string(Layout layout);  // "bhsd", "bshd"
 
+// Unused parameters (b of one-parameter kinds, both of parameterless kinds) play no role: equality
+// ignores them and the parser leaves them at their defaults.
 struct ValueSpec {
   DistKind kind = DistKind::kNormal;
   double a = 0.0;  // first parameter (mu, lo, c, frac, sigma)
   double b = 1.0;  // second parameter (sigma, hi, big)
+  friend bool operator==(const ValueSpec& x, const ValueSpec& y);
 };
+// Number of parameters `kind` takes in the case line (0, 1 or 2).
+int dist_arity(DistKind kind);
 
+// One element overwritten after generation (before the dtype rounding of the value itself).
 struct Injection {
   char tensor = 'q';  // 'q', 'k' or 'v'
   int64_t b = 0, h = 0, s = 0, d = 0;
   double value = 0.0;  // nan, inf, -inf, -0 or any number; rounded to the dtype
+  // Equal when the positions match and the values are the same number (sign of zero included; any two
+  // NaNs are the same value: the case line writes every NaN as "nan").
+  friend bool operator==(const Injection& x, const Injection& y);
 };
 
 struct Case {
@@ -45,18 +62,31 @@ struct Case {
   int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1, head_dim = 1;
   Mask mask = Mask::kNone;
   Layout layout = Layout::kBHSD;
-  int64_t pad = 0;                    // extra elements appended to each row stride of Q, K, V and O
-  std::optional<float> scale;         // default 1/sqrt(head_dim) rounded to fp32
+  int64_t pad = 0;                    // extra elements after every head_dim vector of Q, K, V and O
+  std::optional<float> scale;         // default 1/sqrt(head_dim) rounded to fp32; always finite
   ValueSpec q, k, v;
   std::vector<Injection> inject;
   uint64_t seed = 0;
 
+  // The scale given to the kernel: `scale`, else float(1.0 / sqrt(double(head_dim))) (IEEE sqrt and
+  // division are correctly rounded, so this is the same number everywhere); 1 when head_dim <= 0, so that
+  // can_implement complains about head_dim and nothing else.
   float softmax_scale() const;
   friend bool operator==(const Case&, const Case&) = default;
 };
 
+// Canonical line for `c`. Numbers are printed in the shortest form that reads back to the same value.
 std::string format_case(const Case& c);
-// Parses a case line; on failure returns a Status whose message names the bad token and why.
+
+// Parses a case line; on failure returns kInvalidArgument with a message naming the bad token, its column
+// (1-based) and the reason. Tokens are separated by blanks and may come in any order after the dtype; each
+// key at most once. Missing keys take the defaults of Case, except hkv which defaults to hq. The parser
+// checks its own fields (syntax, non-negative sizes that fit int64, known names, distribution parameters,
+// injection indices inside the shape); whether the kernel supports the shape is can_implement's business,
+// so d=0 or hq % hkv != 0 parse fine. *out is written only on success.
 Status parse_case(std::string_view line, Case* out);
+
+// Checks a programmatically built Case the way parse_case checks a line (sizes, parameters, injections).
+Status validate_case(const Case& c);
 
 }  // namespace flashcheck

@@ -1,8 +1,8 @@
-// Deterministic inputs for a case: a counter-based generator (Philox4x32-10, keyed by the case seed and
-// a stream id per tensor, counter = element index) feeding distributions built only from IEEE basic
-// operations (+ - * / sqrt) and our own exactly specified log/sin/cos approximations, never std::
+// Deterministic inputs for a case: a counter-based generator (Philox4x32-10, keyed by the case seed,
+// counter = (element index, stream id of the tensor)) feeding distributions built only from IEEE basic
+// operations (+ - * / sqrt, exact frexp/ldexp) and our own fixed-coefficient log and cos, never std::
 // distributions or libm, compiled with -ffp-contract=off: a case line replays bit for bit on every
-// machine and standard library (golden-hash test).
+// machine, compiler and standard library (golden-hash test).
 #pragma once
 
 #include <cstdint>
@@ -19,23 +19,63 @@ struct Philox4x32 {
   static void generate(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4]);
 };
 
+// Philox streams: counter = {index low, index high, stream, 0}, key = {seed low, seed high}. One call per
+// element (index = canonical [B, H, S, D] position), so any element can be regenerated on its own.
+enum class Stream : uint32_t {
+  kQ = 1,
+  kK = 2,
+  kV = 3,
+  kDominantRowQ = 0x101,  // index = b * H + h: which row of (b, h) is dominant
+  kDominantRowK = 0x102,
+  kDominantRowV = 0x103,
+};
+
+// Deterministic elementary functions (same bits on every platform; accurate to a few ulp).
+namespace detmath {
+double log(double x);        // natural log for finite x > 0
+double cos_2pi(double turns);  // cos(2*pi*turns) for turns in [0, 1)
+}  // namespace detmath
+
+// Bit patterns. Inputs' padding elements hold a NaN so that a kernel reading padding poisons its result;
+// O and LSE are poisoned with a different NaN payload before a run so that "never written" is told apart
+// from a NaN the kernel computed (which would carry the canonical payload).
+inline constexpr uint16_t kInputPadBits16 = 0x7FD5;       // NaN as f16 and as bf16
+inline constexpr uint32_t kInputPadBits32 = 0x7FC0BAD1u;  // NaN as f32
+inline constexpr uint16_t kPoisonBits16 = 0x7FC1;         // NaN as f16 and as bf16
+inline constexpr uint32_t kPoisonBits32 = 0x7FC0DEADu;    // NaN as f32
+
 struct HostInputs {
-  Params params;                      // make_params for the case (+ layout, pad, scale), host pointers to q/k/v below; o/lse null
-  std::vector<uint8_t> q, k, v;       // dtype-encoded bytes in the case's layout (padding bytes are a fixed pattern)
+  // make_params for the case with strides contiguous_strides(layout, H, S, D + pad), the case's scale, and
+  // host pointers to q/k/v below (o/lse null). The pointers refer to this object's vectors: after a copy,
+  // call bind() (the runner always rebinds).
+  Params params;
+  std::vector<uint8_t> q, k, v;       // dtype-encoded bytes in the case's layout (padding elements hold kInputPad*)
   std::vector<double> q_exact, k_exact, v_exact;  // the same values decoded, contiguous [B, H, S, D]
   oracle::Problem problem() const;    // view for the oracle (spans into *_exact)
   uint64_t hash() const;              // FNV-1a 64 over q, k, v bytes (golden-hash tests)
+  void bind();                        // points params.q/k/v at this object's vectors
 };
 
-// Builds the inputs; fails with a message for a case whose sizes are invalid or too large for host memory
-// (`max_bytes`, default 4 GiB).
+// Builds the inputs; fails with a message for a case that does not validate (validate_case) or whose
+// buffers exceed `max_bytes` of host memory (encoded plus decoded copies).
 Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes = int64_t{4} << 30);
 
-// dtype encode/decode: round-to-nearest-even from double (one rounding, no double rounding through float).
+// dtype encode/decode: round-to-nearest-even from double (one rounding, no double rounding through float),
+// subnormals, overflow to +-inf, -0.0 and NaN (sign and leading payload bits; a payload that would vanish
+// becomes the quiet bit) preserved. Decoding is exact.
 uint16_t encode_f16(double x);
 uint16_t encode_bf16(double x);
+uint32_t encode_f32(double x);
 double decode_f16(uint16_t bits);
 double decode_bf16(uint16_t bits);
+double decode_f32(uint32_t bits);
+uint32_t encode_dtype(DType dtype, double x);      // low dtype_size(dtype) bytes meaningful
+double decode_dtype(DType dtype, uint32_t bits);
 double round_to_dtype(DType dtype, double x);  // value of x rounded to dtype, as double
+double dtype_max(DType dtype);                 // largest finite value
+
+// FNV-1a 64 of a byte range, continuing from `hash` (start with kFnvOffset).
+inline constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
+uint64_t fnv1a64(const uint8_t* data, size_t size, uint64_t hash = kFnvOffset);
 
 }  // namespace flashcheck

@@ -1,7 +1,8 @@
 // The verdict: kernel outputs against the oracle, as scale-free ratios error / bound (fail above 1),
 // with the worst element's index, the kernel's and the oracle's values there, max and RMS error in units
 // of the dtype's epsilon, checks of the online-softmax statistics (m, l, LSE = m + ln l), the statistical
-// RMS check against a same-precision emulated reference, and the case line, so anyone can replay it.
+// RMS check against a same-precision emulated reference, the runner's guards (unwritten elements, canaries,
+// input hash), and the case line first, so anyone can replay it.
 #pragma once
 
 #include <cstdint>
@@ -16,31 +17,44 @@
 namespace flashcheck {
 
 struct Worst {
-  double ratio = 0.0;      // error / bound; +inf when bound is 0 and error is not, or NaN where finite expected
+  double ratio = 0.0;      // error / bound (oracle::error_ratio); +inf for a failure without a finite ratio (NaN
+                           // where a number was expected, a non-zero error against a zero bound)
   oracle::RowRef where;    // row
-  int64_t col = -1;        // head_dim index for O, -1 for row statistics
+  int64_t col = -1;        // head_dim index for O, -1 for row statistics (and for no worst found yet)
   double got = 0.0, want = 0.0, bound = 0.0;
+  int64_t over = 0;        // how many checked values had ratio > 1
+  int64_t checked = 0;     // how many values this check looked at
 };
 
 struct Verdict {
   bool pass = true;
   std::string case_line;
+  std::string config;                  // the kernel configuration that ran: name, compute path, block_m, block_n
   std::vector<std::string> failures;   // one human-readable line per failed check
   Worst o, lse, m, l;
-  double rms_ratio = 0.0;              // statistical check: RMS err(kernel) / RMS err(emulated reference), per row, worst
-  int64_t rows_checked = 0, elements_checked = 0, unconstrained_rows = 0;
-  double max_err_eps = 0.0, rms_err_eps = 0.0;  // O error in units of the dtype's epsilon (2u)
-  std::string report() const;          // multi-line failure report, the case line first
+  Worst identity;                      // |LSE - (m + ln l)| against the fp32 evaluation bound, kernel values only
+  // Statistical check (oracle::RmsCheck), pooled over every compared O element of the case's constrained
+  // rows: rms_ratio = rms(kernel - exact) / (kRmsFactor * rms(emulated - exact) + floor/sqrt(N)), fail above 1.
+  double rms_ratio = 0.0;
+  double rms_kernel = 0.0, rms_reference = 0.0;  // the two RMS errors, absolute
+  int64_t rms_count = 0;                         // N, elements pooled
+  int64_t rows_checked = 0, rows_total = 0, elements_checked = 0, unconstrained_rows = 0, empty_rows = 0;
+  double max_err_eps = 0.0, rms_err_eps = 0.0;  // O error |got - want| / (eps * A_k), eps = 2u, A_k = sum_j p_j |v_jk|
+  int64_t unwritten_o = 0, unwritten_lse = 0;   // the runner's guards, copied from RunOutputs for the report
+  bool canaries_intact = true, inputs_unchanged = true;
+  std::string report() const;          // multi-line report, the case line first
 };
 
 struct JudgeOptions {
   oracle::Tier tier = oracle::Tier::kFast;
-  int64_t full_check_limit = 4096;
-  int64_t random_rows = 64;
-  bool check_stats = true;     // m, l (requires outputs.row_m / row_l)
+  int64_t full_check_limit = 4096;  // check every row when batch * heads_q * seqlen_q is at most this
+  int64_t random_rows = 64;         // otherwise boundary rows plus this many seeded random rows
+  bool check_stats = true;     // m, l and LSE = m + ln l (when outputs.row_m / row_l are present)
   bool check_rms = true;
 };
 
+// Judges `outputs` of a run of `inputs` (built from `c`). A failed call (outputs.status not ok) is a failed
+// verdict that names the status; a caller that expects a rejection checks the status itself.
 Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs, const JudgeOptions& options = {});
 
 }  // namespace flashcheck

@@ -1,8 +1,11 @@
 // The error model: per-element bounds for O and per-row bounds for LSE, m and l, for each dtype and
 // each compute path, derived from the kernel's rounding points (docs/error-model.md has the derivation
-// and justifies every constant). Verdicts are ratios |kernel - exact| / bound; fail above 1.
+// and justifies every constant). Verdicts are ratios |kernel - exact| / bound; fail above 1 (and on NaN).
+// A second, statistical check (RmsCheck) compares the kernel's RMS error with that of a same-precision
+// emulated reference, which catches degradations the worst-case bound is too loose to see.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "flashcheck/attention.h"
@@ -14,14 +17,80 @@ struct RowBound {
   std::vector<double> o;  // [head_dim] absolute bound on |O_k - O*_k|
   double lse = 0.0;       // absolute bound on |LSE - LSE*|
   double m = 0.0;         // absolute bound on |m - m*|
-  double l_rel = 0.0;     // relative bound on |l - l*| / l*, given the kernel's m (l is relative to exp(m))
-  bool unconstrained = false;  // outside the domain (score overflow, non-finite input): no numeric claim
+  double l_rel = 0.0;     // relative bound on |l - l_ref| / l_ref, l_ref = l_given_m(exact, kernel's m)
+  bool unconstrained = false;  // outside the domain (non-finite score, score or accumulator overflow)
 };
 
-// Bound for one row as computed by `path` on inputs of `dtype`, processed in K/V tiles of `block_n`.
+// Bound for one row as computed by `path` on inputs of `dtype`, processed in K/V tiles of `block_n`;
+// head_dim is the length of the score dot products. The bound includes the oracle tier's own error.
 RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_t block_n, int64_t head_dim);
 
 // Unit roundoff of a format: fp32 2^-24, fp16 2^-11, bf16 2^-8.
 double unit_roundoff(DType dtype);
+
+// The ratio one check reports (threshold 1), with the oracle's semantics of non-finite values:
+//   want NaN (the oracle's "must be non-finite")  -> 0 if got is NaN or +-inf, else +inf;
+//   want +-inf                                    -> 0 if got == want, else +inf;
+//   unconstrained row, finite want                -> 0 (no numeric claim outside the domain);
+//   finite want, non-finite got                   -> NaN (a failure: compare with !(ratio <= 1));
+//   otherwise |got - want| / bound, with 0/0 = 0 and x/0 = +inf.
+// Use it for every O element and for LSE.
+double error_ratio(double got, double want, double bound, bool unconstrained);
+
+// The kernel reports m in natural-log units and l = sum_j exp(s_j - m_kernel). The exact counterpart is
+// l_ref = l* exp(m* - m_kernel), computed here from m + m_lo so that large |m| loses nothing.
+double l_given_m(const RowResult& exact, double kernel_m);
+// Ratios for the online-softmax statistics; 0 for unconstrained rows (a NaN score can leave the kernel's
+// running max finite: fmaxf ignores NaN, so m and l carry no contract there), and for l also where its
+// bound is infinite (|m| beyond ~2^24: fp32's rounding of m alone changes exp(m) beyond any factor).
+double m_error_ratio(const RowResult& exact, const RowBound& bound, double kernel_m);
+double l_error_ratio(const RowResult& exact, const RowBound& bound, double kernel_m, double kernel_l);
+
+// A same-precision emulated reference for the statistical check: non-tiled (one pass with the final max),
+// with the rounding points of `path` on `dtype` inputs: fp32 scores as round-to-nearest FMA chains (three
+// tf32 products per product on the split path), x = fl(s * fl(scale*log2 e)), p = exp2(x - m) in fp32 with a
+// deterministic pseudo-random relative error of up to kExp2RelErr modelling the GPU's approximate exp2,
+// l summed in fp32 from fp32 p, P rounded as the path rounds it, P*V accumulated in fp32 (FMA chain on CUDA
+// cores; on tensor cores exact products added in mma blocks with truncation, as the hardware does), one
+// division, O rounded to dtype. Where implementations of a path differ it takes the noisier choice, so every
+// healthy implementation (GPU or host model) stays within kRmsFactor of it (docs/error-model.md).
+// Returns O [head_dim] as doubles (0 for rows with no usable key; NaN where the emulation is non-finite).
+std::vector<double> emulated_row(const Problem& problem, RowRef row, DType dtype, ComputePath path);
+
+// Relative error bound of the GPU's exp2 (covers exp2f's 2 ulp and ex2.approx.f32's 2^-22.5).
+inline constexpr double kExp2RelErr = 0x1p-22;
+
+// The statistical check. Feed every compared O element of the constrained rows whose oracle value is finite
+// (pool the rows of one case: a single row's elements share one l error, too few independent draws). Errors
+// are taken relative to the element's scale A_k = sum_j p_j |v_jk| (RowResult::abs_pv), so that every row
+// weighs alike and one row with large V cannot turn the pool into a single random draw:
+//   ratio = rms(e_kernel) / (kRmsFactor * rms(e_reference) + floor / sqrt(N)),   e = (value - exact) / A_k,
+//   floor = kRmsFloorUlps * (u_q * rms(|exact| / A_k) + u_32),  u_q = max(unit_roundoff(dtype), u_32 = 2^-24).
+// Fail above 1. kRmsFactor = 2: the kernel computes with the same rounding points as the reference, so its
+// RMS error is the reference's up to summation order and tiling; twice that is a degradation (a format one
+// step coarser costs 8x or more). The floor keeps a small sample from failing on a few unlucky roundings
+// when the reference happens to be exact (O representable, or cancelling in the reference's order): about
+// one ulp of O, or one fp32 rounding of A_k, on one element; it vanishes as N grows.
+inline constexpr double kRmsFactor = 2.0;
+inline constexpr double kRmsFloorUlps = 2.0;
+class RmsCheck {
+ public:
+  explicit RmsCheck(DType dtype) : dtype_(dtype) {}
+  // One element: the kernel's value, the emulated reference's, the exact one, and A_k (RowResult::abs_pv).
+  // Elements with a non-finite value or A_k = 0 (an all-zero V column: exact either way) are skipped.
+  void add(double got, double reference, double exact, double abs_pv);
+  void merge(const RmsCheck& other);
+  int64_t count() const { return count_; }
+  double rms_kernel() const;     // rms((got - exact) / A_k)
+  double rms_reference() const;  // rms((reference - exact) / A_k)
+  double rms_exact() const;      // rms(|exact| / A_k), in [0, 1]: 1 when nothing cancels
+  double rms_floor() const;      // floor / sqrt(N) of the formula above
+  double ratio() const;          // 0 when nothing was added or the kernel is exact
+
+ private:
+  DType dtype_;
+  double sum_sq_kernel_ = 0.0, sum_sq_reference_ = 0.0, sum_sq_exact_ = 0.0;
+  int64_t count_ = 0;
+};
 
 }  // namespace flashcheck::oracle

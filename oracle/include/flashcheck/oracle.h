@@ -1,11 +1,20 @@
 // The oracle: the exact attention result of one query row, from exactly the dtype-rounded inputs.
 // Host-only, no CUDA. Two tiers:
-//   gold: Boost.Multiprecision (cpp_bin_float, >= 113-bit significand), plain loops that read like the math;
-//   fast: double with error-free transformations (exact products, compensated sums), its own error bounded
-//         and tested against gold (docs/error-model.md).
+//   gold: Boost.Multiprecision cpp_bin_float_quad (113-bit significand), plain loops that read like the math;
+//   fast: double with error-free transformations (exact products, compensated sums, log1p-based LSE), its own
+//         error bounded per element (RowResult::o_err ...) and tested against gold (docs/error-model.md).
 // Besides O, LSE, m and l each row carries the ingredients of the error bound (error_model.h).
+//
+// Semantics (attention.h), as the oracle reports them:
+//  * no usable key (no visible key, or every visible score is -inf): O = 0, LSE = -inf, m = -inf, l = 0;
+//  * a visible score that is NaN or +inf (IEEE arithmetic on the inputs: inf*0 = NaN, inf-inf = NaN):
+//    nonfinite_score; O, LSE, m, l are all NaN ("must be non-finite");
+//  * a non-finite V element at a visible key (even one of zero weight: the kernel computes 0*inf = NaN):
+//    O of that column is NaN, which means "must be non-finite" (the kernel may give +-inf or NaN);
+//  * -inf scores carry zero weight.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -27,32 +36,61 @@ struct Problem {
 struct RowRef {
   int64_t b = 0, h = 0, i = 0;
   friend bool operator==(const RowRef&, const RowRef&) = default;
+  friend auto operator<=>(const RowRef&, const RowRef&) = default;
 };
 
 enum class Tier : int32_t { kGold = 0, kFast = 1 };
+const char* to_string(Tier tier);  // "gold", "fast"
 
+// Notation of the fields: s_j = scale * q.k_j over the visible keys j, m = max_j s_j, w_j = exp(s_j - m),
+// l = sum_j w_j, p_j = w_j / l, S_j = |scale| * sum_k |q_k k_jk| (the condition of score j), gap_j = m - s_j.
 struct RowResult {
   RowRef row;
   int64_t visible = 0;          // number of visible keys
-  std::vector<double> o;        // [head_dim]; 0 for rows with no visible key
-  double lse = 0.0;             // natural log; -inf for rows with no visible key
+  int64_t seqlen_k = 0;         // keys of the problem: the kernel visits at most ceil(seqlen_k / block_n) tiles
+  std::vector<double> o;        // [head_dim]; 0 for rows with no usable key; NaN = "must be non-finite"
+  double lse = 0.0;             // natural log; -inf for rows with no usable key
   double m = 0.0;               // max_j s_j over visible keys (s = scale * q.k); -inf if none
+  double m_lo = 0.0;            // m + m_lo is the max to ~2^-100 relative (l relative to the kernel's m needs it)
   double l = 0.0;               // sum_j exp(s_j - m); 0 if none
-  // Ingredients of the bound (error_model.h):
-  std::vector<double> abs_pv;   // [head_dim]  A_k = sum_j p_j |v_jk|, p_j = exp(s_j - lse)
-  double max_abs_v = 0.0;       // max over visible j, k of |v_jk|
-  double score_abs_max = 0.0;   // max_j |scale| * sum_k |q_k k_jk|: per-score error scale (dot product condition)
-  double score_abs_weighted = 0.0;  // sum_j p_j * |scale| * sum_k |q_k k_jk|
+  // Ingredients of the bound (error_model.h). Per head_dim element k:
+  std::vector<double> abs_pv;        // A_k  = sum_j p_j |v_jk|
+  std::vector<double> dev_pv;        // D_k  = sum_j p_j |v_jk - O_k|          (weight errors move O by this)
+  std::vector<double> dev_pv_score;  // DS_k = sum_j p_j S_j |v_jk - O_k|      (score errors, per key)
+  std::vector<double> dev_pv_gap;    // DG_k = sum_j p_j gap_j |v_jk - O_k|    (exponent-argument rounding)
+  std::vector<double> abs_v_sum;     // sum_j |v_jk| over visible keys, unweighted (absolute underflow floors)
+  double max_abs_v = 0.0;            // max over visible j, k of |v_jk|
+  double score_abs_max = 0.0;        // max_j S_j: per-score error scale (dot product condition)
+  double score_abs_weighted = 0.0;   // sum_j p_j S_j
+  double score_gap_max = 0.0;        // max_j gap_j over keys with a finite score
+  double score_gap_weighted = 0.0;   // sum_j p_j gap_j
+  double score_flush_max = 0.0;      // max_j of what flush-to-zero arithmetic can drop from score j:
+                                     // |scale| (sum of |q_k k_jk| over products with an operand below 2^-114
+                                     // or a magnitude below 2^-126, plus head_dim * 2^-126)
+  // This tier's own error (bounds on |reported - exact|); bound_row adds them, so verdicts stay honest.
+  std::vector<double> o_err;    // [head_dim]
+  double lse_err = 0.0;
+  double m_err = 0.0;
+  double l_rel_err = 0.0;       // relative, for l_given_m()
+  // Domain flags. RowBound::unconstrained = nonfinite_score || score_overflow || accum_overflow.
   bool nonfinite_input = false;     // a NaN/Inf entered a visible score or a visible V row
-  bool score_overflow = false;      // some visible |s_j| (or partial sum) exceeds FLT_MAX: outside the kernel's domain
+  bool nonfinite_score = false;     // a visible score is NaN or +inf
+  bool score_overflow = false;      // |scale|*log2(e) or 1 times sum_k |q_k k_jk| exceeds FLT_MAX/4: the
+                                    // kernel's fp32 scores (or x - m) may overflow: outside its domain
+  bool accum_overflow = false;      // sum_j |v_jk| exceeds FLT_MAX/4: the fp32 accumulator may overflow
 };
 
+// The exact result of one row. Deterministic; the fast tier costs O(seqlen_k * head_dim) double operations,
+// the gold tier that many 113-bit operations (see docs/error-model.md for throughput).
 RowResult compute_row(const Problem& problem, RowRef row, Tier tier);
 
-// Rows to check for a problem: all rows when batch*heads_q*seqlen_q <= full_check_limit; otherwise the first
-// and last rows, rows at Q-tile boundaries (block_m-1, block_m, block_m+1, ...), fully masked rows, rows
-// next to the causal diagonal's tile crossings (block_n), and `random_rows` rows drawn from `seed`.
-// Deterministic, sorted, unique.
+// Rows to check for a problem: all rows when batch*heads_q*seqlen_q <= full_check_limit; otherwise, for the
+// first and the last (batch, head) pair: the first and last rows, the rows at Q-tile boundaries (t*block_m-1,
+// t*block_m, t*block_m+1 for the first and last kBoundaryTilesEachEnd tiles), the first and last fully masked
+// rows and the first row after them, the rows whose visible-key count sits at a K-tile boundary of the causal
+// diagonal (t*block_n-1, t*block_n, t*block_n+1, same tile limit); plus `random_rows` rows drawn uniformly
+// over all rows by splitmix64 keyed by `seed`. Deterministic, sorted, unique.
+inline constexpr int64_t kBoundaryTilesEachEnd = 4;
 std::vector<RowRef> sample_rows(const Problem& problem, int32_t block_m, int32_t block_n, uint64_t seed,
                                 int64_t full_check_limit = 4096, int64_t random_rows = 64);
 

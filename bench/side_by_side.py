@@ -1,0 +1,335 @@
+"""flashcheck beside PyTorch's SDPA backends (flash, cudnn, efficient, math) on the same tensors, in one run.
+
+flashcheck is called through its C ABI (kernel/include/flashcheck/attention_c.h) loaded with ctypes from
+libflashcheck.so, on PyTorch's current stream. Prints and writes (to --out):
+  side_by_side.json  every measurement
+  side_by_side.md    one table of TFLOP/s, one of accuracy (relative RMS error of O against float64 SDPA on
+                     the same rounded inputs), one of peak memory
+  tflops_bf16.png, tflops_fp16.png, tflops_fp32.png   TFLOP/s vs seq_len per head_dim, causal and not
+  memory.png         peak device memory vs seq_len, flashcheck beside standard attention (math backend)
+Timing: warm-up, then the median of CUDA-event-timed runs, L2 flushed before each; FLOPs = 4 B H N^2 d,
+halved for causal. Grid: B*N = 16384 tokens, H*d = 2048 (the FlashAttention paper's), as in
+/work/shared/peers/sdpa_peers.py. PyTorch's is_causal is top-left aligned, so flashcheck runs
+FC_MASK_CAUSAL_TOP_LEFT (identical to bottom-right here, since seqlen_q == seqlen_k).
+Usage: python3 bench/side_by_side.py --lib build/gpu/bench/libflashcheck.so --out OUT_DIR [--quick]
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import sys
+import time
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+TOKENS = 16384  # B * N
+MODEL_DIM = 2048  # H * d
+BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+            "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+COLUMNS = ["flashcheck"] + list(BACKENDS)
+MATH_MAX_SEQLEN = 4096  # the unfused backend's N^2 scores make longer sequences slow (as in the peer run)
+FC_DTYPE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+FC_MASK_NONE, FC_MASK_CAUSAL_TOP_LEFT = 0, 2
+FC_PATHS = {0: "general-fp32", 1: "tensor-core", 2: "split-tf32"}
+SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+class FcStrides(ctypes.Structure):
+    _fields_ = [("batch", ctypes.c_int64), ("head", ctypes.c_int64), ("row", ctypes.c_int64)]
+
+
+class FcParams(ctypes.Structure):
+    _fields_ = [("dtype", ctypes.c_int32), ("mask", ctypes.c_int32),
+                ("batch", ctypes.c_int64), ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64),
+                ("seqlen_q", ctypes.c_int64), ("seqlen_k", ctypes.c_int64), ("head_dim", ctypes.c_int64),
+                ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p), ("o", ctypes.c_void_p),
+                ("lse", ctypes.c_void_p),
+                ("q_stride", FcStrides), ("k_stride", FcStrides), ("v_stride", FcStrides), ("o_stride", FcStrides),
+                ("softmax_scale", ctypes.c_float)]
+
+
+class Flashcheck:
+    """flashcheck through attention_c.h: forward(q, k, v, causal) on [B, H, N, d] tensors, like SDPA."""
+
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        msg_args = [ctypes.c_char_p, ctypes.c_size_t]
+        self.lib.fc_forward.argtypes = [ctypes.POINTER(FcParams), ctypes.c_void_p] + msg_args
+        self.lib.fc_forward.restype = ctypes.c_int32
+        self.lib.fc_select_config.argtypes = [ctypes.POINTER(FcParams)] + [ctypes.POINTER(ctypes.c_int32)] * 3 + msg_args
+        self.lib.fc_select_config.restype = ctypes.c_int32
+        self.lib.fc_version.restype = ctypes.c_char_p
+        self.msg = ctypes.create_string_buffer(512)
+
+    def params(self, q, k, v, o, lse, causal):
+        def strides(t):
+            assert t.stride(3) == 1, "flashcheck needs a unit-stride head_dim axis"
+            return FcStrides(t.stride(0), t.stride(1), t.stride(2))
+        b, h, n, d = q.shape
+        return FcParams(FC_DTYPE[q.dtype], FC_MASK_CAUSAL_TOP_LEFT if causal else FC_MASK_NONE,
+                        b, h, k.shape[1], n, k.shape[2], d,
+                        q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+                        strides(q), strides(k), strides(v), strides(o), 1.0 / math.sqrt(d))
+
+    def forward(self, q, k, v, causal=False, out=None):
+        o = torch.empty_like(q) if out is None else out[0]
+        lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32) if out is None else out[1]
+        p = self.params(q, k, v, o, lse, causal)
+        status = self.lib.fc_forward(ctypes.byref(p), ctypes.c_void_p(torch.cuda.current_stream().cuda_stream),
+                                     self.msg, len(self.msg))
+        if status != 0:
+            raise RuntimeError(f"fc_forward: {self.msg.value.decode()}")
+        return o
+
+    def kernel_path(self, q, k, v, causal, out):
+        """The kernel fc_forward picks for these tensors (out = (o, lse) buffers), e.g. 'split-tf32 64x32'."""
+        p = self.params(q, k, v, out[0], out[1], causal)
+        path, bm, bn = ctypes.c_int32(), ctypes.c_int32(), ctypes.c_int32()
+        status = self.lib.fc_select_config(ctypes.byref(p), ctypes.byref(path), ctypes.byref(bm), ctypes.byref(bn),
+                                           self.msg, len(self.msg))
+        if status != 0:
+            return f"error: {self.msg.value.decode()}"
+        return f"{FC_PATHS.get(path.value, '?')} {bm.value}x{bn.value}"
+
+
+class Timer:
+    """Median of CUDA-event-timed runs after warm-up, with L2 flushed (a 2x-L2 memset) before each run."""
+
+    def __init__(self, warmup, iters):
+        self.warmup, self.iters = warmup, iters
+        l2 = torch.cuda.get_device_properties(0).L2_cache_size
+        self.flush_buf = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+
+    def median_ms(self, fn):
+        for _ in range(self.warmup):
+            fn()
+        times = []
+        for _ in range(self.iters):
+            self.flush_buf.zero_()
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop))
+        times.sort()
+        return times[len(times) // 2]
+
+
+def sdpa(backend, q, k, v, causal):
+    with sdpa_kernel([BACKENDS[backend]]):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def runner(fc, name, q, k, v, causal, out):
+    if name == "flashcheck":
+        return lambda: fc.forward(q, k, v, causal, out)
+    return lambda: sdpa(name, q, k, v, causal)
+
+
+def throughput(fc, timer, quick):
+    rows = []
+    seqlens = [1024, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384]
+    grid = [(dt, d, causal, n) for dt in (torch.bfloat16, torch.float16) for d in (64, 128, 256)
+            for causal in (False, True) for n in seqlens]
+    grid += [(torch.float32, d, False, n) for d in (64, 128) for n in (1024, 4096)]
+    for dtype, d, causal, n in grid:
+        b, h = TOKENS // n, MODEL_DIM // d
+        q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=dtype) for _ in range(3))
+        out = (torch.empty_like(q), torch.empty(q.shape[:3], device="cuda", dtype=torch.float32))
+        flops = 4 * b * h * n * n * d * (0.5 if causal else 1.0)
+        row = {"dtype": str(dtype).split(".")[1], "d": d, "causal": causal, "N": n, "B": b, "H": h,
+               "flashcheck_kernel": fc.kernel_path(q, k, v, causal, out)}
+        for name in COLUMNS:
+            if name == "math" and n > MATH_MAX_SEQLEN:
+                row[name] = None
+                continue
+            try:
+                row[name] = round(flops / timer.median_ms(runner(fc, name, q, k, v, causal, out)) / 1e9, 1)
+            except RuntimeError as ex:  # a backend that does not serve these inputs
+                row[name] = None
+                row[name + "_error"] = str(ex).splitlines()[0][:120]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        del q, k, v, out
+        torch.cuda.empty_cache()
+    return rows
+
+
+def accuracy(fc):
+    """Relative RMS error ||O - O*|| / ||O*|| against float64 SDPA on the same rounded inputs (peer configs)."""
+    rows = []
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    configs = [(1024, 64, False, 1.0), (1024, 128, True, 1.0), (4096, 128, False, 1.0), (1024, 128, False, 8.0),
+               (1000, 96, True, 1.0), (1, 128, False, 1.0), (4099, 128, False, 1.0)]
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        for n, d, causal, amp in configs:
+            b, h = 2, 4
+            q = (torch.randn(b, h, n, d, device="cuda", generator=gen) * amp).to(dtype)
+            k = (torch.randn(b, h, n, d, device="cuda", generator=gen) * amp).to(dtype)
+            v = torch.randn(b, h, n, d, device="cuda", generator=gen).to(dtype)
+            with sdpa_kernel([SDPBackend.MATH]):
+                ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+            row = {"dtype": str(dtype).split(".")[1], "N": n, "d": d, "causal": causal, "amp": amp}
+            for name in COLUMNS:
+                try:
+                    o = (fc.forward(q, k, v, causal) if name == "flashcheck" else sdpa(name, q, k, v, causal)).double()
+                    err = o - ref
+                    row[name] = {"rel_rms": float(err.norm() / ref.norm()), "max_abs": float(err.abs().max()),
+                                 "nan": bool(torch.isnan(o).any())}
+                except RuntimeError as ex:
+                    row[name] = None
+                    row[name + "_error"] = str(ex).splitlines()[0][:120]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def memory(fc, quick):
+    """Peak allocated memory (inputs included) of one forward, bf16, d = 128, B = 1, H = 16."""
+    rows = []
+    seqlens = [1024, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384]
+    for n in seqlens:
+        row = {"dtype": "bfloat16", "d": 128, "B": 1, "H": 16, "N": n}
+        for name in ("flashcheck", "math"):
+            q, k, v = (torch.randn(1, 16, n, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            try:
+                fc.forward(q, k, v) if name == "flashcheck" else sdpa(name, q, k, v, False)
+                torch.cuda.synchronize()
+                row[name + "_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+            except (RuntimeError, torch.OutOfMemoryError) as ex:
+                row[name + "_mib"] = None
+                row[name + "_error"] = str(ex).splitlines()[0][:120]
+            del q, k, v
+            torch.cuda.empty_cache()
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def fmt(x):
+    return "" if x is None else str(x)
+
+
+def markdown(meta, tp, acc, mem):
+    lines = [f"Device: {meta['device']}, PyTorch {meta['torch']}, CUDA {meta['cuda']}, cuDNN {meta['cudnn']}, "
+             f"{meta['flashcheck']}.", "",
+             "Throughput in TFLOP/s (4·B·H·N²·d, halved for causal), median of "
+             f"{meta['iters']} runs after {meta['warmup']} warm-up runs, L2 flushed before each; B·N = 16384, H·d = 2048.",
+             "", "| dtype | d | causal | N | " + " | ".join(COLUMNS) + " | flashcheck kernel |",
+             "|---|---|---|---|" + "---|" * (len(COLUMNS) + 1)]
+    for r in tp:
+        lines.append(f"| {r['dtype']} | {r['d']} | {r['causal']} | {r['N']} | "
+                     + " | ".join(fmt(r.get(c)) for c in COLUMNS) + f" | {r['flashcheck_kernel']} |")
+    lines += ["", "Accuracy: relative RMS error ‖O−O*‖/‖O*‖ against float64 SDPA on the same rounded inputs; "
+              "B = 2, H = 4, inputs randn·amp (V randn). Empty: the backend does not serve the inputs.", "",
+              "| dtype | N | d | causal | amp | " + " | ".join(COLUMNS) + " | flashcheck max_abs |",
+              "|---|---|---|---|---|" + "---|" * (len(COLUMNS) + 1)]
+    for r in acc:
+        cells = [("NaN!" if r[c]["nan"] else f"{r[c]['rel_rms']:.3g}") if r.get(c) else "" for c in COLUMNS]
+        fc_max = f"{r['flashcheck']['max_abs']:.3g}" if r.get("flashcheck") else ""
+        lines.append(f"| {r['dtype']} | {r['N']} | {r['d']} | {r['causal']} | {r['amp']} | " + " | ".join(cells)
+                     + f" | {fc_max} |")
+    lines += ["", "Peak device memory of one forward (MiB, torch.cuda.max_memory_allocated, inputs included), "
+              "bf16, d = 128, B = 1, H = 16.", "", "| N | flashcheck | math |", "|---|---|---|"]
+    for r in mem:
+        lines.append(f"| {r['N']} | {fmt(r.get('flashcheck_mib'))} | {fmt(r.get('math_mib'))} |")
+    return "\n".join(lines) + "\n"
+
+
+def plots(tp, mem, out_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    styles = {"flashcheck": ("k", "o", 2.5), "flash": ("tab:blue", "s", 1.2), "cudnn": ("tab:green", "^", 1.2),
+              "efficient": ("tab:orange", "v", 1.2), "math": ("tab:red", "x", 1.2)}
+    for dtype in ("bfloat16", "float16", "float32"):
+        rows = [r for r in tp if r["dtype"] == dtype]
+        if not rows:
+            continue
+        dims = sorted({r["d"] for r in rows})
+        causals = sorted({r["causal"] for r in rows})
+        fig, axes = plt.subplots(len(causals), len(dims), figsize=(4.2 * len(dims), 3.4 * len(causals)),
+                                 squeeze=False)
+        for i, causal in enumerate(causals):
+            for j, d in enumerate(dims):
+                ax = axes[i][j]
+                sel = sorted((r for r in rows if r["d"] == d and r["causal"] == causal), key=lambda r: r["N"])
+                for name in COLUMNS:
+                    pts = [(r["N"], r[name]) for r in sel if r.get(name)]
+                    if pts:
+                        color, marker, width = styles[name]
+                        ax.plot(*zip(*pts), color=color, marker=marker, linewidth=width, label=name)
+                ax.set_xscale("log", base=2)
+                ax.set_title(f"{dtype} d={d} {'causal' if causal else 'non-causal'}", fontsize=10)
+                ax.set_xlabel("seq_len N")
+                ax.set_ylabel("TFLOP/s")
+                ax.grid(alpha=0.3)
+        axes[0][0].legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, f"tflops_{SHORT_DTYPE[dtype]}.png"), dpi=110)
+        plt.close(fig)
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for name in ("flashcheck", "math"):
+        pts = [(r["N"], r[name + "_mib"]) for r in mem if r.get(name + "_mib")]
+        if pts:
+            color, marker, width = styles[name]
+            ax.plot(*zip(*pts), color=color, marker=marker, linewidth=width,
+                    label="flashcheck" if name == "flashcheck" else "standard attention (math)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("seq_len N")
+    ax.set_ylabel("peak memory (MiB)")
+    ax.set_title("bf16, d=128, B=1, H=16: peak memory of one forward", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "memory.png"), dpi=110)
+    plt.close(fig)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lib", required=True, help="path to libflashcheck.so (target flashcheck_shared)")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--quick", action="store_true", help="two seq_lens per curve (a smoke run)")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--iters", type=int, default=10)
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    # A backend that cannot serve the inputs raises (recorded as an empty cell) after warning why; the
+    # warnings would bury the tables.
+    warnings.filterwarnings("ignore", category=UserWarning, module="torch")
+    warnings.filterwarnings("ignore", category=UserWarning, message=".*(not used|runtime disabled|Expected query|does not support).*")
+    torch.backends.cuda.matmul.allow_tf32 = False  # the math backend in true fp32 for the fp32 rows
+    fc = Flashcheck(args.lib)
+    props = torch.cuda.get_device_properties(0)
+    meta = {"device": f"{props.name} ({props.multi_processor_count} SMs)", "torch": torch.__version__,
+            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+            "flashcheck": fc.lib.fc_version().decode(), "warmup": args.warmup, "iters": args.iters}
+    print(json.dumps(meta), flush=True)
+    start = time.time()
+    timer = Timer(args.warmup, args.iters)
+    tp = throughput(fc, timer, args.quick)
+    acc = accuracy(fc)
+    mem = memory(fc, args.quick)
+    meta["seconds"] = round(time.time() - start, 1)
+    with open(os.path.join(args.out, "side_by_side.json"), "w") as f:
+        json.dump({"meta": meta, "throughput": tp, "accuracy": acc, "memory": mem}, f, indent=1)
+    md = markdown(meta, tp, acc, mem)
+    with open(os.path.join(args.out, "side_by_side.md"), "w") as f:
+        f.write(md)
+    plots(tp, mem, args.out)
+    print(md)
+    print(f"side_by_side: {meta['seconds']} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

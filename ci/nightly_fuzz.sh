@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Overnight fuzzing: fuzz_kernel with one worker per visible GPU (CUDA_VISIBLE_DEVICES=i), the CPU targets
+# (fuzz_model, fuzz_api) on the remaining cores, all workers of a target sharing one corpus directory that
+# libFuzzer reloads (-reload=1). A worker that stops on a finding is restarted for the rest of the budget.
+# At the end the corpora are merged (-merge=1) and OUTDIR/summary.md lists per target the executions per
+# second, the features (libFuzzer's cov/ft), the corpus size and every finding with its case line.
+#
+#   ci/nightly_fuzz.sh BUDGET_SECONDS OUTDIR
+#
+# Environment: FLASHCHECK_FUZZ_BUILD (build dir, default build/fuzz; configured with the fuzz preset and
+# built here unless FLASHCHECK_FUZZ_NO_BUILD=1), FLASHCHECK_FUZZ_CORPUS (a corpus directory kept between
+# nights, default OUTDIR/corpus), FLASHCHECK_FUZZ_CPU_WORKERS (workers per CPU target; default: the cores
+# left after the GPU workers, split between the two CPU targets, at least 1 each).
+# Exit status: 0 with no finding, 1 with findings, 2 on a usage or build error.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+if [ $# -ne 2 ] || ! [[ $1 =~ ^[0-9]+$ ]]; then
+  echo "usage: $0 BUDGET_SECONDS OUTDIR" >&2
+  exit 2
+fi
+budget=$1
+out=$(mkdir -p "$2" && cd "$2" && pwd)
+build=${FLASHCHECK_FUZZ_BUILD:-$root/build/fuzz}
+corpus_root=${FLASHCHECK_FUZZ_CORPUS:-$out/corpus}
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+
+gpus=0
+if command -v nvidia-smi >/dev/null 2>&1; then
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+fi
+targets=(fuzz_model fuzz_api)
+[ "$gpus" -gt 0 ] && targets=(fuzz_kernel "${targets[@]}")
+
+if [ "${FLASHCHECK_FUZZ_NO_BUILD:-0}" != 1 ]; then
+  if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake --preset fuzz -B "$build" >"$out/configure.log" 2>&1 || { echo "configure failed: $out/configure.log" >&2; exit 2; }
+  fi
+  cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" flashcheck-fuzz-decode >"$out/build.log" 2>&1 ||
+    { echo "build failed: $out/build.log" >&2; exit 2; }
+fi
+binary() { find "$build" -type f -name "$1" -perm -u+x | head -1; }
+
+cores=$(nproc)
+cpu_workers=${FLASHCHECK_FUZZ_CPU_WORKERS:-$(( (cores - gpus) / 2 ))}
+[ "$cpu_workers" -lt 1 ] && cpu_workers=1
+
+mkdir -p "$out/logs" "$out/findings"
+for t in "${targets[@]}"; do
+  mkdir -p "$corpus_root/$t" "$out/findings/$t"
+done
+
+deadline=$(( $(date +%s) + budget ))
+timeout_for() { case $1 in fuzz_kernel) echo 120 ;; fuzz_model) echo 60 ;; *) echo 20 ;; esac; }
+
+# worker TARGET NAME [VAR=VALUE...]: fuzz until the deadline, restarting after each finding.
+worker() {
+  local target=$1 name=$2; shift 2
+  local bin log runs=0
+  bin=$(binary "$target")
+  log="$out/logs/$name.log"
+  : >"$log"
+  while :; do
+    local left=$(( deadline - $(date +%s) ))
+    [ "$left" -lt 5 ] && break
+    runs=$((runs + 1))
+    echo "=== run $runs of $name: ${left}s left" >>"$log"
+    env "$@" "$bin" -max_total_time="$left" -reload=1 -timeout="$(timeout_for "$target")" -rss_limit_mb=8192 \
+      -print_final_stats=1 -artifact_prefix="$out/findings/$target/" -dict="$root/fuzz/dict/$target.dict" \
+      "$corpus_root/$target" "$root/fuzz/corpus/$target" >>"$log" 2>&1
+    local rc=$?
+    echo "=== exit $rc" >>"$log"
+    [ "$rc" -eq 0 ] && break
+    [ "$rc" -eq 77 ] && break  # no device after all
+    sleep 1
+  done
+}
+
+echo "flashcheck nightly fuzz: ${budget}s, $gpus GPU(s), $cpu_workers worker(s) per CPU target, output $out"
+pids=()
+for ((g = 0; g < gpus; ++g)); do
+  worker fuzz_kernel "fuzz_kernel-gpu$g" CUDA_VISIBLE_DEVICES="$g" & pids+=($!)
+done
+for t in fuzz_model fuzz_api; do
+  for ((w = 0; w < cpu_workers; ++w)); do
+    worker "$t" "$t-cpu$w" CUDA_VISIBLE_DEVICES= & pids+=($!)
+  done
+done
+wait "${pids[@]}"
+
+# Merge: keep the inputs that carry distinct features (the GPU target needs a device for it).
+for t in "${targets[@]}"; do
+  bin=$(binary "$t")
+  merged="$corpus_root/$t.merged"
+  rm -rf "$merged" && mkdir -p "$merged"
+  env $( [ "$t" = fuzz_kernel ] && echo CUDA_VISIBLE_DEVICES=0 || echo CUDA_VISIBLE_DEVICES= ) \
+    "$bin" -merge=1 -timeout="$(timeout_for "$t")" -artifact_prefix="$out/findings/$t/" \
+    "$merged" "$corpus_root/$t" >"$out/logs/$t-merge.log" 2>&1 &&
+    rm -rf "$corpus_root/$t" && mv "$merged" "$corpus_root/$t"
+done
+
+# Findings: a verdict finding leaves finding-<hash>.case (+ .txt) and libFuzzer's crash-<sha1> of the same
+# input; the crash file is listed with its finding. Other crash/leak/timeout/oom files stand alone.
+decode=$(binary flashcheck-fuzz-decode)
+declare -A count
+findings_md=""
+for t in "${targets[@]}"; do
+  backend=model; [ "$t" = fuzz_kernel ] && backend=gpu
+  declare -A seen=()
+  n=0
+  for f in "$out/findings/$t"/finding-*.case; do
+    [ -f "$f" ] || continue
+    n=$((n + 1)); seen["$(head -1 "$f")"]=1
+    findings_md+="- \`$t\` $(basename "$f"): \`$(head -1 "$f")\`"$'\n'
+    findings_md+="  - $(grep -m1 -vE '^(target|backend|case):|^$' "${f%.case}.txt" 2>/dev/null)"$'\n'
+    findings_md+="  - replay: \`flashcheck-repro --backend $backend --file $f\`"$'\n'
+  done
+  for f in "$out/findings/$t"/{crash,leak,timeout,oom}-*; do
+    [ -f "$f" ] || continue
+    line=""
+    [ "$t" != fuzz_api ] && [ -n "$decode" ] && line=$("$decode" "$f" 2>/dev/null)
+    [ -n "$line" ] && [ -n "${seen[$line]:-}" ] && continue
+    n=$((n + 1))
+    findings_md+="- \`$t\` $(basename "$f") (sanitizer report, crash, timeout or out-of-memory; see logs/$t-*.log)${line:+: \`$line\`}"$'\n'
+    findings_md+="  - replay: \`$(binary "$t") $f\`"$'\n'
+  done
+  unset seen
+  count[$t]=$n
+done
+
+summary="$out/summary.md"
+total_findings=0
+{
+  echo "# flashcheck nightly fuzz, $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "Budget ${budget}s; $gpus GPU worker(s); $cpu_workers worker(s) per CPU target; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)."
+  echo
+  echo "| target | workers | executions | exec/s | cov | ft | corpus (merged) | findings |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for t in "${targets[@]}"; do
+    logs=("$out"/logs/"$t"-*[0-9].log)
+    execs=$(cat "${logs[@]}" | awk -F: '/^stat::number_of_executed_units/ {s += $2} END {print s + 0}')
+    rate=$(awk -v e="$execs" -v b="$budget" 'BEGIN {printf "%.1f", (b > 0 ? e / b : 0)}')
+    cov=$(cat "${logs[@]}" | grep -oE 'cov: [0-9]+' | awk '{if ($2 > m) m = $2} END {print m + 0}')
+    ft=$(cat "${logs[@]}" | grep -oE 'ft: [0-9]+' | awk '{if ($2 > m) m = $2} END {print m + 0}')
+    size=$(find "$corpus_root/$t" -type f | wc -l)
+    total_findings=$((total_findings + count[$t]))
+    echo "| $t | ${#logs[@]} | $execs | $rate | $cov | $ft | $size | ${count[$t]} |"
+  done
+  echo
+  echo "exec/s: all executions of a target's workers divided by the budget. cov/ft: the largest libFuzzer"
+  echo "reported (ft includes flashcheck's extra counters: tile kinds, rescales, special values, error/bound buckets)."
+  echo
+  echo "## Findings"
+  echo
+  if [ "$total_findings" -eq 0 ]; then echo "None."; else printf '%s' "$findings_md"; fi
+} >"$summary"
+cat "$summary"
+[ "$total_findings" -eq 0 ]

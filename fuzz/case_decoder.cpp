@@ -1,0 +1,223 @@
+// Binary layout (byte offsets; bytes past the end read as 0):
+//   0 dtype | 1 mask | 2 flags (layout, pad, scale) | 3 head_dim | 4 batch | 5 heads
+//   6-7 seqlen_q | 8-9 seqlen_k | 10-15 value specs of q, k, v (kind, parameter) | 16 injection count
+//   then 7 bytes per injection (tensor, b, h, s lo, s hi, d, value) | then 8 bytes of seed (little endian).
+// Menus hold the values worth hitting (LAPACK's 0, 1, tile-1, tile, tile+1, odd primes; dlatb4's value
+// types); a seqlen is a small multiple of the tile the config picks, plus or minus two.
+#include "case_decoder.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <initializer_list>
+#include <limits>
+#include <string_view>
+
+#include "byte_reader.h"
+
+namespace flashcheck::fuzz {
+namespace {
+
+template <typename T, size_t N>
+T pick(const std::array<T, N>& menu, uint8_t byte) {
+  return menu[byte % N];
+}
+
+// Head dims: the tensor-core sizes and their neighbours, small odd sizes for the general path.
+constexpr std::array<int64_t, 24> kHeadDims = {1,  2,  3,  4,   7,   8,   15,  16,  31,  32,  33,  48,
+                                               63, 64, 65, 80,  96,  127, 128, 129, 160, 192, 255, 256};
+constexpr std::array<int64_t, 8> kTileMultiples = {0, 1, 1, 2, 2, 3, 4, 8};
+constexpr std::array<int64_t, 15> kOddSeqlens = {1, 2, 3, 5, 7, 11, 13, 17, 31, 61, 127, 251, 257, 509, 1021};
+constexpr std::array<int64_t, 4> kPads = {0, 1, 2, 8};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// Injected values: the specials, the fp16/bf16/fp32 range ends, a subnormal of each format, large logits.
+constexpr std::array<double, 16> kInjectValues = {kNaN,   kInf,    -kInf, -0.0,  0.0,     1e4,    -1e4,   65504.0,
+                                                  -65504, 3.0e38,  1e-40, 6e-8,  1e30,    100.0,  -100.0, 1.0};
+
+int64_t seqlen_from(uint8_t mode, uint8_t offset, int64_t block) {
+  switch (mode % 4) {
+    case 0: {  // around a tile boundary
+      const int64_t s = pick(kTileMultiples, static_cast<uint8_t>(mode / 4)) * block + (offset % 5) - 2;
+      return std::max<int64_t>(s, 0);
+    }
+    case 1:
+      return offset % 33;  // one tile or less, 0 included
+    case 2:
+      return pick(kOddSeqlens, offset);
+    default:
+      return offset + 256 * ((mode / 4) % 4);  // anything up to 1023
+  }
+}
+
+ValueSpec value_spec_from(uint8_t kind, uint8_t param) {
+  const uint8_t hi = param >> 4;
+  switch (kind % 8) {
+    case 0: {
+      constexpr std::array<double, 6> kMu = {0.0, 0.0, 0.0, 1.0, -3.0, 10.0};
+      constexpr std::array<double, 8> kSigma = {1.0, 0.5, 3.0, 10.0, 30.0, 100.0, 1e-3, 300.0};
+      return {DistKind::kNormal, pick(kMu, hi), pick(kSigma, param)};
+    }
+    case 1: {
+      constexpr std::array<std::pair<double, double>, 6> kRanges = {
+          {{-1.0, 1.0}, {0.0, 1.0}, {-10.0, 10.0}, {-1e-3, 1e-3}, {-100.0, 100.0}, {1.0, 2.0}}};
+      const auto [lo, hi_value] = pick(kRanges, param);
+      return {DistKind::kUniform, lo, hi_value};
+    }
+    case 2: {
+      constexpr std::array<double, 8> kConst = {0.0, 1.0, -1.0, 0.5, 3.0, -100.0, 1e-3, 1000.0};
+      return {DistKind::kConst, pick(kConst, param), 0.0};
+    }
+    case 3: {
+      constexpr std::array<double, 6> kFrac = {1.0, 0.5, 0.1, 0.01, 1e-3, 0.9};
+      return {DistKind::kNearMax, pick(kFrac, param), 0.0};
+    }
+    case 4:
+      return {DistKind::kSubnormal, 0.0, 0.0};
+    case 5: {
+      constexpr std::array<std::pair<double, double>, 5> kRamps = {
+          {{-1.0, 1.0}, {0.0, 10.0}, {-10.0, 10.0}, {0.0, 100.0}, {-30.0, 30.0}}};
+      const auto [lo, hi_value] = pick(kRamps, param);
+      return {DistKind::kRamp, lo, hi_value};
+    }
+    case 6: {
+      constexpr std::array<double, 3> kSigma = {1.0, 0.5, 3.0};
+      constexpr std::array<double, 4> kBig = {10.0, 100.0, 1e3, 1e4};
+      return {DistKind::kDominant, pick(kSigma, param), pick(kBig, hi)};
+    }
+    default:
+      return {DistKind::kNegZero, 0.0, 0.0};
+  }
+}
+
+std::optional<float> scale_from(uint8_t selector, int64_t head_dim) {
+  switch (selector % 8) {
+    case 4: return 1.0f;
+    case 5: return 0.0f;  // every score equal: a uniform softmax whatever the inputs
+    case 6: return -1.0f / std::sqrt(static_cast<float>(head_dim));
+    case 7: return 10.0f;
+    default: return std::nullopt;  // the default 1/sqrt(d), half of all inputs
+  }
+}
+
+// Tile sizes the kernel would use for this shape; 64 when no config serves it (the seqlen does not matter).
+std::pair<int64_t, int64_t> tile_sizes(const Case& c) {
+  Params p = make_params(c.dtype, std::max<int64_t>(c.batch, 1), c.heads_q, c.heads_kv, 128, 128, c.head_dim,
+                         c.mask, c.layout);
+  const KernelConfig config = select_config(p);
+  return {config.block_m > 0 ? config.block_m : 64, config.block_n > 0 ? config.block_n : 64};
+}
+
+Case decode_binary(std::span<const uint8_t> bytes) {
+  ByteReader in(bytes);
+  Case c;
+  c.dtype = static_cast<DType>(in.u8() % 3);
+  c.mask = static_cast<Mask>(in.u8() % 3);
+  const uint8_t flags = in.u8();
+  c.layout = (flags & 1) ? Layout::kBSHD : Layout::kBHSD;
+  c.pad = pick(kPads, static_cast<uint8_t>(flags >> 1));
+  const uint8_t head_dim_byte = in.u8();
+  c.head_dim = head_dim_byte < 240 ? pick(kHeadDims, head_dim_byte) : 1 + in.u8();
+  c.scale = scale_from(static_cast<uint8_t>(flags >> 3), c.head_dim);
+  const uint8_t batch_byte = in.u8();
+  c.batch = batch_byte == 255 ? 0 : 1 + batch_byte % 3;
+  const uint8_t heads_byte = in.u8();
+  c.heads_kv = 1 + heads_byte % 3;
+  c.heads_q = c.heads_kv * (1 + (heads_byte / 3) % 4);
+
+  const auto [block_m, block_n] = tile_sizes(c);
+  const uint8_t sq_mode = in.u8(), sq_offset = in.u8();
+  const uint8_t sk_mode = in.u8(), sk_offset = in.u8();
+  c.seqlen_q = seqlen_from(sq_mode, sq_offset, block_m);
+  c.seqlen_k = seqlen_from(sk_mode, sk_offset, block_n);
+
+  for (ValueSpec* spec : {&c.q, &c.k, &c.v}) {
+    const uint8_t kind = in.u8();
+    *spec = value_spec_from(kind, in.u8());
+  }
+
+  const uint8_t inject_byte = in.u8();
+  const int inject_count = inject_byte < 160 ? 0 : 1 + inject_byte % 3;
+  for (int n = 0; n < inject_count; ++n) {
+    Injection inj;
+    inj.tensor = "qkv"[in.u8() % 3];
+    const int64_t heads = inj.tensor == 'q' ? c.heads_q : c.heads_kv;
+    const int64_t seqlen = inj.tensor == 'q' ? c.seqlen_q : c.seqlen_k;
+    const uint8_t b = in.u8(), h = in.u8(), s_lo = in.u8(), s_hi = in.u8(), d = in.u8();
+    inj.value = pick(kInjectValues, in.u8());
+    if (c.batch == 0 || seqlen == 0) continue;  // nowhere to put it
+    inj.b = b % c.batch;
+    inj.h = h % heads;
+    inj.s = (s_lo | (int64_t{s_hi} << 8)) % seqlen;
+    inj.d = d % c.head_dim;
+    c.inject.push_back(inj);
+  }
+  c.seed = in.u64();
+  return c;
+}
+
+// Saturating product of non-negative factors; a negative factor counts as 0 (such a case is invalid anyway).
+int64_t saturating_product(std::initializer_list<int64_t> factors) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  int64_t product = 1;
+  for (int64_t f : factors) {
+    if (f <= 0) return 0;
+    if (product > kMax / f) return kMax;
+    product *= f;
+  }
+  return product;
+}
+
+int64_t saturating_sum(std::initializer_list<int64_t> terms) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  int64_t sum = 0;
+  for (int64_t t : terms) {
+    if (t > kMax - sum) return kMax;
+    sum += t;
+  }
+  return sum;
+}
+
+}  // namespace
+
+int64_t case_work(const Case& c) {
+  return saturating_product({c.batch, c.heads_q, c.seqlen_q, c.seqlen_k, c.head_dim});
+}
+
+int64_t case_elements(const Case& c) {
+  // Rows are padded by `pad` elements; count it so a huge pad cannot slip through.
+  const int64_t row = saturating_sum({c.head_dim, std::max<int64_t>(c.pad, 0)});
+  const int64_t q_rows = saturating_product({c.batch, c.heads_q, c.seqlen_q});
+  const int64_t kv_rows = saturating_product({c.batch, c.heads_kv, c.seqlen_k});
+  const int64_t rows = saturating_sum({q_rows, q_rows, kv_rows, kv_rows});  // Q, O, K, V
+  return saturating_product({rows, row});
+}
+
+bool within_limits(const Case& c, const DecodeLimits& limits) {
+  return case_work(c) <= limits.max_work && case_elements(c) <= limits.max_elements;
+}
+
+Case decode_case(std::span<const uint8_t> bytes, DecodeMode* mode) {
+  // Text mode: printable ASCII up to the first newline that parses as a case line.
+  size_t end = 0;
+  while (end < bytes.size() && bytes[end] != '\n') {
+    const uint8_t ch = bytes[end];
+    if (ch < 0x20 || ch > 0x7e) break;
+    ++end;
+  }
+  if (end > 0 && (end == bytes.size() || bytes[end] == '\n')) {
+    Case c;
+    const std::string_view line(reinterpret_cast<const char*>(bytes.data()), end);
+    if (parse_case(line, &c).ok()) {
+      if (mode) *mode = DecodeMode::kText;
+      return c;
+    }
+  }
+  if (mode) *mode = DecodeMode::kBinary;
+  return decode_binary(bytes);
+}
+
+const char* to_string(DecodeMode mode) { return mode == DecodeMode::kText ? "text" : "binary"; }
+
+}  // namespace flashcheck::fuzz

@@ -1,0 +1,192 @@
+// fuzz_api (CPU, ASan + UBSan): the API's validators and the case-line parser on arbitrary input. They must
+// return a Status (with a message when not ok) or succeed: no crash, no undefined behaviour, no write out of
+// bounds, no read of the (fake) tensor memory. The first byte picks the surface:
+//   0 C++ Params -> can_implement, select_config, visible_keys, run_host_model's validation
+//   1 C ABI     -> fc_make_params, fc_can_implement, fc_select_config with exact-size message buffers
+//   2 text      -> parse_case; for accepted lines format/parse round trip and make_inputs' validation
+// Sizes and strides come from a menu of edge values (0, -1, INT64 extremes, 2^31, 2^62, ...) or raw bytes;
+// pointers are fake addresses (null, misaligned, near the top of the address space) that ASan would
+// catch on any dereference.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "byte_reader.h"
+#include "flashcheck/attention.h"
+#include "flashcheck/attention_c.h"
+#include "flashcheck/case.h"
+#include "flashcheck/host_model.h"
+#include "flashcheck/inputs.h"
+
+namespace flashcheck::fuzz {
+namespace {
+
+[[noreturn]] void violation(const std::string& what) {
+  std::fprintf(stderr, "\n==flashcheck== API contract violation in fuzz_api: %s\n", what.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+void require(bool condition, const std::string& what) {
+  if (!condition) violation(what);
+}
+
+int64_t size_value(ByteReader& in) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kEdges[] = {0,          1,          -1,         2,          kMax,        kMin,
+                                kMax - 1,   int64_t{1} << 31,       (int64_t{1} << 31) - 1,  int64_t{1} << 32,
+                                int64_t{1} << 62,       -(int64_t{1} << 31),    256,         257,
+                                int64_t{3} << 40,       int64_t{1} << 21};
+  const uint8_t selector = in.u8();
+  if (selector < 128) return selector % 80;                            // small, the common valid range
+  if (selector < 224) return kEdges[selector % std::size(kEdges)];     // edges
+  return static_cast<int64_t>(in.u64());                              // anything
+}
+
+const void* pointer_value(ByteReader& in) {
+  constexpr uintptr_t kPointers[] = {0,      0x1,    0x2,    0x3,     0x10000, 0x10001, 0x10002,
+                                     0x10004, 0x10008, 0x10010, 0x10100, ~uintptr_t{0} - 0xf, uintptr_t{1} << 47};
+  const uint8_t selector = in.u8();
+  if (selector < 240) return reinterpret_cast<const void*>(kPointers[selector % std::size(kPointers)]);
+  return reinterpret_cast<const void*>(static_cast<uintptr_t>(in.u64()));
+}
+
+float scale_value(ByteReader& in) {
+  constexpr float kScales[] = {0.125f, 1.0f, 0.0f, -1.0f, std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min(),
+                               std::numeric_limits<float>::max()};
+  const uint8_t selector = in.u8();
+  if (selector < 200) return kScales[selector % std::size(kScales)];
+  return in.f32_bits();
+}
+
+int32_t enum_value(ByteReader& in) {
+  const uint8_t selector = in.u8();
+  if (selector < 240) return selector % 4;  // 3 is out of range for every enum
+  return static_cast<int32_t>(in.u32());
+}
+
+Params params_from(ByteReader& in) {
+  Params p;
+  p.dtype = static_cast<DType>(enum_value(in));
+  p.mask = static_cast<Mask>(enum_value(in));
+  for (int64_t* field : {&p.batch, &p.heads_q, &p.heads_kv, &p.seqlen_q, &p.seqlen_k, &p.head_dim}) {
+    *field = size_value(in);
+  }
+  if (in.u8() & 1) {  // half the time contiguous strides, so the checks after the sizes are reached
+    const Layout layout = (in.u8() & 1) ? Layout::kBSHD : Layout::kBHSD;
+    auto small = [](int64_t x) { return x >= 0 && x <= (int64_t{1} << 20); };
+    if (small(p.heads_q) && small(p.heads_kv) && small(p.seqlen_q) && small(p.seqlen_k) && small(p.head_dim)) {
+      p.q_stride = p.o_stride = contiguous_strides(layout, p.heads_q, p.seqlen_q, p.head_dim);
+      p.k_stride = p.v_stride = contiguous_strides(layout, p.heads_kv, p.seqlen_k, p.head_dim);
+    }
+  } else {
+    for (Strides* s : {&p.q_stride, &p.k_stride, &p.v_stride, &p.o_stride}) {
+      s->batch = size_value(in);
+      s->head = size_value(in);
+      s->row = size_value(in);
+    }
+  }
+  p.q = pointer_value(in);
+  p.k = pointer_value(in);
+  p.v = pointer_value(in);
+  p.o = const_cast<void*>(pointer_value(in));
+  p.lse = static_cast<float*>(const_cast<void*>(pointer_value(in)));
+  p.softmax_scale = scale_value(in);
+  return p;
+}
+
+void check_cpp_api(ByteReader& in) {
+  const Params p = params_from(in);
+  const Status status = can_implement(p);
+  require(status.ok() || !status.message().empty(), "can_implement: an error without a message");
+  if (!status.ok()) {
+    // The host model validates first: it must return the error without touching the fake memory.
+    const Status model = run_host_model(p);
+    require(!model.ok(), "run_host_model accepted params can_implement rejects: " + status.message());
+    return;
+  }
+  const KernelConfig config = select_config(p);
+  require(config.block_m > 0 && config.block_n > 0 && config.name != nullptr,
+          "select_config: no tile sizes for valid params");
+  require(dtype_size(p.dtype) > 0 && to_string(p.dtype) != nullptr && to_string(p.mask) != nullptr,
+          "dtype_size/to_string: nothing for a valid enum");
+  for (int64_t i : {int64_t{0}, p.seqlen_q / 2, p.seqlen_q - 1}) {
+    if (i < 0 || i >= p.seqlen_q) continue;
+    const int64_t visible = visible_keys(p.mask, i, p.seqlen_q, p.seqlen_k);
+    require(visible >= 0 && visible <= p.seqlen_k, "visible_keys outside [0, seqlen_k]");
+  }
+}
+
+// Message buffers of exactly msg_size bytes: ASan reports a write one past the end.
+void check_c_abi(ByteReader& in) {
+  const size_t msg_size = in.u8() % 70;
+  std::unique_ptr<char[]> msg(msg_size ? new char[msg_size] : nullptr);
+  const int32_t dtype = enum_value(in), mask = enum_value(in), layout = enum_value(in);
+  int64_t sizes[6];
+  for (int64_t& s : sizes) s = size_value(in);
+  fc_params params{};
+  fc_status status = fc_make_params(dtype, sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5], mask, layout,
+                                    (in.u8() % 8 == 0) ? nullptr : &params, msg.get(), msg_size);
+  require(status == FC_OK || status == FC_ERR_INVALID_ARGUMENT,
+          "fc_make_params: unexpected status " + std::to_string(status));
+  if (msg_size > 0) require(std::memchr(msg.get(), '\0', msg_size) != nullptr, "fc_make_params: message not terminated");
+  if (in.u8() & 1) {  // overwrite what make_params gave with arbitrary strides, pointers and scale
+    const Params p = params_from(in);
+    params.q = p.q, params.k = p.k, params.v = p.v, params.o = p.o, params.lse = p.lse;
+    params.q_stride = {p.q_stride.batch, p.q_stride.head, p.q_stride.row};
+    params.k_stride = {p.k_stride.batch, p.k_stride.head, p.k_stride.row};
+    params.softmax_scale = p.softmax_scale;
+  }
+  const fc_params* arg = (in.u8() % 16 == 0) ? nullptr : &params;
+  status = fc_can_implement(arg, msg.get(), msg_size);
+  require(status == FC_OK || status == FC_ERR_INVALID_ARGUMENT || status == FC_ERR_UNSUPPORTED,
+          "fc_can_implement: unexpected status " + std::to_string(status) +
+              (msg_size > 0 ? std::string(": ") + msg.get() : std::string()));
+  if (msg_size > 0) require(std::memchr(msg.get(), '\0', msg_size) != nullptr, "fc_can_implement: message not terminated");
+  int32_t path = -1, block_m = -1, block_n = -1;
+  const fc_status select = fc_select_config(arg, &path, &block_m, &block_n, msg.get(), msg_size);
+  require(select == status, "fc_select_config returned " + std::to_string(select) + ", fc_can_implement " +
+                                std::to_string(status));
+  if (select == FC_OK) require(block_m > 0 && block_n > 0 && path >= 0 && path <= 2, "fc_select_config: bad config");
+}
+
+void check_case_line(std::span<const uint8_t> bytes) {
+  const std::string_view line(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  Case c;
+  const Status status = parse_case(line, &c);
+  if (!status.ok()) {
+    require(!status.message().empty(), "parse_case: an error without a message");
+    return;
+  }
+  require(validate_case(c).ok(), "validate_case rejects a parsed case: " + validate_case(c).message());
+  const std::string canonical = format_case(c);
+  Case again;
+  const Status reparsed = parse_case(canonical, &again);
+  require(reparsed.ok(), "parse_case rejects format_case's line '" + canonical + "': " + reparsed.message());
+  require(again == c, "parse_case(format_case(c)) != c for '" + canonical + "'");
+  require(format_case(again) == canonical, "format_case is not stable for '" + canonical + "'");
+  // make_inputs validates the sizes against its byte budget before allocating: small budget, big shapes.
+  HostInputs inputs;
+  const Status made = make_inputs(c, &inputs, int64_t{1} << 16);
+  require(made.ok() || !made.message().empty(), "make_inputs: an error without a message");
+}
+
+}  // namespace
+}  // namespace flashcheck::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  flashcheck::fuzz::ByteReader in({data + 1, size - 1});
+  switch (data[0] % 3) {
+    case 0: flashcheck::fuzz::check_cpp_api(in); break;
+    case 1: flashcheck::fuzz::check_c_abi(in); break;
+    default: flashcheck::fuzz::check_case_line({data + 1, size - 1}); break;
+  }
+  return 0;
+}

@@ -1,0 +1,46 @@
+// fuzz_kernel (GPU): the instrumented CUDA kernel against the oracle on sampled rows. Coverage comes from the
+// extra counters (fuzz_signals.h): tile kinds and rescale buckets the kernel counts, special values, and the log2
+// bucket of the worst error/bound ratio. Without a usable device it prints why and exits with 77, the
+// "skipped" code of the CTest tests that run it. Linked against a mutant kernel library it is
+// fuzz_kernel_mutant: the same target, which must find the planted bug.
+#include <cstdio>
+#include <cstdlib>
+
+#include "check_one.h"
+#include "finding.h"
+#include "gpu_run.h"
+
+// The host libraries are built with ASan in the fuzz build. The CUDA driver maps memory inside ASan's
+// shadow gap, so the gap must stay unprotected; the driver's allocations at exit are not leaks of ours.
+extern "C" const char* __asan_default_options() { return "protect_shadow_gap=0:detect_leaks=0"; }
+
+namespace {
+
+flashcheck::fuzz::TargetSpec g_spec;
+constexpr int kSkipExitCode = 77;
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  flashcheck::fuzz::init_artifact_prefix(*argc, *argv);
+  if (!flashcheck::device_available()) {
+    std::fprintf(stderr,
+                 "%s: no usable CUDA device (CUDA_VISIBLE_DEVICES='%s'): nothing to fuzz; exiting with %d (skipped)\n",
+                 FLASHCHECK_FUZZ_TARGET_NAME, std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "",
+                 kSkipExitCode);
+    std::exit(kSkipExitCode);
+  }
+  g_spec.name = FLASHCHECK_FUZZ_TARGET_NAME;
+  g_spec.backend = flashcheck::Backend::kGpu;
+  g_spec.limits = flashcheck::fuzz::kKernelLimits;
+  // Cases up to 256 rows are checked in full; larger ones on the oracle's sampled rows (tile boundaries,
+  // masked rows, diagonal crossings) plus 16 random rows: the host-side oracle dominates an execution.
+  g_spec.judge.full_check_limit = 256;
+  g_spec.judge.random_rows = 16;
+  g_spec.run = flashcheck::fuzz::run_gpu_counted;
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return flashcheck::fuzz::check_one(g_spec, data, size);
+}

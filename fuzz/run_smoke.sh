@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Short fuzzing runs of a fuzz target for CTest.
+#   run_smoke.sh TARGET SECONDS WORKDIR SEED_DIR DICT   fuzz SECONDS from the checked-in seeds into a scratch
+#       corpus under WORKDIR; fail on any crash or finding (artifacts stay in WORKDIR/artifacts)
+#   run_smoke.sh --expect-finding ...                   the run must stop on a finding (a planted defect)
+#       and leave a finding-*.case; SEED_DIR "-" starts from an empty corpus
+#   run_smoke.sh --replay TARGET WORKDIR SEED_DIR        run every seed once (-runs=0); fail on any crash
+# Exit code 77 of the target (fuzz_kernel without a device) is passed through: CTest's SKIP_RETURN_CODE.
+set -uo pipefail
+if [ "${1:-}" = "--replay" ] && [ $# -eq 4 ]; then
+  target=$2 work=$3 seeds=$4
+  rm -rf "$work" && mkdir -p "$work/artifacts"
+  "$target" -runs=0 -timeout=60 -artifact_prefix="$work/artifacts/" "$seeds" >"$work/replay.log" 2>&1
+  rc=$?
+  [ $rc -eq 77 ] && { tail -1 "$work/replay.log"; exit 77; }
+  grep -E '^#[0-9]+[[:space:]]+(INITED|DONE)' "$work/replay.log" | tail -1
+  if [ $rc -ne 0 ] || [ -n "$(find "$work/artifacts" -type f)" ]; then
+    echo "FAIL: a seed crashed or produced a finding (artifacts in $work/artifacts):" >&2
+    for f in "$work"/artifacts/finding-*.case; do [ -f "$f" ] && cat "$f" >&2; done
+    grep -vE '^    #|^#[0-9]' "$work/replay.log" | tail -40 >&2
+    exit 1
+  fi
+  exit 0
+fi
+expect_finding=0
+if [ "${1:-}" = "--expect-finding" ]; then expect_finding=1; shift; fi
+if [ $# -ne 5 ]; then
+  echo "usage: $0 [--expect-finding] TARGET SECONDS WORKDIR SEED_DIR DICT | --replay TARGET WORKDIR SEED_DIR" >&2
+  exit 2
+fi
+target=$1 seconds=$2 work=$3 seeds=$4 dict=$5
+rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
+[ "$seeds" = "-" ] && seeds="$work/corpus"
+log="$work/fuzz.log"
+# One process, no forking; rss/timeout limits so a runaway input is a finding rather than a hang.
+"$target" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
+  -artifact_prefix="$work/artifacts/" -dict="$dict" "$work/corpus" "$seeds" >"$log" 2>&1
+rc=$?
+[ $rc -eq 77 ] && { tail -1 "$log"; exit 77; }
+stats=$(grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added)' "$log" | tr '\n' ' ')
+features=$(grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$log" | tail -1 | grep -oE 'cov: [0-9]+ ft: [0-9]+')
+findings=$(find "$work/artifacts" -type f | sort)
+echo "$(basename "$target"): exit $rc; ${features:-no feature line}; $stats"
+if [ "$expect_finding" -eq 1 ]; then
+  case_file=$(find "$work/artifacts" -name 'finding-*.case' | head -1)
+  if [ -n "$case_file" ]; then
+    echo "planted defect found after $(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#') executions; case line:"
+    cat "$case_file"
+    exit 0
+  fi
+  echo "FAIL: the planted defect was not found in ${seconds}s" >&2
+  tail -30 "$log" >&2
+  exit 1
+fi
+if [ $rc -ne 0 ] || [ -n "$findings" ]; then
+  echo "FAIL: findings or a crash (artifacts in $work/artifacts):" >&2
+  echo "$findings" >&2
+  for f in "$work"/artifacts/finding-*.case; do [ -f "$f" ] && cat "$f" >&2; done
+  grep -vE '^    #|^#[0-9]' "$log" | tail -60 >&2
+  exit 1
+fi

@@ -1,0 +1,578 @@
+// Case codec: the canonical one-line form of a Case and its parser.
+// Invariant: format_case(c) parses back to a Case equal to c, and re-formats to the same bytes, because
+// every number is printed in its shortest round-tripping form (std::to_chars) and keys come in one order.
+// Parse errors are Status values that name the token, its 1-based column and the reason.
+#include "flashcheck/case.h"
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <system_error>
+
+namespace flashcheck {
+namespace {
+
+constexpr std::array<const char*, kDistKindCount> kDistNames = {
+    "normal", "uniform", "const", "nearmax", "subnormal", "ramp", "dominant", "negzero"};
+
+struct MaskName {
+  Mask mask;
+  const char* name;
+};
+constexpr std::array<MaskName, 3> kMaskNames = {
+    {{Mask::kNone, "none"}, {Mask::kCausalBottomRight, "causal-br"}, {Mask::kCausalTopLeft, "causal-tl"}}};
+
+struct DTypeName {
+  DType dtype;
+  const char* name;
+};
+constexpr std::array<DTypeName, 3> kDTypeNames = {
+    {{DType::kF32, "f32"}, {DType::kF16, "f16"}, {DType::kBF16, "bf16"}}};
+
+const char* dtype_name(DType dtype) {
+  for (const auto& entry : kDTypeNames) {
+    if (entry.dtype == dtype) return entry.name;
+  }
+  return "?";
+}
+
+const char* mask_name(Mask mask) {
+  for (const auto& entry : kMaskNames) {
+    if (entry.mask == mask) return entry.name;
+  }
+  return "?";
+}
+
+// Same number, with -0 != +0 (they are different case lines) and NaN == NaN (the line says "nan").
+bool same_number(double x, double y) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+  return x == y && std::signbit(x) == std::signbit(y);
+}
+
+// Shortest round-tripping decimal; every NaN prints as "nan" (payloads are not part of a case).
+void append_number(std::string* out, double x) {
+  if (std::isnan(x)) {
+    *out += "nan";
+    return;
+  }
+  char buf[64];
+  const auto result = std::to_chars(buf, buf + sizeof(buf), x);
+  out->append(buf, result.ptr);
+}
+
+void append_float(std::string* out, float x) {
+  char buf[64];
+  const auto result = std::to_chars(buf, buf + sizeof(buf), x);
+  out->append(buf, result.ptr);
+}
+
+void append_int(std::string* out, int64_t x) { *out += std::to_string(x); }
+
+void append_spec(std::string* out, const ValueSpec& spec) {
+  *out += to_string(spec.kind);
+  *out += '(';
+  const int arity = dist_arity(spec.kind);
+  if (arity >= 1) append_number(out, spec.a);
+  if (arity >= 2) {
+    *out += ',';
+    append_number(out, spec.b);
+  }
+  *out += ')';
+}
+
+Status invalid(std::string message) { return {StatusCode::kInvalidArgument, std::move(message)}; }
+
+// Concatenation by appending (GCC 12 warns spuriously on chains that start with "literal" + std::string).
+std::string cat(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (std::string_view part : parts) out += part;
+  return out;
+}
+
+// A blank-separated token of the line and where it starts.
+struct Token {
+  std::string_view text;
+  int64_t column = 0;  // 1-based
+};
+
+std::string where(const Token& token) {
+  return cat({"'", token.text, "' at column ", std::to_string(token.column)});
+}
+
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+std::vector<Token> split_tokens(std::string_view line) {
+  std::vector<Token> tokens;
+  size_t pos = 0;
+  while (pos < line.size()) {
+    while (pos < line.size() && is_blank(line[pos])) ++pos;
+    const size_t start = pos;
+    while (pos < line.size() && !is_blank(line[pos])) ++pos;
+    if (pos > start) tokens.push_back({line.substr(start, pos - start), static_cast<int64_t>(start) + 1});
+  }
+  return tokens;
+}
+
+// Parses all of `text` as a non-negative int64; on failure `*reason` says why.
+bool parse_size(std::string_view text, int64_t* out, std::string* reason) {
+  if (text.empty()) {
+    *reason = "missing number";
+    return false;
+  }
+  if (text.front() == '-') {
+    *reason = "must be non-negative";
+    return false;
+  }
+  int64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    *reason = "does not fit in int64";
+    return false;
+  }
+  if (ec != std::errc() || ptr != text.data() + text.size()) {
+    *reason = "not a decimal integer";
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+bool parse_u64(std::string_view text, uint64_t* out, std::string* reason) {
+  if (text.empty() || text.front() == '-') {
+    *reason = "must be a non-negative decimal integer";
+    return false;
+  }
+  uint64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    *reason = "does not fit in uint64";
+    return false;
+  }
+  if (ec != std::errc() || ptr != text.data() + text.size()) {
+    *reason = "not a decimal integer";
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+// Decimal number, or nan / inf / -inf; decimal input is rounded correctly to the nearest double.
+bool parse_double(std::string_view text, double* out, std::string* reason) {
+  if (text.empty()) {
+    *reason = "missing number";
+    return false;
+  }
+  double value = 0.0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    *reason = cat({"'", text, "' is outside the range of double"});
+    return false;
+  }
+  if (ec != std::errc() || ptr != text.data() + text.size()) {
+    *reason = cat({"'", text, "' is not a number"});
+    return false;
+  }
+  *out = std::isnan(value) ? std::numeric_limits<double>::quiet_NaN() : value;
+  return true;
+}
+
+// Checks the parameters of a distribution; empty string when fine.
+std::string check_spec(const ValueSpec& spec) {
+  const double a = spec.a, b = spec.b;
+  switch (spec.kind) {
+    case DistKind::kNormal:
+      if (!std::isfinite(a)) return "mu must be finite";
+      if (!std::isfinite(b) || b < 0) return "sigma must be finite and >= 0";
+      return {};
+    case DistKind::kUniform:
+      if (!std::isfinite(a) || !std::isfinite(b)) return "lo and hi must be finite";
+      if (a > b) return "lo must be <= hi";
+      if (!std::isfinite(b - a)) return "hi - lo overflows double";
+      return {};
+    case DistKind::kConst:
+      return {};
+    case DistKind::kNearMax:
+      if (!std::isfinite(a) || a < 0) return "frac must be finite and >= 0";
+      return {};
+    case DistKind::kSubnormal:
+    case DistKind::kNegZero:
+      return {};
+    case DistKind::kRamp:
+      if (!std::isfinite(a) || !std::isfinite(b)) return "lo and hi must be finite";
+      if (!std::isfinite(b - a)) return "hi - lo overflows double";
+      return {};
+    case DistKind::kDominant:
+      if (!std::isfinite(a) || a < 0) return "sigma must be finite and >= 0";
+      if (!std::isfinite(b) || b < 0) return "big must be finite and >= 0";
+      return {};
+  }
+  return "unknown distribution kind " + std::to_string(static_cast<int>(spec.kind));
+}
+
+// `text` is e.g. "normal(0,3)".
+bool parse_spec(std::string_view text, ValueSpec* out, std::string* reason) {
+  const size_t open = text.find('(');
+  if (open == std::string_view::npos || text.empty() || text.back() != ')') {
+    *reason = "expected name(params), e.g. normal(0,1)";
+    return false;
+  }
+  const std::string_view name = text.substr(0, open);
+  int kind_index = -1;
+  for (int i = 0; i < kDistKindCount; ++i) {
+    if (name == kDistNames[i]) kind_index = i;
+  }
+  if (kind_index < 0) {
+    std::string known;
+    for (const char* n : kDistNames) known += std::string(known.empty() ? "" : ", ") + n;
+    *reason = cat({"unknown distribution '", name, "' (known: ", known, ")"});
+    return false;
+  }
+  ValueSpec spec;
+  spec.kind = static_cast<DistKind>(kind_index);
+  const std::string_view args = text.substr(open + 1, text.size() - open - 2);
+  std::vector<std::string_view> parts;
+  if (!args.empty()) {
+    size_t start = 0;
+    while (true) {
+      const size_t comma = args.find(',', start);
+      parts.push_back(args.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+  }
+  const int arity = dist_arity(spec.kind);
+  if (static_cast<int>(parts.size()) != arity) {
+    *reason = std::string(name) + " takes " + std::to_string(arity) + " parameter" + (arity == 1 ? "" : "s") +
+              ", got " + std::to_string(parts.size());
+    return false;
+  }
+  double* fields[2] = {&spec.a, &spec.b};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (!parse_double(parts[i], fields[i], reason)) return false;
+  }
+  const std::string problem = check_spec(spec);
+  if (!problem.empty()) {
+    *reason = problem;
+    return false;
+  }
+  *out = spec;
+  return true;
+}
+
+// One injection, e.g. "q[0,1,5,3]:nan".
+bool parse_injection(std::string_view text, Injection* out, std::string* reason) {
+  Injection inj;
+  if (text.size() < 2 || (text[0] != 'q' && text[0] != 'k' && text[0] != 'v') || text[1] != '[') {
+    *reason = cat({"injection '", text, "' must look like q[b,h,s,d]:value (tensor q, k or v)"});
+    return false;
+  }
+  inj.tensor = text[0];
+  const size_t close = text.find(']');
+  if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+    *reason = cat({"injection '", text, "' must look like q[b,h,s,d]:value"});
+    return false;
+  }
+  const std::string_view index_text = text.substr(2, close - 2);
+  int64_t* fields[4] = {&inj.b, &inj.h, &inj.s, &inj.d};
+  size_t start = 0;
+  for (int i = 0; i < 4; ++i) {
+    const size_t comma = index_text.find(',', start);
+    const bool last = i == 3;
+    if (last != (comma == std::string_view::npos)) {
+      *reason = cat({"injection '", text, "' needs exactly four indices [b,h,s,d]"});
+      return false;
+    }
+    const std::string_view part =
+        index_text.substr(start, last ? std::string_view::npos : comma - start);
+    std::string why;
+    if (!parse_size(part, fields[i], &why)) {
+      *reason = cat({"injection '", text, "': index '", part, "' ", why});
+      return false;
+    }
+    start = comma + 1;
+  }
+  if (!parse_double(text.substr(close + 2), &inj.value, reason)) {
+    *reason = cat({"injection '", text, "': ", *reason});
+    return false;
+  }
+  *out = inj;
+  return true;
+}
+
+// Empty when `inj` lies inside the shape of its tensor.
+std::string check_injection(const Case& c, const Injection& inj) {
+  if (inj.tensor != 'q' && inj.tensor != 'k' && inj.tensor != 'v') {
+    return std::string("tensor '") + inj.tensor + "' is not q, k or v";
+  }
+  const bool is_q = inj.tensor == 'q';
+  const int64_t heads = is_q ? c.heads_q : c.heads_kv;
+  const int64_t seqlen = is_q ? c.seqlen_q : c.seqlen_k;
+  struct Axis {
+    const char* name;
+    int64_t index, size;
+    const char* key;
+  };
+  const Axis axes[4] = {{"batch", inj.b, c.batch, "b"},
+                        {"head", inj.h, heads, is_q ? "hq" : "hkv"},
+                        {"row", inj.s, seqlen, is_q ? "sq" : "sk"},
+                        {"column", inj.d, c.head_dim, "d"}};
+  for (const Axis& axis : axes) {
+    if (axis.index < 0 || axis.index >= axis.size) {
+      return std::string(axis.name) + " index " + std::to_string(axis.index) + " outside " + axis.key + "=" +
+             std::to_string(axis.size);
+    }
+  }
+  return {};
+}
+
+std::string format_injection(const Injection& inj) {
+  std::string out(1, inj.tensor);
+  out += '[';
+  append_int(&out, inj.b);
+  out += ',';
+  append_int(&out, inj.h);
+  out += ',';
+  append_int(&out, inj.s);
+  out += ',';
+  append_int(&out, inj.d);
+  out += "]:";
+  append_number(&out, inj.value);
+  return out;
+}
+
+}  // namespace
+
+const char* to_string(DistKind kind) {
+  const int index = static_cast<int>(kind);
+  return index >= 0 && index < kDistKindCount ? kDistNames[index] : "?";
+}
+
+const char* to_string(Layout layout) {
+  switch (layout) {
+    case Layout::kBHSD:
+      return "bhsd";
+    case Layout::kBSHD:
+      return "bshd";
+  }
+  return "?";
+}
+
+int dist_arity(DistKind kind) {
+  switch (kind) {
+    case DistKind::kNormal:
+    case DistKind::kUniform:
+    case DistKind::kRamp:
+    case DistKind::kDominant:
+      return 2;
+    case DistKind::kConst:
+    case DistKind::kNearMax:
+      return 1;
+    case DistKind::kSubnormal:
+    case DistKind::kNegZero:
+      return 0;
+  }
+  return 0;
+}
+
+bool operator==(const ValueSpec& x, const ValueSpec& y) {
+  if (x.kind != y.kind) return false;
+  const int arity = dist_arity(x.kind);
+  return (arity < 1 || same_number(x.a, y.a)) && (arity < 2 || same_number(x.b, y.b));
+}
+
+bool operator==(const Injection& x, const Injection& y) {
+  return x.tensor == y.tensor && x.b == y.b && x.h == y.h && x.s == y.s && x.d == y.d &&
+         same_number(x.value, y.value);
+}
+
+float Case::softmax_scale() const {
+  if (scale) return *scale;
+  if (head_dim <= 0) return 1.0f;
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+std::string format_case(const Case& c) {
+  std::string out = dtype_name(c.dtype);
+  const std::pair<const char*, int64_t> sizes[] = {{" b=", c.batch},     {" hq=", c.heads_q}, {" hkv=", c.heads_kv},
+                                                  {" sq=", c.seqlen_q}, {" sk=", c.seqlen_k}, {" d=", c.head_dim}};
+  for (const auto& [key, value] : sizes) {
+    out += key;
+    append_int(&out, value);
+  }
+  out += " mask=";
+  out += mask_name(c.mask);
+  if (c.layout != Layout::kBHSD) {
+    out += " layout=";
+    out += to_string(c.layout);
+  }
+  if (c.pad != 0) {
+    out += " pad=";
+    append_int(&out, c.pad);
+  }
+  if (c.scale) {
+    out += " scale=";
+    append_float(&out, *c.scale);
+  }
+  const std::pair<const char*, const ValueSpec*> specs[] = {{" q=", &c.q}, {" k=", &c.k}, {" v=", &c.v}};
+  for (const auto& [key, spec] : specs) {
+    out += key;
+    append_spec(&out, *spec);
+  }
+  if (!c.inject.empty()) {
+    out += " inject=";
+    for (size_t i = 0; i < c.inject.size(); ++i) {
+      if (i > 0) out += ';';
+      out += format_injection(c.inject[i]);
+    }
+  }
+  out += " seed=";
+  out += std::to_string(c.seed);
+  return out;
+}
+
+Status validate_case(const Case& c) {
+  const std::pair<const char*, int64_t> sizes[] = {{"b", c.batch},     {"hq", c.heads_q}, {"hkv", c.heads_kv},
+                                                  {"sq", c.seqlen_q}, {"sk", c.seqlen_k}, {"d", c.head_dim},
+                                                  {"pad", c.pad}};
+  for (const auto& [key, value] : sizes) {
+    if (value < 0) return invalid(std::string(key) + "=" + std::to_string(value) + ": must be non-negative");
+  }
+  if (c.scale && !std::isfinite(*c.scale)) {
+    return invalid("scale must be finite (a non-finite scale is outside the API; test it with Params directly)");
+  }
+  const std::pair<const char*, const ValueSpec*> specs[] = {{"q", &c.q}, {"k", &c.k}, {"v", &c.v}};
+  for (const auto& [key, spec] : specs) {
+    const std::string problem = check_spec(*spec);
+    if (!problem.empty()) return invalid(std::string(key) + "=" + to_string(spec->kind) + ": " + problem);
+  }
+  for (const Injection& inj : c.inject) {
+    const std::string problem = check_injection(c, inj);
+    if (!problem.empty()) return invalid("inject " + format_injection(inj) + ": " + problem);
+  }
+  return Status::ok_status();
+}
+
+Status parse_case(std::string_view line, Case* out) {
+  const std::vector<Token> tokens = split_tokens(line);
+  if (tokens.empty()) return invalid("empty case line (expected e.g. 'f16 b=1 hq=2 hkv=2 sq=64 sk=64 d=64 seed=1')");
+
+  Case c;
+  bool dtype_found = false;
+  for (const auto& entry : kDTypeNames) {
+    if (tokens[0].text == entry.name) {
+      c.dtype = entry.dtype;
+      dtype_found = true;
+    }
+  }
+  if (!dtype_found) return invalid("unknown dtype " + where(tokens[0]) + " (expected f32, f16 or bf16 first)");
+
+  constexpr std::array<const char*, 15> kKeys = {"b",     "hq",  "hkv",   "sq", "sk", "d", "mask",  "layout",
+                                                 "pad",   "scale", "q", "k",  "v",  "inject", "seed"};
+  constexpr size_t kHkvKey = 2;
+  static_assert(std::string_view(kKeys[kHkvKey]) == "hkv");
+  std::array<bool, kKeys.size()> seen{};
+  Token inject_token;
+  for (size_t t = 1; t < tokens.size(); ++t) {
+    const Token& token = tokens[t];
+    const size_t eq = token.text.find('=');
+    if (eq == std::string_view::npos) return invalid("expected key=value, got " + where(token));
+    const std::string_view key = token.text.substr(0, eq);
+    const std::string_view value = token.text.substr(eq + 1);
+    size_t key_index = kKeys.size();
+    for (size_t i = 0; i < kKeys.size(); ++i) {
+      if (key == kKeys[i]) key_index = i;
+    }
+    if (key_index == kKeys.size()) {
+      std::string known;
+      for (const char* k : kKeys) known += std::string(known.empty() ? "" : " ") + k;
+      return invalid(cat({"unknown key '", key, "' at column ", std::to_string(token.column), " (known: ", known, ")"}));
+    }
+    if (seen[key_index]) return invalid(cat({"duplicate key '", key, "' at column ", std::to_string(token.column)}));
+    seen[key_index] = true;
+
+    std::string reason;
+    bool ok = true;
+    const std::string_view k = key;
+    if (k == "b" || k == "hq" || k == "hkv" || k == "sq" || k == "sk" || k == "d" || k == "pad") {
+      int64_t* field = k == "b"     ? &c.batch
+                       : k == "hq"  ? &c.heads_q
+                       : k == "hkv" ? &c.heads_kv
+                       : k == "sq"  ? &c.seqlen_q
+                       : k == "sk"  ? &c.seqlen_k
+                       : k == "d"   ? &c.head_dim
+                                    : &c.pad;
+      ok = parse_size(value, field, &reason);
+    } else if (k == "mask") {
+      ok = false;
+      for (const auto& entry : kMaskNames) {
+        if (value == entry.name) {
+          c.mask = entry.mask;
+          ok = true;
+        }
+      }
+      if (!ok) reason = "unknown mask (known: none, causal-br, causal-tl)";
+    } else if (k == "layout") {
+      if (value == "bhsd") {
+        c.layout = Layout::kBHSD;
+      } else if (value == "bshd") {
+        c.layout = Layout::kBSHD;
+      } else {
+        ok = false;
+        reason = "unknown layout (known: bhsd, bshd)";
+      }
+    } else if (k == "scale") {
+      float scale = 0.0f;
+      const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), scale);
+      if (ec == std::errc::result_out_of_range) {
+        ok = false;
+        reason = "outside the range of float";
+      } else if (ec != std::errc() || ptr != value.data() + value.size() || value.empty()) {
+        ok = false;
+        reason = "not a number";
+      } else if (!std::isfinite(scale)) {
+        // A NaN scale would make the Case unequal to itself; the API requires a finite scale anyway.
+        ok = false;
+        reason = "softmax scale must be finite";
+      } else {
+        c.scale = scale;
+      }
+    } else if (k == "q" || k == "k" || k == "v") {
+      ValueSpec* spec = k == "q" ? &c.q : k == "k" ? &c.k : &c.v;
+      ok = parse_spec(value, spec, &reason);
+    } else if (k == "inject") {
+      inject_token = token;
+      if (value.empty()) {
+        ok = false;
+        reason = "empty injection list";
+      }
+      size_t start = 0;
+      while (ok && start <= value.size()) {
+        const size_t semi = value.find(';', start);
+        const std::string_view item =
+            value.substr(start, semi == std::string_view::npos ? std::string_view::npos : semi - start);
+        Injection inj;
+        ok = parse_injection(item, &inj, &reason);
+        if (ok) c.inject.push_back(inj);
+        if (semi == std::string_view::npos) break;
+        start = semi + 1;
+      }
+    } else {  // seed
+      ok = parse_u64(value, &c.seed, &reason);
+    }
+    if (!ok) return invalid(where(token) + ": " + reason);
+  }
+  // hkv defaults to hq: a hand-written line without hkv means plain multi-head attention.
+  if (!seen[kHkvKey]) c.heads_kv = c.heads_q;
+
+  // Injection positions can only be checked once the whole shape is known.
+  for (const Injection& inj : c.inject) {
+    const std::string problem = check_injection(c, inj);
+    if (!problem.empty()) return invalid(where(inject_token) + ": " + format_injection(inj) + ": " + problem);
+  }
+  *out = std::move(c);
+  return Status::ok_status();
+}
+
+}  // namespace flashcheck

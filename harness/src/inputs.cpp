@@ -1,0 +1,245 @@
+// Input generation for a case: every element drawn from Philox4x32-10 at (seed, tensor stream, canonical
+// element index), shaped by the case's distribution in double, rounded once to the dtype, then injections.
+// Compiled with -ffp-contract=off: only + - * / sqrt and detmath, evaluated in source order, so the bytes
+// (and the golden hashes) are identical on every machine.
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "flashcheck/inputs.h"
+
+namespace flashcheck {
+namespace {
+
+constexpr double kTwoPow53Inv = 0x1p-53;
+constexpr int kDoubleMantissaBits = 53;
+constexpr double kRampNoise = 0x1p-12;  // ramp noise amplitude relative to hi - lo: breaks exact ties, keeps the trend
+
+// One Philox call for (seed, stream, index).
+struct Draw {
+  uint32_t w[4];
+  // Uniforms from 53 bits of each 64-bit half: u0 in [0,1) and u0_open in (0,1] from (w0,w1), u1 from (w2,w3).
+  uint64_t bits0() const { return (uint64_t{w[0]} << 32 | w[1]) >> (64 - kDoubleMantissaBits); }
+  uint64_t bits1() const { return (uint64_t{w[2]} << 32 | w[3]) >> (64 - kDoubleMantissaBits); }
+  double u0() const { return static_cast<double>(bits0()) * kTwoPow53Inv; }
+  double u0_open() const { return static_cast<double>(bits0() + 1) * kTwoPow53Inv; }
+  double u1() const { return static_cast<double>(bits1()) * kTwoPow53Inv; }
+  bool negative() const { return (w[3] & 1u) != 0; }  // the low bit of w3 is unused by u1
+  // Standard normal by Box-Muller; u0_open > 0 keeps log finite (|z| <= sqrt(106 ln 2) ~ 8.6).
+  double normal() const { return std::sqrt(-2.0 * detmath::log(u0_open())) * detmath::cos_2pi(u1()); }
+};
+
+Draw draw(uint64_t seed, Stream stream, uint64_t index) {
+  const uint32_t counter[4] = {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
+                               static_cast<uint32_t>(stream), 0};
+  const uint32_t key[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
+  Draw d;
+  Philox4x32::generate(counter, key, d.w);
+  return d;
+}
+
+// Uniform integer in [0, n) from 64 random bits, by multiply-high (no modulo bias worth the name).
+uint64_t below(uint64_t random64, uint64_t n) {
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(random64) * n) >> 64);
+}
+
+// Nonzero subnormal of `dtype`, uniform significand, random sign.
+double subnormal(DType dtype, const Draw& d) {
+  const int frac_bits = dtype == DType::kF16 ? 10 : dtype == DType::kBF16 ? 7 : 23;
+  const int min_exp = dtype == DType::kF16 ? -14 : -126;  // smallest normal exponent
+  const uint64_t random64 = uint64_t{d.w[0]} << 32 | d.w[1];
+  const uint64_t significand = 1 + below(random64, (uint64_t{1} << frac_bits) - 1);
+  const double magnitude = std::ldexp(static_cast<double>(significand), min_exp - frac_bits);
+  return d.negative() ? -magnitude : magnitude;
+}
+
+// Stores an encoded element (2 or 4 bytes) in host byte order, the order the kernel reads.
+void store_bits(uint32_t bits, int64_t esize, uint8_t* dst) {
+  if (esize == 2) {
+    const uint16_t bits16 = static_cast<uint16_t>(bits);
+    std::memcpy(dst, &bits16, sizeof(bits16));
+  } else {
+    std::memcpy(dst, &bits, sizeof(bits));
+  }
+}
+
+struct TensorShape {
+  int64_t batch, heads, seqlen, head_dim;
+  Strides strides;  // of the encoded buffer, in elements
+};
+
+// Fills `bytes` (layout) and `exact` (canonical) for one tensor.
+void generate(const Case& c, const ValueSpec& spec, Stream stream, Stream dominant_stream, const TensorShape& t,
+              std::vector<uint8_t>* bytes, std::vector<double>* exact) {
+  const int64_t esize = dtype_size(c.dtype);
+  const double max_finite = dtype_max(c.dtype);
+  int64_t index = 0;
+  for (int64_t b = 0; b < t.batch; ++b) {
+    for (int64_t h = 0; h < t.heads; ++h) {
+      int64_t dominant_row = -1;
+      if (spec.kind == DistKind::kDominant && t.seqlen > 0) {
+        const Draw pick = draw(c.seed, dominant_stream, static_cast<uint64_t>(b * t.heads + h));
+        dominant_row = static_cast<int64_t>(below(uint64_t{pick.w[0]} << 32 | pick.w[1], static_cast<uint64_t>(t.seqlen)));
+      }
+      for (int64_t s = 0; s < t.seqlen; ++s) {
+        for (int64_t d = 0; d < t.head_dim; ++d, ++index) {
+          double x = 0.0;
+          if (spec.kind == DistKind::kConst) {
+            x = spec.a;
+          } else if (spec.kind == DistKind::kNegZero) {
+            x = -0.0;
+          } else {
+            const Draw r = draw(c.seed, stream, static_cast<uint64_t>(index));
+            switch (spec.kind) {
+              case DistKind::kNormal:
+                x = spec.a + spec.b * r.normal();
+                break;
+              case DistKind::kUniform:
+                x = spec.a + (spec.b - spec.a) * r.u0();
+                break;
+              case DistKind::kNearMax: {
+                const double magnitude = spec.a * max_finite * (1.0 - r.u0() / 8.0);
+                x = r.negative() ? -magnitude : magnitude;
+                break;
+              }
+              case DistKind::kSubnormal:
+                x = subnormal(c.dtype, r);
+                break;
+              case DistKind::kRamp: {
+                const double span = spec.b - spec.a;
+                const double position = t.seqlen > 1 ? static_cast<double>(s) / static_cast<double>(t.seqlen - 1) : 0.0;
+                x = spec.a + span * position + span * kRampNoise * (r.u0() - 0.5);
+                break;
+              }
+              case DistKind::kDominant:
+                x = (s == dominant_row ? spec.b : spec.a) * r.normal();
+                break;
+              case DistKind::kConst:
+              case DistKind::kNegZero:
+                break;
+            }
+          }
+          const uint32_t bits = encode_dtype(c.dtype, x);
+          const int64_t offset = b * t.strides.batch + h * t.strides.head + s * t.strides.row + d;
+          store_bits(bits, esize, bytes->data() + offset * esize);
+          (*exact)[static_cast<size_t>(index)] = decode_dtype(c.dtype, bits);
+        }
+      }
+    }
+  }
+}
+
+void fill_padding_pattern(DType dtype, std::vector<uint8_t>* bytes) {
+  if (dtype_size(dtype) == 4) {
+    for (size_t i = 0; i + 4 <= bytes->size(); i += 4) std::memcpy(bytes->data() + i, &kInputPadBits32, 4);
+  } else {
+    for (size_t i = 0; i + 2 <= bytes->size(); i += 2) std::memcpy(bytes->data() + i, &kInputPadBits16, 2);
+  }
+}
+
+// a * b into *out unless it overflows int64.
+bool checked_mul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+bool checked_add(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
+
+bool checked_product(std::initializer_list<int64_t> factors, int64_t* out) {
+  int64_t acc = 1;
+  for (int64_t f : factors) {
+    if (!checked_mul(acc, f, &acc)) return false;
+  }
+  *out = acc;
+  return true;
+}
+
+}  // namespace
+
+oracle::Problem HostInputs::problem() const {
+  oracle::Problem p;
+  p.batch = params.batch;
+  p.heads_q = params.heads_q;
+  p.heads_kv = params.heads_kv;
+  p.seqlen_q = params.seqlen_q;
+  p.seqlen_k = params.seqlen_k;
+  p.head_dim = params.head_dim;
+  p.mask = params.mask;
+  p.scale = static_cast<double>(params.softmax_scale);
+  p.q = q_exact;
+  p.k = k_exact;
+  p.v = v_exact;
+  return p;
+}
+
+uint64_t HostInputs::hash() const {
+  uint64_t h = fnv1a64(q.data(), q.size());
+  h = fnv1a64(k.data(), k.size(), h);
+  return fnv1a64(v.data(), v.size(), h);
+}
+
+void HostInputs::bind() {
+  params.q = q.empty() ? nullptr : q.data();
+  params.k = k.empty() ? nullptr : k.data();
+  params.v = v.empty() ? nullptr : v.data();
+}
+
+Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
+  if (Status status = validate_case(c); !status.ok()) return status;
+  const int64_t esize = dtype_size(c.dtype);
+  // Bytes: encoded tensors (padded layout) plus the decoded canonical copies (8 bytes per element).
+  int64_t row_elems = 0, q_padded = 0, kv_padded = 0, q_elems = 0, kv_elems = 0, encoded = 0, decoded = 0, total = 0;
+  const bool fits = checked_add(c.head_dim, c.pad, &row_elems) &&
+                    checked_product({c.batch, c.heads_q, c.seqlen_q, row_elems}, &q_padded) &&
+                    checked_product({c.batch, c.heads_kv, c.seqlen_k, row_elems}, &kv_padded) &&
+                    checked_product({c.batch, c.heads_q, c.seqlen_q, c.head_dim}, &q_elems) &&
+                    checked_product({c.batch, c.heads_kv, c.seqlen_k, c.head_dim}, &kv_elems) &&
+                    checked_add(q_padded, kv_padded, &encoded) && checked_add(encoded, kv_padded, &encoded) &&
+                    checked_mul(encoded, esize, &encoded) && checked_add(q_elems, kv_elems, &decoded) &&
+                    checked_add(decoded, kv_elems, &decoded) && checked_mul(decoded, int64_t{sizeof(double)}, &decoded) &&
+                    checked_add(encoded, decoded, &total);
+  if (!fits || total > max_bytes) {
+    return {StatusCode::kInvalidArgument,
+            "case inputs need " + (fits ? std::to_string(total) + " bytes" : std::string("more than 2^63 bytes")) +
+                " of host memory, over the limit of " + std::to_string(max_bytes) + " bytes"};
+  }
+
+  HostInputs in;
+  in.params = make_params(c.dtype, c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k, c.head_dim, c.mask, c.layout);
+  // Padding appends `pad` elements to every head_dim vector: the contiguous strides of head_dim + pad.
+  in.params.q_stride = contiguous_strides(c.layout, c.heads_q, c.seqlen_q, row_elems);
+  in.params.k_stride = contiguous_strides(c.layout, c.heads_kv, c.seqlen_k, row_elems);
+  in.params.v_stride = in.params.k_stride;
+  in.params.o_stride = in.params.q_stride;
+  in.params.softmax_scale = c.softmax_scale();
+
+  in.q.resize(static_cast<size_t>(q_padded * esize));
+  in.k.resize(static_cast<size_t>(kv_padded * esize));
+  in.v.resize(static_cast<size_t>(kv_padded * esize));
+  in.q_exact.resize(static_cast<size_t>(q_elems));
+  in.k_exact.resize(static_cast<size_t>(kv_elems));
+  in.v_exact.resize(static_cast<size_t>(kv_elems));
+  for (auto* bytes : {&in.q, &in.k, &in.v}) fill_padding_pattern(c.dtype, bytes);
+
+  const TensorShape q_shape{c.batch, c.heads_q, c.seqlen_q, c.head_dim, in.params.q_stride};
+  const TensorShape kv_shape{c.batch, c.heads_kv, c.seqlen_k, c.head_dim, in.params.k_stride};
+  generate(c, c.q, Stream::kQ, Stream::kDominantRowQ, q_shape, &in.q, &in.q_exact);
+  generate(c, c.k, Stream::kK, Stream::kDominantRowK, kv_shape, &in.k, &in.k_exact);
+  generate(c, c.v, Stream::kV, Stream::kDominantRowV, kv_shape, &in.v, &in.v_exact);
+
+  for (const Injection& inj : c.inject) {
+    const bool is_q = inj.tensor == 'q';
+    const TensorShape& t = is_q ? q_shape : kv_shape;
+    std::vector<uint8_t>& bytes = is_q ? in.q : inj.tensor == 'k' ? in.k : in.v;
+    std::vector<double>& exact = is_q ? in.q_exact : inj.tensor == 'k' ? in.k_exact : in.v_exact;
+    const uint32_t bits = encode_dtype(c.dtype, inj.value);
+    const int64_t offset = inj.b * t.strides.batch + inj.h * t.strides.head + inj.s * t.strides.row + inj.d;
+    store_bits(bits, esize, bytes.data() + offset * esize);
+    const int64_t canonical = ((inj.b * t.heads + inj.h) * t.seqlen + inj.s) * t.head_dim + inj.d;
+    exact[static_cast<size_t>(canonical)] = decode_dtype(c.dtype, bits);
+  }
+  in.bind();
+  *out = std::move(in);
+  out->bind();  // the move kept the buffers, but rebinding states the invariant
+  return Status::ok_status();
+}
+
+}  // namespace flashcheck

@@ -1,0 +1,283 @@
+// The verdict: every sampled row of the kernel's output against the oracle's exact row and the error
+// model's bound, as ratios error / bound (fail above 1); the API's non-finite semantics; the online-softmax
+// statistics and their identity; the statistical RMS check; and the runner's guards. The report leads with
+// the case line and gives, per check, the worst ratio with its index and the values there.
+#include "flashcheck/verdict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <limits>
+#include <string>
+
+namespace flashcheck {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kFp32Unit = 0x1p-24;  // unit roundoff of fp32, the format of LSE, m and l
+
+// LSE = m + ln l, evaluated by the kernel in fp32 from its own m and l: whatever the formulation (natural
+// log, or log2 with the scale folded in and a final multiply by ln 2), it is at most four fp32 operations
+// (a log, a multiply, an add, a conversion of units), each with relative error <= u on its result, whose
+// magnitudes are bounded by |m| + |ln l|; we allow twice that (8u) for a log approximation that is a few
+// ulp off. Fast hardware logs (__logf, MUFU.LG2) have an absolute rather than relative error near 1
+// (about 2^-21.4 for __logf on [1/2, 2]): kFastLogAbs covers it where |ln l| is tiny.
+constexpr double kIdentityRelUnits = 8.0;
+constexpr double kFastLogAbs = 0x1p-21;
+
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* fmt, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, args);
+  va_end(args);
+  return buf;
+}
+
+// error / bound for values the oracle has no ratio function for (the identity, fixed semantics of empty
+// rows): a non-finite got, or any error against a zero bound, is infinitely bad.
+double ratio_of(double got, double want, double bound) {
+  if (!std::isfinite(got)) return kInf;
+  const double err = std::fabs(got - want);
+  if (err == 0) return 0.0;
+  if (!(bound > 0)) return kInf;
+  return err / bound;
+}
+
+void record(Worst* worst, double ratio, const oracle::RowRef& row, int64_t col, double got, double want, double bound) {
+  if (std::isnan(ratio)) ratio = kInf;  // oracle::error_ratio's NaN: a non-finite value where a number was expected
+  ++worst->checked;
+  if (ratio > 1) ++worst->over;
+  if (worst->checked == 1 || ratio > worst->ratio) {  // the first value sets the place, a strictly worse one moves it
+    worst->ratio = ratio;
+    worst->where = row;
+    worst->col = col;
+    worst->got = got;
+    worst->want = want;
+    worst->bound = bound;
+  }
+}
+
+std::string where_text(const Worst& w) {
+  if (w.col >= 0) {
+    return format("b=%lld h=%lld i=%lld col=%lld", static_cast<long long>(w.where.b), static_cast<long long>(w.where.h),
+                  static_cast<long long>(w.where.i), static_cast<long long>(w.col));
+  }
+  return format("b=%lld h=%lld i=%lld", static_cast<long long>(w.where.b), static_cast<long long>(w.where.h),
+                static_cast<long long>(w.where.i));
+}
+
+// One line per check: the worst ratio, where, and got / want / bound there.
+std::string worst_text(const char* name, const Worst& w) {
+  if (w.checked == 0) return format("  %-12s not checked", name);
+  std::string line = format("  %-12s worst ratio %-10.3g %s  at %s: got %.9g want %.9g bound %.3g", name, w.ratio,
+                            w.ratio > 1 ? "FAIL" : "ok  ", where_text(w).c_str(), w.got, w.want, w.bound);
+  if (w.over > 0) line += format("  (%lld of %lld over)", static_cast<long long>(w.over), static_cast<long long>(w.checked));
+  return line;
+}
+
+void add_failure_if_over(Verdict* v, const char* name, const Worst& w) {
+  if (!(w.ratio <= 1)) {
+    v->failures.push_back(format("%s: error/bound %.3g > 1 at %s: got %.9g want %.9g bound %.3g (%lld of %lld over)", name,
+                                 w.ratio, where_text(w).c_str(), w.got, w.want, w.bound, static_cast<long long>(w.over),
+                                 static_cast<long long>(w.checked)));
+  }
+}
+
+const char* status_name(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kUnsupported:
+      return "unsupported";
+    case StatusCode::kCudaError:
+      return "CUDA error";
+    case StatusCode::kNoDevice:
+      return "no device";
+  }
+  return "unknown status";
+}
+
+// The API's rows without a visible key (or whose visible scores are all -inf): O exactly 0, LSE -inf, and
+// in the instrumentation m = -inf, l = 0.
+void judge_empty_row(const oracle::RowRef& row, int64_t flat, const RunOutputs& out, int64_t head_dim, bool stats,
+                     Verdict* v) {
+  ++v->empty_rows;
+  for (int64_t k = 0; k < head_dim; ++k) {
+    const double got = out.o[static_cast<size_t>(flat * head_dim + k)];
+    record(&v->o, got == 0.0 ? 0.0 : kInf, row, k, got, 0.0, 0.0);
+  }
+  const double lse = out.lse[static_cast<size_t>(flat)];
+  record(&v->lse, lse == -kInf ? 0.0 : kInf, row, -1, lse, -kInf, 0.0);
+  if (stats) {
+    const double m = out.row_m[static_cast<size_t>(flat)], l = out.row_l[static_cast<size_t>(flat)];
+    record(&v->m, m == -kInf ? 0.0 : kInf, row, -1, m, -kInf, 0.0);
+    record(&v->l, l == 0.0 ? 0.0 : kInf, row, -1, l, 0.0, 0.0);
+  }
+}
+
+}  // namespace
+
+Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs, const JudgeOptions& options) {
+  Verdict v;
+  v.case_line = format_case(c);
+  const KernelConfig& config = outputs.config;
+  v.config = format("%s path=%s block_m=%d block_n=%d", config.name, to_string(config.path), config.block_m, config.block_n);
+  v.unwritten_o = outputs.unwritten_o;
+  v.unwritten_lse = outputs.unwritten_lse;
+  v.canaries_intact = outputs.canaries_intact;
+  v.inputs_unchanged = outputs.inputs_unchanged;
+
+  const oracle::Problem problem = inputs.problem();
+  const int64_t head_dim = problem.head_dim;
+  v.rows_total = problem.batch * problem.heads_q * problem.seqlen_q;
+
+  if (!outputs.canaries_intact) {
+    v.failures.push_back(format("canary damaged: %s, byte %lld relative to the payload start (written out of bounds)",
+                                outputs.damaged_buffer, static_cast<long long>(outputs.first_damaged_canary)));
+  }
+  if (!outputs.inputs_unchanged) v.failures.push_back("inputs modified: the hash of q, k, v changed during the call");
+  if (!outputs.status.ok()) {
+    v.failures.push_back(format("call failed: %s: %s", status_name(outputs.status.code()), outputs.status.message().c_str()));
+    v.pass = false;
+    return v;
+  }
+  if (outputs.unwritten_o > 0) {
+    v.failures.push_back(format("O: %lld of %zu elements never written (still hold the poison NaN)",
+                                static_cast<long long>(outputs.unwritten_o), outputs.o.size()));
+  }
+  if (outputs.unwritten_lse > 0) {
+    v.failures.push_back(format("LSE: %lld of %zu rows never written (still hold the poison NaN)",
+                                static_cast<long long>(outputs.unwritten_lse), outputs.lse.size()));
+  }
+  const size_t rows_total = static_cast<size_t>(std::max<int64_t>(v.rows_total, 0));
+  if (outputs.o.size() != rows_total * static_cast<size_t>(std::max<int64_t>(head_dim, 0)) ||
+      outputs.lse.size() != rows_total) {
+    v.failures.push_back("outputs do not match the case's shape (o or lse has the wrong size)");
+    v.pass = false;
+    return v;
+  }
+  const bool stats = options.check_stats && outputs.row_m.size() == rows_total && outputs.row_l.size() == rows_total;
+
+  const DType dtype = inputs.params.dtype;
+  const double eps = 2 * oracle::unit_roundoff(dtype);
+
+  const std::vector<oracle::RowRef> rows = oracle::sample_rows(problem, config.block_m, config.block_n, c.seed,
+                                                               options.full_check_limit, options.random_rows);
+  oracle::RmsCheck rms(dtype);
+  double sum_err_eps2 = 0.0;
+  int64_t err_eps_count = 0;
+  for (const oracle::RowRef& row : rows) {
+    ++v.rows_checked;
+    const int64_t flat = (row.b * problem.heads_q + row.h) * problem.seqlen_q + row.i;
+    const oracle::RowResult exact = oracle::compute_row(problem, row, options.tier);
+    if (exact.visible == 0 || (exact.lse == -kInf && exact.m == -kInf)) {
+      judge_empty_row(row, flat, outputs, head_dim, stats, &v);
+      continue;
+    }
+    const oracle::RowBound bound = oracle::bound_row(exact, dtype, config.path, config.block_n, head_dim);
+    const double* got_o = outputs.o.data() + flat * head_dim;
+    const double got_lse = outputs.lse[static_cast<size_t>(flat)];
+    if (bound.unconstrained) ++v.unconstrained_rows;
+
+    // O per element and LSE, with the oracle's semantics: NaN in the oracle means "must be non-finite"
+    // (NaN propagates, it is never silently dropped); outside the domain finite values carry no claim.
+    for (int64_t k = 0; k < head_dim; ++k) {
+      const size_t kk = static_cast<size_t>(k);
+      record(&v.o, oracle::error_ratio(got_o[k], exact.o[kk], bound.o[kk], bound.unconstrained), row, k, got_o[k],
+             exact.o[kk], bound.o[kk]);
+      ++v.elements_checked;
+    }
+    record(&v.lse, oracle::error_ratio(got_lse, exact.lse, bound.lse, bound.unconstrained), row, -1, got_lse, exact.lse,
+           bound.lse);
+    if (bound.unconstrained) continue;
+
+    // Error in units of eps * A_k (A_k = sum_j p_j |v_jk|, the scale the error follows), and the RMS pool.
+    std::vector<double> emulated;
+    if (options.check_rms) emulated = oracle::emulated_row(problem, row, dtype, config.path);
+    for (int64_t k = 0; k < head_dim; ++k) {
+      const size_t kk = static_cast<size_t>(k);
+      const double want = exact.o[kk];
+      if (!std::isfinite(want)) continue;
+      const double err = std::fabs(got_o[k] - want);
+      if (exact.abs_pv[kk] > 0 && std::isfinite(err)) {
+        const double err_eps = err / (eps * exact.abs_pv[kk]);
+        v.max_err_eps = std::max(v.max_err_eps, err_eps);
+        sum_err_eps2 += err_eps * err_eps;
+        ++err_eps_count;
+      }
+      if (options.check_rms && std::isfinite(emulated[kk])) rms.add(got_o[k], emulated[kk], want, exact.abs_pv[kk]);
+    }
+
+    if (stats) {
+      const double m = outputs.row_m[static_cast<size_t>(flat)], l = outputs.row_l[static_cast<size_t>(flat)];
+      record(&v.m, oracle::m_error_ratio(exact, bound, m), row, -1, m, exact.m, bound.m);
+      // l is a sum relative to the kernel's own max: the exact sum re-based to that max is what it must match.
+      const double want_l = oracle::l_given_m(exact, m);
+      record(&v.l, oracle::l_error_ratio(exact, bound, m, l), row, -1, l, want_l, bound.l_rel * want_l);
+      if (std::isfinite(m) && l > 0 && std::isfinite(l)) {
+        const double log_l = std::log(l);
+        const double from_stats = m + log_l;
+        const double identity_bound = kIdentityRelUnits * kFp32Unit * (std::fabs(m) + std::fabs(log_l)) + kFastLogAbs;
+        record(&v.identity, ratio_of(got_lse, from_stats, identity_bound), row, -1, got_lse, from_stats, identity_bound);
+      } else {
+        record(&v.identity, kInf, row, -1, got_lse, m, 0.0);  // m or l unusable where the row has visible keys
+      }
+    }
+  }
+  v.rms_err_eps = err_eps_count > 0 ? std::sqrt(sum_err_eps2 / static_cast<double>(err_eps_count)) : 0.0;
+  v.rms_ratio = rms.ratio();
+  v.rms_kernel = rms.rms_kernel();
+  v.rms_reference = rms.rms_reference();
+  v.rms_count = rms.count();
+
+  add_failure_if_over(&v, "O", v.o);
+  add_failure_if_over(&v, "LSE", v.lse);
+  add_failure_if_over(&v, "m", v.m);
+  add_failure_if_over(&v, "l", v.l);
+  add_failure_if_over(&v, "LSE=m+ln(l)", v.identity);
+  if (!(v.rms_ratio <= 1)) {
+    v.failures.push_back(format("RMS: O's RMS error %.3g is %.3g times what the same-precision reference allows "
+                                "(reference RMS error %.3g, %lld elements): systematic precision loss",
+                                v.rms_kernel, v.rms_ratio, v.rms_reference, static_cast<long long>(v.rms_count)));
+  }
+  v.pass = v.failures.empty();
+  return v;
+}
+
+std::string Verdict::report() const {
+  std::string out = "case: " + case_line + "\n";
+  out += format("verdict: %s", pass ? "PASS" : "FAIL");
+  if (!pass) out += format(" (%zu check%s failed)", failures.size(), failures.size() == 1 ? "" : "s");
+  out += "\nkernel: " + config + "\n";
+  out += format("rows: %lld checked of %lld (%lld without visible keys, %lld outside the error model's domain), "
+                "%lld O elements\n",
+                static_cast<long long>(rows_checked), static_cast<long long>(rows_total), static_cast<long long>(empty_rows),
+                static_cast<long long>(unconstrained_rows), static_cast<long long>(elements_checked));
+  if (!failures.empty()) {
+    out += "failures:\n";
+    for (const std::string& f : failures) out += "  - " + f + "\n";
+  }
+  out += "checks (ratio = error / bound, fail above 1):\n";
+  out += worst_text("O", o) + "\n";
+  out += format("  %-12s max %.3g eps, RMS %.3g eps (eps = 2u of the dtype, relative to sum_j p_j |v_jk|)\n", "O error",
+                max_err_eps, rms_err_eps);
+  out += worst_text("LSE", lse) + "\n";
+  out += worst_text("m", m) + "\n";
+  out += worst_text("l", l) + "\n";
+  out += worst_text("LSE=m+ln(l)", identity) + "\n";
+  if (rms_count > 0) {
+    out += format("  %-12s ratio %-16.3g %s  kernel RMS error %.3g, reference %.3g, over %lld elements\n", "RMS vs ref",
+                  rms_ratio, rms_ratio > 1 ? "FAIL" : "ok  ", rms_kernel, rms_reference, static_cast<long long>(rms_count));
+  }
+  out += format("  %-12s unwritten O %lld, unwritten LSE %lld, canaries %s, inputs %s\n", "guards",
+                static_cast<long long>(unwritten_o), static_cast<long long>(unwritten_lse),
+                canaries_intact ? "intact" : "DAMAGED", inputs_unchanged ? "unchanged" : "MODIFIED");
+  return out;
+}
+
+}  // namespace flashcheck

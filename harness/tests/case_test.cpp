@@ -1,0 +1,249 @@
+// Case codec: canonical lines round-trip byte for byte, random Cases round-trip through their line, hand-
+// written lines canonicalise, and every kind of malformed line is rejected with a message that names the
+// token, its column and the reason.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "flashcheck/case.h"
+#include "flashcheck/inputs.h"
+
+namespace flashcheck {
+namespace {
+
+const std::vector<std::string> kCanonicalLines = {
+    "bf16 b=2 hq=8 hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) seed=42",
+    "f32 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=0",
+    "f16 b=0 hq=4 hkv=4 sq=0 sk=0 d=64 mask=causal-tl q=const(0.5) k=const(-0) v=const(nan) seed=18446744073709551615",
+    "f16 b=3 hq=6 hkv=3 sq=17 sk=31 d=80 mask=none layout=bshd pad=8 scale=0.1 q=nearmax(0.25) k=subnormal() "
+    "v=negzero() seed=7",
+    "bf16 b=1 hq=2 hkv=1 sq=64 sk=65 d=256 mask=causal-br q=ramp(-2,2) k=ramp(3,-1.5) v=dominant(1,30) seed=123456789",
+    "f32 b=1 hq=1 hkv=1 sq=2 sk=3 d=4 mask=none scale=-0 q=uniform(-1e-30,1e+30) k=const(inf) v=const(-inf) "
+    "inject=q[0,0,1,3]:nan;k[0,0,2,0]:-inf;v[0,0,0,0]:inf;v[0,0,1,1]:-0;q[0,0,0,0]:65504 seed=1",
+    "f16 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none scale=3.4028235e+38 q=normal(0.1,0.30000000000000004) "
+    "k=normal(5e-324,1.7976931348623157e+308) v=uniform(-0,0) seed=5",
+    "bf16 b=1 hq=1 hkv=1 sq=5 sk=0 d=0 mask=none pad=1 q=dominant(0,0) k=nearmax(0) v=ramp(0,0) seed=9",
+};
+
+TEST(CaseCodec, CanonicalLinesRoundTrip) {
+  for (const std::string& line : kCanonicalLines) {
+    Case c;
+    const Status status = parse_case(line, &c);
+    ASSERT_TRUE(status.ok()) << line << "\n" << status.message();
+    EXPECT_EQ(format_case(c), line);
+    Case again;
+    ASSERT_TRUE(parse_case(format_case(c), &again).ok());
+    EXPECT_EQ(again, c) << line;
+  }
+}
+
+TEST(CaseCodec, EveryDistributionAppearsInTheRoundTripLines) {
+  std::vector<bool> seen(kDistKindCount, false);
+  for (const std::string& line : kCanonicalLines) {
+    Case c;
+    ASSERT_TRUE(parse_case(line, &c).ok());
+    for (const ValueSpec* spec : {&c.q, &c.k, &c.v}) seen[static_cast<size_t>(spec->kind)] = true;
+  }
+  for (int kind = 0; kind < kDistKindCount; ++kind) EXPECT_TRUE(seen[kind]) << to_string(static_cast<DistKind>(kind));
+}
+
+// Random Cases (random doubles from random bit patterns, so shortest-repr printing is exercised on
+// arbitrary values) survive format -> parse exactly.
+TEST(CaseCodec, RandomCasesRoundTrip) {
+  constexpr int kCases = 2000;
+  uint32_t key[2] = {0x5eed, 0};
+  int64_t counter = 0;
+  auto next = [&]() {
+    const uint32_t ctr[4] = {static_cast<uint32_t>(counter++), 0, 0, 0};
+    uint32_t out[4];
+    Philox4x32::generate(ctr, key, out);
+    return uint64_t{out[0]} << 32 | out[1];
+  };
+  auto finite_double = [&]() {
+    double x;
+    do {
+      x = std::bit_cast<double>(next());
+    } while (!std::isfinite(x));
+    return x;
+  };
+  for (int n = 0; n < kCases; ++n) {
+    Case c;
+    c.dtype = static_cast<DType>(next() % 3);
+    c.batch = static_cast<int64_t>(next() % 4);
+    c.heads_kv = 1 + static_cast<int64_t>(next() % 3);
+    c.heads_q = c.heads_kv * (1 + static_cast<int64_t>(next() % 3));
+    c.seqlen_q = static_cast<int64_t>(next() % 300);
+    c.seqlen_k = static_cast<int64_t>(next() >> 1);  // any non-negative int64
+    c.head_dim = static_cast<int64_t>(next() % 257);
+    c.mask = static_cast<Mask>(next() % 3);
+    c.layout = static_cast<Layout>(next() % 2);
+    c.pad = static_cast<int64_t>(next() % 3);
+    if (next() % 2) c.scale = std::bit_cast<float>(static_cast<uint32_t>(next()) & 0x7F7FFFFFu);  // finite
+    for (ValueSpec* spec : {&c.q, &c.k, &c.v}) {
+      spec->kind = static_cast<DistKind>(next() % kDistKindCount);
+      const double x = std::fabs(finite_double()) * 0x1p-2, y = std::fabs(finite_double()) * 0x1p-2;
+      switch (spec->kind) {
+        case DistKind::kUniform:
+          spec->a = -x;
+          spec->b = y;
+          break;
+        case DistKind::kConst:
+          spec->a = finite_double();
+          break;
+        case DistKind::kNearMax:
+          spec->a = x;
+          break;
+        case DistKind::kSubnormal:
+        case DistKind::kNegZero:
+          break;
+        default:  // normal, ramp, dominant: a any sign for ramp/normal, b >= 0
+          spec->a = spec->kind == DistKind::kDominant ? x : finite_double() * 0x1p-2;
+          spec->b = y;
+          break;
+      }
+    }
+    if (c.batch > 0 && c.seqlen_q > 0 && c.head_dim > 0 && next() % 2) {
+      c.inject.push_back({'q', static_cast<int64_t>(next() % c.batch), static_cast<int64_t>(next() % c.heads_q),
+                          static_cast<int64_t>(next() % c.seqlen_q), static_cast<int64_t>(next() % c.head_dim),
+                          finite_double()});
+      c.inject.push_back({'k', 0, c.heads_kv - 1, 0, 0, -std::numeric_limits<double>::infinity()});
+      if (c.seqlen_k == 0) c.inject.pop_back();
+    }
+    c.seed = next();
+    ASSERT_TRUE(validate_case(c).ok()) << validate_case(c).message();
+    const std::string line = format_case(c);
+    Case parsed;
+    const Status status = parse_case(line, &parsed);
+    ASSERT_TRUE(status.ok()) << line << "\n" << status.message();
+    EXPECT_EQ(parsed, c) << line;
+    EXPECT_EQ(format_case(parsed), line);
+  }
+}
+
+TEST(CaseCodec, HandWrittenLinesCanonicalise) {
+  Case c;
+  ASSERT_TRUE(parse_case("  f16\tseed=3 d=64 sq=10 sk=12 hq=4   mask=causal-tl\r\n", &c).ok());
+  // Missing keys take Case defaults; hkv follows hq.
+  EXPECT_EQ(format_case(c),
+            "f16 b=1 hq=4 hkv=4 sq=10 sk=12 d=64 mask=causal-tl q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3");
+  ASSERT_TRUE(parse_case("f32 layout=bhsd pad=0 q=uniform(-1.50,2e0) inject=v[0,0,0,0]:-NaN", &c).ok());
+  EXPECT_EQ(format_case(c),
+            "f32 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none q=uniform(-1.5,2) k=normal(0,1) v=normal(0,1) "
+            "inject=v[0,0,0,0]:nan seed=0");
+}
+
+TEST(CaseCodec, DefaultScaleIsOneOverSqrtDRoundedToFloat) {
+  Case c;
+  c.head_dim = 64;
+  EXPECT_EQ(c.softmax_scale(), 0.125f);
+  c.head_dim = 128;  // 2^-3.5: the float nearest to 0.08838834764831845
+  EXPECT_EQ(c.softmax_scale(), static_cast<float>(0.08838834764831845));
+  c.head_dim = 80;
+  EXPECT_EQ(c.softmax_scale(), static_cast<float>(1.0 / std::sqrt(80.0)));
+  c.scale = -2.5f;
+  EXPECT_EQ(c.softmax_scale(), -2.5f);
+}
+
+TEST(CaseCodec, EqualityIsSemantic) {
+  ValueSpec x{DistKind::kConst, 1.0, 5.0}, y{DistKind::kConst, 1.0, 7.0};
+  EXPECT_EQ(x, y);  // b is unused by const
+  y.a = -1.0;
+  EXPECT_NE(x, y);
+  Injection nan1{'q', 0, 0, 0, 0, std::numeric_limits<double>::quiet_NaN()};
+  Injection nan2 = nan1;
+  nan2.value = -std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(nan1, nan2);
+  Injection zero{'q', 0, 0, 0, 0, 0.0}, neg_zero{'q', 0, 0, 0, 0, -0.0};
+  EXPECT_NE(zero, neg_zero);
+}
+
+struct BadLine {
+  const char* line;
+  const char* message;  // expected substring
+};
+
+TEST(CaseCodec, ParseErrorsNameTokenColumnAndReason) {
+  const BadLine kBad[] = {
+      {"", "empty case line"},
+      {"   ", "empty case line"},
+      {"f64 b=1", "unknown dtype 'f64' at column 1"},
+      {"b=1 f16", "unknown dtype 'b=1' at column 1"},
+      {"f16 b=1 hd=64", "unknown key 'hd' at column 9"},
+      {"f16 b1", "expected key=value, got 'b1' at column 5"},
+      {"f16 b=-1", "'b=-1' at column 5: must be non-negative"},
+      {"f16 sq=9223372036854775808", "'sq=9223372036854775808' at column 5: does not fit in int64"},
+      {"f16 sk=12x", "'sk=12x' at column 5: not a decimal integer"},
+      {"f16 d=", "'d=' at column 5: missing number"},
+      {"f16 pad=-2", "'pad=-2' at column 5: must be non-negative"},
+      {"f16 b=1 b=2", "duplicate key 'b' at column 9"},
+      {"f16 seed=-3", "'seed=-3' at column 5: must be a non-negative decimal integer"},
+      {"f16 seed=18446744073709551616", "does not fit in uint64"},
+      {"f16 mask=causal", "'mask=causal' at column 5: unknown mask"},
+      {"f16 layout=sbhd", "unknown layout"},
+      {"f16 q=gauss(0,1)", "'q=gauss(0,1)' at column 5: unknown distribution 'gauss'"},
+      {"f16 q=normal", "expected name(params)"},
+      {"f16 k=normal(0)", "normal takes 2 parameters, got 1"},
+      {"f16 v=subnormal(1)", "subnormal takes 0 parameters, got 1"},
+      {"f16 q=normal(0,-1)", "sigma must be finite and >= 0"},
+      {"f16 q=normal(nan,1)", "mu must be finite"},
+      {"f16 q=uniform(1,0)", "lo must be <= hi"},
+      {"f16 q=uniform(-1e308,1e308)", "hi - lo overflows double"},
+      {"f16 q=nearmax(-0.5)", "frac must be finite and >= 0"},
+      {"f16 q=dominant(1,inf)", "big must be finite and >= 0"},
+      {"f16 q=normal(0,1e999)", "'1e999' is outside the range of double"},
+      {"f16 q=normal(0,x)", "'x' is not a number"},
+      {"f16 scale=nan", "softmax scale must be finite"},
+      {"f16 scale=1e40", "outside the range of float"},
+      {"f16 scale=", "not a number"},
+      {"f16 inject=", "empty injection list"},
+      {"f16 inject=x[0,0,0,0]:1", "must look like q[b,h,s,d]:value"},
+      {"f16 inject=q[0,0,0]:1", "needs exactly four indices"},
+      {"f16 inject=q[0,0,0,0,0]:1", "needs exactly four indices"},
+      {"f16 inject=q[0,0,0,0]", "must look like q[b,h,s,d]:value"},
+      {"f16 inject=q[0,-1,0,0]:1", "index '-1' must be non-negative"},
+      {"f16 inject=q[0,0,0,0]:big", "'big' is not a number"},
+      {"f16 sq=4 inject=q[0,0,4,0]:nan", "'inject=q[0,0,4,0]:nan' at column 10: q[0,0,4,0]:nan: row index 4 outside sq=4"},
+      {"f16 hq=2 hkv=1 inject=k[0,1,0,0]:1", "head index 1 outside hkv=1"},
+      {"f16 b=2 inject=v[2,0,0,0]:1", "batch index 2 outside b=2"},
+      {"f16 d=8 inject=q[0,0,0,0]:1;q[0,0,0,8]:1", "column index 8 outside d=8"},
+      {"f16 sk=0 inject=k[0,0,0,0]:1", "row index 0 outside sk=0"},
+  };
+  for (const BadLine& bad : kBad) {
+    Case c;
+    c.seed = 99;
+    const Status status = parse_case(bad.line, &c);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << bad.line;
+    EXPECT_NE(status.message().find(bad.message), std::string::npos)
+        << "line: " << bad.line << "\nmessage: " << status.message() << "\nexpected: " << bad.message;
+    EXPECT_EQ(c.seed, 99u) << "*out must be untouched on failure: " << bad.line;
+  }
+}
+
+TEST(CaseCodec, KernelContractIsNotTheParsersBusiness) {
+  // can_implement rejects these; the case line must still be able to express them.
+  Case c;
+  EXPECT_TRUE(parse_case("f16 d=0 hq=3 hkv=2 sq=0 sk=0", &c).ok());
+  EXPECT_TRUE(parse_case("f32 d=100000 b=0", &c).ok());
+}
+
+TEST(CaseCodec, ValidateCaseChecksProgrammaticCases) {
+  Case c;
+  c.seqlen_k = -1;
+  EXPECT_NE(validate_case(c).message().find("sk=-1: must be non-negative"), std::string::npos);
+  c = Case{};
+  c.inject.push_back({'o', 0, 0, 0, 0, 1.0});
+  EXPECT_NE(validate_case(c).message().find("is not q, k or v"), std::string::npos);
+  c = Case{};
+  c.scale = std::numeric_limits<float>::infinity();
+  EXPECT_NE(validate_case(c).message().find("scale must be finite"), std::string::npos);
+  c = Case{};
+  c.v = {DistKind::kNormal, 0.0, -1.0};
+  EXPECT_NE(validate_case(c).message().find("v=normal: sigma"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashcheck

@@ -1,0 +1,286 @@
+// Inputs: Philox known answers, the deterministic log/cos against libm, golden hashes of fixed case lines
+// (the bytes must be identical on every machine and compiler), each distribution's documented shape,
+// layouts and NaN padding, injections, and the memory limit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <string>
+
+#include "flashcheck/inputs.h"
+
+namespace flashcheck {
+namespace {
+
+HostInputs inputs_for(const std::string& line) {
+  Case c;
+  const Status parsed = parse_case(line, &c);
+  EXPECT_TRUE(parsed.ok()) << parsed.message();
+  HostInputs in;
+  const Status made = make_inputs(c, &in);
+  EXPECT_TRUE(made.ok()) << made.message();
+  return in;
+}
+
+uint32_t element_bits(const HostInputs& in, const std::vector<uint8_t>& bytes, int64_t offset) {
+  if (dtype_size(in.params.dtype) == 4) {
+    uint32_t bits;
+    std::memcpy(&bits, bytes.data() + offset * 4, 4);
+    return bits;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, bytes.data() + offset * 2, 2);
+  return bits;
+}
+
+// Random123's tests/kat_vectors, the three philox4x32 10-round lines: counter, key, expected output.
+TEST(Philox, KnownAnswerVectors) {
+  struct Kat {
+    uint32_t counter[4];
+    uint32_t key[2];
+    uint32_t expected[4];
+  };
+  const Kat kKats[] = {
+      {{0x00000000, 0x00000000, 0x00000000, 0x00000000}, {0x00000000, 0x00000000},
+       {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff},
+       {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0},
+       {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+  };
+  for (const Kat& kat : kKats) {
+    uint32_t out[4];
+    Philox4x32::generate(kat.counter, kat.key, out);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], kat.expected[i]) << "word " << i;
+  }
+}
+
+TEST(DetMath, LogAndCosAreAccurate) {
+  constexpr int kSamples = 200000;
+  double worst_log = 0.0, worst_cos = 0.0;
+  for (int n = 1; n <= kSamples; ++n) {
+    const double u = static_cast<double>(n) / kSamples;          // (0, 1]
+    const double tiny = std::ldexp(u, -1000 + (n % 1000));       // spans exponents
+    for (double x : {u, tiny, 1.0 / u}) {
+      const double err = std::fabs(detmath::log(x) - std::log(x));
+      worst_log = std::max(worst_log, err / std::max(1.0, std::fabs(std::log(x))));
+    }
+    const double t = static_cast<double>(n - 1) / kSamples;  // [0, 1)
+    worst_cos = std::max(worst_cos, std::fabs(detmath::cos_2pi(t) - std::cos(2 * std::numbers::pi * t)));
+  }
+  EXPECT_LT(worst_log, 4e-16);  // a few ulp relative (absolute near log x = 0)
+  EXPECT_LT(worst_cos, 2e-15);  // libm's reference itself carries the rounding of 2*pi*t
+  EXPECT_EQ(detmath::log(1.0), 0.0);
+  EXPECT_EQ(detmath::cos_2pi(0.0), 1.0);
+  EXPECT_EQ(detmath::cos_2pi(0.5), -1.0);
+}
+
+// Golden hashes: FNV-1a 64 of the q, k, v bytes of fixed case lines. Computed once; any change to Philox,
+// the distributions, rounding, layout or padding shows up here, and so does a compiler that evaluates the
+// generator differently (the lead runs this on the GPU machine built with another compiler).
+TEST(Inputs, GoldenHashes) {
+  struct Golden {
+    const char* line;
+    uint64_t hash;
+  };
+  const Golden kGolden[] = {
+      {"f32 b=1 hq=2 hkv=1 sq=7 sk=9 d=16 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1",
+       0x70e5f2538ec72b3bull},
+      {"f16 b=2 hq=4 hkv=2 sq=33 sk=65 d=64 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) seed=42",
+       0x320409474e1cca6eull},
+      {"bf16 b=1 hq=8 hkv=8 sq=64 sk=64 d=128 mask=causal-tl q=uniform(-2,2) k=uniform(-2,2) v=normal(0.5,2) "
+       "seed=18446744073709551615",
+       0xf6546e3b5d444b03ull},
+      {"f16 b=1 hq=1 hkv=1 sq=5 sk=6 d=8 mask=none layout=bshd pad=3 q=nearmax(0.5) k=nearmax(1) v=nearmax(0.01) seed=7",
+       0xa086ab3eea777849ull},
+      {"bf16 b=2 hq=2 hkv=1 sq=9 sk=11 d=32 mask=none q=subnormal() k=subnormal() v=negzero() seed=3",
+       0x39a7af9a67a48cfbull},
+      {"f32 b=1 hq=1 hkv=1 sq=13 sk=13 d=24 mask=none q=subnormal() k=normal(0,1e-30) v=nearmax(1e-3) seed=11",
+       0x72c94237b33c65cdull},
+      {"f16 b=1 hq=2 hkv=2 sq=40 sk=70 d=16 mask=causal-br q=ramp(-4,4) k=ramp(0,8) v=ramp(1,-1) seed=5",
+       0x51e8a5d3be368ec7ull},
+      {"bf16 b=3 hq=2 hkv=2 sq=17 sk=19 d=64 mask=none q=dominant(1,40) k=dominant(0.5,30) v=dominant(1,10) seed=8",
+       0xfbf0e6503f513d12ull},
+      {"f32 b=1 hq=1 hkv=1 sq=3 sk=4 d=5 mask=none q=const(0.3) k=const(-0) v=const(nan) seed=0",
+       0x2cacf3fb0d6feb47ull},
+      {"f16 b=1 hq=1 hkv=1 sq=4 sk=4 d=8 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+       "inject=q[0,0,1,3]:nan;k[0,0,2,0]:-inf;v[0,0,0,0]:1000000;v[0,0,1,1]:-0 seed=12",
+       0x80dae7c3da9e1b40ull},
+      {"f32 b=2 hq=3 hkv=3 sq=31 sk=17 d=80 mask=none layout=bshd pad=5 scale=0.5 q=normal(-1,0.001) "
+       "k=uniform(1e-3,2e-3) v=normal(100,30) seed=987654321",
+       0x62ea1a868dccae94ull},
+      {"bf16 b=1 hq=4 hkv=1 sq=100 sk=0 d=256 mask=causal-tl pad=1 q=normal(0,10) k=normal(0,1) v=normal(0,1) seed=2",
+       0x9f63060205f61259ull},
+  };
+  for (const Golden& golden : kGolden) {
+    const HostInputs in = inputs_for(golden.line);
+    EXPECT_EQ(in.hash(), golden.hash) << golden.line;
+  }
+}
+
+TEST(Inputs, SameLineSameBytesDifferentSeedDifferentBytes) {
+  const std::string line = "bf16 b=1 hq=2 hkv=2 sq=16 sk=16 d=32 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=";
+  const HostInputs a = inputs_for(line + "1"), b = inputs_for(line + "1"), c = inputs_for(line + "2");
+  EXPECT_EQ(a.q, b.q);
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_NE(a.q, c.q);
+  // Streams are per tensor: q and k with the same distribution differ.
+  EXPECT_NE(a.q, a.k);
+}
+
+TEST(Inputs, NormalAndUniformHaveTheirMoments) {
+  const HostInputs in =
+      inputs_for("f32 b=1 hq=4 hkv=4 sq=128 sk=128 d=128 mask=none q=normal(2,3) k=uniform(-1,5) v=normal(0,1) seed=4");
+  auto moments = [](const std::vector<double>& x, double* mean, double* sd) {
+    double sum = 0, sum2 = 0;
+    for (double e : x) sum += e;
+    *mean = sum / static_cast<double>(x.size());
+    for (double e : x) sum2 += (e - *mean) * (e - *mean);
+    *sd = std::sqrt(sum2 / static_cast<double>(x.size()));
+  };
+  double mean, sd;
+  moments(in.q_exact, &mean, &sd);  // 65536 samples: standard error of the mean 3/256
+  EXPECT_NEAR(mean, 2.0, 0.05);
+  EXPECT_NEAR(sd, 3.0, 0.05);
+  moments(in.k_exact, &mean, &sd);
+  EXPECT_NEAR(mean, 2.0, 0.03);
+  EXPECT_NEAR(sd, 6.0 / std::sqrt(12.0), 0.02);
+  EXPECT_GE(*std::min_element(in.k_exact.begin(), in.k_exact.end()), -1.0);
+  EXPECT_LT(*std::max_element(in.k_exact.begin(), in.k_exact.end()), 5.0);
+  // Box-Muller tails: a standard normal over 65536 samples reaches beyond 3.5 sigma but stays below 8.6.
+  const auto [lo, hi] = std::minmax_element(in.v_exact.begin(), in.v_exact.end());
+  EXPECT_LT(*lo, -3.5);
+  EXPECT_GT(*hi, 3.5);
+  EXPECT_LT(std::max(-*lo, *hi), 8.6);
+}
+
+TEST(Inputs, SpecialDistributionsAreWhatTheySay) {
+  for (const char* dtype : {"f32", "f16", "bf16"}) {
+    const HostInputs in = inputs_for(std::string(dtype) +
+                                     " b=2 hq=2 hkv=2 sq=20 sk=20 d=16 mask=none q=nearmax(0.5) k=subnormal() "
+                                     "v=negzero() seed=6");
+    const DType dt = in.params.dtype;
+    const double max = dtype_max(dt);
+    const double min_normal = dt == DType::kF16 ? std::ldexp(1.0, -14) : std::ldexp(1.0, -126);
+    bool positive = false, negative = false;
+    for (double x : in.q_exact) {
+      // 0.5 * max * (1 - u/8), u in [0,1), then one rounding.
+      EXPECT_GE(std::fabs(x), round_to_dtype(dt, 0.5 * max * 7 / 8)) << dtype;
+      EXPECT_LE(std::fabs(x), round_to_dtype(dt, 0.5 * max)) << dtype;
+      (x > 0 ? positive : negative) = true;
+    }
+    EXPECT_TRUE(positive && negative) << dtype;
+    for (double x : in.k_exact) {
+      EXPECT_NE(x, 0.0) << dtype;
+      EXPECT_LT(std::fabs(x), min_normal) << dtype;
+    }
+    for (double x : in.v_exact) {
+      EXPECT_EQ(x, 0.0);
+      EXPECT_TRUE(std::signbit(x));
+    }
+  }
+}
+
+TEST(Inputs, ConstRampAndDominant) {
+  const HostInputs in = inputs_for(
+      "f32 b=2 hq=3 hkv=3 sq=50 sk=40 d=8 mask=none q=const(0.1) k=ramp(-1,3) v=dominant(1,1000) seed=9");
+  for (double x : in.q_exact) EXPECT_EQ(x, static_cast<double>(0.1f));
+  // Ramp along the key axis: row means increase from about lo to about hi.
+  const int64_t sk = 40, d = 8;
+  for (int64_t bh = 0; bh < 6; ++bh) {
+    double previous = -1e300;
+    for (int64_t s = 0; s < sk; ++s) {
+      double mean = 0;
+      for (int64_t j = 0; j < d; ++j) mean += in.k_exact[static_cast<size_t>((bh * sk + s) * d + j)] / d;
+      EXPECT_GT(mean, previous);
+      previous = mean;
+      EXPECT_NEAR(mean, -1.0 + 4.0 * static_cast<double>(s) / (sk - 1), 4.0 * 0x1p-13);
+    }
+  }
+  // Dominant: exactly one row per (b, h) has a norm far above the others (sigma 1000 vs 1).
+  for (int64_t bh = 0; bh < 6; ++bh) {
+    int big_rows = 0;
+    for (int64_t s = 0; s < sk; ++s) {
+      double norm2 = 0;
+      for (int64_t j = 0; j < d; ++j) norm2 += std::pow(in.v_exact[static_cast<size_t>((bh * sk + s) * d + j)], 2);
+      big_rows += norm2 > 1e4 ? 1 : 0;
+    }
+    EXPECT_EQ(big_rows, 1) << "(b,h) " << bh;
+  }
+}
+
+TEST(Inputs, LayoutsPaddingAndParams) {
+  for (const char* layout : {"", " layout=bshd"}) {
+    const std::string line = std::string("bf16 b=2 hq=4 hkv=2 sq=5 sk=7 d=6 mask=causal-br") + layout +
+                             " pad=3 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=10";
+    const HostInputs in = inputs_for(line);
+    const Params& p = in.params;
+    EXPECT_EQ(p.softmax_scale, static_cast<float>(1.0 / std::sqrt(6.0)));
+    EXPECT_EQ(p.mask, Mask::kCausalBottomRight);
+    EXPECT_EQ(p.q, in.q.data());
+    EXPECT_EQ(in.q.size(), size_t{2 * 4 * 5 * 9 * 2});
+    EXPECT_EQ(in.k.size(), size_t{2 * 2 * 7 * 9 * 2});
+    const bool bshd = *layout != '\0';
+    EXPECT_EQ(p.q_stride.head, bshd ? 9 : 5 * 9);
+    EXPECT_EQ(p.q_stride.row, bshd ? 4 * 9 : 9);
+    EXPECT_EQ(p.o_stride.row, p.q_stride.row);
+    // Every element sits where the strides say; every other slot holds the NaN padding pattern.
+    std::vector<bool> is_element(in.k.size() / 2, false);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t s = 0; s < 7; ++s)
+          for (int64_t d = 0; d < 6; ++d) {
+            const int64_t offset = b * p.k_stride.batch + h * p.k_stride.head + s * p.k_stride.row + d;
+            is_element[static_cast<size_t>(offset)] = true;
+            const double exact = in.k_exact[static_cast<size_t>(((b * 2 + h) * 7 + s) * 6 + d)];
+            EXPECT_EQ(decode_bf16(static_cast<uint16_t>(element_bits(in, in.k, offset))), exact);
+          }
+    for (size_t i = 0; i < is_element.size(); ++i) {
+      if (!is_element[i]) {
+        EXPECT_EQ(element_bits(in, in.k, static_cast<int64_t>(i)), kInputPadBits16) << i;
+      }
+    }
+    const oracle::Problem problem = in.problem();
+    EXPECT_EQ(problem.heads_kv, 2);
+    EXPECT_EQ(problem.scale, static_cast<double>(p.softmax_scale));
+    EXPECT_EQ(problem.k.size(), in.k_exact.size());
+  }
+}
+
+TEST(Inputs, InjectionsOverrideGeneratedValues) {
+  const HostInputs in = inputs_for(
+      "f16 b=1 hq=1 hkv=1 sq=4 sk=4 d=8 mask=none layout=bshd pad=2 q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+      "inject=q[0,0,1,3]:nan;k[0,0,2,0]:-inf;v[0,0,0,0]:1000000;v[0,0,1,1]:-0;v[0,0,3,7]:0.1 seed=12");
+  EXPECT_TRUE(std::isnan(in.q_exact[1 * 8 + 3]));
+  EXPECT_EQ(in.k_exact[2 * 8 + 0], -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(in.v_exact[0], std::numeric_limits<double>::infinity());  // beyond f16's range
+  EXPECT_EQ(in.v_exact[1 * 8 + 1], 0.0);
+  EXPECT_TRUE(std::signbit(in.v_exact[1 * 8 + 1]));
+  EXPECT_EQ(in.v_exact[3 * 8 + 7], round_to_dtype(DType::kF16, 0.1));
+  const int64_t q_offset = 1 * in.params.q_stride.row + 3;
+  EXPECT_EQ(element_bits(in, in.q, q_offset), 0x7E00u);  // canonical quiet NaN, not the padding pattern
+}
+
+TEST(Inputs, EmptyShapesAndMemoryLimit) {
+  const HostInputs in = inputs_for("f16 b=0 hq=4 hkv=4 sq=8 sk=8 d=64 mask=none seed=1");
+  EXPECT_TRUE(in.q.empty() && in.k_exact.empty());
+  EXPECT_EQ(in.params.q, nullptr);
+  Case c;
+  ASSERT_TRUE(parse_case("f32 b=1000 hq=1000 hkv=1000 sq=1000 sk=1000 d=256", &c).ok());
+  HostInputs big;
+  Status status = make_inputs(c, &big);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("host memory"), std::string::npos) << status.message();
+  ASSERT_TRUE(parse_case("f32 b=9223372036854775807 hq=2 sq=2 sk=2 d=2", &c).ok());
+  status = make_inputs(c, &big);
+  EXPECT_NE(status.message().find("more than 2^63 bytes"), std::string::npos) << status.message();
+  c = Case{};
+  c.inject.push_back({'k', 0, 0, 1, 0, 1.0});  // sk = 1: row 1 is outside
+  EXPECT_NE(make_inputs(c, &big).message().find("row index 1 outside sk=1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashcheck

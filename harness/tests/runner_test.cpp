@@ -1,0 +1,176 @@
+// Runner guards actually guard: a complete run is clean, and backends that misbehave on purpose (skip rows,
+// write past the end, into padding or before LSE, modify their inputs) are caught by the poison scan, the
+// canaries and the input hash. Also: failed calls, no-op shapes, copied inputs, and the GPU backend's
+// answers on a machine without a device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "flashcheck/host_model.h"
+#include "flashcheck/runner.h"
+
+namespace flashcheck {
+namespace {
+
+HostInputs inputs_for(const std::string& line) {
+  Case c;
+  const Status parsed = parse_case(line, &c);
+  EXPECT_TRUE(parsed.ok()) << parsed.message();
+  HostInputs in;
+  const Status made = make_inputs(c, &in);
+  EXPECT_TRUE(made.ok()) << made.message();
+  return in;
+}
+
+const char* const kPaddedLine =
+    "f16 b=2 hq=4 hkv=2 sq=33 sk=47 d=64 mask=causal-br layout=bshd pad=4 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3";
+
+TEST(Runner, ModelRunIsCompleteAndClean) {
+  const HostInputs in = inputs_for(kPaddedLine);
+  RunOptions options;
+  options.instrument = true;
+  const RunOutputs out = run_case(in, Backend::kHostModel, options);
+  ASSERT_TRUE(out.status.ok()) << out.status.message();
+  EXPECT_EQ(out.unwritten_o, 0);
+  EXPECT_EQ(out.unwritten_lse, 0);
+  EXPECT_TRUE(out.canaries_intact) << out.damaged_buffer << " " << out.first_damaged_canary;
+  EXPECT_TRUE(out.inputs_unchanged);
+  ASSERT_EQ(out.o.size(), size_t{2 * 4 * 33 * 64});
+  ASSERT_EQ(out.lse.size(), size_t{2 * 4 * 33});
+  ASSERT_EQ(out.row_m.size(), out.lse.size());
+  double norm = 0;
+  for (double x : out.o) norm += x * x;
+  EXPECT_GT(norm, 0.0);  // guards against a vacuous all-zero output
+  for (size_t r = 0; r < out.lse.size(); ++r) {
+    EXPECT_TRUE(std::isfinite(out.lse[r]));  // bottom-right causal with sk > sq: every row sees a key
+    EXPECT_GE(out.row_l[r], 1.0f);           // the max term alone contributes exp(0) = 1
+  }
+  EXPECT_GT(out.config.block_m, 0);
+}
+
+TEST(Runner, CountPoisonSeesOnlyThePoisonPattern) {
+  const uint16_t half[] = {kPoisonBits16, 0x7E00, kPoisonBits16, 0x0000, 0x7FC0};
+  EXPECT_EQ(count_poison(DType::kF16, reinterpret_cast<const uint8_t*>(half), 5), 2);
+  EXPECT_EQ(count_poison(DType::kBF16, reinterpret_cast<const uint8_t*>(half), 1), 1);
+  const uint32_t single[] = {kPoisonBits32, 0x7FC00000u, kPoisonBits32 ^ 1u};
+  EXPECT_EQ(count_poison(DType::kF32, reinterpret_cast<const uint8_t*>(single), 3), 1);
+}
+
+// A backend that forgets the last query row of every (batch, head).
+TEST(Runner, SkippedRowsAreUnwritten) {
+  for (const char* line : {kPaddedLine, "f32 b=1 hq=3 hkv=3 sq=17 sk=17 d=24 mask=none seed=1"}) {
+    const HostInputs in = inputs_for(line);
+    const HostBackend skip_last_row = [](const Params& params, const Instrumentation&) {
+      Params shorter = params;
+      shorter.seqlen_q -= 1;
+      return run_host_model(shorter);
+    };
+    const RunOutputs out = run_case(in, skip_last_row);
+    ASSERT_TRUE(out.status.ok()) << out.status.message();
+    const int64_t heads = in.params.batch * in.params.heads_q;
+    EXPECT_EQ(out.unwritten_o, heads * in.params.head_dim) << line;
+    EXPECT_EQ(out.unwritten_lse, heads) << line;  // LSE is contiguous: the shorter run leaves its tail
+    EXPECT_TRUE(out.canaries_intact);
+  }
+}
+
+struct Misbehaviour {
+  const char* name;
+  const char* damaged_buffer;
+  std::function<void(const Params&)> act;  // runs after a correct model run
+};
+
+TEST(Runner, StrayWritesDamageCanaries) {
+  const HostInputs in = inputs_for(kPaddedLine);
+  const int64_t o_bytes = static_cast<int64_t>(in.q.size());
+  const Misbehaviour kCases[] = {
+      {"one element past the end of O", "O",
+       [&](const Params& p) { std::memset(static_cast<uint8_t*>(p.o) + o_bytes, 0, 2); }},
+      {"one element before O", "O", [&](const Params& p) { std::memset(static_cast<uint8_t*>(p.o) - 2, 0, 2); }},
+      {"into the padding after the first O row", "O padding",
+       [&](const Params& p) { std::memset(static_cast<uint8_t*>(p.o) + 64 * 2, 0, 2); }},
+      {"one float before LSE", "LSE", [&](const Params& p) { p.lse[-1] = 0.0f; }},
+      {"one float past LSE", "LSE", [&](const Params& p) { p.lse[2 * 4 * 33] = 0.0f; }},
+  };
+  for (const Misbehaviour& m : kCases) {
+    const HostBackend backend = [&](const Params& params, const Instrumentation&) {
+      const Status status = run_host_model(params);
+      m.act(params);
+      return status;
+    };
+    const RunOutputs out = run_case(in, backend);
+    EXPECT_TRUE(out.status.ok());
+    EXPECT_FALSE(out.canaries_intact) << m.name;
+    EXPECT_STREQ(out.damaged_buffer, m.damaged_buffer) << m.name;
+    EXPECT_EQ(out.unwritten_o, 0) << m.name;
+  }
+}
+
+TEST(Runner, ModifiedInputsAreDetected) {
+  const HostInputs in = inputs_for(kPaddedLine);
+  const HostBackend scribbler = [](const Params& params, const Instrumentation&) {
+    const Status status = run_host_model(params);
+    const_cast<uint8_t*>(static_cast<const uint8_t*>(params.v))[7] ^= 0x10;  // a backend writing through const
+    return status;
+  };
+  const RunOutputs out = run_case(in, scribbler);
+  EXPECT_FALSE(out.inputs_unchanged);
+}
+
+TEST(Runner, FailedCallsAndNoOps) {
+  // head_dim 0 is invalid: the model rejects it, nothing is written, no outputs are decoded.
+  RunOutputs out = run_case(inputs_for("f16 b=1 hq=2 hkv=2 sq=8 sk=8 d=0 mask=none seed=1"), Backend::kHostModel);
+  EXPECT_EQ(out.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(out.o.empty());
+  EXPECT_TRUE(out.canaries_intact);
+  // hq not a multiple of hkv: rejected too.
+  out = run_case(inputs_for("bf16 b=1 hq=3 hkv=2 sq=8 sk=8 d=16 mask=none seed=1"), Backend::kHostModel);
+  EXPECT_EQ(out.status.code(), StatusCode::kInvalidArgument);
+  // Zero sizes are successful no-ops.
+  for (const char* line : {"f16 b=0 hq=2 hkv=2 sq=8 sk=8 d=16 mask=none seed=1",
+                           "f16 b=1 hq=2 hkv=2 sq=0 sk=8 d=16 mask=none seed=1"}) {
+    out = run_case(inputs_for(line), Backend::kHostModel);
+    EXPECT_TRUE(out.status.ok()) << line << ": " << out.status.message();
+    EXPECT_TRUE(out.o.empty() && out.lse.empty());
+    EXPECT_TRUE(out.canaries_intact);
+  }
+  // seqlen_k = 0: every row has no visible key: O = 0, LSE = -inf.
+  out = run_case(inputs_for("f32 b=1 hq=2 hkv=2 sq=5 sk=0 d=16 mask=none seed=1"), Backend::kHostModel);
+  ASSERT_TRUE(out.status.ok()) << out.status.message();
+  EXPECT_EQ(out.unwritten_o, 0);
+  for (double x : out.o) EXPECT_EQ(x, 0.0);
+  for (float x : out.lse) EXPECT_EQ(x, -std::numeric_limits<float>::infinity());
+}
+
+TEST(Runner, CopiedInputsAreRebound) {
+  HostInputs copy;
+  {
+    const HostInputs original = inputs_for("bf16 b=1 hq=2 hkv=1 sq=9 sk=9 d=32 mask=causal-tl seed=5");
+    copy = original;  // copy.params still points into `original`, which dies here
+  }
+  const RunOutputs out = run_case(copy, Backend::kHostModel);
+  ASSERT_TRUE(out.status.ok()) << out.status.message();
+  EXPECT_EQ(out.unwritten_o, 0);
+  EXPECT_TRUE(out.inputs_unchanged);
+}
+
+TEST(Runner, GpuBackendWithoutDeviceSaysSo) {
+  if (device_available()) GTEST_SKIP() << "a CUDA device is present: the GPU tier tests the GPU backend";
+  const HostInputs in = inputs_for("f16 b=1 hq=1 hkv=1 sq=4 sk=4 d=16 mask=none seed=1");
+  RunOutputs out = run_case(in, Backend::kGpu);
+  EXPECT_EQ(out.status.code(), StatusCode::kNoDevice) << out.status.message();
+  EXPECT_TRUE(out.o.empty());
+  RunOptions options;
+  options.instrument = true;
+  out = run_case(in, Backend::kGpu, options);
+  // Without CUDA there is no GPU at all; with CUDA but the production harness, instrumentation is unsupported.
+  EXPECT_TRUE(out.status.code() == StatusCode::kNoDevice || out.status.code() == StatusCode::kUnsupported)
+      << out.status.message();
+  EXPECT_EQ(gpu_instrumentation_linked(), false);
+}
+
+}  // namespace
+}  // namespace flashcheck

@@ -1,0 +1,223 @@
+// Verdicts: the host model passes, and every kind of wrong output fails the check it should, with the
+// report naming the place: an O element a few ulps beyond its bound, rows without visible keys that are
+// not exactly (0, -inf), NaN that does not propagate, broken m / l / LSE identity, the runner's guards,
+// and deliberate model defects.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "flashcheck/host_model.h"
+#include "flashcheck/verdict.h"
+
+namespace flashcheck {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Judged {
+  Case c;
+  HostInputs inputs;
+  RunOutputs out;
+  Verdict verdict;
+  void rejudge(const JudgeOptions& options = {}) { verdict = judge(c, inputs, out, options); }
+};
+
+Judged run_and_judge(const std::string& line, ModelDefect defect = ModelDefect::kNone) {
+  Judged j;
+  EXPECT_TRUE(parse_case(line, &j.c).ok()) << line;
+  EXPECT_TRUE(make_inputs(j.c, &j.inputs).ok()) << line;
+  RunOptions options;
+  options.instrument = true;
+  options.model.defect = defect;
+  j.out = run_case(j.inputs, Backend::kHostModel, options);
+  EXPECT_TRUE(j.out.status.ok()) << j.out.status.message();
+  j.rejudge();
+  return j;
+}
+
+bool has_failure(const Verdict& v, const std::string& text) {
+  for (const std::string& f : v.failures) {
+    if (f.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+int64_t flat_row(const Judged& j, int64_t b, int64_t h, int64_t i) {
+  return (b * j.c.heads_q + h) * j.c.seqlen_q + i;
+}
+
+// The next value of `dtype` above x.
+double next_up(DType dtype, double x) {
+  if (x == 0) return decode_dtype(dtype, 1);
+  const uint32_t bits = encode_dtype(dtype, x);
+  return decode_dtype(dtype, x > 0 ? bits + 1 : bits - 1);
+}
+
+TEST(Verdict, HostModelPassesAcrossDtypesAndMasks) {
+  const char* const kLines[] = {
+      "f32 b=1 hq=2 hkv=1 sq=37 sk=70 d=40 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1",
+      "f16 b=2 hq=2 hkv=2 sq=65 sk=65 d=64 mask=causal-tl q=normal(0,2) k=normal(0,2) v=uniform(-1,1) seed=2",
+      "bf16 b=1 hq=4 hkv=2 sq=20 sk=150 d=128 mask=causal-br layout=bshd pad=8 q=normal(0,3) k=normal(0,3) "
+      "v=normal(0,1) seed=3",
+      "f16 b=1 hq=1 hkv=1 sq=16 sk=16 d=32 mask=none q=const(1) k=ramp(-3,3) v=dominant(1,100) seed=4",
+  };
+  for (const char* line : kLines) {
+    const Judged j = run_and_judge(line);
+    EXPECT_TRUE(j.verdict.pass) << j.verdict.report();
+    EXPECT_EQ(j.verdict.rows_checked, j.verdict.rows_total) << line;  // small: every row
+    EXPECT_EQ(j.verdict.elements_checked, j.verdict.rows_total * j.c.head_dim) << line;
+    EXPECT_GT(j.verdict.m.checked, 0) << "statistics were not checked: " << line;
+    EXPECT_GT(j.verdict.identity.checked, 0) << line;
+    EXPECT_GT(j.verdict.max_err_eps, 0.0) << "an exact match everywhere is suspicious: " << line;
+    EXPECT_EQ(j.verdict.report().rfind("case: " + std::string(line) + "\n", 0), size_t{0}) << "case line first";
+  }
+}
+
+// An O element moved a few ulps beyond its bound fails, and the report names that element.
+TEST(Verdict, PerturbedElementFailsAndIsNamed) {
+  for (const char* line :
+       {"f16 b=2 hq=4 hkv=2 sq=33 sk=47 d=64 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3",
+        "f32 b=2 hq=4 hkv=4 sq=9 sk=300 d=16 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=8"}) {
+    Judged j = run_and_judge(line);
+    ASSERT_TRUE(j.verdict.pass) << j.verdict.report();
+    const oracle::RowRef row{1, 2, 5};
+    const int64_t col = 7;
+    const oracle::RowResult exact = oracle::compute_row(j.inputs.problem(), row, oracle::Tier::kFast);
+    const oracle::RowBound bound =
+        oracle::bound_row(exact, j.c.dtype, j.out.config.path, j.out.config.block_n, j.c.head_dim);
+    const double want = exact.o[col];
+    double x = round_to_dtype(j.c.dtype, want);
+    while (std::fabs(x - want) <= bound.o[col]) x = next_up(j.c.dtype, x);
+    x = next_up(j.c.dtype, next_up(j.c.dtype, x));  // a few ulps beyond
+    j.out.o[static_cast<size_t>(flat_row(j, 1, 2, 5) * j.c.head_dim + col)] = x;
+    j.rejudge();
+    EXPECT_FALSE(j.verdict.pass);
+    EXPECT_GT(j.verdict.o.ratio, 1.0);
+    EXPECT_EQ(j.verdict.o.where, row);
+    EXPECT_EQ(j.verdict.o.col, col);
+    EXPECT_EQ(j.verdict.o.got, x);
+    EXPECT_EQ(j.verdict.o.over, 1);
+    EXPECT_TRUE(has_failure(j.verdict, "O: error/bound")) << j.verdict.report();
+    const std::string report = j.verdict.report();
+    EXPECT_NE(report.find("b=1 h=2 i=5 col=7"), std::string::npos) << report;
+    EXPECT_EQ(report.rfind("case: " + std::string(line), 0), size_t{0});
+  }
+}
+
+TEST(Verdict, RowsWithoutVisibleKeysMustBeZeroAndMinusInf) {
+  // Bottom-right causal with sq > sk: the first sq - sk rows see no key.
+  Judged j = run_and_judge("f32 b=1 hq=2 hkv=2 sq=9 sk=4 d=16 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=5");
+  ASSERT_TRUE(j.verdict.pass) << j.verdict.report();
+  EXPECT_EQ(j.verdict.empty_rows, 2 * 5);
+  const RunOutputs good = j.out;
+  j.out.lse[static_cast<size_t>(flat_row(j, 0, 1, 2))] = 0.0f;
+  j.rejudge();
+  EXPECT_TRUE(has_failure(j.verdict, "LSE: error/bound inf > 1 at b=0 h=1 i=2")) << j.verdict.report();
+  j.out = good;
+  j.out.o[static_cast<size_t>(flat_row(j, 0, 0, 4) * 16 + 3)] = 1e-30;  // "almost zero" is not zero
+  j.rejudge();
+  EXPECT_TRUE(has_failure(j.verdict, "O: error/bound inf > 1 at b=0 h=0 i=4 col=3")) << j.verdict.report();
+  j.out = good;
+  j.out.row_m[static_cast<size_t>(flat_row(j, 0, 0, 0))] = 0.0f;
+  j.rejudge();
+  EXPECT_TRUE(has_failure(j.verdict, "m: error/bound inf")) << j.verdict.report();
+}
+
+TEST(Verdict, NanMustPropagate) {
+  Judged j = run_and_judge(
+      "f16 b=1 hq=1 hkv=1 sq=4 sk=8 d=8 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) inject=q[0,0,2,5]:nan seed=6");
+  ASSERT_TRUE(j.verdict.pass) << j.verdict.report();
+  EXPECT_EQ(j.verdict.unconstrained_rows, 1);
+  for (int64_t k = 0; k < 8; ++k) j.out.o[static_cast<size_t>(2 * 8 + k)] = 0.25;  // the NaN was dropped
+  j.rejudge();
+  EXPECT_FALSE(j.verdict.pass);
+  EXPECT_EQ(j.verdict.o.ratio, kInf);
+  EXPECT_EQ(j.verdict.o.where.i, 2);
+  // A NaN where the oracle is finite fails too.
+  j = run_and_judge("f16 b=1 hq=1 hkv=1 sq=4 sk=8 d=8 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=6");
+  j.out.o[3] = std::numeric_limits<double>::quiet_NaN();
+  j.rejudge();
+  EXPECT_TRUE(has_failure(j.verdict, "O: error/bound inf > 1 at b=0 h=0 i=0 col=3")) << j.verdict.report();
+}
+
+TEST(Verdict, GuardFailuresFailTheVerdict) {
+  const Judged base = run_and_judge("bf16 b=1 hq=2 hkv=2 sq=8 sk=8 d=16 mask=none seed=7");
+  ASSERT_TRUE(base.verdict.pass);
+  struct Broken {
+    std::function<void(RunOutputs*)> breakit;
+    const char* failure;
+  };
+  const Broken kBroken[] = {
+      {[](RunOutputs* o) { o->unwritten_o = 3; }, "O: 3 of 256 elements never written"},
+      {[](RunOutputs* o) { o->unwritten_lse = 1; }, "LSE: 1 of 16 rows never written"},
+      {[](RunOutputs* o) {
+         o->canaries_intact = false;
+         o->damaged_buffer = "O padding";
+         o->first_damaged_canary = 130;
+       },
+       "canary damaged: O padding, byte 130"},
+      {[](RunOutputs* o) { o->inputs_unchanged = false; }, "inputs modified"},
+      {[](RunOutputs* o) { o->status = {StatusCode::kCudaError, "cudaErrorIllegalAddress"}; },
+       "call failed: CUDA error: cudaErrorIllegalAddress"},
+  };
+  for (const Broken& broken : kBroken) {
+    Judged j = base;
+    broken.breakit(&j.out);
+    j.rejudge();
+    EXPECT_FALSE(j.verdict.pass) << broken.failure;
+    EXPECT_TRUE(has_failure(j.verdict, broken.failure)) << j.verdict.report();
+  }
+}
+
+TEST(Verdict, StatisticsAreChecked) {
+  Judged j = run_and_judge("f32 b=1 hq=1 hkv=1 sq=8 sk=200 d=32 mask=none q=normal(0,2) k=normal(0,2) v=normal(0,1) seed=9");
+  ASSERT_TRUE(j.verdict.pass) << j.verdict.report();
+  const RunOutputs good = j.out;
+  j.out.row_l[3] *= 1.01f;  // l 1% off: LSE = m + ln l no longer holds and l is off
+  j.rejudge();
+  EXPECT_TRUE(has_failure(j.verdict, "l: error/bound")) << j.verdict.report();
+  EXPECT_TRUE(has_failure(j.verdict, "LSE=m+ln(l): error/bound")) << j.verdict.report();
+  j.out = good;
+  j.out.row_m[5] += 0.5f;
+  j.rejudge();
+  EXPECT_TRUE(has_failure(j.verdict, "m: error/bound")) << j.verdict.report();
+}
+
+TEST(Verdict, ModelDefectsAreCaught) {
+  struct DefectCase {
+    ModelDefect defect;
+    const char* line;
+    const char* failure;  // one check that must fail
+  };
+  const DefectCase kDefects[] = {
+      {ModelDefect::kLseBase2, "f16 b=1 hq=2 hkv=2 sq=32 sk=64 d=64 mask=none q=normal(0,2) k=normal(0,2) seed=10",
+       "LSE=m+ln(l)"},
+      {ModelDefect::kMissingRescale,
+       "f32 b=1 hq=2 hkv=2 sq=32 sk=300 d=64 mask=none q=ramp(0,1) k=ramp(-2,2) v=normal(0,1) seed=11", "O: error/bound"},
+  };
+  for (const DefectCase& d : kDefects) {
+    const Judged clean = run_and_judge(d.line);
+    EXPECT_TRUE(clean.verdict.pass) << clean.verdict.report();
+    const Judged broken = run_and_judge(d.line, d.defect);
+    EXPECT_FALSE(broken.verdict.pass) << to_string(d.defect) << "\n" << broken.verdict.report();
+    EXPECT_TRUE(has_failure(broken.verdict, d.failure)) << to_string(d.defect) << "\n" << broken.verdict.report();
+  }
+}
+
+TEST(Verdict, ReportReadsWell) {
+  Judged j = run_and_judge("f16 b=1 hq=1 hkv=1 sq=4 sk=8 d=8 mask=none seed=12");
+  j.out.o[9] = 1000.0;
+  j.rejudge();
+  const std::string report = j.verdict.report();
+  for (const char* text : {"case: f16 b=1 hq=1 hkv=1 sq=4 sk=8 d=8 mask=none", "verdict: FAIL (",
+                           "kernel: ", "failures:\n  - O: error/bound", "at b=0 h=0 i=1 col=1: got 1000",
+                           "O error", " eps", "LSE ", "guards", "canaries intact"}) {
+    EXPECT_NE(report.find(text), std::string::npos) << "missing '" << text << "' in\n" << report;
+  }
+}
+
+}  // namespace
+}  // namespace flashcheck

@@ -1,0 +1,76 @@
+// Small pieces of the public API (attention.h) that need no device: names of enums, element sizes,
+// contiguous strides, make_params() and the one definition of the causal masks (visible_keys), shared
+// with the kernels and the host model through mask.h.
+#include <cmath>
+
+#include "flashcheck/attention.h"
+#include "mask.h"
+
+namespace flashcheck {
+
+int64_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 4;
+    case DType::kF16: return 2;
+    case DType::kBF16: return 2;
+  }
+  return 0;  // not a DType: can_implement() rejects it before any size is used
+}
+
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "f32";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+  }
+  return "invalid-dtype";
+}
+
+const char* to_string(Mask mask) {
+  switch (mask) {
+    case Mask::kNone: return "none";
+    case Mask::kCausalBottomRight: return "causal-br";
+    case Mask::kCausalTopLeft: return "causal-tl";
+  }
+  return "invalid-mask";
+}
+
+const char* to_string(ComputePath path) {
+  switch (path) {
+    case ComputePath::kGeneralFp32: return "general-fp32";
+    case ComputePath::kTensorCore: return "tensor-core";
+    case ComputePath::kSplitTf32: return "split-tf32";
+  }
+  return "invalid-path";
+}
+
+Strides contiguous_strides(Layout layout, int64_t heads, int64_t seqlen, int64_t head_dim) {
+  if (layout == Layout::kBSHD) return {seqlen * heads * head_dim, head_dim, heads * head_dim};
+  return {heads * seqlen * head_dim, seqlen * head_dim, head_dim};
+}
+
+Params make_params(DType dtype, int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q,
+                   int64_t seqlen_k, int64_t head_dim, Mask mask, Layout layout) {
+  Params p;
+  p.dtype = dtype;
+  p.mask = mask;
+  p.batch = batch;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_k = seqlen_k;
+  p.head_dim = head_dim;
+  p.q_stride = contiguous_strides(layout, heads_q, seqlen_q, head_dim);
+  p.o_stride = p.q_stride;
+  p.k_stride = contiguous_strides(layout, heads_kv, seqlen_k, head_dim);
+  p.v_stride = p.k_stride;
+  // 1/sqrt(d) computed in double and rounded once, so every platform gets the same float.
+  p.softmax_scale = head_dim > 0 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))) : 0.0f;
+  return p;
+}
+
+int64_t visible_keys(Mask mask, int64_t i, int64_t seqlen_q, int64_t seqlen_k) {
+  return detail::visible_key_count(mask, i, seqlen_q, seqlen_k);
+}
+
+}  // namespace flashcheck

@@ -1,0 +1,16 @@
+// The general family for bf16 inputs: instantiates the kernel for every head_dim family (32, 64, 128, 256).
+// One translation unit per dtype keeps the build parallel and each nvcc invocation small.
+#include "general/kernel.cuh"
+
+namespace flashcheck::detail {
+inline namespace FLASHCHECK_KERNEL_VARIANT {
+namespace general {
+
+Status launch_general_bf16(const Params& params, const KernelConfig& config, cudaStream_t stream,
+                         const Instrumentation* inst) {
+  return launch_general_dtype<__nv_bfloat16>(params, config, stream, inst);
+}
+
+}  // namespace general
+}  // namespace FLASHCHECK_KERNEL_VARIANT
+}  // namespace flashcheck::detail

@@ -1,0 +1,327 @@
+// Host model of the kernels' tiled forward pass (host_model.h): for each Q tile the same K/V tiles in the
+// same order as the GPU, the same skipping past the causal diagonal, the same online-softmax updates in
+// fp32 (float, never double; compiled with -ffp-contract=off, every FMA spelled out as std::fma where the
+// kernel fuses) and the same rounding points per compute path (families.h). Deliberate defects
+// (ModelDefect) alter exactly one step each. Fills the Instrumentation from host pointers.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "flashcheck/attention.h"
+#include "flashcheck/host_model.h"
+#include "flashcheck/instrument.h"
+#include "host_numeric.h"
+#include "mask.h"
+
+namespace flashcheck {
+
+const char* to_string(ModelDefect defect) {
+  switch (defect) {
+    case ModelDefect::kNone: return "none";
+    case ModelDefect::kPOneFormatCoarser: return "p-one-format-coarser";
+    case ModelDefect::kOAccumInDtype: return "o-accum-in-dtype";
+    case ModelDefect::kMissingRescale: return "missing-rescale";
+    case ModelDefect::kLseBase2: return "lse-base2";
+  }
+  return "invalid-defect";
+}
+
+namespace {
+
+using detail::host::round_to;
+using detail::host::round_to_e4m3;
+using detail::host::round_to_tf32;
+
+// Same constants as the kernels (general/kernel.cuh): log2(e) folds the scale into exp2, ln(2) brings m back.
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+Status invalid(const std::string& message) { return {StatusCode::kInvalidArgument, "host model: " + message}; }
+
+// Formats P can be kept in, coarsest last: the ladder of ModelDefect::kPOneFormatCoarser.
+enum class PFormat { kF32, kF16, kBF16, kE4M3 };
+
+PFormat p_format(ComputePath path, DType dtype) {
+  if (path != ComputePath::kTensorCore) return PFormat::kF32;
+  return dtype == DType::kBF16 ? PFormat::kBF16 : dtype == DType::kF16 ? PFormat::kF16 : PFormat::kF32;
+}
+
+PFormat one_coarser(PFormat format) {
+  switch (format) {
+    case PFormat::kF32: return PFormat::kF16;
+    case PFormat::kF16: return PFormat::kBF16;
+    case PFormat::kBF16:
+    case PFormat::kE4M3: return PFormat::kE4M3;
+  }
+  return PFormat::kE4M3;
+}
+
+float round_p(PFormat format, float p) {
+  switch (format) {
+    case PFormat::kF32: return p;
+    case PFormat::kF16: return round_to(DType::kF16, p);
+    case PFormat::kBF16: return round_to(DType::kBF16, p);
+    case PFormat::kE4M3: return round_to_e4m3(p);
+  }
+  return p;
+}
+
+float load_element(DType dtype, const void* base, int64_t offset) {
+  const auto* bytes = static_cast<const unsigned char*>(base);
+  if (dtype == DType::kF32) {
+    float x;
+    std::memcpy(&x, bytes + offset * int64_t{sizeof(float)}, sizeof(float));
+    return x;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, bytes + offset * int64_t{sizeof(uint16_t)}, sizeof(uint16_t));
+  return dtype == DType::kF16 ? detail::host::f16_bits_to_float(bits) : detail::host::bf16_bits_to_float(bits);
+}
+
+void store_element(DType dtype, void* base, int64_t offset, float x) {
+  auto* bytes = static_cast<unsigned char*>(base);
+  if (dtype == DType::kF32) {
+    std::memcpy(bytes + offset * int64_t{sizeof(float)}, &x, sizeof(float));
+    return;
+  }
+  const uint16_t bits =
+      dtype == DType::kF16 ? detail::host::float_to_f16_bits(x) : detail::host::float_to_bf16_bits(x);
+  std::memcpy(bytes + offset * int64_t{sizeof(uint16_t)}, &bits, sizeof(uint16_t));
+}
+
+// Rows [0, rows) of one head of a tensor, decoded to fp32: (rows, head_dim) row-major. For the split-TF32
+// path also the hi and lo parts, x = hi + lo with hi = tf32(x), lo = tf32(x - hi).
+struct HeadRows {
+  std::vector<float> value, hi, lo;
+};
+
+void load_head(const Params& p, const void* base, const Strides& stride, int64_t b, int64_t h, int64_t rows,
+               bool split, HeadRows* out) {
+  const int64_t d_count = p.head_dim;
+  out->value.resize(static_cast<size_t>(rows * d_count));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row_offset = b * stride.batch + h * stride.head + r * stride.row;
+    for (int64_t d = 0; d < d_count; ++d) out->value[r * d_count + d] = load_element(p.dtype, base, row_offset + d);
+  }
+  if (!split) return;
+  out->hi.resize(out->value.size());
+  out->lo.resize(out->value.size());
+  for (size_t i = 0; i < out->value.size(); ++i) {
+    out->hi[i] = round_to_tf32(out->value[i]);
+    out->lo[i] = round_to_tf32(out->value[i] - out->hi[i]);
+  }
+}
+
+// One split-TF32 product a*b as the kernel's three tf32 mma terms, small terms first, added to acc.
+float split_fma(float a_hi, float a_lo, float b_hi, float b_lo, float acc) {
+  acc = std::fma(a_lo, b_hi, acc);
+  acc = std::fma(a_hi, b_lo, acc);
+  return std::fma(a_hi, b_hi, acc);
+}
+
+struct ModelSetup {
+  const Params& params;
+  KernelConfig config;
+  ModelDefect defect;
+  const Instrumentation& inst;
+  float scale_log2;
+  PFormat p_format;  // format P has when it multiplies V (after the defect, if any)
+  bool split;        // split-TF32 products
+};
+
+// The online softmax of one query row over K/V tiles [0, k_tiles) of its Q tile. Tiles the row sees no key
+// of leave the state untouched, as on the GPU (alpha = 1, p = 0 there).
+struct RowResult {
+  float m = kNegInf;  // log2 units: running max of s * scale * log2(e)
+  float l = 0.0f;
+  int64_t moves = 0;
+};
+
+RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, const HeadRows& k, const HeadRows& v,
+                  int64_t row_keys, int64_t k_tiles, int trace_slot, std::vector<float>* acc) {
+  const Params& p = setup.params;
+  const int64_t d_count = p.head_dim;
+  const int64_t block_n = setup.config.block_n;
+  const float* q_val = q.value.data() + q_row * d_count;
+  RowResult row;
+  std::vector<float> x(static_cast<size_t>(std::min(block_n, row_keys)));  // (keys of one tile): s, then p
+  acc->assign(static_cast<size_t>(d_count), 0.0f);
+
+  for (int64_t kt = 0; kt < k_tiles; ++kt) {
+    const int64_t k0 = kt * block_n;
+    const int64_t k_end = std::min(k0 + block_n, row_keys);
+    if (k0 < k_end) {
+      // Scores: fp32 dot products (an FMA chain over head dims; split: three tf32 terms per product). Only
+      // visible keys are computed, so K and V at masked keys never enter.
+      float tile_max = kNegInf;
+      for (int64_t j = k0; j < k_end; ++j) {
+        float s = 0.0f;
+        const float* k_val = k.value.data() + j * d_count;
+        if (setup.split) {
+          for (int64_t d = 0; d < d_count; ++d) {
+            s = split_fma(q.hi[q_row * d_count + d], q.lo[q_row * d_count + d], k.hi[j * d_count + d],
+                          k.lo[j * d_count + d], s);
+          }
+        } else {
+          for (int64_t d = 0; d < d_count; ++d) s = std::fma(q_val[d], k_val[d], s);
+        }
+        x[j - k0] = s * setup.scale_log2;
+        tile_max = std::fmax(tile_max, x[j - k0]);  // fmax ignores NaN, like fmaxf: NaN reaches O through p
+      }
+      const float m_new = std::fmax(row.m, tile_max);
+      const float m_use = m_new == kNegInf ? 0.0f : m_new;  // no key seen yet: avoid exp2(-inf - -inf) = NaN
+      const float alpha = std::exp2(row.m - m_use);
+      float p_sum = 0.0f;
+      for (int64_t j = k0; j < k_end; ++j) {
+        x[j - k0] = std::exp2(x[j - k0] - m_use);  // x now holds p
+        p_sum += x[j - k0];
+      }
+      row.l = std::fma(row.l, alpha, p_sum);  // l accumulates fp32 p, before any rounding of P
+      const bool skip_rescale = setup.defect == ModelDefect::kMissingRescale && kt == k_tiles - 1;
+      if (!skip_rescale) {
+        for (float& a : *acc) a *= alpha;
+      }
+      row.moves += m_new != row.m ? 1 : 0;
+      row.m = m_new;
+      for (int64_t j = k0; j < k_end; ++j) {
+        const float p_pv = round_p(setup.p_format, x[j - k0]);
+        const float* v_val = v.value.data() + j * d_count;
+        if (setup.split) {
+          const float p_hi = round_to_tf32(p_pv);
+          const float p_lo = round_to_tf32(p_pv - p_hi);
+          for (int64_t d = 0; d < d_count; ++d) {
+            (*acc)[d] = split_fma(p_hi, p_lo, v.hi[j * d_count + d], v.lo[j * d_count + d], (*acc)[d]);
+          }
+        } else {
+          for (int64_t d = 0; d < d_count; ++d) (*acc)[d] = std::fma(p_pv, v_val[d], (*acc)[d]);
+        }
+      }
+    }
+    if (setup.defect == ModelDefect::kOAccumInDtype) {
+      for (float& a : *acc) a = round_to(p.dtype, a);
+    }
+    const Instrumentation& inst = setup.inst;
+    if (trace_slot >= 0 && kt < inst.max_tiles && inst.trace_m != nullptr && inst.trace_l != nullptr) {
+      inst.trace_m[int64_t{trace_slot} * inst.max_tiles + kt] = row.m * kLn2;
+      inst.trace_l[int64_t{trace_slot} * inst.max_tiles + kt] = row.l;
+    }
+  }
+  return row;
+}
+
+Status check_options(const Params& params, const HostModelOptions& options) {
+  if (options.override_config) {
+    const KernelConfig& c = options.config;
+    if (c.block_m < 1 || c.block_n < 1) {
+      return invalid("config override: block_m and block_n must be >= 1 (got " + std::to_string(c.block_m) + ", " +
+                     std::to_string(c.block_n) + ")");
+    }
+    if (c.path != ComputePath::kGeneralFp32 && c.path != ComputePath::kTensorCore &&
+        c.path != ComputePath::kSplitTf32) {
+      return invalid("config override: unknown compute path " + std::to_string(static_cast<int32_t>(c.path)));
+    }
+  }
+  const ModelDefect d = options.defect;
+  if (d != ModelDefect::kNone && d != ModelDefect::kPOneFormatCoarser && d != ModelDefect::kOAccumInDtype &&
+      d != ModelDefect::kMissingRescale && d != ModelDefect::kLseBase2) {
+    return invalid("defect: unknown value " + std::to_string(static_cast<int32_t>(d)));
+  }
+  const Instrumentation& inst = options.instrumentation;
+  if (inst.trace_row_count < 0 || inst.max_tiles < 0) {
+    return invalid("instrumentation: trace_row_count and max_tiles must be >= 0");
+  }
+  if (inst.trace_row_count > 0 && inst.trace_rows == nullptr) {
+    return invalid("instrumentation: trace_rows is null but trace_row_count = " +
+                   std::to_string(inst.trace_row_count));
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+Status run_host_model(const Params& params, const HostModelOptions& options) {
+  if (Status st = can_implement(params); !st.ok()) return st;
+  if (Status st = check_options(params, options); !st.ok()) return st;
+  if (params.batch == 0 || params.heads_q == 0 || params.seqlen_q == 0) return Status::ok_status();
+
+  const KernelConfig config = options.override_config ? options.config : select_config(params);
+  const Instrumentation& inst = options.instrumentation;
+  PFormat format = p_format(config.path, params.dtype);
+  if (options.defect == ModelDefect::kPOneFormatCoarser) format = one_coarser(format);
+  const ModelSetup setup{params,
+                         config,
+                         options.defect,
+                         inst,
+                         params.softmax_scale * kLog2e,
+                         format,
+                         config.path == ComputePath::kSplitTf32};
+
+  const int64_t block_m = config.block_m;
+  const int64_t block_n = config.block_n;
+  const int64_t sq = params.seqlen_q;
+  const int64_t sk = params.seqlen_k;
+  const int64_t q_tiles = detail::ceil_div(sq, block_m);
+  const int64_t k_tiles_total = detail::ceil_div(sk, block_n);
+  const int64_t heads_per_kv = params.heads_q / params.heads_kv;
+  // Keys any row reads: the last row sees the most.
+  const int64_t keys_read = detail::visible_key_count(params.mask, sq - 1, sq, sk);
+
+  HeadRows q_rows, k_rows, v_rows;
+  std::vector<float> acc;
+  for (int64_t b = 0; b < params.batch; ++b) {
+    for (int64_t h_kv = 0; h_kv < params.heads_kv; ++h_kv) {
+      if (keys_read > 0) {
+        load_head(params, params.k, params.k_stride, b, h_kv, keys_read, setup.split, &k_rows);
+        load_head(params, params.v, params.v_stride, b, h_kv, keys_read, setup.split, &v_rows);
+      }
+      for (int64_t h = h_kv * heads_per_kv; h < (h_kv + 1) * heads_per_kv; ++h) {
+        if (keys_read > 0) load_head(params, params.q, params.q_stride, b, h, sq, setup.split, &q_rows);
+        const int64_t flat_head = (b * params.heads_q + h) * sq;
+        for (int64_t q_tile = 0; q_tile < q_tiles; ++q_tile) {
+          const int64_t m0 = q_tile * block_m;
+          const int64_t rows_end = std::min(m0 + block_m, sq);
+          const int64_t k_tiles = detail::visited_k_tiles(params.mask, m0, block_m, block_n, sq, sk);
+          if (inst.tile_kind_counts != nullptr) {
+            inst.tile_kind_counts[static_cast<int>(TileKind::kSkipped)] += static_cast<uint64_t>(k_tiles_total - k_tiles);
+            for (int64_t kt = 0; kt < k_tiles; ++kt) {
+              const TileKind kind = detail::classify_tile(params.mask, m0, block_m, kt * block_n, block_n, sq, sk);
+              inst.tile_kind_counts[static_cast<int>(kind)] += 1;
+            }
+          }
+          for (int64_t i = m0; i < rows_end; ++i) {
+            const int64_t flat_row = flat_head + i;
+            int trace_slot = -1;
+            for (int32_t t = 0; t < inst.trace_row_count; ++t) {
+              if (inst.trace_rows[t] == flat_row) trace_slot = t;
+            }
+            const int64_t row_keys = detail::visible_key_count(params.mask, i, sq, sk);
+            const RowResult row = run_row(setup, q_rows, i, k_rows, v_rows, row_keys, k_tiles, trace_slot, &acc);
+
+            // O = acc / l rounded to the dtype once; a row that saw no key gets O = 0 and LSE = -inf. A NaN
+            // l (NaN score) is not 0 and propagates.
+            const bool is_empty = row.l == 0.0f;
+            const int64_t o_row = b * params.o_stride.batch + h * params.o_stride.head + i * params.o_stride.row;
+            for (int64_t d = 0; d < params.head_dim; ++d) {
+              store_element(params.dtype, params.o, o_row + d, is_empty ? 0.0f : acc[d] / row.l);
+            }
+            const float m_natural = row.m * kLn2;
+            float lse = m_natural + std::log(row.l);
+            if (options.defect == ModelDefect::kLseBase2) lse = row.m + std::log2(row.l);
+            params.lse[flat_row] = is_empty ? kNegInf : lse;
+            if (inst.row_m != nullptr) inst.row_m[flat_row] = m_natural;
+            if (inst.row_l != nullptr) inst.row_l[flat_row] = row.l;
+            if (inst.rescale_buckets != nullptr) inst.rescale_buckets[detail::rescale_bucket(row.moves)] += 1;
+          }
+        }
+      }
+    }
+  }
+  return Status::ok_status();
+}
+
+}  // namespace flashcheck

@@ -1,0 +1,63 @@
+// The dispatcher: run() (production library) and run_instrumented() (instrumented library) validate with
+// can_implement(), return early for the documented no-op sizes, pick a family with select_config() and
+// launch it. Launch errors come back as Status with cudaGetErrorString; device_available() never throws.
+// Compiled once per library; FLASHCHECK_INSTRUMENT selects which public entry point this copy defines.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "families.h"
+#include "flashcheck/attention.h"
+#include "flashcheck/instrument.h"
+
+namespace flashcheck {
+namespace detail {
+inline namespace FLASHCHECK_KERNEL_VARIANT {
+namespace {
+
+Status dispatch(const Params& params, void* stream, const Instrumentation* inst) {
+  if (Status st = can_implement(params); !st.ok()) return st;
+  if (params.batch == 0 || params.heads_q == 0 || params.seqlen_q == 0) return Status::ok_status();
+  if (!device_available()) return {StatusCode::kNoDevice, "no CUDA device is available to this process"};
+  const KernelConfig config = select_config(params);
+  switch (config.path) {
+#if defined(FLASHCHECK_HAS_TENSOR_CORE)
+    case ComputePath::kTensorCore: return tensor_core_launch(params, config, stream, inst);
+#endif
+#if defined(FLASHCHECK_HAS_SPLIT_TF32)
+    case ComputePath::kSplitTf32: return split_tf32_launch(params, config, stream, inst);
+#endif
+    case ComputePath::kGeneralFp32: return general_launch(params, config, stream, inst);
+    default: break;
+  }
+  return {StatusCode::kUnsupported,
+          std::string("dispatch: selected family ") + config.name + " is not compiled into this library"};
+}
+
+}  // namespace
+}  // namespace FLASHCHECK_KERNEL_VARIANT
+}  // namespace detail
+
+#if FLASHCHECK_INSTRUMENT
+
+Status run_instrumented(const Params& params, const Instrumentation& inst, void* stream) {
+  return detail::dispatch(params, stream, &inst);
+}
+
+#else
+
+Status run(const Params& params, void* stream) { return detail::dispatch(params, stream, nullptr); }
+
+bool device_available() {
+  // Asked once: the answer cannot change for the life of the process, and a failing runtime (no driver)
+  // reports an error code here rather than throwing.
+  static const bool available = [] {
+    int count = 0;
+    return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  }();
+  return available;
+}
+
+#endif
+
+}  // namespace flashcheck

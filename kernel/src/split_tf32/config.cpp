@@ -1,0 +1,53 @@
+// split_tf32_select(): which fp32 inputs the split-TF32 family serves, and with which tiles. Host code
+// without CUDA, so the host model and the CPU tier see the tiles the GPU would run. The kernel moves Q, K, V
+// and O in 16-byte chunks, so it needs 16-byte aligned bases and strides in whole chunks; anything else
+// falls through to the general family.
+#include <cstdint>
+
+#include "../families.h"
+#include "tiles.h"
+
+namespace flashcheck::detail {
+namespace {
+
+inline constexpr int64_t kChunkBytes = kFloat4Lanes * sizeof(float);
+
+// A stride only matters when its axis has more than one index.
+bool chunk_aligned(const void* ptr, const Strides& stride, int64_t batch, int64_t heads, int64_t seqlen) {
+  const auto whole = [](int64_t extent, int64_t s) { return extent <= 1 || s % kFloat4Lanes == 0; };
+  return reinterpret_cast<uintptr_t>(ptr) % kChunkBytes == 0 && whole(batch, stride.batch) &&
+         whole(heads, stride.head) && whole(seqlen, stride.row);
+}
+
+template <int HeadDimPadded>
+KernelConfig split_tf32_config(const char* name) {
+  using Cfg = split_tf32_tiles::SplitTf32ConfigFor<HeadDimPadded>;
+  KernelConfig config;
+  config.path = ComputePath::kSplitTf32;
+  config.block_m = Cfg::kBlockM;
+  config.block_n = Cfg::kBlockN;
+  config.head_dim_padded = Cfg::kHeadDim;
+  config.name = name;
+  return config;
+}
+
+}  // namespace
+
+bool split_tf32_select(const Params& p, KernelConfig* config) {
+  if (p.dtype != DType::kF32 || p.head_dim < 1 || p.head_dim > 256) return false;
+  if (!chunk_aligned(p.q, p.q_stride, p.batch, p.heads_q, p.seqlen_q) ||
+      !chunk_aligned(p.k, p.k_stride, p.batch, p.heads_kv, p.seqlen_k) ||
+      !chunk_aligned(p.v, p.v_stride, p.batch, p.heads_kv, p.seqlen_k) ||
+      !chunk_aligned(p.o, p.o_stride, p.batch, p.heads_q, p.seqlen_q)) {
+    return false;
+  }
+  switch (split_tf32_tiles::split_tf32_tile_choice(p.head_dim).head_dim_padded) {
+    case 32: *config = split_tf32_config<32>("split_tf32_hd32"); break;
+    case 64: *config = split_tf32_config<64>("split_tf32_hd64"); break;
+    case 128: *config = split_tf32_config<128>("split_tf32_hd128"); break;
+    default: *config = split_tf32_config<256>("split_tf32_hd256"); break;
+  }
+  return true;
+}
+
+}  // namespace flashcheck::detail

@@ -1,0 +1,580 @@
+// FlashAttention-2 style forward kernel on fp16/bf16 tensor cores (mma.sync m16n8k16, ldmatrix, cp.async ring).
+// A CTA computes kBlockM query rows of one (batch, head) against every K/V tile those rows can see; O, the row
+// max and the row sum stay in registers and P never leaves them. Rounding points are families.h's (tensor
+// core): fp32 scores, p = exp2(s*c - m*c) in fp32, l summed from fp32 p, P rounded to T for P*V, fp32 O.
+// Included only by the fwd_<dtype>_hdim<d>.cu instantiation units.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "forward.h"
+#include "ptx.cuh"
+#include "tile_config.h"
+
+namespace flashcheck::detail {
+inline namespace FLASHCHECK_KERNEL_VARIANT {
+namespace tc_kernel {
+
+using namespace ::flashcheck::tensor_core;  // tile constants (host-visible, no linkage)
+
+inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+inline constexpr uint32_t kFullWarp = 0xFFFFFFFFu;
+inline constexpr int kQuad = 4;  // lanes sharing one C-fragment row
+
+template <typename T, class Cfg, bool kInstrument>
+struct Forward {
+  using Ops = DtypeOps<T>;
+  static constexpr int kM = Cfg::kMTiles;
+  static constexpr int kNS = Cfg::kNTilesS;
+  static constexpr int kNO = Cfg::kNTilesO;
+  static constexpr int kPitch = Cfg::kSmemRowBytes;
+
+  // Per-thread registers of one CTA work item.
+  struct State {
+    float acc_o[kM][kNO][4];  // (kRowsPerWarp, kHeadDim) of this warp, C-fragment layout, fp32
+    float row_max[kM][2];     // running max of the raw score, rows quad_row and quad_row + 8 of each m16 tile
+    float row_sum[kM][2];     // this thread's share of l: summed over the quad at the end
+    // Instrumentation only (dead, and removed, in production):
+    int moves[kM][2];       // tiles after which the running max changed (the first finite max counts)
+    int trace_slot[kM][2];  // index into inst.trace_rows, or -1
+  };
+
+  // Which 16-byte chunks a thread copies: one column chunk, rows kRowStep apart. Threads past
+  // kRowStep * kChunksPerRow idle (only when kThreads is no multiple of the chunk count, e.g. head_dim 96).
+  static constexpr int kRowStep = Cfg::kThreads / Cfg::kChunksPerRow;
+  struct LoadSlot {
+    int row;        // first row of this thread, or a row past every tile if the thread idles
+    int chunk;      // column chunk
+    int src_bytes;  // 16, or fewer / 0 where the chunk runs past head_dim (zero-filled)
+    int col;        // element offset of the chunk in a row; 0 for a chunk wholly past head_dim
+  };
+
+  __device__ static LoadSlot load_slot(int head_dim) {
+    const int tid = static_cast<int>(threadIdx.x);
+    LoadSlot slot;
+    slot.chunk = tid % Cfg::kChunksPerRow;
+    slot.row = tid < kRowStep * Cfg::kChunksPerRow ? tid / Cfg::kChunksPerRow : Cfg::kBlockM;
+    const int cols = min(max(head_dim - slot.chunk * kChunkElems, 0), kChunkElems);
+    slot.src_bytes = cols * kElementBytes;
+    slot.col = cols > 0 ? slot.chunk * kChunkElems : 0;  // a valid address even when nothing is read
+    return slot;
+  }
+
+  // cp.async of a (kRows, kHeadDim) tile from rows [row0, row0 + rows_valid) of one head; rows past rows_valid
+  // and columns past head_dim are zero-filled without being read.
+  template <int kRows>
+  __device__ static void load_tile(uint32_t smem_tile, const T* head, int64_t row0, int64_t row_stride,
+                                   int64_t rows_valid, const LoadSlot& slot) {
+    constexpr int kPasses = (kRows + kRowStep - 1) / kRowStep;
+    // The 64-bit address math is redone per tile on purpose (opaque stride): hoisted out of the K/V loop,
+    // one pointer per chunk would hold 2 registers each across the loop and push the accumulators to spills.
+    int64_t stride = row_stride;
+    asm volatile("" : "+l"(stride));
+    const T* src = head + (row0 + slot.row) * stride + slot.col;
+    const int64_t step = kRowStep * stride;
+    const uint32_t dst = smem_tile + slot.row * kPitch + slot.chunk * kChunkBytes;
+    if (rows_valid >= kRows) {  // whole tile: only the column predicate, constant per thread
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        if (kRows % kRowStep == 0 || slot.row + i * kRowStep < kRows) {
+          cp_async_16(dst + i * kRowStep * kPitch, src, slot.src_bytes);
+        }
+        src += step;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        const int row = slot.row + i * kRowStep;
+        if (kRows % kRowStep == 0 || row < kRows) {
+          const bool live = row < rows_valid;
+          cp_async_16(dst + i * kRowStep * kPitch, live ? src : head, live ? slot.src_bytes : 0);
+        }
+        src += step;
+      }
+    }
+  }
+
+  // Flips the sign bit of the Q chunks this thread loaded (its own cp.async writes are visible to it after
+  // the wait). Exact, so scores are exactly negated.
+  __device__ static void negate_own_q_chunks(uint32_t q_smem, const LoadSlot& slot) {
+    constexpr int kPasses = (Cfg::kBlockM + kRowStep - 1) / kRowStep;
+    constexpr uint32_t kSignBits = 0x80008000u;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int row = slot.row + i * kRowStep;
+      if (row < Cfg::kBlockM) {
+        const uint32_t addr = q_smem + row * kPitch + slot.chunk * kChunkBytes;
+        uint4 v = ld_shared_v4(addr);
+        v.x ^= kSignBits;
+        v.y ^= kSignBits;
+        v.z ^= kSignBits;
+        v.w ^= kSignBits;
+        st_shared_v4(addr, v);
+      }
+    }
+  }
+
+  // S = Q K^T for this warp's rows: (kRowsPerWarp, kBlockN) fp32.
+  __device__ static void qk(float (&s)[kM][kNS][4], uint32_t q_lane, uint32_t k_lane) {
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNS; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kHeadDim / kMmaK; ++kk) {
+      uint32_t qa[kM][4];  // (kMmaM, kMmaK) A fragments
+#pragma unroll
+      for (int mt = 0; mt < kM; ++mt) ldmatrix_x4(qa[mt], q_lane + mt * kMmaM * kPitch + kk * 2 * kChunkBytes);
+#pragma unroll
+      for (int nt2 = 0; nt2 < kNS / 2; ++nt2) {
+        uint32_t kb[4];  // two (kMmaK, kMmaN) B fragments: keys nt2*16 + [0, 8) and [8, 16)
+        ldmatrix_x4(kb, k_lane + nt2 * 2 * kMmaN * kPitch + kk * 2 * kChunkBytes);
+#pragma unroll
+        for (int mt = 0; mt < kM; ++mt) {
+          Ops::mma(s[mt][2 * nt2], qa[mt], kb[0], kb[1]);
+          Ops::mma(s[mt][2 * nt2 + 1], qa[mt], kb[2], kb[3]);
+        }
+      }
+    }
+  }
+
+  // Keys a row may use: [0, key_limit). Select, not arithmetic: a NaN score at a hidden key becomes -inf.
+  __device__ static void apply_mask(float (&s)[kM][kNS][4], const KernelArgs& a, int64_t row_base, int64_t k0,
+                                    int quad_row, int quad_col) {
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = row_base + mt * kMmaM + quad_row + h * kMmaN;
+        int64_t limit = a.seqlen_k;
+        if (a.causal) limit = min(limit, row + a.causal_offset + 1);
+        // Keys nt*8 + e of this thread's columns are visible iff nt*8 + e < rel.
+        const int rel = static_cast<int>(max(min(limit - k0 - quad_col, int64_t{Cfg::kBlockN}), int64_t{-1}));
+#pragma unroll
+        for (int nt = 0; nt < kNS; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (nt * kMmaN + e >= rel) s[mt][nt][2 * h + e] = kNegInf;
+      }
+  }
+
+  // Online softmax update: new running max, rescale of O and l, and s replaced by p in fp32.
+  __device__ static void softmax(float (&s)[kM][kNS][4], State& st, float scale_log2) {
+    float m_scaled[kM][2];
+    float alpha[kM][2];
+    bool any_rescale = false;
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = st.row_max[mt][h];
+#pragma unroll
+        for (int nt = 0; nt < kNS; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(kFullWarp, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(kFullWarp, mx, 2));
+        // A row with no usable key yet has m = -inf: subtract 0 instead, so exp2(-inf - m) = 0 rather than
+        // exp2(-inf + inf) = NaN. The old max of -inf gives alpha = exp2(-inf) = 0 (O and l are 0 then).
+        m_scaled[mt][h] = mx == kNegInf ? 0.0f : mx * scale_log2;
+        // Both maxima rounded the same way: an unchanged max gives exactly exp2(0) = 1.
+        alpha[mt][h] = ex2_approx(st.row_max[mt][h] * scale_log2 - m_scaled[mt][h]);
+        any_rescale |= alpha[mt][h] != 1.0f;
+        if constexpr (kInstrument) {
+          if (mx != st.row_max[mt][h]) ++st.moves[mt][h];
+        }
+        st.row_max[mt][h] = mx;
+        st.row_sum[mt][h] *= alpha[mt][h];
+      }
+    // Once the running max settles, alpha is exactly 1 for every row: skipping the multiply is then exact
+    // and saves kNTilesO * 8 FMULs per tile. The vote keeps the branch warp-uniform.
+    if (__any_sync(kFullWarp, any_rescale)) {
+#pragma unroll
+      for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNO; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) st.acc_o[mt][nt][e] *= alpha[mt][e / 2];
+    }
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float sum = st.row_sum[mt][h];
+#pragma unroll
+        for (int nt = 0; nt < kNS; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float p = ex2_approx(fmaf(s[mt][nt][2 * h + e], scale_log2, -m_scaled[mt][h]));
+            s[mt][nt][2 * h + e] = p;
+            sum += p;  // l takes p before it is rounded to T
+          }
+        st.row_sum[mt][h] = sum;
+      }
+  }
+
+  // P rounded to T in A-fragment layout: keys kk*16 + [0, 16) of S accumulators 2kk and 2kk+1 form the
+  // (kMmaM, kMmaK) A operand of step kk. Registers: low half = even key.
+  __device__ static void pack_p(const float (&p)[kM][kNS][4], uint32_t (&pa)[kM][kNS / 2][4]) {
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+      for (int kk = 0; kk < kNS / 2; ++kk) {
+        pa[mt][kk][0] = Ops::pack(p[mt][2 * kk][0], p[mt][2 * kk][1]);          // row quad_row,     keys +0..7
+        pa[mt][kk][1] = Ops::pack(p[mt][2 * kk][2], p[mt][2 * kk][3]);          // row quad_row + 8, keys +0..7
+        pa[mt][kk][2] = Ops::pack(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);  // row quad_row,     keys +8..15
+        pa[mt][kk][3] = Ops::pack(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);  // row quad_row + 8, keys +8..15
+      }
+  }
+
+  // O += P V on the tensor cores.
+  __device__ static void pv(const uint32_t (&pa)[kM][kNS / 2][4], State& st, uint32_t v_lane) {
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kBlockN / kMmaK; ++kk) {
+#pragma unroll
+      for (int nt2 = 0; nt2 < kNO / 2; ++nt2) {
+        uint32_t vb[4];  // two (kMmaK, kMmaN) B fragments: columns nt2*16 + [0, 8) and [8, 16)
+        ldmatrix_x4_trans(vb, v_lane + kk * kMmaK * kPitch + nt2 * 2 * kChunkBytes);
+#pragma unroll
+        for (int mt = 0; mt < kM; ++mt) {
+          Ops::mma(st.acc_o[mt][2 * nt2], pa[mt][kk], vb[0], vb[1]);
+          Ops::mma(st.acc_o[mt][2 * nt2 + 1], pa[mt][kk], vb[2], vb[3]);
+        }
+      }
+    }
+  }
+
+  // True if a V row that the tile's first row may not see holds inf or NaN. On the tensor cores such a
+  // row would reach every row of the m16 tile through p = 0: 0 * inf = NaN. Keys past seqlen_k are zeros.
+  __device__ static bool hidden_v_nonfinite(uint32_t v_smem, const KernelArgs& a, int64_t q0, int64_t k0) {
+    const int64_t lo = max(k0, q0 + a.causal_offset + 1) - k0;
+    const int64_t hi = min(k0 + Cfg::kBlockN, a.seqlen_k) - k0;
+    constexpr int kPerThread = Cfg::kBlockN * Cfg::kChunksPerRow / Cfg::kThreads;
+    uint32_t bad = 0;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int idx = static_cast<int>(threadIdx.x) + i * Cfg::kThreads;
+      const int row = idx / Cfg::kChunksPerRow;
+      if (row >= lo && row < hi) {
+        const uint4 w = ld_shared_v4(v_smem + row * kPitch + (idx % Cfg::kChunksPerRow) * kChunkBytes);
+        const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (const uint32_t x : words) {
+          bad |= static_cast<uint32_t>((x & Ops::kExpLo) == Ops::kExpLo) | static_cast<uint32_t>((x & Ops::kExpHi) == Ops::kExpHi);
+        }
+      }
+    }
+    return bad != 0;
+  }
+
+  // O += P V on the CUDA cores, adding only keys each row may see, so a non-finite V row hidden from some rows
+  // reaches exactly the rows that see it. P is rounded to T as on the tensor cores; fp32 accumulation.
+  // Taken only for diagonal tiles whose hidden V rows hold inf/NaN, so its speed does not matter.
+  __device__ static void pv_exact(const uint32_t (&pa)[kM][kNS / 2][4], State& st, uint32_t v_smem, const KernelArgs& a,
+                                  int64_t row_base, int64_t k0, int lane) {
+    const int quad_row = lane / kQuad;
+    const int quad_col = (lane % kQuad) * 2;
+    int rel[kM][2];  // row sees keys k0 + [0, rel)
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = row_base + mt * kMmaM + quad_row + h * kMmaN;
+        const int64_t limit = min(a.seqlen_k, row + a.causal_offset + 1);
+        rel[mt][h] = static_cast<int>(max(min(limit - k0, int64_t{Cfg::kBlockN}), int64_t{0}));
+      }
+    // Key j = kk*16 + half*8 + 2q + e sits in register pa[.][kk][h + 2 half] of quad lane q (low half for
+    // even e). Only q runs at run time: every register index stays a constant, so pa stays in registers.
+#pragma unroll 1
+    for (int q = 0; q < kQuad; ++q) {
+      const int owner = (lane & ~(kQuad - 1)) | q;
+#pragma unroll
+      for (int kk = 0; kk < kNS / 2; ++kk)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          float2 pw[kM][2];  // this thread's rows' p at keys j and j + 1, rounded to T
+#pragma unroll
+          for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) pw[mt][h] = Ops::unpack(__shfl_sync(kFullWarp, pa[mt][kk][h + 2 * half], owner));
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int j = kk * kMmaK + half * kMmaN + 2 * q + e;
+#pragma unroll
+            for (int nt = 0; nt < kNO; ++nt) {
+              const float2 v = Ops::unpack(ld_shared_b32(v_smem + j * kPitch + (nt * kMmaN + quad_col) * kElementBytes));
+#pragma unroll
+              for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                  if (j < rel[mt][h]) {
+                    const float pj = e == 0 ? pw[mt][h].x : pw[mt][h].y;
+                    st.acc_o[mt][nt][2 * h] = fmaf(pj, v.x, st.acc_o[mt][nt][2 * h]);
+                    st.acc_o[mt][nt][2 * h + 1] = fmaf(pj, v.y, st.acc_o[mt][nt][2 * h + 1]);
+                  }
+            }
+          }
+        }
+    }
+  }
+
+  __device__ static float quad_sum(float x) {
+    x += __shfl_xor_sync(kFullWarp, x, 1);
+    x += __shfl_xor_sync(kFullWarp, x, 2);
+    return x;
+  }
+
+  // Tile kinds of one Q tile, counted once per CTA work item (definitions in instrument.h):
+  // diagonal if the tile's first row may not see its last real key; tail if the K tile runs past seqlen_k or
+  // the Q tile past seqlen_q; skipped if no row of the tile sees any of its keys.
+  __device__ static void count_tile_kinds(const KernelArgs& a, int64_t q0, int n_tiles) {
+    uint64_t* counts = a.inst.tile_kind_counts;
+    if (counts == nullptr || threadIdx.x != 0) return;
+    const int64_t total = (a.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+    uint64_t kinds[kTileKindCount] = {};
+    kinds[static_cast<int>(TileKind::kSkipped)] = static_cast<uint64_t>(total - n_tiles);
+    const bool q_partial = q0 + Cfg::kBlockM > a.seqlen_q;
+    for (int64_t n = 0; n < n_tiles; ++n) {
+      const int64_t k0 = n * Cfg::kBlockN;
+      const int64_t k_last = min(k0 + Cfg::kBlockN, a.seqlen_k) - 1;
+      const bool diagonal = a.causal && k_last > q0 + a.causal_offset;
+      const bool tail = q_partial || k0 + Cfg::kBlockN > a.seqlen_k;
+      ++kinds[static_cast<int>(diagonal ? TileKind::kDiagonal : tail ? TileKind::kTail : TileKind::kFull)];
+    }
+    for (int kind = 0; kind < kTileKindCount; ++kind) {
+      if (kinds[kind] != 0) atomicAdd(reinterpret_cast<unsigned long long*>(&counts[kind]), kinds[kind]);
+    }
+  }
+
+  __device__ static void run(const KernelArgs& a, uint8_t* smem) {
+    const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+    const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+    const int quad_row = lane / kQuad;        // C-fragment row in an m16 tile (and quad_row + 8)
+    const int quad_col = (lane % kQuad) * 2;  // C-fragment column pair in an n8 tile
+    const int warp_row0 = warp * Cfg::kRowsPerWarp;
+    const uint32_t q_smem = smem_address(smem);          // (kBlockM, kHeadDim), later O staging
+    const uint32_t kv_smem = q_smem + Cfg::kQSmemBytes;  // kStages x [(kBlockN, kHeadDim) K, same V]
+    // Per-lane ldmatrix row addresses (see the fragment layouts of mma.m16n8k16): A takes rows 0-15 with the
+    // two 8-column halves in lanes 0-15 / 16-31; K (B, not transposed) keys 0-7 / 8-15 in lanes 0-15 / 16-31
+    // and the k halves alternating by 8 lanes; V (B, transposed) keys 0-15 by lane%16, columns by lane/16.
+    const uint32_t q_lane = q_smem + (warp_row0 + lane % 16) * kPitch + (lane / 16) * kChunkBytes;
+    const uint32_t k_lane_off = (lane % 8 + 8 * (lane / 16)) * kPitch + ((lane / 8) % 2) * kChunkBytes;
+    const uint32_t v_lane_off = (lane % 16) * kPitch + (lane / 16) * kChunkBytes;
+    const LoadSlot slot = load_slot(a.head_dim);
+
+    for (int64_t item = blockIdx.x; item < a.work_items; item += gridDim.x) {
+      // Consecutive CTAs share a head, so its K/V stays in L2; within a head the longest causal tiles go first.
+      const int64_t bh = item / a.q_tiles;
+      const int64_t q_tile = a.q_tiles - 1 - (item - bh * a.q_tiles);
+      const int64_t heads_q = a.heads_q;
+      const int64_t b = bh / heads_q;
+      const int64_t h = bh - b * heads_q;
+      const int64_t hk = h / a.group_size;
+      const int64_t q0 = q_tile * Cfg::kBlockM;
+      const int64_t q_rows = min(int64_t{Cfg::kBlockM}, a.seqlen_q - q0);
+
+      // K tiles this Q tile reads, and the first one that needs a mask (causal diagonal or seqlen_k tail).
+      int64_t key_end = a.seqlen_k;
+      int64_t unmasked_causal = key_end / Cfg::kBlockN;
+      if (a.causal) {
+        key_end = max(int64_t{0}, min(key_end, q0 + q_rows + a.causal_offset));
+        const int64_t first_row_keys = q0 + 1 + a.causal_offset;  // keys visible to the tile's first row
+        unmasked_causal = first_row_keys > 0 ? first_row_keys / Cfg::kBlockN : 0;
+      }
+      // Tile indices fit in int: seqlen_k / kBlockN < 2^31 for any tensor a GPU can hold.
+      const int n_tiles = static_cast<int>((key_end + Cfg::kBlockN - 1) / Cfg::kBlockN);
+      const int unmasked = static_cast<int>(min(unmasked_causal, a.seqlen_k / Cfg::kBlockN));
+      const int unmasked_diag = static_cast<int>(min(unmasked_causal, int64_t{n_tiles}));
+
+      const T* q_head = static_cast<const T*>(a.q.ptr) + b * a.q.batch_stride + h * a.q.head_stride;
+      const T* k_head = static_cast<const T*>(a.k.ptr) + b * a.k.batch_stride + hk * a.k.head_stride;
+      const T* v_head = static_cast<const T*>(a.v.ptr) + b * a.v.batch_stride + hk * a.v.head_stride;
+      const auto load_kv = [&](int n) {
+        const uint32_t k_smem = kv_smem + static_cast<uint32_t>(n % Cfg::kStages) * Cfg::kStageSmemBytes;
+        const int64_t k0 = int64_t{n} * Cfg::kBlockN;
+        if (n < n_tiles) load_tile<Cfg::kBlockN>(k_smem, k_head, k0, a.k.row_stride, a.seqlen_k - k0, slot);
+        cp_async_commit();
+        if (n < n_tiles) {
+          load_tile<Cfg::kBlockN>(k_smem + Cfg::kKVTileSmemBytes, v_head, k0, a.v.row_stride, a.seqlen_k - k0, slot);
+        }
+        cp_async_commit();
+      };
+
+      // Q and K/V for no visible key are never read: with seqlen_k == 0 the pointers may be null.
+      if (n_tiles > 0) load_tile<Cfg::kBlockM>(q_smem, q_head, q0, a.q.row_stride, q_rows, slot);
+      cp_async_commit();
+#pragma unroll
+      for (int s = 0; s < Cfg::kStages - 1; ++s) load_kv(s);
+
+      State st;
+#pragma unroll
+      for (int mt = 0; mt < kM; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < kNO; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) st.acc_o[mt][nt][e] = 0.0f;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          st.row_max[mt][hh] = kNegInf;
+          st.row_sum[mt][hh] = 0.0f;
+        }
+      }
+      if constexpr (kInstrument) {
+        count_tile_kinds(a, q0, n_tiles);
+#pragma unroll
+        for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            st.moves[mt][hh] = 0;
+            st.trace_slot[mt][hh] = -1;
+            const int64_t flat = bh * a.seqlen_q + q0 + warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
+            for (int r = 0; r < a.inst.trace_row_count; ++r)
+              if (a.inst.trace_rows[r] == flat) st.trace_slot[mt][hh] = r;
+          }
+      }
+
+      for (int n = 0; n < n_tiles; ++n) {
+        const uint32_t k_smem = kv_smem + static_cast<uint32_t>(n % Cfg::kStages) * Cfg::kStageSmemBytes;
+        const uint32_t v_smem = k_smem + Cfg::kKVTileSmemBytes;
+        const int64_t k0 = int64_t{n} * Cfg::kBlockN;
+        // K(n) and V(n) landed: pending are the 2 (kStages - 2) groups of the tiles after them.
+        cp_async_wait<2 * (Cfg::kStages - 2)>();
+        if (n == 0 && a.negate_q) negate_own_q_chunks(q_smem, slot);
+        // The one barrier per tile: publishes Q, K(n), V(n) to every warp, and every warp is past P*V of
+        // tile n-1, so its stage takes tile n + kStages - 1, which then has a whole tile's time to arrive.
+        __syncthreads();
+        load_kv(n + Cfg::kStages - 1);
+
+        // Causal-masked keys inside a diagonal tile are real K/V rows that later rows of the tile see. Their
+        // p is exactly 0 for the rows that may not see them, which is harmless for finite V (0 * v = 0) but
+        // 0 * inf = NaN: if a hidden V row is non-finite, the tile takes the exact per-row P*V path.
+        const bool diagonal = a.causal && n >= unmasked_diag;
+        const bool exact = diagonal && __syncthreads_or(hidden_v_nonfinite(v_smem, a, q0, k0));
+        // A warp whose rows see no key of a diagonal tile skips it: p = 0 and alpha = 1 there, so skipping is
+        // exact (the host model leaves such rows untouched too).
+        const int64_t warp_last_row = q0 + warp_row0 + Cfg::kRowsPerWarp - 1;
+        if (!diagonal || warp_last_row + a.causal_offset + 1 > k0) {
+          float s[kM][kNS][4];  // (kRowsPerWarp, kBlockN) scores, then p
+          qk(s, q_lane, k_smem + k_lane_off);
+          if (n >= unmasked) apply_mask(s, a, q0 + warp_row0, k0, quad_row, quad_col);
+          softmax(s, st, a.scale_log2);
+          uint32_t pa[kM][kNS / 2][4];
+          pack_p(s, pa);
+          if (!exact) {
+            pv(pa, st, v_smem + v_lane_off);
+          } else {
+            pv_exact(pa, st, v_smem, a, q0 + warp_row0, k0, lane);
+          }
+        }
+
+        if constexpr (kInstrument) {
+          if (a.inst.trace_row_count > 0) {
+#pragma unroll
+            for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+              for (int hh = 0; hh < 2; ++hh) {
+                const float l = quad_sum(st.row_sum[mt][hh]);
+                const int trace = st.trace_slot[mt][hh];
+                if (lane % kQuad == 0 && trace >= 0 && n < a.inst.max_tiles) {
+                  const int64_t at = static_cast<int64_t>(trace) * a.inst.max_tiles + n;
+                  if (a.inst.trace_m != nullptr) a.inst.trace_m[at] = st.row_max[mt][hh] * a.scale_abs;
+                  if (a.inst.trace_l != nullptr) a.inst.trace_l[at] = l;
+                }
+              }
+          }
+        }
+      }
+
+      // Epilogue: O = acc / l rounded to T, staged through this warp's own Q rows (no other warp reads them),
+      // then 16-byte stores of the real columns; LSE = m*|scale| + ln(l). A row with l == 0 saw no key with a
+      // finite score: O = 0 and LSE = -inf by contract, whatever acc holds.
+      T* o_head = static_cast<T*>(const_cast<void*>(a.o.ptr)) + b * a.o.batch_stride + h * a.o.head_stride;
+#pragma unroll
+      for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const float l = quad_sum(st.row_sum[mt][hh]);
+          const bool empty = l == 0.0f;
+          const int local_row = warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
+          const int64_t row = q0 + local_row;
+#pragma unroll
+          for (int nt = 0; nt < kNO; ++nt) {
+            const float o0 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh], l);
+            const float o1 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh + 1], l);
+            st_shared_b32(q_smem + local_row * kPitch + (nt * kMmaN + quad_col) * kElementBytes, Ops::pack(o0, o1));
+          }
+          if (lane % kQuad == 0 && row < a.seqlen_q) {
+            const float m_natural = st.row_max[mt][hh] * a.scale_abs;
+            a.lse[bh * a.seqlen_q + row] = empty ? kNegInf : m_natural + logf(l);
+            if constexpr (kInstrument) {
+              const int64_t flat = bh * a.seqlen_q + row;
+              if (a.inst.row_m != nullptr) a.inst.row_m[flat] = m_natural;
+              if (a.inst.row_l != nullptr) a.inst.row_l[flat] = l;
+              if (a.inst.rescale_buckets != nullptr) {
+                const int bucket = min(32 - __clz(st.moves[mt][hh]), kRescaleBuckets - 1);
+                atomicAdd(reinterpret_cast<unsigned long long*>(&a.inst.rescale_buckets[bucket]), 1ull);
+              }
+            }
+          }
+        }
+      __syncwarp();
+      constexpr int kStorePerLane = Cfg::kRowsPerWarp * Cfg::kChunksPerRow / kWarpSize;
+#pragma unroll
+      for (int i = 0; i < kStorePerLane; ++i) {
+        const int idx = lane + i * kWarpSize;
+        const int local_row = warp_row0 + idx / Cfg::kChunksPerRow;
+        const int col = (idx % Cfg::kChunksPerRow) * kChunkElems;
+        const int64_t row = q0 + local_row;
+        if (row >= a.seqlen_q || col >= a.head_dim) continue;
+        const uint32_t src = q_smem + local_row * kPitch + col * kElementBytes;
+        T* dst = o_head + row * a.o.row_stride + col;
+        if (col + kChunkElems <= a.head_dim) {
+          *reinterpret_cast<uint4*>(dst) = ld_shared_v4(src);
+        } else {
+          for (int c = 0; c < a.head_dim - col; c += 2) {  // padded family: only the real columns
+            const float2 pair = Ops::unpack(ld_shared_b32(src + c * kElementBytes));
+            dst[c] = T(pair.x);
+            if (c + 1 < a.head_dim - col) dst[c + 1] = T(pair.y);
+          }
+        }
+      }
+      // The next work item's loads overwrite Q/O and every K/V stage.
+      __syncthreads();
+    }
+  }
+};
+
+// kInstrument is the last template argument (mangled Lb0E / Lb1E), as the symbol check expects.
+template <typename T, class Cfg, bool kInstrument>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
+    tensor_core_forward_kernel(const __grid_constant__ KernelArgs args) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  Forward<T, Cfg, kInstrument>::run(args, smem);
+}
+
+template <typename T, class Cfg>
+Status launch_with(const KernelArgs& args, cudaStream_t stream) {
+  const auto kernel = tensor_core_forward_kernel<T, Cfg, FLASHCHECK_INSTRUMENT != 0>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  if (err != cudaSuccess) return {StatusCode::kCudaError, cudaGetErrorString(err)};
+  constexpr int64_t kMaxGrid = std::numeric_limits<int32_t>::max();  // CTAs loop over the rest
+  const dim3 grid(static_cast<unsigned>(min(args.work_items, kMaxGrid)));
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(args);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return {StatusCode::kCudaError, cudaGetErrorString(err)};
+  return Status::ok_status();
+}
+
+template <typename T, int HeadDimPadded>
+Status launch_forward(const KernelArgs& args, cudaStream_t stream) {
+  return launch_with<T, Sm90Tile<HeadDimPadded>>(args, stream);
+}
+
+}  // namespace tc_kernel
+}  // namespace FLASHCHECK_KERNEL_VARIANT
+}  // namespace flashcheck::detail

@@ -1,0 +1,99 @@
+// Tile configurations of the fp16/bf16 tensor-core family, host- and device-visible (no CUDA headers), so
+// tensor_core_select() and the kernels read the same numbers. One TileConfig per head-dim family derives the
+// thread count, the shared-memory layout and the per-warp fragment counts; static_asserts keep the kernel's
+// indexing assumptions (16-row mma tiles per warp, 16-byte chunks, whole chunk loops per thread) true.
+#pragma once
+
+#include <cstdint>
+
+namespace flashcheck::tensor_core {
+
+inline constexpr int kWarpSize = 32;
+inline constexpr int kMmaM = 16;         // mma.sync m16n8k16: rows of A and C
+inline constexpr int kMmaN = 8;          //                    columns of B and C
+inline constexpr int kMmaK = 16;         //                    reduction depth
+inline constexpr int kChunkBytes = 16;   // one cp.async / ldmatrix row: 8 fp16/bf16 elements
+inline constexpr int kElementBytes = 2;  // fp16 and bf16 share every layout
+inline constexpr int kChunkElems = kChunkBytes / kElementBytes;
+inline constexpr int kMaxSmemPerBlock = 227 * 1024;  // sm_90 opt-in limit per block
+inline constexpr int kSmemPerSm = 228 * 1024;        // sm_90 shared memory per SM
+inline constexpr int kSmemReservedPerBlock = 1024;   // the runtime's share of each CTA
+inline constexpr int kRegistersPerSm = 64 * 1024;
+
+template <int HeadDim, int BlockM, int BlockN, int Warps, int Stages>
+struct TileConfig {
+  static constexpr int kHeadDim = HeadDim;  // padded head_dim: the family
+  static constexpr int kBlockM = BlockM;    // query rows per CTA
+  static constexpr int kBlockN = BlockN;    // keys per K/V tile
+  static constexpr int kWarps = Warps;
+  static constexpr int kStages = Stages;    // K/V tiles in flight (cp.async ring)
+  static constexpr int kThreads = Warps * kWarpSize;
+  static constexpr int kRowsPerWarp = BlockM / Warps;     // warps split the Q tile by rows
+  static constexpr int kMTiles = kRowsPerWarp / kMmaM;    // m16 tiles per warp: B fragments reused kMTiles times
+  static constexpr int kNTilesS = BlockN / kMmaN;         // n8 tiles of S per m16 tile
+  static constexpr int kNTilesO = HeadDim / kMmaN;        // n8 tiles of O per m16 tile
+  static constexpr int kChunksPerRow = HeadDim / kChunkElems;
+  // Odd row pitch in 16-byte chunks: the 8 rows one ldmatrix phase reads fall in 8 distinct 4-bank groups,
+  // and a cp.async phase writes 128 contiguous bytes, so neither conflicts. Padding works for every family
+  // (an XOR swizzle needs a power-of-two chunk count; 96 and 160 have none).
+  static constexpr int kSmemRowChunks = kChunksPerRow | 1;
+  static constexpr int kSmemRowBytes = kSmemRowChunks * kChunkBytes;
+  static constexpr int kQSmemBytes = BlockM * kSmemRowBytes;    // (kBlockM, kHeadDim), reused to stage O
+  static constexpr int kKVTileSmemBytes = BlockN * kSmemRowBytes;  // (kBlockN, kHeadDim)
+  static constexpr int kStageSmemBytes = 2 * kKVTileSmemBytes;     // K then V
+  static constexpr int kSmemBytes = kQSmemBytes + Stages * kStageSmemBytes;
+  // CTAs per SM the register cap aims at: the O and S accumulators (kMTiles * 4 * (kNTilesO + kNTilesS)
+  // fp32 registers) plus about 32 for addresses and row statistics, bounded by shared memory.
+  static constexpr int kRegsEstimate = kMTiles * 4 * (kNTilesO + kNTilesS) + 32;
+  static constexpr int kBlocksByRegs = kRegistersPerSm / (kThreads * kRegsEstimate);
+  static constexpr int kBlocksBySmem = kSmemPerSm / (kSmemBytes + kSmemReservedPerBlock);
+  static constexpr int kMinBlocksPerSm =
+      kBlocksByRegs < 1 ? 1 : (kBlocksByRegs < kBlocksBySmem ? kBlocksByRegs : kBlocksBySmem);
+
+  static_assert(HeadDim % kMmaK == 0, "head_dim family must be a multiple of the mma K depth (16)");
+  static_assert(BlockM % Warps == 0 && kRowsPerWarp % kMmaM == 0, "each warp owns whole m16 row tiles");
+  static_assert(kMTiles >= 1 && kMTiles <= 2, "one or two m16 tiles per warp (registers)");
+  static_assert(BlockN % kMmaK == 0, "K/V tile must be whole k16 steps of P*V");
+  static_assert((BlockM * kChunksPerRow) % kThreads == 0, "Q tile loads evenly over the threads");
+  static_assert((BlockN * kChunksPerRow) % kThreads == 0, "K/V tile loads evenly over the threads");
+  static_assert((kRowsPerWarp * kChunksPerRow) % kWarpSize == 0, "O rows of a warp store evenly over its lanes");
+  static_assert(Stages >= 2, "the ring needs one tile computing and one arriving");
+  static_assert(kSmemBytes <= kMaxSmemPerBlock, "shared memory exceeds the sm_90 per-block limit");
+};
+
+// A tile shape chosen per head-dim family.
+struct TileShape {
+  int block_m;
+  int block_n;
+  int warps;
+  int stages;
+};
+
+// Hopper (sm_90, mma.sync path): one choice per family, measured on H100 (NOTES.md).
+constexpr TileShape tile_shape_sm90(int head_dim_padded) {
+  switch (head_dim_padded) {
+    case 32: return {128, 64, 4, 2};    // as 64: the S tile, not O, bounds the registers
+    case 64: return {128, 64, 4, 2};    // 32 rows a warp halve B-fragment traffic; 128x128 spilled (-3%)
+    case 96: return {128, 64, 4, 2};    // O (96 regs) + S (64) leave room; two CTAs per SM
+    case 128: return {128, 64, 4, 2};   // FA2's shape: O 128 + S 64 regs, 104 KB smem, two CTAs per SM
+    case 192: return {128, 64, 8, 2};   // 16 rows a warp keeps O at 96 regs; 1 CTA of 8 warps per SM
+    default: return {128, 64, 8, 2};    // 256: O alone is 128 regs at 16 rows a warp; 203 KB smem
+  }
+}
+
+// Families with compiled kernels; a head_dim runs in the smallest family that holds it (padded columns of
+// Q, K, V load as zeros and padded columns of O are never stored).
+inline constexpr int kFamilies[] = {32, 64, 96, 128, 192, 256};
+
+constexpr int family_head_dim(int64_t head_dim) {
+  for (int family : kFamilies) {
+    if (head_dim <= family) return family;
+  }
+  return 0;
+}
+
+template <int HeadDimPadded>
+using Sm90Tile = TileConfig<HeadDimPadded, tile_shape_sm90(HeadDimPadded).block_m, tile_shape_sm90(HeadDimPadded).block_n,
+                            tile_shape_sm90(HeadDimPadded).warps, tile_shape_sm90(HeadDimPadded).stages>;
+
+}  // namespace flashcheck::tensor_core

@@ -1,0 +1,79 @@
+// Part of kernel_model_test (cpu): the small API helpers (names, sizes, strides, make_params), the one
+// definition of the causal masks, and select_config's tiles, which tests and generators aim at.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "flashcheck/attention.h"
+
+namespace flashcheck {
+namespace {
+
+TEST(Api, NamesAndSizes) {
+  EXPECT_STREQ(to_string(DType::kF32), "f32");
+  EXPECT_STREQ(to_string(DType::kF16), "f16");
+  EXPECT_STREQ(to_string(DType::kBF16), "bf16");
+  EXPECT_STREQ(to_string(Mask::kNone), "none");
+  EXPECT_STREQ(to_string(Mask::kCausalBottomRight), "causal-br");
+  EXPECT_STREQ(to_string(Mask::kCausalTopLeft), "causal-tl");
+  EXPECT_STREQ(to_string(ComputePath::kGeneralFp32), "general-fp32");
+  EXPECT_EQ(dtype_size(DType::kF32), 4);
+  EXPECT_EQ(dtype_size(DType::kF16), 2);
+  EXPECT_EQ(dtype_size(DType::kBF16), 2);
+}
+
+TEST(Api, ContiguousStridesAndMakeParams) {
+  const Strides bhsd = contiguous_strides(Layout::kBHSD, 3, 5, 7);
+  EXPECT_EQ(bhsd.batch, 3 * 5 * 7);
+  EXPECT_EQ(bhsd.head, 5 * 7);
+  EXPECT_EQ(bhsd.row, 7);
+  const Strides bshd = contiguous_strides(Layout::kBSHD, 3, 5, 7);
+  EXPECT_EQ(bshd.batch, 5 * 3 * 7);
+  EXPECT_EQ(bshd.head, 7);
+  EXPECT_EQ(bshd.row, 3 * 7);
+  const Params p = make_params(DType::kBF16, 2, 8, 2, 11, 13, 64, Mask::kCausalTopLeft, Layout::kBSHD);
+  EXPECT_EQ(p.q_stride.row, 8 * 64);
+  EXPECT_EQ(p.k_stride.row, 2 * 64);
+  EXPECT_EQ(p.k_stride.batch, 13 * 2 * 64);
+  EXPECT_EQ(p.o_stride.head, 64);
+  EXPECT_EQ(p.softmax_scale, 0.125f);
+  EXPECT_EQ(p.mask, Mask::kCausalTopLeft);
+  EXPECT_EQ(p.q, nullptr);
+}
+
+// visible_keys against the definitions written out: top-left j <= i, bottom-right j <= i + sk - sq.
+TEST(Api, VisibleKeysMatchTheMaskDefinitions) {
+  for (int64_t sq : {1, 2, 5, 9}) {
+    for (int64_t sk : {0, 1, 3, 5, 12}) {
+      for (int64_t i = 0; i < sq; ++i) {
+        int64_t none = 0, tl = 0, br = 0;
+        for (int64_t j = 0; j < sk; ++j) {
+          ++none;
+          tl += j <= i ? 1 : 0;
+          br += j <= i + sk - sq ? 1 : 0;
+        }
+        EXPECT_EQ(visible_keys(Mask::kNone, i, sq, sk), none);
+        EXPECT_EQ(visible_keys(Mask::kCausalTopLeft, i, sq, sk), tl) << i << " " << sq << " " << sk;
+        EXPECT_EQ(visible_keys(Mask::kCausalBottomRight, i, sq, sk), br) << i << " " << sq << " " << sk;
+      }
+    }
+  }
+}
+
+// Every valid head_dim gets a config whose padded head dim covers it, with positive tiles.
+TEST(Api, SelectConfigCoversEveryHeadDim) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (int64_t d = 1; d <= 256; ++d) {
+      const KernelConfig c = select_config(make_params(dtype, 1, 1, 1, 128, 128, d));
+      EXPECT_GE(c.head_dim_padded, d);
+      EXPECT_GT(c.block_m, 0);
+      EXPECT_GT(c.block_n, 0);
+      EXPECT_NE(std::string(c.name), "");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashcheck

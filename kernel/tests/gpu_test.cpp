@@ -1,0 +1,348 @@
+// kernel_gpu_test (gpu): the CUDA kernels against the host model and the double reference on the model
+// test's shapes, through the public run() (whatever family select_config picks) and through the general
+// family directly (it serves every input, so it is tested even where another family is preferred).
+// Exact where the contract is exact: fully masked rows, NaN at masked keys, no-op sizes write nothing.
+// Every test skips with a reason when no CUDA device is available.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "families.h"
+#include "flashcheck/attention.h"
+#include "flashcheck/host_model.h"
+#include "gpu_util.h"
+#include "test_problem.h"
+
+namespace flashcheck {
+namespace {
+
+using test::Problem;
+using test::ProblemSpec;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+#define SKIP_WITHOUT_DEVICE()                                                                  \
+  do {                                                                                         \
+    if (!device_available()) GTEST_SKIP() << "no CUDA device available: GPU tier test skipped"; \
+  } while (0)
+
+#if defined(FLASHCHECK_HAS_CUDA)
+
+enum class Route { kRun, kGeneral };
+const char* to_string(Route route) { return route == Route::kRun ? "run()" : "general_launch()"; }
+
+// The config the route executes, for the model to mirror.
+KernelConfig route_config(const Params& params, Route route) {
+  KernelConfig config = select_config(params);
+  if (route == Route::kGeneral) detail::general_select(params, &config);
+  return config;
+}
+
+Status launch_route(const Params& dp, Route route) {
+  if (route == Route::kRun) return run(dp);
+  if (dp.batch == 0 || dp.heads_q == 0 || dp.seqlen_q == 0) return Status::ok_status();  // launch precondition
+  if (Status st = can_implement(dp); !st.ok()) return st;
+  return detail::general_launch(dp, route_config(dp, Route::kGeneral), nullptr, nullptr);
+}
+
+// Runs spec on the GPU by `route` and on the host model with the same config, and compares: the GPU to the
+// model (NaN pattern identical, values within the sanity tolerance) and to the double reference.
+void check_against_model(const ProblemSpec& spec, Route route, Problem* gpu_out = nullptr) {
+  Problem gpu, model;
+  test::make_problem(spec, &gpu);
+  test::make_problem(spec, &model);
+  const KernelConfig config = route_config(gpu.params, route);
+  const std::string what = spec.name() + " via " + to_string(route) + " (" + config.name + ")";
+  const Status st = test::run_on_device(&gpu, [&](const Params& dp) { return launch_route(dp, route); });
+  ASSERT_TRUE(st.ok()) << what << ": " << st.message();
+  HostModelOptions options;
+  options.override_config = true;
+  options.config = config;
+  ASSERT_TRUE(run_host_model(model.params, options).ok()) << what;
+
+  const Params& p = gpu.params;
+  int failures = 0;
+  constexpr int kReportLimit = 5;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      for (int64_t i = 0; i < p.seqlen_q; ++i) {
+        const test::ReferenceRow ref = test::reference_row(gpu, b, h, i);
+        const float lse = gpu.lse_at(b, h, i);
+        if (ref.keys == 0) {
+          EXPECT_EQ(lse, -kInf) << what << " row " << i;
+        } else if (!(std::fabs(double{lse} - ref.lse) <= test::lse_tolerance(p, ref)) && ++failures <= kReportLimit) {
+          ADD_FAILURE() << what << ": LSE(" << b << "," << h << "," << i << ") = " << lse << ", reference " << ref.lse
+                        << ", model " << model.lse_at(b, h, i);
+        }
+        for (int64_t d = 0; d < p.head_dim; ++d) {
+          const float o = gpu.o_at(b, h, i, d);
+          const float o_model = model.o_at(b, h, i, d);
+          bool ok = false;
+          if (ref.keys == 0) {
+            ok = o == 0.0f && !std::signbit(o);  // exact: fully masked rows are +0
+          } else {
+            const double tol = test::o_tolerance(p, config.path, ref, ref.o[d]);
+            ok = std::fabs(double{o} - ref.o[d]) <= tol && std::fabs(double{o} - double{o_model}) <= 2 * tol;
+          }
+          if (!ok && ++failures <= kReportLimit) {
+            ADD_FAILURE() << what << ": O(" << b << "," << h << "," << i << "," << d << ") = " << o << ", model "
+                          << o_model << ", reference " << ref.o[d];
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(failures, 0) << what;
+  if (gpu_out != nullptr) *gpu_out = std::move(gpu);
+}
+
+#endif  // FLASHCHECK_HAS_CUDA
+
+// ---- shapes at the tile boundaries, per (dtype, head_dim), both routes
+
+class GpuShapes : public ::testing::TestWithParam<std::tuple<DType, int64_t>> {};
+
+TEST_P(GpuShapes, TileBoundarySeqlensAllMasks) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  const auto [dtype, head_dim] = GetParam();
+  for (Route route : {Route::kRun, Route::kGeneral}) {
+    const KernelConfig config = route_config(make_params(dtype, 1, 1, 1, 1, 1, head_dim), route);
+    const int64_t bm = config.block_m;
+    const int64_t bn = config.block_n;
+    const std::vector<std::pair<int64_t, int64_t>> seqlens{
+        {1, 0}, {3, 0}, {1, 1}, {2, 2}, {1, 2}, {2, 1}, {bm - 1, bn + 1}, {bm, bn}, {bm + 1, bn - 1},
+        {2 * bm + 1, bn}, {bn + 1, 2}, {2, bn + 1}, {bm + 1, 2 * bn + 1}};
+    uint64_t seed = 100;
+    for (Mask mask : {Mask::kNone, Mask::kCausalTopLeft, Mask::kCausalBottomRight}) {
+      for (const auto& [sq, sk] : seqlens) {
+        ProblemSpec spec;
+        spec.dtype = dtype;
+        spec.head_dim = head_dim;
+        spec.seqlen_q = sq;
+        spec.seqlen_k = sk;
+        spec.mask = mask;
+        spec.seed = ++seed;
+        check_against_model(spec, route);
+        if (HasFailure()) return;
+      }
+    }
+  }
+#endif
+}
+
+std::string gpu_shapes_name(const ::testing::TestParamInfo<std::tuple<DType, int64_t>>& info) {
+  const DType dtype = std::get<0>(info.param);
+  const std::string d = dtype == DType::kF32 ? "F32" : dtype == DType::kF16 ? "F16" : "Bf16";
+  return d + "_Hdim" + std::to_string(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuShapes,
+                         ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
+                                            ::testing::Values(int64_t{1}, int64_t{8}, int64_t{40}, int64_t{64},
+                                                              int64_t{96}, int64_t{128}, int64_t{200},
+                                                              int64_t{256})),
+                         gpu_shapes_name);
+
+TEST(Gpu_AllDtypes, GqaMqaBshdAndUnalignedRows) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  uint64_t seed = 7;
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (int64_t heads_kv : {int64_t{1}, int64_t{2}, int64_t{4}}) {
+      for (Layout layout : {Layout::kBHSD, Layout::kBSHD}) {
+        for (int64_t row_pad : {int64_t{0}, int64_t{3}}) {  // pad 3: rows not 16-byte aligned
+          for (Route route : {Route::kRun, Route::kGeneral}) {
+            check_against_model({dtype, 2, 4, heads_kv, 37, 45, 24, Mask::kCausalBottomRight, layout, row_pad, ++seed},
+                                route);
+            if (HasFailure()) return;
+          }
+        }
+      }
+    }
+  }
+#endif
+}
+
+// Longer sequences: many K tiles per Q tile, rescales across tiles, the causal skip in both alignments.
+TEST(Gpu_AllDtypes, LongCausalSequences) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (Mask mask : {Mask::kCausalTopLeft, Mask::kCausalBottomRight, Mask::kNone}) {
+      for (Route route : {Route::kRun, Route::kGeneral}) {
+        check_against_model({dtype, 1, 2, 1, 333, 517, 128, mask, Layout::kBHSD, 0, 77}, route);
+        check_against_model({dtype, 1, 1, 1, 517, 333, 64, mask, Layout::kBSHD, 0, 78}, route);
+      }
+    }
+  }
+#endif
+}
+
+// More (Q tile, head, batch) work items than gridDim.y/z could hold: the grid folds them into x.
+TEST(Gpu_F32, ManyHeadsBeyondGridYLimit) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  check_against_model({DType::kF32, 3, 30000, 1, 2, 3, 4, Mask::kNone, Layout::kBHSD, 0, 5}, Route::kRun);
+#endif
+}
+
+// ---- exact semantics
+
+TEST(Gpu_AllDtypes, FullyMaskedRowsAndEmptyKeys) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (Route route : {Route::kRun, Route::kGeneral}) {
+      check_against_model({dtype, 1, 2, 1, 70, 3, 40, Mask::kCausalBottomRight, Layout::kBHSD, 0, 9}, route);
+      // seqlen_k = 0 with null Q, K, V: every row O = 0, LSE = -inf.
+      Problem pr;
+      test::make_problem({dtype, 2, 3, 3, 5, 0, 8, Mask::kNone, Layout::kBHSD, 0, 1}, &pr);
+      pr.params.q = nullptr;
+      const Status st = test::run_on_device(&pr, [&](const Params& dp) { return launch_route(dp, route); });
+      ASSERT_TRUE(st.ok()) << st.message();
+      for (float lse : pr.lse) EXPECT_EQ(lse, -kInf);
+      for (int64_t b = 0; b < 2; ++b) {
+        for (int64_t i = 0; i < 5; ++i) {
+          for (int64_t d = 0; d < 8; ++d) EXPECT_EQ(pr.o_at(b, 2, i, d), 0.0f);
+        }
+      }
+    }
+  }
+#endif
+}
+
+// NaN in K and V at keys the mask hides never reaches O; a visible NaN V row does (both exact properties).
+TEST(Gpu_AllDtypes, NanAtMaskedKeysDoesNotReachO) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (Route route : {Route::kRun, Route::kGeneral}) {
+      constexpr int64_t kSeq = 150;
+      constexpr int64_t kFirstNanKey = 97;
+      Problem pr;
+      test::make_problem({dtype, 1, 1, 1, kSeq, kSeq, 64, Mask::kCausalTopLeft, Layout::kBHSD, 0, 21}, &pr);
+      for (int64_t j = kFirstNanKey; j < kSeq; ++j) {
+        for (int64_t d = 0; d < 64; ++d) {
+          Problem::set(pr.params, pr.k, pr.params.k_stride, 0, 0, j, d, std::nanf(""));
+          Problem::set(pr.params, pr.v, pr.params.v_stride, 0, 0, j, d, std::nanf(""));
+        }
+      }
+      const Status st = test::run_on_device(&pr, [&](const Params& dp) { return launch_route(dp, route); });
+      ASSERT_TRUE(st.ok()) << st.message();
+      for (int64_t i = 0; i < kSeq; ++i) {
+        const bool sees_nan = i >= kFirstNanKey;
+        for (int64_t d = 0; d < 64; ++d) {
+          ASSERT_EQ(std::isnan(pr.o_at(0, 0, i, d)), sees_nan)
+              << to_string(dtype) << " " << to_string(route) << " row " << i << " dim " << d;
+        }
+      }
+    }
+  }
+#endif
+}
+
+// batch, heads or seqlen_q of 0 is a successful no-op that writes nothing (poisoned buffers stay poisoned).
+TEST(Gpu_F16, ZeroSizeNoOpWritesNothing) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  Problem pr;
+  test::make_problem({DType::kF16, 1, 2, 1, 9, 9, 16, Mask::kNone, Layout::kBHSD, 0, 2}, &pr);
+  const std::vector<unsigned char> o_before = pr.o;
+  const std::vector<float> lse_before = pr.lse;
+  for (int which = 0; which < 3; ++which) {
+    const Status st = test::run_on_device(&pr, [&](const Params& dp) {
+      Params empty = dp;
+      (which == 0 ? empty.batch : which == 1 ? empty.heads_q : empty.seqlen_q) = 0;
+      return run(empty);
+    });
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(pr.o, o_before) << "no-op variant " << which;
+    for (size_t i = 0; i < pr.lse.size(); ++i) EXPECT_TRUE(std::isnan(pr.lse[i]));
+  }
+#endif
+}
+
+// Invalid params are rejected before any launch, with the validation's message.
+TEST(Gpu_F32, InvalidParamsAreRejected) {
+  SKIP_WITHOUT_DEVICE();
+  Params p = make_params(DType::kF32, 1, 1, 1, 4, 4, 300);
+  const Status st = run(p);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("head_dim"), std::string::npos) << st.message();
+}
+
+// 64-bit offsets: the second batch starts beyond 2^31 elements of every tensor.
+TEST(Gpu_F16, OffsetsBeyond2Pow31Elements) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  constexpr int64_t kBatchStride = (int64_t{1} << 31) + 64;  // elements
+  ProblemSpec spec{DType::kF16, 2, 1, 1, 3, 70, 8, Mask::kCausalBottomRight, Layout::kBHSD, 0, 31};
+  Problem compact;
+  test::make_problem(spec, &compact);
+  const int64_t elem = dtype_size(spec.dtype);
+  const size_t bytes = static_cast<size_t>((kBatchStride + compact.params.q_stride.batch) * elem);
+  size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  if (free_bytes < 4 * bytes + (size_t{1} << 30)) GTEST_SKIP() << "needs " << 4 * bytes << " bytes of device memory";
+  struct Tensor {
+    std::vector<unsigned char>* host;
+    int64_t batch_stride_compact;
+    void* device = nullptr;
+  };
+  Tensor tensors[4] = {{&compact.q, compact.params.q_stride.batch},
+                       {&compact.k, compact.params.k_stride.batch},
+                       {&compact.v, compact.params.v_stride.batch},
+                       {&compact.o, compact.params.o_stride.batch}};
+  for (Tensor& t : tensors) {
+    ASSERT_EQ(cudaMalloc(&t.device, bytes), cudaSuccess);
+    for (int64_t b = 0; b < 2; ++b) {
+      ASSERT_EQ(cudaMemcpy(static_cast<unsigned char*>(t.device) + b * kBatchStride * elem,
+                           t.host->data() + b * t.batch_stride_compact * elem,
+                           static_cast<size_t>(t.batch_stride_compact * elem), cudaMemcpyHostToDevice),
+                cudaSuccess);
+    }
+  }
+  float* lse = nullptr;
+  ASSERT_EQ(cudaMalloc(&lse, compact.lse.size() * sizeof(float)), cudaSuccess);
+  Params dp = compact.params;
+  dp.q = tensors[0].device;
+  dp.k = tensors[1].device;
+  dp.v = tensors[2].device;
+  dp.o = tensors[3].device;
+  dp.lse = lse;
+  dp.q_stride.batch = dp.k_stride.batch = dp.v_stride.batch = dp.o_stride.batch = kBatchStride;
+  const Status st = run(dp);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (int64_t b = 0; b < 2; ++b) {
+    EXPECT_EQ(cudaMemcpy(compact.o.data() + b * tensors[3].batch_stride_compact * elem,
+                         static_cast<unsigned char*>(tensors[3].device) + b * kBatchStride * elem,
+                         static_cast<size_t>(tensors[3].batch_stride_compact * elem), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+  }
+  EXPECT_EQ(cudaMemcpy(compact.lse.data(), lse, compact.lse.size() * sizeof(float), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (Tensor& t : tensors) cudaFree(t.device);
+  cudaFree(lse);
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t i = 0; i < spec.seqlen_q; ++i) {
+      const test::ReferenceRow ref = test::reference_row(compact, b, 0, i);
+      EXPECT_NEAR(compact.lse_at(b, 0, i), ref.lse, test::lse_tolerance(compact.params, ref)) << "batch " << b;
+      for (int64_t d = 0; d < spec.head_dim; ++d) {
+        EXPECT_NEAR(compact.o_at(b, 0, i, d), ref.o[d], test::o_tolerance(compact.params, ComputePath::kTensorCore, ref, ref.o[d]))
+            << "batch " << b << " row " << i << " dim " << d;
+      }
+    }
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace flashcheck

@@ -1,0 +1,111 @@
+// GPU side of the kernel folder's tests: copies a test::Problem to the device with O and LSE poisoned
+// (NaN bytes) and fenced by canary bytes, runs a callable that launches, and copies the results back into
+// the Problem, reporting CUDA errors and damaged canaries as a Status. Built only with CUDA.
+#pragma once
+
+#if defined(FLASHCHECK_HAS_CUDA)
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "flashcheck/attention.h"
+#include "test_problem.h"
+
+namespace flashcheck::test {
+
+inline constexpr unsigned char kCanaryByte = 0xa5;
+inline constexpr size_t kCanaryBytes = 256;
+
+inline Status cuda_status(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return Status::ok_status();
+  return {StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorString(err)};
+}
+
+// One device allocation with canary regions before and after the payload.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (base_ != nullptr) cudaFree(base_);
+  }
+
+  // Payload initialised from `bytes` (empty payload: pointer stays null, as the API allows).
+  Status init(const std::vector<unsigned char>& bytes) {
+    payload_bytes_ = bytes.size();
+    if (payload_bytes_ == 0) return Status::ok_status();
+    std::vector<unsigned char> staged(payload_bytes_ + 2 * kCanaryBytes, kCanaryByte);
+    std::memcpy(staged.data() + kCanaryBytes, bytes.data(), payload_bytes_);
+    if (Status st = cuda_status(cudaMalloc(&base_, staged.size()), "cudaMalloc"); !st.ok()) return st;
+    return cuda_status(cudaMemcpy(base_, staged.data(), staged.size(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  }
+  void* data() const { return payload_bytes_ == 0 ? nullptr : static_cast<unsigned char*>(base_) + kCanaryBytes; }
+
+  // Copies the payload back; fails if a canary byte changed.
+  Status read(std::vector<unsigned char>* bytes) const {
+    if (payload_bytes_ == 0) return Status::ok_status();
+    std::vector<unsigned char> staged(payload_bytes_ + 2 * kCanaryBytes);
+    if (Status st = cuda_status(cudaMemcpy(staged.data(), base_, staged.size(), cudaMemcpyDeviceToHost),
+                                "cudaMemcpy D2H");
+        !st.ok()) {
+      return st;
+    }
+    for (size_t i = 0; i < kCanaryBytes; ++i) {
+      if (staged[i] != kCanaryByte || staged[kCanaryBytes + payload_bytes_ + i] != kCanaryByte) {
+        return {StatusCode::kCudaError, "canary bytes around a buffer were overwritten"};
+      }
+    }
+    bytes->assign(staged.begin() + kCanaryBytes, staged.begin() + kCanaryBytes + payload_bytes_);
+    return Status::ok_status();
+  }
+
+ private:
+  void* base_ = nullptr;
+  size_t payload_bytes_ = 0;
+};
+
+inline std::vector<unsigned char> as_bytes(const std::vector<float>& v) {
+  std::vector<unsigned char> bytes(v.size() * sizeof(float));
+  if (!bytes.empty()) std::memcpy(bytes.data(), v.data(), bytes.size());
+  return bytes;
+}
+
+// Runs `launch(device_params)` on device copies of `pr` and writes O and LSE back into `pr` (whose O and
+// LSE hold the poison the device buffers start with). Inputs are checked unchanged afterwards.
+template <typename Launch>
+Status run_on_device(Problem* pr, Launch&& launch) {
+  DeviceBuffer q, k, v, o, lse;
+  for (auto [buffer, bytes] : {std::pair{&q, &pr->q}, std::pair{&k, &pr->k}, std::pair{&v, &pr->v},
+                               std::pair{&o, &pr->o}}) {
+    if (Status st = buffer->init(*bytes); !st.ok()) return st;
+  }
+  if (Status st = lse.init(as_bytes(pr->lse)); !st.ok()) return st;
+  Params dp = pr->params;
+  dp.q = pr->params.q == nullptr ? nullptr : q.data();
+  dp.k = pr->params.k == nullptr ? nullptr : k.data();
+  dp.v = pr->params.v == nullptr ? nullptr : v.data();
+  dp.o = o.data();
+  dp.lse = static_cast<float*>(lse.data());
+  if (Status st = launch(dp); !st.ok()) return st;
+  if (Status st = cuda_status(cudaDeviceSynchronize(), "kernel execution"); !st.ok()) return st;
+  std::vector<unsigned char> lse_bytes;
+  for (auto [buffer, bytes] : {std::pair{&o, &pr->o}, std::pair{&lse, &lse_bytes}}) {
+    if (Status st = buffer->read(bytes); !st.ok()) return st;
+  }
+  if (!lse_bytes.empty()) std::memcpy(pr->lse.data(), lse_bytes.data(), lse_bytes.size());
+  for (auto [buffer, bytes] : {std::pair{&q, &pr->q}, std::pair{&k, &pr->k}, std::pair{&v, &pr->v}}) {
+    std::vector<unsigned char> after;
+    if (Status st = buffer->read(&after); !st.ok()) return st;
+    if (after != *bytes) return {StatusCode::kCudaError, "an input tensor changed during the run"};
+  }
+  return Status::ok_status();
+}
+
+}  // namespace flashcheck::test
+
+#endif  // FLASHCHECK_HAS_CUDA

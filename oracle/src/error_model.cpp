@@ -1,0 +1,274 @@
+// The error model of docs/error-model.md in code: bound_row() turns a row's exact result and ingredients
+// into per-element bounds for O and per-row bounds for LSE, m and l, for a dtype and a compute path; the
+// verdict helpers apply the oracle's non-finite semantics; RmsCheck is the statistical check. Every
+// constant below is named in the document's table, with the rounding point it stands for.
+#include "flashcheck/error_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "eft.h"
+
+namespace flashcheck::oracle {
+namespace {
+
+using detail::gamma_n;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kU32 = 0x1p-24;    // fp32 unit roundoff: CUDA-core add/mul/FMA, division, conversions (round to nearest)
+constexpr double kUMma = 0x1p-23;   // tensor-core fp32 accumulation truncates (Fasi et al. 2021): one ulp, 2u
+// An mma adds its k products to the accumulator with at most one extra alignment/truncation per update;
+// k >= 4 for every shape used (m16n8k4/k8 tf32, m16n8k16 fp16/bf16), so n terms see <= n + ceil(n/4) roundings.
+constexpr int64_t kMmaKMin = 4;
+// Split tf32 (hi = tf32(x), lo = tf32(x - hi), both round to nearest): |x - hi - lo| <= 2^-22 |x|, and the
+// dropped lo*lo' + hi*r' + r*hi' (+ smaller) of a product is below 3 * 2^-22 * (1 + 2^-10) |x y|.
+constexpr double kSplitProductRelErr = 3 * 0x1p-22 * (1 + 0x1p-10);
+// Roundings proportional to gap_j = m - s_j (natural-log units): fl(scale * log2 e) (2u: two roundings),
+// the argument x - m or its FMA (u), the telescoping rescale arguments m_old - m_new (u summed over tiles,
+// their total magnitude being <= gap_j), one spare for a kernel that rounds (m_old - m_new) * c separately.
+constexpr double kGapUnits = 5.0;
+// m is reported in natural-log units: from log2 units times fl(ln 2) (u + u), or raw max times |scale| (u);
+// the internal base carries fl(scale * log2 e) (2u): four units of |m| separate the two.
+constexpr double kMConversionUnits = 4.0;
+constexpr double kDivisionUnits = 2.0;   // O = acc / l: IEEE division is one rounding; two allow reciprocal-and-multiply
+constexpr double kLogUlps = 2.0;         // logf is within 1 ulp (CUDA Programming Guide, math functions); 2 allowed
+// Flush-to-zero (ex2.approx.ftz, FTZ arithmetic) and subnormal split parts: per key, an unnormalized weight
+// (<= 1) can lose 2^-126 from the flush and 2^-126 from a flushed tf32 low part; likewise one P*V product.
+constexpr double kFlushWeight = 0x1p-125;
+constexpr double kFlushProduct = 0x1p-125;
+// Beyond this total relative weight error the first-order analysis is not used: the row falls back to the
+// always-valid hull bound (the kernel's O is a nearly convex combination of the V rows).
+constexpr double kLinearizationLimit = 0.25;
+// Keys further than this (natural-log units) below the max have weight < e^-1000: zero in fp32 and double.
+constexpr double kGapCap = 1000.0;
+// Covers second-order products of the terms (each below 2^-20 relative where the linear analysis is used)
+// and the double-precision evaluation of the bound itself.
+constexpr double kSafety = 1.0 + 0x1p-10;
+
+struct PathModel {
+  double score_unit = kU32, score_terms = 0;  // |t - q.k| <= gamma(score_terms, score_unit) (1 + split) + split
+  double score_split = 0;                     // relative error of one product from the tf32 split
+  double p_round = 0;                         // relative rounding of P before P*V (numerator only)
+  double p_round_abs = 0;                     // absolute part of that rounding (subnormal P)
+  double pv_unit = kU32, pv_terms = 0;        // accumulation of P*V incl. rescale multiplies
+  double l_unit = kU32, l_terms = 0;          // accumulation of l incl. rescale multiplies
+};
+
+double mma_terms(double terms) { return terms + std::ceil(terms / kMmaKMin); }
+
+// Half the smallest subnormal spacing of P's format (the absolute error of rounding a tiny P).
+double half_subnormal(DType dtype) {
+  switch (dtype) {
+    case DType::kF16: return 0x1p-25;
+    case DType::kBF16: return 0x1p-134;
+    case DType::kF32: break;
+  }
+  return 0.0;
+}
+
+PathModel path_model(DType dtype, ComputePath path, int64_t head_dim, int64_t n, int64_t tiles) {
+  const double d = static_cast<double>(head_dim), keys = static_cast<double>(n), t = static_cast<double>(tiles);
+  PathModel pm;
+  switch (path) {
+    case ComputePath::kGeneralFp32:  // fp32 FMA chains on CUDA cores
+      pm.score_terms = d;
+      pm.pv_terms = keys + t;
+      pm.l_terms = keys + t;
+      break;
+    case ComputePath::kTensorCore:  // exact dtype products, mma accumulation; P rounded to the dtype for P*V
+      pm.score_unit = pm.pv_unit = pm.l_unit = kUMma;
+      pm.score_terms = mma_terms(d);
+      pm.p_round = dtype == DType::kF32 ? 0.0 : unit_roundoff(dtype);
+      pm.p_round_abs = half_subnormal(dtype);
+      pm.pv_terms = mma_terms(keys) + t;
+      pm.l_terms = keys + t;
+      break;
+    case ComputePath::kSplitTf32:  // three tf32 products per fp32 product, mma accumulation
+      pm.score_unit = pm.pv_unit = pm.l_unit = kUMma;
+      pm.score_terms = mma_terms(3 * d);
+      pm.score_split = kSplitProductRelErr;
+      pm.p_round = kSplitProductRelErr;
+      pm.pv_terms = mma_terms(3 * keys) + t;
+      pm.l_terms = keys + t;
+      break;
+  }
+  return pm;
+}
+
+// Output rounding to the dtype: relative part and absolute floor (fp16 subnormal spacing; otherwise the
+// fp32 flush-to-zero of the division result). fp32 O is the division result itself: no extra rounding.
+double output_unit(DType dtype) { return dtype == DType::kF32 ? 0.0 : unit_roundoff(dtype); }
+double output_floor(DType dtype) { return dtype == DType::kF16 ? 0x1p-25 : 0x1p-126; }
+
+}  // namespace
+
+double unit_roundoff(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 0x1p-24;
+    case DType::kF16: return 0x1p-11;
+    case DType::kBF16: return 0x1p-8;
+  }
+  return 0.0;
+}
+
+RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_t block_n, int64_t head_dim) {
+  RowBound b;
+  const size_t dim = exact.o.size();
+  b.o.assign(dim, 0.0);
+  b.unconstrained = exact.nonfinite_score || exact.score_overflow || exact.accum_overflow;
+  // Outside the domain nothing numeric is promised; with no usable key the result is exact (O = 0, LSE = m
+  // = -inf, l = 0), so every bound stays 0.
+  if (b.unconstrained || !(exact.l > 0)) return b;
+
+  const int64_t n = exact.visible;
+  const double nd = static_cast<double>(n);
+  const int64_t tiles =
+      block_n > 0 ? std::max<int64_t>(1, (std::max(exact.seqlen_k, n) + block_n - 1) / block_n) : std::max<int64_t>(1, n);
+  const PathModel pm = path_model(dtype, path, head_dim, n, tiles);
+  const double u = kU32;
+
+  // Per-key error of the exponent argument, relative to the shift common to all keys (natural-log units):
+  //   b_S S_j (score j's dot product, and the rounding of x = s * c) + b_G gap_j + c0, where c0 gathers the
+  //   per-tile rounding of m * c (one per K tile in the FMA formulation p = exp2(s c - fl(m c))), the flushed
+  //   products of the score and of the max, and one exp2 error per tile (rescale factors) and per key.
+  const double a_s = gamma_n(pm.score_terms, pm.score_unit) * (1 + pm.score_split) + pm.score_split;
+  const double b_s = (a_s + u) * (1 + a_s);
+  const double b_g = kGapUnits * u;
+  const double s_max = exact.score_abs_max;
+  const double flush = exact.score_flush_max;
+  const double c0 = static_cast<double>(tiles) * (u * s_max * (1 + a_s) * (1 + 3 * u) + kExp2RelErr) + 2 * flush;
+  const double x_max = b_s * s_max + b_g * std::min(exact.score_gap_max, kGapCap) + c0;
+  const double weighted = b_s * exact.score_abs_weighted + b_g * exact.score_gap_weighted + c0;
+  const double growth = std::exp(x_max);  // e^x - 1 <= x e^x: turns argument errors into weight errors
+  const double theta_max = std::expm1(x_max);
+  const double theta_mean = growth * weighted + nd * kFlushWeight / exact.l;
+  const bool linear = x_max <= kLinearizationLimit && theta_mean <= kLinearizationLimit;
+
+  const double g_pv = gamma_n(pm.pv_terms, pm.pv_unit);
+  const double g_l = gamma_n(pm.l_terms, pm.l_unit);
+  const double g_div = (1 + kDivisionUnits * u) / (1 - g_l) - 1;  // relative error of acc / l beyond the sums
+  const double u_out = output_unit(dtype), out_floor = output_floor(dtype);
+  for (size_t k = 0; k < dim; ++k) {
+    const double o_abs = std::fabs(exact.o[k]);
+    double pre = 0.0;  // bound on |O_kernel - O| before the output rounding
+    if (linear) {
+      const double floor_scale = 1.0 / (exact.l * (1 - theta_mean));
+      // Weight errors shared by numerator and denominator move O by sum_j p_j theta_j (v_jk - O_k).
+      const double weights = growth * (b_s * exact.dev_pv_score[k] + b_g * exact.dev_pv_gap[k] + c0 * exact.dev_pv[k]) /
+                                 (1 - theta_mean) +
+                             kFlushWeight * (exact.abs_v_sum[k] + nd * o_abs) * floor_scale;
+      // The numerator alone: P rounded before P*V (l keeps fp32 P), and the P*V accumulation.
+      const double numerator = (1 + theta_max) / (1 - theta_mean) * (pm.p_round + g_pv * (1 + pm.p_round)) * exact.abs_pv[k] +
+                               (pm.p_round_abs * (1 + g_pv) * exact.abs_v_sum[k] + nd * kFlushProduct) * floor_scale;
+      const double shift = weights + numerator;
+      pre = shift * (1 + g_div) + g_div * o_abs;
+    } else {
+      // Hull: |O_kernel| <= max|v| (1 + p_round)(1 + g_pv)(1 + g_div) plus the absolute floors over l >= 1 - g_l
+      // (the kernel's own max key has weight exp2(0) = 1).
+      const double hull = exact.max_abs_v * (1 + pm.p_round) * (1 + g_pv) * (1 + g_div) +
+                          (pm.p_round_abs * exact.abs_v_sum[k] + nd * kFlushProduct) / (1 - g_l);
+      pre = hull + o_abs;
+    }
+    b.o[k] = kSafety * (pre + u_out * (o_abs + pre) + out_floor + exact.o_err[k]);
+  }
+
+  // m: the computed max is within the largest score error of the exact max; then the unit conversion.
+  const double m_abs = std::fabs(exact.m);
+  const double score_err_max = b_s * s_max + 2 * flush;
+  b.m = kSafety * (score_err_max + kMConversionUnits * u * (m_abs + score_err_max)) + exact.m_err;
+
+  // l relative to exp(m_kernel): as the weights, plus the gap between the kernel's internal base and the
+  // reported m; the flushed weights are judged against the smallest l_ref the kernel's m allows.
+  const double c_m = kMConversionUnits * u * (m_abs + score_err_max);
+  const double growth_l = std::exp(x_max + c_m);
+  const double l_ref_min = exact.l * std::exp(-b.m);
+  const double flush_l = nd * kFlushWeight / l_ref_min;
+  const double theta_l = growth_l * (weighted + c_m) + flush_l;
+  const double l_linear = (1 + theta_l) * (1 + g_l) - 1;
+  const double l_hull = std::expm1(x_max + c_m) * (1 + g_l) + g_l + flush_l;
+  b.l_rel = kSafety * (linear ? std::min(l_linear, l_hull) : l_hull) + exact.l_rel_err;
+
+  // LSE = m + ln l: the error of ln(l_kernel / l_ref), of logf, and of the final fp32 addition.
+  const double ln_ratio_linear = b.l_rel < 1 ? -std::log1p(-b.l_rel) : kInf;
+  const double ln_ratio_hull = x_max + c_m - std::log1p(-g_l) + flush_l;
+  const double ln_ratio = std::min(ln_ratio_linear, ln_ratio_hull);
+  const double log_err = kLogUlps * 2 * u * (std::log(exact.l) + b.m + ln_ratio);
+  const double pre_add = ln_ratio + log_err;
+  b.lse = kSafety * (pre_add + u * (std::fabs(exact.lse) + pre_add)) + exact.lse_err;
+  return b;
+}
+
+double error_ratio(double got, double want, double bound, bool unconstrained) {
+  if (std::isnan(want)) return std::isfinite(got) ? kInf : 0.0;
+  if (std::isinf(want)) return got == want ? 0.0 : kInf;
+  if (unconstrained) return 0.0;
+  if (!std::isfinite(got)) return kNaN;
+  const double err = std::fabs(got - want);
+  if (err == 0.0) return 0.0;
+  return bound > 0 ? err / bound : kInf;
+}
+
+double l_given_m(const RowResult& exact, double kernel_m) {
+  return exact.l * std::exp((exact.m - kernel_m) + exact.m_lo);
+}
+
+double m_error_ratio(const RowResult& exact, const RowBound& bound, double kernel_m) {
+  if (bound.unconstrained) return 0.0;
+  return error_ratio(kernel_m, exact.m, bound.m, false);
+}
+
+double l_error_ratio(const RowResult& exact, const RowBound& bound, double kernel_m, double kernel_l) {
+  // No claim outside the domain, nor where |m| is so large that fp32's rounding of m alone moves exp(m) by
+  // more than any number (the bound is infinite: u |m| >> 1).
+  if (bound.unconstrained || !std::isfinite(bound.l_rel)) return 0.0;
+  if (!(exact.l > 0)) return kernel_l == 0.0 ? 0.0 : kInf;
+  if (!std::isfinite(kernel_m) || !std::isfinite(kernel_l)) return kNaN;
+  const double arg = (exact.m - kernel_m) + exact.m_lo;
+  const double l_ref = exact.l * std::exp(arg);
+  // l_ref's own evaluation: the argument's rounding (u |arg|), exp within 1 ulp, the product and the quotient.
+  const double eval_err = detail::kDoubleUnit * (std::fabs(arg) + 6);
+  const double rel = std::fabs(kernel_l / l_ref - 1.0);
+  return rel / (bound.l_rel + eval_err);
+}
+
+void RmsCheck::add(double got, double reference, double exact, double abs_pv) {
+  if (!std::isfinite(got) || !std::isfinite(reference) || !std::isfinite(exact) || !std::isfinite(abs_pv) ||
+      !(abs_pv > 0)) {
+    return;
+  }
+  const double kernel = (got - exact) / abs_pv, emulated = (reference - exact) / abs_pv, value = exact / abs_pv;
+  sum_sq_kernel_ += kernel * kernel;
+  sum_sq_reference_ += emulated * emulated;
+  sum_sq_exact_ += value * value;
+  ++count_;
+}
+
+void RmsCheck::merge(const RmsCheck& other) {
+  sum_sq_kernel_ += other.sum_sq_kernel_;
+  sum_sq_reference_ += other.sum_sq_reference_;
+  sum_sq_exact_ += other.sum_sq_exact_;
+  count_ += other.count_;
+}
+
+double RmsCheck::rms_kernel() const { return count_ > 0 ? std::sqrt(sum_sq_kernel_ / static_cast<double>(count_)) : 0.0; }
+double RmsCheck::rms_reference() const {
+  return count_ > 0 ? std::sqrt(sum_sq_reference_ / static_cast<double>(count_)) : 0.0;
+}
+double RmsCheck::rms_exact() const { return count_ > 0 ? std::sqrt(sum_sq_exact_ / static_cast<double>(count_)) : 0.0; }
+
+double RmsCheck::rms_floor() const {
+  if (count_ == 0) return 0.0;
+  const double u_q = std::max(unit_roundoff(dtype_), kU32);
+  return kRmsFloorUlps * (u_q * rms_exact() + kU32) / std::sqrt(static_cast<double>(count_));
+}
+
+double RmsCheck::ratio() const {
+  const double kernel = rms_kernel();
+  if (kernel == 0.0) return 0.0;
+  const double allowed = kRmsFactor * rms_reference() + rms_floor();
+  return allowed > 0 ? kernel / allowed : kInf;
+}
+
+}  // namespace flashcheck::oracle

@@ -1,0 +1,259 @@
+// The fast tier: one row in double with error-free transformations, in four passes (scores and their max;
+// weights, l and LSE; weighted V; bound ingredients). Products of fp32/fp16/bf16 inputs are exact in double,
+// their sums compensated (Sum2), scores kept as double-double; LSE = m + log1p(sum over the other keys) in
+// the style of Blanchard, Higham and Higham (IMA J. Numer. Anal. 2021), so a dominant key loses nothing to
+// 1 + tiny; P*V products made exact by a Veltkamp split and summed compensated. The per-element error bound
+// of this tier (docs/error-model.md, "The fast tier's own error") is stored in the result.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "eft.h"
+#include "tiers.h"
+
+namespace flashcheck::oracle::detail {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kUnit = kDoubleUnit;
+// Second-order terms of this tier's error analysis are below 2^-40 of the first-order ones; this factor
+// covers them and the rounding of the bound's own evaluation.
+constexpr double kSecondOrder = 1.0 + 0x1p-30;
+// Smallest positive double: an exp() result or P*V product that underflows loses at most this per key.
+constexpr double kDoubleDenormMin = 0x1p-1074;
+
+struct ScoreDD {
+  double hi = 0.0, lo = 0.0;  // s = hi + lo, normalized (|lo| <= ulp(hi)/2)
+};
+
+bool dd_less(const ScoreDD& a, const ScoreDD& b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
+
+// scale * d for d = d_hi + d_lo: the scale is an fp32 value (24 bits), so scale * (26-bit half of d_hi) is
+// exact; only scale * d_lo (below 2^-53 |d|) rounds.
+ScoreDD scale_dd(double scale, double d_hi, double d_lo) {
+  double hi = 0.0, lo = 0.0;
+  split_26(d_hi, &hi, &lo);
+  double a = 0.0, b = 0.0;
+  two_sum(scale * hi, scale * lo, &a, &b);
+  b += scale * d_lo;
+  ScoreDD s;
+  two_sum(a, b, &s.hi, &s.lo);
+  return s;
+}
+
+void size_result(RowResult* r, int64_t head_dim) {
+  const size_t d = static_cast<size_t>(head_dim);
+  for (std::vector<double>* vec : {&r->o, &r->abs_pv, &r->dev_pv, &r->dev_pv_score, &r->dev_pv_gap, &r->abs_v_sum,
+                                   &r->o_err}) {
+    vec->assign(d, 0.0);
+  }
+}
+
+void set_no_usable_key(RowResult* r) {
+  std::fill(r->o.begin(), r->o.end(), 0.0);
+  r->lse = -kInf;
+  r->m = -kInf;
+  r->m_lo = 0.0;
+  r->l = 0.0;
+}
+
+}  // namespace
+
+FastRow fast_row(const RowView& view) {
+  FastRow out;
+  RowResult& r = out.result;
+  r.row = view.row;
+  r.visible = view.visible;
+  r.seqlen_k = view.seqlen_k;
+  const int64_t dim = view.head_dim;
+  const int64_t n = view.visible;
+  size_result(&r, dim);
+  if (n == 0) {  // Q, K, V are never read: nothing can be non-finite
+    set_no_usable_key(&r);
+    return out;
+  }
+  const double scale = view.scale;
+  const double abs_scale = std::fabs(scale);
+  const double* q = view.q;
+
+  // Pass 0: which inputs are non-finite, and which V columns a non-finite value reaches.
+  bool q_finite = true;
+  for (int64_t k = 0; k < dim; ++k) q_finite = q_finite && std::isfinite(q[k]);
+  std::vector<char> v_col_nonfinite(static_cast<size_t>(dim), 0);
+  bool any_nonfinite = !q_finite;
+  for (int64_t j = 0; j < n; ++j) {
+    const double* kj = view.k + j * dim;
+    const double* vj = view.v + j * dim;
+    for (int64_t k = 0; k < dim; ++k) {
+      any_nonfinite = any_nonfinite || !std::isfinite(kj[k]);
+      if (!std::isfinite(vj[k])) {
+        v_col_nonfinite[static_cast<size_t>(k)] = 1;
+        any_nonfinite = true;
+      }
+    }
+  }
+  r.nonfinite_input = any_nonfinite;
+
+  // Pass 1: scores s_j = scale * q.k_j. Finite products are exact in double; Sum2 keeps the sum to
+  // gamma_{D-1}^2 sum |q_k k_jk|. With a non-finite product the plain IEEE sum gives the semantics
+  // (inf + finite = inf, inf - inf = NaN), which no reordering changes.
+  std::vector<ScoreDD> score(static_cast<size_t>(n));
+  std::vector<double> abs_dot(static_cast<size_t>(n), 0.0);  // sum_k |q_k k_jk|, unscaled
+  std::vector<double> flush(static_cast<size_t>(n), 0.0);    // what FTZ / split underflow may drop, unscaled
+  out.usable.assign(static_cast<size_t>(n), 0);
+  double max_abs_dot = 0.0;
+  for (int64_t j = 0; j < n; ++j) {
+    const double* kj = view.k + j * dim;
+    CompensatedSum dot;
+    double abs_sum = 0.0, dropped = 0.0;
+    for (int64_t k = 0; k < dim; ++k) {
+      const double prod = q[k] * kj[k];
+      const double abs_prod = std::fabs(prod);
+      dot.add(prod);
+      abs_sum += abs_prod;
+      const bool tiny = std::min(std::fabs(q[k]), std::fabs(kj[k])) < kFlushOperand || abs_prod < kFlushResult;
+      dropped += tiny ? abs_prod : 0.0;
+    }
+    ScoreDD s;
+    if (std::isfinite(abs_sum)) {
+      double d_hi = 0.0, d_lo = 0.0;
+      two_sum(dot.sum, dot.comp, &d_hi, &d_lo);
+      s = scale_dd(scale, d_hi, d_lo);
+      max_abs_dot = std::max(max_abs_dot, abs_sum);
+    } else {
+      double plain = 0.0;
+      for (int64_t k = 0; k < dim; ++k) plain += q[k] * kj[k];
+      s.hi = scale * plain;
+    }
+    score[static_cast<size_t>(j)] = s;
+    abs_dot[static_cast<size_t>(j)] = abs_sum;
+    flush[static_cast<size_t>(j)] = dropped + static_cast<double>(dim) * kFlushResult;
+    if (std::isnan(s.hi) || s.hi == kInf) r.nonfinite_score = true;
+    out.usable[static_cast<size_t>(j)] = std::isfinite(s.hi) ? 1 : 0;
+  }
+  // fp32 scores, the scaled x = s * scale * log2(e), and x - m must stay below FLT_MAX in the kernel.
+  r.score_overflow = max_abs_dot * std::max(1.0, abs_scale * kLog2e) > kOverflowGuard;
+  for (int64_t j = 0; j < n; ++j) {
+    const double* vj = view.v + j * dim;
+    for (int64_t k = 0; k < dim; ++k) {
+      r.abs_v_sum[static_cast<size_t>(k)] += std::fabs(vj[k]);
+      r.max_abs_v = std::max(r.max_abs_v, std::fabs(vj[k]));
+    }
+  }
+  for (int64_t k = 0; k < dim; ++k) {
+    const double col = r.abs_v_sum[static_cast<size_t>(k)];
+    if (!v_col_nonfinite[static_cast<size_t>(k)] && col > kOverflowGuard) r.accum_overflow = true;
+  }
+
+  if (r.nonfinite_score) {
+    std::fill(r.o.begin(), r.o.end(), kNaN);
+    r.lse = r.m = r.l = kNaN;
+    return out;
+  }
+  int64_t best = -1;
+  for (int64_t j = 0; j < n; ++j) {
+    if (out.usable[static_cast<size_t>(j)] && (best < 0 || dd_less(score[static_cast<size_t>(best)], score[static_cast<size_t>(j)]))) {
+      best = j;
+    }
+  }
+  if (best < 0) {  // every visible score is -inf: no usable key (the kernel's l == 0 path writes O = 0)
+    set_no_usable_key(&r);
+    return out;
+  }
+  out.numeric = true;
+  const ScoreDD m = score[static_cast<size_t>(best)];
+
+  // Pass 2: gap_j = m - s_j >= 0 and w_j = exp(-gap_j); l = 1 + sum over the other keys; LSE via log1p.
+  std::vector<double> gap(static_cast<size_t>(n), 0.0), w(static_cast<size_t>(n), 0.0);
+  CompensatedSum others;
+  for (int64_t j = 0; j < n; ++j) {
+    if (!out.usable[static_cast<size_t>(j)]) continue;
+    const ScoreDD& s = score[static_cast<size_t>(j)];
+    double g_hi = 0.0, g_lo = 0.0;
+    two_sum(m.hi, -s.hi, &g_hi, &g_lo);
+    const double g = g_hi + (g_lo + (m.lo - s.lo));
+    gap[static_cast<size_t>(j)] = g;
+    w[static_cast<size_t>(j)] = std::exp(-g);
+    if (j != best) others.add(w[static_cast<size_t>(j)]);
+  }
+  const double rest = others.value();
+  const double l = 1.0 + rest;
+  double lse_hi = 0.0, lse_lo = 0.0;
+  two_sum(m.hi, m.lo + std::log1p(rest), &lse_hi, &lse_lo);
+  r.m = m.hi;
+  r.m_lo = m.lo;
+  r.l = l;
+  r.lse = lse_hi + lse_lo;
+
+  // Pass 3: O_k = (sum_j w_j v_jk) / l. w_j = wh + wl (Veltkamp), wh * v and wl * v exact; the wh terms go
+  // through TwoSum, the wl terms (below 2^-26 of them) straight into the compensation.
+  std::vector<double> acc_sum(static_cast<size_t>(dim), 0.0), acc_comp(static_cast<size_t>(dim), 0.0);
+  for (int64_t j = 0; j < n; ++j) {
+    const double wj = w[static_cast<size_t>(j)];
+    if (!out.usable[static_cast<size_t>(j)] || wj == 0.0) continue;
+    double wh = 0.0, wl = 0.0;
+    split_26(wj, &wh, &wl);
+    const double* vj = view.v + j * dim;
+    for (int64_t k = 0; k < dim; ++k) {
+      double s = 0.0, e = 0.0;
+      two_sum(acc_sum[static_cast<size_t>(k)], wh * vj[k], &s, &e);
+      acc_sum[static_cast<size_t>(k)] = s;
+      acc_comp[static_cast<size_t>(k)] += e + wl * vj[k];
+    }
+  }
+  for (int64_t k = 0; k < dim; ++k) {
+    const size_t kk = static_cast<size_t>(k);
+    r.o[kk] = v_col_nonfinite[kk] ? kNaN : (acc_sum[kk] + acc_comp[kk]) / l;
+  }
+
+  // Pass 4: bound ingredients, weighted by p_j = w_j / l.
+  for (int64_t j = 0; j < n; ++j) {
+    if (!out.usable[static_cast<size_t>(j)]) continue;
+    const double p = w[static_cast<size_t>(j)] / l;
+    const double s_abs = abs_scale * abs_dot[static_cast<size_t>(j)];
+    const double g = gap[static_cast<size_t>(j)];
+    r.score_abs_max = std::max(r.score_abs_max, s_abs);
+    r.score_abs_weighted += p * s_abs;
+    r.score_gap_max = std::max(r.score_gap_max, g);
+    r.score_gap_weighted += p * g;
+    r.score_flush_max = std::max(r.score_flush_max, abs_scale * flush[static_cast<size_t>(j)]);
+    if (p == 0.0) continue;
+    const double p_s = p * s_abs, p_g = p * g;
+    const double* vj = view.v + j * dim;
+    for (int64_t k = 0; k < dim; ++k) {
+      const size_t kk = static_cast<size_t>(k);
+      const double dev = std::fabs(vj[k] - r.o[kk]);
+      r.abs_pv[kk] += p * std::fabs(vj[k]);
+      r.dev_pv[kk] += p * dev;
+      r.dev_pv_score[kk] += p_s * dev;
+      r.dev_pv_gap[kk] += p_g * dev;
+    }
+  }
+
+  // This tier's error (docs/error-model.md). Scores: |s~ - s| <= (gamma_D^2 + 4u^2) S_j. Weights, relative
+  // to the common shift: exp within 1 ulp (2u), argument within u gap_j + 2 score errors.
+  const double nd = static_cast<double>(n);
+  const double score_err = (gamma_n(static_cast<double>(dim), kUnit) * gamma_n(static_cast<double>(dim), kUnit) +
+                            4 * kUnit * kUnit) * r.score_abs_max;
+  const double weight_const = (2 * kUnit + 2 * score_err) * kSecondOrder;
+  const double weight_gap = kUnit * kSecondOrder;
+  const double weight_mean = weight_const + weight_gap * r.score_gap_weighted;
+  const double gamma2_n = gamma_n(nd, kUnit) * gamma_n(nd, kUnit);
+  const double dot_rel = gamma2_n + 0x1p-26 * gamma_n(nd, kUnit);
+  const double underflow_abs = nd * 2 * kDoubleDenormMin * r.max_abs_v / l;
+  for (int64_t k = 0; k < dim; ++k) {
+    const size_t kk = static_cast<size_t>(k);
+    r.o_err[kk] = kSecondOrder * ((weight_const * r.dev_pv[kk] + weight_gap * r.dev_pv_gap[kk]) / (1 - weight_mean) +
+                                  dot_rel * (1 + 2 * weight_mean) * r.abs_pv[kk] + 4 * kUnit * std::fabs(r.o[kk]) +
+                                  underflow_abs);
+  }
+  const double l_rel = 2 * kUnit + gamma2_n;
+  r.lse_err = kSecondOrder * (score_err + weight_mean + l_rel + 2 * kUnit * std::log1p(rest) +
+                              kUnit * std::fabs(r.lse) + 2 * kUnit * kUnit * std::fabs(m.hi));
+  r.m_err = score_err + kUnit * std::fabs(m.hi);
+  r.l_rel_err = kSecondOrder * (score_err + weight_mean + l_rel);
+  return out;
+}
+
+}  // namespace flashcheck::oracle::detail

@@ -1,0 +1,59 @@
+// The attention row as the textbook writes it, in four plain passes (scores and their max, exp-sum,
+// normalise, weighted V), templated on the number type: the gold tier runs it in 113-bit binary floating
+// point (Boost.Multiprecision), tests run it in double to show what the fast tier's error-free
+// transformations buy. Only keys marked usable (finite score) take part; the caller owns the semantics.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "row_view.h"
+
+namespace flashcheck::oracle::detail {
+
+template <class Real>
+struct FourPassRow {
+  std::vector<Real> o;  // [head_dim]
+  Real m, l, lse;
+};
+
+template <class Real>
+FourPassRow<Real> four_pass(const RowView& view, const std::vector<char>& usable) {
+  using std::exp;
+  using std::log;
+  const int64_t dim = view.head_dim;
+  const int64_t n = view.visible;
+  FourPassRow<Real> out;
+  std::vector<Real> s(static_cast<size_t>(n));
+
+  // Pass 1: s_j = scale * sum_k q_k k_jk, and m = max_j s_j.
+  out.m = -std::numeric_limits<Real>::infinity();
+  for (int64_t j = 0; j < n; ++j) {
+    if (!usable[static_cast<size_t>(j)]) continue;
+    Real dot = 0;
+    for (int64_t k = 0; k < dim; ++k) dot += Real(view.q[k]) * Real(view.k[j * dim + k]);
+    s[static_cast<size_t>(j)] = Real(view.scale) * dot;
+    if (s[static_cast<size_t>(j)] > out.m) out.m = s[static_cast<size_t>(j)];
+  }
+  // Pass 2: l = sum_j exp(s_j - m).
+  out.l = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (usable[static_cast<size_t>(j)]) out.l += exp(s[static_cast<size_t>(j)] - out.m);
+  }
+  out.lse = out.m + log(out.l);
+  // Pass 3: p_j = exp(s_j - m) / l (stored over s).
+  for (int64_t j = 0; j < n; ++j) {
+    if (usable[static_cast<size_t>(j)]) s[static_cast<size_t>(j)] = exp(s[static_cast<size_t>(j)] - out.m) / out.l;
+  }
+  // Pass 4: O_k = sum_j p_j v_jk.
+  out.o.assign(static_cast<size_t>(dim), Real(0));
+  for (int64_t j = 0; j < n; ++j) {
+    if (!usable[static_cast<size_t>(j)]) continue;
+    for (int64_t k = 0; k < dim; ++k) out.o[static_cast<size_t>(k)] += s[static_cast<size_t>(j)] * Real(view.v[j * dim + k]);
+  }
+  return out;
+}
+
+}  // namespace flashcheck::oracle::detail

@@ -1,0 +1,172 @@
+// fp32 emulation of the kernel's rounding points on the host: rounding to fp16/bf16/tf32 (to nearest even),
+// the tensor core's truncating accumulation (round toward zero, Fasi et al., PeerJ CS 2021), the tf32 split,
+// a score dot product and the P*V accumulation at a compute path's rounding points. Used by the emulated reference and by the
+// tests' tiled models. Header-only; values travel as float, exact conversions through double.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "flashcheck/attention.h"
+
+namespace flashcheck::oracle::detail {
+
+inline constexpr int kMmaKHalf = 16;          // k of mma.m16n8k16 (fp16/bf16)
+inline constexpr int kMmaKTf32 = 8;           // k of mma.m16n8k8 (tf32)
+inline constexpr float kLog2eF = 1.44269504f;  // log2(e) rounded to fp32, as the kernels hold it
+inline constexpr float kLn2F = 0.693147182f;   // ln(2) rounded to fp32
+
+// Round-toward-zero of a double to fp32: the tensor core's truncating accumulation.
+inline float round_toward_zero(double x) {
+  float f = static_cast<float>(x);
+  if (std::isfinite(x) && std::fabs(static_cast<double>(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+  return f;
+}
+
+// Round-to-nearest-even of an fp32 value to a binary format with `precision` significand bits, smallest
+// normal exponent `min_exp` (subnormals below it) and largest finite value `max_finite` (beyond: +-inf).
+inline float round_to_format(float x, int precision, int min_exp, double max_finite) {
+  if (!std::isfinite(x) || x == 0.0f) return x;
+  int exp = 0;
+  std::frexp(x, &exp);  // |x| in [2^(exp-1), 2^exp)
+  const int quantum_exp = std::max(exp - 1, min_exp) - (precision - 1);
+  const double scaled = std::ldexp(static_cast<double>(x), -quantum_exp);  // exact: a power-of-two scaling
+  const double rounded = std::ldexp(std::nearbyint(scaled), quantum_exp);   // default mode: ties to even
+  if (std::fabs(rounded) > max_finite) return std::copysign(std::numeric_limits<float>::infinity(), x);
+  return static_cast<float>(rounded);
+}
+
+// Round-to-nearest-even dropping the low `dropped` significand bits of an fp32 value: bf16 (16) and tf32
+// (13) share fp32's exponent range, so rounding the bit pattern is exact, subnormals and overflow to inf
+// included. Inf and NaN pass through.
+inline float round_low_bits(float x, int dropped) {
+  if (!std::isfinite(x)) return x;
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint32_t half_minus_one = (1u << (dropped - 1)) - 1u;
+  const uint32_t lsb = (bits >> dropped) & 1u;  // ties go to the even neighbour
+  return std::bit_cast<float>(((bits + half_minus_one + lsb) >> dropped) << dropped);
+}
+
+inline float round_to_dtype(DType dtype, float x) {
+  constexpr double kF16Max = 65504.0;
+  switch (dtype) {
+    case DType::kF16: return round_to_format(x, 11, -14, kF16Max);
+    case DType::kBF16: return round_low_bits(x, 16);
+    case DType::kF32: break;
+  }
+  return x;
+}
+
+// tf32 (11 significant bits), round to nearest even as cvt.rn.tf32.f32.
+inline float to_tf32(float x) { return round_low_bits(x, 13); }
+
+// fp32 operands of a path, decoded once: the values and, for the split path, x = hi + lo with hi = tf32(x),
+// lo = tf32(x - hi) (x - hi is exact in fp32).
+struct Operands {
+  std::vector<float> value, hi, lo;
+};
+inline Operands make_operands(std::vector<float> value, ComputePath path) {
+  Operands ops;
+  ops.value = std::move(value);
+  if (path == ComputePath::kSplitTf32) {
+    ops.hi.resize(ops.value.size());
+    ops.lo.resize(ops.value.size());
+    for (size_t i = 0; i < ops.value.size(); ++i) {
+      ops.hi[i] = to_tf32(ops.value[i]);
+      ops.lo[i] = to_tf32(ops.value[i] - ops.hi[i]);
+    }
+  }
+  return ops;
+}
+
+// How a dot product's fp32 additions round: a chain of FMAs rounding to nearest (CUDA cores, the host model;
+// on the split path three FMAs per product, lo*hi, hi*lo, hi*hi, the kernel's mma order), or the tensor
+// core's blocks of exact products added to the accumulator with truncation (kMmaKHalf, or kMmaKTf32 per
+// split term).
+enum class DotRounding { kNearestChain, kTruncatedBlocks };
+
+// sum_k a[a0 + k] b[b0 + k] over k < dim in fp32 at the path's rounding points.
+inline float dot_fp32(const Operands& a, size_t a0, const Operands& b, size_t b0, int64_t dim, ComputePath path,
+                      DotRounding rounding) {
+  const size_t n = static_cast<size_t>(dim);
+  float acc = 0.0f;
+  if (rounding == DotRounding::kNearestChain || path == ComputePath::kGeneralFp32) {
+    for (size_t k = 0; k < n; ++k) {
+      if (path == ComputePath::kSplitTf32) {
+        acc = std::fma(a.lo[a0 + k], b.hi[b0 + k], acc);
+        acc = std::fma(a.hi[a0 + k], b.lo[b0 + k], acc);
+        acc = std::fma(a.hi[a0 + k], b.hi[b0 + k], acc);
+      } else {
+        acc = std::fma(a.value[a0 + k], b.value[b0 + k], acc);
+      }
+    }
+    return acc;
+  }
+  if (path == ComputePath::kTensorCore) {
+    for (size_t k0 = 0; k0 < n; k0 += kMmaKHalf) {
+      double block = 0.0;  // products of fp16/bf16 values are exact in fp32; their block sum is kept in double
+      for (size_t k = k0; k < std::min(n, k0 + kMmaKHalf); ++k) block += double{a.value[a0 + k]} * double{b.value[b0 + k]};
+      acc = round_toward_zero(double{acc} + block);
+    }
+    return acc;
+  }
+  for (size_t k0 = 0; k0 < n; k0 += kMmaKTf32) {
+    double lo_hi = 0.0, hi_lo = 0.0, hi_hi = 0.0;
+    for (size_t k = k0; k < std::min(n, k0 + kMmaKTf32); ++k) {
+      lo_hi += double{a.lo[a0 + k]} * double{b.hi[b0 + k]};
+      hi_lo += double{a.hi[a0 + k]} * double{b.lo[b0 + k]};
+      hi_hi += double{a.hi[a0 + k]} * double{b.hi[b0 + k]};
+    }
+    acc = round_toward_zero(double{acc} + lo_hi);
+    acc = round_toward_zero(double{acc} + hi_lo);
+    acc = round_toward_zero(double{acc} + hi_hi);
+  }
+  return acc;
+}
+
+// acc_k += sum_j p_j v_jk over keys [j0, j1) (V rows of `dim` values), at the path's rounding points; P holds
+// what the path multiplies (fp32 P, or P rounded to the dtype on tensor cores).
+inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int64_t j0, int64_t j1, int64_t dim,
+                          ComputePath path) {
+  const size_t d = static_cast<size_t>(dim);
+  switch (path) {
+    case ComputePath::kGeneralFp32:
+      for (size_t j = static_cast<size_t>(j0); j < static_cast<size_t>(j1); ++j) {
+        for (size_t k = 0; k < d; ++k) acc[k] = std::fma(p.value[j], v.value[j * d + k], acc[k]);
+      }
+      return;
+    case ComputePath::kTensorCore:
+      for (int64_t b0 = j0; b0 < j1; b0 += kMmaKHalf) {
+        const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + kMmaKHalf));
+        for (size_t k = 0; k < d; ++k) {
+          double block = 0.0;
+          for (size_t j = lo; j < hi; ++j) block += double{p.value[j]} * double{v.value[j * d + k]};
+          acc[k] = round_toward_zero(double{acc[k]} + block);
+        }
+      }
+      return;
+    case ComputePath::kSplitTf32:
+      for (int64_t b0 = j0; b0 < j1; b0 += kMmaKTf32) {
+        const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + kMmaKTf32));
+        for (size_t k = 0; k < d; ++k) {
+          double lo_hi = 0.0, hi_lo = 0.0, hi_hi = 0.0;
+          for (size_t j = lo; j < hi; ++j) {
+            lo_hi += double{p.lo[j]} * double{v.hi[j * d + k]};
+            hi_lo += double{p.hi[j]} * double{v.lo[j * d + k]};
+            hi_hi += double{p.hi[j]} * double{v.hi[j * d + k]};
+          }
+          acc[k] = round_toward_zero(double{acc[k]} + lo_hi);
+          acc[k] = round_toward_zero(double{acc[k]} + hi_lo);
+          acc[k] = round_toward_zero(double{acc[k]} + hi_hi);
+        }
+      }
+      return;
+  }
+}
+
+}  // namespace flashcheck::oracle::detail

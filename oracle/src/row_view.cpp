@@ -1,0 +1,38 @@
+// view_row(): locates one query row's Q, K and V inside a Problem, with the shape checks that keep every
+// later loop in bounds.
+#include "row_view.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace flashcheck::oracle::detail {
+
+RowView view_row(const Problem& p, RowRef row) {
+  if (row.b < 0 || row.b >= p.batch || row.h < 0 || row.h >= p.heads_q || row.i < 0 || row.i >= p.seqlen_q) {
+    throw std::out_of_range("oracle: row (" + std::to_string(row.b) + ", " + std::to_string(row.h) + ", " +
+                            std::to_string(row.i) + ") is outside the problem");
+  }
+  if (p.heads_kv <= 0 || p.heads_q % p.heads_kv != 0 || p.head_dim <= 0 || p.seqlen_k < 0) {
+    throw std::out_of_range("oracle: the problem's heads_kv, head_dim or seqlen_k is invalid");
+  }
+  const int64_t q_size = p.batch * p.heads_q * p.seqlen_q * p.head_dim;
+  const int64_t kv_size = p.batch * p.heads_kv * p.seqlen_k * p.head_dim;
+  if (static_cast<int64_t>(p.q.size()) < q_size || static_cast<int64_t>(p.k.size()) < kv_size ||
+      static_cast<int64_t>(p.v.size()) < kv_size) {
+    throw std::out_of_range("oracle: the problem's q, k or v span is shorter than its shape");
+  }
+  RowView view;
+  view.row = row;
+  view.head_dim = p.head_dim;
+  view.seqlen_k = p.seqlen_k;
+  view.scale = p.scale;
+  view.visible = visible_keys(p.mask, row.i, p.seqlen_q, p.seqlen_k);
+  const int64_t h_kv = row.h / (p.heads_q / p.heads_kv);
+  view.q = p.q.data() + ((row.b * p.heads_q + row.h) * p.seqlen_q + row.i) * p.head_dim;
+  const int64_t kv_offset = (row.b * p.heads_kv + h_kv) * p.seqlen_k * p.head_dim;
+  view.k = p.k.data() + kv_offset;
+  view.v = p.v.data() + kv_offset;
+  return view;
+}
+
+}  // namespace flashcheck::oracle::detail

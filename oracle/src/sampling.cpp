@@ -1,0 +1,103 @@
+// sample_rows(): which rows of a large problem the verdict checks. Structural rows (first/last, Q-tile
+// boundaries, fully masked rows, causal-diagonal crossings of K tiles) are where tiling bugs live; they are
+// taken for the first and the last (batch, head) pair, so both ends of the grid and of a GQA group are
+// exercised, and a seeded uniform sample covers everything in between. Deterministic for a given seed.
+#include <algorithm>
+#include <set>
+
+#include "flashcheck/oracle.h"
+
+namespace flashcheck::oracle {
+namespace {
+
+// splitmix64 (Steele, Lea, Flood 2014): a tiny, well-mixed counter generator; the sample depends on the
+// seed only.
+uint64_t splitmix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [0, bound) by the multiply-high method (bias below 2^-64 * bound).
+int64_t uniform_below(uint64_t* state, int64_t bound) {
+  const unsigned __int128 wide = static_cast<unsigned __int128>(splitmix64(state)) * static_cast<uint64_t>(bound);
+  return static_cast<int64_t>(wide >> 64);
+}
+
+// Tile indices t in [1, tiles) whose boundary t * block we visit: the first and last kBoundaryTilesEachEnd.
+std::vector<int64_t> boundary_tiles(int64_t tiles) {
+  std::vector<int64_t> out;
+  for (int64_t t = 1; t < tiles; ++t) {
+    if (t <= kBoundaryTilesEachEnd || t >= tiles - kBoundaryTilesEachEnd) out.push_back(t);
+  }
+  return out;
+}
+
+// Query-row indices i of the structural rows of one (batch, head) pair.
+std::set<int64_t> structural_rows(const Problem& p, int32_t block_m, int32_t block_n) {
+  const int64_t sq = p.seqlen_q;
+  std::set<int64_t> rows = {0, sq - 1};
+  const auto add = [&](int64_t i) {
+    if (i >= 0 && i < sq) rows.insert(i);
+  };
+  if (block_m > 0) {
+    for (const int64_t t : boundary_tiles((sq + block_m - 1) / block_m)) {
+      add(t * block_m - 1);
+      add(t * block_m);
+      add(t * block_m + 1);
+    }
+  }
+  // Fully masked rows, and the first row after them; and rows whose last visible key sits next to a K-tile
+  // boundary (where the causal diagonal crosses from one K tile into the next).
+  std::set<int64_t> diagonal_counts;
+  if (block_n > 0 && p.mask != Mask::kNone) {
+    for (const int64_t t : boundary_tiles((p.seqlen_k + block_n - 1) / block_n)) {
+      diagonal_counts.insert({t * block_n - 1, t * block_n, t * block_n + 1});
+    }
+  }
+  int64_t first_masked = -1, last_masked = -1;
+  for (int64_t i = 0; i < sq; ++i) {
+    const int64_t visible = visible_keys(p.mask, i, sq, p.seqlen_k);
+    if (visible == 0) {
+      if (first_masked < 0) first_masked = i;
+      last_masked = i;
+    }
+    if (diagonal_counts.count(visible) != 0) rows.insert(i);
+  }
+  if (first_masked >= 0) {
+    add(first_masked);
+    add(last_masked);
+    add(last_masked + 1);
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::vector<RowRef> sample_rows(const Problem& problem, int32_t block_m, int32_t block_n, uint64_t seed,
+                                int64_t full_check_limit, int64_t random_rows) {
+  const int64_t heads = problem.heads_q;
+  const int64_t total = problem.batch * heads * problem.seqlen_q;
+  std::vector<RowRef> out;
+  if (problem.batch <= 0 || heads <= 0 || problem.seqlen_q <= 0) return out;
+  const auto ref_of = [&](int64_t flat) {
+    return RowRef{flat / (heads * problem.seqlen_q), (flat / problem.seqlen_q) % heads, flat % problem.seqlen_q};
+  };
+  if (total <= full_check_limit) {
+    out.reserve(static_cast<size_t>(total));
+    for (int64_t flat = 0; flat < total; ++flat) out.push_back(ref_of(flat));
+    return out;
+  }
+  const std::set<int64_t> structural = structural_rows(problem, block_m, block_n);
+  for (const RowRef pair : {RowRef{0, 0, 0}, RowRef{problem.batch - 1, heads - 1, 0}}) {
+    for (const int64_t i : structural) out.push_back(RowRef{pair.b, pair.h, i});
+  }
+  uint64_t state = seed;
+  for (int64_t r = 0; r < random_rows; ++r) out.push_back(ref_of(uniform_below(&state, total)));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace flashcheck::oracle

@@ -1,0 +1,34 @@
+// The two oracle tiers behind compute_row(). The fast tier classifies the row (non-finite inputs, usable
+// keys, domain flags) and computes every bound ingredient; the gold tier reuses that classification and
+// those ingredients and recomputes O, LSE, m and l in 113-bit arithmetic, with its own (tiny) error terms.
+#pragma once
+
+#include <vector>
+
+#include "flashcheck/oracle.h"
+#include "row_view.h"
+
+namespace flashcheck::oracle::detail {
+
+inline constexpr double kFp32Max = 0x1.fffffep127;         // FLT_MAX
+inline constexpr double kOverflowGuard = kFp32Max / 4.0;    // headroom for x - m and accumulation errors
+inline constexpr double kLog2e = 1.4426950408889634074;    // log2(e), nearest double
+inline constexpr double kFlushOperand = 0x1p-114;  // a product with an operand below this may lose a split part or be flushed
+inline constexpr double kFlushResult = 0x1p-126;   // fp32's smallest normal: FTZ arithmetic drops anything below
+inline constexpr double kQuadUnit = 0x1p-113;      // unit roundoff of cpp_bin_float_quad
+// Allowance for Boost's exp/log of cpp_bin_float_quad, in ulps of the result: kGoldFunctionUlps, plus for
+// exp kGoldExpUlpsPerUnit per unit of |x| (its argument reduction loses about |x|/2 ulp: measured 305 ulp at
+// x = -1000). oracle_test measures both against cpp_bin_float_50 (53 more bits) and fails if exceeded.
+inline constexpr double kGoldFunctionUlps = 16.0;
+inline constexpr double kGoldExpUlpsPerUnit = 1.0;
+
+struct FastRow {
+  RowResult result;
+  std::vector<char> usable;  // [visible]: the key's score is finite (a -inf score carries zero weight)
+  bool numeric = false;      // the row has usable keys and no non-finite score: O, LSE, m, l are numbers
+};
+
+FastRow fast_row(const RowView& view);
+RowResult gold_row(const RowView& view);
+
+}  // namespace flashcheck::oracle::detail

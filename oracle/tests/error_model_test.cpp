@@ -1,0 +1,469 @@
+// error_model_test (CPU tier): the bound against fp32 computations that follow each compute path's rounding
+// points (a tiled online-softmax model written here from kernel/src/families.h, and the library's non-tiled
+// emulated reference), with exp2 errors pushed to the documented limit; monotonicity in head_dim, seqlen and
+// tile count; fair judgement of rows whose O cancels to zero; the statistical check on healthy and degraded
+// tiled models; and the verdict helpers' non-finite semantics.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "flashcheck/error_model.h"
+#include "fp_emulation.h"
+#include "test_problems.h"
+
+namespace flashcheck::oracle {
+namespace {
+
+using testing::fill;
+using testing::make_shape;
+using testing::Rng;
+using testing::TestProblem;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr float kFtzLimit = 0x1p-126f;
+
+// ---- a tiled fp32 model of the kernel (families.h), independent of the host model
+
+enum class Defect { kNone, kPOneFormatCoarser, kOAccumInDtype, kMissingRescale, kLseBase2 };
+
+struct TiledModel {
+  DType dtype = DType::kF32;
+  ComputePath path = ComputePath::kGeneralFp32;
+  int32_t block_n = 64;
+  int exp_bias = 0;  // exp2 error: 0 none, +1 / -1 every result at +-kExp2RelErr, 2 alternating by key
+  Defect defect = Defect::kNone;
+};
+
+struct TiledRow {
+  std::vector<double> o;
+  double lse = 0, m = 0, l = 0;
+};
+
+// One rounding step coarser than the format P is kept in (the host model's ModelDefect ladder).
+float coarser(const TiledModel& model, float p) {
+  if (model.path != ComputePath::kTensorCore || model.dtype == DType::kF32) return detail::round_to_dtype(DType::kF16, p);
+  if (model.dtype == DType::kF16) return detail::round_to_dtype(DType::kBF16, p);
+  return detail::round_to_format(p, 4, -6, 448.0);  // fp8 e4m3
+}
+
+// The kernels' exp2 with its error and flush-to-zero.
+float exp2_model(float arg, int bias, int64_t key) {
+  const int sign = bias == 2 ? (key % 2 == 0 ? 1 : -1) : bias;
+  const float p = static_cast<float>(std::exp2(static_cast<double>(arg)) * (1 + sign * kExp2RelErr));
+  return std::fabs(p) < kFtzLimit ? 0.0f : p;
+}
+
+TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
+  const int64_t dim = tp.head_dim;
+  const int64_t n = visible_keys(tp.mask, row.i, tp.seqlen_q, tp.seqlen_k);
+  const int64_t h_kv = row.h / (tp.heads_q / tp.heads_kv);
+  const double* q64 = tp.q.data() + ((row.b * tp.heads_q + row.h) * tp.seqlen_q + row.i) * dim;
+  const double* k64 = tp.k.data() + (row.b * tp.heads_kv + h_kv) * tp.seqlen_k * dim;
+  const double* v64 = tp.v.data() + (row.b * tp.heads_kv + h_kv) * tp.seqlen_k * dim;
+  const detail::Operands q = detail::make_operands(std::vector<float>(q64, q64 + dim), model.path);
+  const detail::Operands k = detail::make_operands(std::vector<float>(k64, k64 + n * dim), model.path);
+  const detail::Operands v = detail::make_operands(std::vector<float>(v64, v64 + n * dim), model.path);
+  const bool fma_form = model.path == ComputePath::kTensorCore;  // p = exp2(fma(s, c, -fl(m c))), m raw
+  const float scale = static_cast<float>(tp.scale);
+  const float c = scale * detail::kLog2eF;
+  float m_run = -std::numeric_limits<float>::infinity(), l = 0.0f;
+  std::vector<float> acc(static_cast<size_t>(dim), 0.0f), p(static_cast<size_t>(n));
+  for (int64_t t0 = 0; t0 < n; t0 += model.block_n) {
+    const int64_t t1 = std::min<int64_t>(n, t0 + model.block_n);
+    const bool last_tile = t1 == n;
+    std::vector<float> s(static_cast<size_t>(t1 - t0));
+    float tile_max = -std::numeric_limits<float>::infinity();
+    for (int64_t j = t0; j < t1; ++j) {
+      const float dot = detail::dot_fp32(q, 0, k, static_cast<size_t>(j * dim), dim, model.path, detail::DotRounding::kTruncatedBlocks);
+      s[static_cast<size_t>(j - t0)] = fma_form ? dot : dot * c;
+      tile_max = std::fmax(tile_max, s[static_cast<size_t>(j - t0)]);
+    }
+    const float m_new = std::fmax(m_run, tile_max);
+    float alpha = 0.0f, p_sum = 0.0f;
+    if (fma_form) {
+      const float m_scaled = m_new == -std::numeric_limits<float>::infinity() ? 0.0f : m_new * c;
+      alpha = exp2_model(std::fma(m_run, c, -m_scaled), model.exp_bias, -1 - t0);
+      for (int64_t j = t0; j < t1; ++j) p[static_cast<size_t>(j)] = exp2_model(std::fma(s[static_cast<size_t>(j - t0)], c, -m_scaled), model.exp_bias, j);
+    } else {
+      const float m_use = m_new == -std::numeric_limits<float>::infinity() ? 0.0f : m_new;
+      alpha = exp2_model(m_run - m_use, model.exp_bias, -1 - t0);
+      for (int64_t j = t0; j < t1; ++j) p[static_cast<size_t>(j)] = exp2_model(s[static_cast<size_t>(j - t0)] - m_use, model.exp_bias, j);
+    }
+    for (int64_t j = t0; j < t1; ++j) p_sum += p[static_cast<size_t>(j)];
+    l = std::fma(l, alpha, p_sum);
+    if (!(model.defect == Defect::kMissingRescale && last_tile)) {
+      for (float& a : acc) a *= alpha;
+    }
+    for (int64_t j = t0; j < t1; ++j) {
+      float& pj = p[static_cast<size_t>(j)];
+      if (model.path == ComputePath::kTensorCore) pj = detail::round_to_dtype(model.dtype, pj);
+      if (model.defect == Defect::kPOneFormatCoarser) pj = coarser(model, pj);
+    }
+    detail::accumulate_pv(acc.data(), detail::make_operands(p, model.path), v, t0, t1, dim, model.path);
+    if (model.defect == Defect::kOAccumInDtype) {
+      for (float& a : acc) a = detail::round_to_dtype(model.dtype, a);
+    }
+    m_run = m_new;
+  }
+  TiledRow out;
+  out.o.assign(static_cast<size_t>(dim), 0.0);
+  const bool empty = l == 0.0f;
+  for (int64_t d = 0; d < dim; ++d) {
+    out.o[static_cast<size_t>(d)] = empty ? 0.0 : detail::round_to_dtype(model.dtype, acc[static_cast<size_t>(d)] / l);
+  }
+  const float m_natural = fma_form ? m_run * std::fabs(scale) : m_run * detail::kLn2F;
+  out.m = m_natural;
+  out.l = l;
+  out.lse = empty ? -kInf
+                  : model.defect == Defect::kLseBase2 ? m_natural * detail::kLog2eF + std::log2(l) : m_natural + std::log(l);
+  return out;
+}
+
+// ---- judging one row the way the verdict does
+
+struct RowJudgement {
+  double o = 0, lse = 0, m = 0, l = 0;  // worst ratios
+  double worst() const { return std::max({o, lse, m, l}); }
+};
+
+RowJudgement judge_row(const RowResult& exact, const RowBound& bound, const TiledRow& got) {
+  RowJudgement j;
+  for (size_t k = 0; k < got.o.size(); ++k) {
+    const double r = error_ratio(got.o[k], exact.o[k], bound.o[k], bound.unconstrained);
+    j.o = std::isnan(r) ? kInf : std::max(j.o, r);
+  }
+  const double lse = error_ratio(got.lse, exact.lse, bound.lse, bound.unconstrained);
+  j.lse = std::isnan(lse) ? kInf : lse;
+  const double m = m_error_ratio(exact, bound, got.m);
+  j.m = std::isnan(m) ? kInf : m;
+  const double l = l_error_ratio(exact, bound, got.m, got.l);
+  j.l = std::isnan(l) ? kInf : l;
+  return j;
+}
+
+struct Config {
+  DType dtype;
+  ComputePath path;
+};
+constexpr Config kConfigs[] = {
+    {DType::kF32, ComputePath::kGeneralFp32}, {DType::kF32, ComputePath::kSplitTf32},
+    {DType::kF16, ComputePath::kGeneralFp32}, {DType::kF16, ComputePath::kTensorCore},
+    {DType::kBF16, ComputePath::kGeneralFp32}, {DType::kBF16, ComputePath::kTensorCore},
+};
+
+std::string config_name(const Config& c) { return std::string(to_string(c.dtype)) + "/" + to_string(c.path); }
+
+// Value scenarios: the standard case and the adversarial ones of docs/error-model.md.
+using Scenario = std::function<void(TestProblem*, Rng*)>;
+struct NamedScenario {
+  const char* name;
+  Scenario fill_values;
+};
+
+std::vector<NamedScenario> scenarios() {
+  const auto normal = [](double sq, double sk, double sv) {
+    return [=](TestProblem* p, Rng* rng) {
+      fill(p, 'q', [&](int64_t) { return rng->normal(0, sq); });
+      fill(p, 'k', [&](int64_t) { return rng->normal(0, sk); });
+      fill(p, 'v', [&](int64_t) { return rng->normal(0, sv); });
+    };
+  };
+  return {
+      {"normal", normal(1, 1, 1)},
+      {"wide-logits", normal(3, 3, 1)},
+      {"huge-logits", normal(12, 12, 1)},
+      {"ramp", [](TestProblem* p, Rng* rng) {  // logits increase along the keys: the max moves every tile
+         fill(p, 'q', [&](int64_t) { return 1.0 + 0.1 * rng->uniform(); });
+         fill(p, 'k', [&](int64_t e) { return 8.0 * static_cast<double>(e / p->head_dim) / static_cast<double>(p->seqlen_k) + 0.01 * rng->uniform(); });
+         fill(p, 'v', [&](int64_t) { return rng->uniform(-1, 1); });
+       }},
+      {"dominant", [](TestProblem* p, Rng* rng) {
+         const int64_t star = rng->below(p->seqlen_k);
+         fill(p, 'q', [&](int64_t) { return rng->normal(0, 1); });
+         fill(p, 'k', [&](int64_t e) { return rng->normal(0, e / p->head_dim == star ? 6.0 : 1.0); });
+         fill(p, 'v', [&](int64_t) { return rng->normal(0, 1); });
+       }},
+      {"cancelling-v", [](TestProblem* p, Rng* rng) {  // V rows in opposite pairs over equal keys: O near 0
+         fill(p, 'q', [&](int64_t) { return rng->normal(0, 1); });
+         std::vector<double> base(p->k.size());
+         for (double& b : base) b = rng->normal(0, 1);
+         fill(p, 'k', [&](int64_t e) { return base[static_cast<size_t>(((e / p->head_dim) / 2 * 2) * p->head_dim + e % p->head_dim)]; });
+         std::vector<double> vals(p->v.size());
+         for (double& b : vals) b = rng->normal(0, 4);
+         fill(p, 'v', [&](int64_t e) {
+           const int64_t j = e / p->head_dim;
+           const double x = vals[static_cast<size_t>((j / 2 * 2) * p->head_dim + e % p->head_dim)];
+           return j % 2 == 0 ? x : -x;
+         });
+       }},
+      {"constant-v", [](TestProblem* p, Rng* rng) {
+         fill(p, 'q', [&](int64_t) { return rng->normal(0, 2); });
+         fill(p, 'k', [&](int64_t) { return rng->normal(0, 2); });
+         fill(p, 'v', [](int64_t) { return 0.7; });
+       }},
+      {"large-v", [](TestProblem* p, Rng* rng) {
+         const double big = p->dtype == DType::kF16 ? 30000.0 : 1e30;
+         fill(p, 'q', [&](int64_t) { return rng->normal(0, 1); });
+         fill(p, 'k', [&](int64_t) { return rng->normal(0, 1); });
+         fill(p, 'v', [&](int64_t) { return rng->uniform(-big, big); });
+       }},
+      {"subnormal", [](TestProblem* p, Rng* rng) {
+         const double tiny = p->dtype == DType::kF16 ? 0x1p-20 : 0x1p-130;
+         fill(p, 'q', [&](int64_t) { return rng->normal(0, 1); });
+         fill(p, 'k', [&](int64_t) { return tiny * rng->normal(0, 1); });
+         fill(p, 'v', [&](int64_t) { return tiny * rng->normal(0, 1); });
+       }},
+      {"ties", [](TestProblem* p, Rng* rng) {
+         fill(p, 'q', [&](int64_t) { return rng->normal(0, 2); });
+         std::vector<double> top(static_cast<size_t>(p->head_dim));
+         for (double& t : top) t = rng->normal(0, 2);
+         fill(p, 'k', [&](int64_t e) { return (e / p->head_dim) % 3 == 0 ? top[static_cast<size_t>(e % p->head_dim)] : rng->normal(0, 1); });
+         fill(p, 'v', [&](int64_t) { return rng->uniform(-1, 1); });
+       }},
+  };
+}
+
+// ---- the bound holds
+
+TEST(ErrorModelBound, HoldsForTiledFp32ModelsOfEveryPath) {
+  Rng rng(31337);
+  const std::vector<NamedScenario> all = scenarios();
+  int64_t rows = 0;
+  for (const Config& config : kConfigs) {
+    double worst = 0.0;
+    std::string worst_where;
+    for (const NamedScenario& scenario : all) {
+      for (const int64_t seqlen_k : {1, 5, 64, 65, 200}) {
+        for (const int64_t head_dim : {1, 8, 64, 128}) {
+          for (const int32_t block_n : {16, 64}) {
+            const Mask mask = rng.below(3) == 0 ? Mask::kCausalBottomRight : Mask::kNone;
+            TestProblem p = make_shape(config.dtype, 2, seqlen_k, head_dim, mask);
+            scenario.fill_values(&p, &rng);
+            TiledModel model{config.dtype, config.path, block_n, static_cast<int>(rng.below(4)) - 1};
+            if (model.exp_bias < 0 && rng.below(2) == 0) model.exp_bias = 2;
+            for (int64_t i = 0; i < 2; ++i) {
+              const RowRef row{0, 0, i};
+              const RowResult exact = compute_row(p.view(), row, Tier::kFast);
+              const RowBound bound = bound_row(exact, config.dtype, config.path, block_n, head_dim);
+              const RowJudgement j = judge_row(exact, bound, run_tiled(p, row, model));
+              const std::vector<double> emulated = emulated_row(p.view(), row, config.dtype, config.path);
+              double emulated_worst = 0.0;
+              for (size_t k = 0; k < emulated.size(); ++k) {
+                const double r = error_ratio(emulated[k], exact.o[k], bound.o[k], bound.unconstrained);
+                emulated_worst = std::isnan(r) ? kInf : std::max(emulated_worst, r);
+              }
+              const std::string where = config_name(config) + " " + scenario.name + " sk=" + std::to_string(seqlen_k) +
+                                        " d=" + std::to_string(head_dim) + " bn=" + std::to_string(block_n) +
+                                        " row " + std::to_string(i) + " exp_bias " + std::to_string(model.exp_bias);
+              EXPECT_LE(j.worst(), 1.0) << where << " (O " << j.o << ", LSE " << j.lse << ", m " << j.m << ", l " << j.l << ")";
+              EXPECT_LE(emulated_worst, 1.0) << where << " (emulated reference)";
+              if (j.worst() > worst) {
+                worst = j.worst();
+                worst_where = where;
+              }
+              ++rows;
+            }
+          }
+        }
+      }
+    }
+    std::printf("%-18s worst ratio %.3g at %s\n", config_name(config).c_str(), worst, worst_where.c_str());
+  }
+  EXPECT_GT(rows, 4000);
+}
+
+TEST(ErrorModelBound, UnconstrainedRowsMakeNoNumericClaim) {
+  TestProblem p = make_shape(DType::kBF16, 1, 3, 4);
+  fill(&p, 'q', [](int64_t) { return 1e30; });
+  fill(&p, 'k', [](int64_t) { return 1e30; });
+  fill(&p, 'v', [](int64_t) { return 1.0; });
+  const RowResult exact = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
+  const RowBound bound = bound_row(exact, DType::kBF16, ComputePath::kTensorCore, 64, 4);
+  EXPECT_TRUE(bound.unconstrained);
+  EXPECT_EQ(error_ratio(kInf, exact.o[0], bound.o[0], bound.unconstrained), 0.0);
+  EXPECT_EQ(m_error_ratio(exact, bound, kNaN), 0.0);
+  EXPECT_EQ(l_error_ratio(exact, bound, kNaN, kNaN), 0.0);
+}
+
+// ---- monotonic in head_dim, seqlen and tile count
+
+TEST(ErrorModelBound, GrowsWithHeadDimSeqlenAndTileCount) {
+  TestProblem p = make_shape(DType::kF16, 1, 256, 64);
+  Rng rng(5);
+  scenarios()[0].fill_values(&p, &rng);
+  const RowResult exact = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
+  for (const Config& config : kConfigs) {
+    const RowBound d32 = bound_row(exact, config.dtype, config.path, 64, 32);
+    const RowBound d128 = bound_row(exact, config.dtype, config.path, 64, 128);
+    const RowBound bn16 = bound_row(exact, config.dtype, config.path, 16, 32);
+    RowResult longer = exact;
+    longer.visible *= 4;
+    longer.seqlen_k *= 4;
+    const RowBound n4 = bound_row(longer, config.dtype, config.path, 64, 32);
+    for (size_t k = 0; k < exact.o.size(); ++k) {
+      EXPECT_LT(d32.o[k], d128.o[k]) << config_name(config);
+      EXPECT_LT(d32.o[k], bn16.o[k]) << config_name(config);
+      EXPECT_LT(d32.o[k], n4.o[k]) << config_name(config);
+    }
+    EXPECT_LT(d32.lse, d128.lse);
+    EXPECT_LT(d32.l_rel, n4.l_rel);
+    EXPECT_LT(d32.m, d128.m);
+  }
+}
+
+// ---- rows whose O cancels to zero
+
+TEST(ErrorModelBound, CancellingRowsAreJudgedOnTheirScaleNotOnO) {
+  // O is near 0 while A_k = sum_j p_j |v_jk| is O(1): V is centred on its own weighted mean, so only the
+  // roundings of V to fp16 are left in O. The kernel's error is then a rounding of A_k, not of O.
+  TestProblem p = make_shape(DType::kF16, 1, 64, 64);
+  Rng rng(8);
+  scenarios()[0].fill_values(&p, &rng);
+  fill(&p, 'v', [&](int64_t) { return rng.normal(0, 4); });
+  const RowResult uncentred = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
+  for (size_t e = 0; e < p.v.size(); ++e) {
+    p.v[e] = testing::round_to(DType::kF16, p.v[e] - uncentred.o[e % static_cast<size_t>(p.head_dim)]);
+  }
+  const RowResult exact = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
+  const RowBound bound = bound_row(exact, DType::kF16, ComputePath::kTensorCore, 64, 64);
+  const TiledRow got = run_tiled(p, {0, 0, 0}, {DType::kF16, ComputePath::kTensorCore, 64, 1});
+  double worst_vs_o = 0, worst_ratio = 0, loosest = 0, largest_o = 0;
+  for (size_t k = 0; k < exact.o.size(); ++k) {
+    const double err = std::fabs(got.o[k] - exact.o[k]);
+    worst_vs_o = std::max(worst_vs_o, err / (unit_roundoff(DType::kF16) * std::fabs(exact.o[k]) + 1e-300));
+    worst_ratio = std::max(worst_ratio, err / bound.o[k]);
+    loosest = std::max(loosest, bound.o[k] / (unit_roundoff(DType::kF16) * exact.abs_pv[k]));
+    largest_o = std::max(largest_o, std::fabs(exact.o[k]) / exact.abs_pv[k]);
+  }
+  EXPECT_LT(largest_o, 1e-3);   // the row does cancel
+  EXPECT_GT(worst_vs_o, 10.0);  // a bound relative to |O| would fail this healthy computation
+  EXPECT_LE(worst_ratio, 1.0);
+  EXPECT_LE(loosest, 4.0);  // and ours stays within a few roundings of A_k: still sharp
+  std::printf("cancelling row: |O| <= %.2g A_k, error up to %.3g u|O|, ratio %.3g, bound <= %.3g u A_k\n", largest_o,
+              worst_vs_o, worst_ratio, loosest);
+}
+
+// ---- degraded tiled models: the bound or the statistical check catches each
+
+struct CaseOutcome {
+  explicit CaseOutcome(DType dtype) : rms(dtype) {}
+  double bound_ratio = 0;  // worst of O, LSE, m, l over the rows
+  RmsCheck rms;
+};
+
+CaseOutcome run_case(const TestProblem& p, const TiledModel& model, int64_t rows) {
+  CaseOutcome out(model.dtype);
+  for (int64_t i = 0; i < rows; ++i) {
+    const RowRef row{0, 0, i};
+    const RowResult exact = compute_row(p.view(), row, Tier::kFast);
+    const RowBound bound = bound_row(exact, model.dtype, model.path, model.block_n, p.head_dim);
+    const TiledRow got = run_tiled(p, row, model);
+    out.bound_ratio = std::max(out.bound_ratio, judge_row(exact, bound, got).worst());
+    const std::vector<double> ref = emulated_row(p.view(), row, model.dtype, model.path);
+    for (size_t k = 0; k < exact.o.size(); ++k) out.rms.add(got.o[k], ref[k], exact.o[k], exact.abs_pv[k]);
+  }
+  return out;
+}
+
+TEST(ErrorModelDegraded, POneFormatCoarserIsCaught) {
+  // fp16 tensor core with P rounded to bf16: the bound catches short rows; on long rows the error averages
+  // down below the worst case and only the statistical check sees it.
+  Rng rng(40);
+  TestProblem short_rows = make_shape(DType::kF16, 8, 6, 64);
+  scenarios()[0].fill_values(&short_rows, &rng);
+  TiledModel coarse{DType::kF16, ComputePath::kTensorCore, 64, 0, Defect::kPOneFormatCoarser};
+  EXPECT_GT(run_case(short_rows, coarse, 8).bound_ratio, 1.0);
+
+  TestProblem long_rows = make_shape(DType::kF16, 8, 2048, 64);
+  scenarios()[0].fill_values(&long_rows, &rng);
+  const CaseOutcome bad = run_case(long_rows, coarse, 8);
+  TiledModel healthy = coarse;
+  healthy.defect = Defect::kNone;
+  const CaseOutcome good = run_case(long_rows, healthy, 8);
+  std::printf("P one format coarser, seqlen_k 2048: bound ratio %.3g, RMS ratio %.3g (healthy: %.3g, %.3g)\n",
+              bad.bound_ratio, bad.rms.ratio(), good.bound_ratio, good.rms.ratio());
+  EXPECT_LE(good.bound_ratio, 1.0);
+  EXPECT_LE(good.rms.ratio(), 1.0);
+  EXPECT_GT(bad.rms.ratio(), 1.0);
+}
+
+TEST(ErrorModelDegraded, MissingRescaleOAccumInDtypeAndLseBase2AreCaught) {
+  Rng rng(41);
+  TestProblem ramp = make_shape(DType::kBF16, 4, 256, 32);
+  scenarios()[3].fill_values(&ramp, &rng);  // the max moves in every tile, the last one included
+  EXPECT_GT(run_case(ramp, {DType::kBF16, ComputePath::kTensorCore, 64, 0, Defect::kMissingRescale}, 4).bound_ratio, 1.0);
+
+  TestProblem normal = make_shape(DType::kF16, 8, 4096, 64);  // 64 tiles of 64 keys to round O after
+  scenarios()[0].fill_values(&normal, &rng);
+  const CaseOutcome accum = run_case(normal, {DType::kF16, ComputePath::kTensorCore, 64, 0, Defect::kOAccumInDtype}, 8);
+  std::printf("O accumulated in fp16: bound ratio %.3g, RMS ratio %.3g\n", accum.bound_ratio, accum.rms.ratio());
+  EXPECT_GT(std::max(accum.bound_ratio, accum.rms.ratio()), 1.0);
+
+  const CaseOutcome base2 = run_case(normal, {DType::kF16, ComputePath::kTensorCore, 64, 0, Defect::kLseBase2}, 2);
+  EXPECT_GT(base2.bound_ratio, 1.0);
+}
+
+// ---- verdict helpers
+
+TEST(ErrorModelVerdict, ErrorRatioFollowsTheNonFiniteSemantics) {
+  EXPECT_EQ(error_ratio(kNaN, kNaN, 1, false), 0.0);   // "must be non-finite": NaN ok
+  EXPECT_EQ(error_ratio(-kInf, kNaN, 1, false), 0.0);  // so is an infinity
+  EXPECT_EQ(error_ratio(1.0, kNaN, 1, false), kInf);   // a finite value is not
+  EXPECT_EQ(error_ratio(-kInf, -kInf, 0, false), 0.0);
+  EXPECT_EQ(error_ratio(kNaN, -kInf, 0, false), kInf);  // LSE of an empty row is exactly -inf
+  EXPECT_EQ(error_ratio(5.0, 1.0, 1, true), 0.0);       // unconstrained: no claim on finite values
+  EXPECT_TRUE(std::isnan(error_ratio(kInf, 1.0, 1, false)));
+  EXPECT_EQ(error_ratio(0.0, 0.0, 0, false), 0.0);
+  EXPECT_EQ(error_ratio(1e-30, 0.0, 0, false), kInf);
+  EXPECT_DOUBLE_EQ(error_ratio(1.5, 1.0, 0.25, false), 2.0);
+}
+
+TEST(ErrorModelVerdict, RmsCheckArithmetic) {
+  RmsCheck check(DType::kF16);
+  EXPECT_EQ(check.ratio(), 0.0);
+  // Relative to A_k: kernel errors 3/8 and 4/4, reference errors 1/8 and 1/4, exact 10/8 and 0/4.
+  check.add(13.0, 11.0, 10.0, 8.0);
+  check.add(-4.0, 1.0, 0.0, 4.0);
+  check.add(kNaN, 0.0, 0.0, 1.0);  // non-finite elements are not part of the statistic
+  check.add(1.0, 0.0, 0.0, 0.0);   // nor are elements without scale
+  EXPECT_EQ(check.count(), 2);
+  const double kernel = std::sqrt((9.0 / 64 + 1.0) / 2), reference = std::sqrt((1.0 / 64 + 1.0 / 16) / 2);
+  EXPECT_NEAR(check.rms_kernel(), kernel, 1e-15);
+  EXPECT_NEAR(check.rms_reference(), reference, 1e-15);
+  const double floor = kRmsFloorUlps * (0x1p-11 * std::sqrt(100.0 / 64 / 2) + 0x1p-24) / std::sqrt(2.0);
+  EXPECT_NEAR(check.rms_floor(), floor, 1e-15);
+  EXPECT_NEAR(check.ratio(), kernel / (kRmsFactor * reference + floor), 1e-12);
+  RmsCheck other(DType::kF16);
+  other.add(0.0, 0.0, 0.0, 8.0);
+  check.merge(other);
+  EXPECT_EQ(check.count(), 3);
+  RmsCheck exact_reference(DType::kF32);  // a reference with no error: only the floor remains
+  exact_reference.add(1.0 + 0x1p-23, 1.0, 1.0, 1.0);
+  EXPECT_NEAR(exact_reference.ratio(), 0x1p-23 / (kRmsFloorUlps * 2 * 0x1p-24), 1e-12);
+}
+
+TEST(ErrorModelVerdict, LGivenMKeepsTheLowPartOfALargeMax) {
+  // Scores near 2^20: the max as a double loses its low part; l relative to an fp32 m must not.
+  TestProblem p = make_shape(DType::kF32, 1, 16, 8);
+  p.scale = 1.0;
+  Rng rng(6);
+  fill(&p, 'q', [&](int64_t) { return 300.0 + rng.uniform(); });
+  fill(&p, 'k', [&](int64_t) { return 400.0 + rng.uniform(); });
+  fill(&p, 'v', [&](int64_t) { return rng.uniform(); });
+  const RowResult exact = compute_row(p.view(), {0, 0, 0}, Tier::kGold);
+  const double kernel_m = static_cast<float>(exact.m);
+  // Direct: sum_j exp(s_j - kernel_m) with the scores in 113-bit arithmetic via the gold tier's l and m.
+  const RowResult fast = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
+  const double a = l_given_m(exact, kernel_m), b = l_given_m(fast, kernel_m);
+  EXPECT_NEAR(a / b, 1.0, 1e-12);
+  EXPECT_GT(std::fabs(exact.m - kernel_m), 1e-3);  // the test means something: the fp32 m is off by more than ulps of double
+}
+
+}  // namespace
+}  // namespace flashcheck::oracle

@@ -1,0 +1,523 @@
+// oracle_test (CPU tier): both oracle tiers against closed forms (equal logits, one dominant key, two keys,
+// head_dim 1, seqlen_k 1, fully masked rows), the documented non-finite semantics, the fast tier against
+// gold within the fast tier's own documented error on random and ill-conditioned rows, the accuracy of
+// gold's exp/log, row sampling, and the throughput quoted in docs/error-model.md.
+#include <gtest/gtest.h>
+
+#include <boost/multiprecision/cpp_bin_float.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <set>
+#include <string>
+
+#include "flashcheck/oracle.h"
+#include "test_problems.h"
+#include "tiers.h"
+
+namespace flashcheck::oracle {
+namespace {
+
+using testing::fill;
+using testing::fill_normal;
+using testing::make_shape;
+using testing::Rng;
+using testing::TestProblem;
+using Quad = boost::multiprecision::cpp_bin_float_quad;
+using Wide = boost::multiprecision::cpp_bin_float_50;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr Tier kTiers[] = {Tier::kFast, Tier::kGold};
+// The fast tier's documented error must be small to be useful: below 2^-40 of the row's scale (A_k + |O_k|)
+// on every row of these tests (docs/error-model.md quotes ~2^-50).
+constexpr double kFastErrorCeiling = 0x1p-40;
+
+RowResult row_of(const TestProblem& p, RowRef r, Tier tier) { return compute_row(p.view(), r, tier); }
+
+std::string label(Tier tier) { return std::string("tier ") + to_string(tier); }
+
+// |got - want| within the tier's own error bound plus `extra` (the reference's own rounding).
+void expect_o_near(const RowResult& r, const std::vector<double>& want, double extra_rel, Tier tier) {
+  ASSERT_EQ(r.o.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    EXPECT_LE(std::fabs(r.o[k] - want[k]), r.o_err[k] + extra_rel * std::fabs(want[k]))
+        << label(tier) << " col " << k << " got " << r.o[k] << " want " << want[k];
+  }
+}
+
+void expect_empty_row(const RowResult& r) {
+  for (double o : r.o) EXPECT_EQ(o, 0.0);
+  EXPECT_EQ(r.lse, -kInf);
+  EXPECT_EQ(r.m, -kInf);
+  EXPECT_EQ(r.l, 0.0);
+}
+
+// Fast and gold agree within the sum of their documented errors; the fast tier's error is non-vacuous.
+void expect_tiers_agree(const TestProblem& p, RowRef row, const std::string& what) {
+  const RowResult fast = row_of(p, row, Tier::kFast);
+  const RowResult gold = row_of(p, row, Tier::kGold);
+  ASSERT_EQ(fast.o.size(), gold.o.size());
+  for (size_t k = 0; k < fast.o.size(); ++k) {
+    if (std::isnan(gold.o[k])) {
+      EXPECT_TRUE(std::isnan(fast.o[k])) << what << " col " << k;
+      continue;
+    }
+    EXPECT_LE(std::fabs(fast.o[k] - gold.o[k]), fast.o_err[k] + gold.o_err[k])
+        << what << " col " << k << " fast " << fast.o[k] << " gold " << gold.o[k] << " fast err " << fast.o_err[k];
+    EXPECT_LE(fast.o_err[k], kFastErrorCeiling * (fast.abs_pv[k] + std::fabs(fast.o[k])) + 1e-300) << what << " col " << k;
+  }
+  if (std::isfinite(gold.lse)) {
+    EXPECT_LE(std::fabs(fast.lse - gold.lse), fast.lse_err + gold.lse_err) << what;
+    EXPECT_LE(fast.lse_err, kFastErrorCeiling * (1 + std::fabs(gold.lse))) << what;
+    const double dm = (fast.m - gold.m) + (fast.m_lo - gold.m_lo);
+    EXPECT_LE(std::fabs(dm), fast.m_err + gold.m_err) << what;
+    EXPECT_LE(std::fabs(fast.l / gold.l - 1), fast.l_rel_err + gold.l_rel_err) << what;
+  } else {
+    EXPECT_EQ(std::isnan(fast.lse), std::isnan(gold.lse)) << what;
+    if (!std::isnan(gold.lse)) {
+      EXPECT_EQ(fast.lse, gold.lse) << what;  // -inf: a row with no usable key
+    }
+  }
+}
+
+// ---- closed forms
+
+TEST(OracleClosedForm, EqualLogitsGiveTheMeanOfVAndLseSPlusLnN) {
+  for (const DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    constexpr int64_t kKeys = 37, kDim = 8;
+    TestProblem p = make_shape(dtype, 1, kKeys, kDim);
+    Rng rng(11);
+    fill(&p, 'q', [&](int64_t) { return rng.normal(0, 1); });
+    std::vector<double> key(kDim);
+    for (double& x : key) x = testing::round_to(dtype, rng.normal(0, 1));
+    fill(&p, 'k', [&](int64_t e) { return key[static_cast<size_t>(e % kDim)]; });  // every key the same: equal logits
+    fill(&p, 'v', [&](int64_t) { return rng.uniform(-2, 2); });
+    Quad s = 0;
+    for (int64_t d = 0; d < kDim; ++d) s += Quad(p.q[static_cast<size_t>(d)]) * Quad(key[static_cast<size_t>(d)]);
+    s *= Quad(p.scale);
+    std::vector<double> mean(kDim);
+    for (int64_t d = 0; d < kDim; ++d) {
+      Quad sum = 0;
+      for (int64_t j = 0; j < kKeys; ++j) sum += Quad(p.v[static_cast<size_t>(j * kDim + d)]);
+      mean[static_cast<size_t>(d)] = static_cast<double>(sum / kKeys);
+    }
+    const double lse = static_cast<double>(s + log(Quad(kKeys)));
+    for (const Tier tier : kTiers) {
+      const RowResult r = row_of(p, {0, 0, 0}, tier);
+      expect_o_near(r, mean, 0x1p-53, tier);
+      EXPECT_LE(std::fabs(r.lse - lse), r.lse_err + 0x1p-53 * std::fabs(lse)) << label(tier);
+      EXPECT_LE(std::fabs(r.m - static_cast<double>(s)), r.m_err) << label(tier);
+      EXPECT_EQ(r.l, static_cast<double>(kKeys)) << label(tier);  // every w_j = exp(0) = 1 exactly
+    }
+  }
+}
+
+TEST(OracleClosedForm, ZeroQueryGivesUniformWeights) {
+  TestProblem p = make_shape(DType::kF16, 1, 5, 4);
+  fill(&p, 'k', [](int64_t e) { return 0.25 * static_cast<double>(e % 7) - 1; });
+  fill(&p, 'v', [](int64_t e) { return static_cast<double>(e % 5); });
+  for (const Tier tier : kTiers) {
+    const RowResult r = row_of(p, {0, 0, 0}, tier);
+    EXPECT_EQ(r.m, 0.0);
+    EXPECT_EQ(r.l, 5.0);
+    EXPECT_LE(std::fabs(r.lse - std::log(5.0)), r.lse_err + 0x1p-53);
+  }
+}
+
+TEST(OracleClosedForm, OneDominantKeyGivesItsValueRow) {
+  constexpr int64_t kKeys = 9, kDim = 6, kDominant = 3;
+  TestProblem p = make_shape(DType::kF32, 1, kKeys, kDim);
+  p.scale = 1.0;
+  Rng rng(5);
+  fill(&p, 'q', [](int64_t e) { return e == 0 ? 1.0 : 0.0; });
+  fill(&p, 'k', [&](int64_t e) { return e == kDominant * kDim ? 1000.0 : rng.uniform(-1, 1); });
+  fill(&p, 'v', [&](int64_t) { return rng.normal(0, 1); });
+  const std::vector<double> want(p.v.begin() + kDominant * kDim, p.v.begin() + (kDominant + 1) * kDim);
+  for (const Tier tier : kTiers) {
+    // The other weights are below e^-999, far under double's range: O is v_dominant to the last bit.
+    const RowResult r = row_of(p, {0, 0, 0}, tier);
+    for (int64_t d = 0; d < kDim; ++d) EXPECT_EQ(r.o[static_cast<size_t>(d)], want[static_cast<size_t>(d)]) << label(tier);
+    EXPECT_EQ(r.lse, 1000.0) << label(tier);
+    EXPECT_EQ(r.m, 1000.0) << label(tier);
+    EXPECT_EQ(r.l, 1.0) << label(tier);
+  }
+}
+
+TEST(OracleClosedForm, TwoKeysAnalytically) {
+  // head_dim 1, q = 1, scale 1: the scores are k_0 and k_1 exactly. With d = s_1 - s_0,
+  // O = v_0 + (v_1 - v_0) / (1 + e^-d) and LSE = max + log1p(e^-|d|).
+  for (const double delta : {0.0, 0.5, -3.0, 20.0, -60.0}) {
+    TestProblem p = make_shape(DType::kF32, 1, 2, 1);
+    p.scale = 1.0;
+    p.q = {1.0};
+    p.k = {0.75, testing::round_to(DType::kF32, 0.75 + delta)};
+    p.v = {-1.5, 2.25};
+    const Quad d = Quad(p.k[1]) - Quad(p.k[0]);
+    const Quad p1 = 1 / (1 + exp(-d));
+    const double o = static_cast<double>(Quad(p.v[0]) + (Quad(p.v[1]) - Quad(p.v[0])) * p1);
+    const Quad top = Quad(std::max(p.k[0], p.k[1]));
+    const double lse = static_cast<double>(top + log1p(exp(-abs(d))));
+    for (const Tier tier : kTiers) {
+      const RowResult r = row_of(p, {0, 0, 0}, tier);
+      expect_o_near(r, {o}, 0x1p-53, tier);
+      EXPECT_LE(std::fabs(r.lse - lse), r.lse_err + 0x1p-53 * std::fabs(lse)) << label(tier) << " delta " << delta;
+      EXPECT_EQ(r.m, std::max(p.k[0], p.k[1]));
+    }
+  }
+}
+
+TEST(OracleClosedForm, SeqlenK1GivesTheOnlyValueRow) {
+  TestProblem p = make_shape(DType::kBF16, 3, 1, 16);
+  fill_normal(&p, 17, 2.0, 2.0, 1.0);
+  for (const Tier tier : kTiers) {
+    for (int64_t i = 0; i < 3; ++i) {
+      const RowResult r = row_of(p, {0, 0, i}, tier);
+      for (int64_t d = 0; d < 16; ++d) EXPECT_EQ(r.o[static_cast<size_t>(d)], p.v[static_cast<size_t>(d)]);
+      EXPECT_EQ(r.l, 1.0);
+      EXPECT_EQ(r.lse, r.m);
+    }
+  }
+}
+
+TEST(OracleClosedForm, FullyMaskedRowsAndEmptyKeys) {
+  // causal-br with seqlen_q 5 > seqlen_k 3: rows 0 and 1 see no key; row 2 sees one.
+  TestProblem p = make_shape(DType::kF16, 5, 3, 4, Mask::kCausalBottomRight);
+  fill_normal(&p, 3, 1, 1, 1);
+  p.v[0] = kNaN;  // a NaN at a key no masked row sees cannot reach them
+  for (const Tier tier : kTiers) {
+    for (int64_t i = 0; i < 2; ++i) {
+      const RowResult r = row_of(p, {0, 0, i}, tier);
+      EXPECT_EQ(r.visible, 0);
+      EXPECT_FALSE(r.nonfinite_input);
+      expect_empty_row(r);
+    }
+    EXPECT_EQ(row_of(p, {0, 0, 2}, tier).visible, 1);
+  }
+  TestProblem none = make_shape(DType::kF32, 2, 0, 4);
+  for (const Tier tier : kTiers) expect_empty_row(row_of(none, {0, 0, 1}, tier));
+}
+
+TEST(OracleClosedForm, GroupedQueryHeadsReadTheirKvHead) {
+  // heads_q 4, heads_kv 2: query head 3 reads KV head 1. The same row as a one-head problem must agree.
+  TestProblem p = make_shape(DType::kF32, 2, 6, 3, Mask::kNone, 1, 4, 2);
+  fill_normal(&p, 21, 1, 1, 1);
+  TestProblem single = make_shape(DType::kF32, 1, 6, 3);
+  for (int64_t d = 0; d < 3; ++d) single.q[static_cast<size_t>(d)] = p.q[static_cast<size_t>((3 * 2 + 1) * 3 + d)];
+  for (int64_t e = 0; e < 18; ++e) {
+    single.k[static_cast<size_t>(e)] = p.k[static_cast<size_t>(18 + e)];
+    single.v[static_cast<size_t>(e)] = p.v[static_cast<size_t>(18 + e)];
+  }
+  const RowResult a = row_of(p, {0, 3, 1}, Tier::kFast), b = row_of(single, {0, 0, 0}, Tier::kFast);
+  EXPECT_EQ(a.o, b.o);
+  EXPECT_EQ(a.lse, b.lse);
+}
+
+// ---- special values (the semantics in oracle.h)
+
+TEST(OracleSpecialValues, NanInAVisibleScoreMakesTheRowNan) {
+  TestProblem p = make_shape(DType::kF16, 1, 4, 4);
+  fill_normal(&p, 1, 1, 1, 1);
+  p.q[2] = kNaN;
+  for (const Tier tier : kTiers) {
+    const RowResult r = row_of(p, {0, 0, 0}, tier);
+    EXPECT_TRUE(r.nonfinite_input && r.nonfinite_score);
+    for (double o : r.o) EXPECT_TRUE(std::isnan(o));
+    EXPECT_TRUE(std::isnan(r.lse));
+  }
+}
+
+TEST(OracleSpecialValues, PlusInfScoreMakesTheRowNan) {
+  TestProblem p = make_shape(DType::kF32, 1, 3, 2);
+  p.q = {kInf, 1.0};
+  p.k = {1, 0, -1, 0, 2, 1};  // key 0: +inf, key 1: -inf, key 2: +inf
+  p.v = {1, 2, 3, 4, 5, 6};
+  const RowResult r = row_of(p, {0, 0, 0}, Tier::kFast);
+  EXPECT_TRUE(r.nonfinite_score);
+  for (double o : r.o) EXPECT_TRUE(std::isnan(o));
+}
+
+TEST(OracleSpecialValues, MinusInfScoreCarriesZeroWeight) {
+  TestProblem p = make_shape(DType::kF32, 1, 4, 3);
+  fill_normal(&p, 8, 1, 1, 1);
+  p.q[0] = std::fabs(p.q[0]) + 1;
+  p.k[1 * 3 + 0] = -kInf;  // key 1's score is -inf (q_0 > 0)
+  TestProblem without = make_shape(DType::kF32, 1, 3, 3);
+  without.q = p.q;
+  for (int64_t j = 0, out = 0; j < 4; ++j) {
+    if (j == 1) continue;
+    for (int64_t d = 0; d < 3; ++d) {
+      without.k[static_cast<size_t>(out * 3 + d)] = p.k[static_cast<size_t>(j * 3 + d)];
+      without.v[static_cast<size_t>(out * 3 + d)] = p.v[static_cast<size_t>(j * 3 + d)];
+    }
+    ++out;
+  }
+  for (const Tier tier : kTiers) {
+    const RowResult a = row_of(p, {0, 0, 0}, tier), b = row_of(without, {0, 0, 0}, tier);
+    EXPECT_TRUE(a.nonfinite_input);
+    EXPECT_FALSE(a.nonfinite_score);
+    EXPECT_EQ(a.o, b.o) << label(tier);
+    EXPECT_EQ(a.lse, b.lse) << label(tier);
+  }
+}
+
+TEST(OracleSpecialValues, AllScoresMinusInfIsARowWithoutUsableKeys) {
+  TestProblem p = make_shape(DType::kBF16, 1, 3, 2);
+  p.q = {1.0, 1.0};
+  p.k = {-kInf, 0, -kInf, 1, -kInf, 2};
+  p.v = {1, 2, 3, 4, 5, 6};
+  for (const Tier tier : kTiers) expect_empty_row(row_of(p, {0, 0, 0}, tier));
+}
+
+TEST(OracleSpecialValues, NonFiniteValueMarksOnlyItsColumn) {
+  TestProblem p = make_shape(DType::kF16, 1, 5, 4);
+  fill_normal(&p, 4, 1, 1, 1);
+  TestProblem clean = p;
+  p.v[2 * 4 + 3] = kNaN;
+  p.v[4 * 4 + 1] = kInf;
+  clean.v[2 * 4 + 3] = 0;
+  clean.v[4 * 4 + 1] = 0;
+  for (const Tier tier : kTiers) {
+    const RowResult r = row_of(p, {0, 0, 0}, tier), c = row_of(clean, {0, 0, 0}, tier);
+    EXPECT_TRUE(r.nonfinite_input);
+    EXPECT_FALSE(r.nonfinite_score);
+    EXPECT_TRUE(std::isnan(r.o[1]) && std::isnan(r.o[3]));
+    EXPECT_EQ(r.o[0], c.o[0]);
+    EXPECT_EQ(r.o[2], c.o[2]);
+    EXPECT_EQ(r.lse, c.lse);
+  }
+}
+
+TEST(OracleSpecialValues, InfiniteValueAtAZeroWeightKeyStillReachesO) {
+  // The kernel multiplies P = 0 by V = inf: NaN. The oracle says "non-finite" for that column.
+  TestProblem p = make_shape(DType::kF32, 1, 2, 2);
+  p.q = {1.0, 1.0};
+  p.k = {1, 1, -kInf, 0};
+  p.v = {1, 2, kInf, 3};
+  const RowResult r = row_of(p, {0, 0, 0}, Tier::kFast);
+  EXPECT_TRUE(std::isnan(r.o[0]));
+  EXPECT_EQ(r.o[1], 2.0);
+}
+
+TEST(OracleSpecialValues, NonFiniteInputsAtMaskedKeysAreNeverRead) {
+  TestProblem p = make_shape(DType::kF32, 3, 3, 2, Mask::kCausalTopLeft);
+  fill_normal(&p, 6, 1, 1, 1);
+  p.k[1 * 2] = kNaN;
+  p.v[2 * 2 + 1] = kInf;
+  const RowResult r = row_of(p, {0, 0, 0}, Tier::kFast);  // row 0 sees key 0 only
+  EXPECT_FALSE(r.nonfinite_input);
+  EXPECT_EQ(r.o[0], p.v[0]);
+  EXPECT_EQ(r.o[1], p.v[1]);
+}
+
+TEST(OracleSpecialValues, DomainFlagsForOverflow) {
+  TestProblem big_scores = make_shape(DType::kBF16, 1, 2, 4);
+  fill(&big_scores, 'q', [](int64_t) { return 1e30; });
+  fill(&big_scores, 'k', [](int64_t) { return 1e30; });
+  fill(&big_scores, 'v', [](int64_t) { return 1.0; });
+  EXPECT_TRUE(row_of(big_scores, {0, 0, 0}, Tier::kFast).score_overflow);
+  TestProblem big_values = make_shape(DType::kBF16, 1, 4, 2);
+  fill(&big_values, 'v', [](int64_t) { return 2e38; });
+  const RowResult r = row_of(big_values, {0, 0, 0}, Tier::kFast);
+  EXPECT_TRUE(r.accum_overflow);
+  EXPECT_FALSE(r.score_overflow);
+  TestProblem fine = make_shape(DType::kF16, 1, 8, 4);
+  fill(&fine, 'q', [](int64_t) { return 65504.0; });
+  fill(&fine, 'k', [](int64_t) { return -65504.0; });
+  fill(&fine, 'v', [](int64_t) { return 65504.0; });
+  const RowResult f = row_of(fine, {0, 0, 0}, Tier::kFast);
+  EXPECT_FALSE(f.score_overflow || f.accum_overflow);  // fp16 extremes stay inside fp32's range
+}
+
+// ---- fast against gold
+
+TEST(OracleFastVsGold, RandomRows) {
+  Rng rng(2024);
+  int rows = 0;
+  for (const DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (const int64_t seqlen_k : {1, 2, 7, 64, 300}) {
+      for (const int64_t head_dim : {1, 3, 64, 128}) {
+        const Mask mask = rows % 3 == 0 ? Mask::kCausalTopLeft : Mask::kNone;
+        TestProblem p = make_shape(dtype, 3, seqlen_k, head_dim, mask);
+        const double sigma = rng.uniform(0.3, 3.0);
+        fill_normal(&p, rng.next(), sigma, sigma, 1.0);
+        expect_tiers_agree(p, {0, 0, 2}, std::string(to_string(dtype)) + " sk=" + std::to_string(seqlen_k) +
+                                             " d=" + std::to_string(head_dim));
+        ++rows;
+      }
+    }
+  }
+}
+
+TEST(OracleFastVsGold, CancellationToZero) {
+  // Pairs of keys with equal scores and opposite V rows, plus one light key: O is tiny against A_k.
+  constexpr int64_t kPairs = 40, kDim = 16;
+  TestProblem p = make_shape(DType::kF32, 1, 2 * kPairs + 1, kDim);
+  Rng rng(9);
+  fill(&p, 'q', [&](int64_t) { return rng.normal(0, 1); });
+  for (int64_t j = 0; j < kPairs; ++j) {
+    for (int64_t d = 0; d < kDim; ++d) {
+      const double kk = testing::round_to(DType::kF32, rng.normal(0, 1));
+      const double vv = testing::round_to(DType::kF32, rng.normal(0, 10));
+      p.k[static_cast<size_t>((2 * j) * kDim + d)] = p.k[static_cast<size_t>((2 * j + 1) * kDim + d)] = kk;
+      p.v[static_cast<size_t>((2 * j) * kDim + d)] = vv;
+      p.v[static_cast<size_t>((2 * j + 1) * kDim + d)] = -vv;
+    }
+  }
+  for (int64_t d = 0; d < kDim; ++d) {
+    p.k[static_cast<size_t>(2 * kPairs * kDim + d)] = testing::round_to(DType::kF32, -3 * std::fabs(p.q[static_cast<size_t>(d)]));
+    p.v[static_cast<size_t>(2 * kPairs * kDim + d)] = 1e-3;
+  }
+  const RowResult gold = row_of(p, {0, 0, 0}, Tier::kGold);
+  for (size_t d = 0; d < gold.o.size(); ++d) EXPECT_LT(std::fabs(gold.o[d]), 1e-4 * gold.abs_pv[d]);  // truly cancelling
+  expect_tiers_agree(p, {0, 0, 0}, "cancellation");
+}
+
+TEST(OracleFastVsGold, LogitsSpanningHundreds) {
+  constexpr int64_t kKeys = 257, kDim = 4;
+  TestProblem p = make_shape(DType::kF32, 1, kKeys, kDim);
+  p.scale = 1.0;
+  Rng rng(12);
+  fill(&p, 'q', [](int64_t e) { return e == 0 ? 1.0 : 0.001; });
+  fill(&p, 'k', [&](int64_t e) { return e % kDim == 0 ? -400.0 + 800.0 * static_cast<double>(e / kDim) / (kKeys - 1) : rng.normal(0, 1); });
+  fill(&p, 'v', [&](int64_t) { return rng.normal(0, 1); });
+  expect_tiers_agree(p, {0, 0, 0}, "logits spanning 800");
+  const RowResult r = row_of(p, {0, 0, 0}, Tier::kFast);
+  EXPECT_GT(r.score_gap_max, 700.0);
+}
+
+TEST(OracleFastVsGold, TiesAtTheMaximum) {
+  constexpr int64_t kKeys = 33, kDim = 8;
+  TestProblem p = make_shape(DType::kBF16, 1, kKeys, kDim);
+  Rng rng(13);
+  fill(&p, 'q', [&](int64_t) { return rng.normal(0, 2); });
+  std::vector<double> top(kDim);
+  for (double& x : top) x = testing::round_to(DType::kBF16, rng.normal(0, 2));
+  fill(&p, 'k', [&](int64_t e) {
+    const int64_t j = e / kDim;
+    return j % 4 == 1 ? top[static_cast<size_t>(e % kDim)] : rng.normal(0, 1);  // keys 1, 5, 9, ... tie
+  });
+  fill(&p, 'v', [&](int64_t) { return rng.uniform(-1, 1); });
+  expect_tiers_agree(p, {0, 0, 0}, "ties");
+}
+
+TEST(OracleFastVsGold, LargeMaximumWithSmallSpread) {
+  // Scores around 1.6e4 that differ by O(1): the max needs its low part (m_lo) for l relative to a kernel's m.
+  constexpr int64_t kKeys = 50, kDim = 32;
+  TestProblem p = make_shape(DType::kF32, 1, kKeys, kDim);
+  p.scale = 1.0;
+  Rng rng(14);
+  fill(&p, 'q', [](int64_t) { return 4.0; });
+  fill(&p, 'k', [&](int64_t) { return 120.0 + rng.normal(0, 0.05); });
+  fill(&p, 'v', [&](int64_t) { return rng.normal(0, 1); });
+  expect_tiers_agree(p, {0, 0, 0}, "large m");
+  EXPECT_GT(row_of(p, {0, 0, 0}, Tier::kFast).m, 1e3);
+}
+
+TEST(OracleFastVsGold, SubnormalInputs) {
+  for (const DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    TestProblem p = make_shape(dtype, 1, 20, 8);
+    const double tiny = dtype == DType::kF16 ? 0x1p-20 : 0x1p-130;
+    Rng rng(15);
+    fill(&p, 'q', [&](int64_t) { return rng.normal(0, 1); });
+    fill(&p, 'k', [&](int64_t) { return tiny * rng.normal(0, 1); });
+    fill(&p, 'v', [&](int64_t) { return tiny * rng.normal(0, 1); });
+    expect_tiers_agree(p, {0, 0, 0}, std::string("subnormal ") + to_string(dtype));
+  }
+}
+
+// ---- gold's elementary functions
+
+TEST(OracleGold, ExpAndLogWithinTheirAllowance) {
+  // Anchor the 166-bit reference on published constants first (e and ln 2 to 50 digits).
+  const Wide e("2.7182818284590452353602874713526624977572470936999595749669");
+  const Wide ln2("0.69314718055994530941723212145817656807550013436025525412068");
+  EXPECT_LT(abs(exp(Wide(1)) - e), Wide("1e-48"));
+  EXPECT_LT(abs(log(Wide(2)) - ln2), Wide("1e-48"));
+  // Relative errors in units of the allowance: kGoldFunctionUlps (+ kGoldExpUlpsPerUnit |x| for exp) ulps.
+  const double ulp = 2 * detail::kQuadUnit;
+  double worst_exp = 0, worst_log = 0, worst_exp_ulp = 0;
+  Rng rng(16);
+  for (int t = 0; t < 400; ++t) {
+    const double x = t < 200 ? rng.uniform(-1000, 80) : rng.normal(0, 1) * std::pow(2.0, -rng.uniform(0, 60));
+    const Wide ref_exp = exp(Wide(x));
+    const double exp_rel = static_cast<double>(abs((Wide(exp(Quad(x))) - ref_exp) / ref_exp));
+    worst_exp_ulp = std::max(worst_exp_ulp, exp_rel / ulp);
+    worst_exp = std::max(worst_exp, exp_rel / ((detail::kGoldFunctionUlps + detail::kGoldExpUlpsPerUnit * std::fabs(x)) * ulp));
+    const double y = t < 200 ? std::exp(rng.uniform(-700, 700)) : 1.0 + rng.uniform(-0.5, 0.5) * std::pow(2.0, -rng.uniform(1, 40));
+    if (y == 1.0) continue;  // log(1) = 0 has no relative error to measure
+    const Wide ref_log = log(Wide(y));
+    const double log_rel = static_cast<double>(abs((Wide(log(Quad(y))) - ref_log) / ref_log));
+    worst_log = std::max(worst_log, log_rel / (detail::kGoldFunctionUlps * ulp));
+  }
+  std::printf("gold exp: worst %.1f ulp, %.3f of its allowance; log: %.3f of its allowance (%.0f ulp)\n", worst_exp_ulp,
+              worst_exp, worst_log, detail::kGoldFunctionUlps);
+  EXPECT_LE(worst_exp, 1.0);
+  EXPECT_LE(worst_log, 1.0);
+}
+
+// ---- sampling
+
+TEST(OracleSampling, SmallProblemsAreCheckedInFull) {
+  TestProblem p = make_shape(DType::kF16, 7, 5, 4, Mask::kNone, 2, 3, 1);
+  const std::vector<RowRef> rows = sample_rows(p.view(), 64, 64, 1);
+  ASSERT_EQ(rows.size(), 42u);
+  EXPECT_EQ(rows.front(), (RowRef{0, 0, 0}));
+  EXPECT_EQ(rows.back(), (RowRef{1, 2, 6}));
+  EXPECT_TRUE(std::is_sorted(rows.begin(), rows.end()));
+}
+
+TEST(OracleSampling, LargeProblemsGetStructuralAndRandomRows) {
+  // causal-br with seqlen_q 1000 > seqlen_k 600: rows 0..399 are fully masked; row i sees i - 399 keys.
+  TestProblem p = make_shape(DType::kF16, 1000, 600, 1, Mask::kCausalBottomRight, 2, 3, 3);
+  constexpr int32_t kBlockM = 64, kBlockN = 128;
+  const std::vector<RowRef> rows = sample_rows(p.view(), kBlockM, kBlockN, 77, 4096, 64);
+  const std::set<RowRef> have(rows.begin(), rows.end());
+  EXPECT_EQ(have.size(), rows.size());
+  EXPECT_TRUE(std::is_sorted(rows.begin(), rows.end()));
+  for (const RowRef pair : {RowRef{0, 0, 0}, RowRef{1, 2, 0}}) {
+    for (const int64_t i : {0, 999, 63, 64, 65, 127, 128, 129, 959, 960, 961, 399, 400, 526, 527, 528}) {
+      EXPECT_EQ(have.count(RowRef{pair.b, pair.h, i}), 1u) << pair.b << "," << pair.h << "," << i;
+    }
+  }
+  // Deterministic for a seed; another seed moves only the random part.
+  EXPECT_EQ(rows, sample_rows(p.view(), kBlockM, kBlockN, 77, 4096, 64));
+  const std::vector<RowRef> other = sample_rows(p.view(), kBlockM, kBlockN, 78, 4096, 64);
+  EXPECT_NE(rows, other);
+  const std::vector<RowRef> structural_only = sample_rows(p.view(), kBlockM, kBlockN, 77, 4096, 0);
+  EXPECT_GE(rows.size(), structural_only.size() + 60);  // 64 random rows, a few may coincide
+  EXPECT_LE(rows.size(), structural_only.size() + 64);
+  int64_t middle_heads = 0;
+  for (const RowRef& r : rows) middle_heads += (r.b == 0 && r.h != 0) || (r.b == 1 && r.h != 2) ? 1 : 0;
+  EXPECT_GT(middle_heads, 0);  // the random sample reaches the (batch, head) pairs in between
+}
+
+// ---- throughput (quoted in docs/error-model.md): seqlen_k 4096, head_dim 128, one core
+
+TEST(OracleThroughput, FastAndGoldAtSeqlen4096HeadDim128) {
+  TestProblem p = make_shape(DType::kF16, 16, 4096, 128);
+  fill_normal(&p, 99, 1, 1, 1);
+  using Clock = std::chrono::steady_clock;
+  constexpr int kFastRows = 16, kGoldRows = 2;
+  const auto t0 = Clock::now();
+  std::vector<RowResult> fast;
+  for (int i = 0; i < kFastRows; ++i) fast.push_back(row_of(p, {0, 0, i}, Tier::kFast));
+  const auto t1 = Clock::now();
+  std::vector<RowResult> gold;
+  for (int i = 0; i < kGoldRows; ++i) gold.push_back(row_of(p, {0, 0, i}, Tier::kGold));
+  const auto t2 = Clock::now();
+  const double fast_s = std::chrono::duration<double>(t1 - t0).count();
+  const double gold_s = std::chrono::duration<double>(t2 - t1).count();
+  std::printf("throughput at seqlen_k 4096, head_dim 128 (one core): fast %.1f rows/s, gold %.2f rows/s\n",
+              kFastRows / fast_s, kGoldRows / gold_s);
+  for (int i = 0; i < kGoldRows; ++i) {
+    for (size_t k = 0; k < gold[static_cast<size_t>(i)].o.size(); ++k) {
+      EXPECT_LE(std::fabs(fast[static_cast<size_t>(i)].o[k] - gold[static_cast<size_t>(i)].o[k]),
+                fast[static_cast<size_t>(i)].o_err[k] + gold[static_cast<size_t>(i)].o_err[k]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashcheck::oracle

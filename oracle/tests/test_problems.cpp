@@ -1,0 +1,106 @@
+// Test problems: dtype rounding from double (one rounding, by exact power-of-two scaling and nearbyint), a
+// splitmix64 generator with Box-Muller normals, and problem construction.
+#include "test_problems.h"
+
+#include <cmath>
+#include <limits>
+
+namespace flashcheck::oracle::testing {
+namespace {
+
+struct Format {
+  int precision;  // significand bits, implicit bit included
+  int min_exp;    // exponent of the smallest normal
+  double max_finite;
+};
+
+Format format_of(DType dtype) {
+  switch (dtype) {
+    case DType::kF16: return {11, -14, 65504.0};
+    case DType::kBF16: return {8, -126, 0x1.fep127};
+    case DType::kF32: break;
+  }
+  return {24, -126, 0x1.fffffep127};
+}
+
+}  // namespace
+
+double round_to(DType dtype, double x) {
+  if (!std::isfinite(x) || x == 0.0) return x;
+  const Format f = format_of(dtype);
+  int exp = 0;
+  std::frexp(x, &exp);
+  const int quantum_exp = std::max(exp - 1, f.min_exp) - (f.precision - 1);
+  const double rounded = std::ldexp(std::nearbyint(std::ldexp(x, -quantum_exp)), quantum_exp);
+  if (std::fabs(rounded) > f.max_finite) return std::copysign(std::numeric_limits<double>::infinity(), x);
+  return rounded;
+}
+
+double dtype_max(DType dtype) { return format_of(dtype).max_finite; }
+
+uint64_t Rng::next() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+double Rng::uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }
+double Rng::uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
+
+double Rng::normal(double mu, double sigma) {
+  constexpr double kTwoPi = 6.283185307179586;
+  const double u1 = 1.0 - uniform();  // (0, 1]
+  const double u2 = uniform();
+  return mu + sigma * std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
+}
+
+int64_t Rng::below(int64_t bound) { return static_cast<int64_t>(uniform() * static_cast<double>(bound)); }
+
+Problem TestProblem::view() const {
+  Problem p;
+  p.batch = batch;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_k = seqlen_k;
+  p.head_dim = head_dim;
+  p.mask = mask;
+  p.scale = scale;
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  return p;
+}
+
+TestProblem make_shape(DType dtype, int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim, Mask mask, int64_t batch,
+                       int64_t heads_q, int64_t heads_kv) {
+  TestProblem p;
+  p.dtype = dtype;
+  p.batch = batch;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_k = seqlen_k;
+  p.head_dim = head_dim;
+  p.mask = mask;
+  p.scale = static_cast<double>(static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))));
+  p.q.assign(static_cast<size_t>(batch * heads_q * seqlen_q * head_dim), 0.0);
+  p.k.assign(static_cast<size_t>(batch * heads_kv * seqlen_k * head_dim), 0.0);
+  p.v.assign(p.k.size(), 0.0);
+  return p;
+}
+
+void fill(TestProblem* p, char tensor, const std::function<double(int64_t)>& value) {
+  std::vector<double>& t = tensor == 'q' ? p->q : tensor == 'k' ? p->k : p->v;
+  for (size_t e = 0; e < t.size(); ++e) t[e] = round_to(p->dtype, value(static_cast<int64_t>(e)));
+}
+
+void fill_normal(TestProblem* p, uint64_t seed, double q_sigma, double k_sigma, double v_sigma) {
+  Rng rng(seed);
+  fill(p, 'q', [&](int64_t) { return rng.normal(0.0, q_sigma); });
+  fill(p, 'k', [&](int64_t) { return rng.normal(0.0, k_sigma); });
+  fill(p, 'v', [&](int64_t) { return rng.normal(0.0, v_sigma); });
+}
+
+}  // namespace flashcheck::oracle::testing

@@ -1,0 +1,489 @@
+// Case generators. A case is built in stages, each a RapidCheck generator so that every stage shrinks:
+//   frame (dtype, head_dim, mask, layout, pad, scale, seed) -> heads and batch -> seqlens aimed at the
+//   tiles select_config() reports for that frame -> sizes clamped to the tier's budget -> values.
+// Hand-picked edge values are mixed with random ones by weightedOneOf; the special values (NaN, +-Inf,
+// -0.0, subnormals, near-max) are written here, RapidCheck never produces them on its own.
+#include "generators.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <utility>
+
+namespace flashcheck::properties {
+namespace {
+
+namespace gen = rc::gen;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+
+CaseLimits& limits_storage() {
+  static CaseLimits limits = cpu_limits();
+  return limits;
+}
+
+// Shrinks an integer towards `target` in addition to the generator's own shrinks (elementOf has none).
+rc::Gen<int64_t> shrinking_towards(rc::Gen<int64_t> g, int64_t target) {
+  return gen::shrink(std::move(g), [target](int64_t x) { return rc::shrink::towards<int64_t>(x, target); });
+}
+
+rc::Gen<int64_t> range(int64_t lo, int64_t hi_inclusive) {
+  return gen::inRange<int64_t>(lo, hi_inclusive + 1);
+}
+
+ValueSpec spec(DistKind kind, double a = 0.0, double b = 1.0) { return ValueSpec{kind, a, b}; }
+
+// Sigma log-uniform over five decades (1e-3 .. 50, three steps per decade), ordered so shrinking moves
+// towards 1.
+rc::Gen<double> gen_sigma() {
+  static constexpr std::array<double, 15> kSigmas = {1,    2,   0.5,  5,     0.2,   10,    0.1,  20,
+                                                     0.05, 50,  0.02, 0.01,  0.005, 0.002, 0.001};
+  return gen::map(gen::inRange<size_t>(0, kSigmas.size()), [](size_t i) { return kSigmas[i]; });
+}
+
+rc::Gen<DType> gen_dtype() {
+  return gen::weightedElement<DType>({{1, DType::kF32}, {2, DType::kF16}, {2, DType::kBF16}});
+}
+
+rc::Gen<int64_t> gen_pad() {
+  return gen::weightedOneOf<int64_t>({{6, gen::just<int64_t>(0)}, {2, range(1, 8)}, {1, gen::just<int64_t>(64)}});
+}
+
+rc::Gen<std::optional<float>> gen_scale() {
+  return gen::weightedOneOf<std::optional<float>>({
+      {12, gen::just(std::optional<float>())},
+      {2, gen::map(gen::element(1.0f, 0.5f, 2.0f, 0.125f, -0.5f, 0.0f),
+                   [](float s) { return std::optional<float>(s); })},
+  });
+}
+
+// Heads: MHA (hq == hkv), GQA (hkv > 1, ratio > 1), MQA (hkv == 1, hq > 1).
+rc::Gen<std::pair<int64_t, int64_t>> gen_heads(const CaseOptions& o) {
+  const int64_t max_kv = std::max<int64_t>(1, o.limits.max_heads_kv);
+  const int64_t max_group = std::max<int64_t>(o.min_group, o.limits.max_group);
+  auto mha = gen::map(range(1, max_kv), [](int64_t h) { return std::pair<int64_t, int64_t>{h, h}; });
+  auto gqa = gen::map(gen::pair(range(std::min<int64_t>(2, max_kv), max_kv), range(std::max<int64_t>(2, o.min_group), max_group)),
+                      [](std::pair<int64_t, int64_t> p) { return std::pair<int64_t, int64_t>{p.first * p.second, p.first}; });
+  auto mqa = gen::map(range(std::max<int64_t>(2, o.min_group), 2 * max_group),
+                      [](int64_t hq) { return std::pair<int64_t, int64_t>{hq, 1}; });
+  if (o.min_group > 1) return gen::weightedOneOf<std::pair<int64_t, int64_t>>({{3, gqa}, {2, mqa}});
+  return gen::weightedOneOf<std::pair<int64_t, int64_t>>({{4, mha}, {3, gqa}, {2, mqa}});
+}
+
+rc::Gen<int64_t> gen_batch(const CaseOptions& o) {
+  const int64_t max_batch = std::max<int64_t>(1, o.limits.max_batch);
+  const int64_t zero_weight = o.nonempty ? 0 : 1;
+  return gen::weightedOneOf<int64_t>({{10, gen::just<int64_t>(1)},
+                                      {6, range(1, max_batch)},
+                                      {static_cast<size_t>(zero_weight), gen::just<int64_t>(0)}});
+}
+
+std::vector<int64_t> primes_up_to(int64_t cap) {
+  std::vector<int64_t> primes;
+  std::vector<bool> composite(static_cast<size_t>(std::max<int64_t>(cap, 2) + 1), false);
+  for (int64_t n = 2; n <= cap; ++n) {
+    if (composite[static_cast<size_t>(n)]) continue;
+    if (n >= 3) primes.push_back(n);  // odd primes
+    for (int64_t m = n * n; m <= cap; m += n) composite[static_cast<size_t>(m)] = true;
+  }
+  return primes;
+}
+
+int64_t safe_div(int64_t a, int64_t b) { return b <= 0 ? a : a / b; }
+
+// Elements of Q, K, V and O with padding.
+int64_t case_elements(const Case& c) {
+  const int64_t row = c.head_dim + c.pad;
+  return c.batch * (2 * c.heads_q * c.seqlen_q + 2 * c.heads_kv * c.seqlen_k) * row;
+}
+
+int64_t case_work(const Case& c) {
+  return c.batch * c.heads_q * c.seqlen_q * std::max<int64_t>(c.seqlen_k, 1) * c.head_dim;
+}
+
+// Brings batch and heads down until the case fits the budget (the seqlens were capped already).
+Case fit_budget(Case c, const CaseLimits& limits) {
+  auto over = [&] { return case_work(c) > limits.max_work || case_elements(c) > limits.max_elements; };
+  while (over() && c.batch > 1) --c.batch;
+  while (over() && c.heads_kv > 1) {
+    const int64_t group = c.heads_q / c.heads_kv;
+    --c.heads_kv;
+    c.heads_q = c.heads_kv * group;
+  }
+  while (over() && c.heads_q > c.heads_kv) c.heads_q -= c.heads_kv;  // smaller group
+  return c;
+}
+
+// ---- values ---------------------------------------------------------------------------------------------
+
+rc::Gen<Injection> gen_injection(const Case& c, const std::vector<double>& values, const KernelConfig& cfg) {
+  const bool has_q = c.batch > 0 && c.heads_q > 0 && c.seqlen_q > 0 && c.head_dim > 0;
+  const bool has_kv = c.batch > 0 && c.heads_kv > 0 && c.seqlen_k > 0 && c.head_dim > 0;
+  const bool causal = c.mask != Mask::kNone;
+  const int64_t block_n = std::max<int32_t>(cfg.block_n, 1);
+  const int64_t block_m = std::max<int32_t>(cfg.block_m, 1);
+  auto tensor = gen::weightedElement<char>({{has_q ? 2u : 0u, 'q'}, {has_kv ? 3u : 0u, 'k'}, {has_kv ? 3u : 0u, 'v'}});
+  return gen::mapcat(tensor, [c, values, causal, block_n, block_m](char t) {
+    const bool is_q = t == 'q';
+    const int64_t heads = is_q ? c.heads_q : c.heads_kv;
+    const int64_t seqlen = is_q ? c.seqlen_q : c.seqlen_k;
+    const int64_t tile = is_q ? block_m : block_n;
+    // Positions the causal mask hides from early rows: the upper half of the keys.
+    const size_t hidden_weight = (!is_q && causal) ? 4 : 0;
+    auto s = gen::weightedOneOf<int64_t>({
+        {3, range(0, seqlen - 1)},
+        {1, gen::just<int64_t>(0)},
+        {1, gen::just<int64_t>(seqlen - 1)},
+        {1, gen::map(gen::element<int64_t>(tile - 1, tile, 2 * tile - 1, 2 * tile),
+                     [seqlen](int64_t x) { return std::min(x, seqlen - 1); })},
+        {hidden_weight, range(seqlen / 2, seqlen - 1)},
+    });
+    auto d = gen::weightedOneOf<int64_t>(
+        {{3, range(0, c.head_dim - 1)}, {1, gen::just<int64_t>(0)}, {1, gen::just<int64_t>(c.head_dim - 1)}});
+    return gen::apply(
+        [t](int64_t b, int64_t h, int64_t s_, int64_t d_, double value) { return Injection{t, b, h, s_, d_, value}; },
+        range(0, c.batch - 1), range(0, heads - 1), shrinking_towards(s, 0), shrinking_towards(d, 0),
+        gen::elementOf(values));
+  });
+}
+
+rc::Gen<std::vector<Injection>> gen_injections(const Case& c, const std::vector<double>& values,
+                                               const KernelConfig& cfg) {
+  const bool possible = c.batch > 0 && c.heads_q > 0 && c.head_dim > 0 && (c.seqlen_q > 0 || c.seqlen_k > 0);
+  if (!possible) return gen::just(std::vector<Injection>{});
+  return gen::mapcat(range(1, 4), [c, values, cfg](int64_t n) {
+    return gen::container<std::vector<Injection>>(static_cast<size_t>(n), gen_injection(c, values, cfg));
+  });
+}
+
+rc::Gen<ValueSpec> gen_normal(double mu = 0.0) {
+  return gen::map(gen_sigma(), [mu](double sigma) { return spec(DistKind::kNormal, mu, sigma); });
+}
+
+// Sets q, k, v (and for some families mask and injections) on a case whose shape is fixed.
+rc::Gen<Case> gen_family(const Case& base, ValueFamily family, const KernelConfig& cfg) {
+  auto with = [base](ValueSpec q, ValueSpec k, ValueSpec v) {
+    Case c = base;
+    c.q = q;
+    c.k = k;
+    c.v = v;
+    return c;
+  };
+  auto gen_v = gen::weightedOneOf<ValueSpec>({{4, gen_normal(0.0)},
+                                              {1, gen_normal(1.0)},
+                                              {1, gen::just(spec(DistKind::kUniform, -1, 1))}});
+  switch (family) {
+    case ValueFamily::kNormal:
+      return gen::apply(with, gen_normal(), gen_normal(), gen::weightedOneOf<ValueSpec>({{4, gen_normal(0.0)}, {1, gen_normal(-3.0)}}));
+    case ValueFamily::kUniform: {
+      auto half_width = gen::element(1.0, 0.5, 2.0, 4.0, 8.0);
+      auto symmetric = gen::map(half_width, [](double a) { return spec(DistKind::kUniform, -a, a); });
+      auto v = gen::element(spec(DistKind::kUniform, -1, 1), spec(DistKind::kUniform, 0, 1),
+                            spec(DistKind::kUniform, -100, 100), spec(DistKind::kUniform, 2, 3));
+      return gen::apply(with, symmetric, symmetric, v);
+    }
+    case ValueFamily::kNearMax: {
+      // V near the largest finite value (O near it too), or Q near it with tiny K (huge but finite scores).
+      const double tiny_k = base.dtype == DType::kF16 ? 0.01 : 1e-30;
+      auto frac = gen::element(1.0, 0.5, 0.25);
+      auto v_big = gen::apply([with](double f) { return with(spec(DistKind::kNormal, 0, 1), spec(DistKind::kNormal, 0, 1),
+                                                             spec(DistKind::kNearMax, f)); }, frac);
+      auto q_big = gen::apply([with, tiny_k](double f, ValueSpec v) {
+        return with(spec(DistKind::kNearMax, f), spec(DistKind::kNormal, 0, tiny_k), v); }, frac, gen_v);
+      return gen::weightedOneOf<Case>({{3, v_big}, {1, q_big}});
+    }
+    case ValueFamily::kSubnormal: {
+      const ValueSpec sub = spec(DistKind::kSubnormal);
+      const ValueSpec n1 = spec(DistKind::kNormal, 0, 1);
+      return gen::element(with(sub, n1, n1), with(n1, n1, sub), with(sub, n1, sub), with(n1, sub, n1));
+    }
+    case ValueFamily::kAllEqual:
+      return gen::apply([with](double cq, double ck, ValueSpec v) {
+        return with(spec(DistKind::kConst, cq), spec(DistKind::kConst, ck), v); },
+        gen::element(1.0, 0.0, -1.0, 0.5), gen::element(1.0, 2.0, -0.5), gen_v);
+    case ValueFamily::kDominantKey:
+      return gen::apply([with](double sigma, double big, ValueSpec v) {
+        return with(spec(DistKind::kNormal, 0, 1), spec(DistKind::kDominant, sigma, big), v); },
+        gen::element(1.0, 0.5), gen::element(8.0, 30.0, 100.0), gen_v);
+    case ValueFamily::kIncreasingLogits:
+      // Positive q and a ramp along the keys: every later key scores higher, so the running max moves on
+      // every tile.
+      return gen::apply([with](std::pair<double, double> lohi, ValueSpec v) {
+        return with(spec(DistKind::kUniform, 0.5, 1.5), spec(DistKind::kRamp, lohi.first, lohi.second), v); },
+        gen::element(std::pair{-4.0, 4.0}, std::pair{0.0, 1.0}, std::pair{-1.0, 16.0}, std::pair{0.0, 64.0}), gen_v);
+    case ValueFamily::kMaskedThenNegative: {
+      // Scores about -80 * sqrt(d) * scale: exp underflows in fp32 unless the running max starts at -inf.
+      return gen::apply([with](Mask mask, ValueSpec v) {
+        Case c = with(spec(DistKind::kUniform, 1, 2), spec(DistKind::kUniform, -100, -60), v);
+        c.mask = mask;
+        return c; }, gen::element(Mask::kCausalTopLeft, Mask::kCausalBottomRight), gen_v);
+    }
+    case ValueFamily::kTies: {
+      // Every key ties for the max (q and k constant, q positive), except a few keys lowered by a finite
+      // injection into K.
+      auto tied = gen::apply([with](double a, double ck, ValueSpec v) {
+        Case c = with(spec(DistKind::kConst, a), spec(DistKind::kConst, ck), v);
+        return c; }, gen::element(1.0, 0.25), gen::element(0.5, 1.0, -1.0), gen_v);
+      return gen::mapcat(tied, [cfg](Case c) {
+        if (c.seqlen_k == 0 || c.batch == 0 || c.heads_kv == 0) return gen::just(c);
+        Case k_only = c;
+        k_only.seqlen_q = 0;  // injections into K only
+        return gen::map(gen_injections(k_only, {c.k.a - 2.0}, cfg), [c](std::vector<Injection> inj) {
+          Case out = c;
+          out.inject = std::move(inj);
+          return out;
+        });
+      });
+    }
+    case ValueFamily::kNegativeZero: {
+      const ValueSpec z = spec(DistKind::kNegZero);
+      const ValueSpec n1 = spec(DistKind::kNormal, 0, 1);
+      return gen::element(with(z, n1, n1), with(n1, z, n1), with(n1, n1, z), with(z, z, z));
+    }
+    case ValueFamily::kSpecial: {
+      auto plain = gen::apply(with, gen_normal(), gen_normal(), gen_v);
+      return gen::mapcat(plain, [cfg](Case c) {
+        const std::vector<double> values = {kNan, kNan, kInf, -kInf, -0.0};
+        return gen::map(gen_injections(c, values, cfg), [c](std::vector<Injection> inj) {
+          Case out = c;
+          out.inject = std::move(inj);
+          return out;
+        });
+      });
+    }
+    case ValueFamily::kMixed:
+      break;
+  }
+  return gen::apply(with, gen_normal(), gen_normal(), gen_normal());
+}
+
+rc::Gen<ValueFamily> gen_family_choice(const CaseOptions& o) {
+  const bool causal_allowed = std::any_of(o.masks.begin(), o.masks.end(), [](Mask m) { return m != Mask::kNone; });
+  const size_t special = o.special_values ? 2 : 0;
+  const size_t ties = o.special_values ? 1 : 0;  // ties use finite injections
+  return gen::weightedElement<ValueFamily>({
+      {8, ValueFamily::kNormal},
+      {2, ValueFamily::kUniform},
+      {1, ValueFamily::kNearMax},
+      {1, ValueFamily::kSubnormal},
+      {1, ValueFamily::kAllEqual},
+      {1, ValueFamily::kDominantKey},
+      {1, ValueFamily::kIncreasingLogits},
+      {causal_allowed ? 1u : 0u, ValueFamily::kMaskedThenNegative},
+      {ties, ValueFamily::kTies},
+      {1, ValueFamily::kNegativeZero},
+      {special, ValueFamily::kSpecial},
+  });
+}
+
+// ---- shapes ---------------------------------------------------------------------------------------------
+
+rc::Gen<Case> gen_frame(const CaseOptions& o) {
+  return gen::build<Case>(gen::set(&Case::dtype, gen_dtype()),                       //
+                          gen::set(&Case::head_dim, gen_head_dim()),                 //
+                          gen::set(&Case::mask, gen::elementOf(o.masks)),            //
+                          gen::set(&Case::layout, gen::weightedElement<Layout>({{3, Layout::kBHSD}, {2, Layout::kBSHD}})),
+                          gen::set(&Case::pad, gen_pad()),                           //
+                          gen::set(&Case::scale, gen_scale()),                       //
+                          gen::set(&Case::seed, gen::inRange<uint64_t>(0, uint64_t{1} << 32)));
+}
+
+rc::Gen<Case> gen_shape(const CaseOptions& o) {
+  auto with_heads = gen::mapcat(gen_frame(o), [o](Case c) {
+    return gen::apply([c](std::pair<int64_t, int64_t> heads, int64_t batch) {
+      Case out = c;
+      out.heads_q = heads.first;
+      out.heads_kv = heads.second;
+      out.batch = batch;
+      return out;
+    }, gen_heads(o), gen_batch(o));
+  });
+  return gen::mapcat(with_heads, [o](Case c) {
+    // The tiles the kernel would use for this dtype and head_dim (seqlens stand in until chosen).
+    Case probe = c;
+    probe.seqlen_q = probe.seqlen_k = 256;
+    const KernelConfig cfg = select_config(case_params(probe));
+    const int64_t row = c.head_dim + c.pad;
+    const int64_t min_q = o.nonempty ? 1 : 0;
+    const int64_t min_k = std::max<int64_t>(o.nonempty ? 1 : 0, o.min_seqlen_k);
+    const int64_t cap_q = std::max<int64_t>(
+        1, std::min({o.limits.max_seqlen, safe_div(o.limits.max_work, c.head_dim * std::max<int64_t>(min_k, 1)),
+                     safe_div(o.limits.max_elements, 4 * row)}));
+    auto seqlen_q = gen_seqlen(std::max<int32_t>(cfg.block_m, 1), cap_q, min_q);
+    return gen::mapcat(seqlen_q, [c, o, cfg, row, min_k](int64_t sq) {
+      const int64_t cap_k = std::max<int64_t>(
+          std::max<int64_t>(min_k, 1),
+          std::min({o.limits.max_seqlen, safe_div(o.limits.max_work, c.head_dim * std::max<int64_t>(sq, 1)),
+                    safe_div(o.limits.max_elements - 2 * sq * row, 2 * row)}));
+      auto independent = gen_seqlen(std::max<int32_t>(cfg.block_n, 1), cap_k, min_k);
+      const size_t equal_weight = (sq >= min_k && sq <= cap_k) ? 2 : 0;
+      auto seqlen_k = gen::weightedOneOf<int64_t>({{6, independent}, {equal_weight, gen::just(sq)}});
+      return gen::map(seqlen_k, [c, o, sq](int64_t sk) {
+        Case out = c;
+        out.seqlen_q = sq;
+        out.seqlen_k = sk;
+        return fit_budget(out, o.limits);
+      });
+    });
+  });
+}
+
+}  // namespace
+
+CaseLimits cpu_limits() {
+  // The host model runs ~1e8 emulated multiply-adds per second; the oracle checks every row of cases this
+  // small. 3e6 keeps the average case near 10 ms, so ~1,700 cases fit the CPU tier's budget.
+  return CaseLimits{.max_work = 3'000'000, .max_elements = 400'000, .max_seqlen = 300,
+                    .max_batch = 3, .max_heads_kv = 3, .max_group = 4};
+}
+
+CaseLimits gpu_limits() {
+  // The GPU runs large problems in microseconds; the host side (inputs, copies, the oracle on sampled rows)
+  // sets the pace, so elements and seqlen_k * head_dim stay bounded.
+  return CaseLimits{.max_work = 400'000'000, .max_elements = 4'000'000, .max_seqlen = 1100,
+                    .max_batch = 4, .max_heads_kv = 8, .max_group = 8};
+}
+
+const CaseLimits& active_limits() { return limits_storage(); }
+void set_active_limits(const CaseLimits& limits) { limits_storage() = limits; }
+
+CaseOptions default_options() {
+  CaseOptions o;
+  o.limits = active_limits();
+  return o;
+}
+
+const char* to_string(ValueFamily family) {
+  switch (family) {
+    case ValueFamily::kNormal: return "normal";
+    case ValueFamily::kUniform: return "uniform";
+    case ValueFamily::kNearMax: return "near-max";
+    case ValueFamily::kSubnormal: return "subnormal";
+    case ValueFamily::kAllEqual: return "all-logits-equal";
+    case ValueFamily::kDominantKey: return "dominant-key";
+    case ValueFamily::kIncreasingLogits: return "increasing-logits";
+    case ValueFamily::kMaskedThenNegative: return "masked-tile-then-negative";
+    case ValueFamily::kTies: return "ties";
+    case ValueFamily::kNegativeZero: return "negative-zero";
+    case ValueFamily::kSpecial: return "nan-inf-injected";
+    case ValueFamily::kMixed: return "mixed";
+  }
+  return "?";
+}
+
+ValueFamily value_family(const Case& c) {
+  const bool special_injection = std::any_of(c.inject.begin(), c.inject.end(), [](const Injection& inj) {
+    return !std::isfinite(inj.value) || (inj.value == 0.0 && std::signbit(inj.value));
+  });
+  auto any = [&](DistKind kind) { return c.q.kind == kind || c.k.kind == kind || c.v.kind == kind; };
+  if (special_injection) return ValueFamily::kSpecial;
+  if (any(DistKind::kNegZero)) return ValueFamily::kNegativeZero;
+  if (any(DistKind::kNearMax)) return ValueFamily::kNearMax;
+  if (any(DistKind::kSubnormal)) return ValueFamily::kSubnormal;
+  if (c.k.kind == DistKind::kRamp) return ValueFamily::kIncreasingLogits;
+  if (c.k.kind == DistKind::kDominant) return ValueFamily::kDominantKey;
+  if (c.q.kind == DistKind::kConst && c.k.kind == DistKind::kConst) {
+    return c.inject.empty() ? ValueFamily::kAllEqual : ValueFamily::kTies;
+  }
+  if (c.q.kind == DistKind::kUniform && c.k.kind == DistKind::kUniform && c.q.a > 0 && c.k.b < 0) {
+    return ValueFamily::kMaskedThenNegative;
+  }
+  if (c.q.kind == DistKind::kUniform) return ValueFamily::kUniform;
+  if (c.q.kind == DistKind::kNormal) return ValueFamily::kNormal;
+  return ValueFamily::kMixed;
+}
+
+rc::Gen<int64_t> gen_head_dim() {
+  // Weighted toward the head dims models use, then odd values, then anything in 1..256.
+  auto g = gen::weightedOneOf<int64_t>({
+      {8, gen::element<int64_t>(32, 64, 96, 128, 256)},
+      {3, gen::map(gen::inRange<int64_t>(0, 128), [](int64_t k) { return 2 * k + 1; })},
+      {2, range(1, 256)},
+      {2, gen::element<int64_t>(1, 2, 3, 4, 8, 16, 48, 80, 112, 160, 192, 224, 255)},
+  });
+  return shrinking_towards(g, 1);
+}
+
+rc::Gen<int64_t> gen_seqlen(int64_t tile, int64_t cap, int64_t min_value) {
+  const int64_t lo = std::max<int64_t>(min_value, 1);
+  std::vector<int64_t> edges;
+  for (int64_t v : {int64_t{1}, int64_t{2}}) edges.push_back(v);
+  for (int64_t k = 1; k <= 4; ++k) {
+    for (int64_t delta : {-1, 0, 1}) edges.push_back(k * tile + delta);
+  }
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  std::erase_if(edges, [&](int64_t v) { return v < lo || v > cap; });
+  std::vector<int64_t> primes = primes_up_to(cap);
+  std::erase_if(primes, [&](int64_t v) { return v < lo; });
+  if (cap < lo) return gen::just(std::max<int64_t>(min_value, 0));
+  auto random = range(lo, cap);
+  auto g = gen::weightedOneOf<int64_t>({
+      {6, edges.empty() ? random : gen::elementOf(edges)},
+      {2, primes.empty() ? random : gen::elementOf(primes)},
+      {3, random},
+      {min_value == 0 ? 1u : 0u, gen::just<int64_t>(0)},
+  });
+  return shrinking_towards(g, std::max<int64_t>(min_value, 0));
+}
+
+rc::Gen<Case> gen_case(const CaseOptions& options) {
+  return gen::mapcat(gen_shape(options), [options](Case c) {
+    const KernelConfig cfg = select_config(case_params(c));
+    return gen::mapcat(gen_family_choice(options),
+                       [c, cfg](ValueFamily family) { return gen_family(c, family, cfg); });
+  });
+}
+
+rc::Gen<Case> gen_special_case(const CaseOptions& options) {
+  CaseOptions o = options;
+  o.nonempty = true;
+  return gen::mapcat(gen_shape(o), [](Case c) {
+    const KernelConfig cfg = select_config(case_params(c));
+    return gen_family(c, ValueFamily::kSpecial, cfg);
+  });
+}
+
+std::vector<std::string> shape_tags(const Case& c) {
+  const KernelConfig cfg = select_config(case_params(c));
+  auto relation = [](int64_t s, int64_t tile) -> std::string {
+    if (s <= 2) return std::to_string(s);
+    if (tile <= 0) return "other";
+    const int64_t r = s % tile;
+    if (r == 0) return s == tile ? "tile" : "k*tile";
+    if (r == 1) return s == tile + 1 ? "tile+1" : "k*tile+1";
+    if (r == tile - 1) return s == tile - 1 ? "tile-1" : "k*tile-1";
+    return s < tile ? "<tile" : ">tile";
+  };
+  std::vector<std::string> tags;
+  tags.push_back(std::string("dtype=") + to_string(c.dtype));
+  tags.push_back(std::string("mask=") + to_string(c.mask));
+  tags.push_back(std::string("path=") + to_string(cfg.path));
+  tags.push_back("sq=" + relation(c.seqlen_q, cfg.block_m));
+  tags.push_back("sk=" + relation(c.seqlen_k, cfg.block_n));
+  tags.push_back(c.seqlen_q == c.seqlen_k ? "seqlens=sq=sk" : (c.seqlen_q < c.seqlen_k ? "seqlens=sq<sk" : "seqlens=sq>sk"));
+  const bool common = c.head_dim == 32 || c.head_dim == 64 || c.head_dim == 96 || c.head_dim == 128 || c.head_dim == 256;
+  tags.push_back(common ? "d=" + std::to_string(c.head_dim) : (c.head_dim % 2 ? "d=odd" : "d=other-even"));
+  tags.push_back(c.heads_q == c.heads_kv ? "heads=mha" : (c.heads_kv == 1 ? "heads=mqa" : "heads=gqa"));
+  tags.push_back(std::string("layout=") + (c.layout == Layout::kBSHD ? "bshd" : "bhsd") + (c.pad ? "+pad" : ""));
+  if (c.batch == 0) tags.push_back("batch=0");
+  if (c.scale) tags.push_back("scale=custom");
+  return tags;
+}
+
+Params case_params(const Case& c) {
+  Params p = make_params(c.dtype, c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k, c.head_dim, c.mask, c.layout);
+  p.softmax_scale = c.softmax_scale();
+  return p;
+}
+
+void showValue(const Case& c, std::ostream& os) { os << '"' << format_case(c) << '"'; }
+
+}  // namespace flashcheck::properties
+
+rc::Gen<flashcheck::Case> rc::Arbitrary<flashcheck::Case>::arbitrary() {
+  return flashcheck::properties::gen_case(flashcheck::properties::default_options());
+}

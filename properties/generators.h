@@ -1,0 +1,96 @@
+// Generators of cases for the property tests: rc::Arbitrary<Case> and the narrower generators some
+// properties need (masks, GQA, injected special values). Shapes aim at the kernel's own tile sizes,
+// queried from select_config() for the generated dtype and head_dim, never hard-coded here. Sizes are
+// bounded by the active tier's CaseLimits so the CPU tier stays inside the CI budget.
+// RapidCheck makes no special values by itself: every NaN, Inf, -0.0, subnormal and near-max value
+// below comes from a generator written for it. Each case prints as its case line (showValue).
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <rapidcheck.h>
+
+#include "flashcheck/attention.h"
+#include "flashcheck/case.h"
+
+namespace flashcheck::properties {
+
+// Size limits of generated problems; one set per tier (backend).
+struct CaseLimits {
+  int64_t max_work = 0;      // batch * heads_q * seqlen_q * seqlen_k * head_dim (multiply-adds of Q K^T)
+  int64_t max_elements = 0;  // elements of Q, K, V and O together
+  int64_t max_seqlen = 0;
+  int64_t max_batch = 0;
+  int64_t max_heads_kv = 0;
+  int64_t max_group = 0;     // heads_q / heads_kv
+};
+CaseLimits cpu_limits();  // host model on one core: small problems, many of them
+CaseLimits gpu_limits();  // GPU kernel: larger problems; the host-side oracle work stays bounded by row sampling
+
+// The limits Arbitrary<Case> uses; each test binary sets its tier's limits before the first property runs.
+const CaseLimits& active_limits();
+void set_active_limits(const CaseLimits& limits);
+
+// The value families of the issue; RC_CLASSIFY names them (value_family below).
+enum class ValueFamily : int32_t {
+  kNormal,             // normal with sigma log-uniform over five decades
+  kUniform,
+  kNearMax,            // near the dtype's largest finite value
+  kSubnormal,
+  kAllEqual,           // every logit of the problem equal
+  kDominantKey,        // one key far above the others
+  kIncreasingLogits,   // logits increase along the keys: the running max moves on every tile
+  kMaskedThenNegative, // causal mask (fully masked leading K tiles for early rows) and all-negative scores
+  kTies,               // several keys tie for the row max, a few fall below it
+  kNegativeZero,       // -0.0 everywhere in one or more tensors
+  kSpecial,            // NaN / +-Inf / -0.0 injected at chosen positions (also where the mask hides them)
+  kMixed,              // none of the above (a shrunk case can land here)
+};
+inline constexpr int kValueFamilyCount = 12;
+const char* to_string(ValueFamily family);
+// The family a case belongs to, recovered from its value specs and injections (so shrunk cases are named too).
+ValueFamily value_family(const Case& c);
+
+// What a property needs from its cases.
+struct CaseOptions {
+  CaseLimits limits;
+  std::vector<Mask> masks{Mask::kNone, Mask::kCausalBottomRight, Mask::kCausalTopLeft};
+  bool special_values = true;     // allow the kSpecial family (and finite injections)
+  bool nonempty = false;          // batch, heads, seqlen_q, seqlen_k >= 1
+  int64_t min_group = 1;          // heads_q / heads_kv at least this (GQA property: 2)
+  int64_t min_seqlen_k = 0;
+};
+CaseOptions default_options();  // the active limits, everything allowed
+
+rc::Gen<Case> gen_case(const CaseOptions& options);
+// Always the kSpecial family, on a non-empty shape, 1-4 injections.
+rc::Gen<Case> gen_special_case(const CaseOptions& options);
+// One seqlen aimed at `tile` (0, 1, 2, tile-1, tile, tile+1, multiples +-1, primes, random), at most `cap`.
+rc::Gen<int64_t> gen_seqlen(int64_t tile, int64_t cap, int64_t min_value);
+rc::Gen<int64_t> gen_head_dim();
+
+// Case-shape words for the coverage table (seqlen relative to the tile, GQA kind, layout, ...).
+std::vector<std::string> shape_tags(const Case& c);
+
+// Params of a case with null pointers (for select_config before inputs exist).
+Params case_params(const Case& c);
+
+// A case shows as its case line, so RapidCheck's counterexample is a line flashcheck-repro replays.
+void showValue(const Case& c, std::ostream& os);
+
+}  // namespace flashcheck::properties
+
+namespace flashcheck {
+// RapidCheck looks showValue up by argument-dependent lookup in the namespace of Case.
+inline void showValue(const Case& c, std::ostream& os) { properties::showValue(c, os); }
+}  // namespace flashcheck
+
+namespace rc {
+template <>
+struct Arbitrary<flashcheck::Case> {
+  static Gen<flashcheck::Case> arbitrary();  // gen_case(default_options())
+};
+}  // namespace rc

@@ -1,0 +1,149 @@
+// Property 2: online-softmax invariants, from the instrumented build (the host model's instrumentation in
+// the CPU tier, flashcheck_kernel_instrumented in the GPU tier; the production kernel carries none of it,
+// see the ProductionBuild test). For every row with a visible key:
+//   1 <= l <= visible keys;  LSE = m + ln l;  final m = the exact row max within the score bound;
+// for rows with no visible key: m = -inf, l = 0, LSE = -inf, O = 0; and for traced rows, after each K/V
+// tile: m never decreases and l * e^m never decreases. Tolerances are a few fp32 roundings scaled by |m|
+// (the kernel works with m * scale * log2(e) in fp32), never flat.
+#include <rapidcheck.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "checks.h"
+#include "generators.h"
+#include "properties.h"
+#include "tier.h"
+#include "trace.h"
+
+namespace flashcheck::properties {
+namespace {
+
+constexpr double kFp32Slack = 0x1p-20;  // 16 fp32 unit roundoffs
+
+std::string row_name(const Params& p, int64_t flat) {
+  std::ostringstream os;
+  os << "row [b=" << flat / (p.heads_q * p.seqlen_q) << ", h=" << (flat / p.seqlen_q) % p.heads_q
+     << ", i=" << flat % p.seqlen_q << "]";
+  return os.str();
+}
+
+// Fails the property with the row and the values involved.
+void expect(bool holds, const Params& p, int64_t flat, const std::string& what) {
+  if (holds) return;
+  RC_LOG() << row_name(p, flat) << ": " << what << "\n";
+  RC_FAIL("online-softmax invariant violated: " + what);
+}
+
+std::string values(std::initializer_list<std::pair<const char*, double>> named) {
+  std::ostringstream os;
+  os.precision(9);
+  for (const auto& [name, x] : named) os << ' ' << name << '=' << x;
+  return os.str();
+}
+
+}  // namespace
+
+void online_softmax_invariants(const Case& given) {
+  // NaN and infinities have no invariants; finite injections (ties) stay.
+  Case c = given;
+  std::erase_if(c.inject, [](const Injection& inj) { return !std::isfinite(inj.value); });
+  note_case(c);
+  const HostInputs in = inputs_for(c);
+  const Params& p = in.params;
+  const RunOutputs out = run_backend(in, /*instrument=*/true);
+  RC_ASSERT(out.row_m.size() == out.lse.size());
+  RC_ASSERT(out.row_l.size() == out.lse.size());
+  const KernelConfig& config = out.config;
+  const int64_t rows = p.batch * p.heads_q * p.seqlen_q;
+
+  // Final statistics of every row.
+  for (int64_t flat = 0; flat < rows; ++flat) {
+    const size_t r = static_cast<size_t>(flat);
+    const double m = out.row_m[r], l = out.row_l[r], lse = out.lse[r];
+    const int64_t visible = visible_keys(p.mask, flat % p.seqlen_q, p.seqlen_q, p.seqlen_k);
+    const std::string vals = values({{"m", m}, {"l", l}, {"lse", lse}, {"visible", double(visible)}});
+    if (visible == 0) {
+      expect(m == -INFINITY && l == 0.0 && lse == -INFINITY, p, flat, "no visible key needs m = -inf, l = 0, LSE = -inf:" + vals);
+      for (int64_t d = 0; d < p.head_dim; ++d) {
+        expect(out.o[r * static_cast<size_t>(p.head_dim) + static_cast<size_t>(d)] == 0.0, p, flat, "no visible key needs O = 0");
+      }
+      continue;
+    }
+    if (!std::isfinite(m)) continue;  // scores beyond fp32 (outside the domain); the oracle rows below decide
+    const double slack = kFp32Slack * (1.0 + std::fabs(m) + static_cast<double>(visible));
+    expect(l >= 1.0 - slack && l <= static_cast<double>(visible) * (1.0 + slack), p, flat, "1 <= l <= visible keys:" + vals);
+    const double lse_slack = kFp32Slack * (1.0 + std::fabs(m) + std::fabs(std::log(l)));
+    expect(std::fabs(lse - (m + std::log(l))) <= lse_slack, p, flat, "LSE = m + ln l:" + vals);
+  }
+
+  // Final m against the exact row max, on the rows the oracle checks.
+  const std::vector<oracle::RowRef> sample = rows_to_check(in, config, c.seed);
+  for (const oracle::RowRef& ref : sample) {
+    const ExactRow e = exact_row(in, config, ref);
+    if (e.bound.unconstrained || e.exact.visible == 0) continue;
+    const int64_t flat = row_index(p, ref.b, ref.h, ref.i);
+    const double m = out.row_m[static_cast<size_t>(flat)];
+    expect(std::fabs(m - e.exact.m) <= e.bound.m, p, flat,
+           "final m vs exact row max:" + values({{"m", m}, {"exact", e.exact.m}, {"bound", e.bound.m}}));
+  }
+
+  // Per-tile traces of up to 16 of those rows, spread over the sample.
+  Trace trace;
+  const size_t stride = std::max<size_t>(1, sample.size() / 16);
+  for (size_t s = 0; s < sample.size() && trace.rows.size() < 16; s += stride) {
+    trace.rows.push_back(row_index(p, sample[s].b, sample[s].h, sample[s].i));
+  }
+  const int64_t tiles = config.block_n > 0 ? (p.seqlen_k + config.block_n - 1) / config.block_n : 0;
+  trace.max_tiles = static_cast<int32_t>(std::max<int64_t>(tiles, 1));
+  const Status st = run_traced(in, active_backend(), planted_defect(), &trace);
+  if (!st.ok()) RC_LOG() << "traced run: " << st.message() << "\n";
+  RC_ASSERT(st.ok());
+  int moved_every_tile = 0;
+  for (size_t t = 0; t < trace.rows.size(); ++t) {
+    const int64_t flat = trace.rows[t];
+    std::vector<std::pair<double, double>> steps;  // (m, l) after each recorded tile
+    for (int32_t k = 0; k < trace.max_tiles; ++k) {
+      const size_t slot = t * static_cast<size_t>(trace.max_tiles) + static_cast<size_t>(k);
+      if (is_trace_poison(trace.m[slot])) continue;
+      steps.emplace_back(trace.m[slot], trace.l[slot]);
+    }
+    bool every = steps.size() >= 2;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const auto [m, l] = steps[k];
+      if (m == -INFINITY) {
+        expect(l == 0.0, p, flat, "tile " + std::to_string(k) + ": m = -inf needs l = 0:" + values({{"l", l}}));
+        every = false;
+        continue;
+      }
+      if (!std::isfinite(m)) break;  // outside the domain
+      expect(l >= 1.0 - kFp32Slack * (1.0 + std::fabs(m)), p, flat,
+             "tile " + std::to_string(k) + ": l >= 1 once a key is seen:" + values({{"m", m}, {"l", l}}));
+      if (k == 0 || steps[k - 1].first == -INFINITY) continue;
+      const auto [m0, l0] = steps[k - 1];
+      expect(m >= m0, p, flat, "tile " + std::to_string(k) + ": m decreased:" + values({{"m_before", m0}, {"m", m}}));
+      every = every && m > m0;
+      // l * e^m in the log domain: ln l + m, with the rescale's fp32 roundings scaled by |m|.
+      const double before = std::log(l0) + m0, after = std::log(l) + m;
+      const double slack = kFp32Slack * (1.0 + std::fabs(m) + std::fabs(m0));
+      expect(after >= before - slack, p, flat,
+             "tile " + std::to_string(k) + ": l * e^m decreased:" +
+                 values({{"m_before", m0}, {"l_before", l0}, {"m", m}, {"l", l}}));
+    }
+    if (!steps.empty() && std::isfinite(steps.back().first)) {
+      const double m_final = out.row_m[static_cast<size_t>(flat)];
+      expect(steps.back().first == m_final, p, flat,
+             "the last traced m is the final m:" + values({{"traced", steps.back().first}, {"final", m_final}}));
+    }
+    moved_every_tile += every ? 1 : 0;
+  }
+  if (moved_every_tile > 0) note_coverage("trace=max-moved-on-every-tile");
+  int top_bucket = -1;
+  for (int b = 0; b < kRescaleBuckets; ++b) {
+    if (trace.rescale_buckets[static_cast<size_t>(b)] > 0) top_bucket = b;
+  }
+  if (top_bucket >= 0) note_coverage("max-moves=bucket" + std::to_string(top_bucket));
+}
+
+}  // namespace flashcheck::properties

@@ -1,0 +1,580 @@
+// Property 3: metamorphic relations, the kernel against itself, so a bug the oracle shares is still
+// caught. Each relation transforms the inputs in the dtype, exactly (values are first put on a grid
+// coarse enough that the transformed values are representable, and set_input_value asserts it), runs
+// both, and compares: bit for bit where the arithmetic is identical, otherwise within the sum of the two
+// runs' error bounds (the oracle only sizes the tolerance; the expected value comes from the kernel).
+#include <rapidcheck.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <cstring>
+#include <sstream>
+
+#include "checks.h"
+#include "generators.h"
+#include "properties.h"
+#include "tier.h"
+
+namespace flashcheck::properties {
+namespace {
+
+namespace gen = rc::gen;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Deterministic derived randomness (permutations, shift vectors): splitmix64.
+struct SplitMix {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  int64_t below(int64_t n) { return n <= 0 ? 0 : static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
+};
+
+// Worst ratio |got - want| / bound of a relation, with where it happened.
+struct Worst {
+  double ratio = 0.0;
+  std::string where;
+  void add(double got, double want, double bound, const oracle::RowRef& r, int64_t col) {
+    double ratio_here;
+    if (std::isnan(got) || std::isnan(want)) {
+      ratio_here = kInf;
+    } else if (got == want) {
+      ratio_here = 0.0;
+    } else {
+      ratio_here = bound > 0.0 ? std::fabs(got - want) / bound : kInf;
+    }
+    if (ratio_here > ratio || (std::isinf(ratio_here) && where.empty())) {
+      ratio = ratio_here;
+      std::ostringstream os;
+      os << describe_row(r) << (col >= 0 ? " col " + std::to_string(col) : std::string(" LSE")) << ": got " << got
+         << ", want " << want << ", bound " << bound;
+      where = os.str();
+    }
+  }
+};
+
+void assert_worst(const Worst& w, const char* relation) {
+  RC_LOG() << relation << ": worst error/bound " << w.ratio << (w.where.empty() ? "" : " at " + w.where) << "\n";
+  RC_ASSERT(w.ratio <= 1.0);
+}
+
+HostInputs copy_of(const HostInputs& in) {
+  HostInputs out = in;
+  out.bind();
+  return out;
+}
+
+// Values of another case with the same shape (new seed): what "changing" a slice changes it to.
+HostInputs alternative_inputs(const Case& c) {
+  Case alt = c;
+  alt.seed = c.seed ^ 0x5DEECE66Dull;
+  alt.inject.clear();
+  return inputs_for(alt);
+}
+
+int precision_bits(DType dtype) {
+  switch (dtype) {
+    case DType::kF16: return 11;
+    case DType::kBF16: return 8;
+    default: return 24;
+  }
+}
+double min_normal(DType dtype) { return dtype == DType::kF16 ? 0x1p-14 : 0x1p-126; }
+
+double max_abs(const std::vector<double>& xs) {
+  double m = 0.0;
+  for (double x : xs) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// Smallest E with 2^E >= a (a > 0).
+int ceil_log2(double a) {
+  int e = 0;
+  const double m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  return m == 0.5 ? e - 1 : e;
+}
+
+// Puts one tensor on the grid of multiples of `grid` (round to nearest); exact in the dtype when the
+// grid is coarse enough (callers choose it so).
+void quantize(HostInputs& in, char tensor, double grid) {
+  transform_tensor(in, tensor, [grid](double x) { return std::nearbyint(x / grid) * grid; });
+}
+
+// Rows of the problem, flattened: (b, h, i) -> flat index.
+oracle::RowRef row_ref(const Params& p, int64_t flat) {
+  return {flat / (p.heads_q * p.seqlen_q), (flat / p.seqlen_q) % p.heads_q, flat % p.seqlen_q};
+}
+
+double o_at(const RunOutputs& out, const Params& p, const oracle::RowRef& r, int64_t d) {
+  return out.o[static_cast<size_t>(o_index(p, r.b, r.h, r.i, d))];
+}
+float lse_at(const RunOutputs& out, const Params& p, const oracle::RowRef& r) {
+  return out.lse[static_cast<size_t>(row_index(p, r.b, r.h, r.i))];
+}
+
+// Copies every K and V row of key range [from, to) of all (b, kv head) from `src` into `dst`.
+void copy_keys(HostInputs& dst, const HostInputs& src, int64_t from, int64_t to) {
+  const Params& p = dst.params;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t g = 0; g < p.heads_kv; ++g)
+      for (int64_t j = from; j < to; ++j)
+        for (int64_t d = 0; d < p.head_dim; ++d) {
+          set_input_value(dst, 'k', b, g, j, d, input_value(src, 'k', b, g, j, d));
+          set_input_value(dst, 'v', b, g, j, d, input_value(src, 'v', b, g, j, d));
+        }
+}
+
+int64_t group_of(const Params& p) { return p.heads_q / p.heads_kv; }
+
+// A key index aimed at the K tiles: a tile boundary or anywhere in [lo, hi].
+int64_t pick_key(int64_t lo, int64_t hi, int64_t block_n) {
+  if (hi <= lo) return lo;
+  std::vector<int64_t> edges;
+  for (int64_t t = 1; t * block_n - 1 <= hi + 1; ++t) {
+    for (int64_t x : {t * block_n - 1, t * block_n, t * block_n + 1}) {
+      if (x >= lo && x <= hi) edges.push_back(x);
+    }
+  }
+  auto random = gen::inRange<int64_t>(lo, hi + 1);
+  if (edges.empty()) return *random;
+  return *gen::weightedOneOf<int64_t>({{1, gen::elementOf(edges)}, {1, random}});
+}
+
+CaseOptions finite_options() {
+  CaseOptions o = default_options();
+  o.special_values = false;
+  o.nonempty = true;
+  return o;
+}
+
+}  // namespace
+
+void permuting_keys_leaves_output_unchanged() {
+  CaseOptions o = finite_options();
+  o.masks = {Mask::kNone};  // under a causal mask the key order is the visibility
+  const Case c = *gen_case(o);
+  note_case(c);
+  const int kind = *gen::element(0, 1, 2).as("permutation (0 reverse, 1 rotate by a K tile, 2 shuffle)");
+  const uint64_t perm_seed = *gen::inRange<uint64_t>(0, 1u << 20).as("shuffle seed");
+
+  const HostInputs base = inputs_for(c);
+  const Params& p = base.params;
+  const KernelConfig config = select_config(p);
+  std::vector<int64_t> perm(static_cast<size_t>(p.seqlen_k));
+  std::iota(perm.begin(), perm.end(), 0);
+  if (kind == 0) std::reverse(perm.begin(), perm.end());
+  if (kind == 1) std::rotate(perm.begin(), perm.begin() + (config.block_n % p.seqlen_k), perm.end());
+  if (kind == 2) {
+    SplitMix rng{perm_seed};
+    for (int64_t j = p.seqlen_k - 1; j > 0; --j) std::swap(perm[static_cast<size_t>(j)], perm[static_cast<size_t>(rng.below(j + 1))]);
+  }
+  HostInputs permuted = copy_of(base);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t g = 0; g < p.heads_kv; ++g)
+      for (int64_t j = 0; j < p.seqlen_k; ++j)
+        for (int64_t d = 0; d < p.head_dim; ++d) {
+          const int64_t to = perm[static_cast<size_t>(j)];
+          set_input_value(permuted, 'k', b, g, to, d, input_value(base, 'k', b, g, j, d));
+          set_input_value(permuted, 'v', b, g, to, d, input_value(base, 'v', b, g, j, d));
+        }
+
+  const RunOutputs a = run_backend(base);
+  const RunOutputs b = run_backend(permuted);
+  Worst worst;
+  for (const oracle::RowRef& r : rows_to_check(base, a.config, c.seed)) {
+    const ExactRow e = exact_row(base, a.config, r);  // the exact row is the same for both orders
+    if (e.bound.unconstrained) continue;
+    for (int64_t d = 0; d < p.head_dim; ++d) {
+      worst.add(o_at(b, p, r, d), o_at(a, p, r, d), 2.0 * e.bound.o[static_cast<size_t>(d)], r, d);
+    }
+    worst.add(lse_at(b, p, r), lse_at(a, p, r), 2.0 * e.bound.lse, r, -1);
+  }
+  assert_worst(worst, "O(permuted K, V) vs O(K, V)");
+}
+
+void shifting_keys_shifts_only_lse() {
+  const Case c = *gen_case(finite_options());
+  note_case(c);
+  const int pattern = *gen::element(0, 1, 2).as("shift vector (0 constant, 1 random, 2 one-hot)");
+  const uint64_t shift_seed = *gen::inRange<uint64_t>(0, 1u << 20).as("shift seed");
+
+  HostInputs base = inputs_for(c);
+  const Params& p = base.params;
+  const int bits = precision_bits(p.dtype);
+  // Grid: K on multiples of g = 2^(E+2-p) with 2^E >= max|k| and |u| <= 2^E, so k + u (|k + u| <= 2^(E+2))
+  // is a multiple of g below 2^p * g: exactly representable.
+  const double a_max = std::max(max_abs(base.k_exact), std::numeric_limits<double>::min());
+  const int e = ceil_log2(a_max);
+  if (std::ldexp(1.0, e + 2) > dtype_max(p.dtype)) {
+    note_coverage("relation=skipped-near-max");
+    return;
+  }
+  const double grid = std::ldexp(1.0, e + 2 - bits);
+  quantize(base, 'k', grid);
+  const int64_t steps = int64_t{1} << (bits - 2);  // |u_d| <= steps * grid = 2^E
+  std::vector<double> u(static_cast<size_t>(p.head_dim), 0.0);
+  SplitMix rng{shift_seed};
+  const int64_t constant = rng.below(2 * steps + 1) - steps;
+  const int64_t hot = rng.below(p.head_dim);
+  for (int64_t d = 0; d < p.head_dim; ++d) {
+    const int64_t m = pattern == 0 ? constant : pattern == 1 ? rng.below(2 * steps + 1) - steps : (d == hot ? steps : 0);
+    u[static_cast<size_t>(d)] = static_cast<double>(m) * grid;
+  }
+  RC_LOG() << "K quantized to multiples of " << grid << "; every key row shifted by u (|u| <= " << steps * grid << ")\n";
+  HostInputs shifted = copy_of(base);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t g = 0; g < p.heads_kv; ++g)
+      for (int64_t j = 0; j < p.seqlen_k; ++j)
+        for (int64_t d = 0; d < p.head_dim; ++d) {
+          set_input_value(shifted, 'k', b, g, j, d, input_value(base, 'k', b, g, j, d) + u[static_cast<size_t>(d)]);
+        }
+
+  const RunOutputs out_base = run_backend(base);
+  const RunOutputs out_shift = run_backend(shifted);
+  const double scale = static_cast<double>(p.softmax_scale);
+  Worst worst;
+  for (const oracle::RowRef& r : rows_to_check(base, out_base.config, c.seed)) {
+    const ExactRow eb = exact_row(base, out_base.config, r);
+    const ExactRow es = exact_row(shifted, out_shift.config, r);
+    if (eb.exact.visible == 0) {
+      // No visible key: nothing to shift; both rows are the empty row.
+      worst.add(lse_at(out_shift, p, r), lse_at(out_base, p, r), 0.0, r, -1);
+      continue;
+    }
+    if (eb.bound.unconstrained || es.bound.unconstrained) continue;
+    for (int64_t d = 0; d < p.head_dim; ++d) {
+      const size_t k = static_cast<size_t>(d);
+      worst.add(o_at(out_shift, p, r, d), o_at(out_base, p, r, d), eb.bound.o[k] + es.bound.o[k], r, d);
+    }
+    double dot = 0.0;  // q_i . u in double: products exact, the sum's rounding far below the bound
+    for (int64_t d = 0; d < p.head_dim; ++d) dot += input_value(base, 'q', r.b, r.h, r.i, d) * u[static_cast<size_t>(d)];
+    const double expected = static_cast<double>(lse_at(out_base, p, r)) + scale * dot;
+    worst.add(lse_at(out_shift, p, r), expected, eb.bound.lse + es.bound.lse + 1e-12 * std::fabs(scale * dot), r, -1);
+  }
+  assert_worst(worst, "O, LSE after adding u to every key row (LSE shifts by scale * q . u)");
+}
+
+void affine_values_give_affine_output() {
+  const Case c = *gen_case(finite_options());
+  note_case(c);
+  double a = *gen::element(1.0, -1.0, 2.0, 0.5, -4.0, 0.25).as("a (power of two)");
+  bool with_offset = *gen::weightedElement<bool>({{2, false}, {3, true}}).as("b != 0");
+  const uint64_t offset_seed = *gen::inRange<uint64_t>(0, 1u << 20).as("offset seed");
+
+  HostInputs base = inputs_for(c);
+  const Params& p = base.params;
+  const int bits = precision_bits(p.dtype);
+  const double a_max = std::max(max_abs(base.v_exact), std::numeric_limits<double>::min());
+  const int e = ceil_log2(a_max);
+  if (std::ldexp(1.0, e + 3) > dtype_max(p.dtype)) {
+    // Near the largest finite value: only shrinking scales, no offset.
+    if (std::fabs(a) > 1.0) a = 1.0 / a;
+    with_offset = false;
+  }
+  // V on multiples of g = 2^(E+3-p) and b a multiple of g/4 with |b| <= 2^E: for |a| in [1/4, 4] every
+  // a*v + b is a multiple of |a|*g or g/4 of magnitude below 2^p times that, so exactly representable.
+  double b_offset = 0.0;
+  if (with_offset) {
+    const double grid = std::ldexp(1.0, e + 3 - bits);
+    quantize(base, 'v', grid);
+    SplitMix rng{offset_seed};
+    const int64_t steps = int64_t{1} << (bits - 1);
+    b_offset = static_cast<double>(rng.below(2 * steps + 1) - steps) * (grid / 4.0);
+    RC_LOG() << "V quantized to multiples of " << grid << "\n";
+  }
+  RC_LOG() << "V' = " << a << " * V + " << b_offset << "\n";
+  HostInputs scaled = copy_of(base);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t g = 0; g < p.heads_kv; ++g)
+      for (int64_t j = 0; j < p.seqlen_k; ++j)
+        for (int64_t d = 0; d < p.head_dim; ++d) {
+          set_input_value(scaled, 'v', b, g, j, d, a * input_value(base, 'v', b, g, j, d) + b_offset);
+        }
+
+  const RunOutputs out_base = run_backend(base);
+  const RunOutputs out_scaled = run_backend(scaled);
+  // V never enters the scores: LSE is bit-identical.
+  const int64_t rows = p.batch * p.heads_q * p.seqlen_q;
+  for (int64_t flat = 0; flat < rows; ++flat) {
+    const float x = out_base.lse[static_cast<size_t>(flat)], y = out_scaled.lse[static_cast<size_t>(flat)];
+    if (!same_bits(x, y)) {
+      RC_LOG() << "LSE changed with V at row " << describe_row(row_ref(p, flat)) << ": " << x << " vs " << y << "\n";
+      RC_FAIL("LSE depends on V");
+    }
+  }
+  // b == 0 and a a power of two: every product, sum and the final division scale exactly, so O' == a*O
+  // bit for bit, except where a value sits in the dtype's subnormal range (its grid does not scale).
+  const bool exact_scaling = !with_offset && value_family(c) != ValueFamily::kSubnormal;
+  Worst worst;
+  for (const oracle::RowRef& r : rows_to_check(base, out_base.config, c.seed)) {
+    const ExactRow eb = exact_row(base, out_base.config, r);
+    if (eb.bound.unconstrained) continue;
+    std::optional<ExactRow> es;
+    for (int64_t d = 0; d < p.head_dim; ++d) {
+      const double o = o_at(out_base, p, r, d), o2 = o_at(out_scaled, p, r, d);
+      const double want = a * o + b_offset;
+      const bool normal_range = std::fabs(o) >= 4.0 * min_normal(p.dtype) || o == 0.0;
+      if (exact_scaling && normal_range) {
+        worst.add(o2, want, 0.0, r, d);
+        continue;
+      }
+      if (!es) es = exact_row(scaled, out_scaled.config, r);
+      const size_t k = static_cast<size_t>(d);
+      worst.add(o2, want, es->bound.o[k] + std::fabs(a) * eb.bound.o[k], r, d);
+    }
+  }
+  assert_worst(worst, exact_scaling ? "O(aV) == a*O(V) bit for bit" : "O(aV + b) vs a*O(V) + b");
+}
+
+void output_within_value_range(const Case& c) {
+  note_case(c);
+  const HostInputs in = inputs_for(c);
+  const Params& p = in.params;
+  const RunOutputs out = run_backend(in);
+  Worst worst;
+  for (const oracle::RowRef& r : rows_to_check(in, out.config, c.seed)) {
+    const ExactRow e = exact_row(in, out.config, r);
+    if (e.bound.unconstrained || e.exact.visible == 0) continue;
+    const int64_t g = r.h / group_of(p);
+    for (int64_t d = 0; d < p.head_dim; ++d) {
+      double lo = kInf, hi = -kInf;
+      for (int64_t j = 0; j < e.exact.visible; ++j) {
+        const double v = input_value(in, 'v', r.b, g, j, d);
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      // A convex combination: inside [lo, hi] up to the rounding the error model allows.
+      const double o = o_at(out, p, r, d);
+      const double want = std::clamp(o, lo, hi);
+      worst.add(o, std::isnan(o) ? lo : want, e.bound.o[static_cast<size_t>(d)], r, d);
+    }
+  }
+  assert_worst(worst, "O column outside [min, max] of the visible V column");
+}
+
+void batches_and_heads_are_independent(const Case& given) {
+  Case c = given;
+  if (c.batch * c.heads_q < 2) c.batch = 2;  // need two slices to have an "other" one
+  note_case(c);
+  if (c.seqlen_q == 0) return;  // nothing to compare
+  const HostInputs base = inputs_for(c);
+  const Params& p = base.params;
+  const HostInputs alt = alternative_inputs(c);
+  // One K/V slice (b, kv head) and one Q slice (b, q head) change.
+  const int64_t kv_b = *gen::inRange<int64_t>(0, p.batch).as("changed K/V batch");
+  const int64_t kv_h = *gen::inRange<int64_t>(0, p.heads_kv).as("changed K/V head");
+  const int64_t q_b = *gen::inRange<int64_t>(0, p.batch).as("changed Q batch");
+  const int64_t q_h = *gen::inRange<int64_t>(0, p.heads_q).as("changed Q head");
+  HostInputs changed = copy_of(base);
+  for (int64_t j = 0; j < p.seqlen_k; ++j)
+    for (int64_t d = 0; d < p.head_dim; ++d) {
+      set_input_value(changed, 'k', kv_b, kv_h, j, d, input_value(alt, 'k', kv_b, kv_h, j, d));
+      set_input_value(changed, 'v', kv_b, kv_h, j, d, input_value(alt, 'v', kv_b, kv_h, j, d));
+    }
+  for (int64_t i = 0; i < p.seqlen_q; ++i)
+    for (int64_t d = 0; d < p.head_dim; ++d) set_input_value(changed, 'q', q_b, q_h, i, d, input_value(alt, 'q', q_b, q_h, i, d));
+
+  const RunOutputs a = run_backend(base);
+  const RunOutputs b = run_backend(changed);
+  const int64_t rows = p.batch * p.heads_q * p.seqlen_q;
+  std::vector<bool> untouched(static_cast<size_t>(rows));
+  int64_t compared = 0;
+  for (int64_t flat = 0; flat < rows; ++flat) {
+    const oracle::RowRef r = row_ref(p, flat);
+    const bool touched = (r.b == kv_b && r.h / group_of(p) == kv_h) || (r.b == q_b && r.h == q_h);
+    untouched[static_cast<size_t>(flat)] = !touched;
+    compared += touched ? 0 : 1;
+  }
+  RC_ASSERT(compared > 0);
+  assert_bit_identical("rows of unchanged (batch, head) slices", a, b, p, &untouched);
+}
+
+void causal_rows_ignore_invisible_keys() {
+  CaseOptions o = finite_options();
+  o.masks = {Mask::kCausalBottomRight, Mask::kCausalTopLeft};
+  const Case c = *gen_case(o);
+  note_case(c);
+  const HostInputs base = inputs_for(c);
+  const Params& p = base.params;
+  const KernelConfig config = select_config(p);
+  const int64_t j0 = pick_key(0, p.seqlen_k - 1, config.block_n);
+  RC_LOG() << "K and V rows of keys >= " << j0 << " replaced\n";
+  HostInputs changed = copy_of(base);
+  copy_keys(changed, alternative_inputs(c), j0, p.seqlen_k);
+
+  const RunOutputs a = run_backend(base);
+  const RunOutputs b = run_backend(changed);
+  const int64_t rows = p.batch * p.heads_q * p.seqlen_q;
+  std::vector<bool> blind(static_cast<size_t>(rows));
+  int64_t compared = 0;
+  for (int64_t flat = 0; flat < rows; ++flat) {
+    const bool sees_none = visible_keys(p.mask, flat % p.seqlen_q, p.seqlen_q, p.seqlen_k) <= j0;
+    blind[static_cast<size_t>(flat)] = sees_none;
+    compared += sees_none ? 1 : 0;
+  }
+  note_coverage(compared > 0 ? "compared=some-rows" : "compared=none");
+  assert_bit_identical("rows that cannot see the changed keys", a, b, p, &blind);
+}
+
+void nan_in_masked_keys_never_reaches_output() {
+  CaseOptions o = finite_options();
+  o.masks = {Mask::kCausalBottomRight, Mask::kCausalTopLeft};
+  const Case c = *gen_case(o);
+  note_case(c);
+  const double poison = *gen::element(std::numeric_limits<double>::quiet_NaN(), kInf, -kInf).as("hidden value");
+  const HostInputs base = inputs_for(c);
+  const Params& p = base.params;
+  const KernelConfig config = select_config(p);
+  const int64_t j0 = pick_key(0, p.seqlen_k - 1, config.block_n);
+  RC_LOG() << "every K and V element of keys >= " << j0 << " set to " << poison << "\n";
+  HostInputs poisoned = copy_of(base);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t g = 0; g < p.heads_kv; ++g)
+      for (int64_t j = j0; j < p.seqlen_k; ++j)
+        for (int64_t d = 0; d < p.head_dim; ++d) {
+          set_input_value(poisoned, 'k', b, g, j, d, poison);
+          set_input_value(poisoned, 'v', b, g, j, d, poison);
+        }
+  const RunOutputs a = run_backend(base);
+  const RunOutputs b = run_backend(poisoned);
+  const int64_t rows = p.batch * p.heads_q * p.seqlen_q;
+  std::vector<bool> blind(static_cast<size_t>(rows));
+  for (int64_t flat = 0; flat < rows; ++flat) {
+    blind[static_cast<size_t>(flat)] = visible_keys(p.mask, flat % p.seqlen_q, p.seqlen_q, p.seqlen_k) <= j0;
+  }
+  assert_bit_identical("rows whose hidden keys hold " + std::to_string(poison), a, b, p, &blind);
+}
+
+void gqa_equals_repeated_heads() {
+  CaseOptions o = default_options();
+  o.min_group = 2;
+  o.nonempty = true;
+  const Case c = *gen_case(o);
+  note_case(c);
+  const HostInputs grouped = inputs_for(c);
+  const Params& p = grouped.params;
+  Case repeated_case = c;
+  repeated_case.heads_kv = c.heads_q;
+  repeated_case.inject.clear();
+  HostInputs repeated = inputs_for(repeated_case);
+  // Q as is; K/V head h of the repeated problem is head h / group of the grouped one.
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      for (int64_t i = 0; i < p.seqlen_q; ++i)
+        for (int64_t d = 0; d < p.head_dim; ++d) set_input_value(repeated, 'q', b, h, i, d, input_value(grouped, 'q', b, h, i, d));
+      for (int64_t j = 0; j < p.seqlen_k; ++j)
+        for (int64_t d = 0; d < p.head_dim; ++d) {
+          set_input_value(repeated, 'k', b, h, j, d, input_value(grouped, 'k', b, h / group_of(p), j, d));
+          set_input_value(repeated, 'v', b, h, j, d, input_value(grouped, 'v', b, h / group_of(p), j, d));
+        }
+    }
+  const RunOutputs a = run_backend(grouped);
+  const RunOutputs b = run_backend(repeated);
+  RC_LOG() << "configs: grouped " << a.config.name << ", repeated " << b.config.name << "\n";
+  assert_bit_identical("GQA/MQA vs explicitly repeated K/V heads", a, b, p);
+}
+
+void merge_of_key_halves_equals_whole() {
+  CaseOptions o = finite_options();
+  o.masks = {Mask::kNone};  // the halves of a causal problem have other visibility
+  o.min_seqlen_k = 2;
+  const Case c = *gen_case(o);
+  note_case(c);
+  const HostInputs whole = inputs_for(c);
+  const Params& p = whole.params;
+  const KernelConfig config = select_config(p);
+  const int64_t split = pick_key(1, p.seqlen_k - 1, config.block_n);
+  RC_LOG() << "keys split at " << split << "\n";
+  auto half = [&](int64_t from, int64_t to) {
+    Case hc = c;
+    hc.seqlen_k = to - from;
+    hc.inject.clear();
+    HostInputs h = inputs_for(hc);
+    for (int64_t b = 0; b < p.batch; ++b) {
+      for (int64_t hq = 0; hq < p.heads_q; ++hq)
+        for (int64_t i = 0; i < p.seqlen_q; ++i)
+          for (int64_t d = 0; d < p.head_dim; ++d) set_input_value(h, 'q', b, hq, i, d, input_value(whole, 'q', b, hq, i, d));
+      for (int64_t g = 0; g < p.heads_kv; ++g)
+        for (int64_t j = from; j < to; ++j)
+          for (int64_t d = 0; d < p.head_dim; ++d) {
+            set_input_value(h, 'k', b, g, j - from, d, input_value(whole, 'k', b, g, j, d));
+            set_input_value(h, 'v', b, g, j - from, d, input_value(whole, 'v', b, g, j, d));
+          }
+    }
+    return h;
+  };
+  const HostInputs first = half(0, split);
+  const HostInputs second = half(split, p.seqlen_k);
+  const RunOutputs out = run_backend(whole);
+  const RunOutputs out1 = run_backend(first);
+  const RunOutputs out2 = run_backend(second);
+  Worst worst;
+  for (const oracle::RowRef& r : rows_to_check(whole, out.config, c.seed)) {
+    const ExactRow e = exact_row(whole, out.config, r);
+    const ExactRow e1 = exact_row(first, out1.config, r);
+    const ExactRow e2 = exact_row(second, out2.config, r);
+    if (e.bound.unconstrained || e1.bound.unconstrained || e2.bound.unconstrained) continue;
+    // LSE-weighted merge in double: w_k = exp(LSE_k - max) / sum.
+    const double l1 = lse_at(out1, p, r), l2 = lse_at(out2, p, r);
+    const double top = std::max(l1, l2);
+    const double x1 = std::exp(l1 - top), x2 = std::exp(l2 - top);
+    const double w1 = x1 / (x1 + x2), w2 = x2 / (x1 + x2);
+    const double lse_merged = top + std::log(x1 + x2);
+    const double lse_bound = e.bound.lse + w1 * e1.bound.lse + w2 * e2.bound.lse + 1e-12 * std::fabs(lse_merged);
+    worst.add(lse_at(out, p, r), lse_merged, lse_bound, r, -1);
+    for (int64_t d = 0; d < p.head_dim; ++d) {
+      const size_t k = static_cast<size_t>(d);
+      const double o1 = o_at(out1, p, r, d), o2 = o_at(out2, p, r, d);
+      const double merged = w1 * o1 + w2 * o2;
+      // Errors of O1, O2 enter with their weights; errors of LSE1, LSE2 move the weights by at most
+      // w1*w2*(dLSE1 + dLSE2), which moves the merge by that times |O1 - O2|.
+      const double bound = e.bound.o[k] + w1 * e1.bound.o[k] + w2 * e2.bound.o[k] +
+                           w1 * w2 * (e1.bound.lse + e2.bound.lse) * std::fabs(o1 - o2) + 1e-12 * std::fabs(merged);
+      worst.add(o_at(out, p, r, d), merged, bound, r, d);
+    }
+  }
+  assert_worst(worst, "attention over K1 u K2 vs the LSE-weighted merge of the halves");
+}
+
+void layouts_agree_bit_for_bit(const Case& c) {
+  note_case(c);
+  Case flipped = c;
+  flipped.layout = c.layout == Layout::kBHSD ? Layout::kBSHD : Layout::kBHSD;
+  const HostInputs in = inputs_for(c);
+  const HostInputs in_flipped = inputs_for(flipped);
+  // The same logical values in both layouts (make_inputs draws by canonical index).
+  RC_ASSERT(std::memcmp(in.q_exact.data(), in_flipped.q_exact.data(), in.q_exact.size() * sizeof(double)) == 0);
+  const RunOutputs a = run_backend(in);
+  const RunOutputs b = run_backend(in_flipped);
+  RC_LOG() << "configs: " << a.config.name << " (" << to_string(c.layout) << "), " << b.config.name << " ("
+           << to_string(flipped.layout) << ")\n";
+  assert_bit_identical("[B, S, H, D] vs [B, H, S, D]", a, b, in.params);
+  // Padded row strides: the same values one stride apart; bit-identical when the same kernel serves both.
+  Case repadded = c;
+  repadded.pad = c.pad == 0 ? 8 : 0;
+  const HostInputs in_repadded = inputs_for(repadded);
+  const RunOutputs d = run_backend(in_repadded);
+  if (std::string(d.config.name) == a.config.name) {
+    assert_bit_identical("pad " + std::to_string(c.pad) + " vs pad " + std::to_string(repadded.pad), a, d, in.params);
+  } else {
+    note_coverage("pad=other-config");
+  }
+}
+
+void repeated_runs_are_bit_identical(const Case& c) {
+  note_case(c);
+  const HostInputs in = inputs_for(c);
+  const RunOutputs first = run_backend(in);
+  for (int run = 1; run < 3; ++run) {
+    const RunOutputs again = run_backend(in);
+    assert_bit_identical("run " + std::to_string(run + 1) + " vs run 1", first, again, in.params);
+  }
+}
+
+}  // namespace flashcheck::properties

@@ -1,0 +1,35 @@
+// The properties, each written once against the active tier's backend (tier.h) and instantiated as a
+// RapidCheck test in every tier by suite.inc. A property that needs a narrower case family than
+// Arbitrary<Case> draws its case inside (the counterexample still prints as a case line).
+#pragma once
+
+#include "flashcheck/case.h"
+
+namespace flashcheck::properties {
+
+// 1. O and LSE within the error-model bound of the exact oracle, plus the statistical RMS check.
+void oracle_agreement(const Case& c);
+
+// 2. Online-softmax invariants from the instrumented build: per-tile (m, l) traces and final m, l.
+void online_softmax_invariants(const Case& c);
+
+// 3. Metamorphic relations: the kernel against itself.
+void permuting_keys_leaves_output_unchanged();
+void shifting_keys_shifts_only_lse();
+void affine_values_give_affine_output();
+void output_within_value_range(const Case& c);
+void batches_and_heads_are_independent(const Case& c);
+void causal_rows_ignore_invisible_keys();
+void nan_in_masked_keys_never_reaches_output();
+void gqa_equals_repeated_heads();
+void merge_of_key_halves_equals_whole();
+void layouts_agree_bit_for_bit(const Case& c);
+void repeated_runs_are_bit_identical(const Case& c);
+
+// 4. Memory safety: poisoned outputs fully overwritten, canaries intact, inputs unchanged.
+void memory_safety(const Case& c);
+
+// 5. The documented NaN / Inf semantics, row by row.
+void special_values_follow_semantics();
+
+}  // namespace flashcheck::properties

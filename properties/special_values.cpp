@@ -1,0 +1,129 @@
+// Property 5: the documented NaN / Inf semantics (attention.h), row by row, on cases with NaN, +-Inf and
+// -0.0 injected into Q, K or V at chosen positions, hidden ones included. Rows no non-finite value reaches
+// are held to the oracle (the verdict); rows it reaches are classified here from the IEEE value of every
+// visible score (computed in double: NaN, +inf, -inf or finite; the class does not depend on the order of
+// the sum) and the non-finite entries of the visible V rows:
+//   a NaN score            -> O all NaN, LSE NaN
+//   else a +inf score      -> O all NaN (inf - inf), LSE NaN or +inf
+//   no visible finite score (no key, or all -inf) -> O = 0, LSE = -inf
+//   else (finite max)      -> LSE finite; O[d] NaN if a visible V[., d] is NaN or both infinities occur,
+//                             +-inf or NaN if one infinity occurs (p * inf, or 0 * inf), finite otherwise.
+#include <rapidcheck.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+
+#include "checks.h"
+#include "generators.h"
+#include "properties.h"
+#include "tier.h"
+
+namespace flashcheck::properties {
+namespace {
+
+enum class RowClass { kNanScore, kPosInfScore, kNoVisibleScore, kFiniteMax };
+
+const char* to_string(RowClass k) {
+  switch (k) {
+    case RowClass::kNanScore: return "NaN score";
+    case RowClass::kPosInfScore: return "+inf score";
+    case RowClass::kNoVisibleScore: return "no visible finite score";
+    case RowClass::kFiniteMax: return "finite max";
+  }
+  return "?";
+}
+
+RowClass classify_row(const HostInputs& in, int64_t b, int64_t h, int64_t i, int64_t visible) {
+  const Params& p = in.params;
+  const int64_t g = h / (p.heads_q / p.heads_kv);
+  bool nan = false, pos_inf = false, finite = false;
+  for (int64_t j = 0; j < visible; ++j) {
+    double dot = 0.0;
+    for (int64_t d = 0; d < p.head_dim; ++d) dot += input_value(in, 'q', b, h, i, d) * input_value(in, 'k', b, g, j, d);
+    const double s = static_cast<double>(p.softmax_scale) * dot;
+    nan |= std::isnan(s);
+    pos_inf |= s == INFINITY;
+    finite |= std::isfinite(s);
+  }
+  if (nan) return RowClass::kNanScore;
+  if (pos_inf) return RowClass::kPosInfScore;
+  if (!finite) return RowClass::kNoVisibleScore;
+  return RowClass::kFiniteMax;
+}
+
+}  // namespace
+
+void special_values_follow_semantics() {
+  const Case c = *gen_special_case(default_options());
+  note_case(c);
+  const HostInputs in = inputs_for(c);
+  const Params& p = in.params;
+  const bool with_stats = active_backend() == Backend::kHostModel || gpu_instrumentation_linked();
+  const RunOutputs out = run_backend(in, with_stats);
+  JudgeOptions options = judge_options();
+  options.check_stats = with_stats;
+  assert_verdict(judge(c, in, out, options));
+
+  // The (batch, query head) slices an injection can reach.
+  const int64_t group = p.heads_q / p.heads_kv;
+  std::set<std::pair<int64_t, int64_t>> slices;
+  for (const Injection& inj : c.inject) {
+    if (inj.tensor == 'q') {
+      slices.insert({inj.b, inj.h});
+    } else {
+      for (int64_t h = inj.h * group; h < (inj.h + 1) * group; ++h) slices.insert({inj.b, h});
+    }
+  }
+  for (const auto& [b, h] : slices) {
+    const int64_t g = h / group;
+    for (int64_t i = 0; i < p.seqlen_q; ++i) {
+      const int64_t visible = visible_keys(p.mask, i, p.seqlen_q, p.seqlen_k);
+      const RowClass kind = classify_row(in, b, h, i, visible);
+      note_coverage(std::string("row=") + to_string(kind));
+      const float lse = out.lse[static_cast<size_t>(row_index(p, b, h, i))];
+      // Logged only when a check fails: the row, its class, and the offending value.
+      auto expect = [&](bool holds, int64_t col, double got, const char* want) {
+        if (holds) return;
+        RC_LOG() << "row [b=" << b << ", h=" << h << ", i=" << i << "] (" << to_string(kind) << ", " << visible
+                 << " visible keys): " << (col < 0 ? std::string("LSE") : "O[" + std::to_string(col) + "]") << " = "
+                 << got << ", documented: " << want << "\n";
+        RC_FAIL("special-value semantics violated");
+      };
+      switch (kind) {
+        case RowClass::kNanScore: expect(std::isnan(lse), -1, lse, "NaN"); break;
+        case RowClass::kPosInfScore: expect(std::isnan(lse) || lse == INFINITY, -1, lse, "NaN or +inf"); break;
+        case RowClass::kNoVisibleScore: expect(lse == -INFINITY, -1, lse, "-inf"); break;
+        case RowClass::kFiniteMax: expect(std::isfinite(lse), -1, lse, "finite"); break;
+      }
+      for (int64_t d = 0; d < p.head_dim; ++d) {
+        const double o = out.o[static_cast<size_t>(o_index(p, b, h, i, d))];
+        bool v_nan = false, v_pos = false, v_neg = false;
+        for (int64_t j = 0; j < visible; ++j) {
+          const double v = input_value(in, 'v', b, g, j, d);
+          v_nan |= std::isnan(v);
+          v_pos |= v == INFINITY;
+          v_neg |= v == -INFINITY;
+        }
+        switch (kind) {
+          case RowClass::kNanScore:
+          case RowClass::kPosInfScore: expect(std::isnan(o), d, o, "NaN"); break;
+          case RowClass::kNoVisibleScore: expect(o == 0.0, d, o, "0"); break;
+          case RowClass::kFiniteMax:
+            if (v_nan || (v_pos && v_neg)) {
+              expect(std::isnan(o), d, o, "NaN (NaN or both infinities in the visible V column)");
+            } else if (v_pos) {
+              expect(std::isnan(o) || o == INFINITY, d, o, "+inf or NaN (+inf in the visible V column)");
+            } else if (v_neg) {
+              expect(std::isnan(o) || o == -INFINITY, d, o, "-inf or NaN (-inf in the visible V column)");
+            } else {
+              expect(std::isfinite(o), d, o, "finite");
+            }
+            break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace flashcheck::properties

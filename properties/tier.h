@@ -1,0 +1,38 @@
+// The tier a property binary runs in: the backend (host model in the CPU tier, GPU kernel in the GPU
+// tier), its case limits and case count, the planted-defect switch for the README demo, the per-test
+// coverage table, and the reason the GPU tier skips when no device is present. Each test binary calls
+// install_tier() once, from a static initialiser, before RapidCheck reads its configuration.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "flashcheck/case.h"
+#include "flashcheck/host_model.h"
+#include "flashcheck/runner.h"
+
+namespace flashcheck::properties {
+
+struct TierSetup {
+  Backend backend = Backend::kHostModel;
+  int default_cases = 100;  // RapidCheck max_success per property unless RC_PARAMS or FLASHCHECK_CASES says otherwise
+};
+
+// Sets the backend and limits (FLASHCHECK_CASE_LIMITS=cpu: the CPU tier's small shapes on any backend),
+// sets RC_PARAMS' max_success unless given, and registers the coverage listener.
+bool install_tier(const TierSetup& setup);
+Backend active_backend();
+// Why the tier cannot run here (the GPU tier without a usable device), or null. Tests skip with it.
+const char* skip_reason();
+
+// Test-only switch for the README's planted-bug example: FLASHCHECK_PLANT=<defect> (to_string(ModelDefect)
+// names, e.g. missing-rescale) makes the host-model backend run with that defect. Ignored on the GPU.
+ModelDefect planted_defect();
+
+// Every property calls this first: logs the case line (printed with any failure, above RapidCheck's
+// reproduce string), names the value family in RC_CLASSIFY and records the shape for the coverage table.
+void note_case(const Case& c);
+// Extra words for the coverage table of the running test (e.g. "rescales=every-tile").
+void note_coverage(const std::string& word);
+
+}  // namespace flashcheck::properties

@@ -1,0 +1,280 @@
+// flashcheck-report: the verification report (the README's main job). Runs a fixed sweep aimed at the
+// kernel's own tiles (every head_dim family, seqlens 1, 2, tile-1, tile, tile+1, seqlen_q != seqlen_k both
+// ways, both causal alignments, GQA and MQA, fully masked rows, padded and [B, S, H, D] layouts) plus
+// seeded random cases, for each dtype, on the GPU kernel (or the host model), and prints one line per
+// failing case and a table per dtype: cases, failures, worst error/bound ratio of O and LSE, max error in eps.
+// Exit status: 0 all pass, 1 any failure, 2 usage error. Every line it prints about a case is replayable.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flashcheck/attention.h"
+#include "flashcheck/case.h"
+#include "flashcheck/inputs.h"
+#include "flashcheck/runner.h"
+#include "flashcheck/verdict.h"
+
+namespace flashcheck {
+namespace {
+
+constexpr std::array<int64_t, 8> kHeadDims{1, 8, 40, 64, 96, 128, 200, 256};
+constexpr std::array<DType, 3> kDtypes{DType::kF32, DType::kF16, DType::kBF16};
+constexpr int64_t kDefaultRandomPerDtype = 150;
+constexpr uint32_t kReportStream = 0x7265;  // Philox stream id of the report's own draws ("re")
+
+// Deterministic draws for the random part of the sweep (same cases on every machine).
+class Draws {
+ public:
+  explicit Draws(uint64_t seed) : key_{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)} {}
+  uint32_t next() {
+    if (used_ == 4) {
+      const uint32_t counter[4] = {static_cast<uint32_t>(index_), static_cast<uint32_t>(index_ >> 32),
+                                   kReportStream, 0};
+      Philox4x32::generate(counter, key_, block_);
+      ++index_;
+      used_ = 0;
+    }
+    return block_[used_++];
+  }
+  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
+  template <typename T, size_t N>
+  T pick(const std::array<T, N>& options) { return options[static_cast<size_t>(below(N))]; }
+
+ private:
+  uint32_t key_[2];
+  uint32_t block_[4] = {};
+  int used_ = 4;
+  uint64_t index_ = 0;
+};
+
+// Tiles the kernel would use for this dtype/head_dim (contiguous layout), so the sweep aims at them.
+KernelConfig tiles_for(DType dtype, int64_t head_dim) {
+  return select_config(make_params(dtype, 1, 1, 1, 128, 128, head_dim));
+}
+
+Case base_case(DType dtype, int64_t d, uint64_t seed) {
+  Case c;
+  c.dtype = dtype;
+  c.head_dim = d;
+  c.q = {DistKind::kNormal, 0.0, 1.0};
+  c.k = {DistKind::kNormal, 0.0, 1.0};
+  c.v = {DistKind::kUniform, -1.0, 1.0};
+  c.seed = seed;
+  return c;
+}
+
+// The structured part: per head_dim, the tile-boundary shapes the acceptance list names.
+std::vector<Case> structured_cases(DType dtype) {
+  std::vector<Case> cases;
+  uint64_t seed = 1;
+  for (int64_t d : kHeadDims) {
+    const KernelConfig t = tiles_for(dtype, d);
+    const int64_t bm = t.block_m, bn = t.block_n;
+    struct Shape {
+      int64_t hq, hkv, sq, sk;
+      Mask mask;
+      Layout layout;
+      int64_t pad;
+    };
+    const std::vector<Shape> shapes{
+        {1, 1, 1, 1, Mask::kNone, Layout::kBHSD, 0},
+        {2, 2, 2, 2, Mask::kCausalTopLeft, Layout::kBHSD, 0},
+        {2, 1, bm - 1, bn - 1, Mask::kNone, Layout::kBHSD, 0},               // MQA, tile - 1
+        {4, 2, bm, bn, Mask::kCausalBottomRight, Layout::kBSHD, 0},          // GQA, exactly one tile
+        {2, 2, bm + 1, bn + 1, Mask::kCausalTopLeft, Layout::kBHSD, 3},      // tile + 1, padded rows
+        {2, 1, bm + 3, 2 * bn + 1, Mask::kCausalBottomRight, Layout::kBHSD, 0},  // seqlen_q < seqlen_k
+        {2, 2, 2 * bn + 5, bn - 1, Mask::kCausalBottomRight, Layout::kBSHD, 0},  // seqlen_q > seqlen_k: fully masked rows
+        {3, 3, 2 * bm - 1, bn + 7, Mask::kCausalTopLeft, Layout::kBHSD, 0},  // seqlen_q > seqlen_k, top-left
+    };
+    for (const Shape& s : shapes) {
+      Case c = base_case(dtype, d, seed++);
+      c.batch = 2;
+      c.heads_q = s.hq;
+      c.heads_kv = s.hkv;
+      c.seqlen_q = std::max<int64_t>(s.sq, 1);
+      c.seqlen_k = std::max<int64_t>(s.sk, 1);
+      c.mask = s.mask;
+      c.layout = s.layout;
+      c.pad = s.pad;
+      cases.push_back(c);
+    }
+  }
+  return cases;
+}
+
+// The random part: shapes near tile multiples, GQA ratios, masks, layouts and value scales drawn from `draws`.
+std::vector<Case> random_cases(DType dtype, int64_t count, Draws& draws, uint64_t seed_base) {
+  constexpr std::array<int64_t, 12> kDims{1, 8, 16, 32, 40, 64, 80, 96, 128, 160, 200, 256};
+  constexpr std::array<Mask, 3> kMasks{Mask::kNone, Mask::kCausalBottomRight, Mask::kCausalTopLeft};
+  constexpr std::array<int64_t, 4> kGroups{1, 2, 4, 8};
+  constexpr std::array<int64_t, 5> kOffsets{-1, 0, 1, 2, -3};
+  constexpr std::array<double, 5> kSigmas{0.25, 1.0, 2.0, 4.0, 8.0};
+  std::vector<Case> cases;
+  for (int64_t n = 0; n < count; ++n) {
+    const int64_t d = draws.pick(kDims);
+    const KernelConfig t = tiles_for(dtype, d);
+    Case c = base_case(dtype, d, seed_base + static_cast<uint64_t>(n));
+    c.batch = 1 + draws.below(2);
+    c.heads_kv = 1 + draws.below(2);
+    c.heads_q = c.heads_kv * draws.pick(kGroups);
+    const auto near_tile = [&](int64_t block) {
+      return std::max<int64_t>(1, block * (draws.below(3) + (draws.below(2) == 0 ? 0 : 1)) + draws.pick(kOffsets));
+    };
+    c.seqlen_q = near_tile(t.block_m);
+    c.seqlen_k = draws.below(5) == 0 ? 1 + draws.below(4) : near_tile(t.block_n);
+    c.mask = draws.pick(kMasks);
+    c.layout = draws.below(3) == 0 ? Layout::kBSHD : Layout::kBHSD;
+    c.pad = draws.below(4) == 0 ? draws.below(9) : 0;
+    c.q.b = draws.pick(kSigmas);
+    c.k.b = draws.pick(kSigmas);
+    if (draws.below(4) == 0) c.v = {DistKind::kNormal, 0.0, draws.pick(kSigmas)};
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+struct DtypeSummary {
+  int64_t cases = 0, failures = 0, rows = 0, elements = 0, fully_masked_cases = 0;
+  double worst_o = 0.0, worst_lse = 0.0, max_err_eps = 0.0;
+  std::string worst_case;
+};
+
+int usage(const char* why) {
+  std::fprintf(stderr,
+               "flashcheck-report: %s\n"
+               "usage: flashcheck-report [--backend gpu|model] [--random N] [--seed S] [--cases FILE] [--verbose]\n"
+               "  --backend  gpu (default when a CUDA device is present) or model (the host model)\n"
+               "  --random   random cases per dtype besides the tile-boundary sweep (default %lld)\n"
+               "  --cases    run the case lines of FILE (one per line, '#' comments) instead of the sweep\n",
+               why, static_cast<long long>(kDefaultRandomPerDtype));
+  return 2;
+}
+
+bool has_fully_masked_row(const Case& c) {
+  return c.mask != Mask::kNone && visible_keys(c.mask, 0, c.seqlen_q, c.seqlen_k) == 0;
+}
+
+}  // namespace
+}  // namespace flashcheck
+
+int main(int argc, char** argv) {
+  using namespace flashcheck;
+  Backend backend = device_available() ? Backend::kGpu : Backend::kHostModel;
+  int64_t random_per_dtype = kDefaultRandomPerDtype;
+  uint64_t seed = 20261122;
+  std::string cases_file;
+  bool verbose = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--backend" && has_value) {
+      const std::string_view v = argv[++i];
+      if (v == "gpu") backend = Backend::kGpu;
+      else if (v == "model") backend = Backend::kHostModel;
+      else return usage("--backend takes gpu or model");
+    } else if (arg == "--random" && has_value) {
+      random_per_dtype = std::strtoll(argv[++i], nullptr, 10);
+      if (random_per_dtype < 0) return usage("--random takes a count >= 0");
+    } else if (arg == "--seed" && has_value) {
+      seed = std::strtoull(argv[++i], nullptr, 10);
+    } else if (arg == "--cases" && has_value) {
+      cases_file = argv[++i];
+    } else if (arg == "--verbose") {
+      verbose = true;
+    } else {
+      return usage(("unknown or incomplete argument '" + std::string(arg) + "'").c_str());
+    }
+  }
+  if (backend == Backend::kGpu && !device_available()) return usage("--backend gpu: no CUDA device available");
+
+  std::vector<Case> cases;
+  if (!cases_file.empty()) {
+    std::ifstream in(cases_file);
+    if (!in) return usage(("cannot open " + cases_file).c_str());
+    std::string line;
+    for (int line_no = 1; std::getline(in, line); ++line_no) {
+      if (line.empty() || line[0] == '#') continue;
+      Case c;
+      if (Status st = parse_case(line, &c); !st.ok()) {
+        std::fprintf(stderr, "%s:%d: %s\n", cases_file.c_str(), line_no, st.message().c_str());
+        return 2;
+      }
+      cases.push_back(c);
+    }
+  } else {
+    Draws draws(seed);
+    for (DType dtype : kDtypes) {
+      std::vector<Case> s = structured_cases(dtype);
+      std::vector<Case> r = random_cases(dtype, random_per_dtype, draws, seed + 1000);
+      cases.insert(cases.end(), s.begin(), s.end());
+      cases.insert(cases.end(), r.begin(), r.end());
+    }
+  }
+
+  std::printf("flashcheck verification report: backend %s, %zu cases\n", to_string(backend), cases.size());
+  const auto start = std::chrono::steady_clock::now();
+  std::map<DType, DtypeSummary> summary;
+  std::map<std::string, int64_t> paths;
+  for (const Case& c : cases) {
+    DtypeSummary& s = summary[c.dtype];
+    ++s.cases;
+    s.fully_masked_cases += has_fully_masked_row(c) ? 1 : 0;
+    HostInputs inputs;
+    if (Status st = make_inputs(c, &inputs); !st.ok()) {
+      ++s.failures;
+      std::printf("FAIL (inputs: %s)\n  %s\n", st.message().c_str(), format_case(c).c_str());
+      continue;
+    }
+    const RunOutputs out = run_case(inputs, backend);
+    if (!out.status.ok()) {
+      ++s.failures;
+      std::printf("FAIL (run: %s)\n  %s\n", out.status.message().c_str(), format_case(c).c_str());
+      continue;
+    }
+    ++paths[std::string(to_string(out.config.path)) + " " + out.config.name];
+    const Verdict v = judge(c, inputs, out);
+    s.rows += v.rows_checked;
+    s.elements += v.elements_checked;
+    s.max_err_eps = std::max(s.max_err_eps, v.max_err_eps);
+    if (v.o.ratio > s.worst_o) {
+      s.worst_o = v.o.ratio;
+      s.worst_case = v.case_line;
+    }
+    s.worst_lse = std::max(s.worst_lse, v.lse.ratio);
+    if (!v.pass) {
+      ++s.failures;
+      std::printf("FAIL\n%s\n", v.report().c_str());
+    } else if (verbose) {
+      std::printf("pass  O %.3f  LSE %.3f  %s\n", v.o.ratio, v.lse.ratio, v.case_line.c_str());
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::printf("\nkernel paths run:\n");
+  for (const auto& [name, count] : paths) std::printf("  %-40s %lld cases\n", name.c_str(), static_cast<long long>(count));
+  std::printf("\n| dtype | cases | failed | rows checked | elements | cases with fully masked rows | worst O err/bound | worst LSE err/bound | max O err (eps) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  int64_t failures = 0;
+  for (const auto& [dtype, s] : summary) {
+    failures += s.failures;
+    std::printf("| %s | %lld | %lld | %lld | %lld | %lld | %.4f | %.4f | %.2f |\n", to_string(dtype),
+                static_cast<long long>(s.cases), static_cast<long long>(s.failures), static_cast<long long>(s.rows),
+                static_cast<long long>(s.elements), static_cast<long long>(s.fully_masked_cases), s.worst_o,
+                s.worst_lse, s.max_err_eps);
+  }
+  for (const auto& [dtype, s] : summary) {
+    if (!s.worst_case.empty()) std::printf("worst O case %s: %s\n", to_string(dtype), s.worst_case.c_str());
+  }
+  std::printf("\n%s: %lld of %zu cases failed (%.1f s)\n", failures == 0 ? "PASS" : "FAIL",
+              static_cast<long long>(failures), cases.size(), seconds);
+  return failures == 0 ? 0 : 1;
+}
