@@ -8,8 +8,12 @@
 //                l += p (fp32); acc = acc * exp2(m_old - m_new) + p * v (fp32); O = acc / l rounded to dtype.
 //  tensor core : s = fp32 mma accumulation of dtype products; p as above in fp32; l += fp32 p (before rounding);
 //                P rounded to the dtype, acc += P_dtype * V (fp32 mma accumulation); O = acc / l rounded to dtype.
-//  split tf32  : fp32 inputs split x = hi + lo (hi = tf32(x), lo = tf32(x - hi)); each product as
-//                hi*hi' + hi*lo' + lo*hi' in fp32 mma accumulation, for both Q K^T and P V.
+//  split tf32  : fp32 inputs split x = hi + lo (hi = tf32(x) rounded to nearest, ties away, as cvt.rna;
+//                lo = x - hi exact, read by the tensor core as tf32 truncated toward zero); each product as
+//                lo*hi' + hi*lo' then hi*hi' in a fresh mma chain over two k8 steps (the tensor core truncates
+//                every partial result, so chains are kept short), each chain's partial added to the running
+//                S or O with one fp32 round-to-nearest add; for both Q K^T and P V. Tiles holding a non-finite
+//                or near-overflow value take an exact fp32 CUDA-core path instead (split_tf32/kernel.cuh).
 #pragma once
 
 #include "flashcheck/attention.h"
