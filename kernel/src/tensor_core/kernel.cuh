@@ -454,17 +454,19 @@ struct Forward {
         // p is exactly 0 for the rows that may not see them, which is harmless for finite V (0 * v = 0) but
         // 0 * inf = NaN: if a hidden V row is non-finite, the tile takes the exact per-row P*V path.
         const bool diagonal = a.causal && n >= unmasked_diag;
-        const bool exact = diagonal && __syncthreads_or(hidden_v_nonfinite(v_smem, a, q0, k0));
         // A warp whose rows see no key of a diagonal tile skips it: p = 0 and alpha = 1 there, so skipping is
         // exact (the host model leaves such rows untouched too).
-        const int64_t warp_last_row = q0 + warp_row0 + Cfg::kRowsPerWarp - 1;
-        if (!diagonal || warp_last_row + a.causal_offset + 1 > k0) {
+        const bool warp_sees = !diagonal || q0 + warp_row0 + Cfg::kRowsPerWarp + a.causal_offset > k0;
+        uint32_t pa[kM][kNS / 2][4];  // P rounded to T, A-fragment layout
+        if (warp_sees) {
           float s[kM][kNS][4];  // (kRowsPerWarp, kBlockN) scores, then p
           qk(s, q_lane, k_smem + k_lane_off);
           if (n >= unmasked) apply_mask(s, a, q0 + warp_row0, k0, quad_row, quad_col);
           softmax(s, st, a.scale_log2);
-          uint32_t pa[kM][kNS / 2][4];
           pack_p(s, pa);
+        }
+        const bool exact = diagonal && __syncthreads_or(hidden_v_nonfinite(v_smem, a, q0, k0));
+        if (warp_sees) {
           if (!exact) {
             pv(pa, st, v_smem + v_lane_off);
           } else {

@@ -529,9 +529,8 @@ struct Variant {
 void variants() {
 #define FC_VARIANT(D, BM, BN, W, S) Variant{D, BM, BN, W, S, launch_variant<D, BM, BN, W, S>}
   const Variant list[] = {
-      FC_VARIANT(64, 128, 128, 4, 2),
+      FC_VARIANT(64, 128, 64, 4, 2),
       FC_VARIANT(128, 128, 32, 4, 2),
-      FC_VARIANT(256, 128, 32, 8, 2),
   };
 #undef FC_VARIANT
   std::printf("\nvariants (bf16, TFLOP/s): d BMxBN warps stages | N=2048 nc, N=8192 nc, N=2048 c, N=8192 c\n");
