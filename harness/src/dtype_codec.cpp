@@ -15,7 +15,6 @@ constexpr int kDoubleFracBits = 52;
 constexpr int kDoubleExpBias = 1023;
 constexpr uint32_t kDoubleExpAll = 0x7FF;
 constexpr uint64_t kDoubleFracMask = (uint64_t{1} << kDoubleFracBits) - 1;
-constexpr uint64_t kDoubleQuietBit = uint64_t{1} << (kDoubleFracBits - 1);
 
 // A binary interchange format: sign, exp_bits exponent bits, frac_bits fraction bits.
 struct Format {

@@ -2,10 +2,8 @@
 // element index), shaped by the case's distribution in double, rounded once to the dtype, then injections.
 // Compiled with -ffp-contract=off: only + - * / sqrt and detmath, evaluated in source order, so the bytes
 // (and the golden hashes) are identical on every machine.
-#include <bit>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <string>
 
 #include "flashcheck/inputs.h"
@@ -236,9 +234,8 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
     const int64_t canonical = ((inj.b * t.heads + inj.h) * t.seqlen + inj.s) * t.head_dim + inj.d;
     exact[static_cast<size_t>(canonical)] = decode_dtype(c.dtype, bits);
   }
-  in.bind();
   *out = std::move(in);
-  out->bind();  // the move kept the buffers, but rebinding states the invariant
+  out->bind();  // after the move: params must point at *out's vectors
   return Status::ok_status();
 }
 

@@ -28,12 +28,16 @@ constexpr double kFastLogAbs = 0x1p-21;
 
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string format(const char* fmt, ...) {
-  char buf[512];
   va_list args;
   va_start(args, fmt);
-  std::vsnprintf(buf, sizeof(buf), fmt, args);
+  va_list args_copy;
+  va_copy(args_copy, args);
+  const int length = std::vsnprintf(nullptr, 0, fmt, args_copy);
+  va_end(args_copy);
+  std::string out(static_cast<size_t>(length > 0 ? length : 0), '\0');
+  std::vsnprintf(out.data(), out.size() + 1, fmt, args);  // its terminator lands on the string's own (a \0: allowed)
   va_end(args);
-  return buf;
+  return out;
 }
 
 // error / bound for values the oracle has no ratio function for (the identity, fixed semantics of empty

@@ -19,13 +19,13 @@ const std::vector<std::string> kCanonicalLines = {
     "bf16 b=2 hq=8 hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) seed=42",
     "f32 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=0",
     "f16 b=0 hq=4 hkv=4 sq=0 sk=0 d=64 mask=causal-tl q=const(0.5) k=const(-0) v=const(nan) seed=18446744073709551615",
-    "f16 b=3 hq=6 hkv=3 sq=17 sk=31 d=80 mask=none layout=bshd pad=8 scale=0.1 q=nearmax(0.25) k=subnormal() "
-    "v=negzero() seed=7",
+    ("f16 b=3 hq=6 hkv=3 sq=17 sk=31 d=80 mask=none layout=bshd pad=8 scale=0.1 q=nearmax(0.25) k=subnormal() "
+    "v=negzero() seed=7"),
     "bf16 b=1 hq=2 hkv=1 sq=64 sk=65 d=256 mask=causal-br q=ramp(-2,2) k=ramp(3,-1.5) v=dominant(1,30) seed=123456789",
-    "f32 b=1 hq=1 hkv=1 sq=2 sk=3 d=4 mask=none scale=-0 q=uniform(-1e-30,1e+30) k=const(inf) v=const(-inf) "
-    "inject=q[0,0,1,3]:nan;k[0,0,2,0]:-inf;v[0,0,0,0]:inf;v[0,0,1,1]:-0;q[0,0,0,0]:65504 seed=1",
-    "f16 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none scale=3.4028235e+38 q=normal(0.1,0.30000000000000004) "
-    "k=normal(5e-324,1.7976931348623157e+308) v=uniform(-0,0) seed=5",
+    ("f32 b=1 hq=1 hkv=1 sq=2 sk=3 d=4 mask=none scale=-0 q=uniform(-1e-30,1e+30) k=const(inf) v=const(-inf) "
+    "inject=q[0,0,1,3]:nan;k[0,0,2,0]:-inf;v[0,0,0,0]:inf;v[0,0,1,1]:-0;q[0,0,0,0]:65504 seed=1"),
+    ("f16 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none scale=3.4028235e+38 q=normal(0.1,0.30000000000000004) "
+    "k=normal(5e-324,1.7976931348623157e+308) v=uniform(-0,0) seed=5"),
     "bf16 b=1 hq=1 hkv=1 sq=5 sk=0 d=0 mask=none pad=1 q=dominant(0,0) k=nearmax(0) v=ramp(0,0) seed=9",
 };
 

@@ -60,8 +60,8 @@ TEST(Verdict, HostModelPassesAcrossDtypesAndMasks) {
   const char* const kLines[] = {
       "f32 b=1 hq=2 hkv=1 sq=37 sk=70 d=40 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1",
       "f16 b=2 hq=2 hkv=2 sq=65 sk=65 d=64 mask=causal-tl q=normal(0,2) k=normal(0,2) v=uniform(-1,1) seed=2",
-      "bf16 b=1 hq=4 hkv=2 sq=20 sk=150 d=128 mask=causal-br layout=bshd pad=8 q=normal(0,3) k=normal(0,3) "
-      "v=normal(0,1) seed=3",
+      ("bf16 b=1 hq=4 hkv=2 sq=20 sk=150 d=128 mask=causal-br layout=bshd pad=8 q=normal(0,3) k=normal(0,3) "
+      "v=normal(0,1) seed=3"),
       "f16 b=1 hq=1 hkv=1 sq=16 sk=16 d=32 mask=none q=const(1) k=ramp(-3,3) v=dominant(1,100) seed=4",
   };
   for (const char* line : kLines) {

@@ -147,7 +147,8 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
   const Params& p = setup.params;
   const int64_t d_count = p.head_dim;
   const int64_t block_n = setup.config.block_n;
-  const float* q_val = q.value.data() + q_row * d_count;
+  // Q is loaded only when some key is visible; a row with none never reads it (and q may be null).
+  const float* q_val = row_keys > 0 ? q.value.data() + q_row * d_count : nullptr;
   RowResult row;
   std::vector<float> x(static_cast<size_t>(std::min(block_n, row_keys)));  // (keys of one tile): s, then p
   acc->assign(static_cast<size_t>(d_count), 0.0f);
