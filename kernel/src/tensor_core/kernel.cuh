@@ -37,7 +37,8 @@ struct Forward {
   // Per-thread registers of one CTA work item.
   struct State {
     float acc_o[kM][kNO][4];  // (kRowsPerWarp, kHeadDim) of this warp, C-fragment layout, fp32
-    float row_max[kM][2];     // running max of the raw score, rows quad_row and quad_row + 8 of each m16 tile
+    float row_max[kM][2];     // running max of the raw score (of Q-negated scores when scale < 0), rows
+                              // quad_row and quad_row + 8 of each m16 tile
     float row_sum[kM][2];     // this thread's share of l: summed over the quad at the end
     // Instrumentation only (dead, and removed, in production):
     int moves[kM][2];       // tiles after which the running max changed (the first finite max counts)

@@ -529,8 +529,7 @@ struct Variant {
 void variants() {
 #define FC_VARIANT(D, BM, BN, W, S) Variant{D, BM, BN, W, S, launch_variant<D, BM, BN, W, S>}
   const Variant list[] = {
-      FC_VARIANT(64, 128, 64, 4, 2),
-      FC_VARIANT(128, 128, 32, 4, 2),
+      FC_VARIANT(64, 128, 128, 4, 2),
   };
 #undef FC_VARIANT
   std::printf("\nvariants (bf16, TFLOP/s): d BMxBN warps stages | N=2048 nc, N=8192 nc, N=2048 c, N=8192 c\n");
@@ -553,6 +552,125 @@ void timing(const std::vector<int>& dims, const std::vector<int64_t>& ns, int re
         }
 }
 
+
+// Instrumented build only: row_m/row_l against the float64 reference, traces ending at the final (m, l),
+// tile-kind and rescale-bucket totals.
+int instrumentation_check() {
+  int failures = 0;
+  for (Mask mask : {Mask::kNone, Mask::kCausalTopLeft, Mask::kCausalBottomRight}) {
+    const int64_t b = 2, hq = 2, sq = 200, sk = 300, d = 128;
+    Params p;
+    p.dtype = DType::kBF16;
+    p.mask = mask;
+    p.batch = b;
+    p.heads_q = hq;
+    p.heads_kv = 1;
+    p.seqlen_q = sq;
+    p.seqlen_k = sk;
+    p.head_dim = d;
+    p.softmax_scale = 1.0f / std::sqrt(128.0f);
+    p.q_stride = {hq * sq * d, sq * d, d};
+    p.k_stride = {sk * d, sk * d, d};
+    p.v_stride = p.k_stride;
+    p.o_stride = p.q_stride;
+    std::mt19937_64 rng(11);
+    std::normal_distribution<float> nd;
+    std::vector<uint16_t> hq_(b * hq * sq * d), hk(b * sk * d), hv(b * sk * d);
+    for (auto& x : hq_) x = to_bits(nd(rng), p.dtype);
+    for (auto& x : hk) x = to_bits(nd(rng), p.dtype);
+    for (auto& x : hv) x = to_bits(nd(rng), p.dtype);
+    void *dq = to_device(hq_), *dk = to_device(hk), *dv = to_device(hv), *dout = to_device(hq_);
+    const int64_t rows = b * hq * sq;
+    float *dlse, *dm, *dl, *dtm, *dtl;
+    int64_t* dtr;
+    uint64_t *dkinds, *dbuckets;
+    const int max_tiles = 16;
+    const std::vector<int64_t> traced = {0, 77, rows - 1};
+    CHECK_CUDA(cudaMalloc(&dlse, rows * 4));
+    CHECK_CUDA(cudaMalloc(&dm, rows * 4));
+    CHECK_CUDA(cudaMalloc(&dl, rows * 4));
+    CHECK_CUDA(cudaMalloc(&dtm, traced.size() * max_tiles * 4));
+    CHECK_CUDA(cudaMalloc(&dtl, traced.size() * max_tiles * 4));
+    CHECK_CUDA(cudaMemset(dtm, 0xFF, traced.size() * max_tiles * 4));
+    CHECK_CUDA(cudaMemset(dtl, 0xFF, traced.size() * max_tiles * 4));
+    CHECK_CUDA(cudaMalloc(&dtr, traced.size() * 8));
+    CHECK_CUDA(cudaMemcpy(dtr, traced.data(), traced.size() * 8, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMalloc(&dkinds, kTileKindCount * 8));
+    CHECK_CUDA(cudaMalloc(&dbuckets, kRescaleBuckets * 8));
+    CHECK_CUDA(cudaMemset(dkinds, 0, kTileKindCount * 8));
+    CHECK_CUDA(cudaMemset(dbuckets, 0, kRescaleBuckets * 8));
+    p.q = dq;
+    p.k = dk;
+    p.v = dv;
+    p.o = dout;
+    p.lse = dlse;
+    Instrumentation inst;
+    inst.row_m = dm;
+    inst.row_l = dl;
+    inst.trace_rows = dtr;
+    inst.trace_row_count = static_cast<int32_t>(traced.size());
+    inst.max_tiles = max_tiles;
+    inst.trace_m = dtm;
+    inst.trace_l = dtl;
+    inst.tile_kind_counts = dkinds;
+    inst.rescale_buckets = dbuckets;
+    KernelConfig cfg;
+    if (!detail::tensor_core_select(p, &cfg) || !detail::tensor_core_launch(p, cfg, nullptr, &inst).ok()) return 1;
+    CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<float> m(rows), l(rows), tm(traced.size() * max_tiles), tl(traced.size() * max_tiles);
+    std::vector<uint64_t> kinds(kTileKindCount), buckets(kRescaleBuckets);
+    CHECK_CUDA(cudaMemcpy(m.data(), dm, rows * 4, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(l.data(), dl, rows * 4, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(tm.data(), dtm, tm.size() * 4, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(tl.data(), dtl, tl.size() * 4, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(kinds.data(), dkinds, kinds.size() * 8, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(buckets.data(), dbuckets, buckets.size() * 8, cudaMemcpyDeviceToHost));
+    double worst_m = 0, worst_l = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t bb = r / (hq * sq), h = (r / sq) % hq, i = r % sq;
+      const int64_t n = visible(mask, i, sq, sk);
+      std::vector<double> sc(n);
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        double dot = 0;
+        for (int64_t x = 0; x < d; ++x)
+          dot += double(from_bits(hq_[((bb * hq + h) * sq + i) * d + x], p.dtype)) * from_bits(hk[(bb * sk + j) * d + x], p.dtype);
+        sc[j] = dot * p.softmax_scale;
+        mx = std::max(mx, sc[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += std::exp(sc[j] - mx);
+      if (n == 0) {
+        if (!(m[r] == -INFINITY && l[r] == 0.0f)) ++failures;
+        continue;
+      }
+      worst_m = std::max(worst_m, std::fabs(m[r] - mx) / (1 + std::fabs(mx)));
+      worst_l = std::max(worst_l, std::fabs(l[r] - sum) / sum);
+    }
+    uint64_t bucket_total = 0, kind_total = 0;
+    for (uint64_t x : buckets) bucket_total += x;
+    for (uint64_t x : kinds) kind_total += x;
+    const int64_t q_tiles = (sq + cfg.block_m - 1) / cfg.block_m, k_tiles = (sk + cfg.block_n - 1) / cfg.block_n;
+    bool trace_ok = true;
+    for (size_t t = 0; t < traced.size(); ++t) {  // the last written slot holds the final (m, l)
+      int last = -1;
+      for (int s = 0; s < max_tiles; ++s)
+        if (!std::isnan(tl[t * max_tiles + s])) last = s;
+      if (last >= 0 && (tm[t * max_tiles + last] != m[traced[t]] || tl[t * max_tiles + last] != l[traced[t]])) trace_ok = false;
+    }
+    const bool ok = worst_m < 1e-5 && worst_l < 1e-4 && bucket_total == uint64_t(rows) &&
+                    kind_total == uint64_t(b * hq * q_tiles * k_tiles) && trace_ok;
+    std::printf("instrumentation mask=%s: m err %.1e, l err %.1e, buckets %lu/%ld, kinds full %lu tail %lu diag %lu skip %lu (total %lu/%ld), traces %s: %s\n",
+                mask_name(mask), worst_m, worst_l, (unsigned long)bucket_total, rows, (unsigned long)kinds[0],
+                (unsigned long)kinds[1], (unsigned long)kinds[2], (unsigned long)kinds[3], (unsigned long)kind_total,
+                b * hq * q_tiles * k_tiles, trace_ok ? "ok" : "BAD", ok ? "ok" : "FAIL");
+    failures += !ok;
+    for (void* ptr : {dq, dk, dv, dout}) cudaFree(ptr);
+    for (void* ptr : std::initializer_list<void*>{dlse, dm, dl, dtm, dtl, dtr, dkinds, dbuckets}) cudaFree(ptr);
+  }
+  return failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -566,6 +684,7 @@ int main(int argc, char** argv) {
     timing({64, 128, 256}, {512, 1024, 2048, 4096, 8192, 16384}, 20);
   }
   if (mode == "variants") variants();
+  if (mode == "inst") failures += instrumentation_check();
   std::printf("failures: %d\n", failures);
   return failures == 0 ? 0 : 1;
 }
