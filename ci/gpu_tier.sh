@@ -2,7 +2,7 @@
 # The GPU tier in one call on a Hopper machine (the lent H100 or a GPU CI runner): build the `gpu` preset,
 # run ctest -L gpu (properties, kernel tests, regression findings), the sanitizer tier, and optionally the
 # fuzz kernel target and the benchmark. Logs go to $OUT (default ./out). Steps are chosen by arguments:
-#   ci/gpu_tier.sh build tests sanitizer fuzz=SECONDS bench
+#   ci/gpu_tier.sh build tests report sanitizer fuzz=SECONDS bench
 # Without network: RapidCheck comes from .devdeps (ci/devdeps.sh pack, here) when it is not installed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,8 +26,12 @@ for step in "$@"; do
       grep -E "registers|spill" "$LOGS/build.log" | sort -u >"$LOGS/ptxas.txt" || true ;;
     tests)
       log "ctest -L gpu"
-      ctest --preset gpu --output-on-failure -j 4 >"$LOGS/ctest_gpu.log" 2>&1 || status=1
+      ctest --preset gpu --output-on-failure -j "${FLASHCHECK_CTEST_JOBS:-6}" >"$LOGS/ctest_gpu.log" 2>&1 || status=1
       tail -25 "$LOGS/ctest_gpu.log" | tee -a "$LOGS/summary.txt" ;;
+    report)
+      log "verification report on the GPU kernel (flashcheck-report)"
+      build/gpu/tools/flashcheck-report --backend gpu >"$LOGS/report.txt" 2>&1 || status=1
+      tail -22 "$LOGS/report.txt" | tee -a "$LOGS/summary.txt" ;;
     sanitizer)
       log "ctest -L sanitizer"
       ctest --preset sanitizer --output-on-failure >"$LOGS/ctest_sanitizer.log" 2>&1 || status=1

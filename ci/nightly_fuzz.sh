@@ -40,6 +40,7 @@ if [ "${FLASHCHECK_FUZZ_NO_BUILD:-0}" != 1 ]; then
   cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" flashcheck-fuzz-decode >"$out/build.log" 2>&1 ||
     { echo "build failed: $out/build.log" >&2; exit 2; }
 fi
+build=$(cd "$build" && pwd)
 binary() { find "$build" -type f -name "$1" -perm -u+x | head -1; }
 
 cores=$(nproc)
@@ -71,8 +72,7 @@ worker() {
       "$corpus_root/$target" "$root/fuzz/corpus/$target" >>"$log" 2>&1
     local rc=$?
     echo "=== exit $rc" >>"$log"
-    [ "$rc" -eq 0 ] && break
-    [ "$rc" -eq 77 ] && break  # no device after all
+    [ "$rc" -eq 0 ] && break  # time is up (or no device after all: the target says so and exits 0)
     sleep 1
   done
 }
@@ -140,7 +140,7 @@ total_findings=0
   echo "|---|---|---|---|---|---|---|---|"
   for t in "${targets[@]}"; do
     logs=("$out"/logs/"$t"-*[0-9].log)
-    execs=$(cat "${logs[@]}" | awk -F: '/^stat::number_of_executed_units/ {s += $2} END {print s + 0}')
+    execs=$(cat "${logs[@]}" | awk '/^stat::number_of_executed_units/ {s += $NF} END {print s + 0}')
     rate=$(awk -v e="$execs" -v b="$budget" 'BEGIN {printf "%.1f", (b > 0 ? e / b : 0)}')
     cov=$(cat "${logs[@]}" | grep -oE 'cov: [0-9]+' | awk '{if ($2 > m) m = $2} END {print m + 0}')
     ft=$(cat "${logs[@]}" | grep -oE 'ft: [0-9]+' | awk '{if ($2 > m) m = $2} END {print m + 0}')

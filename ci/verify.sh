@@ -7,7 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/deps.sh
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
-preset="${FLASHCHECK_PRESET:-ci}"
+# With a GPU and nvcc, build the kernels (preset gpu) and report on them; otherwise the host model (preset ci).
+default_preset=ci
+if command -v nvcc >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then default_preset=gpu; fi
+preset="${FLASHCHECK_PRESET:-$default_preset}"
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)" --target flashcheck-report
 "build/$preset/tools/flashcheck-report" "$@"

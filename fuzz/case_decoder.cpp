@@ -24,8 +24,8 @@ T pick(const std::array<T, N>& menu, uint8_t byte) {
 }
 
 // Head dims: the tensor-core sizes and their neighbours, small odd sizes for the general path.
-constexpr std::array<int64_t, 24> kHeadDims = {1,  2,  3,  4,   7,   8,   15,  16,  31,  32,  33,  48,
-                                               63, 64, 65, 80,  96,  127, 128, 129, 160, 192, 255, 256};
+constexpr std::array<int64_t, 24> kHeadDims = {1,  2,  3,  4,  7,  8,   15,  16,  31,  32,  33,  48,
+                                               63, 64, 65, 80, 96, 127, 128, 129, 160, 192, 255, 256};
 constexpr std::array<int64_t, 8> kTileMultiples = {0, 1, 1, 2, 2, 3, 4, 8};
 constexpr std::array<int64_t, 15> kOddSeqlens = {1, 2, 3, 5, 7, 11, 13, 17, 31, 61, 127, 251, 257, 509, 1021};
 constexpr std::array<int64_t, 4> kPads = {0, 1, 2, 8};
@@ -33,8 +33,8 @@ constexpr std::array<int64_t, 4> kPads = {0, 1, 2, 8};
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Injected values: the specials, the fp16/bf16/fp32 range ends, a subnormal of each format, large logits.
-constexpr std::array<double, 16> kInjectValues = {kNaN,   kInf,    -kInf, -0.0,  0.0,     1e4,    -1e4,   65504.0,
-                                                  -65504, 3.0e38,  1e-40, 6e-8,  1e30,    100.0,  -100.0, 1.0};
+constexpr std::array<double, 16> kInjectValues = {kNaN,   kInf,   -kInf, -0.0, 0.0,  1e4,   -1e4,   65504.0,
+                                                  -65504, 3.0e38, 1e-40, 6e-8, 1e30, 100.0, -100.0, 1.0};
 
 int64_t seqlen_from(uint8_t mode, uint8_t offset, int64_t block) {
   switch (mode % 4) {
@@ -93,18 +93,23 @@ ValueSpec value_spec_from(uint8_t kind, uint8_t param) {
 
 std::optional<float> scale_from(uint8_t selector, int64_t head_dim) {
   switch (selector % 8) {
-    case 4: return 1.0f;
-    case 5: return 0.0f;  // every score equal: a uniform softmax whatever the inputs
-    case 6: return -1.0f / std::sqrt(static_cast<float>(head_dim));
-    case 7: return 10.0f;
-    default: return std::nullopt;  // the default 1/sqrt(d), half of all inputs
+    case 4:
+      return 1.0f;
+    case 5:
+      return 0.0f;  // every score equal: a uniform softmax whatever the inputs
+    case 6:
+      return -1.0f / std::sqrt(static_cast<float>(head_dim));
+    case 7:
+      return 10.0f;
+    default:
+      return std::nullopt;  // the default 1/sqrt(d), half of all inputs
   }
 }
 
 // Tile sizes the kernel would use for this shape; 64 when no config serves it (the seqlen does not matter).
 std::pair<int64_t, int64_t> tile_sizes(const Case& c) {
-  Params p = make_params(c.dtype, std::max<int64_t>(c.batch, 1), c.heads_q, c.heads_kv, 128, 128, c.head_dim,
-                         c.mask, c.layout);
+  Params p = make_params(c.dtype, std::max<int64_t>(c.batch, 1), c.heads_q, c.heads_kv, 128, 128, c.head_dim, c.mask,
+                         c.layout);
   const KernelConfig config = select_config(p);
   return {config.block_m > 0 ? config.block_m : 64, config.block_n > 0 ? config.block_n : 64};
 }

@@ -24,7 +24,7 @@ struct DecodeLimits {
   int64_t max_elements = 0;
 };
 // Host model under ASan: the model, the inputs and the oracle's sampled rows stay in the tens of milliseconds.
-inline constexpr DecodeLimits kModelLimits{int64_t{1} << 21, int64_t{1} << 19};
+inline constexpr DecodeLimits kModelLimits{int64_t{1} << 20, int64_t{1} << 18};
 // GPU kernel: the kernel is cheap, input generation and the sampled oracle rows on the host dominate.
 inline constexpr DecodeLimits kKernelLimits{int64_t{1} << 32, int64_t{1} << 22};
 

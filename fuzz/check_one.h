@@ -8,10 +8,10 @@
 #include <functional>
 
 #include "case_decoder.h"
-#include "fuzz_signals.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/runner.h"
 #include "flashcheck/verdict.h"
+#include "fuzz_signals.h"
 
 namespace flashcheck::fuzz {
 
@@ -20,7 +20,7 @@ namespace flashcheck::fuzz {
 using BackendRun = std::function<RunOutputs(const HostInputs& inputs, KernelCounters* counters)>;
 
 struct TargetSpec {
-  const char* name = "";      // "fuzz_model", "fuzz_kernel"
+  const char* name = "";  // "fuzz_model", "fuzz_kernel"
   Backend backend = Backend::kHostModel;
   DecodeLimits limits;
   JudgeOptions judge;

@@ -30,8 +30,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s: %s decodes (%s) to a case over fuzz_kernel's cost limit (never run by the fuzzers)\n",
                    argv[0], argv[i], flashcheck::fuzz::to_string(mode));
     } else if (!flashcheck::fuzz::within_limits(c, flashcheck::fuzz::kModelLimits)) {
-      std::fprintf(stderr, "%s: %s decodes (%s) to a case over fuzz_model's cost limit (fuzz_kernel only)\n",
-                   argv[0], argv[i], flashcheck::fuzz::to_string(mode));
+      std::fprintf(stderr, "%s: %s decodes (%s) to a case over fuzz_model's cost limit (fuzz_kernel only)\n", argv[0],
+                   argv[i], flashcheck::fuzz::to_string(mode));
     }
   }
   return status;

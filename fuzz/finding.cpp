@@ -42,7 +42,8 @@ std::string write_finding(std::string_view target, std::string_view backend, con
                 static_cast<unsigned long long>(fnv1a64(reinterpret_cast<const uint8_t*>(line.data()), line.size())));
   const std::string stem = g_prefix + "finding-" + hash;
   // The report starts with the case line (Verdict::report); target and backend say where it failed.
-  const std::string details = "target: " + std::string(target) + "\nbackend: " + std::string(backend) + "\n\n" + report + "\n";
+  const std::string details =
+      "target: " + std::string(target) + "\nbackend: " + std::string(backend) + "\n\n" + report + "\n";
   if (!write_file(stem + ".case", line + "\n") || !write_file(stem + ".txt", details)) return "";
   return stem + ".case";
 }
@@ -55,8 +56,10 @@ void report_finding(std::string_view target, std::string_view backend, const Cas
     std::fprintf(stderr, "==flashcheck== could not write the finding under '%s'; the case line is:\n%s\n",
                  g_prefix.c_str(), format_case(c).c_str());
   } else {
-    std::fprintf(stderr, "==flashcheck== case line written to %s\n==flashcheck== replay: flashcheck-repro --backend %.*s --file %s\n",
-                 path.c_str(), static_cast<int>(backend.size()), backend.data(), path.c_str());
+    std::fprintf(
+        stderr,
+        "==flashcheck== case line written to %s\n==flashcheck== replay: flashcheck-repro --backend %.*s --file %s\n",
+        path.c_str(), static_cast<int>(backend.size()), backend.data(), path.c_str());
   }
   std::fflush(stderr);
   std::abort();

@@ -38,27 +38,55 @@ void require(bool condition, const std::string& what) {
 int64_t size_value(ByteReader& in) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-  constexpr int64_t kEdges[] = {0,          1,          -1,         2,          kMax,        kMin,
-                                kMax - 1,   int64_t{1} << 31,       (int64_t{1} << 31) - 1,  int64_t{1} << 32,
-                                int64_t{1} << 62,       -(int64_t{1} << 31),    256,         257,
-                                int64_t{3} << 40,       int64_t{1} << 21};
+  constexpr int64_t kEdges[] = {0,
+                                1,
+                                -1,
+                                2,
+                                kMax,
+                                kMin,
+                                kMax - 1,
+                                int64_t{1} << 31,
+                                (int64_t{1} << 31) - 1,
+                                int64_t{1} << 32,
+                                int64_t{1} << 62,
+                                -(int64_t{1} << 31),
+                                256,
+                                257,
+                                int64_t{3} << 40,
+                                int64_t{1} << 21};
   const uint8_t selector = in.u8();
-  if (selector < 128) return selector % 80;                            // small, the common valid range
-  if (selector < 224) return kEdges[selector % std::size(kEdges)];     // edges
-  return static_cast<int64_t>(in.u64());                              // anything
+  if (selector < 128) return selector % 80;                         // small, the common valid range
+  if (selector < 224) return kEdges[selector % std::size(kEdges)];  // edges
+  return static_cast<int64_t>(in.u64());                            // anything
 }
 
 const void* pointer_value(ByteReader& in) {
-  constexpr uintptr_t kPointers[] = {0,      0x1,    0x2,    0x3,     0x10000, 0x10001, 0x10002,
-                                     0x10004, 0x10008, 0x10010, 0x10100, ~uintptr_t{0} - 0xf, uintptr_t{1} << 47};
+  constexpr uintptr_t kPointers[] = {0,
+                                     0x1,
+                                     0x2,
+                                     0x3,
+                                     0x10000,
+                                     0x10001,
+                                     0x10002,
+                                     0x10004,
+                                     0x10008,
+                                     0x10010,
+                                     0x10100,
+                                     ~uintptr_t{0} - 0xf,
+                                     uintptr_t{1} << 47};
   const uint8_t selector = in.u8();
   if (selector < 240) return reinterpret_cast<const void*>(kPointers[selector % std::size(kPointers)]);
   return reinterpret_cast<const void*>(static_cast<uintptr_t>(in.u64()));
 }
 
 float scale_value(ByteReader& in) {
-  constexpr float kScales[] = {0.125f, 1.0f, 0.0f, -1.0f, std::numeric_limits<float>::infinity(),
-                               std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min(),
+  constexpr float kScales[] = {0.125f,
+                               1.0f,
+                               0.0f,
+                               -1.0f,
+                               std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(),
+                               std::numeric_limits<float>::denorm_min(),
                                std::numeric_limits<float>::max()};
   const uint8_t selector = in.u8();
   if (selector < 200) return kScales[selector % std::size(kScales)];
@@ -135,7 +163,8 @@ void check_c_abi(ByteReader& in) {
                                     (in.u8() % 8 == 0) ? nullptr : &params, msg.get(), msg_size);
   require(status == FC_OK || status == FC_ERR_INVALID_ARGUMENT,
           "fc_make_params: unexpected status " + std::to_string(status));
-  if (msg_size > 0) require(std::memchr(msg.get(), '\0', msg_size) != nullptr, "fc_make_params: message not terminated");
+  if (msg_size > 0)
+    require(std::memchr(msg.get(), '\0', msg_size) != nullptr, "fc_make_params: message not terminated");
   if (in.u8() & 1) {  // overwrite what make_params gave with arbitrary strides, pointers and scale
     const Params p = params_from(in);
     params.q = p.q, params.k = p.k, params.v = p.v, params.o = p.o, params.lse = p.lse;
@@ -148,11 +177,12 @@ void check_c_abi(ByteReader& in) {
   require(status == FC_OK || status == FC_ERR_INVALID_ARGUMENT || status == FC_ERR_UNSUPPORTED,
           "fc_can_implement: unexpected status " + std::to_string(status) +
               (msg_size > 0 ? std::string(": ") + msg.get() : std::string()));
-  if (msg_size > 0) require(std::memchr(msg.get(), '\0', msg_size) != nullptr, "fc_can_implement: message not terminated");
+  if (msg_size > 0)
+    require(std::memchr(msg.get(), '\0', msg_size) != nullptr, "fc_can_implement: message not terminated");
   int32_t path = -1, block_m = -1, block_n = -1;
   const fc_status select = fc_select_config(arg, &path, &block_m, &block_n, msg.get(), msg_size);
-  require(select == status, "fc_select_config returned " + std::to_string(select) + ", fc_can_implement " +
-                                std::to_string(status));
+  require(select == status,
+          "fc_select_config returned " + std::to_string(select) + ", fc_can_implement " + std::to_string(status));
   if (select == FC_OK) require(block_m > 0 && block_n > 0 && path >= 0 && path <= 2, "fc_select_config: bad config");
 }
 
@@ -184,9 +214,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   flashcheck::fuzz::ByteReader in({data + 1, size - 1});
   switch (data[0] % 3) {
-    case 0: flashcheck::fuzz::check_cpp_api(in); break;
-    case 1: flashcheck::fuzz::check_c_abi(in); break;
-    default: flashcheck::fuzz::check_case_line({data + 1, size - 1}); break;
+    case 0:
+      flashcheck::fuzz::check_cpp_api(in);
+      break;
+    case 1:
+      flashcheck::fuzz::check_c_abi(in);
+      break;
+    default:
+      flashcheck::fuzz::check_case_line({data + 1, size - 1});
+      break;
   }
   return 0;
 }

@@ -32,7 +32,8 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   flashcheck::fuzz::init_artifact_prefix(*argc, *argv);
   const flashcheck::ModelDefect defect = defect_from_env();
   if (defect != flashcheck::ModelDefect::kNone) {
-    std::fprintf(stderr, "fuzz_model: fuzzing the host model with the planted defect '%s'\n", flashcheck::to_string(defect));
+    std::fprintf(stderr, "fuzz_model: fuzzing the host model with the planted defect '%s'\n",
+                 flashcheck::to_string(defect));
   }
   g_spec.name = "fuzz_model";
   g_spec.backend = flashcheck::Backend::kHostModel;

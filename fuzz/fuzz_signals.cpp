@@ -10,18 +10,25 @@ namespace flashcheck::fuzz {
 namespace {
 
 constexpr int kPaths = 3, kDtypes = 3, kMasks = 3, kTensors = 3;
-enum SpecialKind : int { kSpecialNaN, kSpecialPosInf, kSpecialNegInf, kSpecialNegZero, kSpecialSubnormal,
-                         kSpecialNearMax, kSpecialKinds };
+enum SpecialKind : int {
+  kSpecialNaN,
+  kSpecialPosInf,
+  kSpecialNegInf,
+  kSpecialNegZero,
+  kSpecialSubnormal,
+  kSpecialNearMax,
+  kSpecialKinds
+};
 constexpr int kChecks = 5;  // O, LSE, m, l, LSE = m + ln l
 
-constexpr int kSlotConfig = 0;                                              // path x dtype x mask, one-hot
-constexpr int kSlotTileKinds = kSlotConfig + kPaths * kDtypes * kMasks;     // count per tile kind
-constexpr int kSlotPathTile = kSlotTileKinds + kTileKindCount;              // path x tile kind, count
-constexpr int kSlotRescale = kSlotPathTile + kPaths * kTileKindCount;       // rows per rescale bucket, count
-constexpr int kSlotSpecials = kSlotRescale + kRescaleBuckets;               // tensor x special kind, count
-constexpr int kSlotWorst = kSlotSpecials + kTensors * kSpecialKinds;        // worst ratio bucket, one-hot
-constexpr int kSlotPerCheck = kSlotWorst + kRatioBuckets;                   // check x ratio bucket, one-hot
-constexpr int kSlotVerdict = kSlotPerCheck + kChecks * kRatioBuckets;       // unconstrained rows, failures
+constexpr int kSlotConfig = 0;                                           // path x dtype x mask, one-hot
+constexpr int kSlotTileKinds = kSlotConfig + kPaths * kDtypes * kMasks;  // count per tile kind
+constexpr int kSlotPathTile = kSlotTileKinds + kTileKindCount;           // path x tile kind, count
+constexpr int kSlotRescale = kSlotPathTile + kPaths * kTileKindCount;    // rows per rescale bucket, count
+constexpr int kSlotSpecials = kSlotRescale + kRescaleBuckets;            // tensor x special kind, count
+constexpr int kSlotWorst = kSlotSpecials + kTensors * kSpecialKinds;     // worst ratio bucket, one-hot
+constexpr int kSlotPerCheck = kSlotWorst + kRatioBuckets;                // check x ratio bucket, one-hot
+constexpr int kSlotVerdict = kSlotPerCheck + kChecks * kRatioBuckets;    // unconstrained rows, failures
 constexpr int kSlotEnd = kSlotVerdict + 2;
 constexpr int kCounterBytes = (kSlotEnd + 63) / 64 * 64;
 
@@ -38,11 +45,16 @@ void record_specials_of(std::span<const double> values, DType dtype, int tensor)
   const double max_finite = dtype_max(dtype);
   uint64_t counts[kSpecialKinds] = {};
   for (double x : values) {
-    if (std::isnan(x)) ++counts[kSpecialNaN];
-    else if (std::isinf(x)) ++counts[x > 0 ? kSpecialPosInf : kSpecialNegInf];
-    else if (x == 0.0) counts[kSpecialNegZero] += std::signbit(x) ? 1 : 0;
-    else if (std::fabs(x) < min_normal) ++counts[kSpecialSubnormal];
-    else if (std::fabs(x) > 0.5 * max_finite) ++counts[kSpecialNearMax];
+    if (std::isnan(x))
+      ++counts[kSpecialNaN];
+    else if (std::isinf(x))
+      ++counts[x > 0 ? kSpecialPosInf : kSpecialNegInf];
+    else if (x == 0.0)
+      counts[kSpecialNegZero] += std::signbit(x) ? 1 : 0;
+    else if (std::fabs(x) < min_normal)
+      ++counts[kSpecialSubnormal];
+    else if (std::fabs(x) > 0.5 * max_finite)
+      ++counts[kSpecialNearMax];
   }
   for (int kind = 0; kind < kSpecialKinds; ++kind) add(kSlotSpecials + tensor * kSpecialKinds + kind, counts[kind]);
 }

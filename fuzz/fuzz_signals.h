@@ -26,7 +26,8 @@ void record_run(const Case& c, const KernelConfig& config, const KernelCounters&
 // Special values present in Q, K, V (NaN, +inf, -inf, -0, subnormal of the dtype, above half the dtype's max).
 void record_specials(const Case& c, const HostInputs& inputs);
 // log2 bucket of the worst error/bound ratio, overall and per check (O, LSE, m, l, LSE = m + ln l), and the
-// verdict's shape (unconstrained rows, failure): inputs that push the error upward reach new buckets and stay in the corpus.
+// verdict's shape (unconstrained rows, failure): inputs that push the error upward reach new buckets and stay in the
+// corpus.
 void record_verdict(const Verdict& verdict);
 
 // The one-hot bucket of a ratio: 0 for 0, 1..kRatioBuckets-3 for log2 from -kRatioLog2Floor upward,

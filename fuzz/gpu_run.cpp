@@ -43,12 +43,12 @@ Status cuda_status(cudaError_t err, const char* what) {
   return {StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorString(err)};
 }
 
-#define FC_CUDA(call, what)                                  \
-  do {                                                       \
-    if (cudaError_t err_ = (call); err_ != cudaSuccess) {    \
-      out.status = cuda_status(err_, what);                  \
-      return out;                                            \
-    }                                                        \
+#define FC_CUDA(call, what)                               \
+  do {                                                    \
+    if (cudaError_t err_ = (call); err_ != cudaSuccess) { \
+      out.status = cuda_status(err_, what);               \
+      return out;                                         \
+    }                                                     \
   } while (0)
 
 bool region_holds(const std::vector<uint8_t>& bytes, size_t begin, size_t end, uint8_t value) {
@@ -87,14 +87,16 @@ RunOutputs run_gpu_counted(const HostInputs& inputs, KernelCounters* counters) {
     const uint32_t poison = params.dtype == DType::kF32 ? kPoisonBits32 : kPoisonBits16;
     const size_t size = static_cast<size_t>(dtype_size(params.dtype));
     for (size_t e = 0; e < o_bytes; e += size) std::memcpy(o_host.data() + e, &poison, size);
-    for (size_t e = 0; e < lse_bytes; e += sizeof(float)) std::memcpy(lse_host.data() + e, &kPoisonBits32, sizeof(float));
+    for (size_t e = 0; e < lse_bytes; e += sizeof(float))
+      std::memcpy(lse_host.data() + e, &kPoisonBits32, sizeof(float));
     std::memset(o_host.data() + o_bytes, kCanaryByte, guard);
     std::memset(lse_host.data() + lse_bytes, kCanaryByte, guard);
   }
   FC_CUDA(g_buffers[kO].reserve(o_host.size()), "cudaMalloc(O)");
   FC_CUDA(g_buffers[kLse].reserve(lse_host.size()), "cudaMalloc(LSE)");
   FC_CUDA(cudaMemcpy(g_buffers[kO].get(), o_host.data(), o_host.size(), cudaMemcpyHostToDevice), "cudaMemcpy(O)");
-  FC_CUDA(cudaMemcpy(g_buffers[kLse].get(), lse_host.data(), lse_host.size(), cudaMemcpyHostToDevice), "cudaMemcpy(LSE)");
+  FC_CUDA(cudaMemcpy(g_buffers[kLse].get(), lse_host.data(), lse_host.size(), cudaMemcpyHostToDevice),
+          "cudaMemcpy(LSE)");
   params.o = g_buffers[kO].get();
   params.lse = reinterpret_cast<float*>(g_buffers[kLse].get());
 
@@ -116,12 +118,14 @@ RunOutputs run_gpu_counted(const HostInputs& inputs, KernelCounters* counters) {
   FC_CUDA(cudaDeviceSynchronize(), "kernel execution");
 
   FC_CUDA(cudaMemcpy(o_host.data(), g_buffers[kO].get(), o_host.size(), cudaMemcpyDeviceToHost), "cudaMemcpy(O back)");
-  FC_CUDA(cudaMemcpy(lse_host.data(), g_buffers[kLse].get(), lse_host.size(), cudaMemcpyDeviceToHost), "cudaMemcpy(LSE back)");
+  FC_CUDA(cudaMemcpy(lse_host.data(), g_buffers[kLse].get(), lse_host.size(), cudaMemcpyDeviceToHost),
+          "cudaMemcpy(LSE back)");
   out.row_m.resize(static_cast<size_t>(rows));
   out.row_l.resize(static_cast<size_t>(rows));
   FC_CUDA(cudaMemcpy(out.row_m.data(), inst.row_m, rows * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy(m back)");
   FC_CUDA(cudaMemcpy(out.row_l.data(), inst.row_l, rows * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy(l back)");
-  FC_CUDA(cudaMemcpy(counters, g_buffers[kCounters].get(), kCounterBytes, cudaMemcpyDeviceToHost), "cudaMemcpy(counters back)");
+  FC_CUDA(cudaMemcpy(counters, g_buffers[kCounters].get(), kCounterBytes, cudaMemcpyDeviceToHost),
+          "cudaMemcpy(counters back)");
 
   std::vector<float> lse(static_cast<size_t>(rows));
   std::memcpy(lse.data(), lse_host.data(), lse_bytes);
@@ -135,7 +139,8 @@ RunOutputs run_gpu_counted(const HostInputs& inputs, KernelCounters* counters) {
   }
   for (int t = 0; t < 3 && out.inputs_unchanged; ++t) {
     std::vector<uint8_t> back(host_in[t]->size());
-    FC_CUDA(cudaMemcpy(back.data(), g_buffers[kQ + t].get(), back.size(), cudaMemcpyDeviceToHost), "cudaMemcpy(input back)");
+    FC_CUDA(cudaMemcpy(back.data(), g_buffers[kQ + t].get(), back.size(), cudaMemcpyDeviceToHost),
+            "cudaMemcpy(input back)");
     out.inputs_unchanged = back == *host_in[t];
   }
   return out;

@@ -209,7 +209,8 @@ void shifting_keys_shifts_only_lse() {
   const int bits = precision_bits(p.dtype);
   // Grid: K on multiples of g = 2^(E+2-p) with 2^E >= max|k| and |u| <= 2^E, so k + u (|k + u| <= 2^(E+2))
   // is a multiple of g below 2^p * g: exactly representable.
-  const double a_max = std::max(max_abs(base.k_exact), std::numeric_limits<double>::min());
+  // (All-zero K: the grid of the smallest normal, so the shifted values stay representable.)
+  const double a_max = std::max(max_abs(base.k_exact), min_normal(p.dtype));
   const int e = ceil_log2(a_max);
   if (std::ldexp(1.0, e + 2) > dtype_max(p.dtype)) {
     note_coverage("relation=skipped-near-max");
@@ -270,23 +271,26 @@ void affine_values_give_affine_output() {
   HostInputs base = inputs_for(c);
   const Params& p = base.params;
   const int bits = precision_bits(p.dtype);
-  const double a_max = std::max(max_abs(base.v_exact), std::numeric_limits<double>::min());
+  const double a_max = std::max(max_abs(base.v_exact), min_normal(p.dtype));
   const int e = ceil_log2(a_max);
-  if (std::ldexp(1.0, e + 3) > dtype_max(p.dtype)) {
-    // Near the largest finite value: only shrinking scales, no offset.
+  // V on multiples of g = 2^(E+3-p) (2^E >= max|v|) and b a multiple of g with |b| <= 2^E: for |a| in
+  // [1/4, 4] every a*v + b is a multiple of min(|a|, 1) * g of magnitude at most (|a| + 1) * 2^E, which is
+  // below 2^p times that grid, so exactly representable; the floor of E at the smallest normal keeps
+  // g/4 on the dtype's subnormal grid. Near the largest finite value
+  // only shrinking scales and no offset, on the grid 2^(E-p) of the top binade (which keeps the maximum).
+  const bool near_max = std::ldexp(1.0, e + 3) > dtype_max(p.dtype);
+  if (near_max) {
     if (std::fabs(a) > 1.0) a = 1.0 / a;
     with_offset = false;
   }
-  // V on multiples of g = 2^(E+3-p) and b a multiple of g/4 with |b| <= 2^E: for |a| in [1/4, 4] every
-  // a*v + b is a multiple of |a|*g or g/4 of magnitude below 2^p times that, so exactly representable.
+  const double grid = std::ldexp(1.0, near_max ? e - bits : e + 3 - bits);
+  quantize(base, 'v', grid);
+  RC_LOG() << "V quantized to multiples of " << grid << "\n";
   double b_offset = 0.0;
   if (with_offset) {
-    const double grid = std::ldexp(1.0, e + 3 - bits);
-    quantize(base, 'v', grid);
     SplitMix rng{offset_seed};
-    const int64_t steps = int64_t{1} << (bits - 1);
-    b_offset = static_cast<double>(rng.below(2 * steps + 1) - steps) * (grid / 4.0);
-    RC_LOG() << "V quantized to multiples of " << grid << "\n";
+    const int64_t steps = int64_t{1} << (bits - 3);
+    b_offset = static_cast<double>(rng.below(2 * steps + 1) - steps) * grid;
   }
   RC_LOG() << "V' = " << a << " * V + " << b_offset << "\n";
   HostInputs scaled = copy_of(base);
@@ -314,12 +318,18 @@ void affine_values_give_affine_output() {
   Worst worst;
   for (const oracle::RowRef& r : rows_to_check(base, out_base.config, c.seed)) {
     const ExactRow eb = exact_row(base, out_base.config, r);
+    if (eb.exact.visible == 0) {
+      // No visible key: O = 0 whatever V holds.
+      for (int64_t d = 0; d < p.head_dim; ++d) worst.add(o_at(out_scaled, p, r, d), 0.0, 0.0, r, d);
+      continue;
+    }
     if (eb.bound.unconstrained) continue;
     std::optional<ExactRow> es;
     for (int64_t d = 0; d < p.head_dim; ++d) {
       const double o = o_at(out_base, p, r, d), o2 = o_at(out_scaled, p, r, d);
       const double want = a * o + b_offset;
-      const bool normal_range = std::fabs(o) >= 4.0 * min_normal(p.dtype) || o == 0.0;
+      // (A zero O may be an underflow that a*O does not repeat, so it takes the bounded comparison.)
+      const bool normal_range = std::fabs(o) >= 4.0 * min_normal(p.dtype);
       if (exact_scaling && normal_range) {
         worst.add(o2, want, 0.0, r, d);
         continue;
@@ -340,7 +350,7 @@ void output_within_value_range(const Case& c) {
   Worst worst;
   for (const oracle::RowRef& r : rows_to_check(in, out.config, c.seed)) {
     const ExactRow e = exact_row(in, out.config, r);
-    if (e.bound.unconstrained || e.exact.visible == 0) continue;
+    if (e.bound.unconstrained || e.exact.nonfinite_input || e.exact.visible == 0) continue;
     const int64_t g = r.h / group_of(p);
     for (int64_t d = 0; d < p.head_dim; ++d) {
       double lo = kInf, hi = -kInf;
@@ -366,17 +376,25 @@ void batches_and_heads_are_independent(const Case& given) {
   const HostInputs base = inputs_for(c);
   const Params& p = base.params;
   const HostInputs alt = alternative_inputs(c);
-  // One K/V slice (b, kv head) and one Q slice (b, q head) change.
-  const int64_t kv_b = *gen::inRange<int64_t>(0, p.batch).as("changed K/V batch");
-  const int64_t kv_h = *gen::inRange<int64_t>(0, p.heads_kv).as("changed K/V head");
-  const int64_t q_b = *gen::inRange<int64_t>(0, p.batch).as("changed Q batch");
-  const int64_t q_h = *gen::inRange<int64_t>(0, p.heads_q).as("changed Q head");
+  // One K/V slice (b, kv head) changes when that leaves a slice untouched, and one Q slice (b, q head),
+  // outside the changed K/V group when at least two such slices exist (so one stays untouched).
+  const bool change_kv = p.batch * p.heads_kv >= 2;
+  const int64_t kv_b = change_kv ? *gen::inRange<int64_t>(0, p.batch).as("changed K/V batch") : -1;
+  const int64_t kv_h = change_kv ? *gen::inRange<int64_t>(0, p.heads_kv).as("changed K/V head") : -1;
+  auto in_kv_group = [&](int64_t b, int64_t h) { return b == kv_b && h / group_of(p) == kv_h; };
+  std::vector<std::pair<int64_t, int64_t>> outside, inside;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h) (in_kv_group(b, h) ? inside : outside).emplace_back(b, h);
+  const auto& q_candidates = outside.size() >= 2 ? outside : inside;
+  const auto [q_b, q_h] = *gen::elementOf(q_candidates).as("changed Q (batch, head)");
   HostInputs changed = copy_of(base);
-  for (int64_t j = 0; j < p.seqlen_k; ++j)
-    for (int64_t d = 0; d < p.head_dim; ++d) {
-      set_input_value(changed, 'k', kv_b, kv_h, j, d, input_value(alt, 'k', kv_b, kv_h, j, d));
-      set_input_value(changed, 'v', kv_b, kv_h, j, d, input_value(alt, 'v', kv_b, kv_h, j, d));
-    }
+  if (change_kv) {
+    for (int64_t j = 0; j < p.seqlen_k; ++j)
+      for (int64_t d = 0; d < p.head_dim; ++d) {
+        set_input_value(changed, 'k', kv_b, kv_h, j, d, input_value(alt, 'k', kv_b, kv_h, j, d));
+        set_input_value(changed, 'v', kv_b, kv_h, j, d, input_value(alt, 'v', kv_b, kv_h, j, d));
+      }
+  }
   for (int64_t i = 0; i < p.seqlen_q; ++i)
     for (int64_t d = 0; d < p.head_dim; ++d) set_input_value(changed, 'q', q_b, q_h, i, d, input_value(alt, 'q', q_b, q_h, i, d));
 
@@ -387,7 +405,7 @@ void batches_and_heads_are_independent(const Case& given) {
   int64_t compared = 0;
   for (int64_t flat = 0; flat < rows; ++flat) {
     const oracle::RowRef r = row_ref(p, flat);
-    const bool touched = (r.b == kv_b && r.h / group_of(p) == kv_h) || (r.b == q_b && r.h == q_h);
+    const bool touched = in_kv_group(r.b, r.h) || (r.b == q_b && r.h == q_h);
     untouched[static_cast<size_t>(flat)] = !touched;
     compared += touched ? 0 : 1;
   }

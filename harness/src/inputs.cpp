@@ -71,6 +71,8 @@ struct TensorShape {
 // Fills `bytes` (layout) and `exact` (canonical) for one tensor.
 void generate(const Case& c, const ValueSpec& spec, Stream stream, Stream dominant_stream, const TensorShape& t,
               std::vector<uint8_t>* bytes, std::vector<double>* exact) {
+  // An empty tensor has nothing to draw, however large its other extents (b=2^63-1 hq=0 must not loop).
+  if (t.batch == 0 || t.heads == 0 || t.seqlen == 0 || t.head_dim == 0) return;
   const int64_t esize = dtype_size(c.dtype);
   const double max_finite = dtype_max(c.dtype);
   int64_t index = 0;

@@ -2,6 +2,7 @@
 // contiguous strides, make_params() and the one definition of the causal masks (visible_keys), shared
 // with the kernels and the host model through mask.h.
 #include <cmath>
+#include <limits>
 
 #include "flashcheck/attention.h"
 #include "mask.h"
@@ -44,9 +45,18 @@ const char* to_string(ComputePath path) {
   return "invalid-path";
 }
 
+// Products of sizes saturate at INT64_MAX instead of overflowing (undefined behaviour): can_implement then
+// reports the overflowing extent of such params by name.
+int64_t saturating_mul(int64_t a, int64_t b) {
+  int64_t out = 0;
+  return __builtin_mul_overflow(a, b, &out) ? std::numeric_limits<int64_t>::max() : out;
+}
+
 Strides contiguous_strides(Layout layout, int64_t heads, int64_t seqlen, int64_t head_dim) {
-  if (layout == Layout::kBSHD) return {seqlen * heads * head_dim, head_dim, heads * head_dim};
-  return {heads * seqlen * head_dim, seqlen * head_dim, head_dim};
+  const int64_t row = saturating_mul(heads, head_dim);
+  if (layout == Layout::kBSHD) return {saturating_mul(seqlen, row), head_dim, row};
+  const int64_t head = saturating_mul(seqlen, head_dim);
+  return {saturating_mul(heads, head), head, head_dim};
 }
 
 Params make_params(DType dtype, int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q,

@@ -96,6 +96,13 @@ void store_element(DType dtype, void* base, int64_t offset, float x) {
 
 // Rows [0, rows) of one head of a tensor, decoded to fp32: (rows, head_dim) row-major. For the split-TF32
 // path also the hi and lo parts, x = hi + lo with hi = tf32(x), lo = tf32(x - hi).
+// Values the split cannot carry: for a non-finite x, lo = x - tf32(x) is NaN, and near FLT_MAX tf32(x)
+// rounds up to inf. The kernel sends any tile holding such a value ((2 - 2^-11) * 2^127 and up, inf, NaN)
+// to an exact fp32 path (split_tf32/kernel.cuh); the model does the same product by product, keeping
+// hi = x, lo = 0 for them. False for NaN.
+inline constexpr float kSplitLimit = 0x1.ffep127f;
+bool splittable(float x) { return std::fabs(x) < kSplitLimit; }
+
 struct HeadRows {
   std::vector<float> value, hi, lo;
 };
@@ -112,13 +119,16 @@ void load_head(const Params& p, const void* base, const Strides& stride, int64_t
   out->hi.resize(out->value.size());
   out->lo.resize(out->value.size());
   for (size_t i = 0; i < out->value.size(); ++i) {
-    out->hi[i] = round_to_tf32(out->value[i]);
-    out->lo[i] = round_to_tf32(out->value[i] - out->hi[i]);
+    const float x = out->value[i];
+    out->hi[i] = splittable(x) ? round_to_tf32(x) : x;
+    out->lo[i] = splittable(x) ? round_to_tf32(x - out->hi[i]) : 0.0f;
   }
 }
 
 // One split-TF32 product a*b as the kernel's three tf32 mma terms, small terms first, added to acc.
+// An operand the split cannot carry (see splittable) multiplies as plain fp32, as the kernel's exact path does.
 float split_fma(float a_hi, float a_lo, float b_hi, float b_lo, float acc) {
+  if (!splittable(a_hi) || !splittable(b_hi)) return std::fma(a_hi + a_lo, b_hi + b_lo, acc);
   acc = std::fma(a_lo, b_hi, acc);
   acc = std::fma(a_hi, b_lo, acc);
   return std::fma(a_hi, b_hi, acc);

@@ -361,8 +361,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
             p_sum += p;
           }
           l[r] = fmaf(l[r], alpha, warp_sum(p_sum));
+#if defined(FLASHCHECK_MUTANT_MISSING_RESCALE)  // planted bug, fuzz_kernel_mutant only: the last K/V tile skips O's rescale
+          const float alpha_o = kt + 1 < k_tiles ? alpha : 1.0f;
+#else
+          const float alpha_o = alpha;
+#endif
 #pragma unroll
-          for (int t = 0; t < kDims; ++t) acc[r][t] = __fmul_rn(acc[r][t], alpha);
+          for (int t = 0; t < kDims; ++t) acc[r][t] = __fmul_rn(acc[r][t], alpha_o);
           if constexpr (kInst) moves[r] += m_new != m[r] ? 1 : 0;
           m[r] = m_new;
         }
