@@ -1,7 +1,7 @@
 // FlashAttention-2 style forward kernel on fp16/bf16 tensor cores (mma.sync m16n8k16, ldmatrix, cp.async ring).
 // A CTA computes kBlockM query rows of one (batch, head) against every K/V tile those rows can see; O, the row
 // max and the row sum stay in registers and P never leaves them. Rounding points are families.h's (tensor
-// core): fp32 scores, p = exp2(s*c - m*c) in fp32, l summed from fp32 p, P rounded to T for P*V, fp32 O.
+// core): fp32 scores, p = exp2(fl(s*c) - fl(m*c)) in fp32, l summed from fp32 p, P rounded to T for P*V, fp32 O.
 // Included only by the fwd_<dtype>_hdim<d>.cu instantiation units.
 #pragma once
 
@@ -182,9 +182,13 @@ struct Forward {
         mx = fmaxf(mx, __shfl_xor_sync(kFullWarp, mx, 2));
         // A row with no usable key yet has m = -inf: subtract 0 instead, so exp2(-inf - m) = 0 rather than
         // exp2(-inf + inf) = NaN. The old max of -inf gives alpha = exp2(-inf) = 0 (O and l are 0 then).
-        m_scaled[mt][h] = mx == kNegInf ? 0.0f : mx * scale_log2;
-        // Both maxima rounded the same way: an unchanged max gives exactly exp2(0) = 1.
-        alpha[mt][h] = ex2_approx(st.row_max[mt][h] * scale_log2 - m_scaled[mt][h]);
+        // M = fl(m*c), and every exponent below is fl(x*c) - M with the product rounded on its own
+        // (__fmul_rn is never contracted into an FMA): the max key then gets exactly exp2(0) = 1 and an
+        // unchanged max exactly alpha = 1, however large |m*c| is. The FMA form fma(s, c, -M) would leave
+        // the rounding error of M in every exponent: up to half an ulp of m*c, which for |m*c| >= 2^24 is
+        // a factor of 2 or more on P (and inf/0 near FLT_MAX).
+        m_scaled[mt][h] = mx == kNegInf ? 0.0f : __fmul_rn(mx, scale_log2);
+        alpha[mt][h] = ex2_approx(__fmul_rn(st.row_max[mt][h], scale_log2) - m_scaled[mt][h]);
         any_rescale |= alpha[mt][h] != 1.0f;
         if constexpr (kInstrument) {
           if (mx != st.row_max[mt][h]) ++st.moves[mt][h];
@@ -211,7 +215,7 @@ struct Forward {
         for (int nt = 0; nt < kNS; ++nt)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float p = ex2_approx(fmaf(s[mt][nt][2 * h + e], scale_log2, -m_scaled[mt][h]));
+            const float p = ex2_approx(__fmul_rn(s[mt][nt][2 * h + e], scale_log2) - m_scaled[mt][h]);
             s[mt][nt][2 * h + e] = p;
             sum += p;  // l takes p before it is rounded to T
           }
