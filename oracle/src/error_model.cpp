@@ -17,8 +17,9 @@ using detail::gamma_n;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kU32 = 0x1p-24;    // fp32 unit roundoff: CUDA-core add/mul/FMA, division, conversions (round to nearest)
-constexpr double kUMma = 0x1p-23;   // tensor-core fp32 accumulation truncates (Fasi et al. 2021): one ulp, 2u
+// fp32 unit roundoff: CUDA-core add/mul/FMA, division, conversions (round to nearest).
+constexpr double kU32 = 0x1p-24;
+constexpr double kUMma = 0x1p-23;  // tensor-core fp32 accumulation truncates (Fasi et al. 2021): one ulp, 2u
 // An mma adds its k products to the accumulator with at most one extra alignment/truncation per update;
 // k >= 4 for every shape used (m16n8k4/k8 tf32, m16n8k16 fp16/bf16), so n terms see <= n + ceil(n/4) roundings.
 constexpr int64_t kMmaKMin = 4;
@@ -32,8 +33,9 @@ constexpr double kGapUnits = 5.0;
 // m is reported in natural-log units: from log2 units times fl(ln 2) (u + u), or raw max times |scale| (u);
 // the internal base carries fl(scale * log2 e) (2u): four units of |m| separate the two.
 constexpr double kMConversionUnits = 4.0;
-constexpr double kDivisionUnits = 2.0;   // O = acc / l: IEEE division is one rounding; two allow reciprocal-and-multiply
-constexpr double kLogUlps = 2.0;         // logf is within 1 ulp (CUDA Programming Guide, math functions); 2 allowed
+// O = acc / l: IEEE division is one rounding; two allow a reciprocal and a multiply.
+constexpr double kDivisionUnits = 2.0;
+constexpr double kLogUlps = 2.0;  // logf is within 1 ulp (CUDA Programming Guide, math functions); 2 allowed
 // Flush-to-zero (ex2.approx.ftz, FTZ arithmetic) and subnormal split parts: per key, an unnormalized weight
 // (<= 1) can lose 2^-126 from the flush and 2^-126 from a flushed tf32 low part; likewise one P*V product.
 constexpr double kFlushWeight = 0x1p-125;
@@ -124,8 +126,8 @@ RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_
 
   const int64_t n = exact.visible;
   const double nd = static_cast<double>(n);
-  const int64_t tiles =
-      block_n > 0 ? std::max<int64_t>(1, (std::max(exact.seqlen_k, n) + block_n - 1) / block_n) : std::max<int64_t>(1, n);
+  const int64_t tiles = block_n > 0 ? std::max<int64_t>(1, (std::max(exact.seqlen_k, n) + block_n - 1) / block_n)
+                                    : std::max<int64_t>(1, n);
   const PathModel pm = path_model(dtype, path, head_dim, n, tiles);
   const double u = kU32;
 
@@ -156,12 +158,13 @@ RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_
     if (linear) {
       const double floor_scale = 1.0 / (exact.l * (1 - theta_mean));
       // Weight errors shared by numerator and denominator move O by sum_j p_j theta_j (v_jk - O_k).
-      const double weights = growth * (b_s * exact.dev_pv_score[k] + b_g * exact.dev_pv_gap[k] + c0 * exact.dev_pv[k]) /
-                                 (1 - theta_mean) +
-                             kFlushWeight * (exact.abs_v_sum[k] + nd * o_abs) * floor_scale;
+      const double weights =
+          growth * (b_s * exact.dev_pv_score[k] + b_g * exact.dev_pv_gap[k] + c0 * exact.dev_pv[k]) / (1 - theta_mean) +
+          kFlushWeight * (exact.abs_v_sum[k] + nd * o_abs) * floor_scale;
       // The numerator alone: P rounded before P*V (l keeps fp32 P), and the P*V accumulation.
-      const double numerator = (1 + theta_max) / (1 - theta_mean) * (pm.p_round + g_pv * (1 + pm.p_round)) * exact.abs_pv[k] +
-                               (pm.p_round_abs * (1 + g_pv) * exact.abs_v_sum[k] + nd * kFlushProduct) * floor_scale;
+      const double numerator =
+          (1 + theta_max) / (1 - theta_mean) * (pm.p_round + g_pv * (1 + pm.p_round)) * exact.abs_pv[k] +
+          (pm.p_round_abs * (1 + g_pv) * exact.abs_v_sum[k] + nd * kFlushProduct) * floor_scale;
       const double shift = weights + numerator;
       pre = shift * (1 + g_div) + g_div * o_abs;
     } else {
@@ -252,7 +255,9 @@ void RmsCheck::merge(const RmsCheck& other) {
   count_ += other.count_;
 }
 
-double RmsCheck::rms_kernel() const { return count_ > 0 ? std::sqrt(sum_sq_kernel_ / static_cast<double>(count_)) : 0.0; }
+double RmsCheck::rms_kernel() const {
+  return count_ > 0 ? std::sqrt(sum_sq_kernel_ / static_cast<double>(count_)) : 0.0;
+}
 double RmsCheck::rms_reference() const {
   return count_ > 0 ? std::sqrt(sum_sq_reference_ / static_cast<double>(count_)) : 0.0;
 }

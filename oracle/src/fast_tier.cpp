@@ -1,9 +1,8 @@
-// The fast tier: one row in double with error-free transformations, in four passes (scores and their max;
-// weights, l and LSE; weighted V; bound ingredients). Products of fp32/fp16/bf16 inputs are exact in double,
-// their sums compensated (Sum2), scores kept as double-double; LSE = m + log1p(sum over the other keys) in
-// the style of Blanchard, Higham and Higham (IMA J. Numer. Anal. 2021), so a dominant key loses nothing to
-// 1 + tiny; P*V products made exact by a Veltkamp split and summed compensated. The per-element error bound
-// of this tier (docs/error-model.md, "The fast tier's own error") is stored in the result.
+// The fast tier: one row in double with error-free transformations, in four passes (scores and max; weights,
+// l and LSE; weighted V; bound ingredients). Exact products, compensated sums (Sum2), double-double scores,
+// LSE = m + log1p(rest) after Blanchard, Higham and Higham (IMA J. Numer. Anal. 2021) so a dominant key loses
+// nothing to 1 + tiny, P*V products made exact by a Veltkamp split. Its own error bound (docs/error-model.md
+// §2.3) is stored in the result.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -22,6 +21,7 @@ constexpr double kUnit = kDoubleUnit;
 constexpr double kSecondOrder = 1.0 + 0x1p-30;
 // Smallest positive double: an exp() result or P*V product that underflows loses at most this per key.
 constexpr double kDoubleDenormMin = 0x1p-1074;
+constexpr int64_t kScoreLanes = 4;  // keys whose score sums run interleaved
 
 struct ScoreDD {
   double hi = 0.0, lo = 0.0;  // s = hi + lo, normalized (|lo| <= ulp(hi)/2)
@@ -44,8 +44,8 @@ ScoreDD scale_dd(double scale, double d_hi, double d_lo) {
 
 void size_result(RowResult* r, int64_t head_dim) {
   const size_t d = static_cast<size_t>(head_dim);
-  for (std::vector<double>* vec : {&r->o, &r->abs_pv, &r->dev_pv, &r->dev_pv_score, &r->dev_pv_gap, &r->abs_v_sum,
-                                   &r->o_err}) {
+  for (std::vector<double>* vec :
+       {&r->o, &r->abs_pv, &r->dev_pv, &r->dev_pv_score, &r->dev_pv_gap, &r->abs_v_sum, &r->o_err}) {
     vec->assign(d, 0.0);
   }
 }
@@ -103,44 +103,57 @@ FastRow fast_row(const RowView& view) {
   std::vector<double> flush(static_cast<size_t>(n), 0.0);    // what FTZ / split underflow may drop, unscaled
   out.usable.assign(static_cast<size_t>(n), 0);
   double max_abs_dot = 0.0;
-  for (int64_t j = 0; j < n; ++j) {
-    const double* kj = view.k + j * dim;
-    CompensatedSum dot;
-    double abs_sum = 0.0, dropped = 0.0;
+  // kScoreLanes keys at a time: their TwoSum chains are independent, so the CPU overlaps them.
+  for (int64_t j0 = 0; j0 < n; j0 += kScoreLanes) {
+    const int64_t lanes = std::min<int64_t>(kScoreLanes, n - j0);
+    CompensatedSum dot[kScoreLanes];
+    double abs_sum[kScoreLanes] = {}, dropped[kScoreLanes] = {};
     for (int64_t k = 0; k < dim; ++k) {
-      const double prod = q[k] * kj[k];
-      const double abs_prod = std::fabs(prod);
-      dot.add(prod);
-      abs_sum += abs_prod;
-      const bool tiny = std::min(std::fabs(q[k]), std::fabs(kj[k])) < kFlushOperand || abs_prod < kFlushResult;
-      dropped += tiny ? abs_prod : 0.0;
+      const double qk = q[k];
+      for (int64_t t = 0; t < lanes; ++t) {
+        const double kv = view.k[(j0 + t) * dim + k];
+        const double prod = qk * kv;
+        const double abs_prod = std::fabs(prod);
+        dot[t].add(prod);
+        abs_sum[t] += abs_prod;
+        const bool tiny = std::min(std::fabs(qk), std::fabs(kv)) < kFlushOperand || abs_prod < kFlushResult;
+        dropped[t] += tiny ? abs_prod : 0.0;
+      }
     }
-    ScoreDD s;
-    if (std::isfinite(abs_sum)) {
-      double d_hi = 0.0, d_lo = 0.0;
-      two_sum(dot.sum, dot.comp, &d_hi, &d_lo);
-      s = scale_dd(scale, d_hi, d_lo);
-      max_abs_dot = std::max(max_abs_dot, abs_sum);
-    } else {
-      double plain = 0.0;
-      for (int64_t k = 0; k < dim; ++k) plain += q[k] * kj[k];
-      s.hi = scale * plain;
+    for (int64_t t = 0; t < lanes; ++t) {
+      const int64_t j = j0 + t;
+      const double* kj = view.k + j * dim;
+      ScoreDD s;
+      if (std::isfinite(abs_sum[t])) {
+        double d_hi = 0.0, d_lo = 0.0;
+        two_sum(dot[t].sum, dot[t].comp, &d_hi, &d_lo);
+        s = scale_dd(scale, d_hi, d_lo);
+        max_abs_dot = std::max(max_abs_dot, abs_sum[t]);
+      } else {
+        double plain = 0.0;
+        for (int64_t k = 0; k < dim; ++k) plain += q[k] * kj[k];
+        s.hi = scale * plain;
+      }
+      score[static_cast<size_t>(j)] = s;
+      abs_dot[static_cast<size_t>(j)] = abs_sum[t];
+      flush[static_cast<size_t>(j)] = dropped[t] + static_cast<double>(dim) * kFlushResult;
+      if (std::isnan(s.hi) || s.hi == kInf) r.nonfinite_score = true;
+      out.usable[static_cast<size_t>(j)] = std::isfinite(s.hi) ? 1 : 0;
     }
-    score[static_cast<size_t>(j)] = s;
-    abs_dot[static_cast<size_t>(j)] = abs_sum;
-    flush[static_cast<size_t>(j)] = dropped + static_cast<double>(dim) * kFlushResult;
-    if (std::isnan(s.hi) || s.hi == kInf) r.nonfinite_score = true;
-    out.usable[static_cast<size_t>(j)] = std::isfinite(s.hi) ? 1 : 0;
   }
   // fp32 scores, the scaled x = s * scale * log2(e), and x - m must stay below FLT_MAX in the kernel.
   r.score_overflow = max_abs_dot * std::max(1.0, abs_scale * kLog2e) > kOverflowGuard;
+  // Locals, not members of r: a store through r.abs_v_sum's data could alias r.max_abs_v.
+  double* abs_v_sum = r.abs_v_sum.data();
+  double max_abs_v = 0.0;
   for (int64_t j = 0; j < n; ++j) {
     const double* vj = view.v + j * dim;
     for (int64_t k = 0; k < dim; ++k) {
-      r.abs_v_sum[static_cast<size_t>(k)] += std::fabs(vj[k]);
-      r.max_abs_v = std::max(r.max_abs_v, std::fabs(vj[k]));
+      abs_v_sum[k] += std::fabs(vj[k]);
+      max_abs_v = std::max(max_abs_v, std::fabs(vj[k]));
     }
   }
+  r.max_abs_v = max_abs_v;
   for (int64_t k = 0; k < dim; ++k) {
     const double col = r.abs_v_sum[static_cast<size_t>(k)];
     if (!v_col_nonfinite[static_cast<size_t>(k)] && col > kOverflowGuard) r.accum_overflow = true;
@@ -153,7 +166,8 @@ FastRow fast_row(const RowView& view) {
   }
   int64_t best = -1;
   for (int64_t j = 0; j < n; ++j) {
-    if (out.usable[static_cast<size_t>(j)] && (best < 0 || dd_less(score[static_cast<size_t>(best)], score[static_cast<size_t>(j)]))) {
+    if (out.usable[static_cast<size_t>(j)] &&
+        (best < 0 || dd_less(score[static_cast<size_t>(best)], score[static_cast<size_t>(j)]))) {
       best = j;
     }
   }
@@ -188,7 +202,9 @@ FastRow fast_row(const RowView& view) {
 
   // Pass 3: O_k = (sum_j w_j v_jk) / l. w_j = wh + wl (Veltkamp), wh * v and wl * v exact; the wh terms go
   // through TwoSum, the wl terms (below 2^-26 of them) straight into the compensation.
-  std::vector<double> acc_sum(static_cast<size_t>(dim), 0.0), acc_comp(static_cast<size_t>(dim), 0.0);
+  std::vector<double> acc_sum_store(static_cast<size_t>(dim), 0.0), acc_comp_store(static_cast<size_t>(dim), 0.0);
+  double* acc_sum = acc_sum_store.data();
+  double* acc_comp = acc_comp_store.data();
   for (int64_t j = 0; j < n; ++j) {
     const double wj = w[static_cast<size_t>(j)];
     if (!out.usable[static_cast<size_t>(j)] || wj == 0.0) continue;
@@ -197,9 +213,9 @@ FastRow fast_row(const RowView& view) {
     const double* vj = view.v + j * dim;
     for (int64_t k = 0; k < dim; ++k) {
       double s = 0.0, e = 0.0;
-      two_sum(acc_sum[static_cast<size_t>(k)], wh * vj[k], &s, &e);
-      acc_sum[static_cast<size_t>(k)] = s;
-      acc_comp[static_cast<size_t>(k)] += e + wl * vj[k];
+      two_sum(acc_sum[k], wh * vj[k], &s, &e);
+      acc_sum[k] = s;
+      acc_comp[k] += e + wl * vj[k];
     }
   }
   for (int64_t k = 0; k < dim; ++k) {
@@ -208,6 +224,11 @@ FastRow fast_row(const RowView& view) {
   }
 
   // Pass 4: bound ingredients, weighted by p_j = w_j / l.
+  const double* o = r.o.data();
+  double* abs_pv = r.abs_pv.data();
+  double* dev_pv = r.dev_pv.data();
+  double* dev_pv_score = r.dev_pv_score.data();
+  double* dev_pv_gap = r.dev_pv_gap.data();
   for (int64_t j = 0; j < n; ++j) {
     if (!out.usable[static_cast<size_t>(j)]) continue;
     const double p = w[static_cast<size_t>(j)] / l;
@@ -222,20 +243,20 @@ FastRow fast_row(const RowView& view) {
     const double p_s = p * s_abs, p_g = p * g;
     const double* vj = view.v + j * dim;
     for (int64_t k = 0; k < dim; ++k) {
-      const size_t kk = static_cast<size_t>(k);
-      const double dev = std::fabs(vj[k] - r.o[kk]);
-      r.abs_pv[kk] += p * std::fabs(vj[k]);
-      r.dev_pv[kk] += p * dev;
-      r.dev_pv_score[kk] += p_s * dev;
-      r.dev_pv_gap[kk] += p_g * dev;
+      const double dev = std::fabs(vj[k] - o[k]);
+      abs_pv[k] += p * std::fabs(vj[k]);
+      dev_pv[k] += p * dev;
+      dev_pv_score[k] += p_s * dev;
+      dev_pv_gap[k] += p_g * dev;
     }
   }
 
   // This tier's error (docs/error-model.md). Scores: |s~ - s| <= (gamma_D^2 + 4u^2) S_j. Weights, relative
   // to the common shift: exp within 1 ulp (2u), argument within u gap_j + 2 score errors.
   const double nd = static_cast<double>(n);
-  const double score_err = (gamma_n(static_cast<double>(dim), kUnit) * gamma_n(static_cast<double>(dim), kUnit) +
-                            4 * kUnit * kUnit) * r.score_abs_max;
+  const double score_err =
+      (gamma_n(static_cast<double>(dim), kUnit) * gamma_n(static_cast<double>(dim), kUnit) + 4 * kUnit * kUnit) *
+      r.score_abs_max;
   const double weight_const = (2 * kUnit + 2 * score_err) * kSecondOrder;
   const double weight_gap = kUnit * kSecondOrder;
   const double weight_mean = weight_const + weight_gap * r.score_gap_weighted;
@@ -244,9 +265,9 @@ FastRow fast_row(const RowView& view) {
   const double underflow_abs = nd * 2 * kDoubleDenormMin * r.max_abs_v / l;
   for (int64_t k = 0; k < dim; ++k) {
     const size_t kk = static_cast<size_t>(k);
-    r.o_err[kk] = kSecondOrder * ((weight_const * r.dev_pv[kk] + weight_gap * r.dev_pv_gap[kk]) / (1 - weight_mean) +
-                                  dot_rel * (1 + 2 * weight_mean) * r.abs_pv[kk] + 4 * kUnit * std::fabs(r.o[kk]) +
-                                  underflow_abs);
+    r.o_err[kk] = kSecondOrder *
+                  ((weight_const * r.dev_pv[kk] + weight_gap * r.dev_pv_gap[kk]) / (1 - weight_mean) +
+                   dot_rel * (1 + 2 * weight_mean) * r.abs_pv[kk] + 4 * kUnit * std::fabs(r.o[kk]) + underflow_abs);
   }
   const double l_rel = 2 * kUnit + gamma2_n;
   r.lse_err = kSecondOrder * (score_err + weight_mean + l_rel + 2 * kUnit * std::log1p(rest) +

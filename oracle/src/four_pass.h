@@ -1,7 +1,7 @@
 // The attention row as the textbook writes it, in four plain passes (scores and their max, exp-sum,
-// normalise, weighted V), templated on the number type: the gold tier runs it in 113-bit binary floating
-// point (Boost.Multiprecision), tests run it in double to show what the fast tier's error-free
-// transformations buy. Only keys marked usable (finite score) take part; the caller owns the semantics.
+// normalise, weighted V), templated on the number type so the same loops read the same in any precision;
+// the gold tier runs them in 113-bit binary floating point (Boost.Multiprecision). Only keys marked usable
+// (finite score) take part; the caller owns the semantics of non-finite values.
 #pragma once
 
 #include <cmath>
@@ -51,7 +51,8 @@ FourPassRow<Real> four_pass(const RowView& view, const std::vector<char>& usable
   out.o.assign(static_cast<size_t>(dim), Real(0));
   for (int64_t j = 0; j < n; ++j) {
     if (!usable[static_cast<size_t>(j)]) continue;
-    for (int64_t k = 0; k < dim; ++k) out.o[static_cast<size_t>(k)] += s[static_cast<size_t>(j)] * Real(view.v[j * dim + k]);
+    for (int64_t k = 0; k < dim; ++k)
+      out.o[static_cast<size_t>(k)] += s[static_cast<size_t>(j)] * Real(view.v[j * dim + k]);
   }
   return out;
 }

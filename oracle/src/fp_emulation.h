@@ -1,7 +1,7 @@
 // fp32 emulation of the kernel's rounding points on the host: rounding to fp16/bf16/tf32 (to nearest even),
 // the tensor core's truncating accumulation (round toward zero, Fasi et al., PeerJ CS 2021), the tf32 split,
-// a score dot product and the P*V accumulation at a compute path's rounding points. Used by the emulated reference and by the
-// tests' tiled models. Header-only; values travel as float, exact conversions through double.
+// a score dot product and the P*V accumulation at a compute path's rounding points. Used by the emulated reference and
+// by the tests' tiled models. Header-only; values travel as float, exact conversions through double.
 #pragma once
 
 #include <algorithm>
@@ -16,8 +16,8 @@
 
 namespace flashcheck::oracle::detail {
 
-inline constexpr int kMmaKHalf = 16;          // k of mma.m16n8k16 (fp16/bf16)
-inline constexpr int kMmaKTf32 = 8;           // k of mma.m16n8k8 (tf32)
+inline constexpr int kMmaKHalf = 16;           // k of mma.m16n8k16 (fp16/bf16)
+inline constexpr int kMmaKTf32 = 8;            // k of mma.m16n8k8 (tf32)
 inline constexpr float kLog2eF = 1.44269504f;  // log2(e) rounded to fp32, as the kernels hold it
 inline constexpr float kLn2F = 0.693147182f;   // ln(2) rounded to fp32
 
@@ -36,14 +36,14 @@ inline float round_to_format(float x, int precision, int min_exp, double max_fin
   std::frexp(x, &exp);  // |x| in [2^(exp-1), 2^exp)
   const int quantum_exp = std::max(exp - 1, min_exp) - (precision - 1);
   const double scaled = std::ldexp(static_cast<double>(x), -quantum_exp);  // exact: a power-of-two scaling
-  const double rounded = std::ldexp(std::nearbyint(scaled), quantum_exp);   // default mode: ties to even
+  const double rounded = std::ldexp(std::nearbyint(scaled), quantum_exp);  // default mode: ties to even
   if (std::fabs(rounded) > max_finite) return std::copysign(std::numeric_limits<float>::infinity(), x);
   return static_cast<float>(rounded);
 }
 
-// Round-to-nearest-even dropping the low `dropped` significand bits of an fp32 value: bf16 (16) and tf32
-// (13) share fp32's exponent range, so rounding the bit pattern is exact, subnormals and overflow to inf
-// included. Inf and NaN pass through.
+// Round-to-nearest-even dropping the low `dropped` significand bits of an fp32 value: bf16 (16 bits) shares
+// fp32's exponent range, so rounding the bit pattern is exact, subnormals and overflow to inf included.
+// Inf and NaN pass through.
 inline float round_low_bits(float x, int dropped) {
   if (!std::isfinite(x)) return x;
   const uint32_t bits = std::bit_cast<uint32_t>(x);
@@ -62,8 +62,16 @@ inline float round_to_dtype(DType dtype, float x) {
   return x;
 }
 
-// tf32 (11 significant bits), round to nearest even as cvt.rn.tf32.f32.
-inline float to_tf32(float x) { return round_low_bits(x, 13); }
+// tf32 (11 significant bits) as cvt.rna.tf32.f32: to nearest, ties away from zero. The split kernel uses
+// cvt.rna below sm_90 and cvt.rn (ties to even) on sm_90; the low part x - hi has at most 13 significant
+// bits, so a quarter of them are ties, and ties away bias the dropped residual: its split errors are several
+// times larger. The reference takes the noisier rounding so that both are healthy (error_model.h).
+inline float to_tf32(float x) {
+  constexpr uint32_t kHalfUlp = 1u << 12;
+  constexpr uint32_t kDroppedMask = (1u << 13) - 1u;
+  if (!std::isfinite(x)) return x;
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(x) + kHalfUlp) & ~kDroppedMask);
+}
 
 // fp32 operands of a path, decoded once: the values and, for the split path, x = hi + lo with hi = tf32(x),
 // lo = tf32(x - hi) (x - hi is exact in fp32).
@@ -110,7 +118,8 @@ inline float dot_fp32(const Operands& a, size_t a0, const Operands& b, size_t b0
   if (path == ComputePath::kTensorCore) {
     for (size_t k0 = 0; k0 < n; k0 += kMmaKHalf) {
       double block = 0.0;  // products of fp16/bf16 values are exact in fp32; their block sum is kept in double
-      for (size_t k = k0; k < std::min(n, k0 + kMmaKHalf); ++k) block += double{a.value[a0 + k]} * double{b.value[b0 + k]};
+      for (size_t k = k0; k < std::min(n, k0 + kMmaKHalf); ++k)
+        block += double{a.value[a0 + k]} * double{b.value[b0 + k]};
       acc = round_toward_zero(double{acc} + block);
     }
     return acc;
@@ -129,43 +138,51 @@ inline float dot_fp32(const Operands& a, size_t a0, const Operands& b, size_t b0
   return acc;
 }
 
-// acc_k += sum_j p_j v_jk over keys [j0, j1) (V rows of `dim` values), at the path's rounding points; P holds
-// what the path multiplies (fp32 P, or P rounded to the dtype on tensor cores).
+// acc_k += sum_j p_j v_jk over keys [j0, j1) (V rows of `dim` values, indexed by key; P holds the tile's
+// keys only, p[j - j0]), at the path's rounding points; P holds what the path multiplies (fp32 P, or P
+// rounded to the dtype on tensor cores). On mma paths `rounding` picks the hardware's truncated blocks or a
+// round-to-nearest FMA chain (the host model's emulation of the same products).
 inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int64_t j0, int64_t j1, int64_t dim,
-                          ComputePath path) {
-  const size_t d = static_cast<size_t>(dim);
-  switch (path) {
-    case ComputePath::kGeneralFp32:
-      for (size_t j = static_cast<size_t>(j0); j < static_cast<size_t>(j1); ++j) {
-        for (size_t k = 0; k < d; ++k) acc[k] = std::fma(p.value[j], v.value[j * d + k], acc[k]);
-      }
-      return;
-    case ComputePath::kTensorCore:
-      for (int64_t b0 = j0; b0 < j1; b0 += kMmaKHalf) {
-        const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + kMmaKHalf));
-        for (size_t k = 0; k < d; ++k) {
-          double block = 0.0;
-          for (size_t j = lo; j < hi; ++j) block += double{p.value[j]} * double{v.value[j * d + k]};
-          acc[k] = round_toward_zero(double{acc[k]} + block);
+                          ComputePath path, DotRounding rounding) {
+  const size_t d = static_cast<size_t>(dim), base = static_cast<size_t>(j0), end = static_cast<size_t>(j1);
+  if (rounding == DotRounding::kNearestChain || path == ComputePath::kGeneralFp32) {
+    for (size_t j = base; j < end; ++j) {
+      for (size_t k = 0; k < d; ++k) {
+        if (path == ComputePath::kSplitTf32) {
+          acc[k] = std::fma(p.lo[j - base], v.hi[j * d + k], acc[k]);
+          acc[k] = std::fma(p.hi[j - base], v.lo[j * d + k], acc[k]);
+          acc[k] = std::fma(p.hi[j - base], v.hi[j * d + k], acc[k]);
+        } else {
+          acc[k] = std::fma(p.value[j - base], v.value[j * d + k], acc[k]);
         }
       }
-      return;
-    case ComputePath::kSplitTf32:
-      for (int64_t b0 = j0; b0 < j1; b0 += kMmaKTf32) {
-        const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + kMmaKTf32));
-        for (size_t k = 0; k < d; ++k) {
-          double lo_hi = 0.0, hi_lo = 0.0, hi_hi = 0.0;
-          for (size_t j = lo; j < hi; ++j) {
-            lo_hi += double{p.lo[j]} * double{v.hi[j * d + k]};
-            hi_lo += double{p.hi[j]} * double{v.lo[j * d + k]};
-            hi_hi += double{p.hi[j]} * double{v.hi[j * d + k]};
-          }
-          acc[k] = round_toward_zero(double{acc[k]} + lo_hi);
-          acc[k] = round_toward_zero(double{acc[k]} + hi_lo);
-          acc[k] = round_toward_zero(double{acc[k]} + hi_hi);
-        }
+    }
+    return;
+  }
+  if (path == ComputePath::kTensorCore) {
+    for (int64_t b0 = j0; b0 < j1; b0 += kMmaKHalf) {
+      const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + kMmaKHalf));
+      for (size_t k = 0; k < d; ++k) {
+        double block = 0.0;
+        for (size_t j = lo; j < hi; ++j) block += double{p.value[j - base]} * double{v.value[j * d + k]};
+        acc[k] = round_toward_zero(double{acc[k]} + block);
       }
-      return;
+    }
+    return;
+  }
+  for (int64_t b0 = j0; b0 < j1; b0 += kMmaKTf32) {
+    const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + kMmaKTf32));
+    for (size_t k = 0; k < d; ++k) {
+      double lo_hi = 0.0, hi_lo = 0.0, hi_hi = 0.0;
+      for (size_t j = lo; j < hi; ++j) {
+        lo_hi += double{p.lo[j - base]} * double{v.hi[j * d + k]};
+        hi_lo += double{p.hi[j - base]} * double{v.lo[j * d + k]};
+        hi_hi += double{p.hi[j - base]} * double{v.hi[j * d + k]};
+      }
+      acc[k] = round_toward_zero(double{acc[k]} + lo_hi);
+      acc[k] = round_toward_zero(double{acc[k]} + hi_lo);
+      acc[k] = round_toward_zero(double{acc[k]} + hi_hi);
+    }
   }
 }
 

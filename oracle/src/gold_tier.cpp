@@ -1,10 +1,7 @@
-// The gold tier: the four plain passes in boost::multiprecision::cpp_bin_float_quad, a 113-bit significand
-// (u = 2^-113) with a 15-bit exponent. Why this type: products of fp32 values (48 bits) are exact in it,
-// sums of them err by gamma_D(2^-113), 60 bits below the fast tier and 89 below fp32, so its O is exact to
-// the last bit of a double for every row we test; its exponent range (to 2^-16382) holds every exp(s - m)
-// the kernel could see; and with expression templates off it is the fastest Boost binary type of at least
-// 113 bits (cpp_bin_float_50, 168 bits, costs about twice as much for precision nothing here needs). Its
-// exp and log are checked against a 166-bit evaluation in oracle_test (kGoldFunctionUlps).
+// The gold tier: the four plain passes in boost::multiprecision::cpp_bin_float_quad (113-bit significand,
+// 15-bit exponent): fp32 products are exact in it and sums err 60 bits below double, its range holds
+// every exp(s - m) that matters, and it is the cheapest Boost binary type of >= 113 bits (docs/error-model.md
+// §2.2 has the full reasoning). Its exp and log are measured against cpp_bin_float_50 in oracle_test.
 #include <boost/multiprecision/cpp_bin_float.hpp>
 #include <cmath>
 

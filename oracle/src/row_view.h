@@ -12,7 +12,7 @@ namespace flashcheck::oracle::detail {
 struct RowView {
   RowRef row;
   int64_t head_dim = 0;
-  int64_t visible = 0;   // keys [0, visible) are visible
+  int64_t visible = 0;  // keys [0, visible) are visible
   int64_t seqlen_k = 0;
   double scale = 0.0;
   const double* q = nullptr;  // [head_dim]

@@ -10,12 +10,14 @@
 
 namespace flashcheck::oracle::detail {
 
-inline constexpr double kFp32Max = 0x1.fffffep127;         // FLT_MAX
-inline constexpr double kOverflowGuard = kFp32Max / 4.0;    // headroom for x - m and accumulation errors
-inline constexpr double kLog2e = 1.4426950408889634074;    // log2(e), nearest double
-inline constexpr double kFlushOperand = 0x1p-114;  // a product with an operand below this may lose a split part or be flushed
-inline constexpr double kFlushResult = 0x1p-126;   // fp32's smallest normal: FTZ arithmetic drops anything below
-inline constexpr double kQuadUnit = 0x1p-113;      // unit roundoff of cpp_bin_float_quad
+inline constexpr double kFp32Max = 0x1.fffffep127;        // FLT_MAX
+inline constexpr double kOverflowGuard = kFp32Max / 4.0;  // headroom for x - m and accumulation errors
+inline constexpr double kLog2e = 1.4426950408889634074;   // log2(e), nearest double
+// A product with an operand below kFlushOperand may lose a tf32 low part or be flushed; FTZ arithmetic drops
+// anything below fp32's smallest normal, kFlushResult.
+inline constexpr double kFlushOperand = 0x1p-114;
+inline constexpr double kFlushResult = 0x1p-126;
+inline constexpr double kQuadUnit = 0x1p-113;  // unit roundoff of cpp_bin_float_quad
 // Allowance for Boost's exp/log of cpp_bin_float_quad, in ulps of the result: kGoldFunctionUlps, plus for
 // exp kGoldExpUlpsPerUnit per unit of |x| (its argument reduction loses about |x|/2 ulp: measured 305 ulp at
 // x = -1000). oracle_test measures both against cpp_bin_float_50 (53 more bits) and fails if exceeded.

@@ -3,6 +3,8 @@
 // emulated reference), with exp2 errors pushed to the documented limit; monotonicity in head_dim, seqlen and
 // tile count; fair judgement of rows whose O cancels to zero; the statistical check on healthy and degraded
 // tiled models; and the verdict helpers' non-finite semantics.
+#include "flashcheck/error_model.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include <limits>
 #include <string>
 
-#include "flashcheck/error_model.h"
 #include "fp_emulation.h"
 #include "test_problems.h"
 
@@ -47,7 +48,8 @@ struct TiledRow {
 
 // One rounding step coarser than the format P is kept in (the host model's ModelDefect ladder).
 float coarser(const TiledModel& model, float p) {
-  if (model.path != ComputePath::kTensorCore || model.dtype == DType::kF32) return detail::round_to_dtype(DType::kF16, p);
+  if (model.path != ComputePath::kTensorCore || model.dtype == DType::kF32)
+    return detail::round_to_dtype(DType::kF16, p);
   if (model.dtype == DType::kF16) return detail::round_to_dtype(DType::kBF16, p);
   return detail::round_to_format(p, 4, -6, 448.0);  // fp8 e4m3
 }
@@ -80,7 +82,8 @@ TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
     std::vector<float> s(static_cast<size_t>(t1 - t0));
     float tile_max = -std::numeric_limits<float>::infinity();
     for (int64_t j = t0; j < t1; ++j) {
-      const float dot = detail::dot_fp32(q, 0, k, static_cast<size_t>(j * dim), dim, model.path, detail::DotRounding::kTruncatedBlocks);
+      const float dot = detail::dot_fp32(q, 0, k, static_cast<size_t>(j * dim), dim, model.path,
+                                         detail::DotRounding::kTruncatedBlocks);
       s[static_cast<size_t>(j - t0)] = fma_form ? dot : dot * c;
       tile_max = std::fmax(tile_max, s[static_cast<size_t>(j - t0)]);
     }
@@ -89,11 +92,14 @@ TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
     if (fma_form) {
       const float m_scaled = m_new == -std::numeric_limits<float>::infinity() ? 0.0f : m_new * c;
       alpha = exp2_model(std::fma(m_run, c, -m_scaled), model.exp_bias, -1 - t0);
-      for (int64_t j = t0; j < t1; ++j) p[static_cast<size_t>(j)] = exp2_model(std::fma(s[static_cast<size_t>(j - t0)], c, -m_scaled), model.exp_bias, j);
+      for (int64_t j = t0; j < t1; ++j)
+        p[static_cast<size_t>(j)] =
+            exp2_model(std::fma(s[static_cast<size_t>(j - t0)], c, -m_scaled), model.exp_bias, j);
     } else {
       const float m_use = m_new == -std::numeric_limits<float>::infinity() ? 0.0f : m_new;
       alpha = exp2_model(m_run - m_use, model.exp_bias, -1 - t0);
-      for (int64_t j = t0; j < t1; ++j) p[static_cast<size_t>(j)] = exp2_model(s[static_cast<size_t>(j - t0)] - m_use, model.exp_bias, j);
+      for (int64_t j = t0; j < t1; ++j)
+        p[static_cast<size_t>(j)] = exp2_model(s[static_cast<size_t>(j - t0)] - m_use, model.exp_bias, j);
     }
     for (int64_t j = t0; j < t1; ++j) p_sum += p[static_cast<size_t>(j)];
     l = std::fma(l, alpha, p_sum);
@@ -105,7 +111,8 @@ TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
       if (model.path == ComputePath::kTensorCore) pj = detail::round_to_dtype(model.dtype, pj);
       if (model.defect == Defect::kPOneFormatCoarser) pj = coarser(model, pj);
     }
-    detail::accumulate_pv(acc.data(), detail::make_operands(p, model.path), v, t0, t1, dim, model.path);
+    detail::accumulate_pv(acc.data(), detail::make_operands(std::vector<float>(p.begin() + t0, p.begin() + t1), model.path),
+                          v, t0, t1, dim, model.path, detail::DotRounding::kTruncatedBlocks);
     if (model.defect == Defect::kOAccumInDtype) {
       for (float& a : acc) a = detail::round_to_dtype(model.dtype, a);
     }
@@ -120,8 +127,9 @@ TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
   const float m_natural = fma_form ? m_run * std::fabs(scale) : m_run * detail::kLn2F;
   out.m = m_natural;
   out.l = l;
-  out.lse = empty ? -kInf
-                  : model.defect == Defect::kLseBase2 ? m_natural * detail::kLog2eF + std::log2(l) : m_natural + std::log(l);
+  out.lse = empty                               ? -kInf
+            : model.defect == Defect::kLseBase2 ? m_natural * detail::kLog2eF + std::log2(l)
+                                                : m_natural + std::log(l);
   return out;
 }
 
@@ -152,8 +160,8 @@ struct Config {
   ComputePath path;
 };
 constexpr Config kConfigs[] = {
-    {DType::kF32, ComputePath::kGeneralFp32}, {DType::kF32, ComputePath::kSplitTf32},
-    {DType::kF16, ComputePath::kGeneralFp32}, {DType::kF16, ComputePath::kTensorCore},
+    {DType::kF32, ComputePath::kGeneralFp32},  {DType::kF32, ComputePath::kSplitTf32},
+    {DType::kF16, ComputePath::kGeneralFp32},  {DType::kF16, ComputePath::kTensorCore},
     {DType::kBF16, ComputePath::kGeneralFp32}, {DType::kBF16, ComputePath::kTensorCore},
 };
 
@@ -178,22 +186,29 @@ std::vector<NamedScenario> scenarios() {
       {"normal", normal(1, 1, 1)},
       {"wide-logits", normal(3, 3, 1)},
       {"huge-logits", normal(12, 12, 1)},
-      {"ramp", [](TestProblem* p, Rng* rng) {  // logits increase along the keys: the max moves every tile
+      {"ramp",
+       [](TestProblem* p, Rng* rng) {  // logits increase along the keys: the max moves every tile
          fill(p, 'q', [&](int64_t) { return 1.0 + 0.1 * rng->uniform(); });
-         fill(p, 'k', [&](int64_t e) { return 8.0 * static_cast<double>(e / p->head_dim) / static_cast<double>(p->seqlen_k) + 0.01 * rng->uniform(); });
+         fill(p, 'k', [&](int64_t e) {
+           return 8.0 * static_cast<double>(e / p->head_dim) / static_cast<double>(p->seqlen_k) + 0.01 * rng->uniform();
+         });
          fill(p, 'v', [&](int64_t) { return rng->uniform(-1, 1); });
        }},
-      {"dominant", [](TestProblem* p, Rng* rng) {
+      {"dominant",
+       [](TestProblem* p, Rng* rng) {
          const int64_t star = rng->below(p->seqlen_k);
          fill(p, 'q', [&](int64_t) { return rng->normal(0, 1); });
          fill(p, 'k', [&](int64_t e) { return rng->normal(0, e / p->head_dim == star ? 6.0 : 1.0); });
          fill(p, 'v', [&](int64_t) { return rng->normal(0, 1); });
        }},
-      {"cancelling-v", [](TestProblem* p, Rng* rng) {  // V rows in opposite pairs over equal keys: O near 0
+      {"cancelling-v",
+       [](TestProblem* p, Rng* rng) {  // V rows in opposite pairs over equal keys: O near 0
          fill(p, 'q', [&](int64_t) { return rng->normal(0, 1); });
          std::vector<double> base(p->k.size());
          for (double& b : base) b = rng->normal(0, 1);
-         fill(p, 'k', [&](int64_t e) { return base[static_cast<size_t>(((e / p->head_dim) / 2 * 2) * p->head_dim + e % p->head_dim)]; });
+         fill(p, 'k', [&](int64_t e) {
+           return base[static_cast<size_t>(((e / p->head_dim) / 2 * 2) * p->head_dim + e % p->head_dim)];
+         });
          std::vector<double> vals(p->v.size());
          for (double& b : vals) b = rng->normal(0, 4);
          fill(p, 'v', [&](int64_t e) {
@@ -202,28 +217,34 @@ std::vector<NamedScenario> scenarios() {
            return j % 2 == 0 ? x : -x;
          });
        }},
-      {"constant-v", [](TestProblem* p, Rng* rng) {
+      {"constant-v",
+       [](TestProblem* p, Rng* rng) {
          fill(p, 'q', [&](int64_t) { return rng->normal(0, 2); });
          fill(p, 'k', [&](int64_t) { return rng->normal(0, 2); });
          fill(p, 'v', [](int64_t) { return 0.7; });
        }},
-      {"large-v", [](TestProblem* p, Rng* rng) {
+      {"large-v",
+       [](TestProblem* p, Rng* rng) {
          const double big = p->dtype == DType::kF16 ? 30000.0 : 1e30;
          fill(p, 'q', [&](int64_t) { return rng->normal(0, 1); });
          fill(p, 'k', [&](int64_t) { return rng->normal(0, 1); });
          fill(p, 'v', [&](int64_t) { return rng->uniform(-big, big); });
        }},
-      {"subnormal", [](TestProblem* p, Rng* rng) {
+      {"subnormal",
+       [](TestProblem* p, Rng* rng) {
          const double tiny = p->dtype == DType::kF16 ? 0x1p-20 : 0x1p-130;
          fill(p, 'q', [&](int64_t) { return rng->normal(0, 1); });
          fill(p, 'k', [&](int64_t) { return tiny * rng->normal(0, 1); });
          fill(p, 'v', [&](int64_t) { return tiny * rng->normal(0, 1); });
        }},
-      {"ties", [](TestProblem* p, Rng* rng) {
+      {"ties",
+       [](TestProblem* p, Rng* rng) {
          fill(p, 'q', [&](int64_t) { return rng->normal(0, 2); });
          std::vector<double> top(static_cast<size_t>(p->head_dim));
          for (double& t : top) t = rng->normal(0, 2);
-         fill(p, 'k', [&](int64_t e) { return (e / p->head_dim) % 3 == 0 ? top[static_cast<size_t>(e % p->head_dim)] : rng->normal(0, 1); });
+         fill(p, 'k', [&](int64_t e) {
+           return (e / p->head_dim) % 3 == 0 ? top[static_cast<size_t>(e % p->head_dim)] : rng->normal(0, 1);
+         });
          fill(p, 'v', [&](int64_t) { return rng->uniform(-1, 1); });
        }},
   };
@@ -252,16 +273,17 @@ TEST(ErrorModelBound, HoldsForTiledFp32ModelsOfEveryPath) {
               const RowResult exact = compute_row(p.view(), row, Tier::kFast);
               const RowBound bound = bound_row(exact, config.dtype, config.path, block_n, head_dim);
               const RowJudgement j = judge_row(exact, bound, run_tiled(p, row, model));
-              const std::vector<double> emulated = emulated_row(p.view(), row, config.dtype, config.path);
+              const std::vector<double> emulated = emulated_row(p.view(), row, config.dtype, config.path, block_n, &exact);
               double emulated_worst = 0.0;
               for (size_t k = 0; k < emulated.size(); ++k) {
                 const double r = error_ratio(emulated[k], exact.o[k], bound.o[k], bound.unconstrained);
                 emulated_worst = std::isnan(r) ? kInf : std::max(emulated_worst, r);
               }
               const std::string where = config_name(config) + " " + scenario.name + " sk=" + std::to_string(seqlen_k) +
-                                        " d=" + std::to_string(head_dim) + " bn=" + std::to_string(block_n) +
-                                        " row " + std::to_string(i) + " exp_bias " + std::to_string(model.exp_bias);
-              EXPECT_LE(j.worst(), 1.0) << where << " (O " << j.o << ", LSE " << j.lse << ", m " << j.m << ", l " << j.l << ")";
+                                        " d=" + std::to_string(head_dim) + " bn=" + std::to_string(block_n) + " row " +
+                                        std::to_string(i) + " exp_bias " + std::to_string(model.exp_bias);
+              EXPECT_LE(j.worst(), 1.0) << where << " (O " << j.o << ", LSE " << j.lse << ", m " << j.m << ", l " << j.l
+                                        << ")";
               EXPECT_LE(emulated_worst, 1.0) << where << " (emulated reference)";
               if (j.worst() > worst) {
                 worst = j.worst();
@@ -365,7 +387,7 @@ CaseOutcome run_case(const TestProblem& p, const TiledModel& model, int64_t rows
     const RowBound bound = bound_row(exact, model.dtype, model.path, model.block_n, p.head_dim);
     const TiledRow got = run_tiled(p, row, model);
     out.bound_ratio = std::max(out.bound_ratio, judge_row(exact, bound, got).worst());
-    const std::vector<double> ref = emulated_row(p.view(), row, model.dtype, model.path);
+    const std::vector<double> ref = emulated_row(p.view(), row, model.dtype, model.path, model.block_n, &exact);
     for (size_t k = 0; k < exact.o.size(); ++k) out.rms.add(got.o[k], ref[k], exact.o[k], exact.abs_pv[k]);
   }
   return out;
@@ -397,7 +419,8 @@ TEST(ErrorModelDegraded, MissingRescaleOAccumInDtypeAndLseBase2AreCaught) {
   Rng rng(41);
   TestProblem ramp = make_shape(DType::kBF16, 4, 256, 32);
   scenarios()[3].fill_values(&ramp, &rng);  // the max moves in every tile, the last one included
-  EXPECT_GT(run_case(ramp, {DType::kBF16, ComputePath::kTensorCore, 64, 0, Defect::kMissingRescale}, 4).bound_ratio, 1.0);
+  EXPECT_GT(run_case(ramp, {DType::kBF16, ComputePath::kTensorCore, 64, 0, Defect::kMissingRescale}, 4).bound_ratio,
+            1.0);
 
   TestProblem normal = make_shape(DType::kF16, 8, 4096, 64);  // 64 tiles of 64 keys to round O after
   scenarios()[0].fill_values(&normal, &rng);
@@ -462,7 +485,8 @@ TEST(ErrorModelVerdict, LGivenMKeepsTheLowPartOfALargeMax) {
   const RowResult fast = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
   const double a = l_given_m(exact, kernel_m), b = l_given_m(fast, kernel_m);
   EXPECT_NEAR(a / b, 1.0, 1e-12);
-  EXPECT_GT(std::fabs(exact.m - kernel_m), 1e-3);  // the test means something: the fp32 m is off by more than ulps of double
+  EXPECT_GT(std::fabs(exact.m - kernel_m),
+            1e-3);  // the test means something: the fp32 m is off by more than ulps of double
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // head_dim 1, seqlen_k 1, fully masked rows), the documented non-finite semantics, the fast tier against
 // gold within the fast tier's own documented error on random and ill-conditioned rows, the accuracy of
 // gold's exp/log, row sampling, and the throughput quoted in docs/error-model.md.
+#include "flashcheck/oracle.h"
+
 #include <gtest/gtest.h>
 
 #include <boost/multiprecision/cpp_bin_float.hpp>
@@ -12,7 +14,6 @@
 #include <set>
 #include <string>
 
-#include "flashcheck/oracle.h"
 #include "test_problems.h"
 #include "tiers.h"
 
@@ -66,7 +67,8 @@ void expect_tiers_agree(const TestProblem& p, RowRef row, const std::string& wha
     }
     EXPECT_LE(std::fabs(fast.o[k] - gold.o[k]), fast.o_err[k] + gold.o_err[k])
         << what << " col " << k << " fast " << fast.o[k] << " gold " << gold.o[k] << " fast err " << fast.o_err[k];
-    EXPECT_LE(fast.o_err[k], kFastErrorCeiling * (fast.abs_pv[k] + std::fabs(fast.o[k])) + 1e-300) << what << " col " << k;
+    EXPECT_LE(fast.o_err[k], kFastErrorCeiling * (fast.abs_pv[k] + std::fabs(fast.o[k])) + 1e-300)
+        << what << " col " << k;
   }
   if (std::isfinite(gold.lse)) {
     EXPECT_LE(std::fabs(fast.lse - gold.lse), fast.lse_err + gold.lse_err) << what;
@@ -138,7 +140,8 @@ TEST(OracleClosedForm, OneDominantKeyGivesItsValueRow) {
   for (const Tier tier : kTiers) {
     // The other weights are below e^-999, far under double's range: O is v_dominant to the last bit.
     const RowResult r = row_of(p, {0, 0, 0}, tier);
-    for (int64_t d = 0; d < kDim; ++d) EXPECT_EQ(r.o[static_cast<size_t>(d)], want[static_cast<size_t>(d)]) << label(tier);
+    for (int64_t d = 0; d < kDim; ++d)
+      EXPECT_EQ(r.o[static_cast<size_t>(d)], want[static_cast<size_t>(d)]) << label(tier);
     EXPECT_EQ(r.lse, 1000.0) << label(tier);
     EXPECT_EQ(r.m, 1000.0) << label(tier);
     EXPECT_EQ(r.l, 1.0) << label(tier);
@@ -342,8 +345,9 @@ TEST(OracleFastVsGold, RandomRows) {
         TestProblem p = make_shape(dtype, 3, seqlen_k, head_dim, mask);
         const double sigma = rng.uniform(0.3, 3.0);
         fill_normal(&p, rng.next(), sigma, sigma, 1.0);
-        expect_tiers_agree(p, {0, 0, 2}, std::string(to_string(dtype)) + " sk=" + std::to_string(seqlen_k) +
-                                             " d=" + std::to_string(head_dim));
+        expect_tiers_agree(
+            p, {0, 0, 2},
+            std::string(to_string(dtype)) + " sk=" + std::to_string(seqlen_k) + " d=" + std::to_string(head_dim));
         ++rows;
       }
     }
@@ -366,11 +370,13 @@ TEST(OracleFastVsGold, CancellationToZero) {
     }
   }
   for (int64_t d = 0; d < kDim; ++d) {
-    p.k[static_cast<size_t>(2 * kPairs * kDim + d)] = testing::round_to(DType::kF32, -3 * std::fabs(p.q[static_cast<size_t>(d)]));
+    p.k[static_cast<size_t>(2 * kPairs * kDim + d)] =
+        testing::round_to(DType::kF32, -3 * std::fabs(p.q[static_cast<size_t>(d)]));
     p.v[static_cast<size_t>(2 * kPairs * kDim + d)] = 1e-3;
   }
   const RowResult gold = row_of(p, {0, 0, 0}, Tier::kGold);
-  for (size_t d = 0; d < gold.o.size(); ++d) EXPECT_LT(std::fabs(gold.o[d]), 1e-4 * gold.abs_pv[d]);  // truly cancelling
+  for (size_t d = 0; d < gold.o.size(); ++d)
+    EXPECT_LT(std::fabs(gold.o[d]), 1e-4 * gold.abs_pv[d]);  // truly cancelling
   expect_tiers_agree(p, {0, 0, 0}, "cancellation");
 }
 
@@ -380,7 +386,9 @@ TEST(OracleFastVsGold, LogitsSpanningHundreds) {
   p.scale = 1.0;
   Rng rng(12);
   fill(&p, 'q', [](int64_t e) { return e == 0 ? 1.0 : 0.001; });
-  fill(&p, 'k', [&](int64_t e) { return e % kDim == 0 ? -400.0 + 800.0 * static_cast<double>(e / kDim) / (kKeys - 1) : rng.normal(0, 1); });
+  fill(&p, 'k', [&](int64_t e) {
+    return e % kDim == 0 ? -400.0 + 800.0 * static_cast<double>(e / kDim) / (kKeys - 1) : rng.normal(0, 1);
+  });
   fill(&p, 'v', [&](int64_t) { return rng.normal(0, 1); });
   expect_tiers_agree(p, {0, 0, 0}, "logits spanning 800");
   const RowResult r = row_of(p, {0, 0, 0}, Tier::kFast);
@@ -444,8 +452,10 @@ TEST(OracleGold, ExpAndLogWithinTheirAllowance) {
     const Wide ref_exp = exp(Wide(x));
     const double exp_rel = static_cast<double>(abs((Wide(exp(Quad(x))) - ref_exp) / ref_exp));
     worst_exp_ulp = std::max(worst_exp_ulp, exp_rel / ulp);
-    worst_exp = std::max(worst_exp, exp_rel / ((detail::kGoldFunctionUlps + detail::kGoldExpUlpsPerUnit * std::fabs(x)) * ulp));
-    const double y = t < 200 ? std::exp(rng.uniform(-700, 700)) : 1.0 + rng.uniform(-0.5, 0.5) * std::pow(2.0, -rng.uniform(1, 40));
+    worst_exp =
+        std::max(worst_exp, exp_rel / ((detail::kGoldFunctionUlps + detail::kGoldExpUlpsPerUnit * std::fabs(x)) * ulp));
+    const double y =
+        t < 200 ? std::exp(rng.uniform(-700, 700)) : 1.0 + rng.uniform(-0.5, 0.5) * std::pow(2.0, -rng.uniform(1, 40));
     if (y == 1.0) continue;  // log(1) = 0 has no relative error to measure
     const Wide ref_log = log(Wide(y));
     const double log_rel = static_cast<double>(abs((Wide(log(Quad(y))) - ref_log) / ref_log));

@@ -23,7 +23,7 @@ class Rng {
   double uniform();                      // [0, 1)
   double uniform(double lo, double hi);  // [lo, hi)
   double normal(double mu, double sigma);
-  int64_t below(int64_t bound);          // [0, bound)
+  int64_t below(int64_t bound);  // [0, bound)
 
  private:
   uint64_t state_;
@@ -33,7 +33,7 @@ struct TestProblem {
   DType dtype = DType::kF32;
   int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1, head_dim = 1;
   Mask mask = Mask::kNone;
-  double scale = 1.0;  // an fp32 value
+  double scale = 1.0;           // an fp32 value
   std::vector<double> q, k, v;  // contiguous [B, H, S, D], dtype-rounded
   Problem view() const;
 };

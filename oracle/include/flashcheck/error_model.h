@@ -14,10 +14,10 @@
 namespace flashcheck::oracle {
 
 struct RowBound {
-  std::vector<double> o;  // [head_dim] absolute bound on |O_k - O*_k|
-  double lse = 0.0;       // absolute bound on |LSE - LSE*|
-  double m = 0.0;         // absolute bound on |m - m*|
-  double l_rel = 0.0;     // relative bound on |l - l_ref| / l_ref, l_ref = l_given_m(exact, kernel's m)
+  std::vector<double> o;       // [head_dim] absolute bound on |O_k - O*_k|
+  double lse = 0.0;            // absolute bound on |LSE - LSE*|
+  double m = 0.0;              // absolute bound on |m - m*|
+  double l_rel = 0.0;          // relative bound on |l - l_ref| / l_ref, l_ref = l_given_m(exact, kernel's m)
   bool unconstrained = false;  // outside the domain (non-finite score, score or accumulator overflow)
 };
 
@@ -46,16 +46,22 @@ double l_given_m(const RowResult& exact, double kernel_m);
 double m_error_ratio(const RowResult& exact, const RowBound& bound, double kernel_m);
 double l_error_ratio(const RowResult& exact, const RowBound& bound, double kernel_m, double kernel_l);
 
-// A same-precision emulated reference for the statistical check: non-tiled (one pass with the final max),
-// with the rounding points of `path` on `dtype` inputs: fp32 scores as round-to-nearest FMA chains (three
-// tf32 products per product on the split path), x = fl(s * fl(scale*log2 e)), p = exp2(x - m) in fp32 with a
-// deterministic pseudo-random relative error of up to kExp2RelErr modelling the GPU's approximate exp2,
-// l summed in fp32 from fp32 p, P rounded as the path rounds it, P*V accumulated in fp32 (FMA chain on CUDA
-// cores; on tensor cores exact products added in mma blocks with truncation, as the hardware does), one
-// division, O rounded to dtype. Where implementations of a path differ it takes the noisier choice, so every
-// healthy implementation (GPU or host model) stays within kRmsFactor of it (docs/error-model.md).
-// Returns O [head_dim] as doubles (0 for rows with no usable key; NaN where the emulation is non-finite).
-std::vector<double> emulated_row(const Problem& problem, RowRef row, DType dtype, ComputePath path);
+// A same-precision emulated reference for the statistical check: the online softmax of families.h in its
+// telescoping form (m in log2 units, alpha = exp2(m_old - m_new)) over K/V tiles of `block_n` keys (one tile
+// when block_n <= 0; pass the kernel's block_n: P is then rounded relative to the same running max as in
+// the kernel, so the two round P value for value), at the rounding points of `path` on `dtype` inputs:
+// fp32 scores as round-to-nearest FMA chains (three tf32 products per product on the split path, tf32
+// rounded ties-away as cvt.rna), x = fl(s * fl(scale * log2 e)), p = exp2(x - m) in fp32 with a
+// deterministic pseudo-random relative error of up to kExp2RelErr (the GPU's approximate exp2), l summed in
+// fp32 from fp32 p, P rounded as the path rounds it, P*V in fp32, one division, O rounded to dtype. It is an
+// ensemble: both signs of the exp2 error realization and, on tensor-core paths, P*V accumulated both as the
+// hardware does (exact products added k at a time with truncation) and as an FMA chain (as the host model
+// does); per element the member farthest from the exact value (`exact`: the row's RowResult, computed with
+// the fast tier when null) is returned. So every healthy implementation, GPU or host model, stays within the
+// RMS factor of it, without lucky cancellations in the reference. Returns O [head_dim] as doubles (0 for
+// rows with no usable key; NaN where the emulation is non-finite).
+std::vector<double> emulated_row(const Problem& problem, RowRef row, DType dtype, ComputePath path,
+                                 int32_t block_n = 0, const RowResult* exact = nullptr);
 
 // Relative error bound of the GPU's exp2 (covers exp2f's 2 ulp and ex2.approx.f32's 2^-22.5).
 inline constexpr double kExp2RelErr = 0x1p-22;

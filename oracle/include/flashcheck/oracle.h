@@ -27,7 +27,7 @@ namespace flashcheck::oracle {
 struct Problem {
   int64_t batch = 0, heads_q = 0, heads_kv = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0;
   Mask mask = Mask::kNone;
-  double scale = 0.0;  // the fp32 softmax_scale the kernel was given, exactly
+  double scale = 0.0;         // the fp32 softmax_scale the kernel was given, exactly
   std::span<const double> q;  // [batch, heads_q, seqlen_q, head_dim]
   std::span<const double> k;  // [batch, heads_kv, seqlen_k, head_dim]
   std::span<const double> v;  // [batch, heads_kv, seqlen_k, head_dim]
@@ -46,13 +46,13 @@ const char* to_string(Tier tier);  // "gold", "fast"
 // l = sum_j w_j, p_j = w_j / l, S_j = |scale| * sum_k |q_k k_jk| (the condition of score j), gap_j = m - s_j.
 struct RowResult {
   RowRef row;
-  int64_t visible = 0;          // number of visible keys
-  int64_t seqlen_k = 0;         // keys of the problem: the kernel visits at most ceil(seqlen_k / block_n) tiles
-  std::vector<double> o;        // [head_dim]; 0 for rows with no usable key; NaN = "must be non-finite"
-  double lse = 0.0;             // natural log; -inf for rows with no usable key
-  double m = 0.0;               // max_j s_j over visible keys (s = scale * q.k); -inf if none
-  double m_lo = 0.0;            // m + m_lo is the max to ~2^-100 relative (l relative to the kernel's m needs it)
-  double l = 0.0;               // sum_j exp(s_j - m); 0 if none
+  int64_t visible = 0;    // number of visible keys
+  int64_t seqlen_k = 0;   // keys of the problem: the kernel visits at most ceil(seqlen_k / block_n) tiles
+  std::vector<double> o;  // [head_dim]; 0 for rows with no usable key; NaN = "must be non-finite"
+  double lse = 0.0;       // natural log; -inf for rows with no usable key
+  double m = 0.0;         // max_j s_j over visible keys (s = scale * q.k); -inf if none
+  double m_lo = 0.0;      // m + m_lo is the max to ~2^-100 relative (l relative to the kernel's m needs it)
+  double l = 0.0;         // sum_j exp(s_j - m); 0 if none
   // Ingredients of the bound (error_model.h). Per head_dim element k:
   std::vector<double> abs_pv;        // A_k  = sum_j p_j |v_jk|
   std::vector<double> dev_pv;        // D_k  = sum_j p_j |v_jk - O_k|          (weight errors move O by this)
@@ -68,16 +68,16 @@ struct RowResult {
                                      // |scale| (sum of |q_k k_jk| over products with an operand below 2^-114
                                      // or a magnitude below 2^-126, plus head_dim * 2^-126)
   // This tier's own error (bounds on |reported - exact|); bound_row adds them, so verdicts stay honest.
-  std::vector<double> o_err;    // [head_dim]
+  std::vector<double> o_err;  // [head_dim]
   double lse_err = 0.0;
   double m_err = 0.0;
-  double l_rel_err = 0.0;       // relative, for l_given_m()
+  double l_rel_err = 0.0;  // relative, for l_given_m()
   // Domain flags. RowBound::unconstrained = nonfinite_score || score_overflow || accum_overflow.
-  bool nonfinite_input = false;     // a NaN/Inf entered a visible score or a visible V row
-  bool nonfinite_score = false;     // a visible score is NaN or +inf
-  bool score_overflow = false;      // |scale|*log2(e) or 1 times sum_k |q_k k_jk| exceeds FLT_MAX/4: the
-                                    // kernel's fp32 scores (or x - m) may overflow: outside its domain
-  bool accum_overflow = false;      // sum_j |v_jk| exceeds FLT_MAX/4: the fp32 accumulator may overflow
+  bool nonfinite_input = false;  // a NaN/Inf entered a visible score or a visible V row
+  bool nonfinite_score = false;  // a visible score is NaN or +inf
+  bool score_overflow = false;   // |scale|*log2(e) or 1 times sum_k |q_k k_jk| exceeds FLT_MAX/4: the
+                                 // kernel's fp32 scores (or x - m) may overflow: outside its domain
+  bool accum_overflow = false;   // sum_j |v_jk| exceeds FLT_MAX/4: the fp32 accumulator may overflow
 };
 
 // The exact result of one row. Deterministic; the fast tier costs O(seqlen_k * head_dim) double operations,
