@@ -2,10 +2,21 @@
 # The GPU tier in one call on a Hopper machine (the lent H100 or a GPU CI runner): build the `gpu` preset,
 # run ctest -L gpu (properties, kernel tests, regression findings), the sanitizer tier, and optionally the
 # fuzz kernel target and the benchmark. Logs go to $OUT (default ./out). Steps are chosen by arguments:
-#   ci/gpu_tier.sh build tests report sanitizer fuzz=SECONDS bench
+#   ci/gpu_tier.sh build tests report sanitizer fuzz=SECONDS | fuzz-bg=SECONDS ... fuzz-wait  mutant=SECONDS bench
 # Without network: RapidCheck comes from .devdeps (ci/devdeps.sh pack, here) when it is not installed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# Prebuilt fuzz binaries (gzipped, built with clang elsewhere: the GPU image has no clang) in
+# FLASHCHECK_FUZZ_PREBUILT are unpacked and used by the fuzz steps.
+if [ -n "${FLASHCHECK_FUZZ_PREBUILT:-}" ]; then
+  export FLASHCHECK_FUZZ_BUILD=/tmp/flashcheck-fuzz-bin FLASHCHECK_FUZZ_NO_BUILD=1
+  mkdir -p "$FLASHCHECK_FUZZ_BUILD/fuzz"
+  for z in "$FLASHCHECK_FUZZ_PREBUILT"/*.gz; do
+    gunzip -c "$z" >"$FLASHCHECK_FUZZ_BUILD/fuzz/$(basename "$z" .gz)" && chmod +x "$FLASHCHECK_FUZZ_BUILD/fuzz/$(basename "$z" .gz)"
+  done
+fi
+# CUDA under ASan needs the low address range ASan would protect.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=0}"
 OUT="${OUT:-$PWD/out}"
 LOGS="${FLASHCHECK_LOGS:-/tmp/flashcheck-gpu-tier}"  # everything; $OUT gets summary.txt + logs.tar.gz
 mkdir -p "$OUT" "$LOGS"
@@ -41,6 +52,44 @@ for step in "$@"; do
       log "nightly fuzz for ${secs}s"
       bash ci/nightly_fuzz.sh "$secs" "$LOGS/fuzz" >"$LOGS/fuzz.log" 2>&1 || status=1
       tail -30 "$LOGS/fuzz.log" | tee -a "$LOGS/summary.txt" ;;
+    fuzz-bg=*)
+      # The nightly fuzz script in the background (one fuzz_kernel worker per GPU plus the CPU targets), so
+      # the other steps, and a later call, can run while it fuzzes; `fuzz-wait` collects it.
+      secs="${step#fuzz-bg=}"
+      log "nightly fuzz for ${secs}s in the background"
+      setsid nohup bash ci/nightly_fuzz.sh "$secs" "$LOGS/fuzz" >"$LOGS/fuzz.log" 2>&1 < /dev/null &
+      echo $! >"$LOGS/fuzz.pid" ;;
+    fuzz-wait)
+      if [ -f "$LOGS/fuzz.pid" ]; then
+        while kill -0 "$(cat "$LOGS/fuzz.pid")" 2>/dev/null; do sleep 5; done
+      fi
+      log "nightly fuzz finished"
+      cat "$LOGS/fuzz/summary.md" 2>/dev/null | head -60 | tee -a "$LOGS/summary.txt"
+      grep -q "findings: 0\|no findings" "$LOGS/fuzz/summary.md" 2>/dev/null || true ;;
+    mutant=*)
+      # The planted kernel bug (fuzz_kernel_mutant, FLASHCHECK_MUTANT_MISSING_RESCALE) from an empty corpus:
+      # how long the fuzzer takes to find it, then the finding replayed on the real kernel (must pass) and
+      # on the host model with the twin defect (must fail).
+      secs="${step#mutant=}"
+      mutant_bin=$(find "${FLASHCHECK_FUZZ_BUILD:-build/fuzz}" -type f -name fuzz_kernel_mutant -perm -u+x | head -1)
+      mdir="$LOGS/mutant"; mkdir -p "$mdir/corpus"
+      log "planted kernel bug: $mutant_bin for at most ${secs}s"
+      start_m=$(date +%s)
+      "$mutant_bin" -max_total_time="$secs" -artifact_prefix="$mdir/" -print_final_stats=1 "$mdir/corpus" \
+        >"$mdir/fuzz.log" 2>&1
+      log "mutant fuzzer stopped after $(( $(date +%s) - start_m )) s; $(ls "$mdir"/finding-*.case 2>/dev/null | wc -l) finding(s)"
+      grep -E "^#[0-9]+.*(pulse|DONE|NEW)|exec/s|finding|stat::" "$mdir/fuzz.log" | tail -6 | tee -a "$LOGS/summary.txt"
+      for f in "$mdir"/finding-*.case; do
+        [ -f "$f" ] || continue
+        echo "finding: $(grep -v '^#' "$f" | head -1)" | tee -a "$LOGS/summary.txt"
+        build/gpu/tools/flashcheck-repro --backend gpu --file "$f" >"$mdir/replay_real.txt" 2>&1
+        echo "  replay on the real kernel: exit $? ($(grep -m1 verdict "$mdir/replay_real.txt"))" | tee -a "$LOGS/summary.txt"
+        build/gpu/tools/flashcheck-repro --backend model --defect missing-rescale --file "$f" >"$mdir/replay_defect.txt" 2>&1
+        echo "  replay on the host model with the twin defect: exit $? ($(grep -m1 verdict "$mdir/replay_defect.txt"))" | tee -a "$LOGS/summary.txt"
+        "$mutant_bin" "$f" >"$mdir/replay_mutant.txt" 2>&1
+        echo "  replay on the mutant: exit $?" | tee -a "$LOGS/summary.txt"
+        break
+      done ;;
     bench)
       log "bench"
       bash bench/run_bench.sh build/gpu "$LOGS/bench" >"$LOGS/bench.log" 2>&1 || status=1
