@@ -33,7 +33,7 @@ std::string row_name(const Params& p, int64_t flat) {
 void expect(bool holds, const Params& p, int64_t flat, const std::string& what) {
   if (holds) return;
   RC_LOG() << row_name(p, flat) << ": " << what << "\n";
-  RC_FAIL("online-softmax invariant violated: " + what);
+  RC_FAIL("online-softmax invariant violated at " + row_name(p, flat) + ": " + what);
 }
 
 std::string values(std::initializer_list<std::pair<const char*, double>> named) {

@@ -287,10 +287,6 @@ TEST(Gpu_F16, OffsetsBeyond2Pow31Elements) {
   Problem compact;
   test::make_problem(spec, &compact);
   const int64_t elem = dtype_size(spec.dtype);
-  const size_t bytes = static_cast<size_t>((kBatchStride + compact.params.q_stride.batch) * elem);
-  size_t free_bytes = 0, total_bytes = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
-  if (free_bytes < 4 * bytes + (size_t{1} << 30)) GTEST_SKIP() << "needs " << 4 * bytes << " bytes of device memory";
   struct Tensor {
     std::vector<unsigned char>* host;
     int64_t batch_stride_compact;
@@ -300,8 +296,18 @@ TEST(Gpu_F16, OffsetsBeyond2Pow31Elements) {
                        {&compact.k, compact.params.k_stride.batch},
                        {&compact.v, compact.params.v_stride.batch},
                        {&compact.o, compact.params.o_stride.batch}};
+  // Batch 1 starts at kBatchStride and spans the tensor's own compact batch: K and V hold seqlen_k rows,
+  // Q and O seqlen_q rows, so each allocation is sized from its own stride.
+  const auto device_bytes = [&](const Tensor& t) {
+    return static_cast<size_t>((kBatchStride + t.batch_stride_compact) * elem);
+  };
+  size_t total_needed = 0;
+  for (const Tensor& t : tensors) total_needed += device_bytes(t);
+  size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  if (free_bytes < total_needed + (size_t{1} << 30)) GTEST_SKIP() << "needs " << total_needed << " bytes of device memory";
   for (Tensor& t : tensors) {
-    ASSERT_EQ(cudaMalloc(&t.device, bytes), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&t.device, device_bytes(t)), cudaSuccess);
     for (int64_t b = 0; b < 2; ++b) {
       ASSERT_EQ(cudaMemcpy(static_cast<unsigned char*>(t.device) + b * kBatchStride * elem,
                            t.host->data() + b * t.batch_stride_compact * elem,

@@ -26,8 +26,11 @@ inline constexpr int kRescaleBuckets = 8;  // bucket b counts rows whose running
 struct Instrumentation {
   float* row_m = nullptr;  // final running max of scale*score, in natural-log units; -inf for rows with no visible key
   float* row_l = nullptr;  // final running sum: sum_j exp(s_j - m); 0 for rows with no visible key
-  // Traced rows: flat row index (b * heads_q + h) * seqlen_q + i; after K/V tile t (in processing order)
-  // the pair is stored at trace_m[r * max_tiles + t]; unused slots are left as they were (poison them).
+  // Traced rows: trace_rows[r] is a flat row index (b * heads_q + h) * seqlen_q + i with i < seqlen_q.
+  // Slot t of row r is trace_m[r * max_tiles + t]: the row's (m, l) after K/V tile t = 0, 1, ... (processing
+  // order) of the tiles its Q tile visits, written for every such tile with t < max_tiles, including tiles
+  // the row itself sees no key of (the pair is then unchanged). No slot is written for the K/V tiles the Q
+  // tile skips (past the causal diagonal) nor after the last tile: those are left as they were (poison them).
   const int64_t* trace_rows = nullptr;
   int32_t trace_row_count = 0;
   int32_t max_tiles = 0;

@@ -437,8 +437,11 @@ struct Forward {
           for (int hh = 0; hh < 2; ++hh) {
             st.moves[mt][hh] = 0;
             st.trace_slot[mt][hh] = -1;
-            const int64_t flat = bh * a.seqlen_q + q0 + warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
-            for (int r = 0; r < a.inst.trace_row_count; ++r)
+            // Rows past seqlen_q of a partial Q tile are not rows of this head: their flat index is a row
+            // of the next head, whose trace they must not write.
+            const int64_t row = q0 + warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
+            const int64_t flat = bh * a.seqlen_q + row;
+            for (int r = 0; row < a.seqlen_q && r < a.inst.trace_row_count; ++r)
               if (a.inst.trace_rows[r] == flat) st.trace_slot[mt][hh] = r;
           }
       }
