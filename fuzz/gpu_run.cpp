@@ -128,7 +128,7 @@ RunOutputs run_gpu_counted(const HostInputs& inputs, KernelCounters* counters) {
           "cudaMemcpy(counters back)");
 
   std::vector<float> lse(static_cast<size_t>(rows));
-  std::memcpy(lse.data(), lse_host.data(), lse_bytes);
+  if (lse_bytes > 0) std::memcpy(lse.data(), lse_host.data(), lse_bytes);  // rows == 0: data() may be null
   decode_outputs(params, o_host.data(), lse.data(), &out);
   if (out.canaries_intact && !region_holds(o_host, o_bytes, o_host.size(), kCanaryByte)) {
     out.canaries_intact = false;

@@ -445,10 +445,12 @@ void causal_rows_ignore_invisible_keys() {
 }
 
 // Values at keys a row may not see never reach its O (attention.h). Bit-identity is the check wherever
-// the poisoned run does the same arithmetic for the row's visible keys as the clean one. The split-TF32
-// path does not: a K/V tile holding a non-finite value (every poison here is one) is computed on the exact
-// fp32 CUDA-core path (split_tf32/kernel.cuh), so a row that shares such a tile with hidden poisoned keys
-// gets its visible keys' products in other (more exact) arithmetic. There the check is: every output of a
+// the poisoned run does the same arithmetic for the row's visible keys as the clean one. Two paths do not:
+// on split-TF32 a K/V tile holding a non-finite value (every poison here is one) is computed on the exact
+// fp32 CUDA-core path (split_tf32/kernel.cuh), and on the tensor-core path a causal diagonal tile whose
+// hidden V rows hold inf/NaN computes its P*V on the CUDA cores (tensor_core/kernel.cuh), so a row that
+// shares such a tile with hidden poisoned keys gets its visible keys' products in other arithmetic (the
+// general path never multiplies a hidden key and stays bit-identical). There the check is: every output of a
 // blind row that is finite in the clean run is finite in the poisoned run, rows with no visible key are
 // bit-identical (O = 0, LSE = -inf), and on the sampled rows the two runs differ by at most the sum of
 // their error bounds (rows outside the error model's domain make no numeric claim).
@@ -479,12 +481,12 @@ void nan_in_masked_keys_never_reaches_output() {
     blind[static_cast<size_t>(flat)] = visible_keys(p.mask, flat % p.seqlen_q, p.seqlen_q, p.seqlen_k) <= j0;
   }
   const std::string what = "rows whose hidden keys hold " + std::to_string(poison);
-  if (a.config.path != ComputePath::kSplitTf32) {
+  if (a.config.path == ComputePath::kGeneralFp32) {
     note_coverage("compared=bit-identical");
     assert_bit_identical(what, a, b, p, &blind);
     return;
   }
-  note_coverage("compared=split-tf32-bounded");
+  note_coverage(std::string("compared=bounded-") + to_string(a.config.path));
   for (int64_t flat = 0; flat < rows; ++flat) {
     if (!blind[static_cast<size_t>(flat)]) continue;
     const oracle::RowRef r = row_ref(p, flat);
@@ -511,7 +513,7 @@ void nan_in_masked_keys_never_reaches_output() {
     }
     worst.add(lse_at(b, p, r), lse_at(a, p, r), 2.0 * e.bound.lse, r, -1);
   }
-  assert_worst(worst, (what + " (split-TF32: exact path for non-finite tiles), poisoned vs clean").c_str());
+  assert_worst(worst, (what + " (" + to_string(a.config.path) + ": CUDA-core path for non-finite tiles), poisoned vs clean").c_str());
 }
 
 void gqa_equals_repeated_heads() {

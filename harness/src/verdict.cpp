@@ -187,6 +187,10 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
     const double* got_o = outputs.o.data() + flat * head_dim;
     const double got_lse = outputs.lse[static_cast<size_t>(flat)];
     if (bound.unconstrained) ++v.unconstrained_rows;
+    // Scores beyond fp32's range: the kernel's scores are +-inf there, which can turn the row into one with no
+    // usable key (O = 0, LSE = -inf) or into a NaN row; the exact row cannot say which. No value claim at all,
+    // only the guards (unwritten elements, canaries, inputs) apply.
+    if (exact.score_overflow) continue;
 
     // O per element and LSE, with the oracle's semantics: NaN in the oracle means "must be non-finite"
     // (NaN propagates, it is never silently dropped); outside the domain finite values carry no claim.

@@ -459,7 +459,8 @@ TEST(ErrorModelVerdict, RmsCheckArithmetic) {
   const double kernel = std::sqrt((9.0 / 64 + 1.0) / 2), reference = std::sqrt((1.0 / 64 + 1.0 / 16) / 2);
   EXPECT_NEAR(check.rms_kernel(), kernel, 1e-15);
   EXPECT_NEAR(check.rms_reference(), reference, 1e-15);
-  const double floor = kRmsFloorUlps * (0x1p-11 * std::sqrt(100.0 / 64 / 2) + 0x1p-24) / std::sqrt(2.0);
+  const double floor =
+      kRmsFloorUlps * (0x1p-11 * std::sqrt(100.0 / 64 / 2) / std::sqrt(2.0) + kRmsFp32Roundings * 0x1p-24);
   EXPECT_NEAR(check.rms_floor(), floor, 1e-15);
   EXPECT_NEAR(check.ratio(), kernel / (kRmsFactor * reference + floor), 1e-12);
   RmsCheck other(DType::kF16);
@@ -468,7 +469,7 @@ TEST(ErrorModelVerdict, RmsCheckArithmetic) {
   EXPECT_EQ(check.count(), 3);
   RmsCheck exact_reference(DType::kF32);  // a reference with no error: only the floor remains
   exact_reference.add(1.0 + 0x1p-23, 1.0, 1.0, 1.0);
-  EXPECT_NEAR(exact_reference.ratio(), 0x1p-23 / (kRmsFloorUlps * 2 * 0x1p-24), 1e-12);
+  EXPECT_NEAR(exact_reference.ratio(), 0x1p-23 / (kRmsFloorUlps * (1 + kRmsFp32Roundings) * 0x1p-24), 1e-12);
 }
 
 TEST(ErrorModelVerdict, LGivenMKeepsTheLowPartOfALargeMax) {

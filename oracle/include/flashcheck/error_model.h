@@ -71,7 +71,8 @@ inline constexpr double kExp2RelErr = 0x1p-22;
 // are taken relative to the element's scale A_k = sum_j p_j |v_jk| (RowResult::abs_pv), so that every row
 // weighs alike and one row with large V cannot turn the pool into a single random draw:
 //   ratio = rms(e_kernel) / (kRmsFactor * rms(e_reference) + floor / sqrt(N)),   e = (value - exact) / A_k,
-//   floor = kRmsFloorUlps * (u_q * rms(|exact| / A_k) + u_32),  u_q = max(unit_roundoff(dtype), u_32 = 2^-24).
+//   floor = kRmsFloorUlps * (u_q * rms(|exact| / A_k) / sqrt(N) + kRmsFp32Roundings * u_32),
+//   u_q = max(unit_roundoff(dtype), u_32 = 2^-24).
 // Fail above 1. kRmsFactor = 2: the kernel computes with the same rounding points as the reference, so its
 // RMS error is the reference's up to summation order and tiling; twice that is a degradation (a format one
 // step coarser costs 8x or more). The floor keeps a small sample from failing on a few unlucky roundings
@@ -79,6 +80,7 @@ inline constexpr double kExp2RelErr = 0x1p-22;
 // one ulp of O, or one fp32 rounding of A_k, on one element; it vanishes as N grows.
 inline constexpr double kRmsFactor = 2.0;
 inline constexpr double kRmsFloorUlps = 2.0;
+inline constexpr double kRmsFp32Roundings = 4.0;  // fp32 roundings per element a healthy pipeline may add
 class RmsCheck {
  public:
   explicit RmsCheck(DType dtype) : dtype_(dtype) {}
