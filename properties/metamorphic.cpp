@@ -495,6 +495,9 @@ void nan_in_masked_keys_never_reaches_output() {
       const double x = d < 0 ? lse_at(a, p, r) : o_at(a, p, r, d);
       const double y = d < 0 ? lse_at(b, p, r) : o_at(b, p, r, d);
       const bool differs = empty ? !same_bits(x, y) : std::isfinite(x) && !std::isfinite(y);
+      // Outside the error model's domain (e.g. an fp32 accumulator that may overflow: V near FLT_MAX) the
+      // two arithmetics may legitimately differ between finite and inf: no claim there.
+      if (differs && !empty && exact_row(base, a.config, r).bound.unconstrained) break;
       if (differs) {
         RC_LOG() << what << ": " << (d < 0 ? std::string("LSE") : "O col " + std::to_string(d)) << " at row "
                  << describe_row(r) << ": " << x << " (clean) vs " << y << " (poisoned)"

@@ -179,7 +179,9 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
     ++v.rows_checked;
     const int64_t flat = (row.b * problem.heads_q + row.h) * problem.seqlen_q + row.i;
     const oracle::RowResult exact = oracle::compute_row(problem, row, options.tier);
-    if (exact.visible == 0 || (exact.lse == -kInf && exact.m == -kInf)) {
+    // No usable key: O = 0 and LSE = -inf exactly, unless fp32 scores may overflow (then inf - inf can make
+    // the kernel's -inf score NaN: no claim, below).
+    if (exact.visible == 0 || (exact.lse == -kInf && exact.m == -kInf && !exact.score_overflow)) {
       judge_empty_row(row, flat, outputs, head_dim, stats, &v);
       continue;
     }

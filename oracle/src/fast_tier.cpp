@@ -130,9 +130,16 @@ FastRow fast_row(const RowView& view) {
         s = scale_dd(scale, d_hi, d_lo);
         max_abs_dot = std::max(max_abs_dot, abs_sum[t]);
       } else {
-        double plain = 0.0;
-        for (int64_t k = 0; k < dim; ++k) plain += q[k] * kj[k];
+        // A non-finite input makes the score +-inf or NaN; the finite products beside it still pass through the
+        // kernel's fp32 sum, and if they overflow fp32 there (inf - inf = NaN) the row is outside the domain.
+        double plain = 0.0, finite_abs = 0.0;
+        for (int64_t k = 0; k < dim; ++k) {
+          const double prod = q[k] * kj[k];
+          plain += prod;
+          if (std::isfinite(prod)) finite_abs += std::fabs(prod);
+        }
         s.hi = scale * plain;
+        max_abs_dot = std::max(max_abs_dot, finite_abs);
       }
       score[static_cast<size_t>(j)] = s;
       abs_dot[static_cast<size_t>(j)] = abs_sum[t];
