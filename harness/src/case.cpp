@@ -115,20 +115,14 @@ std::vector<Token> split_tokens(std::string_view line) {
   return tokens;
 }
 
-// Parses all of `text` as a non-negative int64; on failure `*reason` says why.
-bool parse_size(std::string_view text, int64_t* out, std::string* reason) {
-  if (text.empty()) {
-    *reason = "missing number";
-    return false;
-  }
-  if (text.front() == '-') {
-    *reason = "must be non-negative";
-    return false;
-  }
-  int64_t value = 0;
+// All of `text` as a decimal integer of type T (the sign was checked by the caller); on failure `*reason`
+// says why, naming T as `type`.
+template <typename T>
+bool parse_decimal(std::string_view text, T* out, std::string* reason, const char* type) {
+  T value = 0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec == std::errc::result_out_of_range) {
-    *reason = "does not fit in int64";
+    *reason = std::string("does not fit in ") + type;
     return false;
   }
   if (ec != std::errc() || ptr != text.data() + text.size()) {
@@ -139,23 +133,25 @@ bool parse_size(std::string_view text, int64_t* out, std::string* reason) {
   return true;
 }
 
+// Parses all of `text` as a non-negative int64; on failure `*reason` says why.
+bool parse_size(std::string_view text, int64_t* out, std::string* reason) {
+  if (text.empty()) {
+    *reason = "missing number";
+    return false;
+  }
+  if (text.front() == '-') {
+    *reason = "must be non-negative";
+    return false;
+  }
+  return parse_decimal(text, out, reason, "int64");
+}
+
 bool parse_u64(std::string_view text, uint64_t* out, std::string* reason) {
   if (text.empty() || text.front() == '-') {
     *reason = "must be a non-negative decimal integer";
     return false;
   }
-  uint64_t value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec == std::errc::result_out_of_range) {
-    *reason = "does not fit in uint64";
-    return false;
-  }
-  if (ec != std::errc() || ptr != text.data() + text.size()) {
-    *reason = "not a decimal integer";
-    return false;
-  }
-  *out = value;
-  return true;
+  return parse_decimal(text, out, reason, "uint64");
 }
 
 // Decimal number, or nan / inf / -inf; decimal input is rounded correctly to the nearest double.
