@@ -12,18 +12,12 @@
 
 #include "flashcheck/inputs.h"
 
+#include "case_inputs.h"
+
 namespace flashcheck {
 namespace {
 
-HostInputs inputs_for(const std::string& line) {
-  Case c;
-  const Status parsed = parse_case(line, &c);
-  EXPECT_TRUE(parsed.ok()) << parsed.message();
-  HostInputs in;
-  const Status made = make_inputs(c, &in);
-  EXPECT_TRUE(made.ok()) << made.message();
-  return in;
-}
+using test::inputs_for;
 
 uint32_t element_bits(const HostInputs& in, const std::vector<uint8_t>& bytes, int64_t offset) {
   if (dtype_size(in.params.dtype) == 4) {

@@ -12,18 +12,12 @@
 #include "flashcheck/host_model.h"
 #include "flashcheck/runner.h"
 
+#include "case_inputs.h"
+
 namespace flashcheck {
 namespace {
 
-HostInputs inputs_for(const std::string& line) {
-  Case c;
-  const Status parsed = parse_case(line, &c);
-  EXPECT_TRUE(parsed.ok()) << parsed.message();
-  HostInputs in;
-  const Status made = make_inputs(c, &in);
-  EXPECT_TRUE(made.ok()) << made.message();
-  return in;
-}
+using test::inputs_for;
 
 const char* const kPaddedLine =
     "f16 b=2 hq=4 hkv=2 sq=33 sk=47 d=64 mask=causal-br layout=bshd pad=4 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3";

@@ -137,18 +137,7 @@ TEST_P(GpuShapes, TileBoundarySeqlensAllMasks) {
 #endif
 }
 
-std::string gpu_shapes_name(const ::testing::TestParamInfo<std::tuple<DType, int64_t>>& info) {
-  const DType dtype = std::get<0>(info.param);
-  const std::string d = dtype == DType::kF32 ? "F32" : dtype == DType::kF16 ? "F16" : "Bf16";
-  return d + "_Hdim" + std::to_string(std::get<1>(info.param));
-}
-
-INSTANTIATE_TEST_SUITE_P(Gpu, GpuShapes,
-                         ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
-                                            ::testing::Values(int64_t{1}, int64_t{8}, int64_t{40}, int64_t{64},
-                                                              int64_t{96}, int64_t{128}, int64_t{200},
-                                                              int64_t{256})),
-                         gpu_shapes_name);
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuShapes, test::dtype_head_dim_grid(), test::dtype_head_dim_name);
 
 TEST(Gpu_AllDtypes, GqaMqaBshdAndUnalignedRows) {
   SKIP_WITHOUT_DEVICE();

@@ -93,18 +93,7 @@ TEST_P(ModelShapes, TileBoundarySeqlensAllMasks) {
   }
 }
 
-std::string shapes_name(const ::testing::TestParamInfo<std::tuple<DType, int64_t>>& info) {
-  const DType dtype = std::get<0>(info.param);
-  const std::string d = dtype == DType::kF32 ? "F32" : dtype == DType::kF16 ? "F16" : "Bf16";
-  return d + "_Hdim" + std::to_string(std::get<1>(info.param));
-}
-
-INSTANTIATE_TEST_SUITE_P(Model, ModelShapes,
-                         ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
-                                            ::testing::Values(int64_t{1}, int64_t{8}, int64_t{40}, int64_t{64},
-                                                              int64_t{96}, int64_t{128}, int64_t{200},
-                                                              int64_t{256})),
-                         shapes_name);
+INSTANTIATE_TEST_SUITE_P(Model, ModelShapes, test::dtype_head_dim_grid(), test::dtype_head_dim_name);
 
 // ---- heads, layouts, strides
 

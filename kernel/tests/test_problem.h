@@ -13,6 +13,10 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include <tuple>
+
 #include "flashcheck/attention.h"
 #include "host_numeric.h"
 
@@ -24,6 +28,19 @@ inline void PrintTo(DType dtype, std::ostream* os) { *os << to_string(dtype); }
 namespace flashcheck::test {
 
 inline constexpr double kEpsF32 = 0x1p-24;  // unit roundoff of fp32
+
+// The (dtype, head_dim) grid of the model and GPU shape suites: every dtype against the head_dim families,
+// odd and non-family sizes; test names like F16_Hdim40 so --gtest_filter can pick a configuration.
+inline auto dtype_head_dim_grid() {
+  return ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
+                            ::testing::Values(int64_t{1}, int64_t{8}, int64_t{40}, int64_t{64}, int64_t{96},
+                                              int64_t{128}, int64_t{200}, int64_t{256}));
+}
+inline std::string dtype_head_dim_name(const ::testing::TestParamInfo<std::tuple<DType, int64_t>>& info) {
+  const DType dtype = std::get<0>(info.param);
+  const std::string d = dtype == DType::kF32 ? "F32" : dtype == DType::kF16 ? "F16" : "Bf16";
+  return d + "_Hdim" + std::to_string(std::get<1>(info.param));
+}
 
 // Uniform double in [-1, 1) from a 64-bit hash of (seed, index): splitmix64's finaliser.
 inline double hash_uniform(uint64_t seed, uint64_t index) {
