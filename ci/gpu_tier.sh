@@ -37,8 +37,11 @@ for step in "$@"; do
       grep -E "registers|spill" "$LOGS/build.log" | sort -u >"$LOGS/ptxas.txt" || true ;;
     tests)
       log "ctest -L gpu"
-      ctest --preset gpu --output-on-failure -j "${FLASHCHECK_CTEST_JOBS:-6}" >"$LOGS/ctest_gpu.log" 2>&1 || status=1
-      tail -25 "$LOGS/ctest_gpu.log" | tee -a "$LOGS/summary.txt" ;;
+      # -V keeps the output of passing tests too: the RC_CLASSIFY distribution of the GPU properties.
+      ctest --preset gpu -V -j "${FLASHCHECK_CTEST_JOBS:-6}" >"$LOGS/ctest_gpu.log" 2>&1 || status=1
+      grep -E "tests passed|tests failed|Total Test time|\*\*\*Failed|\*\*\*Skipped|\*\*\*Timeout" \
+        "$LOGS/ctest_gpu.log" | tail -25 | tee -a "$LOGS/summary.txt"
+      python3 ci/classify_summary.py "$LOGS/ctest_gpu.log" Gpu_Properties. 2>&1 | tee -a "$LOGS/summary.txt" ;;
     report)
       log "verification report on the GPU kernel (flashcheck-report)"
       build/gpu/tools/flashcheck-report --backend gpu >"$LOGS/report.txt" 2>&1 || status=1
@@ -75,8 +78,9 @@ for step in "$@"; do
       mdir="$LOGS/mutant"; mkdir -p "$mdir/corpus"
       log "planted kernel bug: $mutant_bin for at most ${secs}s"
       start_m=$(date +%s)
-      "$mutant_bin" -max_total_time="$secs" -artifact_prefix="$mdir/" -print_final_stats=1 "$mdir/corpus" \
-        >"$mdir/fuzz.log" 2>&1
+      # As the nightly run fuzzes: the case-line dictionary, per-input time and memory limits.
+      "$mutant_bin" -max_total_time="$secs" -timeout=30 -rss_limit_mb=4096 -dict=fuzz/dict/fuzz_kernel.dict \
+        -artifact_prefix="$mdir/" -print_final_stats=1 "$mdir/corpus" >"$mdir/fuzz.log" 2>&1
       log "mutant fuzzer stopped after $(( $(date +%s) - start_m )) s; $(ls "$mdir"/finding-*.case 2>/dev/null | wc -l) finding(s)"
       grep -E "^#[0-9]+.*(pulse|DONE|NEW)|exec/s|finding|stat::" "$mdir/fuzz.log" | tail -6 | tee -a "$LOGS/summary.txt"
       for f in "$mdir"/finding-*.case; do

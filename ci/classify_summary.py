@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Sums the RapidCheck results of the property binaries in a verbose CTest log (ctest -V, any -j).
+
+Usage: classify_summary.py CTEST_VERBOSE_LOG [SUITE_PREFIX]   (default prefix: Gpu_Properties.)
+Prints one line per property (cases passed, or FAILED) and the RC_CLASSIFY distribution over all of them,
+weighted by each property's case count. CTest -V prefixes every line of test N with "N: "; lines are grouped
+by that prefix so parallel tests do not mix.
+"""
+import collections
+import re
+import sys
+
+log_path = sys.argv[1]
+prefix = sys.argv[2] if len(sys.argv) > 2 else "Gpu_Properties."
+by_test = collections.defaultdict(list)
+for line in open(log_path, errors="replace"):
+    m = re.match(r"^(\d+): (.*)$", line.rstrip("\n"))
+    if m:
+        by_test[m.group(1)].append(m.group(2))
+
+run_re = re.compile(r"^\[ RUN      \] (\S+)")
+passed_re = re.compile(r"^OK, passed (\d+) tests")
+class_re = re.compile(r"^\s*([0-9.]+)% - \"(.*)\"$")
+results = []  # (property, cases or None, {label: percent})
+for lines in by_test.values():
+    current, cases, classes = None, None, {}
+    for line in lines + ["[ RUN      ] <end>"]:
+        m = run_re.match(line)
+        if m:
+            if current and current.startswith(prefix):
+                results.append((current, cases, classes))
+            current, cases, classes = m.group(1), None, {}
+            continue
+        m = passed_re.match(line)
+        if m:
+            cases = int(m.group(1))
+            continue
+        m = class_re.match(line)
+        if m and cases is not None:
+            classes[m.group(2)] = float(m.group(1))
+    # a binary whose last test did not finish (crash) leaves `current` without a pass line: reported below
+
+if not results:
+    print(f"no {prefix}* property results in {log_path}")
+    sys.exit(1)
+total = 0
+weighted = collections.Counter()
+failed = []
+for name, cases, classes in sorted(results):
+    if cases is None:
+        failed.append(name)
+        print(f"  {name}: FAILED (no 'OK, passed' line)")
+        continue
+    total += cases
+    for label, pct in classes.items():
+        weighted[label] += pct / 100.0 * cases
+    print(f"  {name}: {cases} cases passed")
+print(f"{len(results)} properties, {total} cases passed, {len(failed)} failed")
+print("RC_CLASSIFY over all passed cases:")
+for label, n in weighted.most_common():
+    print(f"  {100.0 * n / total:6.2f}%  {label}  (~{round(n)} cases)")
+sys.exit(1 if failed else 0)
