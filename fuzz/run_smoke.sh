@@ -7,6 +7,9 @@
 #       (the unmutated binary) if set, else by TARGET with FLASHCHECK_FUZZ_MODEL_DEFECT unset; SEED_DIR "-"
 #       starts from an empty corpus
 #   run_smoke.sh --replay TARGET WORKDIR SEED_DIR        run every seed once (-runs=0); fail on any crash
+#   run_smoke.sh --replay-expect-finding TARGET WORKDIR CASE_FILE
+#       the case line must be run and judged a finding (a target with a planted defect): proves case lines are
+#       checked, not skipped
 # A target without its device (fuzz_kernel) exits 0 saying "nothing to fuzz, skipped": the line is echoed for
 # CTest's SKIP_REGULAR_EXPRESSION. (libFuzzer exits 77 on a crash, so 77 cannot mean "skipped" here.)
 set -uo pipefail
@@ -24,6 +27,20 @@ if [ "${1:-}" = "--replay" ] && [ $# -eq 4 ]; then
     exit 1
   fi
   exit 0
+fi
+if [ "${1:-}" = "--replay-expect-finding" ] && [ $# -eq 4 ]; then
+  target=$2 work=$3 case_file=$4
+  rm -rf "$work" && mkdir -p "$work"
+  "$target" -artifact_prefix="$work/" "$case_file" >"$work/replay.log" 2>&1
+  rc=$?
+  grep -m1 'nothing to fuzz, skipped' "$work/replay.log" && exit 0
+  if [ $rc -ne 0 ] && [ -n "$(find "$work" -name 'finding-*.case')" ]; then
+    echo "$(basename "$target") judged $(basename "$case_file") a finding (exit $rc), as it must"
+    exit 0
+  fi
+  echo "FAIL: $(basename "$target") exited $rc without a finding on $case_file: the case line was not checked" >&2
+  tail -20 "$work/replay.log" >&2
+  exit 1
 fi
 expect_finding=0
 if [ "${1:-}" = "--expect-finding" ]; then expect_finding=1; shift; fi

@@ -75,7 +75,8 @@ void special_values_follow_semantics() {
       for (int64_t h = inj.h * group; h < (inj.h + 1) * group; ++h) slices.insert({inj.b, h});
     }
   }
-  for (const auto& [b, h] : slices) {
+  for (const auto& slice : slices) {
+    const int64_t b = slice.first, h = slice.second;  // not a structured binding: lambdas capture it (clang 14)
     const int64_t g = h / group;
     for (int64_t i = 0; i < p.seqlen_q; ++i) {
       const int64_t visible = visible_keys(p.mask, i, p.seqlen_q, p.seqlen_k);

@@ -146,7 +146,9 @@ RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_
   const double growth = std::exp(x_max);  // e^x - 1 <= x e^x: turns argument errors into weight errors
   const double theta_max = std::expm1(x_max);
   const double theta_mean = growth * weighted + nd * kFlushWeight / exact.l;
-  const bool linear = x_max <= kLinearizationLimit && theta_mean <= kLinearizationLimit;
+  // The first-order analysis needs the oracle's own O and l to first order (finite o_err, l_rel_err).
+  const bool oracle_first_order = std::isfinite(exact.l_rel_err);
+  const bool linear = oracle_first_order && x_max <= kLinearizationLimit && theta_mean <= kLinearizationLimit;
 
   const double g_pv = gamma_n(pm.pv_terms, pm.pv_unit);
   const double g_l = gamma_n(pm.l_terms, pm.l_unit);
@@ -179,7 +181,9 @@ RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_
     }
     // fp32 output has no separate rounding (u_out = 0): skip the term, so an infinite pre never makes 0 * inf = NaN.
     const double out_rounding = u_out > 0 ? u_out * (o_abs + pre) : 0.0;
-    b.o[k] = kSafety * (pre + out_rounding + out_floor + exact.o_err[k]);
+    // The hull bounds |got| + |want| with want the oracle's own O (o_abs): it holds whatever the oracle's
+    // accuracy, so the oracle's error is added only to the first-order bound.
+    b.o[k] = kSafety * (pre + out_rounding + out_floor + (linear ? exact.o_err[k] : 0.0));
   }
 
   // m: the computed max is within the largest score error of the exact max; then the unit conversion.

@@ -281,6 +281,11 @@ FastRow fast_row(const RowView& view) {
                               kUnit * std::fabs(r.lse) + 2 * kUnit * kUnit * std::fabs(m.hi));
   r.m_err = score_err + kUnit * std::fabs(m.hi);
   r.l_rel_err = kSecondOrder * (score_err + weight_mean + l_rel);
+  // Scores of magnitude ~1e23 and beyond carry double-double errors of order one: the first-order analysis
+  // above no longer holds (1 - weight_mean may even be negative). O and l are then of unknown accuracy and
+  // say so (infinite o_err, l_rel_err; bound_row never uses them there). m and LSE keep their bounds:
+  // logsumexp moves by at most the largest score error, however large.
+  if (!(weight_mean <= kFirstOrderLimit)) mark_first_order_invalid(&r);
   return out;
 }
 

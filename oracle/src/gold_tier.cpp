@@ -50,6 +50,8 @@ RowResult gold_row(const RowView& view) {
               kSafety * kGoldFunctionRel * std::fabs(std::log(r.l));
   r.m_err = kDoubleUnit * std::fabs(r.m) + score_err;
   r.l_rel_err = kDoubleUnit + weight_const + sum_rel;
+  // As in the fast tier: beyond first order (scores near fp32's range end) O and l are of unknown accuracy.
+  if (!(weight_const + weight_gap * r.score_gap_weighted <= kFirstOrderLimit)) mark_first_order_invalid(&r);
   return r;
 }
 

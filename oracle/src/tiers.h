@@ -3,6 +3,7 @@
 // those ingredients and recomputes O, LSE, m and l in 113-bit arithmetic, with its own (tiny) error terms.
 #pragma once
 
+#include <limits>
 #include <vector>
 
 #include "flashcheck/oracle.h"
@@ -23,6 +24,17 @@ inline constexpr double kQuadUnit = 0x1p-113;  // unit roundoff of cpp_bin_float
 // x = -1000). oracle_test measures both against cpp_bin_float_50 (53 more bits) and fails if exceeded.
 inline constexpr double kGoldFunctionUlps = 16.0;
 inline constexpr double kGoldExpUlpsPerUnit = 1.0;
+
+// Each tier's own error analysis is first order in its weight errors; above this mean relative weight error
+// (scores so large that their own rounding is of order one) it no longer holds: mark_first_order_invalid().
+inline constexpr double kFirstOrderLimit = 0x1p-20;
+
+// O and l of unknown accuracy: infinite o_err and l_rel_err. bound_row() then uses only bounds that do not
+// depend on the oracle's O (the hull), and the verdict leaves the row out of the statistical check.
+inline void mark_first_order_invalid(RowResult* r) {
+  for (double& e : r->o_err) e = std::numeric_limits<double>::infinity();
+  r->l_rel_err = std::numeric_limits<double>::infinity();
+}
 
 struct FastRow {
   RowResult result;

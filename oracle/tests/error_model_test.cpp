@@ -313,6 +313,40 @@ TEST(ErrorModelBound, UnconstrainedRowsMakeNoNumericClaim) {
   EXPECT_EQ(l_error_ratio(exact, bound, kNaN, kNaN), 0.0);
 }
 
+// Scores near 1e26 are inside fp32's range (no claim is dropped) but the oracle's own score rounding is of
+// order one there: its O is of unknown accuracy (fuzz finding model-huge-scores-negative-oracle-bound, where
+// the first-order error of the fast tier turned negative and so did the bound). The bound must then be the
+// hull, which does not depend on the oracle's accuracy: non-negative, finite, and still failing a kernel
+// outside the hull of V.
+TEST(ErrorModelBound, HugeScoresFallBackToAHullThatDoesNotTrustTheOracle) {
+  TestProblem p = make_shape(DType::kF32, 1, 4, 8);
+  fill(&p, 'q', [](int64_t) { return 1e13; });
+  fill(&p, 'k', [](int64_t i) { return i % 8 == 3 ? -1e13 : 1e13; });
+  fill(&p, 'v', [](int64_t i) { return 0.25 * static_cast<double>(i % 5) - 0.5; });
+  for (Tier tier : {Tier::kFast, Tier::kGold}) {
+    const RowResult exact = compute_row(p.view(), {0, 0, 0}, tier);
+    EXPECT_FALSE(exact.score_overflow) << to_string(tier);
+    // The fast tier's double-double scores err by ~1 here; gold's 113 bits still give a first-order result.
+    if (tier == Tier::kFast) {
+      EXPECT_TRUE(std::isinf(exact.o_err[0])) << "fast tier claims first-order accuracy at |s| ~ 3e26";
+    } else {
+      EXPECT_GE(exact.o_err[0], 0.0);
+      EXPECT_LT(exact.o_err[0], 1e-3);
+    }
+    const RowBound bound = bound_row(exact, DType::kF32, ComputePath::kSplitTf32, 64, 8);
+    ASSERT_FALSE(bound.unconstrained);
+    for (size_t k = 0; k < bound.o.size(); ++k) {
+      EXPECT_GT(bound.o[k], 0.0) << to_string(tier) << " col " << k;
+      EXPECT_TRUE(std::isfinite(bound.o[k])) << to_string(tier) << " col " << k;
+      EXPECT_LE(error_ratio(exact.o[k], exact.o[k] + 1e-3, bound.o[k], false), 1.0);
+      EXPECT_GT(error_ratio(10.0, exact.o[k], bound.o[k], false), 1.0) << "a value far outside V's hull passes";
+    }
+    if (tier == Tier::kFast) {
+      EXPECT_EQ(l_error_ratio(exact, bound, exact.m, 1.0), 0.0) << "no claim on l without an accurate oracle";
+    }
+  }
+}
+
 // ---- monotonic in head_dim, seqlen and tile count
 
 TEST(ErrorModelBound, GrowsWithHeadDimSeqlenAndTileCount) {
