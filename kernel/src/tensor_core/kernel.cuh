@@ -15,6 +15,9 @@
 #include "forward.h"
 #include "ptx.cuh"
 #include "tile_config.h"
+#if defined(FLASHCHECK_TC_WGMMA)
+#include "wgmma_ops.cuh"
+#endif
 
 namespace flashcheck::detail {
 inline namespace FLASHCHECK_KERNEL_VARIANT {
@@ -33,6 +36,21 @@ struct Forward {
   static constexpr int kNS = Cfg::kNTilesS;
   static constexpr int kNO = Cfg::kNTilesO;
   static constexpr int kPitch = Cfg::kSmemRowBytes;
+  static constexpr bool kWg = Cfg::kWgmma;
+  // Bytes between consecutive rows of one column: the padded pitch, or a 128-byte row of a swizzled column block.
+  static constexpr int kRowBytes = kWg ? kSwizzleRowBytes : kPitch;
+  static constexpr int kColumnBlockChunks = kSwizzleRowBytes / kChunkBytes;  // 8 chunks = 64 elements
+
+  // Byte offset of 16-byte chunk `chunk` of row `row` in a tile of kRows rows (layouts in tile_config.h).
+  template <int kRows>
+  __device__ static uint32_t chunk_offset(int row, int chunk) {
+    if constexpr (kWg) {
+      return (chunk / kColumnBlockChunks) * (kRows * kSwizzleRowBytes) + row * kSwizzleRowBytes +
+             ((chunk % kColumnBlockChunks) ^ (row % kSwizzleAtomRows)) * kChunkBytes;
+    } else {
+      return row * kPitch + chunk * kChunkBytes;
+    }
+  }
 
   // Per-thread registers of one CTA work item.
   struct State {
@@ -78,12 +96,13 @@ struct Forward {
     asm volatile("" : "+l"(stride));
     const T* src = head + (row0 + slot.row) * stride + slot.col;
     const int64_t step = kRowStep * stride;
-    const uint32_t dst = smem_tile + slot.row * kPitch + slot.chunk * kChunkBytes;
+    // Passes are kRowStep rows apart, a whole number of swizzle atoms: the swizzle is the same in every pass.
+    const uint32_t dst = smem_tile + chunk_offset<kRows>(slot.row, slot.chunk);
     if (rows_valid >= kRows) {  // whole tile: only the column predicate, constant per thread
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         if (kRows % kRowStep == 0 || slot.row + i * kRowStep < kRows) {
-          cp_async_16(dst + i * kRowStep * kPitch, src, slot.src_bytes);
+          cp_async_16(dst + i * kRowStep * kRowBytes, src, slot.src_bytes);
         }
         src += step;
       }
@@ -93,7 +112,7 @@ struct Forward {
         const int row = slot.row + i * kRowStep;
         if (kRows % kRowStep == 0 || row < kRows) {
           const bool live = row < rows_valid;
-          cp_async_16(dst + i * kRowStep * kPitch, live ? src : head, live ? slot.src_bytes : 0);
+          cp_async_16(dst + i * kRowStep * kRowBytes, live ? src : head, live ? slot.src_bytes : 0);
         }
         src += step;
       }
@@ -109,7 +128,7 @@ struct Forward {
     for (int i = 0; i < kPasses; ++i) {
       const int row = slot.row + i * kRowStep;
       if (row < Cfg::kBlockM) {
-        const uint32_t addr = q_smem + row * kPitch + slot.chunk * kChunkBytes;
+        const uint32_t addr = q_smem + chunk_offset<Cfg::kBlockM>(row, slot.chunk);
         uint4 v = ld_shared_v4(addr);
         v.x ^= kSignBits;
         v.y ^= kSignBits;
@@ -145,6 +164,53 @@ struct Forward {
       }
     }
   }
+
+#if defined(FLASHCHECK_TC_WGMMA)
+  // S = Q K^T for this warpgroup's 64 rows on one wgmma chain: k16 steps walk 32 bytes along a swizzled row,
+  // then on to the next 64-element column block (K-major operands; the leading offset is unused).
+  __device__ static void qk_wgmma(float (&s)[kM][kNS][4], uint32_t q_smem, uint32_t k_smem, int warpgroup) {
+    static_assert(kM == 1, "wgmma: 16 rows per warp");
+    constexpr uint32_t kAtomBytes = kSwizzleAtomRows * kSwizzleRowBytes;
+    const uint32_t q_rows = q_smem + warpgroup * kWgmmaRows * kSwizzleRowBytes;
+    fence_operands(s[0]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kHeadDim / kMmaK; ++kk) {
+      const uint32_t k_bytes = (kk % 4) * kMmaK * kElementBytes;
+      const uint32_t a = q_rows + (kk / 4) * (Cfg::kBlockM * kSwizzleRowBytes) + k_bytes;
+      const uint32_t b = k_smem + (kk / 4) * (Cfg::kBlockN * kSwizzleRowBytes) + k_bytes;
+      wgmma::Mma<T, Cfg::kBlockN>::ss(s[0], sw128_descriptor(a, kChunkBytes, kAtomBytes),
+                                      sw128_descriptor(b, kChunkBytes, kAtomBytes), kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(s[0]);
+  }
+
+  // O += P V: P from registers (A fragments), V transposed from shared memory (MN-major: head_dim contiguous).
+  // k16 steps walk 16 keys = 2 atoms; the leading offset steps between 64-column blocks of V.
+  __device__ static void pv_wgmma(uint32_t (&pa)[kM][kNS / 2][4], State& st, uint32_t v_smem) {
+    constexpr uint32_t kAtomBytes = kSwizzleAtomRows * kSwizzleRowBytes;
+    constexpr uint32_t kColumnBlockBytes = Cfg::kBlockN * kSwizzleRowBytes;
+    fence_operands(st.acc_o[0]);
+    fence_operands(pa[0]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kBlockN / kMmaK; ++kk) {
+      const uint32_t b = v_smem + kk * kMmaK * kSwizzleRowBytes;
+#if defined(FLASHCHECK_WGMMA_V_SWAP)  // development switch: the other reading of the MN-major offsets
+      const uint64_t desc = sw128_descriptor(b, kAtomBytes, kColumnBlockBytes);
+#else
+      const uint64_t desc = sw128_descriptor(b, kColumnBlockBytes, kAtomBytes);
+#endif
+      wgmma::Mma<T, Cfg::kHeadDim>::rs(st.acc_o[0], pa[0][kk], desc, 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(st.acc_o[0]);
+    fence_operands(pa[0]);
+  }
+#endif
 
   // Keys a row may use: [0, key_limit). Select, not arithmetic: a NaN score at a hidden key becomes -inf.
   __device__ static void apply_mask(float (&s)[kM][kNS][4], const KernelArgs& a, int64_t row_base, int64_t k0,
@@ -266,7 +332,7 @@ struct Forward {
       const int idx = static_cast<int>(threadIdx.x) + i * Cfg::kThreads;
       const int row = idx / Cfg::kChunksPerRow;
       if (row >= lo && row < hi) {
-        const uint4 w = ld_shared_v4(v_smem + row * kPitch + (idx % Cfg::kChunksPerRow) * kChunkBytes);
+        const uint4 w = ld_shared_v4(v_smem + chunk_offset<Cfg::kBlockN>(row, idx % Cfg::kChunksPerRow));
         const uint32_t words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
         for (const uint32_t x : words) {
@@ -312,7 +378,8 @@ struct Forward {
             const int j = kk * kMmaK + half * kMmaN + 2 * q + e;
 #pragma unroll
             for (int nt = 0; nt < kNO; ++nt) {
-              const float2 v = Ops::unpack(ld_shared_b32(v_smem + j * kPitch + (nt * kMmaN + quad_col) * kElementBytes));
+              const float2 v = Ops::unpack(
+                  ld_shared_b32(v_smem + chunk_offset<Cfg::kBlockN>(j, nt) + quad_col * kElementBytes));
 #pragma unroll
               for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
@@ -362,7 +429,9 @@ struct Forward {
     const int quad_row = lane / kQuad;        // C-fragment row in an m16 tile (and quad_row + 8)
     const int quad_col = (lane % kQuad) * 2;  // C-fragment column pair in an n8 tile
     const int warp_row0 = warp * Cfg::kRowsPerWarp;
-    const uint32_t q_smem = smem_address(smem);          // (kBlockM, kHeadDim), later O staging
+    // (kBlockM, kHeadDim), later O staging; swizzled tiles start on a 1024-byte boundary.
+    constexpr uint32_t kAlign = Cfg::kSmemAlignSlack > 0 ? Cfg::kSmemAlignSlack : 1;
+    const uint32_t q_smem = (smem_address(smem) + kAlign - 1) / kAlign * kAlign;
     const uint32_t kv_smem = q_smem + Cfg::kQSmemBytes;  // kStages x [(kBlockN, kHeadDim) K, same V]
     // Per-lane ldmatrix row addresses (see the fragment layouts of mma.m16n8k16): A takes rows 0-15 with the
     // two 8-column halves in lanes 0-15 / 16-31; K (B, not transposed) keys 0-7 / 8-15 in lanes 0-15 / 16-31
@@ -453,6 +522,7 @@ struct Forward {
         // K(n) and V(n) landed: pending are the 2 (kStages - 2) groups of the tiles after them.
         cp_async_wait<2 * (Cfg::kStages - 2)>();
         if (n == 0 && a.negate_q) negate_own_q_chunks(q_smem, slot);
+        if constexpr (kWg) fence_proxy_async_shared();  // this thread's Q, K, V writes, before wgmma reads them
         // The one barrier per tile: publishes Q, K(n), V(n) to every warp, and every warp is past P*V of
         // tile n-1, so its stage takes tile n + kStages - 1, which then has a whole tile's time to arrive.
         __syncthreads();
@@ -464,11 +534,22 @@ struct Forward {
         const bool diagonal = a.causal && n >= unmasked_diag;
         // A warp whose rows see no key of a diagonal tile skips it: p = 0 and alpha = 1 there, so skipping is
         // exact (the host model leaves such rows untouched too).
-        const bool warp_sees = !diagonal || q0 + warp_row0 + Cfg::kRowsPerWarp + a.causal_offset > k0;
+        // (A wgmma is issued by the whole warpgroup: there the test is per warpgroup.)
+        const int sees_row0 = kWg ? warp / kWarpsPerWarpgroup * kWgmmaRows : warp_row0;
+        const int sees_rows = kWg ? kWgmmaRows : Cfg::kRowsPerWarp;
+        const bool warp_sees = !diagonal || q0 + sees_row0 + sees_rows + a.causal_offset > k0;
         uint32_t pa[kM][kNS / 2][4];  // P rounded to T, A-fragment layout
         if (warp_sees) {
           float s[kM][kNS][4];  // (kRowsPerWarp, kBlockN) scores, then p
+#if defined(FLASHCHECK_TC_WGMMA)
+          if constexpr (kWg) {
+            qk_wgmma(s, q_smem, k_smem, warp / kWarpsPerWarpgroup);
+          } else {
+            qk(s, q_lane, k_smem + k_lane_off);
+          }
+#else
           qk(s, q_lane, k_smem + k_lane_off);
+#endif
           if (n >= unmasked) apply_mask(s, a, q0 + warp_row0, k0, quad_row, quad_col);
           softmax(s, st, a.scale_log2);
           pack_p(s, pa);
@@ -476,7 +557,15 @@ struct Forward {
         const bool exact = diagonal && __syncthreads_or(hidden_v_nonfinite(v_smem, a, q0, k0));
         if (warp_sees) {
           if (!exact) {
+#if defined(FLASHCHECK_TC_WGMMA)
+            if constexpr (kWg) {
+              pv_wgmma(pa, st, v_smem);
+            } else {
+              pv(pa, st, v_smem + v_lane_off);
+            }
+#else
             pv(pa, st, v_smem + v_lane_off);
+#endif
           } else {
             pv_exact(pa, st, v_smem, a, q0 + warp_row0, k0, lane);
           }
@@ -516,7 +605,7 @@ struct Forward {
           for (int nt = 0; nt < kNO; ++nt) {
             const float o0 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh], l);
             const float o1 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh + 1], l);
-            st_shared_b32(q_smem + local_row * kPitch + (nt * kMmaN + quad_col) * kElementBytes, Ops::pack(o0, o1));
+            st_shared_b32(q_smem + chunk_offset<Cfg::kBlockM>(local_row, nt) + quad_col * kElementBytes, Ops::pack(o0, o1));
           }
           if (lane % kQuad == 0 && row < a.seqlen_q) {
             const float m_natural = st.row_max[mt][hh] * a.scale_abs;
@@ -541,7 +630,7 @@ struct Forward {
         const int col = (idx % Cfg::kChunksPerRow) * kChunkElems;
         const int64_t row = q0 + local_row;
         if (row >= a.seqlen_q || col >= a.head_dim) continue;
-        const uint32_t src = q_smem + local_row * kPitch + col * kElementBytes;
+        const uint32_t src = q_smem + chunk_offset<Cfg::kBlockM>(local_row, col / kChunkElems);
         T* dst = o_head + row * a.o.row_stride + col;
         if (col + kChunkElems <= a.head_dim) {
           *reinterpret_cast<uint4*>(dst) = ld_shared_v4(src);
@@ -563,7 +652,7 @@ struct Forward {
 template <typename T, class Cfg, bool kInstrument>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     tensor_core_forward_kernel(const __grid_constant__ KernelArgs args) {
-  extern __shared__ __align__(128) uint8_t smem[];
+  extern __shared__ __align__(1024) uint8_t smem[];
   Forward<T, Cfg, kInstrument>::run(args, smem);
 }
 

@@ -74,6 +74,38 @@ __device__ __forceinline__ float ex2_approx(float x) {
 }
 
 // Per-dtype mma and conversions. `lo` lands in the low half (the lower column index of a fragment pair).
+// ---- sm_90a warpgroup MMA support (the MMAs themselves: wgmma_ops.cuh, generated).
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+// Shared-memory writes of the generic proxy (cp.async, st.shared) made visible to the async proxy (wgmma).
+__device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Registers an in-flight wgmma reads or writes: an empty asm that "modifies" them pins their uses to this
+// point, so the compiler neither reads accumulators before the wait nor reuses A registers before it.
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&d)[N][4]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[j][e])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_operands(uint32_t (&a)[N][4]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[j][e])::"memory");
+}
+// Shared-memory matrix descriptor of a 128-byte-swizzled operand (PTX ISA, wgmma matrix descriptor): start
+// address, leading and stride byte offsets (all >> 4), layout type 1 = 128-byte swizzle in bits 62-63.
+__device__ __forceinline__ uint64_t sw128_descriptor(uint32_t addr, uint32_t leading_bytes, uint32_t stride_bytes) {
+  return (static_cast<uint64_t>(addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(leading_bytes >> 4) << 16) |
+         (static_cast<uint64_t>(stride_bytes >> 4) << 32) | (uint64_t{1} << 62);
+}
+
 template <typename T>
 struct DtypeOps;
 

@@ -20,13 +20,22 @@ inline constexpr int kSmemPerSm = 228 * 1024;        // sm_90 shared memory per 
 inline constexpr int kSmemReservedPerBlock = 1024;   // the runtime's share of each CTA
 inline constexpr int kRegistersPerSm = 64 * 1024;
 
-template <int HeadDim, int BlockM, int BlockN, int Warps, int Stages>
+inline constexpr int kWgmmaRows = 64;         // wgmma m64nNk16: rows per warpgroup
+inline constexpr int kWarpsPerWarpgroup = 4;
+inline constexpr int kSwizzleRowBytes = 128;  // 128-byte swizzle: 64 fp16/bf16 elements per row of a column block
+inline constexpr int kSwizzleAtomRows = 8;    // 8 rows x 128 bytes = one 1024-byte swizzle atom
+
+template <int HeadDim, int BlockM, int BlockN, int Warps, int Stages, bool Wgmma = false>
 struct TileConfig {
   static constexpr int kHeadDim = HeadDim;  // padded head_dim: the family
   static constexpr int kBlockM = BlockM;    // query rows per CTA
   static constexpr int kBlockN = BlockN;    // keys per K/V tile
   static constexpr int kWarps = Warps;
   static constexpr int kStages = Stages;    // K/V tiles in flight (cp.async ring)
+  // sm_90a: S and P*V on warpgroup MMAs reading Q, K, V from 128-byte-swizzled shared memory (column blocks of
+  // 64 elements, each row 128 bytes, 16-byte chunk c of row r stored at chunk c ^ (r % 8)); otherwise
+  // mma.sync with ldmatrix from padded rows. The register fragments are the same.
+  static constexpr bool kWgmma = Wgmma;
   static constexpr int kThreads = Warps * kWarpSize;
   static constexpr int kRowsPerWarp = BlockM / Warps;     // warps split the Q tile by rows
   static constexpr int kMTiles = kRowsPerWarp / kMmaM;    // m16 tiles per warp: B fragments reused kMTiles times
@@ -36,19 +45,23 @@ struct TileConfig {
   // Odd row pitch in 16-byte chunks: the 8 rows one ldmatrix phase reads fall in 8 distinct 4-bank groups,
   // and a cp.async phase writes 128 contiguous bytes, so neither conflicts. Padding works for every family
   // (an XOR swizzle needs a power-of-two chunk count; 96 and 160 have none).
-  static constexpr int kSmemRowChunks = kChunksPerRow | 1;
+  static constexpr int kSmemRowChunks = Wgmma ? kChunksPerRow : (kChunksPerRow | 1);
   static constexpr int kSmemRowBytes = kSmemRowChunks * kChunkBytes;
   static constexpr int kQSmemBytes = BlockM * kSmemRowBytes;    // (kBlockM, kHeadDim), reused to stage O
   static constexpr int kKVTileSmemBytes = BlockN * kSmemRowBytes;  // (kBlockN, kHeadDim)
   static constexpr int kStageSmemBytes = 2 * kKVTileSmemBytes;     // K then V
-  static constexpr int kSmemBytes = kQSmemBytes + Stages * kStageSmemBytes;
+  // Swizzle atoms must start on 1024-byte boundaries: the kernel aligns the dynamic shared memory itself.
+  static constexpr int kSmemAlignSlack = Wgmma ? 1024 : 0;
+  static constexpr int kSmemBytes = kQSmemBytes + Stages * kStageSmemBytes + kSmemAlignSlack;
   // CTAs per SM the register cap aims at: the O and S accumulators (kMTiles * 4 * (kNTilesO + kNTilesS)
   // fp32 registers) plus about 32 for addresses and row statistics, bounded by shared memory.
   static constexpr int kRegsEstimate = kMTiles * 4 * (kNTilesO + kNTilesS) + 32;
   static constexpr int kBlocksByRegs = kRegistersPerSm / (kThreads * kRegsEstimate);
   static constexpr int kBlocksBySmem = kSmemPerSm / (kSmemBytes + kSmemReservedPerBlock);
+  // wgmma tiles hold S and O of 16 rows per warp at full width: one CTA of 8 warps per SM, all registers.
   static constexpr int kMinBlocksPerSm =
-      kBlocksByRegs < 1 ? 1 : (kBlocksByRegs < kBlocksBySmem ? kBlocksByRegs : kBlocksBySmem);
+      Wgmma ? (Warps == kWarpsPerWarpgroup && kBlocksBySmem >= 2 ? 2 : 1)
+            : (kBlocksByRegs < 1 ? 1 : (kBlocksByRegs < kBlocksBySmem ? kBlocksByRegs : kBlocksBySmem));
 
   static_assert(HeadDim % kMmaK == 0, "head_dim family must be a multiple of the mma K depth (16)");
   static_assert(BlockM % Warps == 0 && kRowsPerWarp % kMmaM == 0, "each warp owns whole m16 row tiles");
@@ -59,6 +72,9 @@ struct TileConfig {
   static_assert((kRowsPerWarp * kChunksPerRow) % kWarpSize == 0, "O rows of a warp store evenly over its lanes");
   static_assert(Stages >= 2, "the ring needs one tile computing and one arriving");
   static_assert(kSmemBytes <= kMaxSmemPerBlock, "shared memory exceeds the sm_90 per-block limit");
+  static_assert(!Wgmma || (HeadDim % 64 == 0 && BlockN % 64 == 0 && BlockM == Warps / kWarpsPerWarpgroup * kWgmmaRows &&
+                           (Warps * kWarpSize / kChunksPerRow) % kSwizzleAtomRows == 0),
+                "wgmma tiles: whole 64-element column blocks, 64 rows per warpgroup, load passes in whole atoms");
 };
 
 // A tile shape chosen per head-dim family.
@@ -67,10 +83,21 @@ struct TileShape {
   int block_n;
   int warps;
   int stages;
+  bool wgmma = false;
 };
 
 // Hopper (sm_90, mma.sync path): one choice per family, measured on H100 (NOTES.md).
 constexpr TileShape tile_shape_sm90(int head_dim_padded) {
+#if defined(FLASHCHECK_TC_WGMMA)
+  // sm_90a builds: two warpgroups of 64 query rows each, S = Q K^T and O += P V on wgmma (NOTES.md).
+  // Measured on H100 against the two-CTA variant (64 rows, one warpgroup a CTA): NOTES.md, "wgmma tiles".
+  switch (head_dim_padded) {
+    case 64: return {64, 128, 4, 2, true};    // one warpgroup, two CTAs per SM: +5-12% over 128 rows
+    case 128: return {128, 128, 8, 2, true};  // S 64 + O 64 fp32 registers a thread; 161 KB smem
+    case 256: return {128, 64, 8, 2, true};   // S 32 + O 128; 193 KB smem
+    default: break;
+  }
+#endif
   switch (head_dim_padded) {
     case 32: return {128, 64, 4, 2};    // as 64
     case 64: return {128, 64, 4, 2};    // small O and S: 168 regs, three CTAs per SM; beat 128x128 (NOTES.md)
@@ -94,6 +121,7 @@ constexpr int family_head_dim(int64_t head_dim) {
 
 template <int HeadDimPadded>
 using Sm90Tile = TileConfig<HeadDimPadded, tile_shape_sm90(HeadDimPadded).block_m, tile_shape_sm90(HeadDimPadded).block_n,
-                            tile_shape_sm90(HeadDimPadded).warps, tile_shape_sm90(HeadDimPadded).stages>;
+                            tile_shape_sm90(HeadDimPadded).warps, tile_shape_sm90(HeadDimPadded).stages,
+                            tile_shape_sm90(HeadDimPadded).wgmma>;
 
 }  // namespace flashcheck::tensor_core
