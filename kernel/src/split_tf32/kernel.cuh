@@ -375,11 +375,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         cp_async_commit();
       }
 
-      if (!v_exact) {
-        // O += P V on tensor cores, two k8 steps per chain. k8 step j of P V is S tile j: with key k-slot
-        // t <-> key 2t and slot t+4 <-> key 2t+1, the S accumulator is already the A fragment (no shuffles),
-        // and lane (g, t) reads V rows 2t and 2t+1 of the step. B column g of output tile (q, i) is head dim
-        // kPvDimsPerLoad q + 4g + i, so one float4 per V row feeds four output tiles.
+      // O += P V on tensor cores, two k8 steps per chain. k8 step j of P V is S tile j: with key k-slot
+      // t <-> key 2t and slot t+4 <-> key 2t+1, the S accumulator is already the A fragment (no shuffles),
+      // and lane (g, t) reads V rows 2t and 2t+1 of the step. B column g of output tile (q, i) is head dim
+      // kPvDimsPerLoad q + 4g + i, so one float4 per V row feeds four output tiles. With kReadAsZero, V
+      // entries the split cannot carry (inf, NaN, |v| >= kTf32Overflow) enter as 0.
+      const auto pv_tensor_cores = [&](auto read_as_zero) {
+        constexpr bool kReadAsZero = decltype(read_as_zero)::value;
+        const auto split_v = [](float x) {
+          if constexpr (kReadAsZero) {
+            if (!(fabsf(x) < kTf32Overflow)) return Tf32Split{0u, 0u};
+          }
+          return split_tf32(x);
+        };
 #pragma unroll
         for (int j = 0; j < kSTiles; j += kStepsPerChain) {
           const Tf32Split pa0[4] = {split_tf32(s[j][0]), split_tf32(s[j][2]), split_tf32(s[j][1]),
@@ -397,10 +405,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
                 *reinterpret_cast<const float4*>(v_rows + (kMmaN + 1) * kVStride + q * kPvDimsPerLoad)};
 #pragma unroll
             for (int i = 0; i < kFloat4Lanes; ++i) {
-              const Tf32Split vb0[2] = {split_tf32(float4_lane(v_rows4[0], i)),
-                                        split_tf32(float4_lane(v_rows4[1], i))};
-              const Tf32Split vb1[2] = {split_tf32(float4_lane(v_rows4[2], i)),
-                                        split_tf32(float4_lane(v_rows4[3], i))};
+              const Tf32Split vb0[2] = {split_v(float4_lane(v_rows4[0], i)),
+                                        split_v(float4_lane(v_rows4[1], i))};
+              const Tf32Split vb1[2] = {split_v(float4_lane(v_rows4[2], i)),
+                                        split_v(float4_lane(v_rows4[3], i))};
               float part[4];
               mma_split_2steps(part, pa0, vb0, pa1, vb1);
 #pragma unroll
@@ -408,10 +416,43 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
             }
           }
         }
+      };
+
+      if (!v_exact) {
+        pv_tensor_cores(std::false_type{});
       } else {
-        // V holds a value the split cannot carry (inf, NaN, |v| >= kTf32Overflow): fp32 FMAs on CUDA cores,
-        // one key at a time, each (row, key) predicated on visibility so a hidden key's V never reaches O
-        // (0 * inf would). P of key 8j + 2u + c sits in lane u of the quad, element c (+2 for row g + 8).
+        // V holds a value the split cannot carry. Rows that see such a key in this tile take fp32 FMAs on
+        // CUDA cores, one key at a time, each (row, key) predicated on visibility so a hidden key's V never
+        // reaches O (0 * inf would); the other rows stay on the tensor cores with those entries read as 0
+        // (their p there is 0, as for any hidden key). A row's arithmetic so depends only on the keys it sees:
+        // a causal row is bit-identical whatever its hidden keys hold. (Block-uniform branch, rare tiles.)
+        __shared__ uint32_t bad_keys[(Cfg::kBlockN + 31) / 32];  // keys whose V row the split cannot carry
+        if (threadIdx.x < (Cfg::kBlockN + 31) / 32) bad_keys[threadIdx.x] = 0u;
+        __syncthreads();
+        constexpr int kVChunks = Cfg::kBlockN * Cfg::kChunksPerRow;
+#pragma unroll
+        for (int c = 0; c < kVChunks / Cfg::kThreads; ++c) {
+          const int chunk = threadIdx.x + c * Cfg::kThreads;
+          const int r = chunk / Cfg::kChunksPerRow;
+          const float4 x = *reinterpret_cast<const float4*>(v_smem + r * kVStride + (chunk % Cfg::kChunksPerRow) * kFloat4Lanes);
+          if (!(fabsf(x.x) < kTf32Overflow) || !(fabsf(x.y) < kTf32Overflow) || !(fabsf(x.z) < kTf32Overflow) ||
+              !(fabsf(x.w) < kTf32Overflow)) {
+            atomicOr(&bad_keys[r / 32], 1u << (r % 32));
+          }
+        }
+        __syncthreads();
+        bool exact_row[2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int64_t limit = min(max(row_keys[half] - k0, int64_t{0}), int64_t{Cfg::kBlockN});
+          bool any = false;
+          for (int w = 0; w * 32 < limit; ++w) {
+            const int bits = static_cast<int>(min(limit - w * 32, int64_t{32}));
+            const uint32_t below = bits == 32 ? 0xffffffffu : (1u << bits) - 1u;
+            any |= (bad_keys[w] & below) != 0u;
+          }
+          exact_row[half] = any;
+        }
 #pragma unroll
         for (int j = 0; j < kSTiles; ++j) {
 #pragma unroll
@@ -428,7 +469,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                   const int half = e / 2;
-                  const bool visible = k0 + key_in_tile < row_keys[half];
+                  const bool visible = exact_row[half] && k0 + key_in_tile < row_keys[half];
 #pragma unroll
                   for (int i = 0; i < kFloat4Lanes; ++i) {
                     const float prod_acc = fmaf(p_row[half], float4_lane(v_col[e % 2], i), acc[q][i][e]);
@@ -439,6 +480,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
             }
           }
         }
+        // Those rows are done with this tile: zero weight on the tensor cores.
+#pragma unroll
+        for (int j = 0; j < kSTiles; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[j][e] = exact_row[e / 2] ? 0.0f : s[j][e];
+        }
+        pv_tensor_cores(std::true_type{});
       }
 
       if constexpr (kInst) {

@@ -320,26 +320,37 @@ struct Forward {
     }
   }
 
-  // True if a V row that the tile's first row may not see holds inf or NaN. On the tensor cores such a
-  // row would reach every row of the m16 tile through p = 0: 0 * inf = NaN. Keys past seqlen_k are zeros.
-  __device__ static bool hidden_v_nonfinite(uint32_t v_smem, const KernelArgs& a, int64_t q0, int64_t k0) {
+  // Visits this thread's 16-byte chunks of the V rows that the tile's first row may not see (keys past
+  // seqlen_k are zeros): f(key in tile, chunk address, word, non-finite mask of the word's two halves).
+  template <typename F>
+  __device__ static void for_hidden_v_words(uint32_t v_smem, const KernelArgs& a, int64_t q0, int64_t k0, F&& f) {
     const int64_t lo = max(k0, q0 + a.causal_offset + 1) - k0;
     const int64_t hi = min(k0 + Cfg::kBlockN, a.seqlen_k) - k0;
     constexpr int kPerThread = Cfg::kBlockN * Cfg::kChunksPerRow / Cfg::kThreads;
-    uint32_t bad = 0;
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
       const int idx = static_cast<int>(threadIdx.x) + i * Cfg::kThreads;
       const int row = idx / Cfg::kChunksPerRow;
       if (row >= lo && row < hi) {
-        const uint4 w = ld_shared_v4(v_smem + chunk_offset<Cfg::kBlockN>(row, idx % Cfg::kChunksPerRow));
+        const uint32_t addr = v_smem + chunk_offset<Cfg::kBlockN>(row, idx % Cfg::kChunksPerRow);
+        const uint4 w = ld_shared_v4(addr);
         const uint32_t words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-        for (const uint32_t x : words) {
-          bad |= static_cast<uint32_t>((x & Ops::kExpLo) == Ops::kExpLo) | static_cast<uint32_t>((x & Ops::kExpHi) == Ops::kExpHi);
+        for (int k = 0; k < 4; ++k) {
+          const uint32_t x = words[k];
+          const uint32_t mask = ((x & Ops::kExpLo) == Ops::kExpLo ? 0x0000FFFFu : 0u) |
+                                ((x & Ops::kExpHi) == Ops::kExpHi ? 0xFFFF0000u : 0u);
+          f(row, addr + k * 4, x, mask);
         }
       }
     }
+  }
+
+  // True if a V row that the tile's first row may not see holds inf or NaN. On the tensor cores such a
+  // row would reach every row of the m16 tile through p = 0: 0 * inf = NaN.
+  __device__ static bool hidden_v_nonfinite(uint32_t v_smem, const KernelArgs& a, int64_t q0, int64_t k0) {
+    uint32_t bad = 0;
+    for_hidden_v_words(v_smem, a, q0, k0, [&](int, uint32_t, uint32_t, uint32_t mask) { bad |= mask; });
     return bad != 0;
   }
 
@@ -347,7 +358,7 @@ struct Forward {
   // reaches exactly the rows that see it. P is rounded to T as on the tensor cores; fp32 accumulation.
   // Taken only for diagonal tiles whose hidden V rows hold inf/NaN, so its speed does not matter.
   __device__ static void pv_exact(const uint32_t (&pa)[kM][kNS / 2][4], State& st, uint32_t v_smem, const KernelArgs& a,
-                                  int64_t row_base, int64_t k0, int lane) {
+                                  int64_t row_base, int64_t k0, int lane, const bool (&rows)[kM][2]) {
     const int quad_row = lane / kQuad;
     const int quad_col = (lane % kQuad) * 2;
     int rel[kM][2];  // row sees keys k0 + [0, rel)
@@ -357,7 +368,7 @@ struct Forward {
       for (int h = 0; h < 2; ++h) {
         const int64_t row = row_base + mt * kMmaM + quad_row + h * kMmaN;
         const int64_t limit = min(a.seqlen_k, row + a.causal_offset + 1);
-        rel[mt][h] = static_cast<int>(max(min(limit - k0, int64_t{Cfg::kBlockN}), int64_t{0}));
+        rel[mt][h] = rows[mt][h] ? static_cast<int>(max(min(limit - k0, int64_t{Cfg::kBlockN}), int64_t{0})) : 0;
       }
     // Key j = kk*16 + half*8 + 2q + e sits in register pa[.][kk][h + 2 half] of quad lane q (low half for
     // even e). Only q runs at run time: every register index stays a constant, so pa stays in registers.
@@ -555,20 +566,58 @@ struct Forward {
           pack_p(s, pa);
         }
         const bool exact = diagonal && __syncthreads_or(hidden_v_nonfinite(v_smem, a, q0, k0));
-        if (warp_sees) {
-          if (!exact) {
-#if defined(FLASHCHECK_TC_WGMMA)
-            if constexpr (kWg) {
-              pv_wgmma(pa, st, v_smem);
-            } else {
-              pv(pa, st, v_smem + v_lane_off);
+        if (exact) {
+          // Rows that see a non-finite hidden V row take P V on the CUDA cores, adding only keys they see; then
+          // those V entries are zeroed and every row runs the tensor cores, the exact rows with P = 0. A row's
+          // arithmetic so depends only on the keys it sees: a causal row is bit-identical whatever its hidden
+          // keys hold. (Block-uniform branch, rare tiles.)
+          __shared__ uint32_t bad_keys[(Cfg::kBlockN + 31) / 32];
+          if (threadIdx.x < (Cfg::kBlockN + 31) / 32) bad_keys[threadIdx.x] = 0u;
+          __syncthreads();
+          for_hidden_v_words(v_smem, a, q0, k0, [&](int key, uint32_t, uint32_t, uint32_t mask) {
+            if (mask != 0u) atomicOr(&bad_keys[key / 32], 1u << (key % 32));
+          });
+          __syncthreads();
+          bool exact_rows[kM][2];
+#pragma unroll
+          for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              const int64_t row = q0 + warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
+              const int64_t limit = min(a.seqlen_k, row + a.causal_offset + 1) - k0;
+              bool any = false;
+              for (int w = 0; w * 32 < min(limit, int64_t{Cfg::kBlockN}); ++w) {
+                const int64_t bits = min(limit - w * 32, int64_t{32});
+                any |= (bad_keys[w] & (bits >= 32 ? 0xFFFFFFFFu : (1u << bits) - 1u)) != 0u;
+              }
+              exact_rows[mt][hh] = any;
             }
-#else
-            pv(pa, st, v_smem + v_lane_off);
-#endif
+          if (warp_sees) pv_exact(pa, st, v_smem, a, q0 + warp_row0, k0, lane, exact_rows);
+          __syncthreads();  // every warp is done reading the original V
+          for_hidden_v_words(v_smem, a, q0, k0, [&](int, uint32_t addr, uint32_t x, uint32_t mask) {
+            if (mask != 0u) st_shared_b32(addr, x & ~mask);  // +0 where the half was inf or NaN
+          });
+          if constexpr (kWg) fence_proxy_async_shared();
+          __syncthreads();
+#pragma unroll
+          for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+            for (int kk = 0; kk < kNS / 2; ++kk)
+#pragma unroll
+              for (int hh = 0; hh < 2; ++hh) {
+                if (exact_rows[mt][hh]) pa[mt][kk][hh] = pa[mt][kk][hh + 2] = 0u;
+              }
+        }
+        if (warp_sees) {
+#if defined(FLASHCHECK_TC_WGMMA)
+          if constexpr (kWg) {
+            pv_wgmma(pa, st, v_smem);
           } else {
-            pv_exact(pa, st, v_smem, a, q0 + warp_row0, k0, lane);
+            pv(pa, st, v_smem + v_lane_off);
           }
+#else
+          pv(pa, st, v_smem + v_lane_off);
+#endif
         }
 
         if constexpr (kInstrument) {
