@@ -208,7 +208,10 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
 
     // Error in units of eps * A_k (A_k = sum_j p_j |v_jk|, the scale the error follows), and the RMS pool.
     std::vector<double> emulated;
-    if (options.check_rms) emulated = oracle::emulated_row(problem, row, dtype, config.path);
+    // Tiled like the kernel (its block_n): P is rounded relative to the running max, so the reference must
+    // see the same tiles to be a like-for-like same-precision computation (fuzz finding
+    // model-rms-reference-untiled: a single-tile reference made a healthy model look 1.34x too noisy).
+    if (options.check_rms) emulated = oracle::emulated_row(problem, row, dtype, config.path, config.block_n, &exact);
     for (int64_t k = 0; k < head_dim; ++k) {
       const size_t kk = static_cast<size_t>(k);
       const double want = exact.o[kk];
