@@ -21,7 +21,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kU32 = 0x1p-24;
 constexpr double kUMma = 0x1p-23;  // tensor-core fp32 accumulation truncates (Fasi et al. 2021): one ulp, 2u
 // An mma adds its k products to the accumulator with at most one extra alignment/truncation per update;
-// k >= 4 for every shape used (m16n8k4/k8 tf32, m16n8k16 fp16/bf16), so n terms see <= n + ceil(n/4) roundings.
+// k >= 4 for every shape used (m16n8k4/k8 tf32, m16n8k16 fp16/bf16, sm_90a wgmma m64nNk16), so n terms see
+// <= n + ceil(n/4) roundings.
 constexpr int64_t kMmaKMin = 4;
 // Split tf32 (hi = tf32(x), lo = tf32(x - hi), both round to nearest): |x - hi - lo| <= 2^-22 |x|, and the
 // dropped lo*lo' + hi*r' + r*hi' (+ smaller) of a product is below 3 * 2^-22 * (1 + 2^-10) |x y|.
