@@ -198,11 +198,9 @@ struct Forward {
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / kMmaK; ++kk) {
       const uint32_t b = v_smem + kk * kMmaK * kSwizzleRowBytes;
-#if defined(FLASHCHECK_WGMMA_V_SWAP)  // development switch: the other reading of the MN-major offsets
-      const uint64_t desc = sw128_descriptor(b, kAtomBytes, kColumnBlockBytes);
-#else
+      // MN-major: the leading offset steps between 64-column blocks, the stride between 8-key atoms (the
+      // reading kernel_gpu_test confirmed on the H100 for every wgmma family).
       const uint64_t desc = sw128_descriptor(b, kColumnBlockBytes, kAtomBytes);
-#endif
       wgmma::Mma<T, Cfg::kHeadDim>::rs(st.acc_o[0], pa[0][kk], desc, 1);
     }
     wgmma_commit();
