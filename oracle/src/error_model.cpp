@@ -147,9 +147,8 @@ RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_
   const double growth = std::exp(x_max);  // e^x - 1 <= x e^x: turns argument errors into weight errors
   const double theta_max = std::expm1(x_max);
   const double theta_mean = growth * weighted + nd * kFlushWeight / exact.l;
-  // The first-order analysis needs the oracle's own O and l to first order (finite o_err, l_rel_err).
-  const bool oracle_first_order = std::isfinite(exact.l_rel_err);
-  const bool linear = oracle_first_order && x_max <= kLinearizationLimit && theta_mean <= kLinearizationLimit;
+  // The first-order analysis needs the oracle's own O and l to first order.
+  const bool linear = first_order_accurate(exact) && x_max <= kLinearizationLimit && theta_mean <= kLinearizationLimit;
 
   const double g_pv = gamma_n(pm.pv_terms, pm.pv_unit);
   const double g_l = gamma_n(pm.l_terms, pm.l_unit);

@@ -16,6 +16,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -79,6 +80,11 @@ struct RowResult {
                                  // kernel's fp32 scores (or x - m) may overflow: outside its domain
   bool accum_overflow = false;   // sum_j |v_jk| exceeds FLT_MAX/4: the fp32 accumulator may overflow
 };
+
+// False where the tier's own error analysis no longer holds (scores so large that their rounding in the
+// tier is of order one): O and l are then of unknown accuracy (o_err and l_rel_err infinite); m and LSE
+// keep their bounds. Only the hull bound and no statistical check apply to such a row.
+inline bool first_order_accurate(const RowResult& r) { return r.l_rel_err < std::numeric_limits<double>::infinity(); }
 
 // The exact result of one row. Deterministic; the fast tier costs O(seqlen_k * head_dim) double operations,
 // the gold tier that many 113-bit operations (see docs/error-model.md for throughput).
