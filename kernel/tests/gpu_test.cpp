@@ -274,6 +274,69 @@ TEST(Gpu_AllDtypes, HiddenUnsplittableVLeavesCausalRowsBitIdentical) {
 #endif
 }
 
+// Persistent CTAs (tensor_core/schedule.h): with more work items than CTAs fit on the GPU, each CTA loops and
+// loads the next item's Q and first K/V tile during the current item's last tile. Scheduling must not change a
+// bit: the whole batch in one launch equals one launch per batch element (few items: one item per CTA).
+// The shapes mix items without K/V tiles (bottom-right, seqlen_q - seqlen_k >= a Q tile), single-tile items,
+// GQA, a negative scale and an mma.sync family (96); schedule_test checks the causal ones plan persistent on an
+// H100 (the others always do with more items than resident CTAs).
+TEST(Gpu_F16Bf16, PersistentGridMatchesOneLaunchPerBatch) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  struct Shape {
+    DType dtype;
+    int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+    Mask mask;
+    float scale_sign;
+  };
+  const Shape shapes[] = {
+      {DType::kF16, 16, 8, 2, 300, 300, 128, Mask::kNone, 1.0f},
+      {DType::kBF16, 16, 8, 8, 512, 512, 64, Mask::kCausalTopLeft, 1.0f},
+      {DType::kF16, 16, 8, 4, 400, 200, 256, Mask::kCausalBottomRight, 1.0f},
+      {DType::kBF16, 32, 16, 4, 256, 1000, 96, Mask::kCausalTopLeft, -1.0f},
+      {DType::kF16, 64, 16, 16, 64, 64, 64, Mask::kNone, 1.0f},
+      {DType::kBF16, 16, 16, 2, 777, 333, 128, Mask::kCausalBottomRight, 1.0f},
+  };
+  uint64_t seed = 4000;
+  for (const Shape& sh : shapes) {
+    const ProblemSpec spec{sh.dtype, sh.batch, sh.heads_q, sh.heads_kv, sh.seqlen_q, sh.seqlen_k, sh.head_dim,
+                           sh.mask, Layout::kBHSD, 0, ++seed};
+    Problem whole, split;
+    test::make_problem(spec, &whole);
+    test::make_problem(spec, &split);
+    whole.params.softmax_scale *= sh.scale_sign;
+    split.params.softmax_scale *= sh.scale_sign;
+    const std::string what = spec.name() + " scale " + std::to_string(whole.params.softmax_scale);
+    ASSERT_EQ(select_config(whole.params).path, ComputePath::kTensorCore) << what;
+    ASSERT_TRUE(test::run_on_device(&whole, [&](const Params& dp) { return run(dp); }).ok()) << what;
+    const Status st = test::run_on_device(&split, [&](const Params& dp) {
+      const int64_t elem = dtype_size(dp.dtype);
+      for (int64_t b = 0; b < dp.batch; ++b) {
+        Params one = dp;
+        one.batch = 1;
+        one.q = static_cast<const char*>(dp.q) + b * dp.q_stride.batch * elem;
+        one.k = static_cast<const char*>(dp.k) + b * dp.k_stride.batch * elem;
+        one.v = static_cast<const char*>(dp.v) + b * dp.v_stride.batch * elem;
+        one.o = static_cast<char*>(dp.o) + b * dp.o_stride.batch * elem;
+        one.lse = dp.lse + b * dp.heads_q * dp.seqlen_q;
+        if (Status s = run(one); !s.ok()) return s;
+      }
+      return Status::ok_status();
+    });
+    ASSERT_TRUE(st.ok()) << what << ": " << st.message();
+    ASSERT_EQ(whole.o.size(), split.o.size());
+    for (size_t i = 0; i < whole.o.size(); ++i) {
+      ASSERT_EQ(whole.o[i], split.o[i]) << what << ": O byte " << i << " differs between one launch and per-batch launches";
+    }
+    for (size_t i = 0; i < whole.lse.size(); ++i) {
+      ASSERT_EQ(std::memcmp(&whole.lse[i], &split.lse[i], sizeof(float)), 0) << what << ": LSE " << i;
+    }
+    // And against the model and the double reference on the smallest shape (the reference is O(B H Sq Sk d)).
+    if (sh.head_dim == 64 && sh.seqlen_q == 64) check_against_model(spec, Route::kRun);
+  }
+#endif
+}
+
 // batch, heads or seqlen_q of 0 is a successful no-op that writes nothing (poisoned buffers stay poisoned).
 TEST(Gpu_F16, ZeroSizeNoOpWritesNothing) {
   SKIP_WITHOUT_DEVICE();

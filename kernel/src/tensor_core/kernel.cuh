@@ -14,6 +14,7 @@
 
 #include "forward.h"
 #include "ptx.cuh"
+#include "schedule.h"
 #include "tile_config.h"
 #if defined(FLASHCHECK_TC_WGMMA)
 #include "wgmma_ops.cuh"
@@ -432,6 +433,55 @@ struct Forward {
     }
   }
 
+  // One work item: Q tile q_tile of (batch b, query head h), in the order of schedule.h.
+  struct Item {
+    int64_t bh;  // b * heads_q + h: the row block of LSE
+    int64_t b, h, hk;
+    int64_t q0, q_rows;
+    int n_tiles;        // K/V tiles the Q tile reads
+    int unmasked;       // tiles before it need no mask (causal diagonal or seqlen_k tail)
+    int unmasked_diag;  // tiles from it on are causal diagonal tiles
+  };
+
+  __device__ static Item item_at(const KernelArgs& a, int64_t item) {
+    Item it;
+    // Consecutive items share a head, so its K/V stays in L2; within a head the longest causal tiles go first.
+    it.bh = item / a.q_tiles;
+    const int64_t q_tile = a.q_tiles - 1 - (item - it.bh * a.q_tiles);
+    it.b = it.bh / a.heads_q;
+    it.h = it.bh - it.b * a.heads_q;
+    it.hk = it.h / a.group_size;
+    it.q0 = q_tile * Cfg::kBlockM;
+    it.q_rows = min(int64_t{Cfg::kBlockM}, a.seqlen_q - it.q0);
+    // Tile indices fit in int: seqlen_k / kBlockN < 2^31 for any tensor a GPU can hold.
+    it.n_tiles = static_cast<int>(key_tiles(it.q0, it.q_rows, a.seqlen_k, a.causal, a.causal_offset, Cfg::kBlockN));
+    int64_t unmasked_causal = a.seqlen_k / Cfg::kBlockN;
+    if (a.causal) {
+      const int64_t first_row_keys = it.q0 + 1 + a.causal_offset;  // keys visible to the tile's first row
+      unmasked_causal = first_row_keys > 0 ? first_row_keys / Cfg::kBlockN : 0;
+    }
+    it.unmasked = static_cast<int>(min(unmasked_causal, a.seqlen_k / Cfg::kBlockN));
+    it.unmasked_diag = static_cast<int>(min(unmasked_causal, int64_t{it.n_tiles}));
+    return it;
+  }
+
+  // cp.async of the item's Q tile, one commit group.
+  __device__ static void load_q(const KernelArgs& a, const Item& it, uint32_t q_smem, const LoadSlot& slot) {
+    const T* q_head = static_cast<const T*>(a.q.ptr) + it.b * a.q.batch_stride + it.h * a.q.head_stride;
+    load_tile<Cfg::kBlockM>(q_smem, q_head, it.q0, a.q.row_stride, it.q_rows, slot);
+    cp_async_commit();
+  }
+
+  // cp.async of the item's K/V tile n (n < n_tiles) into one ring stage: K, then V, one commit group.
+  __device__ static void load_kv(const KernelArgs& a, const Item& it, int n, uint32_t stage, const LoadSlot& slot) {
+    const T* k_head = static_cast<const T*>(a.k.ptr) + it.b * a.k.batch_stride + it.hk * a.k.head_stride;
+    const T* v_head = static_cast<const T*>(a.v.ptr) + it.b * a.v.batch_stride + it.hk * a.v.head_stride;
+    const int64_t k0 = int64_t{n} * Cfg::kBlockN;
+    load_tile<Cfg::kBlockN>(stage, k_head, k0, a.k.row_stride, a.seqlen_k - k0, slot);
+    load_tile<Cfg::kBlockN>(stage + Cfg::kKVTileSmemBytes, v_head, k0, a.v.row_stride, a.seqlen_k - k0, slot);
+    cp_async_commit();
+  }
+
   __device__ static void run(const KernelArgs& a, uint8_t* smem) {
     const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
     const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
@@ -450,49 +500,32 @@ struct Forward {
     const uint32_t v_lane_off = (lane % 16) * kPitch + (lane / 16) * kChunkBytes;
     const LoadSlot slot = load_slot(a.head_dim);
 
-    for (int64_t item = blockIdx.x; item < a.work_items; item += gridDim.x) {
-      // Consecutive CTAs share a head, so its K/V stays in L2; within a head the longest causal tiles go first.
-      const int64_t bh = item / a.q_tiles;
-      const int64_t q_tile = a.q_tiles - 1 - (item - bh * a.q_tiles);
-      const int64_t heads_q = a.heads_q;
-      const int64_t b = bh / heads_q;
-      const int64_t h = bh - b * heads_q;
-      const int64_t hk = h / a.group_size;
-      const int64_t q0 = q_tile * Cfg::kBlockM;
-      const int64_t q_rows = min(int64_t{Cfg::kBlockM}, a.seqlen_q - q0);
-
-      // K tiles this Q tile reads, and the first one that needs a mask (causal diagonal or seqlen_k tail).
-      int64_t key_end = a.seqlen_k;
-      int64_t unmasked_causal = key_end / Cfg::kBlockN;
-      if (a.causal) {
-        key_end = max(int64_t{0}, min(key_end, q0 + q_rows + a.causal_offset));
-        const int64_t first_row_keys = q0 + 1 + a.causal_offset;  // keys visible to the tile's first row
-        unmasked_causal = first_row_keys > 0 ? first_row_keys / Cfg::kBlockN : 0;
-      }
-      // Tile indices fit in int: seqlen_k / kBlockN < 2^31 for any tensor a GPU can hold.
-      const int n_tiles = static_cast<int>((key_end + Cfg::kBlockN - 1) / Cfg::kBlockN);
-      const int unmasked = static_cast<int>(min(unmasked_causal, a.seqlen_k / Cfg::kBlockN));
-      const int unmasked_diag = static_cast<int>(min(unmasked_causal, int64_t{n_tiles}));
-
-      const T* q_head = static_cast<const T*>(a.q.ptr) + b * a.q.batch_stride + h * a.q.head_stride;
-      const T* k_head = static_cast<const T*>(a.k.ptr) + b * a.k.batch_stride + hk * a.k.head_stride;
-      const T* v_head = static_cast<const T*>(a.v.ptr) + b * a.v.batch_stride + hk * a.v.head_stride;
-      const auto load_kv = [&](int n) {
-        const uint32_t k_smem = kv_smem + static_cast<uint32_t>(n % Cfg::kStages) * Cfg::kStageSmemBytes;
-        const int64_t k0 = int64_t{n} * Cfg::kBlockN;
-        if (n < n_tiles) load_tile<Cfg::kBlockN>(k_smem, k_head, k0, a.k.row_stride, a.seqlen_k - k0, slot);
-        cp_async_commit();
-        if (n < n_tiles) {
-          load_tile<Cfg::kBlockN>(k_smem + Cfg::kKVTileSmemBytes, v_head, k0, a.v.row_stride, a.seqlen_k - k0, slot);
-        }
-        cp_async_commit();
-      };
-
+    // The K/V ring of two stages runs across work items: tile n of an item sits in stage (parity + n) % 2, and
+    // during an item's last tile the other stage receives the next item's tile 0 (schedule.h).
+    static_assert(Cfg::kStages == 2, "the ring that runs across work items has two stages");
+    static_assert(Cfg::kQSmemBytes <= Cfg::kStageSmemBytes, "O is staged in the stage of the last K/V tile");
+    const auto stage_smem = [&](int tile) { return kv_smem + static_cast<uint32_t>(tile & 1) * Cfg::kStageSmemBytes; };
+    int parity = 0;           // stage of the current item's tile 0
+    bool prefetched = false;  // the previous item already issued this item's Q and K/V tile 0
+    for (int64_t step = 0;; ++step) {
+      const int64_t item = scheduled_item(blockIdx.x, step, gridDim.x);
+      if (item >= a.work_items) break;
+      const int64_t next_item = scheduled_item(blockIdx.x, step + 1, gridDim.x);
+      const Item it = item_at(a, item);
+      const int n_tiles = it.n_tiles;
+      const int unmasked = it.unmasked;
+      const int unmasked_diag = it.unmasked_diag;
+      const int64_t q0 = it.q0;
+      const int64_t bh = it.bh;
+      const int64_t b = it.b;
+      const int64_t h = it.h;
       // Q and K/V for no visible key are never read: with seqlen_k == 0 the pointers may be null.
-      if (n_tiles > 0) load_tile<Cfg::kBlockM>(q_smem, q_head, q0, a.q.row_stride, q_rows, slot);
-      cp_async_commit();
-#pragma unroll
-      for (int s = 0; s < Cfg::kStages - 1; ++s) load_kv(s);
+      if (!prefetched && n_tiles > 0) {
+        load_q(a, it, q_smem, slot);
+        load_kv(a, it, 0, stage_smem(parity), slot);
+      }
+      // The next item's loads start during this item's last tile if both have K/V tiles.
+      const bool prefetch_next = n_tiles > 0 && next_item < a.work_items && item_at(a, next_item).n_tiles > 0;
 
       State st;
 #pragma unroll
@@ -525,17 +558,23 @@ struct Forward {
       }
 
       for (int n = 0; n < n_tiles; ++n) {
-        const uint32_t k_smem = kv_smem + static_cast<uint32_t>(n % Cfg::kStages) * Cfg::kStageSmemBytes;
+        const uint32_t k_smem = stage_smem(parity + n);
         const uint32_t v_smem = k_smem + Cfg::kKVTileSmemBytes;
         const int64_t k0 = int64_t{n} * Cfg::kBlockN;
-        // K(n) and V(n) landed: pending are the 2 (kStages - 2) groups of the tiles after them.
-        cp_async_wait<2 * (Cfg::kStages - 2)>();
+        // Q (at n == 0), K(n) and V(n) landed: nothing else is in flight.
+        cp_async_wait<0>();
         if (n == 0 && a.negate_q) negate_own_q_chunks(q_smem, slot);
         if constexpr (kWg) fence_proxy_async_shared();  // this thread's Q, K, V writes, before wgmma reads them
         // The one barrier per tile: publishes Q, K(n), V(n) to every warp, and every warp is past P*V of
-        // tile n-1, so its stage takes tile n + kStages - 1, which then has a whole tile's time to arrive.
+        // tile n-1 (or the previous item's epilogue), so that stage takes tile n + 1 (or the next item's tile 0),
+        // which then has a whole tile's time to arrive.
         __syncthreads();
-        load_kv(n + Cfg::kStages - 1);
+        const bool last = n + 1 == n_tiles;
+        if (!last) {
+          load_kv(a, it, n + 1, stage_smem(parity + n + 1), slot);
+        } else if (prefetch_next) {
+          load_kv(a, item_at(a, next_item), 0, stage_smem(parity + n + 1), slot);
+        }
 
         // Causal-masked keys inside a diagonal tile are real K/V rows that later rows of the tile see. Their
         // p is exactly 0 for the rows that may not see them, which is harmless for finite V (0 * v = 0) but
@@ -606,6 +645,12 @@ struct Forward {
                 if (exact_rows[mt][hh]) pa[mt][kk][hh] = pa[mt][kk][hh + 2] = 0u;
               }
         }
+        if (last && prefetch_next) {
+          // Every warp's S of the last tile has read Q (the diagonal test above was a barrier already): the next
+          // item's Q loads during this P*V and the epilogue.
+          if (!diagonal) __syncthreads();
+          load_q(a, item_at(a, next_item), q_smem, slot);
+        }
         if (warp_sees) {
 #if defined(FLASHCHECK_TC_WGMMA)
           if constexpr (kWg) {
@@ -636,9 +681,13 @@ struct Forward {
         }
       }
 
-      // Epilogue: O = acc / l rounded to T, staged through this warp's own Q rows (no other warp reads them),
-      // then 16-byte stores of the real columns; LSE = m*|scale| + ln(l). A row with l == 0 saw no key with a
-      // finite score: O = 0 and LSE = -inf by contract, whatever acc holds.
+      // Epilogue: O = acc / l rounded to T, staged through this warp's own rows of a (kBlockM, kHeadDim) tile
+      // laid out like Q, then 16-byte stores of the real columns; LSE = m*|scale| + ln(l). A row with l == 0 saw
+      // no key with a finite score: O = 0 and LSE = -inf by contract, whatever acc holds.
+      // The staging tile is the stage of the last K/V tile, free once every warp is past its P*V (Q may hold
+      // the next item's tile already); an item without K/V tiles uses the stage the next item's tile 0 skips.
+      const uint32_t o_smem = stage_smem(n_tiles > 0 ? parity + n_tiles - 1 : parity + 1);
+      if (n_tiles > 0) __syncthreads();
       T* o_head = static_cast<T*>(const_cast<void*>(a.o.ptr)) + b * a.o.batch_stride + h * a.o.head_stride;
 #pragma unroll
       for (int mt = 0; mt < kM; ++mt)
@@ -652,7 +701,7 @@ struct Forward {
           for (int nt = 0; nt < kNO; ++nt) {
             const float o0 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh], l);
             const float o1 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh + 1], l);
-            st_shared_b32(q_smem + chunk_offset<Cfg::kBlockM>(local_row, nt) + quad_col * kElementBytes, Ops::pack(o0, o1));
+            st_shared_b32(o_smem + chunk_offset<Cfg::kBlockM>(local_row, nt) + quad_col * kElementBytes, Ops::pack(o0, o1));
           }
           if (lane % kQuad == 0 && row < a.seqlen_q) {
             const float m_natural = st.row_max[mt][hh] * a.scale_abs;
@@ -677,7 +726,7 @@ struct Forward {
         const int col = (idx % Cfg::kChunksPerRow) * kChunkElems;
         const int64_t row = q0 + local_row;
         if (row >= a.seqlen_q || col >= a.head_dim) continue;
-        const uint32_t src = q_smem + chunk_offset<Cfg::kBlockM>(local_row, col / kChunkElems);
+        const uint32_t src = o_smem + chunk_offset<Cfg::kBlockM>(local_row, col / kChunkElems);
         T* dst = o_head + row * a.o.row_stride + col;
         if (col + kChunkElems <= a.head_dim) {
           *reinterpret_cast<uint4*>(dst) = ld_shared_v4(src);
@@ -689,8 +738,10 @@ struct Forward {
           }
         }
       }
-      // The next work item's loads overwrite Q/O and every K/V stage.
-      __syncthreads();
+      // The lanes of this warp are done reading its staged rows before it stages the next item's.
+      __syncwarp();
+      prefetched = prefetch_next;
+      parity = (parity + n_tiles) & 1;
     }
   }
 };
@@ -708,9 +759,26 @@ Status launch_with(const KernelArgs& args, cudaStream_t stream) {
   const auto kernel = tensor_core_forward_kernel<T, Cfg, FLASHCHECK_INSTRUMENT != 0>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err != cudaSuccess) return {StatusCode::kCudaError, cudaGetErrorString(err)};
-  constexpr int64_t kMaxGrid = std::numeric_limits<int32_t>::max();  // CTAs loop over the rest
-  const dim3 grid(static_cast<unsigned>(min(args.work_items, kMaxGrid)));
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(args);
+  // Persistent CTAs (as many as fit at once) or one per work item: schedule.h.
+  int device = 0;
+  int sms = 0;
+  int per_sm = 0;
+  err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Cfg::kThreads, Cfg::kSmemBytes);
+  if (err != cudaSuccess) return {StatusCode::kCudaError, cudaGetErrorString(err)};
+  GridProblem problem;
+  problem.work_items = args.work_items;
+  problem.q_tiles = args.q_tiles;
+  problem.seqlen_q = args.seqlen_q;
+  problem.seqlen_k = args.seqlen_k;
+  problem.causal = args.causal;
+  problem.causal_offset = args.causal_offset;
+  problem.block_m = Cfg::kBlockM;
+  problem.block_n = Cfg::kBlockN;
+  const int64_t grid = plan_grid(problem, int64_t{sms} * per_sm);
+  if (grid < 1) return Status::ok_status();
+  kernel<<<dim3(static_cast<unsigned>(grid)), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(args);
   err = cudaGetLastError();
   if (err != cudaSuccess) return {StatusCode::kCudaError, cudaGetErrorString(err)};
   return Status::ok_status();

@@ -1,0 +1,66 @@
+// Work order of the tensor-core kernel: which work item (batch, head, Q tile) a CTA computes at each step, and
+// how many CTAs a launch uses. Host- and device-visible (no CUDA headers): the kernel and the CPU tests read the
+// same mapping.
+//
+// Items are numbered head by head, and within a head the Q tile with the most K/V tiles comes first (causal:
+// the last Q tile). A CTA visits items scheduled_item(cta, 0), (cta, 1), ... until one is past the end:
+//  - one item per CTA (grid = work_items): the hardware hands out CTAs as SMs free up;
+//  - persistent (grid = CTAs resident at once): each CTA loops, and while it computes the last K/V tile of one
+//    item it already loads the next item's Q and first K/V tile, so a short item's load latency hides behind
+//    the previous item's math (kernel.cuh). Steps alternate direction ("snake"): with causal masks a CTA that
+//    drew a long Q tile in one step draws a short one in the next.
+// plan_grid() picks persistent when the snake order keeps every CTA within kPersistentSlack of a perfect split
+// of the work, and one item per CTA otherwise (long causal sequences over few heads, where the hardware's
+// dynamic hand-out balances better).
+#pragma once
+
+#include <cstdint>
+
+namespace flashcheck::tensor_core {
+
+// The item a CTA computes at step `step` of a grid of `grid` CTAs (even steps run forward, odd steps backward).
+// A bijection of {0..grid-1} x {steps} onto the items: in a partial last step the CTAs that draw an item past
+// the end stop, and those are exactly the CTAs no remaining item maps to.
+constexpr int64_t scheduled_item(int64_t cta, int64_t step, int64_t grid) {
+  return step * grid + (step % 2 == 0 ? cta : grid - 1 - cta);
+}
+
+// K/V tiles of block_n keys that the Q rows [q0, q0 + q_rows) read (causal: key j visible to row i iff
+// j <= i + causal_offset; keys past seqlen_k do not exist).
+constexpr int64_t key_tiles(int64_t q0, int64_t q_rows, int64_t seqlen_k, bool causal, int64_t causal_offset,
+                            int64_t block_n) {
+  int64_t key_end = seqlen_k;
+  if (causal) {
+    const int64_t visible = q0 + q_rows + causal_offset;
+    key_end = visible < 0 ? 0 : (visible < key_end ? visible : key_end);
+  }
+  return (key_end + block_n - 1) / block_n;
+}
+
+// What plan_grid() needs of one launch.
+struct GridProblem {
+  int64_t work_items = 0;  // q_tiles * batch * heads_q
+  int64_t q_tiles = 0;
+  int64_t seqlen_q = 0;
+  int64_t seqlen_k = 0;
+  bool causal = false;
+  int64_t causal_offset = 0;
+  int64_t block_m = 0;
+  int64_t block_n = 0;
+};
+
+// A persistent grid must keep its busiest CTA within this factor of the ideal (total work / CTAs, or the
+// longest item if that is longer). Work of an item = its K/V tiles + kItemOverheadTiles (prologue, epilogue).
+inline constexpr double kPersistentSlack = 1.05;
+inline constexpr double kItemOverheadTiles = 0.5;
+// Beyond this many items the order is not simulated: one item per CTA.
+inline constexpr int64_t kPlanMaxItems = int64_t{1} << 17;
+
+// The grid for a launch with `resident_ctas` CTAs able to run at once (SMs x CTAs per SM), in [1, 2^31 - 1]
+// when work_items >= 1 (0 when there is no work).
+int64_t plan_grid(const GridProblem& problem, int64_t resident_ctas);
+
+// Work of the busiest CTA of a grid of `grid` CTAs under scheduled_item() (in tiles, overhead included).
+double busiest_cta_work(const GridProblem& problem, int64_t grid);
+
+}  // namespace flashcheck::tensor_core

@@ -1,0 +1,130 @@
+// Part of kernel_model_test (cpu): the tensor-core kernel's work order (schedule.h). The snake order must visit
+// every work item exactly once for any grid, and plan_grid() may only choose a persistent grid whose busiest
+// CTA stays within kPersistentSlack of an even split: the GPU tier checks the results, this checks the order.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "tensor_core/schedule.h"
+
+namespace flashcheck::tensor_core {
+namespace {
+
+TEST(TensorCoreSchedule, SnakeOrderVisitsEveryItemOnce) {
+  for (int64_t grid = 1; grid <= 40; ++grid) {
+    for (int64_t items = 0; items <= 7 * grid + 3; ++items) {
+      std::vector<int> visits(static_cast<size_t>(items), 0);
+      for (int64_t cta = 0; cta < grid; ++cta) {
+        // A CTA stops at its first item past the end: none of its later steps may hold a real item.
+        int64_t step = 0;
+        for (; scheduled_item(cta, step, grid) < items; ++step) ++visits[static_cast<size_t>(scheduled_item(cta, step, grid))];
+        for (int64_t later = step + 1; later < step + 3; ++later) {
+          ASSERT_GE(scheduled_item(cta, later, grid), items) << "grid " << grid << " items " << items << " cta " << cta;
+        }
+      }
+      for (int64_t item = 0; item < items; ++item) {
+        ASSERT_EQ(visits[static_cast<size_t>(item)], 1) << "grid " << grid << " items " << items << " item " << item;
+      }
+    }
+  }
+}
+
+TEST(TensorCoreSchedule, KeyTilesFollowTheCausalMask) {
+  // Non-causal: every key tile, including a partial last one.
+  EXPECT_EQ(key_tiles(0, 128, 1000, false, 0, 128), 8);
+  EXPECT_EQ(key_tiles(0, 128, 0, false, 0, 128), 0);
+  // Causal top-left: rows [q0, q0 + q_rows) see keys up to q0 + q_rows - 1.
+  EXPECT_EQ(key_tiles(0, 128, 512, true, 0, 128), 1);
+  EXPECT_EQ(key_tiles(384, 128, 512, true, 0, 128), 4);
+  EXPECT_EQ(key_tiles(0, 1, 512, true, 0, 128), 1);
+  // Bottom-right with seqlen_k < seqlen_q: the first rows see no key at all.
+  EXPECT_EQ(key_tiles(0, 64, 100, true, 100 - 300, 64), 0);
+  EXPECT_EQ(key_tiles(192, 64, 100, true, 100 - 300, 64), 1);
+  // seqlen_k caps the visible keys.
+  EXPECT_EQ(key_tiles(0, 128, 100, true, 1000, 64), 2);
+}
+
+// The FA-paper grid shape: B * N = 16384 tokens, H * d = 2048.
+GridProblem paper_problem(int64_t seqlen, int64_t head_dim, bool causal, int64_t block_m, int64_t block_n) {
+  GridProblem p;
+  p.q_tiles = (seqlen + block_m - 1) / block_m;
+  p.work_items = p.q_tiles * (16384 / seqlen) * (2048 / head_dim);
+  p.seqlen_q = p.seqlen_k = seqlen;
+  p.causal = causal;
+  p.block_m = block_m;
+  p.block_n = block_n;
+  return p;
+}
+
+TEST(TensorCoreSchedule, PlanGridSmallProblemsAndEqualItems) {
+  GridProblem p = paper_problem(1024, 128, false, 128, 128);
+  EXPECT_EQ(plan_grid(p, 132), 132);  // equal items: persistent, an even split
+  p.work_items = 100;
+  EXPECT_EQ(plan_grid(p, 132), 100);  // one wave
+  p.work_items = 0;
+  EXPECT_EQ(plan_grid(p, 132), 0);
+  p.work_items = 5;
+  EXPECT_EQ(plan_grid(p, 0), 1);  // no occupancy figure: still a valid grid
+}
+
+TEST(TensorCoreSchedule, PersistentGridOnlyWhenTheSnakeOrderBalances) {
+  // Short causal sequences: the snake order balances, so the grid is persistent (and its loads overlap).
+  const GridProblem short_causal = paper_problem(512, 128, true, 128, 128);
+  EXPECT_EQ(plan_grid(short_causal, 132), 132);
+  // Long causal sequences over 16 heads: the snake order leaves a CTA ~1.5x the mean, so one CTA per item.
+  const GridProblem long_causal = paper_problem(16384, 128, true, 128, 128);
+  EXPECT_EQ(plan_grid(long_causal, 132), long_causal.work_items);
+  // Whatever it picks on the paper grid, a persistent choice is balanced (the claim plan_grid makes).
+  for (int64_t seqlen : {512, 1024, 2048, 4096, 8192, 16384}) {
+    for (int64_t head_dim : {64, 128, 256}) {
+      const GridProblem p = paper_problem(seqlen, head_dim, true, head_dim == 64 ? 64 : 128, head_dim == 256 ? 64 : 128);
+      const int64_t resident = 132 * (head_dim == 64 ? 2 : 1);
+      const int64_t grid = plan_grid(p, resident);
+      if (grid == resident) {
+        // A one-CTA grid holds all the work: the mean per CTA of the persistent grid.
+        const double mean = busiest_cta_work(p, 1) / static_cast<double>(resident);
+        EXPECT_LE(busiest_cta_work(p, grid), kPersistentSlack * mean + 1e-9)
+            << "N " << seqlen << " d " << head_dim;
+      } else {
+        EXPECT_EQ(grid, p.work_items) << "N " << seqlen << " d " << head_dim;
+      }
+    }
+  }
+}
+
+// The causal shapes of kernel_gpu_test's PersistentGridMatchesOneLaunchPerBatch plan persistent on an H100
+// (132 SMs; CTAs per SM of the family's tiles: d64 and the mma.sync d96 two, d128 and d256 one), so that GPU
+// test exercises the loads carried across items, including items without K/V tiles.
+TEST(TensorCoreSchedule, GpuTestShapesRunPersistentOnH100) {
+  struct Shape {
+    int64_t batch, heads_q, seqlen_q, seqlen_k, block_m, block_n, ctas_per_sm;
+    bool bottom_right;
+  };
+  const Shape shapes[] = {
+      {16, 8, 512, 512, 64, 128, 2, false},   // bf16 d64
+      {16, 8, 400, 200, 128, 64, 1, true},    // f16 d256: Q tile 0 sees no key
+      {32, 16, 256, 1000, 128, 64, 2, false}, // bf16 d96 (mma.sync tiles)
+      {16, 16, 777, 333, 128, 128, 1, true},  // bf16 d128: Q tiles 0-2 see no key
+  };
+  for (const Shape& s : shapes) {
+    GridProblem p;
+    p.q_tiles = (s.seqlen_q + s.block_m - 1) / s.block_m;
+    p.work_items = p.q_tiles * s.batch * s.heads_q;
+    p.seqlen_q = s.seqlen_q;
+    p.seqlen_k = s.seqlen_k;
+    p.causal = true;
+    p.causal_offset = s.bottom_right ? s.seqlen_k - s.seqlen_q : 0;
+    p.block_m = s.block_m;
+    p.block_n = s.block_n;
+    const int64_t resident = 132 * s.ctas_per_sm;
+    EXPECT_EQ(plan_grid(p, resident), resident) << "sq " << s.seqlen_q << " sk " << s.seqlen_k;
+    GridProblem one_batch = p;
+    one_batch.work_items = p.q_tiles * s.heads_q;
+    EXPECT_EQ(plan_grid(one_batch, resident), one_batch.work_items) << "one batch element: one item per CTA";
+  }
+}
+
+}  // namespace
+}  // namespace flashcheck::tensor_core
