@@ -12,7 +12,9 @@ if [ -z "$sanitizer" ] || [ ! -x "$sanitizer" ]; then
   exit 77
 fi
 # The GPU binaries skip every test with "flashcheck-skip: no CUDA device" when none is usable.
-probe=$(FLASHCHECK_CASES=1 "$binary" --gtest_filter='*.RepeatedRunsAreBitIdentical:*.OnlineSoftmaxInvariants' 2>&1)
+# FLASHCHECK_SANITIZER_PROBE: the gtest filter of the probe run (default: two property tests).
+probe_filter="${FLASHCHECK_SANITIZER_PROBE:-*.RepeatedRunsAreBitIdentical:*.OnlineSoftmaxInvariants}"
+probe=$(FLASHCHECK_CASES=1 "$binary" --gtest_filter="$probe_filter" 2>&1)
 if printf '%s\n' "$probe" | grep -q "flashcheck-skip"; then
   echo "flashcheck-skip: no CUDA device available"
   exit 77

@@ -104,7 +104,7 @@ void check_instrumentation(const ProblemSpec& spec) {
 #endif  // FLASHCHECK_HAS_CUDA
 
 TEST(GpuInstrumented_AllDtypes, MatchesHostModelInstrumentation) {
-  if (!device_available()) GTEST_SKIP() << "no CUDA device available: GPU tier test skipped";
+  if (!device_available()) GTEST_SKIP() << "flashcheck-skip: no CUDA device available (GPU tier test)";
 #if defined(FLASHCHECK_HAS_CUDA)
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
     for (Mask mask : {Mask::kNone, Mask::kCausalTopLeft, Mask::kCausalBottomRight}) {

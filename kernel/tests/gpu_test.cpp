@@ -30,7 +30,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 #define SKIP_WITHOUT_DEVICE()                                                                  \
   do {                                                                                         \
-    if (!device_available()) GTEST_SKIP() << "no CUDA device available: GPU tier test skipped"; \
+    if (!device_available()) GTEST_SKIP() << "flashcheck-skip: no CUDA device available (GPU tier test)"; \
   } while (0)
 
 #if defined(FLASHCHECK_HAS_CUDA)
@@ -278,8 +278,8 @@ TEST(Gpu_AllDtypes, HiddenUnsplittableVLeavesCausalRowsBitIdentical) {
 // loads the next item's Q and first K/V tile during the current item's last tile. Scheduling must not change a
 // bit: the whole batch in one launch equals one launch per batch element (few items: one item per CTA).
 // The shapes mix items without K/V tiles (bottom-right, seqlen_q - seqlen_k >= a Q tile), single-tile items,
-// GQA, a negative scale and an mma.sync family (96); schedule_test checks the causal ones plan persistent on an
-// H100 (the others always do with more items than resident CTAs).
+// GQA and a negative scale on the families that may run persistent (d128 always, d256 causal: tile_config.h);
+// schedule_test checks the causal ones plan persistent on an H100. d64 runs one item per CTA: a control.
 TEST(Gpu_F16Bf16, PersistentGridMatchesOneLaunchPerBatch) {
   SKIP_WITHOUT_DEVICE();
 #if defined(FLASHCHECK_HAS_CUDA)
@@ -291,11 +291,12 @@ TEST(Gpu_F16Bf16, PersistentGridMatchesOneLaunchPerBatch) {
   };
   const Shape shapes[] = {
       {DType::kF16, 16, 8, 2, 300, 300, 128, Mask::kNone, 1.0f},
-      {DType::kBF16, 16, 8, 8, 512, 512, 64, Mask::kCausalTopLeft, 1.0f},
+      {DType::kBF16, 16, 8, 8, 512, 512, 128, Mask::kCausalTopLeft, 1.0f},
       {DType::kF16, 16, 8, 4, 400, 200, 256, Mask::kCausalBottomRight, 1.0f},
-      {DType::kBF16, 32, 16, 4, 256, 1000, 96, Mask::kCausalTopLeft, -1.0f},
-      {DType::kF16, 64, 16, 16, 64, 64, 64, Mask::kNone, 1.0f},
+      {DType::kBF16, 32, 16, 4, 256, 1000, 256, Mask::kCausalTopLeft, -1.0f},
+      {DType::kF16, 64, 16, 16, 64, 64, 128, Mask::kNone, 1.0f},
       {DType::kBF16, 16, 16, 2, 777, 333, 128, Mask::kCausalBottomRight, 1.0f},
+      {DType::kBF16, 16, 8, 2, 300, 300, 64, Mask::kCausalBottomRight, -1.0f},  // d64: one item per CTA
   };
   uint64_t seed = 4000;
   for (const Shape& sh : shapes) {
@@ -332,8 +333,23 @@ TEST(Gpu_F16Bf16, PersistentGridMatchesOneLaunchPerBatch) {
       ASSERT_EQ(std::memcmp(&whole.lse[i], &split.lse[i], sizeof(float)), 0) << what << ": LSE " << i;
     }
     // And against the model and the double reference on the smallest shape (the reference is O(B H Sq Sk d)).
-    if (sh.head_dim == 64 && sh.seqlen_q == 64) check_against_model(spec, Route::kRun);
+    if (sh.batch == 64) check_against_model(spec, Route::kRun);
   }
+#endif
+}
+
+// The same loads carried across items on shapes small enough for compute-sanitizer (memcheck, racecheck,
+// initcheck, synccheck run this test: kernel/tests/CMakeLists.txt): a few items per CTA, items without K/V
+// tiles between items with them, against the model and the double reference.
+TEST(Gpu_F16Bf16, PersistentGridSmallShapes) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  // 140 heads x 2 Q tiles of d128: 280 items on at most 132 SMs x 1 CTA (persistent, every CTA two or three).
+  check_against_model({DType::kF16, 1, 140, 35, 129, 129, 128, Mask::kNone, Layout::kBHSD, 0, 61}, Route::kRun);
+  // Bottom-right, seqlen_q - seqlen_k > 128: Q tiles without any visible key between tiles with keys; d256 tiles
+  // run persistent for causal masks.
+  check_against_model({DType::kBF16, 1, 88, 88, 300, 100, 256, Mask::kCausalBottomRight, Layout::kBHSD, 0, 62},
+                      Route::kRun);
 #endif
 }
 

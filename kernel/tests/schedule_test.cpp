@@ -67,6 +67,9 @@ TEST(TensorCoreSchedule, PlanGridSmallProblemsAndEqualItems) {
   EXPECT_EQ(plan_grid(p, 132), 0);
   p.work_items = 5;
   EXPECT_EQ(plan_grid(p, 0), 1);  // no occupancy figure: still a valid grid
+  p.work_items = 1000;
+  p.allow_persistent = false;  // tiles measured slower persistent (tile_config.h): one item per CTA
+  EXPECT_EQ(plan_grid(p, 132), 1000);
 }
 
 TEST(TensorCoreSchedule, PersistentGridOnlyWhenTheSnakeOrderBalances) {
@@ -94,19 +97,20 @@ TEST(TensorCoreSchedule, PersistentGridOnlyWhenTheSnakeOrderBalances) {
   }
 }
 
-// The causal shapes of kernel_gpu_test's PersistentGridMatchesOneLaunchPerBatch plan persistent on an H100
-// (132 SMs; CTAs per SM of the family's tiles: d64 and the mma.sync d96 two, d128 and d256 one), so that GPU
-// test exercises the loads carried across items, including items without K/V tiles.
+// The causal shapes of kernel_gpu_test's persistent-grid tests plan persistent on an H100
+// (132 SMs, one CTA per SM for the d128 and d256 tiles), so that GPU test exercises the loads carried across
+// items, including items without K/V tiles; one batch element alone runs one item per CTA.
 TEST(TensorCoreSchedule, GpuTestShapesRunPersistentOnH100) {
   struct Shape {
-    int64_t batch, heads_q, seqlen_q, seqlen_k, block_m, block_n, ctas_per_sm;
+    int64_t batch, heads_q, seqlen_q, seqlen_k, block_m, block_n;
     bool bottom_right;
   };
   const Shape shapes[] = {
-      {16, 8, 512, 512, 64, 128, 2, false},   // bf16 d64
-      {16, 8, 400, 200, 128, 64, 1, true},    // f16 d256: Q tile 0 sees no key
-      {32, 16, 256, 1000, 128, 64, 2, false}, // bf16 d96 (mma.sync tiles)
-      {16, 16, 777, 333, 128, 128, 1, true},  // bf16 d128: Q tiles 0-2 see no key
+      {16, 8, 512, 512, 128, 128, false},   // bf16 d128
+      {16, 8, 400, 200, 128, 64, true},     // f16 d256: Q tile 0 sees no key
+      {32, 16, 256, 1000, 128, 64, false},  // bf16 d256
+      {16, 16, 777, 333, 128, 128, true},   // bf16 d128: Q tiles 0-2 see no key
+      {1, 88, 300, 100, 128, 64, true},     // PersistentGridSmallShapes, bf16 d256: Q tile 0 sees no key
   };
   for (const Shape& s : shapes) {
     GridProblem p;
@@ -118,11 +122,13 @@ TEST(TensorCoreSchedule, GpuTestShapesRunPersistentOnH100) {
     p.causal_offset = s.bottom_right ? s.seqlen_k - s.seqlen_q : 0;
     p.block_m = s.block_m;
     p.block_n = s.block_n;
-    const int64_t resident = 132 * s.ctas_per_sm;
+    const int64_t resident = 132;
     EXPECT_EQ(plan_grid(p, resident), resident) << "sq " << s.seqlen_q << " sk " << s.seqlen_k;
-    GridProblem one_batch = p;
-    one_batch.work_items = p.q_tiles * s.heads_q;
-    EXPECT_EQ(plan_grid(one_batch, resident), one_batch.work_items) << "one batch element: one item per CTA";
+    if (s.batch > 1) {  // the per-batch launches of PersistentGridMatchesOneLaunchPerBatch: one item per CTA
+      GridProblem one_batch = p;
+      one_batch.work_items = p.q_tiles * s.heads_q;
+      EXPECT_EQ(plan_grid(one_batch, resident), one_batch.work_items) << "sq " << s.seqlen_q << " sk " << s.seqlen_k;
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <limits>
 
@@ -754,19 +755,32 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   Forward<T, Cfg, kInstrument>::run(args, smem);
 }
 
+// CTAs of this kernel that fit on one SM of `device` at once (0 if unknown yet); set once per device, together
+// with the kernel's shared-memory opt-in, so a launch costs no driver queries after the first on a device.
+inline constexpr int kMaxDevices = 64;
+
 template <typename T, class Cfg>
 Status launch_with(const KernelArgs& args, cudaStream_t stream) {
   const auto kernel = tensor_core_forward_kernel<T, Cfg, FLASHCHECK_INSTRUMENT != 0>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-  if (err != cudaSuccess) return {StatusCode::kCudaError, cudaGetErrorString(err)};
-  // Persistent CTAs (as many as fit at once) or one per work item: schedule.h.
+  static std::atomic<int> ctas_per_sm[kMaxDevices] = {};
+  static std::atomic<int> sm_count[kMaxDevices] = {};
   int device = 0;
-  int sms = 0;
-  int per_sm = 0;
-  err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Cfg::kThreads, Cfg::kSmemBytes);
+  cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return {StatusCode::kCudaError, cudaGetErrorString(err)};
+  int per_sm = device < kMaxDevices ? ctas_per_sm[device].load(std::memory_order_acquire) : 0;
+  int sms = device < kMaxDevices ? sm_count[device].load(std::memory_order_relaxed) : 0;
+  if (per_sm == 0) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Cfg::kThreads, Cfg::kSmemBytes);
+    if (err != cudaSuccess) return {StatusCode::kCudaError, cudaGetErrorString(err)};
+    if (per_sm < 1) return {StatusCode::kCudaError, "tensor_core: the kernel does not fit on an SM of this device"};
+    if (device < kMaxDevices) {
+      sm_count[device].store(sms, std::memory_order_relaxed);
+      ctas_per_sm[device].store(per_sm, std::memory_order_release);
+    }
+  }
+  // Persistent CTAs (as many as fit at once) or one per work item: schedule.h.
   GridProblem problem;
   problem.work_items = args.work_items;
   problem.q_tiles = args.q_tiles;
@@ -776,7 +790,13 @@ Status launch_with(const KernelArgs& args, cudaStream_t stream) {
   problem.causal_offset = args.causal_offset;
   problem.block_m = Cfg::kBlockM;
   problem.block_n = Cfg::kBlockN;
+  problem.allow_persistent =
+      Cfg::kPersist == Persist::kAlways || (Cfg::kPersist == Persist::kCausal && args.causal);
+#if defined(FLASHCHECK_TC_DEV_ONE_ITEM_PER_CTA)  // development A/B only (dev/wgmma_round.sh)
+  const int64_t grid = min(args.work_items, int64_t{std::numeric_limits<int32_t>::max()});
+#else
   const int64_t grid = plan_grid(problem, int64_t{sms} * per_sm);
+#endif
   if (grid < 1) return Status::ok_status();
   kernel<<<dim3(static_cast<unsigned>(grid)), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(args);
   err = cudaGetLastError();

@@ -2,7 +2,9 @@
 #include "schedule.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <mutex>
 #include <vector>
 
 namespace flashcheck::tensor_core {
@@ -19,15 +21,20 @@ double item_work(const GridProblem& p, int64_t item) {
 }  // namespace
 
 double busiest_cta_work(const GridProblem& problem, int64_t grid) {
-  std::vector<double> work(static_cast<size_t>(grid), 0.0);
+  // An item's work depends only on its Q tile: one table of q_tiles entries.
+  std::vector<double> tile_work(static_cast<size_t>(problem.q_tiles));
+  for (int64_t i = 0; i < problem.q_tiles; ++i) tile_work[static_cast<size_t>(i)] = item_work(problem, i);
+  double busiest = 0.0;
   for (int64_t cta = 0; cta < grid; ++cta) {
+    double work = 0.0;
     for (int64_t step = 0;; ++step) {
       const int64_t item = scheduled_item(cta, step, grid);
       if (item >= problem.work_items) break;
-      work[static_cast<size_t>(cta)] += item_work(problem, item);
+      work += tile_work[static_cast<size_t>(item % problem.q_tiles)];
     }
+    busiest = std::max(busiest, work);
   }
-  return *std::max_element(work.begin(), work.end());
+  return busiest;
 }
 
 int64_t plan_grid(const GridProblem& problem, int64_t resident_ctas) {
@@ -36,18 +43,43 @@ int64_t plan_grid(const GridProblem& problem, int64_t resident_ctas) {
   if (items <= 0) return 0;
   const int64_t resident = std::clamp<int64_t>(resident_ctas, 1, kMaxGrid);
   const int64_t one_per_item = std::min(items, kMaxGrid);  // CTAs past 2^31 - 1 loop
-  if (items <= resident) return items;                     // one wave either way
+  if (items <= resident || !problem.allow_persistent) return one_per_item;  // one wave either way, or not allowed
   if (!problem.causal) return resident;                    // every item the same work: an even split
   if (items > kPlanMaxItems) return one_per_item;
-  double total = 0.0;
+  // The simulation is O(work_items): remembered per problem, so a shape launched again costs a lookup.
+  struct Entry {
+    GridProblem problem;
+    int64_t resident = 0;
+    int64_t grid = 0;
+  };
+  static std::mutex mutex;
+  static std::array<Entry, 32> cache{};
+  static size_t next_slot = 0;
+  const auto same = [&](const Entry& e) {
+    const GridProblem& q = e.problem;
+    return e.grid != 0 && e.resident == resident && q.work_items == items && q.q_tiles == problem.q_tiles &&
+           q.seqlen_q == problem.seqlen_q && q.seqlen_k == problem.seqlen_k && q.causal_offset == problem.causal_offset &&
+           q.block_m == problem.block_m && q.block_n == problem.block_n;
+  };
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    for (const Entry& e : cache) {
+      if (same(e)) return e.grid;
+    }
+  }
+  double total = 0.0;  // every head has the same Q tiles
   double longest = 0.0;
-  for (int64_t item = 0; item < items; ++item) {
+  for (int64_t item = 0; item < problem.q_tiles; ++item) {
     const double w = item_work(problem, item);
-    total += w;
+    total += w * static_cast<double>(items / problem.q_tiles);
     longest = std::max(longest, w);
   }
   const double ideal = std::max(total / static_cast<double>(resident), longest);
-  return busiest_cta_work(problem, resident) <= kPersistentSlack * ideal ? resident : one_per_item;
+  const int64_t grid = busiest_cta_work(problem, resident) <= kPersistentSlack * ideal ? resident : one_per_item;
+  const std::lock_guard<std::mutex> lock(mutex);
+  cache[next_slot] = Entry{problem, resident, grid};
+  next_slot = (next_slot + 1) % cache.size();
+  return grid;
 }
 
 }  // namespace flashcheck::tensor_core

@@ -9,9 +9,9 @@
 //    item it already loads the next item's Q and first K/V tile, so a short item's load latency hides behind
 //    the previous item's math (kernel.cuh). Steps alternate direction ("snake"): with causal masks a CTA that
 //    drew a long Q tile in one step draws a short one in the next.
-// plan_grid() picks persistent when the snake order keeps every CTA within kPersistentSlack of a perfect split
-// of the work, and one item per CTA otherwise (long causal sequences over few heads, where the hardware's
-// dynamic hand-out balances better).
+// plan_grid() picks persistent, where the tiles allow it, when the snake order keeps every CTA within
+// kPersistentSlack of a perfect split of the work, and one item per CTA otherwise (long causal sequences over
+// few heads, where the hardware's dynamic hand-out balances better).
 #pragma once
 
 #include <cstdint>
@@ -47,6 +47,7 @@ struct GridProblem {
   int64_t causal_offset = 0;
   int64_t block_m = 0;
   int64_t block_n = 0;
+  bool allow_persistent = true;  // false: one item per CTA whatever the order would give (tile_config.h, Persist)
 };
 
 // A persistent grid must keep its busiest CTA within this factor of the ideal (total work / CTAs, or the

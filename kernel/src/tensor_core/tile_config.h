@@ -25,7 +25,11 @@ inline constexpr int kWarpsPerWarpgroup = 4;
 inline constexpr int kSwizzleRowBytes = 128;  // 128-byte swizzle: 64 fp16/bf16 elements per row of a column block
 inline constexpr int kSwizzleAtomRows = 8;    // 8 rows x 128 bytes = one 1024-byte swizzle atom
 
-template <int HeadDim, int BlockM, int BlockN, int Warps, int Stages, bool Wgmma = false>
+// When the launch may use persistent CTAs that carry loads across work items (schedule.h).
+enum class Persist { kNever, kCausal, kAlways };
+
+template <int HeadDim, int BlockM, int BlockN, int Warps, int Stages, bool Wgmma = false,
+          Persist PersistMode = Persist::kNever>
 struct TileConfig {
   static constexpr int kHeadDim = HeadDim;  // padded head_dim: the family
   static constexpr int kBlockM = BlockM;    // query rows per CTA
@@ -36,6 +40,7 @@ struct TileConfig {
   // 64 elements, each row 128 bytes, 16-byte chunk c of row r stored at chunk c ^ (r % 8)); otherwise
   // mma.sync with ldmatrix from padded rows. The register fragments are the same.
   static constexpr bool kWgmma = Wgmma;
+  static constexpr Persist kPersist = PersistMode;
   static constexpr int kThreads = Warps * kWarpSize;
   static constexpr int kRowsPerWarp = BlockM / Warps;     // warps split the Q tile by rows
   static constexpr int kMTiles = kRowsPerWarp / kMmaM;    // m16 tiles per warp: B fragments reused kMTiles times
@@ -84,6 +89,7 @@ struct TileShape {
   int warps;
   int stages;
   bool wgmma = false;
+  Persist persist = Persist::kNever;
 };
 
 // Hopper (sm_90, mma.sync path): one choice per family, measured on H100 (NOTES.md).
@@ -92,9 +98,11 @@ constexpr TileShape tile_shape_sm90(int head_dim_padded) {
   // sm_90a builds: two warpgroups of 64 query rows each, S = Q K^T and O += P V on wgmma (NOTES.md).
   // Measured on H100 against the two-CTA variant (64 rows, one warpgroup a CTA): NOTES.md, "wgmma tiles".
   switch (head_dim_padded) {
-    case 64: return {64, 128, 4, 2, true};    // one warpgroup, two CTAs per SM: +5-12% over 128 rows
-    case 128: return {128, 128, 8, 2, true};  // S 64 + O 64 fp32 registers a thread; 161 KB smem
-    case 256: return {128, 64, 8, 2, true};   // S 32 + O 128; 193 KB smem
+    // Persistent CTAs measured against one CTA per item (NOTES.md, "persistent CTAs"): d=128 +0-9% everywhere,
+    // d=256 +3-7% causal at N = 1024-4096 but -1-4% non-causal, d=64 within noise either way.
+    case 64: return {64, 128, 4, 2, true, Persist::kNever};     // one warpgroup, two CTAs per SM: +5-12% over 128 rows
+    case 128: return {128, 128, 8, 2, true, Persist::kAlways};  // S 64 + O 64 fp32 registers a thread; 161 KB smem
+    case 256: return {128, 64, 8, 2, true, Persist::kCausal};   // S 32 + O 128; 193 KB smem
     default: break;
   }
 #endif
@@ -122,6 +130,6 @@ constexpr int family_head_dim(int64_t head_dim) {
 template <int HeadDimPadded>
 using Sm90Tile = TileConfig<HeadDimPadded, tile_shape_sm90(HeadDimPadded).block_m, tile_shape_sm90(HeadDimPadded).block_n,
                             tile_shape_sm90(HeadDimPadded).warps, tile_shape_sm90(HeadDimPadded).stages,
-                            tile_shape_sm90(HeadDimPadded).wgmma>;
+                            tile_shape_sm90(HeadDimPadded).wgmma, tile_shape_sm90(HeadDimPadded).persist>;
 
 }  // namespace flashcheck::tensor_core
