@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# A/B round on a Hopper machine, one call: the current tree (build/gpu, A) against the same tree configured with
+# extra CUDA flags (build/gpu-ab, B), both benchmark sweeps in one process each, then B/A per point. Used with
+# the development switches (e.g. -DFLASHCHECK_TC_DEV_ONE_ITEM_PER_CTA: persistent CTAs off); NOTES.md records
+# what each round measured.   usage: OUT=dir ab_round.sh "-DFLAG[=VALUE] ..."
+set -uo pipefail
+cd "$(dirname "$0")/../../../.."
+export PATH=/usr/local/cuda/bin:$PATH
+OUTD=$OUT/ab; mkdir -p $OUTD
+[ -d .devdeps ] && bash ci/devdeps.sh install >/dev/null 2>&1
+(cmake --preset gpu > $OUTD/cfg_a.log 2>&1 && cmake --build build/gpu -j16 --target flashcheck_bench > $OUTD/build_a.log 2>&1) &
+(cmake --preset gpu -B build/gpu-ab -DCMAKE_CUDA_FLAGS="$1" > $OUTD/cfg_b.log 2>&1 && cmake --build build/gpu-ab -j16 --target flashcheck_bench > $OUTD/build_b.log 2>&1) &
+wait
+grep -h "spill" $OUTD/build_b.log | grep -v instrumented | sort -u | cut -c1-300 | head -8
+build/gpu/bench/flashcheck_bench --grid paper --out $OUTD/bench_a.json > $OUTD/bench_a.txt 2>&1
+build/gpu-ab/bench/flashcheck_bench --grid paper --out $OUTD/bench_b.json > $OUTD/bench_b.txt 2>&1
+python3 - <<'PY'
+import json,os
+o=os.environ['OUT']+'/ab'
+a=json.load(open(o+'/bench_a.json'))['results']; b=json.load(open(o+'/bench_b.json'))['results']
+for x,y in zip(a,b):
+    k=' '.join(str(x.get(f)) for f in ('dtype','head_dim','seqlen','mask','heads'))
+    print(k, 'A %.1f  B %.1f  B/A %.3f'%(x['tflops'],y['tflops'],y['tflops']/x['tflops']))
+PY
