@@ -9,9 +9,14 @@ export PATH=/usr/local/cuda/bin:$PATH
 OUTD=$OUT/ab; mkdir -p $OUTD
 [ -d .devdeps ] && bash ci/devdeps.sh install >/dev/null 2>&1
 (cmake --preset gpu > $OUTD/cfg_a.log 2>&1 && cmake --build build/gpu -j16 --target flashcheck_bench > $OUTD/build_a.log 2>&1) &
-(cmake --preset gpu -B build/gpu-ab -DCMAKE_CUDA_FLAGS="$1" > $OUTD/cfg_b.log 2>&1 && cmake --build build/gpu-ab -j16 --target flashcheck_bench > $OUTD/build_b.log 2>&1) &
+# The flags go to host and device code alike: tile shapes are read by select_config() (host) and the kernels.
+(cmake --preset gpu -B build/gpu-ab -DCMAKE_CUDA_FLAGS="$1" -DCMAKE_CXX_FLAGS="$1" > $OUTD/cfg_b.log 2>&1 &&
+ cmake --build build/gpu-ab -j16 --target flashcheck_bench kernel_gpu_test > $OUTD/build_b.log 2>&1) &
 wait
 grep -h "spill" $OUTD/build_b.log | grep -v instrumented | sort -u | cut -c1-300 | head -8
+# B must be correct before its speed means anything.
+timeout 300 build/gpu-ab/kernel/tests/kernel_gpu_test --gtest_brief=1 > $OUTD/test_b.log 2>&1
+echo "variant B kernel_gpu_test: $(tail -1 $OUTD/test_b.log)"; grep -A8 "Failure" $OUTD/test_b.log | head -30
 build/gpu/bench/flashcheck_bench --grid paper --out $OUTD/bench_a.json > $OUTD/bench_a.txt 2>&1
 build/gpu-ab/bench/flashcheck_bench --grid paper --out $OUTD/bench_b.json > $OUTD/bench_b.txt 2>&1
 python3 - <<'PY'
