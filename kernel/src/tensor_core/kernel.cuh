@@ -489,7 +489,7 @@ struct Forward {
     const int quad_row = lane / kQuad;        // C-fragment row in an m16 tile (and quad_row + 8)
     const int quad_col = (lane % kQuad) * 2;  // C-fragment column pair in an n8 tile
     const int warp_row0 = warp * Cfg::kRowsPerWarp;
-    // (kBlockM, kHeadDim), later O staging; swizzled tiles start on a 1024-byte boundary.
+    // (kBlockM, kHeadDim) Q; swizzled tiles start on a 1024-byte boundary.
     constexpr uint32_t kAlign = Cfg::kSmemAlignSlack > 0 ? Cfg::kSmemAlignSlack : 1;
     const uint32_t q_smem = (smem_address(smem) + kAlign - 1) / kAlign * kAlign;
     const uint32_t kv_smem = q_smem + Cfg::kQSmemBytes;  // kStages x [(kBlockN, kHeadDim) K, same V]
@@ -792,7 +792,7 @@ Status launch_with(const KernelArgs& args, cudaStream_t stream) {
   problem.block_n = Cfg::kBlockN;
   problem.allow_persistent =
       Cfg::kPersist == Persist::kAlways || (Cfg::kPersist == Persist::kCausal && args.causal);
-#if defined(FLASHCHECK_TC_DEV_ONE_ITEM_PER_CTA)  // development A/B only (dev/wgmma_round.sh)
+#if defined(FLASHCHECK_TC_DEV_ONE_ITEM_PER_CTA)  // development A/B only (dev/ab_round.sh)
   const int64_t grid = min(args.work_items, int64_t{std::numeric_limits<int32_t>::max()});
 #else
   const int64_t grid = plan_grid(problem, int64_t{sms} * per_sm);

@@ -52,7 +52,7 @@ struct TileConfig {
   // (an XOR swizzle needs a power-of-two chunk count; 96 and 160 have none).
   static constexpr int kSmemRowChunks = Wgmma ? kChunksPerRow : (kChunksPerRow | 1);
   static constexpr int kSmemRowBytes = kSmemRowChunks * kChunkBytes;
-  static constexpr int kQSmemBytes = BlockM * kSmemRowBytes;    // (kBlockM, kHeadDim), reused to stage O
+  static constexpr int kQSmemBytes = BlockM * kSmemRowBytes;    // (kBlockM, kHeadDim); O is staged in a K/V stage
   static constexpr int kKVTileSmemBytes = BlockN * kSmemRowBytes;  // (kBlockN, kHeadDim)
   static constexpr int kStageSmemBytes = 2 * kKVTileSmemBytes;     // K then V
   // Swizzle atoms must start on 1024-byte boundaries: the kernel aligns the dynamic shared memory itself.
