@@ -134,7 +134,8 @@ total_findings=0
 {
   echo "# flashcheck nightly fuzz, $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
-  echo "Budget ${budget}s; $gpus GPU worker(s); $cpu_workers worker(s) per CPU target; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)."
+  # "-dirty": the fuzzed tree is not that commit (local changes, or a working tree copied beside an old .git).
+  echo "Budget ${budget}s; $gpus GPU worker(s); $cpu_workers worker(s) per CPU target; commit $(git describe --always --dirty 2>/dev/null || echo unknown)."
   echo
   echo "| target | workers | executions | exec/s | cov | ft | corpus (merged) | findings |"
   echo "|---|---|---|---|---|---|---|---|"
