@@ -2,7 +2,7 @@
 # The benchmark in one call on a GPU machine with PyTorch: builds flashcheck_bench and libflashcheck.so in
 # BUILD_DIR (configuring a bench-only Release build there if it has none), runs the C++ sweep and the
 # side-by-side script, and leaves 8 files in OUT_DIR: bench_cpp.json, bench_cpp.txt, side_by_side.json,
-# side_by_side.md, tflops_bf16.png, tflops_fp16.png, tflops_fp32.png, memory.png. About 1 minute on an H100
+# side_by_side.md, tflops_bf16.png, tflops_fp16.png, tflops_fp32.png, memory.png. About 1.5 minutes on an H100
 # after the build.
 #   bash bench/run_bench.sh BUILD_DIR OUT_DIR [--quick]
 # FLASHCHECK_BENCH_PREBUILT=1 skips the build and uses BUILD_DIR/bench/{flashcheck_bench,libflashcheck.so}.

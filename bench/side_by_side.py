@@ -7,13 +7,15 @@ libflashcheck.so, on PyTorch's current stream. Prints and writes (to --out):
                      the same rounded inputs), one of peak memory
   tflops_bf16.png, tflops_fp16.png, tflops_fp32.png   TFLOP/s vs seq_len per head_dim, causal and not
   memory.png         peak device memory vs seq_len, flashcheck beside standard attention (math backend)
-Timing: warm-up, then the median of CUDA-event-timed runs, L2 flushed before each; FLOPs = 4 B H N^2 d,
+Timing: warm-up, then the median of CUDA-event-timed runs, L2 flushed before each, in --rounds interleaved
+passes over the backends (the median pass reported, the spread kept in the JSON); FLOPs = 4 B H N^2 d,
 halved for causal. Grid: B*N = 16384 tokens, H*d = 2048 (the FlashAttention paper's), as in
 /work/shared/peers/sdpa_peers.py. PyTorch's is_causal is top-left aligned, so flashcheck runs
 FC_MASK_CAUSAL_TOP_LEFT (identical to bottom-right here, since seqlen_q == seqlen_k).
 Usage: python3 bench/side_by_side.py --lib build/gpu/bench/libflashcheck.so --out OUT_DIR [--quick]
 """
 import argparse
+import statistics
 import ctypes
 import json
 import math
@@ -141,7 +143,10 @@ def runner(fc, name, q, k, v, causal, out):
     return lambda: sdpa(name, q, k, v, causal)
 
 
-def throughput(fc, timer, quick):
+def throughput(fc, timer, quick, rounds):
+    """TFLOP/s per backend and shape: `rounds` passes over the backends, each pass one median-of-iters
+    measurement per backend, and the median of the passes reported (the backends interleave, so a clock or
+    thermal drift over the run reaches them alike); `<name>_spread` is the largest pass over the smallest."""
     rows = []
     seqlens = [1024, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384]
     grid = [(dt, d, causal, n) for dt in (torch.bfloat16, torch.float16) for d in (64, 128, 256)
@@ -154,15 +159,19 @@ def throughput(fc, timer, quick):
         flops = 4 * b * h * n * n * d * (0.5 if causal else 1.0)
         row = {"dtype": str(dtype).split(".")[1], "d": d, "causal": causal, "N": n, "B": b, "H": h,
                "flashcheck_kernel": fc.kernel_path(q, k, v, causal, out)}
-        for name in COLUMNS:
-            if name == "math" and n > MATH_MAX_SEQLEN:
-                row[name] = None
-                continue
-            try:
-                row[name] = round(flops / timer.median_ms(runner(fc, name, q, k, v, causal, out)) / 1e9, 1)
-            except RuntimeError as ex:  # a backend that does not serve these inputs
-                row[name] = None
-                row[name + "_error"] = str(ex).splitlines()[0][:120]
+        passes = {name: [] for name in COLUMNS}
+        for _ in range(rounds):
+            for name in COLUMNS:
+                if (name == "math" and n > MATH_MAX_SEQLEN) or name + "_error" in row:
+                    continue
+                try:
+                    passes[name].append(flops / timer.median_ms(runner(fc, name, q, k, v, causal, out)) / 1e9)
+                except RuntimeError as ex:  # a backend that does not serve these inputs
+                    row[name + "_error"] = str(ex).splitlines()[0][:120]
+        for name, tflops in passes.items():
+            row[name] = round(statistics.median(tflops), 1) if tflops else None
+            if len(tflops) > 1:
+                row[name + "_spread"] = round(max(tflops) / min(tflops), 3)
         rows.append(row)
         print(json.dumps(row), flush=True)
         del q, k, v, out
@@ -230,8 +239,9 @@ def fmt(x):
 def markdown(meta, tp, acc, mem):
     lines = [f"Device: {meta['device']}, PyTorch {meta['torch']}, CUDA {meta['cuda']}, cuDNN {meta['cudnn']}, "
              f"{meta['flashcheck']}.", "",
-             "Throughput in TFLOP/s (4·B·H·N²·d, halved for causal), median of "
-             f"{meta['iters']} runs after {meta['warmup']} warm-up runs, L2 flushed before each; B·N = 16384, H·d = 2048.",
+             "Throughput in TFLOP/s (4·B·H·N²·d, halved for causal): per backend the median of "
+             f"{meta.get('rounds', 1)} interleaved passes over the backends, each the median of {meta['iters']} runs after "
+             f"{meta['warmup']} warm-up runs, L2 flushed before each; B·N = 16384, H·d = 2048.",
              "", "| dtype | d | causal | N | " + " | ".join(COLUMNS) + " | flashcheck kernel |",
              "|---|---|---|---|" + "---|" * (len(COLUMNS) + 1)]
     for r in tp:
@@ -311,6 +321,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="two seq_lens per curve (a smoke run)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved passes over the backends per shape")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     # A backend that cannot serve the inputs raises (recorded as an empty cell) after warning why; the
@@ -322,11 +333,12 @@ def main():
     props = torch.cuda.get_device_properties(0)
     meta = {"device": f"{props.name} ({props.multi_processor_count} SMs)", "torch": torch.__version__,
             "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-            "flashcheck": fc.lib.fc_version().decode(), "warmup": args.warmup, "iters": args.iters}
+            "flashcheck": fc.lib.fc_version().decode(), "warmup": args.warmup, "iters": args.iters,
+            "rounds": args.rounds}
     print(json.dumps(meta), flush=True)
     start = time.time()
     timer = Timer(args.warmup, args.iters)
-    tp = throughput(fc, timer, args.quick)
+    tp = throughput(fc, timer, args.quick, args.rounds)
     acc = accuracy(fc)
     mem = memory(fc, args.quick)
     meta["seconds"] = round(time.time() - start, 1)
