@@ -97,6 +97,56 @@ TEST(TensorCoreSchedule, PersistentGridOnlyWhenTheSnakeOrderBalances) {
   }
 }
 
+// Over a sweep of causal shapes (both alignments, seqlen_q above and below seqlen_k, several tilings and
+// grids): plan_grid() answers one of its two grids, a persistent answer is balanced, and a second call (the
+// cached answer) and a call for another grid size agree with a fresh simulation.
+TEST(TensorCoreSchedule, PlanGridSweepKeepsItsPromise) {
+  int persistent = 0;
+  int one_per_item = 0;
+  for (int64_t block_m : {64, 128}) {
+    for (int64_t block_n : {64, 128}) {
+      for (int64_t seqlen_q : {1, 63, 300, 777, 2048}) {
+        for (int64_t seqlen_k : {1, 100, 512, 1999}) {
+          for (bool bottom_right : {false, true}) {
+            for (int64_t heads : {1, 7, 64, 333}) {
+              GridProblem p;
+              p.q_tiles = (seqlen_q + block_m - 1) / block_m;
+              p.work_items = p.q_tiles * heads;
+              p.seqlen_q = seqlen_q;
+              p.seqlen_k = seqlen_k;
+              p.causal = true;
+              p.causal_offset = bottom_right ? seqlen_k - seqlen_q : 0;
+              p.block_m = block_m;
+              p.block_n = block_n;
+              for (int64_t resident : {132, 264}) {
+                const int64_t grid = plan_grid(p, resident);
+                ASSERT_EQ(plan_grid(p, resident), grid) << "cached answer differs";
+                if (p.work_items <= resident) {
+                  ASSERT_EQ(grid, p.work_items);
+                } else if (grid == resident) {
+                  // The even split: the mean work per CTA (all work on one CTA, divided), or the longest item
+                  // (one item per CTA) if that is longer.
+                  const double ideal = std::max(busiest_cta_work(p, 1) / static_cast<double>(resident),
+                                                busiest_cta_work(p, p.work_items));
+                  ASSERT_LE(busiest_cta_work(p, resident), kPersistentSlack * ideal + 1e-9)
+                      << "sq " << seqlen_q << " sk " << seqlen_k << " heads " << heads << " bm " << block_m;
+                  ++persistent;
+                } else {
+                  ASSERT_EQ(grid, p.work_items) << "sq " << seqlen_q << " sk " << seqlen_k << " heads " << heads;
+                  ++one_per_item;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  // Both answers occur, so neither branch of the check above is vacuous.
+  EXPECT_GT(persistent, 0);
+  EXPECT_GT(one_per_item, 0);
+}
+
 // The causal shapes of kernel_gpu_test's persistent-grid tests plan persistent on an H100
 // (132 SMs, one CTA per SM for the d128 and d256 tiles), so that GPU test exercises the loads carried across
 // items, including items without K/V tiles; one batch element alone runs one item per CTA.
