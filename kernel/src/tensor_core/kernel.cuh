@@ -525,7 +525,8 @@ struct Forward {
         load_q(a, it, q_smem, slot);
         load_kv(a, it, 0, stage_smem(parity), slot);
       }
-      // The next item's loads start during this item's last tile if both have K/V tiles.
+      // The next item's loads start during this item's last tile if both have K/V tiles. (item_at(next_item) is
+      // recomputed there, a few integer divisions once per item, rather than held in registers across the loop.)
       const bool prefetch_next = n_tiles > 0 && next_item < a.work_items && item_at(a, next_item).n_tiles > 0;
 
       State st;
