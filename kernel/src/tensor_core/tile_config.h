@@ -65,7 +65,7 @@ struct TileConfig {
   static constexpr int kBlocksBySmem = kSmemPerSm / (kSmemBytes + kSmemReservedPerBlock);
   // wgmma tiles hold S and O of 16 rows per warp at full width: one CTA of 8 warps per SM, all registers.
   // One-warpgroup wgmma tiles (d64): three CTAs per SM (168 registers, 73 KB smem each) beat two by 2-26% on
-  // the H100 (NOTES.md, "persistent CTAs and occupancy"); two-warpgroup tiles hold S and O in 255 registers.
+  // the H100 (NOTES.md, "Third session"); two-warpgroup tiles hold S and O in 255 registers.
   static constexpr int kWg1Ctas = 3;
   static constexpr int kMinBlocksPerSm =
       Wgmma ? (Warps == kWarpsPerWarpgroup ? (kBlocksBySmem < kWg1Ctas ? kBlocksBySmem : kWg1Ctas) : 1)
@@ -101,7 +101,7 @@ constexpr TileShape tile_shape_sm90(int head_dim_padded) {
   // sm_90a builds: two warpgroups of 64 query rows each, S = Q K^T and O += P V on wgmma (NOTES.md).
   // Measured on H100 against the two-CTA variant (64 rows, one warpgroup a CTA): NOTES.md, "wgmma tiles".
   switch (head_dim_padded) {
-    // Persistent CTAs measured against one CTA per item (NOTES.md, "persistent CTAs"): d=128 +0-9% everywhere,
+    // Persistent CTAs measured against one CTA per item (NOTES.md, "Third session"): d=128 +0-9% everywhere,
     // d=256 +3-7% causal at N = 1024-4096 but -1-4% non-causal, d=64 within noise either way.
     case 64: return {64, 128, 4, 2, true, Persist::kNever};     // one warpgroup, three CTAs per SM: beat 128 rows
     case 128: return {128, 128, 8, 2, true, Persist::kAlways};  // S 64 + O 64 fp32 registers a thread; 161 KB smem
