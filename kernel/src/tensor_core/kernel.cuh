@@ -448,7 +448,7 @@ struct Forward {
     Item it;
     // Consecutive items share a head, so its K/V stays in L2; within a head the longest causal tiles go first.
     it.bh = item / a.q_tiles;
-    const int64_t q_tile = a.q_tiles - 1 - (item - it.bh * a.q_tiles);
+    const int64_t q_tile = q_tile_of_item(item, a.q_tiles);
     it.b = it.bh / a.heads_q;
     it.h = it.bh - it.b * a.heads_q;
     it.hk = it.h / a.group_size;

@@ -11,7 +11,7 @@ namespace flashcheck::tensor_core {
 namespace {
 
 double item_work(const GridProblem& p, int64_t item) {
-  const int64_t q_tile = p.q_tiles - 1 - item % p.q_tiles;  // the kernel's order: longest Q tile of a head first
+  const int64_t q_tile = q_tile_of_item(item, p.q_tiles);
   const int64_t q0 = q_tile * p.block_m;
   const int64_t q_rows = std::min(p.block_m, p.seqlen_q - q0);
   return static_cast<double>(key_tiles(q0, q_rows, p.seqlen_k, p.causal, p.causal_offset, p.block_n)) +

@@ -25,6 +25,10 @@ constexpr int64_t scheduled_item(int64_t cta, int64_t step, int64_t grid) {
   return step * grid + (step % 2 == 0 ? cta : grid - 1 - cta);
 }
 
+// The Q tile of work item `item`: items run head by head, and within a head the Q tile with the most K/V
+// tiles first (causal: the last one). The kernel and plan_grid() both read the order from here.
+constexpr int64_t q_tile_of_item(int64_t item, int64_t q_tiles) { return q_tiles - 1 - item % q_tiles; }
+
 // K/V tiles of block_n keys that the Q rows [q0, q0 + q_rows) read (causal: key j visible to row i iff
 // j <= i + causal_offset; keys past seqlen_k do not exist).
 constexpr int64_t key_tiles(int64_t q0, int64_t q_rows, int64_t seqlen_k, bool causal, int64_t causal_offset,
