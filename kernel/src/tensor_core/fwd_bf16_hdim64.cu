@@ -1,6 +1,6 @@
 // The bf16 head-dim-64 family of the tensor-core forward kernel: one translation unit per (dtype, family)
 // so the families compile in parallel. Tiles: Sm90Tile<64> (tile_config.h).
-#include "kernel.cuh"
+#include "kernel_ws.cuh"
 
 namespace flashcheck::detail {
 inline namespace FLASHCHECK_KERNEL_VARIANT {

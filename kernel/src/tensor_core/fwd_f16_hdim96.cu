@@ -1,6 +1,6 @@
 // The f16 head-dim-96 family of the tensor-core forward kernel: one translation unit per (dtype, family)
 // so the families compile in parallel. Tiles: Sm90Tile<96> (tile_config.h).
-#include "kernel.cuh"
+#include "kernel_ws.cuh"
 
 namespace flashcheck::detail {
 inline namespace FLASHCHECK_KERNEL_VARIANT {

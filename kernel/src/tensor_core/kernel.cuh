@@ -170,12 +170,12 @@ struct Forward {
 #if defined(FLASHCHECK_TC_WGMMA)
   // S = Q K^T for this warpgroup's 64 rows on one wgmma chain: k16 steps walk 32 bytes along a swizzled row,
   // then on to the next 64-element column block (K-major operands; the leading offset is unused).
-  __device__ static void qk_wgmma(float (&s)[kM][kNS][4], uint32_t q_smem, uint32_t k_smem, int warpgroup) {
+  // The chain alone (one commit group), for callers that fence the registers themselves: qk_wgmma_issue()
+  // fences, qk_wgmma() also waits.
+  __device__ static void qk_chain(float (&s)[kM][kNS][4], uint32_t q_smem, uint32_t k_smem, int warpgroup) {
     static_assert(kM == 1, "wgmma: 16 rows per warp");
     constexpr uint32_t kAtomBytes = kSwizzleAtomRows * kSwizzleRowBytes;
     const uint32_t q_rows = q_smem + warpgroup * kWgmmaRows * kSwizzleRowBytes;
-    fence_operands(s[0]);
-    wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Cfg::kHeadDim / kMmaK; ++kk) {
       const uint32_t k_bytes = (kk % 4) * kMmaK * kElementBytes;
@@ -185,18 +185,26 @@ struct Forward {
                                       sw128_descriptor(b, kChunkBytes, kAtomBytes), kk > 0 ? 1 : 0);
     }
     wgmma_commit();
+  }
+
+  __device__ static void qk_wgmma_issue(float (&s)[kM][kNS][4], uint32_t q_smem, uint32_t k_smem, int warpgroup) {
+    fence_operands(s[0]);
+    wgmma_fence();
+    qk_chain(s, q_smem, k_smem, warpgroup);
+  }
+
+  __device__ static void qk_wgmma(float (&s)[kM][kNS][4], uint32_t q_smem, uint32_t k_smem, int warpgroup) {
+    qk_wgmma_issue(s, q_smem, k_smem, warpgroup);
     wgmma_wait<0>();
     fence_operands(s[0]);
   }
 
   // O += P V: P from registers (A fragments), V transposed from shared memory (MN-major: head_dim contiguous).
   // k16 steps walk 16 keys = 2 atoms; the leading offset steps between 64-column blocks of V.
-  __device__ static void pv_wgmma(uint32_t (&pa)[kM][kNS / 2][4], State& st, uint32_t v_smem) {
+  // The chain alone (one commit group): pv_wgmma_issue() fences first, pv_wgmma() also waits.
+  __device__ static void pv_chain(uint32_t (&pa)[kM][kNS / 2][4], State& st, uint32_t v_smem) {
     constexpr uint32_t kAtomBytes = kSwizzleAtomRows * kSwizzleRowBytes;
     constexpr uint32_t kColumnBlockBytes = Cfg::kBlockN * kSwizzleRowBytes;
-    fence_operands(st.acc_o[0]);
-    fence_operands(pa[0]);
-    wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / kMmaK; ++kk) {
       const uint32_t b = v_smem + kk * kMmaK * kSwizzleRowBytes;
@@ -206,6 +214,17 @@ struct Forward {
       wgmma::Mma<T, Cfg::kHeadDim>::rs(st.acc_o[0], pa[0][kk], desc, 1);
     }
     wgmma_commit();
+  }
+
+  __device__ static void pv_wgmma_issue(uint32_t (&pa)[kM][kNS / 2][4], State& st, uint32_t v_smem) {
+    fence_operands(st.acc_o[0]);
+    fence_operands(pa[0]);
+    wgmma_fence();
+    pv_chain(pa, st, v_smem);
+  }
+
+  __device__ static void pv_wgmma(uint32_t (&pa)[kM][kNS / 2][4], State& st, uint32_t v_smem) {
+    pv_wgmma_issue(pa, st, v_smem);
     wgmma_wait<0>();
     fence_operands(st.acc_o[0]);
     fence_operands(pa[0]);
@@ -232,10 +251,11 @@ struct Forward {
       }
   }
 
-  // Online softmax update: new running max, rescale of O and l, and s replaced by p in fp32.
-  __device__ static void softmax(float (&s)[kM][kNS][4], State& st, float scale_log2) {
+  // Online softmax update without touching O: new running max, alpha = exp2(old - new) per row, l rescaled and
+  // s replaced by p in fp32. Returns whether any alpha of the warp differs from 1 (warp-uniform); O takes
+  // alpha in rescale_o(). Split so that O may still be in flight on the tensor cores meanwhile (kernel_ws.cuh).
+  __device__ static bool softmax_stats(float (&s)[kM][kNS][4], State& st, float scale_log2, float (&alpha)[kM][2]) {
     float m_scaled[kM][2];
-    float alpha[kM][2];
     bool any_rescale = false;
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
@@ -262,16 +282,6 @@ struct Forward {
         st.row_max[mt][h] = mx;
         st.row_sum[mt][h] *= alpha[mt][h];
       }
-    // Once the running max settles, alpha is exactly 1 for every row: skipping the multiply is then exact
-    // and saves kNTilesO * 8 FMULs per tile. The vote keeps the branch warp-uniform.
-    if (__any_sync(kFullWarp, any_rescale)) {
-#pragma unroll
-      for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < kNO; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) st.acc_o[mt][nt][e] *= alpha[mt][e / 2];
-    }
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
@@ -287,6 +297,27 @@ struct Forward {
           }
         st.row_sum[mt][h] = sum;
       }
+    return __any_sync(kFullWarp, any_rescale);
+  }
+
+  // O *= alpha. Once the running max settles, alpha is exactly 1 for every row: skipping the multiply is then
+  // exact and saves kNTilesO * 8 FMULs per tile (`any` is warp-uniform).
+  __device__ static void rescale_o(State& st, const float (&alpha)[kM][2], bool any) {
+    if (any) {
+#pragma unroll
+      for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kNO; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) st.acc_o[mt][nt][e] *= alpha[mt][e / 2];
+    }
+  }
+
+  // Online softmax update: new running max, rescale of O and l, and s replaced by p in fp32.
+  __device__ static void softmax(float (&s)[kM][kNS][4], State& st, float scale_log2) {
+    float alpha[kM][2];
+    const bool any = softmax_stats(s, st, scale_log2, alpha);
+    rescale_o(st, alpha, any);
   }
 
   // P rounded to T in A-fragment layout: keys kk*16 + [0, 16) of S accumulators 2kk and 2kk+1 form the
@@ -322,14 +353,16 @@ struct Forward {
 
   // Visits this thread's 16-byte chunks of the V rows that the tile's first row may not see (keys past
   // seqlen_k are zeros): f(key in tile, chunk address, word, non-finite mask of the word's two halves).
+  // tid: this thread's index among the kThreads threads that share the work (the CTA's, or the consumers').
   template <typename F>
-  __device__ static void for_hidden_v_words(uint32_t v_smem, const KernelArgs& a, int64_t q0, int64_t k0, F&& f) {
+  __device__ static void for_hidden_v_words(uint32_t v_smem, const KernelArgs& a, int64_t q0, int64_t k0, int tid,
+                                            F&& f) {
     const int64_t lo = max(k0, q0 + a.causal_offset + 1) - k0;
     const int64_t hi = min(k0 + Cfg::kBlockN, a.seqlen_k) - k0;
     constexpr int kPerThread = Cfg::kBlockN * Cfg::kChunksPerRow / Cfg::kThreads;
 #pragma unroll
     for (int i = 0; i < kPerThread; ++i) {
-      const int idx = static_cast<int>(threadIdx.x) + i * Cfg::kThreads;
+      const int idx = tid + i * Cfg::kThreads;
       const int row = idx / Cfg::kChunksPerRow;
       if (row >= lo && row < hi) {
         const uint32_t addr = v_smem + chunk_offset<Cfg::kBlockN>(row, idx % Cfg::kChunksPerRow);
@@ -348,9 +381,9 @@ struct Forward {
 
   // True if a V row that the tile's first row may not see holds inf or NaN. On the tensor cores such a
   // row would reach every row of the m16 tile through p = 0: 0 * inf = NaN.
-  __device__ static bool hidden_v_nonfinite(uint32_t v_smem, const KernelArgs& a, int64_t q0, int64_t k0) {
+  __device__ static bool hidden_v_nonfinite(uint32_t v_smem, const KernelArgs& a, int64_t q0, int64_t k0, int tid) {
     uint32_t bad = 0;
-    for_hidden_v_words(v_smem, a, q0, k0, [&](int, uint32_t, uint32_t, uint32_t mask) { bad |= mask; });
+    for_hidden_v_words(v_smem, a, q0, k0, tid, [&](int, uint32_t, uint32_t, uint32_t mask) { bad |= mask; });
     return bad != 0;
   }
 
@@ -406,6 +439,145 @@ struct Forward {
     }
   }
 
+  // The exact P*V of a diagonal tile whose hidden V rows hold inf/NaN (a rare, CTA-uniform branch): `sync` is a
+  // barrier over the kThreads threads that share the tile, tid this thread's index among them.
+  template <class Sync>
+  __device__ static void exact_hidden_v(uint32_t (&pa)[kM][kNS / 2][4], State& st, uint32_t v_smem, const KernelArgs& a,
+                                       int64_t q0, int warp_row0, int64_t k0, int lane, int tid, bool warp_sees,
+                                       Sync&& sync) {
+    const int quad_row = lane / kQuad;
+    // Rows that see a non-finite hidden V row take P V on the CUDA cores, adding only keys they see; then
+    // those V entries are zeroed and every row runs the tensor cores, the exact rows with P = 0. A row's
+    // arithmetic so depends only on the keys it sees: a causal row is bit-identical whatever its hidden
+    // keys hold. (Block-uniform branch, rare tiles.)
+    __shared__ uint32_t bad_keys[(Cfg::kBlockN + 31) / 32];
+    if (tid < (Cfg::kBlockN + 31) / 32) bad_keys[tid] = 0u;
+    sync();
+    for_hidden_v_words(v_smem, a, q0, k0, tid, [&](int key, uint32_t, uint32_t, uint32_t mask) {
+      if (mask != 0u) atomicOr(&bad_keys[key / 32], 1u << (key % 32));
+    });
+    sync();
+    bool exact_rows[kM][2];
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int64_t row = q0 + warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
+        const int64_t limit = min(a.seqlen_k, row + a.causal_offset + 1) - k0;
+        bool any = false;
+        for (int w = 0; w * 32 < min(limit, int64_t{Cfg::kBlockN}); ++w) {
+          const int64_t bits = min(limit - w * 32, int64_t{32});
+          any |= (bad_keys[w] & (bits >= 32 ? 0xFFFFFFFFu : (1u << bits) - 1u)) != 0u;
+        }
+        exact_rows[mt][hh] = any;
+      }
+    if (warp_sees) pv_exact(pa, st, v_smem, a, q0 + warp_row0, k0, lane, exact_rows);
+    sync();  // every warp is done reading the original V
+    for_hidden_v_words(v_smem, a, q0, k0, tid, [&](int, uint32_t addr, uint32_t x, uint32_t mask) {
+      if (mask != 0u) st_shared_b32(addr, x & ~mask);  // +0 where the half was inf or NaN
+    });
+    if constexpr (kWg) fence_proxy_async_shared();
+    sync();
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+      for (int kk = 0; kk < kNS / 2; ++kk)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          if (exact_rows[mt][hh]) pa[mt][kk][hh] = pa[mt][kk][hh + 2] = 0u;
+        }
+  }
+  // Epilogue, first half: O = acc / l rounded to T into this warp's rows of a (kBlockM, kHeadDim) tile at o_smem
+  // laid out like Q, and LSE = m*|scale| + ln(l) for the real rows. A row with l == 0 saw no key with a finite
+  // score: O = 0 and LSE = -inf by contract, whatever acc holds.
+  __device__ static void stage_o_and_lse(const State& st, const KernelArgs& a, uint32_t o_smem, int64_t q0, int64_t bh,
+                                         int warp_row0, int lane) {
+    const int quad_row = lane / kQuad;
+    const int quad_col = (lane % kQuad) * 2;
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const float l = quad_sum(st.row_sum[mt][hh]);
+        const bool empty = l == 0.0f;
+        const int local_row = warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
+        const int64_t row = q0 + local_row;
+#pragma unroll
+        for (int nt = 0; nt < kNO; ++nt) {
+          const float o0 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh], l);
+          const float o1 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh + 1], l);
+          st_shared_b32(o_smem + chunk_offset<Cfg::kBlockM>(local_row, nt) + quad_col * kElementBytes, Ops::pack(o0, o1));
+        }
+        if (lane % kQuad == 0 && row < a.seqlen_q) {
+          const float m_natural = st.row_max[mt][hh] * a.scale_abs;
+          a.lse[bh * a.seqlen_q + row] = empty ? kNegInf : m_natural + logf(l);
+          if constexpr (kInstrument) {
+            const int64_t flat = bh * a.seqlen_q + row;
+            if (a.inst.row_m != nullptr) a.inst.row_m[flat] = m_natural;
+            if (a.inst.row_l != nullptr) a.inst.row_l[flat] = l;
+            if (a.inst.rescale_buckets != nullptr) {
+              const int bucket = min(32 - __clz(st.moves[mt][hh]), kRescaleBuckets - 1);
+              atomicAdd(reinterpret_cast<unsigned long long*>(&a.inst.rescale_buckets[bucket]), 1ull);
+            }
+          }
+        }
+      }
+  }
+
+  // A fresh work item: O = 0, m = -inf, l = 0 (and, instrumented, the tile counts and trace slots of its rows).
+  __device__ static void init_state(State& st, const KernelArgs& a, int64_t q0, int64_t bh, int n_tiles, int warp_row0,
+                                    int lane, int tid) {
+    const int quad_row = lane / kQuad;
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < kNO; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st.acc_o[mt][nt][e] = 0.0f;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        st.row_max[mt][hh] = kNegInf;
+        st.row_sum[mt][hh] = 0.0f;
+      }
+    }
+    if constexpr (kInstrument) {
+      count_tile_kinds(a, q0, n_tiles, tid);
+#pragma unroll
+      for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          st.moves[mt][hh] = 0;
+          st.trace_slot[mt][hh] = -1;
+          // Rows past seqlen_q of a partial Q tile are not rows of this head: their flat index is a row
+          // of the next head, whose trace they must not write.
+          const int64_t row = q0 + warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
+          const int64_t flat = bh * a.seqlen_q + row;
+          for (int r = 0; row < a.seqlen_q && r < a.inst.trace_row_count; ++r)
+            if (a.inst.trace_rows[r] == flat) st.trace_slot[mt][hh] = r;
+        }
+    }
+  }
+
+  // Instrumented builds: m and l of the traced rows after K/V tile n.
+  __device__ static void trace_tile(const State& st, const KernelArgs& a, int n, int lane) {
+    if constexpr (kInstrument) {
+      if (a.inst.trace_row_count > 0) {
+#pragma unroll
+        for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+          for (int hh = 0; hh < 2; ++hh) {
+            const float l = quad_sum(st.row_sum[mt][hh]);
+            const int trace = st.trace_slot[mt][hh];
+            if (lane % kQuad == 0 && trace >= 0 && n < a.inst.max_tiles) {
+              const int64_t at = static_cast<int64_t>(trace) * a.inst.max_tiles + n;
+              if (a.inst.trace_m != nullptr) a.inst.trace_m[at] = st.row_max[mt][hh] * a.scale_abs;
+              if (a.inst.trace_l != nullptr) a.inst.trace_l[at] = l;
+            }
+          }
+      }
+    }
+  }
+
   __device__ static float quad_sum(float x) {
     x += __shfl_xor_sync(kFullWarp, x, 1);
     x += __shfl_xor_sync(kFullWarp, x, 2);
@@ -415,9 +587,9 @@ struct Forward {
   // Tile kinds of one Q tile, counted once per CTA work item (definitions in instrument.h):
   // diagonal if the tile's first row may not see its last real key; tail if the K tile runs past seqlen_k or
   // the Q tile past seqlen_q; skipped if no row of the tile sees any of its keys.
-  __device__ static void count_tile_kinds(const KernelArgs& a, int64_t q0, int n_tiles) {
+  __device__ static void count_tile_kinds(const KernelArgs& a, int64_t q0, int n_tiles, int tid) {
     uint64_t* counts = a.inst.tile_kind_counts;
-    if (counts == nullptr || threadIdx.x != 0) return;
+    if (counts == nullptr || tid != 0) return;
     const int64_t total = (a.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
     uint64_t kinds[kTileKindCount] = {};
     kinds[static_cast<int>(TileKind::kSkipped)] = static_cast<uint64_t>(total - n_tiles);
@@ -530,34 +702,7 @@ struct Forward {
       const bool prefetch_next = n_tiles > 0 && next_item < a.work_items && item_at(a, next_item).n_tiles > 0;
 
       State st;
-#pragma unroll
-      for (int mt = 0; mt < kM; ++mt) {
-#pragma unroll
-        for (int nt = 0; nt < kNO; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) st.acc_o[mt][nt][e] = 0.0f;
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          st.row_max[mt][hh] = kNegInf;
-          st.row_sum[mt][hh] = 0.0f;
-        }
-      }
-      if constexpr (kInstrument) {
-        count_tile_kinds(a, q0, n_tiles);
-#pragma unroll
-        for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            st.moves[mt][hh] = 0;
-            st.trace_slot[mt][hh] = -1;
-            // Rows past seqlen_q of a partial Q tile are not rows of this head: their flat index is a row
-            // of the next head, whose trace they must not write.
-            const int64_t row = q0 + warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
-            const int64_t flat = bh * a.seqlen_q + row;
-            for (int r = 0; row < a.seqlen_q && r < a.inst.trace_row_count; ++r)
-              if (a.inst.trace_rows[r] == flat) st.trace_slot[mt][hh] = r;
-          }
-      }
+      init_state(st, a, q0, bh, n_tiles, warp_row0, lane, static_cast<int>(threadIdx.x));
 
       for (int n = 0; n < n_tiles; ++n) {
         const uint32_t k_smem = stage_smem(parity + n);
@@ -604,48 +749,10 @@ struct Forward {
           softmax(s, st, a.scale_log2);
           pack_p(s, pa);
         }
-        const bool exact = diagonal && __syncthreads_or(hidden_v_nonfinite(v_smem, a, q0, k0));
+        const bool exact = diagonal && __syncthreads_or(hidden_v_nonfinite(v_smem, a, q0, k0, static_cast<int>(threadIdx.x)));
         if (exact) {
-          // Rows that see a non-finite hidden V row take P V on the CUDA cores, adding only keys they see; then
-          // those V entries are zeroed and every row runs the tensor cores, the exact rows with P = 0. A row's
-          // arithmetic so depends only on the keys it sees: a causal row is bit-identical whatever its hidden
-          // keys hold. (Block-uniform branch, rare tiles.)
-          __shared__ uint32_t bad_keys[(Cfg::kBlockN + 31) / 32];
-          if (threadIdx.x < (Cfg::kBlockN + 31) / 32) bad_keys[threadIdx.x] = 0u;
-          __syncthreads();
-          for_hidden_v_words(v_smem, a, q0, k0, [&](int key, uint32_t, uint32_t, uint32_t mask) {
-            if (mask != 0u) atomicOr(&bad_keys[key / 32], 1u << (key % 32));
-          });
-          __syncthreads();
-          bool exact_rows[kM][2];
-#pragma unroll
-          for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-              const int64_t row = q0 + warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
-              const int64_t limit = min(a.seqlen_k, row + a.causal_offset + 1) - k0;
-              bool any = false;
-              for (int w = 0; w * 32 < min(limit, int64_t{Cfg::kBlockN}); ++w) {
-                const int64_t bits = min(limit - w * 32, int64_t{32});
-                any |= (bad_keys[w] & (bits >= 32 ? 0xFFFFFFFFu : (1u << bits) - 1u)) != 0u;
-              }
-              exact_rows[mt][hh] = any;
-            }
-          if (warp_sees) pv_exact(pa, st, v_smem, a, q0 + warp_row0, k0, lane, exact_rows);
-          __syncthreads();  // every warp is done reading the original V
-          for_hidden_v_words(v_smem, a, q0, k0, [&](int, uint32_t addr, uint32_t x, uint32_t mask) {
-            if (mask != 0u) st_shared_b32(addr, x & ~mask);  // +0 where the half was inf or NaN
-          });
-          if constexpr (kWg) fence_proxy_async_shared();
-          __syncthreads();
-#pragma unroll
-          for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-            for (int kk = 0; kk < kNS / 2; ++kk)
-#pragma unroll
-              for (int hh = 0; hh < 2; ++hh) {
-                if (exact_rows[mt][hh]) pa[mt][kk][hh] = pa[mt][kk][hh + 2] = 0u;
-              }
+          exact_hidden_v(pa, st, v_smem, a, q0, warp_row0, k0, lane, static_cast<int>(threadIdx.x), warp_sees,
+                         [] { __syncthreads(); });
         }
         if (last && prefetch_next) {
           // Every warp's S of the last tile has read Q (the diagonal test above was a barrier already): the next
@@ -665,22 +772,7 @@ struct Forward {
 #endif
         }
 
-        if constexpr (kInstrument) {
-          if (a.inst.trace_row_count > 0) {
-#pragma unroll
-            for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-              for (int hh = 0; hh < 2; ++hh) {
-                const float l = quad_sum(st.row_sum[mt][hh]);
-                const int trace = st.trace_slot[mt][hh];
-                if (lane % kQuad == 0 && trace >= 0 && n < a.inst.max_tiles) {
-                  const int64_t at = static_cast<int64_t>(trace) * a.inst.max_tiles + n;
-                  if (a.inst.trace_m != nullptr) a.inst.trace_m[at] = st.row_max[mt][hh] * a.scale_abs;
-                  if (a.inst.trace_l != nullptr) a.inst.trace_l[at] = l;
-                }
-              }
-          }
-        }
+        trace_tile(st, a, n, lane);
       }
 
       // Epilogue: O = acc / l rounded to T, staged through this warp's own rows of a (kBlockM, kHeadDim) tile
@@ -691,34 +783,7 @@ struct Forward {
       const uint32_t o_smem = stage_smem(n_tiles > 0 ? parity + n_tiles - 1 : parity + 1);
       if (n_tiles > 0) __syncthreads();
       T* o_head = static_cast<T*>(const_cast<void*>(a.o.ptr)) + b * a.o.batch_stride + h * a.o.head_stride;
-#pragma unroll
-      for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const float l = quad_sum(st.row_sum[mt][hh]);
-          const bool empty = l == 0.0f;
-          const int local_row = warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
-          const int64_t row = q0 + local_row;
-#pragma unroll
-          for (int nt = 0; nt < kNO; ++nt) {
-            const float o0 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh], l);
-            const float o1 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh + 1], l);
-            st_shared_b32(o_smem + chunk_offset<Cfg::kBlockM>(local_row, nt) + quad_col * kElementBytes, Ops::pack(o0, o1));
-          }
-          if (lane % kQuad == 0 && row < a.seqlen_q) {
-            const float m_natural = st.row_max[mt][hh] * a.scale_abs;
-            a.lse[bh * a.seqlen_q + row] = empty ? kNegInf : m_natural + logf(l);
-            if constexpr (kInstrument) {
-              const int64_t flat = bh * a.seqlen_q + row;
-              if (a.inst.row_m != nullptr) a.inst.row_m[flat] = m_natural;
-              if (a.inst.row_l != nullptr) a.inst.row_l[flat] = l;
-              if (a.inst.rescale_buckets != nullptr) {
-                const int bucket = min(32 - __clz(st.moves[mt][hh]), kRescaleBuckets - 1);
-                atomicAdd(reinterpret_cast<unsigned long long*>(&a.inst.rescale_buckets[bucket]), 1ull);
-              }
-            }
-          }
-        }
+      stage_o_and_lse(st, a, o_smem, q0, bh, warp_row0, lane);
       __syncwarp();
       constexpr int kStorePerLane = Cfg::kRowsPerWarp * Cfg::kChunksPerRow / kWarpSize;
 #pragma unroll
@@ -756,13 +821,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   Forward<T, Cfg, kInstrument>::run(args, smem);
 }
 
-// CTAs of this kernel that fit on one SM of `device` at once (0 if unknown yet); set once per device, together
-// with the kernel's shared-memory opt-in, so a launch costs no driver queries after the first on a device.
+// CTAs of kKernel (with `threads` threads and `smem_bytes` of dynamic shared memory) that fit on the current
+// device at once: SMs x CTAs per SM. The kernel's shared-memory opt-in is set and the occupancy queried on the
+// first call per device, then cached, so a launch costs no driver queries after the first on a device.
 inline constexpr int kMaxDevices = 64;
 
-template <typename T, class Cfg>
-Status launch_with(const KernelArgs& args, cudaStream_t stream) {
-  const auto kernel = tensor_core_forward_kernel<T, Cfg, FLASHCHECK_INSTRUMENT != 0>;
+template <auto kKernel>
+Status resident_ctas(int threads, int smem_bytes, int64_t* resident) {
   static std::atomic<int> ctas_per_sm[kMaxDevices] = {};
   static std::atomic<int> sm_count[kMaxDevices] = {};
   int device = 0;
@@ -771,9 +836,9 @@ Status launch_with(const KernelArgs& args, cudaStream_t stream) {
   int per_sm = device < kMaxDevices ? ctas_per_sm[device].load(std::memory_order_acquire) : 0;
   int sms = device < kMaxDevices ? sm_count[device].load(std::memory_order_relaxed) : 0;
   if (per_sm == 0) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+    err = cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, Cfg::kThreads, Cfg::kSmemBytes);
+    if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kKernel, threads, smem_bytes);
     if (err != cudaSuccess) return {StatusCode::kCudaError, cudaGetErrorString(err)};
     if (per_sm < 1) return {StatusCode::kCudaError, "tensor_core: the kernel does not fit on an SM of this device"};
     if (device < kMaxDevices) {
@@ -781,7 +846,13 @@ Status launch_with(const KernelArgs& args, cudaStream_t stream) {
       ctas_per_sm[device].store(per_sm, std::memory_order_release);
     }
   }
-  // Persistent CTAs (as many as fit at once) or one per work item: schedule.h.
+  *resident = int64_t{sms} * per_sm;
+  return Status::ok_status();
+}
+
+// What plan_grid() needs of a launch of Cfg's tiles (schedule.h); allow_persistent per Cfg::kPersist.
+template <class Cfg>
+GridProblem grid_problem(const KernelArgs& args) {
   GridProblem problem;
   problem.work_items = args.work_items;
   problem.q_tiles = args.q_tiles;
@@ -793,21 +864,31 @@ Status launch_with(const KernelArgs& args, cudaStream_t stream) {
   problem.block_n = Cfg::kBlockN;
   problem.allow_persistent =
       Cfg::kPersist == Persist::kAlways || (Cfg::kPersist == Persist::kCausal && args.causal);
-#if defined(FLASHCHECK_TC_DEV_ONE_ITEM_PER_CTA)  // development A/B only (dev/ab_round.sh)
-  const int64_t grid = min(args.work_items, int64_t{std::numeric_limits<int32_t>::max()});
-#else
-  const int64_t grid = plan_grid(problem, int64_t{sms} * per_sm);
-#endif
-  if (grid < 1) return Status::ok_status();
-  kernel<<<dim3(static_cast<unsigned>(grid)), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(args);
-  err = cudaGetLastError();
-  if (err != cudaSuccess) return {StatusCode::kCudaError, cudaGetErrorString(err)};
-  return Status::ok_status();
+  return problem;
 }
 
-template <typename T, int HeadDimPadded>
-Status launch_forward(const KernelArgs& args, cudaStream_t stream) {
-  return launch_with<T, Sm90Tile<HeadDimPadded>>(args, stream);
+// Persistent CTAs (as many as fit at once) or one per work item: schedule.h.
+inline int64_t plan_launch_grid(const GridProblem& problem, int64_t resident) {
+#if defined(FLASHCHECK_TC_DEV_ONE_ITEM_PER_CTA)  // development A/B only (dev/ab_round.sh)
+  (void)resident;
+  return min(problem.work_items, int64_t{std::numeric_limits<int32_t>::max()});
+#else
+  return plan_grid(problem, resident);
+#endif
+}
+
+template <typename T, class Cfg>
+Status launch_with(const KernelArgs& args, cudaStream_t stream) {
+  constexpr auto kernel = tensor_core_forward_kernel<T, Cfg, FLASHCHECK_INSTRUMENT != 0>;
+  int64_t resident = 0;
+  const Status st = resident_ctas<kernel>(Cfg::kThreads, Cfg::kSmemBytes, &resident);
+  if (!st.ok()) return st;
+  const int64_t grid = plan_launch_grid(grid_problem<Cfg>(args), resident);
+  if (grid < 1) return Status::ok_status();
+  kernel<<<dim3(static_cast<unsigned>(grid)), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(args);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return {StatusCode::kCudaError, cudaGetErrorString(err)};
+  return Status::ok_status();
 }
 
 }  // namespace tc_kernel

@@ -29,7 +29,7 @@ inline constexpr int kSwizzleAtomRows = 8;    // 8 rows x 128 bytes = one 1024-b
 enum class Persist { kNever, kCausal, kAlways };
 
 template <int HeadDim, int BlockM, int BlockN, int Warps, int Stages, bool Wgmma = false,
-          Persist PersistMode = Persist::kNever>
+          Persist PersistMode = Persist::kNever, bool WarpSpecialized = false>
 struct TileConfig {
   static constexpr int kHeadDim = HeadDim;  // padded head_dim: the family
   static constexpr int kBlockM = BlockM;    // query rows per CTA
@@ -41,6 +41,9 @@ struct TileConfig {
   // mma.sync with ldmatrix from padded rows. The register fragments are the same.
   static constexpr bool kWgmma = Wgmma;
   static constexpr Persist kPersist = PersistMode;
+  // sm_90a: a TMA producer warpgroup feeds the kWarps consumer warps through mbarriers (kernel_ws.cuh) where
+  // TMA can address the tensors; kernel.cuh's cp.async kernel otherwise.
+  static constexpr bool kWarpSpecialized = WarpSpecialized;
   static constexpr int kThreads = Warps * kWarpSize;
   static constexpr int kRowsPerWarp = BlockM / Warps;     // warps split the Q tile by rows
   static constexpr int kMTiles = kRowsPerWarp / kMmaM;    // m16 tiles per warp: B fragments reused kMTiles times
@@ -93,7 +96,14 @@ struct TileShape {
   int stages;
   bool wgmma = false;
   Persist persist = Persist::kNever;
+  bool warp_specialized = false;
 };
+
+#if defined(FLASHCHECK_TC_DEV_NO_WS)  // development A/B only (dev/ab_round.sh): the cp.async kernel everywhere
+inline constexpr bool kWarpSpecializedTiles = false;
+#else
+inline constexpr bool kWarpSpecializedTiles = true;
+#endif
 
 // Hopper (sm_90, mma.sync path): one choice per family, measured on H100 (NOTES.md).
 constexpr TileShape tile_shape_sm90(int head_dim_padded) {
@@ -103,9 +113,12 @@ constexpr TileShape tile_shape_sm90(int head_dim_padded) {
   switch (head_dim_padded) {
     // Persistent CTAs measured against one CTA per item (NOTES.md, "Third session"): d=128 +0-9% everywhere,
     // d=256 +3-7% causal at N = 1024-4096 but -1-4% non-causal, d=64 within noise either way.
-    case 64: return {64, 128, 4, 2, true, Persist::kNever};     // one warpgroup, three CTAs per SM: beat 128 rows
-    case 128: return {128, 128, 8, 2, true, Persist::kAlways};  // S 64 + O 64 fp32 registers a thread; 161 KB smem
-    case 256: return {128, 64, 8, 2, true, Persist::kCausal};   // S 32 + O 128; 193 KB smem
+    // Warp-specialized (kernel_ws.cuh): two consumer warpgroups of 64 rows; one CTA per SM. The cp.async
+    // kernel.cuh tiles, for operands TMA cannot address, keep the same shape (the one-warpgroup 64x128 tiles at
+    // three CTAs per SM were faster there: NOTES.md, "wgmma tiles").
+    case 64: return {128, 128, 8, 2, true, Persist::kNever, kWarpSpecializedTiles};
+    case 128: return {128, 128, 8, 2, true, Persist::kAlways, kWarpSpecializedTiles};  // S 64 + O 64 fp32 registers a thread; 161 KB smem
+    case 256: return {128, 64, 8, 2, true, Persist::kCausal, kWarpSpecializedTiles};   // S 32 + O 128; 193 KB smem
     default: break;
   }
 #endif
@@ -133,6 +146,7 @@ constexpr int family_head_dim(int64_t head_dim) {
 template <int HeadDimPadded>
 using Sm90Tile = TileConfig<HeadDimPadded, tile_shape_sm90(HeadDimPadded).block_m, tile_shape_sm90(HeadDimPadded).block_n,
                             tile_shape_sm90(HeadDimPadded).warps, tile_shape_sm90(HeadDimPadded).stages,
-                            tile_shape_sm90(HeadDimPadded).wgmma, tile_shape_sm90(HeadDimPadded).persist>;
+                            tile_shape_sm90(HeadDimPadded).wgmma, tile_shape_sm90(HeadDimPadded).persist,
+                            tile_shape_sm90(HeadDimPadded).warp_specialized>;
 
 }  // namespace flashcheck::tensor_core

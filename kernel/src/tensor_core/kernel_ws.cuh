@@ -1,0 +1,501 @@
+// Warp-specialized sm_90a forward kernel of the tensor-core family (FlashAttention-3's structure, written here):
+// one producer warpgroup whose single elected thread moves every tile with TMA (bulk tensor copies into the
+// 128-byte-swizzled layout the wgmma descriptors read), and two consumer warpgroups of 64 query rows each that
+// only compute. Full/empty mbarriers per shared-memory slot replace the per-tile __syncthreads of kernel.cuh, so
+// the consumers never wait for a load they could have overlapped and never wait for each other, and loads
+// run ahead across work items of a persistent CTA. Inside a consumer the wgmma chains are software-pipelined:
+// S(n) = Q K(n)^T is issued, then O += P(n-1) V(n-1), and the softmax of tile n runs while P V is still on the
+// tensor cores (only the O rescale waits for it).
+//
+// Arithmetic is kernel.cuh's, call for call (the same Forward<> helpers: mask, softmax, P rounding, exact
+// hidden-V path, epilogue), in the same order per row, so both kernels return bit-identical O and LSE; the
+// error model (families.h) does not change. Used where TMA can address the tensors (16-byte-aligned bases
+// and strides, kernel_ws_eligible()); other launches run kernel.cuh.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap and its enums (types only: the encoder is fetched through the runtime)
+#include <cudaTypedefs.h>
+
+#include <type_traits>
+
+#include "kernel.cuh"
+
+namespace flashcheck::detail {
+inline namespace FLASHCHECK_KERNEL_VARIANT {
+namespace tc_kernel {
+
+// The four operands as TMA sees them: (head_dim, seqlen, heads, batch) with the tensors' own strides; boxes of
+// 64 columns (one 128-byte swizzle row) by a tile's rows. Passed as a __grid_constant__ kernel parameter.
+struct TmaMaps {  // CUtensorMap is 128-byte aligned itself
+  CUtensorMap q;  // box (64, 64): one consumer warpgroup's Q rows
+  CUtensorMap k;  // box (64, kBlockN)
+  CUtensorMap v;  // box (64, kBlockN)
+  CUtensorMap o;  // box (64, 64): one consumer warpgroup's O rows (TMA store: rows and columns past the tensor
+                  // are not written)
+};
+
+#if defined(FLASHCHECK_TC_WGMMA)
+
+inline constexpr int kProducerThreads = kWarpsPerWarpgroup * kWarpSize;  // one warpgroup, one issuing thread
+// Registers per thread after setmaxnreg: the producer gives its share to the two consumer warpgroups. The sum
+// must equal what the launch allocated (__launch_bounds__(384, 1): 168 a thread), or setmaxnreg.inc waits
+// forever for registers that do not exist: 24 * 128 + 240 * 256 = 168 * 384.
+inline constexpr int kProducerRegs = 24;
+inline constexpr int kConsumerRegs = 240;
+inline constexpr int kLaunchRegs = 168;
+// Named barriers (0 is __syncthreads): every consumer thread; one consumer warpgroup (id + warpgroup).
+inline constexpr int kBarConsumers = 1;
+inline constexpr int kBarWarpgroup = 2;
+
+template <typename T, class Cfg, bool kOwnOTile, bool kInstrument>
+struct WsForward {
+  using F = Forward<T, Cfg, kInstrument>;
+  using State = typename F::State;
+  using Item = typename F::Item;
+  static constexpr int kNS = Cfg::kNTilesS;
+  static constexpr int kConsumerThreads = Cfg::kThreads;
+  static constexpr int kWarpgroupThreads = kWarpsPerWarpgroup * kWarpSize;
+  static constexpr int kConsumerWarpgroups = kConsumerThreads / kWarpgroupThreads;
+  static constexpr int kThreads = kConsumerThreads + kProducerThreads;
+  static constexpr int kColumnBlocks = Cfg::kHeadDim / (kSwizzleRowBytes / kElementBytes);
+  static constexpr int kColumnBlockElems = kSwizzleRowBytes / kElementBytes;  // 64
+  static constexpr uint32_t kQRowsBytes = kWgmmaRows * Cfg::kHeadDim * kElementBytes;  // one warpgroup's Q rows
+  static constexpr uint32_t kKVTileBytes = Cfg::kBlockN * Cfg::kHeadDim * kElementBytes;
+  static_assert(Cfg::kWgmma && Cfg::kMTiles == 1, "warp-specialized kernel: wgmma tiles, 16 rows per warp");
+  static_assert(Cfg::kBlockM == kConsumerWarpgroups * kWgmmaRows, "one consumer warpgroup per 64 query rows");
+  static_assert(kConsumerRegs * kConsumerThreads + kProducerRegs * kProducerThreads == kLaunchRegs * kThreads &&
+                    kLaunchRegs * kThreads <= kRegistersPerSm && kRegistersPerSm / kThreads / 8 * 8 == kLaunchRegs,
+                "setmaxnreg: the warpgroups must share exactly the registers the launch allocates");
+  static_assert(Cfg::kKVTileSmemBytes == static_cast<int>(kKVTileBytes), "K/V tiles are dense swizzled boxes");
+  // kOwnO: O is staged in its own tile, so a warpgroup releases its Q rows as soon as its last S has read them
+  // and the next item's Q loads during this item's last P*V and epilogue (short items: +7-16% at N <= 2048).
+  // Where that does not fit beside Cfg's stages (d = 256: 64 KB Q + 4 x 32 KB K/V + 64 KB O), K keeps one
+  // slot: K(n) is free once S(n) has read it, and K(n + 1) loads during the softmax of n, which long items
+  // pay for (-4-13% at d = 256, N >= 8192). Otherwise O is staged in the Q rows, released once the O store
+  // has read them. launch_ws() picks per launch (ws_own_o()).
+  static constexpr bool kOwnO = kOwnOTile;
+  static constexpr int smem_bytes(int k_stages, int v_stages, bool own_o) {
+    return Cfg::kQSmemBytes * (own_o ? 2 : 1) + (k_stages + v_stages) * Cfg::kKVTileSmemBytes + Cfg::kSmemAlignSlack;
+  }
+  static constexpr int kVStages = Cfg::kStages;
+  static constexpr int kKStages =
+      !kOwnO || smem_bytes(Cfg::kStages, kVStages, true) <= kMaxSmemPerBlock ? Cfg::kStages : 1;
+  static constexpr int kSmemBytes = smem_bytes(kKStages, kVStages, kOwnO);
+  static_assert(kSmemBytes <= kMaxSmemPerBlock, "warp-specialized tiles exceed the sm_90 per-block limit");
+  // Arrivals that release a warpgroup's Q rows: each of its warps after its last S, or its storing thread.
+  static constexpr int kQReleaseArrivals = kOwnO ? kWarpsPerWarpgroup : 1;
+
+  // mbarriers: *_full completes when TMA has written a slot (one arrival with the byte count, then the bytes);
+  // *_empty when every consumer that reads the slot is done with it. Slot s of K holds tile t with
+  // t % kKStages == s, for the t-th K/V tile of this CTA over all its items (V alike); Q rows of warpgroup w
+  // are slot w.
+  struct Barriers {
+    uint64_t q_full[kConsumerWarpgroups];
+    uint64_t q_empty[kConsumerWarpgroups];
+    uint64_t k_full[kKStages];
+    uint64_t k_empty[kKStages];
+    uint64_t v_full[kVStages];
+    uint64_t v_empty[kVStages];
+  };
+
+  // Shared memory: Q (kBlockM rows: warpgroup w's rows w*64.. in every 64-column block), then kKStages K tiles,
+  // then kVStages V tiles, then (kOwnO) O laid out like Q; all 1024-byte aligned (the 128-byte swizzle atom).
+  struct Layout {
+    uint32_t q, k, v, o;
+    __device__ uint32_t k_slot(int s) const { return k + static_cast<uint32_t>(s) * Cfg::kKVTileSmemBytes; }
+    __device__ uint32_t v_slot(int s) const { return v + static_cast<uint32_t>(s) * Cfg::kKVTileSmemBytes; }
+    // Column block cb of warpgroup w's 64 rows of the Q (or O: base o) tile.
+    __device__ uint32_t rows(uint32_t base, int w, int cb) const {
+      return base + static_cast<uint32_t>(cb) * (Cfg::kBlockM * kSwizzleRowBytes) + w * kWgmmaRows * kSwizzleRowBytes;
+    }
+  };
+
+  __device__ static uint32_t bar(const uint64_t& b) { return smem_address(&b); }
+
+  __device__ static void run(const KernelArgs& a, const TmaMaps& maps, uint8_t* smem) {
+    __shared__ Barriers bars;
+    const int tid = static_cast<int>(threadIdx.x);
+    Layout lay;
+    lay.q = (smem_address(smem) + Cfg::kSmemAlignSlack - 1) / Cfg::kSmemAlignSlack * Cfg::kSmemAlignSlack;
+    lay.k = lay.q + Cfg::kQSmemBytes;
+    lay.v = lay.k + kKStages * Cfg::kKVTileSmemBytes;
+    lay.o = kOwnO ? lay.v + kVStages * Cfg::kKVTileSmemBytes : lay.q;
+    if (tid == 0) {
+      for (int w = 0; w < kConsumerWarpgroups; ++w) {
+        mbarrier_init(bar(bars.q_full[w]), 1);
+        mbarrier_init(bar(bars.q_empty[w]), kQReleaseArrivals);
+      }
+      for (int s = 0; s < kKStages; ++s) {
+        mbarrier_init(bar(bars.k_full[s]), 1);
+        mbarrier_init(bar(bars.k_empty[s]), kConsumerThreads / kWarpSize);  // one arrival per consumer warp
+      }
+      for (int s = 0; s < kVStages; ++s) {
+        mbarrier_init(bar(bars.v_full[s]), 1);
+        mbarrier_init(bar(bars.v_empty[s]), kConsumerThreads / kWarpSize);
+      }
+      fence_mbarrier_init();
+    }
+    __syncthreads();
+    if (tid < kProducerThreads) {
+      setmaxnreg_dec<kProducerRegs>();
+      if (tid == 0) produce(a, maps, bars, lay);
+      return;
+    }
+    setmaxnreg_inc<kConsumerRegs>();
+    consume(a, maps, bars, lay, tid - kProducerThreads);
+  }
+
+  // The producer: for each item of this CTA (schedule.h order), Q rows per consumer warpgroup and K/V tiles,
+  // each into its slot once the slot's previous contents are released. K(0) goes first: in a persistent CTA its
+  // slot frees before the Q rows do (they hold the previous item's O until its store has read them).
+  __device__ static void produce(const KernelArgs& a, const TmaMaps& maps, Barriers& bars, const Layout& lay) {
+    prefetch_tensor_map(&maps.q);
+    prefetch_tensor_map(&maps.k);
+    prefetch_tensor_map(&maps.v);
+    prefetch_tensor_map(&maps.o);
+    uint32_t tile = 0;   // K/V tiles of this CTA so far (mod 2^32)
+    uint32_t items = 0;  // items of this CTA so far (uses of the Q slots)
+    for (int64_t step = 0;; ++step) {
+      const int64_t item = scheduled_item(blockIdx.x, step, gridDim.x);
+      if (item >= a.work_items) break;
+      const Item it = F::item_at(a, item);
+      const int b = static_cast<int>(it.b);
+      const int hk = static_cast<int>(it.hk);
+      const auto load_q = [&] {
+        for (int w = 0; w < kConsumerWarpgroups; ++w) {
+          mbarrier_wait(bar(bars.q_empty[w]), (items & 1) ^ 1);
+          if (it.n_tiles == 0) {  // nothing to read: the slot only carries the item's O (zeros)
+            mbarrier_arrive(bar(bars.q_full[w]));
+            continue;
+          }
+          mbarrier_arrive_expect_tx(bar(bars.q_full[w]), kQRowsBytes);
+          for (int cb = 0; cb < kColumnBlocks; ++cb)
+            tma_load_4d(lay.rows(lay.q, w, cb), &maps.q, bar(bars.q_full[w]), cb * kColumnBlockElems,
+                        static_cast<int>(it.q0) + w * kWgmmaRows, static_cast<int>(it.h), b);
+        }
+      };
+      if (it.n_tiles == 0) load_q();
+      for (int n = 0; n < it.n_tiles; ++n, ++tile) {
+        const int s = slot<kKStages>(tile);
+        const int row = n * Cfg::kBlockN;
+        mbarrier_wait(bar(bars.k_empty[s]), phase<kKStages>(tile) ^ 1);
+        mbarrier_arrive_expect_tx(bar(bars.k_full[s]), kKVTileBytes);
+        for (int cb = 0; cb < kColumnBlocks; ++cb)
+          tma_load_4d(lay.k_slot(s) + cb * (Cfg::kBlockN * kSwizzleRowBytes), &maps.k, bar(bars.k_full[s]),
+                      cb * kColumnBlockElems, row, hk, b);
+        if (n == 0) load_q();
+        const int sv = slot<kVStages>(tile);
+        mbarrier_wait(bar(bars.v_empty[sv]), phase<kVStages>(tile) ^ 1);
+        mbarrier_arrive_expect_tx(bar(bars.v_full[sv]), kKVTileBytes);
+        for (int cb = 0; cb < kColumnBlocks; ++cb)
+          tma_load_4d(lay.v_slot(sv) + cb * (Cfg::kBlockN * kSwizzleRowBytes), &maps.v, bar(bars.v_full[sv]),
+                      cb * kColumnBlockElems, row, hk, b);
+      }
+      ++items;
+    }
+  }
+
+  // Flips the sign bits of this warpgroup's Q rows (softmax_scale < 0; exact), before any wgmma reads them.
+  __device__ static void negate_q_rows(const Layout& lay, int wg, int wg_tid) {
+    constexpr int kChunks = kWgmmaRows * Cfg::kChunksPerRow;
+    constexpr uint32_t kSignBits = 0x80008000u;
+    for (int i = wg_tid; i < kChunks; i += kWarpgroupThreads) {
+      const uint32_t addr = lay.q + F::template chunk_offset<Cfg::kBlockM>(wg * kWgmmaRows + i / Cfg::kChunksPerRow,
+                                                                        i % Cfg::kChunksPerRow);
+      uint4 v = ld_shared_v4(addr);
+      v.x ^= kSignBits;
+      v.y ^= kSignBits;
+      v.z ^= kSignBits;
+      v.w ^= kSignBits;
+      st_shared_v4(addr, v);
+    }
+    fence_proxy_async_shared();
+    named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
+  }
+
+  // What a consumer thread carries through one item's K/V loop (32-bit: the launch keeps seqlens below 2^31).
+  struct ItemCtx {
+    int q0;             // first query row of the Q tile
+    int n_tiles;        // K/V tiles it reads
+    int unmasked;       // tiles before it need no mask
+    int unmasked_diag;  // tiles from it on are causal diagonal tiles
+    uint32_t tile0;     // CTA-wide index of its first K/V tile (mod 2^32: slot and parity read its low bits)
+  };
+  static_assert((kKStages & (kKStages - 1)) == 0 && (kVStages & (kVStages - 1)) == 0,
+                "slot and phase come from the low bits of a wrapping tile count");
+
+  template <int kSlots>
+  __device__ static int slot(uint32_t t) {
+    return static_cast<int>(t % kSlots);
+  }
+  template <int kSlots>
+  __device__ static uint32_t phase(uint32_t t) {
+    return (t / kSlots) & 1;
+  }
+
+  // Waits for V(m); takes the exact path if tile m is a causal diagonal tile with a non-finite hidden V row
+  // (every consumer thread together). Runs before S(m + 1) is issued, so no wgmma is in flight meanwhile
+  // (V(m) is requested before K(m + 1): waiting for it first costs nothing). Returns V(m)'s slot address.
+  __device__ static uint32_t ready_v(const KernelArgs& a, const ItemCtx& c, Barriers& bars, const Layout& lay, int m,
+                                     bool have_p, uint32_t (&pa)[1][kNS / 2][4], State& st, int ctid) {
+    const uint32_t t = c.tile0 + static_cast<uint32_t>(m);
+    mbarrier_wait(bar(bars.v_full[slot<kVStages>(t)]), phase<kVStages>(t));
+    const uint32_t v_smem = lay.v_slot(slot<kVStages>(t));
+    const int64_t k0 = int64_t{m} * Cfg::kBlockN;
+    if (a.causal && m >= c.unmasked_diag &&
+        named_barrier_or(kBarConsumers, kConsumerThreads, F::hidden_v_nonfinite(v_smem, a, c.q0, k0, ctid))) {
+      exact_hidden_v(pa, st, v_smem, a, c.q0, k0, ctid, have_p);
+    }
+    return v_smem;
+  }
+
+  // Out of line: the rare exact path's registers (P, O and the per-key loop) would otherwise crowd the hot loop
+  // at the 240-register budget; the call passes P and O through local memory, on this path only.
+  __device__ static void exact_hidden_v(uint32_t (&pa)[1][kNS / 2][4], State& st, uint32_t v_smem,
+                                                     const KernelArgs& a, int64_t q0, int64_t k0, int ctid,
+                                                     bool have_p) {
+    const int warp = ctid / kWarpSize;
+    F::exact_hidden_v(pa, st, v_smem, a, q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid, have_p,
+                      [] { named_barrier_sync(kBarConsumers, kConsumerThreads); });
+  }
+
+  template <int kSlots>
+  __device__ static void release(uint64_t (&empty)[kSlots], uint32_t t, int lane) {
+    if (lane == 0) mbarrier_arrive(bar(empty[slot<kSlots>(t)]));
+  }
+
+  __device__ static void consume(const KernelArgs& a, const TmaMaps& maps, Barriers& bars, const Layout& lay,
+                                 int ctid) {
+    const int lane = ctid % kWarpSize;
+    const int warp = ctid / kWarpSize;  // consumer warp: rows 16 warp .. 16 warp + 15 of the Q tile
+    const int wg = warp / kWarpsPerWarpgroup;
+    const int wg_tid = ctid % kWarpgroupThreads;
+    const int warp_row0 = warp * Cfg::kRowsPerWarp;
+    uint32_t tile = 0;
+    uint32_t items = 0;
+    for (int64_t step = 0;; ++step) {
+      const int64_t item = scheduled_item(blockIdx.x, step, gridDim.x);
+      if (item >= a.work_items) break;
+      ItemCtx c;
+      {
+        const Item it = F::item_at(a, item);
+        c.q0 = static_cast<int>(it.q0);
+        c.n_tiles = it.n_tiles;
+        c.unmasked = it.unmasked;
+        c.unmasked_diag = it.unmasked_diag;
+        c.tile0 = tile;
+      }
+      mbarrier_wait(bar(bars.q_full[wg]), items & 1);
+      if (a.negate_q && c.n_tiles > 0) negate_q_rows(lay, wg, wg_tid);
+      if (kOwnO && c.n_tiles == 0 && lane == 0) mbarrier_arrive(bar(bars.q_empty[wg]));  // nothing reads Q
+      State st;
+      F::init_state(st, a, c.q0, item / a.q_tiles, c.n_tiles, warp_row0, lane, ctid);
+
+      // Every warpgroup runs every tile. On a causal diagonal tile none of whose keys a warpgroup's rows see, the
+      // mask gives p = 0 and alpha = 1 (exact, as skipping would be); keeping the wgmma chains out of branches
+      // keeps ptxas from serializing them (it does when a chain is issued or awaited under a branch it cannot
+      // prove warp-uniform).
+      uint32_t pa[1][kNS / 2][4];  // P(n - 1) rounded to T, waiting for V(n - 1)
+      const auto tile_step = [&]<bool kFirst>(int n) {
+        const uint32_t t = tile + static_cast<uint32_t>(n);
+        uint32_t v_prev = 0;
+        if constexpr (!kFirst) v_prev = ready_v(a, c, bars, lay, n - 1, true, pa, st, ctid);
+        mbarrier_wait(bar(bars.k_full[slot<kKStages>(t)]), phase<kKStages>(t));
+        float sc[1][kNS][4];  // S(n), then p
+        if constexpr (!kFirst) {
+          // Both chains back to back, with every register they touch fenced before the first (an instruction
+          // touching an accumulator between them would make ptxas serialize the chains).
+          fence_operands(sc[0]);
+          fence_operands(st.acc_o[0]);
+          fence_operands(pa[0]);
+          wgmma_fence();
+          F::qk_chain(sc, lay.q, lay.k_slot(slot<kKStages>(t)), wg);
+          F::pv_chain(pa, st, v_prev);
+          wgmma_wait<1>();  // S(n) was committed first; P(n-1) V(n-1) may still run
+        } else {
+          F::qk_wgmma_issue(sc, lay.q, lay.k_slot(slot<kKStages>(t)), wg);
+          wgmma_wait<0>();
+        }
+        fence_operands(sc[0]);
+        release(bars.k_empty, t, lane);
+        if (kOwnO && n + 1 == c.n_tiles && lane == 0) mbarrier_arrive(bar(bars.q_empty[wg]));  // last S read Q
+        if (n >= c.unmasked)
+          F::apply_mask(sc, a, c.q0 + warp_row0, int64_t{n} * Cfg::kBlockN, lane / kQuad, (lane % kQuad) * 2);
+        float alpha[1][2];
+        const bool rescale = F::softmax_stats(sc, st, a.scale_log2, alpha);
+        if constexpr (!kFirst) {
+          wgmma_wait<0>();
+          fence_operands(st.acc_o[0]);
+          fence_operands(pa[0]);
+          release(bars.v_empty, t - 1, lane);
+        }
+        F::rescale_o(st, alpha, rescale);
+        F::pack_p(sc, pa);
+        F::trace_tile(st, a, n, lane);
+      };
+      if (c.n_tiles > 0) {
+        tile_step.template operator()<true>(0);
+        for (int n = 1; n < c.n_tiles; ++n) tile_step.template operator()<false>(n);
+        const uint32_t v_last = ready_v(a, c, bars, lay, c.n_tiles - 1, true, pa, st, ctid);
+        F::pv_wgmma_issue(pa, st, v_last);
+        wgmma_wait<0>();
+        fence_operands(st.acc_o[0]);
+        fence_operands(pa[0]);
+        release(bars.v_empty, tile + static_cast<uint32_t>(c.n_tiles - 1), lane);
+      }
+      tile += static_cast<uint32_t>(c.n_tiles);
+
+      // Epilogue: O staged in this warpgroup's rows of the O tile (kOwnO: once the previous item's store has read
+      // them; else the Q rows, every warp of the warpgroup being past its last S), then one TMA store per
+      // 64-column block. Without kOwnO the Q rows go back to the producer once the stores have read them.
+      const Item it = F::item_at(a, item);
+      if (kOwnO && wg_tid == 0) tma_store_wait_read();
+      named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
+      F::stage_o_and_lse(st, a, lay.o, it.q0, it.bh, warp_row0, lane);
+      fence_proxy_async_shared();
+      named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
+      if (wg_tid == 0) {
+        for (int cb = 0; cb < kColumnBlocks; ++cb)
+          tma_store_4d(&maps.o, lay.rows(lay.o, wg, cb), cb * kColumnBlockElems, c.q0 + wg * kWgmmaRows,
+                       static_cast<int>(it.h), static_cast<int>(it.b));
+        tma_store_commit();
+        if (!kOwnO) {
+          tma_store_wait_read();
+          mbarrier_arrive(bar(bars.q_empty[wg]));
+        }
+      }
+      ++items;
+    }
+    if (wg_tid == 0) tma_store_wait_all();
+  }
+};
+
+// kInstrument is the last template argument (mangled Lb0E / Lb1E), as the symbol check expects.
+template <typename T, class Cfg, bool kOwnO, bool kInstrument>
+__global__ void __launch_bounds__(WsForward<T, Cfg, kOwnO, kInstrument>::kThreads, 1)
+    tensor_core_ws_kernel(const __grid_constant__ KernelArgs args, const __grid_constant__ TmaMaps maps) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  WsForward<T, Cfg, kOwnO, kInstrument>::run(args, maps, smem);
+}
+
+// Whether a launch uses the O tile of its own (WsForward::kOwnO): always where it costs no K slot; at d = 256
+// only for short items (K/V tiles of the middle Q tile, about the average over causal items, at most 32:
+// measured crossover N = 2048-4096 on the H100, NOTES.md).
+template <class Cfg>
+bool ws_own_o(const KernelArgs& args) {
+  if (Cfg::kHeadDim < 256) return true;
+  const int64_t mid_q0 = args.q_tiles / 2 * Cfg::kBlockM;
+  return key_tiles(mid_q0, Cfg::kBlockM, args.seqlen_k, args.causal, args.causal_offset, Cfg::kBlockN) <= 32;
+}
+
+// ---- host side
+
+// cuTensorMapEncodeTiled through the runtime's driver entry point (no link against libcuda); null if absent.
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      f = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// Largest coordinate the kernel hands TMA (int32), with room for a tile past the last row.
+inline constexpr int64_t kTmaMaxCoord = (int64_t{1} << 31) - 1024;
+
+// A (head_dim, rows, heads, batch) map of one operand, box (64, box_rows), 128-byte swizzle, zeros outside.
+// False where TMA cannot address it: base or a stride not 16-byte aligned, a stride past 2^40 bytes, a
+// non-positive stride of a dimension with more than one index.
+template <typename T>
+bool encode_operand(CUtensorMap* map, const TensorRef& t, int64_t head_dim, int64_t rows, int64_t heads, int64_t batch,
+                    int box_rows) {
+  const auto encode = tensor_map_encoder();
+  if (encode == nullptr || t.ptr == nullptr || reinterpret_cast<uintptr_t>(t.ptr) % 16 != 0) return false;
+  if (rows < 1 || heads < 1 || batch < 1 || rows > kTmaMaxCoord || heads > kTmaMaxCoord || batch > kTmaMaxCoord)
+    return false;
+  const int64_t dims[4] = {head_dim, rows, heads, batch};
+  const int64_t elem_strides[3] = {t.row_stride, t.head_stride, t.batch_stride};
+  cuuint64_t global_dims[4];
+  cuuint64_t global_strides[3];
+  int64_t packed = head_dim * static_cast<int64_t>(sizeof(T));  // bytes a packed layout would step
+  for (int i = 0; i < 4; ++i) global_dims[i] = static_cast<cuuint64_t>(dims[i]);
+  for (int i = 0; i < 3; ++i) {
+    packed = (packed + 15) / 16 * 16;
+    int64_t bytes = elem_strides[i] * static_cast<int64_t>(sizeof(T));
+    if (dims[i + 1] == 1) bytes = packed;  // never stepped: any valid stride
+    if (bytes <= 0 || bytes % 16 != 0 || bytes >= (int64_t{1} << 40)) return false;
+    global_strides[i] = static_cast<cuuint64_t>(bytes);
+    packed = bytes * dims[i + 1];
+  }
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(kSwizzleRowBytes / sizeof(T)), static_cast<cuuint32_t>(box_rows),
+                             1, 1};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  const CUtensorMapDataType dtype =
+      std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return encode(map, dtype, 4, const_cast<void*>(t.ptr), global_dims, global_strides, box, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <typename T, class Cfg, bool kOwnO>
+Status launch_ws_kernel(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
+  using Ws = WsForward<T, Cfg, kOwnO, FLASHCHECK_INSTRUMENT != 0>;
+  constexpr auto kernel = tensor_core_ws_kernel<T, Cfg, kOwnO, FLASHCHECK_INSTRUMENT != 0>;
+  int64_t resident = 0;
+  const Status st = resident_ctas<kernel>(Ws::kThreads, Ws::kSmemBytes, &resident);
+  if (!st.ok()) return st;
+  GridProblem problem = grid_problem<Cfg>(args);
+  problem.allow_persistent = true;  // the producer runs ahead across items whenever the schedule is balanced
+  const int64_t grid = plan_launch_grid(problem, resident);
+  if (grid < 1) return Status::ok_status();
+  kernel<<<dim3(static_cast<unsigned>(grid)), Ws::kThreads, Ws::kSmemBytes, stream>>>(args, maps);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return {StatusCode::kCudaError, cudaGetErrorString(err)};
+  return Status::ok_status();
+}
+
+// The warp-specialized launch, or *launched = false (nothing done) where TMA cannot address the operands.
+template <typename T, class Cfg>
+Status launch_ws(const KernelArgs& args, cudaStream_t stream, bool* launched) {
+  *launched = false;
+  if (args.seqlen_k < 1 || args.seqlen_q > kTmaMaxCoord || args.seqlen_k > kTmaMaxCoord) return Status::ok_status();
+  const int64_t batch = args.work_items / (args.q_tiles * args.heads_q);
+  const int64_t heads_kv = args.heads_q / args.group_size;
+  TmaMaps maps;
+  if (!encode_operand<T>(&maps.q, args.q, args.head_dim, args.seqlen_q, args.heads_q, batch, kWgmmaRows) ||
+      !encode_operand<T>(&maps.k, args.k, args.head_dim, args.seqlen_k, heads_kv, batch, Cfg::kBlockN) ||
+      !encode_operand<T>(&maps.v, args.v, args.head_dim, args.seqlen_k, heads_kv, batch, Cfg::kBlockN) ||
+      !encode_operand<T>(&maps.o, args.o, args.head_dim, args.seqlen_q, args.heads_q, batch, kWgmmaRows)) {
+    return Status::ok_status();
+  }
+  *launched = true;
+  if constexpr (Cfg::kHeadDim >= 256) {  // the only family compiled both ways
+    if (!ws_own_o<Cfg>(args)) return launch_ws_kernel<T, Cfg, false>(args, maps, stream);
+  }
+  return launch_ws_kernel<T, Cfg, true>(args, maps, stream);
+}
+
+#endif  // FLASHCHECK_TC_WGMMA
+
+template <typename T, int HeadDimPadded>
+Status launch_forward(const KernelArgs& args, cudaStream_t stream) {
+  using Cfg = Sm90Tile<HeadDimPadded>;
+#if defined(FLASHCHECK_TC_WGMMA)
+  if constexpr (Cfg::kWarpSpecialized) {
+    bool launched = false;
+    const Status st = launch_ws<T, Cfg>(args, stream, &launched);
+    if (launched || !st.ok()) return st;
+  }
+#endif
+  return launch_with<T, Cfg>(args, stream);
+}
+
+}  // namespace tc_kernel
+}  // namespace FLASHCHECK_KERNEL_VARIANT
+}  // namespace flashcheck::detail
