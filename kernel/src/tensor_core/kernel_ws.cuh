@@ -410,13 +410,16 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 inline constexpr int64_t kTmaMaxCoord = (int64_t{1} << 31) - 1024;
 
 // A (head_dim, rows, heads, batch) map of one operand, box (64, box_rows), 128-byte swizzle, zeros outside.
-// False where TMA cannot address it: base or a stride not 16-byte aligned, a stride past 2^40 bytes, a
-// non-positive stride of a dimension with more than one index.
+// False where TMA cannot address it: base, row length or a stride not 16-byte aligned, a stride past 2^40
+// bytes, a non-positive stride of a dimension with more than one index.
 template <typename T>
 bool encode_operand(CUtensorMap* map, const TensorRef& t, int64_t head_dim, int64_t rows, int64_t heads, int64_t batch,
                     int box_rows) {
   const auto encode = tensor_map_encoder();
   if (encode == nullptr || t.ptr == nullptr || reinterpret_cast<uintptr_t>(t.ptr) % 16 != 0) return false;
+  // Rows of whole 16-byte chunks only: with head_dim = 47 (pad 1) the H100's TMA store wrote the padding
+  // element after each row, and loads read it (Gpu_Properties.MemorySafety and OracleAgreement found both).
+  if (head_dim * static_cast<int64_t>(sizeof(T)) % 16 != 0) return false;
   if (rows < 1 || heads < 1 || batch < 1 || rows > kTmaMaxCoord || heads > kTmaMaxCoord || batch > kTmaMaxCoord)
     return false;
   const int64_t dims[4] = {head_dim, rows, heads, batch};
