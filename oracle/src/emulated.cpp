@@ -1,8 +1,11 @@
 // emulated_row(): the same-precision reference of the statistical check: the online softmax at the path's
 // rounding points, tiled like the kernel, as an ensemble of implementations (exp2 errors +-, P*V truncated
 // k at a time as Fasi, Higham, Mikaitis and Pranesh (PeerJ CS 2021) measured tensor cores, or in an FMA
-// chain) whose worst member per element is the reference. Scores as round-to-nearest FMA chains (truncated
-// mma blocks err less: their bias is common to all scores and cancels), tf32 ties away (fp_emulation.h).
+// chain) whose worst member per element is the reference. Scores likewise both ways on mma paths: as
+// round-to-nearest FMA chains and as the tensor core's truncated blocks, tf32 ties away (fp_emulation.h).
+// (Truncated scores were once left out as erring less, their bias being common to all scores; on peaked rows
+// of large scores the bias is relative to each score and does not cancel: GPU finding
+// gpu-property-rms-fp32-peaked-scores, split-TF32 at 1.29x a reference without them.)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -92,29 +95,31 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, DType dtype
   const detail::Operands k = detail::make_operands(floats(view.k, n * dim), path);
   const detail::Operands v = detail::make_operands(floats(view.v, n * dim), path);
   const float scale_log2 = static_cast<float>(view.scale) * detail::kLog2eF;
-  std::vector<float> x(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) {
-    x[static_cast<size_t>(j)] =
-        detail::dot_fp32(q, 0, k, static_cast<size_t>(j * dim), dim, path, detail::DotRounding::kNearestChain) *
-        scale_log2;
-  }
-  // The ensemble: both exp2 error realizations (antithetic), and on mma paths both ways of accumulating P*V
-  // (the hardware's truncated blocks, a round-to-nearest chain). Per element the member farthest from the
-  // exact value: never a lucky cancellation, and at least as noisy as any one healthy implementation.
+  // The ensemble: both exp2 error realizations (antithetic), and on mma paths both ways of accumulating the
+  // scores and P*V (the hardware's truncated blocks, a round-to-nearest chain). Per element the member
+  // farthest from the exact value: never a lucky cancellation, and at least as noisy as any one healthy
+  // implementation.
   const int64_t tile = block_n > 0 ? block_n : n;
   std::vector<detail::DotRounding> roundings = {detail::DotRounding::kNearestChain};
   if (path != ComputePath::kGeneralFp32) roundings.push_back(detail::DotRounding::kTruncatedBlocks);
   std::vector<double> out;
-  for (const detail::DotRounding rounding : roundings) {
-    for (const double sign : {1.0, -1.0}) {
-      const std::vector<double> member = softmax_pv(row, x, v, dim, tile, dtype, path, sign, rounding);
-      if (out.empty()) {
-        out = member;
-        continue;
-      }
-      for (size_t e = 0; e < out.size(); ++e) {
-        const double want = exact->o[e];
-        if (std::fabs(member[e] - want) > std::fabs(out[e] - want)) out[e] = member[e];
+  std::vector<float> x(static_cast<size_t>(n));
+  for (const detail::DotRounding score_rounding : roundings) {
+    for (int64_t j = 0; j < n; ++j) {
+      x[static_cast<size_t>(j)] =
+          detail::dot_fp32(q, 0, k, static_cast<size_t>(j * dim), dim, path, score_rounding) * scale_log2;
+    }
+    for (const detail::DotRounding rounding : roundings) {
+      for (const double sign : {1.0, -1.0}) {
+        const std::vector<double> member = softmax_pv(row, x, v, dim, tile, dtype, path, sign, rounding);
+        if (out.empty()) {
+          out = member;
+          continue;
+        }
+        for (size_t e = 0; e < out.size(); ++e) {
+          const double want = exact->o[e];
+          if (std::fabs(member[e] - want) > std::fabs(out[e] - want)) out[e] = member[e];
+        }
       }
     }
   }

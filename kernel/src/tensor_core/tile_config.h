@@ -111,14 +111,17 @@ constexpr TileShape tile_shape_sm90(int head_dim_padded) {
   // sm_90a builds: two warpgroups of 64 query rows each, S = Q K^T and O += P V on wgmma (NOTES.md).
   // Measured on H100 against the two-CTA variant (64 rows, one warpgroup a CTA): NOTES.md, "wgmma tiles".
   switch (head_dim_padded) {
-    // Persistent CTAs measured against one CTA per item (NOTES.md, "Third session"): d=128 +0-9% everywhere,
-    // d=256 +3-7% causal at N = 1024-4096 but -1-4% non-causal, d=64 within noise either way.
+    // Persist: for kernel.cuh's cp.async tiles, measured against one CTA per item (NOTES.md, "Third session"):
+    // d=128 +0-9% everywhere, d=256 +3-7% causal at N = 1024-4096 but -1-4% non-causal. The warp-specialized
+    // kernel (NOTES.md, "Fourth session") is always allowed persistent CTAs.
     // Warp-specialized (kernel_ws.cuh): two consumer warpgroups of 64 rows; one CTA per SM. The cp.async
     // kernel.cuh tiles, for operands TMA cannot address, keep the same shape (the one-warpgroup 64x128 tiles at
     // three CTAs per SM were faster there: NOTES.md, "wgmma tiles").
     case 64: return {128, 128, 8, 2, true, Persist::kNever, kWarpSpecializedTiles};
-    case 128: return {128, 128, 8, 2, true, Persist::kAlways, kWarpSpecializedTiles};  // S 64 + O 64 fp32 registers a thread; 161 KB smem
-    case 256: return {128, 64, 8, 2, true, Persist::kCausal, kWarpSpecializedTiles};   // S 32 + O 128; 193 KB smem
+    // d = 128: S 64 + O 64 fp32 registers a thread; 193 KB smem warp-specialized (own O tile), 161 KB cp.async.
+    // d = 256: S 32 + O 128; 225 KB (own O tile, one K slot) or 193 KB (kernel_ws.cuh: ws_own_o()).
+    case 128: return {128, 128, 8, 2, true, Persist::kAlways, kWarpSpecializedTiles};
+    case 256: return {128, 64, 8, 2, true, Persist::kCausal, kWarpSpecializedTiles};
     default: break;
   }
 #endif
