@@ -49,6 +49,11 @@ inline namespace FLASHCHECK_KERNEL_VARIANT {
 Status tensor_core_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
 Status split_tf32_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
 Status general_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
+// Test control (kernel_gpu_test): while on, tensor-core launches skip the warp-specialized sm_90a kernel
+// (tensor_core/kernel_ws.cuh) and run the cp.async kernel, so the two can be compared on the same inputs.
+// Off by default; process-wide.
+void tensor_core_force_cp_async(bool on);
+bool tensor_core_cp_async_forced();
 }  // namespace FLASHCHECK_KERNEL_VARIANT
 #endif
 

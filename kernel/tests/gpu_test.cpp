@@ -353,6 +353,59 @@ TEST(Gpu_F16Bf16, PersistentGridSmallShapes) {
 #endif
 }
 
+// The warp-specialized kernel (kernel_ws.cuh) and the cp.async kernel (kernel.cuh, forced through
+// detail::tensor_core_force_cp_async) compute O and LSE bit for bit on the same inputs: both apply the same
+// Forward<> arithmetic in the same order per row. Covers d = 64/128/256, GQA, all three masks, and both of
+// d = 256's O-staging variants (own O tile for short items, O in the Q rows for long ones).
+TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  struct Shape {
+    DType dtype;
+    int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+    Mask mask;
+  };
+  const Shape shapes[] = {
+      {DType::kF16, 2, 4, 2, 300, 300, 64, Mask::kNone},
+      {DType::kBF16, 2, 4, 4, 257, 511, 64, Mask::kCausalBottomRight},
+      {DType::kF16, 2, 4, 1, 384, 384, 128, Mask::kCausalTopLeft},
+      {DType::kBF16, 1, 4, 2, 200, 1000, 128, Mask::kNone},
+      {DType::kBF16, 2, 2, 1, 700, 700, 256, Mask::kCausalTopLeft},       // short items: own O tile
+      {DType::kF16, 1, 2, 2, 300, 2500, 256, Mask::kNone},                // 40 K/V tiles an item: O in Q rows
+      {DType::kBF16, 1, 2, 1, 130, 4200, 256, Mask::kCausalBottomRight},  // O in Q rows, causal
+  };
+  uint64_t seed = 7000;
+  for (const Shape& sh : shapes) {
+    const ProblemSpec spec{sh.dtype, sh.batch, sh.heads_q, sh.heads_kv, sh.seqlen_q, sh.seqlen_k, sh.head_dim,
+                           sh.mask, Layout::kBHSD, 0, ++seed};
+    Problem tma, cp_async;
+    test::make_problem(spec, &tma);
+    test::make_problem(spec, &cp_async);
+    const std::string what = spec.name();
+    ASSERT_EQ(select_config(tma.params).path, ComputePath::kTensorCore) << what;
+    ASSERT_TRUE(test::run_on_device(&tma, [&](const Params& dp) { return run(dp); }).ok()) << what;
+    detail::tensor_core_force_cp_async(true);
+    const Status forced = test::run_on_device(&cp_async, [&](const Params& dp) { return run(dp); });
+    detail::tensor_core_force_cp_async(false);
+    ASSERT_TRUE(forced.ok()) << what << ": " << forced.message();
+    const Params& p = tma.params;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads_q; ++h)
+        for (int64_t s = 0; s < p.seqlen_q; ++s)
+          for (int64_t d = 0; d < p.head_dim; ++d) {
+            const float x = Problem::get(p, tma.o, p.o_stride, b, h, s, d);
+            const float y = Problem::get(p, cp_async.o, p.o_stride, b, h, s, d);
+            ASSERT_EQ(std::memcmp(&x, &y, sizeof(float)), 0)
+                << what << ": O(" << b << ", " << h << ", " << s << ", " << d << ") " << x
+                << " (warp-specialized) vs " << y << " (cp.async)";
+          }
+    for (size_t i = 0; i < tma.lse.size(); ++i) {
+      ASSERT_EQ(std::memcmp(&tma.lse[i], &cp_async.lse[i], sizeof(float)), 0) << what << ": LSE " << i;
+    }
+  }
+#endif
+}
+
 // batch, heads or seqlen_q of 0 is a successful no-op that writes nothing (poisoned buffers stay poisoned).
 TEST(Gpu_F16, ZeroSizeNoOpWritesNothing) {
   SKIP_WITHOUT_DEVICE();

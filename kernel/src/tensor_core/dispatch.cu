@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <cmath>
 
 #include "../families.h"
@@ -58,6 +59,13 @@ KernelArgs tc_kernel::make_kernel_args(const Params& p, int block_m, const Instr
   if (FLASHCHECK_INSTRUMENT && inst != nullptr) args.inst = *inst;
   return args;
 }
+
+namespace {
+std::atomic<bool> force_cp_async{false};
+}  // namespace
+
+void tensor_core_force_cp_async(bool on) { force_cp_async.store(on, std::memory_order_relaxed); }
+bool tensor_core_cp_async_forced() { return force_cp_async.load(std::memory_order_relaxed); }
 
 Status tensor_core_launch(const Params& p, const KernelConfig& config, void* stream, const Instrumentation* inst) {
   const KernelArgs args = tc_kernel::make_kernel_args(p, config.block_m, inst);

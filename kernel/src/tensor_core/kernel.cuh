@@ -125,20 +125,22 @@ struct Forward {
   // the wait). Exact, so scores are exactly negated.
   __device__ static void negate_own_q_chunks(uint32_t q_smem, const LoadSlot& slot) {
     constexpr int kPasses = (Cfg::kBlockM + kRowStep - 1) / kRowStep;
-    constexpr uint32_t kSignBits = 0x80008000u;
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
       const int row = slot.row + i * kRowStep;
-      if (row < Cfg::kBlockM) {
-        const uint32_t addr = q_smem + chunk_offset<Cfg::kBlockM>(row, slot.chunk);
-        uint4 v = ld_shared_v4(addr);
-        v.x ^= kSignBits;
-        v.y ^= kSignBits;
-        v.z ^= kSignBits;
-        v.w ^= kSignBits;
-        st_shared_v4(addr, v);
-      }
+      if (row < Cfg::kBlockM) negate_chunk(q_smem + chunk_offset<Cfg::kBlockM>(row, slot.chunk));
     }
+  }
+
+  // Flips the sign bits of the 8 fp16/bf16 values of one 16-byte shared-memory chunk (exact negation).
+  __device__ static void negate_chunk(uint32_t addr) {
+    constexpr uint32_t kSignBits = 0x80008000u;
+    uint4 v = ld_shared_v4(addr);
+    v.x ^= kSignBits;
+    v.y ^= kSignBits;
+    v.z ^= kSignBits;
+    v.w ^= kSignBits;
+    st_shared_v4(addr, v);
   }
 
   // S = Q K^T for this warp's rows: (kRowsPerWarp, kBlockN) fp32.
@@ -749,7 +751,8 @@ struct Forward {
           softmax(s, st, a.scale_log2);
           pack_p(s, pa);
         }
-        const bool exact = diagonal && __syncthreads_or(hidden_v_nonfinite(v_smem, a, q0, k0, static_cast<int>(threadIdx.x)));
+        const bool exact =
+            diagonal && __syncthreads_or(hidden_v_nonfinite(v_smem, a, q0, k0, static_cast<int>(threadIdx.x)));
         if (exact) {
           exact_hidden_v(pa, st, v_smem, a, q0, warp_row0, k0, lane, static_cast<int>(threadIdx.x), warp_sees,
                          [] { __syncthreads(); });

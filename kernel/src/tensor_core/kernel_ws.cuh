@@ -8,9 +8,10 @@
 // tensor cores (only the O rescale waits for it).
 //
 // Arithmetic is kernel.cuh's, call for call (the same Forward<> helpers: mask, softmax, P rounding, exact
-// hidden-V path, epilogue), in the same order per row, so both kernels return bit-identical O and LSE; the
-// error model (families.h) does not change. Used where TMA can address the tensors (16-byte-aligned bases
-// and strides, kernel_ws_eligible()); other launches run kernel.cuh.
+// hidden-V path, epilogue), in the same order per row, so both kernels return bit-identical O and LSE
+// (kernel_gpu_test: Gpu_F16Bf16.WarpSpecializedMatchesCpAsyncKernel); the error model (families.h) does not
+// change. Used where TMA can address the tensors (encode_operand(): 16-byte rows, i.e. head_dim % 8 == 0, on
+// top of the family's aligned bases and strides); other launches run kernel.cuh.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap and its enums (types only: the encoder is fetched through the runtime)
@@ -198,16 +199,9 @@ struct WsForward {
   // Flips the sign bits of this warpgroup's Q rows (softmax_scale < 0; exact), before any wgmma reads them.
   __device__ static void negate_q_rows(const Layout& lay, int wg, int wg_tid) {
     constexpr int kChunks = kWgmmaRows * Cfg::kChunksPerRow;
-    constexpr uint32_t kSignBits = 0x80008000u;
     for (int i = wg_tid; i < kChunks; i += kWarpgroupThreads) {
-      const uint32_t addr = lay.q + F::template chunk_offset<Cfg::kBlockM>(wg * kWgmmaRows + i / Cfg::kChunksPerRow,
-                                                                        i % Cfg::kChunksPerRow);
-      uint4 v = ld_shared_v4(addr);
-      v.x ^= kSignBits;
-      v.y ^= kSignBits;
-      v.z ^= kSignBits;
-      v.w ^= kSignBits;
-      st_shared_v4(addr, v);
+      F::negate_chunk(lay.q + F::template chunk_offset<Cfg::kBlockM>(wg * kWgmmaRows + i / Cfg::kChunksPerRow,
+                                                                  i % Cfg::kChunksPerRow));
     }
     fence_proxy_async_shared();
     named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
@@ -491,6 +485,7 @@ Status launch_forward(const KernelArgs& args, cudaStream_t stream) {
   using Cfg = Sm90Tile<HeadDimPadded>;
 #if defined(FLASHCHECK_TC_WGMMA)
   if constexpr (Cfg::kWarpSpecialized) {
+    if (tensor_core_cp_async_forced()) return launch_with<T, Cfg>(args, stream);
     bool launched = false;
     const Status st = launch_ws<T, Cfg>(args, stream, &launched);
     if (launched || !st.ok()) return st;
