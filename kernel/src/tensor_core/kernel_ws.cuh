@@ -372,14 +372,21 @@ __global__ void __launch_bounds__(WsForward<T, Cfg, kOwnO, kInstrument>::kThread
   WsForward<T, Cfg, kOwnO, kInstrument>::run(args, maps, smem);
 }
 
-// Whether a launch uses the O tile of its own (WsForward::kOwnO): always where it costs no K slot; at d = 256
-// only for short items (K/V tiles of the middle Q tile, about the average over causal items, at most 32:
-// measured crossover N = 2048-4096 on the H100, NOTES.md).
-template <class Cfg>
+// Whether a launch uses the O tile of its own (WsForward::kOwnO): always where it costs no K slot; otherwise
+// (d = 256) only for short items: the K/V tiles of the middle Q tile (about the average over causal items)
+// at most kOwnOMaxTiles (measured crossover N = 2048-4096 on the H100, NOTES.md, "Fourth session").
+inline constexpr int64_t kOwnOMaxTiles = 32;
+
+// The own O tile fits beside all of Cfg's K slots (d = 64, 128): the only variant compiled.
+template <typename T, class Cfg>
+inline constexpr bool kOwnOFree = WsForward<T, Cfg, true, false>::kKStages == Cfg::kStages;
+
+template <typename T, class Cfg>
 bool ws_own_o(const KernelArgs& args) {
-  if (Cfg::kHeadDim < 256) return true;
+  if (kOwnOFree<T, Cfg>) return true;
   const int64_t mid_q0 = args.q_tiles / 2 * Cfg::kBlockM;
-  return key_tiles(mid_q0, Cfg::kBlockM, args.seqlen_k, args.causal, args.causal_offset, Cfg::kBlockN) <= 32;
+  return key_tiles(mid_q0, Cfg::kBlockM, args.seqlen_k, args.causal, args.causal_offset, Cfg::kBlockN) <=
+         kOwnOMaxTiles;
 }
 
 // ---- host side
@@ -472,8 +479,8 @@ Status launch_ws(const KernelArgs& args, cudaStream_t stream, bool* launched) {
     return Status::ok_status();
   }
   *launched = true;
-  if constexpr (Cfg::kHeadDim >= 256) {  // the only family compiled both ways
-    if (!ws_own_o<Cfg>(args)) return launch_ws_kernel<T, Cfg, false>(args, maps, stream);
+  if constexpr (!kOwnOFree<T, Cfg>) {  // d = 256: both variants compiled
+    if (!ws_own_o<T, Cfg>(args)) return launch_ws_kernel<T, Cfg, false>(args, maps, stream);
   }
   return launch_ws_kernel<T, Cfg, true>(args, maps, stream);
 }
