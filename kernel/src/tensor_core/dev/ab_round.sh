@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A/B round on a Hopper machine, one call: the current tree (build/gpu, A) against the same tree configured with
 # extra CUDA flags (build/gpu-ab, B), both kernel test suites, both benchmark sweeps in one process each, then
-# B/A per point. Used with
-# the development switches (e.g. -DFLASHCHECK_TC_DEV_ONE_ITEM_PER_CTA: persistent CTAs off); NOTES.md records
-# what each round measured.   usage: OUT=dir ab_round.sh "-DFLAG[=VALUE] ..."
+# B/A per point, the test summaries, and any wgmma serialization ptxas reported (C75xx). Used with the
+# development switches: -DFLASHCHECK_TC_DEV_ONE_ITEM_PER_CTA (persistent CTAs off), -DFLASHCHECK_TC_DEV_NO_WS
+# (the cp.async kernel everywhere), -DFLASHCHECK_TC_DEV_NO_OWN_O (warp-specialized O staged in the Q rows);
+# NOTES.md records what each round measured.   usage: OUT=dir ab_round.sh "-DFLAG[=VALUE] ..."
 set -uo pipefail
 cd "$(dirname "$0")/../../../.."
 export PATH=/usr/local/cuda/bin:$PATH
