@@ -231,26 +231,20 @@ struct WsForward {
   // (every consumer thread together). Runs before S(m + 1) is issued, so no wgmma is in flight meanwhile
   // (V(m) is requested before K(m + 1): waiting for it first costs nothing). Returns V(m)'s slot address.
   __device__ static uint32_t ready_v(const KernelArgs& a, const ItemCtx& c, Barriers& bars, const Layout& lay, int m,
-                                     bool have_p, uint32_t (&pa)[1][kNS / 2][4], State& st, int ctid) {
+                                     uint32_t (&pa)[1][kNS / 2][4], State& st, int ctid) {
     const uint32_t t = c.tile0 + static_cast<uint32_t>(m);
     mbarrier_wait(bar(bars.v_full[slot<kVStages>(t)]), phase<kVStages>(t));
     const uint32_t v_smem = lay.v_slot(slot<kVStages>(t));
     const int64_t k0 = int64_t{m} * Cfg::kBlockN;
     if (a.causal && m >= c.unmasked_diag &&
         named_barrier_or(kBarConsumers, kConsumerThreads, F::hidden_v_nonfinite(v_smem, a, c.q0, k0, ctid))) {
-      exact_hidden_v(pa, st, v_smem, a, c.q0, k0, ctid, have_p);
+      // Inlined: out of line, the call passes O by reference and ptxas then serializes every wgmma (C7514).
+      // Every warpgroup computed P(m) (it runs every tile), so every warp takes part.
+      const int warp = ctid / kWarpSize;
+      F::exact_hidden_v(pa, st, v_smem, a, c.q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid, true,
+                        [] { named_barrier_sync(kBarConsumers, kConsumerThreads); });
     }
     return v_smem;
-  }
-
-  // Out of line: the rare exact path's registers (P, O and the per-key loop) would otherwise crowd the hot loop
-  // at the 240-register budget; the call passes P and O through local memory, on this path only.
-  __device__ static void exact_hidden_v(uint32_t (&pa)[1][kNS / 2][4], State& st, uint32_t v_smem,
-                                                     const KernelArgs& a, int64_t q0, int64_t k0, int ctid,
-                                                     bool have_p) {
-    const int warp = ctid / kWarpSize;
-    F::exact_hidden_v(pa, st, v_smem, a, q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid, have_p,
-                      [] { named_barrier_sync(kBarConsumers, kConsumerThreads); });
   }
 
   template <int kSlots>
@@ -293,7 +287,7 @@ struct WsForward {
       const auto tile_step = [&]<bool kFirst>(int n) {
         const uint32_t t = tile + static_cast<uint32_t>(n);
         uint32_t v_prev = 0;
-        if constexpr (!kFirst) v_prev = ready_v(a, c, bars, lay, n - 1, true, pa, st, ctid);
+        if constexpr (!kFirst) v_prev = ready_v(a, c, bars, lay, n - 1, pa, st, ctid);
         mbarrier_wait(bar(bars.k_full[slot<kKStages>(t)]), phase<kKStages>(t));
         float sc[1][kNS][4];  // S(n), then p
         if constexpr (!kFirst) {
@@ -330,7 +324,7 @@ struct WsForward {
       if (c.n_tiles > 0) {
         tile_step.template operator()<true>(0);
         for (int n = 1; n < c.n_tiles; ++n) tile_step.template operator()<false>(n);
-        const uint32_t v_last = ready_v(a, c, bars, lay, c.n_tiles - 1, true, pa, st, ctid);
+        const uint32_t v_last = ready_v(a, c, bars, lay, c.n_tiles - 1, pa, st, ctid);
         F::pv_wgmma_issue(pa, st, v_last);
         wgmma_wait<0>();
         fence_operands(st.acc_o[0]);
