@@ -274,6 +274,30 @@ TEST(Gpu_AllDtypes, HiddenUnsplittableVLeavesCausalRowsBitIdentical) {
 #endif
 }
 
+#if defined(FLASHCHECK_HAS_CUDA)
+// Every logical O element and every LSE value of two runs of the same problem, bit for bit; the first
+// difference fails the test with its coordinates (x_name / y_name say which run is which).
+void assert_bit_identical(const Problem& x, const Problem& y, const std::string& what, const char* x_name,
+                          const char* y_name) {
+  const Params& p = x.params;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      for (int64_t s = 0; s < p.seqlen_q; ++s)
+        for (int64_t d = 0; d < p.head_dim; ++d) {
+          const float xv = Problem::get(p, x.o, p.o_stride, b, h, s, d);
+          const float yv = Problem::get(y.params, y.o, y.params.o_stride, b, h, s, d);
+          ASSERT_EQ(std::memcmp(&xv, &yv, sizeof(float)), 0)
+              << what << ": O(" << b << ", " << h << ", " << s << ", " << d << ") " << xv << " (" << x_name
+              << ") vs " << yv << " (" << y_name << ")";
+        }
+  ASSERT_EQ(x.lse.size(), y.lse.size()) << what;
+  for (size_t i = 0; i < x.lse.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&x.lse[i], &y.lse[i], sizeof(float)), 0)
+        << what << ": LSE " << i << " " << x.lse[i] << " (" << x_name << ") vs " << y.lse[i] << " (" << y_name << ")";
+  }
+}
+#endif
+
 // Persistent CTAs (tensor_core/schedule.h): with more work items than CTAs fit on the GPU, each CTA loops and
 // loads the next item's Q and first K/V tile during the current item's last tile. Scheduling must not change a
 // bit: the whole batch in one launch equals one launch per batch element (few items: one item per CTA).
@@ -325,13 +349,8 @@ TEST(Gpu_F16Bf16, PersistentGridMatchesOneLaunchPerBatch) {
       return Status::ok_status();
     });
     ASSERT_TRUE(st.ok()) << what << ": " << st.message();
-    ASSERT_EQ(whole.o.size(), split.o.size());
-    for (size_t i = 0; i < whole.o.size(); ++i) {
-      ASSERT_EQ(whole.o[i], split.o[i]) << what << ": O byte " << i << " differs between one launch and per-batch launches";
-    }
-    for (size_t i = 0; i < whole.lse.size(); ++i) {
-      ASSERT_EQ(std::memcmp(&whole.lse[i], &split.lse[i], sizeof(float)), 0) << what << ": LSE " << i;
-    }
+    assert_bit_identical(whole, split, what, "one launch", "per-batch launches");
+    if (HasFatalFailure()) return;
     // And against the model and the double reference on the smallest shape (the reference is O(B H Sq Sk d)).
     if (sh.batch == 64) check_against_model(spec, Route::kRun);
   }
@@ -388,20 +407,8 @@ TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
     const Status forced = test::run_on_device(&cp_async, [&](const Params& dp) { return run(dp); });
     detail::tensor_core_force_cp_async(false);
     ASSERT_TRUE(forced.ok()) << what << ": " << forced.message();
-    const Params& p = tma.params;
-    for (int64_t b = 0; b < p.batch; ++b)
-      for (int64_t h = 0; h < p.heads_q; ++h)
-        for (int64_t s = 0; s < p.seqlen_q; ++s)
-          for (int64_t d = 0; d < p.head_dim; ++d) {
-            const float x = Problem::get(p, tma.o, p.o_stride, b, h, s, d);
-            const float y = Problem::get(p, cp_async.o, p.o_stride, b, h, s, d);
-            ASSERT_EQ(std::memcmp(&x, &y, sizeof(float)), 0)
-                << what << ": O(" << b << ", " << h << ", " << s << ", " << d << ") " << x
-                << " (warp-specialized) vs " << y << " (cp.async)";
-          }
-    for (size_t i = 0; i < tma.lse.size(); ++i) {
-      ASSERT_EQ(std::memcmp(&tma.lse[i], &cp_async.lse[i], sizeof(float)), 0) << what << ": LSE " << i;
-    }
+    assert_bit_identical(tma, cp_async, what, "warp-specialized", "cp.async");
+    if (HasFatalFailure()) return;
   }
 #endif
 }
