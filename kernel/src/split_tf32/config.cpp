@@ -20,14 +20,14 @@ bool chunk_aligned(const void* ptr, const Strides& stride, int64_t batch, int64_
 }
 
 template <int HeadDimPadded>
-KernelConfig split_tf32_config(const char* name) {
-  using Cfg = split_tf32_tiles::SplitTf32ConfigFor<HeadDimPadded>;
+KernelConfig split_tf32_config(const char* name, const char* wgmma_name = nullptr) {
+  constexpr split_tf32_tiles::SplitTf32TileChoice choice = split_tf32_tiles::split_tf32_tile_choice(HeadDimPadded);
   KernelConfig config;
   config.path = ComputePath::kSplitTf32;
-  config.block_m = Cfg::kBlockM;
-  config.block_n = Cfg::kBlockN;
-  config.head_dim_padded = Cfg::kHeadDim;
-  config.name = name;
+  config.block_m = choice.block_m;
+  config.block_n = choice.block_n;
+  config.head_dim_padded = choice.head_dim_padded;
+  config.name = choice.wgmma && wgmma_name != nullptr ? wgmma_name : name;
   return config;
 }
 
@@ -43,8 +43,8 @@ bool split_tf32_select(const Params& p, KernelConfig* config) {
   }
   switch (split_tf32_tiles::split_tf32_tile_choice(p.head_dim).head_dim_padded) {
     case 32: *config = split_tf32_config<32>("split_tf32_hd32"); break;
-    case 64: *config = split_tf32_config<64>("split_tf32_hd64"); break;
-    case 128: *config = split_tf32_config<128>("split_tf32_hd128"); break;
+    case 64: *config = split_tf32_config<64>("split_tf32_hd64", "split_tf32_wgmma_hd64"); break;
+    case 128: *config = split_tf32_config<128>("split_tf32_hd128", "split_tf32_wgmma_hd128"); break;
     default: *config = split_tf32_config<256>("split_tf32_hd256"); break;
   }
   return true;

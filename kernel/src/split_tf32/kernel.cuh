@@ -558,10 +558,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   }
 }
 
-// Host side: fills the arguments and launches Cfg's kernel. Preconditions as for split_tf32_launch().
-// kInst is a template parameter so the production build discards the instrumentation assignment unchecked.
-template <typename Cfg, bool kInst = kInstrument>
-Status launch_split_tf32_config(const Params& params, cudaStream_t stream, const Instrumentation* inst) {
+// Host side: the kernel arguments for Cfg's tiles (kInst is a template parameter so the production build
+// discards the instrumentation assignment unchecked).
+template <typename Cfg, bool kInst>
+SplitTf32Args<kInst> make_split_tf32_args(const Params& params, const Instrumentation* inst) {
   SplitTf32Args<kInst> args{};
   args.q = static_cast<const float*>(params.q);
   args.k = static_cast<const float*>(params.k);
@@ -584,8 +584,14 @@ Status launch_split_tf32_config(const Params& params, cudaStream_t stream, const
   if constexpr (kInst) {
     if (inst != nullptr) args.inst = *inst;
   }
+  return args;
+}
 
-  const auto kernel = split_tf32_forward_kernel<Cfg, kInst>;
+// Launches `kernel` with Cfg's threads and shared memory, one block per work item (capped by the grid limit).
+template <typename Cfg, bool kInst>
+Status launch_split_tf32_kernel(void (*kernel)(SplitTf32Args<kInst>), const Params& params, cudaStream_t stream,
+                                const Instrumentation* inst) {
+  const SplitTf32Args<kInst> args = make_split_tf32_args<Cfg, kInst>(params, inst);
   // Per device and function; cheap enough to set on every launch, which keeps multi-device use correct.
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Cfg::kSmemBytes));
@@ -600,6 +606,12 @@ Status launch_split_tf32_config(const Params& params, cudaStream_t stream, const
     return {StatusCode::kCudaError, std::string("split_tf32: kernel launch failed: ") + cudaGetErrorString(err)};
   }
   return Status::ok_status();
+}
+
+// Fills the arguments and launches Cfg's kernel. Preconditions as for split_tf32_launch().
+template <typename Cfg, bool kInst = kInstrument>
+Status launch_split_tf32_config(const Params& params, cudaStream_t stream, const Instrumentation* inst) {
+  return launch_split_tf32_kernel<Cfg, kInst>(split_tf32_forward_kernel<Cfg, kInst>, params, stream, inst);
 }
 
 // One head_dim family's translation unit defines its entry point (split_tf32_hd*.cu); launch.cu dispatches.

@@ -73,6 +73,23 @@ struct SplitTf32TileConfig {
                 "split_tf32: the blocks per SM promised to __launch_bounds__ do not fit in shared memory");
 };
 
+// sm_90a (kernel_wgmma.cuh): tf32 warpgroup MMAs. One producer warpgroup stages K/V split into hi/lo tiles;
+// two consumer warpgroups of kWgmmaRowsTf32 query rows each. Shared memory holds Q, one K and one V tile, each
+// as hi and lo parts, and raw staging copies of K and V: 4 * (2 kBlockM + 6 kBlockN) * kHeadDim bytes
+// (+ 1 KB alignment; 225 KB at d = 128, kBlockN = 32).
+inline constexpr int kWgmmaRowsTf32 = 64;
+template <int HeadDim, int BlockN>
+struct SplitTf32WgmmaConfig {
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kBlockM = 2 * kWgmmaRowsTf32;
+  static constexpr int kBlockN = BlockN;
+  static constexpr int kWarps = 12;  // producer warpgroup + two consumer warpgroups
+  static constexpr int kThreads = kWarps * kWarpSize;
+  static constexpr int64_t kSmemBytes = 4 * int64_t{2 * kBlockM + 6 * BlockN} * HeadDim + 1024;
+  static constexpr int64_t grid_blocks(int64_t work_items) { return work_items < kGridXMax ? work_items : kGridXMax; }
+  static_assert(kSmemBytes <= kSmemBytesPerBlockMax, "split_tf32 wgmma: tiles exceed the shared memory of one block");
+};
+
 // Tile sizes per padded head_dim on sm_90 (measurements in split_tf32/NOTES.md). Four warps of 16 rows each;
 // the accumulator is kHeadDim / 2 floats per lane and S is kBlockN / 2, and with the three products per
 // fp32 product the registers, not smem, bound the tiles: every config runs at the 255-register cap.
@@ -82,12 +99,22 @@ struct SplitTf32TileChoice {
   int block_n;
   int warps;
   int min_blocks_per_sm;
+  bool wgmma = false;  // kernel_wgmma.cuh (sm_90a builds): block_m = 128, 12 warps, one block per SM
 };
 constexpr SplitTf32TileChoice split_tf32_tile_choice(int64_t head_dim) {
   // 32: small tiles (< 40 KB of smem); two blocks per SM hide each other's loads.
   if (head_dim <= 32) return {32, 64, 64, 4, 2};
   // 64, 128: 32 keys per tile beat 64 by 9-10% (fewer live score registers, fewer spills); two blocks per SM.
+#if defined(FLASHCHECK_TC_WGMMA)
+  // 64 on sm_90a: tf32 wgmma, 128 x 64 tiles (161 KB of smem).
+  if (head_dim <= 64) return {64, 128, 64, 12, 1, true};
+#endif
   if (head_dim <= 64) return {64, 64, 32, 4, 2};
+#if defined(FLASHCHECK_TC_WGMMA)
+  // 128 on sm_90a: tf32 wgmma, 128 x 32 tiles (NOTES.md, "wgmma"); registers: O 64 + half-width P V chain 32
+  // + P split 2 x 16 within the 168 a thread of a 384-thread block.
+  if (head_dim <= 128) return {128, 128, 32, 12, 1, true};
+#endif
   if (head_dim <= 128) return {128, 64, 32, 4, 2};
   // 256: 128 accumulator registers a lane leave room for 32 keys only; 138 KB of smem: one block per SM.
   return {256, 64, 32, 4, 1};

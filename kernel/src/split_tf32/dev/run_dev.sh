@@ -9,7 +9,7 @@ case "${1:-all}" in
   build|all)
     mkdir -p build/b2/dev
     nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -lineinfo \
-      -Xptxas=-warn-spills -Ikernel/include -Ikernel/src -DFLASHCHECK_HAS_CUDA=1 \
+      -Xptxas=-warn-spills -Ikernel/include -Ikernel/src -DFLASHCHECK_HAS_CUDA=1 -DFLASHCHECK_TC_WGMMA=1 ${EXTRA_FLAGS:-} \
       kernel/src/split_tf32/dev/split_tf32_dev.cu kernel/src/split_tf32/dev/instrumented.cu \
       kernel/src/split_tf32/*.cu kernel/src/split_tf32/config.cpp -o "$bin" ;;&
   run|all) "$bin" "${2:-}" ;;

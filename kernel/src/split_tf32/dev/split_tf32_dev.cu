@@ -17,7 +17,7 @@
 
 #include "families.h"
 #include "mask.h"
-#include "split_tf32/kernel.cuh"
+#include "split_tf32/kernel_wgmma.cuh"
 
 namespace flashcheck::detail::instrumented::split_tf32 {
 Status dev_launch_instrumented_hd64(const Params& params, const Instrumentation& inst);
@@ -461,8 +461,8 @@ void run_instrumented_case() {
       l_rel = std::max(l_rel, std::fabs(l[h * Sq + i] - sum) / sum);
       ++rows_counted;
     }
-  // Expected tile kinds from mask.h for the 64-row Q tiles of this shape.
-  using Cfg = tiles::SplitTf32ConfigFor<64>;
+  // Expected tile kinds from mask.h for the Q tiles of this shape (the wgmma kernel's, instrumented.cu).
+  using Cfg = tiles::SplitTf32WgmmaConfig<64, 64>;
   std::vector<unsigned long long> expect(kTileKindCount, 0);
   for (int64_t h = 0; h < H; ++h)
     for (int64_t m0 = 0; m0 < Sq; m0 += Cfg::kBlockM) {
@@ -492,11 +492,17 @@ void run_instrumented_case() {
 }
 
 // --- timing: median of kIters event-timed launches after warm-up; FLOPs 4*B*H*N^2*d (halved when causal).
-template <typename Cfg>
+template <typename Cfg, bool kWgmma>
+Status launch_timed(const Params& p) {
+  if constexpr (kWgmma) return st::launch_split_tf32_wgmma<Cfg>(p, nullptr, nullptr);
+  else return st::launch_split_tf32_config<Cfg>(p, nullptr, nullptr);
+}
+
+template <typename Cfg, bool kWgmma>
 double time_config(const Params& p) {
   constexpr int kWarmup = 3, kIters = 15;
   for (int i = 0; i < kWarmup; ++i) {
-    Status st = st::launch_split_tf32_config<Cfg>(p, nullptr, nullptr);
+    Status st = launch_timed<Cfg, kWgmma>(p);
     if (!st.ok()) { std::printf("launch failed %s\n", st.message().c_str()); return 0; }
   }
   std::vector<float> ms;
@@ -505,7 +511,7 @@ double time_config(const Params& p) {
   CUDA_OK(cudaEventCreate(&e1));
   for (int i = 0; i < kIters; ++i) {
     CUDA_OK(cudaEventRecord(e0));
-    (void)st::launch_split_tf32_config<Cfg>(p, nullptr, nullptr);
+    (void)launch_timed<Cfg, kWgmma>(p);
     CUDA_OK(cudaEventRecord(e1));
     CUDA_OK(cudaEventSynchronize(e1));
     float t;
@@ -517,7 +523,7 @@ double time_config(const Params& p) {
   return ms[ms.size() / 2];
 }
 
-template <typename Cfg>
+template <typename Cfg, bool kWgmma = false>
 void time_case(const char* label, int64_t N, int64_t D, bool causal, float* buf) {
   const int64_t B = 16384 / N, H = 2048 / D;
   Params p;
@@ -535,7 +541,7 @@ void time_case(const char* label, int64_t N, int64_t D, bool causal, float* buf)
   p.v = buf + 2 * n;
   p.o = buf + 3 * n;
   p.lse = buf + 4 * n;
-  const double ms = time_config<Cfg>(p);
+  const double ms = time_config<Cfg, kWgmma>(p);
   const double flops = 4.0 * B * H * N * N * D * (causal ? 0.5 : 1.0);
   std::printf("time %-26s N=%5" PRId64 " d=%3" PRId64 " causal=%d  %8.3f ms  %6.1f TFLOP/s\n", label, N, D, causal, ms,
               flops / ms / 1e9);
@@ -612,10 +618,11 @@ int main(int argc, char** argv) {
     CUDA_OK(cudaDeviceSynchronize());
     for (bool causal : {false, true}) {
       for (int64_t N : {1024, 4096}) {
-        time_case<tiles::SplitTf32ConfigFor<64>>("hd64 (m64 n32)", N, 64, causal, buf);
-        time_case<tiles::SplitTf32TileConfig<64, 64, 64, 4, 2>>("hd64 variant m64 n64", N, 64, causal, buf);
-        time_case<tiles::SplitTf32ConfigFor<128>>("hd128 (m64 n32)", N, 128, causal, buf);
-        time_case<tiles::SplitTf32TileConfig<128, 64, 64, 4, 2>>("hd128 variant m64 n64", N, 128, causal, buf);
+        time_case<tiles::SplitTf32TileConfig<64, 64, 32, 4, 2>>("hd64 mma.sync (m64 n32)", N, 64, causal, buf);
+        time_case<tiles::SplitTf32TileConfig<128, 64, 32, 4, 2>>("hd128 mma.sync (m64 n32)", N, 128, causal, buf);
+        time_case<tiles::SplitTf32WgmmaConfig<128, 32>, true>("hd128 wgmma (m128 n32)", N, 128, causal, buf);
+        time_case<tiles::SplitTf32WgmmaConfig<64, 32>, true>("hd64 wgmma (m128 n32)", N, 64, causal, buf);
+        time_case<tiles::SplitTf32WgmmaConfig<64, 64>, true>("hd64 wgmma (m128 n64)", N, 64, causal, buf);
       }
     }
     time_case<tiles::SplitTf32ConfigFor<32>>("hd32", 4096, 32, false, buf);

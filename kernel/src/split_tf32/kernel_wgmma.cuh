@@ -1,0 +1,735 @@
+// The split-TF32 forward kernel on sm_90a warpgroup MMAs (wgmma m64nNk8 tf32): the same three products per fp32
+// product as kernel.cuh (hi*hi' + hi*lo' + lo*hi', hi = tf32(x) ties away, lo = x - hi entering truncated), at
+// wgmma's tf32 rate. tf32 wgmma reads only K-major operands and cannot split them itself, so a producer
+// warpgroup stages every K/V tile already split: global loads, the split, and shared-memory stores into the
+// 128-byte-swizzled layout the descriptors read (K as hi and lo tiles; V transposed, keys contiguous, as hi and
+// lo tiles). Two consumer warpgroups of 64 query rows each split their Q rows once per item the same way and
+// only compute: S from Q and K in shared memory, O += P V with P split in registers. mbarriers (full/empty per
+// tile) pace the producer.
+//
+// Rounding (docs/error-model.md, the split-TF32 column; NOTES.md has the measurements). The tensor core
+// truncates every k8 step's fp32 result, so a chain of k8 steps through one accumulator shrinks the running sum
+// by about 2^-25 a link. Chains are kept short and fresh:
+//  - S: each half of the head dims has its own accumulator, from zero: first the small products (lo*hi', hi*lo')
+//    of every k8 step while the partial is tiny, then the hi*hi' products; s = S_a + S_b rounded to nearest.
+//  - P V: a fresh accumulator per K/V tile (kBlockN keys, small products first), added to O with an fp32 RN
+//    add after O's rescale by alpha (acc * alpha, then + tile).
+// The online softmax, the mask, the exact paths and the epilogue are kernel.cuh's, operation for operation:
+// scores a split cannot carry (NaN from a non-finite or tf32-overflowing Q/K input) are recomputed as fp32 FMA
+// chains; V values the split cannot carry enter the tensor cores as 0 and rows that see them take fp32 FMAs
+// on CUDA cores for that tile, so a row's arithmetic depends only on the keys it sees.
+#pragma once
+
+#include "split_tf32/kernel.cuh"
+
+#if defined(FLASHCHECK_TC_WGMMA)
+
+#include "split_tf32/wgmma_tf32.cuh"
+#include "tensor_core/ptx.cuh"
+
+namespace flashcheck::detail {
+inline namespace FLASHCHECK_KERNEL_VARIANT {
+namespace split_tf32 {
+
+namespace wg {
+using tc_kernel::fence_operands;
+using tc_kernel::fence_proxy_async_shared;
+using tc_kernel::mbarrier_arrive;
+using tc_kernel::mbarrier_init;
+using tc_kernel::mbarrier_wait;
+using tc_kernel::named_barrier_or;
+using tc_kernel::named_barrier_sync;
+using tc_kernel::setmaxnreg_dec;
+using tc_kernel::setmaxnreg_inc;
+using tc_kernel::smem_address;
+using tc_kernel::st_shared_b32;
+using tc_kernel::st_shared_v4;
+using tc_kernel::sw128_descriptor;
+using tc_kernel::wgmma_commit;
+using tc_kernel::wgmma_fence;
+using tc_kernel::wgmma_wait;
+
+inline constexpr int kWarpgroupThreads = 4 * kWarpSize;
+inline constexpr int kSwizzleRowBytes = 128;                          // one row of a 128-byte swizzle atom
+inline constexpr int kSwizzleRowFloats = kSwizzleRowBytes / 4;        // 32 fp32 / tf32 values
+inline constexpr int kSwizzleAtomBytes = 8 * kSwizzleRowBytes;        // 8 rows: the descriptor's stride offset
+inline constexpr int kStepBytes = kMmaK * 4;                          // one k8 step inside a swizzle row
+// Registers after setmaxnreg: 56 * 128 + 224 * 256 = 168 * 384, the launch's allocation (__launch_bounds__(384, 1)).
+inline constexpr int kProducerRegs = 56;
+inline constexpr int kConsumerRegs = 224;
+inline constexpr int kLaunchRegs = 168;
+inline constexpr int kBarWarpgroup = 1;  // named barrier 1 + w: consumer warpgroup w
+
+// Byte offset of value c (0..31) of row r in a 128-byte-swizzled column block whose base is 1024-byte aligned:
+// the 16-byte chunk index is XORed with the row's position in its 8-row atom (the hardware's Swizzle<3,4,3>).
+__device__ __forceinline__ uint32_t swizzled(int r, int c) {
+  return static_cast<uint32_t>(r * kSwizzleRowBytes + ((((c >> 2) ^ (r & 7)) << 4) | ((c & 3) << 2)));
+}
+
+// Four consecutive values of row `row` from dim d on, zero where row >= rows_end or a dim >= head_dim (a
+// 16-byte load when the chunk is whole: bases and strides are whole chunks, split_tf32_select()).
+__device__ __forceinline__ float4 load_chunk(const float* base, int64_t row_stride, int64_t row, int64_t rows_end,
+                                             int d, int64_t head_dim) {
+  float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (row >= rows_end || d >= head_dim) return x;
+  const float* p = base + row * row_stride + d;
+  if (d + kFloat4Lanes <= head_dim) return __ldg(reinterpret_cast<const float4*>(p));
+  x.x = p[0];
+  if (d + 1 < head_dim) x.y = p[1];
+  if (d + 2 < head_dim) x.z = p[2];
+  return x;
+}
+__device__ __forceinline__ bool splittable4(const float4& x) {
+  return fabsf(x.x) < kTf32Overflow && fabsf(x.y) < kTf32Overflow && fabsf(x.z) < kTf32Overflow &&
+         fabsf(x.w) < kTf32Overflow;
+}
+// Stores the split of x at `offset` of the hi and lo tiles (the same swizzled position in both).
+__device__ __forceinline__ void store_split4(uint32_t hi_tile, uint32_t lo_tile, uint32_t offset, const float4& x) {
+  const Tf32Split a = split_tf32(x.x), b = split_tf32(x.y), c = split_tf32(x.z), d = split_tf32(x.w);
+  st_shared_v4(hi_tile + offset, make_uint4(a.hi, b.hi, c.hi, d.hi));
+  st_shared_v4(lo_tile + offset, make_uint4(a.lo, b.lo, c.lo, d.lo));
+}
+}  // namespace wg
+
+template <typename Cfg, bool kInst>
+struct WgmmaForward {
+  static constexpr int kHeadDim = Cfg::kHeadDim;
+  static constexpr int kBlockM = Cfg::kBlockM;
+  static constexpr int kBlockN = Cfg::kBlockN;
+  static constexpr int kThreads = Cfg::kThreads;
+  static constexpr int kConsumerThreads = 2 * wg::kWarpgroupThreads;
+  static constexpr int kSTiles = kBlockN / kMmaN;        // n8 tiles of S = k8 steps of P V
+  static constexpr int kQkSteps = kHeadDim / kMmaK;      // k8 steps of S
+  static constexpr int kOTiles = kHeadDim / kMmaN;       // n8 tiles of O
+  static constexpr int kChunksPerRow = kHeadDim / kFloat4Lanes;
+  static constexpr uint32_t kQTileBytes = kBlockM * kHeadDim * 4;  // one part (hi or lo) of Q
+  static constexpr uint32_t kKTileBytes = kBlockN * kHeadDim * 4;
+  static constexpr uint32_t kVTileBytes = kHeadDim * kBlockN * 4;
+  static_assert(kBlockM == 2 * kWgmmaRowsTf32, "two consumer warpgroups of 64 query rows");
+  static_assert(kThreads == 3 * wg::kWarpgroupThreads, "one producer and two consumer warpgroups");
+  static_assert(kHeadDim % wg::kSwizzleRowFloats == 0 && kBlockN % wg::kSwizzleRowFloats == 0,
+                "tiles are whole 128-byte swizzle rows along K");
+  static_assert(kQkSteps % 2 == 0, "S is accumulated in two halves of the head dims");
+  static_assert(kBlockN <= 64, "the producer's bad-V key masks are 64-bit words");
+  static_assert((kBlockN * kChunksPerRow) % wg::kWarpgroupThreads == 0 &&
+                    (kWgmmaRowsTf32 * kChunksPerRow) % wg::kWarpgroupThreads == 0,
+                "tiles split evenly over a warpgroup");
+  static_assert(wg::kProducerRegs * wg::kWarpgroupThreads + wg::kConsumerRegs * kConsumerThreads ==
+                    wg::kLaunchRegs * kThreads,
+                "setmaxnreg: the warpgroups must share exactly the registers the launch allocates");
+  // Q, K, V as hi and lo tiles, then the raw staging buffers of K and V, from a 1024-byte aligned base.
+  static constexpr int kSmemBytes = static_cast<int>(2 * (kQTileBytes + kKTileBytes + kVTileBytes) + kKTileBytes +
+                                                     kVTileBytes) + 1024;
+
+  // Per tile slot: full (the producer's 128 threads have stored it), empty (the 8 consumer warps are done);
+  // which K/V values of the staged tile the split could not carry, one word per producer warp.
+  struct Shared {
+    uint64_t k_full, k_empty, v_full, v_empty;
+    uint32_t k_unsplittable[4];  // nonzero: some K value of the tile is non-finite or overflows tf32
+    uint64_t v_bad[4];           // bit j: key j of the tile has such a V value
+    uint32_t q_rows[2];          // address of consumer warpgroup w's rows in the Q hi tile (see qk_issue)
+    uint32_t k_hi, v_hi;         // addresses of the K and V hi tiles (lo tiles follow each)
+  };
+  struct Layout {
+    uint32_t q_hi, q_lo, k_hi, k_lo, v_hi, v_lo, k_raw, v_raw;
+  };
+  // The work item of a CTA step, as kernel.cuh orders them (last Q tile first, Q tiles fastest).
+  struct Item {
+    int64_t q_tile, h, b, h_kv, m0, k_tiles, block_keys, unmasked_keys;
+  };
+  __device__ static Item item_at(const SplitTf32Args<kInst>& a, int64_t work) {
+    Item it;
+    it.q_tile = a.q_tiles - 1 - work % a.q_tiles;
+    const int64_t head_batch = work / a.q_tiles;
+    it.h = head_batch % a.heads_q;
+    it.b = head_batch / a.heads_q;
+    it.h_kv = it.h / a.heads_per_kv;
+    it.m0 = it.q_tile * kBlockM;
+    const int64_t rows_end = min(it.m0 + kBlockM, a.seqlen_q);
+    it.k_tiles = visited_k_tiles(a.mask, it.m0, kBlockM, kBlockN, a.seqlen_q, a.seqlen_k);
+    it.block_keys = visible_key_count(a.mask, rows_end - 1, a.seqlen_q, a.seqlen_k);
+    it.unmasked_keys = visible_key_count(a.mask, it.m0, a.seqlen_q, a.seqlen_k);
+    return it;
+  }
+
+  __device__ static void run(const SplitTf32Args<kInst>& a, uint8_t* smem) {
+    __shared__ Shared sh;
+    const int tid = static_cast<int>(threadIdx.x);
+    Layout lay;
+    const uint32_t base = (wg::smem_address(smem) + 1023u) & ~1023u;
+    lay.q_hi = base;
+    lay.q_lo = lay.q_hi + kQTileBytes;
+    lay.k_hi = lay.q_lo + kQTileBytes;
+    lay.k_lo = lay.k_hi + kKTileBytes;
+    lay.v_hi = lay.k_lo + kKTileBytes;
+    lay.v_lo = lay.v_hi + kVTileBytes;
+    lay.k_raw = lay.v_lo + kVTileBytes;
+    lay.v_raw = lay.k_raw + kKTileBytes;
+    if (tid == 0) {
+      wg::mbarrier_init(wg::smem_address(&sh.k_full), wg::kWarpgroupThreads);
+      wg::mbarrier_init(wg::smem_address(&sh.v_full), wg::kWarpgroupThreads);
+      wg::mbarrier_init(wg::smem_address(&sh.k_empty), kConsumerThreads / kWarpSize);
+      wg::mbarrier_init(wg::smem_address(&sh.v_empty), kConsumerThreads / kWarpSize);
+      for (int w = 0; w < 2; ++w) sh.q_rows[w] = lay.q_hi + w * kWgmmaRowsTf32 * wg::kSwizzleRowBytes;
+      sh.k_hi = lay.k_hi;
+      sh.v_hi = lay.v_hi;
+    }
+    __syncthreads();
+    if (tid < wg::kWarpgroupThreads) {
+      wg::setmaxnreg_dec<wg::kProducerRegs>();
+      produce(a, sh, lay, tid);
+      return;
+    }
+    wg::setmaxnreg_inc<wg::kConsumerRegs>();
+    consume(a, sh, lay, tid - wg::kWarpgroupThreads);
+  }
+
+  // ---- producer: every K/V tile of every item of this CTA, split into the hi/lo tiles. Each tile first lands
+  // raw (cp.async, 16-byte chunks, zero-filled past the keys the block sees and past head_dim) in a staging
+  // buffer of its own operand; each producer thread later reads back exactly the chunks it copied (no barrier:
+  // cp.async.wait_group makes a thread's own copies visible to it), splits them and stores the hi/lo tiles once
+  // the consumers have released the slot. The raw copy of tile n + 1 of an operand is issued as soon as tile n
+  // of it has been split, so global-memory latency stays off the consumers' path.
+  static constexpr int kChunksPerThread = kBlockN * kChunksPerRow / wg::kWarpgroupThreads;
+  __device__ static void copy_raw(uint32_t raw, const float* head, int64_t row_stride, int64_t k0, int64_t rows_end,
+                                  int64_t head_dim, bool transposed_order, int ptid) {
+#pragma unroll 1
+    for (int u = 0; u < kChunksPerThread; ++u) {
+      const int c = ptid + u * wg::kWarpgroupThreads;
+      const int key = transposed_order ? v_key(c) : c / kChunksPerRow;
+      const int d = (transposed_order ? v_chunk(c) : c % kChunksPerRow) * kFloat4Lanes;
+      const int64_t row = k0 + key;
+      const bool any = row < rows_end && d < head_dim;
+      const float* src = any ? head + row * row_stride + d : head;
+      const int bytes = any ? static_cast<int>(min(int64_t{kFloat4Lanes}, head_dim - d)) * 4 : 0;
+      tc_kernel::cp_async_16(raw + static_cast<uint32_t>(c) * 16u, src, bytes);
+    }
+    tc_kernel::cp_async_commit();
+  }
+  __device__ static float4 raw_chunk(uint32_t raw, int c) {
+    const uint4 x = tc_kernel::ld_shared_v4(raw + static_cast<uint32_t>(c) * 16u);
+    return make_float4(__uint_as_float(x.x), __uint_as_float(x.y), __uint_as_float(x.z), __uint_as_float(x.w));
+  }
+  // V chunk c, transposed order: key 8 (wi % (kBlockN / 8)) + l % 8, dims 4 (4 (wi / (kBlockN / 8)) + l / 8) ..
+  // (wi = c / 32, l = c % 32), so that one store instruction of a warp covers 8 keys x 4 dims (two-way bank
+  // conflicts at most).
+  __device__ static int v_key(int c) { return (c / kWarpSize % (kBlockN / 8)) * 8 + c % 8; }
+  __device__ static int v_chunk(int c) { return (c / kWarpSize / (kBlockN / 8)) * 4 + c % kWarpSize / 8; }
+
+  __device__ static void produce(const SplitTf32Args<kInst>& a, Shared& sh, const Layout& lay, int ptid) {
+    const int lane = ptid % kWarpSize;
+    const int pwarp = ptid / kWarpSize;
+    uint32_t tile = 0;
+    for (int64_t work = blockIdx.x; work < a.work_items; work += gridDim.x) {
+      const Item it = item_at(a, work);
+      if (it.k_tiles == 0) continue;
+      const float* k_head = a.k + it.b * a.k_stride.batch + it.h_kv * a.k_stride.head;
+      const float* v_head = a.v + it.b * a.v_stride.batch + it.h_kv * a.v_stride.head;
+      copy_raw(lay.k_raw, k_head, a.k_stride.row, 0, it.block_keys, a.head_dim, false, ptid);
+      copy_raw(lay.v_raw, v_head, a.v_stride.row, 0, it.block_keys, a.head_dim, true, ptid);
+      for (int64_t n = 0; n < it.k_tiles; ++n, ++tile) {
+        const bool more = n + 1 < it.k_tiles;
+        // K(n): committed before V(n), so one pending group (V(n)) may remain.
+        tc_kernel::cp_async_wait<1>();
+        wg::mbarrier_wait(wg::smem_address(&sh.k_empty), (tile & 1) ^ 1);
+        bool bad = false;
+#pragma unroll 1
+        for (int u = 0; u < kChunksPerThread; ++u) {
+          const int c = ptid + u * wg::kWarpgroupThreads;
+          const float4 x = raw_chunk(lay.k_raw, c);
+          const int key = c / kChunksPerRow, dc = c % kChunksPerRow;
+          bad |= !wg::splittable4(x);
+          // Unsplittable values are stored split all the same: their scores come out NaN and are recomputed.
+          wg::store_split4(lay.k_hi, lay.k_lo,
+                           static_cast<uint32_t>((dc / 8) * (kBlockN * wg::kSwizzleRowBytes)) +
+                               wg::swizzled(key, (dc % 8) * kFloat4Lanes),
+                           x);
+        }
+        const bool warp_bad = __any_sync(kFullWarpMask, bad);
+        if (lane == 0) sh.k_unsplittable[pwarp] = warp_bad ? 1u : 0u;
+        wg::fence_proxy_async_shared();
+        wg::mbarrier_arrive(wg::smem_address(&sh.k_full));
+        if (more)
+          copy_raw(lay.k_raw, k_head, a.k_stride.row, (n + 1) * kBlockN, it.block_keys, a.head_dim, false, ptid);
+
+        // V(n), transposed. Within each group of 8 keys the keys are stored in P's A-fragment order: k-slot s < 4
+        // holds key 2s, slot s + 4 key 2s + 1 (the S accumulator element pair (2t, 2t + 1) of a lane is its A
+        // fragment's slots (t, t + 4)).
+        if (more) {
+          tc_kernel::cp_async_wait<1>();  // K(n + 1) may still be in flight
+        } else {
+          tc_kernel::cp_async_wait<0>();
+        }
+        wg::mbarrier_wait(wg::smem_address(&sh.v_empty), (tile & 1) ^ 1);
+        uint64_t bad_keys = 0;  // bit j: key j of the tile has a V value the split cannot carry
+#pragma unroll 1
+        for (int u = 0; u < kChunksPerThread; ++u) {
+          const int c = ptid + u * wg::kWarpgroupThreads;
+          const float4 x = raw_chunk(lay.v_raw, c);
+          const int key = v_key(c), dc = v_chunk(c);
+          const int j8 = key % 8;
+          const int pos = (key % wg::kSwizzleRowFloats) / 8 * 8 + (j8 % 2) * 4 + j8 / 2;
+          const uint32_t block =
+              static_cast<uint32_t>((key / wg::kSwizzleRowFloats) * (kHeadDim * wg::kSwizzleRowBytes));
+          if (!wg::splittable4(x)) bad_keys |= uint64_t{1} << key;
+#pragma unroll
+          for (int i = 0; i < kFloat4Lanes; ++i) {
+            const int d = dc * kFloat4Lanes + i;
+            const float v = float4_lane(x, i);
+            // A value the split cannot carry enters as 0 (its key's p is 0 for every row that does not take
+            // the exact path): never inf * 0 on the tensor cores.
+            const Tf32Split sp = fabsf(v) < kTf32Overflow ? split_tf32(v) : Tf32Split{0u, 0u};
+            const uint32_t offset = block + wg::swizzled(d, pos);
+            wg::st_shared_b32(lay.v_hi + offset, sp.hi);
+            wg::st_shared_b32(lay.v_lo + offset, sp.lo);
+          }
+        }
+        const uint32_t bad_lo = __reduce_or_sync(kFullWarpMask, static_cast<uint32_t>(bad_keys));
+        const uint32_t bad_hi = __reduce_or_sync(kFullWarpMask, static_cast<uint32_t>(bad_keys >> 32));
+        if (lane == 0) sh.v_bad[pwarp] = (uint64_t{bad_hi} << 32) | bad_lo;
+        wg::fence_proxy_async_shared();
+        wg::mbarrier_arrive(wg::smem_address(&sh.v_full));
+        if (more)
+          copy_raw(lay.v_raw, v_head, a.v_stride.row, (n + 1) * kBlockN, it.block_keys, a.head_dim, true, ptid);
+      }
+    }
+  }
+
+  // ---- consumers
+  // Splits this warpgroup's 64 Q rows of the item into the hi/lo tiles; true if any value the split cannot carry.
+  __device__ static bool stage_q(const SplitTf32Args<kInst>& a, const Layout& lay, const Item& it, int w, int wtid) {
+    constexpr int kChunks = kWgmmaRowsTf32 * kChunksPerRow / wg::kWarpgroupThreads;
+    const float* q_head = a.q + it.b * a.q_stride.batch + it.h * a.q_stride.head;
+    bool bad = false;
+#pragma unroll 4
+    for (int u = 0; u < kChunks; ++u) {
+      const int c = wtid + u * wg::kWarpgroupThreads;
+      const int r = w * kWgmmaRowsTf32 + c / kChunksPerRow, dc = c % kChunksPerRow;
+      const float4 x =
+          wg::load_chunk(q_head, a.q_stride.row, it.m0 + r, a.seqlen_q, dc * kFloat4Lanes, a.head_dim);
+      bad |= !wg::splittable4(x);
+      wg::store_split4(lay.q_hi, lay.q_lo,
+                       static_cast<uint32_t>((dc / 8) * (kBlockM * wg::kSwizzleRowBytes)) +
+                           wg::swizzled(r, (dc % 8) * kFloat4Lanes),
+                       x);
+    }
+    wg::fence_proxy_async_shared();
+    return wg::named_barrier_or(wg::kBarWarpgroup + w, wg::kWarpgroupThreads, bad);
+  }
+
+  __device__ static uint64_t desc(uint32_t addr) {
+    return wg::sw128_descriptor(addr, 16, wg::kSwizzleAtomBytes);
+  }
+
+  // Issues S = Q K^T for this warpgroup's rows as one commit group: the head dims in two halves, each its own
+  // fresh chain (small products of every k8 step first, then the hi*hi' products).
+  // The tile addresses are read from shared memory at every call: the tiles stay put from tile to tile, and
+  // ptxas would otherwise hoist every one of the 3 kQkSteps (and 3 kSTiles) descriptors out of the tile loop
+  // into general registers and spill them.
+  __device__ static void qk_issue(float (&sa)[kSTiles][4], float (&sb)[kSTiles][4], const Shared& sh, int w) {
+    const uint32_t q_hi = tc_kernel::ld_shared_b32(wg::smem_address(&sh.q_rows[w]));
+    const uint32_t k_hi = tc_kernel::ld_shared_b32(wg::smem_address(&sh.k_hi));
+    const uint32_t q_lo = q_hi + kQTileBytes, k_lo = k_hi + kKTileBytes;
+    const auto q_at = [&](uint32_t part, int kk) {
+      return desc(part + static_cast<uint32_t>((kk / 4) * (kBlockM * wg::kSwizzleRowBytes) + (kk % 4) * wg::kStepBytes));
+    };
+    const auto k_at = [&](uint32_t part, int kk) {
+      return desc(part + static_cast<uint32_t>((kk / 4) * (kBlockN * wg::kSwizzleRowBytes) + (kk % 4) * wg::kStepBytes));
+    };
+    const auto half = [&](float(&s)[kSTiles][4], int kk0) {
+#pragma unroll
+      for (int kk = kk0; kk < kk0 + kQkSteps / 2; ++kk) {
+        wgmma_tf32::Mma<kBlockN>::ss(s, q_at(q_lo, kk), k_at(k_hi, kk), kk == kk0 ? 0 : 1);
+        wgmma_tf32::Mma<kBlockN>::ss(s, q_at(q_hi, kk), k_at(k_lo, kk), 1);
+      }
+#pragma unroll
+      for (int kk = kk0; kk < kk0 + kQkSteps / 2; ++kk)
+        wgmma_tf32::Mma<kBlockN>::ss(s, q_at(q_hi, kk), k_at(k_hi, kk), 1);
+    };
+    wg::fence_operands(sa);
+    wg::fence_operands(sb);
+    wg::wgmma_fence();
+    half(sa, 0);
+    half(sb, kQkSteps / 2);
+    wg::wgmma_commit();
+  }
+
+  // Splits P (the S accumulator layout) into tf32 hi/lo A fragments: slots (g, t), (g+8, t), (g, t+4), (g+8, t+4)
+  // of k8 step j <- S elements (g, 2t), (g+8, 2t), (g, 2t+1), (g+8, 2t+1) of n8 tile j.
+  __device__ static void split_p(const float (&p)[kSTiles][4], uint32_t (&ph)[kSTiles][4], uint32_t (&pl)[kSTiles][4]) {
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j) {
+      const float e[4] = {p[j][0], p[j][2], p[j][1], p[j][3]};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const Tf32Split s = split_tf32(e[i]);
+        ph[j][i] = s.hi;
+        pl[j][i] = s.lo;
+      }
+    }
+  }
+
+  // Issues half hd of the head dims of the P V tile into a fresh accumulator as one commit group (small products
+  // first). Half-width chains keep O, one chain accumulator, P's fragments and S within the registers.
+  static constexpr int kHalfTiles = kOTiles / 2;
+  __device__ static void pv_issue(float (&ot)[kHalfTiles][4], uint32_t (&ph)[kSTiles][4], uint32_t (&pl)[kSTiles][4],
+                                  const Shared& sh, int hd) {
+    const uint32_t v_hi = tc_kernel::ld_shared_b32(wg::smem_address(&sh.v_hi));
+    const uint32_t v_lo = v_hi + kVTileBytes;
+    const auto v_at = [&](uint32_t part, int j) {
+      return desc(part + static_cast<uint32_t>((j / 4) * (kHeadDim * wg::kSwizzleRowBytes) +
+                                               hd * (kHeadDim / 2) * wg::kSwizzleRowBytes + (j % 4) * wg::kStepBytes));
+    };
+    wg::fence_operands(ot);
+    wg::fence_operands(ph);
+    wg::fence_operands(pl);
+    wg::wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j) {
+      wgmma_tf32::Mma<kHeadDim / 2>::rs(ot, pl[j], v_at(v_hi, j), j == 0 ? 0 : 1);
+      wgmma_tf32::Mma<kHeadDim / 2>::rs(ot, ph[j], v_at(v_lo, j), 1);
+    }
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j) wgmma_tf32::Mma<kHeadDim / 2>::rs(ot, ph[j], v_at(v_hi, j), 1);
+    wg::wgmma_commit();
+  }
+
+  // Per consumer thread: its two rows (half 0: row g, half 1: row g + 8 of its warp's 16) and their state.
+  struct Rows {
+    const float* v_head;  // this item's V head (the exact path reads it)
+    int64_t row[2], row_keys[2];
+    float m[2], l_part[2];
+    int64_t moves[2];
+    int trace_slot[2];
+  };
+
+  // ---- the exact paths, out of line: rare, and inlined they crowd the tile loop's registers (ptxas spilled hot
+  // values for them). The caller copies the register tiles they touch into a local struct and back.
+  template <int N>
+  __device__ static void copy_tiles(const float (&from)[N][4], float (&to)[N][4]) {
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) to[j][e] = from[j][e];
+  }
+  struct Scores {
+    float s[kSTiles][4];
+  };
+  // NaN scores (a Q or K value the split cannot carry: inf - inf) recomputed as fp32 FMA chains over the inputs
+  // in global memory, kernel.cuh's arithmetic. Rows past seqlen_q and keys no row of the block sees are left.
+  __device__ __noinline__ static void recompute_scores(Scores* sc, const SplitTf32Args<kInst>& a, const Item& it,
+                                                       const Rows& r, int64_t k0, int t) {
+    const float* q_head = a.q + it.b * a.q_stride.batch + it.h * a.q_stride.head;
+    const float* k_head = a.k + it.b * a.k_stride.batch + it.h_kv * a.k_stride.head;
+    for (int j = 0; j < kSTiles; ++j) {
+      for (int e = 0; e < 4; ++e) {
+        const int64_t i = r.row[e / 2], key = k0 + j * kMmaN + 2 * t + e % 2;
+        if (!isnan(sc->s[j][e]) || i >= a.seqlen_q || key >= it.block_keys) continue;
+        const float* q_row = q_head + i * a.q_stride.row;
+        const float* k_row = k_head + key * a.k_stride.row;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < a.head_dim; ++d) dot = fmaf(q_row[d], k_row[d], dot);
+        sc->s[j][e] = dot;
+      }
+    }
+  }
+  struct ExactV {
+    float p[kSTiles][4];
+    float acc[kOTiles][4];
+  };
+  // V holds values the split cannot carry (they entered the tensor cores as 0). Rows that see one in this tile take
+  // fp32 FMAs on CUDA cores over the tile's visible keys, in key order within each quad, each (row, key)
+  // predicated on visibility, reading V from global memory; their p then enters the tensor cores as 0
+  // (kernel.cuh's exact path). A row's arithmetic so depends only on the keys it sees.
+  __device__ __noinline__ static void exact_v_path(ExactV* x, const SplitTf32Args<kInst>& a, const Rows& r,
+                                                   int64_t k0, uint64_t bad_keys, int lane) {
+    const int t = lane % kQuadLanes, quad_base = lane - t;
+    bool exact_row[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t limit = min(max(r.row_keys[half] - k0, int64_t{0}), int64_t{kBlockN});
+      const uint64_t visible = limit >= 64 ? ~uint64_t{0} : (uint64_t{1} << limit) - 1;
+      exact_row[half] = (bad_keys & visible) != 0;
+    }
+    for (int j = 0; j < kSTiles; ++j) {
+      for (int c = 0; c < 2; ++c) {
+        for (int u = 0; u < kQuadLanes; ++u) {
+          const int64_t key = k0 + j * kMmaN + 2 * u + c;
+          const float p_row[2] = {__shfl_sync(kFullWarpMask, x->p[j][c], quad_base + u),
+                                  __shfl_sync(kFullWarpMask, x->p[j][2 + c], quad_base + u)};
+          for (int e = 0; e < 4; ++e) {
+            const int half = e / 2;
+            if (!exact_row[half] || key >= r.row_keys[half]) continue;
+            const float* v_row = r.v_head + key * a.v_stride.row;
+#pragma unroll
+            for (int jo = 0; jo < kOTiles; ++jo) {
+              const int d = jo * kMmaN + 2 * t + e % 2;
+              if (d < a.head_dim) x->acc[jo][e] = fmaf(p_row[half], v_row[d], x->acc[jo][e]);
+            }
+          }
+        }
+      }
+    }
+    for (int j = 0; j < kSTiles; ++j)
+      for (int e = 0; e < 4; ++e) x->p[j][e] = exact_row[e / 2] ? 0.0f : x->p[j][e];
+  }
+
+  __device__ static void consume(const SplitTf32Args<kInst>& a, Shared& sh, const Layout& lay, int ctid) {
+    constexpr float kNegInf = -INFINITY;
+    const int lane = ctid % kWarpSize;
+    const int cwarp = ctid / kWarpSize;  // 0..7: rows 16 cwarp .. of the Q tile
+    const int w = cwarp / 4;
+    const int wtid = ctid % wg::kWarpgroupThreads;
+    const int g = lane / kQuadLanes;
+    const int t = lane % kQuadLanes;
+    uint32_t tile = 0;
+    for (int64_t work = blockIdx.x; work < a.work_items; work += gridDim.x) {
+      const Item it = item_at(a, work);
+      const int64_t k_tiles_total = ceil_div(a.seqlen_k, kBlockN);
+      Rows r;
+      r.v_head = a.v + it.b * a.v_stride.batch + it.h_kv * a.v_stride.head;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        r.row[half] = it.m0 + cwarp * kMmaM + g + half * (kMmaM / 2);
+        r.row_keys[half] =
+            r.row[half] < a.seqlen_q ? visible_key_count(a.mask, r.row[half], a.seqlen_q, a.seqlen_k) : 0;
+        r.m[half] = kNegInf;
+        r.l_part[half] = 0.0f;
+        r.moves[half] = 0;
+        r.trace_slot[half] = -1;
+      }
+      float acc[kOTiles][4];  // O: n8 tile j, elements (g, 8j+2t), (g, 8j+2t+1), (g+8, 8j+2t), (g+8, 8j+2t+1)
+#pragma unroll
+      for (int j = 0; j < kOTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+      if constexpr (kInst) {
+        for (int half = 0; half < 2; ++half) {
+          const int64_t flat_row = (it.b * a.heads_q + it.h) * a.seqlen_q + r.row[half];
+          for (int32_t i = 0; i < a.inst.trace_row_count && a.inst.trace_rows != nullptr; ++i) {
+            if (r.row[half] < a.seqlen_q && a.inst.trace_rows[i] == flat_row) r.trace_slot[half] = i;
+          }
+        }
+        if (ctid == 0 && a.inst.tile_kind_counts != nullptr && k_tiles_total > it.k_tiles) {
+          atomicAdd(reinterpret_cast<unsigned long long*>(&a.inst.tile_kind_counts[int(TileKind::kSkipped)]),
+                    static_cast<unsigned long long>(k_tiles_total - it.k_tiles));
+        }
+      }
+      const bool q_exact = it.k_tiles > 0 && stage_q(a, lay, it, w, wtid);
+
+      float s[kSTiles][4], sb[kSTiles][4];  // S(n) in two halves of the head dims, then P(n) in s
+      // After S(n) has completed: releases K(n), s = S_a + S_b (RN), recomputes unrepresentable scores, then the
+      // online softmax of tile n (kernel.cuh's, operation for operation), including O's rescale by alpha.
+      const auto scores_and_softmax = [&](int64_t n) {
+        const int64_t k0 = n * kBlockN;
+        if constexpr (kInst) {
+          if (ctid == 0 && a.inst.tile_kind_counts != nullptr) {
+            const TileKind kind = classify_tile(a.mask, it.m0, kBlockM, k0, kBlockN, a.seqlen_q, a.seqlen_k);
+            atomicAdd(reinterpret_cast<unsigned long long*>(&a.inst.tile_kind_counts[int(kind)]), 1ull);
+          }
+        }
+        const bool k_exact = (sh.k_unsplittable[0] | sh.k_unsplittable[1] | sh.k_unsplittable[2] |
+                              sh.k_unsplittable[3]) != 0u;
+        __syncwarp();
+        if (lane == 0) wg::mbarrier_arrive(wg::smem_address(&sh.k_empty));
+#pragma unroll
+        for (int j = 0; j < kSTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[j][e] = __fadd_rn(s[j][e], sb[j][e]);
+        // Scores the split cannot represent: an fp32 FMA chain from the inputs, as kernel.cuh (warp-uniform
+        // branch over the tile; taken only when Q or K holds such a value).
+        if (q_exact || k_exact) {
+          Scores tmp;
+          copy_tiles(s, tmp.s);
+          recompute_scores(&tmp, a, it, r, k0, t);
+          copy_tiles(tmp.s, s);
+        }
+        const bool tile_masked = k0 + kBlockN > it.unmasked_keys;
+        float tile_max[2] = {kNegInf, kNegInf};
+#pragma unroll
+        for (int j = 0; j < kSTiles; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int half = e / 2;
+            const int64_t key = k0 + j * kMmaN + 2 * t + e % 2;
+            s[j][e] = (!tile_masked || key < r.row_keys[half]) ? __fmul_rn(s[j][e], a.scale_log2) : kNegInf;
+            tile_max[half] = fmaxf(tile_max[half], s[j][e]);
+          }
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+#pragma unroll
+          for (int offset = 1; offset < kQuadLanes; offset *= 2)
+            tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(kFullWarpMask, tile_max[half], offset));
+        }
+        float alpha[2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const float m_new = fmaxf(r.m[half], tile_max[half]);
+          // While no key has been seen m is -inf: subtract 0 instead (kernel.cuh).
+          const float m_use = m_new == kNegInf ? 0.0f : m_new;
+          alpha[half] = exp2f(r.m[half] - m_use);
+          if constexpr (kInst) r.moves[half] += m_new != r.m[half] ? 1 : 0;
+          r.m[half] = m_new;
+          float p_sum = 0.0f;
+#pragma unroll
+          for (int j = 0; j < kSTiles; ++j) {
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const float p = exp2f(s[j][2 * half + c] - m_use);
+              s[j][2 * half + c] = p;
+              p_sum += p;
+            }
+          }
+          r.l_part[half] = fmaf(r.l_part[half], alpha[half], p_sum);
+        }
+#pragma unroll
+        for (int j = 0; j < kOTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[j][e] = __fmul_rn(acc[j][e], alpha[e / 2]);
+      };
+
+      // With V(n) in: rows that see a V value the split cannot carry take the exact path (exact_v_path).
+      const auto exact_v = [&](int64_t n) {
+        const uint64_t bad_keys = sh.v_bad[0] | sh.v_bad[1] | sh.v_bad[2] | sh.v_bad[3];
+        if (bad_keys == 0) return;
+        ExactV tmp;
+        copy_tiles(s, tmp.p);
+        copy_tiles(acc, tmp.acc);
+        exact_v_path(&tmp, a, r, n * kBlockN, bad_keys, lane);
+        copy_tiles(tmp.p, s);
+        copy_tiles(tmp.acc, acc);
+      };
+
+      const auto trace = [&](int64_t n) {
+        if constexpr (kInst) {
+          float l_row[2];
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            l_row[half] = r.l_part[half];
+#pragma unroll
+            for (int offset = 1; offset < kQuadLanes; offset *= 2)
+              l_row[half] += __shfl_xor_sync(kFullWarpMask, l_row[half], offset);
+          }
+          if (t == 0 && a.inst.trace_m != nullptr && a.inst.trace_l != nullptr && n < a.inst.max_tiles) {
+            for (int half = 0; half < 2; ++half) {
+              if (r.trace_slot[half] < 0) continue;
+              const int64_t slot = int64_t{r.trace_slot[half]} * a.inst.max_tiles + n;
+              a.inst.trace_m[slot] = __fmul_rn(r.m[half], kLn2);
+              a.inst.trace_l[slot] = l_row[half];
+            }
+          }
+        }
+      };
+
+      // Software pipeline per warpgroup: P(n) V(n) is issued, then S(n + 1) = Q K(n + 1)^T right behind it, so
+      // the tensor cores run S(n + 1) while this warpgroup adds O's tile; the softmax of n + 1 waits for S only.
+      // The last tile is peeled off: no wgmma is issued or awaited under a branch (ptxas would serialize them).
+      const auto add_half = [&](const float(&ot)[kHalfTiles][4], int hd) {
+#pragma unroll
+        for (int j = 0; j < kHalfTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[hd * kHalfTiles + j][e] = __fadd_rn(acc[hd * kHalfTiles + j][e], ot[j][e]);
+      };
+      const auto pv_step = [&]<bool kNext>(int64_t n) {
+        wg::mbarrier_wait(wg::smem_address(&sh.v_full), tile & 1);
+        exact_v(n);
+        uint32_t ph[kSTiles][4], pl[kSTiles][4];
+        split_p(s, ph, pl);
+        float ot[kHalfTiles][4];
+        pv_issue(ot, ph, pl, sh, 0);
+        wg::wgmma_wait<0>();
+        wg::fence_operands(ot);
+        add_half(ot, 0);
+        pv_issue(ot, ph, pl, sh, 1);
+        if constexpr (kNext) {
+          wg::mbarrier_wait(wg::smem_address(&sh.k_full), (tile + 1) & 1);
+          qk_issue(s, sb, sh, w);
+          wg::wgmma_wait<1>();
+        } else {
+          wg::wgmma_wait<0>();
+        }
+        wg::fence_operands(ot);
+        wg::fence_operands(ph);
+        wg::fence_operands(pl);
+        __syncwarp();
+        if (lane == 0) wg::mbarrier_arrive(wg::smem_address(&sh.v_empty));
+        add_half(ot, 1);
+        trace(n);
+        ++tile;
+        if constexpr (kNext) {
+          wg::wgmma_wait<0>();
+          wg::fence_operands(s);
+          wg::fence_operands(sb);
+          scores_and_softmax(n + 1);
+        }
+      };
+      if (it.k_tiles > 0) {
+        wg::mbarrier_wait(wg::smem_address(&sh.k_full), tile & 1);
+        qk_issue(s, sb, sh, w);
+        wg::wgmma_wait<0>();
+        wg::fence_operands(s);
+        wg::fence_operands(sb);
+        scores_and_softmax(0);
+        for (int64_t n = 0; n + 1 < it.k_tiles; ++n) pv_step.template operator()<true>(n);
+        pv_step.template operator()<false>(it.k_tiles - 1);
+      }
+
+      // Epilogue: O = acc / l rounded once; LSE = m ln 2 + ln l (kernel.cuh's).
+      float* o_head = a.o + it.b * a.o_stride.batch + it.h * a.o_stride.head;
+      float* lse_head = a.lse + (it.b * a.heads_q + it.h) * a.seqlen_q;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float l = r.l_part[half];
+#pragma unroll
+        for (int offset = 1; offset < kQuadLanes; offset *= 2) l += __shfl_xor_sync(kFullWarpMask, l, offset);
+        if (r.row[half] >= a.seqlen_q) continue;
+        const bool is_empty = l == 0.0f;
+        float* o_row = o_head + r.row[half] * a.o_stride.row;
+#pragma unroll
+        for (int j = 0; j < kOTiles; ++j) {
+          const int d = j * kMmaN + 2 * t;
+          const float o0 = is_empty ? 0.0f : acc[j][2 * half] / l;
+          const float o1 = is_empty ? 0.0f : acc[j][2 * half + 1] / l;
+          if (d + 2 <= a.head_dim) {
+            *reinterpret_cast<float2*>(o_row + d) = make_float2(o0, o1);
+          } else if (d < a.head_dim) {
+            o_row[d] = o0;
+          }
+        }
+        const float m_natural = __fmul_rn(r.m[half], kLn2);
+        if (t == 0) {
+          lse_head[r.row[half]] = is_empty ? kNegInf : m_natural + logf(l);
+          if constexpr (kInst) {
+            const int64_t flat_row = (it.b * a.heads_q + it.h) * a.seqlen_q + r.row[half];
+            if (a.inst.row_m != nullptr) a.inst.row_m[flat_row] = m_natural;
+            if (a.inst.row_l != nullptr) a.inst.row_l[flat_row] = l;
+            if (a.inst.rescale_buckets != nullptr) {
+              atomicAdd(
+                  reinterpret_cast<unsigned long long*>(&a.inst.rescale_buckets[rescale_bucket(r.moves[half])]), 1ull);
+            }
+          }
+        }
+      }
+    }
+  }
+};
+
+template <typename Cfg, bool kInst>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    split_tf32_wgmma_kernel(const __grid_constant__ SplitTf32Args<kInst> args) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  WgmmaForward<Cfg, kInst>::run(args, smem);
+}
+
+template <typename Cfg, bool kInst = kInstrument>
+Status launch_split_tf32_wgmma(const Params& params, cudaStream_t stream, const Instrumentation* inst) {
+  static_assert(WgmmaForward<Cfg, kInst>::kSmemBytes == Cfg::kSmemBytes, "tiles.h and the kernel disagree on smem");
+  return launch_split_tf32_kernel<Cfg, kInst>(split_tf32_wgmma_kernel<Cfg, kInst>, params, stream, inst);
+}
+
+}  // namespace split_tf32
+}  // namespace FLASHCHECK_KERNEL_VARIANT
+}  // namespace flashcheck::detail
+
+#endif  // FLASHCHECK_TC_WGMMA
