@@ -528,10 +528,14 @@ struct WgmmaForward {
             atomicAdd(reinterpret_cast<unsigned long long*>(&a.inst.tile_kind_counts[int(kind)]), 1ull);
           }
         }
-        const bool k_exact = (sh.k_unsplittable[0] | sh.k_unsplittable[1] | sh.k_unsplittable[2] |
-                              sh.k_unsplittable[3]) != 0u;
-        __syncwarp();
-        if (lane == 0) wg::mbarrier_arrive(wg::smem_address(&sh.k_empty));
+        // The producer's flags are read by the lane that releases the slot, and broadcast: the release then
+        // orders the read itself before the producer's next write (compute-sanitizer racecheck sees it so).
+        uint32_t k_flags = 0;
+        if (lane == 0) {
+          k_flags = sh.k_unsplittable[0] | sh.k_unsplittable[1] | sh.k_unsplittable[2] | sh.k_unsplittable[3];
+          wg::mbarrier_arrive(wg::smem_address(&sh.k_empty));
+        }
+        const bool k_exact = __shfl_sync(kFullWarpMask, k_flags, 0) != 0u;
 #pragma unroll
         for (int j = 0; j < kSTiles; ++j)
 #pragma unroll
@@ -590,8 +594,11 @@ struct WgmmaForward {
       };
 
       // With V(n) in: rows that see a V value the split cannot carry take the exact path (exact_v_path).
+      // The flags are read by lane 0 (which later releases the slot) and broadcast, as for K.
       const auto exact_v = [&](int64_t n) {
-        const uint64_t bad_keys = sh.v_bad[0] | sh.v_bad[1] | sh.v_bad[2] | sh.v_bad[3];
+        uint64_t bad_lane0 = 0;
+        if (lane == 0) bad_lane0 = sh.v_bad[0] | sh.v_bad[1] | sh.v_bad[2] | sh.v_bad[3];
+        const uint64_t bad_keys = __shfl_sync(kFullWarpMask, bad_lane0, 0);
         if (bad_keys == 0) return;
         ExactV tmp;
         copy_tiles(s, tmp.p);
