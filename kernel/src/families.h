@@ -10,10 +10,14 @@
 //                P rounded to the dtype, acc += P_dtype * V (fp32 mma accumulation); O = acc / l rounded to dtype.
 //  split tf32  : fp32 inputs split x = hi + lo (hi = tf32(x) rounded to nearest, ties away, as cvt.rna;
 //                lo = x - hi exact, read by the tensor core as tf32 truncated toward zero); each product as
-//                lo*hi' + hi*lo' then hi*hi' in a fresh mma chain over two k8 steps (the tensor core truncates
-//                every partial result, so chains are kept short), each chain's partial added to the running
-//                S or O with one fp32 round-to-nearest add; for both Q K^T and P V. Tiles holding a non-finite
-//                or near-overflow value take an exact fp32 CUDA-core path instead (split_tf32/kernel.cuh).
+//                lo*hi' + hi*lo' and hi*hi' in fresh mma chains (the tensor core truncates every partial result,
+//                so chains are kept short, small products first), each chain's result added to the running S
+//                or O with one fp32 round-to-nearest add; for both Q K^T and P V. mma.sync kernel
+//                (split_tf32/kernel.cuh; head_dim families 32, 256, and all of them off sm_90a): a chain is two
+//                k8 steps. wgmma kernel (kernel_wgmma.cuh; families 64, 128 on sm_90a): S is two chains, one
+//                per half of the head dims, s = S_a + S_b; P V is one chain per K/V tile and half of the head
+//                dims. Scores a split cannot carry (non-finite or near-overflow Q/K) are recomputed as fp32 FMA
+//                chains, and rows that see such a V value take an exact fp32 CUDA-core path for that tile.
 #pragma once
 
 #include "flashcheck/attention.h"
