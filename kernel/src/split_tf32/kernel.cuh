@@ -157,6 +157,60 @@ __device__ __forceinline__ float scan_own_chunks(const float* tile_smem, float r
   return running;
 }
 
+// One K/V tile of the online softmax for a lane's two rows (half 0: row g, half 1: row g + 8 of an m16 tile),
+// shared by both split-TF32 kernels. s holds the tile's scores in the mma accumulator layout (n8 tile j:
+// elements (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)) and leaves holding p. The scale is folded into the
+// exponent base: x = s * (scale * log2 e), p = exp2(x - m); __fmul_rn keeps x a rounded product so the row
+// maximum gives p = 1 exactly. Invisible keys (only checked when the tile is masked) get x = -inf: weight 0,
+// and p = 0 exactly, so all three split products of a hidden key are 0. m is the running max (quad-uniform),
+// l_part this lane's share of the running sum; alpha = exp2(m_old - m_new) for the caller's O rescale.
+template <bool kInst, int kSTiles>
+__device__ __forceinline__ void online_softmax_tile(float (&s)[kSTiles][4], float (&m)[2], float (&l_part)[2],
+                                                    int64_t (&moves)[2], float (&alpha)[2], int64_t k0,
+                                                    bool tile_masked, const int64_t (&row_keys)[2], int t,
+                                                    float scale_log2) {
+  constexpr float kNegInf = -INFINITY;
+  float tile_max[2] = {kNegInf, kNegInf};
+#pragma unroll
+  for (int j = 0; j < kSTiles; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int half = e / 2;
+      const int64_t key = k0 + j * kMmaN + 2 * t + e % 2;
+      s[j][e] = (!tile_masked || key < row_keys[half]) ? __fmul_rn(s[j][e], scale_log2) : kNegInf;
+      tile_max[half] = fmaxf(tile_max[half], s[j][e]);
+    }
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+#pragma unroll
+    for (int offset = 1; offset < kQuadLanes; offset *= 2) {
+      tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(kFullWarpMask, tile_max[half], offset));
+    }
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float m_new = fmaxf(m[half], tile_max[half]);
+    // While no key has been seen m is -inf and exp2(-inf - -inf) would be NaN: subtract 0 instead, which
+    // still maps -inf scores to weight 0 and the (zero) old state to alpha = 0.
+    const float m_use = m_new == kNegInf ? 0.0f : m_new;
+    alpha[half] = exp2f(m[half] - m_use);
+    if constexpr (kInst) moves[half] += m_new != m[half] ? 1 : 0;
+    m[half] = m_new;
+    float p_sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kSTiles; ++j) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const float p = exp2f(s[j][2 * half + c] - m_use);
+        s[j][2 * half + c] = p;
+        p_sum += p;
+      }
+    }
+    l_part[half] = fmaf(l_part[half], alpha[half], p_sum);
+  }
+}
+
 template <typename Cfg, bool kInst>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     split_tf32_forward_kernel(const __grid_constant__ SplitTf32Args<kInst> args) {
@@ -312,50 +366,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         }
       }
 
-      // Online softmax. The scale is folded into the exponent base: x = s * (scale * log2 e), p = exp2(x - m);
-      // __fmul_rn keeps x a rounded product so the row maximum gives p = 1 exactly. Invisible keys get
-      // x = -inf: zero weight, and p = 0 exactly, so all three split products of a hidden key are 0.
-      const bool tile_masked = k0 + Cfg::kBlockN > unmasked_keys;
-      float tile_max[2] = {kNegInf, kNegInf};
-#pragma unroll
-      for (int j = 0; j < kSTiles; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int half = e / 2;
-          const int64_t key = k0 + j * kMmaN + 2 * t + e % 2;
-          s[j][e] = (!tile_masked || key < row_keys[half]) ? __fmul_rn(s[j][e], args.scale_log2) : kNegInf;
-          tile_max[half] = fmaxf(tile_max[half], s[j][e]);
-        }
-      }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-#pragma unroll
-        for (int offset = 1; offset < kQuadLanes; offset *= 2) {
-          tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(kFullWarpMask, tile_max[half], offset));
-        }
-      }
+      // Online softmax (online_softmax_tile), then O's rescale by alpha.
       float alpha[2];
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float m_new = fmaxf(m[half], tile_max[half]);
-        // While no key has been seen m is -inf and exp2(-inf - -inf) would be NaN: subtract 0 instead, which
-        // still maps -inf scores to weight 0 and the (zero) old state to alpha = 0.
-        const float m_use = m_new == kNegInf ? 0.0f : m_new;
-        alpha[half] = exp2f(m[half] - m_use);
-        if constexpr (kInst) moves[half] += m_new != m[half] ? 1 : 0;
-        m[half] = m_new;
-        float p_sum = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kSTiles; ++j) {
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const float p = exp2f(s[j][2 * half + c] - m_use);
-            s[j][2 * half + c] = p;
-            p_sum += p;
-          }
-        }
-        l_part[half] = fmaf(l_part[half], alpha[half], p_sum);
-      }
+      online_softmax_tile<kInst>(s, m, l_part, moves, alpha, k0, k0 + Cfg::kBlockN > unmasked_keys, row_keys, t,
+                                 args.scale_log2);
 #pragma unroll
       for (int q = 0; q < kPvLoads; ++q) {
 #pragma unroll

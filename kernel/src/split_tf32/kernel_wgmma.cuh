@@ -548,45 +548,9 @@ struct WgmmaForward {
           recompute_scores(&tmp, a, it, r, k0, t);
           copy_tiles(tmp.s, s);
         }
-        const bool tile_masked = k0 + kBlockN > it.unmasked_keys;
-        float tile_max[2] = {kNegInf, kNegInf};
-#pragma unroll
-        for (int j = 0; j < kSTiles; ++j) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int half = e / 2;
-            const int64_t key = k0 + j * kMmaN + 2 * t + e % 2;
-            s[j][e] = (!tile_masked || key < r.row_keys[half]) ? __fmul_rn(s[j][e], a.scale_log2) : kNegInf;
-            tile_max[half] = fmaxf(tile_max[half], s[j][e]);
-          }
-        }
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-#pragma unroll
-          for (int offset = 1; offset < kQuadLanes; offset *= 2)
-            tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(kFullWarpMask, tile_max[half], offset));
-        }
         float alpha[2];
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const float m_new = fmaxf(r.m[half], tile_max[half]);
-          // While no key has been seen m is -inf: subtract 0 instead (kernel.cuh).
-          const float m_use = m_new == kNegInf ? 0.0f : m_new;
-          alpha[half] = exp2f(r.m[half] - m_use);
-          if constexpr (kInst) r.moves[half] += m_new != r.m[half] ? 1 : 0;
-          r.m[half] = m_new;
-          float p_sum = 0.0f;
-#pragma unroll
-          for (int j = 0; j < kSTiles; ++j) {
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-              const float p = exp2f(s[j][2 * half + c] - m_use);
-              s[j][2 * half + c] = p;
-              p_sum += p;
-            }
-          }
-          r.l_part[half] = fmaf(r.l_part[half], alpha[half], p_sum);
-        }
+        online_softmax_tile<kInst>(s, r.m, r.l_part, r.moves, alpha, k0, k0 + kBlockN > it.unmasked_keys, r.row_keys,
+                                   t, a.scale_log2);
 #pragma unroll
         for (int j = 0; j < kOTiles; ++j)
 #pragma unroll
