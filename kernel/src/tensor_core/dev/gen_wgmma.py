@@ -17,6 +17,32 @@ def regs(n):
 def outs(n):
     return ",\n        ".join(", ".join(f'"+f"(d[{j}][{e}])' for e in range(4)) for j in range(n // 8))
 
+def emit_struct(key, n, ss, rs, shape, ss_tail, rs_tail, rs_comment):
+    """One Mma specialization: ss (descriptors) and/or rs (A from registers) wrappers of `shape` (e.g.
+    "m64n64k16.f32.bf16.bf16"), the operands after the accumulators ending in the given immediates."""
+    nr = n // 2
+    print(f'''template <>
+struct Mma<{key}> {{''')
+    if ss:
+        print(f'''  // d (+)= A B; scale_d = 0 overwrites d.
+  __device__ static __forceinline__ void ss(float (&d)[{n // 8}][4], uint64_t desc_a, uint64_t desc_b, int scale_d) {{
+    asm volatile(
+        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nr + 2}, 0;\\n"
+        "wgmma.mma_async.sync.aligned.{shape} {{{regs(n)}}}, %{nr}, %{nr + 1}, p, {ss_tail};\\n}}\\n"
+        : {outs(n)}
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }}''')
+    if rs:
+        print(f'''  // {rs_comment}
+  __device__ static __forceinline__ void rs(float (&d)[{n // 8}][4], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {{
+    asm volatile(
+        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nr + 5}, 0;\\n"
+        "wgmma.mma_async.sync.aligned.{shape} {{{regs(n)}}}, {{%{nr}, %{nr + 1}, %{nr + 2}, %{nr + 3}}}, %{nr + 4}, p, {rs_tail};\\n}}\\n"
+        : {outs(n)}
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  }}''')
+    print('};\n')
+
 TF32_SS_N = [32, 64]    # S = Q K^T: N = keys per K/V tile
 TF32_RS_N = [32, 64]    # O = P V: N = half the head_dim family
 
@@ -39,28 +65,8 @@ template <int N>
 struct Mma;
 ''')
     for n in sorted(set(TF32_SS_N + TF32_RS_N)):
-        nr = n // 2
-        print(f'''template <>
-struct Mma<{n}> {{''')
-        if n in TF32_SS_N:
-            print(f'''  // d (+)= A B; scale_d = 0 overwrites d.
-  __device__ static __forceinline__ void ss(float (&d)[{n // 8}][4], uint64_t desc_a, uint64_t desc_b, int scale_d) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nr + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{{regs(n)}}}, %{nr}, %{nr + 1}, p, 1, 1;\\n}}\\n"
-        : {outs(n)}
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  }}''')
-        if n in TF32_RS_N:
-            print(f'''  // d (+)= A B, A from registers; scale_d = 0 overwrites d.
-  __device__ static __forceinline__ void rs(float (&d)[{n // 8}][4], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nr + 5}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{{regs(n)}}}, {{%{nr}, %{nr + 1}, %{nr + 2}, %{nr + 3}}}, %{nr + 4}, p, 1, 1;\\n}}\\n"
-        : {outs(n)}
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-  }}''')
-        print('};\n')
+        emit_struct(n, n, n in TF32_SS_N, n in TF32_RS_N, f"m64n{n}k8.f32.tf32.tf32", "1, 1", "1, 1",
+                    "d (+)= A B, A from registers; scale_d = 0 overwrites d.")
     print('''}  // namespace flashcheck::detail::wgmma_tf32''')
     sys.exit(0)
 
@@ -84,26 +90,6 @@ struct Mma;
 ''')
 for ctype, ptx in DTYPES:
     for n in sorted(set(SS_N + RS_N)):
-        nr = n // 2
-        print(f'''template <>
-struct Mma<{ctype}, {n}> {{''')
-        if n in SS_N:
-            print(f'''  // d (+)= A B; scale_d = 0 overwrites d.
-  __device__ static __forceinline__ void ss(float (&d)[{n // 8}][4], uint64_t desc_a, uint64_t desc_b, int scale_d) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nr + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} {{{regs(n)}}}, %{nr}, %{nr + 1}, p, 1, 1, 0, 0;\\n}}\\n"
-        : {outs(n)}
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  }}''')
-        if n in RS_N:
-            print(f'''  // d (+)= A B, B transposed (MN-major in shared memory); scale_d = 0 overwrites d.
-  __device__ static __forceinline__ void rs(float (&d)[{n // 8}][4], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nr + 5}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} {{{regs(n)}}}, {{%{nr}, %{nr + 1}, %{nr + 2}, %{nr + 3}}}, %{nr + 4}, p, 1, 1, 1;\\n}}\\n"
-        : {outs(n)}
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-  }}''')
-        print('};\n')
+        emit_struct(f"{ctype}, {n}", n, n in SS_N, n in RS_N, f"m64n{n}k16.f32.{ptx}.{ptx}", "1, 1, 0, 0", "1, 1, 1",
+                    "d (+)= A B, B transposed (MN-major in shared memory); scale_d = 0 overwrites d.")
 print('''}  // namespace flashcheck::detail::wgmma''')
