@@ -121,7 +121,7 @@ struct WgmmaForward {
   static constexpr int kSmemBytes = static_cast<int>(2 * (kQTileBytes + kKTileBytes + kVTileBytes) + kKTileBytes +
                                                      kVTileBytes) + 1024;
 
-  // Per tile slot: full (the producer's 128 threads have stored it), empty (the 8 consumer warps are done);
+  // Per tile slot: full (the producer's 128 threads have stored it), empty (the 256 consumer threads are done);
   // which K/V values of the staged tile the split could not carry, one word per producer warp.
   struct Shared {
     uint64_t k_full, k_empty, v_full, v_empty;
@@ -168,8 +168,9 @@ struct WgmmaForward {
     if (tid == 0) {
       wg::mbarrier_init(wg::smem_address(&sh.k_full), wg::kWarpgroupThreads);
       wg::mbarrier_init(wg::smem_address(&sh.v_full), wg::kWarpgroupThreads);
-      wg::mbarrier_init(wg::smem_address(&sh.k_empty), kConsumerThreads / kWarpSize);
-      wg::mbarrier_init(wg::smem_address(&sh.v_empty), kConsumerThreads / kWarpSize);
+      // Every consumer thread arrives on the empty barriers (each reads the producer's flag words first).
+      wg::mbarrier_init(wg::smem_address(&sh.k_empty), kConsumerThreads);
+      wg::mbarrier_init(wg::smem_address(&sh.v_empty), kConsumerThreads);
       for (int w = 0; w < 2; ++w) sh.q_rows[w] = lay.q_hi + w * kWgmmaRowsTf32 * wg::kSwizzleRowBytes;
       sh.k_hi = lay.k_hi;
       sh.v_hi = lay.v_hi;
@@ -528,14 +529,11 @@ struct WgmmaForward {
             atomicAdd(reinterpret_cast<unsigned long long*>(&a.inst.tile_kind_counts[int(kind)]), 1ull);
           }
         }
-        // The producer's flags are read by the lane that releases the slot, and broadcast: the release then
-        // orders the read itself before the producer's next write (compute-sanitizer racecheck sees it so).
-        uint32_t k_flags = 0;
-        if (lane == 0) {
-          k_flags = sh.k_unsplittable[0] | sh.k_unsplittable[1] | sh.k_unsplittable[2] | sh.k_unsplittable[3];
-          wg::mbarrier_arrive(wg::smem_address(&sh.k_empty));
-        }
-        const bool k_exact = __shfl_sync(kFullWarpMask, k_flags, 0) != 0u;
+        // Every consumer thread releases the slot itself, after reading the producer's flags: the release orders
+        // each thread's own read before the producer's next write (compute-sanitizer racecheck sees it so).
+        const bool k_exact = (sh.k_unsplittable[0] | sh.k_unsplittable[1] | sh.k_unsplittable[2] |
+                              sh.k_unsplittable[3]) != 0u;
+        wg::mbarrier_arrive(wg::smem_address(&sh.k_empty));
 #pragma unroll
         for (int j = 0; j < kSTiles; ++j)
 #pragma unroll
@@ -558,11 +556,8 @@ struct WgmmaForward {
       };
 
       // With V(n) in: rows that see a V value the split cannot carry take the exact path (exact_v_path).
-      // The flags are read by lane 0 (which later releases the slot) and broadcast, as for K.
       const auto exact_v = [&](int64_t n) {
-        uint64_t bad_lane0 = 0;
-        if (lane == 0) bad_lane0 = sh.v_bad[0] | sh.v_bad[1] | sh.v_bad[2] | sh.v_bad[3];
-        const uint64_t bad_keys = __shfl_sync(kFullWarpMask, bad_lane0, 0);
+        const uint64_t bad_keys = sh.v_bad[0] | sh.v_bad[1] | sh.v_bad[2] | sh.v_bad[3];
         if (bad_keys == 0) return;
         ExactV tmp;
         copy_tiles(s, tmp.p);
@@ -623,8 +618,7 @@ struct WgmmaForward {
         wg::fence_operands(ot);
         wg::fence_operands(ph);
         wg::fence_operands(pl);
-        __syncwarp();
-        if (lane == 0) wg::mbarrier_arrive(wg::smem_address(&sh.v_empty));
+        wg::mbarrier_arrive(wg::smem_address(&sh.v_empty));
         add_half(ot, 1);
         trace(n);
         ++tile;

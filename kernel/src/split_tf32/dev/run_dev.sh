@@ -4,10 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
 export PATH="/usr/local/cuda/bin:$PATH"
-bin=build/b2/dev/split_tf32_dev
+bin=${DEV_BIN:-build/b2/dev/split_tf32_dev}
 case "${1:-all}" in
   build|all)
-    mkdir -p build/b2/dev
+    mkdir -p "$(dirname "$bin")"
     nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -lineinfo \
       -Xptxas=-warn-spills -Ikernel/include -Ikernel/src -DFLASHCHECK_HAS_CUDA=1 -DFLASHCHECK_TC_WGMMA=1 ${EXTRA_FLAGS:-} \
       kernel/src/split_tf32/dev/split_tf32_dev.cu kernel/src/split_tf32/dev/instrumented.cu \
