@@ -1,9 +1,9 @@
 // The split-TF32 forward kernel on sm_90a warpgroup MMAs (wgmma m64nNk8 tf32): the same three products per fp32
 // product as kernel.cuh (hi*hi' + hi*lo' + lo*hi', hi = tf32(x) ties away, lo = x - hi entering truncated), at
 // wgmma's tf32 rate. tf32 wgmma reads only K-major operands and cannot split them itself, so a producer
-// warpgroup stages every K/V tile already split: global loads, the split, and shared-memory stores into the
-// 128-byte-swizzled layout the descriptors read (K as hi and lo tiles; V transposed, keys contiguous, as hi and
-// lo tiles). Two consumer warpgroups of 64 query rows each split their Q rows once per item the same way and
+// warpgroup stages every K/V tile already split: cp.async copies into a raw staging buffer, the split, and
+// shared-memory stores into the 128-byte-swizzled layout the descriptors read (K as hi and lo tiles; V
+// transposed, keys contiguous, as hi and lo tiles). Two consumer warpgroups of 64 query rows each split their Q rows once per item the same way and
 // only compute: S from Q and K in shared memory, O += P V with P split in registers. mbarriers (full/empty per
 // tile) pace the producer.
 //
@@ -12,8 +12,9 @@
 // by about 2^-25 a link. Chains are kept short and fresh:
 //  - S: each half of the head dims has its own accumulator, from zero: first the small products (lo*hi', hi*lo')
 //    of every k8 step while the partial is tiny, then the hi*hi' products; s = S_a + S_b rounded to nearest.
-//  - P V: a fresh accumulator per K/V tile (kBlockN keys, small products first), added to O with an fp32 RN
-//    add after O's rescale by alpha (acc * alpha, then + tile).
+//  - P V: a fresh accumulator per K/V tile (kBlockN keys) and half of the head dims, small products first,
+//    added to O with fp32 RN adds after O's rescale by alpha (acc * alpha, then + tile).
+// Per consumer warpgroup, S(n + 1) is issued right behind the second half of P(n) V(n).
 // The online softmax, the mask, the exact paths and the epilogue are kernel.cuh's, operation for operation:
 // scores a split cannot carry (NaN from a non-finite or tf32-overflowing Q/K input) are recomputed as fp32 FMA
 // chains; V values the split cannot carry enter the tensor cores as 0 and rows that see them take fp32 FMAs
@@ -38,7 +39,6 @@ using tc_kernel::mbarrier_arrive;
 using tc_kernel::mbarrier_init;
 using tc_kernel::mbarrier_wait;
 using tc_kernel::named_barrier_or;
-using tc_kernel::named_barrier_sync;
 using tc_kernel::setmaxnreg_dec;
 using tc_kernel::setmaxnreg_inc;
 using tc_kernel::smem_address;
