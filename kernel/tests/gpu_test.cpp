@@ -390,8 +390,9 @@ TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
       {DType::kF16, 2, 4, 1, 384, 384, 128, Mask::kCausalTopLeft},
       {DType::kBF16, 1, 4, 2, 200, 1000, 128, Mask::kNone},
       {DType::kBF16, 2, 2, 1, 700, 700, 256, Mask::kCausalTopLeft},       // short items: own O tile
-      {DType::kF16, 1, 2, 2, 300, 2500, 256, Mask::kNone},                // 40 K/V tiles an item: O in Q rows
-      {DType::kBF16, 1, 2, 1, 130, 4200, 256, Mask::kCausalBottomRight},  // O in Q rows, causal
+      {DType::kF16, 1, 2, 2, 300, 2500, 256, Mask::kNone},                // 40 K/V tiles an item: O from registers
+      {DType::kBF16, 1, 2, 1, 130, 4200, 256, Mask::kCausalBottomRight},  // O from registers, causal
+      {DType::kBF16, 1, 2, 2, 100, 1100, 200, Mask::kNone},               // O from registers, padded columns
   };
   uint64_t seed = 7000;
   for (const Shape& sh : shapes) {

@@ -494,33 +494,61 @@ struct Forward {
   // score: O = 0 and LSE = -inf by contract, whatever acc holds.
   __device__ static void stage_o_and_lse(const State& st, const KernelArgs& a, uint32_t o_smem, int64_t q0, int64_t bh,
                                          int warp_row0, int lane) {
+    float l[kM][2];
+    row_sums(st, l);
+    normalized_o<0, kNO>(st, l, lane, [&](int local_row, int nt, int col, uint32_t packed) {
+      st_shared_b32(o_smem + chunk_offset<Cfg::kBlockM>(warp_row0 + local_row, nt) + col * kElementBytes, packed);
+    });
+    write_lse(st, a, l, q0 + warp_row0, bh, lane);
+  }
+
+  // The row sums l of this thread's rows (each quad holds one row's partial sums).
+  __device__ static void row_sums(const State& st, float (&l)[kM][2]) {
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) l[mt][hh] = quad_sum(st.row_sum[mt][hh]);
+  }
+
+  // O = acc / l rounded to T (0 where l == 0) for the n8 column tiles [kNt0, kNt0 + kNtCount) of this thread's
+  // rows: put(row within the warp's rows, n8 tile, first column within it, the packed pair).
+  template <int kNt0, int kNtCount, class Put>
+  __device__ static void normalized_o(const State& st, const float (&l)[kM][2], int lane, Put&& put) {
     const int quad_row = lane / kQuad;
     const int quad_col = (lane % kQuad) * 2;
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const float l = quad_sum(st.row_sum[mt][hh]);
-        const bool empty = l == 0.0f;
-        const int local_row = warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
-        const int64_t row = q0 + local_row;
+        const bool empty = l[mt][hh] == 0.0f;
 #pragma unroll
-        for (int nt = 0; nt < kNO; ++nt) {
-          const float o0 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh], l);
-          const float o1 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh + 1], l);
-          st_shared_b32(o_smem + chunk_offset<Cfg::kBlockM>(local_row, nt) + quad_col * kElementBytes, Ops::pack(o0, o1));
+        for (int nt = kNt0; nt < kNt0 + kNtCount; ++nt) {
+          const float o0 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh], l[mt][hh]);
+          const float o1 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh + 1], l[mt][hh]);
+          put(mt * kMmaM + quad_row + hh * kMmaN, nt, quad_col, Ops::pack(o0, o1));
         }
-        if (lane % kQuad == 0 && row < a.seqlen_q) {
-          const float m_natural = st.row_max[mt][hh] * a.scale_abs;
-          a.lse[bh * a.seqlen_q + row] = empty ? kNegInf : m_natural + logf(l);
-          if constexpr (kInstrument) {
-            const int64_t flat = bh * a.seqlen_q + row;
-            if (a.inst.row_m != nullptr) a.inst.row_m[flat] = m_natural;
-            if (a.inst.row_l != nullptr) a.inst.row_l[flat] = l;
-            if (a.inst.rescale_buckets != nullptr) {
-              const int bucket = min(32 - __clz(st.moves[mt][hh]), kRescaleBuckets - 1);
-              atomicAdd(reinterpret_cast<unsigned long long*>(&a.inst.rescale_buckets[bucket]), 1ull);
-            }
+      }
+  }
+
+  // LSE = m*|scale| + ln(l) (-inf where l == 0) of this thread's real rows; row0 = the warp's first query row.
+  __device__ static void write_lse(const State& st, const KernelArgs& a, const float (&l)[kM][2], int64_t row0,
+                                   int64_t bh, int lane) {
+    if (lane % kQuad != 0) return;
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int64_t row = row0 + mt * kMmaM + lane / kQuad + hh * kMmaN;
+        if (row >= a.seqlen_q) continue;
+        const float m_natural = st.row_max[mt][hh] * a.scale_abs;
+        a.lse[bh * a.seqlen_q + row] = l[mt][hh] == 0.0f ? kNegInf : m_natural + logf(l[mt][hh]);
+        if constexpr (kInstrument) {
+          const int64_t flat = bh * a.seqlen_q + row;
+          if (a.inst.row_m != nullptr) a.inst.row_m[flat] = m_natural;
+          if (a.inst.row_l != nullptr) a.inst.row_l[flat] = l[mt][hh];
+          if (a.inst.rescale_buckets != nullptr) {
+            const int bucket = min(32 - __clz(st.moves[mt][hh]), kRescaleBuckets - 1);
+            atomicAdd(reinterpret_cast<unsigned long long*>(&a.inst.rescale_buckets[bucket]), 1ull);
           }
         }
       }

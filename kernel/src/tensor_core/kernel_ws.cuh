@@ -18,6 +18,7 @@
 #include <cudaTypedefs.h>
 
 #include <type_traits>
+#include <utility>
 
 #include "kernel.cuh"
 
@@ -48,7 +49,17 @@ inline constexpr int kLaunchRegs = 168;
 inline constexpr int kBarConsumers = 1;
 inline constexpr int kBarWarpgroup = 2;
 
-template <typename T, class Cfg, bool kOwnOTile, bool kInstrument>
+// How a consumer warpgroup stores O. Either way its Q rows go back to the producer after the item's last S, so
+// the next item's Q loads during this item's last P*V and epilogue (short items: +7-16% at N <= 2048 against O
+// staged in the Q rows, which the fifth session also had).
+//  - kOwnTile: O staged in a tile of its own laid out like Q and stored by TMA: the store is asynchronous, but
+//    where the tile does not fit beside Cfg's K slots (d = 256: 64 KB Q + 4 x 32 KB K/V + 64 KB O), K keeps one.
+//  - kRegisters: each thread stores its O straight from the accumulators (store_o_direct): no shared memory, so
+//    all of Cfg's K slots, but the consumer issues the stores itself.
+// d = 256 compiles both and picks per launch (ws_o_staging()); d = 64 and 128 use kOwnTile only.
+enum class OStaging { kOwnTile, kRegisters };
+
+template <typename T, class Cfg, OStaging kOStaging, bool kInstrument>
 struct WsForward {
   using F = Forward<T, Cfg, kInstrument>;
   using State = typename F::State;
@@ -68,23 +79,18 @@ struct WsForward {
                     kLaunchRegs * kThreads <= kRegistersPerSm && kRegistersPerSm / kThreads / 8 * 8 == kLaunchRegs,
                 "setmaxnreg: the warpgroups must share exactly the registers the launch allocates");
   static_assert(Cfg::kKVTileSmemBytes == static_cast<int>(kKVTileBytes), "K/V tiles are dense swizzled boxes");
-  // kOwnO: O is staged in its own tile, so a warpgroup releases its Q rows as soon as its last S has read them
-  // and the next item's Q loads during this item's last P*V and epilogue (short items: +7-16% at N <= 2048).
-  // Where that does not fit beside Cfg's stages (d = 256: 64 KB Q + 4 x 32 KB K/V + 64 KB O), K keeps one
-  // slot: K(n) is free once S(n) has read it, and K(n + 1) loads during the softmax of n, which long items
-  // pay for (-4-13% at d = 256, N >= 8192). Otherwise O is staged in the Q rows, released once the O store
-  // has read them. launch_ws() picks per launch (ws_own_o()).
-  static constexpr bool kOwnO = kOwnOTile;
-  static constexpr int smem_bytes(int k_stages, int v_stages, bool own_o) {
-    return Cfg::kQSmemBytes * (own_o ? 2 : 1) + (k_stages + v_stages) * Cfg::kKVTileSmemBytes + Cfg::kSmemAlignSlack;
+  static constexpr int kOSmemBytes = kOStaging == OStaging::kOwnTile ? Cfg::kQSmemBytes : 0;
+  static constexpr int smem_bytes(int k_stages, int v_stages) {
+    return Cfg::kQSmemBytes + kOSmemBytes + (k_stages + v_stages) * Cfg::kKVTileSmemBytes + Cfg::kSmemAlignSlack;
   }
   static constexpr int kVStages = Cfg::kStages;
-  static constexpr int kKStages =
-      !kOwnO || smem_bytes(Cfg::kStages, kVStages, true) <= kMaxSmemPerBlock ? Cfg::kStages : 1;
-  static constexpr int kSmemBytes = smem_bytes(kKStages, kVStages, kOwnO);
+  // Where the own O tile does not fit beside Cfg's stages, K keeps one slot: K(n) is free once S(n) has read
+  // it, and K(n + 1) loads during the softmax of n (d = 256 with kOwnTile).
+  static constexpr int kKStages = smem_bytes(Cfg::kStages, kVStages) <= kMaxSmemPerBlock ? Cfg::kStages : 1;
+  static constexpr int kSmemBytes = smem_bytes(kKStages, kVStages);
   static_assert(kSmemBytes <= kMaxSmemPerBlock, "warp-specialized tiles exceed the sm_90 per-block limit");
-  // Arrivals that release a warpgroup's Q rows: each of its warps after its last S, or its storing thread.
-  static constexpr int kQReleaseArrivals = kOwnO ? kWarpsPerWarpgroup : 1;
+  // Arrivals that release a warpgroup's Q rows: each of its warps after its last S.
+  static constexpr int kQReleaseArrivals = kWarpsPerWarpgroup;
 
   // mbarriers: *_full completes when TMA has written a slot (one arrival with the byte count, then the bytes);
   // *_empty when every consumer that reads the slot is done with it. Slot s of K holds tile t with
@@ -100,7 +106,7 @@ struct WsForward {
   };
 
   // Shared memory: Q (kBlockM rows: warpgroup w's rows w*64.. in every 64-column block), then kKStages K tiles,
-  // then kVStages V tiles, then (kOwnO) O laid out like Q; all 1024-byte aligned (the 128-byte swizzle atom).
+  // then kVStages V tiles, then (kOwnTile) O laid out like Q; all 1024-byte aligned (the 128-byte swizzle atom).
   struct Layout {
     uint32_t q, k, v, o;
     __device__ uint32_t k_slot(int s) const { return k + static_cast<uint32_t>(s) * Cfg::kKVTileSmemBytes; }
@@ -120,7 +126,7 @@ struct WsForward {
     lay.q = (smem_address(smem) + Cfg::kSmemAlignSlack - 1) / Cfg::kSmemAlignSlack * Cfg::kSmemAlignSlack;
     lay.k = lay.q + Cfg::kQSmemBytes;
     lay.v = lay.k + kKStages * Cfg::kKVTileSmemBytes;
-    lay.o = kOwnO ? lay.v + kVStages * Cfg::kKVTileSmemBytes : lay.q;
+    lay.o = lay.v + kVStages * Cfg::kKVTileSmemBytes;  // kOwnTile only
     if (tid == 0) {
       for (int w = 0; w < kConsumerWarpgroups; ++w) {
         mbarrier_init(bar(bars.q_full[w]), 1);
@@ -275,7 +281,7 @@ struct WsForward {
       }
       mbarrier_wait(bar(bars.q_full[wg]), items & 1);
       if (a.negate_q && c.n_tiles > 0) negate_q_rows(lay, wg, wg_tid);
-      if (kOwnO && c.n_tiles == 0 && lane == 0) mbarrier_arrive(bar(bars.q_empty[wg]));  // nothing reads Q
+      if (c.n_tiles == 0 && lane == 0) mbarrier_arrive(bar(bars.q_empty[wg]));  // nothing reads Q
       State st;
       F::init_state(st, a, c.q0, item / a.q_tiles, c.n_tiles, warp_row0, lane, ctid);
 
@@ -306,7 +312,7 @@ struct WsForward {
         }
         fence_operands(sc[0]);
         release(bars.k_empty, t, lane);
-        if (kOwnO && n + 1 == c.n_tiles && lane == 0) mbarrier_arrive(bar(bars.q_empty[wg]));  // last S read Q
+        if (n + 1 == c.n_tiles && lane == 0) mbarrier_arrive(bar(bars.q_empty[wg]));  // last S read Q
         if (n >= c.unmasked)
           F::apply_mask(sc, a, c.q0 + warp_row0, int64_t{n} * Cfg::kBlockN, lane / kQuad, (lane % kQuad) * 2);
         float alpha[1][2];
@@ -333,54 +339,89 @@ struct WsForward {
       }
       tile += static_cast<uint32_t>(c.n_tiles);
 
-      // Epilogue: O staged in this warpgroup's rows of the O tile (kOwnO: once the previous item's store has read
-      // them; else the Q rows, every warp of the warpgroup being past its last S), then one TMA store per
-      // 64-column block. Without kOwnO the Q rows go back to the producer once the stores have read them.
+      // Epilogue. kRegisters: every thread on its own (store_o_direct). kOwnTile: once the previous item's store
+      // has read this warpgroup's rows of the O tile, O staged there, then one TMA store per 64-column block.
       const Item it = F::item_at(a, item);
-      if (kOwnO && wg_tid == 0) tma_store_wait_read();
-      named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
-      F::stage_o_and_lse(st, a, lay.o, it.q0, it.bh, warp_row0, lane);
-      fence_proxy_async_shared();
-      named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
-      if (wg_tid == 0) {
-        for (int cb = 0; cb < kColumnBlocks; ++cb)
-          tma_store_4d(&maps.o, lay.rows(lay.o, wg, cb), cb * kColumnBlockElems, c.q0 + wg * kWgmmaRows,
-                       static_cast<int>(it.h), static_cast<int>(it.b));
-        tma_store_commit();
-        if (!kOwnO) {
-          tma_store_wait_read();
-          mbarrier_arrive(bar(bars.q_empty[wg]));
+      if constexpr (kOStaging == OStaging::kRegisters) {
+        store_o_direct(st, a, it, warp_row0, lane);
+      } else {
+        if (wg_tid == 0) tma_store_wait_read();
+        named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
+        F::stage_o_and_lse(st, a, lay.o, it.q0, it.bh, warp_row0, lane);
+        fence_proxy_async_shared();
+        named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
+        if (wg_tid == 0) {
+          for (int cb = 0; cb < kColumnBlocks; ++cb)
+            tma_store_4d(&maps.o, lay.rows(lay.o, wg, cb), cb * kColumnBlockElems, c.q0 + wg * kWgmmaRows,
+                         static_cast<int>(it.h), static_cast<int>(it.b));
+          tma_store_commit();
         }
       }
       ++items;
     }
-    if (wg_tid == 0) tma_store_wait_all();
+    if (kOStaging != OStaging::kRegisters && wg_tid == 0) tma_store_wait_all();
+  }
+
+  // O of this thread's rows straight from the accumulators, normalized and rounded as stage_o_and_lse does (the
+  // same helpers, so O is bit-identical to the other stagings and to kernel.cuh). Per pair of n8 tiles, lanes t
+  // and t ^ 1 of a quad swap one packed word so that each holds 4 consecutive columns: a quad then writes the
+  // pair's 32 contiguous bytes of its row, whole sectors, with 8-byte stores. 4-byte stores straight from the
+  // fragments cost 13-15% at d = 256, N = 512 (half sectors; NOTES.md, "Sixth session"). encode_operand() admits
+  // only head_dim % 8 == 0, so 4 columns are real or padding together.
+  __device__ static void store_o_direct(const State& st, const KernelArgs& a, const Item& it, int warp_row0, int lane) {
+    float l[1][2];
+    F::row_sums(st, l);
+    const int64_t row0 = it.q0 + warp_row0;
+    T* o_rows = static_cast<T*>(const_cast<void*>(a.o.ptr)) + it.b * a.o.batch_stride + it.h * a.o.head_stride +
+                row0 * a.o.row_stride;
+    const int t = lane % kQuad;
+    const bool odd = (t & 1) != 0;
+    const auto tile_pair = [&]<int kJ>() {  // n8 tiles 2 kJ and 2 kJ + 1
+      uint32_t w[2][2];                     // [row half][tile]
+      F::template normalized_o<2 * kJ, 2>(st, l, lane, [&](int r, int nt, int, uint32_t packed) {
+        w[r / kMmaN][nt - 2 * kJ] = packed;
+      });
+      const int c = (2 * kJ + (t & 1)) * kMmaN + (t & 2) * 2;  // even t: tile 2 kJ; odd t: tile 2 kJ + 1
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const uint32_t recv = __shfl_xor_sync(kFullWarp, odd ? w[hh][0] : w[hh][1], 1);
+        const uint2 v = odd ? make_uint2(recv, w[hh][1]) : make_uint2(w[hh][0], recv);
+        const int r = lane / kQuad + hh * kMmaN;
+        if (row0 + r < a.seqlen_q && c < a.head_dim) *reinterpret_cast<uint2*>(o_rows + r * a.o.row_stride + c) = v;
+      }
+    };
+    [&]<int... kJ>(std::integer_sequence<int, kJ...>) {
+      (tile_pair.template operator()<kJ>(), ...);
+    }(std::make_integer_sequence<int, Cfg::kNTilesO / 2>{});
+    F::write_lse(st, a, l, row0, it.bh, lane);
   }
 };
 
 // kInstrument is the last template argument (mangled Lb0E / Lb1E), as the symbol check expects.
-template <typename T, class Cfg, bool kOwnO, bool kInstrument>
-__global__ void __launch_bounds__(WsForward<T, Cfg, kOwnO, kInstrument>::kThreads, 1)
+template <typename T, class Cfg, OStaging kOStaging, bool kInstrument>
+__global__ void __launch_bounds__(WsForward<T, Cfg, kOStaging, kInstrument>::kThreads, 1)
     tensor_core_ws_kernel(const __grid_constant__ KernelArgs args, const __grid_constant__ TmaMaps maps) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  WsForward<T, Cfg, kOwnO, kInstrument>::run(args, maps, smem);
+  WsForward<T, Cfg, kOStaging, kInstrument>::run(args, maps, smem);
 }
 
-// Whether a launch uses the O tile of its own (WsForward::kOwnO): always where it costs no K slot; otherwise
-// (d = 256) only for short items: the K/V tiles of the middle Q tile (about the average over causal items)
-// at most kOwnOMaxTiles (measured crossover N = 2048-4096 on the H100, NOTES.md, "Fourth session").
-inline constexpr int64_t kOwnOMaxTiles = 32;
-
-// The own O tile fits beside all of Cfg's K slots (d = 64, 128): the only variant compiled.
+// The own O tile fits beside all of Cfg's K slots (d = 64, 128): the only staging compiled.
 template <typename T, class Cfg>
-inline constexpr bool kOwnOFree = WsForward<T, Cfg, true, false>::kKStages == Cfg::kStages;
+inline constexpr bool kOwnOFree = WsForward<T, Cfg, OStaging::kOwnTile, false>::kKStages == Cfg::kStages;
 
+// d = 256 (the own O tile costs a K slot): the own O tile for short items, where the asynchronous O store
+// matters more than the second K slot, measured on the H100 against kRegisters (NOTES.md, "Sixth session"):
+// causal items gain up to 10% with the own tile up to about 32 K/V tiles for the middle Q tile (N = 4096: even),
+// non-causal ones only at 8 tiles (N = 512: +5%; N >= 1024: kRegisters +1-7%).
+inline constexpr int64_t kOwnOMaxTilesCausal = 32;
+inline constexpr int64_t kOwnOMaxTilesNonCausal = 8;
 template <typename T, class Cfg>
-bool ws_own_o(const KernelArgs& args) {
-  if (kOwnOFree<T, Cfg>) return true;
+OStaging ws_o_staging(const KernelArgs& args) {
+  if (kOwnOFree<T, Cfg>) return OStaging::kOwnTile;
   const int64_t mid_q0 = args.q_tiles / 2 * Cfg::kBlockM;
-  return key_tiles(mid_q0, Cfg::kBlockM, args.seqlen_k, args.causal, args.causal_offset, Cfg::kBlockN) <=
-         kOwnOMaxTiles;
+  const int64_t tiles = key_tiles(mid_q0, Cfg::kBlockM, args.seqlen_k, args.causal, args.causal_offset, Cfg::kBlockN);
+  return tiles <= (args.causal ? kOwnOMaxTilesCausal : kOwnOMaxTilesNonCausal) ? OStaging::kOwnTile
+                                                                                 : OStaging::kRegisters;
 }
 
 // ---- host side
@@ -441,10 +482,10 @@ bool encode_operand(CUtensorMap* map, const TensorRef& t, int64_t head_dim, int6
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, class Cfg, bool kOwnO>
+template <typename T, class Cfg, OStaging kOStaging>
 Status launch_ws_kernel(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
-  using Ws = WsForward<T, Cfg, kOwnO, FLASHCHECK_INSTRUMENT != 0>;
-  constexpr auto kernel = tensor_core_ws_kernel<T, Cfg, kOwnO, FLASHCHECK_INSTRUMENT != 0>;
+  using Ws = WsForward<T, Cfg, kOStaging, FLASHCHECK_INSTRUMENT != 0>;
+  constexpr auto kernel = tensor_core_ws_kernel<T, Cfg, kOStaging, FLASHCHECK_INSTRUMENT != 0>;
   int64_t resident = 0;
   const Status st = resident_ctas<kernel>(Ws::kThreads, Ws::kSmemBytes, &resident);
   if (!st.ok()) return st;
@@ -473,10 +514,13 @@ Status launch_ws(const KernelArgs& args, cudaStream_t stream, bool* launched) {
     return Status::ok_status();
   }
   *launched = true;
-  if constexpr (!kOwnOFree<T, Cfg>) {  // d = 256: both variants compiled
-    if (!ws_own_o<T, Cfg>(args)) return launch_ws_kernel<T, Cfg, false>(args, maps, stream);
+  if constexpr (kOwnOFree<T, Cfg>) {
+    return launch_ws_kernel<T, Cfg, OStaging::kOwnTile>(args, maps, stream);
+  } else {  // d = 256: both compiled
+    if (ws_o_staging<T, Cfg>(args) == OStaging::kRegisters)
+      return launch_ws_kernel<T, Cfg, OStaging::kRegisters>(args, maps, stream);
+    return launch_ws_kernel<T, Cfg, OStaging::kOwnTile>(args, maps, stream);
   }
-  return launch_ws_kernel<T, Cfg, true>(args, maps, stream);
 }
 
 #endif  // FLASHCHECK_TC_WGMMA

@@ -3,7 +3,7 @@
 # extra CUDA flags (build/gpu-ab, B), both kernel test suites, both benchmark sweeps in one process each, then
 # B/A per point, the test summaries, and any wgmma serialization ptxas reported (C75xx). Used with the
 # development switches: -DFLASHCHECK_TC_DEV_ONE_ITEM_PER_CTA (persistent CTAs off), -DFLASHCHECK_TC_DEV_NO_WS
-# (the cp.async kernel everywhere), -DFLASHCHECK_TC_DEV_NO_OWN_O (warp-specialized O staged in the Q rows);
+# (the cp.async kernel everywhere);
 # NOTES.md records what each round measured.   usage: OUT=dir ab_round.sh "-DFLAG[=VALUE] ..."
 set -uo pipefail
 cd "$(dirname "$0")/../../../.."
