@@ -13,7 +13,7 @@ total_col = next(c for c in cols if c.startswith('Warp Stall Sampling (All'))
 reason_cols = [c for c in cols if c.startswith('stall_') or c.endswith('(All Samples)') and c != total_col]
 ti = cols.index(total_col); si = cols.index('Source'); ai = cols.index('Address') if 'Address' in cols else 0
 total = sum(num(r[ti]) for r in data)
-print('columns:', [c for c in cols][:60])
+
 print('total samples', total)
 for r in sorted(data, key=lambda r: -num(r[ti]))[:int(sys.argv[2]) if len(sys.argv) > 2 else 45]:
     reasons = sorted(((num(r[cols.index(c)]), c) for c in reason_cols if num(r[cols.index(c)]) > 0), reverse=True)[:3]
