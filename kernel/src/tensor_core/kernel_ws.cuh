@@ -244,13 +244,42 @@ struct WsForward {
     const int64_t k0 = int64_t{m} * Cfg::kBlockN;
     if (a.causal && m >= c.unmasked_diag &&
         named_barrier_or(kBarConsumers, kConsumerThreads, F::hidden_v_nonfinite(v_smem, a, c.q0, k0, ctid))) {
-      // Inlined: out of line, the call passes O by reference and ptxas then serializes every wgmma (C7514).
-      // Every warpgroup computed P(m) (it runs every tile), so every warp takes part.
-      const int warp = ctid / kWarpSize;
-      F::exact_hidden_v(pa, st, v_smem, a, c.q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid, true,
-                        [] { named_barrier_sync(kBarConsumers, kConsumerThreads); });
+      // Out of line on copies of P and O: inlined, its unrolled CUDA-core P V kept registers from the tile loop
+      // (d = 256: 208 -> 48 bytes of spill stores, causal N = 512 +26-41%: NOTES.md, "Sixth session"); a call
+      // taking O itself by reference made ptxas serialize every wgmma (C7514).
+      ExactIo io;
+      copy_regs(pa, io.pa);
+      copy_regs(st.acc_o, io.acc_o);
+      exact_hidden_v_out_of_line(&io, v_smem, a, c.q0, k0, ctid);
+      copy_regs(io.pa, pa);
+      copy_regs(io.acc_o, st.acc_o);
     }
     return v_smem;
+  }
+
+  struct ExactIo {
+    uint32_t pa[1][kNS / 2][4];
+    float acc_o[1][Cfg::kNTilesO][4];
+  };
+  template <typename U, int kN0, int kN1, int kN2>
+  __device__ static void copy_regs(const U (&from)[kN0][kN1][kN2], U (&to)[kN0][kN1][kN2]) {
+#pragma unroll
+    for (int i = 0; i < kN0; ++i)
+#pragma unroll
+      for (int j = 0; j < kN1; ++j)
+#pragma unroll
+        for (int k = 0; k < kN2; ++k) to[i][j][k] = from[i][j][k];
+  }
+  // kernel.cuh's exact path (exact_hidden_v) for every consumer warp: every warpgroup computed P(m) (it runs every
+  // tile), so every warp takes part.
+  __device__ __noinline__ static void exact_hidden_v_out_of_line(ExactIo* io, uint32_t v_smem, const KernelArgs& a,
+                                                                 int q0, int64_t k0, int ctid) {
+    State st;
+    copy_regs(io->acc_o, st.acc_o);
+    const int warp = ctid / kWarpSize;
+    F::exact_hidden_v(io->pa, st, v_smem, a, q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid, true,
+                      [] { named_barrier_sync(kBarConsumers, kConsumerThreads); });
+    copy_regs(st.acc_o, io->acc_o);
   }
 
   template <int kSlots>
