@@ -244,19 +244,28 @@ struct WsForward {
     const int64_t k0 = int64_t{m} * Cfg::kBlockN;
     if (a.causal && m >= c.unmasked_diag &&
         named_barrier_or(kBarConsumers, kConsumerThreads, F::hidden_v_nonfinite(v_smem, a, c.q0, k0, ctid))) {
-      // Out of line on copies of P and O: inlined, its unrolled CUDA-core P V kept registers from the tile loop
-      // (d = 256: 208 -> 48 bytes of spill stores, causal N = 512 +26-41%: NOTES.md, "Sixth session"); a call
-      // taking O itself by reference made ptxas serialize every wgmma (C7514).
-      ExactIo io;
-      copy_regs(pa, io.pa);
-      copy_regs(st.acc_o, io.acc_o);
-      exact_hidden_v_out_of_line(&io, v_smem, a, c.q0, k0, ctid);
-      copy_regs(io.pa, pa);
-      copy_regs(io.acc_o, st.acc_o);
+      if constexpr (kExactOutOfLine) {
+        ExactIo io;
+        copy_regs(pa, io.pa);
+        copy_regs(st.acc_o, io.acc_o);
+        exact_hidden_v_out_of_line(&io, v_smem, a, c.q0, k0, ctid);
+        copy_regs(io.pa, pa);
+        copy_regs(io.acc_o, st.acc_o);
+      } else {
+        const int warp = ctid / kWarpSize;
+        F::exact_hidden_v(pa, st, v_smem, a, c.q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid, true,
+                          [] { named_barrier_sync(kBarConsumers, kConsumerThreads); });
+      }
     }
     return v_smem;
   }
 
+  // Where the exact path runs. Inlined, its unrolled CUDA-core P V takes registers from the tile loop; a call that
+  // takes O itself by reference makes ptxas serialize every wgmma (C7514), so out of line it works on copies of P
+  // and O. Measured on the H100 (NOTES.md, "Sixth session"): d = 256 out of line +5-25% at N <= 2048 (spill
+  // stores 208 -> 108 bytes), d = 128 inline (out of line cost 5-10% everywhere, though its 72 bytes of spills
+  // went to 0), d = 64 either way.
+  static constexpr bool kExactOutOfLine = Cfg::kHeadDim >= 256;
   struct ExactIo {
     uint32_t pa[1][kNS / 2][4];
     float acc_o[1][Cfg::kNTilesO][4];
