@@ -378,7 +378,7 @@ TEST(Gpu_F16Bf16, PersistentGridSmallShapes) {
 // The warp-specialized kernel (kernel_ws.cuh) and the cp.async kernel (kernel.cuh, forced through
 // detail::tensor_core_force_cp_async) compute O and LSE bit for bit on the same inputs: both apply the same
 // Forward<> arithmetic in the same order per row. Covers d = 64/128/256, GQA, all three masks, and both of
-// d = 256's O-staging variants (own O tile for short items, O in the Q rows for long ones).
+// d = 256's O stores (own O tile for short items, straight from registers for long ones).
 TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
   SKIP_WITHOUT_DEVICE();
 #if defined(FLASHCHECK_HAS_CUDA)

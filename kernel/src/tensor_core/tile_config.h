@@ -119,7 +119,7 @@ constexpr TileShape tile_shape_sm90(int head_dim_padded) {
     // three CTAs per SM were faster there: NOTES.md, "wgmma tiles").
     case 64: return {128, 128, 8, 2, true, Persist::kNever, kWarpSpecializedTiles};
     // d = 128: S 64 + O 64 fp32 registers a thread; 193 KB smem warp-specialized (own O tile), 161 KB cp.async.
-    // d = 256: S 32 + O 128; 225 KB (own O tile, one K slot) or 193 KB (kernel_ws.cuh: ws_own_o()).
+    // d = 256: S 32 + O 128; 225 KB (own O tile, one K slot) or 193 KB (O from registers): ws_o_staging().
     case 128: return {128, 128, 8, 2, true, Persist::kAlways, kWarpSpecializedTiles};
     case 256: return {128, 64, 8, 2, true, Persist::kCausal, kWarpSpecializedTiles};
     default: break;
