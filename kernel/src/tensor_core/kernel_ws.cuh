@@ -252,9 +252,7 @@ struct WsForward {
         copy_regs(io.pa, pa);
         copy_regs(io.acc_o, st.acc_o);
       } else {
-        const int warp = ctid / kWarpSize;
-        F::exact_hidden_v(pa, st, v_smem, a, c.q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid, true,
-                          [] { named_barrier_sync(kBarConsumers, kConsumerThreads); });
+        exact_path(pa, st, v_smem, a, c.q0, k0, ctid);
       }
     }
     return v_smem;
@@ -281,13 +279,17 @@ struct WsForward {
   }
   // kernel.cuh's exact path (exact_hidden_v) for every consumer warp: every warpgroup computed P(m) (it runs every
   // tile), so every warp takes part.
+  __device__ static void exact_path(uint32_t (&pa)[1][kNS / 2][4], State& st, uint32_t v_smem, const KernelArgs& a,
+                                    int q0, int64_t k0, int ctid) {
+    const int warp = ctid / kWarpSize;
+    F::exact_hidden_v(pa, st, v_smem, a, q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid, true,
+                      [] { named_barrier_sync(kBarConsumers, kConsumerThreads); });
+  }
   __device__ __noinline__ static void exact_hidden_v_out_of_line(ExactIo* io, uint32_t v_smem, const KernelArgs& a,
                                                                  int q0, int64_t k0, int ctid) {
     State st;
     copy_regs(io->acc_o, st.acc_o);
-    const int warp = ctid / kWarpSize;
-    F::exact_hidden_v(io->pa, st, v_smem, a, q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid, true,
-                      [] { named_barrier_sync(kBarConsumers, kConsumerThreads); });
+    exact_path(io->pa, st, v_smem, a, q0, k0, ctid);
     copy_regs(st.acc_o, io->acc_o);
   }
 
