@@ -445,15 +445,16 @@ void causal_rows_ignore_invisible_keys() {
 }
 
 // Values at keys a row may not see never reach its O (attention.h). Bit-identity is the check wherever
-// the poisoned run does the same arithmetic for the row's visible keys as the clean one. (Since the second
-// H100 session both kernels keep rows that do not see a poisoned key on the tensor cores, bit-identical:
-// kernel_gpu_test HiddenUnsplittableVLeavesCausalRowsBitIdentical. The looser check below stays until a GPU
-// run of this property confirms the strict one.) Two paths did not:
-// on split-TF32 a K/V tile holding a non-finite value (every poison here is one) is computed on the exact
-// fp32 CUDA-core path (split_tf32/kernel.cuh), and on the tensor-core path a causal diagonal tile whose
-// hidden V rows hold inf/NaN computes its P*V on the CUDA cores (tensor_core/kernel.cuh), so a row that
-// shares such a tile with hidden poisoned keys gets its visible keys' products in other arithmetic (the
-// general path never multiplies a hidden key and stays bit-identical). There the check is: every output of a
+// the poisoned run does the same arithmetic for the row's visible keys as the clean one. (Both GPU kernels keep
+// rows that do not see a poisoned key on the tensor cores: kernel_gpu_test
+// HiddenUnsplittableVLeavesCausalRowsBitIdentical. The looser check below stays until a GPU run of this
+// property confirms the strict one.) On split-TF32 a K/V tile holding a non-finite value (every poison here is
+// one) is computed on the exact fp32 CUDA-core path (split_tf32/kernel.cuh), so a row that shares such a tile
+// with hidden poisoned keys gets its visible keys' products in other arithmetic. On the fp16/bf16 tensor-core
+// path a causal diagonal tile whose hidden V rows hold inf/NaN has those halves zeroed before P*V
+// (tensor_core/kernel.cuh, exact_hidden_v): a hidden key then adds +0 where the clean run added p * v = +-0,
+// the same sum except for the sign of an exact zero. (The general path never multiplies a hidden key and
+// stays bit-identical.) There the check is: every output of a
 // blind row that is finite in the clean run is finite in the poisoned run, rows with no visible key are
 // bit-identical (O = 0, LSE = -inf), and on the sampled rows the two runs differ by at most the sum of
 // their error bounds (rows outside the error model's domain make no numeric claim).
@@ -519,7 +520,7 @@ void nan_in_masked_keys_never_reaches_output() {
     }
     worst.add(lse_at(b, p, r), lse_at(a, p, r), 2.0 * e.bound.lse, r, -1);
   }
-  assert_worst(worst, (what + " (" + to_string(a.config.path) + ": CUDA-core path for non-finite tiles), poisoned vs clean").c_str());
+  assert_worst(worst, (what + " (" + to_string(a.config.path) + ": non-finite tiles on their exact path), poisoned vs clean").c_str());
 }
 
 void gqa_equals_repeated_heads() {

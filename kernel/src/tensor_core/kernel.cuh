@@ -362,7 +362,7 @@ struct Forward {
     const int64_t lo = max(k0, q0 + a.causal_offset + 1) - k0;
     const int64_t hi = min(k0 + Cfg::kBlockN, a.seqlen_k) - k0;
     constexpr int kPerThread = Cfg::kBlockN * Cfg::kChunksPerRow / Cfg::kThreads;
-#pragma unroll
+#pragma unroll 1
     for (int i = 0; i < kPerThread; ++i) {
       const int idx = tid + i * Cfg::kThreads;
       const int row = idx / Cfg::kChunksPerRow;
@@ -389,106 +389,65 @@ struct Forward {
     return bad != 0;
   }
 
-  // O += P V on the CUDA cores, adding only keys each row may see, so a non-finite V row hidden from some rows
-  // reaches exactly the rows that see it. P is rounded to T as on the tensor cores; fp32 accumulation.
-  // Taken only for diagonal tiles whose hidden V rows hold inf/NaN, so its speed does not matter.
-  __device__ static void pv_exact(const uint32_t (&pa)[kM][kNS / 2][4], State& st, uint32_t v_smem, const KernelArgs& a,
-                                  int64_t row_base, int64_t k0, int lane, const bool (&rows)[kM][2]) {
+  // A causal diagonal tile whose V rows hidden from some of its rows hold inf or NaN (rare; every thread of
+  // `sync`, a barrier over the kThreads threads that share the tile, together; tid is this thread's index among
+  // them). On the tensor cores such an element would reach the rows that may not see it through p = 0
+  // (0 * inf = NaN). So each thread first marks NaN in its O accumulators at every (row, column) whose row sees
+  // a non-finite V element of those keys (the oracle's "must be non-finite", oracle.h; no later tile can make
+  // a NaN finite), then the non-finite halves are zeroed in shared memory and P V runs on the tensor cores as for
+  // any tile. A row's arithmetic so depends only on the keys it sees (its finite columns are the same
+  // tensor-core sums as with finite hidden values), and P is untouched. O must not be in flight (no wgmma
+  // pending on acc_o).
+  template <class Sync>
+  __device__ static void exact_hidden_v(State& st, uint32_t v_smem, const KernelArgs& a, int64_t q0, int warp_row0,
+                                       int64_t k0, int lane, int tid, Sync&& sync) {
     const int quad_row = lane / kQuad;
     const int quad_col = (lane % kQuad) * 2;
-    int rel[kM][2];  // row sees keys k0 + [0, rel)
+    const int lo = static_cast<int>(min(max(k0, q0 + a.causal_offset + 1) - k0, int64_t{Cfg::kBlockN}));  // first key hidden from row q0
+    int rel[kM][2];  // this thread's rows see keys k0 + [0, rel)
+    int rel_max = lo;
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int64_t row = row_base + mt * kMmaM + quad_row + h * kMmaN;
+        const int64_t row = q0 + warp_row0 + mt * kMmaM + quad_row + h * kMmaN;
         const int64_t limit = min(a.seqlen_k, row + a.causal_offset + 1);
-        rel[mt][h] = rows[mt][h] ? static_cast<int>(max(min(limit - k0, int64_t{Cfg::kBlockN}), int64_t{0})) : 0;
+        rel[mt][h] = static_cast<int>(max(min(limit - k0, int64_t{Cfg::kBlockN}), int64_t{0}));
+        rel_max = max(rel_max, rel[mt][h]);
       }
-    // Key j = kk*16 + half*8 + 2q + e sits in register pa[.][kk][h + 2 half] of quad lane q (low half for
-    // even e). Only q runs at run time: every register index stays a constant, so pa stays in registers.
-#pragma unroll 1
-    for (int q = 0; q < kQuad; ++q) {
-      const int owner = (lane & ~(kQuad - 1)) | q;
+    // Columns nt*8 + quad_col + {0, 1} of this thread, keys [lo, rel_max) (keys below lo are seen by every row
+    // of the tile: the tensor cores carry their non-finite values like any other).
 #pragma unroll
-      for (int kk = 0; kk < kNS / 2; ++kk)
+    for (int nt = 0; nt < kNO; ++nt) {
+      bool poison[kM][2][2] = {};  // [mt][row half][column]
+      for (int j = lo; j < rel_max; ++j) {
+        const uint32_t x = ld_shared_b32(v_smem + chunk_offset<Cfg::kBlockN>(j, nt) + quad_col * kElementBytes);
+        const bool bad_lo = (x & Ops::kExpLo) == Ops::kExpLo;
+        const bool bad_hi = (x & Ops::kExpHi) == Ops::kExpHi;
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          float2 pw[kM][2];  // this thread's rows' p at keys j and j + 1, rounded to T
+        for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
-          for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) pw[mt][h] = Ops::unpack(__shfl_sync(kFullWarp, pa[mt][kk][h + 2 * half], owner));
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int j = kk * kMmaK + half * kMmaN + 2 * q + e;
-#pragma unroll
-            for (int nt = 0; nt < kNO; ++nt) {
-              const float2 v = Ops::unpack(
-                  ld_shared_b32(v_smem + chunk_offset<Cfg::kBlockN>(j, nt) + quad_col * kElementBytes));
-#pragma unroll
-              for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-                for (int h = 0; h < 2; ++h)
-                  if (j < rel[mt][h]) {
-                    const float pj = e == 0 ? pw[mt][h].x : pw[mt][h].y;
-                    st.acc_o[mt][nt][2 * h] = fmaf(pj, v.x, st.acc_o[mt][nt][2 * h]);
-                    st.acc_o[mt][nt][2 * h + 1] = fmaf(pj, v.y, st.acc_o[mt][nt][2 * h + 1]);
-                  }
-            }
+          for (int h = 0; h < 2; ++h) {
+            poison[mt][h][0] |= bad_lo && j < rel[mt][h];
+            poison[mt][h][1] |= bad_hi && j < rel[mt][h];
           }
-        }
-    }
-  }
-
-  // The exact P*V of a diagonal tile whose hidden V rows hold inf/NaN (a rare, CTA-uniform branch): `sync` is a
-  // barrier over the kThreads threads that share the tile, tid this thread's index among them.
-  template <class Sync>
-  __device__ static void exact_hidden_v(uint32_t (&pa)[kM][kNS / 2][4], State& st, uint32_t v_smem, const KernelArgs& a,
-                                       int64_t q0, int warp_row0, int64_t k0, int lane, int tid, bool warp_sees,
-                                       Sync&& sync) {
-    const int quad_row = lane / kQuad;
-    // Rows that see a non-finite hidden V row take P V on the CUDA cores, adding only keys they see; then
-    // those V entries are zeroed and every row runs the tensor cores, the exact rows with P = 0. A row's
-    // arithmetic so depends only on the keys it sees: a causal row is bit-identical whatever its hidden
-    // keys hold. (Block-uniform branch, rare tiles.)
-    __shared__ uint32_t bad_keys[(Cfg::kBlockN + 31) / 32];
-    if (tid < (Cfg::kBlockN + 31) / 32) bad_keys[tid] = 0u;
-    sync();
-    for_hidden_v_words(v_smem, a, q0, k0, tid, [&](int key, uint32_t, uint32_t, uint32_t mask) {
-      if (mask != 0u) atomicOr(&bad_keys[key / 32], 1u << (key % 32));
-    });
-    sync();
-    bool exact_rows[kM][2];
-#pragma unroll
-    for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int64_t row = q0 + warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
-        const int64_t limit = min(a.seqlen_k, row + a.causal_offset + 1) - k0;
-        bool any = false;
-        for (int w = 0; w * 32 < min(limit, int64_t{Cfg::kBlockN}); ++w) {
-          const int64_t bits = min(limit - w * 32, int64_t{32});
-          any |= (bad_keys[w] & (bits >= 32 ? 0xFFFFFFFFu : (1u << bits) - 1u)) != 0u;
-        }
-        exact_rows[mt][hh] = any;
       }
-    if (warp_sees) pv_exact(pa, st, v_smem, a, q0 + warp_row0, k0, lane, exact_rows);
-    sync();  // every warp is done reading the original V
+#pragma unroll
+      for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (poison[mt][h][e]) st.acc_o[mt][nt][2 * h + e] = __int_as_float(0x7FC00000);
+    }
+    sync();  // every thread has read the original V
     for_hidden_v_words(v_smem, a, q0, k0, tid, [&](int, uint32_t addr, uint32_t x, uint32_t mask) {
       if (mask != 0u) st_shared_b32(addr, x & ~mask);  // +0 where the half was inf or NaN
     });
     if constexpr (kWg) fence_proxy_async_shared();
     sync();
-#pragma unroll
-    for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-      for (int kk = 0; kk < kNS / 2; ++kk)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          if (exact_rows[mt][hh]) pa[mt][kk][hh] = pa[mt][kk][hh + 2] = 0u;
-        }
   }
+
   // Epilogue, first half: O = acc / l rounded to T into this warp's rows of a (kBlockM, kHeadDim) tile at o_smem
   // laid out like Q, and LSE = m*|scale| + ln(l) for the real rows. A row with l == 0 saw no key with a finite
   // score: O = 0 and LSE = -inf by contract, whatever acc holds.
@@ -755,7 +714,7 @@ struct Forward {
 
         // Causal-masked keys inside a diagonal tile are real K/V rows that later rows of the tile see. Their
         // p is exactly 0 for the rows that may not see them, which is harmless for finite V (0 * v = 0) but
-        // 0 * inf = NaN: if a hidden V row is non-finite, the tile takes the exact per-row P*V path.
+        // 0 * inf = NaN: if a hidden V row is non-finite, the tile goes through exact_hidden_v first.
         const bool diagonal = a.causal && n >= unmasked_diag;
         // A warp whose rows see no key of a diagonal tile skips it: p = 0 and alpha = 1 there, so skipping is
         // exact (the host model leaves such rows untouched too).
@@ -782,7 +741,7 @@ struct Forward {
         const bool exact =
             diagonal && __syncthreads_or(hidden_v_nonfinite(v_smem, a, q0, k0, static_cast<int>(threadIdx.x)));
         if (exact) {
-          exact_hidden_v(pa, st, v_smem, a, q0, warp_row0, k0, lane, static_cast<int>(threadIdx.x), warp_sees,
+          exact_hidden_v(st, v_smem, a, q0, warp_row0, k0, lane, static_cast<int>(threadIdx.x),
                          [] { __syncthreads(); });
         }
         if (last && prefetch_next) {

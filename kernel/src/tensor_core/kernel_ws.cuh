@@ -233,64 +233,30 @@ struct WsForward {
     return (t / kSlots) & 1;
   }
 
-  // Waits for V(m); takes the exact path if tile m is a causal diagonal tile with a non-finite hidden V row
-  // (every consumer thread together). Runs before S(m + 1) is issued, so no wgmma is in flight meanwhile
-  // (V(m) is requested before K(m + 1): waiting for it first costs nothing). Returns V(m)'s slot address.
+  // Waits for V(m); takes the exact path (kernel.cuh's exact_hidden_v, every consumer thread together) if tile m
+  // is a causal diagonal tile with a non-finite hidden V row. Runs before S(m + 1) and P(m) V(m) are issued, so
+  // no wgmma is in flight meanwhile (V(m) is requested before K(m + 1): waiting for it first costs nothing).
+  // Returns V(m)'s slot address. The scan and the vote cost causal launches up to 20% at short sequences
+  // (FLASHCHECK_TC_DEV_NO_HIDDEN_V_CHECK, timing only), but moving them off the consumers did not pay on the
+  // H100: the producer warpgroup's idle warps scanning each landed diagonal V tile gained nothing overall, and
+  // scanning V in global memory ahead of the consumers lost up to 30% (NOTES.md, "Seventh session").
   __device__ static uint32_t ready_v(const KernelArgs& a, const ItemCtx& c, Barriers& bars, const Layout& lay, int m,
-                                     uint32_t (&pa)[1][kNS / 2][4], State& st, int ctid) {
+                                     State& st, int ctid) {
     const uint32_t t = c.tile0 + static_cast<uint32_t>(m);
     mbarrier_wait(bar(bars.v_full[slot<kVStages>(t)]), phase<kVStages>(t));
     const uint32_t v_smem = lay.v_slot(slot<kVStages>(t));
     const int64_t k0 = int64_t{m} * Cfg::kBlockN;
+#if defined(FLASHCHECK_TC_DEV_NO_HIDDEN_V_CHECK)  // development A/B only (dev/ab_round.sh): timing, wrong for inf/NaN V
+    if (false &&
+#else
     if (a.causal && m >= c.unmasked_diag &&
+#endif
         named_barrier_or(kBarConsumers, kConsumerThreads, F::hidden_v_nonfinite(v_smem, a, c.q0, k0, ctid))) {
-      if constexpr (kExactOutOfLine) {
-        ExactIo io;
-        copy_regs(pa, io.pa);
-        copy_regs(st.acc_o, io.acc_o);
-        exact_hidden_v_out_of_line(&io, v_smem, a, c.q0, k0, ctid);
-        copy_regs(io.pa, pa);
-        copy_regs(io.acc_o, st.acc_o);
-      } else {
-        exact_path(pa, st, v_smem, a, c.q0, k0, ctid);
-      }
+      const int warp = ctid / kWarpSize;
+      F::exact_hidden_v(st, v_smem, a, c.q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid,
+                        [] { named_barrier_sync(kBarConsumers, kConsumerThreads); });
     }
     return v_smem;
-  }
-
-  // Where the exact path runs. Inlined, its unrolled CUDA-core P V takes registers from the tile loop; a call that
-  // takes O itself by reference makes ptxas serialize every wgmma (C7514), so out of line it works on copies of P
-  // and O. Measured on the H100 (NOTES.md, "Sixth session"): d = 256 out of line +5-25% at N <= 2048 (spill
-  // stores 208 -> 108 bytes), d = 128 inline (out of line cost 5-10% everywhere, though its 72 bytes of spills
-  // went to 0), d = 64 either way.
-  static constexpr bool kExactOutOfLine = Cfg::kHeadDim >= 256;
-  struct ExactIo {
-    uint32_t pa[1][kNS / 2][4];
-    float acc_o[1][Cfg::kNTilesO][4];
-  };
-  template <typename U, int kN0, int kN1, int kN2>
-  __device__ static void copy_regs(const U (&from)[kN0][kN1][kN2], U (&to)[kN0][kN1][kN2]) {
-#pragma unroll
-    for (int i = 0; i < kN0; ++i)
-#pragma unroll
-      for (int j = 0; j < kN1; ++j)
-#pragma unroll
-        for (int k = 0; k < kN2; ++k) to[i][j][k] = from[i][j][k];
-  }
-  // kernel.cuh's exact path (exact_hidden_v) for every consumer warp: every warpgroup computed P(m) (it runs every
-  // tile), so every warp takes part.
-  __device__ static void exact_path(uint32_t (&pa)[1][kNS / 2][4], State& st, uint32_t v_smem, const KernelArgs& a,
-                                    int q0, int64_t k0, int ctid) {
-    const int warp = ctid / kWarpSize;
-    F::exact_hidden_v(pa, st, v_smem, a, q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid, true,
-                      [] { named_barrier_sync(kBarConsumers, kConsumerThreads); });
-  }
-  __device__ __noinline__ static void exact_hidden_v_out_of_line(ExactIo* io, uint32_t v_smem, const KernelArgs& a,
-                                                                 int q0, int64_t k0, int ctid) {
-    State st;
-    copy_regs(io->acc_o, st.acc_o);
-    exact_path(io->pa, st, v_smem, a, q0, k0, ctid);
-    copy_regs(st.acc_o, io->acc_o);
   }
 
   template <int kSlots>
@@ -333,7 +299,7 @@ struct WsForward {
       const auto tile_step = [&]<bool kFirst>(int n) {
         const uint32_t t = tile + static_cast<uint32_t>(n);
         uint32_t v_prev = 0;
-        if constexpr (!kFirst) v_prev = ready_v(a, c, bars, lay, n - 1, pa, st, ctid);
+        if constexpr (!kFirst) v_prev = ready_v(a, c, bars, lay, n - 1, st, ctid);
         mbarrier_wait(bar(bars.k_full[slot<kKStages>(t)]), phase<kKStages>(t));
         float sc[1][kNS][4];  // S(n), then p
         if constexpr (!kFirst) {
@@ -370,7 +336,7 @@ struct WsForward {
       if (c.n_tiles > 0) {
         tile_step.template operator()<true>(0);
         for (int n = 1; n < c.n_tiles; ++n) tile_step.template operator()<false>(n);
-        const uint32_t v_last = ready_v(a, c, bars, lay, c.n_tiles - 1, pa, st, ctid);
+        const uint32_t v_last = ready_v(a, c, bars, lay, c.n_tiles - 1, st, ctid);
         F::pv_wgmma_issue(pa, st, v_last);
         wgmma_wait<0>();
         fence_operands(st.acc_o[0]);

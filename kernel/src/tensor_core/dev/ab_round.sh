@@ -3,8 +3,12 @@
 # extra CUDA flags (build/gpu-ab1, B; build/gpu-ab2, C; ...), every variant's kernel test suite, every variant's
 # benchmark sweep in one process each, then X/A per point, the test summaries, and any wgmma serialization
 # ptxas reported (C75xx). Used with the development switches: -DFLASHCHECK_TC_DEV_ONE_ITEM_PER_CTA (persistent
-# CTAs off), -DFLASHCHECK_TC_DEV_NO_WS (the cp.async kernel everywhere), and the switches a round adds for
+# CTAs off), -DFLASHCHECK_TC_DEV_NO_WS (the cp.async kernel everywhere), -DFLASHCHECK_TC_DEV_NO_HIDDEN_V_CHECK (no
+# scan for non-finite hidden V: timing only, its kernel tests fail by design), and the switches a round adds for
 # itself; NOTES.md records what each round measured.   usage: OUT=dir ab_round.sh "-DFLAG[=VALUE] ..." [...]
+# A variant "@FILE.tar" is the tree with that tarball's files laid over a copy of it instead (another revision's
+# kernel sources, made here with: git archive -o .ab_base.tar REV kernel/src/tensor_core), so A/B can compare
+# two versions of the code in one call.
 set -uo pipefail
 cd "$(dirname "$0")/../../../.."
 export PATH=/usr/local/cuda/bin:$PATH
@@ -17,8 +21,15 @@ i=0
 for flags in "$@"; do
   i=$((i + 1))
   # The flags go to host and device code alike: tile shapes are read by select_config() (host) and the kernels.
-  (cmake --preset gpu -B build/gpu-ab$i -DCMAKE_CUDA_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" > $OUTD/cfg_$i.log 2>&1 &&
-   cmake --build build/gpu-ab$i -j $jobs $targets > $OUTD/build_$i.log 2>&1) &
+  if [[ $flags == @* ]]; then
+    src=build/ab-src$i; rm -rf $src; mkdir -p $src
+    tar cf - --exclude=./build --exclude=./.gpubin --exclude=./.git . | tar xf - -C $src && tar xf "${flags#@}" -C $src
+    (cd $src && cmake --preset gpu > $OUTD/cfg_$i.log 2>&1 && cmake --build build/gpu -j $jobs $targets > $OUTD/build_$i.log 2>&1 &&
+     rm -rf ../../build/gpu-ab$i && ln -s "$PWD/build/gpu" ../../build/gpu-ab$i) &
+  else
+    (cmake --preset gpu -B build/gpu-ab$i -DCMAKE_CUDA_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" > $OUTD/cfg_$i.log 2>&1 &&
+     cmake --build build/gpu-ab$i -j $jobs $targets > $OUTD/build_$i.log 2>&1) &
+  fi
 done
 wait
 variants="a $(seq -s ' ' 1 $#)"
