@@ -417,6 +417,56 @@ TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
 #endif
 }
 
+// The exact path for non-finite hidden V (tensor_core/kernel.cuh, exact_hidden_v), column by column. An inf and a
+// NaN sit in V rows that the first rows of their causal diagonal tile may not see. A row that sees one is
+// non-finite in that column only. Every other (row, column) is bit-identical to the run with the finite values
+// there, and so is every LSE: each O column reads only its own V column, and the path zeroes just the non-finite
+// halves before the tensor cores run. Both fp16/bf16 kernels, every wgmma head_dim family.
+TEST(Gpu_F16Bf16, HiddenNonFiniteVReachesOnlyItsColumns) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  constexpr int64_t kSeq = 300;
+  constexpr int64_t kInfKey = 155;  // diagonal tile of the Q tile at row 128, hidden from rows 128..154
+  constexpr int64_t kNanKey = 200;
+  uint64_t seed = 7100;
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    for (int64_t head_dim : {int64_t{64}, int64_t{128}, int64_t{256}}) {
+      const int64_t inf_col = 3;
+      const int64_t nan_col = head_dim - 2;
+      const ProblemSpec spec{dtype, 1, 2, 1, kSeq, kSeq, head_dim, Mask::kCausalTopLeft, Layout::kBHSD, 0, ++seed};
+      for (bool cp_async : {false, true}) {
+        const std::string what = spec.name() + (cp_async ? " cp.async kernel" : " warp-specialized kernel");
+        Problem base, poisoned;
+        test::make_problem(spec, &base);
+        test::make_problem(spec, &poisoned);
+        ASSERT_EQ(select_config(base.params).path, ComputePath::kTensorCore) << what;
+        Problem::set(poisoned.params, poisoned.v, poisoned.params.v_stride, 0, 0, kInfKey, inf_col,
+                     std::numeric_limits<float>::infinity());
+        Problem::set(poisoned.params, poisoned.v, poisoned.params.v_stride, 0, 0, kNanKey, nan_col, std::nanf(""));
+        detail::tensor_core_force_cp_async(cp_async);
+        const Status a = test::run_on_device(&base, [&](const Params& dp) { return run(dp); });
+        const Status b = test::run_on_device(&poisoned, [&](const Params& dp) { return run(dp); });
+        detail::tensor_core_force_cp_async(false);
+        ASSERT_TRUE(a.ok() && b.ok()) << what << ": " << a.message() << " / " << b.message();
+        for (int64_t h = 0; h < 2; ++h)
+          for (int64_t i = 0; i < kSeq; ++i)
+            for (int64_t d = 0; d < head_dim; ++d) {
+              const float x = base.o_at(0, h, i, d), y = poisoned.o_at(0, h, i, d);
+              const bool sees = (i >= kInfKey && d == inf_col) || (i >= kNanKey && d == nan_col);
+              if (sees) {
+                ASSERT_FALSE(std::isfinite(y)) << what << ": head " << h << " row " << i << " dim " << d;
+              } else {
+                ASSERT_EQ(std::memcmp(&x, &y, sizeof x), 0)
+                    << what << ": head " << h << " row " << i << " dim " << d << ": " << x << " vs " << y;
+              }
+            }
+        ASSERT_EQ(std::memcmp(base.lse.data(), poisoned.lse.data(), base.lse.size() * sizeof(float)), 0) << what;
+      }
+    }
+  }
+#endif
+}
+
 // batch, heads or seqlen_q of 0 is a successful no-op that writes nothing (poisoned buffers stay poisoned).
 TEST(Gpu_F16, ZeroSizeNoOpWritesNothing) {
   SKIP_WITHOUT_DEVICE();
