@@ -403,7 +403,8 @@ struct Forward {
                                        int64_t k0, int lane, int tid, Sync&& sync) {
     const int quad_row = lane / kQuad;
     const int quad_col = (lane % kQuad) * 2;
-    const int lo = static_cast<int>(min(max(k0, q0 + a.causal_offset + 1) - k0, int64_t{Cfg::kBlockN}));  // first key hidden from row q0
+    // The first key of the tile hidden from row q0.
+    const int lo = static_cast<int>(min(max(k0, q0 + a.causal_offset + 1) - k0, int64_t{Cfg::kBlockN}));
     int rel[kM][2];  // this thread's rows see keys k0 + [0, rel)
     int rel_max = lo;
 #pragma unroll
