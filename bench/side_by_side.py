@@ -13,6 +13,11 @@ halved for causal. Grid: B*N = 16384 tokens, H*d = 2048 (the FlashAttention pape
 /work/shared/peers/sdpa_peers.py. PyTorch's is_causal is top-left aligned, so flashcheck runs
 FC_MASK_CAUSAL_TOP_LEFT (identical to bottom-right here, since seqlen_q == seqlen_k).
 Usage: python3 bench/side_by_side.py --lib build/gpu/bench/libflashcheck.so --out OUT_DIR [--quick]
+       python3 bench/side_by_side.py --lib ... --out OUT_DIR --accuracy-seeds N
+The second form runs only the accuracy configurations, once per seed 0..N-1, and writes accuracy_seeds.json and
+accuracy_seeds.md: per configuration, flashcheck's relative RMS error over each peer's on the same inputs
+(geometric mean, range, and for how many seeds flashcheck's error is the lower one). One seed's difference
+between two kernels that round the same way can be either sign; this says whether it keeps its sign.
 """
 import argparse
 import statistics
@@ -179,13 +184,13 @@ def throughput(fc, timer, quick, rounds):
     return rows
 
 
-def accuracy(fc):
+def accuracy(fc, seed=0, dtypes=(torch.bfloat16, torch.float16, torch.float32), echo=True):
     """Relative RMS error ||O - O*|| / ||O*|| against float64 SDPA on the same rounded inputs (peer configs)."""
     rows = []
-    gen = torch.Generator(device="cuda").manual_seed(0)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
     configs = [(1024, 64, False, 1.0), (1024, 128, True, 1.0), (4096, 128, False, 1.0), (1024, 128, False, 8.0),
                (1000, 96, True, 1.0), (1, 128, False, 1.0), (4099, 128, False, 1.0)]
-    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+    for dtype in dtypes:
         for n, d, causal, amp in configs:
             b, h = 2, 4
             q = (torch.randn(b, h, n, d, device="cuda", generator=gen) * amp).to(dtype)
@@ -204,8 +209,42 @@ def accuracy(fc):
                     row[name] = None
                     row[name + "_error"] = str(ex).splitlines()[0][:120]
             rows.append(row)
-            print(json.dumps(row), flush=True)
+            if echo:
+                print(json.dumps(row), flush=True)
     return rows
+
+
+def accuracy_seeds(fc, seeds, out):
+    """accuracy() for seeds 0..seeds-1 (fp16/bf16): flashcheck's error over each peer's, per configuration."""
+    runs = [accuracy(fc, seed, (torch.bfloat16, torch.float16), echo=False) for seed in range(seeds)]
+    peers = [name for name in COLUMNS if name not in ("flashcheck", "math")]
+    lines = [f"flashcheck's relative RMS error over each peer's on the same inputs, {seeds} seeds (inputs as in "
+             "side_by_side.md's accuracy table): geometric mean [min, max], and the seeds where flashcheck's is "
+             "lower or equal.", "", "| dtype | N | d | causal | amp | " + " | ".join(peers) + " |",
+             "|---|---|---|---|---|" + "---|" * len(peers)]
+    summary = []
+    for i, first in enumerate(runs[0]):
+        cells, entry = [], {k: first[k] for k in ("dtype", "N", "d", "causal", "amp")}
+        for peer in peers:
+            ratios = [r[i]["flashcheck"]["rel_rms"] / r[i][peer]["rel_rms"] for r in runs
+                      if r[i].get(peer) and r[i].get("flashcheck") and r[i][peer]["rel_rms"] > 0]
+            if not ratios:
+                cells.append("")
+                continue
+            geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+            lower = sum(1 for x in ratios if x <= 1.0)
+            entry[peer] = {"geomean": geo, "min": min(ratios), "max": max(ratios), "lower_or_equal": lower,
+                           "seeds": len(ratios)}
+            cells.append(f"{geo:.4f} [{min(ratios):.4f}, {max(ratios):.4f}] {lower}/{len(ratios)}")
+        summary.append(entry)
+        lines.append(f"| {first['dtype']} | {first['N']} | {first['d']} | {first['causal']} | {first['amp']} | "
+                     + " | ".join(cells) + " |")
+    with open(os.path.join(out, "accuracy_seeds.json"), "w") as f:
+        json.dump({"seeds": seeds, "summary": summary, "runs": runs}, f, indent=1)
+    md = "\n".join(lines) + "\n"
+    with open(os.path.join(out, "accuracy_seeds.md"), "w") as f:
+        f.write(md)
+    print(md)
 
 
 def memory(fc, quick):
@@ -322,6 +361,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3, help="interleaved passes over the backends per shape")
+    parser.add_argument("--accuracy-seeds", type=int, default=0, metavar="N",
+                        help="only the accuracy configurations, for seeds 0..N-1 (fp16/bf16), against each peer")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     # A backend that cannot serve the inputs raises (recorded as an empty cell) after warning why; the
@@ -336,6 +377,9 @@ def main():
             "flashcheck": fc.lib.fc_version().decode(), "warmup": args.warmup, "iters": args.iters,
             "rounds": args.rounds}
     print(json.dumps(meta), flush=True)
+    if args.accuracy_seeds > 0:
+        accuracy_seeds(fc, args.accuracy_seeds, args.out)
+        return 0
     start = time.time()
     timer = Timer(args.warmup, args.iters)
     tp = throughput(fc, timer, args.quick, args.rounds)
