@@ -353,13 +353,22 @@ struct Forward {
     }
   }
 
+  // The first key of the tile at k0, counted from k0, that row q0 may not see (kBlockN or more: none).
+  __device__ static int64_t first_hidden_key(const KernelArgs& a, int64_t q0, int64_t k0) {
+    return max(k0, q0 + a.causal_offset + 1) - k0;
+  }
+
+  // Whether the low / high half of a packed word of T is inf or NaN (its exponent field all ones).
+  __device__ static bool nonfinite_lo(uint32_t x) { return (x & Ops::kExpLo) == Ops::kExpLo; }
+  __device__ static bool nonfinite_hi(uint32_t x) { return (x & Ops::kExpHi) == Ops::kExpHi; }
+
   // Visits this thread's 16-byte chunks of the V rows that the tile's first row may not see (keys past
   // seqlen_k are zeros): f(key in tile, chunk address, word, non-finite mask of the word's two halves).
   // tid: this thread's index among the kThreads threads that share the work (the CTA's, or the consumers').
   template <typename F>
   __device__ static void for_hidden_v_words(uint32_t v_smem, const KernelArgs& a, int64_t q0, int64_t k0, int tid,
                                             F&& f) {
-    const int64_t lo = max(k0, q0 + a.causal_offset + 1) - k0;
+    const int64_t lo = first_hidden_key(a, q0, k0);
     const int64_t hi = min(k0 + Cfg::kBlockN, a.seqlen_k) - k0;
     constexpr int kPerThread = Cfg::kBlockN * Cfg::kChunksPerRow / Cfg::kThreads;
 #pragma unroll 1
@@ -373,8 +382,7 @@ struct Forward {
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
           const uint32_t x = words[k];
-          const uint32_t mask = ((x & Ops::kExpLo) == Ops::kExpLo ? 0x0000FFFFu : 0u) |
-                                ((x & Ops::kExpHi) == Ops::kExpHi ? 0xFFFF0000u : 0u);
+          const uint32_t mask = (nonfinite_lo(x) ? 0x0000FFFFu : 0u) | (nonfinite_hi(x) ? 0xFFFF0000u : 0u);
           f(row, addr + k * 4, x, mask);
         }
       }
@@ -403,8 +411,7 @@ struct Forward {
                                        int64_t k0, int lane, int tid, Sync&& sync) {
     const int quad_row = lane / kQuad;
     const int quad_col = (lane % kQuad) * 2;
-    // The first key of the tile hidden from row q0.
-    const int lo = static_cast<int>(min(max(k0, q0 + a.causal_offset + 1) - k0, int64_t{Cfg::kBlockN}));
+    const int lo = static_cast<int>(min(first_hidden_key(a, q0, k0), int64_t{Cfg::kBlockN}));
     int rel[kM][2];  // this thread's rows see keys k0 + [0, rel)
     int rel_max = lo;
 #pragma unroll
@@ -423,8 +430,8 @@ struct Forward {
       bool poison[kM][2][2] = {};  // [mt][row half][column]
       for (int j = lo; j < rel_max; ++j) {
         const uint32_t x = ld_shared_b32(v_smem + chunk_offset<Cfg::kBlockN>(j, nt) + quad_col * kElementBytes);
-        const bool bad_lo = (x & Ops::kExpLo) == Ops::kExpLo;
-        const bool bad_hi = (x & Ops::kExpHi) == Ops::kExpHi;
+        const bool bad_lo = nonfinite_lo(x);
+        const bool bad_hi = nonfinite_hi(x);
 #pragma unroll
         for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
