@@ -6,8 +6,11 @@
 // Rounding points each family must honour (the host model and the error model rely on them):
 //  general     : s = fp32 dot(q, k) (fp32 FMA chain); p = exp2f(s * scale*log2e - m * scale*log2e) in fp32;
 //                l += p (fp32); acc = acc * exp2(m_old - m_new) + p * v (fp32); O = acc / l rounded to dtype.
-//  tensor core : s = fp32 mma accumulation of dtype products; p as above in fp32; l += fp32 p (before rounding);
-//                P rounded to the dtype, acc += P_dtype * V (fp32 mma accumulation); O = acc / l rounded to dtype.
+//  tensor core : s = fp32 mma accumulation of dtype products; p = exp2(s*scale*log2e - r*scale*log2e) in fp32, where
+//                the reference r is the tile's own max if that is within kRefSlackLog2 (log2 units) of the
+//                running max m, else m (a tile with no usable key keeps r); l += fp32 p (before rounding);
+//                P rounded to the dtype, acc = acc * exp2(r_old - r) + P_dtype * V (fp32 mma accumulation);
+//                O = acc / l rounded to dtype; LSE and the reported m use the final r.
 //  split tf32  : fp32 inputs split x = hi + lo (hi = tf32(x) rounded to nearest, ties away, as cvt.rna;
 //                lo = x - hi exact, read by the tensor core as tf32 truncated toward zero); each product as
 //                lo*hi' + hi*lo' and hi*hi' in fresh mma chains (the tensor core truncates every partial result,
@@ -35,6 +38,12 @@
 #endif
 
 namespace flashcheck::detail {
+
+// Tensor-core family: how far (log2 units) a tile's own max may lie below the running max and still serve as the
+// reference of that tile's p (kernel/src/tensor_core/kernel.cuh, softmax_stats). O, l and the rescale factors
+// grow by at most 2^kRefSlackLog2 over the running-max formulation. The oracle's m check allows the reported m
+// this far below the max (oracle::kTensorCoreRefSlackLog2 must equal it).
+inline constexpr float kRefSlackLog2 = 8.0f;
 
 bool tensor_core_select(const Params& params, KernelConfig* config);  // kernel/src/tensor_core/
 bool split_tf32_select(const Params& params, KernelConfig* config);   // kernel/src/split_tf32/

@@ -14,6 +14,7 @@
 #include "flashcheck/attention.h"
 #include "flashcheck/host_model.h"
 #include "flashcheck/instrument.h"
+#include "families.h"
 #include "host_numeric.h"
 #include "mask.h"
 
@@ -142,12 +143,14 @@ struct ModelSetup {
   float scale_log2;
   PFormat p_format;  // format P has when it multiplies V (after the defect, if any)
   bool split;        // split-TF32 products
+  bool tile_ref;     // tensor-core path: p relative to the tile's own max where within kRefSlackLog2 (families.h)
 };
 
 // The online softmax of one query row over K/V tiles [0, k_tiles) of its Q tile. Tiles the row sees no key
 // of leave the state untouched, as on the GPU (alpha = 1, p = 0 there).
 struct RowResult {
-  float m = kNegInf;  // log2 units: running max of s * scale * log2(e)
+  float m = kNegInf;    // log2 units: running max of s * scale * log2(e)
+  float ref = kNegInf;  // log2 units: what p and l are relative to (m, or a tile's max on the tensor-core path)
   float l = 0.0f;
   int64_t moves = 0;
 };
@@ -185,8 +188,14 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
         tile_max = std::fmax(tile_max, x[j - k0]);  // fmax ignores NaN, like fmaxf: NaN reaches O through p
       }
       const float m_new = std::fmax(row.m, tile_max);
-      const float m_use = m_new == kNegInf ? 0.0f : m_new;  // no key seen yet: avoid exp2(-inf - -inf) = NaN
-      const float alpha = std::exp2(row.m - m_use);
+      // The reference: the running max, or on the tensor-core path the tile's own max where that lies within
+      // kRefSlackLog2 of it; a tile without a usable key keeps the reference (alpha = 1, p = 0).
+      float ref = m_new;
+      if (setup.tile_ref) {
+        ref = tile_max == kNegInf ? row.ref : (tile_max >= m_new - detail::kRefSlackLog2 ? tile_max : m_new);
+      }
+      const float m_use = ref == kNegInf ? 0.0f : ref;  // no key seen yet: avoid exp2(-inf - -inf) = NaN
+      const float alpha = std::exp2(row.ref - m_use);
       float p_sum = 0.0f;
       for (int64_t j = k0; j < k_end; ++j) {
         x[j - k0] = std::exp2(x[j - k0] - m_use);  // x now holds p
@@ -199,6 +208,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
       }
       row.moves += m_new != row.m ? 1 : 0;
       row.m = m_new;
+      row.ref = ref;
       for (int64_t j = k0; j < k_end; ++j) {
         const float p_pv = round_p(setup.p_format, x[j - k0]);
         const float* v_val = v.value.data() + j * d_count;
@@ -218,7 +228,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
     }
     const Instrumentation& inst = setup.inst;
     if (trace_slot >= 0 && kt < inst.max_tiles && inst.trace_m != nullptr && inst.trace_l != nullptr) {
-      inst.trace_m[int64_t{trace_slot} * inst.max_tiles + kt] = row.m * kLn2;
+      inst.trace_m[int64_t{trace_slot} * inst.max_tiles + kt] = row.ref * kLn2;
       inst.trace_l[int64_t{trace_slot} * inst.max_tiles + kt] = row.l;
     }
   }
@@ -270,7 +280,8 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
                          inst,
                          params.softmax_scale * kLog2e,
                          format,
-                         config.path == ComputePath::kSplitTf32};
+                         config.path == ComputePath::kSplitTf32,
+                         config.path == ComputePath::kTensorCore};
 
   const int64_t block_m = config.block_m;
   const int64_t block_n = config.block_n;
@@ -320,9 +331,9 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
             for (int64_t d = 0; d < params.head_dim; ++d) {
               store_element(params.dtype, params.o, o_row + d, is_empty ? 0.0f : acc[d] / row.l);
             }
-            const float m_natural = row.m * kLn2;
+            const float m_natural = row.ref * kLn2;
             float lse = m_natural + std::log(row.l);
-            if (options.defect == ModelDefect::kLseBase2) lse = row.m + std::log2(row.l);
+            if (options.defect == ModelDefect::kLseBase2) lse = row.ref + std::log2(row.l);
             params.lse[flat_row] = is_empty ? kNegInf : lse;
             if (inst.row_m != nullptr) inst.row_m[flat_row] = m_natural;
             if (inst.row_l != nullptr) inst.row_l[flat_row] = row.l;

@@ -158,6 +158,38 @@ TEST(Model_Paths, TensorCoreAndSplitTf32Overrides) {
   }
 }
 
+// The tensor-core path's reference (families.h): a tile whose max lies within kRefSlackLog2 (log2 units) of the
+// running max is taken relative to its own max, so the reported m is the last tile's max; a tile further below
+// keeps the running max. One row, two K tiles of 64 keys, one key standing out in each tile.
+TEST(Model_Paths, TensorCoreReferenceIsTheTileMaxWithinTheSlack) {
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    for (const float second : {3.0f, -3.0f}) {  // log2 distance to the first: 1.44 (within 8), 10.1 (beyond)
+      ProblemSpec spec{dtype, 1, 1, 1, 1, 128, 16, Mask::kNone, Layout::kBHSD, 0, 5};
+      Problem pr;
+      test::make_problem(spec, &pr);
+      pr.params.softmax_scale = 1.0f;
+      const Params& p = pr.params;
+      for (int64_t d = 0; d < 16; ++d) Problem::set(p, pr.q, p.q_stride, 0, 0, 0, d, d == 0 ? 1.0f : 0.0f);
+      for (int64_t j = 0; j < 128; ++j) {
+        const float score = j == 5 ? 4.0f : (j == 70 ? second : -4.0f);
+        for (int64_t d = 0; d < 16; ++d) Problem::set(p, pr.k, p.k_stride, 0, 0, j, d, d == 0 ? score : 0.0f);
+      }
+      float row_m = std::nanf(""), row_l = std::nanf("");
+      HostModelOptions options;
+      options.override_config = true;
+      options.config = {ComputePath::kTensorCore, 64, 64, 64, "override"};
+      options.instrumentation.row_m = &row_m;
+      options.instrumentation.row_l = &row_l;
+      ASSERT_TRUE(run_host_model(p, options).ok());
+      const std::string what = std::string(to_string(dtype)) + " second tile max " + std::to_string(second);
+      // Reported m: the second tile's max where it is within the slack, else the running max (the first's).
+      EXPECT_NEAR(row_m, second > 0 ? second : 4.0f, 1e-5f) << what;
+      EXPECT_NEAR(pr.lse[0], row_m + std::log(row_l), 1e-5f) << what;
+      EXPECT_EQ(compare_with_reference(pr, ComputePath::kTensorCore, what), 0);
+    }
+  }
+}
+
 // ---- exact semantics
 
 // Bottom-right with seqlen_q > seqlen_k leaves the first rows without keys; seqlen_k = 0 leaves all.

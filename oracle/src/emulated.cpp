@@ -35,25 +35,32 @@ double exp2_error(const RowRef& row, int64_t key, double sign) {
 }
 
 // One member of the reference ensemble: the online softmax of families.h in its telescoping form (m in log2
-// units, alpha = exp2(m_old - m_new)) over tiles of `tile` keys, from the precomputed x_j = fl(s_j c), with
+// units, alpha = exp2(r_old - r_new)) over tiles of `tile` keys, from the precomputed x_j = fl(s_j c), with
 // the exp2 error realization `sign` and the P*V accumulation `rounding`. P is rounded relative to the
-// running max, as the kernels round it, so the reference's rounding of P matches theirs value for value.
+// reference r the kernels use (the running max; on the tensor-core path the tile's own max where it lies
+// within kTensorCoreRefSlackLog2 of the running max), so the reference's rounding of P matches theirs value
+// for value.
 std::vector<double> softmax_pv(const RowRef& row, const std::vector<float>& x, const detail::Operands& v,
                                int64_t dim, int64_t tile, DType dtype, ComputePath path, double sign,
                                detail::DotRounding rounding) {
   const int64_t n = static_cast<int64_t>(x.size());
   const float neg_inf = -std::numeric_limits<float>::infinity();
   std::vector<double> out(static_cast<size_t>(dim), 0.0);
-  float m = neg_inf, l = 0.0f;
+  float m = neg_inf, ref = neg_inf, l = 0.0f;
   std::vector<float> acc(static_cast<size_t>(dim), 0.0f);
   for (int64_t t0 = 0; t0 < n; t0 += tile) {
     const int64_t t1 = std::min(n, t0 + tile);
     float tile_max = neg_inf;
     for (int64_t j = t0; j < t1; ++j) tile_max = std::fmax(tile_max, x[static_cast<size_t>(j)]);
     const float m_new = std::fmax(m, tile_max);
-    const float m_use = m_new == neg_inf ? 0.0f : m_new;  // no key yet: exp2(-inf - -inf) would be NaN
+    float ref_new = m_new;
+    if (path == ComputePath::kTensorCore) {
+      const float slack = static_cast<float>(kTensorCoreRefSlackLog2);
+      ref_new = tile_max == neg_inf ? ref : (tile_max >= m_new - slack ? tile_max : m_new);
+    }
+    const float m_use = ref_new == neg_inf ? 0.0f : ref_new;  // no key yet: exp2(-inf - -inf) would be NaN
     const float alpha =
-        static_cast<float>(std::exp2(static_cast<double>(m - m_use)) * (1 + exp2_error(row, -1 - t0, sign)));
+        static_cast<float>(std::exp2(static_cast<double>(ref - m_use)) * (1 + exp2_error(row, -1 - t0, sign)));
     std::vector<float> p(static_cast<size_t>(t1 - t0));
     float p_sum = 0.0f;
     for (int64_t j = t0; j < t1; ++j) {
@@ -69,6 +76,7 @@ std::vector<double> softmax_pv(const RowRef& row, const std::vector<float>& x, c
     }
     detail::accumulate_pv(acc.data(), detail::make_operands(std::move(p), path), v, t0, t1, dim, path, rounding);
     m = m_new;
+    ref = ref_new;
   }
   if (l == 0.0f) return out;  // no usable key: O = 0
   for (int64_t d = 0; d < dim; ++d) {

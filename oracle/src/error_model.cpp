@@ -36,6 +36,11 @@ constexpr double kGapUnits = 5.0;
 constexpr double kMConversionUnits = 4.0;
 // O = acc / l: IEEE division is one rounding; two allow a reciprocal and a multiply.
 constexpr double kDivisionUnits = 2.0;
+constexpr double kLn2 = 0.69314718055994530942;  // ln 2, nearest double
+// fp32 accumulators must stay below this (tiers.h's kOverflowGuard, FLT_MAX / 4); the tensor-core path's run up
+// to 2^kTensorCoreRefSlackLog2 above the running-max formulation's, so its guard is that much lower.
+constexpr double kTensorCoreAccumGuard = 0x1.fffffep127 / 4.0 / 256.0;
+static_assert(kTensorCoreRefSlackLog2 == 8.0, "kTensorCoreAccumGuard divides by 2^kTensorCoreRefSlackLog2");
 constexpr double kLogUlps = 2.0;  // logf is within 1 ulp (CUDA Programming Guide, math functions); 2 allowed
 // Flush-to-zero (ex2.approx.ftz, FTZ arithmetic) and subnormal split parts: per key, an unnormalized weight
 // (<= 1) can lose 2^-126 from the flush and 2^-126 from a flushed tf32 low part; likewise one P*V product.
@@ -121,6 +126,9 @@ RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_
   const size_t dim = exact.o.size();
   b.o.assign(dim, 0.0);
   b.unconstrained = exact.nonfinite_score || exact.score_overflow || exact.accum_overflow;
+  if (path == ComputePath::kTensorCore) {
+    for (const double col : exact.abs_v_sum) b.unconstrained |= std::isfinite(col) && col > kTensorCoreAccumGuard;
+  }
   // Outside the domain nothing numeric is promised; with no usable key the result is exact (O = 0, LSE = m
   // = -inf, l = 0), so every bound stays 0.
   if (b.unconstrained || !(exact.l > 0)) return b;
@@ -141,7 +149,12 @@ RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_
   const double b_g = kGapUnits * u;
   const double s_max = exact.score_abs_max;
   const double flush = exact.score_flush_max;
-  const double c0 = static_cast<double>(tiles) * (u * s_max * (1 + a_s) * (1 + 3 * u) + kExp2RelErr) + 2 * flush;
+  // The tensor-core path's reference may step down to a tile's own max and back (at most
+  // kTensorCoreRefSlackLog2 each way per tile): its rescale arguments then no longer telescope to the gap, and
+  // each such step costs one more rounding of the subtraction (u of at most 2 * slack log2 units per tile).
+  const double ref_steps = path == ComputePath::kTensorCore ? 2 * kTensorCoreRefSlackLog2 * u * kLn2 : 0.0;
+  const double c0 =
+      static_cast<double>(tiles) * (u * s_max * (1 + a_s) * (1 + 3 * u) + kExp2RelErr + ref_steps) + 2 * flush;
   const double x_max = b_s * s_max + b_g * std::min(exact.score_gap_max, kGapCap) + c0;
   const double weighted = b_s * exact.score_abs_weighted + b_g * exact.score_gap_weighted + c0;
   const double growth = std::exp(x_max);  // e^x - 1 <= x e^x: turns argument errors into weight errors
@@ -190,6 +203,9 @@ RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_
   const double m_abs = std::fabs(exact.m);
   const double score_err_max = b_s * s_max + 2 * flush;
   b.m = kSafety * (score_err_max + kMConversionUnits * u * (m_abs + score_err_max)) + exact.m_err;
+  // The tensor-core path reports its last reference: up to the slack below the computed max (log2 units
+  // converted to natural ones; the comparison's own roundings are within b.m).
+  if (path == ComputePath::kTensorCore) b.m_below = kTensorCoreRefSlackLog2 * kLn2 * (1 + kMConversionUnits * u);
 
   // l relative to exp(m_kernel): as the weights, plus the gap between the kernel's internal base and the
   // reported m; the flushed weights are judged against the smallest l_ref the kernel's m allows.
@@ -206,7 +222,7 @@ RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_
   const double ln_ratio_linear = b.l_rel < 1 ? -std::log1p(-b.l_rel) : kInf;
   const double ln_ratio_hull = x_max + c_m - std::log1p(-g_l) + flush_l;
   const double ln_ratio = std::min(ln_ratio_linear, ln_ratio_hull);
-  const double log_err = kLogUlps * 2 * u * (std::log(exact.l) + b.m + ln_ratio);
+  const double log_err = kLogUlps * 2 * u * (std::log(exact.l) + b.m + b.m_below + ln_ratio);
   const double pre_add = ln_ratio + log_err;
   b.lse = kSafety * (pre_add + u * (std::fabs(exact.lse) + pre_add)) + exact.lse_err;
   return b;
@@ -228,6 +244,10 @@ double l_given_m(const RowResult& exact, double kernel_m) {
 
 double m_error_ratio(const RowResult& exact, const RowBound& bound, double kernel_m) {
   if (bound.unconstrained) return 0.0;
+  // Judged against the interval [m* - m_below, m*]: the nearest point of it is what m must be within bound.m of.
+  if (bound.m_below > 0 && std::isfinite(exact.m) && std::isfinite(kernel_m) && kernel_m < exact.m) {
+    return error_ratio(kernel_m, std::max(kernel_m, exact.m - bound.m_below), bound.m, false);
+  }
   return error_ratio(kernel_m, exact.m, bound.m, false);
 }
 

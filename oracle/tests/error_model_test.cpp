@@ -300,6 +300,28 @@ TEST(ErrorModelBound, HoldsForTiledFp32ModelsOfEveryPath) {
   EXPECT_GT(rows, 4000);
 }
 
+// The tensor-core path reports the reference of its last tile, up to kTensorCoreRefSlackLog2 log2 units below the
+// max: m is judged against [m* - m_below, m*], other paths against m* alone.
+TEST(ErrorModelBound, TensorCoreMayReportItsReferenceBelowTheMax) {
+  TestProblem p = make_shape(DType::kBF16, 1, 3, 4);
+  fill(&p, 'q', [](int64_t i) { return 0.25 * static_cast<double>(i % 5); });
+  fill(&p, 'k', [](int64_t i) { return 0.5 - 0.125 * static_cast<double>(i % 7); });
+  fill(&p, 'v', [](int64_t i) { return 1.0 + static_cast<double>(i % 3); });
+  const RowResult exact = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
+  const RowBound tc = bound_row(exact, DType::kBF16, ComputePath::kTensorCore, 64, 4);
+  const RowBound general = bound_row(exact, DType::kBF16, ComputePath::kGeneralFp32, 64, 4);
+  ASSERT_FALSE(tc.unconstrained);
+  const double slack = kTensorCoreRefSlackLog2 * std::log(2.0);
+  EXPECT_GE(tc.m_below, slack);
+  EXPECT_EQ(general.m_below, 0.0);
+  EXPECT_EQ(m_error_ratio(exact, tc, exact.m), 0.0);
+  EXPECT_EQ(m_error_ratio(exact, tc, exact.m - 0.5 * slack), 0.0);
+  EXPECT_LE(m_error_ratio(exact, tc, exact.m - slack), 1.0);
+  EXPECT_GT(m_error_ratio(exact, tc, exact.m - slack - 10 * tc.m - 1e-3), 1.0);
+  EXPECT_GT(m_error_ratio(exact, tc, exact.m + 10 * tc.m + 1e-3), 1.0);  // never above the max
+  EXPECT_GT(m_error_ratio(exact, general, exact.m - 0.5 * slack), 1.0);
+}
+
 TEST(ErrorModelBound, UnconstrainedRowsMakeNoNumericClaim) {
   TestProblem p = make_shape(DType::kBF16, 1, 3, 4);
   fill(&p, 'q', [](int64_t) { return 1e30; });

@@ -24,7 +24,9 @@ inline constexpr int kRescaleBuckets = 8;  // bucket b counts rows whose running
 // All pointers are optional (null = not recorded). For the GPU they are device pointers, for the host
 // model host pointers. Per-row arrays are [batch, heads_q, seqlen_q] contiguous, like LSE.
 struct Instrumentation {
-  float* row_m = nullptr;  // final running max of scale*score, in natural-log units; -inf for rows with no visible key
+  // final base m of l (natural-log units): the running max of scale*score, or on the tensor-core path the
+  // reference of the last tile, up to 8 ln 2 below it (kernel/src/families.h); -inf for rows with no visible key
+  float* row_m = nullptr;
   float* row_l = nullptr;  // final running sum: sum_j exp(s_j - m); 0 for rows with no visible key
   // Traced rows: trace_rows[r] is a flat row index (b * heads_q + h) * seqlen_q + i with i < seqlen_q.
   // Slot t of row r is trace_m[r * max_tiles + t]: the row's (m, l) after K/V tile t = 0, 1, ... (processing

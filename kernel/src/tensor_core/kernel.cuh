@@ -59,6 +59,8 @@ struct Forward {
     float acc_o[kM][kNO][4];  // (kRowsPerWarp, kHeadDim) of this warp, C-fragment layout, fp32
     float row_max[kM][2];     // running max of the raw score (of Q-negated scores when scale < 0), rows
                               // quad_row and quad_row + 8 of each m16 tile
+    float row_ref[kM][2];     // the raw score P and l are relative to (softmax_stats): at most
+                              // kRefSlackLog2 / c below row_max
     float row_sum[kM][2];     // this thread's share of l: summed over the quad at the end
     // Instrumentation only (dead, and removed, in production):
     int moves[kM][2];       // tiles after which the running max changed (the first finite max counts)
@@ -253,35 +255,52 @@ struct Forward {
       }
   }
 
-  // Online softmax update without touching O: new running max, alpha = exp2(old - new) per row, l rescaled and
-  // s replaced by p in fp32. Returns whether any alpha of the warp differs from 1 (warp-uniform); O takes
-  // alpha in rescale_o(). Split so that O may still be in flight on the tensor cores meanwhile (kernel_ws.cuh).
+  // Online softmax update without touching O: new running max and reference, alpha = exp2(old ref - new ref)
+  // per row, l rescaled and s replaced by p in fp32. Returns whether any alpha of the warp differs from 1
+  // (warp-uniform); O takes alpha in rescale_o(). Split so that O may still be in flight on the tensor cores
+  // meanwhile (kernel_ws.cuh).
+  //
+  // The reference is the tile's own max wherever that lies within kRefSlackLog2 (log2 units) of the running
+  // max, else the running max. The key at the reference gets p = exp2(0) = 1, which P's rounding to T leaves
+  // exact, so every tile's heaviest key enters P V without rounding error instead of only the keys that
+  // raised the running max. The heaviest keys carry most of the error P's rounding causes: on the H100 this
+  // lowers the fp16/bf16 relative RMS error by 1-6% (NOTES.md, "Eighth session"). The price is a rescale of O
+  // at most tiles (alpha is no longer 1 once the max settles). O and l stay within 2^kRefSlackLog2 of their
+  // values relative to the running max, and the reported m (LSE = m + ln l) is the final reference.
   __device__ static bool softmax_stats(float (&s)[kM][kNS][4], State& st, float scale_log2, float (&alpha)[kM][2]) {
-    float m_scaled[kM][2];
+    float ref_scaled[kM][2];
     bool any_rescale = false;
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float mx = st.row_max[mt][h];
+        float tile_max = kNegInf;
 #pragma unroll
-        for (int nt = 0; nt < kNS; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(kFullWarp, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(kFullWarp, mx, 2));
+        for (int nt = 0; nt < kNS; ++nt) tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullWarp, tile_max, 1));
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullWarp, tile_max, 2));
+        const float mx = fmaxf(st.row_max[mt][h], tile_max);
         // A row with no usable key yet has m = -inf: subtract 0 instead, so exp2(-inf - m) = 0 rather than
-        // exp2(-inf + inf) = NaN. The old max of -inf gives alpha = exp2(-inf) = 0 (O and l are 0 then).
-        // M = fl(m*c), and every exponent below is fl(x*c) - M with the product rounded on its own
-        // (__fmul_rn is never contracted into an FMA): the max key then gets exactly exp2(0) = 1 and an
-        // unchanged max exactly alpha = 1, however large |m*c| is. The FMA form fma(s, c, -M) would leave
-        // the rounding error of M in every exponent: up to half an ulp of m*c, which for |m*c| >= 2^24 is
-        // a factor of 2 or more on P (and inf/0 near FLT_MAX).
-        m_scaled[mt][h] = mx == kNegInf ? 0.0f : __fmul_rn(mx, scale_log2);
-        alpha[mt][h] = ex2_approx(__fmul_rn(st.row_max[mt][h], scale_log2) - m_scaled[mt][h]);
+        // exp2(-inf + inf) = NaN. The old reference of -inf gives alpha = exp2(-inf) = 0 (O and l are 0 then).
+        // R = fl(ref*c), and every exponent below is fl(x*c) - R with the product rounded on its own
+        // (__fmul_rn is never contracted into an FMA): the reference key then gets exactly exp2(0) = 1 and an
+        // unchanged reference exactly alpha = 1, however large |ref*c| is. The FMA form fma(s, c, -R) would
+        // leave the rounding error of R in every exponent: up to half an ulp of ref*c, which for
+        // |ref*c| >= 2^24 is a factor of 2 or more on P (and inf/0 near FLT_MAX).
+        // A tile without a usable key for this row (fully masked on a causal diagonal, or -inf scores) keeps the
+        // reference: alpha = 1 and p = 0, exactly as skipping the tile would. With mx = +inf, no finite tile
+        // max is within the slack.
+        const float old_ref = st.row_ref[mt][h];
+        const bool local = __fmul_rn(tile_max, scale_log2) >= __fmul_rn(mx, scale_log2) - kRefSlackLog2;
+        const float ref = tile_max == kNegInf ? old_ref : (local ? tile_max : mx);
+        ref_scaled[mt][h] = ref == kNegInf ? 0.0f : __fmul_rn(ref, scale_log2);
+        alpha[mt][h] = ex2_approx(__fmul_rn(old_ref, scale_log2) - ref_scaled[mt][h]);
         any_rescale |= alpha[mt][h] != 1.0f;
         if constexpr (kInstrument) {
           if (mx != st.row_max[mt][h]) ++st.moves[mt][h];
         }
         st.row_max[mt][h] = mx;
+        st.row_ref[mt][h] = ref;
         st.row_sum[mt][h] *= alpha[mt][h];
       }
 #pragma unroll
@@ -293,7 +312,7 @@ struct Forward {
         for (int nt = 0; nt < kNS; ++nt)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float p = ex2_approx(__fmul_rn(s[mt][nt][2 * h + e], scale_log2) - m_scaled[mt][h]);
+            const float p = ex2_approx(__fmul_rn(s[mt][nt][2 * h + e], scale_log2) - ref_scaled[mt][h]);
             s[mt][nt][2 * h + e] = p;
             sum += p;  // l takes p before it is rounded to T
           }
@@ -302,8 +321,9 @@ struct Forward {
     return __any_sync(kFullWarp, any_rescale);
   }
 
-  // O *= alpha. Once the running max settles, alpha is exactly 1 for every row: skipping the multiply is then
-  // exact and saves kNTilesO * 8 FMULs per tile (`any` is warp-uniform).
+  // O *= alpha. Where the reference does not move (a tile whose max lies more than kRefSlackLog2 below the
+  // running max keeps it), alpha is exactly 1 for every row of the warp: skipping the multiply is then exact and
+  // saves kNTilesO * 8 FMULs per tile (`any` is warp-uniform).
   __device__ static void rescale_o(State& st, const float (&alpha)[kM][2], bool any) {
     if (any) {
 #pragma unroll
@@ -507,7 +527,7 @@ struct Forward {
       for (int hh = 0; hh < 2; ++hh) {
         const int64_t row = row0 + mt * kMmaM + lane / kQuad + hh * kMmaN;
         if (row >= a.seqlen_q) continue;
-        const float m_natural = st.row_max[mt][hh] * a.scale_abs;
+        const float m_natural = st.row_ref[mt][hh] * a.scale_abs;
         a.lse[bh * a.seqlen_q + row] = l[mt][hh] == 0.0f ? kNegInf : m_natural + logf(l[mt][hh]);
         if constexpr (kInstrument) {
           const int64_t flat = bh * a.seqlen_q + row;
@@ -534,6 +554,7 @@ struct Forward {
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         st.row_max[mt][hh] = kNegInf;
+        st.row_ref[mt][hh] = kNegInf;
         st.row_sum[mt][hh] = 0.0f;
       }
     }
@@ -567,7 +588,7 @@ struct Forward {
             const int trace = st.trace_slot[mt][hh];
             if (lane % kQuad == 0 && trace >= 0 && n < a.inst.max_tiles) {
               const int64_t at = static_cast<int64_t>(trace) * a.inst.max_tiles + n;
-              if (a.inst.trace_m != nullptr) a.inst.trace_m[at] = st.row_max[mt][hh] * a.scale_abs;
+              if (a.inst.trace_m != nullptr) a.inst.trace_m[at] = st.row_ref[mt][hh] * a.scale_abs;
               if (a.inst.trace_l != nullptr) a.inst.trace_l[at] = l;
             }
           }

@@ -16,10 +16,18 @@ namespace flashcheck::oracle {
 struct RowBound {
   std::vector<double> o;       // [head_dim] absolute bound on |O_k - O*_k|
   double lse = 0.0;            // absolute bound on |LSE - LSE*|
-  double m = 0.0;              // absolute bound on |m - m*|
+  double m = 0.0;              // absolute bound on the distance of m from [m* - m_below, m*]
+  double m_below = 0.0;        // how far below the max the kernel's m may lie (natural units): the tensor-core
+                               // path reports the reference of its last tile (kTensorCoreRefSlackLog2)
   double l_rel = 0.0;          // relative bound on |l - l_ref| / l_ref, l_ref = l_given_m(exact, kernel's m)
   bool unconstrained = false;  // outside the domain (non-finite score, score or accumulator overflow)
 };
+
+// The tensor-core path rounds P relative to a tile's own max where that lies within this many log2 units of the
+// running max (kernel/src/families.h, kRefSlackLog2: the two must be equal). Its reported m (LSE = m + ln l) is
+// that reference, up to this far below the max, and its accumulators run up to 2^this above the running-max
+// formulation's.
+inline constexpr double kTensorCoreRefSlackLog2 = 8.0;
 
 // Bound for one row as computed by `path` on inputs of `dtype`, processed in K/V tiles of `block_n`;
 // head_dim is the length of the score dot products. The bound includes the oracle tier's own error.
