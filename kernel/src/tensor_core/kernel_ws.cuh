@@ -48,6 +48,18 @@ inline constexpr int kLaunchRegs = 168;
 // Named barriers (0 is __syncthreads): every consumer thread; one consumer warpgroup (id + warpgroup).
 inline constexpr int kBarConsumers = 1;
 inline constexpr int kBarWarpgroup = 2;
+// Ping-pong scheduling (WsForward::kPingPong): consumer warpgroup w issues its wgmma chains only on its turn,
+// named barrier kBarTurn + w, and hands the turn to the other warpgroup right after, so one warpgroup's softmax
+// runs while the other's chains occupy the tensor cores (FlashAttention-3's inter-warpgroup overlap). Measured
+// on the H100 against free issue (NOTES.md, "Eighth session"): d = 64 non-causal +4-10%, causal -2% to +12%;
+// d = 128 non-causal 4-15% slower (32 bytes of spills appear), causal short +4-6%; d = 256 2-5% slower. Hence
+// d = 64 only; FLASHCHECK_TC_DEV_PINGPONG (development A/B) turns it on for every head dim.
+inline constexpr int kBarTurn = 4;
+#if defined(FLASHCHECK_TC_DEV_PINGPONG)
+inline constexpr bool kPingPongEverywhere = true;
+#else
+inline constexpr bool kPingPongEverywhere = false;
+#endif
 
 // How a consumer warpgroup stores O. Either way its Q rows go back to the producer after the item's last S, so
 // the next item's Q loads during this item's last P*V and epilogue (short items: +7-16% at N <= 2048 against O
@@ -68,6 +80,7 @@ struct WsForward {
   static constexpr int kConsumerThreads = Cfg::kThreads;
   static constexpr int kWarpgroupThreads = kWarpsPerWarpgroup * kWarpSize;
   static constexpr int kConsumerWarpgroups = kConsumerThreads / kWarpgroupThreads;
+  static constexpr bool kPingPong = kConsumerWarpgroups == 2 && (kPingPongEverywhere || Cfg::kHeadDim == 64);
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   static constexpr int kColumnBlocks = Cfg::kHeadDim / (kSwizzleRowBytes / kElementBytes);
   static constexpr int kColumnBlockElems = kSwizzleRowBytes / kElementBytes;  // 64
@@ -273,6 +286,15 @@ struct WsForward {
     const int warp_row0 = warp * Cfg::kRowsPerWarp;
     uint32_t tile = 0;
     uint32_t items = 0;
+    // Turns alternate strictly: warpgroup 0 takes the first (warpgroup 1 hands it over up front) and, at the
+    // end, the one warpgroup 1 handed over after its last chains, so both barriers end with no arrival pending.
+    const auto take_turn = [&] {
+      if constexpr (kPingPong) named_barrier_sync(kBarTurn + wg, kConsumerThreads);
+    };
+    const auto pass_turn = [&] {
+      if constexpr (kPingPong) named_barrier_arrive(kBarTurn + 1 - wg, kConsumerThreads);
+    };
+    if (wg == 1) pass_turn();
     for (int64_t step = 0;; ++step) {
       const int64_t item = scheduled_item(blockIdx.x, step, gridDim.x);
       if (item >= a.work_items) break;
@@ -305,15 +327,19 @@ struct WsForward {
         if constexpr (!kFirst) {
           // Both chains back to back, with every register they touch fenced before the first (an instruction
           // touching an accumulator between them would make ptxas serialize the chains).
+          take_turn();
           fence_operands(sc[0]);
           fence_operands(st.acc_o[0]);
           fence_operands(pa[0]);
           wgmma_fence();
           F::qk_chain(sc, lay.q, lay.k_slot(slot<kKStages>(t)), wg);
           F::pv_chain(pa, st, v_prev);
+          pass_turn();
           wgmma_wait<1>();  // S(n) was committed first; P(n-1) V(n-1) may still run
         } else {
+          take_turn();
           F::qk_wgmma_issue(sc, lay.q, lay.k_slot(slot<kKStages>(t)), wg);
+          pass_turn();
           wgmma_wait<0>();
         }
         fence_operands(sc[0]);
@@ -337,7 +363,9 @@ struct WsForward {
         tile_step.template operator()<true>(0);
         for (int n = 1; n < c.n_tiles; ++n) tile_step.template operator()<false>(n);
         const uint32_t v_last = ready_v(a, c, bars, lay, c.n_tiles - 1, st, ctid);
+        take_turn();
         F::pv_wgmma_issue(pa, st, v_last);
+        pass_turn();
         wgmma_wait<0>();
         fence_operands(st.acc_o[0]);
         fence_operands(pa[0]);
@@ -365,6 +393,7 @@ struct WsForward {
       }
       ++items;
     }
+    if (wg == 0) take_turn();
     if (kOStaging != OStaging::kRegisters && wg_tid == 0) tma_store_wait_all();
   }
 
