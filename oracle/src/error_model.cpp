@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "eft.h"
+#include "tiers.h"
 
 namespace flashcheck::oracle {
 namespace {
@@ -37,10 +38,10 @@ constexpr double kMConversionUnits = 4.0;
 // O = acc / l: IEEE division is one rounding; two allow a reciprocal and a multiply.
 constexpr double kDivisionUnits = 2.0;
 constexpr double kLn2 = 0.69314718055994530942;  // ln 2, nearest double
-// fp32 accumulators must stay below this (tiers.h's kOverflowGuard, FLT_MAX / 4); the tensor-core path's run up
-// to 2^kTensorCoreRefSlackLog2 above the running-max formulation's, so its guard is that much lower.
-constexpr double kTensorCoreAccumGuard = 0x1.fffffep127 / 4.0 / 256.0;
-static_assert(kTensorCoreRefSlackLog2 == 8.0, "kTensorCoreAccumGuard divides by 2^kTensorCoreRefSlackLog2");
+// fp32 accumulators must stay below kOverflowGuard; the tensor-core path's run up to 2^kTensorCoreRefSlackLog2
+// above the running-max formulation's, so its guard is that much lower.
+constexpr double kTensorCoreAccumGuard =
+    detail::kOverflowGuard / static_cast<double>(int64_t{1} << static_cast<int>(kTensorCoreRefSlackLog2));
 constexpr double kLogUlps = 2.0;  // logf is within 1 ulp (CUDA Programming Guide, math functions); 2 allowed
 // Flush-to-zero (ex2.approx.ftz, FTZ arithmetic) and subnormal split parts: per key, an unnormalized weight
 // (<= 1) can lose 2^-126 from the flush and 2^-126 from a flushed tf32 low part; likewise one P*V product.
