@@ -1,7 +1,7 @@
 // fuzz_api (CPU, ASan + UBSan): the API's validators and the case-line parser on arbitrary input. They must
 // return a Status (with a message when not ok) or succeed: no crash, no undefined behaviour, no write out of
 // bounds, no read of the (fake) tensor memory. The first byte picks the surface:
-//   0 C++ Params -> can_implement, select_config, visible_keys, run_host_model's validation
+//   0 C++ Params -> can_implement, select_config, visible_key_range, run_host_model's validation
 //   1 C ABI     -> fc_make_params, fc_can_implement, fc_select_config with exact-size message buffers
 //   2 text      -> parse_case; for accepted lines format/parse round trip and make_inputs' validation
 // Sizes and strides come from a menu of edge values (0, -1, INT64 extremes, 2^31, 2^62, ...) or raw bytes;
@@ -146,8 +146,8 @@ void check_cpp_api(ByteReader& in) {
           "dtype_size/to_string: nothing for a valid enum");
   for (int64_t i : {int64_t{0}, p.seqlen_q / 2, p.seqlen_q - 1}) {
     if (i < 0 || i >= p.seqlen_q) continue;
-    const int64_t visible = visible_keys(p.mask, i, p.seqlen_q, p.seqlen_k);
-    require(visible >= 0 && visible <= p.seqlen_k, "visible_keys outside [0, seqlen_k]");
+    const KeyRange visible = visible_key_range(p, i);
+    require(visible.begin >= 0 && visible.end <= p.seqlen_k, "visible_key_range outside [0, seqlen_k]");
   }
 }
 

@@ -436,7 +436,7 @@ void causal_rows_ignore_invisible_keys() {
   std::vector<bool> blind(static_cast<size_t>(rows));
   int64_t compared = 0;
   for (int64_t flat = 0; flat < rows; ++flat) {
-    const bool sees_none = visible_keys(p.mask, flat % p.seqlen_q, p.seqlen_q, p.seqlen_k) <= j0;
+    const bool sees_none = visible_key_range(p, flat % p.seqlen_q).end <= j0;
     blind[static_cast<size_t>(flat)] = sees_none;
     compared += sees_none ? 1 : 0;
   }
@@ -482,7 +482,7 @@ void nan_in_masked_keys_never_reaches_output() {
   const int64_t rows = p.batch * p.heads_q * p.seqlen_q;
   std::vector<bool> blind(static_cast<size_t>(rows));
   for (int64_t flat = 0; flat < rows; ++flat) {
-    blind[static_cast<size_t>(flat)] = visible_keys(p.mask, flat % p.seqlen_q, p.seqlen_q, p.seqlen_k) <= j0;
+    blind[static_cast<size_t>(flat)] = visible_key_range(p, flat % p.seqlen_q).end <= j0;
   }
   const std::string what = "rows whose hidden keys hold " + std::to_string(poison);
   if (a.config.path == ComputePath::kGeneralFp32) {
@@ -494,7 +494,7 @@ void nan_in_masked_keys_never_reaches_output() {
   for (int64_t flat = 0; flat < rows; ++flat) {
     if (!blind[static_cast<size_t>(flat)]) continue;
     const oracle::RowRef r = row_ref(p, flat);
-    const bool empty = visible_keys(p.mask, r.i, p.seqlen_q, p.seqlen_k) == 0;
+    const bool empty = visible_key_range(p, r.i).size() == 0;
     for (int64_t d = -1; d < p.head_dim; ++d) {  // d = -1: LSE
       const double x = d < 0 ? lse_at(a, p, r) : o_at(a, p, r, d);
       const double y = d < 0 ? lse_at(b, p, r) : o_at(b, p, r, d);

@@ -79,7 +79,7 @@ void special_values_follow_semantics() {
     const int64_t b = slice.first, h = slice.second;  // not a structured binding: lambdas capture it (clang 14)
     const int64_t g = h / group;
     for (int64_t i = 0; i < p.seqlen_q; ++i) {
-      const int64_t visible = visible_keys(p.mask, i, p.seqlen_q, p.seqlen_k);
+      const int64_t visible = visible_key_range(p, i).size();
       const RowClass kind = classify_row(in, b, h, i, visible);
       note_coverage(std::string("row=") + to_string(kind));
       const float lse = out.lse[static_cast<size_t>(row_index(p, b, h, i))];

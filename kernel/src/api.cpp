@@ -1,6 +1,6 @@
 // Small pieces of the public API (attention.h) that need no device: names of enums, element sizes,
-// contiguous strides, make_params() and the one definition of the causal masks (visible_keys), shared
-// with the kernels and the host model through mask.h.
+// contiguous strides, make_params() and visible_key_range(), the kernels' visibility rule
+// exposed for callers and tests.
 #include <cmath>
 #include <limits>
 
@@ -79,8 +79,8 @@ Params make_params(DType dtype, int64_t batch, int64_t heads_q, int64_t heads_kv
   return p;
 }
 
-int64_t visible_keys(Mask mask, int64_t i, int64_t seqlen_q, int64_t seqlen_k) {
-  return detail::visible_key_count(mask, i, seqlen_q, seqlen_k);
+KeyRange visible_key_range(const Params& params, int64_t row) {
+  return {0, detail::visible_key_count(params.mask, row, params.seqlen_q, params.seqlen_k)};
 }
 
 }  // namespace flashcheck

@@ -43,7 +43,7 @@ TEST(Api, ContiguousStridesAndMakeParams) {
   EXPECT_EQ(p.q, nullptr);
 }
 
-// visible_keys against the definitions written out: top-left j <= i, bottom-right j <= i + sk - sq.
+// visible_key_range against the definitions written out: top-left j <= i, bottom-right j <= i + sk - sq.
 TEST(Api, VisibleKeysMatchTheMaskDefinitions) {
   for (int64_t sq : {1, 2, 5, 9}) {
     for (int64_t sk : {0, 1, 3, 5, 12}) {
@@ -54,9 +54,9 @@ TEST(Api, VisibleKeysMatchTheMaskDefinitions) {
           tl += j <= i ? 1 : 0;
           br += j <= i + sk - sq ? 1 : 0;
         }
-        EXPECT_EQ(visible_keys(Mask::kNone, i, sq, sk), none);
-        EXPECT_EQ(visible_keys(Mask::kCausalTopLeft, i, sq, sk), tl) << i << " " << sq << " " << sk;
-        EXPECT_EQ(visible_keys(Mask::kCausalBottomRight, i, sq, sk), br) << i << " " << sq << " " << sk;
+        EXPECT_EQ(visible_key_range(make_params(DType::kF32, 1, 1, 1, sq, sk, 8, Mask::kNone), i).size(), none);
+        EXPECT_EQ(visible_key_range(make_params(DType::kF32, 1, 1, 1, sq, sk, 8, Mask::kCausalTopLeft), i).size(), tl) << i << " " << sq << " " << sk;
+        EXPECT_EQ(visible_key_range(make_params(DType::kF32, 1, 1, 1, sq, sk, 8, Mask::kCausalBottomRight), i).size(), br) << i << " " << sq << " " << sk;
       }
     }
   }

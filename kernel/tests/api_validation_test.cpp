@@ -234,14 +234,14 @@ TEST(ApiValidation, CAbiMakeParamsAndNullHandling) {
 
 TEST(ApiValidation, VisibleKeysNamesTheAlignment) {
   // seqlen_q = 3, seqlen_k = 5: top-left row 0 sees key 0; bottom-right row 0 sees keys 0..2.
-  EXPECT_EQ(visible_keys(Mask::kCausalTopLeft, 0, 3, 5), 1);
-  EXPECT_EQ(visible_keys(Mask::kCausalBottomRight, 0, 3, 5), 3);
-  EXPECT_EQ(visible_keys(Mask::kCausalBottomRight, 2, 3, 5), 5);
-  EXPECT_EQ(visible_keys(Mask::kNone, 0, 3, 5), 5);
+  EXPECT_EQ(visible_key_range(make_params(DType::kF32, 1, 1, 1, 3, 5, 8, Mask::kCausalTopLeft), 0).end, 1);
+  EXPECT_EQ(visible_key_range(make_params(DType::kF32, 1, 1, 1, 3, 5, 8, Mask::kCausalBottomRight), 0).end, 3);
+  EXPECT_EQ(visible_key_range(make_params(DType::kF32, 1, 1, 1, 3, 5, 8, Mask::kCausalBottomRight), 2).end, 5);
+  EXPECT_EQ(visible_key_range(make_params(DType::kF32, 1, 1, 1, 3, 5, 8, Mask::kNone), 0).end, 5);
   // seqlen_q > seqlen_k: the first bottom-right rows see nothing.
-  EXPECT_EQ(visible_keys(Mask::kCausalBottomRight, 0, 5, 3), 0);
-  EXPECT_EQ(visible_keys(Mask::kCausalBottomRight, 2, 5, 3), 1);
-  EXPECT_EQ(visible_keys(Mask::kCausalTopLeft, 4, 5, 3), 3);
+  EXPECT_EQ(visible_key_range(make_params(DType::kF32, 1, 1, 1, 5, 3, 8, Mask::kCausalBottomRight), 0).end, 0);
+  EXPECT_EQ(visible_key_range(make_params(DType::kF32, 1, 1, 1, 5, 3, 8, Mask::kCausalBottomRight), 2).end, 1);
+  EXPECT_EQ(visible_key_range(make_params(DType::kF32, 1, 1, 1, 5, 3, 8, Mask::kCausalTopLeft), 4).end, 3);
 }
 
 }  // namespace

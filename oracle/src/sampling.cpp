@@ -6,6 +6,7 @@
 #include <set>
 
 #include "flashcheck/oracle.h"
+#include "row_view.h"
 
 namespace flashcheck::oracle {
 namespace {
@@ -58,7 +59,7 @@ std::set<int64_t> structural_rows(const Problem& p, int32_t block_m, int32_t blo
   }
   int64_t first_masked = -1, last_masked = -1;
   for (int64_t i = 0; i < sq; ++i) {
-    const int64_t visible = visible_keys(p.mask, i, sq, p.seqlen_k);
+    const int64_t visible = detail::visible_count(p.mask, i, sq, p.seqlen_k);
     if (visible == 0) {
       if (first_masked < 0) first_masked = i;
       last_masked = i;

@@ -4,6 +4,7 @@
 // tile count; fair judgement of rows whose O cancels to zero; the statistical check on healthy and degraded
 // tiled models; and the verdict helpers' non-finite semantics.
 #include "flashcheck/error_model.h"
+#include "row_view.h"
 
 #include <gtest/gtest.h>
 
@@ -63,7 +64,7 @@ float exp2_model(float arg, int bias, int64_t key) {
 
 TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
   const int64_t dim = tp.head_dim;
-  const int64_t n = visible_keys(tp.mask, row.i, tp.seqlen_q, tp.seqlen_k);
+  const int64_t n = detail::visible_count(tp.mask, row.i, tp.seqlen_q, tp.seqlen_k);
   const int64_t h_kv = row.h / (tp.heads_q / tp.heads_kv);
   const double* q64 = tp.q.data() + ((row.b * tp.heads_q + row.h) * tp.seqlen_q + row.i) * dim;
   const double* k64 = tp.k.data() + (row.b * tp.heads_kv + h_kv) * tp.seqlen_k * dim;

@@ -92,9 +92,16 @@ Params make_params(DType dtype, int64_t batch, int64_t heads_q, int64_t heads_kv
                    Layout layout = Layout::kBHSD);
 Strides contiguous_strides(Layout layout, int64_t heads, int64_t seqlen, int64_t head_dim);
 
-// Number of keys visible to query row i (0 <= i < seqlen_q) under `mask`; the visible keys are
-// [0, visible_keys). The kernel, the host model and the oracle all use this one definition.
-int64_t visible_keys(Mask mask, int64_t i, int64_t seqlen_q, int64_t seqlen_k);
+// The keys a query row sees: [begin, end), empty when end <= begin.
+struct KeyRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end > begin ? end - begin : 0; }
+};
+// The keys query row `row` (0 <= row < seqlen_q) of `params` sees under its mask: the kernels' own rule
+// (kernel/src/common/visibility.h), exposed for tests and callers. The oracle does not use it: it has its
+// own predicate written from the formulas above, and a test compares the two on every (i, j).
+KeyRange visible_key_range(const Params& params, int64_t row);
 
 // Where the kernel rounds, per compute path. The error model (oracle/error_model.h) has one bound per path.
 enum class ComputePath : int32_t {
