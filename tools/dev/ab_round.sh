@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# A/B round on a Hopper machine, one call: the current tree (build/gpu, A) against the same tree configured with
-# extra CUDA flags (build/gpu-ab1, B; build/gpu-ab2, C; ...), every variant's kernel test suite, every variant's
-# benchmark sweep in one process each, then X/A per point, the test summaries, and any wgmma serialization
-# ptxas reported (C75xx). Used with the development switches: -DFLASHCHECK_TC_DEV_ONE_ITEM_PER_CTA (persistent
-# CTAs off), -DFLASHCHECK_TC_DEV_NO_WS (the cp.async kernel everywhere), -DFLASHCHECK_TC_DEV_NO_HIDDEN_V_CHECK (no
-# scan for non-finite hidden V: timing only, its kernel tests fail by design), and the switches a round adds for
-# itself; NOTES.md records what each round measured.   usage: OUT=dir ab_round.sh "-DFLAG[=VALUE] ..." [...]
-# A variant "@FILE.tar" is the tree with that tarball's files laid over a copy of it instead (another revision's
-# kernel sources, made here with: git archive -o .ab_base.tar REV kernel/src/tensor_core), so A/B can compare
-# two versions of the code in one call.
+# A/B round on a Hopper machine, in one call: the current tree (A, build/gpu) against one or more variants (B, C,
+# ...), each built with the gpu preset; every variant's kernel tests (kernel_gpu_test); every variant's C++
+# benchmark sweep (bench/flashcheck_bench, FlashAttention-paper grid) in a process of its own, one after the
+# other; then X/A per point and the geometric mean, each variant's spill lines from ptxas, and any wgmma
+# serialization ptxas reported (C75xx warnings: see docs/design/tensor-core-kernel.md).
+#   usage: tools/dev/ab_round.sh VARIANT [VARIANT ...]       (OUT=dir, default ./out; results in $OUT/ab)
+# A VARIANT is either
+#   "-DFLAG[=VALUE] ..."   extra flags for the host and device compilers (tile shapes are read by host code too)
+#   @FILE.tar              another revision's files laid over a copy of the tree (path from the repository
+#                          root), made with e.g. git archive -o ab_base.tar REV kernel/src
+#   ""                     A again: a drift control (sequential sweeps of one call move a point by up to 10%)
 set -uo pipefail
-cd "$(dirname "$0")/../../../.."
+if [ $# -eq 0 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
+  sed -n '2,12p' "$0" | cut -c3-
+  exit $(( $# == 0 ? 2 : 0 ))
+fi
+cd "$(dirname "$0")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
-OUTD=$OUT/ab; mkdir -p $OUTD
+OUT=${OUT:-$PWD/out}; export OUT
+OUTD=$OUT/ab; mkdir -p "$OUTD"
 [ -d .devdeps ] && bash ci/devdeps.sh install >/dev/null 2>&1
 targets="--target flashcheck_bench kernel_gpu_test"
 jobs=$(( $(nproc) / ($# + 1) + 1 ))

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Nsight Compute A/B of one launch on a Hopper machine, one call: the tree (build/gpu, A) and the tree with extra
-# flags (build/gpu-ab, B), each profiled on launch LAUNCH_SKIP of the kernels matching KERNEL_REGEX inside the
-# benchmark's paper sweep (2 launches per point: warm-up, timed). Prints speed of light, warp states and the top
-# stall sites (dev/stall_top.py); writes details_{a,b}.txt and top_{a,b}.txt to $OUT/prof.
-#   usage: profile_ab.sh "-DFLAG ..." KERNEL_REGEX LAUNCH_SKIP
-#   e.g.   profile_ab.sh "-DFLASHCHECK_TC_DEV_ONE_ITEM_PER_CTA" 'tensor_core_ws_kernel.*Li256E' 13  # bf16 causal N=512
+# Nsight Compute A/B of one kernel launch on a Hopper machine, in one call: the tree (A, build/gpu) and the tree
+# built with extra compiler flags (B, build/gpu-ab), each profiled on launch LAUNCH_SKIP of the kernels matching
+# KERNEL_REGEX inside the C++ benchmark's paper sweep (each point launches twice: warm-up, timed run). Prints
+# speed of light, warp states and the top stall sites (tools/dev/stall_top.py) of both; writes details_{a,b}.txt
+# and top_{a,b}.txt to ${OUT:-out}/prof.
+#   usage: tools/dev/profile_ab.sh "-DFLAG[=VALUE] ..." KERNEL_REGEX LAUNCH_SKIP
+#   e.g.   tools/dev/profile_ab.sh "-DMY_SWITCH" 'tensor_core_ws_kernel.*Li256E' 13   # bf16 d = 256 causal N = 512
 set -uo pipefail
-cd "$(dirname "$0")/../../../.."
+if [ $# -ne 3 ]; then
+  sed -n '2,8p' "$0" | cut -c3-
+  [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ] && exit 0
+  exit 2
+fi
+cd "$(dirname "$0")/../.."
 export PATH=/usr/local/cuda/bin:$PATH
 [ -d .devdeps ] && bash ci/devdeps.sh install >/dev/null 2>&1
 O=${OUT:-out}/prof; mkdir -p $O
@@ -24,7 +30,7 @@ for v in a b; do
     $dir/bench/flashcheck_bench --grid paper --iters 1 --warmup 1 > $O/ncu_$v.log 2>&1
   "$ncu_bin" --import /tmp/prof_$v.ncu-rep --page details > $O/details_$v.txt 2>&1
   "$ncu_bin" --import /tmp/prof_$v.ncu-rep --page source --csv --print-source sass > /tmp/sass_$v.csv 2>&1
-  python3 kernel/src/tensor_core/dev/stall_top.py /tmp/sass_$v.csv 40 > $O/top_$v.txt 2>&1
+  python3 tools/dev/stall_top.py /tmp/sass_$v.csv 40 > $O/top_$v.txt 2>&1
   echo "== variant $v"
   grep -E "Duration|DRAM Throughput|Compute \(SM\)|Issued Warp|Eligible Warps|L1/TEX Hit|L2 Hit|Dynamic Shared" $O/details_$v.txt | head -12
   sed -n 3,12p $O/top_$v.txt | cut -c1-160

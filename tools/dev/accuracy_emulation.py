@@ -8,19 +8,23 @@ reference is computed on the same rounded inputs. Reports, per configuration of 
 table, each variant's relative RMS error over the first variant's (geometric mean over seeds, and in how many
 seeds it is lower or equal).
 
-Variants (the rows of NOTES.md, "Eighth session"):
-  running   p relative to the running max (the kernels before d50e17a)
-  tile      p relative to the tile's own max within 8 log2 units of the running max (the kernels since d50e17a)
+Variants (docs/design/tensor-core-kernel.md, "Accuracy"):
+  running   p relative to the running max (FlashAttention's usual formulation)
+  tile      p relative to the tile's own max within 8 log2 units of the running max (the kernels' rule)
   fa2       FlashAttention-2's formulation: fma exponent, acc * (1/l), K/V tiles in reverse order
   narrow    as `running` with 64-key tiles instead of 128
   l_rounded as `tile` with l summed from the rounded P
+Add a variant to VARIANTS (keyword arguments of flash()) to predict an algorithmic change before building it.
 
-usage: accuracy_emulation.py [--seeds N] [--dtype bf16|f16]   (numpy; about 5 s per seed on 2 cores)
+usage: tools/dev/accuracy_emulation.py [--seeds N] [--dtype bf16|f16]   (numpy; about 5 s per seed on 2 cores)
 """
 import argparse
 import math
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # --help needs no numpy; main() stops with the reason
+    np = None
 
 LOG2E = 1.4426950408889634
 
@@ -99,6 +103,8 @@ def main():
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
     args = parser.parse_args()
+    if np is None:
+        parser.error("needs numpy (pip install numpy)")
     names = list(VARIANTS)
     print("| N | d | causal | amp | " + " | ".join(f"{v} / {names[0]}" for v in names[1:]) + " |")
     print("|---|---|---|---|" + "---|" * (len(names) - 1))
