@@ -2,7 +2,7 @@
 """Top stall sites of an Nsight Compute SASS source page: the instructions with the most warp-stall samples,
 each with its share of all samples and its three largest stall reasons. Input: the CSV of
     ncu --import REPORT.ncu-rep --page source --csv --print-source sass > sass.csv
-(the report profiled with --section SourceCounters; tools/dev/profile_ab.sh does both).
+(the report profiled with --section SourceCounters; tools/dev/profile.sh does both).
 usage: stall_top.py SASS_CSV [TOP]   (TOP instructions, default 45)
 """
 import argparse
