@@ -6,6 +6,9 @@
 
 #include <atomic>
 #include <cmath>
+#include <iterator>
+#include <string>
+#include <utility>
 
 #include "families.h"
 #include "forward.h"
@@ -17,17 +20,21 @@ namespace {
 
 using tc_kernel::KernelArgs;
 
+// The launch function of `family`, one of tile_config.h's kFamilies (each instantiated in its own generated
+// translation unit, kernel/CMakeLists.txt).
+template <typename T, size_t... kI>
+Status launch_family(int family, const KernelArgs& args, cudaStream_t stream, std::index_sequence<kI...>) {
+  Status st{StatusCode::kUnsupported, "tensor_core: no kernel for head_dim family " + std::to_string(family)};
+  ((family == tensor_core::kFamilies[kI] ? (st = tc_kernel::launch_forward<T, tensor_core::kFamilies[kI]>(args, stream),
+                                            true)
+                                         : false) ||
+   ...);
+  return st;
+}
+
 template <typename T>
 Status launch_dtype(int family, const KernelArgs& args, cudaStream_t stream) {
-  switch (family) {
-    case 32: return tc_kernel::launch_forward<T, 32>(args, stream);
-    case 64: return tc_kernel::launch_forward<T, 64>(args, stream);
-    case 96: return tc_kernel::launch_forward<T, 96>(args, stream);
-    case 128: return tc_kernel::launch_forward<T, 128>(args, stream);
-    case 192: return tc_kernel::launch_forward<T, 192>(args, stream);
-    case 256: return tc_kernel::launch_forward<T, 256>(args, stream);
-    default: return {StatusCode::kUnsupported, "tensor_core: no kernel for head_dim family"};
-  }
+  return launch_family<T>(family, args, stream, std::make_index_sequence<std::size(tensor_core::kFamilies)>{});
 }
 
 }  // namespace
