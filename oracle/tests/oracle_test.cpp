@@ -1,12 +1,14 @@
 // oracle_test (CPU tier): both oracle tiers against closed forms (equal logits, one dominant key, two keys,
 // head_dim 1, seqlen_k 1, fully masked rows), the documented non-finite semantics, the fast tier against
 // gold within the fast tier's own documented error on random and ill-conditioned rows, the accuracy of
-// gold's exp/log, row sampling, and the throughput quoted in docs/error-model.md.
+// gold's exp/log, row sampling, the visibility rule (closed form against the predicate, windows), and the
+// throughput quoted in docs/error-model.md.
 #include "flashcheck/oracle.h"
 
 #include <gtest/gtest.h>
 
 #include <boost/multiprecision/cpp_bin_float.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -465,6 +467,95 @@ TEST(OracleGold, ExpAndLogWithinTheirAllowance) {
               worst_exp, worst_log, detail::kGoldFunctionUlps);
   EXPECT_LE(worst_exp, 1.0);
   EXPECT_LE(worst_log, 1.0);
+}
+
+// ---- visibility
+
+// Every visibility the tests sweep: the three the kernel has, and sliding windows in both alignments.
+std::vector<Visibility> visibilities() {
+  std::vector<Visibility> out = {kAllKeys, kCausalTopLeft, kCausalBottomRight};
+  for (const Alignment alignment : {Alignment::kTopLeft, Alignment::kBottomRight}) {
+    for (const int64_t left : {-1, 0, 1, 3, 17}) {
+      for (const int64_t right : {-1, 0, 1, 2, 9}) out.push_back(Visibility{left, right, alignment});
+    }
+  }
+  return out;
+}
+
+TEST(OracleVisibility, PredicateReadsLikeTheFormulas) {
+  // seqlen_q 3, seqlen_k 5: top-left row i sees keys 0..i, bottom-right row i sees keys 0..i+2.
+  Problem p;
+  p.seqlen_q = 3;
+  p.seqlen_k = 5;
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t j = -1; j <= 5; ++j) {
+      const bool key = 0 <= j && j < 5;
+      p.visibility = kAllKeys;
+      EXPECT_EQ(visible(p, i, j), key) << i << "," << j;
+      p.visibility = kCausalTopLeft;
+      EXPECT_EQ(visible(p, i, j), key && j <= i) << i << "," << j;
+      p.visibility = kCausalBottomRight;
+      EXPECT_EQ(visible(p, i, j), key && j <= i + 2) << i << "," << j;
+    }
+  }
+  // seqlen_q 5 > seqlen_k 3, bottom-right: rows 0 and 1 see nothing, row 4 sees every key.
+  p.seqlen_q = 5;
+  p.seqlen_k = 3;
+  p.visibility = kCausalBottomRight;
+  EXPECT_FALSE(visible(p, 1, 0));
+  EXPECT_TRUE(visible(p, 2, 0));
+  EXPECT_FALSE(visible(p, 2, 1));
+  EXPECT_TRUE(visible(p, 4, 2));
+  // A window of one key either side of the diagonal, top-left: row 3 sees keys 2, 3, 4.
+  p.seqlen_q = p.seqlen_k = 8;
+  p.visibility = Visibility{1, 1, Alignment::kTopLeft};
+  EXPECT_EQ(visible_keys(p, 3).begin, 2);
+  EXPECT_EQ(visible_keys(p, 3).end, 5);
+}
+
+TEST(OracleVisibility, ClosedFormEqualsPredicate) {
+  Problem p;
+  int64_t rows = 0;
+  for (const Visibility& visibility : visibilities()) {
+    p.visibility = visibility;
+    for (p.seqlen_q = 0; p.seqlen_q <= 40; ++p.seqlen_q) {
+      for (p.seqlen_k = 0; p.seqlen_k <= 40; ++p.seqlen_k) {
+        for (int64_t i = 0; i < p.seqlen_q; ++i, ++rows) {
+          const KeySpan keys = visible_keys(p, i);
+          ASSERT_TRUE(0 <= keys.begin && keys.begin <= keys.end && keys.end <= p.seqlen_k)
+              << to_string(visibility) << " sq=" << p.seqlen_q << " sk=" << p.seqlen_k << " i=" << i;
+          for (int64_t j = -2; j < p.seqlen_k + 2; ++j) {
+            ASSERT_EQ(visible(p, i, j), keys.begin <= j && j < keys.end)
+                << to_string(visibility) << " sq=" << p.seqlen_q << " sk=" << p.seqlen_k << " i=" << i << " j=" << j;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(rows, 0);
+}
+
+TEST(OracleVisibility, WindowedRowEqualsTheUnmaskedRowOfItsKeys) {
+  // A row whose keys start past key 0 reads exactly those keys: the same row over a problem holding only them,
+  // with every key visible, is the same computation.
+  TestProblem p = make_shape(Format::kBF16, 12, 20, 8, Visibility{3, 2, Alignment::kBottomRight});
+  fill_normal(&p, 5, 1.5, 1.5, 1);
+  const int64_t i = 6;
+  const KeySpan keys = visible_keys(p.view(), i);
+  ASSERT_EQ(keys.begin, 11);  // diagonal key 6 + 20 - 12 = 14; keys 11..16
+  ASSERT_EQ(keys.end, 17);
+  TestProblem sub = make_shape(Format::kBF16, 1, keys.size(), 8);
+  sub.scale = p.scale;
+  std::copy(p.q.begin() + i * 8, p.q.begin() + (i + 1) * 8, sub.q.begin());
+  std::copy(p.k.begin() + keys.begin * 8, p.k.begin() + keys.end * 8, sub.k.begin());
+  std::copy(p.v.begin() + keys.begin * 8, p.v.begin() + keys.end * 8, sub.v.begin());
+  for (const Tier tier : kTiers) {
+    const RowResult got = row_of(p, {0, 0, i}, tier), want = row_of(sub, {0, 0, 0}, tier);
+    EXPECT_EQ(got.visible, keys.size());
+    EXPECT_EQ(got.o, want.o) << label(tier);
+    EXPECT_EQ(got.lse, want.lse) << label(tier);
+    EXPECT_EQ(got.l, want.l) << label(tier);
+  }
 }
 
 // ---- sampling
