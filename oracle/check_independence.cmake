@@ -2,7 +2,7 @@
 # that is not the oracle's own. Quoted includes must resolve inside oracle/ (next to the file, or in src/,
 # include/ or tests/); "flashcheck/..." names only headers of oracle/include/flashcheck/; no include path may
 # name kernel/ or harness/. Angle-bracket includes are the standard library's and third parties' (Boost,
-# GoogleTest), except <flashcheck/...>, which follows the quoted rule.
+# GoogleTest), except <flashcheck/...>, which must name an oracle header as well.
 cmake_minimum_required(VERSION 3.25)  # a script has no project: the policies of the version the build needs
 if(NOT ORACLE_DIR OR NOT IS_DIRECTORY "${ORACLE_DIR}")
   message(FATAL_ERROR "check_independence: pass -DORACLE_DIR=<path to oracle/>")
