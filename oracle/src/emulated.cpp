@@ -38,8 +38,8 @@ double exp2_error(const RowRef& row, int64_t key, double sign) {
 // units, alpha = exp2(r_old - r_new)) over tiles of `tile` keys, from the precomputed x_j = fl(s_j c), with
 // the exp2 error realization `sign` and the P*V accumulation `rounding`. x[j] is key key_begin + j; tiles
 // start at multiples of `tile` counted from key `tile_origin` (the kernel's K/V tiles sit at multiples of
-// block_n in key index, so a row whose keys start mid-tile has a short first tile). P is rounded relative to the
-// reference r the kernels use (the running max; on the tensor-core path the tile's own max where it lies
+// block_n in key index, so a row whose keys start mid-tile has a short first tile). P is rounded relative to
+// the reference r the kernels use (the running max; on the tensor-core path the tile's own max where it lies
 // within kTensorCoreRefSlackLog2 of the running max), so the reference's rounding of P matches theirs value
 // for value.
 std::vector<double> softmax_pv(const RowRef& row, const std::vector<float>& x, const detail::Operands& v,

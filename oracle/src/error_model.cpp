@@ -1,6 +1,6 @@
 // The error model of docs/error-model.md in code: bound_row() turns a row's exact result and ingredients
-// into per-element bounds for O and per-row bounds for LSE, m and l, for an input format and an arithmetic class; the
-// verdict helpers apply the oracle's non-finite semantics; RmsCheck is the statistical check. Every
+// into per-element bounds for O and per-row bounds for LSE, m and l, for an input format and an arithmetic
+// class; the verdict helpers apply the oracle's non-finite semantics; RmsCheck is the statistical check. Every
 // constant below is named in the document's table, with the rounding point it stands for.
 #include "flashcheck/error_model.h"
 
@@ -86,7 +86,7 @@ PathModel path_model(Format format, Arithmetic path, int64_t head_dim, int64_t n
       pm.pv_terms = keys + t;
       pm.l_terms = keys + t;
       break;
-    case Arithmetic::kTensorCore:  // exact products of format values, mma accumulation; P rounded to the format for P*V
+    case Arithmetic::kTensorCore:  // exact products of fp16/bf16 values, mma accumulation; P rounded to the format
       pm.score_unit = pm.pv_unit = pm.l_unit = kUMma;
       pm.score_terms = mma_terms(d);
       pm.p_round = format == Format::kF32 ? 0.0 : unit_roundoff(format);

@@ -274,7 +274,8 @@ TEST(ErrorModelBound, HoldsForTiledFp32ModelsOfEveryPath) {
               const RowResult exact = compute_row(p.view(), row, Tier::kFast);
               const RowBound bound = bound_row(exact, config.format, config.path, block_n, head_dim);
               const RowJudgement j = judge_row(exact, bound, run_tiled(p, row, model));
-              const std::vector<double> emulated = emulated_row(p.view(), row, config.format, config.path, block_n, &exact);
+              const std::vector<double> emulated =
+                  emulated_row(p.view(), row, config.format, config.path, block_n, &exact);
               double emulated_worst = 0.0;
               for (size_t k = 0; k < emulated.size(); ++k) {
                 const double r = error_ratio(emulated[k], exact.o[k], bound.o[k], bound.unconstrained);
