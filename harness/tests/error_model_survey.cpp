@@ -2,7 +2,7 @@
 // FLASHCHECK_SURVEY_GPU=1), judged against the oracle: distributions of the worst ratio and the RMS ratio
 // per dtype on standard and adversarial inputs; on the host model also every ModelDefect, which must be
 // caught, with the check that caught it. FLASHCHECK_SURVEY_CASES (build, or environment) sets the count;
-// FLASHCHECK_SURVEY_CSV=<file> writes one line per case.
+// FLASHCHECK_SURVEY_CSV=<file> writes one line per case. It judges through oracle_bridge.h like the verdict.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,8 +18,8 @@
 #include "flashcheck/host_model.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/oracle.h"
+#include "flashcheck/oracle_bridge.h"
 #include "flashcheck/runner.h"
-#include "test_problems.h"
 
 #ifndef FLASHCHECK_SURVEY_CASES
 #error "FLASHCHECK_SURVEY_CASES must be defined by the build (cases per dtype)"
@@ -31,10 +31,33 @@
 #error "FLASHCHECK_SURVEY_VARIANT must be defined by the build (Quick, Nightly or Gpu)"
 #endif
 
-namespace flashcheck::oracle {
+namespace flashcheck {
 namespace {
 
-using testing::Rng;
+using oracle::RmsCheck;
+using oracle::RowBound;
+using oracle::RowRef;
+using oracle::RowResult;
+
+// The survey's cases come from this generator (splitmix64; below() scales a 53-bit uniform): the same
+// sequence on every machine, so a case is named by its seed.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  int64_t below(int64_t bound) {
+    const double uniform = static_cast<double>(next() >> 11) * 0x1p-53;  // [0, 1)
+    return static_cast<int64_t>(uniform * static_cast<double>(bound));
+  }
+
+ private:
+  uint64_t state_;
+};
 
 constexpr bool kOnGpu = FLASHCHECK_SURVEY_GPU != 0;
 
@@ -197,7 +220,7 @@ Case make_case(DType dtype, uint64_t seed, bool adversarial, Family* family) {
 // ---- judging one run
 
 struct CaseResult {
-  explicit CaseResult(DType dtype) : rms(dtype) {}
+  explicit CaseResult(DType dtype) : rms(to_oracle(dtype)) {}
   double o = 0, lse = 0, m = 0, l = 0;
   RmsCheck rms;
   int64_t rows = 0, unconstrained_rows = 0;
@@ -218,31 +241,30 @@ double worse(double current, double ratio) { return std::isnan(ratio) ? HUGE_VAL
 CaseResult judge_run(const Case& c, const HostInputs& in, const RunOutputs& out) {
   CaseResult r(c.dtype);
   r.path = out.config.path;
-  const Problem problem = in.problem();
-  const DType dtype = c.dtype;
+  const oracle::Problem problem = in.problem();
   const int64_t dim = problem.head_dim;
   const bool stats = !out.row_m.empty();
   for (const RowRef& row :
-       sample_rows(problem, out.config.block_m, out.config.block_n, c.seed, kFullCheckRows, kRandomRows)) {
+       oracle::sample_rows(problem, out.config.block_m, out.config.block_n, c.seed, kFullCheckRows, kRandomRows)) {
     const int64_t flat = (row.b * problem.heads_q + row.h) * problem.seqlen_q + row.i;
-    const RowResult exact = compute_row(problem, row, Tier::kFast);
-    const RowBound bound = bound_row(exact, dtype, out.config.path, out.config.block_n, dim);
+    const RowResult exact = oracle::compute_row(problem, row, oracle::Tier::kFast);
+    const RowBound bound = oracle_bound(exact, in.params, out.config);
     ++r.rows;
     r.unconstrained_rows += bound.unconstrained ? 1 : 0;
     const double* got = out.o.data() + flat * dim;
     for (int64_t k = 0; k < dim; ++k) {
-      r.o = worse(r.o, error_ratio(got[k], exact.o[static_cast<size_t>(k)], bound.o[static_cast<size_t>(k)],
-                                   bound.unconstrained));
+      const size_t kk = static_cast<size_t>(k);
+      r.o = worse(r.o, oracle::error_ratio(got[k], exact.o[kk], bound.o[kk], bound.unconstrained));
     }
-    r.lse = worse(r.lse, error_ratio(out.lse[static_cast<size_t>(flat)], exact.lse, bound.lse, bound.unconstrained));
+    const double got_lse = out.lse[static_cast<size_t>(flat)];
+    r.lse = worse(r.lse, oracle::error_ratio(got_lse, exact.lse, bound.lse, bound.unconstrained));
     if (stats) {
       const double m = out.row_m[static_cast<size_t>(flat)], l = out.row_l[static_cast<size_t>(flat)];
-      r.m = worse(r.m, m_error_ratio(exact, bound, m));
-      r.l = worse(r.l, l_error_ratio(exact, bound, m, l));
+      r.m = worse(r.m, oracle::m_error_ratio(exact, bound, m));
+      r.l = worse(r.l, oracle::l_error_ratio(exact, bound, m, l));
     }
     if (!bound.unconstrained && exact.l > 0) {
-      const std::vector<double> reference =
-          emulated_row(problem, row, dtype, out.config.path, out.config.block_n, &exact);
+      const std::vector<double> reference = oracle_reference(problem, row, in.params, out.config, &exact);
       for (int64_t k = 0; k < dim; ++k) {
         const size_t kk = static_cast<size_t>(k);
         r.rms.add(got[k], reference[kk], exact.o[kk], exact.abs_pv[kk]);
@@ -354,7 +376,7 @@ void survey_healthy(DType dtype) {
       static_cast<long long>(rms_over));
   std::printf("  worst ratio per case (max over O, LSE, m, l):\n");
   for (auto& [key, dist] : worst) std::printf("    %-28s %s\n", key.c_str(), dist.summary().c_str());
-  std::printf("  RMS ratio per case (kernel RMS error / (%.0f x reference's + floor/sqrt(N))):\n", kRmsFactor);
+  std::printf("  RMS ratio per case (kernel RMS error / (%.0f x reference's + floor/sqrt(N))):\n", oracle::kRmsFactor);
   for (auto& [key, dist] : rms) std::printf("    %-28s %s\n", key.c_str(), dist.summary().c_str());
   for (auto& [key, dist] : worst) {
     if (key == "standard" || key == "adversarial") std::printf("  max %s: %s\n", key.c_str(), dist.max_case.c_str());
@@ -458,4 +480,4 @@ TEST(SURVEY_SUITE(_BF16), DegradedModelsCaught) { survey_defects(DType::kBF16); 
 #endif
 
 }  // namespace
-}  // namespace flashcheck::oracle
+}  // namespace flashcheck
