@@ -66,7 +66,9 @@ class FcParams(ctypes.Structure):
                 ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p), ("o", ctypes.c_void_p),
                 ("lse", ctypes.c_void_p),
                 ("q_stride", FcStrides), ("k_stride", FcStrides), ("v_stride", FcStrides), ("o_stride", FcStrides),
-                ("softmax_scale", ctypes.c_float)]
+                ("softmax_scale", ctypes.c_float),
+                ("window_left", ctypes.c_int64), ("window_right", ctypes.c_int64),
+                ("softcap", ctypes.c_float), ("sink", ctypes.c_void_p)]
 
 
 class Flashcheck:

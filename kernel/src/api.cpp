@@ -32,6 +32,8 @@ const char* to_string(Mask mask) {
     case Mask::kNone: return "none";
     case Mask::kCausalBottomRight: return "causal-br";
     case Mask::kCausalTopLeft: return "causal-tl";
+    case Mask::kWindowBottomRight: return "window-br";
+    case Mask::kWindowTopLeft: return "window-tl";
   }
   return "invalid-mask";
 }

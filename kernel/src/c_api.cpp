@@ -49,6 +49,10 @@ flashcheck::Params to_cpp(const fc_params& c) {
   p.v_stride = to_cpp(c.v_stride);
   p.o_stride = to_cpp(c.o_stride);
   p.softmax_scale = c.softmax_scale;
+  p.window_left = c.window_left;
+  p.window_right = c.window_right;
+  p.softcap = c.softcap;
+  p.sink = c.sink;
   return p;
 }
 
@@ -93,6 +97,10 @@ fc_status fc_make_params(int32_t dtype, int64_t batch, int64_t heads_q, int64_t 
     out->v_stride = to_c(p.v_stride);
     out->o_stride = to_c(p.o_stride);
     out->softmax_scale = p.softmax_scale;
+    out->window_left = p.window_left;
+    out->window_right = p.window_right;
+    out->softcap = p.softcap;
+    out->sink = p.sink;
     return {};
   });
 }

@@ -141,6 +141,8 @@ struct ModelSetup {
   ModelDefect defect;
   const Instrumentation& inst;
   float scale_log2;
+  bool has_softcap;
+  detail::Softcap softcap;  // when has_softcap
   PFormat p_format;  // format P has when it multiplies V (after the defect, if any)
   bool split;        // split-TF32 products
   bool tile_ref;     // tensor-core path: p relative to the tile's own max where within kRefSlackLog2 (families.h)
@@ -156,19 +158,19 @@ struct RowResult {
 };
 
 RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, const HeadRows& k, const HeadRows& v,
-                  int64_t row_keys, int64_t k_tiles, int trace_slot, std::vector<float>* acc) {
+                  KeyRange keys, const detail::Visibility::TileRange& tiles, int trace_slot, std::vector<float>* acc) {
   const Params& p = setup.params;
   const int64_t d_count = p.head_dim;
   const int64_t block_n = setup.config.block_n;
   // Q is loaded only when some key is visible; a row with none never reads it (and q may be null).
-  const float* q_val = row_keys > 0 ? q.value.data() + q_row * d_count : nullptr;
+  const float* q_val = keys.size() > 0 ? q.value.data() + q_row * d_count : nullptr;
   RowResult row;
-  std::vector<float> x(static_cast<size_t>(std::min(block_n, row_keys)));  // (keys of one tile): s, then p
+  std::vector<float> x(static_cast<size_t>(std::min(block_n, keys.size())));  // (keys of one tile): s, then p
   acc->assign(static_cast<size_t>(d_count), 0.0f);
 
-  for (int64_t kt = 0; kt < k_tiles; ++kt) {
-    const int64_t k0 = kt * block_n;
-    const int64_t k_end = std::min(k0 + block_n, row_keys);
+  for (int64_t kt = 0; kt < tiles.count; ++kt) {
+    const int64_t k0 = std::max((tiles.first + kt) * block_n, keys.begin);
+    const int64_t k_end = std::min((tiles.first + kt + 1) * block_n, keys.end);
     if (k0 < k_end) {
       // Scores: fp32 dot products (an FMA chain over head dims; split: three tf32 terms per product). Only
       // visible keys are computed, so K and V at masked keys never enter.
@@ -184,7 +186,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
         } else {
           for (int64_t d = 0; d < d_count; ++d) s = std::fma(q_val[d], k_val[d], s);
         }
-        x[j - k0] = detail::mul_rn(s, setup.scale_log2);
+        x[j - k0] = setup.has_softcap ? detail::capped_score_log2(s, setup.softcap) : detail::mul_rn(s, setup.scale_log2);
         tile_max = std::fmax(tile_max, x[j - k0]);  // fmax ignores NaN, like fmaxf: NaN reaches O through p
       }
       // The reference: the running max, or on the tensor-core path the tile's own max where that lies within
@@ -200,7 +202,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
         p_sum += x[j - k0];
       }
       row.l = std::fma(row.l, alpha, p_sum);  // l accumulates fp32 p, before any rounding of P
-      const bool skip_rescale = setup.defect == ModelDefect::kMissingRescale && kt == k_tiles - 1;
+      const bool skip_rescale = setup.defect == ModelDefect::kMissingRescale && kt == tiles.count - 1;
       if (!skip_rescale) {
         for (float& a : *acc) a *= alpha;
       }
@@ -274,6 +276,9 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
                          options.defect,
                          inst,
                          detail::fold_scale(params.softmax_scale),
+                         params.softcap > 0.0f,
+                         params.softcap > 0.0f ? detail::make_softcap(params.softmax_scale, params.softcap)
+                                               : detail::Softcap{},
                          format,
                          config.path == ComputePath::kSplitTf32,
                          config.path == ComputePath::kTensorCore};
@@ -301,26 +306,27 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
         for (int64_t q_tile = 0; q_tile < q_tiles; ++q_tile) {
           const int64_t m0 = q_tile * block_m;
           const int64_t rows_end = std::min(m0 + block_m, sq);
-          const int64_t k_tiles = vis.tiles_end(m0, rows_end - m0, block_n);
-          detail::count_tile_kinds(inst, vis, m0, block_m, block_n, 0, k_tiles);
+          const detail::Visibility::TileRange tiles = vis.tile_range(m0, rows_end - m0, block_n);
+          detail::count_tile_kinds(inst, vis, m0, block_m, block_n, tiles.first, tiles.first + tiles.count);
           for (int64_t i = m0; i < rows_end; ++i) {
             const int64_t flat_row = flat_head + i;
             const int trace_slot = detail::trace_slot(inst, flat_row);
-            const RowResult row =
-                run_row(setup, q_rows, i, k_rows, v_rows, vis.row_end(i), k_tiles, trace_slot, &acc);
+            const RowResult row = run_row(setup, q_rows, i, k_rows, v_rows, {vis.row_begin(i), vis.row_end(i)}, tiles,
+                                          trace_slot, &acc);
 
-            // The epilogue of common/epilogue.h: O = acc / l rounded to the dtype once, LSE = m + ln l, and the
-            // empty-row rule.
+            // The epilogue of common/epilogue.h: the sink merged in, O = alpha * acc / l rounded to the dtype
+            // once, LSE = m + ln l, and the empty-row rule.
+            const detail::RowFinal fin = detail::finish_row(row.ref, row.ref * kLn2, row.l, params.sink, h,
+                                                            [](float e) { return std::exp2(e); });
             const int64_t o_row = b * params.o_stride.batch + h * params.o_stride.head + i * params.o_stride.row;
             for (int64_t d = 0; d < params.head_dim; ++d) {
-              store_element(params.dtype, params.o, o_row + d, detail::output_element(acc[d], row.l));
+              store_element(params.dtype, params.o, o_row + d, detail::output_element(acc[d] * fin.alpha, fin.l));
             }
-            const float m_natural = row.ref * kLn2;
-            params.lse[flat_row] = detail::row_lse(m_natural, row.l);
-            if (options.defect == ModelDefect::kLseBase2 && !detail::is_empty_row(row.l)) {
-              params.lse[flat_row] = row.ref + std::log2(row.l);
+            params.lse[flat_row] = detail::row_lse(fin.m_natural, fin.l);
+            if (options.defect == ModelDefect::kLseBase2 && !detail::is_empty_row(fin.l)) {
+              params.lse[flat_row] = (params.sink != nullptr ? fin.m_natural * detail::kLog2e : row.ref) + std::log2(fin.l);
             }
-            detail::record_row(inst, flat_row, m_natural, row.l, row.moves);
+            detail::record_row(inst, flat_row, fin.m_natural, fin.l, row.moves);
           }
         }
       }

@@ -105,9 +105,21 @@ Status can_implement(const Params& p) {
     return {StatusCode::kUnsupported,
             cat("dtype: unsupported value ", static_cast<int32_t>(p.dtype), " (expected f32, f16 or bf16)")};
   }
-  if (p.mask != Mask::kNone && p.mask != Mask::kCausalBottomRight && p.mask != Mask::kCausalTopLeft) {
+  if (p.mask != Mask::kNone && p.mask != Mask::kCausalBottomRight && p.mask != Mask::kCausalTopLeft &&
+      p.mask != Mask::kWindowBottomRight && p.mask != Mask::kWindowTopLeft) {
     return {StatusCode::kUnsupported, cat("mask: unsupported value ", static_cast<int32_t>(p.mask),
-                                          " (expected none, causal-br or causal-tl)")};
+                                          " (expected none, causal-br, causal-tl, window-br or window-tl)")};
+  }
+  const bool windowed = p.mask == Mask::kWindowBottomRight || p.mask == Mask::kWindowTopLeft;
+  for (const auto& [name, value] : {std::pair{"window_left", p.window_left}, std::pair{"window_right", p.window_right}}) {
+    if (value < -1) return invalid(cat(name, ": must be -1 (unbounded) or >= 0 (got ", value, ")"));
+    if (!windowed && value != -1) {
+      return invalid(cat(name, ": only the window masks take a window (got ", value, " with mask ", to_string(p.mask),
+                         "; use window-br or window-tl)"));
+    }
+  }
+  if (!(p.softcap >= 0.0f) || !std::isfinite(p.softcap)) {
+    return invalid(cat("softcap: must be finite and >= 0, 0 meaning off (got ", p.softcap, ")"));
   }
   const std::array<std::pair<const char*, int64_t>, 5> sizes{
       {{"batch", p.batch}, {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv}, {"seqlen_q", p.seqlen_q},
@@ -156,11 +168,13 @@ Status can_implement(const Params& p) {
     int64_t align;
     bool required;
   };
-  const std::array<Pointer, 5> pointers{{{"q", p.q, elem, reads_kv},
+  // The sink is optional: checked only where given.
+  const std::array<Pointer, 6> pointers{{{"q", p.q, elem, reads_kv},
                                          {"k", p.k, elem, reads_kv},
                                          {"v", p.v, elem, reads_kv},
                                          {"o", p.o, elem, true},
-                                         {"lse", p.lse, static_cast<int64_t>(sizeof(float)), true}}};
+                                         {"lse", p.lse, static_cast<int64_t>(sizeof(float)), true},
+                                         {"sink", p.sink, static_cast<int64_t>(sizeof(float)), p.sink != nullptr}}};
   for (const Pointer& ptr : pointers) {
     if (!ptr.required) continue;
     if (ptr.ptr == nullptr) return invalid(cat(ptr.name, ": null pointer"));
@@ -181,6 +195,11 @@ Status can_implement(const Params& p) {
     return invalid("lse: byte size overflows int64");
   }
   if (ranges_overlap(p.o, o_bytes, p.lse, lse_bytes)) return invalid("lse: overlaps o");
+  const int64_t sink_bytes = p.heads_q * static_cast<int64_t>(sizeof(float));
+  if (p.sink != nullptr && (ranges_overlap(p.o, o_bytes, p.sink, sink_bytes) ||
+                            ranges_overlap(p.lse, lse_bytes, p.sink, sink_bytes))) {
+    return invalid("sink: overlaps an output (o or lse)");
+  }
 
   if (!reads_kv) return Status::ok_status();
   const std::array<TensorView, 3> inputs{{

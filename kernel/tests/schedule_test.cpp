@@ -33,7 +33,8 @@ TEST(TensorCoreSchedule, SnakeOrderVisitsEveryItemOnce) {
 
 // K/V tiles a Q tile reads (common/visibility.h, the rule the schedule weighs items by).
 int64_t key_tiles(int64_t q0, int64_t q_rows, int64_t seqlen_q, int64_t seqlen_k, Mask mask, int64_t block_n) {
-  return detail::make_visibility(mask, seqlen_q, seqlen_k).tiles_end(q0, q_rows, block_n);
+  const detail::Visibility::TileRange r = detail::make_visibility(mask, seqlen_q, seqlen_k).tile_range(q0, q_rows, block_n);
+  return r.first + r.count;
 }
 
 TEST(TensorCoreSchedule, KeyTilesFollowTheMask) {

@@ -1,19 +1,26 @@
 // flashcheck public C++ API: the FlashAttention forward kernel.
 //
-// O = softmax(scale * Q K^T + mask) V and LSE = log(sum exp(scale * Q K^T + mask)) (natural log),
-// computed by one fused launch. This header is plain C++ (no CUDA headers) so host-only code, the
+// O = softmax(cap(scale * Q K^T) + mask) V and LSE = log(sum exp(cap(scale * Q K^T) + mask)) (natural log),
+// with an optional per-head sink logit in the denominator, computed by one fused launch. This header is plain C++ (no CUDA headers) so host-only code, the
 // oracle and the CPU tier can include it. Errors are values: every entry point returns a Status.
 //
 // Semantics (also in README.md):
-//  * Visibility. Query row i of seqlen_q sees key j of seqlen_k when
+//  * Visibility. Query row i of seqlen_q sees key j of seqlen_k (0 <= j < seqlen_k) when
 //      Mask::kNone               : always
 //      Mask::kCausalTopLeft      : j <= i                          (diagonal starts at the top-left corner)
 //      Mask::kCausalBottomRight  : j <= i + (seqlen_k - seqlen_q)  (diagonal ends at the bottom-right corner;
 //                                   the convention of FlashAttention >= 2.1 and PyTorch's is_causal with
 //                                   seqlen_q != seqlen_k differs: name the one you mean)
-//    The two agree when seqlen_q == seqlen_k.
+//      Mask::kWindowBottomRight  : a - window_left <= j <= a + window_right with a = i + (seqlen_k - seqlen_q)
+//      Mask::kWindowTopLeft      : the same with a = i
+//    where a window side of -1 is unbounded. Causal is the window (-1, 0) of the same alignment, and the two
+//    spellings give bit-identical results.
+//  * Softcap c > 0: each scaled score s becomes c * tanh(s / c) before the mask and the softmax; 0 is off.
+//  * Sink (optional, one fp32 logit per query head): it joins the softmax denominator as one more logit whose
+//    value row is zero: O = sum_j p_j v_j / (sum_j p_j + exp(sink - m)) with p_j = exp(s_j - m), and LSE
+//    includes it. A row with no visible key then gives O = 0 and LSE = sink; a sink of -inf is no sink.
 //  * A row with no visible key (fully masked, seqlen_k == 0, or every visible score == -inf) gives
-//    O = 0 and LSE = -inf, never NaN.
+//    O = 0 and LSE = -inf (LSE = sink with a sink), never NaN.
 //  * batch == 0, heads == 0 or seqlen_q == 0 is a successful no-op (pointers may then be null).
 //  * NaN in a visible score or a visible V row propagates (that row's O, and LSE for a NaN score, is NaN);
 //    +inf in a visible score gives NaN (inf - inf in the softmax); -inf scores carry zero weight.
@@ -30,7 +37,13 @@
 namespace flashcheck {
 
 enum class DType : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
-enum class Mask : int32_t { kNone = 0, kCausalBottomRight = 1, kCausalTopLeft = 2 };
+enum class Mask : int32_t {
+  kNone = 0,
+  kCausalBottomRight = 1,
+  kCausalTopLeft = 2,
+  kWindowBottomRight = 3,  // window_left / window_right, aligned like kCausalBottomRight
+  kWindowTopLeft = 4,      // window_left / window_right, aligned like kCausalTopLeft
+};
 // Memory order of the four logical axes, used by make_params() to fill strides.
 enum class Layout : int32_t { kBHSD = 0, kBSHD = 1 };
 
@@ -57,6 +70,12 @@ struct Params {
   float* lse = nullptr;     // [batch, heads_q, seqlen_q] fp32, contiguous, natural log
   Strides q_stride, k_stride, v_stride, o_stride;
   float softmax_scale = 0.0f;  // any finite value; make_params() sets 1/sqrt(head_dim)
+  // Sliding window (Mask::kWindow* only; -1 = unbounded on that side, else >= 0): keys a - window_left ..
+  // a + window_right of the aligned diagonal a (see Visibility above).
+  int64_t window_left = -1;
+  int64_t window_right = -1;
+  float softcap = 0.0f;          // > 0: scores become softcap * tanh(score / softcap); 0: off
+  const float* sink = nullptr;   // [heads_q] fp32 sink logits (device memory for run()), or null: no sink
 };
 
 enum class StatusCode : int32_t {
@@ -84,7 +103,7 @@ class Status {
 // Size in bytes of one element of `dtype`.
 int64_t dtype_size(DType dtype);
 const char* to_string(DType dtype);  // "f32", "f16", "bf16"
-const char* to_string(Mask mask);    // "none", "causal-br", "causal-tl"
+const char* to_string(Mask mask);    // "none", "causal-br", "causal-tl", "window-br", "window-tl"
 
 // Contiguous strides for `layout`, the default softmax scale; pointers left null.
 Params make_params(DType dtype, int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q,

@@ -13,7 +13,13 @@ extern "C" {
 #endif
 
 enum { FC_DTYPE_F32 = 0, FC_DTYPE_F16 = 1, FC_DTYPE_BF16 = 2 };
-enum { FC_MASK_NONE = 0, FC_MASK_CAUSAL_BOTTOM_RIGHT = 1, FC_MASK_CAUSAL_TOP_LEFT = 2 };
+enum {
+  FC_MASK_NONE = 0,
+  FC_MASK_CAUSAL_BOTTOM_RIGHT = 1,
+  FC_MASK_CAUSAL_TOP_LEFT = 2,
+  FC_MASK_WINDOW_BOTTOM_RIGHT = 3,
+  FC_MASK_WINDOW_TOP_LEFT = 4
+};
 enum { FC_LAYOUT_BHSD = 0, FC_LAYOUT_BSHD = 1 };
 enum {
   FC_OK = 0,
@@ -39,9 +45,13 @@ typedef struct fc_params {
   float* lse; /* [batch, heads_q, seqlen_q] contiguous fp32, natural log */
   fc_strides q_stride, k_stride, v_stride, o_stride;
   float softmax_scale;
+  int64_t window_left, window_right; /* FC_MASK_WINDOW_* only; -1 = unbounded */
+  float softcap;                     /* > 0: scores become softcap * tanh(score / softcap); 0: off */
+  const float* sink;                 /* [heads_q] fp32 sink logits, or NULL */
 } fc_params;
 
-/* Contiguous strides for `layout` and softmax_scale = 1/sqrt(head_dim); pointers null. */
+/* Contiguous strides for `layout`, softmax_scale = 1/sqrt(head_dim), no window (-1, -1), softcap 0; pointers
+ * null. */
 fc_status fc_make_params(int32_t dtype, int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q,
                          int64_t seqlen_k, int64_t head_dim, int32_t mask, int32_t layout, fc_params* out,
                          char* msg, size_t msg_size);

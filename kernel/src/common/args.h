@@ -37,6 +37,9 @@ struct ProblemArgs {
   Visibility vis;
   float softmax_scale = 0.0f;
   float scale_log2 = 0.0f;  // fold_scale(softmax_scale)
+  bool has_softcap = false;
+  Softcap softcap;            // when has_softcap (common/softmax.h)
+  const float* sink = nullptr;  // [heads_q] sink logits (natural units), or null
   int64_t q_tiles = 0;      // ceil(seqlen_q / block_m)
   int64_t work_items = 0;   // q_tiles * heads_q * batch: one (batch, head, Q tile) each
 
@@ -61,6 +64,9 @@ inline ProblemArgs make_problem_args(const Params& params, int64_t block_m) {
   a.vis = make_visibility(params);
   a.softmax_scale = params.softmax_scale;
   a.scale_log2 = fold_scale(params.softmax_scale);
+  a.has_softcap = params.softcap > 0.0f;
+  if (a.has_softcap) a.softcap = make_softcap(params.softmax_scale, params.softcap);
+  a.sink = params.sink;
   a.q_tiles = ceil_div(params.seqlen_q, block_m);
   a.work_items = a.q_tiles * params.heads_q * params.batch;
   return a;

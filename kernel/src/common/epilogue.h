@@ -20,6 +20,44 @@ FLASHCHECK_HOST_DEVICE inline bool is_empty_row(float l) { return l == 0.0f; }
 // One element of O before its rounding to the output dtype.
 FLASHCHECK_HOST_DEVICE inline float output_element(float acc, float l) { return is_empty_row(l) ? 0.0f : div_rn(acc, l); }
 
+// The sink (attention.h) as one more logit of the row, merged into its final state: in log2 units
+// m' = max(m, sink), l' = l * exp2(m - m') + exp2(sink - m'), and O's accumulator scales by alpha = exp2(m - m').
+// A sink of -inf changes nothing, and the families skip the merge for it, so that a row's bits are those
+// without a sink. A sink of +inf takes all the weight (O = 0, LSE = +inf); a NaN sink gives a NaN row.
+struct SinkMerge {
+  float alpha;  // O's accumulator factor
+  float l;      // l'
+  float m;      // m' (log2 units)
+};
+template <class Exp2>
+FLASHCHECK_HOST_DEVICE SinkMerge merge_sink(float m, float l, float sink_log2, Exp2&& exp2) {
+  if (sink_log2 != sink_log2) return {sink_log2, sink_log2, sink_log2};
+  if (sink_log2 == -kNegInf) return {0.0f, 1.0f, sink_log2};
+  SinkMerge r;
+  r.m = fmax_f32(m, sink_log2);
+  const float origin = exponent_origin(r.m);
+  r.alpha = exp2(m - origin);
+  r.l = l * r.alpha + exp2(sink_log2 - origin);
+  return r;
+}
+
+// A row's final state for the epilogue: O = output_element(alpha * acc, l), LSE = row_lse(m_natural, l). With a
+// sink (sink[h] for query head h, natural units) merged in by merge_sink; else the state as it is (alpha = 1,
+// which leaves acc's bits). m_log2 is the base of l in log2 units, m_natural the same base as the family
+// converts it.
+struct RowFinal {
+  float alpha;
+  float l;
+  float m_natural;
+};
+template <class Exp2>
+FLASHCHECK_HOST_DEVICE RowFinal finish_row(float m_log2, float m_natural, float l, const float* sink, int64_t h,
+                                           Exp2&& exp2) {
+  if (sink == nullptr || sink[h] == kNegInf) return {1.0f, l, m_natural};
+  const SinkMerge merged = merge_sink(m_log2, l, mul_rn(sink[h], kLog2e), exp2);
+  return {merged.alpha, merged.l, mul_rn(merged.m, kLn2)};
+}
+
 // LSE from the row's final base m (natural-log units) and sum l relative to it.
 FLASHCHECK_HOST_DEVICE inline float row_lse(float m_natural, float l) {
 #if defined(__CUDA_ARCH__)

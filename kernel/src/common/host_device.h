@@ -42,4 +42,13 @@ FLASHCHECK_HOST_DEVICE inline float fmax_f32(float a, float b) {
 #endif
 }
 
+// tanh in fp32: tanhf on the device (at most 2 ulp), std::tanh on the host.
+FLASHCHECK_HOST_DEVICE inline float tanh_f32(float x) {
+#if defined(__CUDA_ARCH__)
+  return tanhf(x);
+#else
+  return std::tanh(x);
+#endif
+}
+
 }  // namespace flashcheck::detail

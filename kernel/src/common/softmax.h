@@ -24,6 +24,20 @@ inline constexpr float kRefSlackLog2 = 8.0f;
 // softmax_scale folded into exp2's argument: scale * log2(e), rounded once in fp32.
 FLASHCHECK_HOST_DEVICE constexpr float fold_scale(float softmax_scale) { return softmax_scale * kLog2e; }
 
+// Softcap c > 0 turns a scaled score into c * tanh(scale * s / c). The scale cannot be folded past tanh, so a
+// capped score goes straight to log2 units: x = fl(c * log2 e) * tanh(fl(s * fl(scale / c))), three roundings
+// and tanh's own error (docs/error-model.md); without a softcap x = fl(s * fold_scale(scale)).
+struct Softcap {
+  float tanh_scale = 0.0f;  // scale / c
+  float cap_log2 = 0.0f;    // c * log2 e
+};
+inline Softcap make_softcap(float softmax_scale, float softcap) {
+  return {softmax_scale / softcap, softcap * kLog2e};
+}
+FLASHCHECK_HOST_DEVICE inline float capped_score_log2(float s, const Softcap& cap) {
+  return mul_rn(cap.cap_log2, tanh_f32(mul_rn(s, cap.tanh_scale)));
+}
+
 // The value exponents are taken relative to. While a row has seen no usable key, m = -inf and exp2(x - m) would
 // be exp2(-inf + inf) = NaN: subtract 0 instead, which still maps -inf scores to weight 0 and the (zero) old state
 // to a rescale factor exp2(-inf) = 0.

@@ -1,8 +1,9 @@
 // Which keys a query row sees, and what that makes of a (Q tile, K/V tile) pair: the one definition every
 // kernel family, the tile schedule, the instrumentation and the host model read. Row i sees the keys
-// [row_begin(i), row_end(i)); both ends never decrease with i, so a Q tile's first row sees the fewest keys of
-// its tile rows and its last row the most, which is what the tile functions below rely on. The oracle has its
-// own predicate written from the formulas in attention.h (a test compares the two on every (i, j)).
+// [row_begin(i), row_end(i)); both ends never decrease with i, so over the rows of a Q tile the first row has
+// the smallest begin and end and the last row the largest, which is what the tile functions below rely on.
+// The oracle has its own predicate written from the formulas in attention.h (a test compares the two on every
+// (i, j)).
 #pragma once
 
 #include <cstdint>
@@ -16,14 +17,21 @@ namespace flashcheck::detail {
 struct Visibility {
   int64_t seqlen_q = 0;
   int64_t seqlen_k = 0;
+  // Left edge: with bounded_begin, row i sees keys j >= i + begin_offset (clamped to [0, seqlen_k]); else from
+  // key 0. A window of window_left keys aligned at a(i) = i + shift has begin_offset = shift - window_left.
+  bool bounded_begin = false;
+  int64_t begin_offset = 0;
   // Right edge: with bounded_end, row i sees keys j < i + end_offset (clamped to [0, seqlen_k]); else every
   // key up to seqlen_k. Causal top-left is end_offset = 1, bottom-right end_offset = seqlen_k - seqlen_q + 1.
   bool bounded_end = false;
   int64_t end_offset = 0;
 
-  // First key row i sees. Every mask Params expresses starts at key 0; a left edge (a sliding window) enters
-  // here and in first_tile().
-  FLASHCHECK_HOST_DEVICE constexpr int64_t row_begin(int64_t) const { return 0; }
+  // First key row i sees, in [0, seqlen_k].
+  FLASHCHECK_HOST_DEVICE constexpr int64_t row_begin(int64_t i) const {
+    if (!bounded_begin) return 0;
+    const int64_t begin = i + begin_offset;
+    return begin < 0 ? 0 : (begin > seqlen_k ? seqlen_k : begin);
+  }
 
   // One past the last key row i sees, in [0, seqlen_k].
   FLASHCHECK_HOST_DEVICE constexpr int64_t row_end(int64_t i) const {
@@ -34,51 +42,73 @@ struct Visibility {
 
   FLASHCHECK_HOST_DEVICE constexpr bool sees(int64_t i, int64_t j) const { return row_begin(i) <= j && j < row_end(i); }
 
-  // K/V tiles of block_n keys that the Q rows [q0, q0 + q_rows) read: [first_tile, tiles_end). Tiles outside
-  // are skipped: no row of the Q tile sees any of their keys.
-  FLASHCHECK_HOST_DEVICE constexpr int64_t first_tile(int64_t q0, int64_t block_n) const {
-    return row_begin(q0) / block_n;
-  }
-  FLASHCHECK_HOST_DEVICE constexpr int64_t tiles_end(int64_t q0, int64_t q_rows, int64_t block_n) const {
-    return ceil_div(row_end(q0 + q_rows - 1), block_n);
-  }
-
-  // Tiles before full_tiles_end(q0) hold only keys below seqlen_k that every row of a Q tile starting at q0
-  // sees (the first row sees the fewest): they need no mask. Later tiles are partial: masked element by element.
-  FLASHCHECK_HOST_DEVICE constexpr int64_t full_tiles_end(int64_t q0, int64_t block_n) const {
-    return row_end(q0) / block_n;
-  }
-
-  // From this tile on, the mask hides keys below seqlen_k from some row of a Q tile starting at q0 (a causal
-  // diagonal tile): its hidden rows may hold values that must not reach O. Tiles before it hide nothing (a
-  // partial tile before it is partial only because it runs past seqlen_k). No such tile: a value past every tile.
-  FLASHCHECK_HOST_DEVICE constexpr int64_t hiding_tiles_begin(int64_t q0, int64_t block_n) const {
-    const int64_t end = row_end(q0);
-    return end < seqlen_k ? end / block_n : ceil_div(seqlen_k, block_n);
+  // The K/V tiles of block_n keys that the Q rows [q0, q0 + q_rows) visit, and which of them need what. Tiles
+  // outside [first, first + count) are skipped: no row of the Q tile sees any of their keys. Indices of the
+  // member functions are relative to `first` (the processing order).
+  struct TileRange {
+    int64_t first = 0;       // absolute index of the first visited tile
+    int64_t count = 0;       // visited tiles
+    int64_t full_begin = 0;  // tiles [full_begin, full_end) hold only keys below seqlen_k that every row sees
+    int64_t full_end = 0;
+    int64_t clean_end = 0;   // tiles [full_begin, clean_end) hide no key below seqlen_k from any row
+    // Partial tiles are masked element by element.
+    FLASHCHECK_HOST_DEVICE constexpr bool needs_mask(int64_t n) const { return n < full_begin || n >= full_end; }
+    // On a tile that hides keys below seqlen_k from some row, those keys' values must not reach the rows
+    // (0 * inf = NaN on the tensor cores): the families check their V rows.
+    FLASHCHECK_HOST_DEVICE constexpr bool hides_keys(int64_t n) const { return n < full_begin || n >= clean_end; }
+  };
+  FLASHCHECK_HOST_DEVICE constexpr TileRange tile_range(int64_t q0, int64_t q_rows, int64_t block_n) const {
+    const auto clamp = [](int64_t x, int64_t hi) { return x < 0 ? 0 : (x > hi ? hi : x); };
+    const int64_t last = q0 + q_rows - 1;
+    const int64_t keys_begin = row_begin(q0), keys_end = row_end(last);  // keys some row sees
+    const int64_t all_begin = row_begin(last), all_end = row_end(q0);     // keys every row sees (may be empty)
+    TileRange r;
+    r.first = keys_begin / block_n;
+    r.count = keys_end > keys_begin ? ceil_div(keys_end, block_n) - r.first : 0;
+    r.full_begin = clamp(ceil_div(all_begin, block_n) - r.first, r.count);
+    r.full_end = clamp(all_end / block_n - r.first, r.count);
+    if (r.full_end < r.full_begin) r.full_end = r.full_begin;
+    r.clean_end = all_end >= seqlen_k ? r.count : r.full_end;
+    return r;
   }
 
   // Kind of a visited (Q tile, K/V tile) pair for the coverage counters (instrument.h): diagonal if the mask
-  // hides a key of the tile below seqlen_k from some valid row (the first row sees the fewest); else tail if
-  // the K/V tile or the Q tile runs past its sequence; else full.
+  // hides a key of the tile below seqlen_k from some valid row of the Q tile (the first row sees the fewest keys
+  // at the right edge, the last valid row at the left edge); else tail if the K/V tile or the Q tile runs past
+  // its sequence; else full.
   FLASHCHECK_HOST_DEVICE constexpr TileKind tile_kind(int64_t q0, int64_t block_m, int64_t k0, int64_t block_n) const {
     const int64_t k_end = k0 + block_n < seqlen_k ? k0 + block_n : seqlen_k;
-    if (row_end(q0) < k_end) return TileKind::kDiagonal;
+    const int64_t last = (q0 + block_m < seqlen_q ? q0 + block_m : seqlen_q) - 1;
+    if (row_end(q0) < k_end || row_begin(last) > k0) return TileKind::kDiagonal;
     if (k0 + block_n > seqlen_k || q0 + block_m > seqlen_q) return TileKind::kTail;
     return TileKind::kFull;
   }
 };
 
-// The visibility rule of params' mask (attention.h's definitions).
-constexpr Visibility make_visibility(Mask mask, int64_t seqlen_q, int64_t seqlen_k) {
+// The visibility rule of a mask (attention.h's definitions): causal is the window (-1, 0) of its alignment, so
+// both spellings give the same rule and so the same bits.
+constexpr Visibility make_visibility(Mask mask, int64_t seqlen_q, int64_t seqlen_k, int64_t window_left = -1,
+                                     int64_t window_right = -1) {
   Visibility v;
   v.seqlen_q = seqlen_q;
   v.seqlen_k = seqlen_k;
-  v.bounded_end = mask == Mask::kCausalTopLeft || mask == Mask::kCausalBottomRight;
-  v.end_offset = mask == Mask::kCausalBottomRight ? seqlen_k - seqlen_q + 1 : 1;
+  if (mask == Mask::kNone) return v;
+  const bool causal = mask == Mask::kCausalTopLeft || mask == Mask::kCausalBottomRight;
+  const bool bottom_right = mask == Mask::kCausalBottomRight || mask == Mask::kWindowBottomRight;
+  // A side of seqlen_q + seqlen_k or more reaches past every key from every row: the same as unbounded, and
+  // capped there so that no offset overflows.
+  const int64_t reach = seqlen_q + seqlen_k;
+  const int64_t left = causal ? -1 : (window_left > reach ? reach : window_left);
+  const int64_t right = causal ? 0 : (window_right > reach ? reach : window_right);
+  const int64_t shift = bottom_right ? seqlen_k - seqlen_q : 0;  // the aligned diagonal: a(i) = i + shift
+  v.bounded_begin = left >= 0;
+  v.begin_offset = v.bounded_begin ? shift - left : 0;
+  v.bounded_end = right >= 0;
+  v.end_offset = v.bounded_end ? shift + right + 1 : 0;
   return v;
 }
 inline Visibility make_visibility(const Params& params) {
-  return make_visibility(params.mask, params.seqlen_q, params.seqlen_k);
+  return make_visibility(params.mask, params.seqlen_q, params.seqlen_k, params.window_left, params.window_right);
 }
 
 }  // namespace flashcheck::detail

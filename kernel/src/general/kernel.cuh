@@ -112,7 +112,8 @@ __device__ __forceinline__ void load_tile(float* tile_smem, const T* base, int64
 template <typename Cfg, bool kMasked>
 __device__ __forceinline__ void accumulate_pv(float (&acc)[Cfg::kRowsPerWarp][Cfg::kDimsPerLane],
                                               const float* p_warp, const float* v_smem, int n_keys, int64_t k0,
-                                              const int64_t (&row_keys)[Cfg::kRowsPerWarp], int lane) {
+                                              const int64_t (&keys_begin)[Cfg::kRowsPerWarp],
+                                              const int64_t (&keys_end)[Cfg::kRowsPerWarp], int lane) {
   for (int j0 = 0; j0 < n_keys; j0 += kFloat4Lanes) {
     float4 p4[Cfg::kRowsPerWarp];  // (kRowsPerWarp, 4): P of keys j0..j0+3, a broadcast smem read
 #pragma unroll
@@ -128,7 +129,7 @@ __device__ __forceinline__ void accumulate_pv(float (&acc)[Cfg::kRowsPerWarp][Cf
 #pragma unroll
       for (int r = 0; r < Cfg::kRowsPerWarp; ++r) {
         const float p = float4_lane(p4[r], jj);
-        const bool visible = !kMasked || k0 + j < row_keys[r];
+        const bool visible = !kMasked || (k0 + j >= keys_begin[r] && k0 + j < keys_end[r]);
 #pragma unroll
         for (int t = 0; t < Cfg::kDimsPerLane; ++t) acc[r][t] = visible ? fmaf(p, v_lane[t], acc[r][t]) : acc[r][t];
       }
@@ -141,9 +142,10 @@ __device__ __forceinline__ void accumulate_pv(float (&acc)[Cfg::kRowsPerWarp][Cf
 // its own dims of the accumulator.
 template <typename Cfg>
 struct WarpRows {
-  int64_t keys_end[Cfg::kRowsPerWarp];  // row r sees keys [0, keys_end[r]); rows past seqlen_q see none
-  int64_t keys_max = 0;                 // keys any row of the warp sees
-  int64_t keys_min = INT64_MAX;         // keys every valid row of the warp sees
+  int64_t keys_begin[Cfg::kRowsPerWarp];  // row r sees keys [keys_begin[r], keys_end[r]); rows past seqlen_q
+  int64_t keys_end[Cfg::kRowsPerWarp];    // see none
+  int64_t any_begin = INT64_MAX, any_end = 0;  // keys some valid row of the warp sees: [any_begin, any_end)
+  int64_t all_begin = 0, all_end = INT64_MAX;  // keys every valid row of the warp sees: [all_begin, all_end)
   float m[Cfg::kRowsPerWarp];
   float l[Cfg::kRowsPerWarp];
   float acc[Cfg::kRowsPerWarp][Cfg::kDimsPerLane];
@@ -188,7 +190,7 @@ __device__ __forceinline__ void scores(float (&s)[Cfg::kRowsPerWarp][Cfg::kKeysP
 // with the subtraction), so the row maximum gives p = 1 exactly. Invisible keys get x = -inf: zero weight.
 template <typename Cfg, bool kInst>
 __device__ __forceinline__ void softmax_update(WarpRows<Cfg>& w, const float (&s)[Cfg::kRowsPerWarp][Cfg::kKeysPerLane],
-                                               float* p_warp, int64_t k0, float scale_log2, bool skip_o_rescale,
+                                               float* p_warp, int64_t k0, const ProblemArgs& a, bool skip_o_rescale,
                                                int lane) {
 #pragma unroll
   for (int r = 0; r < Cfg::kRowsPerWarp; ++r) {
@@ -197,7 +199,8 @@ __device__ __forceinline__ void softmax_update(WarpRows<Cfg>& w, const float (&s
 #pragma unroll
     for (int c = 0; c < Cfg::kKeysPerLane; ++c) {
       const int64_t key = k0 + lane + c * kWarpSize;
-      x[c] = key < w.keys_end[r] ? mul_rn(s[r][c], scale_log2) : kNegInf;
+      const float scaled = a.has_softcap ? capped_score_log2(s[r][c], a.softcap) : mul_rn(s[r][c], a.scale_log2);
+      x[c] = key >= w.keys_begin[r] && key < w.keys_end[r] ? scaled : kNegInf;
       tile_max = fmaxf(tile_max, x[c]);
     }
     const MaxStep step = running_max_step(w.m[r], warp_max(tile_max), [](float e) { return exp2f(e); });
@@ -227,15 +230,17 @@ __device__ __forceinline__ void store_rows(const GeneralArgs<kInst>& args, const
   for (int r = 0; r < Cfg::kRowsPerWarp; ++r) {
     const int64_t row = row0 + r;
     if (row >= args.seqlen_q) continue;
+    const RowFinal fin = finish_row(w.m[r], mul_rn(w.m[r], kLn2), w.l[r], args.sink, h, [](float e) { return exp2f(e); });
 #pragma unroll
     for (int t = 0; t < Cfg::kDimsPerLane; ++t) {
       const int d = lane + t * kWarpSize;
-      if (d < args.head_dim) o_head[row * args.o.stride.row + d] = DeviceDtype<T>::store(output_element(w.acc[r][t], w.l[r]));
+      if (d < args.head_dim) {
+        o_head[row * args.o.stride.row + d] = DeviceDtype<T>::store(output_element(w.acc[r][t] * fin.alpha, fin.l));
+      }
     }
-    const float m_natural = mul_rn(w.m[r], kLn2);
     if (lane == 0) {
-      args.lse[lse_block + row] = row_lse(m_natural, w.l[r]);
-      if constexpr (kInst) record_row(args.inst, lse_block + row, m_natural, w.l[r], w.moves[r]);
+      args.lse[lse_block + row] = row_lse(fin.m_natural, fin.l);
+      if constexpr (kInst) record_row(args.inst, lse_block + row, fin.m_natural, fin.l, w.moves[r]);
     }
   }
 }
@@ -267,7 +272,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     const int64_t h_kv = h / args.group_size;
     const int64_t m0 = q_tile * Cfg::kBlockM;
     const int64_t rows_end = m0 + Cfg::kBlockM < args.seqlen_q ? m0 + Cfg::kBlockM : args.seqlen_q;
-    const int64_t k_tiles = vis.tiles_end(m0, rows_end - m0, Cfg::kBlockN);
+    const Visibility::TileRange tiles = vis.tile_range(m0, rows_end - m0, Cfg::kBlockN);
     const int64_t block_keys = vis.row_end(rows_end - 1);  // keys any row of the Q tile reads
     const int64_t warp_row0 = m0 + warp * kRows;
 
@@ -275,10 +280,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const int64_t row = warp_row0 + r;
+      w.keys_begin[r] = row < args.seqlen_q ? vis.row_begin(row) : 0;
       w.keys_end[r] = row < args.seqlen_q ? vis.row_end(row) : 0;
       if (row < args.seqlen_q) {
-        w.keys_max = w.keys_end[r] > w.keys_max ? w.keys_end[r] : w.keys_max;
-        w.keys_min = w.keys_end[r] < w.keys_min ? w.keys_end[r] : w.keys_min;
+        w.any_begin = w.keys_begin[r] < w.any_begin ? w.keys_begin[r] : w.any_begin;
+        w.any_end = w.keys_end[r] > w.any_end ? w.keys_end[r] : w.any_end;
+        w.all_begin = w.keys_begin[r] > w.all_begin ? w.keys_begin[r] : w.all_begin;
+        w.all_end = w.keys_end[r] < w.all_end ? w.keys_end[r] : w.all_end;
       }
       w.m[r] = kNegInf;
       w.l[r] = 0.0f;
@@ -290,19 +298,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       }
     }
     if constexpr (kInst) {
-      if (threadIdx.x == 0) count_tile_kinds(args.inst, vis, m0, Cfg::kBlockM, Cfg::kBlockN, 0, k_tiles);
+      if (threadIdx.x == 0) {
+        count_tile_kinds(args.inst, vis, m0, Cfg::kBlockM, Cfg::kBlockN, tiles.first, tiles.first + tiles.count);
+      }
     }
 
     const T* k_head = args.k.template head<const T>(b, h_kv);
     const T* v_head = args.v.template head<const T>(b, h_kv);
     __syncthreads();  // the previous work item is done with q_smem
-    if (k_tiles > 0) {  // with no visible key Q is never read (it may be null when seqlen_k == 0)
+    if (tiles.count > 0) {  // with no visible key Q is never read (it may be null when seqlen_k == 0)
       load_tile<Cfg, T, Cfg::kBlockM, Cfg::kHeadDim>(q_smem, args.q.template head<const T>(b, h), args.q.stride.row,
                                                      m0, rows_end, args.head_dim, args.vector_loads);
     }
 
-    for (int64_t kt = 0; kt < k_tiles; ++kt) {
-      const int64_t k0 = kt * Cfg::kBlockN;
+    for (int64_t kt = 0; kt < tiles.count; ++kt) {
+      const int64_t k0 = (tiles.first + kt) * Cfg::kBlockN;
       __syncthreads();  // every warp is done with the previous K/V tile
       load_tile<Cfg, T, Cfg::kBlockN, Cfg::kKRowStride>(k_smem, k_head, args.k.stride.row, k0, block_keys,
                                                           args.head_dim, args.vector_loads);
@@ -311,22 +321,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       __syncthreads();
 
       // A warp whose rows see no key of this tile skips it: its state would not change (p = 0, alpha = 1).
-      if (k0 < w.keys_max) {
+      if (k0 < w.any_end && k0 + Cfg::kBlockN > w.any_begin) {
         float s[kRows][Cfg::kKeysPerLane];  // (kRowsPerWarp, kKeysPerLane)
         scores<Cfg>(s, q_warp, k_smem, lane);
 #if defined(FLASHCHECK_MUTANT_MISSING_RESCALE)  // planted bug, fuzz_kernel_mutant only: the last K/V tile skips O's rescale
-        const bool skip_o_rescale = kt + 1 == k_tiles;
+        const bool skip_o_rescale = kt + 1 == tiles.count;
 #else
         constexpr bool skip_o_rescale = false;
 #endif
-        softmax_update<Cfg, kInst>(w, s, p_warp, k0, args.scale_log2, skip_o_rescale, lane);
+        softmax_update<Cfg, kInst>(w, s, p_warp, k0, args, skip_o_rescale, lane);
         __syncwarp();  // P of the warp's rows is in smem
 
-        const int n_keys = static_cast<int>(w.keys_max - k0 < Cfg::kBlockN ? w.keys_max - k0 : Cfg::kBlockN);
-        if (k0 + Cfg::kBlockN <= w.keys_min) {
-          accumulate_pv<Cfg, false>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_end, lane);
+        const int n_keys = static_cast<int>(w.any_end - k0 < Cfg::kBlockN ? w.any_end - k0 : Cfg::kBlockN);
+        if (k0 >= w.all_begin && k0 + Cfg::kBlockN <= w.all_end) {
+          accumulate_pv<Cfg, false>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
         } else {
-          accumulate_pv<Cfg, true>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_end, lane);
+          accumulate_pv<Cfg, true>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
         }
         __syncwarp();  // P is read before the next tile overwrites it
       }

@@ -145,15 +145,16 @@ __device__ __forceinline__ float scan_own_chunks(const float* tile_smem, float r
 // One K/V tile of the online softmax for a lane's two rows (half 0: row g, half 1: row g + 8 of an m16 tile),
 // shared by both split-TF32 kernels. s holds the tile's scores in the mma accumulator layout (n8 tile j:
 // elements (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)) and leaves holding p. The scale is folded into the
-// exponent base: x = s * (scale * log2 e), p = exp2(x - m); __fmul_rn keeps x a rounded product so the row
-// maximum gives p = 1 exactly. Invisible keys (only checked when the tile is masked) get x = -inf: weight 0,
+// exponent base: x = s * (scale * log2 e) (with a softcap, capped_score_log2), p = exp2(x - m); __fmul_rn keeps
+// x a rounded product so the row maximum gives p = 1 exactly. Invisible keys (only checked when the tile is
+// masked: outside [keys_begin, keys_end) of the row) get x = -inf: weight 0,
 // and p = 0 exactly, so all three split products of a hidden key are 0. m is the running max (quad-uniform),
 // l_part this lane's share of the running sum; alpha = exp2(m_old - m_new) for the caller's O rescale.
 template <bool kInst, int kSTiles>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[kSTiles][4], float (&m)[2], float (&l_part)[2],
                                                     int64_t (&moves)[2], float (&alpha)[2], int64_t k0,
-                                                    bool tile_masked, const int64_t (&row_keys)[2], int t,
-                                                    float scale_log2) {
+                                                    bool tile_masked, const int64_t (&keys_begin)[2],
+                                                    const int64_t (&keys_end)[2], int t, const ProblemArgs& a) {
   float tile_max[2] = {kNegInf, kNegInf};
 #pragma unroll
   for (int j = 0; j < kSTiles; ++j) {
@@ -161,7 +162,8 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[kSTiles][4], floa
     for (int e = 0; e < 4; ++e) {
       const int half = e / 2;
       const int64_t key = k0 + j * kMmaN + 2 * t + e % 2;
-      s[j][e] = (!tile_masked || key < row_keys[half]) ? mul_rn(s[j][e], scale_log2) : kNegInf;
+      const float scaled = a.has_softcap ? capped_score_log2(s[j][e], a.softcap) : mul_rn(s[j][e], a.scale_log2);
+      s[j][e] = (!tile_masked || (key >= keys_begin[half] && key < keys_end[half])) ? scaled : kNegInf;
       tile_max[half] = fmaxf(tile_max[half], s[j][e]);
     }
   }
@@ -215,8 +217,9 @@ __device__ __forceinline__ void trace_rows(const SplitTf32Args<kInst>& a, const 
   }
 }
 
-// Epilogue of a lane's two rows of (b, h): O = acc / l rounded once, through put_o(half, l) (the layout of O's
-// accumulator is each kernel's own), and LSE = m ln 2 + ln l (common/epilogue.h).
+// Epilogue of a lane's two rows of (b, h): O = alpha * acc / l rounded once, through put_o(half, alpha, l) (the
+// layout of O's accumulator is each kernel's own), and LSE = m ln 2 + ln l, with the sink merged in
+// (common/epilogue.h, finish_row).
 template <bool kInst, class PutO>
 __device__ __forceinline__ void finish_rows(const SplitTf32Args<kInst>& a, int64_t b, int64_t h, const int64_t (&row)[2],
                                             const float (&m)[2], const float (&l_part)[2], const int64_t (&moves)[2],
@@ -227,11 +230,11 @@ __device__ __forceinline__ void finish_rows(const SplitTf32Args<kInst>& a, int64
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     if (row[half] >= a.seqlen_q) continue;
-    put_o(half, l[half]);
-    const float m_natural = mul_rn(m[half], kLn2);
+    const RowFinal fin = finish_row(m[half], mul_rn(m[half], kLn2), l[half], a.sink, h, [](float e) { return exp2f(e); });
+    put_o(half, fin.alpha, fin.l);
     if (t == 0) {
-      a.lse[lse_block + row[half]] = row_lse(m_natural, l[half]);
-      if constexpr (kInst) record_row(a.inst, lse_block + row[half], m_natural, l[half], moves[half]);
+      a.lse[lse_block + row[half]] = row_lse(fin.m_natural, fin.l);
+      if constexpr (kInst) record_row(a.inst, lse_block + row[half], fin.m_natural, fin.l, moves[half]);
     }
   }
 }
@@ -267,17 +270,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     const int64_t m0 = q_tile * Cfg::kBlockM;
     const int64_t rows_end = min(m0 + Cfg::kBlockM, args.seqlen_q);
     const Visibility& vis = args.vis;
-    const int64_t k_tiles = vis.tiles_end(m0, rows_end - m0, Cfg::kBlockN);
+    const Visibility::TileRange tiles = vis.tile_range(m0, rows_end - m0, Cfg::kBlockN);
     const int64_t block_keys = vis.row_end(rows_end - 1);
-    // Keys every row of the block sees (the first row sees the fewest): tiles below it need no mask.
-    const int64_t unmasked_keys = vis.row_end(m0);
 
     // This lane's two rows (half 0: row g, half 1: row g + 8); rows past seqlen_q see no key, are not written.
-    int64_t row[2], row_keys[2];
+    int64_t row[2], keys_begin[2], keys_end[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       row[half] = m0 + warp * Cfg::kRowsPerWarp + g + half * (kMmaM / 2);
-      row_keys[half] = row[half] < args.seqlen_q ? vis.row_end(row[half]) : 0;
+      keys_begin[half] = row[half] < args.seqlen_q ? vis.row_begin(row[half]) : 0;
+      keys_end[half] = row[half] < args.seqlen_q ? vis.row_end(row[half]) : 0;
     }
 
     // Online softmax state in log2 units: m = running max of scale*log2(e)*score (quad-uniform), l_part =
@@ -301,24 +303,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       for (int half = 0; half < 2; ++half) {
         if (row[half] < args.seqlen_q) trace_slot[half] = ::flashcheck::detail::trace_slot(args.inst, args.row_block(b, h) + row[half]);
       }
-      if (threadIdx.x == 0) count_tile_kinds(args.inst, vis, m0, Cfg::kBlockM, Cfg::kBlockN, 0, k_tiles);
+      if (threadIdx.x == 0) {
+        count_tile_kinds(args.inst, vis, m0, Cfg::kBlockM, Cfg::kBlockN, tiles.first, tiles.first + tiles.count);
+      }
     }
 
     const float* k_head = args.k.template head<const float>(b, h_kv);
     const float* v_head = args.v.template head<const float>(b, h_kv);
     __syncthreads();  // the previous work item is done with the smem tiles
     bool q_exact = false;
-    if (k_tiles > 0) {  // with no visible key nothing is read (Q, K, V may be null when seqlen_k == 0)
+    if (tiles.count > 0) {  // with no visible key nothing is read (Q, K, V may be null when seqlen_k == 0)
       const float* q_head = args.q.template head<const float>(b, h);
       load_tile_async<Cfg, Cfg::kBlockM, kQkStride>(q_smem, q_head, args.q.stride.row, m0, rows_end, args.head_dim);
-      load_tile_async<Cfg, Cfg::kBlockN, kQkStride>(k_smem, k_head, args.k.stride.row, 0, block_keys, args.head_dim);
+      load_tile_async<Cfg, Cfg::kBlockN, kQkStride>(k_smem, k_head, args.k.stride.row, tiles.first * Cfg::kBlockN,
+                                                      block_keys, args.head_dim);
       cp_async_commit();
       cp_async_wait_all();
       q_exact = __syncthreads_or(!(scan_own_chunks<Cfg, Cfg::kBlockM, kQkStride>(q_smem, 0.0f) < kTf32Overflow));
     }
 
-    for (int64_t kt = 0; kt < k_tiles; ++kt) {
-      const int64_t k0 = kt * Cfg::kBlockN;
+    for (int64_t kt = 0; kt < tiles.count; ++kt) {
+      const int64_t k0 = (tiles.first + kt) * Cfg::kBlockN;
       // K(kt) has landed; the barrier also tells every warp is done with V(kt - 1), which V(kt) overwrites.
       cp_async_wait_all();
       const bool k_exact =
@@ -378,8 +383,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 
       // Online softmax (online_softmax_tile), then O's rescale by alpha.
       float alpha[2];
-      online_softmax_tile<kInst>(s, m, l_part, moves, alpha, k0, k0 + Cfg::kBlockN > unmasked_keys, row_keys, t,
-                                 args.scale_log2);
+      online_softmax_tile<kInst>(s, m, l_part, moves, alpha, k0, tiles.needs_mask(kt), keys_begin, keys_end, t, args);
 #pragma unroll
       for (int q = 0; q < kPvLoads; ++q) {
 #pragma unroll
@@ -393,7 +397,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       cp_async_wait_all();
       const bool v_exact =
           __syncthreads_or(!(scan_own_chunks<Cfg, Cfg::kBlockN, kVStride>(v_smem, 0.0f) < kTf32Overflow));
-      if (kt + 1 < k_tiles) {
+      if (kt + 1 < tiles.count) {
         load_tile_async<Cfg, Cfg::kBlockN, kQkStride>(k_smem, k_head, args.k.stride.row, k0 + Cfg::kBlockN,
                                                         block_keys, args.head_dim);
         cp_async_commit();
@@ -468,12 +472,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         bool exact_row[2];
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int64_t limit = min(max(row_keys[half] - k0, int64_t{0}), int64_t{Cfg::kBlockN});
+          // Keys [lo, hi) of the tile are the row's.
+          const int64_t lo = min(max(keys_begin[half] - k0, int64_t{0}), int64_t{Cfg::kBlockN});
+          const int64_t hi = min(max(keys_end[half] - k0, int64_t{0}), int64_t{Cfg::kBlockN});
           bool any = false;
-          for (int w = 0; w * 32 < limit; ++w) {
-            const int bits = static_cast<int>(min(limit - w * 32, int64_t{32}));
-            const uint32_t below = bits == 32 ? 0xffffffffu : (1u << bits) - 1u;
-            any |= (bad_keys[w] & below) != 0u;
+          for (int w = 0; w * 32 < hi; ++w) {
+            const auto below = [](int64_t n) { return n >= 32 ? 0xffffffffu : n <= 0 ? 0u : (1u << n) - 1u; };
+            const uint32_t mine = below(hi - w * 32) & ~below(lo - w * 32);
+            any |= (bad_keys[w] & mine) != 0u;
           }
           exact_row[half] = any;
         }
@@ -493,7 +499,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                   const int half = e / 2;
-                  const bool visible = exact_row[half] && k0 + key_in_tile < row_keys[half];
+                  const bool visible = exact_row[half] && k0 + key_in_tile >= keys_begin[half] &&
+                                       k0 + key_in_tile < keys_end[half];
 #pragma unroll
                   for (int i = 0; i < kFloat4Lanes; ++i) {
                     const float prod_acc = fmaf(p_row[half], float4_lane(v_col[e % 2], i), acc[q][i][e]);
@@ -518,7 +525,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 
     // Epilogue: head dims kPvDimsPerLoad q + 8t + 4c + (0..3) of a row are acc[q][0..3][2 half + c].
     float* o_head = args.o.template head<float>(b, h);
-    finish_rows<kInst>(args, b, h, row, m, l_part, moves, t, [&](int half, float l) {
+    finish_rows<kInst>(args, b, h, row, m, l_part, moves, t, [&](int half, float alpha, float l) {
       float* o_row = o_head + row[half] * args.o.stride.row;
 #pragma unroll
       for (int q = 0; q < kPvLoads; ++q) {
@@ -527,7 +534,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
           const int d = q * kPvDimsPerLoad + t * 2 * kFloat4Lanes + c * kFloat4Lanes;
           float out[kFloat4Lanes];
 #pragma unroll
-          for (int i = 0; i < kFloat4Lanes; ++i) out[i] = output_element(acc[q][i][2 * half + c], l);
+          for (int i = 0; i < kFloat4Lanes; ++i) out[i] = output_element(acc[q][i][2 * half + c] * alpha, l);
           if (d + kFloat4Lanes <= args.head_dim) {
             *reinterpret_cast<float4*>(o_row + d) = make_float4(out[0], out[1], out[2], out[3]);
           } else {

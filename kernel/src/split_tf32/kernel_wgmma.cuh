@@ -135,7 +135,9 @@ struct WgmmaForward {
   };
   // The work item of a CTA step, as kernel.cuh orders them (last Q tile first, Q tiles fastest).
   struct Item {
-    int64_t q_tile, h, b, h_kv, m0, k_tiles, block_keys, unmasked_keys;
+    int64_t q_tile, h, b, h_kv, m0, block_keys;
+    Visibility::TileRange tiles;  // k_tiles = tiles.count, K/V tile n at tiles.first + n
+    int64_t k_tiles;
   };
   __device__ static Item item_at(const SplitTf32Args<kInst>& a, int64_t work) {
     Item it;
@@ -146,9 +148,9 @@ struct WgmmaForward {
     it.h_kv = it.h / a.group_size;
     it.m0 = it.q_tile * kBlockM;
     const int64_t rows_end = min(it.m0 + kBlockM, a.seqlen_q);
-    it.k_tiles = a.vis.tiles_end(it.m0, rows_end - it.m0, kBlockN);
+    it.tiles = a.vis.tile_range(it.m0, rows_end - it.m0, kBlockN);
+    it.k_tiles = it.tiles.count;
     it.block_keys = a.vis.row_end(rows_end - 1);
-    it.unmasked_keys = a.vis.row_end(it.m0);
     return it;
   }
 
@@ -226,8 +228,9 @@ struct WgmmaForward {
       if (it.k_tiles == 0) continue;
       const float* k_head = a.k.template head<const float>(it.b, it.h_kv);
       const float* v_head = a.v.template head<const float>(it.b, it.h_kv);
-      copy_raw(lay.k_raw, k_head, a.k.stride.row, 0, it.block_keys, a.head_dim, false, ptid);
-      copy_raw(lay.v_raw, v_head, a.v.stride.row, 0, it.block_keys, a.head_dim, true, ptid);
+      const int64_t k_first = it.tiles.first * kBlockN;
+      copy_raw(lay.k_raw, k_head, a.k.stride.row, k_first, it.block_keys, a.head_dim, false, ptid);
+      copy_raw(lay.v_raw, v_head, a.v.stride.row, k_first, it.block_keys, a.head_dim, true, ptid);
       for (int64_t n = 0; n < it.k_tiles; ++n, ++tile) {
         const bool more = n + 1 < it.k_tiles;
         // K(n): committed before V(n), so one pending group (V(n)) may remain.
@@ -251,7 +254,7 @@ struct WgmmaForward {
         wg::fence_proxy_async_shared();
         wg::mbarrier_arrive(wg::smem_address(&sh.k_full));
         if (more)
-          copy_raw(lay.k_raw, k_head, a.k.stride.row, (n + 1) * kBlockN, it.block_keys, a.head_dim, false, ptid);
+          copy_raw(lay.k_raw, k_head, a.k.stride.row, k_first + (n + 1) * kBlockN, it.block_keys, a.head_dim, false, ptid);
 
         // V(n), transposed. Within each group of 8 keys the keys are stored in P's A-fragment order: k-slot s < 4
         // holds key 2s, slot s + 4 key 2s + 1 (the S accumulator element pair (2t, 2t + 1) of a lane is its A
@@ -291,7 +294,7 @@ struct WgmmaForward {
         wg::fence_proxy_async_shared();
         wg::mbarrier_arrive(wg::smem_address(&sh.v_full));
         if (more)
-          copy_raw(lay.v_raw, v_head, a.v.stride.row, (n + 1) * kBlockN, it.block_keys, a.head_dim, true, ptid);
+          copy_raw(lay.v_raw, v_head, a.v.stride.row, k_first + (n + 1) * kBlockN, it.block_keys, a.head_dim, true, ptid);
       }
     }
   }
@@ -398,7 +401,7 @@ struct WgmmaForward {
   // Per consumer thread: its two rows (half 0: row g, half 1: row g + 8 of its warp's 16) and their state.
   struct Rows {
     const float* v_head;  // this item's V head (the exact path reads it)
-    int64_t row[2], row_keys[2];
+    int64_t row[2], keys_begin[2], keys_end[2];
     float m[2], l_part[2];
     int64_t moves[2];
     int trace_slot[2];
@@ -448,8 +451,8 @@ struct WgmmaForward {
     bool exact_row[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int64_t limit = min(max(r.row_keys[half] - k0, int64_t{0}), int64_t{kBlockN});
-      const uint64_t visible = limit >= 64 ? ~uint64_t{0} : (uint64_t{1} << limit) - 1;
+      const auto below = [](int64_t n) { return n >= 64 ? ~uint64_t{0} : n <= 0 ? uint64_t{0} : (uint64_t{1} << n) - 1; };
+      const uint64_t visible = below(min(r.keys_end[half] - k0, int64_t{kBlockN})) & ~below(r.keys_begin[half] - k0);
       exact_row[half] = (bad_keys & visible) != 0;
     }
     for (int j = 0; j < kSTiles; ++j) {
@@ -460,7 +463,7 @@ struct WgmmaForward {
                                   __shfl_sync(kFullWarpMask, x->p[j][2 + c], quad_base + u)};
           for (int e = 0; e < 4; ++e) {
             const int half = e / 2;
-            if (!exact_row[half] || key >= r.row_keys[half]) continue;
+            if (!exact_row[half] || key < r.keys_begin[half] || key >= r.keys_end[half]) continue;
             const float* v_row = r.v_head + key * a.v.stride.row;
 #pragma unroll
             for (int jo = 0; jo < kOTiles; ++jo) {
@@ -491,7 +494,8 @@ struct WgmmaForward {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         r.row[half] = it.m0 + cwarp * kMmaM + g + half * (kMmaM / 2);
-        r.row_keys[half] = r.row[half] < a.seqlen_q ? a.vis.row_end(r.row[half]) : 0;
+        r.keys_begin[half] = r.row[half] < a.seqlen_q ? a.vis.row_begin(r.row[half]) : 0;
+        r.keys_end[half] = r.row[half] < a.seqlen_q ? a.vis.row_end(r.row[half]) : 0;
         r.m[half] = kNegInf;
         r.l_part[half] = 0.0f;
         r.moves[half] = 0;
@@ -506,7 +510,9 @@ struct WgmmaForward {
         for (int half = 0; half < 2; ++half) {
           if (r.row[half] < a.seqlen_q) r.trace_slot[half] = trace_slot(a.inst, a.row_block(it.b, it.h) + r.row[half]);
         }
-        if (ctid == 0) count_tile_kinds(a.inst, a.vis, it.m0, kBlockM, kBlockN, 0, it.k_tiles);
+        if (ctid == 0) {
+          count_tile_kinds(a.inst, a.vis, it.m0, kBlockM, kBlockN, it.tiles.first, it.tiles.first + it.k_tiles);
+        }
       }
       const bool q_exact = it.k_tiles > 0 && stage_q(a, lay, it, w, wtid);
 
@@ -514,7 +520,7 @@ struct WgmmaForward {
       // After S(n) has completed: releases K(n), s = S_a + S_b (RN), recomputes unrepresentable scores, then the
       // online softmax of tile n (kernel.cuh's, operation for operation), including O's rescale by alpha.
       const auto scores_and_softmax = [&](int64_t n) {
-        const int64_t k0 = n * kBlockN;
+        const int64_t k0 = (it.tiles.first + n) * kBlockN;
         // Every consumer thread releases the slot itself, after reading the producer's flags: the release orders
         // each thread's own read before the producer's next write (compute-sanitizer racecheck sees it so).
         const bool k_exact = (sh.k_unsplittable[0] | sh.k_unsplittable[1] | sh.k_unsplittable[2] |
@@ -533,8 +539,8 @@ struct WgmmaForward {
           copy_tiles(tmp.s, s);
         }
         float alpha[2];
-        online_softmax_tile<kInst>(s, r.m, r.l_part, r.moves, alpha, k0, k0 + kBlockN > it.unmasked_keys, r.row_keys,
-                                   t, a.scale_log2);
+        online_softmax_tile<kInst>(s, r.m, r.l_part, r.moves, alpha, k0, it.tiles.needs_mask(n), r.keys_begin,
+                                   r.keys_end, t, a);
 #pragma unroll
         for (int j = 0; j < kOTiles; ++j)
 #pragma unroll
@@ -548,7 +554,7 @@ struct WgmmaForward {
         ExactV tmp;
         copy_tiles(s, tmp.p);
         copy_tiles(acc, tmp.acc);
-        exact_v_path(&tmp, a, r, n * kBlockN, bad_keys, lane);
+        exact_v_path(&tmp, a, r, (it.tiles.first + n) * kBlockN, bad_keys, lane);
         copy_tiles(tmp.p, s);
         copy_tiles(tmp.acc, acc);
       };
@@ -609,13 +615,13 @@ struct WgmmaForward {
 
       // Epilogue: kernel.cuh's finish_rows; O's n8 tile j holds columns 8j + 2t + {0, 1} of a row.
       float* o_head = a.o.template head<float>(it.b, it.h);
-      finish_rows<kInst>(a, it.b, it.h, r.row, r.m, r.l_part, r.moves, t, [&](int half, float l) {
+      finish_rows<kInst>(a, it.b, it.h, r.row, r.m, r.l_part, r.moves, t, [&](int half, float alpha, float l) {
         float* o_row = o_head + r.row[half] * a.o.stride.row;
 #pragma unroll
         for (int j = 0; j < kOTiles; ++j) {
           const int d = j * kMmaN + 2 * t;
-          const float o0 = output_element(acc[j][2 * half], l);
-          const float o1 = output_element(acc[j][2 * half + 1], l);
+          const float o0 = output_element(acc[j][2 * half] * alpha, l);
+          const float o1 = output_element(acc[j][2 * half + 1] * alpha, l);
           if (d + 2 <= a.head_dim) {
             *reinterpret_cast<float2*>(o_row + d) = make_float2(o0, o1);
           } else if (d < a.head_dim) {

@@ -44,6 +44,8 @@ KernelArgs tc_kernel::make_kernel_args(const Params& p, int block_m, const Instr
   positive.softmax_scale = std::fabs(p.softmax_scale);
   KernelArgs args{make_problem_args(positive, block_m)};
   args.negate_q = p.softmax_scale < 0.0f;
+  args.ref_to_natural = args.has_softcap ? detail::kLn2 : positive.softmax_scale;
+  if (args.has_softcap) args.scale_log2 = 1.0f;
   if (FLASHCHECK_INSTRUMENT && inst != nullptr) args.inst = *inst;
   return args;
 }

@@ -20,6 +20,9 @@ namespace tc_kernel {
 // of the raw score is the max of scale * score and exp2's argument stays <= 0.
 struct KernelArgs : ProblemArgs {
   bool negate_q = false;
+  // A row's reference (raw score units) times this is its m in natural-log units: |softmax_scale|, or ln 2 with
+  // a softcap, whose capped scores are in log2 units already (and scale_log2 is then 1).
+  float ref_to_natural = 0.0f;
   Instrumentation inst;  // device pointers; read only by kernels instantiated with instrumentation on
 };
 

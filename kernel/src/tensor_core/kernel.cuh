@@ -236,24 +236,38 @@ struct Forward {
   }
 #endif
 
-  // Keys a row may use: [0, row_end) (common/visibility.h). Select, not arithmetic: a NaN score at a hidden key
-  // becomes -inf.
+  // Keys a row may use: [row_begin, row_end) (common/visibility.h). Select, not arithmetic: a NaN score at a
+  // hidden key becomes -inf.
   __device__ static void apply_mask(float (&s)[kM][kNS][4], const KernelArgs& a, int64_t row_base, int64_t k0,
                                     int quad_row, int quad_col) {
+    const auto rel = [&](int64_t key) {  // key - k0 - quad_col within [-1, kBlockN]
+      return static_cast<int>(max(min(key - k0 - quad_col, int64_t{Cfg::kBlockN}), int64_t{-1}));
+    };
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t row = row_base + mt * kMmaM + quad_row + h * kMmaN;
-        const int64_t limit = a.vis.row_end(row);
-        // Keys nt*8 + e of this thread's columns are visible iff nt*8 + e < rel.
-        const int rel = static_cast<int>(max(min(limit - k0 - quad_col, int64_t{Cfg::kBlockN}), int64_t{-1}));
+        // Keys nt*8 + e of this thread's columns are visible iff lo <= nt*8 + e < hi: one unsigned compare.
+        const int lo = rel(a.vis.row_begin(row));
+        const unsigned width = static_cast<unsigned>(max(rel(a.vis.row_end(row)), lo) - lo);
 #pragma unroll
         for (int nt = 0; nt < kNS; ++nt)
 #pragma unroll
           for (int e = 0; e < 2; ++e)
-            if (nt * kMmaN + e >= rel) s[mt][nt][2 * h + e] = kNegInf;
+            if (static_cast<unsigned>(nt * kMmaN + e - lo) >= width) s[mt][nt][2 * h + e] = kNegInf;
       }
+  }
+
+  // Softcap (common/softmax.h): each raw score becomes its capped value in log2 units, so softmax_stats then runs
+  // with scale_log2 = 1 (exact). Before the mask: a hidden key's -inf must not pass through tanh.
+  __device__ static void cap_scores(float (&s)[kM][kNS][4], const KernelArgs& a) {
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNS; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = capped_score_log2(s[mt][nt][e], a.softcap);
   }
 
   // Online softmax update without touching O: new running max and reference, alpha = exp2(old ref - new ref)
@@ -369,29 +383,36 @@ struct Forward {
     }
   }
 
-  // The first key of the tile at k0, counted from k0, that row q0 may not see (kBlockN or more: none).
-  __device__ static int64_t first_hidden_key(const KernelArgs& a, int64_t q0, int64_t k0) {
-    return max(k0, a.vis.row_end(q0)) - k0;
+  // The keys of the tile at k0, counted from k0, that some row of the Q tile at q0 may not see:
+  // [0, left_end) (before the last row's first key) and [right_begin, kBlockN) (from the first row's end on).
+  struct HiddenKeys {
+    int left_end;
+    int right_begin;
+    __device__ bool contains(int j) const { return j < left_end || j >= right_begin; }
+  };
+  __device__ static HiddenKeys hidden_keys(const KernelArgs& a, int64_t q0, int64_t k0) {
+    const auto rel = [&](int64_t key) { return static_cast<int>(max(min(key - k0, int64_t{Cfg::kBlockN}), int64_t{0})); };
+    return {rel(a.vis.row_begin(q0 + Cfg::kBlockM - 1)), rel(a.vis.row_end(q0))};
   }
 
   // Whether the low / high half of a packed word of T is inf or NaN (its exponent field all ones).
   __device__ static bool nonfinite_lo(uint32_t x) { return (x & Ops::kExpLo) == Ops::kExpLo; }
   __device__ static bool nonfinite_hi(uint32_t x) { return (x & Ops::kExpHi) == Ops::kExpHi; }
 
-  // Visits this thread's 16-byte chunks of the V rows that the tile's first row may not see (keys past
-  // seqlen_k are zeros): f(key in tile, chunk address, word, non-finite mask of the word's two halves).
+  // Visits this thread's 16-byte chunks of the V rows that some row of the Q tile may not see (hidden_keys; keys
+  // past seqlen_k are zeros): f(key in tile, chunk address, word, non-finite mask of the word's two halves).
   // tid: this thread's index among the kThreads threads that share the work (the CTA's, or the consumers').
   template <typename F>
   __device__ static void for_hidden_v_words(uint32_t v_smem, const KernelArgs& a, int64_t q0, int64_t k0, int tid,
                                             F&& f) {
-    const int64_t lo = first_hidden_key(a, q0, k0);
+    const HiddenKeys hidden = hidden_keys(a, q0, k0);
     const int64_t hi = min(k0 + Cfg::kBlockN, a.seqlen_k) - k0;
     constexpr int kPerThread = Cfg::kBlockN * Cfg::kChunksPerRow / Cfg::kThreads;
 #pragma unroll 1
     for (int i = 0; i < kPerThread; ++i) {
       const int idx = tid + i * Cfg::kThreads;
       const int row = idx / Cfg::kChunksPerRow;
-      if (row >= lo && row < hi) {
+      if (hidden.contains(row) && row < hi) {
         const uint32_t addr = v_smem + chunk_offset<Cfg::kBlockN>(row, idx % Cfg::kChunksPerRow);
         const uint4 w = ld_shared_v4(addr);
         const uint32_t words[4] = {w.x, w.y, w.z, w.w};
@@ -405,15 +426,15 @@ struct Forward {
     }
   }
 
-  // True if a V row that the tile's first row may not see holds inf or NaN. On the tensor cores such a
-  // row would reach every row of the m16 tile through p = 0: 0 * inf = NaN.
+  // True if a V row that some row of the Q tile may not see holds inf or NaN. On the tensor cores such a row
+  // would reach every row of the m16 tile through p = 0: 0 * inf = NaN.
   __device__ static bool hidden_v_nonfinite(uint32_t v_smem, const KernelArgs& a, int64_t q0, int64_t k0, int tid) {
     uint32_t bad = 0;
     for_hidden_v_words(v_smem, a, q0, k0, tid, [&](int, uint32_t, uint32_t, uint32_t mask) { bad |= mask; });
     return bad != 0;
   }
 
-  // A causal diagonal tile whose V rows hidden from some of its rows hold inf or NaN (rare; every thread of
+  // A masked tile whose V rows hidden from some of its rows hold inf or NaN (rare; every thread of
   // `sync`, a barrier over the kThreads threads that share the tile, together; tid is this thread's index among
   // them). On the tensor cores such an element would reach the rows that may not see it through p = 0
   // (0 * inf = NaN). So each thread first marks NaN in its O accumulators at every (row, column) whose row sees
@@ -427,23 +448,26 @@ struct Forward {
                                        int64_t k0, int lane, int tid, Sync&& sync) {
     const int quad_row = lane / kQuad;
     const int quad_col = (lane % kQuad) * 2;
-    const int lo = static_cast<int>(min(first_hidden_key(a, q0, k0), int64_t{Cfg::kBlockN}));
-    int rel[kM][2];  // this thread's rows see keys k0 + [0, rel)
-    int rel_max = lo;
+    const HiddenKeys hidden = hidden_keys(a, q0, k0);
+    const auto rel = [&](int64_t key) { return static_cast<int>(max(min(key - k0, int64_t{Cfg::kBlockN}), int64_t{0})); };
+    int rel_begin[kM][2], rel_end[kM][2];  // this thread's rows see keys k0 + [rel_begin, rel_end)
+    int rel_max = 0;
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t row = q0 + warp_row0 + mt * kMmaM + quad_row + h * kMmaN;
-        rel[mt][h] = static_cast<int>(max(min(a.vis.row_end(row) - k0, int64_t{Cfg::kBlockN}), int64_t{0}));
-        rel_max = max(rel_max, rel[mt][h]);
+        rel_begin[mt][h] = rel(a.vis.row_begin(row));
+        rel_end[mt][h] = rel(a.vis.row_end(row));
+        rel_max = max(rel_max, rel_end[mt][h]);
       }
-    // Columns nt*8 + quad_col + {0, 1} of this thread, keys [lo, rel_max) (keys below lo are seen by every row
-    // of the tile: the tensor cores carry their non-finite values like any other).
+    // Columns nt*8 + quad_col + {0, 1} of this thread, the hidden keys below rel_max (the others are seen by
+    // every row of the tile: the tensor cores carry their non-finite values like any other).
 #pragma unroll
     for (int nt = 0; nt < kNO; ++nt) {
       bool poison[kM][2][2] = {};  // [mt][row half][column]
-      for (int j = lo; j < rel_max; ++j) {
+      for (int j = 0; j < rel_max; ++j) {
+        if (!hidden.contains(j)) continue;
         const uint32_t x = ld_shared_b32(v_smem + chunk_offset<Cfg::kBlockN>(j, nt) + quad_col * kElementBytes);
         const bool bad_lo = nonfinite_lo(x);
         const bool bad_hi = nonfinite_hi(x);
@@ -451,8 +475,9 @@ struct Forward {
         for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            poison[mt][h][0] |= bad_lo && j < rel[mt][h];
-            poison[mt][h][1] |= bad_hi && j < rel[mt][h];
+            const bool sees = j >= rel_begin[mt][h] && j < rel_end[mt][h];
+            poison[mt][h][0] |= bad_lo && sees;
+            poison[mt][h][1] |= bad_hi && sees;
           }
       }
 #pragma unroll
@@ -472,30 +497,43 @@ struct Forward {
   }
 
   // Epilogue, first half: O = acc / l rounded to T into this warp's rows of a (kBlockM, kHeadDim) tile at o_smem
-  // laid out like Q, and LSE = m*|scale| + ln(l) for the real rows. A row with l == 0 saw no key with a finite
-  // score: O = 0 and LSE = -inf by contract, whatever acc holds.
+  // laid out like Q, and LSE = m*|scale| + ln(l) for the real rows, with the sink merged in (common/epilogue.h).
+  // A row with l == 0 saw no key with a finite score: O = 0 and LSE = -inf by contract, whatever acc holds.
   __device__ static void stage_o_and_lse(const State& st, const KernelArgs& a, uint32_t o_smem, int64_t q0, int64_t bh,
                                          int warp_row0, int lane) {
-    float l[kM][2];
-    row_sums(st, l);
-    normalized_o<0, kNO>(st, l, lane, [&](int local_row, int nt, int col, uint32_t packed) {
+    Finals fin;
+    row_finals(st, a, bh % a.heads_q, fin);
+    normalized_o<0, kNO>(st, fin, lane, [&](int local_row, int nt, int col, uint32_t packed) {
       st_shared_b32(o_smem + chunk_offset<Cfg::kBlockM>(warp_row0 + local_row, nt) + col * kElementBytes, packed);
     });
-    write_lse(st, a, l, q0 + warp_row0, bh, lane);
+    write_lse(st, a, fin, q0 + warp_row0, bh, lane);
   }
 
-  // The row sums l of this thread's rows (each quad holds one row's partial sums).
-  __device__ static void row_sums(const State& st, float (&l)[kM][2]) {
+  // The final state of this thread's rows (common/epilogue.h, finish_row): l summed over the quad (each quad holds
+  // one row's partial sums), the sink of query head h merged in.
+  struct Finals {
+    float alpha[kM][2];
+    float l[kM][2];
+    float m_natural[kM][2];
+  };
+  __device__ static void row_finals(const State& st, const KernelArgs& a, int64_t h, Finals& fin) {
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) l[mt][hh] = quad_sum(st.row_sum[mt][hh]);
+      for (int hh = 0; hh < 2; ++hh) {
+        const float ref = st.row_ref[mt][hh];
+        const RowFinal r = finish_row(ref == kNegInf ? kNegInf : __fmul_rn(ref, a.scale_log2), ref * a.ref_to_natural,
+                                      quad_sum(st.row_sum[mt][hh]), a.sink, h, [](float e) { return ex2_approx(e); });
+        fin.alpha[mt][hh] = r.alpha;
+        fin.l[mt][hh] = r.l;
+        fin.m_natural[mt][hh] = r.m_natural;
+      }
   }
 
-  // O = acc / l rounded to T (0 where l == 0) for the n8 column tiles [kNt0, kNt0 + kNtCount) of this thread's
-  // rows: put(row within the warp's rows, n8 tile, first column within it, the packed pair).
+  // O = alpha * acc / l rounded to T (0 where l == 0) for the n8 column tiles [kNt0, kNt0 + kNtCount) of this
+  // thread's rows: put(row within the warp's rows, n8 tile, first column within it, the packed pair).
   template <int kNt0, int kNtCount, class Put>
-  __device__ static void normalized_o(const State& st, const float (&l)[kM][2], int lane, Put&& put) {
+  __device__ static void normalized_o(const State& st, const Finals& fin, int lane, Put&& put) {
     const int quad_row = lane / kQuad;
     const int quad_col = (lane % kQuad) * 2;
 #pragma unroll
@@ -504,15 +542,15 @@ struct Forward {
       for (int hh = 0; hh < 2; ++hh) {
 #pragma unroll
         for (int nt = kNt0; nt < kNt0 + kNtCount; ++nt) {
-          const float o0 = output_element(st.acc_o[mt][nt][2 * hh], l[mt][hh]);
-          const float o1 = output_element(st.acc_o[mt][nt][2 * hh + 1], l[mt][hh]);
+          const float o0 = output_element(st.acc_o[mt][nt][2 * hh] * fin.alpha[mt][hh], fin.l[mt][hh]);
+          const float o1 = output_element(st.acc_o[mt][nt][2 * hh + 1] * fin.alpha[mt][hh], fin.l[mt][hh]);
           put(mt * kMmaM + quad_row + hh * kMmaN, nt, quad_col, Ops::pack(o0, o1));
         }
       }
   }
 
   // LSE = m*|scale| + ln(l) (common/epilogue.h) of this thread's real rows; row0 = the warp's first query row.
-  __device__ static void write_lse(const State& st, const KernelArgs& a, const float (&l)[kM][2], int64_t row0,
+  __device__ static void write_lse(const State& st, const KernelArgs& a, const Finals& fin, int64_t row0,
                                    int64_t bh, int lane) {
     if (lane % kQuad != 0) return;
 #pragma unroll
@@ -521,15 +559,16 @@ struct Forward {
       for (int hh = 0; hh < 2; ++hh) {
         const int64_t row = row0 + mt * kMmaM + lane / kQuad + hh * kMmaN;
         if (row >= a.seqlen_q) continue;
-        const float m_natural = st.row_ref[mt][hh] * a.softmax_scale;
-        a.lse[bh * a.seqlen_q + row] = row_lse(m_natural, l[mt][hh]);
-        if constexpr (kInstrument) record_row(a.inst, bh * a.seqlen_q + row, m_natural, l[mt][hh], st.moves[mt][hh]);
+        a.lse[bh * a.seqlen_q + row] = row_lse(fin.m_natural[mt][hh], fin.l[mt][hh]);
+        if constexpr (kInstrument) {
+          record_row(a.inst, bh * a.seqlen_q + row, fin.m_natural[mt][hh], fin.l[mt][hh], st.moves[mt][hh]);
+        }
       }
   }
 
   // A fresh work item: O = 0, m = -inf, l = 0 (and, instrumented, the tile counts and trace slots of its rows).
-  __device__ static void init_state(State& st, const KernelArgs& a, int64_t q0, int64_t bh, int n_tiles, int warp_row0,
-                                    int lane, int tid) {
+  __device__ static void init_state(State& st, const KernelArgs& a, int64_t q0, int64_t bh, int first_tile, int n_tiles,
+                                    int warp_row0, int lane, int tid) {
     const int quad_row = lane / kQuad;
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt) {
@@ -545,7 +584,7 @@ struct Forward {
       }
     }
     if constexpr (kInstrument) {
-      if (tid == 0) count_tile_kinds(a.inst, a.vis, q0, Cfg::kBlockM, Cfg::kBlockN, 0, n_tiles);
+      if (tid == 0) count_tile_kinds(a.inst, a.vis, q0, Cfg::kBlockM, Cfg::kBlockN, first_tile, first_tile + n_tiles);
 #pragma unroll
       for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
@@ -569,7 +608,7 @@ struct Forward {
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const float l = quad_sum(st.row_sum[mt][hh]);
-            if (lane % kQuad == 0) record_trace(a.inst, st.trace_slot[mt][hh], n, st.row_ref[mt][hh] * a.softmax_scale, l);
+            if (lane % kQuad == 0) record_trace(a.inst, st.trace_slot[mt][hh], n, st.row_ref[mt][hh] * a.ref_to_natural, l);
           }
       }
     }
@@ -586,9 +625,14 @@ struct Forward {
     int64_t bh;  // b * heads_q + h: the row block of LSE
     int64_t b, h, hk;
     int64_t q0, q_rows;
-    int n_tiles;      // K/V tiles the Q tile reads
-    int unmasked;     // tiles before it need no mask (common/visibility.h, full_tiles_end)
-    int hiding_from;  // tiles from it on hide keys below seqlen_k from some row (hiding_tiles_begin)
+    // The K/V tiles the Q tile reads (common/visibility.h, TileRange): tile n of the item is tile first + n.
+    // Tile indices fit in int: seqlen_k / kBlockN < 2^31 for any tensor a GPU can hold.
+    int first;
+    int n_tiles;
+    int full_begin, full_end;  // tiles [full_begin, full_end) need no mask
+    int clean_end;             // tiles outside [full_begin, clean_end) hide keys below seqlen_k from some row
+    __device__ bool needs_mask(int n) const { return n < full_begin || n >= full_end; }
+    __device__ bool hides_keys(int n) const { return n < full_begin || n >= clean_end; }
   };
 
   __device__ static Item item_at(const KernelArgs& a, int64_t item) {
@@ -601,10 +645,12 @@ struct Forward {
     it.hk = it.h / a.group_size;
     it.q0 = q_tile * Cfg::kBlockM;
     it.q_rows = min(int64_t{Cfg::kBlockM}, a.seqlen_q - it.q0);
-    // Tile indices fit in int: seqlen_k / kBlockN < 2^31 for any tensor a GPU can hold.
-    it.n_tiles = static_cast<int>(a.vis.tiles_end(it.q0, it.q_rows, Cfg::kBlockN));
-    it.unmasked = static_cast<int>(a.vis.full_tiles_end(it.q0, Cfg::kBlockN));
-    it.hiding_from = static_cast<int>(min(a.vis.hiding_tiles_begin(it.q0, Cfg::kBlockN), int64_t{it.n_tiles}));
+    const Visibility::TileRange tiles = a.vis.tile_range(it.q0, it.q_rows, Cfg::kBlockN);
+    it.first = static_cast<int>(tiles.first);
+    it.n_tiles = static_cast<int>(tiles.count);
+    it.full_begin = static_cast<int>(tiles.full_begin);
+    it.full_end = static_cast<int>(tiles.full_end);
+    it.clean_end = static_cast<int>(tiles.clean_end);
     return it;
   }
 
@@ -619,7 +665,7 @@ struct Forward {
   __device__ static void load_kv(const KernelArgs& a, const Item& it, int n, uint32_t stage, const LoadSlot& slot) {
     const T* k_head = a.k.template head<const T>(it.b, it.hk);
     const T* v_head = a.v.template head<const T>(it.b, it.hk);
-    const int64_t k0 = int64_t{n} * Cfg::kBlockN;
+    const int64_t k0 = int64_t{it.first + n} * Cfg::kBlockN;
     load_tile<Cfg::kBlockN>(stage, k_head, k0, a.k.stride.row, a.seqlen_k - k0, slot);
     load_tile<Cfg::kBlockN>(stage + Cfg::kKVTileSmemBytes, v_head, k0, a.v.stride.row, a.seqlen_k - k0, slot);
     cp_async_commit();
@@ -656,8 +702,6 @@ struct Forward {
       const int64_t next_item = scheduled_item(blockIdx.x, step + 1, gridDim.x);
       const Item it = item_at(a, item);
       const int n_tiles = it.n_tiles;
-      const int unmasked = it.unmasked;
-      const int hiding_from = it.hiding_from;
       const int64_t q0 = it.q0;
       const int64_t bh = it.bh;
       const int64_t b = it.b;
@@ -672,12 +716,12 @@ struct Forward {
       const bool prefetch_next = n_tiles > 0 && next_item < a.work_items && item_at(a, next_item).n_tiles > 0;
 
       State st;
-      init_state(st, a, q0, bh, n_tiles, warp_row0, lane, static_cast<int>(threadIdx.x));
+      init_state(st, a, q0, bh, it.first, n_tiles, warp_row0, lane, static_cast<int>(threadIdx.x));
 
       for (int n = 0; n < n_tiles; ++n) {
         const uint32_t k_smem = stage_smem(parity + n);
         const uint32_t v_smem = k_smem + Cfg::kKVTileSmemBytes;
-        const int64_t k0 = int64_t{n} * Cfg::kBlockN;
+        const int64_t k0 = int64_t{it.first + n} * Cfg::kBlockN;
         // Q (at n == 0), K(n) and V(n) landed: nothing else is in flight.
         cp_async_wait<0>();
         if (n == 0 && a.negate_q) negate_own_q_chunks(q_smem, slot);
@@ -696,13 +740,14 @@ struct Forward {
         // Masked keys inside a diagonal tile are real K/V rows that later rows of the tile see. Their p is
         // exactly 0 for the rows that may not see them, which is harmless for finite V (0 * v = 0) but
         // 0 * inf = NaN: if a hidden V row is non-finite, the tile goes through exact_hidden_v first.
-        const bool diagonal = n >= hiding_from;
+        const bool diagonal = it.hides_keys(n);
         // A warp whose rows see no key of a diagonal tile skips it: p = 0 and alpha = 1 there, so skipping is
         // exact (the host model leaves such rows untouched too).
         // (A wgmma is issued by the whole warpgroup: there the test is per warpgroup.)
         const int sees_row0 = kWg ? warp / kWarpsPerWarpgroup * kWgmmaRows : warp_row0;
         const int sees_rows = kWg ? kWgmmaRows : Cfg::kRowsPerWarp;
-        const bool warp_sees = !diagonal || a.vis.row_end(q0 + sees_row0 + sees_rows - 1) > k0;
+        const bool warp_sees = !diagonal || (a.vis.row_end(q0 + sees_row0 + sees_rows - 1) > k0 &&
+                                             a.vis.row_begin(q0 + sees_row0) < k0 + Cfg::kBlockN);
         uint32_t pa[kM][kNS / 2][4];  // P rounded to T, A-fragment layout
         if (warp_sees) {
           float s[kM][kNS][4];  // (kRowsPerWarp, kBlockN) scores, then p
@@ -715,7 +760,8 @@ struct Forward {
 #else
           qk(s, q_lane, k_smem + k_lane_off);
 #endif
-          if (n >= unmasked) apply_mask(s, a, q0 + warp_row0, k0, quad_row, quad_col);
+          if (a.has_softcap) cap_scores(s, a);
+          if (it.needs_mask(n)) apply_mask(s, a, q0 + warp_row0, k0, quad_row, quad_col);
           softmax(s, st, a.scale_log2);
           pack_p(s, pa);
         }
@@ -830,8 +876,8 @@ GridProblem grid_problem(const KernelArgs& args) {
   problem.vis = args.vis;
   problem.block_m = Cfg::kBlockM;
   problem.block_n = Cfg::kBlockN;
-  problem.allow_persistent =
-      Cfg::kPersist == Persist::kAlways || (Cfg::kPersist == Persist::kCausal && args.vis.bounded_end);
+  problem.allow_persistent = Cfg::kPersist == Persist::kAlways ||
+                             (Cfg::kPersist == Persist::kCausal && (args.vis.bounded_end || args.vis.bounded_begin));
   return problem;
 }
 

@@ -192,7 +192,7 @@ struct WsForward {
       if (it.n_tiles == 0) load_q();
       for (int n = 0; n < it.n_tiles; ++n, ++tile) {
         const int s = slot<kKStages>(tile);
-        const int row = n * Cfg::kBlockN;
+        const int row = (it.first + n) * Cfg::kBlockN;
         mbarrier_wait(bar(bars.k_empty[s]), phase<kKStages>(tile) ^ 1);
         mbarrier_arrive_expect_tx(bar(bars.k_full[s]), kKVTileBytes);
         for (int cb = 0; cb < kColumnBlocks; ++cb)
@@ -223,10 +223,10 @@ struct WsForward {
 
   // What a consumer thread carries through one item's K/V loop (32-bit: the launch keeps seqlens below 2^31).
   struct ItemCtx {
-    int q0;           // first query row of the Q tile
-    int n_tiles;      // K/V tiles it reads
-    int unmasked;     // tiles before it need no mask
-    int hiding_from;  // tiles from it on hide keys below seqlen_k from some row of the Q tile
+    int q0;       // first query row of the Q tile
+    int first;    // its K/V tile n is tile first + n
+    int n_tiles;  // K/V tiles it reads
+    int full_begin, full_end, clean_end;  // Item's: which tiles need a mask, which hide keys from some row
     uint32_t tile0;     // CTA-wide index of its first K/V tile (mod 2^32: slot and parity read its low bits)
   };
   static_assert((kKStages & (kKStages - 1)) == 0 && (kVStages & (kVStages - 1)) == 0,
@@ -253,8 +253,8 @@ struct WsForward {
     const uint32_t t = c.tile0 + static_cast<uint32_t>(m);
     mbarrier_wait(bar(bars.v_full[slot<kVStages>(t)]), phase<kVStages>(t));
     const uint32_t v_smem = lay.v_slot(slot<kVStages>(t));
-    const int64_t k0 = int64_t{m} * Cfg::kBlockN;
-    if (m >= c.hiding_from &&
+    const int64_t k0 = int64_t{c.first + m} * Cfg::kBlockN;
+    if ((m < c.full_begin || m >= c.clean_end) &&
         named_barrier_or(kBarConsumers, kConsumerThreads, F::hidden_v_nonfinite(v_smem, a, c.q0, k0, ctid))) {
       const int warp = ctid / kWarpSize;
       F::exact_hidden_v(st, v_smem, a, c.q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid,
@@ -293,16 +293,18 @@ struct WsForward {
       {
         const Item it = F::item_at(a, item);
         c.q0 = static_cast<int>(it.q0);
+        c.first = it.first;
         c.n_tiles = it.n_tiles;
-        c.unmasked = it.unmasked;
-        c.hiding_from = it.hiding_from;
+        c.full_begin = it.full_begin;
+        c.full_end = it.full_end;
+        c.clean_end = it.clean_end;
         c.tile0 = tile;
       }
       mbarrier_wait(bar(bars.q_full[wg]), items & 1);
       if (a.negate_q && c.n_tiles > 0) negate_q_rows(lay, wg, wg_tid);
       if (c.n_tiles == 0 && lane == 0) mbarrier_arrive(bar(bars.q_empty[wg]));  // nothing reads Q
       State st;
-      F::init_state(st, a, c.q0, item / a.q_tiles, c.n_tiles, warp_row0, lane, ctid);
+      F::init_state(st, a, c.q0, item / a.q_tiles, c.first, c.n_tiles, warp_row0, lane, ctid);
 
       // Every warpgroup runs every tile. On a causal diagonal tile none of whose keys a warpgroup's rows see, the
       // mask gives p = 0 and alpha = 1 (exact, as skipping would be); keeping the wgmma chains out of branches
@@ -336,8 +338,9 @@ struct WsForward {
         fence_operands(sc[0]);
         release(bars.k_empty, t, lane);
         if (n + 1 == c.n_tiles && lane == 0) mbarrier_arrive(bar(bars.q_empty[wg]));  // last S read Q
-        if (n >= c.unmasked)
-          F::apply_mask(sc, a, c.q0 + warp_row0, int64_t{n} * Cfg::kBlockN, lane / kQuad, (lane % kQuad) * 2);
+        if (a.has_softcap) F::cap_scores(sc, a);
+        if (n < c.full_begin || n >= c.full_end)
+          F::apply_mask(sc, a, c.q0 + warp_row0, int64_t{c.first + n} * Cfg::kBlockN, lane / kQuad, (lane % kQuad) * 2);
         float alpha[1][2];
         const bool rescale = F::softmax_stats(sc, st, a.scale_log2, alpha);
         if constexpr (!kFirst) {
@@ -395,15 +398,15 @@ struct WsForward {
   // fragments cost 13-15% at d = 256, N = 512 (half sectors). encode_operand() admits
   // only head_dim % 8 == 0, so 4 columns are real or padding together.
   __device__ static void store_o_direct(const State& st, const KernelArgs& a, const Item& it, int warp_row0, int lane) {
-    float l[1][2];
-    F::row_sums(st, l);
+    typename F::Finals fin;
+    F::row_finals(st, a, it.h, fin);
     const int64_t row0 = it.q0 + warp_row0;
     T* o_rows = a.o.template head<T>(it.b, it.h) + row0 * a.o.stride.row;
     const int t = lane % kQuad;
     const bool odd = (t & 1) != 0;
     const auto tile_pair = [&]<int kJ>() {  // n8 tiles 2 kJ and 2 kJ + 1
       uint32_t w[2][2];                     // [row half][tile]
-      F::template normalized_o<2 * kJ, 2>(st, l, lane, [&](int r, int nt, int, uint32_t packed) {
+      F::template normalized_o<2 * kJ, 2>(st, fin, lane, [&](int r, int nt, int, uint32_t packed) {
         w[r / kMmaN][nt - 2 * kJ] = packed;
       });
       const int c = (2 * kJ + (t & 1)) * kMmaN + (t & 2) * 2;  // even t: tile 2 kJ; odd t: tile 2 kJ + 1
@@ -418,7 +421,7 @@ struct WsForward {
     [&]<int... kJ>(std::integer_sequence<int, kJ...>) {
       (tile_pair.template operator()<kJ>(), ...);
     }(std::make_integer_sequence<int, Cfg::kNTilesO / 2>{});
-    F::write_lse(st, a, l, row0, it.bh, lane);
+    F::write_lse(st, a, fin, row0, it.bh, lane);
   }
 };
 
@@ -444,8 +447,9 @@ template <typename T, class Cfg>
 OStaging ws_o_staging(const KernelArgs& args) {
   if (kOwnOFree<T, Cfg>) return OStaging::kOwnTile;
   const int64_t mid_q0 = args.q_tiles / 2 * Cfg::kBlockM;
-  const int64_t tiles = args.vis.tiles_end(mid_q0, Cfg::kBlockM, Cfg::kBlockN);
-  return tiles <= (args.vis.bounded_end ? kOwnOMaxTilesCausal : kOwnOMaxTilesNonCausal) ? OStaging::kOwnTile
+  const int64_t tiles = args.vis.tile_range(mid_q0, Cfg::kBlockM, Cfg::kBlockN).count;
+  const bool masked = args.vis.bounded_end || args.vis.bounded_begin;
+  return tiles <= (masked ? kOwnOMaxTilesCausal : kOwnOMaxTilesNonCausal) ? OStaging::kOwnTile
                                                                                  : OStaging::kRegisters;
 }
 
