@@ -69,6 +69,10 @@ fc_params to_c(const Params& p) {
   c.v_stride = {p.v_stride.batch, p.v_stride.head, p.v_stride.row};
   c.o_stride = {p.o_stride.batch, p.o_stride.head, p.o_stride.row};
   c.softmax_scale = p.softmax_scale;
+  c.window_left = p.window_left;
+  c.window_right = p.window_right;
+  c.softcap = p.softcap;
+  c.sink = p.sink;
   return c;
 }
 
