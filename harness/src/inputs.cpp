@@ -170,6 +170,15 @@ oracle::Problem HostInputs::problem() const {
   return p;
 }
 
+uint64_t fnv1a64(const uint8_t* data, size_t size, uint64_t hash) {
+  constexpr uint64_t kFnvPrime = 0x100000001b3ull;
+  for (size_t i = 0; i < size; ++i) {
+    hash ^= data[i];
+    hash *= kFnvPrime;
+  }
+  return hash;
+}
+
 uint64_t HostInputs::hash() const {
   uint64_t h = fnv1a64(q.data(), q.size());
   h = fnv1a64(k.data(), k.size(), h);
