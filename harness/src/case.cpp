@@ -389,6 +389,19 @@ float Case::softmax_scale() const {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
 }
 
+Params case_params(const Case& c) {
+  Params p = make_params(c.dtype, c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k, c.head_dim, c.mask, c.layout);
+  int64_t row_elements = 0;
+  if (__builtin_add_overflow(c.head_dim, c.pad, &row_elements)) row_elements = std::numeric_limits<int64_t>::max();
+  // Padding appends `pad` elements to every head_dim vector: the contiguous strides of head_dim + pad.
+  p.q_stride = contiguous_strides(c.layout, c.heads_q, c.seqlen_q, row_elements);
+  p.k_stride = contiguous_strides(c.layout, c.heads_kv, c.seqlen_k, row_elements);
+  p.v_stride = p.k_stride;
+  p.o_stride = p.q_stride;
+  p.softmax_scale = c.softmax_scale();
+  return p;
+}
+
 std::string format_case(const Case& c) {
   std::string out = dtype_name(c.dtype);
   const std::pair<const char*, int64_t> sizes[] = {{" b=", c.batch},     {" hq=", c.heads_q}, {" hkv=", c.heads_kv},

@@ -212,13 +212,7 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
   }
 
   HostInputs in;
-  in.params = make_params(c.dtype, c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k, c.head_dim, c.mask, c.layout);
-  // Padding appends `pad` elements to every head_dim vector: the contiguous strides of head_dim + pad.
-  in.params.q_stride = contiguous_strides(c.layout, c.heads_q, c.seqlen_q, row_elems);
-  in.params.k_stride = contiguous_strides(c.layout, c.heads_kv, c.seqlen_k, row_elems);
-  in.params.v_stride = in.params.k_stride;
-  in.params.o_stride = in.params.q_stride;
-  in.params.softmax_scale = c.softmax_scale();
+  in.params = case_params(c);
 
   in.q.resize(static_cast<size_t>(q_padded * esize));
   in.k.resize(static_cast<size_t>(kv_padded * esize));

@@ -46,9 +46,8 @@ inline constexpr uint16_t kPoisonBits16 = 0x7FC1;         // NaN as f16 and as b
 inline constexpr uint32_t kPoisonBits32 = 0x7FC0DEADu;    // NaN as f32
 
 struct HostInputs {
-  // make_params for the case with strides contiguous_strides(layout, H, S, D + pad), the case's scale, and
-  // host pointers to q/k/v below (o/lse null). The pointers refer to this object's vectors: after a copy,
-  // call bind() (the runner always rebinds).
+  // case_params(case) with host pointers to q/k/v below (o/lse null). The pointers refer to this object's
+  // vectors: after a copy, call bind() (the runner always rebinds).
   Params params;
   std::vector<uint8_t> q, k, v;       // dtype-encoded bytes in the case's layout (padding elements hold kInputPad*)
   std::vector<double> q_exact, k_exact, v_exact;  // the same values decoded, contiguous [B, H, S, D]
