@@ -19,8 +19,8 @@ inline uint32_t bits_of(float x) { return std::bit_cast<uint32_t>(x); }
 inline float float_of(uint32_t bits) { return std::bit_cast<float>(bits); }
 
 // fp32 <-> fp16 / bf16 bits and fp32 values rounded to a dtype: the dtype table's float codec (dtype.h),
-// round-to-nearest-even with overflow to inf and subnormals, as __float2half_rn / __float2bfloat16_rn; a
-// NaN comes out quiet with its sign and leading payload bits. Decoding is exact, NaN payloads bit for bit.
+// bit for bit what __float2half_rn / __float2bfloat16_rn give: round-to-nearest-even with overflow to inf
+// and subnormals, every NaN to the canonical NaN 0x7fff. Decoding is exact, NaN payloads bit for bit.
 inline uint16_t float_to_bf16_bits(float x) { return static_cast<uint16_t>(encode_dtype_from_float(DType::kBF16, x)); }
 inline float bf16_bits_to_float(uint16_t bits) { return decode_dtype_to_float(DType::kBF16, bits); }
 inline uint16_t float_to_f16_bits(float x) { return static_cast<uint16_t>(encode_dtype_from_float(DType::kF16, x)); }

@@ -67,16 +67,19 @@ constexpr bool is_nan(BinaryFormat f, uint64_t bits) {
 }
 
 // The NaN of format `to` for NaN `bits` of format `from`: the sign and the leading payload bits (shifted,
-// so the quiet bit stays the quiet bit), the quiet bit set when `quieten` or when no payload bit is left
-// (the result must stay a NaN).
-constexpr uint64_t convert_nan(BinaryFormat from, uint64_t bits, BinaryFormat to, bool quieten) {
+// so the quiet bit stays the quiet bit); the quiet bit set when no payload bit is left (the result must
+// stay a NaN).
+constexpr uint64_t convert_nan(BinaryFormat from, uint64_t bits, BinaryFormat to) {
   const uint64_t sign = (bits >> from.sign_shift()) & 1;
   const uint64_t frac = bits & from.frac_mask();
   uint64_t payload = to.frac_bits >= from.frac_bits ? frac << (to.frac_bits - from.frac_bits)
                                                     : frac >> (from.frac_bits - to.frac_bits);
-  if (quieten || payload == 0) payload |= uint64_t{1} << (to.frac_bits - 1);
+  if (payload == 0) payload = uint64_t{1} << (to.frac_bits - 1);
   return sign << to.sign_shift() | to.exp_all() << to.frac_bits | payload;
 }
+
+// CUDA's canonical NaN: positive, every fraction bit set (0x7fff as f16 and as bf16).
+constexpr uint64_t canonical_nan(BinaryFormat f) { return f.exp_all() << f.frac_bits | f.frac_mask(); }
 
 // Non-NaN `bits` of format `from` rounded to format `to`: one rounding, to nearest with ties to even;
 // beyond the largest finite value (after rounding) +-inf; below half the smallest subnormal a signed zero.
@@ -116,10 +119,10 @@ constexpr uint64_t round_to_format(BinaryFormat from, uint64_t bits, BinaryForma
   return magnitude >= to.exp_all() << to.frac_bits ? inf_bits : sign | magnitude;
 }
 
-// Every conversion of the codec: NaN by convert_nan, everything else by round_to_format (exact when `to`
-// holds every value of `from`, as decoding to double or float does).
-constexpr uint64_t convert(BinaryFormat from, uint64_t bits, BinaryFormat to, bool quieten_nan) {
-  return is_nan(from, bits) ? convert_nan(from, bits, to, quieten_nan) : round_to_format(from, bits, to);
+// The value conversions of the codec: NaN by convert_nan, everything else by round_to_format (exact when
+// `to` holds every value of `from`, as decoding to double or float does).
+constexpr uint64_t convert(BinaryFormat from, uint64_t bits, BinaryFormat to) {
+  return is_nan(from, bits) ? convert_nan(from, bits, to) : round_to_format(from, bits, to);
 }
 
 }  // namespace detail::codec
@@ -131,11 +134,11 @@ constexpr uint64_t convert(BinaryFormat from, uint64_t bits, BinaryFormat to, bo
 // NaN stays signalling); a payload that would vanish becomes the quiet bit.
 constexpr uint32_t encode_dtype(DType dtype, double x) {
   const BinaryFormat f = detail::codec::format_of(dtype);
-  return static_cast<uint32_t>(detail::codec::convert(kBinary64, std::bit_cast<uint64_t>(x), f, false));
+  return static_cast<uint32_t>(detail::codec::convert(kBinary64, std::bit_cast<uint64_t>(x), f));
 }
 // Exact; a NaN keeps its sign and payload bit for bit.
 constexpr double decode_dtype(DType dtype, uint32_t bits) {
-  return std::bit_cast<double>(detail::codec::convert(detail::codec::format_of(dtype), bits, kBinary64, false));
+  return std::bit_cast<double>(detail::codec::convert(detail::codec::format_of(dtype), bits, kBinary64));
 }
 constexpr double round_to_dtype(DType dtype, double x) { return decode_dtype(dtype, encode_dtype(dtype, x)); }
 // Largest finite value: exponent field all ones minus one, fraction all ones.
@@ -153,17 +156,20 @@ constexpr double decode_f32(uint32_t bits) { return decode_dtype(DType::kF32, bi
 
 // ---- from and to float: the kernel's own conversions (the host model)
 
-// An fp32 value stored in `dtype` as the kernel stores it (__float2half_rn, __float2bfloat16_rn): the same
-// rounding as encode_dtype (float -> double is exact), and a NaN comes out quiet, its sign and leading
-// payload bits kept. f32 is stored unchanged, NaN payload included.
+// An fp32 value stored in `dtype` as the kernel stores it, bit for bit what __float2half_rn and
+// __float2bfloat16_rn give on the GPU: the same rounding as encode_dtype (float -> double is exact), and
+// every NaN, whatever its sign and payload, becomes CUDA's canonical NaN 0x7fff. f32 is stored unchanged.
 constexpr uint32_t encode_dtype_from_float(DType dtype, float x) {
   const BinaryFormat f = detail::codec::format_of(dtype);
-  const uint32_t bits = std::bit_cast<uint32_t>(x);
-  return f == kBinary32 ? bits : static_cast<uint32_t>(detail::codec::convert(kBinary32, bits, f, true));
+  const uint64_t bits = std::bit_cast<uint32_t>(x);
+  if (f == kBinary32) return static_cast<uint32_t>(bits);
+  const uint64_t out = detail::codec::is_nan(kBinary32, bits) ? detail::codec::canonical_nan(f)
+                                                              : detail::codec::round_to_format(kBinary32, bits, f);
+  return static_cast<uint32_t>(out);
 }
 // Exact (every f16 and bf16 value is an fp32 value); a NaN keeps its sign and payload bit for bit.
 constexpr float decode_dtype_to_float(DType dtype, uint32_t bits) {
-  const uint64_t wide = detail::codec::convert(detail::codec::format_of(dtype), bits, kBinary32, false);
+  const uint64_t wide = detail::codec::convert(detail::codec::format_of(dtype), bits, kBinary32);
   return std::bit_cast<float>(static_cast<uint32_t>(wide));
 }
 constexpr float round_float_to_dtype(DType dtype, float x) {
