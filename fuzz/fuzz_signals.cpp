@@ -91,7 +91,9 @@ void record_run(const Case& c, const RunOutputs& out) {
     add(kSlotTileKinds + kind, count(out.tile_kind_counts, kind));
     add(kSlotPathTile + path * kTileKindCount + kind, count(out.tile_kind_counts, kind));
   }
-  for (int bucket = 0; bucket < kRescaleBuckets; ++bucket) add(kSlotRescale + bucket, count(out.rescale_buckets, bucket));
+  for (int bucket = 0; bucket < kRescaleBuckets; ++bucket) {
+    add(kSlotRescale + bucket, count(out.rescale_buckets, bucket));
+  }
 }
 
 void record_specials(const Case& c, const HostInputs& inputs) {

@@ -173,7 +173,8 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
       }
     }
     if (options.trace_tiles < 1 || options.trace_rows.size() > size_t{INT32_MAX}) {
-      out.status = {StatusCode::kInvalidArgument, "run_case: trace_rows needs trace_tiles >= 1 and at most 2^31 - 1 rows"};
+      out.status = {StatusCode::kInvalidArgument,
+                    "run_case: trace_rows needs trace_tiles >= 1 and at most 2^31 - 1 rows"};
       return out;
     }
     trace_slots = static_cast<int64_t>(options.trace_rows.size()) * options.trace_tiles;

@@ -152,7 +152,9 @@ Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images,
   FLASHCHECK_RETURN_IF_ERROR(device.upload(Slot::kQ, inputs.q, "upload q"));
   FLASHCHECK_RETURN_IF_ERROR(device.upload(Slot::kK, inputs.k, "upload k"));
   FLASHCHECK_RETURN_IF_ERROR(device.upload(Slot::kV, inputs.v, "upload v"));
-  for (const ImageSlot& s : kImageSlots) FLASHCHECK_RETURN_IF_ERROR(device.upload(s.slot, images->*s.image, s.name));
+  for (const ImageSlot& s : kImageSlots) {
+    FLASHCHECK_RETURN_IF_ERROR(device.upload(s.slot, images->*s.image, s.name));
+  }
   params.q = device.data(Slot::kQ);
   params.k = device.data(Slot::kK);
   params.v = device.data(Slot::kV);
@@ -168,7 +170,8 @@ Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images,
   inst.rescale_buckets = device.payload<uint64_t>(Slot::kRescale);
   if (!images->trace_m.empty()) {
     const size_t row_bytes = options.trace_rows.size() * sizeof(int64_t);
-    FLASHCHECK_RETURN_IF_ERROR(device.upload(Slot::kTraceRows, options.trace_rows.data(), row_bytes, "upload trace rows"));
+    FLASHCHECK_RETURN_IF_ERROR(
+        device.upload(Slot::kTraceRows, options.trace_rows.data(), row_bytes, "upload trace rows"));
     inst.trace_rows = reinterpret_cast<const int64_t*>(device.data(Slot::kTraceRows));
     inst.trace_row_count = static_cast<int32_t>(options.trace_rows.size());
     inst.max_tiles = options.trace_tiles;
@@ -183,7 +186,9 @@ Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images,
   if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return cuda_status(e, "kernel execution");
 
   // Read everything back, also after a rejected call: the canaries must be intact either way.
-  for (const ImageSlot& s : kImageSlots) FLASHCHECK_RETURN_IF_ERROR(device.download(s.slot, &(images->*s.image), s.name));
+  for (const ImageSlot& s : kImageSlots) {
+    FLASHCHECK_RETURN_IF_ERROR(device.download(s.slot, &(images->*s.image), s.name));
+  }
   std::vector<uint8_t> q_after(inputs.q.size()), k_after(inputs.k.size()), v_after(inputs.v.size());
   FLASHCHECK_RETURN_IF_ERROR(device.download(Slot::kQ, &q_after, "download q"));
   FLASHCHECK_RETURN_IF_ERROR(device.download(Slot::kK, &k_after, "download k"));

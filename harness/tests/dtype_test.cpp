@@ -278,7 +278,9 @@ TEST(DTypeFloatCodec, EdgesMatchTheFp32Reference) {
 // pattern at and beside the f16 and bf16 ties (low 13 / 16 bits at half an ulp) for every kept prefix.
 TEST(DTypeFloatCodec, SampledAndTiePatternsMatchTheFp32Reference) {
   constexpr uint64_t kStride = 257;
-  for (uint64_t bits = 0; bits <= 0xffffffffull; bits += kStride) ASSERT_TRUE(float_path_matches(static_cast<uint32_t>(bits)));
+  for (uint64_t bits = 0; bits <= 0xffffffffull; bits += kStride) {
+    ASSERT_TRUE(float_path_matches(static_cast<uint32_t>(bits)));
+  }
   for (uint32_t prefix = 0; prefix < (1u << 19); ++prefix) {
     for (uint32_t low : {0x0fffu, 0x1000u, 0x1001u, 0x1fffu}) ASSERT_TRUE(float_path_matches(prefix << 13 | low));
   }
@@ -289,7 +291,9 @@ TEST(DTypeFloatCodec, SampledAndTiePatternsMatchTheFp32Reference) {
 
 // All 2^32 fp32 patterns (a minute or two): run with --gtest_also_run_disabled_tests after touching the codec.
 TEST(DTypeFloatCodec, DISABLED_AllFp32PatternsMatchTheFp32Reference) {
-  for (uint64_t bits = 0; bits <= 0xffffffffull; ++bits) ASSERT_TRUE(float_path_matches(static_cast<uint32_t>(bits)));
+  for (uint64_t bits = 0; bits <= 0xffffffffull; ++bits) {
+    ASSERT_TRUE(float_path_matches(static_cast<uint32_t>(bits)));
+  }
 }
 
 TEST(DTypeFloatCodec, DecodingToFloatIsExactForAllSixteenBitPatterns) {
