@@ -1,7 +1,8 @@
 """flashcheck beside PyTorch's SDPA backends (flash, cudnn, efficient, math) on the same tensors, in one run.
 
 flashcheck is called through its C ABI (kernel/include/flashcheck/attention_c.h) loaded with ctypes from
-libflashcheck.so, on PyTorch's current stream. Prints and writes (to --out):
+libflashcheck.so, on PyTorch's current stream. Prints and writes (to --out, default bench/results, the
+committed result set that bench/README.md shows):
   side_by_side.json  every measurement
   side_by_side.md    one table of TFLOP/s, one of accuracy (relative RMS error of O against float64 SDPA on
                      the same rounded inputs), one of peak memory
@@ -12,8 +13,10 @@ passes over the backends (the median pass reported, the spread kept in the JSON)
 halved for causal. Grid: B*N = 16384 tokens, H*d = 2048 (the FlashAttention paper's), as in
 /work/shared/peers/sdpa_peers.py. PyTorch's is_causal is top-left aligned, so flashcheck runs
 FC_MASK_CAUSAL_TOP_LEFT (identical to bottom-right here, since seqlen_q == seqlen_k).
-Usage: python3 bench/side_by_side.py --lib build/gpu/bench/libflashcheck.so --out OUT_DIR [--quick]
-       python3 bench/side_by_side.py --lib ... --out OUT_DIR --accuracy-seeds N
+Usage (--lib defaults to build/gpu/bench/libflashcheck.so, target flashcheck_shared of the gpu preset):
+       python3 bench/side_by_side.py --rounds 5 --iters 20        # regenerates bench/results
+       python3 bench/side_by_side.py --accuracy-seeds 30          # adds accuracy_seeds.{json,md} there
+       python3 bench/side_by_side.py --lib LIB --out OUT_DIR [--quick]
 The second form runs only the accuracy configurations, once per seed 0..N-1, and writes accuracy_seeds.json and
 accuracy_seeds.md: per configuration, flashcheck's relative RMS error over each peer's on the same inputs
 (geometric mean, range, and for how many seeds flashcheck's error is the lower one). One seed's difference
@@ -29,17 +32,24 @@ import sys
 import time
 import warnings
 
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+try:
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+except ImportError:  # --help needs no PyTorch; main() stops with the reason
+    torch = None
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_LIB = os.path.join(os.path.dirname(BENCH_DIR), "build", "gpu", "bench", "libflashcheck.so")
+DEFAULT_OUT = os.path.join(BENCH_DIR, "results")
 
 TOKENS = 16384  # B * N
 MODEL_DIM = 2048  # H * d
-BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-            "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+            "math": "MATH"}  # column -> SDPBackend member
 COLUMNS = ["flashcheck"] + list(BACKENDS)
 MATH_MAX_SEQLEN = 4096  # the unfused backend's N^2 scores make longer sequences slow (as in the peer run)
-FC_DTYPE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+FC_DTYPE = {"float32": 0, "float16": 1, "bfloat16": 2}
 FC_MASK_NONE, FC_MASK_CAUSAL_TOP_LEFT = 0, 2
 FC_PATHS = {0: "general-fp32", 1: "tensor-core", 2: "split-tf32"}
 SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -77,7 +87,7 @@ class Flashcheck:
             assert t.stride(3) == 1, "flashcheck needs a unit-stride head_dim axis"
             return FcStrides(t.stride(0), t.stride(1), t.stride(2))
         b, h, n, d = q.shape
-        return FcParams(FC_DTYPE[q.dtype], FC_MASK_CAUSAL_TOP_LEFT if causal else FC_MASK_NONE,
+        return FcParams(FC_DTYPE[str(q.dtype).split(".")[1]], FC_MASK_CAUSAL_TOP_LEFT if causal else FC_MASK_NONE,
                         b, h, k.shape[1], n, k.shape[2], d,
                         q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
                         strides(q), strides(k), strides(v), strides(o), 1.0 / math.sqrt(d))
@@ -138,7 +148,7 @@ class Timer:
 
 
 def sdpa(backend, q, k, v, causal):
-    with sdpa_kernel([BACKENDS[backend]]):
+    with sdpa_kernel([getattr(SDPBackend, BACKENDS[backend])]):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
@@ -184,8 +194,9 @@ def throughput(fc, timer, quick, rounds):
     return rows
 
 
-def accuracy(fc, seed=0, dtypes=(torch.bfloat16, torch.float16, torch.float32), echo=True):
+def accuracy(fc, seed=0, dtypes=None, echo=True):
     """Relative RMS error ||O - O*|| / ||O*|| against float64 SDPA on the same rounded inputs (peer configs)."""
+    dtypes = dtypes or (torch.bfloat16, torch.float16, torch.float32)
     rows = []
     gen = torch.Generator(device="cuda").manual_seed(seed)
     configs = [(1024, 64, False, 1.0), (1024, 128, True, 1.0), (4096, 128, False, 1.0), (1024, 128, False, 8.0),
@@ -355,8 +366,9 @@ def plots(tp, mem, out_dir):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lib", required=True, help="path to libflashcheck.so (target flashcheck_shared)")
-    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--lib", default=DEFAULT_LIB,
+                        help="path to libflashcheck.so (target flashcheck_shared; default: %(default)s)")
+    parser.add_argument("--out", default=DEFAULT_OUT, help="output folder (default: %(default)s)")
     parser.add_argument("--quick", action="store_true", help="two seq_lens per curve (a smoke run)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--iters", type=int, default=10)
@@ -364,6 +376,8 @@ def main():
     parser.add_argument("--accuracy-seeds", type=int, default=0, metavar="N",
                         help="only the accuracy configurations, for seeds 0..N-1 (fp16/bf16), against each peer")
     args = parser.parse_args()
+    if torch is None:
+        parser.error("needs PyTorch with CUDA (import torch failed)")
     os.makedirs(args.out, exist_ok=True)
     # A backend that cannot serve the inputs raises (recorded as an empty cell) after warning why; the
     # warnings would bury the tables.

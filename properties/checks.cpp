@@ -8,6 +8,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "flashcheck/oracle_bridge.h"
 #include "tier.h"
 
 namespace flashcheck::properties {
@@ -89,7 +90,7 @@ void set_input_value(HostInputs& in, char tensor, int64_t b, int64_t h, int64_t 
 ExactRow exact_row(const HostInputs& in, const KernelConfig& config, const oracle::RowRef& row) {
   ExactRow r;
   r.exact = oracle::compute_row(in.problem(), row, oracle::Tier::kFast);
-  r.bound = oracle::bound_row(r.exact, in.params.dtype, config.path, config.block_n, in.params.head_dim);
+  r.bound = oracle_bound(r.exact, in.params, config);
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "flashcheck/inputs.h"
+#include "flashcheck/oracle_bridge.h"
 
 namespace flashcheck {
 namespace {
@@ -154,21 +155,7 @@ bool checked_product(std::initializer_list<int64_t> factors, int64_t* out) {
 
 }  // namespace
 
-oracle::Problem HostInputs::problem() const {
-  oracle::Problem p;
-  p.batch = params.batch;
-  p.heads_q = params.heads_q;
-  p.heads_kv = params.heads_kv;
-  p.seqlen_q = params.seqlen_q;
-  p.seqlen_k = params.seqlen_k;
-  p.head_dim = params.head_dim;
-  p.mask = params.mask;
-  p.scale = static_cast<double>(params.softmax_scale);
-  p.q = q_exact;
-  p.k = k_exact;
-  p.v = v_exact;
-  return p;
-}
+oracle::Problem HostInputs::problem() const { return oracle_problem(params, q_exact, k_exact, v_exact); }
 
 uint64_t fnv1a64(const uint8_t* data, size_t size, uint64_t hash) {
   constexpr uint64_t kFnvPrime = 0x100000001b3ull;

@@ -11,6 +11,8 @@
 #include <limits>
 #include <string>
 
+#include "flashcheck/oracle_bridge.h"
+
 namespace flashcheck {
 namespace {
 
@@ -167,12 +169,11 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
   }
   const bool stats = options.check_stats && outputs.row_m.size() == rows_total && outputs.row_l.size() == rows_total;
 
-  const DType dtype = inputs.params.dtype;
-  const double eps = 2 * oracle::unit_roundoff(dtype);
+  const double eps = 2 * oracle::unit_roundoff(to_oracle(inputs.params.dtype));
 
   const std::vector<oracle::RowRef> rows = oracle::sample_rows(problem, config.block_m, config.block_n, c.seed,
                                                                options.full_check_limit, options.random_rows);
-  oracle::RmsCheck rms(dtype);
+  oracle::RmsCheck rms(to_oracle(inputs.params.dtype));
   double sum_err_eps2 = 0.0;
   int64_t err_eps_count = 0;
   for (const oracle::RowRef& row : rows) {
@@ -185,7 +186,7 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
       judge_empty_row(row, flat, outputs, head_dim, stats, &v);
       continue;
     }
-    const oracle::RowBound bound = oracle::bound_row(exact, dtype, config.path, config.block_n, head_dim);
+    const oracle::RowBound bound = oracle_bound(exact, inputs.params, config);
     const double* got_o = outputs.o.data() + flat * head_dim;
     const double got_lse = outputs.lse[static_cast<size_t>(flat)];
     if (bound.unconstrained) ++v.unconstrained_rows;
@@ -211,7 +212,7 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
     // Tiled like the kernel (its block_n): P is rounded relative to the running max, so the reference must
     // see the same tiles to be a like-for-like same-precision computation (fuzz finding
     // model-rms-reference-untiled: a single-tile reference made a healthy model look 1.34x too noisy).
-    if (options.check_rms) emulated = oracle::emulated_row(problem, row, dtype, config.path, config.block_n, &exact);
+    if (options.check_rms) emulated = oracle_reference(problem, row, inputs.params, config, &exact);
     for (int64_t k = 0; k < head_dim; ++k) {
       const size_t kk = static_cast<size_t>(k);
       const double want = exact.o[kk];

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "flashcheck/host_model.h"
+#include "flashcheck/oracle_bridge.h"
 #include "flashcheck/verdict.h"
 
 namespace flashcheck {
@@ -86,8 +87,7 @@ TEST(Verdict, PerturbedElementFailsAndIsNamed) {
     const oracle::RowRef row{1, 2, 5};
     const int64_t col = 7;
     const oracle::RowResult exact = oracle::compute_row(j.inputs.problem(), row, oracle::Tier::kFast);
-    const oracle::RowBound bound =
-        oracle::bound_row(exact, j.c.dtype, j.out.config.path, j.out.config.block_n, j.c.head_dim);
+    const oracle::RowBound bound = oracle_bound(exact, j.inputs.params, j.out.config);
     const double want = exact.o[col];
     double x = round_to_dtype(j.c.dtype, want);
     while (std::fabs(x - want) <= bound.o[col]) x = next_up(j.c.dtype, x);

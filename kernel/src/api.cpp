@@ -6,7 +6,7 @@
 
 #include "flashcheck/attention.h"
 #include "flashcheck/mask_names.h"
-#include "mask.h"
+#include "common/visibility.h"
 
 namespace flashcheck {
 
@@ -61,7 +61,8 @@ Params make_params(DType dtype, int64_t batch, int64_t heads_q, int64_t heads_kv
 }
 
 KeyRange visible_key_range(const Params& params, int64_t row) {
-  return {0, detail::visible_key_count(params.mask, row, params.seqlen_q, params.seqlen_k)};
+  const detail::Visibility vis = detail::make_visibility(params);
+  return {vis.row_begin(row), vis.row_end(row)};
 }
 
 }  // namespace flashcheck

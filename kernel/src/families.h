@@ -8,7 +8,7 @@
 //                l += p (fp32); acc = acc * exp2(m_old - m_new) + p * v (fp32); O = acc / l rounded to dtype.
 //  tensor core : s = fp32 mma accumulation of dtype products; p = exp2(s*scale*log2e - r*scale*log2e) in fp32, where
 //                the reference r is the tile's own max if that is within kRefSlackLog2 (log2 units) of the
-//                running max m, else m (a tile with no usable key keeps r); l += fp32 p (before rounding);
+//                running max m, else m (a tile with no usable key keeps r; common/softmax.h, tile_reference); l += fp32 p (before rounding);
 //                P rounded to the dtype, acc = acc * exp2(r_old - r) + P_dtype * V (fp32 mma accumulation);
 //                O = acc / l rounded to dtype; LSE and the reported m use the final r.
 //  split tf32  : fp32 inputs split x = hi + lo (hi = tf32(x) rounded to nearest, ties away, as cvt.rna;
@@ -23,6 +23,7 @@
 //                chains, and rows that see such a V value take an exact fp32 CUDA-core path for that tile.
 #pragma once
 
+#include "common/softmax.h"
 #include "flashcheck/attention.h"
 #include "flashcheck/instrument.h"
 
@@ -38,12 +39,6 @@
 #endif
 
 namespace flashcheck::detail {
-
-// Tensor-core family: how far (log2 units) a tile's own max may lie below the running max and still serve as the
-// reference of that tile's p (kernel/src/tensor_core/kernel.cuh, softmax_stats). O, l and the rescale factors
-// grow by at most 2^kRefSlackLog2 over the running-max formulation. The oracle's m check allows the reported m
-// this far below the max (oracle::kTensorCoreRefSlackLog2 must equal it).
-inline constexpr float kRefSlackLog2 = 8.0f;
 
 bool tensor_core_select(const Params& params, KernelConfig* config);  // kernel/src/tensor_core/
 bool split_tf32_select(const Params& params, KernelConfig* config);   // kernel/src/split_tf32/

@@ -1,8 +1,9 @@
 // Host model of the kernels' tiled forward pass (host_model.h): for each Q tile the same K/V tiles in the
-// same order as the GPU, the same skipping past the causal diagonal, the same online-softmax updates in
-// fp32 (float, never double; compiled with -ffp-contract=off, every FMA spelled out as std::fma where the
-// kernel fuses) and the same rounding points per compute path (families.h). Deliberate defects
-// (ModelDefect) alter exactly one step each. Fills the Instrumentation from host pointers.
+// same order as the GPU, the same skipping of tiles no row sees (common/visibility.h), the same online-softmax
+// rules (common/softmax.h) and epilogue (common/epilogue.h) in fp32 (float, never double; compiled with
+// -ffp-contract=off, every FMA spelled out as std::fma where the kernel fuses) and the same rounding points per
+// compute path (families.h). Deliberate defects (ModelDefect) alter exactly one step each. Fills the
+// Instrumentation from host pointers.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -14,9 +15,11 @@
 #include "flashcheck/attention.h"
 #include "flashcheck/host_model.h"
 #include "flashcheck/instrument.h"
+#include "common/epilogue.h"
+#include "common/softmax.h"
+#include "common/visibility.h"
 #include "families.h"
 #include "host_numeric.h"
-#include "mask.h"
 
 namespace flashcheck {
 
@@ -36,11 +39,8 @@ namespace {
 using detail::host::round_to;
 using detail::host::round_to_e4m3;
 using detail::host::round_to_tf32;
-
-// Same constants as the kernels (general/kernel.cuh): log2(e) folds the scale into exp2, ln(2) brings m back.
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+using detail::kLn2;
+using detail::kNegInf;
 
 Status invalid(const std::string& message) { return {StatusCode::kInvalidArgument, "host model: " + message}; }
 
@@ -184,17 +184,15 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
         } else {
           for (int64_t d = 0; d < d_count; ++d) s = std::fma(q_val[d], k_val[d], s);
         }
-        x[j - k0] = s * setup.scale_log2;
+        x[j - k0] = detail::mul_rn(s, setup.scale_log2);
         tile_max = std::fmax(tile_max, x[j - k0]);  // fmax ignores NaN, like fmaxf: NaN reaches O through p
       }
-      const float m_new = std::fmax(row.m, tile_max);
       // The reference: the running max, or on the tensor-core path the tile's own max where that lies within
-      // kRefSlackLog2 of it; a tile without a usable key keeps the reference (alpha = 1, p = 0).
-      float ref = m_new;
-      if (setup.tile_ref) {
-        ref = tile_max == kNegInf ? row.ref : (tile_max >= m_new - detail::kRefSlackLog2 ? tile_max : m_new);
-      }
-      const float m_use = ref == kNegInf ? 0.0f : ref;  // no key seen yet: avoid exp2(-inf - -inf) = NaN
+      // kRefSlackLog2 of it (x is already in log2 units: the scaling is the identity).
+      const float m_new = detail::fmax_f32(row.m, tile_max);
+      const float ref =
+          setup.tile_ref ? detail::tile_reference(tile_max, m_new, row.ref, [](float u) { return u; }) : m_new;
+      const float m_use = detail::exponent_origin(ref);
       const float alpha = std::exp2(row.ref - m_use);
       float p_sum = 0.0f;
       for (int64_t j = k0; j < k_end; ++j) {
@@ -227,10 +225,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
       for (float& a : *acc) a = round_to(p.dtype, a);
     }
     const Instrumentation& inst = setup.inst;
-    if (trace_slot >= 0 && kt < inst.max_tiles && inst.trace_m != nullptr && inst.trace_l != nullptr) {
-      inst.trace_m[int64_t{trace_slot} * inst.max_tiles + kt] = row.ref * kLn2;
-      inst.trace_l[int64_t{trace_slot} * inst.max_tiles + kt] = row.l;
-    }
+    detail::record_trace(inst, trace_slot, kt, row.ref * kLn2, row.l);
   }
   return row;
 }
@@ -278,7 +273,7 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
                          config,
                          options.defect,
                          inst,
-                         params.softmax_scale * kLog2e,
+                         detail::fold_scale(params.softmax_scale),
                          format,
                          config.path == ComputePath::kSplitTf32,
                          config.path == ComputePath::kTensorCore};
@@ -286,12 +281,11 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
   const int64_t block_m = config.block_m;
   const int64_t block_n = config.block_n;
   const int64_t sq = params.seqlen_q;
-  const int64_t sk = params.seqlen_k;
   const int64_t q_tiles = detail::ceil_div(sq, block_m);
-  const int64_t k_tiles_total = detail::ceil_div(sk, block_n);
   const int64_t heads_per_kv = params.heads_q / params.heads_kv;
   // Keys any row reads: the last row sees the most.
-  const int64_t keys_read = detail::visible_key_count(params.mask, sq - 1, sq, sk);
+  const detail::Visibility vis = detail::make_visibility(params);
+  const int64_t keys_read = vis.row_end(sq - 1);
 
   HeadRows q_rows, k_rows, v_rows;
   std::vector<float> acc;
@@ -307,37 +301,26 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
         for (int64_t q_tile = 0; q_tile < q_tiles; ++q_tile) {
           const int64_t m0 = q_tile * block_m;
           const int64_t rows_end = std::min(m0 + block_m, sq);
-          const int64_t k_tiles = detail::visited_k_tiles(params.mask, m0, block_m, block_n, sq, sk);
-          if (inst.tile_kind_counts != nullptr) {
-            inst.tile_kind_counts[static_cast<int>(TileKind::kSkipped)] += static_cast<uint64_t>(k_tiles_total - k_tiles);
-            for (int64_t kt = 0; kt < k_tiles; ++kt) {
-              const TileKind kind = detail::classify_tile(params.mask, m0, block_m, kt * block_n, block_n, sq, sk);
-              inst.tile_kind_counts[static_cast<int>(kind)] += 1;
-            }
-          }
+          const int64_t k_tiles = vis.tiles_end(m0, rows_end - m0, block_n);
+          detail::count_tile_kinds(inst, vis, m0, block_m, block_n, 0, k_tiles);
           for (int64_t i = m0; i < rows_end; ++i) {
             const int64_t flat_row = flat_head + i;
-            int trace_slot = -1;
-            for (int32_t t = 0; t < inst.trace_row_count; ++t) {
-              if (inst.trace_rows[t] == flat_row) trace_slot = t;
-            }
-            const int64_t row_keys = detail::visible_key_count(params.mask, i, sq, sk);
-            const RowResult row = run_row(setup, q_rows, i, k_rows, v_rows, row_keys, k_tiles, trace_slot, &acc);
+            const int trace_slot = detail::trace_slot(inst, flat_row);
+            const RowResult row =
+                run_row(setup, q_rows, i, k_rows, v_rows, vis.row_end(i), k_tiles, trace_slot, &acc);
 
-            // O = acc / l rounded to the dtype once; a row that saw no key gets O = 0 and LSE = -inf. A NaN
-            // l (NaN score) is not 0 and propagates.
-            const bool is_empty = row.l == 0.0f;
+            // The epilogue of common/epilogue.h: O = acc / l rounded to the dtype once, LSE = m + ln l, and the
+            // empty-row rule.
             const int64_t o_row = b * params.o_stride.batch + h * params.o_stride.head + i * params.o_stride.row;
             for (int64_t d = 0; d < params.head_dim; ++d) {
-              store_element(params.dtype, params.o, o_row + d, is_empty ? 0.0f : acc[d] / row.l);
+              store_element(params.dtype, params.o, o_row + d, detail::output_element(acc[d], row.l));
             }
             const float m_natural = row.ref * kLn2;
-            float lse = m_natural + std::log(row.l);
-            if (options.defect == ModelDefect::kLseBase2) lse = row.ref + std::log2(row.l);
-            params.lse[flat_row] = is_empty ? kNegInf : lse;
-            if (inst.row_m != nullptr) inst.row_m[flat_row] = m_natural;
-            if (inst.row_l != nullptr) inst.row_l[flat_row] = row.l;
-            if (inst.rescale_buckets != nullptr) inst.rescale_buckets[detail::rescale_bucket(row.moves)] += 1;
+            params.lse[flat_row] = detail::row_lse(m_natural, row.l);
+            if (options.defect == ModelDefect::kLseBase2 && !detail::is_empty_row(row.l)) {
+              params.lse[flat_row] = row.ref + std::log2(row.l);
+            }
+            detail::record_row(inst, flat_row, m_natural, row.l, row.moves);
           }
         }
       }

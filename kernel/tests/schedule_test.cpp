@@ -31,19 +31,24 @@ TEST(TensorCoreSchedule, SnakeOrderVisitsEveryItemOnce) {
   }
 }
 
-TEST(TensorCoreSchedule, KeyTilesFollowTheCausalMask) {
-  // Non-causal: every key tile, including a partial last one.
-  EXPECT_EQ(key_tiles(0, 128, 1000, false, 0, 128), 8);
-  EXPECT_EQ(key_tiles(0, 128, 0, false, 0, 128), 0);
+// K/V tiles a Q tile reads (common/visibility.h, the rule the schedule weighs items by).
+int64_t key_tiles(int64_t q0, int64_t q_rows, int64_t seqlen_q, int64_t seqlen_k, Mask mask, int64_t block_n) {
+  return detail::make_visibility(mask, seqlen_q, seqlen_k).tiles_end(q0, q_rows, block_n);
+}
+
+TEST(TensorCoreSchedule, KeyTilesFollowTheMask) {
+  // No mask: every key tile, including a partial last one.
+  EXPECT_EQ(key_tiles(0, 128, 1000, 1000, Mask::kNone, 128), 8);
+  EXPECT_EQ(key_tiles(0, 128, 128, 0, Mask::kNone, 128), 0);
   // Causal top-left: rows [q0, q0 + q_rows) see keys up to q0 + q_rows - 1.
-  EXPECT_EQ(key_tiles(0, 128, 512, true, 0, 128), 1);
-  EXPECT_EQ(key_tiles(384, 128, 512, true, 0, 128), 4);
-  EXPECT_EQ(key_tiles(0, 1, 512, true, 0, 128), 1);
+  EXPECT_EQ(key_tiles(0, 128, 512, 512, Mask::kCausalTopLeft, 128), 1);
+  EXPECT_EQ(key_tiles(384, 128, 512, 512, Mask::kCausalTopLeft, 128), 4);
+  EXPECT_EQ(key_tiles(0, 1, 512, 512, Mask::kCausalTopLeft, 128), 1);
   // Bottom-right with seqlen_k < seqlen_q: the first rows see no key at all.
-  EXPECT_EQ(key_tiles(0, 64, 100, true, 100 - 300, 64), 0);
-  EXPECT_EQ(key_tiles(192, 64, 100, true, 100 - 300, 64), 1);
+  EXPECT_EQ(key_tiles(0, 64, 300, 100, Mask::kCausalBottomRight, 64), 0);
+  EXPECT_EQ(key_tiles(192, 64, 300, 100, Mask::kCausalBottomRight, 64), 1);
   // seqlen_k caps the visible keys.
-  EXPECT_EQ(key_tiles(0, 128, 100, true, 1000, 64), 2);
+  EXPECT_EQ(key_tiles(0, 128, 1000, 100, Mask::kCausalTopLeft, 64), 2);
 }
 
 // The FA-paper grid shape: B * N = 16384 tokens, H * d = 2048.
@@ -51,8 +56,7 @@ GridProblem paper_problem(int64_t seqlen, int64_t head_dim, bool causal, int64_t
   GridProblem p;
   p.q_tiles = (seqlen + block_m - 1) / block_m;
   p.work_items = p.q_tiles * (16384 / seqlen) * (2048 / head_dim);
-  p.seqlen_q = p.seqlen_k = seqlen;
-  p.causal = causal;
+  p.vis = detail::make_visibility(causal ? Mask::kCausalBottomRight : Mask::kNone, seqlen, seqlen);
   p.block_m = block_m;
   p.block_n = block_n;
   return p;
@@ -112,10 +116,8 @@ TEST(TensorCoreSchedule, PlanGridSweepKeepsItsPromise) {
               GridProblem p;
               p.q_tiles = (seqlen_q + block_m - 1) / block_m;
               p.work_items = p.q_tiles * heads;
-              p.seqlen_q = seqlen_q;
-              p.seqlen_k = seqlen_k;
-              p.causal = true;
-              p.causal_offset = bottom_right ? seqlen_k - seqlen_q : 0;
+              p.vis = detail::make_visibility(bottom_right ? Mask::kCausalBottomRight : Mask::kCausalTopLeft,
+                                              seqlen_q, seqlen_k);
               p.block_m = block_m;
               p.block_n = block_n;
               for (int64_t resident : {132, 264}) {
@@ -166,10 +168,8 @@ TEST(TensorCoreSchedule, GpuTestShapesRunPersistentOnH100) {
     GridProblem p;
     p.q_tiles = (s.seqlen_q + s.block_m - 1) / s.block_m;
     p.work_items = p.q_tiles * s.batch * s.heads_q;
-    p.seqlen_q = s.seqlen_q;
-    p.seqlen_k = s.seqlen_k;
-    p.causal = true;
-    p.causal_offset = s.bottom_right ? s.seqlen_k - s.seqlen_q : 0;
+    p.vis = detail::make_visibility(s.bottom_right ? Mask::kCausalBottomRight : Mask::kCausalTopLeft, s.seqlen_q,
+                                    s.seqlen_k);
     p.block_m = s.block_m;
     p.block_n = s.block_n;
     const int64_t resident = 132;

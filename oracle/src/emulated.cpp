@@ -36,43 +36,45 @@ double exp2_error(const RowRef& row, int64_t key, double sign) {
 
 // One member of the reference ensemble: the online softmax of families.h in its telescoping form (m in log2
 // units, alpha = exp2(r_old - r_new)) over tiles of `tile` keys, from the precomputed x_j = fl(s_j c), with
-// the exp2 error realization `sign` and the P*V accumulation `rounding`. P is rounded relative to the
-// reference r the kernels use (the running max; on the tensor-core path the tile's own max where it lies
+// the exp2 error realization `sign` and the P*V accumulation `rounding`. x[j] is key key_begin + j; tiles
+// start at multiples of `tile` counted from key `tile_origin` (the kernel's K/V tiles sit at multiples of
+// block_n in key index, so a row whose keys start mid-tile has a short first tile). P is rounded relative to
+// the reference r the kernels use (the running max; on the tensor-core path the tile's own max where it lies
 // within kTensorCoreRefSlackLog2 of the running max), so the reference's rounding of P matches theirs value
 // for value.
 std::vector<double> softmax_pv(const RowRef& row, const std::vector<float>& x, const detail::Operands& v,
-                               int64_t dim, int64_t tile, DType dtype, ComputePath path, double sign,
-                               detail::DotRounding rounding) {
+                               int64_t dim, int64_t key_begin, int64_t tile, int64_t tile_origin, Format format,
+                               Arithmetic path, double sign, detail::DotRounding rounding) {
   const int64_t n = static_cast<int64_t>(x.size());
   const float neg_inf = -std::numeric_limits<float>::infinity();
   std::vector<double> out(static_cast<size_t>(dim), 0.0);
   float m = neg_inf, ref = neg_inf, l = 0.0f;
   std::vector<float> acc(static_cast<size_t>(dim), 0.0f);
-  for (int64_t t0 = 0; t0 < n; t0 += tile) {
-    const int64_t t1 = std::min(n, t0 + tile);
+  for (int64_t t0 = 0, t1 = 0; t0 < n; t0 = t1) {
+    t1 = std::min(n, t0 + tile - (key_begin - tile_origin + t0) % tile);
     float tile_max = neg_inf;
     for (int64_t j = t0; j < t1; ++j) tile_max = std::fmax(tile_max, x[static_cast<size_t>(j)]);
     const float m_new = std::fmax(m, tile_max);
     float ref_new = m_new;
-    if (path == ComputePath::kTensorCore) {
+    if (path == Arithmetic::kTensorCore) {
       const float slack = static_cast<float>(kTensorCoreRefSlackLog2);
       ref_new = tile_max == neg_inf ? ref : (tile_max >= m_new - slack ? tile_max : m_new);
     }
     const float m_use = ref_new == neg_inf ? 0.0f : ref_new;  // no key yet: exp2(-inf - -inf) would be NaN
-    const float alpha =
-        static_cast<float>(std::exp2(static_cast<double>(ref - m_use)) * (1 + exp2_error(row, -1 - t0, sign)));
+    const double alpha_err = exp2_error(row, -1 - (key_begin + t0), sign);
+    const float alpha = static_cast<float>(std::exp2(static_cast<double>(ref - m_use)) * (1 + alpha_err));
     std::vector<float> p(static_cast<size_t>(t1 - t0));
     float p_sum = 0.0f;
     for (int64_t j = t0; j < t1; ++j) {
       const double arg = static_cast<double>(x[static_cast<size_t>(j)] - m_use);
       float& pj = p[static_cast<size_t>(j - t0)];
-      pj = static_cast<float>(std::exp2(arg) * (1 + exp2_error(row, j, sign)));
+      pj = static_cast<float>(std::exp2(arg) * (1 + exp2_error(row, key_begin + j, sign)));
       p_sum += pj;  // l takes fp32 P, before any rounding for P*V
     }
     l = std::fma(l, alpha, p_sum);
     for (float& a : acc) a *= alpha;
-    if (path == ComputePath::kTensorCore) {
-      for (float& pj : p) pj = detail::round_to_dtype(dtype, pj);
+    if (path == Arithmetic::kTensorCore) {
+      for (float& pj : p) pj = detail::round_to(format, pj);
     }
     detail::accumulate_pv(acc.data(), detail::make_operands(std::move(p), path), v, t0, t1, dim, path, rounding);
     m = m_new;
@@ -80,14 +82,14 @@ std::vector<double> softmax_pv(const RowRef& row, const std::vector<float>& x, c
   }
   if (l == 0.0f) return out;  // no usable key: O = 0
   for (int64_t d = 0; d < dim; ++d) {
-    out[static_cast<size_t>(d)] = detail::round_to_dtype(dtype, acc[static_cast<size_t>(d)] / l);
+    out[static_cast<size_t>(d)] = detail::round_to(format, acc[static_cast<size_t>(d)] / l);
   }
   return out;
 }
 
 }  // namespace
 
-std::vector<double> emulated_row(const Problem& problem, RowRef row, DType dtype, ComputePath path, int32_t block_n,
+std::vector<double> emulated_row(const Problem& problem, RowRef row, Format format, Arithmetic path, int32_t block_n,
                                  const RowResult* exact) {
   const detail::RowView view = detail::view_row(problem, row);
   const int64_t dim = view.head_dim, n = view.visible;
@@ -97,7 +99,7 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, DType dtype
     computed = compute_row(problem, row, Tier::kFast);
     exact = &computed;
   }
-  // The inputs are dtype values: exact as float. Scores once: x_j = fl(s_j * fl(scale * log2 e)).
+  // The inputs are values of the format: exact as float. Scores once: x_j = fl(s_j * fl(scale * log2 e)).
   const auto floats = [](const double* values, int64_t count) { return std::vector<float>(values, values + count); };
   const detail::Operands q = detail::make_operands(floats(view.q, dim), path);
   const detail::Operands k = detail::make_operands(floats(view.k, n * dim), path);
@@ -108,8 +110,9 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, DType dtype
   // farthest from the exact value: never a lucky cancellation, and at least as noisy as any one healthy
   // implementation.
   const int64_t tile = block_n > 0 ? block_n : n;
+  const int64_t tile_origin = block_n > 0 ? 0 : view.key_begin;  // one tile: it starts at the first visible key
   std::vector<detail::DotRounding> roundings = {detail::DotRounding::kNearestChain};
-  if (path != ComputePath::kGeneralFp32) roundings.push_back(detail::DotRounding::kTruncatedBlocks);
+  if (path != Arithmetic::kGeneralFp32) roundings.push_back(detail::DotRounding::kTruncatedBlocks);
   std::vector<double> out;
   std::vector<float> x(static_cast<size_t>(n));
   for (const detail::DotRounding score_rounding : roundings) {
@@ -119,7 +122,8 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, DType dtype
     }
     for (const detail::DotRounding rounding : roundings) {
       for (const double sign : {1.0, -1.0}) {
-        const std::vector<double> member = softmax_pv(row, x, v, dim, tile, dtype, path, sign, rounding);
+        const std::vector<double> member =
+            softmax_pv(row, x, v, dim, view.key_begin, tile, tile_origin, format, path, sign, rounding);
         if (out.empty()) {
           out = member;
           continue;

@@ -1,6 +1,6 @@
 // The error model of docs/error-model.md in code: bound_row() turns a row's exact result and ingredients
-// into per-element bounds for O and per-row bounds for LSE, m and l, for a dtype and a compute path; the
-// verdict helpers apply the oracle's non-finite semantics; RmsCheck is the statistical check. Every
+// into per-element bounds for O and per-row bounds for LSE, m and l, for an input format and an arithmetic
+// class; the verdict helpers apply the oracle's non-finite semantics; RmsCheck is the statistical check. Every
 // constant below is named in the document's table, with the rounding point it stands for.
 #include "flashcheck/error_model.h"
 
@@ -68,33 +68,33 @@ struct PathModel {
 double mma_terms(double terms) { return terms + std::ceil(terms / kMmaKMin); }
 
 // Half the smallest subnormal spacing of P's format (the absolute error of rounding a tiny P).
-double half_subnormal(DType dtype) {
-  switch (dtype) {
-    case DType::kF16: return 0x1p-25;
-    case DType::kBF16: return 0x1p-134;
-    case DType::kF32: break;
+double half_subnormal(Format format) {
+  switch (format) {
+    case Format::kF16: return 0x1p-25;
+    case Format::kBF16: return 0x1p-134;
+    case Format::kF32: break;
   }
   return 0.0;
 }
 
-PathModel path_model(DType dtype, ComputePath path, int64_t head_dim, int64_t n, int64_t tiles) {
+PathModel path_model(Format format, Arithmetic path, int64_t head_dim, int64_t n, int64_t tiles) {
   const double d = static_cast<double>(head_dim), keys = static_cast<double>(n), t = static_cast<double>(tiles);
   PathModel pm;
   switch (path) {
-    case ComputePath::kGeneralFp32:  // fp32 FMA chains on CUDA cores
+    case Arithmetic::kGeneralFp32:  // fp32 FMA chains on CUDA cores
       pm.score_terms = d;
       pm.pv_terms = keys + t;
       pm.l_terms = keys + t;
       break;
-    case ComputePath::kTensorCore:  // exact dtype products, mma accumulation; P rounded to the dtype for P*V
+    case Arithmetic::kTensorCore:  // exact products of fp16/bf16 values, mma accumulation; P rounded to the format
       pm.score_unit = pm.pv_unit = pm.l_unit = kUMma;
       pm.score_terms = mma_terms(d);
-      pm.p_round = dtype == DType::kF32 ? 0.0 : unit_roundoff(dtype);
-      pm.p_round_abs = half_subnormal(dtype);
+      pm.p_round = format == Format::kF32 ? 0.0 : unit_roundoff(format);
+      pm.p_round_abs = half_subnormal(format);
       pm.pv_terms = mma_terms(keys) + t;
       pm.l_terms = keys + t;
       break;
-    case ComputePath::kSplitTf32:  // three tf32 products per fp32 product, mma accumulation
+    case Arithmetic::kSplitTf32:  // three tf32 products per fp32 product, mma accumulation
       pm.score_unit = pm.pv_unit = pm.l_unit = kUMma;
       pm.score_terms = mma_terms(3 * d);
       pm.score_split = kSplitProductRelErr;
@@ -106,28 +106,28 @@ PathModel path_model(DType dtype, ComputePath path, int64_t head_dim, int64_t n,
   return pm;
 }
 
-// Output rounding to the dtype: relative part and absolute floor (fp16 subnormal spacing; otherwise the
+// Output rounding to the format: relative part and absolute floor (fp16 subnormal spacing; otherwise the
 // fp32 flush-to-zero of the division result). fp32 O is the division result itself: no extra rounding.
-double output_unit(DType dtype) { return dtype == DType::kF32 ? 0.0 : unit_roundoff(dtype); }
-double output_floor(DType dtype) { return dtype == DType::kF16 ? 0x1p-25 : 0x1p-126; }
+double output_unit(Format format) { return format == Format::kF32 ? 0.0 : unit_roundoff(format); }
+double output_floor(Format format) { return format == Format::kF16 ? 0x1p-25 : 0x1p-126; }
 
 }  // namespace
 
-double unit_roundoff(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return 0x1p-24;
-    case DType::kF16: return 0x1p-11;
-    case DType::kBF16: return 0x1p-8;
+double unit_roundoff(Format format) {
+  switch (format) {
+    case Format::kF32: return 0x1p-24;
+    case Format::kF16: return 0x1p-11;
+    case Format::kBF16: return 0x1p-8;
   }
   return 0.0;
 }
 
-RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_t block_n, int64_t head_dim) {
+RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32_t block_n, int64_t head_dim) {
   RowBound b;
   const size_t dim = exact.o.size();
   b.o.assign(dim, 0.0);
   b.unconstrained = exact.nonfinite_score || exact.score_overflow || exact.accum_overflow;
-  if (path == ComputePath::kTensorCore) {
+  if (path == Arithmetic::kTensorCore) {
     for (const double col : exact.abs_v_sum) b.unconstrained |= std::isfinite(col) && col > kTensorCoreAccumGuard;
   }
   // Outside the domain nothing numeric is promised; with no usable key the result is exact (O = 0, LSE = m
@@ -138,7 +138,7 @@ RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_
   const double nd = static_cast<double>(n);
   const int64_t tiles = block_n > 0 ? std::max<int64_t>(1, (std::max(exact.seqlen_k, n) + block_n - 1) / block_n)
                                     : std::max<int64_t>(1, n);
-  const PathModel pm = path_model(dtype, path, head_dim, n, tiles);
+  const PathModel pm = path_model(format, path, head_dim, n, tiles);
   const double u = kU32;
 
   // Per-key error of the exponent argument, relative to the shift common to all keys (natural-log units):
@@ -153,7 +153,7 @@ RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_
   // The tensor-core path's reference may step down to a tile's own max and back (at most
   // kTensorCoreRefSlackLog2 each way per tile): its rescale arguments then no longer telescope to the gap, and
   // each such step costs one more rounding of the subtraction (u of at most 2 * slack log2 units per tile).
-  const double ref_steps = path == ComputePath::kTensorCore ? 2 * kTensorCoreRefSlackLog2 * u * kLn2 : 0.0;
+  const double ref_steps = path == Arithmetic::kTensorCore ? 2 * kTensorCoreRefSlackLog2 * u * kLn2 : 0.0;
   const double c0 =
       static_cast<double>(tiles) * (u * s_max * (1 + a_s) * (1 + 3 * u) + kExp2RelErr + ref_steps) + 2 * flush;
   const double x_max = b_s * s_max + b_g * std::min(exact.score_gap_max, kGapCap) + c0;
@@ -167,7 +167,7 @@ RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_
   const double g_pv = gamma_n(pm.pv_terms, pm.pv_unit);
   const double g_l = gamma_n(pm.l_terms, pm.l_unit);
   const double g_div = (1 + kDivisionUnits * u) / (1 - g_l) - 1;  // relative error of acc / l beyond the sums
-  const double u_out = output_unit(dtype), out_floor = output_floor(dtype);
+  const double u_out = output_unit(format), out_floor = output_floor(format);
   for (size_t k = 0; k < dim; ++k) {
     const double o_abs = std::fabs(exact.o[k]);
     double pre = 0.0;  // bound on |O_kernel - O| before the output rounding
@@ -206,7 +206,7 @@ RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_
   b.m = kSafety * (score_err_max + kMConversionUnits * u * (m_abs + score_err_max)) + exact.m_err;
   // The tensor-core path reports its last reference: up to the slack below the computed max (log2 units
   // converted to natural ones; the comparison's own roundings are within b.m).
-  if (path == ComputePath::kTensorCore) b.m_below = kTensorCoreRefSlackLog2 * kLn2 * (1 + kMConversionUnits * u);
+  if (path == Arithmetic::kTensorCore) b.m_below = kTensorCoreRefSlackLog2 * kLn2 * (1 + kMConversionUnits * u);
 
   // l relative to exp(m_kernel): as the weights, plus the gap between the kernel's internal base and the
   // reported m; the flushed weights are judged against the smallest l_ref the kernel's m allows.
@@ -295,8 +295,8 @@ double RmsCheck::rms_exact() const { return count_ > 0 ? std::sqrt(sum_sq_exact_
 
 double RmsCheck::rms_floor() const {
   if (count_ == 0) return 0.0;
-  const double u_q = std::max(unit_roundoff(dtype_), kU32);
-  // The dtype term is a sampling allowance and shrinks as 1/sqrt(N); the fp32 term does not: a healthy fp32
+  const double u_q = std::max(unit_roundoff(format_), kU32);
+  // The input-format term is a sampling allowance and shrinks as 1/sqrt(N); the fp32 term does not: a healthy fp32
   // pipeline may differ from the reference by a few roundings in every element (exp argument, accumulation
   // order, rescale, the division by l), and an RMS over N such elements does not shrink with N.
   return kRmsFloorUlps * (u_q * rms_exact() / std::sqrt(static_cast<double>(count_)) + kRmsFp32Roundings * kU32);

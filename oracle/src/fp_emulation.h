@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "flashcheck/attention.h"
+#include "flashcheck/oracle_problem.h"
 
 namespace flashcheck::oracle::detail {
 
@@ -52,12 +52,13 @@ inline float round_low_bits(float x, int dropped) {
   return std::bit_cast<float>(((bits + half_minus_one + lsb) >> dropped) << dropped);
 }
 
-inline float round_to_dtype(DType dtype, float x) {
+// An fp32 value rounded to `format` (to nearest even), as float.
+inline float round_to(Format format, float x) {
   constexpr double kF16Max = 65504.0;
-  switch (dtype) {
-    case DType::kF16: return round_to_format(x, 11, -14, kF16Max);
-    case DType::kBF16: return round_low_bits(x, 16);
-    case DType::kF32: break;
+  switch (format) {
+    case Format::kF16: return round_to_format(x, 11, -14, kF16Max);
+    case Format::kBF16: return round_low_bits(x, 16);
+    case Format::kF32: break;
   }
   return x;
 }
@@ -78,10 +79,10 @@ inline float to_tf32(float x) {
 struct Operands {
   std::vector<float> value, hi, lo;
 };
-inline Operands make_operands(std::vector<float> value, ComputePath path) {
+inline Operands make_operands(std::vector<float> value, Arithmetic path) {
   Operands ops;
   ops.value = std::move(value);
-  if (path == ComputePath::kSplitTf32) {
+  if (path == Arithmetic::kSplitTf32) {
     ops.hi.resize(ops.value.size());
     ops.lo.resize(ops.value.size());
     for (size_t i = 0; i < ops.value.size(); ++i) {
@@ -99,13 +100,13 @@ inline Operands make_operands(std::vector<float> value, ComputePath path) {
 enum class DotRounding { kNearestChain, kTruncatedBlocks };
 
 // sum_k a[a0 + k] b[b0 + k] over k < dim in fp32 at the path's rounding points.
-inline float dot_fp32(const Operands& a, size_t a0, const Operands& b, size_t b0, int64_t dim, ComputePath path,
+inline float dot_fp32(const Operands& a, size_t a0, const Operands& b, size_t b0, int64_t dim, Arithmetic path,
                       DotRounding rounding) {
   const size_t n = static_cast<size_t>(dim);
   float acc = 0.0f;
-  if (rounding == DotRounding::kNearestChain || path == ComputePath::kGeneralFp32) {
+  if (rounding == DotRounding::kNearestChain || path == Arithmetic::kGeneralFp32) {
     for (size_t k = 0; k < n; ++k) {
-      if (path == ComputePath::kSplitTf32) {
+      if (path == Arithmetic::kSplitTf32) {
         acc = std::fma(a.lo[a0 + k], b.hi[b0 + k], acc);
         acc = std::fma(a.hi[a0 + k], b.lo[b0 + k], acc);
         acc = std::fma(a.hi[a0 + k], b.hi[b0 + k], acc);
@@ -115,7 +116,7 @@ inline float dot_fp32(const Operands& a, size_t a0, const Operands& b, size_t b0
     }
     return acc;
   }
-  if (path == ComputePath::kTensorCore) {
+  if (path == Arithmetic::kTensorCore) {
     for (size_t k0 = 0; k0 < n; k0 += kMmaKHalf) {
       double block = 0.0;  // products of fp16/bf16 values are exact in fp32; their block sum is kept in double
       for (size_t k = k0; k < std::min(n, k0 + kMmaKHalf); ++k)
@@ -140,15 +141,15 @@ inline float dot_fp32(const Operands& a, size_t a0, const Operands& b, size_t b0
 
 // acc_k += sum_j p_j v_jk over keys [j0, j1) (V rows of `dim` values, indexed by key; P holds the tile's
 // keys only, p[j - j0]), at the path's rounding points; P holds what the path multiplies (fp32 P, or P
-// rounded to the dtype on tensor cores). On mma paths `rounding` picks the hardware's truncated blocks or a
+// rounded to the input format on tensor cores). On mma paths `rounding` picks the hardware's truncated blocks or a
 // round-to-nearest FMA chain (the host model's emulation of the same products).
 inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int64_t j0, int64_t j1, int64_t dim,
-                          ComputePath path, DotRounding rounding) {
+                          Arithmetic path, DotRounding rounding) {
   const size_t d = static_cast<size_t>(dim), base = static_cast<size_t>(j0), end = static_cast<size_t>(j1);
-  if (rounding == DotRounding::kNearestChain || path == ComputePath::kGeneralFp32) {
+  if (rounding == DotRounding::kNearestChain || path == Arithmetic::kGeneralFp32) {
     for (size_t j = base; j < end; ++j) {
       for (size_t k = 0; k < d; ++k) {
-        if (path == ComputePath::kSplitTf32) {
+        if (path == Arithmetic::kSplitTf32) {
           acc[k] = std::fma(p.lo[j - base], v.hi[j * d + k], acc[k]);
           acc[k] = std::fma(p.hi[j - base], v.lo[j * d + k], acc[k]);
           acc[k] = std::fma(p.hi[j - base], v.hi[j * d + k], acc[k]);
@@ -159,7 +160,7 @@ inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int6
     }
     return;
   }
-  if (path == ComputePath::kTensorCore) {
+  if (path == Arithmetic::kTensorCore) {
     for (int64_t b0 = j0; b0 < j1; b0 += kMmaKHalf) {
       const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + kMmaKHalf));
       for (size_t k = 0; k < d; ++k) {

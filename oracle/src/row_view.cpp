@@ -26,10 +26,12 @@ RowView view_row(const Problem& p, RowRef row) {
   view.head_dim = p.head_dim;
   view.seqlen_k = p.seqlen_k;
   view.scale = p.scale;
-  view.visible = visible_count(p.mask, row.i, p.seqlen_q, p.seqlen_k);
+  const KeySpan keys = visible_keys(p, row.i);
+  view.key_begin = keys.begin;
+  view.visible = keys.size();
   const int64_t h_kv = row.h / (p.heads_q / p.heads_kv);
   view.q = p.q.data() + ((row.b * p.heads_q + row.h) * p.seqlen_q + row.i) * p.head_dim;
-  const int64_t kv_offset = (row.b * p.heads_kv + h_kv) * p.seqlen_k * p.head_dim;
+  const int64_t kv_offset = ((row.b * p.heads_kv + h_kv) * p.seqlen_k + keys.begin) * p.head_dim;
   view.k = p.k.data() + kv_offset;
   view.v = p.v.data() + kv_offset;
   return view;

@@ -6,7 +6,6 @@
 #include <set>
 
 #include "flashcheck/oracle.h"
-#include "row_view.h"
 
 namespace flashcheck::oracle {
 namespace {
@@ -51,20 +50,21 @@ std::set<int64_t> structural_rows(const Problem& p, int32_t block_m, int32_t blo
   }
   // Fully masked rows, and the first row after them; and rows whose last visible key sits next to a K-tile
   // boundary (where the causal diagonal crosses from one K tile into the next).
-  std::set<int64_t> diagonal_counts;
-  if (block_n > 0 && p.mask != Mask::kNone) {
+  // A row's keys end at its diagonal only where the visibility has a right edge (causal, a window).
+  std::set<int64_t> diagonal_ends;
+  if (block_n > 0 && p.visibility.window_right >= 0) {
     for (const int64_t t : boundary_tiles((p.seqlen_k + block_n - 1) / block_n)) {
-      diagonal_counts.insert({t * block_n - 1, t * block_n, t * block_n + 1});
+      diagonal_ends.insert({t * block_n - 1, t * block_n, t * block_n + 1});
     }
   }
   int64_t first_masked = -1, last_masked = -1;
   for (int64_t i = 0; i < sq; ++i) {
-    const int64_t visible = detail::visible_count(p.mask, i, sq, p.seqlen_k);
-    if (visible == 0) {
+    const KeySpan keys = visible_keys(p, i);
+    if (keys.size() == 0) {
       if (first_masked < 0) first_masked = i;
       last_masked = i;
     }
-    if (diagonal_counts.count(visible) != 0) rows.insert(i);
+    if (diagonal_ends.count(keys.end) != 0) rows.insert(i);
   }
   if (first_masked >= 0) {
     add(first_masked);

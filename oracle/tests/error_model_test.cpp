@@ -4,7 +4,6 @@
 // tile count; fair judgement of rows whose O cancels to zero; the statistical check on healthy and degraded
 // tiled models; and the verdict helpers' non-finite semantics.
 #include "flashcheck/error_model.h"
-#include "row_view.h"
 
 #include <gtest/gtest.h>
 
@@ -35,8 +34,8 @@ constexpr float kFtzLimit = 0x1p-126f;
 enum class Defect { kNone, kPOneFormatCoarser, kOAccumInDtype, kMissingRescale, kLseBase2 };
 
 struct TiledModel {
-  DType dtype = DType::kF32;
-  ComputePath path = ComputePath::kGeneralFp32;
+  Format format = Format::kF32;
+  Arithmetic path = Arithmetic::kGeneralFp32;
   int32_t block_n = 64;
   int exp_bias = 0;  // exp2 error: 0 none, +1 / -1 every result at +-kExp2RelErr, 2 alternating by key
   Defect defect = Defect::kNone;
@@ -49,9 +48,9 @@ struct TiledRow {
 
 // One rounding step coarser than the format P is kept in (the host model's ModelDefect ladder).
 float coarser(const TiledModel& model, float p) {
-  if (model.path != ComputePath::kTensorCore || model.dtype == DType::kF32)
-    return detail::round_to_dtype(DType::kF16, p);
-  if (model.dtype == DType::kF16) return detail::round_to_dtype(DType::kBF16, p);
+  if (model.path != Arithmetic::kTensorCore || model.format == Format::kF32)
+    return detail::round_to(Format::kF16, p);
+  if (model.format == Format::kF16) return detail::round_to(Format::kBF16, p);
   return detail::round_to_format(p, 4, -6, 448.0);  // fp8 e4m3
 }
 
@@ -64,15 +63,16 @@ float exp2_model(float arg, int bias, int64_t key) {
 
 TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
   const int64_t dim = tp.head_dim;
-  const int64_t n = detail::visible_count(tp.mask, row.i, tp.seqlen_q, tp.seqlen_k);
+  const KeySpan keys = visible_keys(tp.view(), row.i);
+  const int64_t n = keys.size();
   const int64_t h_kv = row.h / (tp.heads_q / tp.heads_kv);
   const double* q64 = tp.q.data() + ((row.b * tp.heads_q + row.h) * tp.seqlen_q + row.i) * dim;
-  const double* k64 = tp.k.data() + (row.b * tp.heads_kv + h_kv) * tp.seqlen_k * dim;
-  const double* v64 = tp.v.data() + (row.b * tp.heads_kv + h_kv) * tp.seqlen_k * dim;
+  const double* k64 = tp.k.data() + ((row.b * tp.heads_kv + h_kv) * tp.seqlen_k + keys.begin) * dim;
+  const double* v64 = tp.v.data() + ((row.b * tp.heads_kv + h_kv) * tp.seqlen_k + keys.begin) * dim;
   const detail::Operands q = detail::make_operands(std::vector<float>(q64, q64 + dim), model.path);
   const detail::Operands k = detail::make_operands(std::vector<float>(k64, k64 + n * dim), model.path);
   const detail::Operands v = detail::make_operands(std::vector<float>(v64, v64 + n * dim), model.path);
-  const bool fma_form = model.path == ComputePath::kTensorCore;  // p = exp2(fma(s, c, -fl(m c))), m raw
+  const bool fma_form = model.path == Arithmetic::kTensorCore;  // p = exp2(fma(s, c, -fl(m c))), m raw
   const float scale = static_cast<float>(tp.scale);
   const float c = scale * detail::kLog2eF;
   float m_run = -std::numeric_limits<float>::infinity(), l = 0.0f;
@@ -109,13 +109,13 @@ TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
     }
     for (int64_t j = t0; j < t1; ++j) {
       float& pj = p[static_cast<size_t>(j)];
-      if (model.path == ComputePath::kTensorCore) pj = detail::round_to_dtype(model.dtype, pj);
+      if (model.path == Arithmetic::kTensorCore) pj = detail::round_to(model.format, pj);
       if (model.defect == Defect::kPOneFormatCoarser) pj = coarser(model, pj);
     }
     detail::accumulate_pv(acc.data(), detail::make_operands(std::vector<float>(p.begin() + t0, p.begin() + t1), model.path),
                           v, t0, t1, dim, model.path, detail::DotRounding::kTruncatedBlocks);
     if (model.defect == Defect::kOAccumInDtype) {
-      for (float& a : acc) a = detail::round_to_dtype(model.dtype, a);
+      for (float& a : acc) a = detail::round_to(model.format, a);
     }
     m_run = m_new;
   }
@@ -123,7 +123,7 @@ TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
   out.o.assign(static_cast<size_t>(dim), 0.0);
   const bool empty = l == 0.0f;
   for (int64_t d = 0; d < dim; ++d) {
-    out.o[static_cast<size_t>(d)] = empty ? 0.0 : detail::round_to_dtype(model.dtype, acc[static_cast<size_t>(d)] / l);
+    out.o[static_cast<size_t>(d)] = empty ? 0.0 : detail::round_to(model.format, acc[static_cast<size_t>(d)] / l);
   }
   const float m_natural = fma_form ? m_run * std::fabs(scale) : m_run * detail::kLn2F;
   out.m = m_natural;
@@ -157,16 +157,16 @@ RowJudgement judge_row(const RowResult& exact, const RowBound& bound, const Tile
 }
 
 struct Config {
-  DType dtype;
-  ComputePath path;
+  Format format;
+  Arithmetic path;
 };
 constexpr Config kConfigs[] = {
-    {DType::kF32, ComputePath::kGeneralFp32},  {DType::kF32, ComputePath::kSplitTf32},
-    {DType::kF16, ComputePath::kGeneralFp32},  {DType::kF16, ComputePath::kTensorCore},
-    {DType::kBF16, ComputePath::kGeneralFp32}, {DType::kBF16, ComputePath::kTensorCore},
+    {Format::kF32, Arithmetic::kGeneralFp32},  {Format::kF32, Arithmetic::kSplitTf32},
+    {Format::kF16, Arithmetic::kGeneralFp32},  {Format::kF16, Arithmetic::kTensorCore},
+    {Format::kBF16, Arithmetic::kGeneralFp32}, {Format::kBF16, Arithmetic::kTensorCore},
 };
 
-std::string config_name(const Config& c) { return std::string(to_string(c.dtype)) + "/" + to_string(c.path); }
+std::string config_name(const Config& c) { return std::string(to_string(c.format)) + "/" + to_string(c.path); }
 
 // Value scenarios: the standard case and the adversarial ones of docs/error-model.md.
 using Scenario = std::function<void(TestProblem*, Rng*)>;
@@ -226,14 +226,14 @@ std::vector<NamedScenario> scenarios() {
        }},
       {"large-v",
        [](TestProblem* p, Rng* rng) {
-         const double big = p->dtype == DType::kF16 ? 30000.0 : 1e30;
+         const double big = p->format == Format::kF16 ? 30000.0 : 1e30;
          fill(p, 'q', [&](int64_t) { return rng->normal(0, 1); });
          fill(p, 'k', [&](int64_t) { return rng->normal(0, 1); });
          fill(p, 'v', [&](int64_t) { return rng->uniform(-big, big); });
        }},
       {"subnormal",
        [](TestProblem* p, Rng* rng) {
-         const double tiny = p->dtype == DType::kF16 ? 0x1p-20 : 0x1p-130;
+         const double tiny = p->format == Format::kF16 ? 0x1p-20 : 0x1p-130;
          fill(p, 'q', [&](int64_t) { return rng->normal(0, 1); });
          fill(p, 'k', [&](int64_t) { return tiny * rng->normal(0, 1); });
          fill(p, 'v', [&](int64_t) { return tiny * rng->normal(0, 1); });
@@ -264,17 +264,18 @@ TEST(ErrorModelBound, HoldsForTiledFp32ModelsOfEveryPath) {
       for (const int64_t seqlen_k : {1, 5, 64, 65, 200}) {
         for (const int64_t head_dim : {1, 8, 64, 128}) {
           for (const int32_t block_n : {16, 64}) {
-            const Mask mask = rng.below(3) == 0 ? Mask::kCausalBottomRight : Mask::kNone;
-            TestProblem p = make_shape(config.dtype, 2, seqlen_k, head_dim, mask);
+            const Visibility visibility = rng.below(3) == 0 ? kCausalBottomRight : kAllKeys;
+            TestProblem p = make_shape(config.format, 2, seqlen_k, head_dim, visibility);
             scenario.fill_values(&p, &rng);
-            TiledModel model{config.dtype, config.path, block_n, static_cast<int>(rng.below(4)) - 1};
+            TiledModel model{config.format, config.path, block_n, static_cast<int>(rng.below(4)) - 1};
             if (model.exp_bias < 0 && rng.below(2) == 0) model.exp_bias = 2;
             for (int64_t i = 0; i < 2; ++i) {
               const RowRef row{0, 0, i};
               const RowResult exact = compute_row(p.view(), row, Tier::kFast);
-              const RowBound bound = bound_row(exact, config.dtype, config.path, block_n, head_dim);
+              const RowBound bound = bound_row(exact, config.format, config.path, block_n, head_dim);
               const RowJudgement j = judge_row(exact, bound, run_tiled(p, row, model));
-              const std::vector<double> emulated = emulated_row(p.view(), row, config.dtype, config.path, block_n, &exact);
+              const std::vector<double> emulated =
+                  emulated_row(p.view(), row, config.format, config.path, block_n, &exact);
               double emulated_worst = 0.0;
               for (size_t k = 0; k < emulated.size(); ++k) {
                 const double r = error_ratio(emulated[k], exact.o[k], bound.o[k], bound.unconstrained);
@@ -304,13 +305,13 @@ TEST(ErrorModelBound, HoldsForTiledFp32ModelsOfEveryPath) {
 // The tensor-core path reports the reference of its last tile, up to kTensorCoreRefSlackLog2 log2 units below the
 // max: m is judged against [m* - m_below, m*], other paths against m* alone.
 TEST(ErrorModelBound, TensorCoreMayReportItsReferenceBelowTheMax) {
-  TestProblem p = make_shape(DType::kBF16, 1, 3, 4);
+  TestProblem p = make_shape(Format::kBF16, 1, 3, 4);
   fill(&p, 'q', [](int64_t i) { return 0.25 * static_cast<double>(i % 5); });
   fill(&p, 'k', [](int64_t i) { return 0.5 - 0.125 * static_cast<double>(i % 7); });
   fill(&p, 'v', [](int64_t i) { return 1.0 + static_cast<double>(i % 3); });
   const RowResult exact = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
-  const RowBound tc = bound_row(exact, DType::kBF16, ComputePath::kTensorCore, 64, 4);
-  const RowBound general = bound_row(exact, DType::kBF16, ComputePath::kGeneralFp32, 64, 4);
+  const RowBound tc = bound_row(exact, Format::kBF16, Arithmetic::kTensorCore, 64, 4);
+  const RowBound general = bound_row(exact, Format::kBF16, Arithmetic::kGeneralFp32, 64, 4);
   ASSERT_FALSE(tc.unconstrained);
   const double slack = kTensorCoreRefSlackLog2 * std::log(2.0);
   EXPECT_GE(tc.m_below, slack);
@@ -324,12 +325,12 @@ TEST(ErrorModelBound, TensorCoreMayReportItsReferenceBelowTheMax) {
 }
 
 TEST(ErrorModelBound, UnconstrainedRowsMakeNoNumericClaim) {
-  TestProblem p = make_shape(DType::kBF16, 1, 3, 4);
+  TestProblem p = make_shape(Format::kBF16, 1, 3, 4);
   fill(&p, 'q', [](int64_t) { return 1e30; });
   fill(&p, 'k', [](int64_t) { return 1e30; });
   fill(&p, 'v', [](int64_t) { return 1.0; });
   const RowResult exact = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
-  const RowBound bound = bound_row(exact, DType::kBF16, ComputePath::kTensorCore, 64, 4);
+  const RowBound bound = bound_row(exact, Format::kBF16, Arithmetic::kTensorCore, 64, 4);
   EXPECT_TRUE(bound.unconstrained);
   EXPECT_EQ(error_ratio(kInf, exact.o[0], bound.o[0], bound.unconstrained), 0.0);
   EXPECT_EQ(m_error_ratio(exact, bound, kNaN), 0.0);
@@ -342,7 +343,7 @@ TEST(ErrorModelBound, UnconstrainedRowsMakeNoNumericClaim) {
 // hull, which does not depend on the oracle's accuracy: non-negative, finite, and still failing a kernel
 // outside the hull of V.
 TEST(ErrorModelBound, HugeScoresFallBackToAHullThatDoesNotTrustTheOracle) {
-  TestProblem p = make_shape(DType::kF32, 1, 4, 8);
+  TestProblem p = make_shape(Format::kF32, 1, 4, 8);
   fill(&p, 'q', [](int64_t) { return 1e13; });
   fill(&p, 'k', [](int64_t i) { return i % 8 == 3 ? -1e13 : 1e13; });
   fill(&p, 'v', [](int64_t i) { return 0.25 * static_cast<double>(i % 5) - 0.5; });
@@ -356,7 +357,7 @@ TEST(ErrorModelBound, HugeScoresFallBackToAHullThatDoesNotTrustTheOracle) {
       EXPECT_GE(exact.o_err[0], 0.0);
       EXPECT_LT(exact.o_err[0], 1e-3);
     }
-    const RowBound bound = bound_row(exact, DType::kF32, ComputePath::kSplitTf32, 64, 8);
+    const RowBound bound = bound_row(exact, Format::kF32, Arithmetic::kSplitTf32, 64, 8);
     ASSERT_FALSE(bound.unconstrained);
     for (size_t k = 0; k < bound.o.size(); ++k) {
       EXPECT_GT(bound.o[k], 0.0) << to_string(tier) << " col " << k;
@@ -373,18 +374,18 @@ TEST(ErrorModelBound, HugeScoresFallBackToAHullThatDoesNotTrustTheOracle) {
 // ---- monotonic in head_dim, seqlen and tile count
 
 TEST(ErrorModelBound, GrowsWithHeadDimSeqlenAndTileCount) {
-  TestProblem p = make_shape(DType::kF16, 1, 256, 64);
+  TestProblem p = make_shape(Format::kF16, 1, 256, 64);
   Rng rng(5);
   scenarios()[0].fill_values(&p, &rng);
   const RowResult exact = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
   for (const Config& config : kConfigs) {
-    const RowBound d32 = bound_row(exact, config.dtype, config.path, 64, 32);
-    const RowBound d128 = bound_row(exact, config.dtype, config.path, 64, 128);
-    const RowBound bn16 = bound_row(exact, config.dtype, config.path, 16, 32);
+    const RowBound d32 = bound_row(exact, config.format, config.path, 64, 32);
+    const RowBound d128 = bound_row(exact, config.format, config.path, 64, 128);
+    const RowBound bn16 = bound_row(exact, config.format, config.path, 16, 32);
     RowResult longer = exact;
     longer.visible *= 4;
     longer.seqlen_k *= 4;
-    const RowBound n4 = bound_row(longer, config.dtype, config.path, 64, 32);
+    const RowBound n4 = bound_row(longer, config.format, config.path, 64, 32);
     for (size_t k = 0; k < exact.o.size(); ++k) {
       EXPECT_LT(d32.o[k], d128.o[k]) << config_name(config);
       EXPECT_LT(d32.o[k], bn16.o[k]) << config_name(config);
@@ -401,23 +402,23 @@ TEST(ErrorModelBound, GrowsWithHeadDimSeqlenAndTileCount) {
 TEST(ErrorModelBound, CancellingRowsAreJudgedOnTheirScaleNotOnO) {
   // O is near 0 while A_k = sum_j p_j |v_jk| is O(1): V is centred on its own weighted mean, so only the
   // roundings of V to fp16 are left in O. The kernel's error is then a rounding of A_k, not of O.
-  TestProblem p = make_shape(DType::kF16, 1, 64, 64);
+  TestProblem p = make_shape(Format::kF16, 1, 64, 64);
   Rng rng(8);
   scenarios()[0].fill_values(&p, &rng);
   fill(&p, 'v', [&](int64_t) { return rng.normal(0, 4); });
   const RowResult uncentred = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
   for (size_t e = 0; e < p.v.size(); ++e) {
-    p.v[e] = testing::round_to(DType::kF16, p.v[e] - uncentred.o[e % static_cast<size_t>(p.head_dim)]);
+    p.v[e] = testing::round_to(Format::kF16, p.v[e] - uncentred.o[e % static_cast<size_t>(p.head_dim)]);
   }
   const RowResult exact = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
-  const RowBound bound = bound_row(exact, DType::kF16, ComputePath::kTensorCore, 64, 64);
-  const TiledRow got = run_tiled(p, {0, 0, 0}, {DType::kF16, ComputePath::kTensorCore, 64, 1});
+  const RowBound bound = bound_row(exact, Format::kF16, Arithmetic::kTensorCore, 64, 64);
+  const TiledRow got = run_tiled(p, {0, 0, 0}, {Format::kF16, Arithmetic::kTensorCore, 64, 1});
   double worst_vs_o = 0, worst_ratio = 0, loosest = 0, largest_o = 0;
   for (size_t k = 0; k < exact.o.size(); ++k) {
     const double err = std::fabs(got.o[k] - exact.o[k]);
-    worst_vs_o = std::max(worst_vs_o, err / (unit_roundoff(DType::kF16) * std::fabs(exact.o[k]) + 1e-300));
+    worst_vs_o = std::max(worst_vs_o, err / (unit_roundoff(Format::kF16) * std::fabs(exact.o[k]) + 1e-300));
     worst_ratio = std::max(worst_ratio, err / bound.o[k]);
-    loosest = std::max(loosest, bound.o[k] / (unit_roundoff(DType::kF16) * exact.abs_pv[k]));
+    loosest = std::max(loosest, bound.o[k] / (unit_roundoff(Format::kF16) * exact.abs_pv[k]));
     largest_o = std::max(largest_o, std::fabs(exact.o[k]) / exact.abs_pv[k]);
   }
   EXPECT_LT(largest_o, 1e-3);   // the row does cancel
@@ -431,20 +432,20 @@ TEST(ErrorModelBound, CancellingRowsAreJudgedOnTheirScaleNotOnO) {
 // ---- degraded tiled models: the bound or the statistical check catches each
 
 struct CaseOutcome {
-  explicit CaseOutcome(DType dtype) : rms(dtype) {}
+  explicit CaseOutcome(Format format) : rms(format) {}
   double bound_ratio = 0;  // worst of O, LSE, m, l over the rows
   RmsCheck rms;
 };
 
 CaseOutcome run_case(const TestProblem& p, const TiledModel& model, int64_t rows) {
-  CaseOutcome out(model.dtype);
+  CaseOutcome out(model.format);
   for (int64_t i = 0; i < rows; ++i) {
     const RowRef row{0, 0, i};
     const RowResult exact = compute_row(p.view(), row, Tier::kFast);
-    const RowBound bound = bound_row(exact, model.dtype, model.path, model.block_n, p.head_dim);
+    const RowBound bound = bound_row(exact, model.format, model.path, model.block_n, p.head_dim);
     const TiledRow got = run_tiled(p, row, model);
     out.bound_ratio = std::max(out.bound_ratio, judge_row(exact, bound, got).worst());
-    const std::vector<double> ref = emulated_row(p.view(), row, model.dtype, model.path, model.block_n, &exact);
+    const std::vector<double> ref = emulated_row(p.view(), row, model.format, model.path, model.block_n, &exact);
     for (size_t k = 0; k < exact.o.size(); ++k) out.rms.add(got.o[k], ref[k], exact.o[k], exact.abs_pv[k]);
   }
   return out;
@@ -454,12 +455,12 @@ TEST(ErrorModelDegraded, POneFormatCoarserIsCaught) {
   // fp16 tensor core with P rounded to bf16: the bound catches short rows; on long rows the error averages
   // down below the worst case and only the statistical check sees it.
   Rng rng(40);
-  TestProblem short_rows = make_shape(DType::kF16, 8, 6, 64);
+  TestProblem short_rows = make_shape(Format::kF16, 8, 6, 64);
   scenarios()[0].fill_values(&short_rows, &rng);
-  TiledModel coarse{DType::kF16, ComputePath::kTensorCore, 64, 0, Defect::kPOneFormatCoarser};
+  TiledModel coarse{Format::kF16, Arithmetic::kTensorCore, 64, 0, Defect::kPOneFormatCoarser};
   EXPECT_GT(run_case(short_rows, coarse, 8).bound_ratio, 1.0);
 
-  TestProblem long_rows = make_shape(DType::kF16, 8, 2048, 64);
+  TestProblem long_rows = make_shape(Format::kF16, 8, 2048, 64);
   scenarios()[0].fill_values(&long_rows, &rng);
   const CaseOutcome bad = run_case(long_rows, coarse, 8);
   TiledModel healthy = coarse;
@@ -474,18 +475,18 @@ TEST(ErrorModelDegraded, POneFormatCoarserIsCaught) {
 
 TEST(ErrorModelDegraded, MissingRescaleOAccumInDtypeAndLseBase2AreCaught) {
   Rng rng(41);
-  TestProblem ramp = make_shape(DType::kBF16, 4, 256, 32);
+  TestProblem ramp = make_shape(Format::kBF16, 4, 256, 32);
   scenarios()[3].fill_values(&ramp, &rng);  // the max moves in every tile, the last one included
-  EXPECT_GT(run_case(ramp, {DType::kBF16, ComputePath::kTensorCore, 64, 0, Defect::kMissingRescale}, 4).bound_ratio,
+  EXPECT_GT(run_case(ramp, {Format::kBF16, Arithmetic::kTensorCore, 64, 0, Defect::kMissingRescale}, 4).bound_ratio,
             1.0);
 
-  TestProblem normal = make_shape(DType::kF16, 8, 4096, 64);  // 64 tiles of 64 keys to round O after
+  TestProblem normal = make_shape(Format::kF16, 8, 4096, 64);  // 64 tiles of 64 keys to round O after
   scenarios()[0].fill_values(&normal, &rng);
-  const CaseOutcome accum = run_case(normal, {DType::kF16, ComputePath::kTensorCore, 64, 0, Defect::kOAccumInDtype}, 8);
+  const CaseOutcome accum = run_case(normal, {Format::kF16, Arithmetic::kTensorCore, 64, 0, Defect::kOAccumInDtype}, 8);
   std::printf("O accumulated in fp16: bound ratio %.3g, RMS ratio %.3g\n", accum.bound_ratio, accum.rms.ratio());
   EXPECT_GT(std::max(accum.bound_ratio, accum.rms.ratio()), 1.0);
 
-  const CaseOutcome base2 = run_case(normal, {DType::kF16, ComputePath::kTensorCore, 64, 0, Defect::kLseBase2}, 2);
+  const CaseOutcome base2 = run_case(normal, {Format::kF16, Arithmetic::kTensorCore, 64, 0, Defect::kLseBase2}, 2);
   EXPECT_GT(base2.bound_ratio, 1.0);
 }
 
@@ -505,7 +506,7 @@ TEST(ErrorModelVerdict, ErrorRatioFollowsTheNonFiniteSemantics) {
 }
 
 TEST(ErrorModelVerdict, RmsCheckArithmetic) {
-  RmsCheck check(DType::kF16);
+  RmsCheck check(Format::kF16);
   EXPECT_EQ(check.ratio(), 0.0);
   // Relative to A_k: kernel errors 3/8 and 4/4, reference errors 1/8 and 1/4, exact 10/8 and 0/4.
   check.add(13.0, 11.0, 10.0, 8.0);
@@ -520,18 +521,18 @@ TEST(ErrorModelVerdict, RmsCheckArithmetic) {
       kRmsFloorUlps * (0x1p-11 * std::sqrt(100.0 / 64 / 2) / std::sqrt(2.0) + kRmsFp32Roundings * 0x1p-24);
   EXPECT_NEAR(check.rms_floor(), floor, 1e-15);
   EXPECT_NEAR(check.ratio(), kernel / (kRmsFactor * reference + floor), 1e-12);
-  RmsCheck other(DType::kF16);
+  RmsCheck other(Format::kF16);
   other.add(0.0, 0.0, 0.0, 8.0);
   check.merge(other);
   EXPECT_EQ(check.count(), 3);
-  RmsCheck exact_reference(DType::kF32);  // a reference with no error: only the floor remains
+  RmsCheck exact_reference(Format::kF32);  // a reference with no error: only the floor remains
   exact_reference.add(1.0 + 0x1p-23, 1.0, 1.0, 1.0);
   EXPECT_NEAR(exact_reference.ratio(), 0x1p-23 / (kRmsFloorUlps * (1 + kRmsFp32Roundings) * 0x1p-24), 1e-12);
 }
 
 TEST(ErrorModelVerdict, LGivenMKeepsTheLowPartOfALargeMax) {
   // Scores near 2^20: the max as a double loses its low part; l relative to an fp32 m must not.
-  TestProblem p = make_shape(DType::kF32, 1, 16, 8);
+  TestProblem p = make_shape(Format::kF32, 1, 16, 8);
   p.scale = 1.0;
   Rng rng(6);
   fill(&p, 'q', [&](int64_t) { return 300.0 + rng.uniform(); });

@@ -1,12 +1,14 @@
 // oracle_test (CPU tier): both oracle tiers against closed forms (equal logits, one dominant key, two keys,
 // head_dim 1, seqlen_k 1, fully masked rows), the documented non-finite semantics, the fast tier against
 // gold within the fast tier's own documented error on random and ill-conditioned rows, the accuracy of
-// gold's exp/log, row sampling, and the throughput quoted in docs/error-model.md.
+// gold's exp/log, row sampling, the visibility rule (closed form against the predicate, windows), and the
+// throughput quoted in docs/error-model.md.
 #include "flashcheck/oracle.h"
 
 #include <gtest/gtest.h>
 
 #include <boost/multiprecision/cpp_bin_float.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -87,13 +89,13 @@ void expect_tiers_agree(const TestProblem& p, RowRef row, const std::string& wha
 // ---- closed forms
 
 TEST(OracleClosedForm, EqualLogitsGiveTheMeanOfVAndLseSPlusLnN) {
-  for (const DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+  for (const Format format : {Format::kF32, Format::kF16, Format::kBF16}) {
     constexpr int64_t kKeys = 37, kDim = 8;
-    TestProblem p = make_shape(dtype, 1, kKeys, kDim);
+    TestProblem p = make_shape(format, 1, kKeys, kDim);
     Rng rng(11);
     fill(&p, 'q', [&](int64_t) { return rng.normal(0, 1); });
     std::vector<double> key(kDim);
-    for (double& x : key) x = testing::round_to(dtype, rng.normal(0, 1));
+    for (double& x : key) x = testing::round_to(format, rng.normal(0, 1));
     fill(&p, 'k', [&](int64_t e) { return key[static_cast<size_t>(e % kDim)]; });  // every key the same: equal logits
     fill(&p, 'v', [&](int64_t) { return rng.uniform(-2, 2); });
     Quad s = 0;
@@ -117,7 +119,7 @@ TEST(OracleClosedForm, EqualLogitsGiveTheMeanOfVAndLseSPlusLnN) {
 }
 
 TEST(OracleClosedForm, ZeroQueryGivesUniformWeights) {
-  TestProblem p = make_shape(DType::kF16, 1, 5, 4);
+  TestProblem p = make_shape(Format::kF16, 1, 5, 4);
   fill(&p, 'k', [](int64_t e) { return 0.25 * static_cast<double>(e % 7) - 1; });
   fill(&p, 'v', [](int64_t e) { return static_cast<double>(e % 5); });
   for (const Tier tier : kTiers) {
@@ -130,7 +132,7 @@ TEST(OracleClosedForm, ZeroQueryGivesUniformWeights) {
 
 TEST(OracleClosedForm, OneDominantKeyGivesItsValueRow) {
   constexpr int64_t kKeys = 9, kDim = 6, kDominant = 3;
-  TestProblem p = make_shape(DType::kF32, 1, kKeys, kDim);
+  TestProblem p = make_shape(Format::kF32, 1, kKeys, kDim);
   p.scale = 1.0;
   Rng rng(5);
   fill(&p, 'q', [](int64_t e) { return e == 0 ? 1.0 : 0.0; });
@@ -152,10 +154,10 @@ TEST(OracleClosedForm, TwoKeysAnalytically) {
   // head_dim 1, q = 1, scale 1: the scores are k_0 and k_1 exactly. With d = s_1 - s_0,
   // O = v_0 + (v_1 - v_0) / (1 + e^-d) and LSE = max + log1p(e^-|d|).
   for (const double delta : {0.0, 0.5, -3.0, 20.0, -60.0}) {
-    TestProblem p = make_shape(DType::kF32, 1, 2, 1);
+    TestProblem p = make_shape(Format::kF32, 1, 2, 1);
     p.scale = 1.0;
     p.q = {1.0};
-    p.k = {0.75, testing::round_to(DType::kF32, 0.75 + delta)};
+    p.k = {0.75, testing::round_to(Format::kF32, 0.75 + delta)};
     p.v = {-1.5, 2.25};
     const Quad d = Quad(p.k[1]) - Quad(p.k[0]);
     const Quad p1 = 1 / (1 + exp(-d));
@@ -172,7 +174,7 @@ TEST(OracleClosedForm, TwoKeysAnalytically) {
 }
 
 TEST(OracleClosedForm, SeqlenK1GivesTheOnlyValueRow) {
-  TestProblem p = make_shape(DType::kBF16, 3, 1, 16);
+  TestProblem p = make_shape(Format::kBF16, 3, 1, 16);
   fill_normal(&p, 17, 2.0, 2.0, 1.0);
   for (const Tier tier : kTiers) {
     for (int64_t i = 0; i < 3; ++i) {
@@ -186,7 +188,7 @@ TEST(OracleClosedForm, SeqlenK1GivesTheOnlyValueRow) {
 
 TEST(OracleClosedForm, FullyMaskedRowsAndEmptyKeys) {
   // causal-br with seqlen_q 5 > seqlen_k 3: rows 0 and 1 see no key; row 2 sees one.
-  TestProblem p = make_shape(DType::kF16, 5, 3, 4, Mask::kCausalBottomRight);
+  TestProblem p = make_shape(Format::kF16, 5, 3, 4, kCausalBottomRight);
   fill_normal(&p, 3, 1, 1, 1);
   p.v[0] = kNaN;  // a NaN at a key no masked row sees cannot reach them
   for (const Tier tier : kTiers) {
@@ -198,15 +200,15 @@ TEST(OracleClosedForm, FullyMaskedRowsAndEmptyKeys) {
     }
     EXPECT_EQ(row_of(p, {0, 0, 2}, tier).visible, 1);
   }
-  TestProblem none = make_shape(DType::kF32, 2, 0, 4);
+  TestProblem none = make_shape(Format::kF32, 2, 0, 4);
   for (const Tier tier : kTiers) expect_empty_row(row_of(none, {0, 0, 1}, tier));
 }
 
 TEST(OracleClosedForm, GroupedQueryHeadsReadTheirKvHead) {
   // heads_q 4, heads_kv 2: query head 3 reads KV head 1. The same row as a one-head problem must agree.
-  TestProblem p = make_shape(DType::kF32, 2, 6, 3, Mask::kNone, 1, 4, 2);
+  TestProblem p = make_shape(Format::kF32, 2, 6, 3, kAllKeys, 1, 4, 2);
   fill_normal(&p, 21, 1, 1, 1);
-  TestProblem single = make_shape(DType::kF32, 1, 6, 3);
+  TestProblem single = make_shape(Format::kF32, 1, 6, 3);
   for (int64_t d = 0; d < 3; ++d) single.q[static_cast<size_t>(d)] = p.q[static_cast<size_t>((3 * 2 + 1) * 3 + d)];
   for (int64_t e = 0; e < 18; ++e) {
     single.k[static_cast<size_t>(e)] = p.k[static_cast<size_t>(18 + e)];
@@ -220,7 +222,7 @@ TEST(OracleClosedForm, GroupedQueryHeadsReadTheirKvHead) {
 // ---- special values (the semantics in oracle.h)
 
 TEST(OracleSpecialValues, NanInAVisibleScoreMakesTheRowNan) {
-  TestProblem p = make_shape(DType::kF16, 1, 4, 4);
+  TestProblem p = make_shape(Format::kF16, 1, 4, 4);
   fill_normal(&p, 1, 1, 1, 1);
   p.q[2] = kNaN;
   for (const Tier tier : kTiers) {
@@ -232,7 +234,7 @@ TEST(OracleSpecialValues, NanInAVisibleScoreMakesTheRowNan) {
 }
 
 TEST(OracleSpecialValues, PlusInfScoreMakesTheRowNan) {
-  TestProblem p = make_shape(DType::kF32, 1, 3, 2);
+  TestProblem p = make_shape(Format::kF32, 1, 3, 2);
   p.q = {kInf, 1.0};
   p.k = {1, 0, -1, 0, 2, 1};  // key 0: +inf, key 1: -inf, key 2: +inf
   p.v = {1, 2, 3, 4, 5, 6};
@@ -242,11 +244,11 @@ TEST(OracleSpecialValues, PlusInfScoreMakesTheRowNan) {
 }
 
 TEST(OracleSpecialValues, MinusInfScoreCarriesZeroWeight) {
-  TestProblem p = make_shape(DType::kF32, 1, 4, 3);
+  TestProblem p = make_shape(Format::kF32, 1, 4, 3);
   fill_normal(&p, 8, 1, 1, 1);
   p.q[0] = std::fabs(p.q[0]) + 1;
   p.k[1 * 3 + 0] = -kInf;  // key 1's score is -inf (q_0 > 0)
-  TestProblem without = make_shape(DType::kF32, 1, 3, 3);
+  TestProblem without = make_shape(Format::kF32, 1, 3, 3);
   without.q = p.q;
   for (int64_t j = 0, out = 0; j < 4; ++j) {
     if (j == 1) continue;
@@ -266,7 +268,7 @@ TEST(OracleSpecialValues, MinusInfScoreCarriesZeroWeight) {
 }
 
 TEST(OracleSpecialValues, AllScoresMinusInfIsARowWithoutUsableKeys) {
-  TestProblem p = make_shape(DType::kBF16, 1, 3, 2);
+  TestProblem p = make_shape(Format::kBF16, 1, 3, 2);
   p.q = {1.0, 1.0};
   p.k = {-kInf, 0, -kInf, 1, -kInf, 2};
   p.v = {1, 2, 3, 4, 5, 6};
@@ -274,7 +276,7 @@ TEST(OracleSpecialValues, AllScoresMinusInfIsARowWithoutUsableKeys) {
 }
 
 TEST(OracleSpecialValues, NonFiniteValueMarksOnlyItsColumn) {
-  TestProblem p = make_shape(DType::kF16, 1, 5, 4);
+  TestProblem p = make_shape(Format::kF16, 1, 5, 4);
   fill_normal(&p, 4, 1, 1, 1);
   TestProblem clean = p;
   p.v[2 * 4 + 3] = kNaN;
@@ -294,7 +296,7 @@ TEST(OracleSpecialValues, NonFiniteValueMarksOnlyItsColumn) {
 
 TEST(OracleSpecialValues, InfiniteValueAtAZeroWeightKeyStillReachesO) {
   // The kernel multiplies P = 0 by V = inf: NaN. The oracle says "non-finite" for that column.
-  TestProblem p = make_shape(DType::kF32, 1, 2, 2);
+  TestProblem p = make_shape(Format::kF32, 1, 2, 2);
   p.q = {1.0, 1.0};
   p.k = {1, 1, -kInf, 0};
   p.v = {1, 2, kInf, 3};
@@ -304,7 +306,7 @@ TEST(OracleSpecialValues, InfiniteValueAtAZeroWeightKeyStillReachesO) {
 }
 
 TEST(OracleSpecialValues, NonFiniteInputsAtMaskedKeysAreNeverRead) {
-  TestProblem p = make_shape(DType::kF32, 3, 3, 2, Mask::kCausalTopLeft);
+  TestProblem p = make_shape(Format::kF32, 3, 3, 2, kCausalTopLeft);
   fill_normal(&p, 6, 1, 1, 1);
   p.k[1 * 2] = kNaN;
   p.v[2 * 2 + 1] = kInf;
@@ -315,17 +317,17 @@ TEST(OracleSpecialValues, NonFiniteInputsAtMaskedKeysAreNeverRead) {
 }
 
 TEST(OracleSpecialValues, DomainFlagsForOverflow) {
-  TestProblem big_scores = make_shape(DType::kBF16, 1, 2, 4);
+  TestProblem big_scores = make_shape(Format::kBF16, 1, 2, 4);
   fill(&big_scores, 'q', [](int64_t) { return 1e30; });
   fill(&big_scores, 'k', [](int64_t) { return 1e30; });
   fill(&big_scores, 'v', [](int64_t) { return 1.0; });
   EXPECT_TRUE(row_of(big_scores, {0, 0, 0}, Tier::kFast).score_overflow);
-  TestProblem big_values = make_shape(DType::kBF16, 1, 4, 2);
+  TestProblem big_values = make_shape(Format::kBF16, 1, 4, 2);
   fill(&big_values, 'v', [](int64_t) { return 2e38; });
   const RowResult r = row_of(big_values, {0, 0, 0}, Tier::kFast);
   EXPECT_TRUE(r.accum_overflow);
   EXPECT_FALSE(r.score_overflow);
-  TestProblem fine = make_shape(DType::kF16, 1, 8, 4);
+  TestProblem fine = make_shape(Format::kF16, 1, 8, 4);
   fill(&fine, 'q', [](int64_t) { return 65504.0; });
   fill(&fine, 'k', [](int64_t) { return -65504.0; });
   fill(&fine, 'v', [](int64_t) { return 65504.0; });
@@ -338,16 +340,16 @@ TEST(OracleSpecialValues, DomainFlagsForOverflow) {
 TEST(OracleFastVsGold, RandomRows) {
   Rng rng(2024);
   int rows = 0;
-  for (const DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+  for (const Format format : {Format::kF32, Format::kF16, Format::kBF16}) {
     for (const int64_t seqlen_k : {1, 2, 7, 64, 300}) {
       for (const int64_t head_dim : {1, 3, 64, 128}) {
-        const Mask mask = rows % 3 == 0 ? Mask::kCausalTopLeft : Mask::kNone;
-        TestProblem p = make_shape(dtype, 3, seqlen_k, head_dim, mask);
+        const Visibility visibility = rows % 3 == 0 ? kCausalTopLeft : kAllKeys;
+        TestProblem p = make_shape(format, 3, seqlen_k, head_dim, visibility);
         const double sigma = rng.uniform(0.3, 3.0);
         fill_normal(&p, rng.next(), sigma, sigma, 1.0);
         expect_tiers_agree(
             p, {0, 0, 2},
-            std::string(to_string(dtype)) + " sk=" + std::to_string(seqlen_k) + " d=" + std::to_string(head_dim));
+            std::string(to_string(format)) + " sk=" + std::to_string(seqlen_k) + " d=" + std::to_string(head_dim));
         ++rows;
       }
     }
@@ -357,13 +359,13 @@ TEST(OracleFastVsGold, RandomRows) {
 TEST(OracleFastVsGold, CancellationToZero) {
   // Pairs of keys with equal scores and opposite V rows, plus one light key: O is tiny against A_k.
   constexpr int64_t kPairs = 40, kDim = 16;
-  TestProblem p = make_shape(DType::kF32, 1, 2 * kPairs + 1, kDim);
+  TestProblem p = make_shape(Format::kF32, 1, 2 * kPairs + 1, kDim);
   Rng rng(9);
   fill(&p, 'q', [&](int64_t) { return rng.normal(0, 1); });
   for (int64_t j = 0; j < kPairs; ++j) {
     for (int64_t d = 0; d < kDim; ++d) {
-      const double kk = testing::round_to(DType::kF32, rng.normal(0, 1));
-      const double vv = testing::round_to(DType::kF32, rng.normal(0, 10));
+      const double kk = testing::round_to(Format::kF32, rng.normal(0, 1));
+      const double vv = testing::round_to(Format::kF32, rng.normal(0, 10));
       p.k[static_cast<size_t>((2 * j) * kDim + d)] = p.k[static_cast<size_t>((2 * j + 1) * kDim + d)] = kk;
       p.v[static_cast<size_t>((2 * j) * kDim + d)] = vv;
       p.v[static_cast<size_t>((2 * j + 1) * kDim + d)] = -vv;
@@ -371,7 +373,7 @@ TEST(OracleFastVsGold, CancellationToZero) {
   }
   for (int64_t d = 0; d < kDim; ++d) {
     p.k[static_cast<size_t>(2 * kPairs * kDim + d)] =
-        testing::round_to(DType::kF32, -3 * std::fabs(p.q[static_cast<size_t>(d)]));
+        testing::round_to(Format::kF32, -3 * std::fabs(p.q[static_cast<size_t>(d)]));
     p.v[static_cast<size_t>(2 * kPairs * kDim + d)] = 1e-3;
   }
   const RowResult gold = row_of(p, {0, 0, 0}, Tier::kGold);
@@ -382,7 +384,7 @@ TEST(OracleFastVsGold, CancellationToZero) {
 
 TEST(OracleFastVsGold, LogitsSpanningHundreds) {
   constexpr int64_t kKeys = 257, kDim = 4;
-  TestProblem p = make_shape(DType::kF32, 1, kKeys, kDim);
+  TestProblem p = make_shape(Format::kF32, 1, kKeys, kDim);
   p.scale = 1.0;
   Rng rng(12);
   fill(&p, 'q', [](int64_t e) { return e == 0 ? 1.0 : 0.001; });
@@ -397,11 +399,11 @@ TEST(OracleFastVsGold, LogitsSpanningHundreds) {
 
 TEST(OracleFastVsGold, TiesAtTheMaximum) {
   constexpr int64_t kKeys = 33, kDim = 8;
-  TestProblem p = make_shape(DType::kBF16, 1, kKeys, kDim);
+  TestProblem p = make_shape(Format::kBF16, 1, kKeys, kDim);
   Rng rng(13);
   fill(&p, 'q', [&](int64_t) { return rng.normal(0, 2); });
   std::vector<double> top(kDim);
-  for (double& x : top) x = testing::round_to(DType::kBF16, rng.normal(0, 2));
+  for (double& x : top) x = testing::round_to(Format::kBF16, rng.normal(0, 2));
   fill(&p, 'k', [&](int64_t e) {
     const int64_t j = e / kDim;
     return j % 4 == 1 ? top[static_cast<size_t>(e % kDim)] : rng.normal(0, 1);  // keys 1, 5, 9, ... tie
@@ -413,7 +415,7 @@ TEST(OracleFastVsGold, TiesAtTheMaximum) {
 TEST(OracleFastVsGold, LargeMaximumWithSmallSpread) {
   // Scores around 1.6e4 that differ by O(1): the max needs its low part (m_lo) for l relative to a kernel's m.
   constexpr int64_t kKeys = 50, kDim = 32;
-  TestProblem p = make_shape(DType::kF32, 1, kKeys, kDim);
+  TestProblem p = make_shape(Format::kF32, 1, kKeys, kDim);
   p.scale = 1.0;
   Rng rng(14);
   fill(&p, 'q', [](int64_t) { return 4.0; });
@@ -424,14 +426,14 @@ TEST(OracleFastVsGold, LargeMaximumWithSmallSpread) {
 }
 
 TEST(OracleFastVsGold, SubnormalInputs) {
-  for (const DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-    TestProblem p = make_shape(dtype, 1, 20, 8);
-    const double tiny = dtype == DType::kF16 ? 0x1p-20 : 0x1p-130;
+  for (const Format format : {Format::kF32, Format::kF16, Format::kBF16}) {
+    TestProblem p = make_shape(format, 1, 20, 8);
+    const double tiny = format == Format::kF16 ? 0x1p-20 : 0x1p-130;
     Rng rng(15);
     fill(&p, 'q', [&](int64_t) { return rng.normal(0, 1); });
     fill(&p, 'k', [&](int64_t) { return tiny * rng.normal(0, 1); });
     fill(&p, 'v', [&](int64_t) { return tiny * rng.normal(0, 1); });
-    expect_tiers_agree(p, {0, 0, 0}, std::string("subnormal ") + to_string(dtype));
+    expect_tiers_agree(p, {0, 0, 0}, std::string("subnormal ") + to_string(format));
   }
 }
 
@@ -467,10 +469,99 @@ TEST(OracleGold, ExpAndLogWithinTheirAllowance) {
   EXPECT_LE(worst_log, 1.0);
 }
 
+// ---- visibility
+
+// Every visibility the tests sweep: the three the kernel has, and sliding windows in both alignments.
+std::vector<Visibility> visibilities() {
+  std::vector<Visibility> out = {kAllKeys, kCausalTopLeft, kCausalBottomRight};
+  for (const Alignment alignment : {Alignment::kTopLeft, Alignment::kBottomRight}) {
+    for (const int64_t left : {-1, 0, 1, 3, 17}) {
+      for (const int64_t right : {-1, 0, 1, 2, 9}) out.push_back(Visibility{left, right, alignment});
+    }
+  }
+  return out;
+}
+
+TEST(OracleVisibility, PredicateReadsLikeTheFormulas) {
+  // seqlen_q 3, seqlen_k 5: top-left row i sees keys 0..i, bottom-right row i sees keys 0..i+2.
+  Problem p;
+  p.seqlen_q = 3;
+  p.seqlen_k = 5;
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t j = -1; j <= 5; ++j) {
+      const bool key = 0 <= j && j < 5;
+      p.visibility = kAllKeys;
+      EXPECT_EQ(visible(p, i, j), key) << i << "," << j;
+      p.visibility = kCausalTopLeft;
+      EXPECT_EQ(visible(p, i, j), key && j <= i) << i << "," << j;
+      p.visibility = kCausalBottomRight;
+      EXPECT_EQ(visible(p, i, j), key && j <= i + 2) << i << "," << j;
+    }
+  }
+  // seqlen_q 5 > seqlen_k 3, bottom-right: rows 0 and 1 see nothing, row 4 sees every key.
+  p.seqlen_q = 5;
+  p.seqlen_k = 3;
+  p.visibility = kCausalBottomRight;
+  EXPECT_FALSE(visible(p, 1, 0));
+  EXPECT_TRUE(visible(p, 2, 0));
+  EXPECT_FALSE(visible(p, 2, 1));
+  EXPECT_TRUE(visible(p, 4, 2));
+  // A window of one key either side of the diagonal, top-left: row 3 sees keys 2, 3, 4.
+  p.seqlen_q = p.seqlen_k = 8;
+  p.visibility = Visibility{1, 1, Alignment::kTopLeft};
+  EXPECT_EQ(visible_keys(p, 3).begin, 2);
+  EXPECT_EQ(visible_keys(p, 3).end, 5);
+}
+
+TEST(OracleVisibility, ClosedFormEqualsPredicate) {
+  Problem p;
+  int64_t rows = 0;
+  for (const Visibility& visibility : visibilities()) {
+    p.visibility = visibility;
+    for (p.seqlen_q = 0; p.seqlen_q <= 40; ++p.seqlen_q) {
+      for (p.seqlen_k = 0; p.seqlen_k <= 40; ++p.seqlen_k) {
+        for (int64_t i = 0; i < p.seqlen_q; ++i, ++rows) {
+          const KeySpan keys = visible_keys(p, i);
+          ASSERT_TRUE(0 <= keys.begin && keys.begin <= keys.end && keys.end <= p.seqlen_k)
+              << to_string(visibility) << " sq=" << p.seqlen_q << " sk=" << p.seqlen_k << " i=" << i;
+          for (int64_t j = -2; j < p.seqlen_k + 2; ++j) {
+            ASSERT_EQ(visible(p, i, j), keys.begin <= j && j < keys.end)
+                << to_string(visibility) << " sq=" << p.seqlen_q << " sk=" << p.seqlen_k << " i=" << i << " j=" << j;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(rows, 0);
+}
+
+TEST(OracleVisibility, WindowedRowEqualsTheUnmaskedRowOfItsKeys) {
+  // A row whose keys start past key 0 reads exactly those keys: the same row over a problem holding only them,
+  // with every key visible, is the same computation.
+  TestProblem p = make_shape(Format::kBF16, 12, 20, 8, Visibility{3, 2, Alignment::kBottomRight});
+  fill_normal(&p, 5, 1.5, 1.5, 1);
+  const int64_t i = 6;
+  const KeySpan keys = visible_keys(p.view(), i);
+  ASSERT_EQ(keys.begin, 11);  // diagonal key 6 + 20 - 12 = 14; keys 11..16
+  ASSERT_EQ(keys.end, 17);
+  TestProblem sub = make_shape(Format::kBF16, 1, keys.size(), 8);
+  sub.scale = p.scale;
+  std::copy(p.q.begin() + i * 8, p.q.begin() + (i + 1) * 8, sub.q.begin());
+  std::copy(p.k.begin() + keys.begin * 8, p.k.begin() + keys.end * 8, sub.k.begin());
+  std::copy(p.v.begin() + keys.begin * 8, p.v.begin() + keys.end * 8, sub.v.begin());
+  for (const Tier tier : kTiers) {
+    const RowResult got = row_of(p, {0, 0, i}, tier), want = row_of(sub, {0, 0, 0}, tier);
+    EXPECT_EQ(got.visible, keys.size());
+    EXPECT_EQ(got.o, want.o) << label(tier);
+    EXPECT_EQ(got.lse, want.lse) << label(tier);
+    EXPECT_EQ(got.l, want.l) << label(tier);
+  }
+}
+
 // ---- sampling
 
 TEST(OracleSampling, SmallProblemsAreCheckedInFull) {
-  TestProblem p = make_shape(DType::kF16, 7, 5, 4, Mask::kNone, 2, 3, 1);
+  TestProblem p = make_shape(Format::kF16, 7, 5, 4, kAllKeys, 2, 3, 1);
   const std::vector<RowRef> rows = sample_rows(p.view(), 64, 64, 1);
   ASSERT_EQ(rows.size(), 42u);
   EXPECT_EQ(rows.front(), (RowRef{0, 0, 0}));
@@ -480,7 +571,7 @@ TEST(OracleSampling, SmallProblemsAreCheckedInFull) {
 
 TEST(OracleSampling, LargeProblemsGetStructuralAndRandomRows) {
   // causal-br with seqlen_q 1000 > seqlen_k 600: rows 0..399 are fully masked; row i sees i - 399 keys.
-  TestProblem p = make_shape(DType::kF16, 1000, 600, 1, Mask::kCausalBottomRight, 2, 3, 3);
+  TestProblem p = make_shape(Format::kF16, 1000, 600, 1, kCausalBottomRight, 2, 3, 3);
   constexpr int32_t kBlockM = 64, kBlockN = 128;
   const std::vector<RowRef> rows = sample_rows(p.view(), kBlockM, kBlockN, 77, 4096, 64);
   const std::set<RowRef> have(rows.begin(), rows.end());
@@ -506,7 +597,7 @@ TEST(OracleSampling, LargeProblemsGetStructuralAndRandomRows) {
 // ---- throughput (quoted in docs/error-model.md): seqlen_k 4096, head_dim 128, one core
 
 TEST(OracleThroughput, FastAndGoldAtSeqlen4096HeadDim128) {
-  TestProblem p = make_shape(DType::kF16, 16, 4096, 128);
+  TestProblem p = make_shape(Format::kF16, 16, 4096, 128);
   fill_normal(&p, 99, 1, 1, 1);
   using Clock = std::chrono::steady_clock;
   constexpr int kFastRows = 16, kGoldRows = 2;

@@ -1,4 +1,4 @@
-// Test problems: dtype rounding from double (one rounding, by exact power-of-two scaling and nearbyint), a
+// Test problems: rounding to a format from double (one rounding, by exact power-of-two scaling and nearbyint), a
 // splitmix64 generator with Box-Muller normals, and problem construction.
 #include "test_problems.h"
 
@@ -8,26 +8,26 @@
 namespace flashcheck::oracle::testing {
 namespace {
 
-struct Format {
+struct FormatBits {
   int precision;  // significand bits, implicit bit included
   int min_exp;    // exponent of the smallest normal
   double max_finite;
 };
 
-Format format_of(DType dtype) {
-  switch (dtype) {
-    case DType::kF16: return {11, -14, 65504.0};
-    case DType::kBF16: return {8, -126, 0x1.fep127};
-    case DType::kF32: break;
+FormatBits bits_of(Format format) {
+  switch (format) {
+    case Format::kF16: return {11, -14, 65504.0};
+    case Format::kBF16: return {8, -126, 0x1.fep127};
+    case Format::kF32: break;
   }
   return {24, -126, 0x1.fffffep127};
 }
 
 }  // namespace
 
-double round_to(DType dtype, double x) {
+double round_to(Format format, double x) {
   if (!std::isfinite(x) || x == 0.0) return x;
-  const Format f = format_of(dtype);
+  const FormatBits f = bits_of(format);
   int exp = 0;
   std::frexp(x, &exp);
   const int quantum_exp = std::max(exp - 1, f.min_exp) - (f.precision - 1);
@@ -36,7 +36,7 @@ double round_to(DType dtype, double x) {
   return rounded;
 }
 
-double dtype_max(DType dtype) { return format_of(dtype).max_finite; }
+double format_max(Format format) { return bits_of(format).max_finite; }
 
 uint64_t Rng::next() {
   uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
@@ -65,7 +65,7 @@ Problem TestProblem::view() const {
   p.seqlen_q = seqlen_q;
   p.seqlen_k = seqlen_k;
   p.head_dim = head_dim;
-  p.mask = mask;
+  p.visibility = visibility;
   p.scale = scale;
   p.q = q;
   p.k = k;
@@ -73,17 +73,17 @@ Problem TestProblem::view() const {
   return p;
 }
 
-TestProblem make_shape(DType dtype, int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim, Mask mask, int64_t batch,
-                       int64_t heads_q, int64_t heads_kv) {
+TestProblem make_shape(Format format, int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim, Visibility visibility,
+                       int64_t batch, int64_t heads_q, int64_t heads_kv) {
   TestProblem p;
-  p.dtype = dtype;
+  p.format = format;
   p.batch = batch;
   p.heads_q = heads_q;
   p.heads_kv = heads_kv;
   p.seqlen_q = seqlen_q;
   p.seqlen_k = seqlen_k;
   p.head_dim = head_dim;
-  p.mask = mask;
+  p.visibility = visibility;
   p.scale = static_cast<double>(static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))));
   p.q.assign(static_cast<size_t>(batch * heads_q * seqlen_q * head_dim), 0.0);
   p.k.assign(static_cast<size_t>(batch * heads_kv * seqlen_k * head_dim), 0.0);
@@ -93,7 +93,7 @@ TestProblem make_shape(DType dtype, int64_t seqlen_q, int64_t seqlen_k, int64_t 
 
 void fill(TestProblem* p, char tensor, const std::function<double(int64_t)>& value) {
   std::vector<double>& t = tensor == 'q' ? p->q : tensor == 'k' ? p->k : p->v;
-  for (size_t e = 0; e < t.size(); ++e) t[e] = round_to(p->dtype, value(static_cast<int64_t>(e)));
+  for (size_t e = 0; e < t.size(); ++e) t[e] = round_to(p->format, value(static_cast<int64_t>(e)));
 }
 
 void fill_normal(TestProblem* p, uint64_t seed, double q_sigma, double k_sigma, double v_sigma) {

@@ -11,7 +11,7 @@
 #include "flashcheck/attention.h"
 #include "flashcheck/case.h"
 #include "flashcheck/dtype.h"  // encode_dtype, decode_dtype: how inputs are encoded and outputs decoded
-#include "flashcheck/oracle.h"
+#include "flashcheck/oracle_problem.h"
 
 namespace flashcheck {
 
@@ -51,7 +51,7 @@ struct HostInputs {
   Params params;
   std::vector<uint8_t> q, k, v;       // dtype-encoded bytes in the case's layout (padding elements hold kInputPad*)
   std::vector<double> q_exact, k_exact, v_exact;  // the same values decoded, contiguous [B, H, S, D]
-  oracle::Problem problem() const;    // view for the oracle (spans into *_exact)
+  oracle::Problem problem() const;    // view for the oracle (oracle_problem of oracle_bridge.h, spans into *_exact)
   uint64_t hash() const;              // FNV-1a 64 over q, k, v bytes (golden-hash tests)
   void bind();                        // points params.q/k/v at this object's vectors
 };

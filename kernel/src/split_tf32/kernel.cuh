@@ -3,7 +3,7 @@
 // zero) and each product taken as hi*hi' + hi*lo' + lo*hi'; the tensor core sums two k8 steps from zero,
 // fp32 RN adds carry the running sums. Online softmax in fp32 with exp2 and scale*log2(e) folded in;
 // O = acc / l rounded once; LSE in natural log. Tiles holding non-finite or tf32-overflowing inputs take
-// an exact fp32 CUDA-core path for the affected scores / P V update (NOTES.md has the error budget).
+// an exact fp32 CUDA-core path for the affected scores / P V update (docs/error-model.md has the error budget).
 
 #pragma once
 
@@ -14,8 +14,10 @@
 #include <string>
 #include <type_traits>
 
+#include "common/args.h"
+#include "common/epilogue.h"
+#include "common/softmax.h"
 #include "families.h"
-#include "mask.h"
 #include "split_tf32/tiles.h"
 
 namespace flashcheck::detail {
@@ -24,8 +26,6 @@ namespace split_tf32 {
 using namespace ::flashcheck::detail::split_tf32_tiles;  // tiles.h: configs and fragment constants (host-visible)
 
 inline constexpr bool kInstrument = FLASHCHECK_INSTRUMENT;
-inline constexpr float kLog2e = 1.4426950408889634f;
-inline constexpr float kLn2 = 0.6931471805599453f;
 inline constexpr unsigned kFullWarpMask = 0xffffffffu;
 inline constexpr int kQuadLanes = 4;  // lanes sharing one row of an mma fragment
 // Magnitudes at or above (2 - 2^-11) * 2^127 round to inf in tf32 (round to nearest even): hi would be inf
@@ -34,24 +34,9 @@ inline constexpr float kTf32Overflow = 0x1.ffep+127f;
 
 struct NoInstrumentation {};
 
-// Kernel arguments. Pointers are the tensors' bases; strides are in elements.
+// Kernel arguments: the common block plus the instrumentation of instrumented builds.
 template <bool kInst>
-struct SplitTf32Args {
-  const float* q;
-  const float* k;
-  const float* v;
-  float* o;
-  float* lse;
-  Strides q_stride, k_stride, v_stride, o_stride;
-  int64_t heads_q;
-  int64_t heads_per_kv;  // heads_q / heads_kv: query head h reads K/V head h / heads_per_kv
-  int64_t seqlen_q;
-  int64_t seqlen_k;
-  int64_t head_dim;
-  int64_t q_tiles;
-  int64_t work_items;  // q_tiles * heads_q * batch
-  Mask mask;
-  float scale_log2;    // softmax_scale * log2(e), rounded once on the host
+struct SplitTf32Args : ProblemArgs {
   std::conditional_t<kInst, Instrumentation, NoInstrumentation> inst;
 };
 
@@ -169,7 +154,6 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[kSTiles][4], floa
                                                     int64_t (&moves)[2], float (&alpha)[2], int64_t k0,
                                                     bool tile_masked, const int64_t (&row_keys)[2], int t,
                                                     float scale_log2) {
-  constexpr float kNegInf = -INFINITY;
   float tile_max[2] = {kNegInf, kNegInf};
 #pragma unroll
   for (int j = 0; j < kSTiles; ++j) {
@@ -177,7 +161,7 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[kSTiles][4], floa
     for (int e = 0; e < 4; ++e) {
       const int half = e / 2;
       const int64_t key = k0 + j * kMmaN + 2 * t + e % 2;
-      s[j][e] = (!tile_masked || key < row_keys[half]) ? __fmul_rn(s[j][e], scale_log2) : kNegInf;
+      s[j][e] = (!tile_masked || key < row_keys[half]) ? mul_rn(s[j][e], scale_log2) : kNegInf;
       tile_max[half] = fmaxf(tile_max[half], s[j][e]);
     }
   }
@@ -190,24 +174,65 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[kSTiles][4], floa
   }
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const float m_new = fmaxf(m[half], tile_max[half]);
-    // While no key has been seen m is -inf and exp2(-inf - -inf) would be NaN: subtract 0 instead, which
-    // still maps -inf scores to weight 0 and the (zero) old state to alpha = 0.
-    const float m_use = m_new == kNegInf ? 0.0f : m_new;
-    alpha[half] = exp2f(m[half] - m_use);
-    if constexpr (kInst) moves[half] += m_new != m[half] ? 1 : 0;
-    m[half] = m_new;
+    const MaxStep step = running_max_step(m[half], tile_max[half], [](float e) { return exp2f(e); });
+    alpha[half] = step.alpha;
+    if constexpr (kInst) moves[half] += step.m != m[half] ? 1 : 0;
+    m[half] = step.m;
     float p_sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < kSTiles; ++j) {
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        const float p = exp2f(s[j][2 * half + c] - m_use);
+        const float p = exp2f(s[j][2 * half + c] - step.origin);
         s[j][2 * half + c] = p;
         p_sum += p;
       }
     }
     l_part[half] = fmaf(l_part[half], alpha[half], p_sum);
+  }
+}
+
+// A lane's two rows' l: the quad's four shares of the running sum added up.
+__device__ __forceinline__ void quad_row_sums(const float (&l_part)[2], float (&l)[2]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    l[half] = l_part[half];
+#pragma unroll
+    for (int offset = 1; offset < kQuadLanes; offset *= 2) l[half] += __shfl_xor_sync(kFullWarpMask, l[half], offset);
+  }
+}
+
+// Instrumented builds: the (m, l) of a lane's two rows after K/V tile n, for the rows that are traced.
+template <bool kInst>
+__device__ __forceinline__ void trace_rows(const SplitTf32Args<kInst>& a, const int (&slot)[2], const float (&m)[2],
+                                           const float (&l_part)[2], int64_t n, int t) {
+  if constexpr (kInst) {
+    float l[2];
+    quad_row_sums(l_part, l);
+    if (t == 0) {
+      for (int half = 0; half < 2; ++half) record_trace(a.inst, slot[half], n, mul_rn(m[half], kLn2), l[half]);
+    }
+  }
+}
+
+// Epilogue of a lane's two rows of (b, h): O = acc / l rounded once, through put_o(half, l) (the layout of O's
+// accumulator is each kernel's own), and LSE = m ln 2 + ln l (common/epilogue.h).
+template <bool kInst, class PutO>
+__device__ __forceinline__ void finish_rows(const SplitTf32Args<kInst>& a, int64_t b, int64_t h, const int64_t (&row)[2],
+                                            const float (&m)[2], const float (&l_part)[2], const int64_t (&moves)[2],
+                                            int t, PutO&& put_o) {
+  float l[2];
+  quad_row_sums(l_part, l);
+  const int64_t lse_block = a.row_block(b, h);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    if (row[half] >= a.seqlen_q) continue;
+    put_o(half, l[half]);
+    const float m_natural = mul_rn(m[half], kLn2);
+    if (t == 0) {
+      a.lse[lse_block + row[half]] = row_lse(m_natural, l[half]);
+      if constexpr (kInst) record_row(a.inst, lse_block + row[half], m_natural, l[half], moves[half]);
+    }
   }
 }
 
@@ -218,7 +243,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   constexpr int kPvLoads = Cfg::kPvLoads;
   constexpr int kQkStride = Cfg::kQkRowStride;
   constexpr int kVStride = Cfg::kVRowStride;
-  constexpr float kNegInf = -INFINITY;
 
   extern __shared__ float4 smem_float4[];  // float4 so the dynamic smem base is 16-byte aligned
   float* q_smem = reinterpret_cast<float*>(smem_float4);  // (kBlockM, kQkRowStride)
@@ -231,7 +255,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const int t = lane % kQuadLanes;  // position in the quad: k-slots t and t + 4, S columns 2t and 2t + 1
   const int quad_base = lane - t;
   const float* q_warp = q_smem + warp * Cfg::kRowsPerWarp * kQkStride;  // (kRowsPerWarp, kQkRowStride)
-  const int64_t k_tiles_total = ceil_div(args.seqlen_k, Cfg::kBlockN);
 
   for (int64_t work = blockIdx.x; work < args.work_items; work += gridDim.x) {
     // Q tiles vary fastest, last tile first: blocks running together share one head's K/V in L2, and under
@@ -240,21 +263,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     const int64_t head_batch = work / args.q_tiles;
     const int64_t h = head_batch % args.heads_q;
     const int64_t b = head_batch / args.heads_q;
-    const int64_t h_kv = h / args.heads_per_kv;
+    const int64_t h_kv = h / args.group_size;
     const int64_t m0 = q_tile * Cfg::kBlockM;
     const int64_t rows_end = min(m0 + Cfg::kBlockM, args.seqlen_q);
-    const int64_t k_tiles = visited_k_tiles(args.mask, m0, Cfg::kBlockM, Cfg::kBlockN, args.seqlen_q, args.seqlen_k);
-    const int64_t block_keys = visible_key_count(args.mask, rows_end - 1, args.seqlen_q, args.seqlen_k);
+    const Visibility& vis = args.vis;
+    const int64_t k_tiles = vis.tiles_end(m0, rows_end - m0, Cfg::kBlockN);
+    const int64_t block_keys = vis.row_end(rows_end - 1);
     // Keys every row of the block sees (the first row sees the fewest): tiles below it need no mask.
-    const int64_t unmasked_keys = visible_key_count(args.mask, m0, args.seqlen_q, args.seqlen_k);
+    const int64_t unmasked_keys = vis.row_end(m0);
 
     // This lane's two rows (half 0: row g, half 1: row g + 8); rows past seqlen_q see no key, are not written.
     int64_t row[2], row_keys[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       row[half] = m0 + warp * Cfg::kRowsPerWarp + g + half * (kMmaM / 2);
-      row_keys[half] = row[half] < args.seqlen_q
-                           ? visible_key_count(args.mask, row[half], args.seqlen_q, args.seqlen_k) : 0;
+      row_keys[half] = row[half] < args.seqlen_q ? vis.row_end(row[half]) : 0;
     }
 
     // Online softmax state in log2 units: m = running max of scale*log2(e)*score (quad-uniform), l_part =
@@ -276,25 +299,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     [[maybe_unused]] int trace_slot[2] = {-1, -1};
     if constexpr (kInst) {
       for (int half = 0; half < 2; ++half) {
-        const int64_t flat_row = (b * args.heads_q + h) * args.seqlen_q + row[half];
-        for (int32_t i = 0; i < args.inst.trace_row_count && args.inst.trace_rows != nullptr; ++i) {
-          if (row[half] < args.seqlen_q && args.inst.trace_rows[i] == flat_row) trace_slot[half] = i;
-        }
+        if (row[half] < args.seqlen_q) trace_slot[half] = ::flashcheck::detail::trace_slot(args.inst, args.row_block(b, h) + row[half]);
       }
-      if (threadIdx.x == 0 && args.inst.tile_kind_counts != nullptr && k_tiles_total > k_tiles) {
-        atomicAdd(reinterpret_cast<unsigned long long*>(&args.inst.tile_kind_counts[int(TileKind::kSkipped)]),
-                  static_cast<unsigned long long>(k_tiles_total - k_tiles));
-      }
+      if (threadIdx.x == 0) count_tile_kinds(args.inst, vis, m0, Cfg::kBlockM, Cfg::kBlockN, 0, k_tiles);
     }
 
-    const float* k_head = args.k + b * args.k_stride.batch + h_kv * args.k_stride.head;
-    const float* v_head = args.v + b * args.v_stride.batch + h_kv * args.v_stride.head;
+    const float* k_head = args.k.template head<const float>(b, h_kv);
+    const float* v_head = args.v.template head<const float>(b, h_kv);
     __syncthreads();  // the previous work item is done with the smem tiles
     bool q_exact = false;
     if (k_tiles > 0) {  // with no visible key nothing is read (Q, K, V may be null when seqlen_k == 0)
-      const float* q_head = args.q + b * args.q_stride.batch + h * args.q_stride.head;
-      load_tile_async<Cfg, Cfg::kBlockM, kQkStride>(q_smem, q_head, args.q_stride.row, m0, rows_end, args.head_dim);
-      load_tile_async<Cfg, Cfg::kBlockN, kQkStride>(k_smem, k_head, args.k_stride.row, 0, block_keys, args.head_dim);
+      const float* q_head = args.q.template head<const float>(b, h);
+      load_tile_async<Cfg, Cfg::kBlockM, kQkStride>(q_smem, q_head, args.q.stride.row, m0, rows_end, args.head_dim);
+      load_tile_async<Cfg, Cfg::kBlockN, kQkStride>(k_smem, k_head, args.k.stride.row, 0, block_keys, args.head_dim);
       cp_async_commit();
       cp_async_wait_all();
       q_exact = __syncthreads_or(!(scan_own_chunks<Cfg, Cfg::kBlockM, kQkStride>(q_smem, 0.0f) < kTf32Overflow));
@@ -306,15 +323,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       cp_async_wait_all();
       const bool k_exact =
           __syncthreads_or(!(scan_own_chunks<Cfg, Cfg::kBlockN, kQkStride>(k_smem, 0.0f) < kTf32Overflow));
-      load_tile_async<Cfg, Cfg::kBlockN, kVStride>(v_smem, v_head, args.v_stride.row, k0, block_keys, args.head_dim);
+      load_tile_async<Cfg, Cfg::kBlockN, kVStride>(v_smem, v_head, args.v.stride.row, k0, block_keys, args.head_dim);
       cp_async_commit();
-      if constexpr (kInst) {
-        if (threadIdx.x == 0 && args.inst.tile_kind_counts != nullptr) {
-          const TileKind kind = classify_tile(args.mask, m0, Cfg::kBlockM, k0, Cfg::kBlockN, args.seqlen_q,
-                                              args.seqlen_k);
-          atomicAdd(reinterpret_cast<unsigned long long*>(&args.inst.tile_kind_counts[int(kind)]), 1ull);
-        }
-      }
 
       // S = Q K^T, (16, kBlockN) per warp: s[j] is n8 tile j, elements (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1).
       float s[kSTiles][4];
@@ -384,7 +394,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       const bool v_exact =
           __syncthreads_or(!(scan_own_chunks<Cfg, Cfg::kBlockN, kVStride>(v_smem, 0.0f) < kTf32Overflow));
       if (kt + 1 < k_tiles) {
-        load_tile_async<Cfg, Cfg::kBlockN, kQkStride>(k_smem, k_head, args.k_stride.row, k0 + Cfg::kBlockN,
+        load_tile_async<Cfg, Cfg::kBlockN, kQkStride>(k_smem, k_head, args.k.stride.row, k0 + Cfg::kBlockN,
                                                         block_keys, args.head_dim);
         cp_async_commit();
       }
@@ -503,48 +513,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         pv_tensor_cores(std::true_type{});
       }
 
-      if constexpr (kInst) {
-        float l_row[2];
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          l_row[half] = l_part[half];
-#pragma unroll
-          for (int offset = 1; offset < kQuadLanes; offset *= 2) {
-            l_row[half] += __shfl_xor_sync(kFullWarpMask, l_row[half], offset);
-          }
-        }
-        if (t == 0 && args.inst.trace_m != nullptr && args.inst.trace_l != nullptr && kt < args.inst.max_tiles) {
-          for (int half = 0; half < 2; ++half) {
-            if (trace_slot[half] < 0) continue;
-            const int64_t slot = int64_t{trace_slot[half]} * args.inst.max_tiles + kt;
-            args.inst.trace_m[slot] = __fmul_rn(m[half], kLn2);
-            args.inst.trace_l[slot] = l_row[half];
-          }
-        }
-      }
+      trace_rows<kInst>(args, trace_slot, m, l_part, kt, t);
     }
 
-    // Epilogue: O = acc / l rounded once; LSE = m ln 2 + ln l. A row that saw no key (l == 0) gets O = 0 and
-    // LSE = -inf whatever acc holds; a NaN l (NaN score) falls through and propagates.
-    float* o_head = args.o + b * args.o_stride.batch + h * args.o_stride.head;
-    float* lse_head = args.lse + (b * args.heads_q + h) * args.seqlen_q;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float l = l_part[half];
-#pragma unroll
-      for (int offset = 1; offset < kQuadLanes; offset *= 2) l += __shfl_xor_sync(kFullWarpMask, l, offset);
-      if (row[half] >= args.seqlen_q) continue;
-      const bool is_empty = l == 0.0f;
-      float* o_row = o_head + row[half] * args.o_stride.row;
+    // Epilogue: head dims kPvDimsPerLoad q + 8t + 4c + (0..3) of a row are acc[q][0..3][2 half + c].
+    float* o_head = args.o.template head<float>(b, h);
+    finish_rows<kInst>(args, b, h, row, m, l_part, moves, t, [&](int half, float l) {
+      float* o_row = o_head + row[half] * args.o.stride.row;
 #pragma unroll
       for (int q = 0; q < kPvLoads; ++q) {
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          // Head dims kPvDimsPerLoad q + 8t + 4c + (0..3): acc[q][0..3][2 half + c].
           const int d = q * kPvDimsPerLoad + t * 2 * kFloat4Lanes + c * kFloat4Lanes;
           float out[kFloat4Lanes];
 #pragma unroll
-          for (int i = 0; i < kFloat4Lanes; ++i) out[i] = is_empty ? 0.0f : acc[q][i][2 * half + c] / l;
+          for (int i = 0; i < kFloat4Lanes; ++i) out[i] = output_element(acc[q][i][2 * half + c], l);
           if (d + kFloat4Lanes <= args.head_dim) {
             *reinterpret_cast<float4*>(o_row + d) = make_float4(out[0], out[1], out[2], out[3]);
           } else {
@@ -555,20 +538,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
           }
         }
       }
-      const float m_natural = __fmul_rn(m[half], kLn2);
-      if (t == 0) {
-        lse_head[row[half]] = is_empty ? kNegInf : m_natural + logf(l);
-        if constexpr (kInst) {
-          const int64_t flat_row = (b * args.heads_q + h) * args.seqlen_q + row[half];
-          if (args.inst.row_m != nullptr) args.inst.row_m[flat_row] = m_natural;
-          if (args.inst.row_l != nullptr) args.inst.row_l[flat_row] = l;
-          if (args.inst.rescale_buckets != nullptr) {
-            atomicAdd(reinterpret_cast<unsigned long long*>(&args.inst.rescale_buckets[rescale_bucket(moves[half])]),
-                      1ull);
-          }
-        }
-      }
-    }
+    });
   }
 }
 
@@ -576,25 +546,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 // discards the instrumentation assignment unchecked).
 template <typename Cfg, bool kInst>
 SplitTf32Args<kInst> make_split_tf32_args(const Params& params, const Instrumentation* inst) {
-  SplitTf32Args<kInst> args{};
-  args.q = static_cast<const float*>(params.q);
-  args.k = static_cast<const float*>(params.k);
-  args.v = static_cast<const float*>(params.v);
-  args.o = static_cast<float*>(params.o);
-  args.lse = params.lse;
-  args.q_stride = params.q_stride;
-  args.k_stride = params.k_stride;
-  args.v_stride = params.v_stride;
-  args.o_stride = params.o_stride;
-  args.heads_q = params.heads_q;
-  args.heads_per_kv = params.heads_q / params.heads_kv;
-  args.seqlen_q = params.seqlen_q;
-  args.seqlen_k = params.seqlen_k;
-  args.head_dim = params.head_dim;
-  args.q_tiles = ceil_div(params.seqlen_q, Cfg::kBlockM);
-  args.work_items = args.q_tiles * params.heads_q * params.batch;
-  args.mask = params.mask;
-  args.scale_log2 = params.softmax_scale * kLog2e;
+  SplitTf32Args<kInst> args{make_problem_args(params, Cfg::kBlockM)};
   if constexpr (kInst) {
     if (inst != nullptr) args.inst = *inst;
   }

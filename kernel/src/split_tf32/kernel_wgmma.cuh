@@ -7,7 +7,7 @@
 // only compute: S from Q and K in shared memory, O += P V with P split in registers. mbarriers (full/empty per
 // tile) pace the producer.
 //
-// Rounding (docs/error-model.md, the split-TF32 column; NOTES.md has the measurements). The tensor core
+// Rounding (docs/error-model.md, the split-TF32 column; docs/design/ has the measurements). The tensor core
 // truncates every k8 step's fp32 result, so a chain of k8 steps through one accumulator shrinks the running sum
 // by about 2^-25 a link. Chains are kept short and fresh:
 //  - S: each half of the head dims has its own accumulator, from zero: first the small products (lo*hi', hi*lo')
@@ -143,12 +143,12 @@ struct WgmmaForward {
     const int64_t head_batch = work / a.q_tiles;
     it.h = head_batch % a.heads_q;
     it.b = head_batch / a.heads_q;
-    it.h_kv = it.h / a.heads_per_kv;
+    it.h_kv = it.h / a.group_size;
     it.m0 = it.q_tile * kBlockM;
     const int64_t rows_end = min(it.m0 + kBlockM, a.seqlen_q);
-    it.k_tiles = visited_k_tiles(a.mask, it.m0, kBlockM, kBlockN, a.seqlen_q, a.seqlen_k);
-    it.block_keys = visible_key_count(a.mask, rows_end - 1, a.seqlen_q, a.seqlen_k);
-    it.unmasked_keys = visible_key_count(a.mask, it.m0, a.seqlen_q, a.seqlen_k);
+    it.k_tiles = a.vis.tiles_end(it.m0, rows_end - it.m0, kBlockN);
+    it.block_keys = a.vis.row_end(rows_end - 1);
+    it.unmasked_keys = a.vis.row_end(it.m0);
     return it;
   }
 
@@ -224,10 +224,10 @@ struct WgmmaForward {
     for (int64_t work = blockIdx.x; work < a.work_items; work += gridDim.x) {
       const Item it = item_at(a, work);
       if (it.k_tiles == 0) continue;
-      const float* k_head = a.k + it.b * a.k_stride.batch + it.h_kv * a.k_stride.head;
-      const float* v_head = a.v + it.b * a.v_stride.batch + it.h_kv * a.v_stride.head;
-      copy_raw(lay.k_raw, k_head, a.k_stride.row, 0, it.block_keys, a.head_dim, false, ptid);
-      copy_raw(lay.v_raw, v_head, a.v_stride.row, 0, it.block_keys, a.head_dim, true, ptid);
+      const float* k_head = a.k.template head<const float>(it.b, it.h_kv);
+      const float* v_head = a.v.template head<const float>(it.b, it.h_kv);
+      copy_raw(lay.k_raw, k_head, a.k.stride.row, 0, it.block_keys, a.head_dim, false, ptid);
+      copy_raw(lay.v_raw, v_head, a.v.stride.row, 0, it.block_keys, a.head_dim, true, ptid);
       for (int64_t n = 0; n < it.k_tiles; ++n, ++tile) {
         const bool more = n + 1 < it.k_tiles;
         // K(n): committed before V(n), so one pending group (V(n)) may remain.
@@ -251,7 +251,7 @@ struct WgmmaForward {
         wg::fence_proxy_async_shared();
         wg::mbarrier_arrive(wg::smem_address(&sh.k_full));
         if (more)
-          copy_raw(lay.k_raw, k_head, a.k_stride.row, (n + 1) * kBlockN, it.block_keys, a.head_dim, false, ptid);
+          copy_raw(lay.k_raw, k_head, a.k.stride.row, (n + 1) * kBlockN, it.block_keys, a.head_dim, false, ptid);
 
         // V(n), transposed. Within each group of 8 keys the keys are stored in P's A-fragment order: k-slot s < 4
         // holds key 2s, slot s + 4 key 2s + 1 (the S accumulator element pair (2t, 2t + 1) of a lane is its A
@@ -291,7 +291,7 @@ struct WgmmaForward {
         wg::fence_proxy_async_shared();
         wg::mbarrier_arrive(wg::smem_address(&sh.v_full));
         if (more)
-          copy_raw(lay.v_raw, v_head, a.v_stride.row, (n + 1) * kBlockN, it.block_keys, a.head_dim, true, ptid);
+          copy_raw(lay.v_raw, v_head, a.v.stride.row, (n + 1) * kBlockN, it.block_keys, a.head_dim, true, ptid);
       }
     }
   }
@@ -300,14 +300,14 @@ struct WgmmaForward {
   // Splits this warpgroup's 64 Q rows of the item into the hi/lo tiles; true if any value the split cannot carry.
   __device__ static bool stage_q(const SplitTf32Args<kInst>& a, const Layout& lay, const Item& it, int w, int wtid) {
     constexpr int kChunks = kWgmmaRowsTf32 * kChunksPerRow / wg::kWarpgroupThreads;
-    const float* q_head = a.q + it.b * a.q_stride.batch + it.h * a.q_stride.head;
+    const float* q_head = a.q.template head<const float>(it.b, it.h);
     bool bad = false;
 #pragma unroll 4
     for (int u = 0; u < kChunks; ++u) {
       const int c = wtid + u * wg::kWarpgroupThreads;
       const int r = w * kWgmmaRowsTf32 + c / kChunksPerRow, dc = c % kChunksPerRow;
       const float4 x =
-          wg::load_chunk(q_head, a.q_stride.row, it.m0 + r, a.seqlen_q, dc * kFloat4Lanes, a.head_dim);
+          wg::load_chunk(q_head, a.q.stride.row, it.m0 + r, a.seqlen_q, dc * kFloat4Lanes, a.head_dim);
       bad |= !wg::splittable4(x);
       wg::store_split4(lay.q_hi, lay.q_lo,
                        static_cast<uint32_t>((dc / 8) * (kBlockM * wg::kSwizzleRowBytes)) +
@@ -420,14 +420,14 @@ struct WgmmaForward {
   // in global memory, kernel.cuh's arithmetic. Rows past seqlen_q and keys no row of the block sees are left.
   __device__ __noinline__ static void recompute_scores(Scores* sc, const SplitTf32Args<kInst>& a, const Item& it,
                                                        const Rows& r, int64_t k0, int t) {
-    const float* q_head = a.q + it.b * a.q_stride.batch + it.h * a.q_stride.head;
-    const float* k_head = a.k + it.b * a.k_stride.batch + it.h_kv * a.k_stride.head;
+    const float* q_head = a.q.template head<const float>(it.b, it.h);
+    const float* k_head = a.k.template head<const float>(it.b, it.h_kv);
     for (int j = 0; j < kSTiles; ++j) {
       for (int e = 0; e < 4; ++e) {
         const int64_t i = r.row[e / 2], key = k0 + j * kMmaN + 2 * t + e % 2;
         if (!isnan(sc->s[j][e]) || i >= a.seqlen_q || key >= it.block_keys) continue;
-        const float* q_row = q_head + i * a.q_stride.row;
-        const float* k_row = k_head + key * a.k_stride.row;
+        const float* q_row = q_head + i * a.q.stride.row;
+        const float* k_row = k_head + key * a.k.stride.row;
         float dot = 0.0f;
         for (int64_t d = 0; d < a.head_dim; ++d) dot = fmaf(q_row[d], k_row[d], dot);
         sc->s[j][e] = dot;
@@ -461,7 +461,7 @@ struct WgmmaForward {
           for (int e = 0; e < 4; ++e) {
             const int half = e / 2;
             if (!exact_row[half] || key >= r.row_keys[half]) continue;
-            const float* v_row = r.v_head + key * a.v_stride.row;
+            const float* v_row = r.v_head + key * a.v.stride.row;
 #pragma unroll
             for (int jo = 0; jo < kOTiles; ++jo) {
               const int d = jo * kMmaN + 2 * t + e % 2;
@@ -486,14 +486,12 @@ struct WgmmaForward {
     uint32_t tile = 0;
     for (int64_t work = blockIdx.x; work < a.work_items; work += gridDim.x) {
       const Item it = item_at(a, work);
-      const int64_t k_tiles_total = ceil_div(a.seqlen_k, kBlockN);
       Rows r;
-      r.v_head = a.v + it.b * a.v_stride.batch + it.h_kv * a.v_stride.head;
+      r.v_head = a.v.template head<const float>(it.b, it.h_kv);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         r.row[half] = it.m0 + cwarp * kMmaM + g + half * (kMmaM / 2);
-        r.row_keys[half] =
-            r.row[half] < a.seqlen_q ? visible_key_count(a.mask, r.row[half], a.seqlen_q, a.seqlen_k) : 0;
+        r.row_keys[half] = r.row[half] < a.seqlen_q ? a.vis.row_end(r.row[half]) : 0;
         r.m[half] = kNegInf;
         r.l_part[half] = 0.0f;
         r.moves[half] = 0;
@@ -506,15 +504,9 @@ struct WgmmaForward {
         for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
       if constexpr (kInst) {
         for (int half = 0; half < 2; ++half) {
-          const int64_t flat_row = (it.b * a.heads_q + it.h) * a.seqlen_q + r.row[half];
-          for (int32_t i = 0; i < a.inst.trace_row_count && a.inst.trace_rows != nullptr; ++i) {
-            if (r.row[half] < a.seqlen_q && a.inst.trace_rows[i] == flat_row) r.trace_slot[half] = i;
-          }
+          if (r.row[half] < a.seqlen_q) r.trace_slot[half] = trace_slot(a.inst, a.row_block(it.b, it.h) + r.row[half]);
         }
-        if (ctid == 0 && a.inst.tile_kind_counts != nullptr && k_tiles_total > it.k_tiles) {
-          atomicAdd(reinterpret_cast<unsigned long long*>(&a.inst.tile_kind_counts[int(TileKind::kSkipped)]),
-                    static_cast<unsigned long long>(k_tiles_total - it.k_tiles));
-        }
+        if (ctid == 0) count_tile_kinds(a.inst, a.vis, it.m0, kBlockM, kBlockN, 0, it.k_tiles);
       }
       const bool q_exact = it.k_tiles > 0 && stage_q(a, lay, it, w, wtid);
 
@@ -523,12 +515,6 @@ struct WgmmaForward {
       // online softmax of tile n (kernel.cuh's, operation for operation), including O's rescale by alpha.
       const auto scores_and_softmax = [&](int64_t n) {
         const int64_t k0 = n * kBlockN;
-        if constexpr (kInst) {
-          if (ctid == 0 && a.inst.tile_kind_counts != nullptr) {
-            const TileKind kind = classify_tile(a.mask, it.m0, kBlockM, k0, kBlockN, a.seqlen_q, a.seqlen_k);
-            atomicAdd(reinterpret_cast<unsigned long long*>(&a.inst.tile_kind_counts[int(kind)]), 1ull);
-          }
-        }
         // Every consumer thread releases the slot itself, after reading the producer's flags: the release orders
         // each thread's own read before the producer's next write (compute-sanitizer racecheck sees it so).
         const bool k_exact = (sh.k_unsplittable[0] | sh.k_unsplittable[1] | sh.k_unsplittable[2] |
@@ -567,26 +553,7 @@ struct WgmmaForward {
         copy_tiles(tmp.acc, acc);
       };
 
-      const auto trace = [&](int64_t n) {
-        if constexpr (kInst) {
-          float l_row[2];
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            l_row[half] = r.l_part[half];
-#pragma unroll
-            for (int offset = 1; offset < kQuadLanes; offset *= 2)
-              l_row[half] += __shfl_xor_sync(kFullWarpMask, l_row[half], offset);
-          }
-          if (t == 0 && a.inst.trace_m != nullptr && a.inst.trace_l != nullptr && n < a.inst.max_tiles) {
-            for (int half = 0; half < 2; ++half) {
-              if (r.trace_slot[half] < 0) continue;
-              const int64_t slot = int64_t{r.trace_slot[half]} * a.inst.max_tiles + n;
-              a.inst.trace_m[slot] = __fmul_rn(r.m[half], kLn2);
-              a.inst.trace_l[slot] = l_row[half];
-            }
-          }
-        }
-      };
+      const auto trace = [&](int64_t n) { trace_rows<kInst>(a, r.trace_slot, r.m, r.l_part, n, t); };
 
       // Software pipeline per warpgroup: P(n) V(n) is issued, then S(n + 1) = Q K(n + 1)^T right behind it, so
       // the tensor cores run S(n + 1) while this warpgroup adds O's tile; the softmax of n + 1 waits for S only.
@@ -640,42 +607,22 @@ struct WgmmaForward {
         pv_step.template operator()<false>(it.k_tiles - 1);
       }
 
-      // Epilogue: O = acc / l rounded once; LSE = m ln 2 + ln l (kernel.cuh's).
-      float* o_head = a.o + it.b * a.o_stride.batch + it.h * a.o_stride.head;
-      float* lse_head = a.lse + (it.b * a.heads_q + it.h) * a.seqlen_q;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float l = r.l_part[half];
-#pragma unroll
-        for (int offset = 1; offset < kQuadLanes; offset *= 2) l += __shfl_xor_sync(kFullWarpMask, l, offset);
-        if (r.row[half] >= a.seqlen_q) continue;
-        const bool is_empty = l == 0.0f;
-        float* o_row = o_head + r.row[half] * a.o_stride.row;
+      // Epilogue: kernel.cuh's finish_rows; O's n8 tile j holds columns 8j + 2t + {0, 1} of a row.
+      float* o_head = a.o.template head<float>(it.b, it.h);
+      finish_rows<kInst>(a, it.b, it.h, r.row, r.m, r.l_part, r.moves, t, [&](int half, float l) {
+        float* o_row = o_head + r.row[half] * a.o.stride.row;
 #pragma unroll
         for (int j = 0; j < kOTiles; ++j) {
           const int d = j * kMmaN + 2 * t;
-          const float o0 = is_empty ? 0.0f : acc[j][2 * half] / l;
-          const float o1 = is_empty ? 0.0f : acc[j][2 * half + 1] / l;
+          const float o0 = output_element(acc[j][2 * half], l);
+          const float o1 = output_element(acc[j][2 * half + 1], l);
           if (d + 2 <= a.head_dim) {
             *reinterpret_cast<float2*>(o_row + d) = make_float2(o0, o1);
           } else if (d < a.head_dim) {
             o_row[d] = o0;
           }
         }
-        const float m_natural = __fmul_rn(r.m[half], kLn2);
-        if (t == 0) {
-          lse_head[r.row[half]] = is_empty ? kNegInf : m_natural + logf(l);
-          if constexpr (kInst) {
-            const int64_t flat_row = (it.b * a.heads_q + it.h) * a.seqlen_q + r.row[half];
-            if (a.inst.row_m != nullptr) a.inst.row_m[flat_row] = m_natural;
-            if (a.inst.row_l != nullptr) a.inst.row_l[flat_row] = l;
-            if (a.inst.rescale_buckets != nullptr) {
-              atomicAdd(
-                  reinterpret_cast<unsigned long long*>(&a.inst.rescale_buckets[rescale_bucket(r.moves[half])]), 1ull);
-            }
-          }
-        }
-      }
+      });
     }
   }
 };

@@ -90,7 +90,7 @@ struct SplitTf32WgmmaConfig {
   static_assert(kSmemBytes <= kSmemBytesPerBlockMax, "split_tf32 wgmma: tiles exceed the shared memory of one block");
 };
 
-// Tile sizes per padded head_dim on sm_90 (measurements in split_tf32/NOTES.md). Four warps of 16 rows each;
+// Tile sizes per padded head_dim on sm_90 (measurements in docs/design/split-tf32-kernel.md). Four warps of 16 rows each;
 // the accumulator is kHeadDim / 2 floats per lane and S is kBlockN / 2, and with the three products per
 // fp32 product the registers, not smem, bound the tiles: every config runs at the 255-register cap.
 struct SplitTf32TileChoice {
@@ -111,7 +111,7 @@ constexpr SplitTf32TileChoice split_tf32_tile_choice(int64_t head_dim) {
 #endif
   if (head_dim <= 64) return {64, 64, 32, 4, 2};
 #if defined(FLASHCHECK_TC_WGMMA)
-  // 128 on sm_90a: tf32 wgmma, 128 x 32 tiles (NOTES.md, "wgmma"); registers: O 64 + half-width P V chain 32
+  // 128 on sm_90a: tf32 wgmma, 128 x 32 tiles (docs/design/split-tf32-kernel.md, "The wgmma kernel"); registers: O 64 + half-width P V chain 32
   // + P split 2 x 16 within the 168 a thread of a 384-thread block.
   if (head_dim <= 128) return {128, 128, 32, 12, 1, true};
 #endif

@@ -1,9 +1,11 @@
 // tensor_core_select(): which fp16/bf16 inputs the tensor-core family serves, and with which tiles.
 // Host code without CUDA, so the host model and the CPU tier see the tiles the GPU would run. Anything
 // refused here (other dtypes, misaligned layouts, softmax_scale == 0) falls through to the next family.
+#include <array>
 #include <cstdint>
+#include <string>
 
-#include "../families.h"
+#include "families.h"
 #include "tile_config.h"
 
 namespace flashcheck::detail {
@@ -20,16 +22,20 @@ bool chunk_aligned(const void* ptr, const Strides& stride, int64_t batch, int64_
          whole(heads, stride.head) && whole(seqlen, stride.row);
 }
 
+// "tensor_core_<dtype>_hdim<family>" for every family of kFamilies, built once (the names outlive every call).
 const char* family_name(DType dtype, int family) {
-  const bool bf16 = dtype == DType::kBF16;
-  switch (family) {
-    case 32: return bf16 ? "tensor_core_bf16_hdim32" : "tensor_core_f16_hdim32";
-    case 64: return bf16 ? "tensor_core_bf16_hdim64" : "tensor_core_f16_hdim64";
-    case 96: return bf16 ? "tensor_core_bf16_hdim96" : "tensor_core_f16_hdim96";
-    case 128: return bf16 ? "tensor_core_bf16_hdim128" : "tensor_core_f16_hdim128";
-    case 192: return bf16 ? "tensor_core_bf16_hdim192" : "tensor_core_f16_hdim192";
-    default: return bf16 ? "tensor_core_bf16_hdim256" : "tensor_core_f16_hdim256";
-  }
+  using Names = std::array<std::string, std::size(tensor_core::kFamilies)>;
+  static const std::array<Names, 2> names = [] {
+    std::array<Names, 2> all;
+    for (size_t i = 0; i < std::size(tensor_core::kFamilies); ++i) {
+      all[0][i] = "tensor_core_f16_hdim" + std::to_string(tensor_core::kFamilies[i]);
+      all[1][i] = "tensor_core_bf16_hdim" + std::to_string(tensor_core::kFamilies[i]);
+    }
+    return all;
+  }();
+  size_t i = 0;
+  while (tensor_core::kFamilies[i] != family) ++i;  // family comes from family_head_dim(): it is listed
+  return names[dtype == DType::kBF16 ? 1 : 0][i].c_str();
 }
 
 }  // namespace

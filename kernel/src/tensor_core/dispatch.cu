@@ -1,4 +1,4 @@
-// tensor_core_launch(): Params -> KernelArgs (64-bit strides, causal offset, folded scale), then the launch
+// tensor_core_launch(): Params -> KernelArgs (common/args.h, with |scale| and negate_q), then the launch
 // function of the (dtype, head-dim family) that tensor_core_select() chose. Compiles no kernel itself: each
 // family's kernel lives in its own fwd_<dtype>_hdim<d>.cu.
 #include <cuda_bf16.h>
@@ -6,8 +6,11 @@
 
 #include <atomic>
 #include <cmath>
+#include <iterator>
+#include <string>
+#include <utility>
 
-#include "../families.h"
+#include "families.h"
 #include "forward.h"
 #include "tile_config.h"
 
@@ -16,46 +19,31 @@ inline namespace FLASHCHECK_KERNEL_VARIANT {
 namespace {
 
 using tc_kernel::KernelArgs;
-using tc_kernel::TensorRef;
 
-inline constexpr float kLog2e = 1.4426950408889634f;
-
-TensorRef tensor_ref(const void* ptr, const Strides& s) { return {ptr, s.batch, s.head, s.row}; }
+// The launch function of `family`, one of tile_config.h's kFamilies (each instantiated in its own generated
+// translation unit, kernel/CMakeLists.txt).
+template <typename T, size_t... kI>
+Status launch_family(int family, const KernelArgs& args, cudaStream_t stream, std::index_sequence<kI...>) {
+  Status st{StatusCode::kUnsupported, "tensor_core: no kernel for head_dim family " + std::to_string(family)};
+  ((family == tensor_core::kFamilies[kI] ? (st = tc_kernel::launch_forward<T, tensor_core::kFamilies[kI]>(args, stream),
+                                            true)
+                                         : false) ||
+   ...);
+  return st;
+}
 
 template <typename T>
 Status launch_dtype(int family, const KernelArgs& args, cudaStream_t stream) {
-  switch (family) {
-    case 32: return tc_kernel::launch_forward<T, 32>(args, stream);
-    case 64: return tc_kernel::launch_forward<T, 64>(args, stream);
-    case 96: return tc_kernel::launch_forward<T, 96>(args, stream);
-    case 128: return tc_kernel::launch_forward<T, 128>(args, stream);
-    case 192: return tc_kernel::launch_forward<T, 192>(args, stream);
-    case 256: return tc_kernel::launch_forward<T, 256>(args, stream);
-    default: return {StatusCode::kUnsupported, "tensor_core: no kernel for head_dim family"};
-  }
+  return launch_family<T>(family, args, stream, std::make_index_sequence<std::size(tensor_core::kFamilies)>{});
 }
 
 }  // namespace
 
 KernelArgs tc_kernel::make_kernel_args(const Params& p, int block_m, const Instrumentation* inst) {
-  KernelArgs args;
-  args.q = tensor_ref(p.q, p.q_stride);
-  args.k = tensor_ref(p.k, p.k_stride);
-  args.v = tensor_ref(p.v, p.v_stride);
-  args.o = tensor_ref(p.o, p.o_stride);
-  args.lse = p.lse;
-  args.heads_q = p.heads_q;
-  args.group_size = p.heads_q / p.heads_kv;
-  args.seqlen_q = p.seqlen_q;
-  args.seqlen_k = p.seqlen_k;
-  args.causal = p.mask != Mask::kNone;
-  args.causal_offset = p.mask == Mask::kCausalBottomRight ? p.seqlen_k - p.seqlen_q : 0;
-  args.q_tiles = (p.seqlen_q + block_m - 1) / block_m;
-  args.work_items = args.q_tiles * p.batch * p.heads_q;
-  args.head_dim = static_cast<int32_t>(p.head_dim);
+  Params positive = p;
+  positive.softmax_scale = std::fabs(p.softmax_scale);
+  KernelArgs args{make_problem_args(positive, block_m)};
   args.negate_q = p.softmax_scale < 0.0f;
-  args.scale_abs = std::fabs(p.softmax_scale);
-  args.scale_log2 = args.scale_abs * kLog2e;
   if (FLASHCHECK_INSTRUMENT && inst != nullptr) args.inst = *inst;
   return args;
 }

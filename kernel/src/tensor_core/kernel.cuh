@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "common/epilogue.h"
+#include "common/softmax.h"
 #include "forward.h"
 #include "ptx.cuh"
 #include "schedule.h"
@@ -27,7 +29,6 @@ namespace tc_kernel {
 
 using namespace ::flashcheck::tensor_core;  // tile constants (host-visible, no linkage)
 
-inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 inline constexpr uint32_t kFullWarp = 0xFFFFFFFFu;
 inline constexpr int kQuad = 4;  // lanes sharing one C-fragment row
 
@@ -235,7 +236,8 @@ struct Forward {
   }
 #endif
 
-  // Keys a row may use: [0, key_limit). Select, not arithmetic: a NaN score at a hidden key becomes -inf.
+  // Keys a row may use: [0, row_end) (common/visibility.h). Select, not arithmetic: a NaN score at a hidden key
+  // becomes -inf.
   __device__ static void apply_mask(float (&s)[kM][kNS][4], const KernelArgs& a, int64_t row_base, int64_t k0,
                                     int quad_row, int quad_col) {
 #pragma unroll
@@ -243,8 +245,7 @@ struct Forward {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t row = row_base + mt * kMmaM + quad_row + h * kMmaN;
-        int64_t limit = a.seqlen_k;
-        if (a.causal) limit = min(limit, row + a.causal_offset + 1);
+        const int64_t limit = a.vis.row_end(row);
         // Keys nt*8 + e of this thread's columns are visible iff nt*8 + e < rel.
         const int rel = static_cast<int>(max(min(limit - k0 - quad_col, int64_t{Cfg::kBlockN}), int64_t{-1}));
 #pragma unroll
@@ -260,13 +261,11 @@ struct Forward {
   // (warp-uniform); O takes alpha in rescale_o(). Split so that O may still be in flight on the tensor cores
   // meanwhile (kernel_ws.cuh).
   //
-  // The reference is the tile's own max wherever that lies within kRefSlackLog2 (log2 units) of the running
-  // max, else the running max. The key at the reference gets p = exp2(0) = 1, which P's rounding to T leaves
-  // exact, so every tile's heaviest key enters P V without rounding error instead of only the keys that
-  // raised the running max. The heaviest keys carry most of the error P's rounding causes: on the H100 this
-  // lowers the fp16/bf16 relative RMS error by 1-6% (NOTES.md, "Eighth session"). The price is a rescale of O
-  // at most tiles (alpha is no longer 1 once the max settles). O and l stay within 2^kRefSlackLog2 of their
-  // values relative to the running max, and the reported m (LSE = m + ln l) is the final reference.
+  // The reference follows common/softmax.h's tile_reference (the tile's own max within kRefSlackLog2 of the
+  // running max, else the running max): on the H100 it lowers the fp16/bf16 relative RMS error by 1-6%
+  // (docs/design/tensor-core-kernel.md). The price is a rescale of O at most tiles (alpha is no longer 1 once the
+  // max settles). O and l stay within 2^kRefSlackLog2 of their values relative to the running max, and the
+  // reported m (LSE = m + ln l) is the final reference.
   __device__ static bool softmax_stats(float (&s)[kM][kNS][4], State& st, float scale_log2, float (&alpha)[kM][2]) {
     float ref_scaled[kM][2];
     bool any_rescale = false;
@@ -287,12 +286,9 @@ struct Forward {
         // unchanged reference exactly alpha = 1, however large |ref*c| is. The FMA form fma(s, c, -R) would
         // leave the rounding error of R in every exponent: up to half an ulp of ref*c, which for
         // |ref*c| >= 2^24 is a factor of 2 or more on P (and inf/0 near FLT_MAX).
-        // A tile without a usable key for this row (fully masked on a causal diagonal, or -inf scores) keeps the
-        // reference: alpha = 1 and p = 0, exactly as skipping the tile would. With mx = +inf, no finite tile
-        // max is within the slack.
         const float old_ref = st.row_ref[mt][h];
-        const bool local = __fmul_rn(tile_max, scale_log2) >= __fmul_rn(mx, scale_log2) - kRefSlackLog2;
-        const float ref = tile_max == kNegInf ? old_ref : (local ? tile_max : mx);
+        const float ref =
+            tile_reference(tile_max, mx, old_ref, [scale_log2](float u) { return __fmul_rn(u, scale_log2); });
         ref_scaled[mt][h] = ref == kNegInf ? 0.0f : __fmul_rn(ref, scale_log2);
         alpha[mt][h] = ex2_approx(__fmul_rn(old_ref, scale_log2) - ref_scaled[mt][h]);
         any_rescale |= alpha[mt][h] != 1.0f;
@@ -375,7 +371,7 @@ struct Forward {
 
   // The first key of the tile at k0, counted from k0, that row q0 may not see (kBlockN or more: none).
   __device__ static int64_t first_hidden_key(const KernelArgs& a, int64_t q0, int64_t k0) {
-    return max(k0, q0 + a.causal_offset + 1) - k0;
+    return max(k0, a.vis.row_end(q0)) - k0;
   }
 
   // Whether the low / high half of a packed word of T is inf or NaN (its exponent field all ones).
@@ -439,8 +435,7 @@ struct Forward {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t row = q0 + warp_row0 + mt * kMmaM + quad_row + h * kMmaN;
-        const int64_t limit = min(a.seqlen_k, row + a.causal_offset + 1);
-        rel[mt][h] = static_cast<int>(max(min(limit - k0, int64_t{Cfg::kBlockN}), int64_t{0}));
+        rel[mt][h] = static_cast<int>(max(min(a.vis.row_end(row) - k0, int64_t{Cfg::kBlockN}), int64_t{0}));
         rel_max = max(rel_max, rel[mt][h]);
       }
     // Columns nt*8 + quad_col + {0, 1} of this thread, keys [lo, rel_max) (keys below lo are seen by every row
@@ -507,17 +502,16 @@ struct Forward {
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const bool empty = l[mt][hh] == 0.0f;
 #pragma unroll
         for (int nt = kNt0; nt < kNt0 + kNtCount; ++nt) {
-          const float o0 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh], l[mt][hh]);
-          const float o1 = empty ? 0.0f : __fdiv_rn(st.acc_o[mt][nt][2 * hh + 1], l[mt][hh]);
+          const float o0 = output_element(st.acc_o[mt][nt][2 * hh], l[mt][hh]);
+          const float o1 = output_element(st.acc_o[mt][nt][2 * hh + 1], l[mt][hh]);
           put(mt * kMmaM + quad_row + hh * kMmaN, nt, quad_col, Ops::pack(o0, o1));
         }
       }
   }
 
-  // LSE = m*|scale| + ln(l) (-inf where l == 0) of this thread's real rows; row0 = the warp's first query row.
+  // LSE = m*|scale| + ln(l) (common/epilogue.h) of this thread's real rows; row0 = the warp's first query row.
   __device__ static void write_lse(const State& st, const KernelArgs& a, const float (&l)[kM][2], int64_t row0,
                                    int64_t bh, int lane) {
     if (lane % kQuad != 0) return;
@@ -527,17 +521,9 @@ struct Forward {
       for (int hh = 0; hh < 2; ++hh) {
         const int64_t row = row0 + mt * kMmaM + lane / kQuad + hh * kMmaN;
         if (row >= a.seqlen_q) continue;
-        const float m_natural = st.row_ref[mt][hh] * a.scale_abs;
-        a.lse[bh * a.seqlen_q + row] = l[mt][hh] == 0.0f ? kNegInf : m_natural + logf(l[mt][hh]);
-        if constexpr (kInstrument) {
-          const int64_t flat = bh * a.seqlen_q + row;
-          if (a.inst.row_m != nullptr) a.inst.row_m[flat] = m_natural;
-          if (a.inst.row_l != nullptr) a.inst.row_l[flat] = l[mt][hh];
-          if (a.inst.rescale_buckets != nullptr) {
-            const int bucket = min(32 - __clz(st.moves[mt][hh]), kRescaleBuckets - 1);
-            atomicAdd(reinterpret_cast<unsigned long long*>(&a.inst.rescale_buckets[bucket]), 1ull);
-          }
-        }
+        const float m_natural = st.row_ref[mt][hh] * a.softmax_scale;
+        a.lse[bh * a.seqlen_q + row] = row_lse(m_natural, l[mt][hh]);
+        if constexpr (kInstrument) record_row(a.inst, bh * a.seqlen_q + row, m_natural, l[mt][hh], st.moves[mt][hh]);
       }
   }
 
@@ -559,7 +545,7 @@ struct Forward {
       }
     }
     if constexpr (kInstrument) {
-      count_tile_kinds(a, q0, n_tiles, tid);
+      if (tid == 0) count_tile_kinds(a.inst, a.vis, q0, Cfg::kBlockM, Cfg::kBlockN, 0, n_tiles);
 #pragma unroll
       for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
@@ -569,9 +555,7 @@ struct Forward {
           // Rows past seqlen_q of a partial Q tile are not rows of this head: their flat index is a row
           // of the next head, whose trace they must not write.
           const int64_t row = q0 + warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
-          const int64_t flat = bh * a.seqlen_q + row;
-          for (int r = 0; row < a.seqlen_q && r < a.inst.trace_row_count; ++r)
-            if (a.inst.trace_rows[r] == flat) st.trace_slot[mt][hh] = r;
+          if (row < a.seqlen_q) st.trace_slot[mt][hh] = trace_slot(a.inst, bh * a.seqlen_q + row);
         }
     }
   }
@@ -585,12 +569,7 @@ struct Forward {
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const float l = quad_sum(st.row_sum[mt][hh]);
-            const int trace = st.trace_slot[mt][hh];
-            if (lane % kQuad == 0 && trace >= 0 && n < a.inst.max_tiles) {
-              const int64_t at = static_cast<int64_t>(trace) * a.inst.max_tiles + n;
-              if (a.inst.trace_m != nullptr) a.inst.trace_m[at] = st.row_ref[mt][hh] * a.scale_abs;
-              if (a.inst.trace_l != nullptr) a.inst.trace_l[at] = l;
-            }
+            if (lane % kQuad == 0) record_trace(a.inst, st.trace_slot[mt][hh], n, st.row_ref[mt][hh] * a.softmax_scale, l);
           }
       }
     }
@@ -602,36 +581,14 @@ struct Forward {
     return x;
   }
 
-  // Tile kinds of one Q tile, counted once per CTA work item (definitions in instrument.h):
-  // diagonal if the tile's first row may not see its last real key; tail if the K tile runs past seqlen_k or
-  // the Q tile past seqlen_q; skipped if no row of the tile sees any of its keys.
-  __device__ static void count_tile_kinds(const KernelArgs& a, int64_t q0, int n_tiles, int tid) {
-    uint64_t* counts = a.inst.tile_kind_counts;
-    if (counts == nullptr || tid != 0) return;
-    const int64_t total = (a.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
-    uint64_t kinds[kTileKindCount] = {};
-    kinds[static_cast<int>(TileKind::kSkipped)] = static_cast<uint64_t>(total - n_tiles);
-    const bool q_partial = q0 + Cfg::kBlockM > a.seqlen_q;
-    for (int64_t n = 0; n < n_tiles; ++n) {
-      const int64_t k0 = n * Cfg::kBlockN;
-      const int64_t k_last = min(k0 + Cfg::kBlockN, a.seqlen_k) - 1;
-      const bool diagonal = a.causal && k_last > q0 + a.causal_offset;
-      const bool tail = q_partial || k0 + Cfg::kBlockN > a.seqlen_k;
-      ++kinds[static_cast<int>(diagonal ? TileKind::kDiagonal : tail ? TileKind::kTail : TileKind::kFull)];
-    }
-    for (int kind = 0; kind < kTileKindCount; ++kind) {
-      if (kinds[kind] != 0) atomicAdd(reinterpret_cast<unsigned long long*>(&counts[kind]), kinds[kind]);
-    }
-  }
-
   // One work item: Q tile q_tile of (batch b, query head h), in the order of schedule.h.
   struct Item {
     int64_t bh;  // b * heads_q + h: the row block of LSE
     int64_t b, h, hk;
     int64_t q0, q_rows;
-    int n_tiles;        // K/V tiles the Q tile reads
-    int unmasked;       // tiles before it need no mask (causal diagonal or seqlen_k tail)
-    int unmasked_diag;  // tiles from it on are causal diagonal tiles
+    int n_tiles;      // K/V tiles the Q tile reads
+    int unmasked;     // tiles before it need no mask (common/visibility.h, full_tiles_end)
+    int hiding_from;  // tiles from it on hide keys below seqlen_k from some row (hiding_tiles_begin)
   };
 
   __device__ static Item item_at(const KernelArgs& a, int64_t item) {
@@ -645,31 +602,26 @@ struct Forward {
     it.q0 = q_tile * Cfg::kBlockM;
     it.q_rows = min(int64_t{Cfg::kBlockM}, a.seqlen_q - it.q0);
     // Tile indices fit in int: seqlen_k / kBlockN < 2^31 for any tensor a GPU can hold.
-    it.n_tiles = static_cast<int>(key_tiles(it.q0, it.q_rows, a.seqlen_k, a.causal, a.causal_offset, Cfg::kBlockN));
-    int64_t unmasked_causal = a.seqlen_k / Cfg::kBlockN;
-    if (a.causal) {
-      const int64_t first_row_keys = it.q0 + 1 + a.causal_offset;  // keys visible to the tile's first row
-      unmasked_causal = first_row_keys > 0 ? first_row_keys / Cfg::kBlockN : 0;
-    }
-    it.unmasked = static_cast<int>(min(unmasked_causal, a.seqlen_k / Cfg::kBlockN));
-    it.unmasked_diag = static_cast<int>(min(unmasked_causal, int64_t{it.n_tiles}));
+    it.n_tiles = static_cast<int>(a.vis.tiles_end(it.q0, it.q_rows, Cfg::kBlockN));
+    it.unmasked = static_cast<int>(a.vis.full_tiles_end(it.q0, Cfg::kBlockN));
+    it.hiding_from = static_cast<int>(min(a.vis.hiding_tiles_begin(it.q0, Cfg::kBlockN), int64_t{it.n_tiles}));
     return it;
   }
 
   // cp.async of the item's Q tile, one commit group.
   __device__ static void load_q(const KernelArgs& a, const Item& it, uint32_t q_smem, const LoadSlot& slot) {
-    const T* q_head = static_cast<const T*>(a.q.ptr) + it.b * a.q.batch_stride + it.h * a.q.head_stride;
-    load_tile<Cfg::kBlockM>(q_smem, q_head, it.q0, a.q.row_stride, it.q_rows, slot);
+    const T* q_head = a.q.template head<const T>(it.b, it.h);
+    load_tile<Cfg::kBlockM>(q_smem, q_head, it.q0, a.q.stride.row, it.q_rows, slot);
     cp_async_commit();
   }
 
   // cp.async of the item's K/V tile n (n < n_tiles) into one ring stage: K, then V, one commit group.
   __device__ static void load_kv(const KernelArgs& a, const Item& it, int n, uint32_t stage, const LoadSlot& slot) {
-    const T* k_head = static_cast<const T*>(a.k.ptr) + it.b * a.k.batch_stride + it.hk * a.k.head_stride;
-    const T* v_head = static_cast<const T*>(a.v.ptr) + it.b * a.v.batch_stride + it.hk * a.v.head_stride;
+    const T* k_head = a.k.template head<const T>(it.b, it.hk);
+    const T* v_head = a.v.template head<const T>(it.b, it.hk);
     const int64_t k0 = int64_t{n} * Cfg::kBlockN;
-    load_tile<Cfg::kBlockN>(stage, k_head, k0, a.k.row_stride, a.seqlen_k - k0, slot);
-    load_tile<Cfg::kBlockN>(stage + Cfg::kKVTileSmemBytes, v_head, k0, a.v.row_stride, a.seqlen_k - k0, slot);
+    load_tile<Cfg::kBlockN>(stage, k_head, k0, a.k.stride.row, a.seqlen_k - k0, slot);
+    load_tile<Cfg::kBlockN>(stage + Cfg::kKVTileSmemBytes, v_head, k0, a.v.stride.row, a.seqlen_k - k0, slot);
     cp_async_commit();
   }
 
@@ -689,7 +641,7 @@ struct Forward {
     const uint32_t q_lane = q_smem + (warp_row0 + lane % 16) * kPitch + (lane / 16) * kChunkBytes;
     const uint32_t k_lane_off = (lane % 8 + 8 * (lane / 16)) * kPitch + ((lane / 8) % 2) * kChunkBytes;
     const uint32_t v_lane_off = (lane % 16) * kPitch + (lane / 16) * kChunkBytes;
-    const LoadSlot slot = load_slot(a.head_dim);
+    const LoadSlot slot = load_slot(static_cast<int>(a.head_dim));
 
     // The K/V ring of two stages runs across work items: tile n of an item sits in stage (parity + n) % 2, and
     // during an item's last tile the other stage receives the next item's tile 0 (schedule.h).
@@ -705,7 +657,7 @@ struct Forward {
       const Item it = item_at(a, item);
       const int n_tiles = it.n_tiles;
       const int unmasked = it.unmasked;
-      const int unmasked_diag = it.unmasked_diag;
+      const int hiding_from = it.hiding_from;
       const int64_t q0 = it.q0;
       const int64_t bh = it.bh;
       const int64_t b = it.b;
@@ -741,16 +693,16 @@ struct Forward {
           load_kv(a, item_at(a, next_item), 0, stage_smem(parity + n + 1), slot);
         }
 
-        // Causal-masked keys inside a diagonal tile are real K/V rows that later rows of the tile see. Their
-        // p is exactly 0 for the rows that may not see them, which is harmless for finite V (0 * v = 0) but
+        // Masked keys inside a diagonal tile are real K/V rows that later rows of the tile see. Their p is
+        // exactly 0 for the rows that may not see them, which is harmless for finite V (0 * v = 0) but
         // 0 * inf = NaN: if a hidden V row is non-finite, the tile goes through exact_hidden_v first.
-        const bool diagonal = a.causal && n >= unmasked_diag;
+        const bool diagonal = n >= hiding_from;
         // A warp whose rows see no key of a diagonal tile skips it: p = 0 and alpha = 1 there, so skipping is
         // exact (the host model leaves such rows untouched too).
         // (A wgmma is issued by the whole warpgroup: there the test is per warpgroup.)
         const int sees_row0 = kWg ? warp / kWarpsPerWarpgroup * kWgmmaRows : warp_row0;
         const int sees_rows = kWg ? kWgmmaRows : Cfg::kRowsPerWarp;
-        const bool warp_sees = !diagonal || q0 + sees_row0 + sees_rows + a.causal_offset > k0;
+        const bool warp_sees = !diagonal || a.vis.row_end(q0 + sees_row0 + sees_rows - 1) > k0;
         uint32_t pa[kM][kNS / 2][4];  // P rounded to T, A-fragment layout
         if (warp_sees) {
           float s[kM][kNS][4];  // (kRowsPerWarp, kBlockN) scores, then p
@@ -801,7 +753,7 @@ struct Forward {
       // the next item's tile already); an item without K/V tiles uses the stage the next item's tile 0 skips.
       const uint32_t o_smem = stage_smem(n_tiles > 0 ? parity + n_tiles - 1 : parity + 1);
       if (n_tiles > 0) __syncthreads();
-      T* o_head = static_cast<T*>(const_cast<void*>(a.o.ptr)) + b * a.o.batch_stride + h * a.o.head_stride;
+      T* o_head = a.o.template head<T>(b, h);
       stage_o_and_lse(st, a, o_smem, q0, bh, warp_row0, lane);
       __syncwarp();
       constexpr int kStorePerLane = Cfg::kRowsPerWarp * Cfg::kChunksPerRow / kWarpSize;
@@ -813,7 +765,7 @@ struct Forward {
         const int64_t row = q0 + local_row;
         if (row >= a.seqlen_q || col >= a.head_dim) continue;
         const uint32_t src = o_smem + chunk_offset<Cfg::kBlockM>(local_row, col / kChunkElems);
-        T* dst = o_head + row * a.o.row_stride + col;
+        T* dst = o_head + row * a.o.stride.row + col;
         if (col + kChunkElems <= a.head_dim) {
           *reinterpret_cast<uint4*>(dst) = ld_shared_v4(src);
         } else {
@@ -875,25 +827,12 @@ GridProblem grid_problem(const KernelArgs& args) {
   GridProblem problem;
   problem.work_items = args.work_items;
   problem.q_tiles = args.q_tiles;
-  problem.seqlen_q = args.seqlen_q;
-  problem.seqlen_k = args.seqlen_k;
-  problem.causal = args.causal;
-  problem.causal_offset = args.causal_offset;
+  problem.vis = args.vis;
   problem.block_m = Cfg::kBlockM;
   problem.block_n = Cfg::kBlockN;
   problem.allow_persistent =
-      Cfg::kPersist == Persist::kAlways || (Cfg::kPersist == Persist::kCausal && args.causal);
+      Cfg::kPersist == Persist::kAlways || (Cfg::kPersist == Persist::kCausal && args.vis.bounded_end);
   return problem;
-}
-
-// Persistent CTAs (as many as fit at once) or one per work item: schedule.h.
-inline int64_t plan_launch_grid(const GridProblem& problem, int64_t resident) {
-#if defined(FLASHCHECK_TC_DEV_ONE_ITEM_PER_CTA)  // development A/B only (dev/ab_round.sh)
-  (void)resident;
-  return min(problem.work_items, int64_t{std::numeric_limits<int32_t>::max()});
-#else
-  return plan_grid(problem, resident);
-#endif
 }
 
 template <typename T, class Cfg>
@@ -902,7 +841,7 @@ Status launch_with(const KernelArgs& args, cudaStream_t stream) {
   int64_t resident = 0;
   const Status st = resident_ctas<kernel>(Cfg::kThreads, Cfg::kSmemBytes, &resident);
   if (!st.ok()) return st;
-  const int64_t grid = plan_launch_grid(grid_problem<Cfg>(args), resident);
+  const int64_t grid = plan_grid(grid_problem<Cfg>(args), resident);
   if (grid < 1) return Status::ok_status();
   kernel<<<dim3(static_cast<unsigned>(grid)), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(args);
   const cudaError_t err = cudaGetLastError();

@@ -51,19 +51,14 @@ inline constexpr int kBarWarpgroup = 2;
 // Ping-pong scheduling (WsForward::kPingPong): consumer warpgroup w issues its wgmma chains only on its turn,
 // named barrier kBarTurn + w, and hands the turn to the other warpgroup right after, so one warpgroup's softmax
 // runs while the other's chains occupy the tensor cores (FlashAttention-3's inter-warpgroup overlap). Measured
-// on the H100 against free issue (NOTES.md, "Eighth session"): d = 64 non-causal +4-10%, causal -2% to +12%;
-// d = 128 non-causal 4-15% slower (32 bytes of spills appear), causal short +4-6%; d = 256 2-5% slower. Hence
-// d = 64 only; FLASHCHECK_TC_DEV_PINGPONG (development A/B) turns it on for every head dim.
+// on the H100 against free issue (docs/design/tensor-core-kernel.md): d = 64 non-causal +4-10%, causal -2% to
+// +12%; d = 128 non-causal 4-15% slower (32 bytes of spills appear), causal short +4-6%; d = 256 2-5% slower.
+// Hence d = 64 only.
 inline constexpr int kBarTurn = 4;
-#if defined(FLASHCHECK_TC_DEV_PINGPONG)
-inline constexpr bool kPingPongEverywhere = true;
-#else
-inline constexpr bool kPingPongEverywhere = false;
-#endif
 
 // How a consumer warpgroup stores O. Either way its Q rows go back to the producer after the item's last S, so
 // the next item's Q loads during this item's last P*V and epilogue (short items: +7-16% at N <= 2048 against O
-// staged in the Q rows, which the fifth session also had).
+// staged in the Q rows).
 //  - kOwnTile: O staged in a tile of its own laid out like Q and stored by TMA: the store is asynchronous, but
 //    where the tile does not fit beside Cfg's K slots (d = 256: 64 KB Q + 4 x 32 KB K/V + 64 KB O), K keeps one.
 //  - kRegisters: each thread stores its O straight from the accumulators (store_o_direct): no shared memory, so
@@ -80,7 +75,7 @@ struct WsForward {
   static constexpr int kConsumerThreads = Cfg::kThreads;
   static constexpr int kWarpgroupThreads = kWarpsPerWarpgroup * kWarpSize;
   static constexpr int kConsumerWarpgroups = kConsumerThreads / kWarpgroupThreads;
-  static constexpr bool kPingPong = kConsumerWarpgroups == 2 && (kPingPongEverywhere || Cfg::kHeadDim == 64);
+  static constexpr bool kPingPong = kConsumerWarpgroups == 2 && Cfg::kHeadDim == 64;
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   static constexpr int kColumnBlocks = Cfg::kHeadDim / (kSwizzleRowBytes / kElementBytes);
   static constexpr int kColumnBlockElems = kSwizzleRowBytes / kElementBytes;  // 64
@@ -228,10 +223,10 @@ struct WsForward {
 
   // What a consumer thread carries through one item's K/V loop (32-bit: the launch keeps seqlens below 2^31).
   struct ItemCtx {
-    int q0;             // first query row of the Q tile
-    int n_tiles;        // K/V tiles it reads
-    int unmasked;       // tiles before it need no mask
-    int unmasked_diag;  // tiles from it on are causal diagonal tiles
+    int q0;           // first query row of the Q tile
+    int n_tiles;      // K/V tiles it reads
+    int unmasked;     // tiles before it need no mask
+    int hiding_from;  // tiles from it on hide keys below seqlen_k from some row of the Q tile
     uint32_t tile0;     // CTA-wide index of its first K/V tile (mod 2^32: slot and parity read its low bits)
   };
   static_assert((kKStages & (kKStages - 1)) == 0 && (kVStages & (kVStages - 1)) == 0,
@@ -247,23 +242,19 @@ struct WsForward {
   }
 
   // Waits for V(m); takes the exact path (kernel.cuh's exact_hidden_v, every consumer thread together) if tile m
-  // is a causal diagonal tile with a non-finite hidden V row. Runs before S(m + 1) and P(m) V(m) are issued, so
-  // no wgmma is in flight meanwhile (V(m) is requested before K(m + 1): waiting for it first costs nothing).
-  // Returns V(m)'s slot address. The scan and the vote cost causal launches up to 20% at short sequences
-  // (FLASHCHECK_TC_DEV_NO_HIDDEN_V_CHECK, timing only), but moving them off the consumers did not pay on the
-  // H100: the producer warpgroup's idle warps scanning each landed diagonal V tile gained nothing overall, and
-  // scanning V in global memory ahead of the consumers lost up to 30% (NOTES.md, "Seventh session").
+  // is a diagonal tile with a non-finite hidden V row. Runs before S(m + 1) and P(m) V(m) are issued, so no wgmma
+  // is in flight meanwhile (V(m) is requested before K(m + 1): waiting for it first costs nothing). Returns
+  // V(m)'s slot address. The scan and the vote cost causal launches up to 20% at short sequences, but moving them
+  // off the consumers did not pay on the H100: the producer warpgroup's idle warps scanning each landed diagonal
+  // V tile gained nothing overall, and scanning V in global memory ahead of the consumers lost up to 30%
+  // (docs/design/tensor-core-kernel.md).
   __device__ static uint32_t ready_v(const KernelArgs& a, const ItemCtx& c, Barriers& bars, const Layout& lay, int m,
                                      State& st, int ctid) {
     const uint32_t t = c.tile0 + static_cast<uint32_t>(m);
     mbarrier_wait(bar(bars.v_full[slot<kVStages>(t)]), phase<kVStages>(t));
     const uint32_t v_smem = lay.v_slot(slot<kVStages>(t));
     const int64_t k0 = int64_t{m} * Cfg::kBlockN;
-#if defined(FLASHCHECK_TC_DEV_NO_HIDDEN_V_CHECK)  // development A/B only (dev/ab_round.sh): timing, wrong for inf/NaN V
-    if (false &&
-#else
-    if (a.causal && m >= c.unmasked_diag &&
-#endif
+    if (m >= c.hiding_from &&
         named_barrier_or(kBarConsumers, kConsumerThreads, F::hidden_v_nonfinite(v_smem, a, c.q0, k0, ctid))) {
       const int warp = ctid / kWarpSize;
       F::exact_hidden_v(st, v_smem, a, c.q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid,
@@ -304,7 +295,7 @@ struct WsForward {
         c.q0 = static_cast<int>(it.q0);
         c.n_tiles = it.n_tiles;
         c.unmasked = it.unmasked;
-        c.unmasked_diag = it.unmasked_diag;
+        c.hiding_from = it.hiding_from;
         c.tile0 = tile;
       }
       mbarrier_wait(bar(bars.q_full[wg]), items & 1);
@@ -401,14 +392,13 @@ struct WsForward {
   // same helpers, so O is bit-identical to the other stagings and to kernel.cuh). Per pair of n8 tiles, lanes t
   // and t ^ 1 of a quad swap one packed word so that each holds 4 consecutive columns: a quad then writes the
   // pair's 32 contiguous bytes of its row, whole sectors, with 8-byte stores. 4-byte stores straight from the
-  // fragments cost 13-15% at d = 256, N = 512 (half sectors; NOTES.md, "Sixth session"). encode_operand() admits
+  // fragments cost 13-15% at d = 256, N = 512 (half sectors). encode_operand() admits
   // only head_dim % 8 == 0, so 4 columns are real or padding together.
   __device__ static void store_o_direct(const State& st, const KernelArgs& a, const Item& it, int warp_row0, int lane) {
     float l[1][2];
     F::row_sums(st, l);
     const int64_t row0 = it.q0 + warp_row0;
-    T* o_rows = static_cast<T*>(const_cast<void*>(a.o.ptr)) + it.b * a.o.batch_stride + it.h * a.o.head_stride +
-                row0 * a.o.row_stride;
+    T* o_rows = a.o.template head<T>(it.b, it.h) + row0 * a.o.stride.row;
     const int t = lane % kQuad;
     const bool odd = (t & 1) != 0;
     const auto tile_pair = [&]<int kJ>() {  // n8 tiles 2 kJ and 2 kJ + 1
@@ -422,7 +412,7 @@ struct WsForward {
         const uint32_t recv = __shfl_xor_sync(kFullWarp, odd ? w[hh][0] : w[hh][1], 1);
         const uint2 v = odd ? make_uint2(recv, w[hh][1]) : make_uint2(w[hh][0], recv);
         const int r = lane / kQuad + hh * kMmaN;
-        if (row0 + r < a.seqlen_q && c < a.head_dim) *reinterpret_cast<uint2*>(o_rows + r * a.o.row_stride + c) = v;
+        if (row0 + r < a.seqlen_q && c < a.head_dim) *reinterpret_cast<uint2*>(o_rows + r * a.o.stride.row + c) = v;
       }
     };
     [&]<int... kJ>(std::integer_sequence<int, kJ...>) {
@@ -445,7 +435,7 @@ template <typename T, class Cfg>
 inline constexpr bool kOwnOFree = WsForward<T, Cfg, OStaging::kOwnTile, false>::kKStages == Cfg::kStages;
 
 // d = 256 (the own O tile costs a K slot): the own O tile for short items, where the asynchronous O store
-// matters more than the second K slot, measured on the H100 against kRegisters (NOTES.md, "Sixth session"):
+// matters more than the second K slot, measured on the H100 against kRegisters (docs/design/tensor-core-kernel.md):
 // causal items gain up to 10% with the own tile up to about 32 K/V tiles for the middle Q tile (N = 4096: even),
 // non-causal ones only at 8 tiles (N = 512: +5%; N >= 1024: kRegisters +1-7%).
 inline constexpr int64_t kOwnOMaxTilesCausal = 32;
@@ -454,8 +444,8 @@ template <typename T, class Cfg>
 OStaging ws_o_staging(const KernelArgs& args) {
   if (kOwnOFree<T, Cfg>) return OStaging::kOwnTile;
   const int64_t mid_q0 = args.q_tiles / 2 * Cfg::kBlockM;
-  const int64_t tiles = key_tiles(mid_q0, Cfg::kBlockM, args.seqlen_k, args.causal, args.causal_offset, Cfg::kBlockN);
-  return tiles <= (args.causal ? kOwnOMaxTilesCausal : kOwnOMaxTilesNonCausal) ? OStaging::kOwnTile
+  const int64_t tiles = args.vis.tiles_end(mid_q0, Cfg::kBlockM, Cfg::kBlockN);
+  return tiles <= (args.vis.bounded_end ? kOwnOMaxTilesCausal : kOwnOMaxTilesNonCausal) ? OStaging::kOwnTile
                                                                                  : OStaging::kRegisters;
 }
 
@@ -484,7 +474,7 @@ inline constexpr int64_t kTmaMaxCoord = (int64_t{1} << 31) - 1024;
 // False where TMA cannot address it: base, row length or a stride not 16-byte aligned, a stride past 2^40
 // bytes, a non-positive stride of a dimension with more than one index.
 template <typename T>
-bool encode_operand(CUtensorMap* map, const TensorRef& t, int64_t head_dim, int64_t rows, int64_t heads, int64_t batch,
+bool encode_operand(CUtensorMap* map, const TensorArg& t, int64_t head_dim, int64_t rows, int64_t heads, int64_t batch,
                     int box_rows) {
   const auto encode = tensor_map_encoder();
   if (encode == nullptr || t.ptr == nullptr || reinterpret_cast<uintptr_t>(t.ptr) % 16 != 0) return false;
@@ -494,7 +484,7 @@ bool encode_operand(CUtensorMap* map, const TensorRef& t, int64_t head_dim, int6
   if (rows < 1 || heads < 1 || batch < 1 || rows > kTmaMaxCoord || heads > kTmaMaxCoord || batch > kTmaMaxCoord)
     return false;
   const int64_t dims[4] = {head_dim, rows, heads, batch};
-  const int64_t elem_strides[3] = {t.row_stride, t.head_stride, t.batch_stride};
+  const int64_t elem_strides[3] = {t.stride.row, t.stride.head, t.stride.batch};
   cuuint64_t global_dims[4];
   cuuint64_t global_strides[3];
   int64_t packed = head_dim * static_cast<int64_t>(sizeof(T));  // bytes a packed layout would step
@@ -526,7 +516,7 @@ Status launch_ws_kernel(const KernelArgs& args, const TmaMaps& maps, cudaStream_
   if (!st.ok()) return st;
   GridProblem problem = grid_problem<Cfg>(args);
   problem.allow_persistent = true;  // the producer runs ahead across items whenever the schedule is balanced
-  const int64_t grid = plan_launch_grid(problem, resident);
+  const int64_t grid = plan_grid(problem, resident);
   if (grid < 1) return Status::ok_status();
   kernel<<<dim3(static_cast<unsigned>(grid)), Ws::kThreads, Ws::kSmemBytes, stream>>>(args, maps);
   const cudaError_t err = cudaGetLastError();
@@ -539,7 +529,7 @@ template <typename T, class Cfg>
 Status launch_ws(const KernelArgs& args, cudaStream_t stream, bool* launched) {
   *launched = false;
   if (args.seqlen_k < 1 || args.seqlen_q > kTmaMaxCoord || args.seqlen_k > kTmaMaxCoord) return Status::ok_status();
-  const int64_t batch = args.work_items / (args.q_tiles * args.heads_q);
+  const int64_t batch = args.batch;
   const int64_t heads_kv = args.heads_q / args.group_size;
   TmaMaps maps;
   if (!encode_operand<T>(&maps.q, args.q, args.head_dim, args.seqlen_q, args.heads_q, batch, kWgmmaRows) ||

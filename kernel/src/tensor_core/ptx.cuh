@@ -1,6 +1,6 @@
 // Thin wrappers over the sm_80+ instructions the tensor-core family uses: cp.async (16-byte, zero-filling),
-// ldmatrix (x4, plain and transposed), mma.sync m16n8k16 with fp32 accumulators, ex2.approx.ftz, and the
-// fp32 -> fp16x2/bf16x2 round-to-nearest packs. Shared-memory operands are 32-bit shared-window addresses.
+// ldmatrix (x4, plain and transposed), mma.sync m16n8k16 with fp32 accumulators, ex2.approx.ftz, wgmma, TMA and
+// mbarriers. Shared-memory operands are 32-bit shared-window addresses.
 // Device code only; every function is a single instruction or a fixed handful.
 #pragma once
 
@@ -9,7 +9,8 @@
 
 #include <cstdint>
 
-#include "../families.h"
+#include "common/dtype.cuh"
+#include "families.h"
 
 // External-linkage helpers live in the build variant's namespace (families.h) like the kernels.
 namespace flashcheck::detail {
@@ -186,13 +187,13 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
 
+// The mma.sync m16n8k16 of storage type T, with the dtype table's conversions (common/dtype.cuh: pack, unpack,
+// the non-finite exponent masks).
 template <typename T>
 struct DtypeOps;
 
 template <>
-struct DtypeOps<__nv_bfloat16> {
-  static constexpr uint32_t kExpLo = 0x00007F80u;  // exponent field of the low half: all ones = inf/NaN
-  static constexpr uint32_t kExpHi = 0x7F800000u;
+struct DtypeOps<__nv_bfloat16> : DeviceDtype<__nv_bfloat16> {
   __device__ static __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -200,35 +201,16 @@ struct DtypeOps<__nv_bfloat16> {
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
-  __device__ static __forceinline__ uint32_t pack(float lo, float hi) {
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-  }
-  __device__ static __forceinline__ float2 unpack(uint32_t r) {
-    return make_float2(__uint_as_float(r << 16), __uint_as_float(r & 0xFFFF0000u));
-  }
 };
 
 template <>
-struct DtypeOps<__half> {
-  static constexpr uint32_t kExpLo = 0x00007C00u;
-  static constexpr uint32_t kExpHi = 0x7C000000u;
+struct DtypeOps<__half> : DeviceDtype<__half> {
   __device__ static __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  __device__ static __forceinline__ uint32_t pack(float lo, float hi) {
-    uint32_t r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-  }
-  __device__ static __forceinline__ float2 unpack(uint32_t r) {
-    const __half2 h = *reinterpret_cast<const __half2*>(&r);
-    return __half22float2(h);
   }
 };
 

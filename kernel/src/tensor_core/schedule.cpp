@@ -13,8 +13,8 @@ namespace {
 double item_work(const GridProblem& p, int64_t item) {
   const int64_t q_tile = q_tile_of_item(item, p.q_tiles);
   const int64_t q0 = q_tile * p.block_m;
-  const int64_t q_rows = std::min(p.block_m, p.seqlen_q - q0);
-  return static_cast<double>(key_tiles(q0, q_rows, p.seqlen_k, p.causal, p.causal_offset, p.block_n)) +
+  const int64_t q_rows = std::min(p.block_m, p.vis.seqlen_q - q0);
+  return static_cast<double>(p.vis.tiles_end(q0, q_rows, p.block_n) - p.vis.first_tile(q0, p.block_n)) +
          kItemOverheadTiles;
 }
 
@@ -44,7 +44,7 @@ int64_t plan_grid(const GridProblem& problem, int64_t resident_ctas) {
   const int64_t resident = std::clamp<int64_t>(resident_ctas, 1, kMaxGrid);
   const int64_t one_per_item = std::min(items, kMaxGrid);  // CTAs past 2^31 - 1 loop
   if (items <= resident || !problem.allow_persistent) return one_per_item;  // one wave either way, or not allowed
-  if (!problem.causal) return resident;                    // every item the same work: an even split
+  if (!problem.vis.bounded_end) return resident;           // every item the same work: an even split
   if (items > kPlanMaxItems) return one_per_item;
   // The simulation is O(work_items): remembered per problem, so a shape launched again costs a lookup.
   struct Entry {
@@ -58,7 +58,8 @@ int64_t plan_grid(const GridProblem& problem, int64_t resident_ctas) {
   const auto same = [&](const Entry& e) {
     const GridProblem& q = e.problem;
     return e.grid != 0 && e.resident == resident && q.work_items == items && q.q_tiles == problem.q_tiles &&
-           q.seqlen_q == problem.seqlen_q && q.seqlen_k == problem.seqlen_k && q.causal_offset == problem.causal_offset &&
+           q.vis.seqlen_q == problem.vis.seqlen_q && q.vis.seqlen_k == problem.vis.seqlen_k &&
+           q.vis.bounded_end == problem.vis.bounded_end && q.vis.end_offset == problem.vis.end_offset &&
            q.block_m == problem.block_m && q.block_n == problem.block_n;
   };
   {

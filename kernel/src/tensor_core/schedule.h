@@ -16,7 +16,11 @@
 
 #include <cstdint>
 
+#include "common/visibility.h"
+
 namespace flashcheck::tensor_core {
+
+using detail::Visibility;
 
 // The item a CTA computes at step `step` of a grid of `grid` CTAs (even steps run forward, odd steps backward).
 // A bijection of {0..grid-1} x {steps} onto the items: in a partial last step the CTAs that draw an item past
@@ -29,26 +33,11 @@ constexpr int64_t scheduled_item(int64_t cta, int64_t step, int64_t grid) {
 // tiles first (causal: the last one). The kernel and plan_grid() both read the order from here.
 constexpr int64_t q_tile_of_item(int64_t item, int64_t q_tiles) { return q_tiles - 1 - item % q_tiles; }
 
-// K/V tiles of block_n keys that the Q rows [q0, q0 + q_rows) read (causal: key j visible to row i iff
-// j <= i + causal_offset; keys past seqlen_k do not exist).
-constexpr int64_t key_tiles(int64_t q0, int64_t q_rows, int64_t seqlen_k, bool causal, int64_t causal_offset,
-                            int64_t block_n) {
-  int64_t key_end = seqlen_k;
-  if (causal) {
-    const int64_t visible = q0 + q_rows + causal_offset;
-    key_end = visible < 0 ? 0 : (visible < key_end ? visible : key_end);
-  }
-  return (key_end + block_n - 1) / block_n;
-}
-
 // What plan_grid() needs of one launch.
 struct GridProblem {
   int64_t work_items = 0;  // q_tiles * batch * heads_q
   int64_t q_tiles = 0;
-  int64_t seqlen_q = 0;
-  int64_t seqlen_k = 0;
-  bool causal = false;
-  int64_t causal_offset = 0;
+  Visibility vis;  // which K/V tiles each Q tile reads (common/visibility.h)
   int64_t block_m = 0;
   int64_t block_n = 0;
   bool allow_persistent = true;  // false: one item per CTA whatever the order would give (tile_config.h, Persist)

@@ -68,7 +68,7 @@ struct TileConfig {
   static constexpr int kBlocksBySmem = kSmemPerSm / (kSmemBytes + kSmemReservedPerBlock);
   // wgmma tiles hold S and O of 16 rows per warp at full width: one CTA of 8 warps per SM, all registers.
   // One-warpgroup wgmma tiles (d64): three CTAs per SM (168 registers, 73 KB smem each) beat two by 2-26% on
-  // the H100 (NOTES.md, "Third session"); two-warpgroup tiles hold S and O in 255 registers.
+  // the H100; two-warpgroup tiles hold S and O in 255 registers.
   static constexpr int kWg1Ctas = 3;
   static constexpr int kMinBlocksPerSm =
       Wgmma ? (Warps == kWarpsPerWarpgroup ? (kBlocksBySmem < kWg1Ctas ? kBlocksBySmem : kWg1Ctas) : 1)
@@ -99,35 +99,29 @@ struct TileShape {
   bool warp_specialized = false;
 };
 
-#if defined(FLASHCHECK_TC_DEV_NO_WS)  // development A/B only (dev/ab_round.sh): the cp.async kernel everywhere
-inline constexpr bool kWarpSpecializedTiles = false;
-#else
-inline constexpr bool kWarpSpecializedTiles = true;
-#endif
-
-// Hopper (sm_90, mma.sync path): one choice per family, measured on H100 (NOTES.md).
+// Hopper (sm_90, mma.sync path): one choice per family, measured on H100 (docs/design/tensor-core-kernel.md).
 constexpr TileShape tile_shape_sm90(int head_dim_padded) {
 #if defined(FLASHCHECK_TC_WGMMA)
-  // sm_90a builds: two warpgroups of 64 query rows each, S = Q K^T and O += P V on wgmma (NOTES.md).
-  // Measured on H100 against the two-CTA variant (64 rows, one warpgroup a CTA): NOTES.md, "wgmma tiles".
+  // sm_90a builds: two warpgroups of 64 query rows each, S = Q K^T and O += P V on wgmma, measured on H100
+  // against the two-CTA variant (64 rows, one warpgroup a CTA).
   switch (head_dim_padded) {
-    // Persist: for kernel.cuh's cp.async tiles, measured against one CTA per item (NOTES.md, "Third session"):
-    // d=128 +0-9% everywhere, d=256 +3-7% causal at N = 1024-4096 but -1-4% non-causal. The warp-specialized
-    // kernel (NOTES.md, "Fourth session") is always allowed persistent CTAs.
+    // Persist: for kernel.cuh's cp.async tiles, measured against one CTA per item: d=128 +0-9% everywhere,
+    // d=256 +3-7% causal at N = 1024-4096 but -1-4% non-causal. The warp-specialized kernel is always allowed
+    // persistent CTAs.
     // Warp-specialized (kernel_ws.cuh): two consumer warpgroups of 64 rows; one CTA per SM. The cp.async
     // kernel.cuh tiles, for operands TMA cannot address, keep the same shape (the one-warpgroup 64x128 tiles at
-    // three CTAs per SM were faster there: NOTES.md, "wgmma tiles").
-    case 64: return {128, 128, 8, 2, true, Persist::kNever, kWarpSpecializedTiles};
+    // three CTAs per SM were faster there).
+    case 64: return {128, 128, 8, 2, true, Persist::kNever, true};
     // d = 128: S 64 + O 64 fp32 registers a thread; 193 KB smem warp-specialized (own O tile), 161 KB cp.async.
     // d = 256: S 32 + O 128; 225 KB (own O tile, one K slot) or 193 KB (O from registers): ws_o_staging().
-    case 128: return {128, 128, 8, 2, true, Persist::kAlways, kWarpSpecializedTiles};
-    case 256: return {128, 64, 8, 2, true, Persist::kCausal, kWarpSpecializedTiles};
+    case 128: return {128, 128, 8, 2, true, Persist::kAlways, true};
+    case 256: return {128, 64, 8, 2, true, Persist::kCausal, true};
     default: break;
   }
 #endif
   switch (head_dim_padded) {
     case 32: return {128, 64, 4, 2};    // as 64
-    case 64: return {128, 64, 4, 2};    // small O and S: 168 regs, three CTAs per SM; beat 128x128 (NOTES.md)
+    case 64: return {128, 64, 4, 2};    // small O and S: 168 regs, three CTAs per SM; beat 128x128
     case 96: return {128, 64, 4, 2};    // O (96 regs) + S (64) leave room; two CTAs per SM
     case 128: return {128, 64, 4, 2};   // FA2's shape: O 128 + S 64 regs, 104 KB smem, two CTAs per SM
     case 192: return {128, 64, 8, 2};   // 16 rows a warp keeps O at 96 regs; 1 CTA of 8 warps per SM

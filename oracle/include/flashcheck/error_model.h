@@ -1,5 +1,5 @@
-// The error model: per-element bounds for O and per-row bounds for LSE, m and l, for each dtype and
-// each compute path, derived from the kernel's rounding points (docs/error-model.md has the derivation
+// The error model: per-element bounds for O and per-row bounds for LSE, m and l, for each input format and
+// each arithmetic class, derived from the kernel's rounding points (docs/error-model.md has the derivation
 // and justifies every constant). Verdicts are ratios |kernel - exact| / bound; fail above 1 (and on NaN).
 // A second, statistical check (RmsCheck) compares the kernel's RMS error with that of a same-precision
 // emulated reference, which catches degradations the worst-case bound is too loose to see.
@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "flashcheck/attention.h"
 #include "flashcheck/oracle.h"
 
 namespace flashcheck::oracle {
@@ -24,17 +23,17 @@ struct RowBound {
 };
 
 // The tensor-core path rounds P relative to a tile's own max where that lies within this many log2 units of the
-// running max (kernel/src/families.h, kRefSlackLog2: the two must be equal). Its reported m (LSE = m + ln l) is
-// that reference, up to this far below the max, and its accumulators run up to 2^this above the running-max
-// formulation's.
+// running max (the kernel's own constant, kRefSlackLog2 in kernel/src/families.h; a harness test checks that the
+// two agree). Its reported m (LSE = m + ln l) is that reference, up to this far below the max, and its
+// accumulators run up to 2^this above the running-max formulation's.
 inline constexpr double kTensorCoreRefSlackLog2 = 8.0;
 
-// Bound for one row as computed by `path` on inputs of `dtype`, processed in K/V tiles of `block_n`;
+// Bound for one row as computed in `arithmetic` on inputs of `format`, processed in K/V tiles of `block_n`;
 // head_dim is the length of the score dot products. The bound includes the oracle tier's own error.
-RowBound bound_row(const RowResult& exact, DType dtype, ComputePath path, int32_t block_n, int64_t head_dim);
+RowBound bound_row(const RowResult& exact, Format format, Arithmetic arithmetic, int32_t block_n, int64_t head_dim);
 
 // Unit roundoff of a format: fp32 2^-24, fp16 2^-11, bf16 2^-8.
-double unit_roundoff(DType dtype);
+double unit_roundoff(Format format);
 
 // The ratio one check reports (threshold 1), with the oracle's semantics of non-finite values:
 //   want NaN (the oracle's "must be non-finite")  -> 0 if got is NaN or +-inf, else +inf;
@@ -57,18 +56,18 @@ double l_error_ratio(const RowResult& exact, const RowBound& bound, double kerne
 // A same-precision emulated reference for the statistical check: the online softmax of families.h in its
 // telescoping form (m in log2 units, alpha = exp2(m_old - m_new)) over K/V tiles of `block_n` keys (one tile
 // when block_n <= 0; pass the kernel's block_n: P is then rounded relative to the same running max as in
-// the kernel, so the two round P value for value), at the rounding points of `path` on `dtype` inputs:
+// the kernel, so the two round P value for value), at the rounding points of `arithmetic` on `format` inputs:
 // fp32 scores as round-to-nearest FMA chains (three tf32 products per product on the split path, tf32
 // rounded ties-away as cvt.rna), x = fl(s * fl(scale * log2 e)), p = exp2(x - m) in fp32 with a
 // deterministic pseudo-random relative error of up to kExp2RelErr (the GPU's approximate exp2), l summed in
-// fp32 from fp32 p, P rounded as the path rounds it, P*V in fp32, one division, O rounded to dtype. It is an
+// fp32 from fp32 p, P rounded as the path rounds it, P*V in fp32, one division, O rounded to format. It is an
 // ensemble: both signs of the exp2 error realization and, on tensor-core paths, P*V accumulated both as the
 // hardware does (exact products added k at a time with truncation) and as an FMA chain (as the host model
 // does); per element the member farthest from the exact value (`exact`: the row's RowResult, computed with
 // the fast tier when null) is returned. So every healthy implementation, GPU or host model, stays within the
 // RMS factor of it, without lucky cancellations in the reference. Returns O [head_dim] as doubles (0 for
 // rows with no usable key; NaN where the emulation is non-finite).
-std::vector<double> emulated_row(const Problem& problem, RowRef row, DType dtype, ComputePath path,
+std::vector<double> emulated_row(const Problem& problem, RowRef row, Format format, Arithmetic arithmetic,
                                  int32_t block_n = 0, const RowResult* exact = nullptr);
 
 // Relative error bound of the GPU's exp2 (covers exp2f's 2 ulp and ex2.approx.f32's 2^-22.5).
@@ -80,7 +79,7 @@ inline constexpr double kExp2RelErr = 0x1p-22;
 // weighs alike and one row with large V cannot turn the pool into a single random draw:
 //   ratio = rms(e_kernel) / (kRmsFactor * rms(e_reference) + floor / sqrt(N)),   e = (value - exact) / A_k,
 //   floor = kRmsFloorUlps * (u_q * rms(|exact| / A_k) / sqrt(N) + kRmsFp32Roundings * u_32),
-//   u_q = max(unit_roundoff(dtype), u_32 = 2^-24).
+//   u_q = max(unit_roundoff(format), u_32 = 2^-24).
 // Fail above 1. kRmsFactor = 2: the kernel computes with the same rounding points as the reference, so its
 // RMS error is the reference's up to summation order and tiling; twice that is a degradation (a format one
 // step coarser costs 8x or more). The floor keeps a small sample from failing on a few unlucky roundings
@@ -91,7 +90,7 @@ inline constexpr double kRmsFloorUlps = 2.0;
 inline constexpr double kRmsFp32Roundings = 4.0;  // fp32 roundings per element a healthy pipeline may add
 class RmsCheck {
  public:
-  explicit RmsCheck(DType dtype) : dtype_(dtype) {}
+  explicit RmsCheck(Format format) : format_(format) {}
   // One element: the kernel's value, the emulated reference's, the exact one, and A_k (RowResult::abs_pv).
   // Elements with a non-finite value or A_k = 0 (an all-zero V column: exact either way) are skipped.
   void add(double got, double reference, double exact, double abs_pv);
@@ -104,7 +103,7 @@ class RmsCheck {
   double ratio() const;          // 0 when nothing was added or the kernel is exact
 
  private:
-  DType dtype_;
+  Format format_;
   double sum_sq_kernel_ = 0.0, sum_sq_reference_ = 0.0, sum_sq_exact_ = 0.0;
   int64_t count_ = 0;
 };

@@ -5,7 +5,7 @@
 //         error bounded per element (RowResult::o_err ...) and tested against gold (docs/error-model.md).
 // Besides O, LSE, m and l each row carries the ingredients of the error bound (error_model.h).
 //
-// Semantics (attention.h), as the oracle reports them:
+// Semantics (the API's, README "Semantics"), as the oracle reports them:
 //  * no usable key (no visible key, or every visible score is -inf): O = 0, LSE = -inf, m = -inf, l = 0;
 //  * a visible score that is NaN or +inf (IEEE arithmetic on the inputs: inf*0 = NaN, inf-inf = NaN):
 //    nonfinite_score; O, LSE, m, l are all NaN ("must be non-finite");
@@ -17,22 +17,11 @@
 #include <compare>
 #include <cstdint>
 #include <limits>
-#include <span>
 #include <vector>
 
-#include "flashcheck/attention.h"
+#include "flashcheck/oracle_problem.h"
 
 namespace flashcheck::oracle {
-
-// Inputs decoded to double (exact for fp32/fp16/bf16), contiguous [B, H, S, D] whatever the kernel's layout.
-struct Problem {
-  int64_t batch = 0, heads_q = 0, heads_kv = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0;
-  Mask mask = Mask::kNone;
-  double scale = 0.0;         // the fp32 softmax_scale the kernel was given, exactly
-  std::span<const double> q;  // [batch, heads_q, seqlen_q, head_dim]
-  std::span<const double> k;  // [batch, heads_kv, seqlen_k, head_dim]
-  std::span<const double> v;  // [batch, heads_kv, seqlen_k, head_dim]
-};
 
 struct RowRef {
   int64_t b = 0, h = 0, i = 0;
@@ -93,9 +82,9 @@ RowResult compute_row(const Problem& problem, RowRef row, Tier tier);
 // Rows to check for a problem: all rows when batch*heads_q*seqlen_q <= full_check_limit; otherwise, for the
 // first and the last (batch, head) pair: the first and last rows, the rows at Q-tile boundaries (t*block_m-1,
 // t*block_m, t*block_m+1 for the first and last kBoundaryTilesEachEnd tiles), the first and last fully masked
-// rows and the first row after them, the rows whose visible-key count sits at a K-tile boundary of the causal
-// diagonal (t*block_n-1, t*block_n, t*block_n+1, same tile limit); plus `random_rows` rows drawn uniformly
-// over all rows by splitmix64 keyed by `seed`. Deterministic, sorted, unique.
+// rows and the first row after them, the rows whose visible keys end (visible_keys().end, where the visibility
+// has a right edge) at a K-tile boundary (t*block_n-1, t*block_n, t*block_n+1, same tile limit); plus
+// `random_rows` rows drawn uniformly over all rows by splitmix64 keyed by `seed`. Deterministic, sorted, unique.
 inline constexpr int64_t kBoundaryTilesEachEnd = 4;
 std::vector<RowRef> sample_rows(const Problem& problem, int32_t block_m, int32_t block_n, uint64_t seed,
                                 int64_t full_check_limit = 4096, int64_t random_rows = 64);

@@ -1,0 +1,33 @@
+// The one place where the kernel's vocabulary meets the oracle's: DType -> oracle::Format, Mask ->
+// oracle::Visibility, ComputePath -> oracle::Arithmetic, Params + decoded inputs -> oracle::Problem, and the
+// error model's and the emulated reference's calls for a kernel configuration. The oracle knows nothing of
+// the kernel; everything that judges kernel output against it (verdict, properties, tools, tests) translates
+// here, so a translation mistake has one place to hide and one test (oracle_bridge_test) to meet.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "flashcheck/attention.h"
+#include "flashcheck/error_model.h"
+#include "flashcheck/oracle.h"
+
+namespace flashcheck {
+
+oracle::Format to_oracle(DType dtype);
+oracle::Visibility to_oracle(Mask mask);
+oracle::Arithmetic to_oracle(ComputePath path);
+
+// The problem `params` describes (shape, mask, softmax_scale exactly) over its inputs decoded to doubles,
+// contiguous [B, H, S, D]; the spans must outlive the result.
+oracle::Problem oracle_problem(const Params& params, std::span<const double> q, std::span<const double> k,
+                               std::span<const double> v);
+
+// The error model's bound for a row that `config` computed on `params`' inputs.
+oracle::RowBound oracle_bound(const oracle::RowResult& exact, const Params& params, const KernelConfig& config);
+
+// The same-precision emulated reference of the row, at `config`'s rounding points and K/V tiles.
+std::vector<double> oracle_reference(const oracle::Problem& problem, oracle::RowRef row, const Params& params,
+                                     const KernelConfig& config, const oracle::RowResult* exact);
+
+}  // namespace flashcheck

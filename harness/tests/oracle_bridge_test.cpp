@@ -1,0 +1,132 @@
+// The translation from the kernel's types to the oracle's (oracle_bridge.h), and the places where the two
+// sides hold the same rule or constant independently: the kernel's visibility rule (visible_key_range)
+// against the oracle's predicate on every (i, j) of all small shapes and of random larger ones, and the
+// tensor-core reference slack (the kernel's kRefSlackLog2, the oracle's kTensorCoreRefSlackLog2).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "families.h"  // kernel/src: detail::kRefSlackLog2, the kernel's own constant
+#include "flashcheck/attention.h"
+#include "flashcheck/oracle_bridge.h"
+
+namespace flashcheck {
+namespace {
+
+constexpr Mask kMasks[] = {Mask::kNone, Mask::kCausalTopLeft, Mask::kCausalBottomRight};
+
+// splitmix64: the random shapes below are the same on every run.
+uint64_t next_random(uint64_t* state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+int64_t below(uint64_t* state, int64_t bound) {
+  return static_cast<int64_t>(next_random(state) % static_cast<uint64_t>(bound));
+}
+
+std::string where(Mask mask, int64_t seqlen_q, int64_t seqlen_k, int64_t i) {
+  return std::string("mask=") + to_string(mask) + " sq=" + std::to_string(seqlen_q) +
+         " sk=" + std::to_string(seqlen_k) + " i=" + std::to_string(i);
+}
+
+// Row i under both rules: the kernel's key range [begin, end) and the oracle's predicate, key by key (and
+// the predicate false just outside the keys). Returns false at the first disagreement, with a gtest failure.
+bool rules_agree_on_row(const Params& params, const oracle::Problem& problem, int64_t i) {
+  const KeyRange range = visible_key_range(params, i);
+  for (int64_t j = -1; j <= params.seqlen_k; ++j) {
+    const bool kernel_sees = range.begin <= j && j < range.end;
+    if (kernel_sees != oracle::visible(problem, i, j)) {
+      ADD_FAILURE() << where(params.mask, params.seqlen_q, params.seqlen_k, i) << " j=" << j << ": kernel "
+                    << kernel_sees << " (keys [" << range.begin << ", " << range.end << ")), oracle " << !kernel_sees;
+      return false;
+    }
+  }
+  return true;
+}
+
+Params shape(Mask mask, int64_t seqlen_q, int64_t seqlen_k) {
+  return make_params(DType::kF16, 1, 1, 1, seqlen_q, seqlen_k, 8, mask);
+}
+
+TEST(Visibility, KernelRuleEqualsOraclePredicate) {
+  int64_t rows = 0;
+  // Every shape up to 40 x 40, every row, every key.
+  for (const Mask mask : kMasks) {
+    for (int64_t seqlen_q = 0; seqlen_q <= 40; ++seqlen_q) {
+      for (int64_t seqlen_k = 0; seqlen_k <= 40; ++seqlen_k) {
+        const Params params = shape(mask, seqlen_q, seqlen_k);
+        const oracle::Problem problem = oracle_problem(params, {}, {}, {});
+        for (int64_t i = 0; i < seqlen_q; ++i, ++rows) ASSERT_TRUE(rules_agree_on_row(params, problem, i));
+      }
+    }
+  }
+  // Random larger shapes: the first and last rows, the rows where the diagonal enters and leaves the keys,
+  // and random rows, every key of each.
+  uint64_t state = 0x715ab1e;
+  for (int n = 0; n < 300; ++n) {
+    const Mask mask = kMasks[below(&state, 3)];
+    const int64_t seqlen_q = 1 + below(&state, n % 3 == 0 ? 5000 : 300);
+    const int64_t seqlen_k = below(&state, n % 4 == 0 ? 5000 : 300);
+    const Params params = shape(mask, seqlen_q, seqlen_k);
+    const oracle::Problem problem = oracle_problem(params, {}, {}, {});
+    std::vector<int64_t> picked = {0, seqlen_q - 1, seqlen_q - seqlen_k - 1, seqlen_q - seqlen_k, seqlen_k - 1,
+                                   seqlen_k};
+    for (int r = 0; r < 12; ++r) picked.push_back(below(&state, seqlen_q));
+    for (const int64_t i : picked) {
+      if (i < 0 || i >= seqlen_q) continue;
+      ++rows;
+      ASSERT_TRUE(rules_agree_on_row(params, problem, i));
+    }
+  }
+  EXPECT_GT(rows, 60000);
+}
+
+TEST(OracleBridge, TranslatesEveryEnumerator) {
+  EXPECT_EQ(to_oracle(DType::kF32), oracle::Format::kF32);
+  EXPECT_EQ(to_oracle(DType::kF16), oracle::Format::kF16);
+  EXPECT_EQ(to_oracle(DType::kBF16), oracle::Format::kBF16);
+  EXPECT_EQ(to_oracle(Mask::kNone), oracle::kAllKeys);
+  EXPECT_EQ(to_oracle(Mask::kCausalTopLeft), oracle::kCausalTopLeft);
+  EXPECT_EQ(to_oracle(Mask::kCausalBottomRight), oracle::kCausalBottomRight);
+  EXPECT_EQ(to_oracle(ComputePath::kGeneralFp32), oracle::Arithmetic::kGeneralFp32);
+  EXPECT_EQ(to_oracle(ComputePath::kTensorCore), oracle::Arithmetic::kTensorCore);
+  EXPECT_EQ(to_oracle(ComputePath::kSplitTf32), oracle::Arithmetic::kSplitTf32);
+  // Both sides name formats and arithmetic the same way in reports.
+  for (const DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    EXPECT_STREQ(oracle::to_string(to_oracle(dtype)), to_string(dtype));
+  }
+  for (const ComputePath path : {ComputePath::kGeneralFp32, ComputePath::kTensorCore, ComputePath::kSplitTf32}) {
+    EXPECT_STREQ(oracle::to_string(to_oracle(path)), to_string(path));
+  }
+  EXPECT_THROW(to_oracle(static_cast<Mask>(7)), std::invalid_argument);
+}
+
+TEST(OracleBridge, ProblemCarriesShapeMaskAndScale) {
+  Params params = make_params(DType::kBF16, 2, 6, 3, 5, 9, 16, Mask::kCausalBottomRight, Layout::kBSHD);
+  params.softmax_scale = -0.3f;
+  const std::vector<double> q(2 * 6 * 5 * 16), kv(2 * 3 * 9 * 16);
+  const oracle::Problem p = oracle_problem(params, q, kv, kv);
+  EXPECT_EQ(p.batch, 2);
+  EXPECT_EQ(p.heads_q, 6);
+  EXPECT_EQ(p.heads_kv, 3);
+  EXPECT_EQ(p.seqlen_q, 5);
+  EXPECT_EQ(p.seqlen_k, 9);
+  EXPECT_EQ(p.head_dim, 16);
+  EXPECT_EQ(p.visibility, oracle::kCausalBottomRight);
+  EXPECT_EQ(p.scale, static_cast<double>(-0.3f));
+  EXPECT_EQ(p.q.data(), q.data());
+  EXPECT_EQ(p.k.size(), kv.size());
+}
+
+TEST(OracleConstants, TensorCoreRefSlackEqualsKernelRefSlack) {
+  // The oracle keeps its own copy (it includes nothing of the kernel); this is where the two must meet.
+  EXPECT_EQ(oracle::kTensorCoreRefSlackLog2, static_cast<double>(detail::kRefSlackLog2));
+}
+
+}  // namespace
+}  // namespace flashcheck

@@ -1,0 +1,70 @@
+// The oracle's own description of an attention problem: number formats, which keys a query row sees, the
+// arithmetic class an implementation computes in, and the problem itself (shape, visibility, scale, inputs
+// as exact doubles). Plain structs and enums: nothing here comes from the kernel, so a mistake in the
+// kernel's rules cannot hide in the reference. The visibility predicate visible() is the definition;
+// visible_keys() is its closed form, tested against it on every (i, j) of small shapes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace flashcheck::oracle {
+
+// Binary formats of the inputs and of O: significand bits (implicit bit included) 24 / 11 / 8.
+enum class Format : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
+const char* to_string(Format format);  // "f32", "f16", "bf16"
+
+// Where an implementation rounds (docs/error-model.md §3 has one bound per class):
+enum class Arithmetic : int32_t {
+  kGeneralFp32 = 0,  // fp32 scores, fp32 P, fp32 accumulation, round to nearest (CUDA cores)
+  kTensorCore = 1,   // exact products of fp16/bf16 values, truncating fp32 accumulation, P rounded to the input
+                     // format before P*V
+  kSplitTf32 = 2,    // fp32 values as hi + lo tf32 parts, three tf32 products per product, truncating accumulation
+};
+const char* to_string(Arithmetic arithmetic);  // "general-fp32", "tensor-core", "split-tf32"
+
+// Which corner the diagonal of query row i is aligned to: d(i) = i (top-left), or d(i) = i + seqlen_k - seqlen_q
+// (bottom-right: the last query row's diagonal is the last key).
+enum class Alignment : int32_t { kTopLeft = 0, kBottomRight = 1 };
+
+// Keys query row i sees, as a window around its diagonal key d(i): key j with 0 <= j < seqlen_k and
+//   d(i) - window_left <= j   (when window_left >= 0; -1: unbounded to the left)
+//   j <= d(i) + window_right  (when window_right >= 0; -1: unbounded to the right).
+// Every key is (-1, -1); causal is (-1, 0) in either alignment; a sliding window is any other pair.
+struct Visibility {
+  int64_t window_left = -1;
+  int64_t window_right = -1;
+  Alignment alignment = Alignment::kTopLeft;
+  friend bool operator==(const Visibility&, const Visibility&) = default;
+};
+inline constexpr Visibility kAllKeys{-1, -1, Alignment::kTopLeft};
+inline constexpr Visibility kCausalTopLeft{-1, 0, Alignment::kTopLeft};          // j <= i
+inline constexpr Visibility kCausalBottomRight{-1, 0, Alignment::kBottomRight};  // j <= i + seqlen_k - seqlen_q
+// "all", "causal-tl", "causal-br", else "window(left,right,tl|br)".
+std::string to_string(const Visibility& visibility);
+
+// Inputs as doubles (exact for every Format), contiguous [B, H, S, D] whatever layout they came from. Query
+// head h reads K/V head h / (heads_q / heads_kv) (grouped-query attention).
+struct Problem {
+  int64_t batch = 0, heads_q = 0, heads_kv = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0;
+  Visibility visibility = kAllKeys;
+  double scale = 0.0;         // the softmax scale (an fp32 value), exactly
+  std::span<const double> q;  // [batch, heads_q, seqlen_q, head_dim]
+  std::span<const double> k;  // [batch, heads_kv, seqlen_k, head_dim]
+  std::span<const double> v;  // [batch, heads_kv, seqlen_k, head_dim]
+};
+
+// The definition: does query row i see key j?
+bool visible(const Problem& problem, int64_t i, int64_t j);
+
+// The keys query row i sees, [begin, end) (begin == end when none): a window is contiguous, so its
+// closed form is the predicate's; oracle_test checks the two agree on every (i, j) of small shapes.
+struct KeySpan {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+KeySpan visible_keys(const Problem& problem, int64_t i);
+
+}  // namespace flashcheck::oracle

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# A/B round on a Hopper machine, in one call: the current tree (A, build/gpu) against one or more variants (B, C,
+# ...), each built with the gpu preset; every variant's kernel tests (kernel_gpu_test); every variant's C++
+# benchmark sweep (bench/flashcheck_bench, FlashAttention-paper grid) in a process of its own, one after the
+# other; then X/A per point and the geometric mean, each variant's spill lines from ptxas, and any wgmma
+# serialization ptxas reported (C75xx warnings: see docs/design/tensor-core-kernel.md).
+#   usage: tools/dev/ab_round.sh VARIANT [VARIANT ...]       (OUT=dir, default ./out; results in $OUT/ab)
+# A VARIANT is either
+#   "-DFLAG[=VALUE] ..."   extra flags for the host and device compilers (tile shapes are read by host code too)
+#   @FILE.tar              another revision's files laid over a copy of the tree (path from the repository
+#                          root), made with e.g. git archive -o ab_base.tar REV kernel/src
+#   ""                     A again: a drift control (sequential sweeps of one call move a point by up to 10%)
+set -uo pipefail
+if [ $# -eq 0 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
+  sed -n '2,12p' "$0" | cut -c3-
+  exit $(( $# == 0 ? 2 : 0 ))
+fi
+cd "$(dirname "$0")/../.."
+export PATH=/usr/local/cuda/bin:$PATH
+OUT=${OUT:-$PWD/out}; export OUT
+OUTD=$OUT/ab; mkdir -p "$OUTD"
+[ -d .devdeps ] && bash ci/devdeps.sh install >/dev/null 2>&1
+targets="--target flashcheck_bench kernel_gpu_test"
+jobs=$(( $(nproc) / ($# + 1) + 1 ))
+(cmake --preset gpu > $OUTD/cfg_a.log 2>&1 && cmake --build build/gpu -j $jobs $targets > $OUTD/build_a.log 2>&1) &
+i=0
+for flags in "$@"; do
+  i=$((i + 1))
+  # The flags go to host and device code alike: tile shapes are read by select_config() (host) and the kernels.
+  if [[ $flags == @* ]]; then
+    src=build/ab-src$i; rm -rf $src; mkdir -p $src
+    tar cf - --exclude=./build --exclude=./.gpubin --exclude=./.git . | tar xf - -C $src && tar xf "${flags#@}" -C $src
+    (cd $src && cmake --preset gpu > $OUTD/cfg_$i.log 2>&1 && cmake --build build/gpu -j $jobs $targets > $OUTD/build_$i.log 2>&1 &&
+     rm -rf ../../build/gpu-ab$i && ln -s "$PWD/build/gpu" ../../build/gpu-ab$i) &
+  else
+    (cmake --preset gpu -B build/gpu-ab$i -DCMAKE_CUDA_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" > $OUTD/cfg_$i.log 2>&1 &&
+     cmake --build build/gpu-ab$i -j $jobs $targets > $OUTD/build_$i.log 2>&1) &
+  fi
+done
+wait
+variants="a $(seq -s ' ' 1 $#)"
+for v in $variants; do
+  dir=build/gpu; [ $v != a ] && dir=build/gpu-ab$v
+  grep -h "spill" $OUTD/build_$v.log | grep -v instrumented | sed -E 's/.*(Li(64|128|256)ELi[0-9]+ELi[0-9]+E).*(OStagingE[0-9]).*,( [0-9]+ bytes spill stores)/\1 \3\4/' | sort -u | head -8
+  timeout 300 $dir/kernel/tests/kernel_gpu_test --gtest_brief=1 > $OUTD/test_$v.log 2>&1
+  echo "variant $v kernel_gpu_test (rc $?): $(tail -1 $OUTD/test_$v.log)"; grep -A8 "Failure" $OUTD/test_$v.log | head -30
+done
+for v in $variants; do
+  dir=build/gpu; [ $v != a ] && dir=build/gpu-ab$v
+  timeout 150 $dir/bench/flashcheck_bench --grid paper --out $OUTD/bench_$v.json > $OUTD/bench_$v.txt 2>&1
+done
+python3 - $variants <<'PY'
+import json, os, sys, math
+o = os.environ['OUT'] + '/ab'
+vs = sys.argv[1:]
+res = {v: json.load(open(f'{o}/bench_{v}.json'))['results'] for v in vs}
+print('point'.ljust(28), 'A'.rjust(7), *[f'{v}/A'.rjust(7) for v in vs[1:]])
+logs = {v: [] for v in vs[1:]}
+for i, x in enumerate(res['a']):
+    k = ' '.join(str(x.get(f)) for f in ('dtype', 'head_dim', 'seqlen', 'mask', 'heads'))
+    row = []
+    for v in vs[1:]:
+        r = res[v][i]['tflops'] / x['tflops']; logs[v].append(math.log(r)); row.append(f'{r:7.3f}')
+    print(k.ljust(28), f"{x['tflops']:7.1f}", *row)
+print('geomean'.ljust(36), *[f'{math.exp(sum(l) / len(l)):7.3f}' for l in logs.values()])
+PY
+for v in $variants; do echo "variant $v kernel_gpu_test: $(tail -1 $OUTD/test_$v.log)"; done
+grep -h "C75[0-9][0-9]" $OUTD/build_*.log | sort -u | cut -c1-160
