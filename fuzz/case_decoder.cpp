@@ -107,10 +107,15 @@ std::optional<float> scale_from(uint8_t selector, int64_t head_dim) {
 }
 
 // Tile sizes the kernel would use for this shape; 64 when no config serves it (the seqlen does not matter).
+// The probe is the unpadded shape at the default scale, so the mapping from bytes to cases stays the one the
+// stored corpora were built with.
 std::pair<int64_t, int64_t> tile_sizes(const Case& c) {
-  Params p = make_params(c.dtype, std::max<int64_t>(c.batch, 1), c.heads_q, c.heads_kv, 128, 128, c.head_dim, c.mask,
-                         c.layout);
-  const KernelConfig config = select_config(p);
+  Case probe = c;
+  probe.batch = std::max<int64_t>(c.batch, 1);
+  probe.seqlen_q = probe.seqlen_k = 128;
+  probe.pad = 0;
+  probe.scale.reset();
+  const KernelConfig config = select_config(case_params(probe));
   return {config.block_m > 0 ? config.block_m : 64, config.block_n > 0 ? config.block_n : 64};
 }
 

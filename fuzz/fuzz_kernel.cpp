@@ -1,15 +1,15 @@
-// fuzz_kernel (GPU): the instrumented CUDA kernel against the oracle on sampled rows. Coverage comes from the
-// extra counters (fuzz_signals.h): tile kinds and rescale buckets the kernel counts, special values, and the log2
-// bucket of the worst error/bound ratio. Without a usable device it says so ("nothing to fuzz, skipped", what
-// the CTest tests match to report a skip) and exits with 0: libFuzzer's own crash exit code is 77, the usual
-// "skipped" code, so a skip code could hide a crash. Linked against a mutant kernel library it is
-// fuzz_kernel_mutant: the same target, which must find the planted bug.
+// fuzz_kernel (GPU): the instrumented CUDA kernel, through the harness's runner, against the oracle on sampled
+// rows. Coverage comes from the extra counters (fuzz_signals.h): tile kinds and rescale buckets the kernel
+// counts, special values, and the log2 bucket of the worst error/bound ratio. Without a usable device it says
+// so ("nothing to fuzz, skipped", what the CTest tests match to report a skip) and exits with 0: libFuzzer's
+// own crash exit code is 77, the usual "skipped" code, so a skip code could hide a crash. Linked against the
+// mutant harness (a kernel with a planted bug) it is fuzz_kernel_mutant: the same target, which must find it.
 #include <cstdio>
 #include <cstdlib>
 
 #include "check_one.h"
 #include "finding.h"
-#include "gpu_run.h"
+#include "flashcheck/runner.h"
 
 // The host libraries are built with ASan in the fuzz build. The CUDA driver maps memory inside ASan's
 // shadow gap, so the gap must stay unprotected; the driver's allocations at exit are not leaks of ours.
@@ -36,7 +36,10 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   // masked rows, diagonal crossings) plus 16 random rows: the host-side oracle dominates an execution.
   g_spec.judge.full_check_limit = 256;
   g_spec.judge.random_rows = 16;
-  g_spec.run = flashcheck::fuzz::run_gpu_counted;
+  // Device buffers kept between executions (grow only): a cudaMalloc per buffer would dominate the rate.
+  // Never freed: the process ends through libFuzzer's exit(), and freeing then would race the CUDA runtime's
+  // own teardown.
+  g_spec.run.device_pool = new flashcheck::DevicePool;
   return 0;
 }
 

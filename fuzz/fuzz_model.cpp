@@ -40,9 +40,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   g_spec.limits = flashcheck::fuzz::kModelLimits;
   g_spec.judge.full_check_limit = 64;
   g_spec.judge.random_rows = 8;
-  g_spec.run = [defect](const flashcheck::HostInputs& inputs, flashcheck::fuzz::KernelCounters* counters) {
-    return flashcheck::fuzz::run_model_counted(inputs, defect, counters);
-  };
+  g_spec.run.model.defect = defect;
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <span>
+#include <vector>
 
 namespace flashcheck::fuzz {
 namespace {
@@ -78,16 +79,21 @@ double worst_ratio(const Verdict& verdict) {
   return worst;
 }
 
-void record_run(const Case& c, const KernelConfig& config, const KernelCounters& counters) {
-  const int path = std::clamp(static_cast<int>(config.path), 0, kPaths - 1);
+void record_run(const Case& c, const RunOutputs& out) {
+  const int path = std::clamp(static_cast<int>(out.config.path), 0, kPaths - 1);
   const int dtype = std::clamp(static_cast<int>(c.dtype), 0, kDtypes - 1);
   const int mask = std::clamp(static_cast<int>(c.mask), 0, kMasks - 1);
   add(kSlotConfig + (path * kDtypes + dtype) * kMasks + mask, 1);
+  const auto count = [](const std::vector<uint64_t>& counts, int i) {
+    return static_cast<size_t>(i) < counts.size() ? counts[static_cast<size_t>(i)] : uint64_t{0};
+  };
   for (int kind = 0; kind < kTileKindCount; ++kind) {
-    add(kSlotTileKinds + kind, counters.tile_kind_counts[kind]);
-    add(kSlotPathTile + path * kTileKindCount + kind, counters.tile_kind_counts[kind]);
+    add(kSlotTileKinds + kind, count(out.tile_kind_counts, kind));
+    add(kSlotPathTile + path * kTileKindCount + kind, count(out.tile_kind_counts, kind));
   }
-  for (int bucket = 0; bucket < kRescaleBuckets; ++bucket) add(kSlotRescale + bucket, counters.rescale_buckets[bucket]);
+  for (int bucket = 0; bucket < kRescaleBuckets; ++bucket) {
+    add(kSlotRescale + bucket, count(out.rescale_buckets, bucket));
+  }
 }
 
 void record_specials(const Case& c, const HostInputs& inputs) {

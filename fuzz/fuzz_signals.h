@@ -11,18 +11,14 @@
 #include "flashcheck/case.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/instrument.h"
+#include "flashcheck/runner.h"
 #include "flashcheck/verdict.h"
 
 namespace flashcheck::fuzz {
 
-// Counts of tile kinds and of rows per rescale bucket, as Instrumentation accumulates them.
-struct KernelCounters {
-  uint64_t tile_kind_counts[kTileKindCount] = {};
-  uint64_t rescale_buckets[kRescaleBuckets] = {};
-};
-
-// What ran: path x dtype x mask, tile kinds (alone and per path), rescale buckets.
-void record_run(const Case& c, const KernelConfig& config, const KernelCounters& counters);
+// What ran: path x dtype x mask, tile kinds (alone and per path), rescale buckets, from a run with
+// RunOptions::count_tiles (the counters read as zero when the run recorded none).
+void record_run(const Case& c, const RunOutputs& out);
 // Special values present in Q, K, V (NaN, +inf, -inf, -0, subnormal of the dtype, above half the dtype's max).
 void record_specials(const Case& c, const HostInputs& inputs);
 // log2 bucket of the worst error/bound ratio, overall and per check (O, LSE, m, l, LSE = m + ln l), and the

@@ -493,12 +493,6 @@ std::vector<std::string> shape_tags(const Case& c) {
   return tags;
 }
 
-Params case_params(const Case& c) {
-  Params p = make_params(c.dtype, c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k, c.head_dim, c.mask, c.layout);
-  p.softmax_scale = c.softmax_scale();
-  return p;
-}
-
 void showValue(const Case& c, std::ostream& os) { os << '"' << format_case(c) << '"'; }
 
 }  // namespace flashcheck::properties

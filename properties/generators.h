@@ -75,9 +75,6 @@ rc::Gen<int64_t> gen_head_dim();
 // Case-shape words for the coverage table (seqlen relative to the tile, GQA kind, layout, ...).
 std::vector<std::string> shape_tags(const Case& c);
 
-// Params of a case with null pointers (for select_config before inputs exist).
-Params case_params(const Case& c);
-
 // A case shows as its case line, so RapidCheck's counterexample is a line flashcheck-repro replays.
 void showValue(const Case& c, std::ostream& os);
 

@@ -17,7 +17,6 @@
 #include "generators.h"
 #include "properties.h"
 #include "tier.h"
-#include "trace.h"
 
 namespace flashcheck::properties {
 namespace {
@@ -97,25 +96,30 @@ void online_softmax_invariants(const Case& given) {
                values({{"m", m}, {"exact", e.exact.m}, {"bound", e.bound.m}, {"allowed below", e.bound.m_below}}));
   }
 
-  // Per-tile traces of up to 16 of those rows, spread over the sample.
-  Trace trace;
+  // Per-tile traces of up to 16 of those rows, spread over the sample, from a second run that also counts
+  // tile kinds and rescales.
+  RunOptions traced_options;
+  traced_options.model.defect = planted_defect();
+  traced_options.count_tiles = true;
   const size_t stride = std::max<size_t>(1, sample.size() / 16);
-  for (size_t s = 0; s < sample.size() && trace.rows.size() < 16; s += stride) {
-    trace.rows.push_back(row_index(p, sample[s].b, sample[s].h, sample[s].i));
+  for (size_t s = 0; s < sample.size() && traced_options.trace_rows.size() < 16; s += stride) {
+    traced_options.trace_rows.push_back(row_index(p, sample[s].b, sample[s].h, sample[s].i));
   }
   const int64_t tiles = config.block_n > 0 ? (p.seqlen_k + config.block_n - 1) / config.block_n : 0;
-  trace.max_tiles = static_cast<int32_t>(std::max<int64_t>(tiles, 1));
-  const Status st = run_traced(in, active_backend(), planted_defect(), &trace);
-  if (!st.ok()) RC_LOG() << "traced run: " << st.message() << "\n";
-  RC_ASSERT(st.ok());
+  traced_options.trace_tiles = static_cast<int32_t>(std::max<int64_t>(tiles, 1));
+  const RunOutputs traced = run_case(in, active_backend(), traced_options);
+  if (!traced.status.ok()) RC_LOG() << "traced run: " << traced.status.message() << "\n";
+  RC_ASSERT(traced.status.ok());
+  const std::vector<int64_t>& trace_rows = traced_options.trace_rows;
+  const int32_t max_tiles = traced_options.trace_tiles;
   int moved_every_tile = 0;
-  for (size_t t = 0; t < trace.rows.size(); ++t) {
-    const int64_t flat = trace.rows[t];
+  for (size_t t = 0; t < trace_rows.size(); ++t) {
+    const int64_t flat = trace_rows[t];
     std::vector<std::pair<double, double>> steps;  // (m, l) after each recorded tile
-    for (int32_t k = 0; k < trace.max_tiles; ++k) {
-      const size_t slot = t * static_cast<size_t>(trace.max_tiles) + static_cast<size_t>(k);
-      if (is_trace_poison(trace.m[slot])) continue;
-      steps.emplace_back(trace.m[slot], trace.l[slot]);
+    for (int32_t k = 0; k < max_tiles; ++k) {
+      const size_t slot = t * static_cast<size_t>(max_tiles) + static_cast<size_t>(k);
+      if (is_unwritten(traced.trace_m[slot])) continue;
+      steps.emplace_back(traced.trace_m[slot], traced.trace_l[slot]);
     }
     bool every = steps.size() >= 2;
     double m_high = -INFINITY;  // largest m traced so far
@@ -156,7 +160,7 @@ void online_softmax_invariants(const Case& given) {
   if (moved_every_tile > 0) note_coverage("trace=max-moved-on-every-tile");
   int top_bucket = -1;
   for (int b = 0; b < kRescaleBuckets; ++b) {
-    if (trace.rescale_buckets[static_cast<size_t>(b)] > 0) top_bucket = b;
+    if (traced.rescale_buckets[static_cast<size_t>(b)] > 0) top_bucket = b;
   }
   if (top_bucket >= 0) note_coverage("max-moves=bucket" + std::to_string(top_bucket));
 }

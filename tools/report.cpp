@@ -160,8 +160,7 @@ int usage(const char* why) {
 }
 
 bool has_fully_masked_row(const Case& c) {
-  return c.mask != Mask::kNone &&
-         visible_key_range(make_params(c.dtype, 1, 1, 1, c.seqlen_q, c.seqlen_k, 1, c.mask), 0).size() == 0;
+  return c.mask != Mask::kNone && visible_key_range(case_params(c), 0).size() == 0;
 }
 
 }  // namespace

@@ -8,8 +8,12 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <system_error>
+
+#include "flashcheck/dtype.h"
+#include "flashcheck/mask_names.h"
 
 namespace flashcheck {
 namespace {
@@ -17,32 +21,28 @@ namespace {
 constexpr std::array<const char*, kDistKindCount> kDistNames = {
     "normal", "uniform", "const", "nearmax", "subnormal", "ramp", "dominant", "negzero"};
 
-struct MaskName {
-  Mask mask;
-  const char* name;
-};
-constexpr std::array<MaskName, 3> kMaskNames = {
-    {{Mask::kNone, "none"}, {Mask::kCausalBottomRight, "causal-br"}, {Mask::kCausalTopLeft, "causal-tl"}}};
-
-struct DTypeName {
-  DType dtype;
-  const char* name;
-};
-constexpr std::array<DTypeName, 3> kDTypeNames = {
-    {{DType::kF32, "f32"}, {DType::kF16, "f16"}, {DType::kBF16, "bf16"}}};
-
+// Names come from the kernel's tables (dtype.h, mask_names.h); "?" marks a value outside the enum.
 const char* dtype_name(DType dtype) {
-  for (const auto& entry : kDTypeNames) {
-    if (entry.dtype == dtype) return entry.name;
+  const DTypeInfo* info = find_dtype(dtype);
+  return info != nullptr ? info->name : "?";
+}
+
+const char* mask_name(Mask mask) {
+  for (const MaskName& entry : kMaskNames) {
+    if (entry.mask == mask) return entry.name;
   }
   return "?";
 }
 
-const char* mask_name(Mask mask) {
-  for (const auto& entry : kMaskNames) {
-    if (entry.mask == mask) return entry.name;
+// "a, b or c" / "a, b, c" over a name table, for parse errors.
+template <typename Table, typename Name>
+std::string list_names(const Table& table, Name name, const char* last_separator) {
+  std::string out;
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (i > 0) out += i + 1 == table.size() ? last_separator : ", ";
+    out += name(table[i]);
   }
-  return "?";
+  return out;
 }
 
 // Same number, with -0 != +0 (they are different case lines) and NaN == NaN (the line says "nan").
@@ -389,6 +389,19 @@ float Case::softmax_scale() const {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
 }
 
+Params case_params(const Case& c) {
+  Params p = make_params(c.dtype, c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k, c.head_dim, c.mask, c.layout);
+  int64_t row_elements = 0;
+  if (__builtin_add_overflow(c.head_dim, c.pad, &row_elements)) row_elements = std::numeric_limits<int64_t>::max();
+  // Padding appends `pad` elements to every head_dim vector: the contiguous strides of head_dim + pad.
+  p.q_stride = contiguous_strides(c.layout, c.heads_q, c.seqlen_q, row_elements);
+  p.k_stride = contiguous_strides(c.layout, c.heads_kv, c.seqlen_k, row_elements);
+  p.v_stride = p.k_stride;
+  p.o_stride = p.q_stride;
+  p.softmax_scale = c.softmax_scale();
+  return p;
+}
+
 std::string format_case(const Case& c) {
   std::string out = dtype_name(c.dtype);
   const std::pair<const char*, int64_t> sizes[] = {{" b=", c.batch},     {" hq=", c.heads_q}, {" hkv=", c.heads_kv},
@@ -455,14 +468,12 @@ Status parse_case(std::string_view line, Case* out) {
   if (tokens.empty()) return invalid("empty case line (expected e.g. 'f16 b=1 hq=2 hkv=2 sq=64 sk=64 d=64 seed=1')");
 
   Case c;
-  bool dtype_found = false;
-  for (const auto& entry : kDTypeNames) {
-    if (tokens[0].text == entry.name) {
-      c.dtype = entry.dtype;
-      dtype_found = true;
-    }
+  const std::optional<DType> dtype = dtype_from_name(tokens[0].text);
+  if (!dtype) {
+    const std::string names = list_names(kDTypes, [](const DTypeInfo& info) { return info.name; }, " or ");
+    return invalid("unknown dtype " + where(tokens[0]) + " (expected " + names + " first)");
   }
-  if (!dtype_found) return invalid("unknown dtype " + where(tokens[0]) + " (expected f32, f16 or bf16 first)");
+  c.dtype = *dtype;
 
   constexpr std::array<const char*, 15> kKeys = {"b",     "hq",  "hkv",   "sq", "sk", "d", "mask",  "layout",
                                                  "pad",   "scale", "q", "k",  "v",  "inject", "seed"};
@@ -501,14 +512,13 @@ Status parse_case(std::string_view line, Case* out) {
                                     : &c.pad;
       ok = parse_size(value, field, &reason);
     } else if (k == "mask") {
-      ok = false;
-      for (const auto& entry : kMaskNames) {
-        if (value == entry.name) {
-          c.mask = entry.mask;
-          ok = true;
-        }
+      const std::optional<Mask> mask = mask_from_name(value);
+      ok = mask.has_value();
+      if (ok) {
+        c.mask = *mask;
+      } else {
+        reason = "unknown mask (known: " + list_names(kMaskNames, [](const MaskName& m) { return m.name; }, ", ") + ")";
       }
-      if (!ok) reason = "unknown mask (known: none, causal-br, causal-tl)";
     } else if (k == "layout") {
       if (value == "bhsd") {
         c.layout = Layout::kBHSD;

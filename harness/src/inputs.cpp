@@ -157,6 +157,15 @@ bool checked_product(std::initializer_list<int64_t> factors, int64_t* out) {
 
 oracle::Problem HostInputs::problem() const { return oracle_problem(params, q_exact, k_exact, v_exact); }
 
+uint64_t fnv1a64(const uint8_t* data, size_t size, uint64_t hash) {
+  constexpr uint64_t kFnvPrime = 0x100000001b3ull;
+  for (size_t i = 0; i < size; ++i) {
+    hash ^= data[i];
+    hash *= kFnvPrime;
+  }
+  return hash;
+}
+
 uint64_t HostInputs::hash() const {
   uint64_t h = fnv1a64(q.data(), q.size());
   h = fnv1a64(k.data(), k.size(), h);
@@ -190,13 +199,7 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
   }
 
   HostInputs in;
-  in.params = make_params(c.dtype, c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k, c.head_dim, c.mask, c.layout);
-  // Padding appends `pad` elements to every head_dim vector: the contiguous strides of head_dim + pad.
-  in.params.q_stride = contiguous_strides(c.layout, c.heads_q, c.seqlen_q, row_elems);
-  in.params.k_stride = contiguous_strides(c.layout, c.heads_kv, c.seqlen_k, row_elems);
-  in.params.v_stride = in.params.k_stride;
-  in.params.o_stride = in.params.q_stride;
-  in.params.softmax_scale = c.softmax_scale();
+  in.params = case_params(c);
 
   in.q.resize(static_cast<size_t>(q_padded * esize));
   in.k.resize(static_cast<size_t>(kv_padded * esize));

@@ -1,7 +1,9 @@
-// The backend-independent runner: builds poisoned, canaried output images, hands them to the host model
-// (in place) or to the GPU launcher (round trip), then inspects them: damaged canaries, elements still
-// holding the poison, input hashes, and decodes O into canonical [B, Hq, Sq, D] order.
+// The backend-independent runner: builds poisoned, canaried output images (O, LSE and the instrumentation
+// the options ask for), hands them to the host model (in place) or to the GPU launcher (round trip), then
+// inspects them: damaged canaries, elements still holding the poison, input hashes, and decodes O into
+// canonical [B, Hq, Sq, D] order.
 // Invariant: every check runs on the bytes the backend left, so a skipped row or a stray write shows up.
+#include <climits>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -67,6 +69,13 @@ std::vector<uint8_t> make_f32_image(int64_t count) {
   return image;
 }
 
+// Guard | zeroed uint64 counters | guard: Instrumentation's counters accumulate (+=).
+std::vector<uint8_t> make_counter_image(int64_t count) {
+  std::vector<uint8_t> image(static_cast<size_t>(2 * kGuardBytes + count * int64_t{sizeof(uint64_t)}), kCanaryByte);
+  std::memset(image.data() + kGuardBytes, 0, static_cast<size_t>(count) * sizeof(uint64_t));
+  return image;
+}
+
 // First byte offset in [begin, end) of `image` not equal to the canary, or -1.
 int64_t first_damage(const std::vector<uint8_t>& image, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
@@ -94,9 +103,11 @@ void check_guards(RunOutputs* out, const char* buffer, const std::vector<uint8_t
   if (after >= 0) note_damage(out, buffer, after - kGuardBytes);
 }
 
-std::vector<float> decode_f32_image(const std::vector<uint8_t>& image, int64_t count) {
-  std::vector<float> values(static_cast<size_t>(count));
-  if (count > 0) std::memcpy(values.data(), image.data() + kGuardBytes, static_cast<size_t>(count) * sizeof(float));
+// The payload of an image as `count` values of T.
+template <typename T>
+std::vector<T> decode_image(const std::vector<uint8_t>& image, int64_t count) {
+  std::vector<T> values(static_cast<size_t>(count));
+  if (count > 0) std::memcpy(values.data(), image.data() + kGuardBytes, static_cast<size_t>(count) * sizeof(T));
   return values;
 }
 
@@ -110,6 +121,8 @@ int64_t count_poison(DType dtype, const uint8_t* bytes, int64_t elements) {
   for (int64_t i = 0; i < elements; ++i) count += is_poison(dtype, bytes + i * esize) ? 1 : 0;
   return count;
 }
+
+bool is_unwritten(float x) { return is_poison(DType::kF32, reinterpret_cast<const uint8_t*>(&x)); }
 
 namespace {
 
@@ -149,6 +162,24 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
     return out;
   }
 
+  // Trace rows index the per-row arrays: a row outside them is a caller's mistake, not the backend's.
+  int64_t trace_slots = 0;
+  if (!options.trace_rows.empty()) {
+    for (int64_t row : options.trace_rows) {
+      if (row < 0 || row >= row_count) {
+        out.status = {StatusCode::kInvalidArgument, "run_case: trace row " + std::to_string(row) + " outside [0, " +
+                                                        std::to_string(row_count) + ")"};
+        return out;
+      }
+    }
+    if (options.trace_tiles < 1 || options.trace_rows.size() > size_t{INT32_MAX}) {
+      out.status = {StatusCode::kInvalidArgument,
+                    "run_case: trace_rows needs trace_tiles >= 1 and at most 2^31 - 1 rows"};
+      return out;
+    }
+    trace_slots = static_cast<int64_t>(options.trace_rows.size()) * options.trace_tiles;
+  }
+
   OutputImages images;
   // O: canary everywhere (guards and padding between rows), then poison on every element.
   images.o.assign(static_cast<size_t>(2 * kGuardBytes + o_payload), kCanaryByte);
@@ -158,6 +189,14 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
   if (options.instrument) {
     images.m = make_f32_image(row_count);
     images.l = make_f32_image(row_count);
+  }
+  if (options.count_tiles) {
+    images.tile_kinds = make_counter_image(kTileKindCount);
+    images.rescale = make_counter_image(kRescaleBuckets);
+  }
+  if (trace_slots > 0) {
+    images.trace_m = make_f32_image(trace_slots);
+    images.trace_l = make_f32_image(trace_slots);
   }
 
   const uint64_t hash_before = inputs.hash();
@@ -172,6 +211,10 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
   check_guards(&out, "LSE", images.lse);
   check_guards(&out, "m", images.m);
   check_guards(&out, "l", images.l);
+  check_guards(&out, "tile kinds", images.tile_kinds);
+  check_guards(&out, "rescale buckets", images.rescale);
+  check_guards(&out, "trace m", images.trace_m);
+  check_guards(&out, "trace l", images.trace_l);
   {
     // O padding: every payload byte that is not part of an element. Mark the elements, scan the rest.
     std::vector<uint8_t> is_element(static_cast<size_t>(o_payload), 0);
@@ -193,10 +236,18 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
     out.o[static_cast<size_t>(index)] = decode_dtype(dtype, load_bits(dtype, o_base + offset));
   });
   out.unwritten_lse = count_poison(DType::kF32, images.lse.data() + kGuardBytes, row_count);
-  out.lse = decode_f32_image(images.lse, row_count);
+  out.lse = decode_image<float>(images.lse, row_count);
   if (options.instrument) {
-    out.row_m = decode_f32_image(images.m, row_count);
-    out.row_l = decode_f32_image(images.l, row_count);
+    out.row_m = decode_image<float>(images.m, row_count);
+    out.row_l = decode_image<float>(images.l, row_count);
+  }
+  if (options.count_tiles) {
+    out.tile_kind_counts = decode_image<uint64_t>(images.tile_kinds, kTileKindCount);
+    out.rescale_buckets = decode_image<uint64_t>(images.rescale, kRescaleBuckets);
+  }
+  if (trace_slots > 0) {
+    out.trace_m = decode_image<float>(images.trace_m, trace_slots);
+    out.trace_l = decode_image<float>(images.trace_l, trace_slots);
   }
   return out;
 }
@@ -206,9 +257,16 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
 RunOutputs run_case(const HostInputs& inputs, const HostBackend& backend, const RunOptions& options) {
   return run_guarded(inputs, options, [&](Params* params, OutputImages* images, KernelConfig* config, uint64_t* hash_after) {
     Instrumentation inst;
-    if (options.instrument) {
-      inst.row_m = reinterpret_cast<float*>(images->m.data() + kGuardBytes);
-      inst.row_l = reinterpret_cast<float*>(images->l.data() + kGuardBytes);
+    inst.row_m = reinterpret_cast<float*>(detail::payload(images->m));
+    inst.row_l = reinterpret_cast<float*>(detail::payload(images->l));
+    inst.tile_kind_counts = reinterpret_cast<uint64_t*>(detail::payload(images->tile_kinds));
+    inst.rescale_buckets = reinterpret_cast<uint64_t*>(detail::payload(images->rescale));
+    if (!images->trace_m.empty()) {
+      inst.trace_rows = options.trace_rows.data();
+      inst.trace_row_count = static_cast<int32_t>(options.trace_rows.size());
+      inst.max_tiles = options.trace_tiles;
+      inst.trace_m = reinterpret_cast<float*>(detail::payload(images->trace_m));
+      inst.trace_l = reinterpret_cast<float*>(detail::payload(images->trace_l));
     }
     *config = options.model.override_config ? options.model.config : select_config(*params);
     const Status status = backend(*params, inst);
@@ -221,7 +279,7 @@ RunOutputs run_case(const HostInputs& inputs, Backend backend, const RunOptions&
   if (backend == Backend::kGpu) {
     return run_guarded(inputs, options, [&](Params* params, OutputImages* images, KernelConfig* config, uint64_t* hash_after) {
       *config = select_config(*params);
-      return detail::run_on_gpu(inputs, *params, images, options.instrument, options.stream, hash_after);
+      return detail::run_on_gpu(inputs, *params, images, options, hash_after);
     });
   }
   const HostBackend model = [&](const Params& params, const Instrumentation& inst) {

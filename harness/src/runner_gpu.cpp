@@ -1,7 +1,10 @@
-// GPU backend of the runner, through the CUDA runtime API (host code, no kernels here). Compiled twice:
-// into flashcheck_harness against run() of the production kernel, and into flashcheck_harness_instrumented
-// (FLASHCHECK_HARNESS_INSTRUMENTED=1) against run_instrumented(), which also records row m and l.
-// Without CUDA (FLASHCHECK_HARNESS_CUDA=0) every GPU run reports kNoDevice.
+// GPU backend of the runner, through the CUDA runtime API (host code, no kernels here). Compiled once per
+// kernel library: into flashcheck_harness against run() of the production kernel, and with
+// FLASHCHECK_HARNESS_INSTRUMENTED=1 against run_instrumented() (flashcheck_harness_instrumented; the fuzz
+// build's mutant harness too), which records the instrumentation RunOptions asks for.
+// Every buffer of a run lives in one slot of a DevicePool: the caller's (kept between runs, grow only) or
+// one of the run's own, freed when it ends. Without CUDA (FLASHCHECK_HARNESS_CUDA=0) every run is kNoDevice.
+#include <array>
 #include <string>
 
 #include "flashcheck/instrument.h"
@@ -20,10 +23,35 @@ namespace flashcheck {
 
 bool gpu_instrumentation_linked() { return FLASHCHECK_HARNESS_INSTRUMENTED != 0; }
 
+namespace {
+// The buffers of a run, one device allocation each.
+enum class Slot : int { kQ, kK, kV, kTraceRows, kO, kLse, kM, kL, kTileKinds, kRescale, kTraceM, kTraceL, kCount };
+}  // namespace
+
+// A slot grows (free, then allocate the larger size) and never shrinks.
+struct DevicePool::Slots {
+  struct Allocation {
+    void* ptr = nullptr;
+    size_t capacity = 0;
+  };
+  std::array<Allocation, static_cast<size_t>(Slot::kCount)> allocations;
+  Allocation& operator[](Slot slot) { return allocations[static_cast<size_t>(slot)]; }
+};
+
+DevicePool::DevicePool() : slots_(std::make_unique<Slots>()) {}
+
+DevicePool::~DevicePool() {
+#if FLASHCHECK_HARNESS_CUDA
+  for (Slots::Allocation& a : slots_->allocations) {
+    if (a.ptr != nullptr) cudaFree(a.ptr);
+  }
+#endif
+}
+
 namespace detail {
 
 #if FLASHCHECK_HARNESS_CUDA
-// Every CUDA step returns its Status; the first failure ends the run (DeviceBuffers free themselves).
+// Every CUDA step returns its Status; the first failure ends the run (a run's own pool frees itself).
 #define FLASHCHECK_RETURN_IF_ERROR(expr)          \
   do {                                            \
     if (Status status_ = (expr); !status_.ok()) { \
@@ -37,91 +65,135 @@ Status cuda_status(cudaError_t error, const char* what) {
   return {StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error)};
 }
 
-// One device allocation, freed on scope exit (also on every early error return).
-class DeviceBuffer {
+// The device side of one run: each host buffer uploaded into its slot, downloaded back from it.
+class DeviceRun {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
-  }
-  // Allocates and uploads `bytes` (nothing for an empty range: the pointer stays null, as the API allows).
-  Status upload(const std::vector<uint8_t>& bytes, cudaStream_t stream, const char* name) {
-    if (bytes.empty()) return Status::ok_status();
-    if (cudaError_t e = cudaMalloc(&ptr_, bytes.size()); e != cudaSuccess) return cuda_status(e, name);
-    size_ = bytes.size();
-    if (cudaError_t e = cudaMemcpyAsync(ptr_, bytes.data(), size_, cudaMemcpyHostToDevice, stream); e != cudaSuccess) {
+  DeviceRun(DevicePool* pool, cudaStream_t stream) : pool_(pool != nullptr ? pool : &own_), stream_(stream) {}
+
+  // Allocates (or reuses) the slot and uploads `bytes`; an empty buffer gets no memory and a null pointer,
+  // as the API allows for empty tensors.
+  Status upload(Slot slot, const void* bytes, size_t size, const char* name) {
+    DevicePool::Slots::Allocation& a = pool_->slots()[slot];
+    sizes_[static_cast<size_t>(slot)] = size;
+    if (size == 0) return Status::ok_status();
+    if (size > a.capacity) {
+      if (a.ptr != nullptr) cudaFree(a.ptr);
+      a.ptr = nullptr;
+      a.capacity = 0;
+      if (cudaError_t e = cudaMalloc(&a.ptr, size); e != cudaSuccess) return cuda_status(e, name);
+      a.capacity = size;
+    }
+    if (cudaError_t e = cudaMemcpyAsync(a.ptr, bytes, size, cudaMemcpyHostToDevice, stream_); e != cudaSuccess) {
       return cuda_status(e, name);
     }
     return Status::ok_status();
   }
-  Status download(std::vector<uint8_t>* bytes, cudaStream_t stream, const char* name) const {
-    if (size_ == 0) return Status::ok_status();
-    if (cudaError_t e = cudaMemcpyAsync(bytes->data(), ptr_, size_, cudaMemcpyDeviceToHost, stream); e != cudaSuccess) {
+  Status upload(Slot slot, const std::vector<uint8_t>& bytes, const char* name) {
+    return upload(slot, bytes.data(), bytes.size(), name);
+  }
+  // Copies the slot's uploaded bytes back into `bytes` (sized as uploaded).
+  Status download(Slot slot, std::vector<uint8_t>* bytes, const char* name) {
+    const size_t size = sizes_[static_cast<size_t>(slot)];
+    if (size == 0) return Status::ok_status();
+    if (cudaError_t e = cudaMemcpyAsync(bytes->data(), data(slot), size, cudaMemcpyDeviceToHost, stream_);
+        e != cudaSuccess) {
       return cuda_status(e, name);
     }
     return Status::ok_status();
   }
-  uint8_t* data() const { return static_cast<uint8_t*>(ptr_); }
+  // Device address of the slot's buffer, or null when nothing was uploaded to it.
+  uint8_t* data(Slot slot) {
+    return sizes_[static_cast<size_t>(slot)] == 0 ? nullptr : static_cast<uint8_t*>(pool_->slots()[slot].ptr);
+  }
   // Start of an image's payload (after the leading guard).
-  uint8_t* payload() const { return ptr_ == nullptr ? nullptr : data() + kGuardBytes; }
+  template <typename T = uint8_t>
+  T* payload(Slot slot) {
+    uint8_t* base = data(slot);
+    return base == nullptr ? nullptr : reinterpret_cast<T*>(base + kGuardBytes);
+  }
 
  private:
-  void* ptr_ = nullptr;
-  size_t size_ = 0;
+  DevicePool own_;
+  DevicePool* pool_;
+  cudaStream_t stream_;
+  std::array<size_t, static_cast<size_t>(Slot::kCount)> sizes_{};
+};
+
+// The images and the slots they travel in, in one list so upload and download cannot disagree.
+struct ImageSlot {
+  Slot slot;
+  std::vector<uint8_t> OutputImages::*image;
+  const char* name;
+};
+constexpr ImageSlot kImageSlots[] = {
+    {Slot::kO, &OutputImages::o, "O image"},
+    {Slot::kLse, &OutputImages::lse, "LSE image"},
+    {Slot::kM, &OutputImages::m, "m image"},
+    {Slot::kL, &OutputImages::l, "l image"},
+    {Slot::kTileKinds, &OutputImages::tile_kinds, "tile-kind counters"},
+    {Slot::kRescale, &OutputImages::rescale, "rescale buckets"},
+    {Slot::kTraceM, &OutputImages::trace_m, "trace m image"},
+    {Slot::kTraceL, &OutputImages::trace_l, "trace l image"},
 };
 
 }  // namespace
 
-Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images, bool instrument, void* stream,
+Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images, const RunOptions& options,
                   uint64_t* input_hash_after) {
-  if (instrument && !FLASHCHECK_HARNESS_INSTRUMENTED) {
+  if (options.any_instrumentation() && !FLASHCHECK_HARNESS_INSTRUMENTED) {
     return {StatusCode::kUnsupported,
-            "GPU instrumentation (row m, l) needs flashcheck_harness_instrumented, linked with "
-            "flashcheck_kernel_instrumented; this binary links the production kernel"};
+            "GPU instrumentation (row m, l, tile counters, traces) needs flashcheck_harness_instrumented, linked "
+            "with flashcheck_kernel_instrumented; this binary links the production kernel"};
   }
   if (!device_available()) return {StatusCode::kNoDevice, "no CUDA device available"};
-  cudaStream_t cuda_stream = static_cast<cudaStream_t>(stream);
+  cudaStream_t stream = static_cast<cudaStream_t>(options.stream);
 
-  DeviceBuffer q, k, v, o, lse, m, l;
-  FLASHCHECK_RETURN_IF_ERROR(q.upload(inputs.q, cuda_stream, "upload q"));
-  FLASHCHECK_RETURN_IF_ERROR(k.upload(inputs.k, cuda_stream, "upload k"));
-  FLASHCHECK_RETURN_IF_ERROR(v.upload(inputs.v, cuda_stream, "upload v"));
-  FLASHCHECK_RETURN_IF_ERROR(o.upload(images->o, cuda_stream, "upload O image"));
-  FLASHCHECK_RETURN_IF_ERROR(lse.upload(images->lse, cuda_stream, "upload LSE image"));
-  FLASHCHECK_RETURN_IF_ERROR(m.upload(images->m, cuda_stream, "upload m image"));
-  FLASHCHECK_RETURN_IF_ERROR(l.upload(images->l, cuda_stream, "upload l image"));
-  params.q = q.data();
-  params.k = k.data();
-  params.v = v.data();
-  params.o = o.payload();
-  params.lse = reinterpret_cast<float*>(lse.payload());
+  DeviceRun device(options.device_pool, stream);
+  FLASHCHECK_RETURN_IF_ERROR(device.upload(Slot::kQ, inputs.q, "upload q"));
+  FLASHCHECK_RETURN_IF_ERROR(device.upload(Slot::kK, inputs.k, "upload k"));
+  FLASHCHECK_RETURN_IF_ERROR(device.upload(Slot::kV, inputs.v, "upload v"));
+  for (const ImageSlot& s : kImageSlots) {
+    FLASHCHECK_RETURN_IF_ERROR(device.upload(s.slot, images->*s.image, s.name));
+  }
+  params.q = device.data(Slot::kQ);
+  params.k = device.data(Slot::kK);
+  params.v = device.data(Slot::kV);
+  params.o = device.payload(Slot::kO);
+  params.lse = device.payload<float>(Slot::kLse);
 
   Status call_status;
 #if FLASHCHECK_HARNESS_INSTRUMENTED
   Instrumentation inst;
-  if (instrument) {
-    inst.row_m = reinterpret_cast<float*>(m.payload());
-    inst.row_l = reinterpret_cast<float*>(l.payload());
+  inst.row_m = device.payload<float>(Slot::kM);
+  inst.row_l = device.payload<float>(Slot::kL);
+  inst.tile_kind_counts = device.payload<uint64_t>(Slot::kTileKinds);
+  inst.rescale_buckets = device.payload<uint64_t>(Slot::kRescale);
+  if (!images->trace_m.empty()) {
+    const size_t row_bytes = options.trace_rows.size() * sizeof(int64_t);
+    FLASHCHECK_RETURN_IF_ERROR(
+        device.upload(Slot::kTraceRows, options.trace_rows.data(), row_bytes, "upload trace rows"));
+    inst.trace_rows = reinterpret_cast<const int64_t*>(device.data(Slot::kTraceRows));
+    inst.trace_row_count = static_cast<int32_t>(options.trace_rows.size());
+    inst.max_tiles = options.trace_tiles;
+    inst.trace_m = device.payload<float>(Slot::kTraceM);
+    inst.trace_l = device.payload<float>(Slot::kTraceL);
   }
   call_status = run_instrumented(params, inst, stream);
 #else
   call_status = run(params, stream);
 #endif
   // Errors during execution surface at the synchronisation; report them even if the launch said ok.
-  if (cudaError_t e = cudaStreamSynchronize(cuda_stream); e != cudaSuccess) return cuda_status(e, "kernel execution");
+  if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return cuda_status(e, "kernel execution");
 
   // Read everything back, also after a rejected call: the canaries must be intact either way.
-  FLASHCHECK_RETURN_IF_ERROR(o.download(&images->o, cuda_stream, "download O image"));
-  FLASHCHECK_RETURN_IF_ERROR(lse.download(&images->lse, cuda_stream, "download LSE image"));
-  FLASHCHECK_RETURN_IF_ERROR(m.download(&images->m, cuda_stream, "download m image"));
-  FLASHCHECK_RETURN_IF_ERROR(l.download(&images->l, cuda_stream, "download l image"));
+  for (const ImageSlot& s : kImageSlots) {
+    FLASHCHECK_RETURN_IF_ERROR(device.download(s.slot, &(images->*s.image), s.name));
+  }
   std::vector<uint8_t> q_after(inputs.q.size()), k_after(inputs.k.size()), v_after(inputs.v.size());
-  FLASHCHECK_RETURN_IF_ERROR(q.download(&q_after, cuda_stream, "download q"));
-  FLASHCHECK_RETURN_IF_ERROR(k.download(&k_after, cuda_stream, "download k"));
-  FLASHCHECK_RETURN_IF_ERROR(v.download(&v_after, cuda_stream, "download v"));
-  if (cudaError_t e = cudaStreamSynchronize(cuda_stream); e != cudaSuccess) return cuda_status(e, "download");
+  FLASHCHECK_RETURN_IF_ERROR(device.download(Slot::kQ, &q_after, "download q"));
+  FLASHCHECK_RETURN_IF_ERROR(device.download(Slot::kK, &k_after, "download k"));
+  FLASHCHECK_RETURN_IF_ERROR(device.download(Slot::kV, &v_after, "download v"));
+  if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return cuda_status(e, "download");
   uint64_t hash = fnv1a64(q_after.data(), q_after.size());
   hash = fnv1a64(k_after.data(), k_after.size(), hash);
   *input_hash_after = fnv1a64(v_after.data(), v_after.size(), hash);
@@ -130,7 +202,7 @@ Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images,
 
 #else  // no CUDA
 
-Status run_on_gpu(const HostInputs&, Params, OutputImages*, bool, void*, uint64_t*) {
+Status run_on_gpu(const HostInputs&, Params, OutputImages*, const RunOptions&, uint64_t*) {
   return {StatusCode::kNoDevice, "flashcheck was built without CUDA (FLASHCHECK_CUDA=OFF): no GPU backend"};
 }
 

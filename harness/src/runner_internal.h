@@ -1,7 +1,8 @@
 // Internal seam between the backend-independent runner (runner.cpp) and the GPU launcher
-// (runner_gpu.cpp, compiled once against the production kernel and once against the instrumented one).
-// Output images are host byte buffers laid out kGuardBytes | payload | kGuardBytes, already poisoned
-// and canaried; a backend writes the payload in place (host model) or round-trips the image (GPU).
+// (runner_gpu.cpp, compiled once per kernel library: production, instrumented, mutant).
+// Output images are host byte buffers laid out kGuardBytes | payload | kGuardBytes, already poisoned (or
+// zeroed, for counters) and canaried; a backend writes the payload in place (host model) or round-trips
+// the image (GPU). An empty image is a buffer the run does not record: its pointer stays null.
 #pragma once
 
 #include <cstdint>
@@ -9,17 +10,24 @@
 
 #include "flashcheck/attention.h"
 #include "flashcheck/inputs.h"
+#include "flashcheck/runner.h"
 
 namespace flashcheck::detail {
 
 struct OutputImages {
-  std::vector<uint8_t> o, lse, m, l;  // m, l empty unless instrumented
+  std::vector<uint8_t> o, lse;
+  std::vector<uint8_t> m, l;                     // RunOptions::instrument
+  std::vector<uint8_t> tile_kinds, rescale;      // RunOptions::count_tiles (uint64 counters, zeroed)
+  std::vector<uint8_t> trace_m, trace_l;         // RunOptions::trace_rows
 };
 
-// Uploads the inputs and the images, runs the kernel on `stream`, synchronises, downloads the images and
-// hashes the device copies of q, k, v into *input_hash_after. `params` carries shape, strides and scale;
-// its pointers are replaced by device pointers.
-Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images, bool instrument, void* stream,
+// Payload start of an image, or null for an image the run does not record.
+inline uint8_t* payload(std::vector<uint8_t>& image) { return image.empty() ? nullptr : image.data() + kGuardBytes; }
+
+// Uploads the inputs, the trace rows and the images, runs the kernel on options.stream, synchronises,
+// downloads the images and hashes the device copies of q, k, v into *input_hash_after. `params` carries
+// shape, strides and scale; its pointers are replaced by device pointers.
+Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images, const RunOptions& options,
                   uint64_t* input_hash_after);
 
 }  // namespace flashcheck::detail

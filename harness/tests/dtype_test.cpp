@@ -1,14 +1,20 @@
-// dtype encode/decode: exhaustive over all 16-bit patterns (decode then encode is the identity, NaN payloads
-// and -0 included), exhaustive tie and near-tie rounding between every pair of adjacent f16/bf16 values,
-// overflow and underflow edges, and f32 (and f16 where the compiler has _Float16) against the hardware.
+// The dtype table (dtype.h) and its codec. From double: exhaustive over all 16-bit patterns (decode then
+// encode is the identity, NaN payloads and -0 included), exhaustive tie and near-tie rounding between every
+// pair of adjacent f16/bf16 values, overflow and underflow edges, f32 (and f16 where the compiler has
+// _Float16) against the hardware. From float (the host model's conversions, the GPU's __float2half_rn and
+// __float2bfloat16_rn): bit for bit against a second, fp32-based implementation and against the double path
+// outside NaN; every NaN to CUDA's canonical 0x7fff. Names and sizes: one table per enum.
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
+#include "flashcheck/dtype.h"
 #include "flashcheck/inputs.h"
+#include "flashcheck/mask_names.h"
 
 namespace flashcheck {
 namespace {
@@ -140,6 +146,195 @@ TEST(DTypeCodec, F16MatchesCompilerFloat16) {
   }
 }
 #endif
+
+// ---- names and sizes
+
+TEST(DTypeTable, NamesSizesAndLookupsComeFromOneRowPerDtype) {
+  ASSERT_EQ(kDTypes.size(), 3u);
+  for (const DTypeInfo& info : kDTypes) {
+    EXPECT_STREQ(to_string(info.dtype), info.name);
+    EXPECT_EQ(dtype_size(info.dtype), info.size_bytes);
+    EXPECT_EQ(dtype_from_name(info.name), info.dtype);
+    EXPECT_EQ(find_dtype(info.dtype), &info);
+    EXPECT_EQ(info.size_bytes * 8, 1 + info.format.exp_bits + info.format.frac_bits) << info.name;
+  }
+  EXPECT_EQ(dtype_from_name("f64"), std::nullopt);
+  EXPECT_EQ(dtype_from_name(""), std::nullopt);
+  EXPECT_EQ(find_dtype(static_cast<DType>(7)), nullptr);
+  EXPECT_EQ(dtype_size(static_cast<DType>(7)), 0);
+  EXPECT_STREQ(to_string(static_cast<DType>(7)), "invalid-dtype");
+  for (const MaskName& entry : kMaskNames) {
+    EXPECT_STREQ(to_string(entry.mask), entry.name);
+    EXPECT_EQ(mask_from_name(entry.name), entry.mask);
+  }
+  EXPECT_EQ(mask_from_name("causal"), std::nullopt);
+  EXPECT_STREQ(to_string(static_cast<Mask>(7)), "invalid-mask");
+}
+
+// ---- from float: the host model's conversions
+
+// Reference: a second implementation written on fp32 bits directly (add half an ulp minus one plus the kept
+// lowest bit, then truncate; f16 subnormals by an explicit shift), independent of the table's rounding.
+// NaN: 0x7fff whatever the sign and payload. The GPU's conversions agree: on an H100 (CUDA 13.0) all 2^32
+// fp32 patterns through __float2half_rn and __float2bfloat16_rn matched the table by a position-weighted
+// checksum, NaN and non-NaN patterns apart.
+namespace reference {
+
+uint16_t float_to_bf16_bits(float x) {
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;
+  const uint32_t lsb = (bits >> 16) & 1u;
+  return static_cast<uint16_t>((bits + 0x7fffu + lsb) >> 16);
+}
+
+uint16_t float_to_f16_bits(float x) {
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint16_t sign = static_cast<uint16_t>((bits & 0x80000000u) >> 16);
+  const uint32_t abs = bits & 0x7fffffffu;
+  if (abs > 0x7f800000u) return 0x7fffu;
+  if (abs == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);
+  int f16_exp = static_cast<int>(abs >> 23) - 127 + 15;
+  uint32_t mantissa = abs & 0x7fffffu;
+  int shift = 13;
+  if (f16_exp <= 0) {
+    if (abs == 0) return sign;
+    mantissa |= 1u << 23;
+    shift += 1 - f16_exp;
+    f16_exp = 0;
+    if (shift > 25) return sign;
+  }
+  const uint32_t kept = mantissa >> shift;
+  const uint32_t rest = mantissa & ((1u << shift) - 1u);
+  const uint32_t half = 1u << (shift - 1);
+  uint32_t result = f16_exp == 0 ? kept : (static_cast<uint32_t>(f16_exp) << 10) + (kept & 0x3ffu);
+  if (rest > half || (rest == half && (result & 1u))) ++result;
+  if (f16_exp > 30 || result >= 0x7c00u) return static_cast<uint16_t>(sign | 0x7c00u);
+  return static_cast<uint16_t>(sign | result);
+}
+
+uint32_t f16_bits_to_float_bits(uint16_t h) {
+  const uint32_t sign = (uint32_t{h} & 0x8000u) << 16;
+  const uint32_t exp = (uint32_t{h} & 0x7c00u) >> 10;
+  const uint32_t mant = uint32_t{h} & 0x3ffu;
+  if (exp == 0x1fu) return sign | 0x7f800000u | (mant << 13);
+  if (exp != 0) return sign | ((exp - 15 + 127) << 23) | (mant << 13);
+  const float magnitude = static_cast<float>(mant) * std::ldexp(1.0f, -24);
+  return sign | std::bit_cast<uint32_t>(magnitude);
+}
+
+}  // namespace reference
+
+// Compares the table's float path with the reference on fp32 pattern `bits`; false (and a message) on the
+// first difference.
+::testing::AssertionResult float_path_matches(uint32_t bits) {
+  const float x = std::bit_cast<float>(bits);
+  const uint32_t f16 = encode_dtype_from_float(DType::kF16, x), bf16 = encode_dtype_from_float(DType::kBF16, x);
+  if (f16 != reference::float_to_f16_bits(x) || bf16 != reference::float_to_bf16_bits(x)) {
+    return ::testing::AssertionFailure() << std::hex << "fp32 0x" << bits << ": f16 0x" << f16 << " (reference 0x"
+                                         << reference::float_to_f16_bits(x) << "), bf16 0x" << bf16
+                                         << " (reference 0x" << reference::float_to_bf16_bits(x) << ")";
+  }
+  if (encode_dtype_from_float(DType::kF32, x) != bits) {
+    return ::testing::AssertionFailure() << std::hex << "fp32 0x" << bits << " is not stored unchanged as f32";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// fp32 patterns every conversion edge lies on: zeros, the f16 and bf16 overflow thresholds, subnormals of
+// fp32 and of f16, the smallest normals, and NaNs (quiet and signalling, both signs, payloads in the bits a
+// 16-bit format has room for, in those it has not, and in both).
+std::vector<uint32_t> edge_patterns() {
+  std::vector<uint32_t> out;
+  const float values[] = {0.0f, 65504.0f, 65519.996f, 65520.0f, 65536.0f, std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min(),
+                          std::ldexp(1.0f, -14), std::ldexp(1.0f, -24), std::ldexp(1.0f, -25), std::ldexp(1.5f, -25),
+                          std::ldexp(3.0f, -25), std::ldexp(1023.5f, -24), std::ldexp(1023.75f, -24),
+                          std::ldexp(2.0f - std::ldexp(1.0f, -8), 127), std::numeric_limits<float>::infinity()};
+  for (float v : values) {
+    const uint32_t bits = std::bit_cast<uint32_t>(v);
+    for (uint32_t sign : {0u, 0x80000000u}) {
+      for (int delta = -2; delta <= 2; ++delta) out.push_back((bits + static_cast<uint32_t>(delta)) | sign);
+    }
+  }
+  const uint32_t payloads[] = {1u, 0x1fffu, 0x2000u, 0xffffu, 0x10000u, 0x12345u, 0x1fffffu, 0x3fffffu};
+  for (uint32_t sign : {0u, 0x80000000u}) {
+    for (uint32_t quiet : {0u, 0x400000u}) {
+      for (uint32_t payload : payloads) out.push_back(sign | 0x7f800000u | quiet | payload);
+    }
+    out.push_back(sign | 0x7fc00000u);  // quiet NaN without payload
+  }
+  return out;
+}
+
+TEST(DTypeFloatCodec, EdgesMatchTheFp32Reference) {
+  for (uint32_t bits : edge_patterns()) ASSERT_TRUE(float_path_matches(bits));
+  // The documented NaN rule, spelled out: sign and payload do not survive.
+  EXPECT_EQ(encode_dtype_from_float(DType::kF16, std::bit_cast<float>(0xff800001u)), 0x7fffu);
+  EXPECT_EQ(encode_dtype_from_float(DType::kBF16, std::bit_cast<float>(0x7fa00000u)), 0x7fffu);
+  EXPECT_EQ(encode_dtype_from_float(DType::kF16, -0.0f), 0x8000u);
+}
+
+// Every fp32 pattern a stride apart (an odd stride visits every residue of the low bits), plus every
+// pattern at and beside the f16 and bf16 ties (low 13 / 16 bits at half an ulp) for every kept prefix.
+TEST(DTypeFloatCodec, SampledAndTiePatternsMatchTheFp32Reference) {
+  constexpr uint64_t kStride = 257;
+  for (uint64_t bits = 0; bits <= 0xffffffffull; bits += kStride) {
+    ASSERT_TRUE(float_path_matches(static_cast<uint32_t>(bits)));
+  }
+  for (uint32_t prefix = 0; prefix < (1u << 19); ++prefix) {
+    for (uint32_t low : {0x0fffu, 0x1000u, 0x1001u, 0x1fffu}) ASSERT_TRUE(float_path_matches(prefix << 13 | low));
+  }
+  for (uint32_t prefix = 0; prefix < (1u << 16); ++prefix) {
+    for (uint32_t low : {0x7fffu, 0x8000u, 0x8001u, 0xffffu}) ASSERT_TRUE(float_path_matches(prefix << 16 | low));
+  }
+}
+
+// All 2^32 fp32 patterns (a minute or two): run with --gtest_also_run_disabled_tests after touching the codec.
+TEST(DTypeFloatCodec, DISABLED_AllFp32PatternsMatchTheFp32Reference) {
+  for (uint64_t bits = 0; bits <= 0xffffffffull; ++bits) {
+    ASSERT_TRUE(float_path_matches(static_cast<uint32_t>(bits)));
+  }
+}
+
+TEST(DTypeFloatCodec, DecodingToFloatIsExactForAllSixteenBitPatterns) {
+  for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
+    const uint16_t h = static_cast<uint16_t>(bits);
+    // Bit for bit: a signalling NaN's missing quiet bit survives.
+    ASSERT_EQ(std::bit_cast<uint32_t>(decode_dtype_to_float(DType::kF16, h)), reference::f16_bits_to_float_bits(h))
+        << std::hex << bits;
+    ASSERT_EQ(std::bit_cast<uint32_t>(decode_dtype_to_float(DType::kBF16, h)), bits << 16) << std::hex << bits;
+    for (DType dtype : {DType::kF16, DType::kBF16}) {
+      const float x = decode_dtype_to_float(dtype, h);
+      if (!std::isnan(x)) {
+        ASSERT_EQ(static_cast<double>(x), decode_dtype(dtype, h)) << std::hex << bits;
+      }
+      // Every value reads back to itself; every NaN to the canonical one.
+      ASSERT_EQ(encode_dtype_from_float(dtype, x), std::isnan(x) ? 0x7fffu : bits) << std::hex << bits;
+    }
+  }
+  const float snan = std::bit_cast<float>(0x7f800001u);
+  EXPECT_EQ(std::bit_cast<uint32_t>(round_float_to_dtype(DType::kF32, snan)), 0x7f800001u);  // f32: unchanged
+}
+
+// float -> double is exact, so outside NaN the float path is the double path. NaN is where they differ on
+// purpose: the double path keeps sign and payload (inputs replay bit for bit), the float path gives the
+// canonical NaN (as the kernel's conversions do); f32 keeps its bits on both.
+TEST(DTypeFloatCodec, FloatPathIsTheDoublePathOutsideNaN) {
+  constexpr uint64_t kStride = 65537;
+  for (uint64_t wide = 0; wide <= 0xffffffffull; wide += kStride) {
+    const uint32_t bits = static_cast<uint32_t>(wide);
+    const float x = std::bit_cast<float>(bits);
+    if (std::isnan(x)) continue;
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+      ASSERT_EQ(encode_dtype_from_float(dtype, x), encode_dtype(dtype, static_cast<double>(x))) << std::hex << bits;
+    }
+  }
+  const double double_snan = std::bit_cast<double>(0xfff4000000000000ull);  // signalling, negative
+  EXPECT_EQ(encode_dtype(DType::kF16, double_snan), 0xfd00u);
+  EXPECT_EQ(encode_dtype_from_float(DType::kF16, static_cast<float>(std::bit_cast<double>(0xfff8000000000000ull))),
+            0x7fffu);
+  EXPECT_EQ(encode_dtype_from_float(DType::kF32, std::bit_cast<float>(0xff800001u)), 0xff800001u);
+}
 
 }  // namespace
 }  // namespace flashcheck

@@ -1,9 +1,13 @@
 // The runner's GPU backend on a real device: clean guarded runs (no unwritten element, canaries and inputs
-// intact) that pass the verdict, across dtypes, layouts, padding, masks and no-op shapes, and, in the
-// instrumented harness, row m and l that satisfy the statistics checks. Skips without a CUDA device.
+// intact) that pass the verdict, across dtypes, layouts, padding, masks and no-op shapes; runs through a
+// DevicePool bit-identical to runs with buffers of their own; and, in the instrumented harness, row m and l
+// that satisfy the statistics checks, tile counters and per-tile traces. Skips without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "flashcheck/verdict.h"
 
@@ -17,15 +21,25 @@ class GpuRunner : public ::testing::Test {
   }
 };
 
-Verdict run_on_gpu(const std::string& line, bool instrument, RunOutputs* out) {
+Verdict run_on_gpu(const std::string& line, const RunOptions& options, RunOutputs* out) {
   Case c;
   EXPECT_TRUE(parse_case(line, &c).ok()) << line;
   HostInputs inputs;
   EXPECT_TRUE(make_inputs(c, &inputs).ok()) << line;
-  RunOptions options;
-  options.instrument = instrument;
   *out = run_case(inputs, Backend::kGpu, options);
   return judge(c, inputs, *out);
+}
+
+Verdict run_on_gpu(const std::string& line, bool instrument, RunOutputs* out) {
+  RunOptions options;
+  options.instrument = instrument;
+  return run_on_gpu(line, options, out);
+}
+
+bool same_bits(const RunOutputs& a, const RunOutputs& b) {
+  if (a.o.size() != b.o.size() || a.lse.size() != b.lse.size()) return false;
+  return (a.o.empty() || std::memcmp(a.o.data(), b.o.data(), a.o.size() * sizeof(double)) == 0) &&
+         (a.lse.empty() || std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float)) == 0);
 }
 
 TEST_F(GpuRunner, GuardedRunsPass) {
@@ -73,6 +87,72 @@ TEST_F(GpuRunner, InstrumentedRunsRecordStatistics) {
   EXPECT_GT(v.m.checked, 0);
   EXPECT_GT(v.identity.checked, 0);
   EXPECT_TRUE(v.pass) << v.report();
+}
+
+// A pool's slots grow and are reused across shapes; nothing of an earlier run leaks into a later one.
+TEST_F(GpuRunner, PooledRunsMatchRunsWithTheirOwnBuffers) {
+  const char* const kLines[] = {
+      "f16 b=1 hq=2 hkv=2 sq=70 sk=90 d=64 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=6",
+      "bf16 b=2 hq=4 hkv=1 sq=129 sk=200 d=128 mask=none pad=8 q=normal(0,2) k=normal(0,2) v=normal(0,1) seed=7",
+      "f32 b=1 hq=1 hkv=1 sq=3 sk=5 d=8 mask=causal-tl q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=8",
+      "f16 b=1 hq=2 hkv=2 sq=0 sk=8 d=64 mask=none seed=9",
+  };
+  DevicePool pool;
+  RunOptions pooled;
+  pooled.device_pool = &pool;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const char* line : kLines) {
+      RunOutputs own, shared;
+      run_on_gpu(line, RunOptions{}, &own);
+      const Verdict v = run_on_gpu(line, pooled, &shared);
+      ASSERT_TRUE(shared.status.ok()) << line << ": " << shared.status.message();
+      EXPECT_EQ(shared.unwritten_o, 0) << line;
+      EXPECT_TRUE(shared.canaries_intact) << line << ": " << shared.damaged_buffer;
+      EXPECT_TRUE(shared.inputs_unchanged) << line;
+      EXPECT_TRUE(same_bits(own, shared)) << line;
+      EXPECT_TRUE(v.pass) << v.report();
+    }
+  }
+}
+
+TEST_F(GpuRunner, InstrumentedRunsRecordCountersAndTraces) {
+  const std::string line =
+      "bf16 b=1 hq=2 hkv=1 sq=200 sk=333 d=64 mask=causal-br q=normal(0,2) k=normal(0,2) v=normal(0,1) seed=10";
+  const int64_t rows = 2 * 200;
+  RunOptions options;
+  options.instrument = true;
+  options.count_tiles = true;
+  options.trace_rows = {0, 199, rows - 1};
+  options.trace_tiles = 16;
+  RunOutputs out;
+  const Verdict v = run_on_gpu(line, options, &out);
+  if (!gpu_instrumentation_linked()) {
+    EXPECT_EQ(out.status.code(), StatusCode::kUnsupported) << out.status.message();
+    GTEST_SKIP() << "linked against the production kernel: no GPU instrumentation";
+  }
+  ASSERT_TRUE(out.status.ok()) << out.status.message();
+  EXPECT_TRUE(out.canaries_intact) << out.damaged_buffer << " byte " << out.first_damaged_canary;
+  EXPECT_TRUE(v.pass) << v.report();
+  ASSERT_EQ(out.tile_kind_counts.size(), size_t{kTileKindCount});
+  ASSERT_EQ(out.rescale_buckets.size(), size_t{kRescaleBuckets});
+  uint64_t tiles = 0, bucketed_rows = 0;
+  for (uint64_t n : out.tile_kind_counts) tiles += n;
+  for (uint64_t n : out.rescale_buckets) bucketed_rows += n;
+  EXPECT_GT(tiles, 0u);
+  EXPECT_EQ(bucketed_rows, static_cast<uint64_t>(rows));
+  // Each traced row's last written slot holds its final m (as the invariants property requires).
+  ASSERT_EQ(out.trace_m.size(), options.trace_rows.size() * size_t{16});
+  for (size_t t = 0; t < options.trace_rows.size(); ++t) {
+    int last = -1;
+    for (int k = 0; k < options.trace_tiles; ++k) {
+      if (!is_unwritten(out.trace_m[t * 16 + static_cast<size_t>(k)])) last = k;
+    }
+    ASSERT_GE(last, 0) << "traced row " << options.trace_rows[t] << " has no slot written";
+    const size_t row = static_cast<size_t>(options.trace_rows[t]);
+    EXPECT_EQ(std::bit_cast<uint32_t>(out.trace_m[t * 16 + static_cast<size_t>(last)]),
+              std::bit_cast<uint32_t>(out.row_m[row]));
+    EXPECT_FALSE(is_unwritten(out.trace_l[t * 16 + static_cast<size_t>(last)]));
+  }
 }
 
 }  // namespace

@@ -1,13 +1,16 @@
 // Runner guards actually guard: a complete run is clean, and backends that misbehave on purpose (skip rows,
-// write past the end, into padding or before LSE, modify their inputs) are caught by the poison scan, the
-// canaries and the input hash. Also: failed calls, no-op shapes, copied inputs, and the GPU backend's
-// answers on a machine without a device.
+// write past the end, into padding, before LSE or beside an instrumentation buffer, modify their inputs) are
+// caught by the poison scan, the canaries and the input hash. The instrumentation a run asks for (row m/l,
+// tile counters, per-tile traces) is what the host model records through its own pointers. Also: failed
+// calls, no-op shapes, copied inputs, and the GPU backend's answers on a machine without a device.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "flashcheck/host_model.h"
 #include "flashcheck/runner.h"
@@ -43,6 +46,68 @@ TEST(Runner, ModelRunIsCompleteAndClean) {
     EXPECT_GE(out.row_l[r], 1.0f);           // the max term alone contributes exp(0) = 1
   }
   EXPECT_GT(out.config.block_m, 0);
+}
+
+// Counters and traces through the runner equal the host model's own, recorded through host pointers.
+TEST(Runner, ModelRunRecordsTileCountersAndTraces) {
+  const HostInputs in = inputs_for(kPaddedLine);
+  const Params& p = in.params;
+  RunOptions options;
+  options.instrument = true;
+  options.count_tiles = true;
+  options.trace_rows = {0, 40, 2 * 4 * 33 - 1};
+  options.trace_tiles = 4;
+  const RunOutputs out = run_case(in, Backend::kHostModel, options);
+  ASSERT_TRUE(out.status.ok()) << out.status.message();
+  EXPECT_TRUE(out.canaries_intact) << out.damaged_buffer << " " << out.first_damaged_canary;
+
+  const size_t slots = options.trace_rows.size() * static_cast<size_t>(options.trace_tiles);
+  std::vector<float> trace_m(slots, std::bit_cast<float>(kPoisonBits32)), trace_l = trace_m;
+  std::vector<uint64_t> kinds(kTileKindCount, 0), buckets(kRescaleBuckets, 0);
+  std::vector<uint8_t> o(in.q.size());
+  std::vector<float> lse(out.lse.size());
+  Params direct = p;
+  direct.o = o.data();
+  direct.lse = lse.data();
+  HostModelOptions model;
+  model.instrumentation.trace_rows = options.trace_rows.data();
+  model.instrumentation.trace_row_count = static_cast<int32_t>(options.trace_rows.size());
+  model.instrumentation.max_tiles = options.trace_tiles;
+  model.instrumentation.trace_m = trace_m.data();
+  model.instrumentation.trace_l = trace_l.data();
+  model.instrumentation.tile_kind_counts = kinds.data();
+  model.instrumentation.rescale_buckets = buckets.data();
+  ASSERT_TRUE(run_host_model(direct, model).ok());
+
+  EXPECT_EQ(out.tile_kind_counts, kinds);
+  EXPECT_EQ(out.rescale_buckets, buckets);
+  uint64_t total = 0;
+  for (uint64_t n : out.tile_kind_counts) total += n;
+  EXPECT_GT(total, 0u);
+  ASSERT_EQ(out.trace_m.size(), slots);
+  ASSERT_EQ(out.trace_l.size(), slots);
+  int written = 0;
+  for (size_t i = 0; i < slots; ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(out.trace_m[i]), std::bit_cast<uint32_t>(trace_m[i])) << "slot " << i;
+    EXPECT_EQ(std::bit_cast<uint32_t>(out.trace_l[i]), std::bit_cast<uint32_t>(trace_l[i])) << "slot " << i;
+    written += is_unwritten(out.trace_m[i]) ? 0 : 1;
+  }
+  EXPECT_GT(written, 0);
+  EXPECT_LT(written, static_cast<int>(slots));  // sk = 47 is one K/V tile: slots past it stay unwritten
+}
+
+TEST(Runner, TraceRowsMustLieInsideTheProblem) {
+  const HostInputs in = inputs_for("f32 b=1 hq=2 hkv=2 sq=5 sk=5 d=8 mask=none seed=1");
+  RunOptions options;
+  options.trace_tiles = 1;
+  for (int64_t row : {int64_t{-1}, int64_t{10}}) {
+    options.trace_rows = {0, row};
+    const RunOutputs out = run_case(in, Backend::kHostModel, options);
+    EXPECT_EQ(out.status.code(), StatusCode::kInvalidArgument) << row;
+  }
+  options.trace_rows = {9};
+  options.trace_tiles = 0;
+  EXPECT_EQ(run_case(in, Backend::kHostModel, options).status.code(), StatusCode::kInvalidArgument);
 }
 
 TEST(Runner, CountPoisonSeesOnlyThePoisonPattern) {
@@ -100,6 +165,41 @@ TEST(Runner, StrayWritesDamageCanaries) {
     EXPECT_FALSE(out.canaries_intact) << m.name;
     EXPECT_STREQ(out.damaged_buffer, m.damaged_buffer) << m.name;
     EXPECT_EQ(out.unwritten_o, 0) << m.name;
+  }
+}
+
+// The instrumentation buffers have canaries of their own.
+TEST(Runner, StrayInstrumentationWritesDamageCanaries) {
+  const HostInputs in = inputs_for(kPaddedLine);
+  RunOptions options;
+  options.instrument = true;
+  options.count_tiles = true;
+  options.trace_rows = {3};
+  options.trace_tiles = 2;
+  struct Stray {
+    const char* damaged_buffer;
+    std::function<void(const Instrumentation&)> act;
+  };
+  const Stray kCases[] = {
+      {"m", [](const Instrumentation& inst) { inst.row_m[-1] = 0.0f; }},
+      {"l", [](const Instrumentation& inst) { inst.row_l[2 * 4 * 33] = 0.0f; }},
+      {"tile kinds", [](const Instrumentation& inst) { inst.tile_kind_counts[kTileKindCount] = 1; }},
+      {"rescale buckets", [](const Instrumentation& inst) { inst.rescale_buckets[-1] = 1; }},
+      {"trace m", [](const Instrumentation& inst) { inst.trace_m[2] = 0.0f; }},
+      {"trace l", [](const Instrumentation& inst) { inst.trace_l[-1] = 0.0f; }},
+  };
+  for (const Stray& stray : kCases) {
+    const HostBackend backend = [&](const Params& params, const Instrumentation& inst) {
+      HostModelOptions model;
+      model.instrumentation = inst;
+      const Status status = run_host_model(params, model);
+      stray.act(inst);
+      return status;
+    };
+    const RunOutputs out = run_case(in, backend, options);
+    EXPECT_TRUE(out.status.ok());
+    EXPECT_FALSE(out.canaries_intact) << stray.damaged_buffer;
+    EXPECT_STREQ(out.damaged_buffer, stray.damaged_buffer);
   }
 }
 
@@ -161,6 +261,13 @@ TEST(Runner, GpuBackendWithoutDeviceSaysSo) {
   options.instrument = true;
   out = run_case(in, Backend::kGpu, options);
   // Without CUDA there is no GPU at all; with CUDA but the production harness, instrumentation is unsupported.
+  EXPECT_TRUE(out.status.code() == StatusCode::kNoDevice || out.status.code() == StatusCode::kUnsupported)
+      << out.status.message();
+  options.instrument = false;
+  options.count_tiles = true;
+  DevicePool pool;
+  options.device_pool = &pool;
+  out = run_case(in, Backend::kGpu, options);
   EXPECT_TRUE(out.status.code() == StatusCode::kNoDevice || out.status.code() == StatusCode::kUnsupported)
       << out.status.message();
   EXPECT_EQ(gpu_instrumentation_linked(), false);

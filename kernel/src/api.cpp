@@ -1,39 +1,18 @@
-// Small pieces of the public API (attention.h) that need no device: names of enums, element sizes,
-// contiguous strides, make_params() and visible_key_range(), the kernels' visibility rule
-// exposed for callers and tests.
+// Small pieces of the public API (attention.h) that need no device: names of masks (from the mask name
+// table) and compute paths, contiguous strides, make_params() and visible_key_range(), the kernels'
+// visibility rule exposed for callers and tests. dtype names and sizes: dtype.cpp, from the dtype table.
 #include <cmath>
 #include <limits>
 
 #include "flashcheck/attention.h"
+#include "flashcheck/mask_names.h"
 #include "common/visibility.h"
 
 namespace flashcheck {
 
-int64_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kF16: return 2;
-    case DType::kBF16: return 2;
-  }
-  return 0;  // not a DType: can_implement() rejects it before any size is used
-}
-
-const char* to_string(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-  }
-  return "invalid-dtype";
-}
-
 const char* to_string(Mask mask) {
-  switch (mask) {
-    case Mask::kNone: return "none";
-    case Mask::kCausalBottomRight: return "causal-br";
-    case Mask::kCausalTopLeft: return "causal-tl";
-    case Mask::kWindowBottomRight: return "window-br";
-    case Mask::kWindowTopLeft: return "window-tl";
+  for (const MaskName& entry : kMaskNames) {
+    if (entry.mask == mask) return entry.name;
   }
   return "invalid-mask";
 }

@@ -75,6 +75,12 @@ struct Case {
   friend bool operator==(const Case&, const Case&) = default;
 };
 
+// The kernel's Params for a case, the one translation every caller uses (make_inputs, generators, the
+// fuzz decoder, tools): dtype, shape and mask; strides contiguous in the case's layout over head_dim + pad
+// elements per row (O laid out like Q); softmax_scale(). Pointers null. Sizes saturate rather than overflow,
+// so can_implement names the field of an impossible case.
+Params case_params(const Case& c);
+
 // Canonical line for `c`. Numbers are printed in the shortest form that reads back to the same value.
 std::string format_case(const Case& c);
 

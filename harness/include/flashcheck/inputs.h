@@ -10,6 +10,7 @@
 
 #include "flashcheck/attention.h"
 #include "flashcheck/case.h"
+#include "flashcheck/dtype.h"  // encode_dtype, decode_dtype: how inputs are encoded and outputs decoded
 #include "flashcheck/oracle_problem.h"
 
 namespace flashcheck {
@@ -45,9 +46,8 @@ inline constexpr uint16_t kPoisonBits16 = 0x7FC1;         // NaN as f16 and as b
 inline constexpr uint32_t kPoisonBits32 = 0x7FC0DEADu;    // NaN as f32
 
 struct HostInputs {
-  // make_params for the case with strides contiguous_strides(layout, H, S, D + pad), the case's scale, and
-  // host pointers to q/k/v below (o/lse null). The pointers refer to this object's vectors: after a copy,
-  // call bind() (the runner always rebinds).
+  // case_params(case) with host pointers to q/k/v below (o/lse null). The pointers refer to this object's
+  // vectors: after a copy, call bind() (the runner always rebinds).
   Params params;
   std::vector<uint8_t> q, k, v;       // dtype-encoded bytes in the case's layout (padding elements hold kInputPad*)
   std::vector<double> q_exact, k_exact, v_exact;  // the same values decoded, contiguous [B, H, S, D]
@@ -59,20 +59,6 @@ struct HostInputs {
 // Builds the inputs; fails with a message for a case that does not validate (validate_case) or whose
 // buffers exceed `max_bytes` of host memory (encoded plus decoded copies).
 Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes = int64_t{4} << 30);
-
-// dtype encode/decode: round-to-nearest-even from double (one rounding, no double rounding through float),
-// subnormals, overflow to +-inf, -0.0 and NaN (sign and leading payload bits; a payload that would vanish
-// becomes the quiet bit) preserved. Decoding is exact.
-uint16_t encode_f16(double x);
-uint16_t encode_bf16(double x);
-uint32_t encode_f32(double x);
-double decode_f16(uint16_t bits);
-double decode_bf16(uint16_t bits);
-double decode_f32(uint32_t bits);
-uint32_t encode_dtype(DType dtype, double x);      // low dtype_size(dtype) bytes meaningful
-double decode_dtype(DType dtype, uint32_t bits);
-double round_to_dtype(DType dtype, double x);  // value of x rounded to dtype, as double
-double dtype_max(DType dtype);                 // largest finite value
 
 // FNV-1a 64 of a byte range, continuing from `hash` (start with kFnvOffset).
 inline constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;

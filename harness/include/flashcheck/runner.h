@@ -1,16 +1,19 @@
 // Runs a case on a backend (the GPU kernel or the host model) with guards against vacuous passes:
 // O and LSE poisoned with a NaN payload (kPoisonBits*) before the call and scanned for unwritten elements
-// after; kGuardBytes canary regions before and after O, LSE (and m, l), and O's padding elements between
-// rows, checked after; inputs hashed before and after (for the GPU: the device copies, read back).
+// after; kGuardBytes canary regions before and after every output buffer (O, LSE and each instrumentation
+// buffer) and O's padding elements between rows, checked after; inputs hashed before and after (for the
+// GPU: the device copies, read back). The one way properties, fuzzers and tools reach the kernel.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "flashcheck/attention.h"
 #include "flashcheck/host_model.h"
 #include "flashcheck/inputs.h"
+#include "flashcheck/instrument.h"
 
 namespace flashcheck {
 
@@ -25,24 +28,56 @@ struct RunOutputs {
   KernelConfig config;             // what ran
   std::vector<double> o;           // [B, Hq, Sq, D] decoded from the dtype, canonical order (empty if the call failed)
   std::vector<float> lse;          // [B, Hq, Sq] (empty if the call failed)
-  std::vector<float> row_m, row_l; // [B, Hq, Sq] when instrumented (host model; GPU with the instrumented harness)
+  std::vector<float> row_m, row_l; // [B, Hq, Sq] with RunOptions::instrument
+  std::vector<uint64_t> tile_kind_counts;  // [kTileKindCount] with RunOptions::count_tiles, indexed by TileKind
+  std::vector<uint64_t> rescale_buckets;   // [kRescaleBuckets] with RunOptions::count_tiles
+  // [trace_rows.size() * trace_tiles] with RunOptions::trace_rows: slot t of traced row r at
+  // r * trace_tiles + t (instrument.h); slots no tile wrote keep the poison (is_unwritten).
+  std::vector<float> trace_m, trace_l;
   int64_t unwritten_o = 0;         // O elements still holding the poison pattern
   int64_t unwritten_lse = 0;
-  bool canaries_intact = true;     // guard regions before/after O, LSE, m, l and O's padding untouched
+  bool canaries_intact = true;     // guard regions of every output buffer and O's padding untouched
   bool inputs_unchanged = true;    // hash of q, k, v identical before and after
   int64_t first_damaged_canary = -1;  // byte offset into the first damaged region, for the report
-  const char* damaged_buffer = "";    // "O", "O padding", "LSE", "m", "l" for the first damaged canary
+  // "O", "O padding", "LSE", "m", "l", "tile kinds", "rescale buckets", "trace m", "trace l"
+  const char* damaged_buffer = "";
 };
 
+// Device memory reused across GPU runs: each buffer of a run (q, k, v, O, LSE, instrumentation) keeps its
+// allocation and grows when a run needs more, for callers whose rate a cudaMalloc per buffer would dominate
+// (the GPU fuzz target). Without a pool a run allocates and frees its own. One run at a time. The
+// destructor frees the device memory; a process that ends through exit() (libFuzzer) should leave its pool
+// alive rather than race the CUDA runtime's own teardown.
+class DevicePool {
+ public:
+  DevicePool();
+  ~DevicePool();
+  DevicePool(const DevicePool&) = delete;
+  DevicePool& operator=(const DevicePool&) = delete;
+  struct Slots;  // the GPU launcher's (runner_gpu.cpp)
+  Slots& slots() { return *slots_; }
+
+ private:
+  std::unique_ptr<Slots> slots_;
+};
+
+// What to record besides O and LSE. On the GPU any instrumentation needs flashcheck_harness_instrumented
+// (the instrumented kernel); the host model records all of it.
 struct RunOptions {
   HostModelOptions model;          // host model only (defects, config override); its instrumentation is ignored
-  bool instrument = false;         // collect row m/l (GPU: needs flashcheck_harness_instrumented)
+  bool instrument = false;         // row m and l
+  bool count_tiles = false;        // tile-kind counts and rescale buckets
+  std::vector<int64_t> trace_rows; // flat rows (b * heads_q + h) * seqlen_q + i whose (m, l) each K/V tile leaves
+  int32_t trace_tiles = 0;         // trace slots per traced row (>= 1 when trace_rows is not empty)
   void* stream = nullptr;          // GPU: cudaStream_t
+  DevicePool* device_pool = nullptr;  // GPU: reuse these device buffers (null: allocate per run)
+  bool any_instrumentation() const { return instrument || count_tiles || !trace_rows.empty(); }
 };
 
 // Runs `inputs` (params rebound to the vectors, so a copied HostInputs is fine). Never throws; failures of
-// the call are in RunOutputs::status. Backend::kGpu without CUDA gives kNoDevice; with `instrument` in a
+// the call are in RunOutputs::status. Backend::kGpu without CUDA gives kNoDevice; with instrumentation in a
 // harness linked against the production kernel it gives kUnsupported (link flashcheck_harness_instrumented).
+// A trace row outside [0, batch * heads_q * seqlen_q) is kInvalidArgument.
 RunOutputs run_case(const HostInputs& inputs, Backend backend, const RunOptions& options = {});
 
 // A backend computing in host memory: writes O and LSE through params.o / params.lse (and row m, l through
@@ -56,5 +91,8 @@ bool gpu_instrumentation_linked();
 
 // Number of elements of `dtype` in `bytes` whose bits equal the poison pattern (exposed for tests).
 int64_t count_poison(DType dtype, const uint8_t* bytes, int64_t elements);
+// True when an fp32 output still holds the poison the runner wrote before the call (a trace slot no tile
+// wrote): a NaN payload no backend computes.
+bool is_unwritten(float x);
 
 }  // namespace flashcheck
