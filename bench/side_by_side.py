@@ -50,7 +50,7 @@ BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient":
 COLUMNS = ["flashcheck"] + list(BACKENDS)
 MATH_MAX_SEQLEN = 4096  # the unfused backend's N^2 scores make longer sequences slow (as in the peer run)
 FC_DTYPE = {"float32": 0, "float16": 1, "bfloat16": 2}
-FC_MASK_NONE, FC_MASK_CAUSAL_TOP_LEFT = 0, 2
+FC_MASK_NONE, FC_MASK_CAUSAL_TOP_LEFT, FC_MASK_WINDOW_TOP_LEFT = 0, 2, 4
 FC_PATHS = {0: "general-fp32", 1: "tensor-core", 2: "split-tf32"}
 SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
@@ -84,26 +84,32 @@ class Flashcheck:
         self.lib.fc_version.restype = ctypes.c_char_p
         self.msg = ctypes.create_string_buffer(512)
 
-    def params(self, q, k, v, o, lse, causal):
+    def params(self, q, k, v, o, lse, causal, window=None, softcap=0.0, sink=None):
+        """FcParams for [B, H, N, d] tensors: causal (top-left), or with window = (left, right) the top-left
+        window mask; softcap (0: off) and sink (a float32 [H] tensor, or None) as attention_c.h defines them."""
         def strides(t):
             assert t.stride(3) == 1, "flashcheck needs a unit-stride head_dim axis"
             return FcStrides(t.stride(0), t.stride(1), t.stride(2))
         b, h, n, d = q.shape
-        return FcParams(FC_DTYPE[str(q.dtype).split(".")[1]], FC_MASK_CAUSAL_TOP_LEFT if causal else FC_MASK_NONE,
+        mask = FC_MASK_WINDOW_TOP_LEFT if window else (FC_MASK_CAUSAL_TOP_LEFT if causal else FC_MASK_NONE)
+        left, right = window if window else (-1, -1)
+        return FcParams(FC_DTYPE[str(q.dtype).split(".")[1]], mask,
                         b, h, k.shape[1], n, k.shape[2], d,
                         q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
-                        strides(q), strides(k), strides(v), strides(o), 1.0 / math.sqrt(d))
+                        strides(q), strides(k), strides(v), strides(o), 1.0 / math.sqrt(d),
+                        left, right, softcap, sink.data_ptr() if sink is not None else None)
 
-    def forward(self, q, k, v, causal=False, out=None):
+    def forward(self, q, k, v, causal=False, out=None, **features):
         o = torch.empty_like(q) if out is None else out[0]
         lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32) if out is None else out[1]
-        self.bound_call(q, k, v, causal, (o, lse))()
+        self.bound_call(q, k, v, causal, (o, lse), **features)()
         return o
 
-    def bound_call(self, q, k, v, causal, out):
+    def bound_call(self, q, k, v, causal, out, **features):
         """fc_forward with its FcParams built once: what a C or C++ caller that keeps its Params pays per call
-        (one ctypes call), so the timed region holds the kernel, not Python building argument structs."""
-        p = self.params(q, k, v, out[0], out[1], causal)
+        (one ctypes call), so the timed region holds the kernel, not Python building argument structs.
+        features: window, softcap, sink (params())."""
+        p = self.params(q, k, v, out[0], out[1], causal, **features)
         p_ref = ctypes.byref(p)
         stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         msg, msg_len, forward = self.msg, len(self.msg), self.lib.fc_forward
@@ -114,9 +120,9 @@ class Flashcheck:
         call.params = p  # keeps the struct alive as long as the call
         return call
 
-    def kernel_path(self, q, k, v, causal, out):
+    def kernel_path(self, q, k, v, causal, out, **features):
         """The kernel fc_forward picks for these tensors (out = (o, lse) buffers), e.g. 'split-tf32 64x32'."""
-        p = self.params(q, k, v, out[0], out[1], causal)
+        p = self.params(q, k, v, out[0], out[1], causal, **features)
         path, bm, bn = ctypes.c_int32(), ctypes.c_int32(), ctypes.c_int32()
         status = self.lib.fc_select_config(ctypes.byref(p), ctypes.byref(path), ctypes.byref(bm), ctypes.byref(bn),
                                            self.msg, len(self.msg))
