@@ -150,20 +150,32 @@ __device__ __forceinline__ float scan_own_chunks(const float* tile_smem, float r
 // masked: outside [keys_begin, keys_end) of the row) get x = -inf: weight 0,
 // and p = 0 exactly, so all three split products of a hidden key are 0. m is the running max (quad-uniform),
 // l_part this lane's share of the running sum; alpha = exp2(m_old - m_new) for the caller's O rescale.
-template <bool kInst, int kSTiles>
+template <bool kInst, bool kExtras, int kSTiles>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[kSTiles][4], float (&m)[2], float (&l_part)[2],
                                                     int64_t (&moves)[2], float (&alpha)[2], int64_t k0,
                                                     bool tile_masked, const int64_t (&keys_begin)[2],
                                                     const int64_t (&keys_end)[2], int t, const ProblemArgs& a) {
+  // A row's keys relative to this lane's first column, k0 + 2t, as 32-bit [lo, lo + width): column c of the tile
+  // is visible iff unsigned(c - lo) < width (every key on an unmasked tile).
+  constexpr int64_t kSpan = int64_t{kSTiles} * kMmaN;
+  int lo[2];
+  unsigned width[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const auto rel = [&](int64_t key) { return static_cast<int>(max(min(key - k0 - 2 * t, kSpan), int64_t{-1})); };
+    lo[half] = tile_masked ? rel(keys_begin[half]) : 0;
+    width[half] = tile_masked ? static_cast<unsigned>(max(rel(keys_end[half]), lo[half]) - lo[half]) : ~0u;
+  }
   float tile_max[2] = {kNegInf, kNegInf};
 #pragma unroll
   for (int j = 0; j < kSTiles; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int half = e / 2;
-      const int64_t key = k0 + j * kMmaN + 2 * t + e % 2;
-      const float scaled = a.has_softcap ? capped_score_log2(s[j][e], a.softcap) : mul_rn(s[j][e], a.scale_log2);
-      s[j][e] = (!tile_masked || (key >= keys_begin[half] && key < keys_end[half])) ? scaled : kNegInf;
+      const int column = j * kMmaN + e % 2;
+      const float scaled =
+          kExtras && a.has_softcap ? capped_score_log2(s[j][e], a.softcap) : mul_rn(s[j][e], a.scale_log2);
+      s[j][e] = static_cast<unsigned>(column - lo[half]) < width[half] ? scaled : kNegInf;
       tile_max[half] = fmaxf(tile_max[half], s[j][e]);
     }
   }
@@ -220,7 +232,7 @@ __device__ __forceinline__ void trace_rows(const SplitTf32Args<kInst>& a, const 
 // Epilogue of a lane's two rows of (b, h): O = alpha * acc / l rounded once, through put_o(half, alpha, l) (the
 // layout of O's accumulator is each kernel's own), and LSE = m ln 2 + ln l, with the sink merged in
 // (common/epilogue.h, finish_row).
-template <bool kInst, class PutO>
+template <bool kInst, bool kExtras, class PutO>
 __device__ __forceinline__ void finish_rows(const SplitTf32Args<kInst>& a, int64_t b, int64_t h, const int64_t (&row)[2],
                                             const float (&m)[2], const float (&l_part)[2], const int64_t (&moves)[2],
                                             int t, PutO&& put_o) {
@@ -230,7 +242,8 @@ __device__ __forceinline__ void finish_rows(const SplitTf32Args<kInst>& a, int64
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     if (row[half] >= a.seqlen_q) continue;
-    const RowFinal fin = finish_row(m[half], mul_rn(m[half], kLn2), l[half], a.sink, h, [](float e) { return exp2f(e); });
+    const RowFinal fin = finish_row(m[half], mul_rn(m[half], kLn2), l[half], kExtras ? a.sink : nullptr, h,
+                                    [](float e) { return exp2f(e); });
     put_o(half, fin.alpha, fin.l);
     if (t == 0) {
       a.lse[lse_block + row[half]] = row_lse(fin.m_natural, fin.l);
@@ -239,7 +252,8 @@ __device__ __forceinline__ void finish_rows(const SplitTf32Args<kInst>& a, int64
   }
 }
 
-template <typename Cfg, bool kInst>
+// kExtras: softcap and sink compiled in (launches with either take this variant), as in the tensor-core family.
+template <typename Cfg, bool kExtras, bool kInst>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     split_tf32_forward_kernel(const __grid_constant__ SplitTf32Args<kInst> args) {
   constexpr int kSTiles = Cfg::kSTiles;
@@ -383,7 +397,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 
       // Online softmax (online_softmax_tile), then O's rescale by alpha.
       float alpha[2];
-      online_softmax_tile<kInst>(s, m, l_part, moves, alpha, k0, tiles.needs_mask(kt), keys_begin, keys_end, t, args);
+      online_softmax_tile<kInst, kExtras>(s, m, l_part, moves, alpha, k0, tiles.needs_mask(kt), keys_begin, keys_end,
+                                          t, args);
 #pragma unroll
       for (int q = 0; q < kPvLoads; ++q) {
 #pragma unroll
@@ -525,7 +540,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 
     // Epilogue: head dims kPvDimsPerLoad q + 8t + 4c + (0..3) of a row are acc[q][0..3][2 half + c].
     float* o_head = args.o.template head<float>(b, h);
-    finish_rows<kInst>(args, b, h, row, m, l_part, moves, t, [&](int half, float alpha, float l) {
+    finish_rows<kInst, kExtras>(args, b, h, row, m, l_part, moves, t, [&](int half, float alpha, float l) {
       float* o_row = o_head + row[half] * args.o.stride.row;
 #pragma unroll
       for (int q = 0; q < kPvLoads; ++q) {
@@ -582,9 +597,15 @@ Status launch_split_tf32_kernel(void (*kernel)(SplitTf32Args<kInst>), const Para
 }
 
 // Fills the arguments and launches Cfg's kernel. Preconditions as for split_tf32_launch().
+// Whether a launch needs the kExtras variant (softcap or sink).
+inline bool needs_extras(const Params& params) { return params.softcap > 0.0f || params.sink != nullptr; }
+
 template <typename Cfg, bool kInst = kInstrument>
 Status launch_split_tf32_config(const Params& params, cudaStream_t stream, const Instrumentation* inst) {
-  return launch_split_tf32_kernel<Cfg, kInst>(split_tf32_forward_kernel<Cfg, kInst>, params, stream, inst);
+  if (needs_extras(params)) {
+    return launch_split_tf32_kernel<Cfg, kInst>(split_tf32_forward_kernel<Cfg, true, kInst>, params, stream, inst);
+  }
+  return launch_split_tf32_kernel<Cfg, kInst>(split_tf32_forward_kernel<Cfg, false, kInst>, params, stream, inst);
 }
 
 // One head_dim family's translation unit defines its entry point (split_tf32_hd*.cu); launch.cu dispatches.

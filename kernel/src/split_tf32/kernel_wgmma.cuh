@@ -91,7 +91,7 @@ __device__ __forceinline__ void store_split4(uint32_t hi_tile, uint32_t lo_tile,
 }
 }  // namespace wg
 
-template <typename Cfg, bool kInst>
+template <typename Cfg, bool kExtras, bool kInst>
 struct WgmmaForward {
   static constexpr int kHeadDim = Cfg::kHeadDim;
   static constexpr int kBlockM = Cfg::kBlockM;
@@ -136,8 +136,10 @@ struct WgmmaForward {
   // The work item of a CTA step, as kernel.cuh orders them (last Q tile first, Q tiles fastest).
   struct Item {
     int64_t q_tile, h, b, h_kv, m0, block_keys;
-    Visibility::TileRange tiles;  // k_tiles = tiles.count, K/V tile n at tiles.first + n
-    int64_t k_tiles;
+    int64_t first;    // K/V tile n of the item is tile first + n (common/visibility.h, TileRange)
+    int64_t k_tiles;  // tiles visited
+    int32_t full_begin, full_end;  // tiles [full_begin, full_end) need no mask
+    __device__ bool needs_mask(int64_t n) const { return n < full_begin || n >= full_end; }
   };
   __device__ static Item item_at(const SplitTf32Args<kInst>& a, int64_t work) {
     Item it;
@@ -148,8 +150,11 @@ struct WgmmaForward {
     it.h_kv = it.h / a.group_size;
     it.m0 = it.q_tile * kBlockM;
     const int64_t rows_end = min(it.m0 + kBlockM, a.seqlen_q);
-    it.tiles = a.vis.tile_range(it.m0, rows_end - it.m0, kBlockN);
-    it.k_tiles = it.tiles.count;
+    const Visibility::TileRange tiles = a.vis.tile_range(it.m0, rows_end - it.m0, kBlockN);
+    it.first = tiles.first;
+    it.k_tiles = tiles.count;
+    it.full_begin = static_cast<int32_t>(tiles.full_begin);
+    it.full_end = static_cast<int32_t>(tiles.full_end);
     it.block_keys = a.vis.row_end(rows_end - 1);
     return it;
   }
@@ -228,7 +233,7 @@ struct WgmmaForward {
       if (it.k_tiles == 0) continue;
       const float* k_head = a.k.template head<const float>(it.b, it.h_kv);
       const float* v_head = a.v.template head<const float>(it.b, it.h_kv);
-      const int64_t k_first = it.tiles.first * kBlockN;
+      const int64_t k_first = it.first * kBlockN;
       copy_raw(lay.k_raw, k_head, a.k.stride.row, k_first, it.block_keys, a.head_dim, false, ptid);
       copy_raw(lay.v_raw, v_head, a.v.stride.row, k_first, it.block_keys, a.head_dim, true, ptid);
       for (int64_t n = 0; n < it.k_tiles; ++n, ++tile) {
@@ -511,7 +516,7 @@ struct WgmmaForward {
           if (r.row[half] < a.seqlen_q) r.trace_slot[half] = trace_slot(a.inst, a.row_block(it.b, it.h) + r.row[half]);
         }
         if (ctid == 0) {
-          count_tile_kinds(a.inst, a.vis, it.m0, kBlockM, kBlockN, it.tiles.first, it.tiles.first + it.k_tiles);
+          count_tile_kinds(a.inst, a.vis, it.m0, kBlockM, kBlockN, it.first, it.first + it.k_tiles);
         }
       }
       const bool q_exact = it.k_tiles > 0 && stage_q(a, lay, it, w, wtid);
@@ -520,7 +525,7 @@ struct WgmmaForward {
       // After S(n) has completed: releases K(n), s = S_a + S_b (RN), recomputes unrepresentable scores, then the
       // online softmax of tile n (kernel.cuh's, operation for operation), including O's rescale by alpha.
       const auto scores_and_softmax = [&](int64_t n) {
-        const int64_t k0 = (it.tiles.first + n) * kBlockN;
+        const int64_t k0 = (it.first + n) * kBlockN;
         // Every consumer thread releases the slot itself, after reading the producer's flags: the release orders
         // each thread's own read before the producer's next write (compute-sanitizer racecheck sees it so).
         const bool k_exact = (sh.k_unsplittable[0] | sh.k_unsplittable[1] | sh.k_unsplittable[2] |
@@ -539,7 +544,7 @@ struct WgmmaForward {
           copy_tiles(tmp.s, s);
         }
         float alpha[2];
-        online_softmax_tile<kInst>(s, r.m, r.l_part, r.moves, alpha, k0, it.tiles.needs_mask(n), r.keys_begin,
+        online_softmax_tile<kInst, kExtras>(s, r.m, r.l_part, r.moves, alpha, k0, it.needs_mask(n), r.keys_begin,
                                    r.keys_end, t, a);
 #pragma unroll
         for (int j = 0; j < kOTiles; ++j)
@@ -554,7 +559,7 @@ struct WgmmaForward {
         ExactV tmp;
         copy_tiles(s, tmp.p);
         copy_tiles(acc, tmp.acc);
-        exact_v_path(&tmp, a, r, (it.tiles.first + n) * kBlockN, bad_keys, lane);
+        exact_v_path(&tmp, a, r, (it.first + n) * kBlockN, bad_keys, lane);
         copy_tiles(tmp.p, s);
         copy_tiles(tmp.acc, acc);
       };
@@ -615,7 +620,7 @@ struct WgmmaForward {
 
       // Epilogue: kernel.cuh's finish_rows; O's n8 tile j holds columns 8j + 2t + {0, 1} of a row.
       float* o_head = a.o.template head<float>(it.b, it.h);
-      finish_rows<kInst>(a, it.b, it.h, r.row, r.m, r.l_part, r.moves, t, [&](int half, float alpha, float l) {
+      finish_rows<kInst, kExtras>(a, it.b, it.h, r.row, r.m, r.l_part, r.moves, t, [&](int half, float alpha, float l) {
         float* o_row = o_head + r.row[half] * a.o.stride.row;
 #pragma unroll
         for (int j = 0; j < kOTiles; ++j) {
@@ -633,17 +638,20 @@ struct WgmmaForward {
   }
 };
 
-template <typename Cfg, bool kInst>
+template <typename Cfg, bool kExtras, bool kInst>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     split_tf32_wgmma_kernel(const __grid_constant__ SplitTf32Args<kInst> args) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  WgmmaForward<Cfg, kInst>::run(args, smem);
+  WgmmaForward<Cfg, kExtras, kInst>::run(args, smem);
 }
 
 template <typename Cfg, bool kInst = kInstrument>
 Status launch_split_tf32_wgmma(const Params& params, cudaStream_t stream, const Instrumentation* inst) {
-  static_assert(WgmmaForward<Cfg, kInst>::kSmemBytes == Cfg::kSmemBytes, "tiles.h and the kernel disagree on smem");
-  return launch_split_tf32_kernel<Cfg, kInst>(split_tf32_wgmma_kernel<Cfg, kInst>, params, stream, inst);
+  static_assert(WgmmaForward<Cfg, false, kInst>::kSmemBytes == Cfg::kSmemBytes, "tiles.h and the kernel disagree on smem");
+  if (needs_extras(params)) {
+    return launch_split_tf32_kernel<Cfg, kInst>(split_tf32_wgmma_kernel<Cfg, true, kInst>, params, stream, inst);
+  }
+  return launch_split_tf32_kernel<Cfg, kInst>(split_tf32_wgmma_kernel<Cfg, false, kInst>, params, stream, inst);
 }
 
 }  // namespace split_tf32

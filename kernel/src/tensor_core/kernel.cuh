@@ -32,7 +32,9 @@ using namespace ::flashcheck::tensor_core;  // tile constants (host-visible, no 
 inline constexpr uint32_t kFullWarp = 0xFFFFFFFFu;
 inline constexpr int kQuad = 4;  // lanes sharing one C-fragment row
 
-template <typename T, class Cfg, bool kInstrument>
+// kExtras: the softcap and sink code is compiled in (launches with either take this variant); without it the
+// score and epilogue paths carry no trace of them, so plain launches keep the registers they had.
+template <typename T, class Cfg, bool kInstrument, bool kExtras = false>
 struct Forward {
   using Ops = DtypeOps<T>;
   static constexpr int kM = Cfg::kMTiles;
@@ -523,7 +525,8 @@ struct Forward {
       for (int hh = 0; hh < 2; ++hh) {
         const float ref = st.row_ref[mt][hh];
         const RowFinal r = finish_row(ref == kNegInf ? kNegInf : __fmul_rn(ref, a.scale_log2), ref * a.ref_to_natural,
-                                      quad_sum(st.row_sum[mt][hh]), a.sink, h, [](float e) { return ex2_approx(e); });
+                                      quad_sum(st.row_sum[mt][hh]), kExtras ? a.sink : nullptr, h,
+                                      [](float e) { return ex2_approx(e); });
         fin.alpha[mt][hh] = r.alpha;
         fin.l[mt][hh] = r.l;
         fin.m_natural[mt][hh] = r.m_natural;
@@ -760,7 +763,9 @@ struct Forward {
 #else
           qk(s, q_lane, k_smem + k_lane_off);
 #endif
-          if (a.has_softcap) cap_scores(s, a);
+          if constexpr (kExtras) {
+            if (a.has_softcap) cap_scores(s, a);
+          }
           if (it.needs_mask(n)) apply_mask(s, a, q0 + warp_row0, k0, quad_row, quad_col);
           softmax(s, st, a.scale_log2);
           pack_p(s, pa);
@@ -831,12 +836,15 @@ struct Forward {
 };
 
 // kInstrument is the last template argument (mangled Lb0E / Lb1E), as the symbol check expects.
-template <typename T, class Cfg, bool kInstrument>
+template <typename T, class Cfg, bool kExtras, bool kInstrument>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     tensor_core_forward_kernel(const __grid_constant__ KernelArgs args) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  Forward<T, Cfg, kInstrument>::run(args, smem);
+  Forward<T, Cfg, kInstrument, kExtras>::run(args, smem);
 }
+
+// Whether a launch needs the kExtras variant (softcap or sink).
+inline bool needs_extras(const KernelArgs& args) { return args.has_softcap || args.sink != nullptr; }
 
 // CTAs of kKernel (with `threads` threads and `smem_bytes` of dynamic shared memory) that fit on the current
 // device at once: SMs x CTAs per SM. The kernel's shared-memory opt-in is set and the occupancy queried on the
@@ -881,9 +889,9 @@ GridProblem grid_problem(const KernelArgs& args) {
   return problem;
 }
 
-template <typename T, class Cfg>
-Status launch_with(const KernelArgs& args, cudaStream_t stream) {
-  constexpr auto kernel = tensor_core_forward_kernel<T, Cfg, FLASHCHECK_INSTRUMENT != 0>;
+template <typename T, class Cfg, bool kExtras>
+Status launch_variant(const KernelArgs& args, cudaStream_t stream) {
+  constexpr auto kernel = tensor_core_forward_kernel<T, Cfg, kExtras, FLASHCHECK_INSTRUMENT != 0>;
   int64_t resident = 0;
   const Status st = resident_ctas<kernel>(Cfg::kThreads, Cfg::kSmemBytes, &resident);
   if (!st.ok()) return st;
@@ -893,6 +901,11 @@ Status launch_with(const KernelArgs& args, cudaStream_t stream) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return {StatusCode::kCudaError, cudaGetErrorString(err)};
   return Status::ok_status();
+}
+
+template <typename T, class Cfg>
+Status launch_with(const KernelArgs& args, cudaStream_t stream) {
+  return needs_extras(args) ? launch_variant<T, Cfg, true>(args, stream) : launch_variant<T, Cfg, false>(args, stream);
 }
 
 }  // namespace tc_kernel

@@ -66,9 +66,9 @@ inline constexpr int kBarTurn = 4;
 // d = 256 compiles both and picks per launch (ws_o_staging()); d = 64 and 128 use kOwnTile only.
 enum class OStaging { kOwnTile, kRegisters };
 
-template <typename T, class Cfg, OStaging kOStaging, bool kInstrument>
+template <typename T, class Cfg, OStaging kOStaging, bool kExtras, bool kInstrument>
 struct WsForward {
-  using F = Forward<T, Cfg, kInstrument>;
+  using F = Forward<T, Cfg, kInstrument, kExtras>;
   using State = typename F::State;
   using Item = typename F::Item;
   static constexpr int kNS = Cfg::kNTilesS;
@@ -338,7 +338,9 @@ struct WsForward {
         fence_operands(sc[0]);
         release(bars.k_empty, t, lane);
         if (n + 1 == c.n_tiles && lane == 0) mbarrier_arrive(bar(bars.q_empty[wg]));  // last S read Q
-        if (a.has_softcap) F::cap_scores(sc, a);
+        if constexpr (kExtras) {
+          if (a.has_softcap) F::cap_scores(sc, a);
+        }
         if (n < c.full_begin || n >= c.full_end)
           F::apply_mask(sc, a, c.q0 + warp_row0, int64_t{c.first + n} * Cfg::kBlockN, lane / kQuad, (lane % kQuad) * 2);
         float alpha[1][2];
@@ -426,16 +428,16 @@ struct WsForward {
 };
 
 // kInstrument is the last template argument (mangled Lb0E / Lb1E), as the symbol check expects.
-template <typename T, class Cfg, OStaging kOStaging, bool kInstrument>
-__global__ void __launch_bounds__(WsForward<T, Cfg, kOStaging, kInstrument>::kThreads, 1)
+template <typename T, class Cfg, OStaging kOStaging, bool kExtras, bool kInstrument>
+__global__ void __launch_bounds__(WsForward<T, Cfg, kOStaging, kExtras, kInstrument>::kThreads, 1)
     tensor_core_ws_kernel(const __grid_constant__ KernelArgs args, const __grid_constant__ TmaMaps maps) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  WsForward<T, Cfg, kOStaging, kInstrument>::run(args, maps, smem);
+  WsForward<T, Cfg, kOStaging, kExtras, kInstrument>::run(args, maps, smem);
 }
 
 // The own O tile fits beside all of Cfg's K slots (d = 64, 128): the only staging compiled.
 template <typename T, class Cfg>
-inline constexpr bool kOwnOFree = WsForward<T, Cfg, OStaging::kOwnTile, false>::kKStages == Cfg::kStages;
+inline constexpr bool kOwnOFree = WsForward<T, Cfg, OStaging::kOwnTile, false, false>::kKStages == Cfg::kStages;
 
 // d = 256 (the own O tile costs a K slot): the own O tile for short items, where the asynchronous O store
 // matters more than the second K slot, measured on the H100 against kRegisters (docs/design/tensor-core-kernel.md):
@@ -511,10 +513,10 @@ bool encode_operand(CUtensorMap* map, const TensorArg& t, int64_t head_dim, int6
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, class Cfg, OStaging kOStaging>
-Status launch_ws_kernel(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
-  using Ws = WsForward<T, Cfg, kOStaging, FLASHCHECK_INSTRUMENT != 0>;
-  constexpr auto kernel = tensor_core_ws_kernel<T, Cfg, kOStaging, FLASHCHECK_INSTRUMENT != 0>;
+template <typename T, class Cfg, OStaging kOStaging, bool kExtras>
+Status launch_ws_variant(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
+  using Ws = WsForward<T, Cfg, kOStaging, kExtras, FLASHCHECK_INSTRUMENT != 0>;
+  constexpr auto kernel = tensor_core_ws_kernel<T, Cfg, kOStaging, kExtras, FLASHCHECK_INSTRUMENT != 0>;
   int64_t resident = 0;
   const Status st = resident_ctas<kernel>(Ws::kThreads, Ws::kSmemBytes, &resident);
   if (!st.ok()) return st;
@@ -526,6 +528,12 @@ Status launch_ws_kernel(const KernelArgs& args, const TmaMaps& maps, cudaStream_
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return {StatusCode::kCudaError, cudaGetErrorString(err)};
   return Status::ok_status();
+}
+
+template <typename T, class Cfg, OStaging kOStaging>
+Status launch_ws_kernel(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
+  return needs_extras(args) ? launch_ws_variant<T, Cfg, kOStaging, true>(args, maps, stream)
+                            : launch_ws_variant<T, Cfg, kOStaging, false>(args, maps, stream);
 }
 
 // The warp-specialized launch, or *launched = false (nothing done) where TMA cannot address the operands.
