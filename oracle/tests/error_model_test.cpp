@@ -77,8 +77,10 @@ TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
   const float c = scale * detail::kLog2eF;
   float m_run = -std::numeric_limits<float>::infinity(), l = 0.0f;
   std::vector<float> acc(static_cast<size_t>(dim), 0.0f), p(static_cast<size_t>(n));
-  for (int64_t t0 = 0; t0 < n; t0 += model.block_n) {
-    const int64_t t1 = std::min<int64_t>(n, t0 + model.block_n);
+  // K/V tiles sit at multiples of block_n in key index, as in the kernel: a row whose keys start past key 0
+  // (a window's left edge) has a short first tile.
+  for (int64_t t0 = 0, t1 = 0; t0 < n; t0 = t1) {
+    t1 = std::min<int64_t>(n, t0 + model.block_n - (keys.begin + t0) % model.block_n);
     const bool last_tile = t1 == n;
     std::vector<float> s(static_cast<size_t>(t1 - t0));
     float tile_max = -std::numeric_limits<float>::infinity();
@@ -300,6 +302,73 @@ TEST(ErrorModelBound, HoldsForTiledFp32ModelsOfEveryPath) {
     std::printf("%-18s worst ratio %.3g at %s\n", config_name(config).c_str(), worst, worst_where.c_str());
   }
   EXPECT_GT(rows, 4000);
+}
+
+// One sweep's bookkeeping: every row judged against the tiled model and the emulated reference (both must stay
+// within the bound), and the worst ratio with its place for the log.
+struct Sweep {
+  double worst = 0.0;
+  std::string worst_where;
+  int64_t rows = 0;
+
+  void check(const TestProblem& p, RowRef row, const Config& config, const TiledModel& model, const std::string& what) {
+    const RowResult exact = compute_row(p.view(), row, Tier::kFast);
+    const RowBound bound = bound_row(exact, config.format, config.path, model.block_n, p.head_dim);
+    const RowJudgement j = judge_row(exact, bound, run_tiled(p, row, model));
+    const std::vector<double> emulated =
+        emulated_row(p.view(), row, config.format, config.path, model.block_n, &exact);
+    double emulated_worst = 0.0;
+    for (size_t k = 0; k < emulated.size(); ++k) {
+      const double r = error_ratio(emulated[k], exact.o[k], bound.o[k], bound.unconstrained);
+      emulated_worst = std::isnan(r) ? kInf : std::max(emulated_worst, r);
+    }
+    bool bounds_sane = bound.lse >= 0 && bound.m >= 0 && bound.l_rel >= 0;  // NaN compares false
+    for (const double b : bound.o) bounds_sane = bounds_sane && b >= 0;
+    const std::string where = config_name(config) + " " + what + " d=" + std::to_string(p.head_dim) +
+                              " bn=" + std::to_string(model.block_n) + " row " + std::to_string(row.i) +
+                              " exp_bias " + std::to_string(model.exp_bias);
+    EXPECT_TRUE(bounds_sane) << where << " (a bound is negative or NaN)";
+    EXPECT_LE(j.worst(), 1.0) << where << " (O " << j.o << ", LSE " << j.lse << ", m " << j.m << ", l " << j.l << ")";
+    EXPECT_LE(emulated_worst, 1.0) << where << " (emulated reference)";
+    if (j.worst() > worst) {
+      worst = j.worst();
+      worst_where = where;
+    }
+    ++rows;
+  }
+};
+
+// Windows whose keys start past key 0: the row's first K tile is partial (the kernel's tiles sit at multiples of
+// block_n in key index), and rows at the edges see one key, or none.
+TEST(ErrorModelBound, HoldsForWindowRowsPastKeyZero) {
+  Rng rng(4242);
+  const std::vector<NamedScenario> all = scenarios();
+  const Visibility windows[] = {{3, 2, Alignment::kBottomRight},
+                                {17, 0, Alignment::kTopLeft},
+                                {40, 9, Alignment::kTopLeft},
+                                {0, 0, Alignment::kBottomRight},
+                                {70, -1, Alignment::kBottomRight}};
+  int64_t rows = 0;
+  for (const Config& config : kConfigs) {
+    Sweep sweep;
+    for (const Visibility& window : windows) {
+      for (const size_t scenario : {size_t{0}, size_t{3}, size_t{4}}) {  // normal, ramp, dominant
+        for (const int32_t block_n : {16, 64}) {
+          TestProblem p = make_shape(config.format, 24, 150, 32, window);
+          all[scenario].fill_values(&p, &rng);
+          const TiledModel model{config.format, config.path, block_n, static_cast<int>(rng.below(4)) - 1};
+          for (int64_t i = 0; i < p.seqlen_q; ++i) {
+            if (visible_keys(p.view(), i).begin == 0 && i % 4 != 0) continue;  // mostly rows past key 0
+            sweep.check(p, {0, 0, i}, config, model, to_string(window) + " " + all[scenario].name);
+          }
+        }
+      }
+    }
+    std::printf("%-18s windows: worst ratio %.3g at %s\n", config_name(config).c_str(), sweep.worst,
+                sweep.worst_where.c_str());
+    rows += sweep.rows;
+  }
+  EXPECT_GT(rows, 1000);
 }
 
 // The tensor-core path reports the reference of its last tile, up to kTensorCoreRefSlackLog2 log2 units below the

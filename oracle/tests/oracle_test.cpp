@@ -437,6 +437,18 @@ TEST(OracleFastVsGold, SubnormalInputs) {
   }
 }
 
+TEST(OracleFastVsGold, WindowRowsPastKeyZero) {
+  // Rows whose keys start past key 0 read only their window: both tiers, every row of two windows.
+  for (const Visibility window : {Visibility{5, 2, Alignment::kBottomRight}, Visibility{30, 0, Alignment::kTopLeft}}) {
+    TestProblem p = make_shape(Format::kBF16, 40, 90, 16, window);
+    fill_normal(&p, 23, 2.0, 2.0, 1.0);
+    for (int64_t i = 0; i < p.seqlen_q; ++i) {
+      ASSERT_GT(visible_keys(p.view(), i).size(), 0);
+      expect_tiers_agree(p, {0, 0, i}, to_string(window) + " row " + std::to_string(i));
+    }
+  }
+}
+
 // ---- gold's elementary functions
 
 TEST(OracleGold, ExpAndLogWithinTheirAllowance) {
@@ -592,6 +604,24 @@ TEST(OracleSampling, LargeProblemsGetStructuralAndRandomRows) {
   int64_t middle_heads = 0;
   for (const RowRef& r : rows) middle_heads += (r.b == 0 && r.h != 0) || (r.b == 1 && r.h != 2) ? 1 : 0;
   EXPECT_GT(middle_heads, 0);  // the random sample reaches the (batch, head) pairs in between
+}
+
+TEST(OracleSampling, WindowEdgesAndTrailingMaskedRows) {
+  // A top-left window of 100 keys to the left, seqlen_q 1000 > seqlen_k 600: row i sees keys [i - 100, i] within
+  // [0, 600), so rows 700..999 see none (a trailing masked run), and both window edges cross K tiles.
+  TestProblem p = make_shape(Format::kF16, 1000, 600, 1, Visibility{100, 0, Alignment::kTopLeft}, 1, 2, 2);
+  constexpr int32_t kBlockM = 64, kBlockN = 128;
+  const std::vector<RowRef> rows = sample_rows(p.view(), kBlockM, kBlockN, 5, 1024, 0);
+  const std::set<RowRef> have(rows.begin(), rows.end());
+  for (const int64_t h : {0, 1}) {
+    // the masked run and its neighbours; right edges (keys end at 127/128/129...); left edges (keys begin there)
+    for (const int64_t i : {699, 700, 999, 126, 127, 128, 510, 511, 512, 227, 228, 229, 611, 612, 613}) {
+      EXPECT_EQ(have.count(RowRef{0, h, i}), 1u) << h << "," << i;
+    }
+  }
+  EXPECT_EQ(visible_keys(p.view(), 699).size(), 1);
+  EXPECT_EQ(visible_keys(p.view(), 700).size(), 0);
+  EXPECT_EQ(visible_keys(p.view(), 227).begin, 127);  // one before the boundary at key 128
 }
 
 // ---- throughput (quoted in docs/error-model.md): seqlen_k 4096, head_dim 128, one core

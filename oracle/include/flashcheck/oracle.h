@@ -82,9 +82,10 @@ RowResult compute_row(const Problem& problem, RowRef row, Tier tier);
 // Rows to check for a problem: all rows when batch*heads_q*seqlen_q <= full_check_limit; otherwise, for the
 // first and the last (batch, head) pair: the first and last rows, the rows at Q-tile boundaries (t*block_m-1,
 // t*block_m, t*block_m+1 for the first and last kBoundaryTilesEachEnd tiles), the first and last fully masked
-// rows and the first row after them, the rows whose visible keys end (visible_keys().end, where the visibility
-// has a right edge) at a K-tile boundary (t*block_n-1, t*block_n, t*block_n+1, same tile limit); plus
-// `random_rows` rows drawn uniformly over all rows by splitmix64 keyed by `seed`. Deterministic, sorted, unique.
+// rows and the rows just before and after them, the rows whose visible keys end (visible_keys().end, where the
+// visibility has a right edge) or begin (visible_keys().begin, where it has a left edge) at a K-tile boundary
+// (t*block_n-1, t*block_n, t*block_n+1, same tile limit); plus `random_rows` rows drawn uniformly over all rows
+// by splitmix64 keyed by `seed`. Deterministic, sorted, unique.
 inline constexpr int64_t kBoundaryTilesEachEnd = 4;
 std::vector<RowRef> sample_rows(const Problem& problem, int32_t block_m, int32_t block_n, uint64_t seed,
                                 int64_t full_check_limit = 4096, int64_t random_rows = 64);
