@@ -235,7 +235,9 @@ void expect_two_keys(const TwoKeys& t, const std::string& what) {
   p.q = {1.0};
   p.k = {t.k0, t.k1};
   p.v = {t.v0, t.v1};
-  const auto capped = [&](double k) { return t.softcap > 0 ? Quad(t.softcap) * tanh(Quad(k) / Quad(t.softcap)) : Quad(k); };
+  const auto capped = [&](double k) {
+    return t.softcap > 0 ? Quad(t.softcap) * tanh(Quad(k) / Quad(t.softcap)) : Quad(k);
+  };
   const Quad s0 = capped(t.k0), s1 = capped(t.k1);
   Quad m = std::max(s0, s1);
   const bool has_sink = std::isfinite(t.sink);
@@ -248,7 +250,8 @@ void expect_two_keys(const TwoKeys& t, const std::string& what) {
     const RowResult r = row_of(p, {0, 0, 0}, tier);
     expect_o_near(r, {o}, 0x1p-53, tier);
     EXPECT_LE(std::fabs(r.lse - lse), r.lse_err + 0x1p-53 * std::fabs(lse)) << label(tier) << " " << what;
-    EXPECT_LE(std::fabs(r.m - static_cast<double>(m)), r.m_err + 0x1p-53 * std::fabs(r.m)) << label(tier) << " " << what;
+    EXPECT_LE(std::fabs(r.m - static_cast<double>(m)), r.m_err + 0x1p-53 * std::fabs(r.m))
+        << label(tier) << " " << what;
     EXPECT_LE(std::fabs(r.l / static_cast<double>(l) - 1), r.l_rel_err + 0x1p-52) << label(tier) << " " << what;
     EXPECT_NEAR(r.sink_p, static_cast<double>(ws / l), 0x1p-50) << label(tier) << " " << what;
     EXPECT_EQ(r.sink, t.sink) << what;
@@ -665,10 +668,11 @@ TEST(OracleFastVsGold, SoftcapSinkAndWindowRows) {
           p.sink = {testing::round_to(Format::kF32, rng.normal(0, 2)), -far, far, -kInf};
           for (int64_t h = 0; h < 4; ++h) {
             for (int64_t i = 0; i < 3; ++i) {
-              expect_tiers_agree(p, {0, h, i},
-                                 std::string(to_string(format)) + " cap " + std::to_string(cap) + " sk=" +
-                                     std::to_string(seqlen_k) + " d=" + std::to_string(head_dim) + " " +
-                                     to_string(visibility) + " head " + std::to_string(h) + " row " + std::to_string(i));
+              const std::string what = std::string(to_string(format)) + " cap " + std::to_string(cap) +
+                                       " sk=" + std::to_string(seqlen_k) + " d=" + std::to_string(head_dim) + " " +
+                                       to_string(visibility) + " head " + std::to_string(h) + " row " +
+                                       std::to_string(i);
+              expect_tiers_agree(p, {0, h, i}, what);
               ++rows;
             }
           }
