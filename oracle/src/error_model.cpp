@@ -126,11 +126,12 @@ double m_below_of(Arithmetic path) {
   return path == Arithmetic::kTensorCore ? kTensorCoreRefSlackLog2 * kLn2 * (1 + kMConversionUnits * kU32) : 0.0;
 }
 
-// A row the sink alone decides: no usable key, or a sink more than kGapCap above every key. The kernel's
-// accumulator is 0 or scaled by alpha = exp2(<= -kGapCap log2 e) = 0, so O = 0 exactly (a non-finite column is
-// NaN in both), against |O*| < e^-kGapCap max|v| (0 in double); l' = exp2(0) within one exp2 error; m and LSE are
-// the sink through fl(fl(z * fl(log2 e)) * fl(ln 2)), four roundings of |z|, plus a flushed subnormal each way
-// (on every path: the merged max is the sink's, never a tensor-core reference below it).
+// A row the sink alone decides: no usable key, or a sink more than kGapCap above every key beyond every error of
+// the kernel's logits (bound_row's margin). The kernel's accumulator is 0 or scaled by alpha = exp2(<= -kGapCap
+// log2 e) = 0, so O = 0 exactly (a non-finite column is NaN in both), against |O*| < e^-kGapCap max|v| (0 in
+// double); l' = exp2(0) within one exp2 error; m and LSE are the sink through fl(fl(z * fl(log2 e)) * fl(ln 2)),
+// four roundings of |z|, plus a flushed subnormal each way (on every path: the merged max is the sink's, never a
+// tensor-core reference below it).
 RowBound sink_only_bound(const RowResult& exact, Format format) {
   RowBound b;
   const double u = kU32;
