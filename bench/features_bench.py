@@ -41,6 +41,10 @@ def visible_pairs(n, window):
 
 def flex_runner(q, k, v, window, softcap):
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    # Every (shape, mask_mod, score_mod) compiles its own kernel; past dynamo's default cache limit (8) it would
+    # fall back to eager FlexAttention, which materializes the scores.
+    torch._dynamo.config.cache_size_limit = 1024
+    torch._dynamo.config.accumulated_cache_size_limit = 4096
     compiled = flex_runner.compiled = getattr(flex_runner, "compiled", None) or torch.compile(flex_attention)
     b, h, n, _ = q.shape
 
