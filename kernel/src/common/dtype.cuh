@@ -34,24 +34,29 @@ struct DeviceDtype<float> {
   }
 };
 
-template <>
-struct DeviceDtype<__half> {
-  static constexpr DType kDType = DType::kF16;
+// 16-byte vector loads of a 2-byte type: four 32-bit words, each a pair widened by the type's unpack.
+template <typename T, class Self>
+struct PairedDtype {
   static constexpr int kVector = kVectorBytes / 2;
-  static constexpr uint32_t kExpLo = 0x00007C00u;  // exponent field of the low half: all ones = inf/NaN
-  static constexpr uint32_t kExpHi = 0x7C000000u;
-  static __device__ __forceinline__ float load(const __half* p) { return __half2float(*p); }
-  static __device__ __forceinline__ __half store(float x) { return __float2half_rn(x); }
-  static __device__ __forceinline__ void load_vector(const __half* p, float (&out)[kVector]) {
+  static __device__ __forceinline__ void load_vector(const T* p, float (&out)[kVector]) {
     const uint4 raw = *reinterpret_cast<const uint4*>(p);
     const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const float2 f = unpack(words[i]);
+      const float2 f = Self::unpack(words[i]);
       out[2 * i] = f.x;
       out[2 * i + 1] = f.y;
     }
   }
+};
+
+template <>
+struct DeviceDtype<__half> : PairedDtype<__half, DeviceDtype<__half>> {
+  static constexpr DType kDType = DType::kF16;
+  static constexpr uint32_t kExpLo = 0x00007C00u;  // exponent field of the low half: all ones = inf/NaN
+  static constexpr uint32_t kExpHi = 0x7C000000u;
+  static __device__ __forceinline__ float load(const __half* p) { return __half2float(*p); }
+  static __device__ __forceinline__ __half store(float x) { return __float2half_rn(x); }
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
     uint32_t r;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
@@ -64,23 +69,12 @@ struct DeviceDtype<__half> {
 };
 
 template <>
-struct DeviceDtype<__nv_bfloat16> {
+struct DeviceDtype<__nv_bfloat16> : PairedDtype<__nv_bfloat16, DeviceDtype<__nv_bfloat16>> {
   static constexpr DType kDType = DType::kBF16;
-  static constexpr int kVector = kVectorBytes / 2;
   static constexpr uint32_t kExpLo = 0x00007F80u;
   static constexpr uint32_t kExpHi = 0x7F800000u;
   static __device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
   static __device__ __forceinline__ __nv_bfloat16 store(float x) { return __float2bfloat16_rn(x); }
-  static __device__ __forceinline__ void load_vector(const __nv_bfloat16* p, float (&out)[kVector]) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
-    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = unpack(words[i]);
-      out[2 * i] = f.x;
-      out[2 * i + 1] = f.y;
-    }
-  }
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
     uint32_t r;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
