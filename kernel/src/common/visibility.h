@@ -14,6 +14,10 @@
 
 namespace flashcheck::detail {
 
+// Rows and the offsets below stay within 2^60 in magnitude, so i + offset never overflows: no tensor holds that many
+// rows, and a problem that claims more is empty (can_implement bounds the element count), its rows capped here.
+inline constexpr int64_t kVisibilityExtent = int64_t{1} << 60;
+
 struct Visibility {
   int64_t seqlen_q = 0;
   int64_t seqlen_k = 0;
@@ -29,14 +33,14 @@ struct Visibility {
   // First key row i sees, in [0, seqlen_k].
   FLASHCHECK_HOST_DEVICE constexpr int64_t row_begin(int64_t i) const {
     if (!bounded_begin) return 0;
-    const int64_t begin = i + begin_offset;
+    const int64_t begin = (i < kVisibilityExtent ? i : kVisibilityExtent) + begin_offset;
     return begin < 0 ? 0 : (begin > seqlen_k ? seqlen_k : begin);
   }
 
   // One past the last key row i sees, in [0, seqlen_k].
   FLASHCHECK_HOST_DEVICE constexpr int64_t row_end(int64_t i) const {
     if (!bounded_end) return seqlen_k;
-    const int64_t end = i + end_offset;
+    const int64_t end = (i < kVisibilityExtent ? i : kVisibilityExtent) + end_offset;
     return end < 0 ? 0 : (end > seqlen_k ? seqlen_k : end);
   }
 
@@ -96,11 +100,13 @@ constexpr Visibility make_visibility(Mask mask, int64_t seqlen_q, int64_t seqlen
   const bool causal = mask == Mask::kCausalTopLeft || mask == Mask::kCausalBottomRight;
   const bool bottom_right = mask == Mask::kCausalBottomRight || mask == Mask::kWindowBottomRight;
   // A side of seqlen_q + seqlen_k or more reaches past every key from every row: the same as unbounded, and
-  // capped there so that no offset overflows.
-  const int64_t reach = seqlen_q + seqlen_k;
+  // capped there so that no offset overflows (sizes themselves capped at kVisibilityExtent).
+  const int64_t sq = seqlen_q < kVisibilityExtent ? seqlen_q : kVisibilityExtent;
+  const int64_t sk = seqlen_k < kVisibilityExtent ? seqlen_k : kVisibilityExtent;
+  const int64_t reach = sq + sk;
   const int64_t left = causal ? -1 : (window_left > reach ? reach : window_left);
   const int64_t right = causal ? 0 : (window_right > reach ? reach : window_right);
-  const int64_t shift = bottom_right ? seqlen_k - seqlen_q : 0;  // the aligned diagonal: a(i) = i + shift
+  const int64_t shift = bottom_right ? sk - sq : 0;  // the aligned diagonal: a(i) = i + shift
   v.bounded_begin = left >= 0;
   v.begin_offset = v.bounded_begin ? shift - left : 0;
   v.bounded_end = right >= 0;
