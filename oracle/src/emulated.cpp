@@ -1,5 +1,6 @@
 // emulated_row(): the same-precision reference of the statistical check: the online softmax at the path's
-// rounding points, tiled like the kernel, as an ensemble of implementations (exp2 errors +-, P*V truncated
+// rounding points (softcap and sink merge included), tiled like the kernel, as an ensemble of implementations
+// (exp2 and tanh errors +-, P*V truncated
 // k at a time as Fasi, Higham, Mikaitis and Pranesh (PeerJ CS 2021) measured tensor cores, or in an FMA
 // chain) whose worst member per element is the reference. Scores likewise both ways on mma paths: as
 // round-to-nearest FMA chains and as the tensor core's truncated blocks, tf32 ties away (fp_emulation.h).
@@ -20,19 +21,29 @@
 namespace flashcheck::oracle {
 namespace {
 
-// A deterministic stand-in for the GPU exp2's error: uniform in [-kExp2RelErr, kExp2RelErr], keyed by the
-// row and the key (splitmix64 finalizer), so the reference is reproducible and its exp2 errors are as
-// large as the hardware's may be. `sign` gives the antithetic realization.
-double exp2_error(const RowRef& row, int64_t key, double sign) {
+// A deterministic stand-in for the GPU's exp2 and tanh errors: uniform in [-limit, limit], keyed by the row, the
+// key and the function (splitmix64 finalizer), so the reference is reproducible and its errors are as large as
+// the hardware's may be. `sign` gives the antithetic realization.
+double function_error(const RowRef& row, int64_t key, double sign, double limit, uint64_t function) {
   uint64_t z =
       (static_cast<uint64_t>(row.b) * 0x9e3779b97f4a7c15ull) ^ (static_cast<uint64_t>(row.h) * 0xc2b2ae3d27d4eb4full) ^
-      (static_cast<uint64_t>(row.i) * 0x165667b19e3779f9ull) ^ (static_cast<uint64_t>(key) * 0xbf58476d1ce4e5b9ull);
+      (static_cast<uint64_t>(row.i) * 0x165667b19e3779f9ull) ^ (static_cast<uint64_t>(key) * 0xbf58476d1ce4e5b9ull) ^
+      function;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   z ^= z >> 31;
   const double unit = static_cast<double>(z >> 11) * 0x1p-53;  // [0, 1)
-  return sign * kExp2RelErr * (2 * unit - 1);
+  return sign * limit * (2 * unit - 1);
 }
+double exp2_error(const RowRef& row, int64_t key, double sign) {
+  return function_error(row, key, sign, kExp2RelErr, 0);
+}
+double tanh_error(const RowRef& row, int64_t key, double sign) {
+  return function_error(row, key, sign, kTanhRelErr, 0x6a09e667f3bcc909ull);
+}
+// Keys of the sink merge's two exp2 (alpha, the sink's weight): below every tile's rescale key -1 - key.
+constexpr int64_t kSinkAlphaKey = std::numeric_limits<int64_t>::min();
+constexpr int64_t kSinkWeightKey = std::numeric_limits<int64_t>::min() + 1;
 
 // One member of the reference ensemble: the online softmax of families.h in its telescoping form (m in log2
 // units, alpha = exp2(r_old - r_new)) over tiles of `tile` keys, from the precomputed x_j = fl(s_j c), with
@@ -41,10 +52,11 @@ double exp2_error(const RowRef& row, int64_t key, double sign) {
 // block_n in key index, so a row whose keys start mid-tile has a short first tile). P is rounded relative to
 // the reference r the kernels use (the running max; on the tensor-core path the tile's own max where it lies
 // within kTensorCoreRefSlackLog2 of the running max), so the reference's rounding of P matches theirs value
-// for value.
+// for value. A sink (sink2 = fl(sink * log2 e); -inf: none) is merged into the final state as in the kernels'
+// epilogue: m' = max(r, sink2), alpha = exp2(r - m'), l' = l alpha + exp2(sink2 - m'), acc' = acc alpha.
 std::vector<double> softmax_pv(const RowRef& row, const std::vector<float>& x, const detail::Operands& v,
-                               int64_t dim, int64_t key_begin, int64_t tile, int64_t tile_origin, Format format,
-                               Arithmetic path, double sign, detail::DotRounding rounding) {
+                               int64_t dim, int64_t key_begin, int64_t tile, int64_t tile_origin, float sink2,
+                               Format format, Arithmetic path, double sign, detail::DotRounding rounding) {
   const int64_t n = static_cast<int64_t>(x.size());
   const float neg_inf = -std::numeric_limits<float>::infinity();
   std::vector<double> out(static_cast<size_t>(dim), 0.0);
@@ -80,7 +92,25 @@ std::vector<double> softmax_pv(const RowRef& row, const std::vector<float>& x, c
     m = m_new;
     ref = ref_new;
   }
-  if (l == 0.0f) return out;  // no usable key: O = 0
+  if (sink2 != neg_inf) {
+    float alpha = 0.0f;
+    if (sink2 == -neg_inf) {  // all the weight: O = 0 (a non-finite accumulator stays non-finite)
+      l = 1.0f;
+    } else if (std::isnan(sink2)) {
+      alpha = l = sink2;
+    } else {
+      const float m_new = std::fmax(ref, sink2);
+      const float origin = m_new == neg_inf ? 0.0f : m_new;
+      const auto exp2_with_error = [&](float arg, int64_t key) {
+        return static_cast<float>(std::exp2(static_cast<double>(arg)) * (1 + exp2_error(row, key, sign)));
+      };
+      alpha = exp2_with_error(ref - origin, kSinkAlphaKey);
+      const float sink_p = exp2_with_error(sink2 - origin, kSinkWeightKey);
+      l = l * alpha + sink_p;
+    }
+    for (float& a : acc) a *= alpha;
+  }
+  if (l == 0.0f) return out;  // no usable key and no sink: O = 0
   for (int64_t d = 0; d < dim; ++d) {
     out[static_cast<size_t>(d)] = detail::round_to(format, acc[static_cast<size_t>(d)] / l);
   }
@@ -99,12 +129,19 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
     computed = compute_row(problem, row, Tier::kFast);
     exact = &computed;
   }
-  // The inputs are values of the format: exact as float. Scores once: x_j = fl(s_j * fl(scale * log2 e)).
+  // The inputs are values of the format: exact as float. Dot products once per score rounding; then
+  // x_j = fl(s_j * fl(scale * log2 e)), or with a softcap c x_j = fl(fl(c log2 e) * tanh(fl(s_j * fl(scale / c))))
+  // with tanh's error realization of the member.
   const auto floats = [](const double* values, int64_t count) { return std::vector<float>(values, values + count); };
   const detail::Operands q = detail::make_operands(floats(view.q, dim), path);
   const detail::Operands k = detail::make_operands(floats(view.k, n * dim), path);
   const detail::Operands v = detail::make_operands(floats(view.v, n * dim), path);
-  const float scale_log2 = static_cast<float>(view.scale) * detail::kLog2eF;
+  const float scale = static_cast<float>(view.scale);
+  const float scale_log2 = scale * detail::kLog2eF;
+  const bool capped = view.softcap > 0;
+  const float cap = static_cast<float>(view.softcap);
+  const float cap_log2 = cap * detail::kLog2eF, tanh_scale = scale / cap;
+  const float sink2 = static_cast<float>(view.sink) * detail::kLog2eF;
   // The ensemble: both exp2 error realizations (antithetic), and on mma paths both ways of accumulating the
   // scores and P*V (the hardware's truncated blocks, a round-to-nearest chain). Per element the member
   // farthest from the exact value: never a lucky cancellation, and at least as noisy as any one healthy
@@ -114,16 +151,27 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
   std::vector<detail::DotRounding> roundings = {detail::DotRounding::kNearestChain};
   if (path != Arithmetic::kGeneralFp32) roundings.push_back(detail::DotRounding::kTruncatedBlocks);
   std::vector<double> out;
-  std::vector<float> x(static_cast<size_t>(n));
+  // x for the two realizations of the function errors (sign +1, -1); without a softcap they are one.
+  std::vector<float> x[2] = {std::vector<float>(static_cast<size_t>(n)), std::vector<float>(static_cast<size_t>(n))};
   for (const detail::DotRounding score_rounding : roundings) {
     for (int64_t j = 0; j < n; ++j) {
-      x[static_cast<size_t>(j)] =
-          detail::dot_fp32(q, 0, k, static_cast<size_t>(j * dim), dim, path, score_rounding) * scale_log2;
+      const float d = detail::dot_fp32(q, 0, k, static_cast<size_t>(j * dim), dim, path, score_rounding);
+      for (const int member_sign : {0, 1}) {
+        float& xj = x[member_sign][static_cast<size_t>(j)];
+        if (!capped) {
+          xj = d * scale_log2;
+          continue;
+        }
+        // tanh never leaves [-1, 1], whatever its error.
+        const double t = std::tanh(static_cast<double>(d * tanh_scale)) *
+                         (1 + tanh_error(row, view.key_begin + j, member_sign == 0 ? 1.0 : -1.0));
+        xj = cap_log2 * static_cast<float>(std::clamp(t, -1.0, 1.0));
+      }
     }
     for (const detail::DotRounding rounding : roundings) {
       for (const double sign : {1.0, -1.0}) {
-        const std::vector<double> member =
-            softmax_pv(row, x, v, dim, view.key_begin, tile, tile_origin, format, path, sign, rounding);
+        const std::vector<double> member = softmax_pv(row, x[sign > 0 ? 0 : 1], v, dim, view.key_begin, tile,
+                                                      tile_origin, sink2, format, path, sign, rounding);
         if (out.empty()) {
           out = member;
           continue;

@@ -55,6 +55,15 @@ constexpr double kGapCap = 1000.0;
 // Covers second-order products of the terms (each below 2^-20 relative where the linear analysis is used)
 // and the double-precision evaluation of the bound itself.
 constexpr double kSafety = 1.0 + 0x1p-10;
+// Softcap, x = fl(fl(c log2 e) * tanh32(fl(s * fl(scale / c)))): tanhf within kTanhRelErr of |tanh| and the
+// final product (u) err by kCapRound of the capped score, which is at most min(c, S_j). The argument's two
+// roundings (the quotient, the product) are relative to the scaled score, 2u + u^2 of S_j (kTwoRoundings).
+constexpr double kCapRound = kTanhRelErr + kU32;
+constexpr double kTwoRoundings = 2 * kU32 + kU32 * kU32;
+// fl(log2 e), the sink's product with it, and each of them in the common factor of the keys' logits (fl(scale *
+// log2 e) or fl(c log2 e)): a sink of magnitude |z| and keys of max |m| disagree by kTwoRoundings (|z| + |m|).
+// An fp32 tanh, product or sink * log2 e below 2^-126 may be flushed: kFlushResult absolute per rounding.
+constexpr double kFlushResult = 0x1p-126;
 
 struct PathModel {
   double score_unit = kU32, score_terms = 0;  // |t - q.k| <= gamma(score_terms, score_unit) (1 + split) + split
@@ -111,6 +120,36 @@ PathModel path_model(Format format, Arithmetic path, int64_t head_dim, int64_t n
 double output_unit(Format format) { return format == Format::kF32 ? 0.0 : unit_roundoff(format); }
 double output_floor(Format format) { return format == Format::kF16 ? 0x1p-25 : 0x1p-126; }
 
+// The tensor-core path reports its last reference as m: up to the slack below the computed max (log2 units
+// converted to natural ones; the comparison's own roundings are within RowBound::m).
+double m_below_of(Arithmetic path) {
+  return path == Arithmetic::kTensorCore ? kTensorCoreRefSlackLog2 * kLn2 * (1 + kMConversionUnits * kU32) : 0.0;
+}
+
+// A row the sink alone decides: no usable key, or a sink more than kGapCap above every key beyond every error of
+// the kernel's logits (bound_row's margin). The kernel's accumulator is 0 or scaled by alpha = exp2(<= -kGapCap
+// log2 e) = 0, so O = 0 exactly (a non-finite column is NaN in both), against |O*| < e^-kGapCap max|v| (0 in
+// double); l' = exp2(0) within one exp2 error; m and LSE are the sink through fl(fl(z * fl(log2 e)) * fl(ln 2)),
+// four roundings of |z|, plus a flushed subnormal each way (on every path: the merged max is the sink's, never a
+// tensor-core reference below it).
+RowBound sink_only_bound(const RowResult& exact, Format format) {
+  RowBound b;
+  const double u = kU32;
+  b.o.resize(exact.o.size());
+  for (size_t k = 0; k < exact.o.size(); ++k) {
+    b.o[k] = kSafety * (std::fabs(exact.o[k]) + output_floor(format)) + exact.o_err[k];
+  }
+  const double c_m = kMConversionUnits * u * std::fabs(exact.sink) + 2 * kFlushResult;
+  b.m = kSafety * c_m + exact.m_err;
+  const double l_err = kExp2RelErr * kSafety;  // |ln l'|: exp2(0)'s error
+  const double ln_ratio = c_m + l_err;           // |ln(l' / l_ref)|: the conversion besides
+  b.l_rel = kSafety * std::expm1(ln_ratio) + exact.l_rel_err;
+  const double log_err = kLogUlps * 2 * u * l_err;  // logf's ulps of ln l'
+  const double pre_add = ln_ratio + log_err;
+  b.lse = kSafety * (pre_add + u * (std::fabs(exact.lse) + pre_add)) + exact.lse_err;
+  return b;
+}
+
 }  // namespace
 
 double unit_roundoff(Format format) {
@@ -130,37 +169,98 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   if (path == Arithmetic::kTensorCore) {
     for (const double col : exact.abs_v_sum) b.unconstrained |= std::isfinite(col) && col > kTensorCoreAccumGuard;
   }
-  // Outside the domain nothing numeric is promised; with no usable key the result is exact (O = 0, LSE = m
-  // = -inf, l = 0), so every bound stays 0.
+  // Outside the domain nothing numeric is promised; with no usable key and no sink the result is exact (O = 0,
+  // LSE = m = -inf, l = 0), and so is it with a sink of +inf (O = 0, LSE = m = +inf): every bound stays 0, and l,
+  // relative to an infinite m, carries no claim.
   if (b.unconstrained || !(exact.l > 0)) return b;
-
+  if (exact.sink == kInf) {
+    b.l_rel = kInf;
+    return b;
+  }
+  const bool has_sink = std::isfinite(exact.sink);
   const int64_t n = exact.visible;
-  const double nd = static_cast<double>(n);
+  // The sink is one more weight of l that may flush (FTZ), and its merge rounds acc * alpha (one more rounding of
+  // the numerator) and l * alpha + exp2(...) (two more of l). A flushed alpha (below 2^-126) drops the keys'
+  // l and accumulator, which run up to 2^kTensorCoreRefSlackLog2 above their max's weight on the tensor-core path:
+  // each key's flush allowance grows by that much.
+  const double nd = static_cast<double>(n + (has_sink ? 1 : 0));
+  const double ref_growth = path == Arithmetic::kTensorCore ? std::exp2(kTensorCoreRefSlackLog2) : 1.0;
+  const double flush_w = has_sink ? kFlushWeight * (1 + ref_growth) : kFlushWeight;
   const int64_t tiles = block_n > 0 ? std::max<int64_t>(1, (std::max(exact.seqlen_k, n) + block_n - 1) / block_n)
                                     : std::max<int64_t>(1, n);
-  const PathModel pm = path_model(format, path, head_dim, n, tiles);
+  PathModel pm = path_model(format, path, head_dim, n, tiles);
+  if (has_sink) {
+    pm.pv_terms += 1;
+    pm.l_terms += 2;
+  }
   const double u = kU32;
+  const double cap = exact.softcap;
+  const bool capped = cap > 0;
 
   // Per-key error of the exponent argument, relative to the shift common to all keys (natural-log units):
   //   b_S S_j (score j's dot product, and the rounding of x = s * c) + b_G gap_j + c0, where c0 gathers the
   //   per-tile rounding of m * c (one per K tile in the FMA formulation p = exp2(s c - fl(m c))), the flushed
   //   products of the score and of the max, and one exp2 error per tile (rescale factors) and per key.
   const double a_s = gamma_n(pm.score_terms, pm.score_unit) * (1 + pm.score_split) + pm.score_split;
-  const double b_s = (a_s + u) * (1 + a_s);
+  // With a softcap the scaled score is the argument of tanh, s * fl(scale / c), two roundings of it; tanh is
+  // 1-Lipschitz, so the capped score errs by no more than its argument (times c), and the roundings after tanh
+  // (its error, the product by fl(c log2 e)) are cap_round below, at most kCapRound min(c, S_j) per key.
+  const double b_s = capped ? (a_s * (1 + kTwoRoundings) + kTwoRoundings) * (1 + 8 * u) : (a_s + u) * (1 + a_s);
   const double b_g = kGapUnits * u;
   const double s_max = exact.score_abs_max;
-  const double flush = exact.score_flush_max;
+  const double flush = capped ? exact.score_flush_max * (1 + 16 * u) : exact.score_flush_max;
+  const double cap_round =
+      capped ? kCapRound * (1 + 4 * u) * std::min(cap, s_max) + (cap + 1) * 2 * kFlushResult : 0.0;
+  // The rounding of the max's product per tile, u of the scores' magnitude in natural-log units; capped scores
+  // stay below c (within their own roundings).
+  const double max_rounding = capped ? u * std::min(s_max * (1 + a_s) * (1 + 3 * u), cap * (1 + 8 * u))
+                                     : u * s_max * (1 + a_s) * (1 + 3 * u);
   // The tensor-core path's reference may step down to a tile's own max and back (at most
   // kTensorCoreRefSlackLog2 each way per tile): its rescale arguments then no longer telescope to the gap, and
   // each such step costs one more rounding of the subtraction (u of at most 2 * slack log2 units per tile).
   const double ref_steps = path == Arithmetic::kTensorCore ? 2 * kTensorCoreRefSlackLog2 * u * kLn2 : 0.0;
   const double c0 =
-      static_cast<double>(tiles) * (u * s_max * (1 + a_s) * (1 + 3 * u) + kExp2RelErr + ref_steps) + 2 * flush;
-  const double x_max = b_s * s_max + b_g * std::min(exact.score_gap_max, kGapCap) + c0;
-  const double weighted = b_s * exact.score_abs_weighted + b_g * exact.score_gap_weighted + c0;
+      static_cast<double>(tiles) * (max_rounding + kExp2RelErr + ref_steps) + 2 * flush + cap_round;
+  const double x_keys = b_s * s_max + b_g * std::min(exact.score_gap_max, kGapCap) + c0;
+  // The largest error of a key's logit, and the distance the kernel's max of the keys may have from the exact one.
+  const double score_err_max = b_s * s_max + 2 * flush + cap_round;
+  const double m_below = m_below_of(path);
+
+  // A sink more than kGapCap from every key, beyond every error of the kernel's logits (its max of the keys, a
+  // tensor-core reference below it, the conversions to log2 units), either decides alone (above: alpha =
+  // exp2(<= -kGapCap log2 e) = 0 in the kernel) or weighs nothing (below: its exp2 is 0 in the kernel, its exact
+  // weight below e^-kGapCap; what remains of its merge is alpha = exp2(0)'s error and the roundings of l alpha and
+  // acc alpha).
+  bool sink_weighs = false;
+  if (has_sink) {
+    if (exact.keys_m == -kInf) return sink_only_bound(exact, format);
+    const double margin = kGapCap + score_err_max + m_below +
+                          2 * kTwoRoundings * (std::fabs(exact.sink) + std::fabs(exact.keys_m));
+    if (exact.sink - exact.keys_m > margin) return sink_only_bound(exact, format);
+    sink_weighs = exact.keys_m - exact.sink <= margin;
+  }
+
+  // The sink, relative to the keys' common shift (everything common to the keys moves onto it: alpha's exp2
+  // error and the rounding of its argument): its conversion to log2 units against the keys' common factor,
+  // the rounding of the one nonzero argument of the merge, sink2 - m or m - sink2 (the exact distance, plus
+  // what the kernel's max of the keys may be off), and two exp2 errors (the sink's weight, alpha). A sink that
+  // weighs nothing keeps only alpha = exp2(0)'s error, common to every key (it cancels in O, not in l).
+  double sink_err = 0.0, sink_x = 0.0;
+  if (sink_weighs) {
+    const double sink_abs = std::fabs(exact.sink), keys_abs = std::fabs(exact.keys_m);
+    sink_err = kTwoRoundings * (sink_abs + keys_abs) + 2 * kFlushResult +
+               u * (std::fabs(exact.sink - exact.keys_m) + score_err_max + m_below) * (1 + kTwoRoundings) +
+               2 * kExp2RelErr * kSafety;
+    sink_x = b_g * std::min(exact.m - exact.sink, kGapCap) + c0 + sink_err;
+  } else if (has_sink) {
+    sink_err = kExp2RelErr * kSafety;
+  }
+  const double sink_p = sink_weighs ? exact.sink_p : 0.0;
+  const double x_max = std::max(x_keys, sink_x);
+  const double weighted = b_s * exact.score_abs_weighted + b_g * exact.score_gap_weighted + c0 + sink_err * sink_p;
   const double growth = std::exp(x_max);  // e^x - 1 <= x e^x: turns argument errors into weight errors
   const double theta_max = std::expm1(x_max);
-  const double theta_mean = growth * weighted + nd * kFlushWeight / exact.l;
+  const double theta_mean = growth * weighted + nd * flush_w / exact.l;
   // The first-order analysis needs the oracle's own O and l to first order.
   const bool linear = first_order_accurate(exact) && x_max <= kLinearizationLimit && theta_mean <= kLinearizationLimit;
 
@@ -174,9 +274,13 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
     if (linear) {
       const double floor_scale = 1.0 / (exact.l * (1 - theta_mean));
       // Weight errors shared by numerator and denominator move O by sum_j p_j theta_j (v_jk - O_k).
+      // The sink's own error moves O by p_s sink_err |0 - O_k| (its value row is 0).
       const double weights =
-          growth * (b_s * exact.dev_pv_score[k] + b_g * exact.dev_pv_gap[k] + c0 * exact.dev_pv[k]) / (1 - theta_mean) +
-          kFlushWeight * (exact.abs_v_sum[k] + nd * o_abs) * floor_scale;
+          growth *
+              (b_s * exact.dev_pv_score[k] + b_g * exact.dev_pv_gap[k] + c0 * exact.dev_pv[k] +
+               sink_err * sink_p * o_abs) /
+              (1 - theta_mean) +
+          flush_w * (exact.abs_v_sum[k] + nd * o_abs) * floor_scale;
       // The numerator alone: P rounded before P*V (l keeps fp32 P), and the P*V accumulation.
       const double numerator =
           (1 + theta_max) / (1 - theta_mean) * (pm.p_round + g_pv * (1 + pm.p_round)) * exact.abs_pv[k] +
@@ -185,7 +289,8 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
       pre = shift * (1 + g_div) + g_div * o_abs;
     } else {
       // Hull: |O_kernel| <= max|v| (1 + p_round)(1 + g_pv)(1 + g_div) plus the absolute floors over l >= 1 - g_l
-      // (the kernel's own max key has weight exp2(0) = 1).
+      // (the kernel's own max key has weight exp2(0) = 1; a sink only adds to l, and its merge's roundings are in
+      // g_pv and g_l).
       // Column k's largest |v| is at most its sum over the visible keys: that keeps the hull of a finite column
       // finite when another column holds an infinite value (max_abs_v is over all columns).
       const double col_max_abs_v = std::min(exact.max_abs_v, exact.abs_v_sum[k]);
@@ -200,28 +305,34 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
     b.o[k] = kSafety * (pre + out_rounding + out_floor + (linear ? exact.o_err[k] : 0.0));
   }
 
-  // m: the computed max is within the largest score error of the exact max; then the unit conversion.
+  // m: the computed max is within the largest score error of the exact max (a sink's own conversion is part of
+  // the next term); then the unit conversion, four roundings of |m| (and a flushed subnormal sink each way).
   const double m_abs = std::fabs(exact.m);
-  const double score_err_max = b_s * s_max + 2 * flush;
-  b.m = kSafety * (score_err_max + kMConversionUnits * u * (m_abs + score_err_max)) + exact.m_err;
-  // The tensor-core path reports its last reference: up to the slack below the computed max (log2 units
-  // converted to natural ones; the comparison's own roundings are within b.m).
-  if (path == Arithmetic::kTensorCore) b.m_below = kTensorCoreRefSlackLog2 * kLn2 * (1 + kMConversionUnits * u);
+  const double sink_flush = has_sink ? 2 * kFlushResult : 0.0;
+  b.m = kSafety * (score_err_max + kMConversionUnits * u * (m_abs + score_err_max) + sink_flush) + exact.m_err;
+  b.m_below = m_below;
 
   // l relative to exp(m_kernel): as the weights, plus the gap between the kernel's internal base and the
-  // reported m; the flushed weights are judged against the smallest l_ref the kernel's m allows.
-  const double c_m = kMConversionUnits * u * (m_abs + score_err_max);
-  const double growth_l = std::exp(x_max + c_m);
+  // reported m; the flushed weights are judged against the smallest l_ref the kernel's m allows. That gap is the
+  // keys' common factor (two roundings of |max of the keys|) and the conversion of the merged max (two of |m|);
+  // without a sink the two maxima are one. Every weight of l, the sink's and the keys' through alpha, may carry
+  // the sink's error besides (it does not cancel in l).
+  const double c_m = has_sink ? kMConversionUnits / 2 * u *
+                                    ((std::fabs(exact.keys_m) + score_err_max) + (m_abs + score_err_max)) +
+                                    sink_flush
+                              : kMConversionUnits * u * (m_abs + score_err_max);
+  const double x_l = x_max + c_m + (has_sink ? sink_err : 0.0);
+  const double growth_l = std::exp(x_l);
   const double l_ref_min = exact.l * std::exp(-b.m);
-  const double flush_l = nd * kFlushWeight / l_ref_min;
-  const double theta_l = growth_l * (weighted + c_m) + flush_l;
+  const double flush_l = nd * flush_w / l_ref_min;
+  const double theta_l = growth_l * (weighted + c_m + (has_sink ? sink_err : 0.0)) + flush_l;
   const double l_linear = (1 + theta_l) * (1 + g_l) - 1;
-  const double l_hull = std::expm1(x_max + c_m) * (1 + g_l) + g_l + flush_l;
+  const double l_hull = std::expm1(x_l) * (1 + g_l) + g_l + flush_l;
   b.l_rel = kSafety * (linear ? std::min(l_linear, l_hull) : l_hull) + exact.l_rel_err;
 
   // LSE = m + ln l: the error of ln(l_kernel / l_ref), of logf, and of the final fp32 addition.
   const double ln_ratio_linear = b.l_rel < 1 ? -std::log1p(-b.l_rel) : kInf;
-  const double ln_ratio_hull = x_max + c_m - std::log1p(-g_l) + flush_l;
+  const double ln_ratio_hull = x_l - std::log1p(-g_l) + flush_l;
   const double ln_ratio = std::min(ln_ratio_linear, ln_ratio_hull);
   const double log_err = kLogUlps * 2 * u * (std::log(exact.l) + b.m + b.m_below + ln_ratio);
   const double pre_add = ln_ratio + log_err;

@@ -1,8 +1,8 @@
 // The fast tier: one row in double with error-free transformations, in four passes (scores and max; weights,
 // l and LSE; weighted V; bound ingredients). Exact products, compensated sums (Sum2), double-double scores,
 // LSE = m + log1p(rest) after Blanchard, Higham and Higham (IMA J. Numer. Anal. 2021) so a dominant key loses
-// nothing to 1 + tiny, P*V products made exact by a Veltkamp split. Its own error bound (docs/error-model.md
-// §2.3) is stored in the result.
+// nothing to 1 + tiny, P*V products made exact by a Veltkamp split. A softcap caps each score in double; a sink
+// is one more logit with a zero value row. Its own error bound (docs/error-model.md §2.3) is stored in the result.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -22,6 +22,11 @@ constexpr double kSecondOrder = 1.0 + 0x1p-30;
 // Smallest positive double: an exp() result or P*V product that underflows loses at most this per key.
 constexpr double kDoubleDenormMin = 0x1p-1074;
 constexpr int64_t kScoreLanes = 4;  // keys whose score sums run interleaved
+// Error of a capped score c tanh(s / c) in units of u_d min(c, S_j): the quotient s / c (2, with the score's low
+// part dropped; tanh is 1-Lipschitz), tanh (kFastTanhUlps ulps of a value below 1: glibc's tanh is within 2, so 4
+// leaves a factor 2; oracle_test compares with gold) and the product by c (1).
+constexpr double kFastTanhUlps = 4.0;
+constexpr double kCapUnits = 2.0 + 2.0 * kFastTanhUlps + 1.0;
 
 struct ScoreDD {
   double hi = 0.0, lo = 0.0;  // s = hi + lo, normalized (|lo| <= ulp(hi)/2)
@@ -58,6 +63,22 @@ void set_no_usable_key(RowResult* r) {
   r->l = 0.0;
 }
 
+void set_nan_row(RowResult* r) {
+  std::fill(r->o.begin(), r->o.end(), kNaN);
+  r->lse = r->m = r->l = kNaN;
+}
+
+// The sink's weight alone (no usable key, or a sink of +inf against which every key weighs nothing): LSE = m = sink,
+// l = 1, and O = 0, which the kernel gets by scaling its accumulator with alpha = 0; a column holding a non-finite
+// V value at a visible key is non-finite there (0 * inf in the accumulator).
+void set_sink_only(RowResult* r, const std::vector<char>& v_col_nonfinite) {
+  for (size_t k = 0; k < r->o.size(); ++k) r->o[k] = v_col_nonfinite[k] ? kNaN : 0.0;
+  r->lse = r->m = r->sink;
+  r->m_lo = 0.0;
+  r->l = 1.0;
+  r->sink_p = 1.0;
+}
+
 }  // namespace
 
 FastRow fast_row(const RowView& view) {
@@ -66,14 +87,29 @@ FastRow fast_row(const RowView& view) {
   r.row = view.row;
   r.visible = view.visible;
   r.seqlen_k = view.seqlen_k;
+  r.softcap = view.softcap;
+  r.sink = view.sink;
   const int64_t dim = view.head_dim;
   const int64_t n = view.visible;
   size_result(&r, dim);
-  if (n == 0) {  // Q, K, V are never read: nothing can be non-finite
-    set_no_usable_key(&r);
+  // The sink: -inf is none; NaN is a NaN logit; the kernel takes it to log2 units in fp32 (sink * log2 e), where
+  // beyond the guard it, or its distance to the max, may overflow.
+  const bool has_sink = !(view.sink == -kInf);
+  if (std::isnan(view.sink)) r.nonfinite_input = r.nonfinite_score = true;
+  if (std::isfinite(view.sink) && std::fabs(view.sink) * kLog2e > kOverflowGuard) r.score_overflow = true;
+  if (n == 0) {  // Q, K, V are never read: only the sink can be non-finite
+    if (r.nonfinite_score) {
+      set_nan_row(&r);
+    } else if (has_sink) {
+      set_sink_only(&r, std::vector<char>(static_cast<size_t>(dim), 0));
+    } else {
+      set_no_usable_key(&r);
+    }
     return out;
   }
   const double scale = view.scale;
+  const double cap = view.softcap;
+  const bool capped = cap > 0.0;
   const double abs_scale = std::fabs(scale);
   const double* q = view.q;
 
@@ -141,15 +177,30 @@ FastRow fast_row(const RowView& view) {
         s.hi = scale * plain;
         max_abs_dot = std::max(max_abs_dot, finite_abs);
       }
-      score[static_cast<size_t>(j)] = s;
       abs_dot[static_cast<size_t>(j)] = abs_sum[t];
       flush[static_cast<size_t>(j)] = dropped[t] + static_cast<double>(dim) * kFlushResult;
+      if (capped) {
+        // c tanh(s / c), from the high part (the low part is below 2^-53 of it). +-inf becomes +-c, in the kernel
+        // too (tanhf(+-inf) = +-1 exactly): such a key is usable and its capped score carries no error of its own.
+        s = ScoreDD{cap * std::tanh(s.hi / cap), 0.0};
+        if (!std::isfinite(abs_sum[t]) && std::isfinite(s.hi)) {
+          abs_dot[static_cast<size_t>(j)] = 0.0;
+          flush[static_cast<size_t>(j)] = 0.0;
+        }
+      }
+      score[static_cast<size_t>(j)] = s;
       if (std::isnan(s.hi) || s.hi == kInf) r.nonfinite_score = true;
       out.usable[static_cast<size_t>(j)] = std::isfinite(s.hi) ? 1 : 0;
     }
   }
-  // fp32 scores, the scaled x = s * scale * log2(e), and x - m must stay below FLT_MAX in the kernel.
-  r.score_overflow = max_abs_dot * std::max(1.0, abs_scale * kLog2e) > kOverflowGuard;
+  // fp32 scores, the scaled x = s * scale * log2(e), and x - m must stay below FLT_MAX in the kernel. With a softcap
+  // x is at most c log2(e); the argument s * scale / c takes the place of the scaled score.
+  if (capped) {
+    r.score_overflow = r.score_overflow || max_abs_dot * std::max(1.0, abs_scale / cap) > kOverflowGuard ||
+                       cap * kLog2e > kOverflowGuard;
+  } else {
+    r.score_overflow = r.score_overflow || max_abs_dot * std::max(1.0, abs_scale * kLog2e) > kOverflowGuard;
+  }
   // Locals, not members of r: a store through r.abs_v_sum's data could alias r.max_abs_v.
   double* abs_v_sum = r.abs_v_sum.data();
   double max_abs_v = 0.0;
@@ -167,8 +218,7 @@ FastRow fast_row(const RowView& view) {
   }
 
   if (r.nonfinite_score) {
-    std::fill(r.o.begin(), r.o.end(), kNaN);
-    r.lse = r.m = r.l = kNaN;
+    set_nan_row(&r);
     return out;
   }
   int64_t best = -1;
@@ -178,26 +228,44 @@ FastRow fast_row(const RowView& view) {
       best = j;
     }
   }
-  if (best < 0) {  // every visible score is -inf: no usable key (the kernel's l == 0 path writes O = 0)
-    set_no_usable_key(&r);
+  if (best < 0 || view.sink == kInf) {
+    // Every visible score is -inf, or a sink of +inf outweighs every key: the sink alone, if any; else no usable
+    // key (the kernel's l == 0 path writes O = 0).
+    if (best >= 0) r.keys_m = score[static_cast<size_t>(best)].hi;
+    if (has_sink) {
+      set_sink_only(&r, v_col_nonfinite);
+    } else {
+      set_no_usable_key(&r);
+    }
     return out;
   }
   out.numeric = true;
-  const ScoreDD m = score[static_cast<size_t>(best)];
+  // The max over the keys and the sink (a double, exact as the high part of a double-double).
+  const ScoreDD keys_max = score[static_cast<size_t>(best)];
+  r.keys_m = keys_max.hi;
+  const ScoreDD sink_dd{has_sink ? view.sink : -kInf, 0.0};
+  const bool sink_is_max = has_sink && dd_less(keys_max, sink_dd);
+  const ScoreDD m = sink_is_max ? sink_dd : keys_max;
+  const auto gap_of = [&m](const ScoreDD& s) {
+    double g_hi = 0.0, g_lo = 0.0;
+    two_sum(m.hi, -s.hi, &g_hi, &g_lo);
+    return g_hi + (g_lo + (m.lo - s.lo));
+  };
 
-  // Pass 2: gap_j = m - s_j >= 0 and w_j = exp(-gap_j); l = 1 + sum over the other keys; LSE via log1p.
+  // Pass 2: gap_j = m - s_j >= 0 and w_j = exp(-gap_j); l = 1 + sum over the other keys (and the sink); LSE via
+  // log1p.
   std::vector<double> gap(static_cast<size_t>(n), 0.0), w(static_cast<size_t>(n), 0.0);
   CompensatedSum others;
   for (int64_t j = 0; j < n; ++j) {
     if (!out.usable[static_cast<size_t>(j)]) continue;
-    const ScoreDD& s = score[static_cast<size_t>(j)];
-    double g_hi = 0.0, g_lo = 0.0;
-    two_sum(m.hi, -s.hi, &g_hi, &g_lo);
-    const double g = g_hi + (g_lo + (m.lo - s.lo));
+    const double g = gap_of(score[static_cast<size_t>(j)]);
     gap[static_cast<size_t>(j)] = g;
     w[static_cast<size_t>(j)] = std::exp(-g);
-    if (j != best) others.add(w[static_cast<size_t>(j)]);
+    if (j != best || sink_is_max) others.add(w[static_cast<size_t>(j)]);
   }
+  const double sink_gap = has_sink ? gap_of(sink_dd) : 0.0;
+  const double sink_w = has_sink ? std::exp(-sink_gap) : 0.0;
+  if (has_sink && !sink_is_max) others.add(sink_w);
   const double rest = others.value();
   const double l = 1.0 + rest;
   double lse_hi = 0.0, lse_lo = 0.0;
@@ -206,6 +274,7 @@ FastRow fast_row(const RowView& view) {
   r.m_lo = m.lo;
   r.l = l;
   r.lse = lse_hi + lse_lo;
+  r.sink_p = sink_w / l;
 
   // Pass 3: O_k = (sum_j w_j v_jk) / l. w_j = wh + wl (Veltkamp), wh * v and wl * v exact; the wh terms go
   // through TwoSum, the wl terms (below 2^-26 of them) straight into the compensation.
@@ -257,13 +326,27 @@ FastRow fast_row(const RowView& view) {
       dev_pv_gap[k] += p_g * dev;
     }
   }
+  // The sink: value row 0, so |v - O| = |O|; no score condition; its gap joins the gap sum (the gap maximum stays
+  // the keys': bound_row takes the sink's from m and sink).
+  if (has_sink) {
+    const double p = r.sink_p;
+    r.score_gap_weighted += p * sink_gap;
+    if (p > 0.0) {
+      for (int64_t k = 0; k < dim; ++k) {
+        dev_pv[k] += p * std::fabs(o[k]);
+        dev_pv_gap[k] += p * sink_gap * std::fabs(o[k]);
+      }
+    }
+  }
 
-  // This tier's error (docs/error-model.md). Scores: |s~ - s| <= (gamma_D^2 + 4u^2) S_j. Weights, relative
-  // to the common shift: exp within 1 ulp (2u), argument within u gap_j + 2 score errors.
-  const double nd = static_cast<double>(n);
-  const double score_err =
+  // This tier's error (docs/error-model.md). Scores: |s~ - s| <= (gamma_D^2 + 4u^2) S_j, capped scores
+  // kCapUnits u min(c, S_j) more. Weights, relative to the common shift: exp within 1 ulp (2u), argument within
+  // u gap_j + 2 score errors. The sink is one more term of l (exact logit, same weight error).
+  const double nd = static_cast<double>(n + (has_sink ? 1 : 0));
+  double score_err =
       (gamma_n(static_cast<double>(dim), kUnit) * gamma_n(static_cast<double>(dim), kUnit) + 4 * kUnit * kUnit) *
       r.score_abs_max;
+  if (capped) score_err += kCapUnits * kUnit * std::min(cap, r.score_abs_max) * kSecondOrder;
   const double weight_const = (2 * kUnit + 2 * score_err) * kSecondOrder;
   const double weight_gap = kUnit * kSecondOrder;
   const double weight_mean = weight_const + weight_gap * r.score_gap_weighted;

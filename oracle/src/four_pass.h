@@ -1,7 +1,8 @@
 // The attention row as the textbook writes it, in four plain passes (scores and their max, exp-sum,
 // normalise, weighted V), templated on the number type so the same loops read the same in any precision;
-// the gold tier runs them in 113-bit binary floating point (Boost.Multiprecision). Only keys marked usable
-// (finite score) take part; the caller owns the semantics of non-finite values.
+// the gold tier runs them in 113-bit binary floating point (Boost.Multiprecision). A softcap caps each score,
+// c tanh(s / c); a sink is one more logit in the max and the sum, with a zero value row. Only keys marked usable
+// (finite score) take part, and the sink only when finite; the caller owns the semantics of non-finite values.
 #pragma once
 
 #include <cmath>
@@ -23,22 +24,26 @@ template <class Real>
 FourPassRow<Real> four_pass(const RowView& view, const std::vector<char>& usable) {
   using std::exp;
   using std::log;
+  using std::tanh;
   const int64_t dim = view.head_dim;
   const int64_t n = view.visible;
   FourPassRow<Real> out;
   std::vector<Real> s(static_cast<size_t>(n));
 
-  // Pass 1: s_j = scale * sum_k q_k k_jk, and m = max_j s_j.
-  out.m = -std::numeric_limits<Real>::infinity();
+  // Pass 1: s_j = scale * sum_k q_k k_jk (capped: c tanh(s_j / c)), and m = the max over the s_j and the sink.
+  const Real cap(view.softcap);
+  const bool has_sink = std::isfinite(view.sink);
+  out.m = has_sink ? Real(view.sink) : -std::numeric_limits<Real>::infinity();
   for (int64_t j = 0; j < n; ++j) {
     if (!usable[static_cast<size_t>(j)]) continue;
     Real dot = 0;
     for (int64_t k = 0; k < dim; ++k) dot += Real(view.q[k]) * Real(view.k[j * dim + k]);
     s[static_cast<size_t>(j)] = Real(view.scale) * dot;
+    if (view.softcap > 0) s[static_cast<size_t>(j)] = cap * tanh(s[static_cast<size_t>(j)] / cap);
     if (s[static_cast<size_t>(j)] > out.m) out.m = s[static_cast<size_t>(j)];
   }
-  // Pass 2: l = sum_j exp(s_j - m).
-  out.l = 0;
+  // Pass 2: l = sum_j exp(s_j - m) + exp(sink - m).
+  out.l = has_sink ? exp(Real(view.sink) - out.m) : Real(0);
   for (int64_t j = 0; j < n; ++j) {
     if (usable[static_cast<size_t>(j)]) out.l += exp(s[static_cast<size_t>(j)] - out.m);
   }

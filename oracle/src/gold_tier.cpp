@@ -1,7 +1,7 @@
 // The gold tier: the four plain passes in boost::multiprecision::cpp_bin_float_quad (113-bit significand,
 // 15-bit exponent): fp32 products are exact in it and sums err 60 bits below double, its range holds
 // every exp(s - m) that matters, and it is the cheapest Boost binary type of >= 113 bits (docs/error-model.md
-// §2.2 has the full reasoning). Its exp and log are measured against cpp_bin_float_50 in oracle_test.
+// §2.2 has the full reasoning). Its exp, log and tanh are measured against cpp_bin_float_50 in oracle_test.
 #include <boost/multiprecision/cpp_bin_float.hpp>
 #include <cmath>
 
@@ -16,6 +16,9 @@ using Quad = boost::multiprecision::cpp_bin_float_quad;
 
 constexpr double kGoldFunctionRel = kGoldFunctionUlps * 2 * kQuadUnit;
 constexpr double kSafety = 2.0;  // the gold error terms are 2^-100-sized; doubling them costs nothing
+// A capped score's roundings besides tanh, in units of u min(c, S_j): the quotient s / c (1; tanh is
+// 1-Lipschitz) and the product by c (1).
+constexpr double kCapUnits = 2.0;
 
 }  // namespace
 
@@ -35,10 +38,16 @@ RowResult gold_row(const RowView& view) {
   }
 
   // Gold's error: the rounding to double of what it reports (u of the value) plus its 113-bit analysis:
-  // scores within gamma_D S_j, weights within two exp errors (each kGoldFunctionUlps plus kGoldExpUlpsPerUnit
-  // per unit of gap_j) and the argument's rounding (u gap_j) relative.
-  const double nd = static_cast<double>(r.visible);
-  const double score_err = gamma_n(static_cast<double>(view.head_dim), kQuadUnit) * r.score_abs_max;
+  // scores within gamma_D S_j, capped scores (kCapUnits + 2 kGoldTanhUlps(y)) u min(c, S_j) more (the quotient
+  // s / c, tanh, the product by c), weights within two exp errors (each kGoldFunctionUlps plus
+  // kGoldExpUlpsPerUnit per unit of gap_j) and the argument's rounding (u gap_j) relative. The sink is one more
+  // term of l.
+  const double nd = static_cast<double>(r.visible + (std::isfinite(r.sink) ? 1 : 0));
+  double score_err = gamma_n(static_cast<double>(view.head_dim), kQuadUnit) * r.score_abs_max;
+  if (r.softcap > 0) {
+    const double tanh_ulps = gold_tanh_ulps(r.score_abs_max / r.softcap);
+    score_err += (kCapUnits + 2 * tanh_ulps) * kQuadUnit * std::min(r.softcap, r.score_abs_max) * kSafety;
+  }
   const double weight_const = kSafety * (2 * score_err + 2 * kGoldFunctionRel + 2 * kQuadUnit);
   const double weight_gap = kSafety * (kQuadUnit + 2 * kGoldExpUlpsPerUnit * 2 * kQuadUnit);
   const double sum_rel = kSafety * gamma_n(nd + 2, kQuadUnit);

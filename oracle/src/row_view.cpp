@@ -2,6 +2,7 @@
 // later loop in bounds.
 #include "row_view.h"
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -21,11 +22,19 @@ RowView view_row(const Problem& p, RowRef row) {
       static_cast<int64_t>(p.v.size()) < kv_size) {
     throw std::out_of_range("oracle: the problem's q, k or v span is shorter than its shape");
   }
+  if (!p.sink.empty() && static_cast<int64_t>(p.sink.size()) < p.heads_q) {
+    throw std::out_of_range("oracle: the problem's sink span is shorter than heads_q");
+  }
+  if (!(p.softcap >= 0.0) || !std::isfinite(p.softcap)) {
+    throw std::invalid_argument("oracle: the softcap must be finite and >= 0 (0: none)");
+  }
   RowView view;
   view.row = row;
   view.head_dim = p.head_dim;
   view.seqlen_k = p.seqlen_k;
   view.scale = p.scale;
+  view.softcap = p.softcap;
+  if (!p.sink.empty()) view.sink = p.sink[static_cast<size_t>(row.h)];
   const KeySpan keys = visible_keys(p, row.i);
   view.key_begin = keys.begin;
   view.visible = keys.size();

@@ -1,5 +1,5 @@
 // sample_rows(): which rows of a large problem the verdict checks. Structural rows (first/last, Q-tile
-// boundaries, fully masked rows, causal-diagonal crossings of K tiles) are where tiling bugs live; they are
+// boundaries, fully masked rows, window edges crossing K tiles) are where tiling bugs live; they are
 // taken for the first and the last (batch, head) pair, so both ends of the grid and of a GQA group are
 // exercised, and a seeded uniform sample covers everything in between. Deterministic for a given seed.
 #include <algorithm>
@@ -48,13 +48,17 @@ std::set<int64_t> structural_rows(const Problem& p, int32_t block_m, int32_t blo
       add(t * block_m + 1);
     }
   }
-  // Fully masked rows, and the first row after them; and rows whose last visible key sits next to a K-tile
-  // boundary (where the causal diagonal crosses from one K tile into the next).
-  // A row's keys end at its diagonal only where the visibility has a right edge (causal, a window).
-  std::set<int64_t> diagonal_ends;
-  if (block_n > 0 && p.visibility.window_right >= 0) {
+  // Fully masked rows and the rows just before and after them (a bottom-right diagonal masks the first rows, a
+  // top-left window the last ones); rows whose last visible key sits next to a K-tile boundary (where the
+  // diagonal crosses from one K tile into the next), and rows whose first visible key does (where a window's
+  // left edge does: the row's first tile turns partial, then is skipped). A row's keys end at its diagonal
+  // only where the visibility has a right edge (causal, a window), and start past key 0 only where it has a left
+  // edge.
+  std::set<int64_t> edge_ends, edge_begins;
+  if (block_n > 0) {
     for (const int64_t t : boundary_tiles((p.seqlen_k + block_n - 1) / block_n)) {
-      diagonal_ends.insert({t * block_n - 1, t * block_n, t * block_n + 1});
+      if (p.visibility.window_right >= 0) edge_ends.insert({t * block_n - 1, t * block_n, t * block_n + 1});
+      if (p.visibility.window_left >= 0) edge_begins.insert({t * block_n - 1, t * block_n, t * block_n + 1});
     }
   }
   int64_t first_masked = -1, last_masked = -1;
@@ -64,9 +68,10 @@ std::set<int64_t> structural_rows(const Problem& p, int32_t block_m, int32_t blo
       if (first_masked < 0) first_masked = i;
       last_masked = i;
     }
-    if (diagonal_ends.count(keys.end) != 0) rows.insert(i);
+    if (edge_ends.count(keys.end) != 0 || edge_begins.count(keys.begin) != 0) rows.insert(i);
   }
   if (first_masked >= 0) {
+    add(first_masked - 1);
     add(first_masked);
     add(last_masked);
     add(last_masked + 1);

@@ -24,6 +24,13 @@ inline constexpr double kQuadUnit = 0x1p-113;  // unit roundoff of cpp_bin_float
 // x = -1000). oracle_test measures both against cpp_bin_float_50 (53 more bits) and fails if exceeded.
 inline constexpr double kGoldFunctionUlps = 16.0;
 inline constexpr double kGoldExpUlpsPerUnit = 1.0;
+// Boost's tanh is sinh/cosh from exp: allowed kGoldFunctionUlps plus kGoldExpUlpsPerUnit per unit of |y| up to
+// kGoldTanhSaturation, beyond which tanh(y) is +-1 to within 2^-115 whatever exp's error (it cancels in the
+// quotient): there the correctly rounded result, +-1, is what it returns. oracle_test measures it too.
+inline constexpr double kGoldTanhSaturation = 40.0;
+inline double gold_tanh_ulps(double abs_y) {
+  return kGoldFunctionUlps + kGoldExpUlpsPerUnit * (abs_y < kGoldTanhSaturation ? abs_y : kGoldTanhSaturation);
+}
 
 // Each tier's own error analysis is first order in its weight errors; above this mean relative weight error
 // (scores so large that their own rounding is of order one) it no longer holds: mark_first_order_invalid().

@@ -1,8 +1,9 @@
 // error_model_test (CPU tier): the bound against fp32 computations that follow each compute path's rounding
-// points (a tiled online-softmax model written here from kernel/src/families.h, and the library's non-tiled
-// emulated reference), with exp2 errors pushed to the documented limit; monotonicity in head_dim, seqlen and
-// tile count; fair judgement of rows whose O cancels to zero; the statistical check on healthy and degraded
-// tiled models; and the verdict helpers' non-finite semantics.
+// points (a tiled online-softmax model written here from kernel/src/families.h and common/epilogue.h, softcap and
+// sink merge included, and the library's emulated reference), with exp2 and tanh errors pushed to the documented
+// limit, in full rows, windows and rows without keys; monotonicity in head_dim, seqlen and tile count; fair
+// judgement of rows whose O cancels to zero; the statistical check and the bound on healthy and degraded tiled
+// models; and the verdict helpers' non-finite semantics.
 #include "flashcheck/error_model.h"
 
 #include <gtest/gtest.h>
@@ -21,6 +22,7 @@ namespace flashcheck::oracle {
 namespace {
 
 using testing::fill;
+using testing::fill_normal;
 using testing::make_shape;
 using testing::Rng;
 using testing::TestProblem;
@@ -31,13 +33,24 @@ constexpr float kFtzLimit = 0x1p-126f;
 
 // ---- a tiled fp32 model of the kernel (families.h), independent of the host model
 
-enum class Defect { kNone, kPOneFormatCoarser, kOAccumInDtype, kMissingRescale, kLseBase2 };
+// Degraded models: the host model's ladder, and two plausible slips of softcap and sink: the cap applied in
+// log2 units (c tanh(x / c) of x = s scale log2 e, instead of c log2 e tanh(s scale / c)), and a sink merged
+// without its conversion to log2 units.
+enum class Defect {
+  kNone,
+  kPOneFormatCoarser,
+  kOAccumInDtype,
+  kMissingRescale,
+  kLseBase2,
+  kSoftcapInLog2Units,
+  kSinkInNaturalUnits
+};
 
 struct TiledModel {
   Format format = Format::kF32;
   Arithmetic path = Arithmetic::kGeneralFp32;
   int32_t block_n = 64;
-  int exp_bias = 0;  // exp2 error: 0 none, +1 / -1 every result at +-kExp2RelErr, 2 alternating by key
+  int exp_bias = 0;  // exp2 and tanh errors: 0 none, +1 / -1 every result at its limit, 2 alternating by key
   Defect defect = Defect::kNone;
 };
 
@@ -61,6 +74,15 @@ float exp2_model(float arg, int bias, int64_t key) {
   return std::fabs(p) < kFtzLimit ? 0.0f : p;
 }
 
+// The kernels' fp32 tanh: within 2 ulp (tanhf); here the correctly rounded value moved by one ulp, up or down as
+// `bias` says (1.5 ulp from the exact value at most).
+float tanh_model(float y, int bias, int64_t key) {
+  const int sign = bias == 2 ? (key % 2 == 0 ? 1 : -1) : bias;
+  const float t = static_cast<float>(std::tanh(static_cast<double>(y)));
+  if (sign == 0 || !std::isfinite(y) || std::fabs(t) == 1.0f) return t;
+  return std::nextafter(t, sign > 0 ? 2.0f : -2.0f);
+}
+
 TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
   const int64_t dim = tp.head_dim;
   const KeySpan keys = visible_keys(tp.view(), row.i);
@@ -74,18 +96,31 @@ TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
   const detail::Operands v = detail::make_operands(std::vector<float>(v64, v64 + n * dim), model.path);
   const bool fma_form = model.path == Arithmetic::kTensorCore;  // p = exp2(fma(s, c, -fl(m c))), m raw
   const float scale = static_cast<float>(tp.scale);
-  const float c = scale * detail::kLog2eF;
+  // Softcap (common/softmax.h): x = fl(fl(cap log2 e) * tanh(fl(s * fl(scale / cap)))), in log2 units already, so
+  // the tensor-core form's scale is then 1.
+  const bool capped = tp.softcap > 0;
+  const float cap = static_cast<float>(tp.softcap);
+  const float cap_log2 = cap * detail::kLog2eF, tanh_scale = scale / cap;
+  const float c = capped ? 1.0f : scale * detail::kLog2eF;
+  const auto capped_score = [&](float dot, int64_t key) {
+    if (model.defect == Defect::kSoftcapInLog2Units) {
+      return cap * tanh_model(dot * (scale * detail::kLog2eF) / cap, model.exp_bias, key);
+    }
+    return cap_log2 * tanh_model(dot * tanh_scale, model.exp_bias, key);
+  };
   float m_run = -std::numeric_limits<float>::infinity(), l = 0.0f;
   std::vector<float> acc(static_cast<size_t>(dim), 0.0f), p(static_cast<size_t>(n));
-  for (int64_t t0 = 0; t0 < n; t0 += model.block_n) {
-    const int64_t t1 = std::min<int64_t>(n, t0 + model.block_n);
+  // K/V tiles sit at multiples of block_n in key index, as in the kernel: a row whose keys start past key 0
+  // (a window's left edge) has a short first tile.
+  for (int64_t t0 = 0, t1 = 0; t0 < n; t0 = t1) {
+    t1 = std::min<int64_t>(n, t0 + model.block_n - (keys.begin + t0) % model.block_n);
     const bool last_tile = t1 == n;
     std::vector<float> s(static_cast<size_t>(t1 - t0));
     float tile_max = -std::numeric_limits<float>::infinity();
     for (int64_t j = t0; j < t1; ++j) {
       const float dot = detail::dot_fp32(q, 0, k, static_cast<size_t>(j * dim), dim, model.path,
                                          detail::DotRounding::kTruncatedBlocks);
-      s[static_cast<size_t>(j - t0)] = fma_form ? dot : dot * c;
+      s[static_cast<size_t>(j - t0)] = capped ? capped_score(dot, keys.begin + j) : fma_form ? dot : dot * c;
       tile_max = std::fmax(tile_max, s[static_cast<size_t>(j - t0)]);
     }
     const float m_new = std::fmax(m_run, tile_max);
@@ -119,13 +154,34 @@ TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
     }
     m_run = m_new;
   }
+  // The sink merged into the final state (common/epilogue.h), in log2 units: m' = max(m, sink2), alpha =
+  // exp2(m - m'), l' = l alpha + exp2(sink2 - m'), acc' = acc alpha; the tensor-core form's base is fl(m c).
+  float m_natural = fma_form && !capped ? m_run * std::fabs(scale) : m_run * detail::kLn2F;
+  const float sink = tp.sink.empty() ? -std::numeric_limits<float>::infinity()
+                                     : static_cast<float>(tp.sink[static_cast<size_t>(row.h)]);
+  if (sink != -std::numeric_limits<float>::infinity()) {
+    const float m_log2 = fma_form && m_run != -std::numeric_limits<float>::infinity() ? m_run * c : m_run;
+    const float sink2 = model.defect == Defect::kSinkInNaturalUnits ? sink : sink * detail::kLog2eF;
+    float alpha = std::numeric_limits<float>::quiet_NaN(), m_new = alpha;
+    if (sink2 == std::numeric_limits<float>::infinity()) {
+      alpha = 0.0f, l = 1.0f, m_new = sink2;
+    } else if (!std::isnan(sink2)) {
+      m_new = std::fmax(m_log2, sink2);
+      const float origin = m_new == -std::numeric_limits<float>::infinity() ? 0.0f : m_new;
+      alpha = exp2_model(m_log2 - origin, model.exp_bias, -1);
+      l = l * alpha + exp2_model(sink2 - origin, model.exp_bias, -2);
+    } else {
+      l = sink2;
+    }
+    for (float& a : acc) a *= alpha;
+    m_natural = m_new * detail::kLn2F;
+  }
   TiledRow out;
   out.o.assign(static_cast<size_t>(dim), 0.0);
   const bool empty = l == 0.0f;
   for (int64_t d = 0; d < dim; ++d) {
     out.o[static_cast<size_t>(d)] = empty ? 0.0 : detail::round_to(model.format, acc[static_cast<size_t>(d)] / l);
   }
-  const float m_natural = fma_form ? m_run * std::fabs(scale) : m_run * detail::kLn2F;
   out.m = m_natural;
   out.l = l;
   out.lse = empty                               ? -kInf
@@ -300,6 +356,275 @@ TEST(ErrorModelBound, HoldsForTiledFp32ModelsOfEveryPath) {
     std::printf("%-18s worst ratio %.3g at %s\n", config_name(config).c_str(), worst, worst_where.c_str());
   }
   EXPECT_GT(rows, 4000);
+}
+
+// One sweep's bookkeeping: every row judged against the tiled model and the emulated reference (both must stay
+// within the bound), and the worst ratio with its place for the log.
+struct Sweep {
+  double worst = 0.0;
+  std::string worst_where;
+  int64_t rows = 0;
+
+  void check(const TestProblem& p, RowRef row, const Config& config, const TiledModel& model, const std::string& what) {
+    const RowResult exact = compute_row(p.view(), row, Tier::kFast);
+    const RowBound bound = bound_row(exact, config.format, config.path, model.block_n, p.head_dim);
+    const RowJudgement j = judge_row(exact, bound, run_tiled(p, row, model));
+    const std::vector<double> emulated =
+        emulated_row(p.view(), row, config.format, config.path, model.block_n, &exact);
+    double emulated_worst = 0.0;
+    for (size_t k = 0; k < emulated.size(); ++k) {
+      const double r = error_ratio(emulated[k], exact.o[k], bound.o[k], bound.unconstrained);
+      emulated_worst = std::isnan(r) ? kInf : std::max(emulated_worst, r);
+    }
+    bool bounds_sane = bound.lse >= 0 && bound.m >= 0 && bound.l_rel >= 0;  // NaN compares false
+    for (const double b : bound.o) bounds_sane = bounds_sane && b >= 0;
+    const std::string where = config_name(config) + " " + what + " d=" + std::to_string(p.head_dim) +
+                              " bn=" + std::to_string(model.block_n) + " row " + std::to_string(row.i) +
+                              " exp_bias " + std::to_string(model.exp_bias);
+    EXPECT_TRUE(bounds_sane) << where << " (a bound is negative or NaN)";
+    EXPECT_LE(j.worst(), 1.0) << where << " (O " << j.o << ", LSE " << j.lse << ", m " << j.m << ", l " << j.l << ")";
+    EXPECT_LE(emulated_worst, 1.0) << where << " (emulated reference)";
+    if (j.worst() > worst) {
+      worst = j.worst();
+      worst_where = where;
+    }
+    ++rows;
+  }
+};
+
+// Windows whose keys start past key 0: the row's first K tile is partial (the kernel's tiles sit at multiples of
+// block_n in key index), and rows at the edges see one key, or none.
+TEST(ErrorModelBound, HoldsForWindowRowsPastKeyZero) {
+  Rng rng(4242);
+  const std::vector<NamedScenario> all = scenarios();
+  const Visibility windows[] = {{3, 2, Alignment::kBottomRight},
+                                {17, 0, Alignment::kTopLeft},
+                                {40, 9, Alignment::kTopLeft},
+                                {0, 0, Alignment::kBottomRight},
+                                {70, -1, Alignment::kBottomRight}};
+  int64_t rows = 0;
+  for (const Config& config : kConfigs) {
+    Sweep sweep;
+    for (const Visibility& window : windows) {
+      for (const size_t scenario : {size_t{0}, size_t{3}, size_t{4}}) {  // normal, ramp, dominant
+        for (const int32_t block_n : {16, 64}) {
+          TestProblem p = make_shape(config.format, 24, 150, 32, window);
+          all[scenario].fill_values(&p, &rng);
+          const TiledModel model{config.format, config.path, block_n, static_cast<int>(rng.below(4)) - 1};
+          for (int64_t i = 0; i < p.seqlen_q; ++i) {
+            if (visible_keys(p.view(), i).begin == 0 && i % 4 != 0) continue;  // mostly rows past key 0
+            sweep.check(p, {0, 0, i}, config, model, to_string(window) + " " + all[scenario].name);
+          }
+        }
+      }
+    }
+    std::printf("%-18s windows: worst ratio %.3g at %s\n", config_name(config).c_str(), sweep.worst,
+                sweep.worst_where.c_str());
+    rows += sweep.rows;
+  }
+  EXPECT_GT(rows, 1000);
+}
+
+// Softcaps from strongly saturating (0.25: every score of the wide scenarios sits on tanh's flat part) to barely
+// bending (20), over the value scenarios, with tanh and exp2 errors at their limits.
+TEST(ErrorModelBound, HoldsWithASoftcap) {
+  Rng rng(777);
+  const std::vector<NamedScenario> all = scenarios();
+  int64_t rows = 0;
+  for (const Config& config : kConfigs) {
+    Sweep sweep;
+    for (const NamedScenario& scenario : all) {
+      for (const double cap : {0.25, 2.0, 20.0}) {
+        for (const int64_t seqlen_k : {1, 5, 65, 200}) {
+          for (const int64_t head_dim : {8, 64, 128}) {
+            const int32_t block_n = rng.below(2) == 0 ? 16 : 64;
+            const Visibility visibility = rng.below(3) == 0 ? kCausalBottomRight : kAllKeys;
+            TestProblem p = make_shape(config.format, 2, seqlen_k, head_dim, visibility);
+            scenario.fill_values(&p, &rng);
+            p.softcap = cap;
+            const TiledModel model{config.format, config.path, block_n, static_cast<int>(rng.below(4)) - 1};
+            for (int64_t i = 0; i < 2; ++i) {
+              sweep.check(p, {0, 0, i}, config, model,
+                          std::string(scenario.name) + " cap " + std::to_string(cap) +
+                              " sk=" + std::to_string(seqlen_k));
+            }
+          }
+        }
+      }
+    }
+    std::printf("%-18s softcap: worst ratio %.3g at %s\n", config_name(config).c_str(), sweep.worst,
+                sweep.worst_where.c_str());
+    rows += sweep.rows;
+  }
+  EXPECT_GT(rows, 4000);
+}
+
+// Sinks relative to each row's max of the keys: far above (the sink decides alone), above, at, below, far below
+// (it weighs nothing), with and without a softcap, in windows and in full rows.
+TEST(ErrorModelBound, HoldsWithASink) {
+  Rng rng(778);
+  const std::vector<NamedScenario> all = scenarios();
+  const double offsets[] = {2000.0, 30.0, 0.5, 0.0, -3.0, -40.0, -2000.0};
+  constexpr int64_t kHeads = 7;
+  int64_t rows = 0;
+  for (const Config& config : kConfigs) {
+    Sweep sweep;
+    for (const size_t scenario : {size_t{0}, size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{6}}) {
+      for (const double cap : {0.0, 3.0}) {
+        for (const int64_t seqlen_k : {1, 65, 200}) {
+          const int32_t block_n = rng.below(2) == 0 ? 16 : 64;
+          const Visibility visibility =
+              rng.below(2) == 0 ? kAllKeys : Visibility{20, 5, Alignment::kBottomRight};
+          TestProblem p = make_shape(config.format, 2, seqlen_k, 64, visibility, 1, kHeads, 1);
+          all[scenario].fill_values(&p, &rng);
+          p.softcap = cap;
+          // Row 1 of head h gets a sink offsets[h] from its own max of the keys.
+          p.sink.assign(kHeads, -kInf);
+          for (int64_t h = 0; h < kHeads; ++h) {
+            const RowResult keys_only = compute_row(p.view(), {0, h, 1}, Tier::kFast);
+            p.sink[static_cast<size_t>(h)] =
+                testing::round_to(Format::kF32, keys_only.keys_m + offsets[static_cast<size_t>(h)]);
+          }
+          const TiledModel model{config.format, config.path, block_n, static_cast<int>(rng.below(4)) - 1};
+          for (int64_t h = 0; h < kHeads; ++h) {
+            for (int64_t i = 0; i < 2; ++i) {
+              sweep.check(p, {0, h, i}, config, model,
+                          std::string(all[scenario].name) + " sink offset " +
+                              std::to_string(offsets[static_cast<size_t>(h)]) + " cap " + std::to_string(cap) +
+                              " sk=" + std::to_string(seqlen_k) + " " + to_string(visibility));
+            }
+          }
+        }
+      }
+    }
+    std::printf("%-18s sink: worst ratio %.3g at %s\n", config_name(config).c_str(), sweep.worst,
+                sweep.worst_where.c_str());
+    rows += sweep.rows;
+  }
+  EXPECT_GT(rows, 2000);
+}
+
+// Rows without a visible key (causal bottom-right, seqlen_q > seqlen_k) or with only -inf scores give O = 0 and
+// LSE = sink. The kernel's LSE is fl(fl(sink * fl(log2 e)) * fl(ln 2)) + logf(l'): the bound must cover those
+// roundings, and be no looser than a few of them.
+TEST(ErrorModelBound, RowsWithoutKeysGiveTheSinkWithinItsConversion) {
+  const double sinks[] = {0.0, 1.0, -0.3125, 12345.678, -3.3e5, 2.5e7, 1e-40, 5e37};
+  TestProblem p = make_shape(Format::kF16, 6, 3, 8, kCausalBottomRight, 1, 8, 1);
+  fill_normal(&p, 90, 1, 1, 1);
+  for (size_t h = 0; h < 8; ++h) p.sink.push_back(testing::round_to(Format::kF32, sinks[h]));
+  for (const Config& config : kConfigs) {
+    for (int64_t h = 0; h < 8; ++h) {
+      const double z = p.sink[static_cast<size_t>(h)];
+      for (const int exp_bias : {-1, 0, 1}) {
+        const RowRef row{0, h, 1};  // sees no key
+        const RowResult exact = compute_row(p.view(), row, Tier::kFast);
+        const RowBound bound = bound_row(exact, config.format, config.path, 64, p.head_dim);
+        const TiledRow got = run_tiled(p, row, {config.format, config.path, 64, exp_bias});
+        ASSERT_EQ(exact.lse, z);
+        for (const double o : got.o) EXPECT_EQ(o, 0.0);
+        const RowJudgement j = judge_row(exact, bound, got);
+        EXPECT_LE(j.worst(), 1.0) << config_name(config) << " sink " << z << " exp_bias " << exp_bias << " (LSE "
+                                  << j.lse << ", m " << j.m << ", l " << j.l << ")";
+        const double converted = static_cast<float>(static_cast<float>(z) * detail::kLog2eF) * detail::kLn2F;
+        EXPECT_GE(bound.lse, std::fabs(converted - z)) << config_name(config) << " sink " << z;
+        EXPECT_LE(bound.lse, 8 * 0x1p-24 * std::fabs(z) + 0x1p-20) << config_name(config) << " sink " << z;
+      }
+    }
+  }
+  // Visible keys whose scores are all -inf: the same, and a non-finite V column must stay non-finite.
+  TestProblem minus = make_shape(Format::kBF16, 1, 4, 2);
+  minus.q = {1.0, 1.0};
+  minus.k = {-kInf, 0, -kInf, 1, -kInf, 2, -kInf, 3};
+  minus.v = {1, 2, kInf, 4, 5, 6, 7, 8};
+  minus.sink = {testing::round_to(Format::kF32, 77.7)};
+  const RowResult exact = compute_row(minus.view(), {0, 0, 0}, Tier::kFast);
+  for (const Config& config : kConfigs) {
+    if (config.format != Format::kBF16) continue;
+    const RowBound bound = bound_row(exact, config.format, config.path, 64, 2);
+    const TiledRow got = run_tiled(minus, {0, 0, 0}, {config.format, config.path, 64, 1});
+    EXPECT_TRUE(std::isnan(got.o[0]));
+    EXPECT_LE(judge_row(exact, bound, got).worst(), 1.0) << config_name(config);
+  }
+}
+
+TEST(ErrorModelBound, SinkOfPlusInfNanAndMinusInf) {
+  TestProblem p = make_shape(Format::kBF16, 2, 40, 16, kAllKeys, 1, 4, 1);
+  fill_normal(&p, 91, 1, 1, 1);
+  p.sink = {kInf, kNaN, -kInf, 2.0};
+  TestProblem none = p;
+  none.sink.clear();
+  for (const Config& config : kConfigs) {
+    if (config.format != Format::kBF16) continue;
+    const TiledModel model{config.format, config.path, 16, 1};
+    // +inf: O = 0, LSE = m = +inf are exact claims; no claim on l.
+    const RowResult plus = compute_row(p.view(), {0, 0, 1}, Tier::kFast);
+    const RowBound plus_bound = bound_row(plus, config.format, config.path, 16, 16);
+    EXPECT_FALSE(plus_bound.unconstrained);
+    for (const double b : plus_bound.o) EXPECT_EQ(b, 0.0);
+    EXPECT_EQ(plus_bound.lse, 0.0);
+    EXPECT_TRUE(std::isinf(plus_bound.l_rel));
+    const TiledRow got_plus = run_tiled(p, {0, 0, 1}, model);
+    EXPECT_EQ(judge_row(plus, plus_bound, got_plus).worst(), 0.0) << config_name(config);
+    TiledRow wrong = got_plus;
+    wrong.o[3] = 1e-3;
+    EXPECT_GT(judge_row(plus, plus_bound, wrong).worst(), 1.0);
+    // NaN: a NaN logit, the whole row must be non-finite.
+    const RowResult nan = compute_row(p.view(), {0, 1, 1}, Tier::kFast);
+    const RowBound nan_bound = bound_row(nan, config.format, config.path, 16, 16);
+    EXPECT_TRUE(nan_bound.unconstrained);
+    EXPECT_EQ(judge_row(nan, nan_bound, run_tiled(p, {0, 1, 1}, model)).worst(), 0.0);
+    // -inf: no sink, the same bounds to the last bit.
+    const RowResult minus = compute_row(p.view(), {0, 2, 1}, Tier::kFast);
+    const RowResult plain = compute_row(none.view(), {0, 2, 1}, Tier::kFast);
+    const RowBound minus_bound = bound_row(minus, config.format, config.path, 16, 16);
+    const RowBound plain_bound = bound_row(plain, config.format, config.path, 16, 16);
+    EXPECT_EQ(minus_bound.o, plain_bound.o);
+    EXPECT_EQ(minus_bound.lse, plain_bound.lse);
+    EXPECT_EQ(minus_bound.m, plain_bound.m);
+    EXPECT_EQ(minus_bound.l_rel, plain_bound.l_rel);
+  }
+}
+
+// A saturated softcap keeps huge logits inside the first-order analysis: capped scores lie within c, so the
+// per-tile rounding of the max and the gaps are bounded by c. Logits of ~1e3: the bound stays far below the hull
+// (max |v|), and a cap applied in log2 units (c tanh(x / c), x = s scale log2 e) is caught; so is a sink merged
+// without its conversion to log2 units.
+TEST(ErrorModelBound, SaturatedSoftcapStaysLinearAndCatchesSlips) {
+  Rng rng(779);
+  TestProblem p = make_shape(Format::kBF16, 2, 200, 64);
+  fill(&p, 'q', [&](int64_t) { return rng.normal(0, 12); });
+  fill(&p, 'k', [&](int64_t) { return rng.normal(0, 12); });
+  fill(&p, 'v', [&](int64_t) { return rng.uniform(-1, 1); });
+  p.softcap = 5.0;
+  for (const Config& config : kConfigs) {
+    if (config.format != Format::kBF16) continue;
+    const RowResult exact = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
+    EXPECT_GT(exact.score_abs_max, 500.0);
+    const RowBound bound = bound_row(exact, config.format, config.path, 64, 64);
+    for (const double b : bound.o) EXPECT_LT(b, 0.05) << config_name(config);  // the hull would be >= max|v| ~ 1
+    double healthy = 0, slip = 0;
+    for (int64_t i = 0; i < 2; ++i) {
+      const RowResult e = compute_row(p.view(), {0, 0, i}, Tier::kFast);
+      const RowBound b = bound_row(e, config.format, config.path, 64, 64);
+      const TiledModel good{config.format, config.path, 64, 1};
+      healthy = std::max(healthy, judge_row(e, b, run_tiled(p, {0, 0, i}, good)).worst());
+      const TiledModel bad{config.format, config.path, 64, 1, Defect::kSoftcapInLog2Units};
+      slip = std::max(slip, judge_row(e, b, run_tiled(p, {0, 0, i}, bad)).worst());
+    }
+    EXPECT_LE(healthy, 1.0) << config_name(config);
+    EXPECT_GT(slip, 1.0) << config_name(config);
+  }
+  TestProblem sinked = make_shape(Format::kF16, 2, 100, 32);
+  fill_normal(&sinked, 92, 1, 1, 1);
+  sinked.sink = {1.5};
+  for (const Config& config : kConfigs) {
+    if (config.format != Format::kF16) continue;
+    const RowResult e = compute_row(sinked.view(), {0, 0, 0}, Tier::kFast);
+    const RowBound b = bound_row(e, config.format, config.path, 64, 32);
+    const TiledModel bad{config.format, config.path, 64, 1, Defect::kSinkInNaturalUnits};
+    EXPECT_LE(judge_row(e, b, run_tiled(sinked, {0, 0, 0}, {config.format, config.path, 64, 1})).worst(), 1.0);
+    EXPECT_GT(judge_row(e, b, run_tiled(sinked, {0, 0, 0}, bad)).worst(), 1.0) << config_name(config);
+  }
 }
 
 // The tensor-core path reports the reference of its last tile, up to kTensorCoreRefSlackLog2 log2 units below the
@@ -488,6 +813,30 @@ TEST(ErrorModelDegraded, MissingRescaleOAccumInDtypeAndLseBase2AreCaught) {
 
   const CaseOutcome base2 = run_case(normal, {Format::kF16, Arithmetic::kTensorCore, 64, 0, Defect::kLseBase2}, 2);
   EXPECT_GT(base2.bound_ratio, 1.0);
+}
+
+// The statistical check with a softcap and a sink: the emulated reference carries both (tanh errors of its own),
+// so a healthy tiled model stays within it, and P one format coarser is still seen on long rows.
+TEST(ErrorModelDegraded, RmsCheckWithSoftcapAndSink) {
+  for (const Config config :
+       {Config{Format::kF16, Arithmetic::kTensorCore}, Config{Format::kF32, Arithmetic::kGeneralFp32}}) {
+    Rng rng(43);
+    TestProblem p = make_shape(config.format, 8, 2048, 64);
+    scenarios()[1].fill_values(&p, &rng);  // wide logits: the cap of 4 bends most of them
+    p.softcap = 4.0;
+    p.sink = {testing::round_to(Format::kF32, compute_row(p.view(), {0, 0, 0}, Tier::kFast).keys_m + 5.0)};
+    EXPECT_GT(compute_row(p.view(), {0, 0, 0}, Tier::kFast).sink_p, 0.1);  // the sink holds a fair share
+    const TiledModel healthy{config.format, config.path, 64, 2};
+    const CaseOutcome good = run_case(p, healthy, 8);
+    TiledModel coarse = healthy;
+    coarse.defect = Defect::kPOneFormatCoarser;
+    const CaseOutcome bad = run_case(p, coarse, 8);
+    std::printf("softcap 4 and sink, %s: healthy bound ratio %.3g, RMS ratio %.3g; P coarser: RMS ratio %.3g\n",
+                config_name(config).c_str(), good.bound_ratio, good.rms.ratio(), bad.rms.ratio());
+    EXPECT_LE(good.bound_ratio, 1.0) << config_name(config);
+    EXPECT_LE(good.rms.ratio(), 1.0) << config_name(config);
+    EXPECT_GT(bad.rms.ratio(), 1.0) << config_name(config);
+  }
 }
 
 // ---- verdict helpers

@@ -1,8 +1,8 @@
-// oracle_test (CPU tier): both oracle tiers against closed forms (equal logits, one dominant key, two keys,
-// head_dim 1, seqlen_k 1, fully masked rows), the documented non-finite semantics, the fast tier against
-// gold within the fast tier's own documented error on random and ill-conditioned rows, the accuracy of
-// gold's exp/log, row sampling, the visibility rule (closed form against the predicate, windows), and the
-// throughput quoted in docs/error-model.md.
+// oracle_test (CPU tier): both oracle tiers against closed forms (equal logits, one dominant key, two keys with a
+// softcap and a sink, head_dim 1, seqlen_k 1, fully masked rows), the documented non-finite semantics (sinks of
+// +-inf and NaN included), the fast tier against gold within the fast tier's own documented error on random and
+// ill-conditioned rows, the accuracy of gold's exp/log/tanh, row sampling, the visibility rule (closed form
+// against the predicate, windows), and the throughput quoted in docs/error-model.md.
 #include "flashcheck/oracle.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <limits>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 #include "test_problems.h"
@@ -219,6 +220,113 @@ TEST(OracleClosedForm, GroupedQueryHeadsReadTheirKvHead) {
   EXPECT_EQ(a.lse, b.lse);
 }
 
+// Two keys (head_dim 1, q = 1, scale 1: the raw scores are k_0 and k_1) with a softcap and a sink, in closed form:
+// s_j = c tanh(k_j / c) (or k_j without a cap), O = sum_j e^(s_j) v_j / (sum_j e^(s_j) + e^sink),
+// LSE = log(sum_j e^(s_j) + e^sink), m = max(s_0, s_1, sink), l = that sum relative to e^m.
+struct TwoKeys {
+  double k0 = 0.75, k1 = 0.75, v0 = -1.5, v1 = 2.25;
+  double softcap = 0.0, sink = -kInf;
+};
+void expect_two_keys(const TwoKeys& t, const std::string& what) {
+  TestProblem p = make_shape(Format::kF32, 1, 2, 1);
+  p.scale = 1.0;
+  p.softcap = t.softcap;
+  if (t.sink != -kInf) p.sink = {t.sink};
+  p.q = {1.0};
+  p.k = {t.k0, t.k1};
+  p.v = {t.v0, t.v1};
+  const auto capped = [&](double k) {
+    return t.softcap > 0 ? Quad(t.softcap) * tanh(Quad(k) / Quad(t.softcap)) : Quad(k);
+  };
+  const Quad s0 = capped(t.k0), s1 = capped(t.k1);
+  Quad m = std::max(s0, s1);
+  const bool has_sink = std::isfinite(t.sink);
+  if (has_sink && Quad(t.sink) > m) m = Quad(t.sink);
+  const Quad w0 = exp(s0 - m), w1 = exp(s1 - m), ws = has_sink ? exp(Quad(t.sink) - m) : Quad(0);
+  const Quad l = w0 + w1 + ws;
+  const double o = static_cast<double>((w0 * Quad(t.v0) + w1 * Quad(t.v1)) / l);
+  const double lse = static_cast<double>(m + log(l));
+  for (const Tier tier : kTiers) {
+    const RowResult r = row_of(p, {0, 0, 0}, tier);
+    expect_o_near(r, {o}, 0x1p-53, tier);
+    EXPECT_LE(std::fabs(r.lse - lse), r.lse_err + 0x1p-53 * std::fabs(lse)) << label(tier) << " " << what;
+    EXPECT_LE(std::fabs(r.m - static_cast<double>(m)), r.m_err + 0x1p-53 * std::fabs(r.m))
+        << label(tier) << " " << what;
+    EXPECT_LE(std::fabs(r.l / static_cast<double>(l) - 1), r.l_rel_err + 0x1p-52) << label(tier) << " " << what;
+    EXPECT_NEAR(r.sink_p, static_cast<double>(ws / l), 0x1p-50) << label(tier) << " " << what;
+    EXPECT_EQ(r.sink, t.sink) << what;
+    EXPECT_EQ(r.softcap, t.softcap) << what;
+  }
+}
+
+TEST(OracleClosedForm, SoftcapTwoKeysAnalytically) {
+  for (const double c : {0.5, 3.0, 30.0}) {
+    for (const double delta : {0.0, 0.5, -3.0, 20.0, -60.0}) {
+      TwoKeys t;
+      t.k1 = testing::round_to(Format::kF32, 0.75 + delta);
+      t.softcap = c;
+      expect_two_keys(t, "softcap " + std::to_string(c) + " delta " + std::to_string(delta));
+    }
+  }
+}
+
+TEST(OracleClosedForm, SinkJoinsTheDenominator) {
+  // Sinks below, between, above and far from the two scores (far: beyond e^-745, where double's exp underflows).
+  for (const double sink : {-3.0, 0.75, 1.0, 5.0, -2000.0, 2000.0}) {
+    for (const double c : {0.0, 2.0}) {
+      TwoKeys t;
+      t.k1 = 1.25;
+      t.sink = sink;
+      t.softcap = c;
+      expect_two_keys(t, "sink " + std::to_string(sink) + " softcap " + std::to_string(c));
+    }
+  }
+}
+
+TEST(OracleClosedForm, RowsWithoutKeysGiveTheSink) {
+  // causal-br with seqlen_q 5 > seqlen_k 3: rows 0 and 1 see no key. With a sink they give O = 0, LSE = m = sink
+  // and l = 1; row 2 (one key) mixes its key with the sink.
+  TestProblem p = make_shape(Format::kF16, 5, 3, 4, kCausalBottomRight, 1, 2, 1);
+  fill_normal(&p, 3, 1, 1, 1);
+  p.sink = {0.3125, -17.5};
+  for (const Tier tier : kTiers) {
+    for (int64_t h = 0; h < 2; ++h) {
+      for (int64_t i = 0; i < 2; ++i) {
+        const RowResult r = row_of(p, {0, h, i}, tier);
+        EXPECT_EQ(r.visible, 0);
+        for (double o : r.o) EXPECT_EQ(o, 0.0);
+        EXPECT_EQ(r.lse, p.sink[static_cast<size_t>(h)]) << label(tier);
+        EXPECT_EQ(r.m, p.sink[static_cast<size_t>(h)]) << label(tier);
+        EXPECT_EQ(r.l, 1.0) << label(tier);
+        EXPECT_EQ(r.sink_p, 1.0) << label(tier);
+        EXPECT_EQ(r.keys_m, -kInf) << label(tier);
+      }
+      const RowResult one = row_of(p, {0, h, 2}, tier);
+      EXPECT_GT(one.sink_p, 0.0);
+      EXPECT_LT(one.sink_p, 1.0);
+    }
+  }
+}
+
+TEST(OracleClosedForm, MinusInfScoresWithASinkStillReadTheirValues) {
+  // Every visible score is -inf, so only the sink weighs; the kernel's accumulator, 0 * inf = NaN at the key whose
+  // V is infinite, is scaled by alpha = 0 but stays NaN: that column must be non-finite, the others are 0.
+  TestProblem p = make_shape(Format::kBF16, 1, 3, 2);
+  p.q = {1.0, 1.0};
+  p.k = {-kInf, 0, -kInf, 1, -kInf, 2};
+  p.v = {1, 2, kInf, 4, 5, 6};
+  p.sink = {2.5};
+  for (const Tier tier : kTiers) {
+    const RowResult r = row_of(p, {0, 0, 0}, tier);
+    EXPECT_TRUE(std::isnan(r.o[0])) << label(tier);
+    EXPECT_EQ(r.o[1], 0.0) << label(tier);
+    EXPECT_EQ(r.lse, 2.5) << label(tier);
+    EXPECT_EQ(r.l, 1.0) << label(tier);
+  }
+  p.sink.clear();  // without a sink: the empty-row rule, O = 0 whatever V holds
+  expect_empty_row(row_of(p, {0, 0, 0}, Tier::kFast));
+}
+
 // ---- special values (the semantics in oracle.h)
 
 TEST(OracleSpecialValues, NanInAVisibleScoreMakesTheRowNan) {
@@ -335,6 +443,98 @@ TEST(OracleSpecialValues, DomainFlagsForOverflow) {
   EXPECT_FALSE(f.score_overflow || f.accum_overflow);  // fp16 extremes stay inside fp32's range
 }
 
+TEST(OracleSpecialValues, SinkOfMinusInfPlusInfAndNan) {
+  // One row per head: sink -inf (no sink), +inf (all the weight), NaN (a NaN logit), and a finite one.
+  TestProblem p = make_shape(Format::kF16, 2, 6, 4, kAllKeys, 1, 4, 1);
+  fill_normal(&p, 31, 1, 1, 1);
+  p.v[3 * 4 + 1] = kInf;  // column 1 holds an infinite value at a visible key
+  p.sink = {-kInf, kInf, kNaN, 1.5};
+  TestProblem none = p;
+  none.sink.clear();
+  for (const Tier tier : kTiers) {
+    const RowResult minus = row_of(p, {0, 0, 1}, tier), plain = row_of(none, {0, 0, 1}, tier);
+    for (size_t k = 0; k < plain.o.size(); ++k) {
+      if (std::isnan(plain.o[k])) {
+        EXPECT_TRUE(std::isnan(minus.o[k]));
+      } else {
+        EXPECT_EQ(minus.o[k], plain.o[k]) << label(tier);
+      }
+    }
+    EXPECT_EQ(minus.lse, plain.lse) << label(tier);
+    EXPECT_EQ(minus.l, plain.l) << label(tier);
+    EXPECT_EQ(minus.sink_p, 0.0) << label(tier);
+
+    const RowResult plus = row_of(p, {0, 1, 1}, tier);
+    EXPECT_FALSE(plus.nonfinite_score);
+    EXPECT_EQ(plus.o[0], 0.0);
+    EXPECT_TRUE(std::isnan(plus.o[1]));  // 0 * inf in the accumulator
+    EXPECT_EQ(plus.lse, kInf);
+    EXPECT_EQ(plus.m, kInf);
+    EXPECT_EQ(plus.l, 1.0);
+
+    const RowResult nan = row_of(p, {0, 2, 1}, tier);
+    EXPECT_TRUE(nan.nonfinite_score && nan.nonfinite_input);
+    for (double o : nan.o) EXPECT_TRUE(std::isnan(o));
+    EXPECT_TRUE(std::isnan(nan.lse) && std::isnan(nan.m) && std::isnan(nan.l));
+
+    const RowResult finite = row_of(p, {0, 3, 1}, tier);
+    EXPECT_TRUE(std::isfinite(finite.lse));
+    EXPECT_GT(finite.lse, plain.lse);  // one more term in the sum
+  }
+}
+
+TEST(OracleSpecialValues, SoftcapMakesInfiniteScoresFinite) {
+  // c tanh(+-inf / c) = +-c: a key with an infinite score is an ordinary key of logit +-c, not a NaN row (+inf)
+  // or a key of zero weight (-inf). The same row with the scores 1e30 and -1e30 gives the same result.
+  TestProblem p = make_shape(Format::kF32, 1, 3, 2);
+  p.scale = 1.0;
+  p.softcap = 4.0;
+  p.q = {1.0, 1.0};
+  p.k = {kInf, 0, -kInf, 0, 0.5, 0.25};
+  p.v = {1, 2, 3, 4, 5, 6};
+  TestProblem finite = p;
+  finite.k = {1e30, 0, -1e30, 0, 0.5, 0.25};
+  for (const Tier tier : kTiers) {
+    const RowResult r = row_of(p, {0, 0, 0}, tier), f = row_of(finite, {0, 0, 0}, tier);
+    EXPECT_TRUE(r.nonfinite_input);
+    EXPECT_FALSE(r.nonfinite_score);
+    EXPECT_FALSE(r.score_overflow);
+    EXPECT_EQ(r.m, 4.0) << label(tier);
+    for (size_t k = 0; k < 2; ++k) EXPECT_NEAR(r.o[k], f.o[k], 1e-14) << label(tier);
+    EXPECT_NEAR(r.lse, f.lse, 1e-14) << label(tier);
+    EXPECT_EQ(r.score_abs_max, 0.75);  // the infinite keys' capped scores carry no error of their own
+  }
+  p.softcap = 0.0;
+  EXPECT_TRUE(row_of(p, {0, 0, 0}, Tier::kFast).nonfinite_score);  // without the cap: +inf makes the row NaN
+}
+
+TEST(OracleSpecialValues, DomainFlagsForSinkAndSoftcap) {
+  TestProblem p = make_shape(Format::kBF16, 1, 2, 4);
+  fill(&p, 'q', [](int64_t) { return 1e4; });
+  fill(&p, 'k', [](int64_t) { return 1e4; });
+  fill(&p, 'v', [](int64_t) { return 1.0; });
+  EXPECT_FALSE(row_of(p, {0, 0, 0}, Tier::kFast).score_overflow);
+  p.sink = {3e38};  // sink * log2 e overflows fp32
+  EXPECT_TRUE(row_of(p, {0, 0, 0}, Tier::kFast).score_overflow);
+  p.sink = {-3e38};
+  EXPECT_TRUE(row_of(p, {0, 0, 0}, Tier::kFast).score_overflow);
+  p.sink = {1e30};  // far above every score, and inside the domain
+  EXPECT_FALSE(row_of(p, {0, 0, 0}, Tier::kFast).score_overflow);
+  p.sink.clear();
+  p.softcap = 1e-30;  // the argument s * scale / c overflows
+  EXPECT_TRUE(row_of(p, {0, 0, 0}, Tier::kFast).score_overflow);
+  p.softcap = 3e38;  // c * log2 e overflows
+  EXPECT_TRUE(row_of(p, {0, 0, 0}, Tier::kFast).score_overflow);
+  p.softcap = 30.0;
+  EXPECT_FALSE(row_of(p, {0, 0, 0}, Tier::kFast).score_overflow);
+  p.softcap = -1.0;
+  EXPECT_THROW(row_of(p, {0, 0, 0}, Tier::kFast), std::invalid_argument);
+  p.softcap = 0.0;
+  p.sink = {1.0};  // shorter than heads_q
+  p.heads_q = 2;
+  EXPECT_THROW(row_of(p, {0, 0, 0}, Tier::kFast), std::out_of_range);
+}
+
 // ---- fast against gold
 
 TEST(OracleFastVsGold, RandomRows) {
@@ -437,6 +637,52 @@ TEST(OracleFastVsGold, SubnormalInputs) {
   }
 }
 
+TEST(OracleFastVsGold, WindowRowsPastKeyZero) {
+  // Rows whose keys start past key 0 read only their window: both tiers, every row of two windows.
+  for (const Visibility window : {Visibility{5, 2, Alignment::kBottomRight}, Visibility{30, 0, Alignment::kTopLeft}}) {
+    TestProblem p = make_shape(Format::kBF16, 40, 90, 16, window);
+    fill_normal(&p, 23, 2.0, 2.0, 1.0);
+    for (int64_t i = 0; i < p.seqlen_q; ++i) {
+      ASSERT_GT(visible_keys(p.view(), i).size(), 0);
+      expect_tiers_agree(p, {0, 0, i}, to_string(window) + " row " + std::to_string(i));
+    }
+  }
+}
+
+TEST(OracleFastVsGold, SoftcapSinkAndWindowRows) {
+  // Softcaps that saturate tanh (0.5) or barely bend it (30), sinks below, among and above the scores and far from
+  // them, windows starting past key 0; all rows of each problem, both tiers within the sum of their errors.
+  Rng rng(2025);
+  int rows = 0;
+  const Visibility visibilities[] = {kAllKeys, kCausalBottomRight, Visibility{9, 3, Alignment::kTopLeft}};
+  for (const Format format : {Format::kF32, Format::kF16, Format::kBF16}) {
+    for (const double cap : {0.0, 0.5, 5.0, 30.0}) {
+      for (const int64_t seqlen_k : {1, 7, 64, 300}) {
+        for (const int64_t head_dim : {1, 16, 128}) {
+          const Visibility visibility = visibilities[rows % 3];
+          TestProblem p = make_shape(format, 3, seqlen_k, head_dim, visibility, 1, 4, 2);
+          const double sigma = rng.uniform(0.3, 4.0);
+          fill_normal(&p, rng.next(), sigma, sigma, 1.0);
+          p.softcap = cap;
+          const double far = rng.below(2) == 0 ? 900.0 : 50.0;
+          p.sink = {testing::round_to(Format::kF32, rng.normal(0, 2)), -far, far, -kInf};
+          for (int64_t h = 0; h < 4; ++h) {
+            for (int64_t i = 0; i < 3; ++i) {
+              const std::string what = std::string(to_string(format)) + " cap " + std::to_string(cap) +
+                                       " sk=" + std::to_string(seqlen_k) + " d=" + std::to_string(head_dim) + " " +
+                                       to_string(visibility) + " head " + std::to_string(h) + " row " +
+                                       std::to_string(i);
+              expect_tiers_agree(p, {0, h, i}, what);
+              ++rows;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(rows, 500);
+}
+
 // ---- gold's elementary functions
 
 TEST(OracleGold, ExpAndLogWithinTheirAllowance) {
@@ -467,6 +713,25 @@ TEST(OracleGold, ExpAndLogWithinTheirAllowance) {
               worst_exp, worst_log, detail::kGoldFunctionUlps);
   EXPECT_LE(worst_exp, 1.0);
   EXPECT_LE(worst_log, 1.0);
+}
+
+TEST(OracleGold, TanhWithinItsAllowance) {
+  // The capped scores' tanh: small arguments (Boost's series), moderate ones (sinh/cosh from exp), saturated ones.
+  const double ulp = 2 * detail::kQuadUnit;
+  double worst = 0, worst_ulp = 0;
+  Rng rng(17);
+  for (int t = 0; t < 600; ++t) {
+    const double x = t < 200   ? rng.normal(0, 1) * std::pow(2.0, -rng.uniform(0, 60))
+                     : t < 400 ? rng.uniform(-45, 45)
+                               : rng.uniform(-3000, 3000);
+    if (x == 0.0) continue;
+    const Wide ref = tanh(Wide(x));
+    const double rel = static_cast<double>(abs((Wide(tanh(Quad(x))) - ref) / ref));
+    worst_ulp = std::max(worst_ulp, rel / ulp);
+    worst = std::max(worst, rel / (detail::gold_tanh_ulps(std::fabs(x)) * ulp));
+  }
+  std::printf("gold tanh: worst %.1f ulp, %.3f of its allowance\n", worst_ulp, worst);
+  EXPECT_LE(worst, 1.0);
 }
 
 // ---- visibility
@@ -592,6 +857,24 @@ TEST(OracleSampling, LargeProblemsGetStructuralAndRandomRows) {
   int64_t middle_heads = 0;
   for (const RowRef& r : rows) middle_heads += (r.b == 0 && r.h != 0) || (r.b == 1 && r.h != 2) ? 1 : 0;
   EXPECT_GT(middle_heads, 0);  // the random sample reaches the (batch, head) pairs in between
+}
+
+TEST(OracleSampling, WindowEdgesAndTrailingMaskedRows) {
+  // A top-left window of 100 keys to the left, seqlen_q 1000 > seqlen_k 600: row i sees keys [i - 100, i] within
+  // [0, 600), so rows 700..999 see none (a trailing masked run), and both window edges cross K tiles.
+  TestProblem p = make_shape(Format::kF16, 1000, 600, 1, Visibility{100, 0, Alignment::kTopLeft}, 1, 2, 2);
+  constexpr int32_t kBlockM = 64, kBlockN = 128;
+  const std::vector<RowRef> rows = sample_rows(p.view(), kBlockM, kBlockN, 5, 1024, 0);
+  const std::set<RowRef> have(rows.begin(), rows.end());
+  for (const int64_t h : {0, 1}) {
+    // the masked run and its neighbours; right edges (keys end at 127/128/129...); left edges (keys begin there)
+    for (const int64_t i : {699, 700, 999, 126, 127, 128, 510, 511, 512, 227, 228, 229, 611, 612, 613}) {
+      EXPECT_EQ(have.count(RowRef{0, h, i}), 1u) << h << "," << i;
+    }
+  }
+  EXPECT_EQ(visible_keys(p.view(), 699).size(), 1);
+  EXPECT_EQ(visible_keys(p.view(), 700).size(), 0);
+  EXPECT_EQ(visible_keys(p.view(), 227).begin, 127);  // one before the boundary at key 128
 }
 
 // ---- throughput (quoted in docs/error-model.md): seqlen_k 4096, head_dim 128, one core

@@ -67,6 +67,8 @@ Problem TestProblem::view() const {
   p.head_dim = head_dim;
   p.visibility = visibility;
   p.scale = scale;
+  p.softcap = softcap;
+  p.sink = sink;
   p.q = q;
   p.k = k;
   p.v = v;

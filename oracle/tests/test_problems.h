@@ -33,6 +33,8 @@ struct TestProblem {
   int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1, head_dim = 1;
   Visibility visibility = kAllKeys;
   double scale = 1.0;           // an fp32 value
+  double softcap = 0.0;         // an fp32 value; 0: none
+  std::vector<double> sink;     // [heads_q] fp32 values, or empty: none
   std::vector<double> q, k, v;  // contiguous [B, H, S, D], rounded to the format
   Problem view() const;
 };

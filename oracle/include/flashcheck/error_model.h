@@ -18,7 +18,8 @@ struct RowBound {
   double m = 0.0;              // absolute bound on the distance of m from [m* - m_below, m*]
   double m_below = 0.0;        // how far below the max the kernel's m may lie (natural units): the tensor-core
                                // path reports the reference of its last tile (kTensorCoreRefSlackLog2)
-  double l_rel = 0.0;          // relative bound on |l - l_ref| / l_ref, l_ref = l_given_m(exact, kernel's m)
+  double l_rel = 0.0;          // relative bound on |l - l_ref| / l_ref, l_ref = l_given_m(exact, kernel's m);
+                               // infinite where l is not judged (|m| beyond ~2^24, a sink of +inf)
   bool unconstrained = false;  // outside the domain (non-finite score, score or accumulator overflow)
 };
 
@@ -29,7 +30,8 @@ struct RowBound {
 inline constexpr double kTensorCoreRefSlackLog2 = 8.0;
 
 // Bound for one row as computed in `arithmetic` on inputs of `format`, processed in K/V tiles of `block_n`;
-// head_dim is the length of the score dot products. The bound includes the oracle tier's own error.
+// head_dim is the length of the score dot products. The row's softcap and sink (RowResult) are part of it. The
+// bound includes the oracle tier's own error; it is never negative or NaN.
 RowBound bound_row(const RowResult& exact, Format format, Arithmetic arithmetic, int32_t block_n, int64_t head_dim);
 
 // Unit roundoff of a format: fp32 2^-24, fp16 2^-11, bf16 2^-8.
@@ -58,10 +60,12 @@ double l_error_ratio(const RowResult& exact, const RowBound& bound, double kerne
 // when block_n <= 0; pass the kernel's block_n: P is then rounded relative to the same running max as in
 // the kernel, so the two round P value for value), at the rounding points of `arithmetic` on `format` inputs:
 // fp32 scores as round-to-nearest FMA chains (three tf32 products per product on the split path, tf32
-// rounded ties-away as cvt.rna), x = fl(s * fl(scale * log2 e)), p = exp2(x - m) in fp32 with a
-// deterministic pseudo-random relative error of up to kExp2RelErr (the GPU's approximate exp2), l summed in
-// fp32 from fp32 p, P rounded as the path rounds it, P*V in fp32, one division, O rounded to format. It is an
-// ensemble: both signs of the exp2 error realization and, on tensor-core paths, P*V accumulated both as the
+// rounded ties-away as cvt.rna), x = fl(s * fl(scale * log2 e)) (with a softcap c, x = fl(fl(c log2 e) *
+// tanh(fl(s * fl(scale / c)))), tanh with a deterministic pseudo-random relative error of up to kTanhRelErr),
+// p = exp2(x - m) in fp32 with a deterministic pseudo-random relative error of up to kExp2RelErr (the GPU's
+// approximate exp2), l summed in fp32 from fp32 p, P rounded as the path rounds it, P*V in fp32, the sink merged
+// into the final state as the kernels' epilogue does, one division, O rounded to format. It is an
+// ensemble: both signs of the exp2 and tanh error realizations and, on tensor-core paths, P*V accumulated both as the
 // hardware does (exact products added k at a time with truncation) and as an FMA chain (as the host model
 // does); per element the member farthest from the exact value (`exact`: the row's RowResult, computed with
 // the fast tier when null) is returned. So every healthy implementation, GPU or host model, stays within the
@@ -72,6 +76,8 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
 
 // Relative error bound of the GPU's exp2 (covers exp2f's 2 ulp and ex2.approx.f32's 2^-22.5).
 inline constexpr double kExp2RelErr = 0x1p-22;
+// Relative error bound of the GPU's tanhf (2 ulp, CUDA Programming Guide): at most 4u of |tanh| for fp32's u = 2^-24.
+inline constexpr double kTanhRelErr = 0x1p-22;
 
 // The statistical check. Feed every compared O element of the constrained rows whose oracle value is finite
 // (pool the rows of one case: a single row's elements share one l error, too few independent draws). Errors

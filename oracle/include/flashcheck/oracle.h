@@ -6,11 +6,17 @@
 // Besides O, LSE, m and l each row carries the ingredients of the error bound (error_model.h).
 //
 // Semantics (the API's, README "Semantics"), as the oracle reports them:
-//  * no usable key (no visible key, or every visible score is -inf): O = 0, LSE = -inf, m = -inf, l = 0;
+//  * no usable key (no visible key, or every visible score is -inf) and no sink: O = 0, LSE = -inf, m = -inf,
+//    l = 0;
 //  * a visible score that is NaN or +inf (IEEE arithmetic on the inputs: inf*0 = NaN, inf-inf = NaN):
 //    nonfinite_score; O, LSE, m, l are all NaN ("must be non-finite");
+//  * with a softcap c the scores are capped first: +-inf becomes +-c, so only a NaN score is non-finite;
+//  * a sink joins m, l and LSE as one more logit whose value row is zero; with no usable key O = 0 and
+//    LSE = m = sink, l = 1. A NaN sink counts as a NaN score; a sink of +inf gives O = 0, LSE = m = +inf and
+//    l = 1 (the sink's own weight: no claim on l is made there); -inf is no sink;
 //  * a non-finite V element at a visible key (even one of zero weight: the kernel computes 0*inf = NaN):
-//    O of that column is NaN, which means "must be non-finite" (the kernel may give +-inf or NaN);
+//    O of that column is NaN, which means "must be non-finite" (the kernel may give +-inf or NaN); only a row
+//    with no usable key and no sink is exempt (the kernel writes its O = 0 without reading its accumulator);
 //  * -inf scores carry zero weight.
 #pragma once
 
@@ -32,8 +38,11 @@ struct RowRef {
 enum class Tier : int32_t { kGold = 0, kFast = 1 };
 const char* to_string(Tier tier);  // "gold", "fast"
 
-// Notation of the fields: s_j = scale * q.k_j over the visible keys j, m = max_j s_j, w_j = exp(s_j - m),
-// l = sum_j w_j, p_j = w_j / l, S_j = |scale| * sum_k |q_k k_jk| (the condition of score j), gap_j = m - s_j.
+// Notation of the fields: s_j = scale * q.k_j over the visible keys j (with a softcap c: c tanh(scale * q.k_j / c)),
+// m = max_j s_j, w_j = exp(s_j - m), l = sum_j w_j, p_j = w_j / l, S_j = |scale| * sum_k |q_k k_jk| (the condition
+// of score j, before the cap), gap_j = m - s_j. With a sink it is one more logit s_sink whose value row is zero
+// and whose S is 0: m and l include it, and every sum over j below includes its term (in dev_pv p_s |O_k|, in
+// dev_pv_gap p_s gap_s |O_k|, in the gap sums and maxima its gap); abs_pv, abs_v_sum and max_abs_v do not change.
 struct RowResult {
   RowRef row;
   int64_t visible = 0;    // number of visible keys
@@ -57,6 +66,11 @@ struct RowResult {
   double score_flush_max = 0.0;      // max_j of what flush-to-zero arithmetic can drop from score j:
                                      // |scale| (sum of |q_k k_jk| over products with an operand below 2^-114
                                      // or a magnitude below 2^-126, plus head_dim * 2^-126)
+  // The row's softcap and sink, and the sink's place in the row (for the bound).
+  double softcap = 0.0;                                   // c > 0: the scores above are capped; 0: none
+  double sink = -std::numeric_limits<double>::infinity();  // the sink logit of the row's head; -inf: none
+  double sink_p = 0.0;                                    // p_s = exp(sink - m) / l, the sink's share of l
+  double keys_m = -std::numeric_limits<double>::infinity();  // max over the keys alone; m = max(keys_m, sink)
   // This tier's own error (bounds on |reported - exact|); bound_row adds them, so verdicts stay honest.
   std::vector<double> o_err;  // [head_dim]
   double lse_err = 0.0;
@@ -65,8 +79,9 @@ struct RowResult {
   // Domain flags. RowBound::unconstrained = nonfinite_score || score_overflow || accum_overflow.
   bool nonfinite_input = false;  // a NaN/Inf entered a visible score or a visible V row
   bool nonfinite_score = false;  // a visible score is NaN or +inf
-  bool score_overflow = false;   // |scale|*log2(e) or 1 times sum_k |q_k k_jk| exceeds FLT_MAX/4: the
-                                 // kernel's fp32 scores (or x - m) may overflow: outside its domain
+  bool score_overflow = false;   // |scale|*log2(e) or 1 times sum_k |q_k k_jk| exceeds FLT_MAX/4 (with a
+                                 // softcap c: |scale|/c or 1 times it, or c*log2(e)), or |sink|*log2(e) does:
+                                 // the kernel's fp32 scores (or x - m) may overflow: outside its domain
   bool accum_overflow = false;   // sum_j |v_jk| exceeds FLT_MAX/4: the fp32 accumulator may overflow
 };
 
@@ -82,9 +97,10 @@ RowResult compute_row(const Problem& problem, RowRef row, Tier tier);
 // Rows to check for a problem: all rows when batch*heads_q*seqlen_q <= full_check_limit; otherwise, for the
 // first and the last (batch, head) pair: the first and last rows, the rows at Q-tile boundaries (t*block_m-1,
 // t*block_m, t*block_m+1 for the first and last kBoundaryTilesEachEnd tiles), the first and last fully masked
-// rows and the first row after them, the rows whose visible keys end (visible_keys().end, where the visibility
-// has a right edge) at a K-tile boundary (t*block_n-1, t*block_n, t*block_n+1, same tile limit); plus
-// `random_rows` rows drawn uniformly over all rows by splitmix64 keyed by `seed`. Deterministic, sorted, unique.
+// rows and the rows just before and after them, the rows whose visible keys end (visible_keys().end, where the
+// visibility has a right edge) or begin (visible_keys().begin, where it has a left edge) at a K-tile boundary
+// (t*block_n-1, t*block_n, t*block_n+1, same tile limit); plus `random_rows` rows drawn uniformly over all rows
+// by splitmix64 keyed by `seed`. Deterministic, sorted, unique.
 inline constexpr int64_t kBoundaryTilesEachEnd = 4;
 std::vector<RowRef> sample_rows(const Problem& problem, int32_t block_m, int32_t block_n, uint64_t seed,
                                 int64_t full_check_limit = 4096, int64_t random_rows = 64);

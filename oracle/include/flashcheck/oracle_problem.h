@@ -50,11 +50,13 @@ struct Problem {
   int64_t batch = 0, heads_q = 0, heads_kv = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0;
   Visibility visibility = kAllKeys;
   double scale = 0.0;         // the softmax scale (an fp32 value), exactly
-  // Softcap c > 0: the scaled score s = scale * q.k becomes c * tanh(s / c) before the softmax; 0: off.
+  // Softcap c > 0 (an fp32 value): the scaled score s = scale * q.k becomes c * tanh(s / c) before the softmax
+  // (so s = +-inf becomes +-c); 0: off.
   double softcap = 0.0;
-  // Sink logits, one per query head (empty: no sink): the sink of head h joins row (b, h, i)'s softmax
-  // denominator as one more logit with a zero value row, O = sum_j e^(s_j) v_j / (sum_j e^(s_j) + e^sink),
-  // LSE = log(sum_j e^(s_j) + e^sink). A row with no visible key then has O = 0 and LSE = sink.
+  // Sink logits, one per query head (empty: no sink; fp32 values): the sink of head h joins row (b, h, i)'s
+  // softmax denominator as one more logit with a zero value row, O = sum_j e^(s_j) v_j / (sum_j e^(s_j) + e^sink),
+  // LSE = log(sum_j e^(s_j) + e^sink). A row with no visible key then has O = 0 and LSE = sink. A sink of -inf
+  // is no sink; +inf takes all the weight (O = 0, LSE = +inf); NaN makes the row NaN.
   std::span<const double> sink;  // [heads_q]
   std::span<const double> q;  // [batch, heads_q, seqlen_q, head_dim]
   std::span<const double> k;  // [batch, heads_kv, seqlen_k, head_dim]
