@@ -3,8 +3,9 @@
 
 Usage: classify_summary.py CTEST_VERBOSE_LOG [SUITE_PREFIX]   (default prefix: Gpu_Properties.)
 Prints one line per property (cases passed, or FAILED) and the RC_CLASSIFY distribution over all of them,
-weighted by each property's case count. CTest -V prefixes every line of test N with "N: "; lines are grouped
-by that prefix so parallel tests do not mix.
+weighted by each property's case count, per tag: a case carries its value family and any of the features
+window, softcap and sink, so the features' shares add to the families' 100%. CTest -V prefixes every line of
+test N with "N: "; lines are grouped by that prefix so parallel tests do not mix.
 """
 import collections
 import re
@@ -20,7 +21,8 @@ for line in open(log_path, errors="replace"):
 
 run_re = re.compile(r"^\[ RUN      \] (\S+)")
 passed_re = re.compile(r"^OK, passed (\d+) tests")
-class_re = re.compile(r"^\s*([0-9.]+)% - \"(.*)\"$")
+class_re = re.compile(r"^\s*([0-9.]+)% - (\".*\")$")
+tag_re = re.compile(r"\"([^\"]*)\"")
 results = []  # (property, cases or None, {label: percent})
 for lines in by_test.values():
     current, cases, classes = None, None, {}
@@ -37,7 +39,8 @@ for lines in by_test.values():
             continue
         m = class_re.match(line)
         if m and cases is not None:
-            classes[m.group(2)] = float(m.group(1))
+            for tag in tag_re.findall(m.group(2)):  # one line per combination of tags: add to each tag
+                classes[tag] = classes.get(tag, 0.0) + float(m.group(1))
     # a binary whose last test did not finish (crash) leaves `current` without a pass line: reported below
 
 if not results:
@@ -56,7 +59,7 @@ for name, cases, classes in sorted(results):
         weighted[label] += pct / 100.0 * cases
     print(f"  {name}: {cases} cases passed")
 print(f"{len(results)} properties, {total} cases passed, {len(failed)} failed")
-print("RC_CLASSIFY over all passed cases:")
+print("RC_CLASSIFY over all passed cases (per tag; a case has one value family and any of window, softcap, sink):")
 for label, n in weighted.most_common():
     print(f"  {100.0 * n / total:6.2f}%  {label}  (~{round(n)} cases)")
 sys.exit(1 if failed else 0)

@@ -1,9 +1,12 @@
 // Binary layout (byte offsets; bytes past the end read as 0):
 //   0 dtype | 1 mask | 2 flags (layout, pad, scale) | 3 head_dim | 4 batch | 5 heads
 //   6-7 seqlen_q | 8-9 seqlen_k | 10-15 value specs of q, k, v (kind, parameter) | 16 injection count
-//   then 7 bytes per injection (tensor, b, h, s lo, s hi, d, value) | then 8 bytes of seed (little endian).
+//   then 7 bytes per injection (tensor, b, h, s lo, s hi, d, value) | then 8 bytes of seed (little endian)
+//   | then the features: window (mode, left, right) | softcap | sink (kind, parameter).
 // Menus hold the values worth hitting (LAPACK's 0, 1, tile-1, tile, tile+1, odd primes; dlatb4's value
-// types); a seqlen is a small multiple of the tile the config picks, plus or minus two.
+// types); a seqlen is a small multiple of the tile the config picks, plus or minus two, and so is a window side.
+// The features come last and read as "none" from zero bytes, so a stored input that ends before them decodes
+// to the case it did before they existed.
 #include "case_decoder.h"
 
 #include <algorithm>
@@ -91,6 +94,54 @@ ValueSpec value_spec_from(uint8_t kind, uint8_t param) {
   }
 }
 
+// A window side: unbounded, the diagonal, small, a tile multiple -1/0/+1, or at and past the longest seqlen.
+int64_t window_side_from(uint8_t byte, int64_t block_n, int64_t longest) {
+  switch (byte % 8) {
+    case 0:
+      return -1;
+    case 1:
+      return 0;
+    case 2:
+      return 1 + (byte >> 3) % 8;
+    case 3:
+    case 4:
+      return (1 + (byte >> 3) % 3) * block_n + ((byte >> 5) % 3) - 1;
+    case 5:
+      return longest + (byte >> 3) % 2;
+    case 6:
+      return int64_t{1} << 40;
+    default:
+      return (byte >> 3) * std::max<int64_t>(longest, 1) / 32;
+  }
+}
+
+// Softcaps: off for half the bytes, else saturating, typical or large.
+float softcap_from(uint8_t byte) {
+  constexpr std::array<float, 8> kSoftcaps = {0.5f, 1.0f, 2.0f, 5.0f, 20.0f, 30.0f, 50.0f, 1e4f};
+  return byte < 128 ? 0.0f : pick(kSoftcaps, byte);
+}
+
+// Sinks: none for half the kind bytes; else far above or below the scores, near them, per-head mixtures, or the
+// special values (-inf: no sink; +inf: all the weight; NaN: a NaN row).
+std::optional<ValueSpec> sink_from(uint8_t kind, uint8_t param) {
+  if (kind < 128) return std::nullopt;
+  switch (kind % 4) {
+    case 0: {
+      constexpr std::array<double, 12> kConst = {-kInf, kInf, kNaN, 0.0,  30.0,  -30.0,
+                                                 80.0,  -80.0, 1e4, -1e4, 1e30, -1e30};
+      return ValueSpec{DistKind::kConst, pick(kConst, param), 0.0};
+    }
+    case 1: {
+      constexpr std::array<double, 4> kSigma = {1.0, 2.0, 4.0, 30.0};
+      return ValueSpec{DistKind::kNormal, 0.0, pick(kSigma, param)};
+    }
+    case 2:
+      return ValueSpec{DistKind::kRamp, -100.0, 100.0};
+    default:
+      return ValueSpec{DistKind::kDominant, 1.0, 200.0};
+  }
+}
+
 std::optional<float> scale_from(uint8_t selector, int64_t head_dim) {
   switch (selector % 8) {
     case 4:
@@ -164,6 +215,19 @@ Case decode_binary(std::span<const uint8_t> bytes) {
     c.inject.push_back(inj);
   }
   c.seed = in.u64();
+
+  const uint8_t window_mode = in.u8(), left = in.u8(), right = in.u8();
+  if (window_mode % 4 != 0) {
+    // A window mask of the case's alignment (none counts as top-left), aimed at the K tiles.
+    c.mask = (window_mode % 4 == 1 || c.mask == Mask::kCausalBottomRight) ? Mask::kWindowBottomRight
+                                                                          : Mask::kWindowTopLeft;
+    const int64_t longest = std::max(c.seqlen_q, c.seqlen_k);
+    c.window_left = window_side_from(left, block_n, longest);
+    c.window_right = window_side_from(right, block_n, longest);
+  }
+  c.softcap = softcap_from(in.u8());
+  const uint8_t sink_kind = in.u8();
+  c.sink = sink_from(sink_kind, in.u8());
   return c;
 }
 

@@ -6,7 +6,9 @@
 //   2 text      -> parse_case; for accepted lines format/parse round trip and make_inputs' validation
 // Sizes and strides come from a menu of edge values (0, -1, INT64 extremes, 2^31, 2^62, ...) or raw bytes;
 // pointers are fake addresses (null, misaligned, near the top of the address space) that ASan would
-// catch on any dereference.
+// catch on any dereference. Params that pass can_implement are then broken in one field at a time (a window
+// side below -1, a window with a mask that takes none, a negative, NaN or infinite softcap, a misaligned sink,
+// a sink overlapping O or LSE): can_implement (C++ and C) must reject each and name the field.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "byte_reader.h"
 #include "flashcheck/attention.h"
@@ -21,6 +24,7 @@
 #include "flashcheck/case.h"
 #include "flashcheck/host_model.h"
 #include "flashcheck/inputs.h"
+#include "flashcheck/mask_names.h"
 
 namespace flashcheck::fuzz {
 namespace {
@@ -95,8 +99,32 @@ float scale_value(ByteReader& in) {
 
 int32_t enum_value(ByteReader& in) {
   const uint8_t selector = in.u8();
-  if (selector < 240) return selector % 4;  // 3 is out of range for every enum
+  if (selector < 240) return selector % 6;  // every dtype, mask and layout, and 5 is out of range for each
   return static_cast<int32_t>(in.u32());
+}
+
+// A window side: -1 (no window, what zero bytes give) for half the selectors, else below -1 or a size.
+int64_t window_value(ByteReader& in) {
+  const uint8_t selector = in.u8();
+  if (selector < 128) return -1;
+  if (selector < 136) return -2;
+  return size_value(in);
+}
+
+float softcap_value(ByteReader& in) {
+  constexpr float kSoftcaps[] = {30.0f,
+                                 0.5f,
+                                 -1.0f,
+                                 -0.0f,
+                                 std::numeric_limits<float>::quiet_NaN(),
+                                 std::numeric_limits<float>::infinity(),
+                                 -std::numeric_limits<float>::infinity(),
+                                 std::numeric_limits<float>::denorm_min(),
+                                 std::numeric_limits<float>::max()};
+  const uint8_t selector = in.u8();
+  if (selector < 128) return 0.0f;  // off, what zero bytes give
+  if (selector < 240) return kSoftcaps[selector % std::size(kSoftcaps)];
+  return in.f32_bits();
 }
 
 Params params_from(ByteReader& in) {
@@ -126,7 +154,80 @@ Params params_from(ByteReader& in) {
   p.o = const_cast<void*>(pointer_value(in));
   p.lse = static_cast<float*>(const_cast<void*>(pointer_value(in)));
   p.softmax_scale = scale_value(in);
+  // Read last, so that inputs written before these fields existed keep their meaning (zeros: none of them).
+  p.window_left = window_value(in);
+  p.window_right = window_value(in);
+  p.softcap = softcap_value(in);
+  p.sink = static_cast<const float*>(pointer_value(in));
   return p;
+}
+
+const float* at_byte(const void* base, uintptr_t offset) {
+  return reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(base) + offset);
+}
+
+// One field of valid params broken: the field's name the message must lead with, and the break.
+struct Break {
+  const char* field;
+  void (*apply)(Params&);
+};
+// The breaks of the window, the softcap and the sink; the sink's only where can_implement reads it (a problem
+// with rows: an empty one is a no-op that checks no pointer).
+std::vector<Break> breaks_of(const Params& valid) {
+  std::vector<Break> breaks = {
+      {"window_left", [](Params& p) { p.window_left = -2; }},
+      {"window_right", [](Params& p) { p.window_right = std::numeric_limits<int64_t>::min(); }},
+      {"window_left", [](Params& p) {  // a window with a mask that takes none
+         if (takes_window(p.mask)) p.mask = Mask::kCausalTopLeft;
+         p.window_left = 3;
+       }},
+      {"softcap", [](Params& p) { p.softcap = -1.0f; }},
+      {"softcap", [](Params& p) { p.softcap = std::numeric_limits<float>::quiet_NaN(); }},
+      {"softcap", [](Params& p) { p.softcap = std::numeric_limits<float>::infinity(); }},
+  };
+  if (valid.batch > 0 && valid.heads_q > 0 && valid.seqlen_q > 0) {
+    breaks.push_back({"sink", [](Params& p) { p.sink = at_byte(p.lse, 1); }});  // misaligned
+    breaks.push_back({"sink", [](Params& p) { p.sink = p.lse; }});              // overlaps LSE
+    breaks.push_back({"sink", [](Params& p) { p.sink = at_byte(p.o, 0); }});    // overlaps O (or misaligned)
+  }
+  return breaks;
+}
+
+fc_params to_c(const Params& p) {
+  fc_params c{};
+  c.dtype = static_cast<int32_t>(p.dtype);
+  c.mask = static_cast<int32_t>(p.mask);
+  c.batch = p.batch, c.heads_q = p.heads_q, c.heads_kv = p.heads_kv;
+  c.seqlen_q = p.seqlen_q, c.seqlen_k = p.seqlen_k, c.head_dim = p.head_dim;
+  c.q = p.q, c.k = p.k, c.v = p.v, c.o = p.o, c.lse = p.lse;
+  c.q_stride = {p.q_stride.batch, p.q_stride.head, p.q_stride.row};
+  c.k_stride = {p.k_stride.batch, p.k_stride.head, p.k_stride.row};
+  c.v_stride = {p.v_stride.batch, p.v_stride.head, p.v_stride.row};
+  c.o_stride = {p.o_stride.batch, p.o_stride.head, p.o_stride.row};
+  c.softmax_scale = p.softmax_scale;
+  c.window_left = p.window_left, c.window_right = p.window_right;
+  c.softcap = p.softcap;
+  c.sink = p.sink;
+  return c;
+}
+
+// Valid params broken in one field at a time: rejected by can_implement, the host model and the C ABI, each
+// message leading with the field's name.
+void check_breaks_are_named(const Params& valid) {
+  for (const Break& b : breaks_of(valid)) {
+    Params p = valid;
+    b.apply(p);
+    const Status status = can_implement(p);
+    const std::string field = b.field;
+    require(status.code() == StatusCode::kInvalidArgument && status.message().rfind(field, 0) == 0,
+            "can_implement: breaking " + field + " gave '" + status.message() + "'");
+    require(!run_host_model(p).ok(), "run_host_model accepted params with a broken " + field);
+    const fc_params c = to_c(p);
+    char msg[512];
+    const fc_status c_status = fc_can_implement(&c, msg, sizeof msg);
+    require(c_status == FC_ERR_INVALID_ARGUMENT && std::string(msg).rfind(field, 0) == 0,
+            "fc_can_implement: breaking " + field + " gave " + std::to_string(c_status) + " '" + msg + "'");
+  }
 }
 
 void check_cpp_api(ByteReader& in) {
@@ -139,6 +240,7 @@ void check_cpp_api(ByteReader& in) {
     require(!model.ok(), "run_host_model accepted params can_implement rejects: " + status.message());
     return;
   }
+  check_breaks_are_named(p);
   const KernelConfig config = select_config(p);
   require(config.block_m > 0 && config.block_n > 0 && config.name != nullptr,
           "select_config: no tile sizes for valid params");
@@ -171,6 +273,9 @@ void check_c_abi(ByteReader& in) {
     params.q_stride = {p.q_stride.batch, p.q_stride.head, p.q_stride.row};
     params.k_stride = {p.k_stride.batch, p.k_stride.head, p.k_stride.row};
     params.softmax_scale = p.softmax_scale;
+    params.window_left = p.window_left, params.window_right = p.window_right;
+    params.softcap = p.softcap;
+    params.sink = p.sink;
   }
   const fc_params* arg = (in.u8() % 16 == 0) ? nullptr : &params;
   status = fc_can_implement(arg, msg.get(), msg_size);

@@ -10,7 +10,7 @@
 namespace flashcheck::fuzz {
 namespace {
 
-constexpr int kPaths = 3, kDtypes = 3, kMasks = 3, kTensors = 3;
+constexpr int kPaths = 3, kDtypes = 3, kMasks = 5, kTensors = 4;  // tensors: q, k, v and the sink
 enum SpecialKind : int {
   kSpecialNaN,
   kSpecialPosInf,
@@ -30,7 +30,8 @@ constexpr int kSlotSpecials = kSlotRescale + kRescaleBuckets;            // tens
 constexpr int kSlotWorst = kSlotSpecials + kTensors * kSpecialKinds;     // worst ratio bucket, one-hot
 constexpr int kSlotPerCheck = kSlotWorst + kRatioBuckets;                // check x ratio bucket, one-hot
 constexpr int kSlotVerdict = kSlotPerCheck + kChecks * kRatioBuckets;    // unconstrained rows, failures
-constexpr int kSlotEnd = kSlotVerdict + 2;
+constexpr int kSlotFeatures = kSlotVerdict + 2;                          // softcap, sink, one-hot
+constexpr int kSlotEnd = kSlotFeatures + 2;
 constexpr int kCounterBytes = (kSlotEnd + 63) / 64 * 64;
 
 alignas(64) __attribute__((section("__libfuzzer_extra_counters"), used)) uint8_t g_counters[kCounterBytes];
@@ -84,6 +85,8 @@ void record_run(const Case& c, const RunOutputs& out) {
   const int dtype = std::clamp(static_cast<int>(c.dtype), 0, kDtypes - 1);
   const int mask = std::clamp(static_cast<int>(c.mask), 0, kMasks - 1);
   add(kSlotConfig + (path * kDtypes + dtype) * kMasks + mask, 1);
+  add(kSlotFeatures, c.softcap > 0 ? 1 : 0);
+  add(kSlotFeatures + 1, c.sink ? 1 : 0);
   const auto count = [](const std::vector<uint64_t>& counts, int i) {
     return static_cast<size_t>(i) < counts.size() ? counts[static_cast<size_t>(i)] : uint64_t{0};
   };
@@ -100,6 +103,7 @@ void record_specials(const Case& c, const HostInputs& inputs) {
   record_specials_of(inputs.q_exact, c.dtype, 0);
   record_specials_of(inputs.k_exact, c.dtype, 1);
   record_specials_of(inputs.v_exact, c.dtype, 2);
+  record_specials_of(inputs.sink_exact, DType::kF32, 3);  // fp32 values, judged by fp32's range
 }
 
 void record_verdict(const Verdict& verdict) {

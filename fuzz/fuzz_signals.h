@@ -16,10 +16,11 @@
 
 namespace flashcheck::fuzz {
 
-// What ran: path x dtype x mask, tile kinds (alone and per path), rescale buckets, from a run with
-// RunOptions::count_tiles (the counters read as zero when the run recorded none).
+// What ran: path x dtype x mask, softcap and sink, tile kinds (alone and per path), rescale buckets, from a run
+// with RunOptions::count_tiles (the counters read as zero when the run recorded none).
 void record_run(const Case& c, const RunOutputs& out);
-// Special values present in Q, K, V (NaN, +inf, -inf, -0, subnormal of the dtype, above half the dtype's max).
+// Special values present in Q, K, V (NaN, +inf, -inf, -0, subnormal of the dtype, above half the dtype's max)
+// and in the sink (of fp32).
 void record_specials(const Case& c, const HostInputs& inputs);
 // log2 bucket of the worst error/bound ratio, overall and per check (O, LSE, m, l, LSE = m + ln l), and the
 // verdict's shape (unconstrained rows, failure): inputs that push the error upward reach new buckets and stay in the

@@ -1,6 +1,7 @@
 // Properties 1 and 4: agreement with the exact oracle within the error model's bound, and memory safety
-// (every output element written, canaries intact, inputs untouched). Both take any case, special values
-// included: rows the oracle marks unconstrained make no numeric claim, and memory safety holds regardless.
+// (every output element written, canaries intact around the outputs and the sink, inputs and sink untouched).
+// Both take any case, special values, windows, softcaps and sinks included: rows the oracle marks unconstrained
+// make no numeric claim, and memory safety holds regardless.
 #include <rapidcheck.h>
 
 #include "checks.h"
@@ -26,7 +27,8 @@ void oracle_agreement(const Case& c) {
 void memory_safety(const Case& c) {
   note_case(c);
   const HostInputs in = inputs_for(c);
-  const uint64_t hash_before = in.hash();
+  const uint64_t hash_before = in.hash();  // Q, K, V and the sink
+  note_coverage(in.sink.empty() ? "sink-buffer=none" : "sink-buffer=guarded");
   const RunOutputs out = run_backend(in);
   const Params& p = in.params;
   const int64_t rows = p.batch * p.heads_q * p.seqlen_q;

@@ -32,6 +32,55 @@ TensorRef tensor_ref(HostInputs& in, char tensor) {
 
 }  // namespace
 
+CaseOptions finite_options() {
+  CaseOptions o = default_options();
+  o.special_values = false;
+  o.nonempty = true;
+  return o;
+}
+
+HostInputs copy_of(const HostInputs& in) {
+  HostInputs out = in;
+  out.bind();
+  return out;
+}
+
+int64_t pick_key(int64_t lo, int64_t hi, int64_t block_n) {
+  if (hi <= lo) return lo;
+  std::vector<int64_t> edges;
+  for (int64_t t = 1; t * block_n - 1 <= hi + 1; ++t) {
+    for (int64_t x : {t * block_n - 1, t * block_n, t * block_n + 1}) {
+      if (x >= lo && x <= hi) edges.push_back(x);
+    }
+  }
+  auto random = rc::gen::inRange<int64_t>(lo, hi + 1);
+  if (edges.empty()) return *random;
+  return *rc::gen::weightedOneOf<int64_t>({{1, rc::gen::elementOf(edges)}, {1, random}});
+}
+
+void RelationWorst::add(double got, double want, double bound, const oracle::RowRef& r, int64_t col) {
+  double ratio_here;
+  if (std::isnan(got) || std::isnan(want)) {
+    ratio_here = INFINITY;
+  } else if (got == want) {
+    ratio_here = 0.0;
+  } else {
+    ratio_here = bound > 0.0 ? std::fabs(got - want) / bound : INFINITY;
+  }
+  if (ratio_here > ratio || (std::isinf(ratio_here) && where.empty())) {
+    ratio = ratio_here;
+    std::ostringstream os;
+    os << describe_row(r) << (col >= 0 ? " col " + std::to_string(col) : std::string(" LSE")) << ": got " << got
+       << ", want " << want << ", bound " << bound;
+    where = os.str();
+  }
+}
+
+void assert_worst(const RelationWorst& w, const char* relation) {
+  RC_LOG() << relation << ": worst error/bound " << w.ratio << (w.where.empty() ? "" : " at " + w.where) << "\n";
+  RC_ASSERT(w.ratio <= 1.0);
+}
+
 HostInputs inputs_for(const Case& c) {
   HostInputs in;
   const Status st = make_inputs(c, &in);
@@ -94,6 +143,23 @@ ExactRow exact_row(const HostInputs& in, const KernelConfig& config, const oracl
   return r;
 }
 
+ExactRow exact_row_without_sink(const HostInputs& in, const KernelConfig& config, const oracle::RowRef& row) {
+  oracle::Problem problem = in.problem();
+  problem.sink = {};
+  ExactRow r;
+  r.exact = oracle::compute_row(problem, row, oracle::Tier::kFast);
+  r.bound = oracle_bound(r.exact, in.params, config);
+  return r;
+}
+
+void set_sink_value(HostInputs& in, int64_t h, double value) {
+  RC_ASSERT(h >= 0 && static_cast<size_t>(h) < in.sink.size());
+  const float stored = static_cast<float>(value);
+  RC_ASSERT(std::isnan(value) || static_cast<double>(stored) == value);  // an fp32 value; a rounding is a test bug
+  in.sink[static_cast<size_t>(h)] = stored;
+  in.sink_exact[static_cast<size_t>(h)] = static_cast<double>(stored);
+}
+
 std::vector<oracle::RowRef> rows_to_check(const HostInputs& in, const KernelConfig& config, uint64_t seed) {
   const JudgeOptions o = judge_options();
   return oracle::sample_rows(in.problem(), config.block_m, config.block_n, seed, o.full_check_limit, o.random_rows);
@@ -130,6 +196,55 @@ void assert_bit_identical(const std::string& what, const RunOutputs& a, const Ru
       }
     }
   }
+}
+
+}  // namespace flashcheck::properties
+
+namespace flashcheck::properties {
+
+void assert_blind_rows_unchanged(const std::string& what, const HostInputs& clean, const RunOutputs& a,
+                                 const RunOutputs& b, const std::vector<bool>& blind, uint64_t seed) {
+  const Params& p = clean.params;
+  const int64_t rows = p.batch * p.heads_q * p.seqlen_q;
+  int64_t compared = 0;
+  for (bool x : blind) compared += x ? 1 : 0;
+  note_coverage(compared > 0 ? "compared=some-rows" : "compared=none");
+  if (active_backend() == Backend::kHostModel || a.config.path == ComputePath::kGeneralFp32) {
+    note_coverage("compared=bit-identical");
+    assert_bit_identical(what, a, b, p, &blind);
+    return;
+  }
+  note_coverage(std::string("compared=bounded-") + to_string(a.config.path));
+  for (int64_t flat = 0; flat < rows; ++flat) {
+    if (!blind[static_cast<size_t>(flat)]) continue;
+    const oracle::RowRef r = row_ref(p, flat);
+    const bool empty = visible_key_range(p, r.i).size() == 0;
+    for (int64_t d = -1; d < p.head_dim; ++d) {  // d = -1: LSE
+      const double x = d < 0 ? lse_at(a, p, r) : o_at(a, p, r, d);
+      const double y = d < 0 ? lse_at(b, p, r) : o_at(b, p, r, d);
+      const bool differs = empty ? !same_bits(x, y) : std::isfinite(x) && !std::isfinite(y);
+      // Outside the error model's domain (e.g. an fp32 accumulator that may overflow: V near FLT_MAX) the
+      // two arithmetics may legitimately differ between finite and inf: no claim there.
+      if (differs && !empty && exact_row(clean, a.config, r).bound.unconstrained) break;
+      if (differs) {
+        RC_LOG() << what << ": " << (d < 0 ? std::string("LSE") : "O col " + std::to_string(d)) << " at row "
+                 << describe_row(r) << ": " << x << " (clean) vs " << y << " (poisoned)"
+                 << (empty ? ", row with no visible key" : "") << "\n";
+        RC_FAIL(what + (empty ? ": row with no visible key changed" : ": non-finite output from a hidden key"));
+      }
+    }
+  }
+  RelationWorst worst;
+  for (const oracle::RowRef& r : rows_to_check(clean, a.config, seed)) {
+    if (!blind[static_cast<size_t>(row_index(p, r.b, r.h, r.i))]) continue;
+    const ExactRow e = exact_row(clean, a.config, r);  // a blind row's visible keys are the same in both runs
+    if (e.exact.visible == 0 || e.bound.unconstrained) continue;
+    for (int64_t d = 0; d < p.head_dim; ++d) {
+      worst.add(o_at(b, p, r, d), o_at(a, p, r, d), 2.0 * e.bound.o[static_cast<size_t>(d)], r, d);
+    }
+    worst.add(lse_at(b, p, r), lse_at(a, p, r), 2.0 * e.bound.lse, r, -1);
+  }
+  assert_worst(worst, (what + " (" + to_string(a.config.path) + ": non-finite tiles on their exact path), poisoned vs clean").c_str());
 }
 
 }  // namespace flashcheck::properties

@@ -1,7 +1,8 @@
 // Shared pieces of the properties: building and running a case on the tier's backend, editing inputs for
 // metamorphic relations (element by element, in the dtype, keeping the encoded bytes and the exact values
-// in step), exact rows with their error bounds, and bit-for-bit comparison of outputs. Everything here
-// reports through RC_ASSERT / RC_LOG, so a failure names the case line and what differed.
+// in step), exact rows with their error bounds, the worst error/bound of a relation, and bit-for-bit
+// comparison of outputs. Everything here reports through RC_ASSERT / RC_LOG, so a failure names the case line
+// and what differed.
 #pragma once
 
 #include <cstdint>
@@ -14,11 +15,17 @@
 #include "flashcheck/oracle.h"
 #include "flashcheck/runner.h"
 #include "flashcheck/verdict.h"
+#include "generators.h"
 
 namespace flashcheck::properties {
 
+// Cases of finite values on a non-empty shape (every feature allowed).
+CaseOptions finite_options();
+
 // make_inputs, asserted to succeed.
 HostInputs inputs_for(const Case& c);
+// A copy whose params point at its own vectors.
+HostInputs copy_of(const HostInputs& in);
 
 // run_case on the active backend (planted defect applied on the host model), asserted to return ok.
 RunOutputs run_backend(const HostInputs& inputs, bool instrument = false);
@@ -35,10 +42,26 @@ inline int64_t o_index(const Params& p, int64_t b, int64_t h, int64_t i, int64_t
   return row_index(p, b, h, i) * p.head_dim + d;
 }
 
+// Rows of the problem, flattened: flat index (b * heads_q + h) * seqlen_q + i -> (b, h, i).
+inline oracle::RowRef row_ref(const Params& p, int64_t flat) {
+  return {flat / (p.heads_q * p.seqlen_q), (flat / p.seqlen_q) % p.heads_q, flat % p.seqlen_q};
+}
+inline double o_at(const RunOutputs& out, const Params& p, const oracle::RowRef& r, int64_t d) {
+  return out.o[static_cast<size_t>(o_index(p, r.b, r.h, r.i, d))];
+}
+inline float lse_at(const RunOutputs& out, const Params& p, const oracle::RowRef& r) {
+  return out.lse[static_cast<size_t>(row_index(p, r.b, r.h, r.i))];
+}
+
+// A key index aimed at the K tiles: a tile boundary -1/0/+1 or anywhere in [lo, hi] (drawn inside a property).
+int64_t pick_key(int64_t lo, int64_t hi, int64_t block_n);
+
 // One input element (tensor 'q', 'k' or 'v'), by logical index.
 double input_value(const HostInputs& in, char tensor, int64_t b, int64_t h, int64_t s, int64_t d);
 // Sets one element: `value` must be representable in the dtype (or NaN / +-inf / -0.0).
 void set_input_value(HostInputs& in, char tensor, int64_t b, int64_t h, int64_t s, int64_t d, double value);
+// Sets the sink of query head h (the case must have a sink): `value` must be an fp32 value (or NaN / +-inf).
+void set_sink_value(HostInputs& in, int64_t h, double value);
 // Applies fn(value) -> value to every element of one tensor (the result is rounded to the dtype).
 template <typename Fn>
 void transform_tensor(HostInputs& in, char tensor, Fn&& fn);
@@ -49,9 +72,22 @@ struct ExactRow {
   oracle::RowBound bound;
 };
 ExactRow exact_row(const HostInputs& in, const KernelConfig& config, const oracle::RowRef& row);
+// The same for the problem without its sink: the keys' own row (their max, their sum), however the oracle
+// counts a sink.
+ExactRow exact_row_without_sink(const HostInputs& in, const KernelConfig& config, const oracle::RowRef& row);
 // Rows a property checks: all of a small problem, a deterministic sample (tile boundaries, masked rows,
 // random rows) of a large one.
 std::vector<oracle::RowRef> rows_to_check(const HostInputs& in, const KernelConfig& config, uint64_t seed);
+
+// Worst ratio |got - want| / bound of a relation between two runs, with where it happened: NaN on either side,
+// or any difference against a zero bound, is infinitely bad.
+struct RelationWorst {
+  double ratio = 0.0;
+  std::string where;
+  void add(double got, double want, double bound, const oracle::RowRef& r, int64_t col);
+};
+// Logs the worst ratio and asserts it is at most 1.
+void assert_worst(const RelationWorst& w, const char* relation);
 
 // True when a and b are the same bits (as decoded doubles / floats).
 bool same_bits(double a, double b);
@@ -61,6 +97,17 @@ void assert_bit_identical(const std::string& what, const RunOutputs& a, const Ru
                           const std::vector<bool>* rows_to_compare = nullptr);
 
 std::string describe_row(const oracle::RowRef& r);
+
+// Values a row may not see never reach it (attention.h): rows marked `blind` (their keys all unchanged between
+// `clean` and `poisoned`, which differ in hidden K/V rows only) of the two runs `a` (clean) and `b` compared.
+// Bit for bit wherever both runs do the same arithmetic for the row's own keys: always on the host model (it
+// computes a row's visible keys only) and on the GPU's general path. On the GPU's tensor-core and split-TF32
+// paths a tile holding a non-finite value takes an exact path (nan_in_masked_keys_never_reaches_output in
+// metamorphic.cpp says which and why): there every output of a blind row that is finite in the clean run is
+// finite in the poisoned run, rows with no visible key are bit-identical, and the sampled blind rows differ by at
+// most the sum of the two runs' error bounds.
+void assert_blind_rows_unchanged(const std::string& what, const HostInputs& clean, const RunOutputs& a,
+                                 const RunOutputs& b, const std::vector<bool>& blind, uint64_t seed);
 
 // ---- template definitions
 template <typename Fn>

@@ -1,6 +1,7 @@
 // Case generators. A case is built in stages, each a RapidCheck generator so that every stage shrinks:
 //   frame (dtype, head_dim, mask, layout, pad, scale, seed) -> heads and batch -> seqlens aimed at the
-//   tiles select_config() reports for that frame -> sizes clamped to the tier's budget -> values.
+//   tiles select_config() reports for that frame -> sizes clamped to the tier's budget -> the window of a
+//   window mask, aimed at the same tiles -> values -> softcap and sink.
 // Hand-picked edge values are mixed with random ones by weightedOneOf; the special values (NaN, +-Inf,
 // -0.0, subnormals, near-max) are written here, RapidCheck never produces them on its own.
 #include "generators.h"
@@ -11,6 +12,8 @@
 #include <limits>
 #include <optional>
 #include <utility>
+
+#include "flashcheck/mask_names.h"
 
 namespace flashcheck::properties {
 namespace {
@@ -234,10 +237,11 @@ rc::Gen<Case> gen_family(const Case& base, ValueFamily family, const KernelConfi
         return with(spec(DistKind::kUniform, 0.5, 1.5), spec(DistKind::kRamp, lohi.first, lohi.second), v); },
         gen::element(std::pair{-4.0, 4.0}, std::pair{0.0, 1.0}, std::pair{-1.0, 16.0}, std::pair{0.0, 64.0}), gen_v);
     case ValueFamily::kMaskedThenNegative: {
-      // Scores about -80 * sqrt(d) * scale: exp underflows in fp32 unless the running max starts at -inf.
+      // Scores about -80 * sqrt(d) * scale: exp underflows in fp32 unless the running max starts at -inf. A
+      // window mask stays (its left edge masks leading tiles too); any other mask becomes causal.
       return gen::apply([with](Mask mask, ValueSpec v) {
         Case c = with(spec(DistKind::kUniform, 1, 2), spec(DistKind::kUniform, -100, -60), v);
-        c.mask = mask;
+        if (!takes_window(c.mask)) c.mask = mask;
         return c; }, gen::element(Mask::kCausalTopLeft, Mask::kCausalBottomRight), gen_v);
     }
     case ValueFamily::kTies: {
@@ -300,10 +304,19 @@ rc::Gen<ValueFamily> gen_family_choice(const CaseOptions& o) {
 
 // ---- shapes ---------------------------------------------------------------------------------------------
 
+// The options' plain masks (none, causal) six times as often as their window masks.
+rc::Gen<Mask> gen_mask(const CaseOptions& o) {
+  std::vector<Mask> plain, windowed;
+  for (Mask m : o.masks) (takes_window(m) ? windowed : plain).push_back(m);
+  if (windowed.empty()) return gen::elementOf(plain);
+  if (plain.empty()) return gen::elementOf(windowed);
+  return gen::weightedOneOf<Mask>({{6, gen::elementOf(plain)}, {1, gen::elementOf(windowed)}});
+}
+
 rc::Gen<Case> gen_frame(const CaseOptions& o) {
   return gen::build<Case>(gen::set(&Case::dtype, gen_dtype()),                       //
                           gen::set(&Case::head_dim, gen_head_dim()),                 //
-                          gen::set(&Case::mask, gen::elementOf(o.masks)),            //
+                          gen::set(&Case::mask, gen_mask(o)),                        //
                           gen::set(&Case::layout, gen_layout()),
                           gen::set(&Case::pad, gen_pad()),                           //
                           gen::set(&Case::scale, gen_scale()),                       //
@@ -340,13 +353,35 @@ rc::Gen<Case> gen_shape(const CaseOptions& o) {
       auto independent = gen_seqlen(std::max<int32_t>(cfg.block_n, 1), cap_k, min_k);
       const size_t equal_weight = (sq >= min_k && sq <= cap_k) ? 2 : 0;
       auto seqlen_k = gen::weightedOneOf<int64_t>({{6, independent}, {equal_weight, gen::just(sq)}});
-      return gen::map(seqlen_k, [c, o, sq](int64_t sk) {
+      return gen::mapcat(seqlen_k, [c, o, sq, cfg](int64_t sk) {
         Case out = c;
         out.seqlen_q = sq;
         out.seqlen_k = sk;
-        return fit_budget(out, o.limits);
+        out = fit_budget(out, o.limits);
+        if (!takes_window(out.mask)) return gen::just(out);
+        return gen::map(gen_window(out, cfg), [out](std::pair<int64_t, int64_t> window) {
+          Case windowed = out;
+          windowed.window_left = window.first;
+          windowed.window_right = window.second;
+          return windowed;
+        });
       });
     });
+  });
+}
+
+// The softcap and sink stage: most cases keep neither.
+rc::Gen<Case> gen_features(const CaseOptions& o, rc::Gen<Case> cases) {
+  auto capped = gen::mapcat(std::move(cases), [o](Case c) {
+    return gen::weightedOneOf<Case>({{6, gen::just(c)}, {o.softcap ? 1u : 0u, gen_softcap(c)}});
+  });
+  return gen::mapcat(std::move(capped), [o](Case c) {
+    auto with_sink = gen::map(gen_sink(o.special_values), [c](ValueSpec sink) {
+      Case out = c;
+      out.sink = sink;
+      return out;
+    });
+    return gen::weightedOneOf<Case>({{5, gen::just(c)}, {o.sinks ? 1u : 0u, with_sink}});
   });
 }
 
@@ -450,20 +485,148 @@ rc::Gen<int64_t> gen_seqlen(int64_t tile, int64_t cap, int64_t min_value) {
 }
 
 rc::Gen<Case> gen_case(const CaseOptions& options) {
-  return gen::mapcat(gen_shape(options), [options](Case c) {
+  return gen_features(options, gen::mapcat(gen_shape(options), [options](Case c) {
     const KernelConfig cfg = select_config(case_params(c));
     return gen::mapcat(gen_family_choice(options),
                        [c, cfg](ValueFamily family) { return gen_family(c, family, cfg); });
-  });
+  }));
 }
 
 rc::Gen<Case> gen_special_case(const CaseOptions& options) {
   CaseOptions o = options;
   o.nonempty = true;
-  return gen::mapcat(gen_shape(o), [](Case c) {
+  return gen_features(o, gen::mapcat(gen_shape(o), [](Case c) {
     const KernelConfig cfg = select_config(case_params(c));
     return gen_family(c, ValueFamily::kSpecial, cfg);
+  }));
+}
+
+rc::Gen<std::pair<int64_t, int64_t>> gen_window(const Case& c, const KernelConfig& cfg) {
+  using Window = std::pair<int64_t, int64_t>;
+  const int64_t block_n = std::max<int32_t>(cfg.block_n, 1);
+  const int64_t longest = std::max(c.seqlen_q, c.seqlen_k);
+  std::vector<int64_t> tile_edges;  // a side of k tiles -1/0/+1: an edge on, before or after a K-tile boundary
+  for (int64_t k = 1; k <= 3; ++k) {
+    for (int64_t delta : {-1, 0, 1}) tile_edges.push_back(k * block_n + delta);
+  }
+  auto side = gen::weightedOneOf<int64_t>({
+      {2, gen::just<int64_t>(-1)},
+      {2, gen::just<int64_t>(0)},
+      {2, range(1, 8)},
+      {4, gen::elementOf(tile_edges)},
+      {3, range(0, std::max<int64_t>(longest, 1))},
+      {1, gen::elementOf(std::vector<int64_t>{longest, longest + 1, 2 * longest + 1})},
   });
+  // Bottom-right with seqlen_k - seqlen_q >= block_n: a left edge at shift - block_n - back starts row 0's keys
+  // at key block_n + back, so no row sees the first K tile (back 0: exactly on the boundary).
+  const int64_t shift = c.seqlen_k - c.seqlen_q;
+  const bool can_empty_first_tile = c.mask == Mask::kWindowBottomRight && shift >= block_n;
+  auto first_tile_empty = gen::apply(
+      [shift, block_n](int64_t back, int64_t right) {
+        return Window{std::max<int64_t>(0, shift - block_n - back), right};
+      },
+      gen::elementOf(std::vector<int64_t>{0, 1, block_n - 1}), side);
+  auto windows = gen::weightedOneOf<Window>({
+      {6, gen::pair(side, side)},
+      {2, gen::just(Window{0, 0})},   // the diagonal alone
+      {1, gen::just(Window{-1, 0})},  // causal, spelled as a window
+      {1, gen::map(gen::element<int64_t>(0, 1),  // both sides cover every key of every row
+                   [longest](int64_t extra) { return Window{longest + extra, longest + extra}; })},
+      {can_empty_first_tile ? 2u : 0u, first_tile_empty},
+  });
+  // Shrinks toward simpler windows, each strictly simpler by the measure (unbounded 0, the diagonal 1, any wider
+  // side 2, summed over both sides) so that shrinking ends: both sides unbounded, one side unbounded, the
+  // diagonal alone.
+  auto cost = [](int64_t side) { return side < 0 ? 0 : side == 0 ? 1 : 2; };
+  return gen::shrink(windows, [cost](Window w) {
+    const int total = cost(w.first) + cost(w.second);
+    std::vector<Window> simpler;
+    for (const Window& s : {Window{-1, -1}, Window{-1, w.second}, Window{w.first, -1}, Window{0, 0}}) {
+      if (cost(s.first) + cost(s.second) < total && std::find(simpler.begin(), simpler.end(), s) == simpler.end()) {
+        simpler.push_back(s);
+      }
+    }
+    return rc::seq::fromContainer(std::move(simpler));
+  });
+}
+
+rc::Gen<Case> gen_softcap(const Case& c) {
+  // Saturating: tanh is flat beyond |s| ~ 3c, so scores of 30 and more (q, k of a normal case at sigma 8:
+  // scale * q.k ~ 64 z) sit on the cap.
+  auto saturating = gen::map(gen::element(0.5f, 1.0f, 2.0f, 5.0f), [c](float cap) {
+    Case out = c;
+    out.softcap = cap;
+    if (out.q.kind == DistKind::kNormal && out.k.kind == DistKind::kNormal) {
+      out.q.b = 8.0;
+      out.k.b = 8.0;
+    }
+    return out;
+  });
+  auto with_cap = [c](float cap) {
+    Case out = c;
+    out.softcap = cap;
+    return out;
+  };
+  return gen::weightedOneOf<Case>({
+      {3, saturating},
+      {2, gen::map(gen::element(30.0f, 20.0f, 50.0f), with_cap)},  // the values models use
+      {1, gen::map(gen::element(1e4f, 1e6f), with_cap)},           // far above the scores: close to no cap
+  });
+}
+
+rc::Gen<ValueSpec> gen_sink(bool special_values) {
+  auto constant = [](double a) { return spec(DistKind::kConst, a); };
+  return gen::weightedOneOf<ValueSpec>({
+      {3, gen::map(gen::element(2.0, 1.0, 4.0), [](double sigma) { return spec(DistKind::kNormal, 0, sigma); })},
+      {2, gen::map(gen::element(30.0, 80.0, 1e4, 1e30), constant)},      // far above the row max
+      {2, gen::map(gen::element(-30.0, -80.0, -1e4, -1e30), constant)},  // far below it
+      {2, gen::element(spec(DistKind::kUniform, -60, 60), spec(DistKind::kRamp, -100, 100),
+                       spec(DistKind::kDominant, 1, 200))},  // heads above and below
+      {1, gen::just(constant(-kInf))},                        // the sink that changes nothing
+      {special_values ? 1u : 0u, gen::element(constant(kInf), constant(kNan))},
+  });
+}
+
+std::vector<std::string> feature_tags(const Case& c) {
+  std::vector<std::string> tags;
+  if (takes_window(c.mask) && c.seqlen_q > 0) {
+    const Params p = case_params(c);
+    const KernelConfig cfg = select_config(p);
+    const KeyRange first = visible_key_range(p, 0), last = visible_key_range(p, c.seqlen_q - 1);
+    auto on_tile_edge = [&](int64_t side) {
+      const int64_t r = cfg.block_n > 0 ? (side + 1) % cfg.block_n : -1;
+      return side >= cfg.block_n - 1 && r <= 2;
+    };
+    std::string kind = "other";
+    if (c.window_left == 0 && c.window_right == 0) {
+      kind = "diagonal";
+    } else if (c.window_left == -1 && c.window_right == 0) {
+      kind = "causal";
+    } else if (first.end == c.seqlen_k && last.begin == 0) {
+      kind = "covers-all";
+    } else if (first.begin >= cfg.block_n) {
+      kind = "first-k-tile-empty";
+    } else if (on_tile_edge(c.window_left) || on_tile_edge(c.window_right)) {
+      kind = "tile-edge";
+    }
+    tags.push_back("window=" + kind);
+  }
+  if (c.softcap > 0) {
+    tags.push_back(std::string("softcap=") + (c.softcap <= 5 ? "saturating" : c.softcap <= 100 ? "typical" : "large"));
+  }
+  if (c.sink) {
+    const ValueSpec& s = *c.sink;
+    std::string kind = "other";
+    if (s.kind == DistKind::kConst) {
+      kind = s.a == -kInf ? "minus-inf" : !std::isfinite(s.a) ? "nan-or-inf" : s.a >= 20 ? "above" : s.a <= -20 ? "below" : "near";
+    } else if (s.kind == DistKind::kNormal) {
+      kind = "near";
+    } else if (s.kind == DistKind::kUniform || s.kind == DistKind::kRamp || s.kind == DistKind::kDominant) {
+      kind = "mixed-heads";
+    }
+    tags.push_back("sink=" + kind);
+  }
+  return tags;
 }
 
 std::vector<std::string> shape_tags(const Case& c) {

@@ -1,7 +1,8 @@
 // Generators of cases for the property tests: rc::Arbitrary<Case> and the narrower generators some
-// properties need (masks, GQA, injected special values). Shapes aim at the kernel's own tile sizes,
-// queried from select_config() for the generated dtype and head_dim, never hard-coded here. Sizes are
-// bounded by the active tier's CaseLimits so the CPU tier stays inside the CI budget.
+// properties need (masks, GQA, injected special values). Shapes, and sliding windows' edges, aim at the
+// kernel's own tile sizes, queried from select_config() for the generated dtype and head_dim, never
+// hard-coded here. Windows, softcaps and sinks are mixed into a minority of cases. Sizes are bounded by the
+// active tier's CaseLimits so the CPU tier stays inside the CI budget.
 // RapidCheck makes no special values by itself: every NaN, Inf, -0.0, subnormal and near-max value
 // below comes from a generator written for it. Each case prints as its case line (showValue).
 #pragma once
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <rapidcheck.h>
@@ -54,10 +56,14 @@ const char* to_string(ValueFamily family);
 // The family a case belongs to, recovered from its value specs and injections (so shrunk cases are named too).
 ValueFamily value_family(const Case& c);
 
-// What a property needs from its cases.
+// What a property needs from its cases. Window masks among `masks` come in about one case in seven, their
+// windows from gen_window; a softcap in about one in seven, a sink in about one in six.
 struct CaseOptions {
   CaseLimits limits;
-  std::vector<Mask> masks{Mask::kNone, Mask::kCausalBottomRight, Mask::kCausalTopLeft};
+  std::vector<Mask> masks{Mask::kNone, Mask::kCausalBottomRight, Mask::kCausalTopLeft, Mask::kWindowBottomRight,
+                          Mask::kWindowTopLeft};
+  bool softcap = true;            // allow a softcap
+  bool sinks = true;              // allow a sink (NaN and +inf sinks only with special_values too)
   bool special_values = true;     // allow the kSpecial family (and finite injections)
   bool nonempty = false;          // batch, heads, seqlen_q, seqlen_k >= 1
   int64_t min_group = 1;          // heads_q / heads_kv at least this (GQA property: 2)
@@ -71,6 +77,19 @@ rc::Gen<Case> gen_special_case(const CaseOptions& options);
 // One seqlen aimed at `tile` (0, 1, 2, tile-1, tile, tile+1, multiples +-1, primes, random), at most `cap`.
 rc::Gen<int64_t> gen_seqlen(int64_t tile, int64_t cap, int64_t min_value);
 rc::Gen<int64_t> gen_head_dim();
+// A window (left, right) for a case whose mask, seqlens and tiles are fixed: the diagonal alone (0, 0), causal
+// (-1, 0), sides at tile multiples -1/0/+1, a left edge that leaves the first K tile empty for every row
+// (bottom-right, seqlen_k - seqlen_q >= block_n), sides covering every key, small and random sides.
+rc::Gen<std::pair<int64_t, int64_t>> gen_window(const Case& c, const KernelConfig& cfg);
+// A softcap: saturating (0.5..5, with q, k of normal cases scaled so that scores reach 30 and beyond), typical
+// (20..50), or large enough to change nothing.
+rc::Gen<Case> gen_softcap(const Case& c);
+// A sink distribution: far above or below the scores, near them, per-head mixtures, -inf (no sink); NaN and
+// +inf only with `special_values`.
+rc::Gen<ValueSpec> gen_sink(bool special_values);
+
+// Feature words (window kind, softcap kind, sink kind) for the coverage table.
+std::vector<std::string> feature_tags(const Case& c);
 
 // Case-shape words for the coverage table (seqlen relative to the tile, GQA kind, layout, ...).
 std::vector<std::string> shape_tags(const Case& c);

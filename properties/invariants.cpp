@@ -1,12 +1,16 @@
 // Property 2: online-softmax invariants, from the instrumented build (the host model's instrumentation in
 // the CPU tier, flashcheck_kernel_instrumented in the GPU tier; the production kernel carries none of it,
-// see the ProductionBuild test). For every row with a visible key:
-//   1 <= l <= visible keys (x 2^8 on the tensor-core path);  LSE = m + ln l;  final m = the exact row max within the score bound (on the
-//   tensor-core path, whose m is the reference of its last tile, within it of [max - 8 ln 2, max]);
+// see the ProductionBuild test). For every row with a visible key (window masks: the keys of its window):
+//   1 <= l <= visible keys (x 2^8 on the tensor-core path);  LSE = m + ln l;  final m = the exact row max within
+//   the score bound (on the tensor-core path, whose m is the reference of its last tile, within it of
+//   [max - 8 ln 2, max]);
 // for rows with no visible key: m = -inf, l = 0, LSE = -inf, O = 0; and for traced rows, after each K/V
 // tile: m never decreases (tensor-core path: never more than 8 ln 2 below an earlier m) and l * e^m never
-// decreases. Tolerances are a few fp32 roundings scaled by |m| (the kernel works with m * scale * log2(e) in
-// fp32), never flat.
+// decreases. A finite sink s of the row's head is merged into the final state (common/epilogue.h,
+// finish_row): m = max(m, s), l counts its term e^(s - m), so 1 <= l <= visible keys (x 2^8) + 1, LSE = m + ln l
+// still, and a row without keys has m = LSE = s, l = 1, O = 0; the per-tile traces are the state before the
+// merge, so the final m is max(last traced m, s). Tolerances are a few fp32 roundings scaled by |m| (the kernel
+// works with m * scale * log2(e) in fp32), never flat.
 #include <rapidcheck.h>
 
 #include <algorithm>
@@ -47,9 +51,10 @@ std::string values(std::initializer_list<std::pair<const char*, double>> named) 
 }  // namespace
 
 void online_softmax_invariants(const Case& given) {
-  // NaN and infinities have no invariants; finite injections (ties) stay.
+  // NaN and infinities have no invariants; finite injections (ties) stay, and so do sinks of -inf (no sink).
   Case c = given;
   std::erase_if(c.inject, [](const Injection& inj) { return !std::isfinite(inj.value); });
+  if (c.sink && c.sink->kind == DistKind::kConst && !std::isfinite(c.sink->a) && c.sink->a != -INFINITY) c.sink.reset();
   note_case(c);
   const HostInputs in = inputs_for(c);
   const Params& p = in.params;
@@ -63,14 +68,31 @@ void online_softmax_invariants(const Case& given) {
   const double ref_slack =
       config.path == ComputePath::kTensorCore ? oracle::kTensorCoreRefSlackLog2 * std::log(2.0) : 0.0;
 
+  // The sink of flat row `flat`'s head: -inf (no sink) without one.
+  auto sink_of = [&](int64_t flat) {
+    return in.sink.empty() ? -INFINITY : in.sink_exact[static_cast<size_t>((flat / p.seqlen_q) % p.heads_q)];
+  };
+  int64_t rows_with_sink = 0;
+
   // Final statistics of every row.
   for (int64_t flat = 0; flat < rows; ++flat) {
     const size_t r = static_cast<size_t>(flat);
     const double m = out.row_m[r], l = out.row_l[r], lse = out.lse[r];
     const int64_t visible = visible_key_range(p, flat % p.seqlen_q).size();
-    const std::string vals = values({{"m", m}, {"l", l}, {"lse", lse}, {"visible", double(visible)}});
+    const double sink = sink_of(flat);
+    const bool has_sink = sink != -INFINITY;
+    rows_with_sink += has_sink ? 1 : 0;
+    const std::string vals =
+        values({{"m", m}, {"l", l}, {"lse", lse}, {"visible", double(visible)}, {"sink", sink}});
     if (visible == 0) {
-      expect(m == -INFINITY && l == 0.0 && lse == -INFINITY, p, flat, "no visible key needs m = -inf, l = 0, LSE = -inf:" + vals);
+      if (has_sink) {
+        const double sink_slack = kFp32Slack * (1.0 + std::fabs(sink));
+        expect(std::fabs(m - sink) <= sink_slack && l == 1.0 && std::fabs(lse - sink) <= sink_slack, p, flat,
+               "no visible key with a sink needs m = LSE = sink, l = 1:" + vals);
+      } else {
+        expect(m == -INFINITY && l == 0.0 && lse == -INFINITY, p, flat,
+               "no visible key needs m = -inf, l = 0, LSE = -inf:" + vals);
+      }
       for (int64_t d = 0; d < p.head_dim; ++d) {
         expect(out.o[r * static_cast<size_t>(p.head_dim) + static_cast<size_t>(d)] == 0.0, p, flat, "no visible key needs O = 0");
       }
@@ -78,22 +100,33 @@ void online_softmax_invariants(const Case& given) {
     }
     if (!std::isfinite(m)) continue;  // scores beyond fp32 (outside the domain); the oracle rows below decide
     const double slack = kFp32Slack * (1.0 + std::fabs(m) + static_cast<double>(visible));
-    const double l_max = static_cast<double>(visible) * std::exp(ref_slack) * (1.0 + slack);
-    expect(l >= 1.0 - slack && l <= l_max, p, flat, "1 <= l <= visible keys (x e^slack on the tensor-core path):" + vals);
+    const double l_max = (static_cast<double>(visible) * std::exp(ref_slack) + (has_sink ? 1.0 : 0.0)) * (1.0 + slack);
+    expect(l >= 1.0 - slack && l <= l_max, p, flat,
+           "1 <= l <= visible keys (x e^slack on the tensor-core path, + 1 with a sink):" + vals);
+    if (has_sink) {
+      expect(m >= sink - kFp32Slack * (1.0 + std::fabs(sink)), p, flat, "m below the sink:" + vals);
+    }
     const double lse_slack = kFp32Slack * (1.0 + std::fabs(m) + std::fabs(std::log(l)));
     expect(std::fabs(lse - (m + std::log(l))) <= lse_slack, p, flat, "LSE = m + ln l:" + vals);
   }
 
-  // Final m against the exact row max, on the rows the oracle checks.
+  if (rows_with_sink > 0) note_coverage("stats=rows-with-sink");
+
+  // Final m against the exact row max, on the rows the oracle checks: the max of the keys' scores (the oracle's
+  // row of the problem without its sink, whatever it makes of sinks), or the sink where that lies above it.
   const std::vector<oracle::RowRef> sample = rows_to_check(in, config, c.seed);
   for (const oracle::RowRef& ref : sample) {
-    const ExactRow e = exact_row(in, config, ref);
+    const ExactRow e = exact_row_without_sink(in, config, ref);
     if (e.bound.unconstrained || e.exact.visible == 0) continue;
     const int64_t flat = row_index(p, ref.b, ref.h, ref.i);
     const double m = out.row_m[static_cast<size_t>(flat)];
-    expect(oracle::m_error_ratio(e.exact, e.bound, m) <= 1.0, p, flat,
-           "final m vs exact row max:" +
-               values({{"m", m}, {"exact", e.exact.m}, {"bound", e.bound.m}, {"allowed below", e.bound.m_below}}));
+    const double sink = sink_of(flat);
+    const double sink_slack = kFp32Slack * (1.0 + std::fabs(sink));
+    const bool is_keys_max = oracle::m_error_ratio(e.exact, e.bound, m) <= 1.0 && m >= sink - sink_slack;
+    const bool is_sink = std::fabs(m - sink) <= sink_slack && sink >= e.exact.m - e.bound.m - e.bound.m_below;
+    expect(is_keys_max || is_sink, p, flat,
+           "final m vs max(exact row max, sink):" + values({{"m", m}, {"exact", e.exact.m}, {"bound", e.bound.m},
+                                                            {"allowed below", e.bound.m_below}, {"sink", sink}}));
   }
 
   // Per-tile traces of up to 16 of those rows, spread over the sample, from a second run that also counts
@@ -151,9 +184,15 @@ void online_softmax_invariants(const Case& given) {
                  values({{"m_before", m0}, {"l_before", l0}, {"m", m}, {"l", l}}));
     }
     if (!steps.empty() && std::isfinite(steps.back().first)) {
-      const double m_final = out.row_m[static_cast<size_t>(flat)];
-      expect(steps.back().first == m_final, p, flat,
-             "the last traced m is the final m:" + values({{"traced", steps.back().first}, {"final", m_final}}));
+      // The sink merges after the last tile: the final m is the last traced m, or the sink where it is above.
+      const double m_final = out.row_m[static_cast<size_t>(flat)], m_traced = steps.back().first;
+      const double sink = sink_of(flat);
+      const bool same = m_final == m_traced ||
+                        (sink != -INFINITY && std::fabs(m_final - std::max(m_traced, sink)) <=
+                                                  kFp32Slack * (1.0 + std::fabs(m_final)));
+      expect(same, p, flat,
+             "the final m is the last traced m (or the sink above it):" +
+                 values({{"traced", m_traced}, {"final", m_final}, {"sink", sink}}));
     }
     moved_every_tile += every ? 1 : 0;
   }

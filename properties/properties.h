@@ -32,4 +32,12 @@ void memory_safety(const Case& c);
 // 5. The documented NaN / Inf semantics, row by row.
 void special_values_follow_semantics();
 
+// 6. Sliding windows, softcaps and sinks against their definitions (attention.h).
+void window_covering_all_keys_equals_no_mask();
+void window_minus_one_zero_equals_causal();
+void minus_inf_sink_equals_no_sink();
+void sink_equals_extra_zero_value_key();
+void large_softcap_equals_no_softcap();
+void nan_outside_window_never_reaches_output();
+
 }  // namespace flashcheck::properties

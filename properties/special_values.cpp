@@ -1,13 +1,16 @@
 // Property 5: the documented NaN / Inf semantics (attention.h), row by row, on cases with NaN, +-Inf and
 // -0.0 injected into Q, K or V at chosen positions, hidden ones included. Rows no non-finite value reaches
 // are held to the oracle (the verdict); rows it reaches are classified here from the IEEE value of every
-// visible score (computed in double: NaN, +inf, -inf or finite; the class does not depend on the order of
-// the sum) and the non-finite entries of the visible V rows:
+// visible score (computed in double, after the softcap if the case has one: NaN, +inf, -inf or finite; the
+// class does not depend on the order of the sum) and the non-finite entries of the visible V rows:
 //   a NaN score            -> O all NaN, LSE NaN
 //   else a +inf score      -> O all NaN (inf - inf), LSE NaN or +inf
-//   no visible finite score (no key, or all -inf) -> O = 0, LSE = -inf
+//   no visible finite score (no key, or all -inf) -> O = 0, LSE = -inf (the sink's value with a finite sink)
 //   else (finite max)      -> LSE finite; O[d] NaN if a visible V[., d] is NaN or both infinities occur,
 //                             +-inf or NaN if one infinity occurs (p * inf, or 0 * inf), finite otherwise.
+// A softcap maps +-inf scores to +-softcap: only NaN stays non-finite. The sink of the row's head overrides
+// all of it when it is not finite: NaN makes the row NaN; +inf takes all the weight, LSE = +inf and O = 0 where
+// the accumulator is finite (0 * inf = NaN elsewhere); -inf is no sink.
 #include <rapidcheck.h>
 
 #include <cmath>
@@ -34,14 +37,16 @@ const char* to_string(RowClass k) {
   return "?";
 }
 
-RowClass classify_row(const HostInputs& in, int64_t b, int64_t h, int64_t i, int64_t visible) {
+RowClass classify_row(const HostInputs& in, int64_t b, int64_t h, int64_t i, const KeyRange& keys) {
   const Params& p = in.params;
   const int64_t g = h / (p.heads_q / p.heads_kv);
+  const double cap = static_cast<double>(p.softcap);
   bool nan = false, pos_inf = false, finite = false;
-  for (int64_t j = 0; j < visible; ++j) {
+  for (int64_t j = keys.begin; j < keys.end; ++j) {
     double dot = 0.0;
     for (int64_t d = 0; d < p.head_dim; ++d) dot += input_value(in, 'q', b, h, i, d) * input_value(in, 'k', b, g, j, d);
-    const double s = static_cast<double>(p.softmax_scale) * dot;
+    const double scaled = static_cast<double>(p.softmax_scale) * dot;
+    const double s = cap > 0 ? cap * std::tanh(scaled / cap) : scaled;
     nan |= std::isnan(s);
     pos_inf |= s == INFINITY;
     finite |= std::isfinite(s);
@@ -78,9 +83,11 @@ void special_values_follow_semantics() {
   for (const auto& slice : slices) {
     const int64_t b = slice.first, h = slice.second;  // not a structured binding: lambdas capture it (clang 14)
     const int64_t g = h / group;
+    const double sink = in.sink.empty() ? -INFINITY : in.sink_exact[static_cast<size_t>(h)];
     for (int64_t i = 0; i < p.seqlen_q; ++i) {
-      const int64_t visible = visible_key_range(p, i).size();
-      const RowClass kind = classify_row(in, b, h, i, visible);
+      const KeyRange keys = visible_key_range(p, i);
+      const int64_t visible = keys.size();
+      const RowClass kind = classify_row(in, b, h, i, keys);
       note_coverage(std::string("row=") + to_string(kind));
       const float lse = out.lse[static_cast<size_t>(row_index(p, b, h, i))];
       // Logged only when a check fails: the row, its class, and the offending value.
@@ -91,16 +98,30 @@ void special_values_follow_semantics() {
                  << got << ", documented: " << want << "\n";
         RC_FAIL("special-value semantics violated");
       };
+      if (std::isnan(sink) || sink == INFINITY) {
+        note_coverage(std::isnan(sink) ? "row=NaN sink" : "row=+inf sink");
+        expect(std::isnan(sink) ? std::isnan(lse) : lse == INFINITY, -1, lse, std::isnan(sink) ? "NaN" : "+inf");
+        for (int64_t d = 0; d < p.head_dim; ++d) {
+          const double o = out.o[static_cast<size_t>(o_index(p, b, h, i, d))];
+          expect(std::isnan(sink) ? std::isnan(o) : (o == 0.0 || std::isnan(o)), d, o,
+                 std::isnan(sink) ? "NaN" : "0 (NaN where the accumulator is not finite)");
+        }
+        continue;
+      }
+      // Two fp32 roundings and two rounded constants take the sink to the kernel's LSE (verdict.cpp).
+      const bool lse_is_sink = std::fabs(lse - sink) <= 0x1p-21 * std::fabs(sink) + 0x1p-148;
       switch (kind) {
         case RowClass::kNanScore: expect(std::isnan(lse), -1, lse, "NaN"); break;
         case RowClass::kPosInfScore: expect(std::isnan(lse) || lse == INFINITY, -1, lse, "NaN or +inf"); break;
-        case RowClass::kNoVisibleScore: expect(lse == -INFINITY, -1, lse, "-inf"); break;
+        case RowClass::kNoVisibleScore:
+          expect(sink == -INFINITY ? lse == -INFINITY : lse_is_sink, -1, lse, "-inf, or the sink");
+          break;
         case RowClass::kFiniteMax: expect(std::isfinite(lse), -1, lse, "finite"); break;
       }
       for (int64_t d = 0; d < p.head_dim; ++d) {
         const double o = out.o[static_cast<size_t>(o_index(p, b, h, i, d))];
         bool v_nan = false, v_pos = false, v_neg = false;
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = keys.begin; j < keys.end; ++j) {
           const double v = input_value(in, 'v', b, g, j, d);
           v_nan |= std::isnan(v);
           v_pos |= v == INFINITY;

@@ -1,5 +1,5 @@
 // GPU tier: the properties against the production kernel (CTest label gpu; skipped without a device).
-// 14 properties x 750 cases = 10,500 cases by default; FLASHCHECK_CASES or RC_PARAMS=max_success=N override.
+// 20 properties x 750 cases = 15,000 cases by default; FLASHCHECK_CASES or RC_PARAMS=max_success=N override.
 #include "tier.h"
 
 namespace {

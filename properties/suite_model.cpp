@@ -1,5 +1,5 @@
 // CPU tier: every property against the host model of the tiled algorithm (CTest label cpu).
-// 15 properties x 200 cases; FLASHCHECK_CASES or RC_PARAMS=max_success=N override.
+// 21 properties x 200 cases; FLASHCHECK_CASES or RC_PARAMS=max_success=N override.
 #include "tier.h"
 
 namespace {

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "flashcheck/attention.h"
+#include "flashcheck/mask_names.h"
 #include "generators.h"
 
 namespace flashcheck::properties {
@@ -132,10 +133,14 @@ void note_case(const Case& c) {
   RC_LOG() << "case line: " << format_case(c) << "\n";
   const ValueFamily family = value_family(c);
   RC_CLASSIFY(true, to_string(family));
+  RC_CLASSIFY(takes_window(c.mask), "window");
+  RC_CLASSIFY(c.softcap > 0, "softcap");
+  RC_CLASSIFY(c.sink.has_value(), "sink");
   Coverage& cov = coverage();
   ++cov.cases;
   ++cov.words[std::string("values=") + to_string(family)];
   for (const std::string& tag : shape_tags(c)) ++cov.words[tag];
+  for (const std::string& tag : feature_tags(c)) ++cov.words[tag];
 }
 
 void note_coverage(const std::string& word) { ++coverage().words[word]; }

@@ -30,7 +30,8 @@ const char* skip_reason();
 ModelDefect planted_defect();
 
 // Every property calls this first: logs the case line (printed with any failure, above RapidCheck's
-// reproduce string), names the value family in RC_CLASSIFY and records the shape for the coverage table.
+// reproduce string), names the value family and the features (window, softcap, sink) in RC_CLASSIFY and
+// records the shape and the features' kinds for the coverage table.
 void note_case(const Case& c);
 // Extra words for the coverage table of the running test (e.g. "rescales=every-tile").
 void note_coverage(const std::string& word);

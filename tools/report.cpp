@@ -1,8 +1,9 @@
 // flashcheck-report: the verification report (the README's main job). Runs a fixed sweep aimed at the
 // kernel's own tiles (every head_dim family, seqlens 1, 2, tile-1, tile, tile+1, seqlen_q != seqlen_k both
-// ways, both causal alignments, GQA and MQA, fully masked rows, padded and [B, S, H, D] layouts) plus
-// seeded random cases, for each dtype, on the GPU kernel (or the host model), and prints one line per
-// failing case and a table per dtype: cases, failures, worst error/bound ratio of O and LSE, max error in eps.
+// ways, both causal alignments, GQA and MQA, fully masked rows, padded and [B, S, H, D] layouts; sliding windows
+// with edges on tile boundaries, softcaps and sinks) plus seeded random cases, for each dtype, on the GPU kernel
+// (or the host model), and prints one line per failing case, a table per dtype (cases, failures, worst
+// error/bound ratio of O and LSE, max error in eps) and the same per feature (window, softcap, sink) and dtype.
 // Exit status: 0 all pass, 1 any failure, 2 usage error. Every line it prints about a case is replayable.
 #include <algorithm>
 #include <array>
@@ -11,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <iostream>
 #include <map>
 #include <string>
@@ -20,6 +23,7 @@
 #include "flashcheck/attention.h"
 #include "flashcheck/case.h"
 #include "flashcheck/inputs.h"
+#include "flashcheck/mask_names.h"
 #include "flashcheck/runner.h"
 #include "flashcheck/verdict.h"
 
@@ -29,7 +33,9 @@ namespace {
 constexpr std::array<int64_t, 8> kHeadDims{1, 8, 40, 64, 96, 128, 200, 256};
 constexpr std::array<DType, 3> kDtypes{DType::kF32, DType::kF16, DType::kBF16};
 constexpr int64_t kDefaultRandomPerDtype = 150;
+constexpr int64_t kDefaultRandomFeaturesPerDtype = 50;
 constexpr uint32_t kReportStream = 0x7265;  // Philox stream id of the report's own draws ("re")
+constexpr uint64_t kFeatureDrawsKey = 0x77696e64;  // added to the seed for the feature cases' draws ("wind")
 
 // Deterministic draws for the random part of the sweep (same cases on every machine).
 class Draws {
@@ -107,6 +113,44 @@ std::vector<Case> structured_cases(DType dtype) {
       c.pad = s.pad;
       cases.push_back(c);
     }
+    // Windows, softcaps and sinks on the same tiles: window edges on a K-tile boundary -1/0/+1, the diagonal
+    // alone, a first K tile no row sees, saturating and typical softcaps on scores of magnitude 30 and more,
+    // sinks above, below and among the scores, and a sink on rows without keys.
+    struct FeatureShape {
+      int64_t sq, sk;
+      Mask mask;
+      int64_t left, right;
+      float softcap;
+      std::optional<ValueSpec> sink;
+      double qk_sigma;
+    };
+    const ValueSpec near{DistKind::kNormal, 0.0, 2.0}, above{DistKind::kConst, 80.0, 0.0},
+        mixed{DistKind::kRamp, -60.0, 60.0}, none_sink{DistKind::kConst, -std::numeric_limits<double>::infinity(), 0.0};
+    const std::vector<FeatureShape> features{
+        {bm + 3, 2 * bn + 1, Mask::kWindowBottomRight, bn - 1, 0, 0.0f, std::nullopt, 1.0},  // left edge at a boundary
+        {bn + 1, bn + 1, Mask::kWindowTopLeft, 0, 0, 0.0f, std::nullopt, 1.0},                // the diagonal alone
+        {bm + 1, 3 * bn + 5, Mask::kWindowBottomRight, bn, bn + 1, 0.0f, near, 1.0},          // first K tile unseen
+        {2 * bn + 1, bn - 1, Mask::kWindowTopLeft, 2, -1, 0.0f, std::nullopt, 1.0},           // seqlen_q > seqlen_k
+        {bm, bn + 1, Mask::kCausalBottomRight, -1, -1, 2.0f, std::nullopt, 8.0},              // saturating softcap
+        {bm + 1, 2 * bn, Mask::kNone, -1, -1, 30.0f, mixed, 4.0},                              // typical softcap, sinks
+        {2 * bn + 5, bn - 1, Mask::kCausalBottomRight, -1, -1, 0.0f, above, 1.0},              // sinks on keyless rows
+        {bm - 1, bn + 1, Mask::kWindowBottomRight, bn + 1, bn - 1, 50.0f, none_sink, 8.0},    // all three; -inf sink
+    };
+    for (const FeatureShape& f : features) {
+      Case c = base_case(dtype, d, seed++);
+      c.batch = 2;
+      c.heads_q = 4;
+      c.heads_kv = 2;
+      c.seqlen_q = std::max<int64_t>(f.sq, 1);
+      c.seqlen_k = std::max<int64_t>(f.sk, 1);
+      c.mask = f.mask;
+      c.window_left = f.left;
+      c.window_right = f.right;
+      c.softcap = f.softcap;
+      c.sink = f.sink;
+      c.q.b = c.k.b = f.qk_sigma;
+      cases.push_back(c);
+    }
   }
   return cases;
 }
@@ -142,20 +186,86 @@ std::vector<Case> random_cases(DType dtype, int64_t count, Draws& draws, uint64_
   return cases;
 }
 
+// Random cases with at least one of window, softcap and sink, from their own draws (so the plain random cases
+// stay what they were): a window of either alignment in two cases of three, sides aimed at the tiles; a softcap
+// in one of two (saturating on large scores, or typical); a sink in one of two, and in every case with neither
+// of the others.
+std::vector<Case> random_feature_cases(DType dtype, int64_t count, Draws& draws, uint64_t seed_base) {
+  constexpr std::array<int64_t, 8> kDims{8, 32, 40, 64, 96, 128, 200, 256};
+  constexpr std::array<int64_t, 5> kOffsets{-1, 0, 1, 2, -3};
+  constexpr std::array<float, 6> kSoftcaps{0.5f, 2.0f, 5.0f, 20.0f, 30.0f, 50.0f};
+  const std::array<ValueSpec, 6> kSinks{{{DistKind::kNormal, 0.0, 2.0},
+                                        {DistKind::kConst, 80.0, 0.0},
+                                        {DistKind::kConst, -80.0, 0.0},
+                                        {DistKind::kRamp, -60.0, 60.0},
+                                        {DistKind::kDominant, 1.0, 200.0},
+                                        {DistKind::kConst, -std::numeric_limits<double>::infinity(), 0.0}}};
+  std::vector<Case> cases;
+  for (int64_t n = 0; n < count; ++n) {
+    const int64_t d = draws.pick(kDims);
+    const KernelConfig t = tiles_for(dtype, d);
+    Case c = base_case(dtype, d, seed_base + static_cast<uint64_t>(n));
+    c.batch = 1 + draws.below(2);
+    c.heads_kv = 1 + draws.below(2);
+    c.heads_q = c.heads_kv * (1 + draws.below(4));
+    const auto near_tile = [&](int64_t block) {
+      return std::max<int64_t>(1, block * (draws.below(3) + 1) + draws.pick(kOffsets));
+    };
+    c.seqlen_q = near_tile(t.block_m);
+    c.seqlen_k = near_tile(t.block_n);
+    if (draws.below(3) != 0) {
+      c.mask = draws.below(2) == 0 ? Mask::kWindowBottomRight : Mask::kWindowTopLeft;
+      const auto side = [&]() -> int64_t {
+        switch (draws.below(5)) {
+          case 0: return -1;
+          case 1: return 0;
+          case 2: return draws.below(8);
+          default: return t.block_n * (1 + draws.below(2)) + draws.pick(kOffsets);
+        }
+      };
+      c.window_left = side();
+      c.window_right = side();
+    }
+    if (draws.below(2) == 0) {
+      c.softcap = draws.pick(kSoftcaps);
+      if (c.softcap <= 5.0f) c.q.b = c.k.b = 8.0;  // scores of 30 and more: tanh saturates
+    }
+    if (draws.below(2) == 0 || (!takes_window(c.mask) && c.softcap == 0.0f)) c.sink = draws.pick(kSinks);
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+struct Worsts {
+  int64_t cases = 0, failures = 0;
+  double worst_o = 0.0, worst_lse = 0.0;
+  std::string worst_case;
+  void add(const Verdict& v) {
+    if (v.o.ratio > worst_o || worst_case.empty()) {
+      worst_o = std::max(worst_o, v.o.ratio);
+      worst_case = v.case_line;
+    }
+    worst_lse = std::max(worst_lse, v.lse.ratio);
+  }
+};
+
 struct DtypeSummary {
   int64_t cases = 0, failures = 0, rows = 0, elements = 0, fully_masked_cases = 0;
   double worst_o = 0.0, worst_lse = 0.0, max_err_eps = 0.0;
   std::string worst_case;
+  Worsts window, softcap, sink;  // the cases with each feature (a case may have several)
 };
 
 int usage(const char* why) {
   std::fprintf(stderr,
                "flashcheck-report: %s\n"
-               "usage: flashcheck-report [--backend gpu|model] [--random N] [--seed S] [--cases FILE] [--verbose]\n"
-               "  --backend  gpu (default when a CUDA device is present) or model (the host model)\n"
-               "  --random   random cases per dtype besides the tile-boundary sweep (default %lld)\n"
-               "  --cases    run the case lines of FILE (one per line, '#' comments) instead of the sweep\n",
-               why, static_cast<long long>(kDefaultRandomPerDtype));
+               "usage: flashcheck-report [--backend gpu|model] [--random N] [--random-features N] [--seed S]\n"
+               "                         [--cases FILE] [--verbose]\n"
+               "  --backend          gpu (default when a CUDA device is present) or model (the host model)\n"
+               "  --random           random cases per dtype besides the tile-boundary sweep (default %lld)\n"
+               "  --random-features  random cases per dtype with a window, softcap or sink (default %lld)\n"
+               "  --cases            run the case lines of FILE (one per line, '#' comments) instead of the sweep\n",
+               why, static_cast<long long>(kDefaultRandomPerDtype), static_cast<long long>(kDefaultRandomFeaturesPerDtype));
   return 2;
 }
 
@@ -170,6 +280,7 @@ int main(int argc, char** argv) {
   using namespace flashcheck;
   Backend backend = device_available() ? Backend::kGpu : Backend::kHostModel;
   int64_t random_per_dtype = kDefaultRandomPerDtype;
+  int64_t random_features_per_dtype = kDefaultRandomFeaturesPerDtype;
   uint64_t seed = 20261122;
   std::string cases_file;
   bool verbose = false;
@@ -184,6 +295,9 @@ int main(int argc, char** argv) {
     } else if (arg == "--random" && has_value) {
       random_per_dtype = std::strtoll(argv[++i], nullptr, 10);
       if (random_per_dtype < 0) return usage("--random takes a count >= 0");
+    } else if (arg == "--random-features" && has_value) {
+      random_features_per_dtype = std::strtoll(argv[++i], nullptr, 10);
+      if (random_features_per_dtype < 0) return usage("--random-features takes a count >= 0");
     } else if (arg == "--seed" && has_value) {
       seed = std::strtoull(argv[++i], nullptr, 10);
     } else if (arg == "--cases" && has_value) {
@@ -212,11 +326,14 @@ int main(int argc, char** argv) {
     }
   } else {
     Draws draws(seed);
+    Draws feature_draws(seed + kFeatureDrawsKey);
     for (DType dtype : kDtypes) {
       std::vector<Case> s = structured_cases(dtype);
       std::vector<Case> r = random_cases(dtype, random_per_dtype, draws, seed + 1000);
+      std::vector<Case> f = random_feature_cases(dtype, random_features_per_dtype, feature_draws, seed + 2000);
       cases.insert(cases.end(), s.begin(), s.end());
       cases.insert(cases.end(), r.begin(), r.end());
+      cases.insert(cases.end(), f.begin(), f.end());
     }
   }
 
@@ -226,17 +343,27 @@ int main(int argc, char** argv) {
   std::map<std::string, int64_t> paths;
   for (const Case& c : cases) {
     DtypeSummary& s = summary[c.dtype];
+    // The feature tallies of this case: cases counted up front, failures and worst ratios as they come.
+    std::vector<Worsts*> features;
+    if (takes_window(c.mask)) features.push_back(&s.window);
+    if (c.softcap > 0.0f) features.push_back(&s.softcap);
+    if (c.sink) features.push_back(&s.sink);
+    const auto fail = [&] {
+      ++s.failures;
+      for (Worsts* w : features) ++w->failures;
+    };
     ++s.cases;
+    for (Worsts* w : features) ++w->cases;
     s.fully_masked_cases += has_fully_masked_row(c) ? 1 : 0;
     HostInputs inputs;
     if (Status st = make_inputs(c, &inputs); !st.ok()) {
-      ++s.failures;
+      fail();
       std::printf("FAIL (inputs: %s)\n  %s\n", st.message().c_str(), format_case(c).c_str());
       continue;
     }
     const RunOutputs out = run_case(inputs, backend);
     if (!out.status.ok()) {
-      ++s.failures;
+      fail();
       std::printf("FAIL (run: %s)\n  %s\n", out.status.message().c_str(), format_case(c).c_str());
       continue;
     }
@@ -250,8 +377,9 @@ int main(int argc, char** argv) {
       s.worst_case = v.case_line;
     }
     s.worst_lse = std::max(s.worst_lse, v.lse.ratio);
+    for (Worsts* w : features) w->add(v);
     if (!v.pass) {
-      ++s.failures;
+      fail();
       std::printf("FAIL\n%s\n", v.report().c_str());
     } else if (verbose) {
       std::printf("pass  O %.3f  LSE %.3f  %s\n", v.o.ratio, v.lse.ratio, v.case_line.c_str());
@@ -273,6 +401,22 @@ int main(int argc, char** argv) {
   }
   for (const auto& [dtype, s] : summary) {
     if (!s.worst_case.empty()) std::printf("worst O case %s: %s\n", to_string(dtype), s.worst_case.c_str());
+  }
+  // The same per feature: the cases with a window, a softcap, a sink (a case with several counts in each).
+  std::printf("\n| dtype | feature | cases | failed | worst O err/bound | worst LSE err/bound |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  for (const auto& [dtype, s] : summary) {
+    for (const auto& [name, w] : {std::pair<const char*, const Worsts*>{"window", &s.window}, {"softcap", &s.softcap},
+                                  {"sink", &s.sink}}) {
+      std::printf("| %s | %s | %lld | %lld | %.4f | %.4f |\n", to_string(dtype), name, static_cast<long long>(w->cases),
+                  static_cast<long long>(w->failures), w->worst_o, w->worst_lse);
+    }
+  }
+  for (const auto& [dtype, s] : summary) {
+    for (const auto& [name, w] : {std::pair<const char*, const Worsts*>{"window", &s.window}, {"softcap", &s.softcap},
+                                  {"sink", &s.sink}}) {
+      if (!w->worst_case.empty()) std::printf("worst O case %s %s: %s\n", to_string(dtype), name, w->worst_case.c_str());
+    }
   }
   std::printf("\n%s: %lld of %zu cases failed (%.1f s)\n", failures == 0 ? "PASS" : "FAIL",
               static_cast<long long>(failures), cases.size(), seconds);

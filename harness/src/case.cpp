@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include "flashcheck/dtype.h"
 #include "flashcheck/mask_names.h"
@@ -172,6 +173,72 @@ bool parse_double(std::string_view text, double* out, std::string* reason) {
   }
   *out = std::isnan(value) ? std::numeric_limits<double>::quiet_NaN() : value;
   return true;
+}
+
+// All of `text` as a float (correctly rounded); finiteness is the caller's check.
+bool parse_float(std::string_view text, float* out, std::string* reason) {
+  float value = 0.0f;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    *reason = "outside the range of float";
+    return false;
+  }
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+    *reason = "not a number";
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+// `text` is "L,R", each side -1 (unbounded) or a non-negative int64; on failure `*reason` names the side.
+bool parse_window(std::string_view text, int64_t* left, int64_t* right, std::string* reason) {
+  const size_t comma = text.find(',');
+  if (comma == std::string_view::npos || text.find(',', comma + 1) != std::string_view::npos) {
+    *reason = "expected window=L,R (each side -1 = unbounded, or >= 0)";
+    return false;
+  }
+  const std::pair<const char*, std::string_view> sides[2] = {{"window_left", text.substr(0, comma)},
+                                                             {"window_right", text.substr(comma + 1)}};
+  int64_t values[2] = {-1, -1};
+  for (int i = 0; i < 2; ++i) {
+    const auto& [name, part] = sides[i];
+    if (part == "-1") continue;
+    std::string why;
+    if (!part.empty() && part.front() == '-') {
+      *reason = cat({name, " '", part, "' must be -1 (unbounded) or >= 0"});
+      return false;
+    }
+    if (!parse_size(part, &values[i], &why)) {
+      *reason = cat({name, " '", part, "': ", why});
+      return false;
+    }
+  }
+  *left = values[0];
+  *right = values[1];
+  return true;
+}
+
+std::string format_window(int64_t left, int64_t right) {
+  return "window=" + std::to_string(left) + "," + std::to_string(right);
+}
+
+// Empty when the window suits the mask: each side -1 or >= 0 with a window mask, (-1, -1) with any other.
+std::string check_window(const Case& c) {
+  for (const auto& [name, value] : {std::pair{"window_left", c.window_left}, std::pair{"window_right", c.window_right}}) {
+    if (value < -1) return std::string(name) + "=" + std::to_string(value) + ": must be -1 (unbounded) or >= 0";
+  }
+  if (!takes_window(c.mask) && (c.window_left != -1 || c.window_right != -1)) {
+    return format_window(c.window_left, c.window_right) + ": only mask=window-br or mask=window-tl take a window (mask is " +
+           mask_name(c.mask) + ")";
+  }
+  return {};
+}
+
+// Empty when the softcap is one the API takes: finite and >= 0 (0 = off).
+std::string check_softcap(float softcap) {
+  if (!std::isfinite(softcap) || softcap < 0.0f) return "softcap must be finite and >= 0 (0 = off)";
+  return {};
 }
 
 // Checks the parameters of a distribution; empty string when fine.
@@ -399,6 +466,9 @@ Params case_params(const Case& c) {
   p.v_stride = p.k_stride;
   p.o_stride = p.q_stride;
   p.softmax_scale = c.softmax_scale();
+  p.window_left = c.window_left;
+  p.window_right = c.window_right;
+  p.softcap = c.softcap;
   return p;
 }
 
@@ -412,6 +482,11 @@ std::string format_case(const Case& c) {
   }
   out += " mask=";
   out += mask_name(c.mask);
+  // Written whenever it is not the default, so that an invalid Case prints what parse_case then rejects.
+  if (takes_window(c.mask) || c.window_left != -1 || c.window_right != -1) {
+    out += ' ';
+    out += format_window(c.window_left, c.window_right);
+  }
   if (c.layout != Layout::kBHSD) {
     out += " layout=";
     out += to_string(c.layout);
@@ -424,10 +499,18 @@ std::string format_case(const Case& c) {
     out += " scale=";
     append_float(&out, *c.scale);
   }
+  if (c.softcap != 0.0f) {
+    out += " softcap=";
+    append_float(&out, c.softcap);
+  }
   const std::pair<const char*, const ValueSpec*> specs[] = {{" q=", &c.q}, {" k=", &c.k}, {" v=", &c.v}};
   for (const auto& [key, spec] : specs) {
     out += key;
     append_spec(&out, *spec);
+  }
+  if (c.sink) {
+    out += " sink=";
+    append_spec(&out, *c.sink);
   }
   if (!c.inject.empty()) {
     out += " inject=";
@@ -451,8 +534,12 @@ Status validate_case(const Case& c) {
   if (c.scale && !std::isfinite(*c.scale)) {
     return invalid("scale must be finite (a non-finite scale is outside the API; test it with Params directly)");
   }
-  const std::pair<const char*, const ValueSpec*> specs[] = {{"q", &c.q}, {"k", &c.k}, {"v", &c.v}};
+  if (const std::string problem = check_window(c); !problem.empty()) return invalid(problem);
+  if (const std::string problem = check_softcap(c.softcap); !problem.empty()) return invalid(problem);
+  const std::pair<const char*, const ValueSpec*> specs[] = {
+      {"q", &c.q}, {"k", &c.k}, {"v", &c.v}, {"sink", c.sink ? &*c.sink : nullptr}};
   for (const auto& [key, spec] : specs) {
+    if (spec == nullptr) continue;
     const std::string problem = check_spec(*spec);
     if (!problem.empty()) return invalid(std::string(key) + "=" + to_string(spec->kind) + ": " + problem);
   }
@@ -475,11 +562,14 @@ Status parse_case(std::string_view line, Case* out) {
   }
   c.dtype = *dtype;
 
-  constexpr std::array<const char*, 15> kKeys = {"b",     "hq",  "hkv",   "sq", "sk", "d", "mask",  "layout",
-                                                 "pad",   "scale", "q", "k",  "v",  "inject", "seed"};
-  constexpr size_t kHkvKey = 2;
-  static_assert(std::string_view(kKeys[kHkvKey]) == "hkv");
+  constexpr std::array<const char*, 18> kKeys = {"b",     "hq",      "hkv", "sq", "sk", "d",    "mask",   "window",
+                                                 "layout", "pad", "scale", "softcap", "q",  "k",  "v",    "sink", "inject",
+                                                 "seed"};
+  constexpr size_t kHkvKey = 2, kMaskKey = 6, kWindowKey = 7;
+  static_assert(std::string_view(kKeys[kHkvKey]) == "hkv" && std::string_view(kKeys[kMaskKey]) == "mask" &&
+                std::string_view(kKeys[kWindowKey]) == "window");
   std::array<bool, kKeys.size()> seen{};
+  std::array<Token, kKeys.size()> key_token{};
   Token inject_token;
   for (size_t t = 1; t < tokens.size(); ++t) {
     const Token& token = tokens[t];
@@ -498,6 +588,7 @@ Status parse_case(std::string_view line, Case* out) {
     }
     if (seen[key_index]) return invalid(cat({"duplicate key '", key, "' at column ", std::to_string(token.column)}));
     seen[key_index] = true;
+    key_token[key_index] = token;
 
     std::string reason;
     bool ok = true;
@@ -528,25 +619,30 @@ Status parse_case(std::string_view line, Case* out) {
         ok = false;
         reason = "unknown layout (known: bhsd, bshd)";
       }
+    } else if (k == "window") {
+      ok = parse_window(value, &c.window_left, &c.window_right, &reason);
     } else if (k == "scale") {
       float scale = 0.0f;
-      const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), scale);
-      if (ec == std::errc::result_out_of_range) {
-        ok = false;
-        reason = "outside the range of float";
-      } else if (ec != std::errc() || ptr != value.data() + value.size() || value.empty()) {
-        ok = false;
-        reason = "not a number";
-      } else if (!std::isfinite(scale)) {
+      ok = parse_float(value, &scale, &reason);
+      if (ok && !std::isfinite(scale)) {
         // A NaN scale would make the Case unequal to itself; the API requires a finite scale anyway.
         ok = false;
         reason = "softmax scale must be finite";
-      } else {
-        c.scale = scale;
       }
+      if (ok) c.scale = scale;
+    } else if (k == "softcap") {
+      float softcap = 0.0f;
+      ok = parse_float(value, &softcap, &reason);
+      if (ok) reason = check_softcap(softcap);
+      ok = ok && reason.empty();
+      if (ok) c.softcap = softcap == 0.0f ? 0.0f : softcap;  // -0 is off, like 0
     } else if (k == "q" || k == "k" || k == "v") {
       ValueSpec* spec = k == "q" ? &c.q : k == "k" ? &c.k : &c.v;
       ok = parse_spec(value, spec, &reason);
+    } else if (k == "sink") {
+      ValueSpec spec;
+      ok = parse_spec(value, &spec, &reason);
+      if (ok) c.sink = spec;
     } else if (k == "inject") {
       inject_token = token;
       if (value.empty()) {
@@ -571,6 +667,16 @@ Status parse_case(std::string_view line, Case* out) {
   }
   // hkv defaults to hq: a hand-written line without hkv means plain multi-head attention.
   if (!seen[kHkvKey]) c.heads_kv = c.heads_q;
+
+  // A window mask needs its window and a window needs a window mask: checked once both keys are known.
+  if (takes_window(c.mask) && !seen[kWindowKey]) {
+    return invalid(where(key_token[kMaskKey]) + ": mask " + mask_name(c.mask) +
+                   " needs window=L,R (each side -1 = unbounded, or >= 0)");
+  }
+  if (!takes_window(c.mask) && seen[kWindowKey]) {
+    return invalid(where(key_token[kWindowKey]) + ": window: only mask=window-br or mask=window-tl take a window (mask is " +
+                   mask_name(c.mask) + ")");
+  }
 
   // Injection positions can only be checked once the whole shape is known.
   for (const Injection& inj : c.inject) {

@@ -69,13 +69,13 @@ struct TensorShape {
   Strides strides;  // of the encoded buffer, in elements
 };
 
-// Fills `bytes` (layout) and `exact` (canonical) for one tensor.
-void generate(const Case& c, const ValueSpec& spec, Stream stream, Stream dominant_stream, const TensorShape& t,
-              std::vector<uint8_t>* bytes, std::vector<double>* exact) {
+// Fills `bytes` (layout) and `exact` (canonical) for one tensor of `dtype` (the case's, or fp32 for the sink).
+void generate(const Case& c, DType dtype, const ValueSpec& spec, Stream stream, Stream dominant_stream,
+              const TensorShape& t, std::vector<uint8_t>* bytes, std::vector<double>* exact) {
   // An empty tensor has nothing to draw, however large its other extents (b=2^63-1 hq=0 must not loop).
   if (t.batch == 0 || t.heads == 0 || t.seqlen == 0 || t.head_dim == 0) return;
-  const int64_t esize = dtype_size(c.dtype);
-  const double max_finite = dtype_max(c.dtype);
+  const int64_t esize = dtype_size(dtype);
+  const double max_finite = dtype_max(dtype);
   int64_t index = 0;
   for (int64_t b = 0; b < t.batch; ++b) {
     for (int64_t h = 0; h < t.heads; ++h) {
@@ -106,7 +106,7 @@ void generate(const Case& c, const ValueSpec& spec, Stream stream, Stream domina
                 break;
               }
               case DistKind::kSubnormal:
-                x = subnormal(c.dtype, r);
+                x = subnormal(dtype, r);
                 break;
               case DistKind::kRamp: {
                 const double span = spec.b - spec.a;
@@ -122,10 +122,10 @@ void generate(const Case& c, const ValueSpec& spec, Stream stream, Stream domina
                 break;
             }
           }
-          const uint32_t bits = encode_dtype(c.dtype, x);
+          const uint32_t bits = encode_dtype(dtype, x);
           const int64_t offset = b * t.strides.batch + h * t.strides.head + s * t.strides.row + d;
           store_bits(bits, esize, bytes->data() + offset * esize);
-          (*exact)[static_cast<size_t>(index)] = decode_dtype(c.dtype, bits);
+          (*exact)[static_cast<size_t>(index)] = decode_dtype(dtype, bits);
         }
       }
     }
@@ -155,7 +155,9 @@ bool checked_product(std::initializer_list<int64_t> factors, int64_t* out) {
 
 }  // namespace
 
-oracle::Problem HostInputs::problem() const { return oracle_problem(params, q_exact, k_exact, v_exact); }
+oracle::Problem HostInputs::problem() const {
+  return oracle_problem(params, q_exact, k_exact, v_exact, sink_exact);
+}
 
 uint64_t fnv1a64(const uint8_t* data, size_t size, uint64_t hash) {
   constexpr uint64_t kFnvPrime = 0x100000001b3ull;
@@ -169,20 +171,25 @@ uint64_t fnv1a64(const uint8_t* data, size_t size, uint64_t hash) {
 uint64_t HostInputs::hash() const {
   uint64_t h = fnv1a64(q.data(), q.size());
   h = fnv1a64(k.data(), k.size(), h);
-  return fnv1a64(v.data(), v.size(), h);
+  h = fnv1a64(v.data(), v.size(), h);
+  return fnv1a64(reinterpret_cast<const uint8_t*>(sink.data()), sink.size() * sizeof(float), h);
 }
 
 void HostInputs::bind() {
   params.q = q.empty() ? nullptr : q.data();
   params.k = k.empty() ? nullptr : k.data();
   params.v = v.empty() ? nullptr : v.data();
+  params.sink = sink.empty() ? nullptr : sink.data();
 }
 
 Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
   if (Status status = validate_case(c); !status.ok()) return status;
   const int64_t esize = dtype_size(c.dtype);
-  // Bytes: encoded tensors (padded layout) plus the decoded canonical copies (8 bytes per element).
+  // Bytes: encoded tensors (padded layout) plus the decoded canonical copies (8 bytes per element), and the
+  // sink's fp32 values with their copies (its own check: heads_q may be huge where batch is 0).
   int64_t row_elems = 0, q_padded = 0, kv_padded = 0, q_elems = 0, kv_elems = 0, encoded = 0, decoded = 0, total = 0;
+  const int64_t sink_count = c.sink ? c.heads_q : 0;
+  int64_t sink_bytes = 0;
   const bool fits = checked_add(c.head_dim, c.pad, &row_elems) &&
                     checked_product({c.batch, c.heads_q, c.seqlen_q, row_elems}, &q_padded) &&
                     checked_product({c.batch, c.heads_kv, c.seqlen_k, row_elems}, &kv_padded) &&
@@ -191,7 +198,9 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
                     checked_add(q_padded, kv_padded, &encoded) && checked_add(encoded, kv_padded, &encoded) &&
                     checked_mul(encoded, esize, &encoded) && checked_add(q_elems, kv_elems, &decoded) &&
                     checked_add(decoded, kv_elems, &decoded) && checked_mul(decoded, int64_t{sizeof(double)}, &decoded) &&
-                    checked_add(encoded, decoded, &total);
+                    checked_add(encoded, decoded, &total) &&
+                    checked_mul(sink_count, int64_t{sizeof(float) + sizeof(double)}, &sink_bytes) &&
+                    checked_add(total, sink_bytes, &total);
   if (!fits || total > max_bytes) {
     return {StatusCode::kInvalidArgument,
             "case inputs need " + (fits ? std::to_string(total) + " bytes" : std::string("more than 2^63 bytes")) +
@@ -211,9 +220,20 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
 
   const TensorShape q_shape{c.batch, c.heads_q, c.seqlen_q, c.head_dim, in.params.q_stride};
   const TensorShape kv_shape{c.batch, c.heads_kv, c.seqlen_k, c.head_dim, in.params.k_stride};
-  generate(c, c.q, Stream::kQ, Stream::kDominantRowQ, q_shape, &in.q, &in.q_exact);
-  generate(c, c.k, Stream::kK, Stream::kDominantRowK, kv_shape, &in.k, &in.k_exact);
-  generate(c, c.v, Stream::kV, Stream::kDominantRowV, kv_shape, &in.v, &in.v_exact);
+  generate(c, c.dtype, c.q, Stream::kQ, Stream::kDominantRowQ, q_shape, &in.q, &in.q_exact);
+  generate(c, c.dtype, c.k, Stream::kK, Stream::kDominantRowK, kv_shape, &in.k, &in.k_exact);
+  generate(c, c.dtype, c.v, Stream::kV, Stream::kDominantRowV, kv_shape, &in.v, &in.v_exact);
+  if (c.sink) {
+    // One fp32 value per query head, drawn as a [1, 1, heads_q, 1] tensor: the head is the element index, a
+    // ramp runs along the heads and dominant picks one head.
+    const TensorShape sink_shape{1, 1, sink_count, 1, Strides{sink_count, sink_count, 1}};
+    std::vector<uint8_t> sink_bytes_f32(static_cast<size_t>(sink_count) * sizeof(float));
+    in.sink_exact.resize(static_cast<size_t>(sink_count));
+    generate(c, DType::kF32, *c.sink, Stream::kSink, Stream::kDominantSink, sink_shape, &sink_bytes_f32,
+             &in.sink_exact);
+    in.sink.resize(static_cast<size_t>(sink_count));
+    std::memcpy(in.sink.data(), sink_bytes_f32.data(), sink_bytes_f32.size());
+  }
 
   for (const Injection& inj : c.inject) {
     const bool is_q = inj.tensor == 'q';

@@ -17,11 +17,13 @@ oracle::Format to_oracle(DType dtype) {
   throw std::invalid_argument("to_oracle: unknown DType " + std::to_string(static_cast<int>(dtype)));
 }
 
-oracle::Visibility to_oracle(Mask mask) {
+oracle::Visibility to_oracle(Mask mask, int64_t window_left, int64_t window_right) {
   switch (mask) {
     case Mask::kNone: return oracle::kAllKeys;
     case Mask::kCausalTopLeft: return oracle::kCausalTopLeft;
     case Mask::kCausalBottomRight: return oracle::kCausalBottomRight;
+    case Mask::kWindowTopLeft: return {window_left, window_right, oracle::Alignment::kTopLeft};
+    case Mask::kWindowBottomRight: return {window_left, window_right, oracle::Alignment::kBottomRight};
   }
   throw std::invalid_argument("to_oracle: unknown Mask " + std::to_string(static_cast<int>(mask)));
 }
@@ -36,7 +38,7 @@ oracle::Arithmetic to_oracle(ComputePath path) {
 }
 
 oracle::Problem oracle_problem(const Params& params, std::span<const double> q, std::span<const double> k,
-                               std::span<const double> v) {
+                               std::span<const double> v, std::span<const double> sink) {
   oracle::Problem p;
   p.batch = params.batch;
   p.heads_q = params.heads_q;
@@ -44,8 +46,10 @@ oracle::Problem oracle_problem(const Params& params, std::span<const double> q, 
   p.seqlen_q = params.seqlen_q;
   p.seqlen_k = params.seqlen_k;
   p.head_dim = params.head_dim;
-  p.visibility = to_oracle(params.mask);
+  p.visibility = to_oracle(params.mask, params.window_left, params.window_right);
   p.scale = static_cast<double>(params.softmax_scale);
+  p.softcap = static_cast<double>(params.softcap);
+  p.sink = sink;
   p.q = q;
   p.k = k;
   p.v = v;

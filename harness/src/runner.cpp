@@ -1,7 +1,7 @@
 // The backend-independent runner: builds poisoned, canaried output images (O, LSE and the instrumentation
-// the options ask for), hands them to the host model (in place) or to the GPU launcher (round trip), then
-// inspects them: damaged canaries, elements still holding the poison, input hashes, and decodes O into
-// canonical [B, Hq, Sq, D] order.
+// the options ask for) and a canaried image of the sink, hands them to the host model (in place) or to the GPU
+// launcher (round trip), then inspects them: damaged canaries, elements still holding the poison, input
+// hashes (Q, K, V and the sink), and decodes O into canonical [B, Hq, Sq, D] order.
 // Invariant: every check runs on the bytes the backend left, so a skipped row or a stray write shows up.
 #include <climits>
 #include <cstring>
@@ -69,6 +69,20 @@ std::vector<uint8_t> make_f32_image(int64_t count) {
   return image;
 }
 
+// Guard | the bytes of `values` | guard: an input that travels as an image.
+template <typename T>
+std::vector<uint8_t> make_input_image(const std::vector<T>& values) {
+  std::vector<uint8_t> image(2 * kGuardBytes + values.size() * sizeof(T), kCanaryByte);
+  std::memcpy(image.data() + kGuardBytes, values.data(), values.size() * sizeof(T));
+  return image;
+}
+
+// FNV-1a of Q, K and V, the part of HostInputs::hash() a backend reports after the call (the sink's bytes
+// follow, from its image).
+uint64_t qkv_hash(const HostInputs& in) {
+  return fnv1a64(in.v.data(), in.v.size(), fnv1a64(in.k.data(), in.k.size(), fnv1a64(in.q.data(), in.q.size())));
+}
+
 // Guard | zeroed uint64 counters | guard: Instrumentation's counters accumulate (+=).
 std::vector<uint8_t> make_counter_image(int64_t count) {
   std::vector<uint8_t> image(static_cast<size_t>(2 * kGuardBytes + count * int64_t{sizeof(uint64_t)}), kCanaryByte);
@@ -126,9 +140,9 @@ bool is_unwritten(float x) { return is_poison(DType::kF32, reinterpret_cast<cons
 
 namespace {
 
-// Where a backend's results go: the call gets params whose o/lse point into the images' payloads (host
-// backends) and may replace them (the GPU round trip); it returns the call's status, the config that ran
-// and the input hash after the call.
+// Where a backend's results go: the call gets params whose o/lse (and sink) point into the images' payloads
+// (host backends) and may replace them (the GPU round trip); it returns the call's status, the config that ran
+// and the hash of Q, K, V after the call.
 using ImageCall = std::function<Status(Params* params, OutputImages* images, KernelConfig* config, uint64_t* hash_after)>;
 
 RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, const ImageCall& call) {
@@ -198,12 +212,16 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
     images.trace_m = make_f32_image(trace_slots);
     images.trace_l = make_f32_image(trace_slots);
   }
+  if (!inputs.sink.empty()) images.sink = make_input_image(inputs.sink);
 
   const uint64_t hash_before = inputs.hash();
-  uint64_t hash_after = hash_before;
+  uint64_t qkv_hash_after = 0;
   params.o = o_base;
   params.lse = reinterpret_cast<float*>(images.lse.data() + kGuardBytes);
-  out.status = call(&params, &images, &out.config, &hash_after);
+  params.sink = reinterpret_cast<const float*>(detail::payload(images.sink));
+  out.status = call(&params, &images, &out.config, &qkv_hash_after);
+  // The sink's bytes as the run left them (in place, or read back from the device) continue the hash.
+  const uint64_t hash_after = fnv1a64(detail::payload(images.sink), inputs.sink.size() * sizeof(float), qkv_hash_after);
   out.inputs_unchanged = hash_after == hash_before;
 
   // Canaries are checked even after a failed call: a rejected launch must not have written anything either.
@@ -215,6 +233,7 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
   check_guards(&out, "rescale buckets", images.rescale);
   check_guards(&out, "trace m", images.trace_m);
   check_guards(&out, "trace l", images.trace_l);
+  check_guards(&out, "sink", images.sink);
   {
     // O padding: every payload byte that is not part of an element. Mark the elements, scan the rest.
     std::vector<uint8_t> is_element(static_cast<size_t>(o_payload), 0);
@@ -270,7 +289,7 @@ RunOutputs run_case(const HostInputs& inputs, const HostBackend& backend, const 
     }
     *config = options.model.override_config ? options.model.config : select_config(*params);
     const Status status = backend(*params, inst);
-    *hash_after = inputs.hash();
+    *hash_after = qkv_hash(inputs);
     return status;
   });
 }

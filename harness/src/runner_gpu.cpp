@@ -25,7 +25,7 @@ bool gpu_instrumentation_linked() { return FLASHCHECK_HARNESS_INSTRUMENTED != 0;
 
 namespace {
 // The buffers of a run, one device allocation each.
-enum class Slot : int { kQ, kK, kV, kTraceRows, kO, kLse, kM, kL, kTileKinds, kRescale, kTraceM, kTraceL, kCount };
+enum class Slot : int { kQ, kK, kV, kTraceRows, kO, kLse, kM, kL, kTileKinds, kRescale, kTraceM, kTraceL, kSink, kCount };
 }  // namespace
 
 // A slot grows (free, then allocate the larger size) and never shrinks.
@@ -134,12 +134,13 @@ constexpr ImageSlot kImageSlots[] = {
     {Slot::kRescale, &OutputImages::rescale, "rescale buckets"},
     {Slot::kTraceM, &OutputImages::trace_m, "trace m image"},
     {Slot::kTraceL, &OutputImages::trace_l, "trace l image"},
+    {Slot::kSink, &OutputImages::sink, "sink image"},
 };
 
 }  // namespace
 
 Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images, const RunOptions& options,
-                  uint64_t* input_hash_after) {
+                  uint64_t* qkv_hash_after) {
   if (options.any_instrumentation() && !FLASHCHECK_HARNESS_INSTRUMENTED) {
     return {StatusCode::kUnsupported,
             "GPU instrumentation (row m, l, tile counters, traces) needs flashcheck_harness_instrumented, linked "
@@ -160,6 +161,7 @@ Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images,
   params.v = device.data(Slot::kV);
   params.o = device.payload(Slot::kO);
   params.lse = device.payload<float>(Slot::kLse);
+  params.sink = device.payload<const float>(Slot::kSink);  // null when the inputs have no sink
 
   Status call_status;
 #if FLASHCHECK_HARNESS_INSTRUMENTED
@@ -196,7 +198,7 @@ Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images,
   if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return cuda_status(e, "download");
   uint64_t hash = fnv1a64(q_after.data(), q_after.size());
   hash = fnv1a64(k_after.data(), k_after.size(), hash);
-  *input_hash_after = fnv1a64(v_after.data(), v_after.size(), hash);
+  *qkv_hash_after = fnv1a64(v_after.data(), v_after.size(), hash);
   return call_status;
 }
 

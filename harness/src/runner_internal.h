@@ -2,7 +2,9 @@
 // (runner_gpu.cpp, compiled once per kernel library: production, instrumented, mutant).
 // Output images are host byte buffers laid out kGuardBytes | payload | kGuardBytes, already poisoned (or
 // zeroed, for counters) and canaried; a backend writes the payload in place (host model) or round-trips
-// the image (GPU). An empty image is a buffer the run does not record: its pointer stays null.
+// the image (GPU). An empty image is a buffer the run does not record: its pointer stays null. The sink, an
+// input, travels the same way (its payload is the sink values), so its guards and its bytes are checked after
+// the run like the outputs' guards and Q, K, V's hashes.
 #pragma once
 
 #include <cstdint>
@@ -19,15 +21,16 @@ struct OutputImages {
   std::vector<uint8_t> m, l;                     // RunOptions::instrument
   std::vector<uint8_t> tile_kinds, rescale;      // RunOptions::count_tiles (uint64 counters, zeroed)
   std::vector<uint8_t> trace_m, trace_l;         // RunOptions::trace_rows
+  std::vector<uint8_t> sink;                     // the sink logits ([heads_q] fp32), when the inputs have them
 };
 
 // Payload start of an image, or null for an image the run does not record.
 inline uint8_t* payload(std::vector<uint8_t>& image) { return image.empty() ? nullptr : image.data() + kGuardBytes; }
 
 // Uploads the inputs, the trace rows and the images, runs the kernel on options.stream, synchronises,
-// downloads the images and hashes the device copies of q, k, v into *input_hash_after. `params` carries
-// shape, strides and scale; its pointers are replaced by device pointers.
+// downloads the images (the sink's too) and hashes the device copies of q, k, v into *qkv_hash_after.
+// `params` carries shape, strides, scale, window and softcap; its pointers are replaced by device pointers.
 Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images, const RunOptions& options,
-                  uint64_t* input_hash_after);
+                  uint64_t* qkv_hash_after);
 
 }  // namespace flashcheck::detail

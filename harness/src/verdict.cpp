@@ -108,22 +108,59 @@ const char* status_name(StatusCode code) {
   return "unknown status";
 }
 
-// The API's rows without a visible key (or whose visible scores are all -inf): O exactly 0, LSE -inf, and
-// in the instrumentation m = -inf, l = 0.
-void judge_empty_row(const oracle::RowRef& row, int64_t flat, const RunOutputs& out, int64_t head_dim, bool stats,
-                     Verdict* v) {
+// Where a sink's exponent leaves fp32: |sink| * log2(e) beyond FLT_MAX / 4, the oracle's threshold for scores
+// (oracle.h, score_overflow). Such a sink is outside the kernel's domain: no claim on its rows.
+constexpr double kSinkDomain = 0x1p126 / 1.4426950408889634;
+
+// The API's rows without a visible key (or whose visible scores are all -inf), attention.h: O exactly 0, LSE
+// -inf, and in the instrumentation m = -inf, l = 0. With a sink s of the row's head the sink is the row's one
+// logit: O = 0 still, LSE = m = s (the kernel's m is s taken to log2 units and back, two fp32 roundings with
+// two rounded constants, so within 8u |s| plus a subnormal's absolute rounding), l = 1 exactly; a NaN sink
+// gives a NaN row, +inf gives O = 0 and LSE = m = +inf.
+void judge_empty_row(const oracle::RowRef& row, int64_t flat, const RunOutputs& out, int64_t head_dim, double sink,
+                     bool stats, Verdict* v) {
   ++v->empty_rows;
+  const bool nan_sink = std::isnan(sink);
+  if (!nan_sink && std::fabs(sink) != kInf && std::fabs(sink) > kSinkDomain) return;
   for (int64_t k = 0; k < head_dim; ++k) {
     const double got = out.o[static_cast<size_t>(flat * head_dim + k)];
-    record(&v->o, got == 0.0 ? 0.0 : kInf, row, k, got, 0.0, 0.0);
+    const bool ok = nan_sink ? std::isnan(got) : got == 0.0;
+    record(&v->o, ok ? 0.0 : kInf, row, k, got, nan_sink ? sink : 0.0, 0.0);
   }
+  // LSE and m against the sink (-inf without one): exact where it is infinite, within the bound otherwise.
+  const double sink_bound = std::isfinite(sink) ? kIdentityRelUnits * kFp32Unit * std::fabs(sink) + 0x1p-148 : 0.0;
+  auto against_sink = [&](double got) {
+    if (nan_sink) return std::isnan(got) ? 0.0 : kInf;
+    if (!std::isfinite(sink)) return got == sink ? 0.0 : kInf;
+    return ratio_of(got, sink, sink_bound);
+  };
   const double lse = out.lse[static_cast<size_t>(flat)];
-  record(&v->lse, lse == -kInf ? 0.0 : kInf, row, -1, lse, -kInf, 0.0);
+  record(&v->lse, against_sink(lse), row, -1, lse, sink, sink_bound);
   if (stats) {
     const double m = out.row_m[static_cast<size_t>(flat)], l = out.row_l[static_cast<size_t>(flat)];
-    record(&v->m, m == -kInf ? 0.0 : kInf, row, -1, m, -kInf, 0.0);
-    record(&v->l, l == 0.0 ? 0.0 : kInf, row, -1, l, 0.0, 0.0);
+    const bool has_sink = sink != -kInf;
+    const double want_l = nan_sink ? sink : (has_sink ? 1.0 : 0.0);
+    record(&v->m, against_sink(m), row, -1, m, sink, sink_bound);
+    record(&v->l, (nan_sink ? std::isnan(l) : l == want_l) ? 0.0 : kInf, row, -1, l, want_l, 0.0);
   }
+}
+
+// True when every key row `row` sees scores -inf (zero weight): the empty-row semantics apply. Used for rows
+// with a sink, where the oracle's LSE is the sink's rather than -inf; scores in double from the inputs, as the
+// oracle defines them (IEEE arithmetic: an inf - inf among the products is NaN, a usable score). A softcap maps
+// -inf to -softcap, a usable logit, so with one only a row without visible keys is empty.
+bool no_usable_key(const oracle::Problem& p, const oracle::RowRef& row) {
+  const oracle::KeySpan keys = oracle::visible_keys(p, row.i);
+  if (p.softcap > 0) return keys.size() == 0;
+  const int64_t g = row.h / (p.heads_q / p.heads_kv);
+  const double* q = p.q.data() + ((row.b * p.heads_q + row.h) * p.seqlen_q + row.i) * p.head_dim;
+  for (int64_t j = keys.begin; j < keys.end; ++j) {
+    const double* k = p.k.data() + ((row.b * p.heads_kv + g) * p.seqlen_k + j) * p.head_dim;
+    double dot = 0.0;
+    for (int64_t d = 0; d < p.head_dim; ++d) dot += q[d] * k[d];
+    if (!(p.scale * dot == -kInf)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -180,10 +217,14 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
     ++v.rows_checked;
     const int64_t flat = (row.b * problem.heads_q + row.h) * problem.seqlen_q + row.i;
     const oracle::RowResult exact = oracle::compute_row(problem, row, options.tier);
-    // No usable key: O = 0 and LSE = -inf exactly, unless fp32 scores may overflow (then inf - inf can make
-    // the kernel's -inf score NaN: no claim, below).
-    if (exact.visible == 0 || (exact.lse == -kInf && exact.m == -kInf && !exact.score_overflow)) {
-      judge_empty_row(row, flat, outputs, head_dim, stats, &v);
+    // No usable key: O = 0 and LSE = -inf (the sink, with one) exactly, unless fp32 scores may overflow (then
+    // inf - inf can make the kernel's -inf score NaN: no claim, below). The empty row is recognised from the
+    // scores alone, whatever the oracle makes of the sink.
+    const double sink = problem.sink.empty() ? -kInf : problem.sink[static_cast<size_t>(row.h)];
+    const bool all_minus_inf =
+        sink == -kInf ? exact.lse == -kInf && exact.m == -kInf : no_usable_key(problem, row);
+    if (exact.visible == 0 || (all_minus_inf && !exact.score_overflow)) {
+      judge_empty_row(row, flat, outputs, head_dim, sink, stats, &v);
       continue;
     }
     const oracle::RowBound bound = oracle_bound(exact, inputs.params, config);

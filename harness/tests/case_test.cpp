@@ -1,6 +1,6 @@
-// Case codec: canonical lines round-trip byte for byte, random Cases round-trip through their line, hand-
-// written lines canonicalise, and every kind of malformed line is rejected with a message that names the
-// token, its column and the reason.
+// Case codec: canonical lines round-trip byte for byte, random Cases round-trip through their line (windows,
+// softcaps and sinks included), hand-written lines canonicalise, case_params carries the window and softcap, and
+// every kind of malformed line is rejected with a message that names the token, its column and the reason.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -27,6 +27,15 @@ const std::vector<std::string> kCanonicalLines = {
     ("f16 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none scale=3.4028235e+38 q=normal(0.1,0.30000000000000004) "
     "k=normal(5e-324,1.7976931348623157e+308) v=uniform(-0,0) seed=5"),
     "bf16 b=1 hq=1 hkv=1 sq=5 sk=0 d=0 mask=none pad=1 q=dominant(0,0) k=nearmax(0) v=ramp(0,0) seed=9",
+    ("bf16 b=1 hq=4 hkv=2 sq=100 sk=300 d=64 mask=window-br window=64,0 layout=bshd pad=2 scale=0.125 softcap=30 "
+    "q=normal(0,3) k=normal(0,3) v=normal(0,1) sink=normal(0,2) seed=3"),
+    "f32 b=1 hq=2 hkv=1 sq=7 sk=5 d=8 mask=window-tl window=-1,-1 q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+    "sink=const(-inf) seed=1",
+    ("f16 b=2 hq=3 hkv=3 sq=9 sk=9 d=16 mask=window-tl window=0,9223372036854775807 softcap=0.5 q=normal(0,1) "
+    "k=normal(0,1) v=normal(0,1) sink=const(nan) inject=k[1,2,8,15]:-inf seed=4"),
+    "f16 b=1 hq=8 hkv=1 sq=3 sk=4 d=8 mask=none softcap=0.001 q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+    "sink=ramp(-100,100) seed=2",
+    "f32 b=1 hq=2 hkv=2 sq=1 sk=1 d=1 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) sink=subnormal() seed=0",
 };
 
 TEST(CaseCodec, CanonicalLinesRoundTrip) {
@@ -79,11 +88,21 @@ TEST(CaseCodec, RandomCasesRoundTrip) {
     c.seqlen_q = static_cast<int64_t>(next() % 300);
     c.seqlen_k = static_cast<int64_t>(next() >> 1);  // any non-negative int64
     c.head_dim = static_cast<int64_t>(next() % 257);
-    c.mask = static_cast<Mask>(next() % 3);
+    c.mask = static_cast<Mask>(next() % 5);
+    if (c.mask == Mask::kWindowBottomRight || c.mask == Mask::kWindowTopLeft) {
+      // -1, small, or any non-negative int64
+      for (int64_t* side : {&c.window_left, &c.window_right}) {
+        const uint64_t pick = next() % 3;
+        *side = pick == 0 ? -1 : pick == 1 ? static_cast<int64_t>(next() % 300) : static_cast<int64_t>(next() >> 1);
+      }
+    }
+    if (next() % 2) c.softcap = std::fabs(std::bit_cast<float>(static_cast<uint32_t>(next()) & 0x7F7FFFFFu));
     c.layout = static_cast<Layout>(next() % 2);
     c.pad = static_cast<int64_t>(next() % 3);
     if (next() % 2) c.scale = std::bit_cast<float>(static_cast<uint32_t>(next()) & 0x7F7FFFFFu);  // finite
-    for (ValueSpec* spec : {&c.q, &c.k, &c.v}) {
+    if (next() % 2) c.sink.emplace();
+    for (ValueSpec* spec : {&c.q, &c.k, &c.v, c.sink ? &*c.sink : nullptr}) {
+      if (spec == nullptr) continue;
       spec->kind = static_cast<DistKind>(next() % kDistKindCount);
       const double x = std::fabs(finite_double()) * 0x1p-2, y = std::fabs(finite_double()) * 0x1p-2;
       switch (spec->kind) {
@@ -134,6 +153,35 @@ TEST(CaseCodec, HandWrittenLinesCanonicalise) {
   EXPECT_EQ(format_case(c),
             "f32 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none q=uniform(-1.5,2) k=normal(0,1) v=normal(0,1) "
             "inject=v[0,0,0,0]:nan seed=0");
+}
+
+TEST(CaseCodec, WindowSoftcapAndSinkCanonicalise) {
+  Case c;
+  ASSERT_TRUE(parse_case("f16 sink=const(-INF) softcap=2.50 window=0128,-1 d=8 mask=window-tl", &c).ok());
+  EXPECT_EQ(format_case(c),
+            "f16 b=1 hq=1 hkv=1 sq=1 sk=1 d=8 mask=window-tl window=128,-1 softcap=2.5 q=normal(0,1) k=normal(0,1) "
+            "v=normal(0,1) sink=const(-inf) seed=0");
+  // softcap 0 (and -0) is off: the default, left out.
+  ASSERT_TRUE(parse_case("f32 softcap=-0", &c).ok());
+  EXPECT_EQ(c.softcap, 0.0f);
+  EXPECT_FALSE(std::signbit(c.softcap));
+  EXPECT_EQ(format_case(c), "f32 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=0");
+}
+
+TEST(CaseCodec, CaseParamsCarryWindowAndSoftcap) {
+  Case c;
+  ASSERT_TRUE(parse_case("bf16 hq=4 hkv=2 sq=9 sk=12 d=16 mask=window-br window=3,0 softcap=20 sink=normal(0,1)", &c)
+                  .ok());
+  const Params p = case_params(c);
+  EXPECT_EQ(p.mask, Mask::kWindowBottomRight);
+  EXPECT_EQ(p.window_left, 3);
+  EXPECT_EQ(p.window_right, 0);
+  EXPECT_EQ(p.softcap, 20.0f);
+  EXPECT_EQ(p.sink, nullptr);  // the values live in HostInputs
+  ASSERT_TRUE(parse_case("bf16 hq=4 hkv=2 sq=9 sk=12 d=16 mask=causal-tl", &c).ok());
+  EXPECT_EQ(case_params(c).window_left, -1);
+  EXPECT_EQ(case_params(c).window_right, -1);
+  EXPECT_EQ(case_params(c).softcap, 0.0f);
 }
 
 TEST(CaseCodec, DefaultScaleIsOneOverSqrtDRoundedToFloat) {
@@ -211,6 +259,29 @@ TEST(CaseCodec, ParseErrorsNameTokenColumnAndReason) {
       {"f16 b=2 inject=v[2,0,0,0]:1", "batch index 2 outside b=2"},
       {"f16 d=8 inject=q[0,0,0,0]:1;q[0,0,0,8]:1", "column index 8 outside d=8"},
       {"f16 sk=0 inject=k[0,0,0,0]:1", "row index 0 outside sk=0"},
+      {"f16 mask=window-br", "'mask=window-br' at column 5: mask window-br needs window=L,R"},
+      {"f16 sq=4 window=3,0", "'window=3,0' at column 10: window: only mask=window-br or mask=window-tl take a window "
+                              "(mask is none)"},
+      {"f16 window=-1,0 mask=causal-tl", "'window=-1,0' at column 5: window: only mask=window-br or mask=window-tl "
+                                         "take a window (mask is causal-tl)"},
+      {"f16 mask=window-tl window=-2,0", "'window=-2,0' at column 20: window_left '-2' must be -1 (unbounded) or >= 0"},
+      {"f16 mask=window-tl window=1,-5", "window_right '-5' must be -1 (unbounded) or >= 0"},
+      {"f16 mask=window-tl window=1,x", "window_right 'x': not a decimal integer"},
+      {"f16 mask=window-tl window=,1", "window_left '': missing number"},
+      {"f16 mask=window-tl window=99999999999999999999,1", "window_left '99999999999999999999': does not fit in int64"},
+      {"f16 mask=window-tl window=1", "expected window=L,R"},
+      {"f16 mask=window-tl window=1,2,3", "expected window=L,R"},
+      {"f16 mask=window-tl window=1,2 window=1,2", "duplicate key 'window'"},
+      {"f16 softcap=-1", "'softcap=-1' at column 5: softcap must be finite and >= 0"},
+      {"f16 softcap=nan", "'softcap=nan' at column 5: softcap must be finite and >= 0"},
+      {"f16 softcap=inf", "softcap must be finite and >= 0"},
+      {"f16 softcap=1e40", "'softcap=1e40' at column 5: outside the range of float"},
+      {"f16 softcap=", "'softcap=' at column 5: not a number"},
+      {"f16 softcap=3x", "not a number"},
+      {"f16 sink=normal(0,-1)", "'sink=normal(0,-1)' at column 5: sigma must be finite and >= 0"},
+      {"f16 sink=gauss(0,1)", "'sink=gauss(0,1)' at column 5: unknown distribution 'gauss'"},
+      {"f16 sink=const(1,2)", "const takes 1 parameter, got 2"},
+      {"f16 sink=const(1) sink=const(2)", "duplicate key 'sink' at column 19"},
   };
   for (const BadLine& bad : kBad) {
     Case c;
@@ -243,6 +314,24 @@ TEST(CaseCodec, ValidateCaseChecksProgrammaticCases) {
   c = Case{};
   c.v = {DistKind::kNormal, 0.0, -1.0};
   EXPECT_NE(validate_case(c).message().find("v=normal: sigma"), std::string::npos);
+  c = Case{};
+  c.mask = Mask::kCausalBottomRight;
+  c.window_left = 8;
+  EXPECT_NE(validate_case(c).message().find("window=8,-1: only mask=window-br or mask=window-tl take a window"),
+            std::string::npos)
+      << validate_case(c).message();
+  c.mask = Mask::kWindowTopLeft;
+  EXPECT_TRUE(validate_case(c).ok()) << validate_case(c).message();
+  c.window_right = -3;
+  EXPECT_NE(validate_case(c).message().find("window_right=-3: must be -1 (unbounded) or >= 0"), std::string::npos);
+  c = Case{};
+  c.softcap = -0.5f;
+  EXPECT_NE(validate_case(c).message().find("softcap must be finite and >= 0"), std::string::npos);
+  c.softcap = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_NE(validate_case(c).message().find("softcap must be finite and >= 0"), std::string::npos);
+  c = Case{};
+  c.sink = ValueSpec{DistKind::kUniform, 2.0, 1.0};
+  EXPECT_NE(validate_case(c).message().find("sink=uniform: lo must be <= hi"), std::string::npos);
 }
 
 }  // namespace

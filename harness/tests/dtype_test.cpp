@@ -3,7 +3,8 @@
 // pair of adjacent f16/bf16 values, overflow and underflow edges, f32 (and f16 where the compiler has
 // _Float16) against the hardware. From float (the host model's conversions, the GPU's __float2half_rn and
 // __float2bfloat16_rn): bit for bit against a second, fp32-based implementation and against the double path
-// outside NaN; every NaN to CUDA's canonical 0x7fff. Names and sizes: one table per enum.
+// outside NaN; every NaN to CUDA's canonical 0x7fff. Names and sizes: one table per enum (the mask table's
+// takes_window against can_implement).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -166,7 +167,13 @@ TEST(DTypeTable, NamesSizesAndLookupsComeFromOneRowPerDtype) {
   for (const MaskName& entry : kMaskNames) {
     EXPECT_STREQ(to_string(entry.mask), entry.name);
     EXPECT_EQ(mask_from_name(entry.name), entry.mask);
+    // The table's takes_window is can_implement's rule: a window is accepted exactly with these masks.
+    EXPECT_EQ(takes_window(entry.mask), entry.takes_window);
+    Params p = make_params(DType::kF32, 0, 1, 1, 1, 1, 8, entry.mask);
+    p.window_left = 3;
+    EXPECT_EQ(can_implement(p).ok(), entry.takes_window) << entry.name << ": " << can_implement(p).message();
   }
+  EXPECT_FALSE(takes_window(static_cast<Mask>(7)));
   EXPECT_EQ(mask_from_name("causal"), std::nullopt);
   EXPECT_STREQ(to_string(static_cast<Mask>(7)), "invalid-mask");
 }

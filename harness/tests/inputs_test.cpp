@@ -1,12 +1,13 @@
 // Inputs: Philox known answers, the deterministic log/cos against libm, golden hashes of fixed case lines
 // (the bytes must be identical on every machine and compiler), each distribution's documented shape,
-// layouts and NaN padding, injections, and the memory limit.
+// layouts and NaN padding, injections, the sink's per-head values, and the memory limit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numbers>
 #include <string>
 
@@ -108,6 +109,16 @@ TEST(Inputs, GoldenHashes) {
        0x62ea1a868dccae94ull},
       {"bf16 b=1 hq=4 hkv=1 sq=100 sk=0 d=256 mask=causal-tl pad=1 q=normal(0,10) k=normal(0,1) v=normal(0,1) seed=2",
        0x9f63060205f61259ull},
+      // Windows and softcaps leave the bytes alone (the first line's hash); a sink adds its fp32 values.
+      {"f32 b=1 hq=2 hkv=1 sq=7 sk=9 d=16 mask=window-br window=3,0 softcap=5 q=normal(0,1) k=normal(0,1) "
+       "v=normal(0,1) seed=1",
+       0x70e5f2538ec72b3bull},
+      {"f16 b=2 hq=8 hkv=2 sq=33 sk=65 d=64 mask=window-tl window=16,16 q=normal(0,3) k=normal(0,3) v=uniform(-1,1) "
+       "sink=normal(0,4) seed=42",
+       0xc291d8162ca81a22ull},
+      {"bf16 b=1 hq=5 hkv=5 sq=3 sk=3 d=8 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) sink=dominant(1,100) "
+       "seed=77",
+       0xadd4c17f0ffae977ull},
   };
   for (const Golden& golden : kGolden) {
     const HostInputs in = inputs_for(golden.line);
@@ -258,6 +269,65 @@ TEST(Inputs, InjectionsOverrideGeneratedValues) {
   EXPECT_EQ(element_bits(in, in.q, q_offset), 0x7E00u);  // canonical quiet NaN, not the padding pattern
 }
 
+TEST(Inputs, SinkIsOneFp32ValuePerQueryHeadOnAStreamOfItsOwn) {
+  const std::string line = "bf16 b=2 hq=64 hkv=8 sq=5 sk=6 d=8 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1)";
+  const HostInputs plain = inputs_for(line + " seed=3");
+  const HostInputs with_sink = inputs_for(line + " sink=normal(2,3) seed=3");
+  EXPECT_TRUE(plain.sink.empty() && plain.sink_exact.empty());
+  EXPECT_EQ(plain.params.sink, nullptr);
+  // Q, K, V are the same bytes with or without a sink; the hash covers the sink too.
+  EXPECT_EQ(plain.q, with_sink.q);
+  EXPECT_EQ(plain.k, with_sink.k);
+  EXPECT_EQ(plain.v, with_sink.v);
+  EXPECT_NE(plain.hash(), with_sink.hash());
+  ASSERT_EQ(with_sink.sink.size(), size_t{64});
+  ASSERT_EQ(with_sink.sink_exact.size(), size_t{64});
+  EXPECT_EQ(with_sink.params.sink, with_sink.sink.data());
+  double mean = 0.0;
+  for (size_t h = 0; h < 64; ++h) {
+    EXPECT_EQ(static_cast<double>(with_sink.sink[h]), with_sink.sink_exact[h]);  // fp32 values
+    mean += with_sink.sink_exact[h] / 64;
+  }
+  EXPECT_NEAR(mean, 2.0, 1.5);  // 64 draws of normal(2, 3): standard error 3/8
+  EXPECT_NE(with_sink.sink_exact[0], with_sink.sink_exact[1]);
+  EXPECT_EQ(with_sink.problem().sink.size(), size_t{64});
+  // The same distribution as q's, not the same values: the sink has a stream of its own.
+  const HostInputs q_like = inputs_for("f32 b=1 hq=64 hkv=1 sq=1 sk=1 d=1 mask=none q=normal(2,3) sink=normal(2,3) seed=3");
+  EXPECT_NE(q_like.q_exact[0], q_like.sink_exact[0]);
+  // A copy rebinds to its own sink.
+  HostInputs copy = with_sink;
+  copy.bind();
+  EXPECT_EQ(copy.params.sink, copy.sink.data());
+}
+
+TEST(Inputs, SinkDistributionsAreFp32s) {
+  const std::string shape = "f16 b=1 hq=16 hkv=1 sq=2 sk=2 d=4 mask=none seed=5 sink=";
+  const HostInputs minus_inf = inputs_for(shape + "const(-inf)");
+  for (double x : minus_inf.sink_exact) EXPECT_EQ(x, -std::numeric_limits<double>::infinity());
+  // nearmax and subnormal are fp32's: beyond f16's range, below f16's subnormals.
+  const HostInputs near_max = inputs_for(shape + "nearmax(1)");
+  for (double x : near_max.sink_exact) {
+    EXPECT_GT(std::fabs(x), 1e38);
+    EXPECT_TRUE(std::isfinite(x));
+  }
+  const HostInputs tiny = inputs_for(shape + "subnormal()");
+  for (double x : tiny.sink_exact) {
+    EXPECT_NE(x, 0.0);
+    EXPECT_LT(std::fabs(x), 0x1p-126);
+  }
+  // A ramp runs along the heads; dominant picks one head.
+  const HostInputs ramp = inputs_for(shape + "ramp(-30,30)");
+  for (size_t h = 1; h < 16; ++h) EXPECT_GT(ramp.sink_exact[h], ramp.sink_exact[h - 1]);
+  EXPECT_NEAR(ramp.sink_exact[0], -30.0, 0.01);
+  EXPECT_NEAR(ramp.sink_exact[15], 30.0, 0.01);
+  const HostInputs dominant = inputs_for(shape + "dominant(1,1000)");
+  int big = 0;
+  for (double x : dominant.sink_exact) big += std::fabs(x) > 50.0 ? 1 : 0;
+  EXPECT_EQ(big, 1);
+  // 0.1 as fp32, not as f16.
+  EXPECT_EQ(inputs_for(shape + "const(0.1)").sink_exact[3], static_cast<double>(0.1f));
+}
+
 TEST(Inputs, EmptyShapesAndMemoryLimit) {
   const HostInputs in = inputs_for("f16 b=0 hq=4 hkv=4 sq=8 sk=8 d=64 mask=none seed=1");
   EXPECT_TRUE(in.q.empty() && in.k_exact.empty());
@@ -271,6 +341,10 @@ TEST(Inputs, EmptyShapesAndMemoryLimit) {
   ASSERT_TRUE(parse_case("f32 b=9223372036854775807 hq=2 sq=2 sk=2 d=2", &c).ok());
   status = make_inputs(c, &big);
   EXPECT_NE(status.message().find("more than 2^63 bytes"), std::string::npos) << status.message();
+  // The sink counts against the budget even where batch 0 makes Q, K, V empty.
+  ASSERT_TRUE(parse_case("f32 b=0 hq=4611686018427387904 hkv=1 sq=2 sk=2 d=2 sink=normal(0,1)", &c).ok());
+  status = make_inputs(c, &big);
+  EXPECT_NE(status.message().find("host memory"), std::string::npos) << status.message();
   c = Case{};
   c.inject.push_back({'k', 0, 0, 1, 0, 1.0});  // sk = 1: row 1 is outside
   EXPECT_NE(make_inputs(c, &big).message().find("row index 1 outside sk=1"), std::string::npos);

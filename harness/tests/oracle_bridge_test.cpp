@@ -1,10 +1,13 @@
 // The translation from the kernel's types to the oracle's (oracle_bridge.h), and the places where the two
 // sides hold the same rule or constant independently: the kernel's visibility rule (visible_key_range)
-// against the oracle's predicate on every (i, j) of all small shapes and of random larger ones, and the
-// tensor-core reference slack (the kernel's kRefSlackLog2, the oracle's kTensorCoreRefSlackLog2).
+// against the oracle's predicate on every (i, j) of all small shapes and of random larger ones, for every mask
+// and sliding windows of both alignments, and the tensor-core reference slack (the kernel's kRefSlackLog2, the
+// oracle's kTensorCoreRefSlackLog2).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,6 +20,10 @@ namespace flashcheck {
 namespace {
 
 constexpr Mask kMasks[] = {Mask::kNone, Mask::kCausalTopLeft, Mask::kCausalBottomRight};
+constexpr Mask kWindowMasks[] = {Mask::kWindowTopLeft, Mask::kWindowBottomRight};
+// Window sides of the exhaustive part: unbounded, the diagonal alone, small, and at, beyond and far beyond
+// the largest seqlen there (24).
+constexpr int64_t kWindowSides[] = {-1, 0, 1, 2, 5, 23, 24, 25, int64_t{1} << 40};
 
 // splitmix64: the random shapes below are the same on every run.
 uint64_t next_random(uint64_t* state) {
@@ -29,9 +36,12 @@ int64_t below(uint64_t* state, int64_t bound) {
   return static_cast<int64_t>(next_random(state) % static_cast<uint64_t>(bound));
 }
 
-std::string where(Mask mask, int64_t seqlen_q, int64_t seqlen_k, int64_t i) {
-  return std::string("mask=") + to_string(mask) + " sq=" + std::to_string(seqlen_q) +
-         " sk=" + std::to_string(seqlen_k) + " i=" + std::to_string(i);
+std::string where(const Params& p, int64_t i) {
+  std::string text = std::string("mask=") + to_string(p.mask);
+  if (p.mask == Mask::kWindowTopLeft || p.mask == Mask::kWindowBottomRight) {
+    text += " window=" + std::to_string(p.window_left) + "," + std::to_string(p.window_right);
+  }
+  return text + " sq=" + std::to_string(p.seqlen_q) + " sk=" + std::to_string(p.seqlen_k) + " i=" + std::to_string(i);
 }
 
 // Row i under both rules: the kernel's key range [begin, end) and the oracle's predicate, key by key (and
@@ -41,7 +51,7 @@ bool rules_agree_on_row(const Params& params, const oracle::Problem& problem, in
   for (int64_t j = -1; j <= params.seqlen_k; ++j) {
     const bool kernel_sees = range.begin <= j && j < range.end;
     if (kernel_sees != oracle::visible(problem, i, j)) {
-      ADD_FAILURE() << where(params.mask, params.seqlen_q, params.seqlen_k, i) << " j=" << j << ": kernel "
+      ADD_FAILURE() << where(params, i) << " j=" << j << ": kernel "
                     << kernel_sees << " (keys [" << range.begin << ", " << range.end << ")), oracle " << !kernel_sees;
       return false;
     }
@@ -49,8 +59,23 @@ bool rules_agree_on_row(const Params& params, const oracle::Problem& problem, in
   return true;
 }
 
-Params shape(Mask mask, int64_t seqlen_q, int64_t seqlen_k) {
-  return make_params(DType::kF16, 1, 1, 1, seqlen_q, seqlen_k, 8, mask);
+Params shape(Mask mask, int64_t seqlen_q, int64_t seqlen_k, int64_t window_left = -1, int64_t window_right = -1) {
+  Params p = make_params(DType::kF16, 1, 1, 1, seqlen_q, seqlen_k, 8, mask);
+  p.window_left = window_left;
+  p.window_right = window_right;
+  return p;
+}
+
+// A random window side: unbounded, 0 (the diagonal alone), small, around the seqlens, or far beyond them.
+int64_t window_side(uint64_t* state, int64_t seqlen_q, int64_t seqlen_k) {
+  switch (below(state, 6)) {
+    case 0: return -1;
+    case 1: return 0;
+    case 2: return below(state, 8);
+    case 3: return std::max(seqlen_q, seqlen_k) + below(state, 3) - 1;
+    case 4: return int64_t{1} << (20 + below(state, 40));
+    default: return below(state, std::max(seqlen_q, seqlen_k) + 1);
+  }
 }
 
 TEST(Visibility, KernelRuleEqualsOraclePredicate) {
@@ -86,6 +111,49 @@ TEST(Visibility, KernelRuleEqualsOraclePredicate) {
   EXPECT_GT(rows, 60000);
 }
 
+TEST(Visibility, KernelWindowRuleEqualsOraclePredicate) {
+  int64_t rows = 0;
+  // Every shape up to 24 x 24 (seqlen_q < seqlen_k, equal and greater), every window pair of kWindowSides.
+  for (const Mask mask : kWindowMasks) {
+    for (const int64_t left : kWindowSides) {
+      for (const int64_t right : kWindowSides) {
+        for (int64_t seqlen_q = 0; seqlen_q <= 24; ++seqlen_q) {
+          for (int64_t seqlen_k = 0; seqlen_k <= 24; ++seqlen_k) {
+            const Params params = shape(mask, seqlen_q, seqlen_k, left, right);
+            const oracle::Problem problem = oracle_problem(params, {}, {}, {});
+            for (int64_t i = 0; i < seqlen_q; ++i, ++rows) ASSERT_TRUE(rules_agree_on_row(params, problem, i));
+          }
+        }
+      }
+    }
+  }
+  // Random larger shapes and windows; seqlen_q > seqlen_k and seqlen_q < seqlen_k both by up to 5000. Rows: the
+  // first and last, where the aligned diagonal and each window edge enter and leave the keys, and random ones.
+  uint64_t state = 0x5111d1e;
+  for (int n = 0; n < 600; ++n) {
+    const Mask mask = kWindowMasks[below(&state, 2)];
+    const int64_t seqlen_q = 1 + below(&state, n % 3 == 0 ? 5000 : 300);
+    const int64_t seqlen_k = below(&state, n % 4 == 0 ? 5000 : 300);
+    const int64_t left = window_side(&state, seqlen_q, seqlen_k), right = window_side(&state, seqlen_q, seqlen_k);
+    const Params params = shape(mask, seqlen_q, seqlen_k, left, right);
+    const oracle::Problem problem = oracle_problem(params, {}, {}, {});
+    const int64_t shift = mask == Mask::kWindowBottomRight ? seqlen_k - seqlen_q : 0;  // a(i) = i + shift
+    std::vector<int64_t> picked = {0, seqlen_q - 1};
+    for (const int64_t key : {int64_t{0}, seqlen_k - 1, seqlen_k}) {
+      for (const int64_t edge : {int64_t{0}, left < 0 ? 0 : -left, right < 0 ? 0 : right}) {
+        for (const int64_t delta : {-1, 0, 1}) picked.push_back(key - edge - shift + delta);  // a(i) + edge = key
+      }
+    }
+    for (int r = 0; r < 12; ++r) picked.push_back(below(&state, seqlen_q));
+    for (const int64_t i : picked) {
+      if (i < 0 || i >= seqlen_q) continue;
+      ++rows;
+      ASSERT_TRUE(rules_agree_on_row(params, problem, i));
+    }
+  }
+  EXPECT_GT(rows, 1000000);
+}
+
 TEST(OracleBridge, TranslatesEveryEnumerator) {
   EXPECT_EQ(to_oracle(DType::kF32), oracle::Format::kF32);
   EXPECT_EQ(to_oracle(DType::kF16), oracle::Format::kF16);
@@ -93,6 +161,12 @@ TEST(OracleBridge, TranslatesEveryEnumerator) {
   EXPECT_EQ(to_oracle(Mask::kNone), oracle::kAllKeys);
   EXPECT_EQ(to_oracle(Mask::kCausalTopLeft), oracle::kCausalTopLeft);
   EXPECT_EQ(to_oracle(Mask::kCausalBottomRight), oracle::kCausalBottomRight);
+  EXPECT_EQ(to_oracle(Mask::kWindowTopLeft, 3, 0), (oracle::Visibility{3, 0, oracle::Alignment::kTopLeft}));
+  EXPECT_EQ(to_oracle(Mask::kWindowBottomRight, -1, 7),
+            (oracle::Visibility{-1, 7, oracle::Alignment::kBottomRight}));
+  // Causal is the window (-1, 0) of its alignment on both sides of the bridge.
+  EXPECT_EQ(to_oracle(Mask::kWindowTopLeft, -1, 0), to_oracle(Mask::kCausalTopLeft));
+  EXPECT_EQ(to_oracle(Mask::kWindowBottomRight, -1, 0), to_oracle(Mask::kCausalBottomRight));
   EXPECT_EQ(to_oracle(ComputePath::kGeneralFp32), oracle::Arithmetic::kGeneralFp32);
   EXPECT_EQ(to_oracle(ComputePath::kTensorCore), oracle::Arithmetic::kTensorCore);
   EXPECT_EQ(to_oracle(ComputePath::kSplitTf32), oracle::Arithmetic::kSplitTf32);
@@ -121,6 +195,21 @@ TEST(OracleBridge, ProblemCarriesShapeMaskAndScale) {
   EXPECT_EQ(p.scale, static_cast<double>(-0.3f));
   EXPECT_EQ(p.q.data(), q.data());
   EXPECT_EQ(p.k.size(), kv.size());
+  EXPECT_EQ(p.softcap, 0.0);
+  EXPECT_TRUE(p.sink.empty());
+}
+
+TEST(OracleBridge, ProblemCarriesWindowSoftcapAndSink) {
+  Params params = make_params(DType::kF16, 1, 4, 2, 6, 11, 8, Mask::kWindowBottomRight);
+  params.window_left = 4;
+  params.window_right = 0;
+  params.softcap = 0.1f;  // not a double: the problem holds the fp32 value exactly
+  const std::vector<double> sink = {-1.5, 0.0, -std::numeric_limits<double>::infinity(), 30.0};
+  const oracle::Problem p = oracle_problem(params, {}, {}, {}, sink);
+  EXPECT_EQ(p.visibility, (oracle::Visibility{4, 0, oracle::Alignment::kBottomRight}));
+  EXPECT_EQ(p.softcap, static_cast<double>(0.1f));
+  EXPECT_EQ(p.sink.data(), sink.data());
+  EXPECT_EQ(p.sink.size(), sink.size());
 }
 
 TEST(OracleConstants, TensorCoreRefSlackEqualsKernelRefSlack) {

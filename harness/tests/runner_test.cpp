@@ -214,6 +214,50 @@ TEST(Runner, ModifiedInputsAreDetected) {
   EXPECT_FALSE(out.inputs_unchanged);
 }
 
+// The sink travels as a guarded copy: the backend reads the runner's copy (the same values); a write into it is
+// a modified input, a write beside it damages its canary. Without a sink the backend sees a null pointer.
+TEST(Runner, SinkIsAGuardedInput) {
+  const HostInputs in =
+      inputs_for("f32 b=1 hq=4 hkv=2 sq=9 sk=12 d=16 mask=window-br window=4,0 sink=normal(0,2) seed=4");
+  ASSERT_EQ(in.sink.size(), size_t{4});
+  struct Act {
+    const char* what;
+    std::function<void(float*)> act;
+    bool inputs_unchanged;
+    const char* damaged_buffer;  // "" when the canaries must stay intact
+  };
+  const Act kActs[] = {
+      {"nothing", [](float*) {}, true, ""},
+      {"a write into the sink", [](float* sink) { sink[2] = 1.0f; }, false, ""},
+      {"a write one float past the sink", [](float* sink) { sink[4] = 1.0f; }, true, "sink"},
+      {"a write one float before the sink", [](float* sink) { sink[-1] = 1.0f; }, true, "sink"},
+  };
+  for (const Act& a : kActs) {
+    std::vector<float> seen;
+    const HostBackend backend = [&](const Params& params, const Instrumentation&) {
+      if (params.sink == nullptr || params.sink == in.sink.data()) return Status{StatusCode::kInvalidArgument, "no copy"};
+      seen.assign(params.sink, params.sink + params.heads_q);
+      const Status status = run_host_model(params);
+      a.act(const_cast<float*>(params.sink));  // a backend writing through const
+      return status;
+    };
+    const RunOutputs out = run_case(in, backend);
+    ASSERT_TRUE(out.status.ok()) << a.what << ": " << out.status.message();
+    EXPECT_EQ(seen, in.sink) << a.what;
+    EXPECT_EQ(out.inputs_unchanged, a.inputs_unchanged) << a.what;
+    EXPECT_EQ(out.canaries_intact, *a.damaged_buffer == '\0') << a.what;
+    EXPECT_STREQ(out.damaged_buffer, a.damaged_buffer) << a.what;
+  }
+  const HostInputs no_sink = inputs_for("f32 b=1 hq=4 hkv=2 sq=9 sk=12 d=16 mask=window-br window=4,0 seed=4");
+  bool null_sink = false;
+  const HostBackend backend = [&](const Params& params, const Instrumentation&) {
+    null_sink = params.sink == nullptr;
+    return run_host_model(params);
+  };
+  EXPECT_TRUE(run_case(no_sink, backend).status.ok());
+  EXPECT_TRUE(null_sink);
+}
+
 TEST(Runner, FailedCallsAndNoOps) {
   // head_dim 0 is invalid: the model rejects it, nothing is written, no outputs are decoded.
   RunOutputs out = run_case(inputs_for("f16 b=1 hq=2 hkv=2 sq=8 sk=8 d=0 mask=none seed=1"), Backend::kHostModel);

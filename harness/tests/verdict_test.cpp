@@ -1,7 +1,7 @@
 // Verdicts: the host model passes, and every kind of wrong output fails the check it should, with the
 // report naming the place: an O element a few ulps beyond its bound, rows without visible keys that are
-// not exactly (0, -inf), NaN that does not propagate, broken m / l / LSE identity, the runner's guards,
-// and deliberate model defects.
+// not exactly (0, -inf) (with a sink: 0 and the sink), NaN that does not propagate, broken m / l / LSE
+// identity, the runner's guards, and deliberate model defects.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -124,6 +124,50 @@ TEST(Verdict, RowsWithoutVisibleKeysMustBeZeroAndMinusInf) {
   j.out.row_m[static_cast<size_t>(flat_row(j, 0, 0, 0))] = 0.0f;
   j.rejudge();
   EXPECT_TRUE(has_failure(j.verdict, "m: error/bound inf")) << j.verdict.report();
+}
+
+// With a sink a row without visible keys has the sink as its one logit: O = 0, LSE = m = sink, l = 1. Judged
+// from the sink itself, whatever the oracle makes of sinks: sk = 0 leaves every row without keys.
+TEST(Verdict, RowsWithoutVisibleKeysTakeTheSink) {
+  Judged j = run_and_judge("f32 b=2 hq=3 hkv=1 sq=4 sk=0 d=8 mask=none sink=normal(0,3) seed=13");
+  ASSERT_TRUE(j.verdict.pass) << j.verdict.report();
+  EXPECT_EQ(j.verdict.empty_rows, 2 * 3 * 4);
+  EXPECT_EQ(j.verdict.lse.checked, 2 * 3 * 4);
+  EXPECT_EQ(j.verdict.l.checked, 2 * 3 * 4);
+  for (int64_t h = 0; h < 3; ++h) {
+    const double sink = j.inputs.sink_exact[static_cast<size_t>(h)];
+    EXPECT_NEAR(j.out.lse[static_cast<size_t>(flat_row(j, 1, h, 2))], sink, 1e-6 * std::fabs(sink));
+  }
+  const RunOutputs good = j.out;
+  j.out.lse[static_cast<size_t>(flat_row(j, 1, 2, 3))] = -std::numeric_limits<float>::infinity();  // no-sink answer
+  j.rejudge();
+  EXPECT_TRUE(has_failure(j.verdict, "LSE: error/bound inf > 1 at b=1 h=2 i=3")) << j.verdict.report();
+  j.out = good;
+  float& lse = j.out.lse[static_cast<size_t>(flat_row(j, 0, 1, 0))];
+  lse += 1e-4f * std::fabs(lse) + 1e-4f;  // a few hundred ulps off
+  j.rejudge();
+  EXPECT_TRUE(has_failure(j.verdict, "LSE: error/bound")) << j.verdict.report();
+  EXPECT_EQ(j.verdict.lse.where, (oracle::RowRef{0, 1, 0}));
+  j.out = good;
+  j.out.row_l[static_cast<size_t>(flat_row(j, 0, 0, 1))] = 0.0f;
+  j.rejudge();
+  EXPECT_TRUE(has_failure(j.verdict, "l: error/bound inf > 1 at b=0 h=0 i=1")) << j.verdict.report();
+  j.out = good;
+  j.out.o[5] = 1e-30;
+  j.rejudge();
+  EXPECT_TRUE(has_failure(j.verdict, "O: error/bound inf > 1 at b=0 h=0 i=0 col=5")) << j.verdict.report();
+  // -inf is no sink: the plain empty row. +inf takes the whole row: O = 0, LSE = +inf. NaN makes the row NaN.
+  j = run_and_judge("f32 b=1 hq=2 hkv=2 sq=3 sk=0 d=4 mask=none sink=const(-inf) seed=1");
+  EXPECT_TRUE(j.verdict.pass) << j.verdict.report();
+  for (float x : j.out.lse) EXPECT_EQ(x, -std::numeric_limits<float>::infinity());
+  j = run_and_judge("f32 b=1 hq=2 hkv=2 sq=3 sk=0 d=4 mask=none sink=const(inf) seed=1");
+  EXPECT_TRUE(j.verdict.pass) << j.verdict.report();
+  for (float x : j.out.lse) EXPECT_EQ(x, std::numeric_limits<float>::infinity());
+  j = run_and_judge("f32 b=1 hq=2 hkv=2 sq=3 sk=0 d=4 mask=none sink=const(nan) seed=1");
+  EXPECT_TRUE(j.verdict.pass) << j.verdict.report();
+  j.out.o[0] = 0.0;
+  j.rejudge();
+  EXPECT_TRUE(has_failure(j.verdict, "O: error/bound inf > 1 at b=0 h=0 i=0 col=0")) << j.verdict.report();
 }
 
 TEST(Verdict, NanMustPropagate) {

@@ -1,7 +1,8 @@
 // API validation: every invalid input the contract names is rejected by can_implement() with its own
 // message, and run(), fc_can_implement() and fc_forward() reject it the same way before any launch.
 // The "before any launch" half is shown by handing run() host pointers: a launch with them would fault or
-// write the sentinel-filled buffers, and both are checked. Table-driven: one row per rule.
+// write the sentinel-filled buffers, and both are checked. Table-driven: one row per rule (windows, softcap and
+// sink included).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flashcheck/attention.h"
@@ -129,6 +131,27 @@ std::vector<Rule> rules() {
        "o: overlaps input q"},
       {"LseAliasesOutput", [](Params& p) { p.lse = static_cast<float*>(p.o); }, StatusCode::kInvalidArgument,
        "lse: overlaps o"},
+      {"WindowLeftBelowMinusOne", [](Params& p) { p.mask = Mask::kWindowTopLeft; p.window_left = -2; },
+       StatusCode::kInvalidArgument, "window_left: must be -1 (unbounded) or >= 0 (got -2)"},
+      {"WindowRightBelowMinusOne",
+       [](Params& p) { p.mask = Mask::kWindowBottomRight; p.window_right = std::numeric_limits<int64_t>::min(); },
+       StatusCode::kInvalidArgument, "window_right: must be -1 (unbounded) or >= 0"},
+      {"WindowWithCausalMask", [](Params& p) { p.window_left = 4; }, StatusCode::kInvalidArgument,
+       "window_left: only the window masks take a window"},
+      {"WindowWithNoMask", [](Params& p) { p.mask = Mask::kNone; p.window_right = 0; }, StatusCode::kInvalidArgument,
+       "window_right: only the window masks take a window"},
+      {"SoftcapNegative", [](Params& p) { p.softcap = -1.0f; }, StatusCode::kInvalidArgument,
+       "softcap: must be finite and >= 0"},
+      {"SoftcapNaN", [](Params& p) { p.softcap = std::nanf(""); }, StatusCode::kInvalidArgument,
+       "softcap: must be finite and >= 0"},
+      {"SoftcapInf", [](Params& p) { p.softcap = INFINITY; }, StatusCode::kInvalidArgument,
+       "softcap: must be finite and >= 0"},
+      {"MisalignedSink", [](Params& p) { p.sink = reinterpret_cast<const float*>(misaligned(p.lse)); },
+       StatusCode::kInvalidArgument, "sink: pointer"},
+      {"SinkAliasesLse", [](Params& p) { p.sink = p.lse; }, StatusCode::kInvalidArgument,
+       "sink: overlaps an output (o or lse)"},
+      {"SinkAliasesOutput", [](Params& p) { p.sink = static_cast<const float*>(p.o); }, StatusCode::kInvalidArgument,
+       "sink: overlaps an output (o or lse)"},
   };
 }
 
@@ -166,11 +189,29 @@ INSTANTIATE_TEST_SUITE_P(EveryRule, ApiValidation, ::testing::ValuesIn(rules()),
 
 TEST(ApiValidation, ValidParamsAcceptedForEveryDtypeMaskAndLayout) {
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-    for (Mask mask : {Mask::kNone, Mask::kCausalBottomRight, Mask::kCausalTopLeft}) {
+    for (Mask mask : {Mask::kNone, Mask::kCausalBottomRight, Mask::kCausalTopLeft, Mask::kWindowBottomRight,
+                      Mask::kWindowTopLeft}) {
       Fixture f(dtype);
       f.params.mask = mask;
       EXPECT_TRUE(can_implement(f.params).ok()) << to_string(dtype) << " " << to_string(mask);
     }
+  }
+  // Windows of every kind, a softcap and a sink (an input: it may sit anywhere outside O and LSE).
+  for (const auto& [left, right] : {std::pair<int64_t, int64_t>{0, 0}, {-1, 3}, {5, -1}, {int64_t{1} << 62, 0}}) {
+    Fixture f;
+    f.params.mask = Mask::kWindowTopLeft;
+    f.params.window_left = left;
+    f.params.window_right = right;
+    EXPECT_TRUE(can_implement(f.params).ok()) << left << "," << right << ": " << can_implement(f.params).message();
+  }
+  {
+    Fixture f;
+    const std::vector<float> sink(kHeadsQ, 0.5f);
+    f.params.softcap = 30.0f;
+    f.params.sink = sink.data();
+    EXPECT_TRUE(can_implement(f.params).ok()) << can_implement(f.params).message();
+    f.params.sink = reinterpret_cast<const float*>(f.params.q);  // aliasing an input is fine: both are read-only
+    EXPECT_TRUE(can_implement(f.params).ok()) << can_implement(f.params).message();
   }
   Fixture f;
   const Params bshd = make_params(DType::kBF16, kBatch, kHeadsQ, kHeadsKv, kSeqQ, kSeqK, kHeadDim, Mask::kNone,

@@ -2,9 +2,12 @@
 // distributions, injected special values, seed), e.g.
 //   bf16 b=2 hq=8 hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) seed=42
 // format_case(parse_case(s)) == s for every canonical line; parse errors name the offending token.
-// Canonical order: dtype b hq hkv sq sk d mask [layout] [pad] [scale] q k v [inject] seed. Optional keys
-// (omitted when default): layout=bshd, pad=N (extra elements after every head_dim vector of Q, K, V, O),
-// scale=X (softmax scale; default 1/sqrt(d) rounded to fp32), inject=q[b,h,s,d]:nan;k[...]:-inf;...
+// Canonical order: dtype b hq hkv sq sk d mask [window] [layout] [pad] [scale] [softcap] q k v [sink] [inject]
+// seed. window=L,R comes with mask=window-br / window-tl and only with them (each side -1 = unbounded, or >= 0).
+// Optional keys (omitted when default): layout=bshd, pad=N (extra elements after every head_dim vector of Q, K,
+// V, O), scale=X (softmax scale; default 1/sqrt(d) rounded to fp32), softcap=C (finite, > 0; default 0 = off),
+// sink=DIST (one fp32 sink logit per query head, drawn like q, k, v; absent = no sink),
+// inject=q[b,h,s,d]:nan;k[...]:-inf;...
 #pragma once
 
 #include <cstdint>
@@ -61,10 +64,18 @@ struct Case {
   DType dtype = DType::kF32;
   int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1, head_dim = 1;
   Mask mask = Mask::kNone;
+  // The window of mask=window-br / window-tl (attention.h): keys a - window_left .. a + window_right of the
+  // aligned diagonal a, -1 = unbounded on that side; both -1 with every other mask.
+  int64_t window_left = -1, window_right = -1;
   Layout layout = Layout::kBHSD;
   int64_t pad = 0;                    // extra elements after every head_dim vector of Q, K, V and O
   std::optional<float> scale;         // default 1/sqrt(head_dim) rounded to fp32; always finite
+  float softcap = 0.0f;               // > 0: each scaled score s becomes softcap * tanh(s / softcap); 0: off
   ValueSpec q, k, v;
+  // Sink logits, one per query head, drawn like q, k, v (Stream::kSink, index = head) and rounded to fp32, so
+  // nearmax and subnormal mean fp32's; a ramp runs along the heads and dominant picks one head. No sink if
+  // absent; const(-inf) is a sink that must change nothing.
+  std::optional<ValueSpec> sink;
   std::vector<Injection> inject;
   uint64_t seed = 0;
 
@@ -76,9 +87,10 @@ struct Case {
 };
 
 // The kernel's Params for a case, the one translation every caller uses (make_inputs, generators, the
-// fuzz decoder, tools): dtype, shape and mask; strides contiguous in the case's layout over head_dim + pad
-// elements per row (O laid out like Q); softmax_scale(). Pointers null. Sizes saturate rather than overflow,
-// so can_implement names the field of an impossible case.
+// fuzz decoder, tools): dtype, shape, mask and window; strides contiguous in the case's layout over
+// head_dim + pad elements per row (O laid out like Q); softmax_scale(); softcap. Pointers null, the sink's
+// too: its values live in HostInputs, which points params.sink at them (the runner at its device copy for
+// GPU runs). Sizes saturate rather than overflow, so can_implement names the field of an impossible case.
 Params case_params(const Case& c);
 
 // Canonical line for `c`. Numbers are printed in the shortest form that reads back to the same value.
@@ -88,11 +100,13 @@ std::string format_case(const Case& c);
 // (1-based) and the reason. Tokens are separated by blanks and may come in any order after the dtype; each
 // key at most once. Missing keys take the defaults of Case, except hkv which defaults to hq. The parser
 // checks its own fields (syntax, non-negative sizes that fit int64, known names, distribution parameters,
-// injection indices inside the shape); whether the kernel supports the shape is can_implement's business,
-// so d=0 or hq % hkv != 0 parse fine. *out is written only on success.
+// injection indices inside the shape, a window exactly with the window masks, a finite softcap >= 0);
+// whether the kernel supports the shape is can_implement's business, so d=0 or hq % hkv != 0 parse fine.
+// *out is written only on success.
 Status parse_case(std::string_view line, Case* out);
 
-// Checks a programmatically built Case the way parse_case checks a line (sizes, parameters, injections).
+// Checks a programmatically built Case the way parse_case checks a line (sizes, parameters, injections,
+// window, softcap, sink).
 Status validate_case(const Case& c);
 
 }  // namespace flashcheck

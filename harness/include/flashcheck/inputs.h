@@ -26,9 +26,11 @@ enum class Stream : uint32_t {
   kQ = 1,
   kK = 2,
   kV = 3,
+  kSink = 4,              // index = query head
   kDominantRowQ = 0x101,  // index = b * H + h: which row of (b, h) is dominant
   kDominantRowK = 0x102,
   kDominantRowV = 0x103,
+  kDominantSink = 0x104,  // index 0: which head's sink is dominant
 };
 
 // Deterministic elementary functions (same bits on every platform; accurate to a few ulp).
@@ -46,14 +48,18 @@ inline constexpr uint16_t kPoisonBits16 = 0x7FC1;         // NaN as f16 and as b
 inline constexpr uint32_t kPoisonBits32 = 0x7FC0DEADu;    // NaN as f32
 
 struct HostInputs {
-  // case_params(case) with host pointers to q/k/v below (o/lse null). The pointers refer to this object's
-  // vectors: after a copy, call bind() (the runner always rebinds).
+  // case_params(case) with host pointers to q/k/v and the sink below (o/lse null): what the host model reads.
+  // The pointers refer to this object's vectors: after a copy, call bind() (the runner always rebinds).
   Params params;
   std::vector<uint8_t> q, k, v;       // dtype-encoded bytes in the case's layout (padding elements hold kInputPad*)
   std::vector<double> q_exact, k_exact, v_exact;  // the same values decoded, contiguous [B, H, S, D]
+  std::vector<float> sink;            // [heads_q] fp32 sink logits; empty: the case has no sink
+  std::vector<double> sink_exact;     // the same values as doubles
   oracle::Problem problem() const;    // view for the oracle (oracle_problem of oracle_bridge.h, spans into *_exact)
-  uint64_t hash() const;              // FNV-1a 64 over q, k, v bytes (golden-hash tests)
-  void bind();                        // points params.q/k/v at this object's vectors
+  // FNV-1a 64 over q, k, v bytes, then the sink's (golden-hash tests; a case without a sink hashes as before
+  // sinks existed).
+  uint64_t hash() const;
+  void bind();                        // points params.q/k/v/sink at this object's vectors (sink: null when empty)
 };
 
 // Builds the inputs; fails with a message for a case that does not validate (validate_case) or whose

@@ -1,4 +1,4 @@
-// The one place where the kernel's vocabulary meets the oracle's: DType -> oracle::Format, Mask ->
+// The one place where the kernel's vocabulary meets the oracle's: DType -> oracle::Format, Mask and window ->
 // oracle::Visibility, ComputePath -> oracle::Arithmetic, Params + decoded inputs -> oracle::Problem, and the
 // error model's and the emulated reference's calls for a kernel configuration. The oracle knows nothing of
 // the kernel; everything that judges kernel output against it (verdict, properties, tools, tests) translates
@@ -15,13 +15,16 @@
 namespace flashcheck {
 
 oracle::Format to_oracle(DType dtype);
-oracle::Visibility to_oracle(Mask mask);
+// The window sides count only for the window masks (the kernel's causal masks are the window (-1, 0) of their
+// alignment whatever the fields hold; can_implement rejects a window with them).
+oracle::Visibility to_oracle(Mask mask, int64_t window_left = -1, int64_t window_right = -1);
 oracle::Arithmetic to_oracle(ComputePath path);
 
-// The problem `params` describes (shape, mask, softmax_scale exactly) over its inputs decoded to doubles,
-// contiguous [B, H, S, D]; the spans must outlive the result.
+// The problem `params` describes (shape, mask and window, softmax_scale and softcap exactly) over its inputs
+// decoded to doubles, contiguous [B, H, S, D], and its sink logits ([heads_q], empty: no sink; params.sink
+// may be a device pointer, so the values come as a span); the spans must outlive the result.
 oracle::Problem oracle_problem(const Params& params, std::span<const double> q, std::span<const double> k,
-                               std::span<const double> v);
+                               std::span<const double> v, std::span<const double> sink = {});
 
 // The error model's bound for a row that `config` computed on `params`' inputs.
 oracle::RowBound oracle_bound(const oracle::RowResult& exact, const Params& params, const KernelConfig& config);

@@ -1,8 +1,9 @@
 // Runs a case on a backend (the GPU kernel or the host model) with guards against vacuous passes:
 // O and LSE poisoned with a NaN payload (kPoisonBits*) before the call and scanned for unwritten elements
 // after; kGuardBytes canary regions before and after every output buffer (O, LSE and each instrumentation
-// buffer) and O's padding elements between rows, checked after; inputs hashed before and after (for the
-// GPU: the device copies, read back). The one way properties, fuzzers and tools reach the kernel.
+// buffer), around the sink and between O's rows (its padding elements), checked after; inputs (Q, K, V and the
+// sink) hashed before and after (for the GPU: the device copies, read back). The one way properties, fuzzers
+// and tools reach the kernel.
 #pragma once
 
 #include <cstdint>
@@ -36,14 +37,14 @@ struct RunOutputs {
   std::vector<float> trace_m, trace_l;
   int64_t unwritten_o = 0;         // O elements still holding the poison pattern
   int64_t unwritten_lse = 0;
-  bool canaries_intact = true;     // guard regions of every output buffer and O's padding untouched
-  bool inputs_unchanged = true;    // hash of q, k, v identical before and after
+  bool canaries_intact = true;     // guard regions of every output buffer, the sink and O's padding untouched
+  bool inputs_unchanged = true;    // hash of q, k, v and the sink identical before and after
   int64_t first_damaged_canary = -1;  // byte offset into the first damaged region, for the report
-  // "O", "O padding", "LSE", "m", "l", "tile kinds", "rescale buckets", "trace m", "trace l"
+  // "O", "O padding", "LSE", "m", "l", "tile kinds", "rescale buckets", "trace m", "trace l", "sink"
   const char* damaged_buffer = "";
 };
 
-// Device memory reused across GPU runs: each buffer of a run (q, k, v, O, LSE, instrumentation) keeps its
+// Device memory reused across GPU runs: each buffer of a run (q, k, v, sink, O, LSE, instrumentation) keeps its
 // allocation and grows when a run needs more, for callers whose rate a cudaMalloc per buffer would dominate
 // (the GPU fuzz target). Without a pool a run allocates and frees its own. One run at a time. The
 // destructor frees the device memory; a process that ends through exit() (libFuzzer) should leave its pool
@@ -74,7 +75,8 @@ struct RunOptions {
   bool any_instrumentation() const { return instrument || count_tiles || !trace_rows.empty(); }
 };
 
-// Runs `inputs` (params rebound to the vectors, so a copied HostInputs is fine). Never throws; failures of
+// Runs `inputs` (params rebound to the vectors, so a copied HostInputs is fine; params.sink to the runner's
+// guarded copy of inputs.sink, null without one). Never throws; failures of
 // the call are in RunOutputs::status. Backend::kGpu without CUDA gives kNoDevice; with instrumentation in a
 // harness linked against the production kernel it gives kUnsupported (link flashcheck_harness_instrumented).
 // A trace row outside [0, batch * heads_q * seqlen_q) is kInvalidArgument.
