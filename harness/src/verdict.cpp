@@ -281,6 +281,8 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
         const double from_stats = m + log_l;
         const double identity_bound = kIdentityRelUnits * kFp32Unit * (std::fabs(m) + std::fabs(log_l)) + kFastLogAbs;
         record(&v.identity, ratio_of(got_lse, from_stats, identity_bound), row, -1, got_lse, from_stats, identity_bound);
+      } else if (std::isinf(m) && l > 0 && std::isfinite(l) && got_lse == m) {
+        record(&v.identity, 0.0, row, -1, got_lse, m, 0.0);  // an infinite m (a sink of +inf): LSE = m + ln l = m
       } else {
         record(&v.identity, kInf, row, -1, got_lse, m, 0.0);  // m or l unusable where the row has visible keys
       }
