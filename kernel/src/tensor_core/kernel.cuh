@@ -524,7 +524,10 @@ struct Forward {
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const float ref = st.row_ref[mt][hh];
-        const RowFinal r = finish_row(ref == kNegInf ? kNegInf : __fmul_rn(ref, a.scale_log2), ref * a.ref_to_natural,
+        // m in natural units as a product rounded on its own: LSE's add then contracts with nothing, so every
+        // variant of the kernel (kExtras) gives it the same bits.
+        const RowFinal r = finish_row(ref == kNegInf ? kNegInf : __fmul_rn(ref, a.scale_log2),
+                                      __fmul_rn(ref, a.ref_to_natural),
                                       quad_sum(st.row_sum[mt][hh]), kExtras ? a.sink : nullptr, h,
                                       [](float e) { return ex2_approx(e); });
         fin.alpha[mt][hh] = r.alpha;
@@ -611,7 +614,9 @@ struct Forward {
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             const float l = quad_sum(st.row_sum[mt][hh]);
-            if (lane % kQuad == 0) record_trace(a.inst, st.trace_slot[mt][hh], n, st.row_ref[mt][hh] * a.ref_to_natural, l);
+            if (lane % kQuad == 0) {
+              record_trace(a.inst, st.trace_slot[mt][hh], n, __fmul_rn(st.row_ref[mt][hh], a.ref_to_natural), l);
+            }
           }
       }
     }
