@@ -320,7 +320,7 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
                                                             [](float e) { return std::exp2(e); });
             const int64_t o_row = b * params.o_stride.batch + h * params.o_stride.head + i * params.o_stride.row;
             for (int64_t d = 0; d < params.head_dim; ++d) {
-              store_element(params.dtype, params.o, o_row + d, detail::output_element(acc[d] * fin.alpha, fin.l));
+              store_element(params.dtype, params.o, o_row + d, detail::final_output(acc[d], fin));
             }
             params.lse[flat_row] = detail::row_lse(fin.m_natural, fin.l);
             if (options.defect == ModelDefect::kLseBase2 && !detail::is_empty_row(fin.l)) {

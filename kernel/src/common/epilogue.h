@@ -49,13 +49,22 @@ struct RowFinal {
   float alpha;
   float l;
   float m_natural;
+  bool keys_empty;  // no key carried weight (l == 0 before the merge): O = 0 whatever the accumulator holds
 };
 template <class Exp2>
 FLASHCHECK_HOST_DEVICE RowFinal finish_row(float m_log2, float m_natural, float l, const float* sink, int64_t h,
                                            Exp2&& exp2) {
-  if (sink == nullptr || sink[h] == kNegInf) return {1.0f, l, m_natural};
+  if (sink == nullptr || sink[h] == kNegInf) return {1.0f, l, m_natural, is_empty_row(l)};
   const SinkMerge merged = merge_sink(m_log2, l, mul_rn(sink[h], kLog2e), exp2);
-  return {merged.alpha, merged.l, mul_rn(merged.m, kLn2)};
+  return {merged.alpha, merged.l, mul_rn(merged.m, kLn2), is_empty_row(l)};
+}
+
+// One element of O from its accumulator and the row's final state (before the rounding to the output dtype).
+// A row whose keys carried no weight gives 0 even beside a sink (0 * NaN from a weightless key's value must not
+// reach O), and NaN beside a NaN sink (merge_sink's NaN alpha).
+FLASHCHECK_HOST_DEVICE inline float final_output(float acc, const RowFinal& fin) {
+  if (fin.keys_empty) return fin.alpha != fin.alpha ? fin.alpha : 0.0f;
+  return output_element(acc * fin.alpha, fin.l);
 }
 
 // LSE from the row's final base m (natural-log units) and sum l relative to it.

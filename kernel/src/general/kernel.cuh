@@ -235,7 +235,7 @@ __device__ __forceinline__ void store_rows(const GeneralArgs<kInst>& args, const
     for (int t = 0; t < Cfg::kDimsPerLane; ++t) {
       const int d = lane + t * kWarpSize;
       if (d < args.head_dim) {
-        o_head[row * args.o.stride.row + d] = DeviceDtype<T>::store(output_element(w.acc[r][t] * fin.alpha, fin.l));
+        o_head[row * args.o.stride.row + d] = DeviceDtype<T>::store(final_output(w.acc[r][t], fin));
       }
     }
     if (lane == 0) {

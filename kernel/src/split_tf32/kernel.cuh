@@ -229,7 +229,7 @@ __device__ __forceinline__ void trace_rows(const SplitTf32Args<kInst>& a, const 
   }
 }
 
-// Epilogue of a lane's two rows of (b, h): O = alpha * acc / l rounded once, through put_o(half, alpha, l) (the
+// Epilogue of a lane's two rows of (b, h): O = alpha * acc / l rounded once, through put_o(half, RowFinal) (the
 // layout of O's accumulator is each kernel's own), and LSE = m ln 2 + ln l, with the sink merged in
 // (common/epilogue.h, finish_row).
 template <bool kInst, bool kExtras, class PutO>
@@ -244,7 +244,7 @@ __device__ __forceinline__ void finish_rows(const SplitTf32Args<kInst>& a, int64
     if (row[half] >= a.seqlen_q) continue;
     const RowFinal fin = finish_row(m[half], mul_rn(m[half], kLn2), l[half], kExtras ? a.sink : nullptr, h,
                                     [](float e) { return exp2f(e); });
-    put_o(half, fin.alpha, fin.l);
+    put_o(half, fin);
     if (t == 0) {
       a.lse[lse_block + row[half]] = row_lse(fin.m_natural, fin.l);
       if constexpr (kInst) record_row(a.inst, lse_block + row[half], fin.m_natural, fin.l, moves[half]);
@@ -540,7 +540,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 
     // Epilogue: head dims kPvDimsPerLoad q + 8t + 4c + (0..3) of a row are acc[q][0..3][2 half + c].
     float* o_head = args.o.template head<float>(b, h);
-    finish_rows<kInst, kExtras>(args, b, h, row, m, l_part, moves, t, [&](int half, float alpha, float l) {
+    finish_rows<kInst, kExtras>(args, b, h, row, m, l_part, moves, t, [&](int half, const RowFinal& fin) {
       float* o_row = o_head + row[half] * args.o.stride.row;
 #pragma unroll
       for (int q = 0; q < kPvLoads; ++q) {
@@ -549,7 +549,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
           const int d = q * kPvDimsPerLoad + t * 2 * kFloat4Lanes + c * kFloat4Lanes;
           float out[kFloat4Lanes];
 #pragma unroll
-          for (int i = 0; i < kFloat4Lanes; ++i) out[i] = output_element(acc[q][i][2 * half + c] * alpha, l);
+          for (int i = 0; i < kFloat4Lanes; ++i) out[i] = final_output(acc[q][i][2 * half + c], fin);
           if (d + kFloat4Lanes <= args.head_dim) {
             *reinterpret_cast<float4*>(o_row + d) = make_float4(out[0], out[1], out[2], out[3]);
           } else {

@@ -620,13 +620,13 @@ struct WgmmaForward {
 
       // Epilogue: kernel.cuh's finish_rows; O's n8 tile j holds columns 8j + 2t + {0, 1} of a row.
       float* o_head = a.o.template head<float>(it.b, it.h);
-      finish_rows<kInst, kExtras>(a, it.b, it.h, r.row, r.m, r.l_part, r.moves, t, [&](int half, float alpha, float l) {
+      finish_rows<kInst, kExtras>(a, it.b, it.h, r.row, r.m, r.l_part, r.moves, t, [&](int half, const RowFinal& fin) {
         float* o_row = o_head + r.row[half] * a.o.stride.row;
 #pragma unroll
         for (int j = 0; j < kOTiles; ++j) {
           const int d = j * kMmaN + 2 * t;
-          const float o0 = output_element(acc[j][2 * half] * alpha, l);
-          const float o1 = output_element(acc[j][2 * half + 1] * alpha, l);
+          const float o0 = final_output(acc[j][2 * half], fin);
+          const float o1 = final_output(acc[j][2 * half + 1], fin);
           if (d + 2 <= a.head_dim) {
             *reinterpret_cast<float2*>(o_row + d) = make_float2(o0, o1);
           } else if (d < a.head_dim) {

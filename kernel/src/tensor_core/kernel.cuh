@@ -514,9 +514,7 @@ struct Forward {
   // The final state of this thread's rows (common/epilogue.h, finish_row): l summed over the quad (each quad holds
   // one row's partial sums), the sink of query head h merged in.
   struct Finals {
-    float alpha[kM][2];
-    float l[kM][2];
-    float m_natural[kM][2];
+    RowFinal row[kM][2];
   };
   __device__ static void row_finals(const State& st, const KernelArgs& a, int64_t h, Finals& fin) {
 #pragma unroll
@@ -530,9 +528,7 @@ struct Forward {
                                       __fmul_rn(ref, a.ref_to_natural),
                                       quad_sum(st.row_sum[mt][hh]), kExtras ? a.sink : nullptr, h,
                                       [](float e) { return ex2_approx(e); });
-        fin.alpha[mt][hh] = r.alpha;
-        fin.l[mt][hh] = r.l;
-        fin.m_natural[mt][hh] = r.m_natural;
+        fin.row[mt][hh] = r;
       }
   }
 
@@ -548,8 +544,8 @@ struct Forward {
       for (int hh = 0; hh < 2; ++hh) {
 #pragma unroll
         for (int nt = kNt0; nt < kNt0 + kNtCount; ++nt) {
-          const float o0 = output_element(st.acc_o[mt][nt][2 * hh] * fin.alpha[mt][hh], fin.l[mt][hh]);
-          const float o1 = output_element(st.acc_o[mt][nt][2 * hh + 1] * fin.alpha[mt][hh], fin.l[mt][hh]);
+          const float o0 = final_output(st.acc_o[mt][nt][2 * hh], fin.row[mt][hh]);
+          const float o1 = final_output(st.acc_o[mt][nt][2 * hh + 1], fin.row[mt][hh]);
           put(mt * kMmaM + quad_row + hh * kMmaN, nt, quad_col, Ops::pack(o0, o1));
         }
       }
@@ -565,10 +561,9 @@ struct Forward {
       for (int hh = 0; hh < 2; ++hh) {
         const int64_t row = row0 + mt * kMmaM + lane / kQuad + hh * kMmaN;
         if (row >= a.seqlen_q) continue;
-        a.lse[bh * a.seqlen_q + row] = row_lse(fin.m_natural[mt][hh], fin.l[mt][hh]);
-        if constexpr (kInstrument) {
-          record_row(a.inst, bh * a.seqlen_q + row, fin.m_natural[mt][hh], fin.l[mt][hh], st.moves[mt][hh]);
-        }
+        const RowFinal& r = fin.row[mt][hh];
+        a.lse[bh * a.seqlen_q + row] = row_lse(r.m_natural, r.l);
+        if constexpr (kInstrument) record_row(a.inst, bh * a.seqlen_q + row, r.m_natural, r.l, st.moves[mt][hh]);
       }
   }
 
