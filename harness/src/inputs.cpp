@@ -232,7 +232,7 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
     generate(c, DType::kF32, *c.sink, Stream::kSink, Stream::kDominantSink, sink_shape, &sink_bytes_f32,
              &in.sink_exact);
     in.sink.resize(static_cast<size_t>(sink_count));
-    std::memcpy(in.sink.data(), sink_bytes_f32.data(), sink_bytes_f32.size());
+    if (!sink_bytes_f32.empty()) std::memcpy(in.sink.data(), sink_bytes_f32.data(), sink_bytes_f32.size());
   }
 
   for (const Injection& inj : c.inject) {
