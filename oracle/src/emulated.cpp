@@ -62,6 +62,12 @@ std::vector<double> softmax_pv(const RowRef& row, const std::vector<float>& x, c
   std::vector<double> out(static_cast<size_t>(dim), 0.0);
   float m = neg_inf, ref = neg_inf, l = 0.0f;
   std::vector<float> acc(static_cast<size_t>(dim), 0.0f);
+  // exp2 with the member's error; on the tensor-core path flushed to zero below fp32's normal range as
+  // ex2.approx.ftz does (a row whose weights all lie there gives O = 0 on the hardware, and so here).
+  const auto exp2_at = [&](float arg, int64_t key) {
+    const float e = static_cast<float>(std::exp2(static_cast<double>(arg)) * (1 + exp2_error(row, key, sign)));
+    return path == Arithmetic::kTensorCore && e < std::numeric_limits<float>::min() ? 0.0f : e;
+  };
   for (int64_t t0 = 0, t1 = 0; t0 < n; t0 = t1) {
     t1 = std::min(n, t0 + tile - (key_begin - tile_origin + t0) % tile);
     float tile_max = neg_inf;
@@ -73,14 +79,12 @@ std::vector<double> softmax_pv(const RowRef& row, const std::vector<float>& x, c
       ref_new = tile_max == neg_inf ? ref : (tile_max >= m_new - slack ? tile_max : m_new);
     }
     const float m_use = ref_new == neg_inf ? 0.0f : ref_new;  // no key yet: exp2(-inf - -inf) would be NaN
-    const double alpha_err = exp2_error(row, -1 - (key_begin + t0), sign);
-    const float alpha = static_cast<float>(std::exp2(static_cast<double>(ref - m_use)) * (1 + alpha_err));
+    const float alpha = exp2_at(ref - m_use, -1 - (key_begin + t0));
     std::vector<float> p(static_cast<size_t>(t1 - t0));
     float p_sum = 0.0f;
     for (int64_t j = t0; j < t1; ++j) {
-      const double arg = static_cast<double>(x[static_cast<size_t>(j)] - m_use);
       float& pj = p[static_cast<size_t>(j - t0)];
-      pj = static_cast<float>(std::exp2(arg) * (1 + exp2_error(row, key_begin + j, sign)));
+      pj = exp2_at(x[static_cast<size_t>(j)] - m_use, key_begin + j);
       p_sum += pj;  // l takes fp32 P, before any rounding for P*V
     }
     l = std::fma(l, alpha, p_sum);
@@ -101,11 +105,8 @@ std::vector<double> softmax_pv(const RowRef& row, const std::vector<float>& x, c
     } else {
       const float m_new = std::fmax(ref, sink2);
       const float origin = m_new == neg_inf ? 0.0f : m_new;
-      const auto exp2_with_error = [&](float arg, int64_t key) {
-        return static_cast<float>(std::exp2(static_cast<double>(arg)) * (1 + exp2_error(row, key, sign)));
-      };
-      alpha = exp2_with_error(ref - origin, kSinkAlphaKey);
-      const float sink_p = exp2_with_error(sink2 - origin, kSinkWeightKey);
+      alpha = exp2_at(ref - origin, kSinkAlphaKey);
+      const float sink_p = exp2_at(sink2 - origin, kSinkWeightKey);
       l = l * alpha + sink_p;
     }
     for (float& a : acc) a *= alpha;
