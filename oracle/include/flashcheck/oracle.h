@@ -22,7 +22,9 @@
 
 #include <compare>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "flashcheck/oracle_problem.h"
@@ -93,6 +95,26 @@ inline bool first_order_accurate(const RowResult& r) { return r.l_rel_err < std:
 // The exact result of one row. Deterministic; the fast tier costs O(seqlen_k * head_dim) double operations,
 // the gold tier that many 113-bit operations (see docs/error-model.md for throughput).
 RowResult compute_row(const Problem& problem, RowRef row, Tier tier);
+
+// Work done so far of a long computation, (done, total) in the caller's units (compute_rows: terms, one
+// visible key times one head_dim element of a row). Called from the calling thread only, between rows.
+using ProgressFn = std::function<void(int64_t done, int64_t total)>;
+
+struct RowsOptions {
+  int threads = 0;      // 0: OpenMP's default team (every core, or OMP_NUM_THREADS); 1: the calling thread only
+  ProgressFn progress;  // empty: none
+};
+
+// compute_row() of every row, in parallel over rows: result i is rows[i]'s, bit for bit what compute_row()
+// gives, whatever the thread count (each row is computed by one thread into its own slot).
+std::vector<RowResult> compute_rows(const Problem& problem, std::span<const RowRef> rows, Tier tier,
+                                    const RowsOptions& options = {});
+
+// The threads compute_rows() uses with threads = 0 (1 where the oracle is built without OpenMP).
+int max_threads();
+
+// The terms of one row: visible keys times head_dim (one q.k product and one p.v product each).
+int64_t row_terms(const Problem& problem, RowRef row);
 
 // Rows to check for a problem: all rows when batch*heads_q*seqlen_q <= full_check_limit; otherwise, for the
 // first and the last (batch, head) pair: the first and last rows, the rows at Q-tile boundaries (t*block_m-1,
