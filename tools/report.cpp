@@ -24,6 +24,7 @@
 #include "flashcheck/case.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/mask_names.h"
+#include "flashcheck/progress.h"
 #include "flashcheck/runner.h"
 #include "flashcheck/verdict.h"
 
@@ -341,7 +342,9 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   std::map<DType, DtypeSummary> summary;
   std::map<std::string, int64_t> paths;
+  ProgressLine progress("flashcheck-report", "cases");  // progress and an estimate on stderr
   for (const Case& c : cases) {
+    progress.update(&c - cases.data(), static_cast<int64_t>(cases.size()));
     DtypeSummary& s = summary[c.dtype];
     // The feature tallies of this case: cases counted up front, failures and worst ratios as they come.
     std::vector<Worsts*> features;
@@ -385,6 +388,7 @@ int main(int argc, char** argv) {
       std::printf("pass  O %.3f  LSE %.3f  %s\n", v.o.ratio, v.lse.ratio, v.case_line.c_str());
     }
   }
+  progress.update(static_cast<int64_t>(cases.size()), static_cast<int64_t>(cases.size()));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::printf("\nkernel paths run:\n");

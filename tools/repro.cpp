@@ -14,6 +14,7 @@
 
 #include "flashcheck/host_model.h"
 #include "flashcheck/oracle_bridge.h"
+#include "flashcheck/progress.h"
 #include "flashcheck/verdict.h"
 
 namespace {
@@ -179,7 +180,10 @@ int replay(const std::string& line, const Options& options) {
       std::fprintf(stderr, "flashcheck-repro: --backend gpu: %s\n", out.status.message().c_str());
       return kExitUsage;
     }
-    const Verdict v = judge(c, inputs, out, options.judge);
+    ProgressLine progress("flashcheck-repro: oracle");  // large cases: progress and an estimate on stderr
+    JudgeOptions judge_options = options.judge;
+    judge_options.progress = progress.callback();
+    const Verdict v = judge(c, inputs, out, judge_options);
     std::printf("== backend %s%s\n%s", to_string(backend),
                 options.defect != ModelDefect::kNone ? (std::string(" with defect ") + to_string(options.defect)).c_str() : "",
                 v.report().c_str());

@@ -9,6 +9,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <limits>
+#include <span>
 #include <string>
 
 #include "flashcheck/oracle_bridge.h"
@@ -163,6 +164,57 @@ bool no_usable_key(const oracle::Problem& p, const oracle::RowRef& row) {
   return true;
 }
 
+// ---- The oracle's side of each row, computed ahead of the checks in parallel over rows (oracle::compute_rows),
+// kChunkRows rows at a time so that memory stays bounded for problems of any size. Each row's slot is written
+// by the one thread that computed the row: the checks that follow see the same values for any thread count.
+constexpr size_t kChunkRows = 1024;
+
+struct RowPrep {
+  bool empty = false;             // the empty-row semantics apply (no visible key, or no usable one)
+  oracle::RowBound bound;         // the error model's bound (rows that are not empty)
+  std::vector<double> emulated;   // the emulated reference (constrained rows, with check_rms)
+};
+
+struct RowChunk {
+  std::vector<oracle::RowResult> exact;
+  std::vector<RowPrep> prep;
+};
+
+RowChunk prepare_chunk(const oracle::Problem& problem, const std::vector<oracle::RowRef>& rows, size_t first,
+                       const HostInputs& inputs, const KernelConfig& config, const JudgeOptions& options,
+                       int64_t terms_before, int64_t terms_total) {
+  const size_t count = std::min(kChunkRows, rows.size() - first);
+  const std::span<const oracle::RowRef> chunk_rows(rows.data() + first, count);
+  RowChunk chunk;
+  chunk.prep.resize(count);
+  oracle::RowsOptions rows_options;
+  rows_options.per_row = [&](size_t index, const oracle::RowResult& exact) {
+    const oracle::RowRef& row = chunk_rows[index];
+    RowPrep& prep = chunk.prep[index];
+    // No usable key: O = 0 and LSE = -inf (the sink, with one) exactly, unless fp32 scores may overflow (then
+    // inf - inf can make the kernel's -inf score NaN: no claim, in judge()). The empty row is recognised from the
+    // scores alone, whatever the oracle makes of the sink.
+    const double sink = problem.sink.empty() ? -kInf : problem.sink[static_cast<size_t>(row.h)];
+    const bool all_minus_inf =
+        sink == -kInf ? exact.lse == -kInf && exact.m == -kInf : no_usable_key(problem, row);
+    prep.empty = exact.visible == 0 || (all_minus_inf && !exact.score_overflow);
+    if (prep.empty) return;
+    prep.bound = oracle_bound(exact, inputs.params, config);
+    // Tiled like the kernel (its block_n): P is rounded relative to the running max, so the reference must
+    // see the same tiles to be a like-for-like same-precision computation (fuzz finding
+    // model-rms-reference-untiled: a single-tile reference made a healthy model look 1.34x too noisy).
+    if (options.check_rms && !exact.score_overflow && !prep.bound.unconstrained) {
+      prep.emulated = oracle_reference(problem, row, inputs.params, config, &exact);
+    }
+  };
+  if (options.progress) {
+    rows_options.progress = [&](int64_t done, int64_t) { options.progress(terms_before + done, terms_total); };
+  }
+  chunk.exact = oracle::compute_rows(problem, chunk_rows, options.tier, rows_options);
+  return chunk;
+}
+// ---- end of the parallel part
+
 }  // namespace
 
 Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs, const JudgeOptions& options) {
@@ -213,21 +265,25 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
   oracle::RmsCheck rms(to_oracle(inputs.params.dtype));
   double sum_err_eps2 = 0.0;
   int64_t err_eps_count = 0;
-  for (const oracle::RowRef& row : rows) {
+  int64_t terms_before = 0, terms_total = 0;
+  for (const oracle::RowRef& row : rows) terms_total += oracle::row_terms(problem, row);
+  RowChunk chunk;
+  for (size_t index = 0; index < rows.size(); ++index) {
+    if (index % kChunkRows == 0) {
+      chunk = prepare_chunk(problem, rows, index, inputs, config, options, terms_before, terms_total);
+      for (size_t r = index; r < index + chunk.exact.size(); ++r) terms_before += oracle::row_terms(problem, rows[r]);
+    }
+    const oracle::RowRef& row = rows[index];
+    const oracle::RowResult& exact = chunk.exact[index % kChunkRows];
+    const RowPrep& prep = chunk.prep[index % kChunkRows];
     ++v.rows_checked;
     const int64_t flat = (row.b * problem.heads_q + row.h) * problem.seqlen_q + row.i;
-    const oracle::RowResult exact = oracle::compute_row(problem, row, options.tier);
-    // No usable key: O = 0 and LSE = -inf (the sink, with one) exactly, unless fp32 scores may overflow (then
-    // inf - inf can make the kernel's -inf score NaN: no claim, below). The empty row is recognised from the
-    // scores alone, whatever the oracle makes of the sink.
     const double sink = problem.sink.empty() ? -kInf : problem.sink[static_cast<size_t>(row.h)];
-    const bool all_minus_inf =
-        sink == -kInf ? exact.lse == -kInf && exact.m == -kInf : no_usable_key(problem, row);
-    if (exact.visible == 0 || (all_minus_inf && !exact.score_overflow)) {
+    if (prep.empty) {  // no usable key (prepare_chunk)
       judge_empty_row(row, flat, outputs, head_dim, sink, stats, &v);
       continue;
     }
-    const oracle::RowBound bound = oracle_bound(exact, inputs.params, config);
+    const oracle::RowBound& bound = prep.bound;
     const double* got_o = outputs.o.data() + flat * head_dim;
     const double got_lse = outputs.lse[static_cast<size_t>(flat)];
     if (bound.unconstrained) ++v.unconstrained_rows;
@@ -249,11 +305,7 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
     if (bound.unconstrained) continue;
 
     // Error in units of eps * A_k (A_k = sum_j p_j |v_jk|, the scale the error follows), and the RMS pool.
-    std::vector<double> emulated;
-    // Tiled like the kernel (its block_n): P is rounded relative to the running max, so the reference must
-    // see the same tiles to be a like-for-like same-precision computation (fuzz finding
-    // model-rms-reference-untiled: a single-tile reference made a healthy model look 1.34x too noisy).
-    if (options.check_rms) emulated = oracle_reference(problem, row, inputs.params, config, &exact);
+    const std::vector<double>& emulated = prep.emulated;  // the emulated reference (prepare_chunk), with check_rms
     for (int64_t k = 0; k < head_dim; ++k) {
       const size_t kk = static_cast<size_t>(k);
       const double want = exact.o[kk];

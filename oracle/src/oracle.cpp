@@ -1,7 +1,16 @@
-// compute_row(): dispatches one row to the requested oracle tier; compute_rows(): many rows at once.
+// compute_row(): dispatches one row to the requested oracle tier. compute_rows(): many rows, in parallel over
+// rows with OpenMP (docs/design/oracle-speed.md says why OpenMP): rows are independent, each is computed by one
+// thread into its own slot, so the results do not depend on the thread count or the schedule.
 #include "flashcheck/oracle.h"
 
+#include <atomic>
+#include <exception>
+
 #include "tiers.h"
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 namespace flashcheck::oracle {
 
@@ -18,23 +27,52 @@ RowResult compute_row(const Problem& problem, RowRef row, Tier tier) {
   return tier == Tier::kGold ? detail::gold_row(view) : detail::fast_row(view).result;
 }
 
-int max_threads() { return 1; }
-
 int64_t row_terms(const Problem& problem, RowRef row) {
   return visible_keys(problem, row.i).size() * problem.head_dim;
 }
 
+int max_threads() {
+#if defined(_OPENMP)
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 std::vector<RowResult> compute_rows(const Problem& problem, std::span<const RowRef> rows, Tier tier,
                                     const RowsOptions& options) {
+  const int64_t count = static_cast<int64_t>(rows.size());
   std::vector<RowResult> out(rows.size());
+  std::vector<std::exception_ptr> errors(rows.size());
   int64_t total = 0;
   for (const RowRef& row : rows) total += row_terms(problem, row);
-  int64_t done = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    out[i] = compute_row(problem, rows[i], tier);
-    done += row_terms(problem, rows[i]);
-    if (options.progress) options.progress(done, total);
+  std::atomic<int64_t> done{0};
+  // One row per scheduling step: rows differ in length (causal masks, windows) by up to seqlen_k.
+#if defined(_OPENMP)
+  const int team = options.threads > 0 ? options.threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team)
+#endif
+  for (int64_t i = 0; i < count; ++i) {
+    const size_t slot = static_cast<size_t>(i);
+    try {
+      out[slot] = compute_row(problem, rows[slot], tier);
+      if (options.per_row) options.per_row(slot, out[slot]);
+    } catch (...) {
+      errors[slot] = std::current_exception();
+    }
+    const int64_t terms = row_terms(problem, rows[slot]);
+    const int64_t now = done.fetch_add(terms, std::memory_order_relaxed) + terms;
+#if defined(_OPENMP)
+    const bool calling_thread = omp_get_thread_num() == 0;
+#else
+    const bool calling_thread = true;
+#endif
+    if (calling_thread && options.progress) options.progress(now, total);
   }
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  if (options.progress) options.progress(total, total);
   return out;
 }
 

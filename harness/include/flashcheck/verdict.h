@@ -51,9 +51,13 @@ struct JudgeOptions {
   int64_t random_rows = 64;         // otherwise boundary rows plus this many seeded random rows
   bool check_stats = true;     // m, l and LSE = m + ln l (when outputs.row_m / row_l are present)
   bool check_rms = true;
+  // Progress of the oracle's work, (terms done, terms total) over the checked rows (oracle::compute_rows; a term
+  // is one visible key times one head_dim element); e.g. a ProgressLine (progress.h). Empty: none.
+  oracle::ProgressFn progress;
 };
 
-// Judges `outputs` of a run of `inputs` (built from `c`). A failed call (outputs.status not ok) is a failed
+// Judges `outputs` of a run of `inputs` (built from `c`). The oracle's rows, their bounds and emulated references
+// are computed in parallel over rows (oracle::compute_rows); the verdict is the same for any thread count. A failed call (outputs.status not ok) is a failed
 // verdict that names the status; a caller that expects a rejection checks the status itself.
 Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs, const JudgeOptions& options = {});
 

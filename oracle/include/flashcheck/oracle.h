@@ -97,16 +97,21 @@ inline bool first_order_accurate(const RowResult& r) { return r.l_rel_err < std:
 RowResult compute_row(const Problem& problem, RowRef row, Tier tier);
 
 // Work done so far of a long computation, (done, total) in the caller's units (compute_rows: terms, one
-// visible key times one head_dim element of a row). Called from the calling thread only, between rows.
+// visible key times one head_dim element of a row). Called from the calling thread only.
 using ProgressFn = std::function<void(int64_t done, int64_t total)>;
 
 struct RowsOptions {
   int threads = 0;      // 0: OpenMP's default team (every core, or OMP_NUM_THREADS); 1: the calling thread only
-  ProgressFn progress;  // empty: none
+  ProgressFn progress;  // called between rows, and once at the end; empty: none
+  // More work per row, on the thread that computed it, right after: per_row(index, result of rows[index]).
+  // It must touch only its own index's state (then results stay independent of the thread count).
+  std::function<void(size_t index, const RowResult& result)> per_row;
 };
 
-// compute_row() of every row, in parallel over rows: result i is rows[i]'s, bit for bit what compute_row()
-// gives, whatever the thread count (each row is computed by one thread into its own slot).
+// compute_row() of every row, in parallel over rows (OpenMP; serial where the oracle is built without it):
+// result i is rows[i]'s, bit for bit what compute_row() gives whatever the thread count (one thread computes
+// a row, in the row's own order, into its own slot). An exception from a row (or per_row) is rethrown here
+// after the loop, the one of the lowest index.
 std::vector<RowResult> compute_rows(const Problem& problem, std::span<const RowRef> rows, Tier tier,
                                     const RowsOptions& options = {});
 
