@@ -21,7 +21,7 @@ constexpr double kUnit = kDoubleUnit;
 constexpr double kSecondOrder = 1.0 + 0x1p-30;
 // Smallest positive double: an exp() result or P*V product that underflows loses at most this per key.
 constexpr double kDoubleDenormMin = 0x1p-1074;
-constexpr int64_t kScoreLanes = 4;  // keys whose score sums run interleaved
+constexpr int64_t kScoreLanes = 8;  // keys whose score sums run side by side, one per vector lane
 // Error of a capped score c tanh(s / c) in units of u_d min(c, S_j): the quotient s / c (2, with the score's low
 // part dropped; tanh is 1-Lipschitz), tanh (kFastTanhUlps ulps of a value below 1: glibc's tanh is within 2, so 4
 // leaves a factor 2; oracle_test compares with gold) and the product by c (1).
@@ -71,17 +71,40 @@ void set_nan_row(RowResult* r) {
 // The sink's weight alone (no usable key, or a sink of +inf against which every key weighs nothing): LSE = m = sink,
 // l = 1, and O = 0, which the kernel gets by scaling its accumulator with alpha = 0; a column holding a non-finite
 // V value at a visible key is non-finite there (0 * inf in the accumulator).
-void set_sink_only(RowResult* r, const std::vector<char>& v_col_nonfinite) {
-  for (size_t k = 0; k < r->o.size(); ++k) r->o[k] = v_col_nonfinite[k] ? kNaN : 0.0;
+// The sink's weight alone (no usable key, or a sink of +inf against which every key weighs nothing): LSE = m = sink,
+// l = 1, and O = 0, which the kernel gets by scaling its accumulator with alpha = 0; a column holding a non-finite
+// V value at a visible key is non-finite there (0 * inf in the accumulator). col_nonfinite: NaN in such a column
+// (null: none).
+void set_sink_only(RowResult* r, const double* col_nonfinite) {
+  for (size_t k = 0; k < r->o.size(); ++k) r->o[k] = col_nonfinite && std::isnan(col_nonfinite[k]) ? kNaN : 0.0;
   r->lse = r->m = r->sink;
   r->m_lo = 0.0;
   r->l = 1.0;
   r->sink_p = 1.0;
 }
 
+// The first n entries of a scratch array: capacity is kept from row to row, so a row allocates only when it is
+// longer than every row before it on this thread.
+template <class T>
+T* scratch_of(std::vector<T>* array, int64_t n) {
+  if (array->size() < static_cast<size_t>(n)) array->resize(static_cast<size_t>(n));
+  return array->data();
+}
+template <class T>
+T* zeroed_scratch_of(std::vector<T>* array, int64_t n) {
+  T* out = scratch_of(array, n);
+  std::fill(out, out + n, T(0));
+  return out;
+}
+
 }  // namespace
 
-FastRow fast_row(const RowView& view) {
+FastScratch& thread_scratch() {
+  thread_local FastScratch scratch;
+  return scratch;
+}
+
+FastRow fast_row(const RowView& view, FastScratch* scratch) {
   FastRow out;
   RowResult& r = out.result;
   r.row = view.row;
@@ -101,7 +124,7 @@ FastRow fast_row(const RowView& view) {
     if (r.nonfinite_score) {
       set_nan_row(&r);
     } else if (has_sink) {
-      set_sink_only(&r, std::vector<char>(static_cast<size_t>(dim), 0));
+      set_sink_only(&r, nullptr);
     } else {
       set_no_usable_key(&r);
     }
@@ -113,56 +136,86 @@ FastRow fast_row(const RowView& view) {
   const double abs_scale = std::fabs(scale);
   const double* q = view.q;
 
-  // Pass 0: which inputs are non-finite, and which V columns a non-finite value reaches.
-  bool q_finite = true;
-  for (int64_t k = 0; k < dim; ++k) q_finite = q_finite && std::isfinite(q[k]);
-  std::vector<char> v_col_nonfinite(static_cast<size_t>(dim), 0);
-  bool any_nonfinite = !q_finite;
+  // Pass 0, over V once: sum_j |v_jk| and max |v_jk| per column, and which columns a non-finite value reaches
+  // (v * 0 is NaN exactly for a non-finite v, and NaN stays: no branch in the loop). Q here, K in pass 1.
+  bool any_nonfinite = false;
+  for (int64_t k = 0; k < dim; ++k) any_nonfinite = any_nonfinite || !std::isfinite(q[k]);
+  double* __restrict abs_v_sum = r.abs_v_sum.data();
+  double* __restrict col_nonfinite = zeroed_scratch_of(&scratch->col_nonfinite, dim);
+  double* __restrict col_max = zeroed_scratch_of(&scratch->col_max, dim);
   for (int64_t j = 0; j < n; ++j) {
-    const double* kj = view.k + j * dim;
-    const double* vj = view.v + j * dim;
+    const double* __restrict vj = view.v + j * dim;
     for (int64_t k = 0; k < dim; ++k) {
-      any_nonfinite = any_nonfinite || !std::isfinite(kj[k]);
-      if (!std::isfinite(vj[k])) {
-        v_col_nonfinite[static_cast<size_t>(k)] = 1;
-        any_nonfinite = true;
-      }
+      const double a = std::fabs(vj[k]);
+      abs_v_sum[k] += a;
+      col_max[k] = std::max(col_max[k], a);  // a NaN never enters: std::max keeps the first operand then
+      col_nonfinite[k] += vj[k] * 0.0;
     }
   }
-  r.nonfinite_input = any_nonfinite;
+  double max_abs_v = 0.0;
+  for (int64_t k = 0; k < dim; ++k) {
+    max_abs_v = std::max(max_abs_v, col_max[k]);
+    any_nonfinite = any_nonfinite || std::isnan(col_nonfinite[k]);
+  }
+  r.max_abs_v = max_abs_v;
+  for (int64_t k = 0; k < dim; ++k) {
+    if (!std::isnan(col_nonfinite[k]) && abs_v_sum[k] > kOverflowGuard) r.accum_overflow = true;
+  }
 
   // Pass 1: scores s_j = scale * q.k_j. Finite products are exact in double; Sum2 keeps the sum to
   // gamma_{D-1}^2 sum |q_k k_jk|. With a non-finite product the plain IEEE sum gives the semantics
   // (inf + finite = inf, inf - inf = NaN), which no reordering changes.
-  std::vector<ScoreDD> score(static_cast<size_t>(n));
-  std::vector<double> abs_dot(static_cast<size_t>(n), 0.0);  // sum_k |q_k k_jk|, unscaled
-  std::vector<double> flush(static_cast<size_t>(n), 0.0);    // what FTZ / split underflow may drop, unscaled
-  out.usable.assign(static_cast<size_t>(n), 0);
+  double* score_hi = scratch_of(&scratch->score_hi, n);
+  double* score_lo = scratch_of(&scratch->score_lo, n);
+  double* abs_dot = scratch_of(&scratch->abs_dot, n);  // sum_k |q_k k_jk|, unscaled
+  double* flush = scratch_of(&scratch->flush, n);      // what FTZ / split underflow may drop, unscaled
+  char* usable = scratch_of(&scratch->usable, n);
+  out.usable = std::span<const char>(usable, static_cast<size_t>(n));
   double max_abs_dot = 0.0;
-  // kScoreLanes keys at a time: their TwoSum chains are independent, so the CPU overlaps them.
+  // kScoreLanes keys at a time, K transposed to (dim, kScoreLanes): each key's sum runs over k in order, as one
+  // lane of a vector; the lanes are independent, so the compiler vectorises across keys without reordering any
+  // key's sum. Lanes past the row's end hold zeros and are not read back.
+  double* __restrict k_block = scratch_of(&scratch->k_block, dim * kScoreLanes);
   for (int64_t j0 = 0; j0 < n; j0 += kScoreLanes) {
     const int64_t lanes = std::min<int64_t>(kScoreLanes, n - j0);
-    CompensatedSum dot[kScoreLanes];
-    double abs_sum[kScoreLanes] = {}, dropped[kScoreLanes] = {};
+    for (int64_t t = 0; t < kScoreLanes; ++t) {
+      if (t < lanes) {
+        const double* kj = view.k + (j0 + t) * dim;
+        for (int64_t k = 0; k < dim; ++k) k_block[k * kScoreLanes + t] = kj[k];
+      } else {
+        for (int64_t k = 0; k < dim; ++k) k_block[k * kScoreLanes + t] = 0.0;
+      }
+    }
+    double sum[kScoreLanes] = {}, comp[kScoreLanes] = {}, abs_sum[kScoreLanes] = {}, dropped[kScoreLanes] = {},
+           k_check[kScoreLanes] = {};
     for (int64_t k = 0; k < dim; ++k) {
       const double qk = q[k];
-      for (int64_t t = 0; t < lanes; ++t) {
-        const double kv = view.k[(j0 + t) * dim + k];
+      const double abs_qk = std::fabs(qk);
+      const double* __restrict kk = k_block + k * kScoreLanes;
+      for (int64_t t = 0; t < kScoreLanes; ++t) {
+        const double kv = kk[t];
         const double prod = qk * kv;
         const double abs_prod = std::fabs(prod);
-        dot[t].add(prod);
+        // Sum2's step, two_sum(sum, prod) written out so that the lanes stay in registers.
+        const double s = sum[t] + prod;
+        const double b_virtual = s - sum[t];
+        const double a_virtual = s - b_virtual;
+        comp[t] += (sum[t] - a_virtual) + (prod - b_virtual);
+        sum[t] = s;
         abs_sum[t] += abs_prod;
-        const bool tiny = std::min(std::fabs(qk), std::fabs(kv)) < kFlushOperand || abs_prod < kFlushResult;
+        const bool tiny = (std::min(abs_qk, std::fabs(kv)) < kFlushOperand) | (abs_prod < kFlushResult);
         dropped[t] += tiny ? abs_prod : 0.0;
+        k_check[t] += kv * 0.0;  // NaN once a non-finite K value passed
       }
     }
     for (int64_t t = 0; t < lanes; ++t) {
       const int64_t j = j0 + t;
       const double* kj = view.k + j * dim;
+      any_nonfinite = any_nonfinite || std::isnan(k_check[t]);
       ScoreDD s;
       if (std::isfinite(abs_sum[t])) {
         double d_hi = 0.0, d_lo = 0.0;
-        two_sum(dot[t].sum, dot[t].comp, &d_hi, &d_lo);
+        two_sum(sum[t], comp[t], &d_hi, &d_lo);
         s = scale_dd(scale, d_hi, d_lo);
         max_abs_dot = std::max(max_abs_dot, abs_sum[t]);
       } else {
@@ -177,22 +230,24 @@ FastRow fast_row(const RowView& view) {
         s.hi = scale * plain;
         max_abs_dot = std::max(max_abs_dot, finite_abs);
       }
-      abs_dot[static_cast<size_t>(j)] = abs_sum[t];
-      flush[static_cast<size_t>(j)] = dropped[t] + static_cast<double>(dim) * kFlushResult;
+      abs_dot[j] = abs_sum[t];
+      flush[j] = dropped[t] + static_cast<double>(dim) * kFlushResult;
       if (capped) {
         // c tanh(s / c), from the high part (the low part is below 2^-53 of it). +-inf becomes +-c, in the kernel
         // too (tanhf(+-inf) = +-1 exactly): such a key is usable and its capped score carries no error of its own.
         s = ScoreDD{cap * std::tanh(s.hi / cap), 0.0};
         if (!std::isfinite(abs_sum[t]) && std::isfinite(s.hi)) {
-          abs_dot[static_cast<size_t>(j)] = 0.0;
-          flush[static_cast<size_t>(j)] = 0.0;
+          abs_dot[j] = 0.0;
+          flush[j] = 0.0;
         }
       }
-      score[static_cast<size_t>(j)] = s;
+      score_hi[j] = s.hi;
+      score_lo[j] = s.lo;
       if (std::isnan(s.hi) || s.hi == kInf) r.nonfinite_score = true;
-      out.usable[static_cast<size_t>(j)] = std::isfinite(s.hi) ? 1 : 0;
+      usable[j] = std::isfinite(s.hi) ? 1 : 0;
     }
   }
+  r.nonfinite_input = any_nonfinite;
   // fp32 scores, the scaled x = s * scale * log2(e), and x - m must stay below FLT_MAX in the kernel. With a softcap
   // x is at most c log2(e); the argument s * scale / c takes the place of the scaled score.
   if (capped) {
@@ -201,39 +256,22 @@ FastRow fast_row(const RowView& view) {
   } else {
     r.score_overflow = r.score_overflow || max_abs_dot * std::max(1.0, abs_scale * kLog2e) > kOverflowGuard;
   }
-  // Locals, not members of r: a store through r.abs_v_sum's data could alias r.max_abs_v.
-  double* abs_v_sum = r.abs_v_sum.data();
-  double max_abs_v = 0.0;
-  for (int64_t j = 0; j < n; ++j) {
-    const double* vj = view.v + j * dim;
-    for (int64_t k = 0; k < dim; ++k) {
-      abs_v_sum[k] += std::fabs(vj[k]);
-      max_abs_v = std::max(max_abs_v, std::fabs(vj[k]));
-    }
-  }
-  r.max_abs_v = max_abs_v;
-  for (int64_t k = 0; k < dim; ++k) {
-    const double col = r.abs_v_sum[static_cast<size_t>(k)];
-    if (!v_col_nonfinite[static_cast<size_t>(k)] && col > kOverflowGuard) r.accum_overflow = true;
-  }
 
   if (r.nonfinite_score) {
     set_nan_row(&r);
     return out;
   }
+  const auto score_of = [&](int64_t j) { return ScoreDD{score_hi[j], score_lo[j]}; };
   int64_t best = -1;
   for (int64_t j = 0; j < n; ++j) {
-    if (out.usable[static_cast<size_t>(j)] &&
-        (best < 0 || dd_less(score[static_cast<size_t>(best)], score[static_cast<size_t>(j)]))) {
-      best = j;
-    }
+    if (usable[j] && (best < 0 || dd_less(score_of(best), score_of(j)))) best = j;
   }
   if (best < 0 || view.sink == kInf) {
     // Every visible score is -inf, or a sink of +inf outweighs every key: the sink alone, if any; else no usable
     // key (the kernel's l == 0 path writes O = 0).
-    if (best >= 0) r.keys_m = score[static_cast<size_t>(best)].hi;
+    if (best >= 0) r.keys_m = score_hi[best];
     if (has_sink) {
-      set_sink_only(&r, v_col_nonfinite);
+      set_sink_only(&r, col_nonfinite);
     } else {
       set_no_usable_key(&r);
     }
@@ -241,7 +279,7 @@ FastRow fast_row(const RowView& view) {
   }
   out.numeric = true;
   // The max over the keys and the sink (a double, exact as the high part of a double-double).
-  const ScoreDD keys_max = score[static_cast<size_t>(best)];
+  const ScoreDD keys_max = score_of(best);
   r.keys_m = keys_max.hi;
   const ScoreDD sink_dd{has_sink ? view.sink : -kInf, 0.0};
   const bool sink_is_max = has_sink && dd_less(keys_max, sink_dd);
@@ -254,14 +292,18 @@ FastRow fast_row(const RowView& view) {
 
   // Pass 2: gap_j = m - s_j >= 0 and w_j = exp(-gap_j); l = 1 + sum over the other keys (and the sink); LSE via
   // log1p.
-  std::vector<double> gap(static_cast<size_t>(n), 0.0), w(static_cast<size_t>(n), 0.0);
+  double* gap = scratch_of(&scratch->gap, n);
+  double* w = scratch_of(&scratch->w, n);
   CompensatedSum others;
   for (int64_t j = 0; j < n; ++j) {
-    if (!out.usable[static_cast<size_t>(j)]) continue;
-    const double g = gap_of(score[static_cast<size_t>(j)]);
-    gap[static_cast<size_t>(j)] = g;
-    w[static_cast<size_t>(j)] = std::exp(-g);
-    if (j != best || sink_is_max) others.add(w[static_cast<size_t>(j)]);
+    if (!usable[j]) {
+      gap[j] = w[j] = 0.0;
+      continue;
+    }
+    const double g = gap_of(score_of(j));
+    gap[j] = g;
+    w[j] = std::exp(-g);
+    if (j != best || sink_is_max) others.add(w[j]);
   }
   const double sink_gap = has_sink ? gap_of(sink_dd) : 0.0;
   const double sink_w = has_sink ? std::exp(-sink_gap) : 0.0;
@@ -277,16 +319,15 @@ FastRow fast_row(const RowView& view) {
   r.sink_p = sink_w / l;
 
   // Pass 3: O_k = (sum_j w_j v_jk) / l. w_j = wh + wl (Veltkamp), wh * v and wl * v exact; the wh terms go
-  // through TwoSum, the wl terms (below 2^-26 of them) straight into the compensation.
-  std::vector<double> acc_sum_store(static_cast<size_t>(dim), 0.0), acc_comp_store(static_cast<size_t>(dim), 0.0);
-  double* acc_sum = acc_sum_store.data();
-  double* acc_comp = acc_comp_store.data();
+  // through TwoSum, the wl terms (below 2^-26 of them) straight into the compensation. Vectorised over k.
+  double* __restrict acc_sum = zeroed_scratch_of(&scratch->acc_sum, dim);
+  double* __restrict acc_comp = zeroed_scratch_of(&scratch->acc_comp, dim);
   for (int64_t j = 0; j < n; ++j) {
-    const double wj = w[static_cast<size_t>(j)];
-    if (!out.usable[static_cast<size_t>(j)] || wj == 0.0) continue;
+    const double wj = w[j];
+    if (!usable[j] || wj == 0.0) continue;
     double wh = 0.0, wl = 0.0;
     split_26(wj, &wh, &wl);
-    const double* vj = view.v + j * dim;
+    const double* __restrict vj = view.v + j * dim;
     for (int64_t k = 0; k < dim; ++k) {
       double s = 0.0, e = 0.0;
       two_sum(acc_sum[k], wh * vj[k], &s, &e);
@@ -296,28 +337,28 @@ FastRow fast_row(const RowView& view) {
   }
   for (int64_t k = 0; k < dim; ++k) {
     const size_t kk = static_cast<size_t>(k);
-    r.o[kk] = v_col_nonfinite[kk] ? kNaN : (acc_sum[kk] + acc_comp[kk]) / l;
+    r.o[kk] = std::isnan(col_nonfinite[k]) ? kNaN : (acc_sum[kk] + acc_comp[kk]) / l;
   }
 
-  // Pass 4: bound ingredients, weighted by p_j = w_j / l.
-  const double* o = r.o.data();
-  double* abs_pv = r.abs_pv.data();
-  double* dev_pv = r.dev_pv.data();
-  double* dev_pv_score = r.dev_pv_score.data();
-  double* dev_pv_gap = r.dev_pv_gap.data();
+  // Pass 4: bound ingredients, weighted by p_j = w_j / l. Vectorised over k.
+  const double* __restrict o = r.o.data();
+  double* __restrict abs_pv = r.abs_pv.data();
+  double* __restrict dev_pv = r.dev_pv.data();
+  double* __restrict dev_pv_score = r.dev_pv_score.data();
+  double* __restrict dev_pv_gap = r.dev_pv_gap.data();
   for (int64_t j = 0; j < n; ++j) {
-    if (!out.usable[static_cast<size_t>(j)]) continue;
-    const double p = w[static_cast<size_t>(j)] / l;
-    const double s_abs = abs_scale * abs_dot[static_cast<size_t>(j)];
-    const double g = gap[static_cast<size_t>(j)];
+    if (!usable[j]) continue;
+    const double p = w[j] / l;
+    const double s_abs = abs_scale * abs_dot[j];
+    const double g = gap[j];
     r.score_abs_max = std::max(r.score_abs_max, s_abs);
     r.score_abs_weighted += p * s_abs;
     r.score_gap_max = std::max(r.score_gap_max, g);
     r.score_gap_weighted += p * g;
-    r.score_flush_max = std::max(r.score_flush_max, abs_scale * flush[static_cast<size_t>(j)]);
+    r.score_flush_max = std::max(r.score_flush_max, abs_scale * flush[j]);
     if (p == 0.0) continue;
     const double p_s = p * s_abs, p_g = p * g;
-    const double* vj = view.v + j * dim;
+    const double* __restrict vj = view.v + j * dim;
     for (int64_t k = 0; k < dim; ++k) {
       const double dev = std::fabs(vj[k] - o[k]);
       abs_pv[k] += p * std::fabs(vj[k]);

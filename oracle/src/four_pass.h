@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "row_view.h"
@@ -21,7 +22,7 @@ struct FourPassRow {
 };
 
 template <class Real>
-FourPassRow<Real> four_pass(const RowView& view, const std::vector<char>& usable) {
+FourPassRow<Real> four_pass(const RowView& view, std::span<const char> usable) {
   using std::exp;
   using std::log;
   using std::tanh;

@@ -23,7 +23,7 @@ constexpr double kCapUnits = 2.0;
 }  // namespace
 
 RowResult gold_row(const RowView& view) {
-  FastRow fast = fast_row(view);
+  FastRow fast = fast_row(view, &thread_scratch());
   RowResult r = std::move(fast.result);
   if (!fast.numeric) return r;  // the classification is exact (IEEE semantics in double), nothing to refine
 

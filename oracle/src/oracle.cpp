@@ -24,7 +24,7 @@ const char* to_string(Tier tier) {
 
 RowResult compute_row(const Problem& problem, RowRef row, Tier tier) {
   const detail::RowView view = detail::view_row(problem, row);
-  return tier == Tier::kGold ? detail::gold_row(view) : detail::fast_row(view).result;
+  return tier == Tier::kGold ? detail::gold_row(view) : detail::fast_row(view, &detail::thread_scratch()).result;
 }
 
 int64_t row_terms(const Problem& problem, RowRef row) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "flashcheck/oracle.h"
@@ -43,13 +44,29 @@ inline void mark_first_order_invalid(RowResult* r) {
   r->l_rel_err = std::numeric_limits<double>::infinity();
 }
 
-struct FastRow {
-  RowResult result;
-  std::vector<char> usable;  // [visible]: the key's score is finite (a -inf score carries zero weight)
-  bool numeric = false;      // the row has usable keys and no non-finite score: O, LSE, m, l are numbers
+// The fast tier's working arrays, reused from row to row (one per thread: fast_row() allocates only when a row is
+// longer than any before it on that thread). Structure of arrays, one entry per visible key, so that the passes
+// run over contiguous doubles and the compiler vectorises them.
+struct FastScratch {
+  std::vector<double> score_hi, score_lo;  // [visible] the score s_j = hi + lo (double-double)
+  std::vector<double> abs_dot, flush;      // [visible] sum_k |q_k k_jk| and what FTZ may drop, unscaled
+  std::vector<double> gap, w;              // [visible] m - s_j and exp(-gap_j)
+  std::vector<char> usable;                // [visible] the key's score is finite (a -inf score carries zero weight)
+  std::vector<double> k_block;             // (head_dim, lanes): K of a few keys, transposed
+  std::vector<double> col_nonfinite;       // [head_dim] NaN where a V column holds a non-finite value, else 0
+  std::vector<double> col_max, acc_sum, acc_comp;  // [head_dim]
 };
 
-FastRow fast_row(const RowView& view);
+// The calling thread's scratch.
+FastScratch& thread_scratch();
+
+struct FastRow {
+  RowResult result;
+  std::span<const char> usable;  // [visible], in the scratch passed to fast_row(): valid until its next use
+  bool numeric = false;          // the row has usable keys and no non-finite score: O, LSE, m, l are numbers
+};
+
+FastRow fast_row(const RowView& view, FastScratch* scratch);
 RowResult gold_row(const RowView& view);
 
 }  // namespace flashcheck::oracle::detail
