@@ -5,6 +5,7 @@
 // is one more logit with a zero value row. Its own error bound (docs/error-model.md §2.3) is stored in the result.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "eft.h"
@@ -45,6 +46,40 @@ ScoreDD scale_dd(double scale, double d_hi, double d_lo) {
   ScoreDD s;
   two_sum(a, b, &s.hi, &s.lo);
   return s;
+}
+
+// kScoreLanes doubles as one value (GCC/Clang vector extensions): element-wise IEEE operations, lowered to whatever
+// vector width the target has (two SSE2 registers' worth of lanes per AVX2 register, and so on), never reordered
+// or contracted (-ffp-contract=off), so each lane computes exactly what the scalar code would.
+using Lanes = double __attribute__((vector_size(kScoreLanes * sizeof(double))));
+using LaneMask = int64_t __attribute__((vector_size(kScoreLanes * sizeof(int64_t))));
+constexpr int64_t kAbsBits = 0x7fffffffffffffff;
+
+// Vector loads and |x| without a function taking or returning a vector (whose ABI would depend on the target).
+#define FLASHCHECK_LOAD_LANES(x, from) std::memcpy(&(x), (from), sizeof(Lanes))
+#define FLASHCHECK_ABS_LANES(x) reinterpret_cast<Lanes>(reinterpret_cast<LaneMask>(x) & kAbsBits)
+
+// The row functions are compiled for the x86-64 baseline (SSE2) and for AVX2 and AVX-512, chosen at load time
+// by the CPU (GCC function multiversioning): the binary runs on any x86-64 machine and uses the widest vectors
+// it finds. The clones compute the same IEEE operations in the same order: results do not depend on the clone.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FLASHCHECK_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FLASHCHECK_VECTOR_CLONES
+#endif
+
+// One key's ingredients of pass 4 across the head dims: sum_j p_j |v_jk|, p_j |v_jk - O_k|, p_j S_j |v_jk - O_k|,
+// p_j gap_j |v_jk - O_k|.
+FLASHCHECK_VECTOR_CLONES void add_ingredients(const double* __restrict v, const double* __restrict o, double p, double p_s, double p_g,
+                     int64_t dim, double* __restrict abs_pv, double* __restrict dev_pv,
+                     double* __restrict dev_pv_score, double* __restrict dev_pv_gap) {
+  for (int64_t k = 0; k < dim; ++k) {
+    const double dev = std::fabs(v[k] - o[k]);
+    abs_pv[k] += p * std::fabs(v[k]);
+    dev_pv[k] += p * dev;
+    dev_pv_score[k] += p_s * dev;
+    dev_pv_gap[k] += p_g * dev;
+  }
 }
 
 void size_result(RowResult* r, int64_t head_dim) {
@@ -104,7 +139,7 @@ FastScratch& thread_scratch() {
   return scratch;
 }
 
-FastRow fast_row(const RowView& view, FastScratch* scratch) {
+FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scratch) {
   FastRow out;
   RowResult& r = out.result;
   r.row = view.row;
@@ -186,27 +221,28 @@ FastRow fast_row(const RowView& view, FastScratch* scratch) {
         for (int64_t k = 0; k < dim; ++k) k_block[k * kScoreLanes + t] = 0.0;
       }
     }
-    double sum[kScoreLanes] = {}, comp[kScoreLanes] = {}, abs_sum[kScoreLanes] = {}, dropped[kScoreLanes] = {},
-           k_check[kScoreLanes] = {};
+    Lanes sum = {}, comp = {}, abs_sum = {}, dropped = {}, k_check = {};
     for (int64_t k = 0; k < dim; ++k) {
       const double qk = q[k];
       const double abs_qk = std::fabs(qk);
-      const double* __restrict kk = k_block + k * kScoreLanes;
-      for (int64_t t = 0; t < kScoreLanes; ++t) {
-        const double kv = kk[t];
-        const double prod = qk * kv;
-        const double abs_prod = std::fabs(prod);
-        // Sum2's step, two_sum(sum, prod) written out so that the lanes stay in registers.
-        const double s = sum[t] + prod;
-        const double b_virtual = s - sum[t];
-        const double a_virtual = s - b_virtual;
-        comp[t] += (sum[t] - a_virtual) + (prod - b_virtual);
-        sum[t] = s;
-        abs_sum[t] += abs_prod;
-        const bool tiny = (std::min(abs_qk, std::fabs(kv)) < kFlushOperand) | (abs_prod < kFlushResult);
-        dropped[t] += tiny ? abs_prod : 0.0;
-        k_check[t] += kv * 0.0;  // NaN once a non-finite K value passed
-      }
+      // A product may lose a low part or be flushed when an operand is below kFlushOperand (min(|q_k|, |k_jk|):
+      // with |q_k| NaN that minimum is NaN, never tiny) or the product below kFlushResult.
+      const int64_t q_tiny = abs_qk < kFlushOperand ? -1 : 0;
+      const int64_t q_nan = std::isnan(abs_qk) ? 0 : -1;
+      Lanes kv;
+      FLASHCHECK_LOAD_LANES(kv, k_block + k * kScoreLanes);
+      const Lanes prod = qk * kv;
+      const Lanes abs_prod = FLASHCHECK_ABS_LANES(prod);
+      // Sum2's step, two_sum(sum, prod), lane by lane.
+      const Lanes s = sum + prod;
+      const Lanes b_virtual = s - sum;
+      const Lanes a_virtual = s - b_virtual;
+      comp += (sum - a_virtual) + (prod - b_virtual);
+      sum = s;
+      abs_sum += abs_prod;
+      const LaneMask tiny = q_tiny | ((FLASHCHECK_ABS_LANES(kv) < kFlushOperand) & q_nan) | (abs_prod < kFlushResult);
+      dropped += reinterpret_cast<Lanes>(reinterpret_cast<LaneMask>(abs_prod) & tiny);  // abs_prod where tiny, else +0
+      k_check += kv * 0.0;  // NaN once a non-finite K value passed
     }
     for (int64_t t = 0; t < lanes; ++t) {
       const int64_t j = j0 + t;
@@ -357,15 +393,7 @@ FastRow fast_row(const RowView& view, FastScratch* scratch) {
     r.score_gap_weighted += p * g;
     r.score_flush_max = std::max(r.score_flush_max, abs_scale * flush[j]);
     if (p == 0.0) continue;
-    const double p_s = p * s_abs, p_g = p * g;
-    const double* __restrict vj = view.v + j * dim;
-    for (int64_t k = 0; k < dim; ++k) {
-      const double dev = std::fabs(vj[k] - o[k]);
-      abs_pv[k] += p * std::fabs(vj[k]);
-      dev_pv[k] += p * dev;
-      dev_pv_score[k] += p_s * dev;
-      dev_pv_gap[k] += p_g * dev;
-    }
+    add_ingredients(view.v + j * dim, o, p, p * s_abs, p * g, dim, abs_pv, dev_pv, dev_pv_score, dev_pv_gap);
   }
   // The sink: value row 0, so |v - O| = |O|; no score condition; its gap joins the gap sum (the gap maximum stays
   // the keys': bound_row takes the sink's from m and sink).
