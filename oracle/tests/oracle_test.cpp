@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -878,6 +879,77 @@ TEST(OracleSampling, WindowEdgesAndTrailingMaskedRows) {
 }
 
 // ---- throughput (quoted in docs/error-model.md): seqlen_k 4096, head_dim 128, one core
+
+// compute_rows() in parallel is compute_row() bit for bit, whatever the thread count: rows of every length (a
+// causal mask), a softcap, a sink, a NaN in one row's keys; both tiers.
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof(a)) == 0; }
+
+void expect_same_row(const RowResult& a, const RowResult& b, const std::string& what) {
+  ASSERT_EQ(a.o.size(), b.o.size()) << what;
+  for (size_t k = 0; k < a.o.size(); ++k) {
+    EXPECT_TRUE(same_bits(a.o[k], b.o[k]) && same_bits(a.o_err[k], b.o_err[k]) &&
+                same_bits(a.dev_pv[k], b.dev_pv[k]) && same_bits(a.dev_pv_gap[k], b.dev_pv_gap[k]) &&
+                same_bits(a.abs_pv[k], b.abs_pv[k]) && same_bits(a.abs_v_sum[k], b.abs_v_sum[k]))
+        << what << " col " << k;
+  }
+  EXPECT_TRUE(same_bits(a.lse, b.lse) && same_bits(a.m, b.m) && same_bits(a.l, b.l) &&
+              same_bits(a.lse_err, b.lse_err) && same_bits(a.score_gap_weighted, b.score_gap_weighted) &&
+              same_bits(a.score_flush_max, b.score_flush_max))
+      << what;
+  EXPECT_EQ(a.nonfinite_input, b.nonfinite_input) << what;
+  EXPECT_EQ(a.nonfinite_score, b.nonfinite_score) << what;
+}
+
+TEST(OracleRows, ParallelIsRowByRowBitForBit) {
+  TestProblem p = make_shape(Format::kBF16, 37, 300, 24, kCausalBottomRight, 1, 2, 1);
+  fill_normal(&p, 5, 1, 2, 1);
+  p.softcap = 30.0;
+  p.sink = {1.5, -2.0};
+  p.k[7 * 24 + 3] = std::numeric_limits<double>::quiet_NaN();  // key 7: rows that see it are NaN rows
+  const Problem problem = p.view();
+  std::vector<RowRef> rows;
+  for (int64_t h = 0; h < 2; ++h) {
+    for (int64_t i = 36; i >= 0; --i) rows.push_back({0, h, i});
+  }
+  for (const Tier tier : {Tier::kFast, Tier::kGold}) {
+    const std::span<const RowRef> some = tier == Tier::kGold ? std::span<const RowRef>(rows).first(12)
+                                                             : std::span<const RowRef>(rows);
+    for (const int threads : {1, 3, 0}) {
+      RowsOptions options;
+      options.threads = threads;
+      int64_t last_done = -1, last_total = -1;
+      options.progress = [&](int64_t done, int64_t total) {
+        EXPECT_GE(done, last_done);
+        last_done = done;
+        last_total = total;
+      };
+      std::vector<int> per_row_calls(some.size(), 0);
+      options.per_row = [&](size_t index, const RowResult& r) {
+        ++per_row_calls[index];
+        EXPECT_EQ(r.row, some[index]);
+      };
+      const std::vector<RowResult> got = compute_rows(problem, some, tier, options);
+      ASSERT_EQ(got.size(), some.size());
+      int64_t terms = 0;
+      for (size_t r = 0; r < some.size(); ++r) {
+        expect_same_row(got[r], compute_row(problem, some[r], tier),
+                        std::string(to_string(tier)) + " threads " + std::to_string(threads) + " row " +
+                            std::to_string(r));
+        EXPECT_EQ(per_row_calls[r], 1);
+        terms += row_terms(problem, some[r]);
+      }
+      EXPECT_EQ(last_done, terms);
+      EXPECT_EQ(last_total, terms);
+    }
+  }
+}
+
+TEST(OracleRows, ARowOutsideTheProblemThrowsAfterTheLoop) {
+  TestProblem p = make_shape(Format::kF32, 4, 8, 4);
+  fill_normal(&p, 6, 1, 1, 1);
+  const std::vector<RowRef> rows = {{0, 0, 0}, {0, 0, 9}, {0, 0, 3}};
+  EXPECT_THROW(compute_rows(p.view(), rows, Tier::kFast), std::out_of_range);
+}
 
 TEST(OracleThroughput, FastAndGoldAtSeqlen4096HeadDim128) {
   TestProblem p = make_shape(Format::kF16, 16, 4096, 128);
