@@ -114,6 +114,7 @@ JudgeOptions judge_options() {
 }
 
 void assert_verdict(const Verdict& verdict) {
+  note_informative(verdict);
   if (!verdict.pass) RC_LOG() << verdict.report() << "\n";
   RC_ASSERT(verdict.pass);
 }
@@ -138,8 +139,9 @@ void set_input_value(HostInputs& in, char tensor, int64_t b, int64_t h, int64_t 
 
 ExactRow exact_row(const HostInputs& in, const KernelConfig& config, const oracle::RowRef& row) {
   ExactRow r;
-  r.exact = oracle::compute_row(in.problem(), row, oracle::Tier::kFast);
-  r.bound = oracle_bound(r.exact, in.params, config);
+  const oracle::Problem problem = in.problem();
+  r.exact = oracle::compute_row(problem, row, oracle::Tier::kFast);
+  r.bound = oracle_bound(problem, row, r.exact, in.params, config);
   return r;
 }
 
@@ -148,7 +150,7 @@ ExactRow exact_row_without_sink(const HostInputs& in, const KernelConfig& config
   problem.sink = {};
   ExactRow r;
   r.exact = oracle::compute_row(problem, row, oracle::Tier::kFast);
-  r.bound = oracle_bound(r.exact, in.params, config);
+  r.bound = oracle_bound(problem, row, r.exact, in.params, config);
   return r;
 }
 

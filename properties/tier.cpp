@@ -26,6 +26,7 @@ Backend g_backend = Backend::kHostModel;
 struct Coverage {
   int64_t cases = 0;
   std::map<std::string, int64_t> words;
+  std::map<std::string, std::pair<int64_t, int64_t>> informative;  // dtype -> (informative O checks, O checks)
 };
 Coverage& coverage() {
   static Coverage c;
@@ -50,6 +51,14 @@ void print_coverage(std::ostream& os, const std::string& test) {
     os << "  " << std::left << std::setw(10) << key << std::right;
     for (const auto& [value, n] : entries) {
       os << ' ' << value << ':' << std::fixed << std::setprecision(0) << 100.0 * double(n) / double(cov.cases) << '%';
+    }
+    os << '\n';
+  }
+  if (!cov.informative.empty()) {
+    os << "  informative O checks (bound below max|v| of the column, docs/error-model.md section 4.9):";
+    for (const auto& [dtype, counts] : cov.informative) {
+      os << ' ' << dtype << ' ' << std::fixed << std::setprecision(1)
+         << 100.0 * double(counts.first) / double(std::max<int64_t>(counts.second, 1)) << "% of " << counts.second;
     }
     os << '\n';
   }
@@ -144,5 +153,13 @@ void note_case(const Case& c) {
 }
 
 void note_coverage(const std::string& word) { ++coverage().words[word]; }
+
+void note_informative(const Verdict& verdict) {
+  const std::string dtype = verdict.case_line.substr(0, verdict.case_line.find(' '));
+  auto& [informative, claims] = coverage().informative[dtype];
+  informative += verdict.o_informative;
+  claims += verdict.o_claims;
+  RC_CLASSIFY(verdict.o_informative < verdict.o_claims, "uninformative-O");
+}
 
 }  // namespace flashcheck::properties

@@ -10,6 +10,7 @@
 #include "flashcheck/case.h"
 #include "flashcheck/host_model.h"
 #include "flashcheck/runner.h"
+#include "flashcheck/verdict.h"
 
 namespace flashcheck::properties {
 
@@ -35,5 +36,8 @@ ModelDefect planted_defect();
 void note_case(const Case& c);
 // Extra words for the coverage table of the running test (e.g. "rescales=every-tile").
 void note_coverage(const std::string& word);
+// Counts the verdict's informative O checks per dtype (printed with the coverage) and tags a case with any
+// uninformative one in RC_CLASSIFY.
+void note_informative(const Verdict& verdict);
 
 }  // namespace flashcheck::properties

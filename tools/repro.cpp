@@ -139,7 +139,7 @@ void print_worst_row(const Verdict& v, const HostInputs& inputs, const RunOutput
   const oracle::Problem problem = inputs.problem();
   const oracle::RowRef row = v.o.where;
   const oracle::RowResult exact = oracle::compute_row(problem, row, tier);
-  const oracle::RowBound bound = oracle_bound(exact, inputs.params, out.config);
+  const oracle::RowBound bound = oracle_bound(problem, row, exact, inputs.params, out.config);
   const int64_t flat = (row.b * problem.heads_q + row.h) * problem.seqlen_q + row.i;
   std::printf("worst O row b=%lld h=%lld i=%lld (%lld visible keys%s):\n", static_cast<long long>(row.b),
               static_cast<long long>(row.h), static_cast<long long>(row.i), static_cast<long long>(exact.visible),

@@ -56,8 +56,11 @@ oracle::Problem oracle_problem(const Params& params, std::span<const double> q, 
   return p;
 }
 
-oracle::RowBound oracle_bound(const oracle::RowResult& exact, const Params& params, const KernelConfig& config) {
-  return oracle::bound_row(exact, to_oracle(params.dtype), to_oracle(config.path), config.block_n, params.head_dim);
+oracle::RowBound oracle_bound(const oracle::Problem& problem, oracle::RowRef row, const oracle::RowResult& exact,
+                              const Params& params, const KernelConfig& config) {
+  const oracle::OrderedSums sums = oracle::ordered_sums(problem, row, exact, config.block_n);
+  return oracle::bound_row(exact, to_oracle(params.dtype), to_oracle(config.path), config.block_n, params.head_dim,
+                           &sums);
 }
 
 std::vector<double> oracle_reference(const oracle::Problem& problem, oracle::RowRef row, const Params& params,

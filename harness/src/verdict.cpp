@@ -167,6 +167,7 @@ bool no_usable_key(const oracle::Problem& p, const oracle::RowRef& row) {
 // ---- The oracle's side of each row, computed ahead of the checks in parallel over rows (oracle::compute_rows),
 // kChunkRows rows at a time so that memory stays bounded for problems of any size. Each row's slot is written
 // by the one thread that computed the row: the checks that follow see the same values for any thread count.
+constexpr size_t kVacuousListed = 8;  // vacuous rows named in the report
 constexpr size_t kChunkRows = 1024;
 
 struct RowPrep {
@@ -199,7 +200,7 @@ RowChunk prepare_chunk(const oracle::Problem& problem, const std::vector<oracle:
         sink == -kInf ? exact.lse == -kInf && exact.m == -kInf : no_usable_key(problem, row);
     prep.empty = exact.visible == 0 || (all_minus_inf && !exact.score_overflow);
     if (prep.empty) return;
-    prep.bound = oracle_bound(exact, inputs.params, config);
+    prep.bound = oracle_bound(problem, row, exact, inputs.params, config);
     // Tiled like the kernel (its block_n): P is rounded relative to the running max, so the reference must
     // see the same tiles to be a like-for-like same-precision computation (fuzz finding
     // model-rms-reference-untiled: a single-tile reference made a healthy model look 1.34x too noisy).
@@ -287,6 +288,10 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
     const double* got_o = outputs.o.data() + flat * head_dim;
     const double got_lse = outputs.lse[static_cast<size_t>(flat)];
     if (bound.unconstrained) ++v.unconstrained_rows;
+    if (bound.vacuous) {
+      ++v.vacuous_rows;
+      if (v.vacuous_listed.size() < kVacuousListed) v.vacuous_listed.push_back(row);
+    }
     // Scores beyond fp32's range: the kernel's scores are +-inf there, which can turn the row into one with no
     // usable key (O = 0, LSE = -inf) or into a NaN row; the exact row cannot say which. No value claim at all,
     // only the guards (unwritten elements, canaries, inputs) apply.
@@ -303,6 +308,16 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
     record(&v.lse, oracle::error_ratio(got_lse, exact.lse, bound.lse, bound.unconstrained), row, -1, got_lse, exact.lse,
            bound.lse);
     if (bound.unconstrained) continue;
+    for (int64_t k = 0; k < head_dim; ++k) {
+      const size_t kk = static_cast<size_t>(k);
+      if (!std::isfinite(exact.o[kk])) continue;
+      ++v.o_claims;
+      v.o_informative += std::isfinite(bound.o[kk]) && bound.o[kk] < bound.o_trivial[kk] ? 1 : 0;
+    }
+    if (std::isfinite(exact.lse)) {
+      ++v.lse_claims;
+      v.lse_informative += std::isfinite(bound.lse) && bound.lse < bound.lse_trivial ? 1 : 0;
+    }
 
     // Error in units of eps * A_k (A_k = sum_j p_j |v_jk|, the scale the error follows), and the RMS pool.
     const std::vector<double>& emulated = prep.emulated;  // the emulated reference (prepare_chunk), with check_rms
@@ -356,19 +371,45 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
                                 "(reference RMS error %.3g, %lld elements): systematic precision loss",
                                 v.rms_kernel, v.rms_ratio, v.rms_reference, static_cast<long long>(v.rms_count)));
   }
-  v.pass = v.failures.empty();
+  v.pass = v.outcome() == Verdict::Outcome::kPass;
   return v;
+}
+
+Verdict::Outcome Verdict::outcome() const {
+  if (!failures.empty()) return Outcome::kFail;
+  return vacuous_rows > 0 ? Outcome::kOutsideDomain : Outcome::kPass;
 }
 
 std::string Verdict::report() const {
   std::string out = "case: " + case_line + "\n";
-  out += format("verdict: %s", pass ? "PASS" : "FAIL");
-  if (!pass) out += format(" (%zu check%s failed)", failures.size(), failures.size() == 1 ? "" : "s");
+  const Outcome result = outcome();
+  out += format("verdict: %s", result == Outcome::kPass ? "PASS" : result == Outcome::kFail ? "FAIL" : "OUTSIDE DOMAIN");
+  if (result == Outcome::kFail) {
+    out += format(" (%zu check%s failed)", failures.size(), failures.size() == 1 ? "" : "s");
+  } else if (result == Outcome::kOutsideDomain) {
+    out += format(" (%lld row%s with no finite bound at %s length: neither passed nor failed)",
+                  static_cast<long long>(vacuous_rows), vacuous_rows == 1 ? "" : "s", vacuous_rows == 1 ? "its" : "their");
+  }
   out += "\nkernel: " + config + "\n";
   out += format("rows: %lld checked of %lld (%lld without visible keys, %lld outside the error model's domain), "
                 "%lld O elements\n",
                 static_cast<long long>(rows_checked), static_cast<long long>(rows_total), static_cast<long long>(empty_rows),
                 static_cast<long long>(unconstrained_rows), static_cast<long long>(elements_checked));
+  if (vacuous_rows > 0) {
+    out += "outside the domain (no finite worst-case bound at this length, docs/error-model.md section 4.9):";
+    for (const oracle::RowRef& r : vacuous_listed) {
+      out += format(" b=%lld h=%lld i=%lld;", static_cast<long long>(r.b), static_cast<long long>(r.h),
+                    static_cast<long long>(r.i));
+    }
+    if (vacuous_rows > static_cast<int64_t>(vacuous_listed.size())) out += " ...";
+    out += "\n";
+  }
+  if (o_claims > 0 || lse_claims > 0) {
+    out += format("informative: O %lld of %lld checks (%.1f%%), LSE %lld of %lld: the rest have bounds at or above "
+                  "the value range's\n",
+                  static_cast<long long>(o_informative), static_cast<long long>(o_claims), 100.0 * o_informative_fraction(),
+                  static_cast<long long>(lse_informative), static_cast<long long>(lse_claims));
+  }
   if (!failures.empty()) {
     out += "failures:\n";
     for (const std::string& f : failures) out += "  - " + f + "\n";

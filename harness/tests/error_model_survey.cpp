@@ -248,7 +248,7 @@ CaseResult judge_run(const Case& c, const HostInputs& in, const RunOutputs& out)
        oracle::sample_rows(problem, out.config.block_m, out.config.block_n, c.seed, kFullCheckRows, kRandomRows)) {
     const int64_t flat = (row.b * problem.heads_q + row.h) * problem.seqlen_q + row.i;
     const RowResult exact = oracle::compute_row(problem, row, oracle::Tier::kFast);
-    const RowBound bound = oracle_bound(exact, in.params, out.config);
+    const RowBound bound = oracle_bound(problem, row, exact, in.params, out.config);
     ++r.rows;
     r.unconstrained_rows += bound.unconstrained ? 1 : 0;
     const double* got = out.o.data() + flat * dim;

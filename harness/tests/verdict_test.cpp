@@ -87,7 +87,7 @@ TEST(Verdict, PerturbedElementFailsAndIsNamed) {
     const oracle::RowRef row{1, 2, 5};
     const int64_t col = 7;
     const oracle::RowResult exact = oracle::compute_row(j.inputs.problem(), row, oracle::Tier::kFast);
-    const oracle::RowBound bound = oracle_bound(exact, j.inputs.params, j.out.config);
+    const oracle::RowBound bound = oracle_bound(j.inputs.problem(), row, exact, j.inputs.params, j.out.config);
     const double want = exact.o[col];
     double x = round_to_dtype(j.c.dtype, want);
     while (std::fabs(x - want) <= bound.o[col]) x = next_up(j.c.dtype, x);

@@ -115,6 +115,45 @@ PathModel path_model(Format format, Arithmetic path, int64_t head_dim, int64_t n
   return pm;
 }
 
+// Long rows (docs/error-model.md §4.9): the roundings of the P*V accumulator per key and per tile on a path (an FMA
+// chain: one per key; mma: n_t + ceil(n_t / 4) <= 1.25 n_t + 1 per tile, k >= 4; split tf32: three products per
+// product), the growth of the errors already made through every later rounding of the same accumulator (each errs by
+// u of a partial sum that carries them: a factor (1 + u) per rounding, at most e^(u * roundings)), and l's accumulated
+// rounding relative to l.
+struct RunningModel {
+  double per_key = 1.0, per_tile = 0.0;  // P*V roundings: per_key * n_t + per_tile per tile
+  double pv_growth = 1.0;
+  double l_rel = 0.0;
+};
+RunningModel running_model(Arithmetic path, const PathModel& pm, const OrderedSums& s, bool has_sink, int32_t block_n,
+                           double theta_max) {
+  RunningModel rm;
+  const double n = static_cast<double>(s.keys), t = static_cast<double>(s.tiles), u = kU32;
+  const double mma_per_key = 1.0 + 1.0 / static_cast<double>(kMmaKMin);
+  switch (path) {
+    case Arithmetic::kGeneralFp32: break;
+    case Arithmetic::kTensorCore: rm.per_key = mma_per_key, rm.per_tile = 1.0; break;
+    case Arithmetic::kSplitTf32: rm.per_key = 3 * mma_per_key, rm.per_tile = 1.0; break;
+  }
+  const double sink_rounds = has_sink ? 1.0 : 0.0;
+  rm.pv_growth = std::exp(pm.pv_unit * (rm.per_key * n + rm.per_tile * t) + u * (t + sink_rounds)) * kSafety;
+  // l takes fp32 p (weights within 1 + theta_max of the exact ones). The general family sums each tile's p on its own
+  // and adds it with one FMA, l = fma(l, alpha, tile sum): a tile's partial sums lie within L_t, the FMA's result
+  // within the prefix, and the errors made compound only through the tile's own sum and the later FMAs. The mma
+  // families keep per-thread running sums across tiles (a thread's share of each tile added into its sum, rescaled
+  // once per tile) and add the quad's four shares at the end (two more roundings of at most l): chains whose partial
+  // sums lie within the prefix of l. A sink's merge rounds l twice more (l alpha, + its weight).
+  const double block = block_n > 0 ? std::min<double>(block_n, n) : n;
+  if (path == Arithmetic::kGeneralFp32) {
+    rm.l_rel = std::exp(u * (t + block + 2 * sink_rounds)) * u * (1 + theta_max) * (s.l_tile_sums + s.l_after_tiles);
+  } else {
+    rm.l_rel = std::exp(u * (n + t + 2 + 2 * sink_rounds)) * u * (1 + theta_max) * (s.l_chain + 2);
+  }
+  if (has_sink) rm.l_rel += 2 * u * (1 + theta_max) * std::exp(u * (n + t + 4));
+  rm.l_rel *= kSafety;
+  return rm;
+}
+
 // Output rounding to the format: relative part and absolute floor (fp16 subnormal spacing; otherwise the
 // fp32 flush-to-zero of the division result). fp32 O is the division result itself: no extra rounding.
 double output_unit(Format format) { return format == Format::kF32 ? 0.0 : unit_roundoff(format); }
@@ -150,6 +189,13 @@ RowBound sink_only_bound(const RowResult& exact, Format format) {
   return b;
 }
 
+// A bound computed on its own path keeps the trivial bounds bound_row set first.
+RowBound with_trivial(RowBound bound, const RowBound& trivial) {
+  bound.o_trivial = trivial.o_trivial;
+  bound.lse_trivial = trivial.lse_trivial;
+  return bound;
+}
+
 }  // namespace
 
 double unit_roundoff(Format format) {
@@ -161,10 +207,18 @@ double unit_roundoff(Format format) {
   return 0.0;
 }
 
-RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32_t block_n, int64_t head_dim) {
+RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32_t block_n, int64_t head_dim,
+                   const OrderedSums* sums) {
   RowBound b;
   const size_t dim = exact.o.size();
   b.o.assign(dim, 0.0);
+  b.o_trivial.assign(dim, kInf);
+  for (size_t k = 0; k < dim && k < exact.abs_v_sum.size(); ++k) {
+    const bool col_known = sums != nullptr && sums->valid && sums->v_col_max.size() == dim;
+    b.o_trivial[k] = col_known ? sums->v_col_max[k] : std::min(exact.max_abs_v, exact.abs_v_sum[k]);
+  }
+  b.lse_trivial = std::max(std::log(static_cast<double>(exact.visible) + (std::isfinite(exact.sink) ? 1 : 0)),
+                           std::log(2.0));
   b.unconstrained = exact.nonfinite_score || exact.score_overflow || exact.accum_overflow;
   if (path == Arithmetic::kTensorCore) {
     for (const double col : exact.abs_v_sum) b.unconstrained |= std::isfinite(col) && col > kTensorCoreAccumGuard;
@@ -233,10 +287,10 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // acc alpha).
   bool sink_weighs = false;
   if (has_sink) {
-    if (exact.keys_m == -kInf) return sink_only_bound(exact, format);
+    if (exact.keys_m == -kInf) return with_trivial(sink_only_bound(exact, format), b);
     const double margin = kGapCap + score_err_max + m_below +
                           2 * kTwoRoundings * (std::fabs(exact.sink) + std::fabs(exact.keys_m));
-    if (exact.sink - exact.keys_m > margin) return sink_only_bound(exact, format);
+    if (exact.sink - exact.keys_m > margin) return with_trivial(sink_only_bound(exact, format), b);
     sink_weighs = exact.keys_m - exact.sink <= margin;
   }
 
@@ -264,8 +318,25 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // The first-order analysis needs the oracle's own O and l to first order.
   const bool linear = first_order_accurate(exact) && x_max <= kLinearizationLimit && theta_mean <= kLinearizationLimit;
 
+  // The accumulations' own rounding, relative to what they add up: gamma of the longest chain (§4.2), or from the
+  // running sums in the kernel's order (§4.9), per column for P*V; the smaller holds.
   const double g_pv = gamma_n(pm.pv_terms, pm.pv_unit);
-  const double g_l = gamma_n(pm.l_terms, pm.l_unit);
+  double g_l = gamma_n(pm.l_terms, pm.l_unit);
+  std::vector<double> run_pv;  // per column: the P*V accumulation's error in units of O (weights' errors included)
+  double pv_growth = 1 + g_pv;  // what the accumulation may grow an error made before it by
+  if (sums != nullptr && sums->valid && sums->pv_keys.size() == dim) {
+    const RunningModel rm = running_model(path, pm, *sums, has_sink, block_n, theta_max);
+    pv_growth = std::min(pv_growth, rm.pv_growth);
+    run_pv.resize(dim);
+    for (size_t k = 0; k < dim; ++k) {
+      run_pv[k] = rm.pv_growth * (1 + pm.p_round) *
+                  (pm.pv_unit * (rm.per_key * (sums->pv_keys[k] + theta_max * sums->pv_prefix_keys[k]) +
+                                 rm.per_tile * (sums->pv_tiles[k] + theta_max * sums->pv_prefix_tiles[k])) +
+                   u * (sums->pv_rescale[k] + theta_max * sums->pv_prefix_tiles[k]) +
+                   (has_sink ? u * (std::fabs(exact.o[k]) + theta_max * exact.abs_pv[k]) : 0.0));
+    }
+    if (theta_mean < 1) g_l = std::min(g_l, rm.l_rel / (1 - theta_mean));
+  }
   const double g_div = (1 + kDivisionUnits * u) / (1 - g_l) - 1;  // relative error of acc / l beyond the sums
   const double u_out = output_unit(format), out_floor = output_floor(format);
   for (size_t k = 0; k < dim; ++k) {
@@ -282,9 +353,12 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
               (1 - theta_mean) +
           flush_w * (exact.abs_v_sum[k] + nd * o_abs) * floor_scale;
       // The numerator alone: P rounded before P*V (l keeps fp32 P), and the P*V accumulation.
+      const double accumulation = (1 + theta_max) * g_pv * (1 + pm.p_round) * exact.abs_pv[k];
       const double numerator =
-          (1 + theta_max) / (1 - theta_mean) * (pm.p_round + g_pv * (1 + pm.p_round)) * exact.abs_pv[k] +
-          (pm.p_round_abs * (1 + g_pv) * exact.abs_v_sum[k] + nd * kFlushProduct) * floor_scale;
+          ((1 + theta_max) * pm.p_round * exact.abs_pv[k] +
+           (run_pv.empty() ? accumulation : std::min(accumulation, run_pv[k]))) /
+              (1 - theta_mean) +
+          ((pm.p_round_abs > 0 ? pm.p_round_abs * pv_growth * exact.abs_v_sum[k] : 0.0) + nd * kFlushProduct) * floor_scale;
       const double shift = weights + numerator;
       pre = shift * (1 + g_div) + g_div * o_abs;
     } else {
@@ -303,6 +377,24 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
     // The hull bounds |got| + |want| with want the oracle's own O (o_abs): it holds whatever the oracle's
     // accuracy, so the oracle's error is added only to the first-order bound.
     b.o[k] = kSafety * (pre + out_rounding + out_floor + (linear ? exact.o_err[k] : 0.0));
+  }
+
+  // No finite bound at this length (l's accumulated rounding may reach l itself, so may the division's): the row is
+  // outside the domain, reported as such and never passed (§4.9).
+  // That is: l's sum may be off by all of l, or a finite column's P*V sum has no finite bound (gamma of the chain
+  // past 1 / u, and no running sums or none that is finite); and a bound that came out NaN or negative is never used.
+  bool vacuous = !(g_l < 1);
+  for (size_t k = 0; k < dim && !vacuous; ++k) {
+    if (!std::isfinite(exact.o[k])) continue;
+    const bool no_accumulation_bound =
+        !std::isfinite(g_pv) && (!linear || run_pv.empty() || !std::isfinite(run_pv[k]));
+    if (no_accumulation_bound || std::isnan(b.o[k]) || b.o[k] < 0) vacuous = true;
+  }
+  if (vacuous) {
+    std::fill(b.o.begin(), b.o.end(), kInf);
+    b.lse = b.m = b.l_rel = kInf;
+    b.unconstrained = b.vacuous = true;
+    return b;
   }
 
   // m: the computed max is within the largest score error of the exact max (a sink's own conversion is part of

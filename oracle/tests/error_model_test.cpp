@@ -899,3 +899,136 @@ TEST(ErrorModelVerdict, LGivenMKeepsTheLowPartOfALargeMax) {
 
 }  // namespace
 }  // namespace flashcheck::oracle
+
+namespace flashcheck::oracle {
+namespace {
+
+// A row of n keys with equal scores (all weights 1/n) and V alternating +1, -1 (d = 1), in tiles of 64, as the
+// running sums of ordered_sums() describe it: S_t0 = 0 at every tile start, M_t = 64/n, L_t = 64/n.
+struct LongRow {
+  RowResult exact;
+  OrderedSums sums;
+};
+LongRow equal_weights_alternating_v(int64_t n) {
+  const double nd = static_cast<double>(n), tile = 64, tiles = std::ceil(nd / tile);
+  LongRow r;
+  RowResult& e = r.exact;
+  e.visible = e.seqlen_k = n;
+  e.o = {0.0};
+  e.lse = std::log(nd);
+  e.m = 0.0;
+  e.l = nd;
+  e.abs_pv = {1.0};
+  e.dev_pv = {1.0};
+  e.dev_pv_score = {0.0};
+  e.dev_pv_gap = {0.0};
+  e.abs_v_sum = {nd};
+  e.max_abs_v = 1.0;
+  e.o_err = {0.0};
+  e.keys_m = 0.0;
+  OrderedSums& s = r.sums;
+  s.valid = true;
+  s.keys = n;
+  s.tiles = static_cast<int64_t>(tiles);
+  s.pv_keys = {tiles * tile * (tile / nd)};
+  s.pv_tiles = {tiles * (tile / nd)};
+  s.pv_rescale = {0.0};
+  s.pv_prefix_keys = {tile * (tiles * (tiles + 1) / 2) * (tile / nd)};
+  s.pv_prefix_tiles = {(tiles * (tiles + 1) / 2) * (tile / nd)};
+  s.l_tile_sums = tiles * (tile - 1) * (tile / nd);
+  s.l_after_tiles = (tiles * (tiles + 1) / 2) * (tile / nd);
+  s.l_chain = (tile + 1) * s.l_after_tiles;
+  s.v_col_max = {1.0};
+  return r;
+}
+
+// Long rows (section 4.9): from one key to 17M, fp32 d = 1 on the general path, the bound is finite, non-negative
+// and informative (below max|v|), where gamma_n passes 1 at 2^24 keys; it grows with the length. At 10^8 keys in
+// tiles of 64 the per-tile rescale's exp2 error, counted at every one of 1.6M tiles, passes the linearization
+// limit: the row is vacuous, outside the domain, every bound infinite, never NaN or negative.
+TEST(ErrorModelLongRows, FiniteAndInformativeFromOneKeyTo17M) {
+  double previous = 0.0;
+  for (const int64_t n : {int64_t{1}, int64_t{1000}, int64_t{1000000}, int64_t{16} << 20, int64_t{17000000}}) {
+    const LongRow row = equal_weights_alternating_v(n);
+    const RowBound b = bound_row(row.exact, Format::kF32, Arithmetic::kGeneralFp32, 64, 1, &row.sums);
+    SCOPED_TRACE("n = " + std::to_string(n));
+    EXPECT_FALSE(b.vacuous);
+    ASSERT_TRUE(std::isfinite(b.o[0]) && b.o[0] >= 0) << b.o[0];
+    EXPECT_LT(b.o[0], b.o_trivial[0]);
+    EXPECT_TRUE(std::isfinite(b.lse) && b.lse >= 0) << b.lse;
+    EXPECT_LT(b.lse, b.lse_trivial);
+    EXPECT_GE(b.o[0], previous);
+    previous = b.o[0];
+  }
+  // 17M keys: finite where gamma_n's n u > 1, and a quarter of max|v| at most.
+  EXPECT_LT(previous, 0.25);  // the weights' per-tile rescale errors dominate it there
+  const LongRow row = equal_weights_alternating_v(100000000);
+  const RowBound b = bound_row(row.exact, Format::kF32, Arithmetic::kGeneralFp32, 64, 1, &row.sums);
+  EXPECT_TRUE(b.vacuous);
+  EXPECT_TRUE(std::isinf(b.o[0]) && std::isinf(b.lse));
+}
+
+TEST(ErrorModelLongRows, WithoutRunningSumsLongRowsAreVacuousNeverNaN) {
+  for (const int64_t n : {int64_t{16} << 20, int64_t{17000000}, int64_t{100000000}}) {
+    const LongRow row = equal_weights_alternating_v(n);
+    for (const Arithmetic path : {Arithmetic::kGeneralFp32, Arithmetic::kTensorCore, Arithmetic::kSplitTf32}) {
+      const RowBound b = bound_row(row.exact, Format::kF32, path, 64, 1);
+      SCOPED_TRACE("n = " + std::to_string(n));
+      EXPECT_TRUE(b.vacuous);
+      EXPECT_TRUE(b.unconstrained);
+      EXPECT_FALSE(std::isnan(b.o[0]) || std::isnan(b.lse) || std::isnan(b.m) || std::isnan(b.l_rel));
+      EXPECT_GE(b.o[0], 0.0);
+    }
+  }
+  // The mma paths' l is a chain of per-thread running sums: at 10^8 keys its rounding may reach l.
+  const LongRow row = equal_weights_alternating_v(100000000);
+  const RowBound b = bound_row(row.exact, Format::kF32, Arithmetic::kTensorCore, 64, 1, &row.sums);
+  EXPECT_TRUE(b.vacuous);
+  EXPECT_TRUE(std::isinf(b.o[0]));
+}
+
+// ordered_sums() computes what its definition says (error_model.h), on a row of three tiles, the last one short.
+TEST(ErrorModelLongRows, OrderedSumsMatchTheirDefinitionOnASmallRow) {
+  TestProblem tp = make_shape(Format::kF32, 1, 300, 2);
+  fill_normal(&tp, 7, 1.0, 1.0, 1.0);
+  const Problem p = tp.view();
+  const RowRef row{0, 0, 0};
+  const RowResult exact = compute_row(p, row, Tier::kGold);
+  const OrderedSums s = ordered_sums(p, row, exact, 128);
+  ASSERT_TRUE(s.valid);
+  EXPECT_EQ(s.keys, 300);
+  EXPECT_EQ(s.tiles, 3);
+  // By hand: tiles [0, 128), [128, 256), [256, 300).
+  double sum[2] = {0, 0}, want_keys[2] = {0, 0}, want_rescale[2] = {0, 0}, l_prefix = 0, want_chain = 0;
+  for (const auto& [j0, j1] : {std::pair<int, int>{0, 128}, {128, 256}, {256, 300}}) {
+    double tile_abs[2] = {0, 0}, tile_l = 0;
+    const double start[2] = {sum[0], sum[1]};
+    for (int j = j0; j < j1; ++j) {
+      double dot = 0;
+      for (int k = 0; k < 2; ++k) dot += tp.q[k] * tp.k[j * 2 + k];
+      const double pj = std::exp(p.scale * dot - exact.m) / exact.l;
+      tile_l += pj;
+      for (int k = 0; k < 2; ++k) {
+        sum[k] += pj * tp.v[j * 2 + k];
+        tile_abs[k] += std::fabs(pj * tp.v[j * 2 + k]);
+      }
+    }
+    for (int k = 0; k < 2; ++k) {
+      want_keys[k] += (j1 - j0) * (std::fabs(start[k]) + tile_abs[k]);
+      want_rescale[k] += std::fabs(start[k]);
+    }
+    l_prefix += tile_l;
+    want_chain += (j1 - j0 + 1) * l_prefix;
+  }
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_GE(s.pv_keys[k], want_keys[k]);
+    EXPECT_LE(s.pv_keys[k], want_keys[k] * (1 + 1e-9));
+    EXPECT_GE(s.pv_rescale[k], want_rescale[k]);
+    EXPECT_NEAR(s.pv_rescale[k], want_rescale[k], 1e-9 * (want_rescale[k] + 1));
+  }
+  EXPECT_GE(s.l_chain, want_chain);
+  EXPECT_NEAR(s.l_chain, want_chain, 1e-9 * want_chain);
+}
+
+}  // namespace
+}  // namespace flashcheck::oracle

@@ -26,8 +26,10 @@ oracle::Arithmetic to_oracle(ComputePath path);
 oracle::Problem oracle_problem(const Params& params, std::span<const double> q, std::span<const double> k,
                                std::span<const double> v, std::span<const double> sink = {});
 
-// The error model's bound for a row that `config` computed on `params`' inputs.
-oracle::RowBound oracle_bound(const oracle::RowResult& exact, const Params& params, const KernelConfig& config);
+// The error model's bound for row `row` of `problem` that `config` computed on `params`' inputs: the running sums
+// of the row in the kernel's key order (oracle::ordered_sums, its K/V tiles) included.
+oracle::RowBound oracle_bound(const oracle::Problem& problem, oracle::RowRef row, const oracle::RowResult& exact,
+                              const Params& params, const KernelConfig& config);
 
 // The same-precision emulated reference of the row, at `config`'s rounding points and K/V tiles.
 std::vector<double> oracle_reference(const oracle::Problem& problem, oracle::RowRef row, const Params& params,

@@ -39,10 +39,23 @@ struct Verdict {
   double rms_kernel = 0.0, rms_reference = 0.0;  // the two RMS errors, absolute
   int64_t rms_count = 0;                         // N, elements pooled
   int64_t rows_checked = 0, rows_total = 0, elements_checked = 0, unconstrained_rows = 0, empty_rows = 0;
+  // Rows outside the domain because no finite bound exists at their length (RowBound::vacuous), among the
+  // unconstrained ones, with the first few listed. A case whose every judged row is outside the domain is not a pass:
+  // outcome() says so.
+  int64_t vacuous_rows = 0;
+  std::vector<oracle::RowRef> vacuous_listed;
+  // Informative checks: a finite bound below what any point of the value range would meet (RowBound::o_trivial,
+  // lse_trivial). Of the O elements and LSE values with a finite claim (constrained rows, finite oracle value).
+  int64_t o_claims = 0, o_informative = 0, lse_claims = 0, lse_informative = 0;
+  double o_informative_fraction() const { return o_claims > 0 ? double(o_informative) / double(o_claims) : 1.0; }
   double max_err_eps = 0.0, rms_err_eps = 0.0;  // O error |got - want| / (eps * A_k), eps = 2u, A_k = sum_j p_j |v_jk|
   int64_t unwritten_o = 0, unwritten_lse = 0;   // the runner's guards, copied from RunOutputs for the report
   bool canaries_intact = true, inputs_unchanged = true;
   std::string report() const;          // multi-line report, the case line first
+  // pass, fail, or outside the domain: no check failed, but no row was judged by a finite bound (every row with a
+  // visible key is unconstrained or vacuous, and some is vacuous): neither a pass nor a failure.
+  enum class Outcome { kPass, kFail, kOutsideDomain };
+  Outcome outcome() const;
 };
 
 struct JudgeOptions {

@@ -20,7 +20,14 @@ struct RowBound {
                                // path reports the reference of its last tile (kTensorCoreRefSlackLog2)
   double l_rel = 0.0;          // relative bound on |l - l_ref| / l_ref, l_ref = l_given_m(exact, kernel's m);
                                // infinite where l is not judged (|m| beyond ~2^24, a sink of +inf)
-  bool unconstrained = false;  // outside the domain (non-finite score, score or accumulator overflow)
+  bool unconstrained = false;  // outside the domain (non-finite score, score or accumulator overflow, vacuous)
+  bool vacuous = false;        // outside the domain because no finite bound exists at this length (§4.9)
+  // The bounds a check must beat to tell anything: O*_k lies within max_j |v_jk| of 0 (a convex combination of the
+  // column, a sink adding the value 0), so with a bound of o_trivial[k] = max_j |v_jk| (or above) a kernel that
+  // writes zeros passes; LSE* lies in [m, m + ln(n + 1)], and a bound of lse_trivial = max(ln(n + 1), ln 2) admits
+  // any point of that range (or l off by a factor 2). Checks with bounds at or above these are uninformative.
+  std::vector<double> o_trivial;
+  double lse_trivial = 0.0;
 };
 
 // The tensor-core path rounds P relative to a tile's own max where that lies within this many log2 units of the
@@ -29,10 +36,35 @@ struct RowBound {
 // accumulators run up to 2^this above the running-max formulation's.
 inline constexpr double kTensorCoreRefSlackLog2 = 8.0;
 
+// The running-sum ingredients of a row in its kernel's key order (docs/error-model.md §4.9): keys ascending, in
+// K/V tiles of block_n keys whose boundaries lie at multiples of block_n in key index. In units of the exact O and
+// l (p_j = w_j / l, so the row's l is 1), per column k, for tiles t of n_t visible keys, S_t0 the exact sum of
+// p_j v_jk over the tiles before t, M_t = |S_t0| + sum over t's keys of |p_j v_jk| (every partial sum of the tile
+// lies within it, whatever order or grouping adds the tile), P_t the prefix of |p_j v_jk| through tile t, L_t =
+// sum over t's keys of p_j. Each is an upper bound (the ingredients' own evaluation is covered).
+struct OrderedSums {
+  bool valid = false;                   // false: not computed (non-finite inputs or scores, overflow)
+  std::vector<double> pv_keys;          // [head_dim] sum_t n_t M_t
+  std::vector<double> pv_tiles;         // [head_dim] sum_t M_t
+  std::vector<double> pv_rescale;       // [head_dim] sum_t |S_t0|
+  std::vector<double> pv_prefix_keys;   // [head_dim] sum_t n_t P_t
+  std::vector<double> pv_prefix_tiles;  // [head_dim] sum_t P_t
+  double l_tile_sums = 0.0;             // sum_t (n_t - 1) L_t
+  double l_after_tiles = 0.0;           // sum_t (L_0 + ... + L_t)
+  double l_chain = 0.0;                 // sum_t (n_t + 1) (L_0 + ... + L_t)
+  int64_t keys = 0, tiles = 0;          // visible keys, tiles holding one
+  std::vector<double> v_col_max;        // [head_dim] max over the visible keys of |v_jk|
+};
+OrderedSums ordered_sums(const Problem& problem, RowRef row, const RowResult& exact, int32_t block_n);
+
 // Bound for one row as computed in `arithmetic` on inputs of `format`, processed in K/V tiles of `block_n`;
 // head_dim is the length of the score dot products. The row's softcap and sink (RowResult) are part of it. The
 // bound includes the oracle tier's own error; it is never negative or NaN.
-RowBound bound_row(const RowResult& exact, Format format, Arithmetic arithmetic, int32_t block_n, int64_t head_dim);
+// With `sums` (ordered_sums of the row for the same block_n) the accumulations of P*V and l are bounded from the
+// running sums as well, the smaller bound taken (§4.9): what keeps long rows within reach. A row where neither gives
+// a finite bound (the sums' rounding can reach the size of the sum itself) is `vacuous`: outside the domain.
+RowBound bound_row(const RowResult& exact, Format format, Arithmetic arithmetic, int32_t block_n, int64_t head_dim,
+                   const OrderedSums* sums = nullptr);
 
 // Unit roundoff of a format: fp32 2^-24, fp16 2^-11, bf16 2^-8.
 double unit_roundoff(Format format);
