@@ -3,7 +3,7 @@
 # The CUDA toolkit is not installed here: without nvcc the build is CPU-only and GPU tests skip.
 set -euo pipefail
 need=()
-for pkg in cmake ninja-build g++ libgtest-dev librapidcheck-dev libboost-dev clang libclang-rt-dev python3; do
+for pkg in cmake ninja-build g++ libgtest-dev librapidcheck-dev libboost-dev libcli11-dev nlohmann-json3-dev clang libclang-rt-dev python3; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then
