@@ -5,6 +5,22 @@
 #   ci/gpu_tier.sh build tests report sanitizer fuzz=SECONDS | fuzz-bg=SECONDS ... fuzz-wait  mutant=SECONDS bench
 # Without network: RapidCheck comes from .devdeps (ci/devdeps.sh pack, here) when it is not installed.
 set -uo pipefail
+if [[ $# -eq 0 || "${1:-}" == -h || "${1:-}" == --help ]]; then
+  cat <<'USAGE'
+usage: ci/gpu_tier.sh STEP...   (on a Hopper machine; logs in $FLASHCHECK_LOGS, summary in $OUT, default ./out)
+steps, run in the order given:
+  build            configure and build preset gpu (RapidCheck & co. from .devdeps without network)
+  tests            ctest -L gpu (JUnit XML: build/gpu/ctest-junit.xml), property case counts and RC_CLASSIFY
+  report           flashcheck-report --backend gpu
+  sanitizer        ctest -L sanitizer (compute-sanitizer memcheck, racecheck, initcheck, synccheck)
+  fuzz=SECONDS     fuzz_kernel for SECONDS;  fuzz-bg=SECONDS ... fuzz-wait: the same in the background
+  mutant=SECONDS   the planted kernel bug from an empty corpus, its finding replayed
+  bench            the benchmark (bench/run_bench.sh)
+environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.sh), OUT, FLASHCHECK_LOGS
+USAGE
+  [[ $# -eq 0 ]] && exit 2
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 # Prebuilt fuzz binaries (gzipped, built with clang elsewhere: the GPU image has no clang) in
 # FLASHCHECK_FUZZ_PREBUILT are unpacked and used by the fuzz steps.
