@@ -54,9 +54,13 @@ for step in "$@"; do
     tests)
       log "ctest -L gpu"
       # -V keeps the output of passing tests too: the RC_CLASSIFY distribution of the GPU properties.
-      ctest --preset gpu -V -j "${FLASHCHECK_CTEST_JOBS:-6}" >"$LOGS/ctest_gpu.log" 2>&1 || status=1
+      # JUnit XML beside the build for CI dashboards; the skipped tests with their reasons in the summary.
+      ctest --preset gpu -V -j "${FLASHCHECK_CTEST_JOBS:-6}" --output-junit "$PWD/build/gpu/ctest-junit.xml" \
+        >"$LOGS/ctest_gpu.log" 2>&1 || status=1
       grep -E "tests passed|tests failed|Total Test time|\*\*\*Failed|\*\*\*Skipped|\*\*\*Timeout" \
         "$LOGS/ctest_gpu.log" | tail -25 | tee -a "$LOGS/summary.txt"
+      python3 ci/skip_reasons.py build/gpu/ctest-junit.xml 2>&1 | tee -a "$LOGS/summary.txt"
+      cp build/gpu/ctest-junit.xml "$LOGS/" 2>/dev/null
       python3 ci/classify_summary.py "$LOGS/ctest_gpu.log" Gpu_Properties. 2>&1 | tee -a "$LOGS/summary.txt" ;;
     report)
       log "verification report on the GPU kernel (flashcheck-report)"

@@ -3,6 +3,7 @@
 #   1. preset `ci`: builds everything host-side and runs ctest (labels cpu and gpu; with no device the gpu
 #      tests report as skipped with their reason);
 #   2. preset `fuzz-cpu`: builds the CPU fuzz targets with clang, ASan and UBSan and runs their smoke tests.
+# Each ctest writes JUnit XML to build/<preset>/ctest-junit.xml; skipped tests are listed with their reasons.
 # The CUDA kernels are compiled and run in the GPU tier (ci/gpu_tier.sh), not here: see README.
 # On a GPU machine, FLASHCHECK_PRESET=gpu runs step 1 with the kernels built and the gpu tests run.
 set -euo pipefail
@@ -29,13 +30,19 @@ elapsed() { echo "flashcheck: $1 after $(( $(date +%s) - start )) s"; }
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$jobs"
 elapsed "build ($preset)"
-ctest --preset "$preset"
+# JUnit XML in the build directory for CI dashboards. CTest's summary names skipped tests without their reason
+# (only -V shows a test's output): ci/skip_reasons.py reads the reasons back from the XML and lists them.
+junit="$PWD/build/$preset/ctest-junit.xml"
+ctest_status=0
+ctest --preset "$preset" --output-junit "$junit" || ctest_status=$?
+python3 ci/skip_reasons.py "$junit" || true
 elapsed "ctest ($preset)"
+[ "$ctest_status" -eq 0 ] || exit "$ctest_status"
 
 if [ "${FLASHCHECK_SKIP_FUZZ_SMOKE:-0}" != 1 ]; then
   cmake --preset fuzz-cpu >/dev/null
   cmake --build --preset fuzz-cpu -j "$jobs"
   elapsed "build (fuzz-cpu)"
-  ctest --preset fuzz-cpu
+  ctest --preset fuzz-cpu --output-junit "$PWD/build/fuzz-cpu/ctest-junit.xml"
   elapsed "ctest (fuzz-cpu)"
 fi
