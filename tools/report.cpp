@@ -263,8 +263,6 @@ struct DtypeSummary {
   Worsts window, softcap, sink;  // the cases with each feature (a case may have several)
 };
 
-inline constexpr size_t kOutcomeCount = 5;
-
 // One case's result as the JSON lists it; `verdict` only for cases that ran.
 struct CaseRecord {
   std::string line;

@@ -3,6 +3,7 @@
 // row's values beside the oracle's. Every case ends in one outcome (pass, fail, rejected, unsupported, outside
 // the domain); the exit status is the most severe one (flashcheck/outcome.h, README "Exit codes").
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -185,7 +186,7 @@ int main(int argc, char** argv) {
   }
   Outcome result = Outcome::kPass;
   int cases = 0;
-  int counts[5] = {};
+  std::array<int, kOutcomeCount> counts{};
   std::string text;
   while (std::getline(file, text)) {
     const size_t start = text.find_first_not_of(" \t\r");
@@ -193,7 +194,7 @@ int main(int argc, char** argv) {
     ++cases;
     const Replayed r = replay(text, options);
     if (r.unavailable) return kExitUnavailable;
-    ++counts[static_cast<int>(r.outcome)];
+    ++counts[static_cast<size_t>(r.outcome)];
     result = most_severe(result, r.outcome);
   }
   if (cases == 0) return usage_error("'" + excerpt(options.file) + "' holds no case line");

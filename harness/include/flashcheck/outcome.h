@@ -5,6 +5,8 @@
 // BSD sysexits range, so they never collide with an outcome.
 #pragma once
 
+#include <cstddef>
+
 #include "flashcheck/attention.h"
 
 namespace flashcheck {
@@ -16,6 +18,7 @@ enum class Outcome : int {
   kUnsupported = 3,    // valid input that no compiled kernel serves
   kOutsideDomain = 4,  // ran, but every checked row lies outside the error model's domain: nothing was claimed
 };
+inline constexpr size_t kOutcomeCount = 5;  // Outcome values are 0 .. kOutcomeCount - 1 (tallies index by them)
 
 inline constexpr int kExitUsage = 64;        // bad command line (EX_USAGE): unknown option, malformed number
 inline constexpr int kExitNoInput = 66;      // an input file cannot be read (EX_NOINPUT)
