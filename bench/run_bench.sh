@@ -7,6 +7,11 @@
 #   bash bench/run_bench.sh BUILD_DIR OUT_DIR [--quick]
 # FLASHCHECK_BENCH_PREBUILT=1 skips the build and uses BUILD_DIR/bench/{flashcheck_bench,libflashcheck.so}.
 set -euo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
+  sed -n '2,8p' "$0" | cut -c3-
+  echo "usage: bench/run_bench.sh BUILD_DIR OUT_DIR [--quick]"
+  exit 0
+fi
 if [ $# -lt 2 ]; then
   echo "usage: bench/run_bench.sh BUILD_DIR OUT_DIR [--quick]" >&2
   exit 2

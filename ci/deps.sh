@@ -2,8 +2,12 @@
 # Installs what flashcheck needs and is missing, idempotently (apt). Called by ci/test.sh and ci/verify.sh.
 # The CUDA toolkit is not installed here: without nvcc the build is CPU-only and GPU tests skip.
 set -euo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
+  echo "usage: bash ci/deps.sh   (installs the missing Debian packages flashcheck builds with; sudo when not root)"
+  exit 0
+fi
 need=()
-for pkg in cmake ninja-build g++ libgtest-dev librapidcheck-dev libboost-dev clang libclang-rt-dev python3; do
+for pkg in cmake ninja-build g++ libgtest-dev librapidcheck-dev libboost-dev libcli11-dev nlohmann-json3-dev clang libclang-rt-dev python3; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then

@@ -5,6 +5,22 @@
 #   ci/gpu_tier.sh build tests report sanitizer fuzz=SECONDS | fuzz-bg=SECONDS ... fuzz-wait  mutant=SECONDS bench
 # Without network: RapidCheck comes from .devdeps (ci/devdeps.sh pack, here) when it is not installed.
 set -uo pipefail
+if [[ $# -eq 0 || "${1:-}" == -h || "${1:-}" == --help ]]; then
+  cat <<'USAGE'
+usage: ci/gpu_tier.sh STEP...   (on a Hopper machine; logs in $FLASHCHECK_LOGS, summary in $OUT, default ./out)
+steps, run in the order given:
+  build            configure and build preset gpu (RapidCheck & co. from .devdeps without network)
+  tests            ctest -L gpu (JUnit XML: build/gpu/ctest-junit.xml), property case counts and RC_CLASSIFY
+  report           flashcheck-report --backend gpu
+  sanitizer        ctest -L sanitizer (compute-sanitizer memcheck, racecheck, initcheck, synccheck)
+  fuzz=SECONDS     fuzz_kernel for SECONDS;  fuzz-bg=SECONDS ... fuzz-wait: the same in the background
+  mutant=SECONDS   the planted kernel bug from an empty corpus, its finding replayed
+  bench            the benchmark (bench/run_bench.sh)
+environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.sh), OUT, FLASHCHECK_LOGS
+USAGE
+  [[ $# -eq 0 ]] && exit 2
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 # Prebuilt fuzz binaries (gzipped, built with clang elsewhere: the GPU image has no clang) in
 # FLASHCHECK_FUZZ_PREBUILT are unpacked and used by the fuzz steps.
@@ -38,9 +54,13 @@ for step in "$@"; do
     tests)
       log "ctest -L gpu"
       # -V keeps the output of passing tests too: the RC_CLASSIFY distribution of the GPU properties.
-      ctest --preset gpu -V -j "${FLASHCHECK_CTEST_JOBS:-6}" >"$LOGS/ctest_gpu.log" 2>&1 || status=1
+      # JUnit XML beside the build for CI dashboards; the skipped tests with their reasons in the summary.
+      ctest --preset gpu -V -j "${FLASHCHECK_CTEST_JOBS:-6}" --output-junit "$PWD/build/gpu/ctest-junit.xml" \
+        >"$LOGS/ctest_gpu.log" 2>&1 || status=1
       grep -E "tests passed|tests failed|Total Test time|\*\*\*Failed|\*\*\*Skipped|\*\*\*Timeout" \
         "$LOGS/ctest_gpu.log" | tail -25 | tee -a "$LOGS/summary.txt"
+      python3 ci/skip_reasons.py build/gpu/ctest-junit.xml 2>&1 | tee -a "$LOGS/summary.txt"
+      cp build/gpu/ctest-junit.xml "$LOGS/" 2>/dev/null
       python3 ci/classify_summary.py "$LOGS/ctest_gpu.log" Gpu_Properties. 2>&1 | tee -a "$LOGS/summary.txt" ;;
     report)
       log "verification report on the GPU kernel (flashcheck-report)"

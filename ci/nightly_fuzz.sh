@@ -16,8 +16,21 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
+usage() {
+  cat <<'USAGE'
+usage: ci/nightly_fuzz.sh BUDGET_SECONDS OUTDIR
+  fuzz_kernel on every visible GPU and the CPU targets on the remaining cores for BUDGET_SECONDS, then merge the
+  corpora and write OUTDIR/summary.md (executions/s, coverage, corpus size, every finding with its case line).
+environment: FLASHCHECK_FUZZ_BUILD, FLASHCHECK_FUZZ_NO_BUILD=1, FLASHCHECK_FUZZ_CORPUS, FLASHCHECK_FUZZ_CPU_WORKERS
+exit status: 0 no finding, 1 findings, 2 usage or build error
+USAGE
+}
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
+  usage
+  exit 0
+fi
 if [ $# -ne 2 ] || ! [[ $1 =~ ^[0-9]+$ ]]; then
-  echo "usage: $0 BUDGET_SECONDS OUTDIR" >&2
+  usage >&2
   exit 2
 fi
 budget=$1

@@ -3,6 +3,14 @@
 # decoder) on a machine with clang and nvcc, and packs them, debug info stripped and gzipped, into DIR
 # (default .gpubin/fuzz) for a GPU machine without clang:  FLASHCHECK_FUZZ_PREBUILT=DIR ci/gpu_tier.sh fuzz=600
 set -euo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
+  cat <<'USAGE'
+usage: ci/pack_fuzz_bins.sh [DIR]
+  Builds the clang fuzz binaries (preset fuzz) and packs them stripped and gzipped into DIR (default .gpubin/fuzz)
+  for a GPU machine without clang: FLASHCHECK_FUZZ_PREBUILT=DIR ci/gpu_tier.sh fuzz=600
+USAGE
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 dir="${1:-.gpubin/fuzz}"
 cmake --preset fuzz >/dev/null

@@ -4,6 +4,18 @@
 # exact oracle and the error model) on the GPU kernel when a CUDA device is present, else on the host model.
 # Extra arguments go to flashcheck-report (e.g. --random 500, --backend model, --cases FILE).
 set -euo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
+  cat <<'USAGE'
+usage: bash ci/verify.sh [flashcheck-report options]
+  Installs what is missing, builds flashcheck-report (preset gpu with a GPU and nvcc, else ci) and prints the
+  verification report; exits with the report's status (README, "Exit codes").
+  Options go to flashcheck-report: --random N, --random-features N, --seed S, --backend gpu|model,
+  --cases FILE, --json PATH, --verbose (build/<preset>/tools/flashcheck-report --help lists them).
+environment:
+  FLASHCHECK_PRESET=ci|gpu   choose the build
+USAGE
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 bash ci/deps.sh
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"

@@ -15,6 +15,9 @@ function(flashcheck_gtest)
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main)
   flashcheck_warnings(${T_NAME})
-  gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+  # NO_PRETTY_VALUES: a parameterised test is named by its suffix (the name generator's configuration, e.g.
+  # Gpu/GpuShapes.TileBoundarySeqlensAllMasks/Bf16_Hdim128), not by the printed parameter as well; CTest pads every
+  # line to the longest name, so one long name makes every line long.
+  gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
                        PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
 endfunction()

@@ -2,36 +2,53 @@
 // a case-line file), one per line, so a binary crash file replays with flashcheck-repro like any finding:
 //   flashcheck-repro --backend gpu "$(flashcheck-fuzz-decode crash-1234)"
 // Cases over a target's cost limits are still printed, with a note on stderr (the target rejected them).
+// Exit status (flashcheck/outcome.h): 0 every file decoded to a valid case, 2 a decoded case is invalid (the
+// message names the field), 64 usage error, 66 a file cannot be read.
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <string>
 #include <vector>
 
 #include "case_decoder.h"
+#include "flashcheck/cli.h"
+#include "flashcheck/outcome.h"
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s FILE...  (prints the case line each fuzzer input decodes to)\n", argv[0]);
-    return 2;
-  }
-  int status = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::ifstream in(argv[i], std::ios::binary);
+  using namespace flashcheck;
+  CLI::App app{"Prints the case line each fuzzer input (crash file, corpus entry, case-line file) decodes to, one per "
+               "line, for flashcheck-repro.",
+               "flashcheck-fuzz-decode"};
+  std::vector<std::string> files;
+  app.add_option("files", files, "fuzzer inputs to decode")->required();
+  app.footer("example: flashcheck-repro --backend gpu \"$(flashcheck-fuzz-decode crash-1234)\"\n"
+             "exit codes: 0 decoded, 2 a decoded case is invalid (rejected), 64 usage error, 66 unreadable file");
+  if (const int early = cli::parse(app, argc, argv); early >= 0) return early;
+
+  int status = exit_code(Outcome::kPass);
+  for (const std::string& path : files) {
+    std::ifstream in(path, std::ios::binary);
     if (!in) {
-      std::fprintf(stderr, "%s: cannot read %s\n", argv[0], argv[i]);
-      status = 1;
+      std::fprintf(stderr, "flashcheck-fuzz-decode: cannot read %s\n", excerpt(path).c_str());
+      status = kExitNoInput;
       continue;
     }
     const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    flashcheck::fuzz::DecodeMode mode;
-    const flashcheck::Case c = flashcheck::fuzz::decode_case(bytes, &mode);
-    std::printf("%s\n", flashcheck::format_case(c).c_str());
-    if (!flashcheck::fuzz::within_limits(c, flashcheck::fuzz::kKernelLimits)) {
-      std::fprintf(stderr, "%s: %s decodes (%s) to a case over fuzz_kernel's cost limit (never run by the fuzzers)\n",
-                   argv[0], argv[i], flashcheck::fuzz::to_string(mode));
-    } else if (!flashcheck::fuzz::within_limits(c, flashcheck::fuzz::kModelLimits)) {
-      std::fprintf(stderr, "%s: %s decodes (%s) to a case over fuzz_model's cost limit (fuzz_kernel only)\n", argv[0],
-                   argv[i], flashcheck::fuzz::to_string(mode));
+    fuzz::DecodeMode mode;
+    const Case c = fuzz::decode_case(bytes, &mode);
+    std::printf("%s\n", format_case(c).c_str());
+    if (const Status valid = validate_case(c); !valid.ok()) {
+      std::fprintf(stderr, "flashcheck-fuzz-decode: %s decodes (%s) to an invalid case: %s\n", excerpt(path).c_str(),
+                   fuzz::to_string(mode), valid.message().c_str());
+      if (status == exit_code(Outcome::kPass)) status = exit_code(Outcome::kRejected);
+    } else if (!fuzz::within_limits(c, fuzz::kKernelLimits)) {
+      std::fprintf(stderr,
+                   "flashcheck-fuzz-decode: %s decodes (%s) to a case over fuzz_kernel's cost limit (never run by the "
+                   "fuzzers)\n",
+                   excerpt(path).c_str(), fuzz::to_string(mode));
+    } else if (!fuzz::within_limits(c, fuzz::kModelLimits)) {
+      std::fprintf(stderr, "flashcheck-fuzz-decode: %s decodes (%s) to a case over fuzz_model's cost limit (fuzz_kernel only)\n",
+                   excerpt(path).c_str(), fuzz::to_string(mode));
     }
   }
   return status;

@@ -4,10 +4,13 @@
 // with edges on tile boundaries, softcaps and sinks) plus seeded random cases, for each dtype, on the GPU kernel
 // (or the host model), and prints one line per failing case, a table per dtype (cases, failures, worst
 // error/bound ratio of O and LSE, max error in eps) and the same per feature (window, softcap, sink) and dtype.
-// Exit status: 0 all pass, 1 any failure, 2 usage error. Every line it prints about a case is replayable.
+// With --json PATH it also writes the results as JSON (docs/report-json.md). Exit status: the most severe
+// outcome over all cases (flashcheck/outcome.h, README "Exit codes"). Every line it prints about a case is
+// replayable.
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -20,11 +23,15 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "flashcheck/attention.h"
 #include "flashcheck/case.h"
+#include "flashcheck/cli.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/mask_names.h"
 #include "flashcheck/progress.h"
+#include "flashcheck/outcome.h"
 #include "flashcheck/runner.h"
 #include "flashcheck/verdict.h"
 
@@ -252,22 +259,82 @@ struct Worsts {
 
 struct DtypeSummary {
   int64_t cases = 0, failures = 0, rows = 0, elements = 0, fully_masked_cases = 0;
+  int64_t o_claims = 0, o_informative = 0, outside_domain = 0;  // informative O checks (verdict.h); OUTSIDE-DOMAIN cases
   double worst_o = 0.0, worst_lse = 0.0, max_err_eps = 0.0;
   std::string worst_case;
   Worsts window, softcap, sink;  // the cases with each feature (a case may have several)
 };
 
-int usage(const char* why) {
-  std::fprintf(stderr,
-               "flashcheck-report: %s\n"
-               "usage: flashcheck-report [--backend gpu|model] [--random N] [--random-features N] [--seed S]\n"
-               "                         [--cases FILE] [--verbose]\n"
-               "  --backend          gpu (default when a CUDA device is present) or model (the host model)\n"
-               "  --random           random cases per dtype besides the tile-boundary sweep (default %lld)\n"
-               "  --random-features  random cases per dtype with a window, softcap or sink (default %lld)\n"
-               "  --cases            run the case lines of FILE (one per line, '#' comments) instead of the sweep\n",
-               why, static_cast<long long>(kDefaultRandomPerDtype), static_cast<long long>(kDefaultRandomFeaturesPerDtype));
-  return 2;
+// One case's result as the JSON lists it; `verdict` only for cases that ran.
+struct CaseRecord {
+  std::string line;
+  Outcome outcome = Outcome::kPass;
+  std::string reason;
+  std::optional<Verdict> verdict;
+};
+
+// A ratio for JSON: non-finite ratios (a NaN where a number was expected) have no JSON number, so they are null.
+nlohmann::json ratio_json(double ratio) { return std::isfinite(ratio) ? nlohmann::json(ratio) : nlohmann::json(nullptr); }
+
+nlohmann::json worsts_json(const Worsts& w) {
+  return {{"cases", w.cases},
+          {"failed", w.failures},
+          {"worst_o_ratio", ratio_json(w.worst_o)},
+          {"worst_lse_ratio", ratio_json(w.worst_lse)},
+          {"worst_o_case", w.worst_case}};
+}
+
+// The report as JSON, docs/report-json.md: the same numbers as the printed tables plus one entry per case.
+nlohmann::json report_json(Backend backend, double seconds, Outcome overall,
+                           const std::array<int64_t, kOutcomeCount>& counts,
+                           const std::map<DType, DtypeSummary>& summary, const std::map<std::string, int64_t>& paths,
+                           const std::vector<CaseRecord>& records) {
+  nlohmann::json doc;
+  doc["schema"] = "flashcheck-report/1";
+  doc["backend"] = to_string(backend);
+  doc["seconds"] = seconds;
+  doc["outcome"] = to_string(overall);
+  doc["exit_code"] = exit_code(overall);
+  nlohmann::json& count = doc["counts"];
+  count["cases"] = records.size();
+  for (Outcome o : {Outcome::kPass, Outcome::kFail, Outcome::kRejected, Outcome::kUnsupported, Outcome::kOutsideDomain}) {
+    count[to_string(o)] = counts[static_cast<size_t>(o)];
+  }
+  doc["kernel_paths"] = paths;
+  doc["dtypes"] = nlohmann::json::array();
+  for (const auto& [dtype, s] : summary) {
+    doc["dtypes"].push_back({{"dtype", to_string(dtype)},
+                             {"cases", s.cases},
+                             {"failed", s.failures},
+                             {"rows_checked", s.rows},
+                             {"elements_checked", s.elements},
+                             {"fully_masked_cases", s.fully_masked_cases},
+                             {"worst_o_ratio", ratio_json(s.worst_o)},
+                             {"worst_lse_ratio", ratio_json(s.worst_lse)},
+                             {"max_o_err_eps", ratio_json(s.max_err_eps)},
+                             {"worst_o_case", s.worst_case},
+                             {"features",
+                              {{"window", worsts_json(s.window)},
+                               {"softcap", worsts_json(s.softcap)},
+                               {"sink", worsts_json(s.sink)}}}});
+  }
+  doc["cases"] = nlohmann::json::array();
+  for (const CaseRecord& r : records) {
+    nlohmann::json entry = {{"case", r.line}, {"outcome", to_string(r.outcome)}};
+    if (!r.reason.empty()) entry["reason"] = r.reason;
+    if (r.verdict) {
+      const Verdict& v = *r.verdict;
+      entry["kernel"] = v.config;
+      entry["o_ratio"] = ratio_json(v.o.ratio);
+      entry["lse_ratio"] = ratio_json(v.lse.ratio);
+      entry["rms_ratio"] = ratio_json(v.rms_ratio);
+      entry["max_o_err_eps"] = ratio_json(v.max_err_eps);
+      entry["rows_checked"] = v.rows_checked;
+      entry["failures"] = v.failures;
+    }
+    doc["cases"].push_back(std::move(entry));
+  }
+  return doc;
 }
 
 bool has_fully_masked_row(const Case& c) {
@@ -279,49 +346,57 @@ bool has_fully_masked_row(const Case& c) {
 
 int main(int argc, char** argv) {
   using namespace flashcheck;
-  Backend backend = device_available() ? Backend::kGpu : Backend::kHostModel;
+  std::string backend_name;
   int64_t random_per_dtype = kDefaultRandomPerDtype;
   int64_t random_features_per_dtype = kDefaultRandomFeaturesPerDtype;
   uint64_t seed = 20261122;
   std::string cases_file;
   bool verbose = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (arg == "--backend" && has_value) {
-      const std::string_view v = argv[++i];
-      if (v == "gpu") backend = Backend::kGpu;
-      else if (v == "model") backend = Backend::kHostModel;
-      else return usage("--backend takes gpu or model");
-    } else if (arg == "--random" && has_value) {
-      random_per_dtype = std::strtoll(argv[++i], nullptr, 10);
-      if (random_per_dtype < 0) return usage("--random takes a count >= 0");
-    } else if (arg == "--random-features" && has_value) {
-      random_features_per_dtype = std::strtoll(argv[++i], nullptr, 10);
-      if (random_features_per_dtype < 0) return usage("--random-features takes a count >= 0");
-    } else if (arg == "--seed" && has_value) {
-      seed = std::strtoull(argv[++i], nullptr, 10);
-    } else if (arg == "--cases" && has_value) {
-      cases_file = argv[++i];
-    } else if (arg == "--verbose") {
-      verbose = true;
-    } else {
-      return usage(("unknown or incomplete argument '" + std::string(arg) + "'").c_str());
-    }
+  CLI::App app{"The verification report: a sweep aimed at the kernel's tiles plus seeded random cases per dtype, each "
+               "judged against the oracle.",
+               "flashcheck-report"};
+  app.add_option("--backend", backend_name, "gpu (default when a CUDA device is present) or model (the host model)")
+      ->check(CLI::IsMember({"gpu", "model"}));
+  app.add_option("--random", random_per_dtype, "random cases per dtype besides the tile-boundary sweep")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--random-features", random_features_per_dtype,
+                 "random cases per dtype with a window, softcap or sink")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--seed", seed, "seed of the random cases' draws (a decimal uint64)")->capture_default_str();
+  app.add_option("--cases", cases_file, "run the case lines of FILE (one per line, '#' comments) instead of the sweep");
+  app.add_flag("--verbose", verbose, "print a line for every passing case too");
+  std::string json_path;
+  app.add_option("--json", json_path, "also write the results as JSON to PATH (schema: docs/report-json.md)");
+  app.footer(cli::kExitCodesHelp);
+  if (const int early = cli::parse(app, argc, argv); early >= 0) return early;
+  Backend backend = device_available() ? Backend::kGpu : Backend::kHostModel;
+  if (backend_name == "gpu") backend = Backend::kGpu;
+  if (backend_name == "model") backend = Backend::kHostModel;
+  if (backend == Backend::kGpu && !device_available()) {
+    std::fprintf(stderr, "flashcheck-report: --backend gpu: no CUDA device available\n");
+    return kExitUnavailable;
   }
-  if (backend == Backend::kGpu && !device_available()) return usage("--backend gpu: no CUDA device available");
 
   std::vector<Case> cases;
+  std::vector<CaseRecord> records;  // one per case, in order, for the JSON (rejected lines of --cases first)
   if (!cases_file.empty()) {
     std::ifstream in(cases_file);
-    if (!in) return usage(("cannot open " + cases_file).c_str());
+    if (!in) {
+      std::fprintf(stderr, "flashcheck-report: cannot open %s\n", excerpt(cases_file).c_str());
+      return kExitNoInput;
+    }
     std::string line;
     for (int line_no = 1; std::getline(in, line); ++line_no) {
       if (line.empty() || line[0] == '#') continue;
       Case c;
       if (Status st = parse_case(line, &c); !st.ok()) {
-        std::fprintf(stderr, "%s:%d: %s\n", cases_file.c_str(), line_no, st.message().c_str());
-        return 2;
+        // A line that does not parse is a rejected case (named by its line number), not the end of the report.
+        const Verdict v = refused(line, st);
+        std::printf("%s:%d: %s", excerpt(cases_file).c_str(), line_no, v.report().c_str());
+        records.push_back({v.case_line, v.outcome, v.reason, {}});
+        continue;
       }
       cases.push_back(c);
     }
@@ -351,29 +426,37 @@ int main(int argc, char** argv) {
     if (takes_window(c.mask)) features.push_back(&s.window);
     if (c.softcap > 0.0f) features.push_back(&s.softcap);
     if (c.sink) features.push_back(&s.sink);
-    const auto fail = [&] {
-      ++s.failures;
-      for (Worsts* w : features) ++w->failures;
-    };
     ++s.cases;
     for (Worsts* w : features) ++w->cases;
     s.fully_masked_cases += has_fully_masked_row(c) ? 1 : 0;
+    // A case that never ran: rejected or unsupported by its status (a CUDA error is a failure).
+    const auto refuse = [&](const char* stage, const Status& st) {
+      Verdict v = refused(format_case(c), st);
+      if (v.outcome == Outcome::kFail) {
+        ++s.failures;
+        for (Worsts* w : features) ++w->failures;
+      }
+      std::printf("%s (%s: %s)\n  %s\n", to_string(v.outcome), stage, st.message().c_str(), v.case_line.c_str());
+      records.push_back({v.case_line, v.outcome, std::string(stage) + ": " + st.message(), {}});
+    };
     HostInputs inputs;
     if (Status st = make_inputs(c, &inputs); !st.ok()) {
-      fail();
-      std::printf("FAIL (inputs: %s)\n  %s\n", st.message().c_str(), format_case(c).c_str());
+      refuse("inputs", st);
       continue;
     }
     const RunOutputs out = run_case(inputs, backend);
     if (!out.status.ok()) {
-      fail();
-      std::printf("FAIL (run: %s)\n  %s\n", out.status.message().c_str(), format_case(c).c_str());
+      refuse("run", out.status);
       continue;
     }
     ++paths[std::string(to_string(out.config.path)) + " " + out.config.name];
     const Verdict v = judge(c, inputs, out);
+    records.push_back({v.case_line, v.outcome, v.reason, v});
     s.rows += v.rows_checked;
     s.elements += v.elements_checked;
+    s.o_claims += v.o_claims;
+    s.o_informative += v.o_informative;
+    s.outside_domain += v.outcome == Outcome::kOutsideDomain ? 1 : 0;
     s.max_err_eps = std::max(s.max_err_eps, v.max_err_eps);
     if (v.o.ratio > s.worst_o) {
       s.worst_o = v.o.ratio;
@@ -382,10 +465,12 @@ int main(int argc, char** argv) {
     s.worst_lse = std::max(s.worst_lse, v.lse.ratio);
     for (Worsts* w : features) w->add(v);
     if (!v.pass) {
-      fail();
+      ++s.failures;
+      for (Worsts* w : features) ++w->failures;
       std::printf("FAIL\n%s\n", v.report().c_str());
     } else if (verbose) {
-      std::printf("pass  O %.3f  LSE %.3f  %s\n", v.o.ratio, v.lse.ratio, v.case_line.c_str());
+      std::printf("%s  O %.3f  LSE %.3f  %s\n", v.outcome == Outcome::kPass ? "pass" : to_string(v.outcome), v.o.ratio,
+                  v.lse.ratio, v.case_line.c_str());
     }
   }
   progress.update(static_cast<int64_t>(cases.size()), static_cast<int64_t>(cases.size()));
@@ -393,14 +478,17 @@ int main(int argc, char** argv) {
 
   std::printf("\nkernel paths run:\n");
   for (const auto& [name, count] : paths) std::printf("  %-40s %lld cases\n", name.c_str(), static_cast<long long>(count));
-  std::printf("\n| dtype | cases | failed | rows checked | elements | cases with fully masked rows | worst O err/bound | worst LSE err/bound | max O err (eps) |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("\n| dtype | cases | failed | outside domain | rows checked | elements | informative O checks | "
+              "cases with fully masked rows | worst O err/bound | worst LSE err/bound | max O err (eps) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   int64_t failures = 0;
   for (const auto& [dtype, s] : summary) {
     failures += s.failures;
-    std::printf("| %s | %lld | %lld | %lld | %lld | %lld | %.4f | %.4f | %.2f |\n", to_string(dtype),
-                static_cast<long long>(s.cases), static_cast<long long>(s.failures), static_cast<long long>(s.rows),
-                static_cast<long long>(s.elements), static_cast<long long>(s.fully_masked_cases), s.worst_o,
+    const double informative = s.o_claims > 0 ? 100.0 * double(s.o_informative) / double(s.o_claims) : 100.0;
+    std::printf("| %s | %lld | %lld | %lld | %lld | %lld | %.1f%% | %lld | %.4f | %.4f | %.2f |\n", to_string(dtype),
+                static_cast<long long>(s.cases), static_cast<long long>(s.failures),
+                static_cast<long long>(s.outside_domain), static_cast<long long>(s.rows),
+                static_cast<long long>(s.elements), informative, static_cast<long long>(s.fully_masked_cases), s.worst_o,
                 s.worst_lse, s.max_err_eps);
   }
   for (const auto& [dtype, s] : summary) {
@@ -422,7 +510,26 @@ int main(int argc, char** argv) {
       if (!w->worst_case.empty()) std::printf("worst O case %s %s: %s\n", to_string(dtype), name, w->worst_case.c_str());
     }
   }
-  std::printf("\n%s: %lld of %zu cases failed (%.1f s)\n", failures == 0 ? "PASS" : "FAIL",
-              static_cast<long long>(failures), cases.size(), seconds);
-  return failures == 0 ? 0 : 1;
+  std::array<int64_t, kOutcomeCount> counts{};
+  Outcome overall = Outcome::kPass;
+  for (const CaseRecord& r : records) {
+    ++counts[static_cast<size_t>(r.outcome)];
+    overall = most_severe(overall, r.outcome);
+  }
+  std::printf("\n%s: %lld of %zu cases failed, %lld rejected, %lld unsupported, %lld outside the domain (%.1f s)\n",
+              to_string(overall), static_cast<long long>(failures), records.size(),
+              static_cast<long long>(counts[static_cast<size_t>(Outcome::kRejected)]),
+              static_cast<long long>(counts[static_cast<size_t>(Outcome::kUnsupported)]),
+              static_cast<long long>(counts[static_cast<size_t>(Outcome::kOutsideDomain)]), seconds);
+  if (!json_path.empty()) {
+    const nlohmann::json doc = report_json(backend, seconds, overall, counts, summary, paths, records);
+    std::ofstream out(json_path);
+    out << doc.dump(1) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "flashcheck-report: cannot write %s\n", excerpt(json_path).c_str());
+      return kExitNoInput;
+    }
+    std::printf("JSON: %s\n", json_path.c_str());
+  }
+  return exit_code(overall);
 }

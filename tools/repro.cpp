@@ -1,45 +1,33 @@
 // flashcheck-repro: replays case lines (from the command line or a file, e.g. a fuzzer's finding) on the GPU
 // kernel and/or the host model, judges them against the oracle and prints the verdict report plus the worst
-// row's values beside the oracle's. Exit status: 0 every case passed, 1 some case failed, 2 usage, parse or
-// environment error (the message says which).
+// row's values beside the oracle's. Every case ends in one outcome (pass, fail, rejected, unsupported, outside
+// the domain); the exit status is the most severe one (flashcheck/outcome.h, README "Exit codes").
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "flashcheck/cli.h"
 #include "flashcheck/host_model.h"
 #include "flashcheck/oracle_bridge.h"
 #include "flashcheck/progress.h"
+#include "flashcheck/outcome.h"
 #include "flashcheck/verdict.h"
 
 namespace {
 
 using namespace flashcheck;
 
-constexpr int kExitPass = 0;
-constexpr int kExitFail = 1;
-constexpr int kExitUsage = 2;
 constexpr int64_t kColumnsAroundWorst = 3;  // columns printed either side of the worst O element
-
-constexpr const char* kUsage =
-    "usage: flashcheck-repro [--backend gpu|model|both] [--tier gold|fast] [--defect NAME] [--rows all|N]\n"
-    "                        \"<case line>\" | --file F\n"
-    "  --backend  where to run (default: gpu if a CUDA device is present, else model)\n"
-    "  --tier     oracle precision: gold (113-bit) or fast (double with error-free transformations; default)\n"
-    "  --defect   host model only: none, p-one-format-coarser, o-accum-in-dtype, missing-rescale, lse-base2\n"
-    "  --rows     all rows, or N: every row when there are at most N, else boundary rows plus N seeded random rows\n"
-    "  --file     one case line per line; blank lines and lines starting with '#' are skipped\n"
-    "example: flashcheck-repro \"bf16 b=2 hq=8 hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) "
-    "k=normal(0,3) v=uniform(-1,1) seed=42\"\n";
+constexpr ModelDefect kDefects[] = {ModelDefect::kNone, ModelDefect::kPOneFormatCoarser, ModelDefect::kOAccumInDtype,
+                                    ModelDefect::kMissingRescale, ModelDefect::kLseBase2};
 
 struct Options {
   std::vector<Backend> backends;
-  bool backend_chosen = false;
   oracle::Tier tier = oracle::Tier::kFast;
   ModelDefect defect = ModelDefect::kNone;
   JudgeOptions judge;
@@ -48,82 +36,67 @@ struct Options {
 };
 
 int usage_error(const std::string& message) {
-  std::fprintf(stderr, "flashcheck-repro: %s\n\n%s", message.c_str(), kUsage);
+  std::fprintf(stderr, "flashcheck-repro: %s\nRun with --help for more information.\n", message.c_str());
   return kExitUsage;
 }
 
 // Parses argv into *options; returns -1 to go on, or an exit status.
 int parse_args(int argc, char** argv, Options* options) {
+  CLI::App app{"Replays case lines on the GPU kernel and/or the host model and judges them against the oracle.",
+               "flashcheck-repro"};
+  std::string backend, tier = "fast", defect = "none", rows;
   std::vector<std::string> words;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    std::string v;
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return kExitPass;
-    } else if (arg == "--backend") {
-      if (!value(&v)) return usage_error("--backend needs gpu, model or both");
-      options->backend_chosen = true;
-      if (v == "gpu") {
-        options->backends = {Backend::kGpu};
-      } else if (v == "model") {
-        options->backends = {Backend::kHostModel};
-      } else if (v == "both") {
-        options->backends = {Backend::kGpu, Backend::kHostModel};
-      } else {
-        return usage_error("unknown backend '" + v + "' (gpu, model or both)");
-      }
-    } else if (arg == "--tier") {
-      if (!value(&v)) return usage_error("--tier needs gold or fast");
-      if (v == "gold") {
-        options->tier = oracle::Tier::kGold;
-      } else if (v == "fast") {
-        options->tier = oracle::Tier::kFast;
-      } else {
-        return usage_error("unknown tier '" + v + "' (gold or fast)");
-      }
-    } else if (arg == "--defect") {
-      if (!value(&v)) return usage_error("--defect needs a name");
-      bool found = false;
-      for (ModelDefect d : {ModelDefect::kNone, ModelDefect::kPOneFormatCoarser, ModelDefect::kOAccumInDtype,
-                            ModelDefect::kMissingRescale, ModelDefect::kLseBase2}) {
-        if (v == to_string(d)) {
-          options->defect = d;
-          found = true;
-        }
-      }
-      if (!found) return usage_error("unknown defect '" + v + "'");
-    } else if (arg == "--rows") {
-      if (!value(&v)) return usage_error("--rows needs all or a number");
-      if (v == "all") {
-        options->judge.full_check_limit = std::numeric_limits<int64_t>::max();
-      } else {
-        char* end = nullptr;
-        const long long n = std::strtoll(v.c_str(), &end, 10);
-        if (end == v.c_str() || *end != '\0' || n < 0) return usage_error("--rows: '" + v + "' is not all or a count");
-        options->judge.full_check_limit = n;
-        options->judge.random_rows = n;
-      }
-    } else if (arg == "--file") {
-      if (!value(&options->file)) return usage_error("--file needs a path");
-    } else if (arg.starts_with("--")) {
-      return usage_error("unknown option '" + std::string(arg) + "'");
-    } else {
-      words.emplace_back(arg);
-    }
-  }
+  std::vector<std::string> defect_names;
+  for (ModelDefect d : kDefects) defect_names.emplace_back(to_string(d));
+  app.add_option("--backend", backend, "where to run: gpu, model or both (default: gpu if a CUDA device is present, else model)")
+      ->check(CLI::IsMember({"gpu", "model", "both"}));
+  app.add_option("--tier", tier, "oracle precision: gold (113-bit) or fast (double with error-free transformations)")
+      ->check(CLI::IsMember({"gold", "fast"}))
+      ->capture_default_str();
+  app.add_option("--defect", defect, "host model only: run with this planted defect")
+      ->check(CLI::IsMember(defect_names))
+      ->capture_default_str();
+  app.add_option("--rows", rows, "all rows, or N: every row when there are at most N, else boundary rows plus N seeded "
+                                 "random rows (default 4096 / 64)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "all") return {};
+            if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 18) {
+              return "'" + v + "' is not all or a count";
+            }
+            return {};
+          },
+          "all|N"));
+  app.add_option("--file", options->file, "one case line per line; blank lines and lines starting with '#' are skipped");
+  app.add_option("case", words, "the case line (quoted, or its words as separate arguments), e.g. \"bf16 b=2 hq=8 "
+                                "hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) "
+                                "seed=42\"");
+  app.footer(cli::kExitCodesHelp);
+  if (const int early = cli::parse(app, argc, argv); early >= 0) return early;
+
   for (const std::string& w : words) options->line += (options->line.empty() ? "" : " ") + w;
   if (options->file.empty() == options->line.empty()) return usage_error("give exactly one of a case line or --file F");
-  if (options->defect != ModelDefect::kNone && options->backend_chosen &&
-      (options->backends.size() != 1 || options->backends[0] != Backend::kHostModel)) {
+  options->tier = tier == "gold" ? oracle::Tier::kGold : oracle::Tier::kFast;
+  for (ModelDefect d : kDefects) {
+    if (defect == to_string(d)) options->defect = d;
+  }
+  if (rows == "all") {
+    options->judge.full_check_limit = std::numeric_limits<int64_t>::max();
+  } else if (!rows.empty()) {
+    options->judge.full_check_limit = std::stoll(rows);
+    options->judge.random_rows = options->judge.full_check_limit;
+  }
+  if (backend == "gpu") {
+    options->backends = {Backend::kGpu};
+  } else if (backend == "model") {
+    options->backends = {Backend::kHostModel};
+  } else if (backend == "both") {
+    options->backends = {Backend::kGpu, Backend::kHostModel};
+  }
+  if (options->defect != ModelDefect::kNone && !backend.empty() && backend != "model") {
     return usage_error("--defect applies to the host model only (--backend model)");
   }
-  if (!options->backend_chosen) {
+  if (backend.empty()) {
     const bool gpu = device_available() && options->defect == ModelDefect::kNone;
     options->backends = {gpu ? Backend::kGpu : Backend::kHostModel};
     std::printf("backend: %s (default: %s)\n", to_string(options->backends[0]),
@@ -158,19 +131,25 @@ void print_worst_row(const Verdict& v, const HostInputs& inputs, const RunOutput
               bound.lse);
 }
 
-// Runs one case line on every chosen backend; returns an exit status.
-int replay(const std::string& line, const Options& options) {
+// Runs one case line on every chosen backend: its most severe outcome, or unavailable when the GPU backend
+// was asked for on a machine without a device.
+struct Replayed {
+  Outcome outcome = Outcome::kPass;
+  bool unavailable = false;
+};
+
+Replayed replay(const std::string& line, const Options& options) {
   Case c;
   if (Status s = parse_case(line, &c); !s.ok()) {
-    std::fprintf(stderr, "flashcheck-repro: cannot parse case line: %s\n  line: %s\n", s.message().c_str(), line.c_str());
-    return kExitUsage;
+    std::printf("%s\n", refused(line, s).report().c_str());
+    return {outcome_of(s.code())};
   }
   HostInputs inputs;
   if (Status s = make_inputs(c, &inputs); !s.ok()) {
-    std::fprintf(stderr, "flashcheck-repro: cannot build inputs: %s\n  line: %s\n", s.message().c_str(), line.c_str());
-    return kExitUsage;
+    std::printf("%s\n", refused(line, s).report().c_str());
+    return {outcome_of(s.code())};
   }
-  int result = kExitPass;
+  Replayed result;
   for (Backend backend : options.backends) {
     RunOptions run;
     run.model.defect = options.defect;
@@ -178,7 +157,7 @@ int replay(const std::string& line, const Options& options) {
     const RunOutputs out = run_case(inputs, backend, run);
     if (out.status.code() == StatusCode::kNoDevice) {
       std::fprintf(stderr, "flashcheck-repro: --backend gpu: %s\n", out.status.message().c_str());
-      return kExitUsage;
+      return {Outcome::kPass, true};
     }
     ProgressLine progress("flashcheck-repro: oracle");  // large cases: progress and an estimate on stderr
     JudgeOptions judge_options = options.judge;
@@ -187,9 +166,9 @@ int replay(const std::string& line, const Options& options) {
     std::printf("== backend %s%s\n%s", to_string(backend),
                 options.defect != ModelDefect::kNone ? (std::string(" with defect ") + to_string(options.defect)).c_str() : "",
                 v.report().c_str());
-    print_worst_row(v, inputs, out, options.tier);
+    if (out.status.ok()) print_worst_row(v, inputs, out, options.tier);
     std::printf("\n");
-    if (!v.pass && result == kExitPass) result = kExitFail;
+    result.outcome = most_severe(result.outcome, v.outcome);
   }
   return result;
 }
@@ -199,24 +178,31 @@ int replay(const std::string& line, const Options& options) {
 int main(int argc, char** argv) {
   Options options;
   if (const int early = parse_args(argc, argv, &options); early >= 0) return early;
-  if (options.file.empty()) return replay(options.line, options);
+  if (options.file.empty()) {
+    const Replayed r = replay(options.line, options);
+    return r.unavailable ? kExitUnavailable : exit_code(r.outcome);
+  }
 
   std::ifstream file(options.file);
-  if (!file) return usage_error("cannot open '" + options.file + "'");
-  int result = kExitPass, cases = 0, failed = 0;
+  if (!file) {
+    std::fprintf(stderr, "flashcheck-repro: cannot open '%s'\n", excerpt(options.file).c_str());
+    return kExitNoInput;
+  }
+  Outcome result = Outcome::kPass;
+  int cases = 0;
+  std::array<int, kOutcomeCount> counts{};
   std::string text;
   while (std::getline(file, text)) {
     const size_t start = text.find_first_not_of(" \t\r");
     if (start == std::string::npos || text[start] == '#') continue;
     ++cases;
-    const int status = replay(text, options);
-    if (status == kExitUsage) return kExitUsage;
-    if (status == kExitFail) {
-      ++failed;
-      result = kExitFail;
-    }
+    const Replayed r = replay(text, options);
+    if (r.unavailable) return kExitUnavailable;
+    ++counts[static_cast<size_t>(r.outcome)];
+    result = most_severe(result, r.outcome);
   }
-  if (cases == 0) return usage_error("'" + options.file + "' holds no case line");
-  std::printf("%d case%s, %d failed\n", cases, cases == 1 ? "" : "s", failed);
-  return result;
+  if (cases == 0) return usage_error("'" + excerpt(options.file) + "' holds no case line");
+  std::printf("%d case%s: %d passed, %d failed, %d rejected, %d unsupported, %d outside the domain\n", cases,
+              cases == 1 ? "" : "s", counts[0], counts[1], counts[2], counts[3], counts[4]);
+  return exit_code(result);
 }

@@ -4,6 +4,7 @@
 // Parse errors are Status values that name the token, its 1-based column and the reason.
 #include "flashcheck/case.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -98,8 +99,11 @@ struct Token {
   int64_t column = 0;  // 1-based
 };
 
+// Short: the tools print the whole line (cut at 200 bytes) beside the message.
+constexpr size_t kTokenEcho = 60;
+
 std::string where(const Token& token) {
-  return cat({"'", token.text, "' at column ", std::to_string(token.column)});
+  return cat({"'", excerpt(token.text, kTokenEcho), "' at column ", std::to_string(token.column)});
 }
 
 bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
@@ -524,6 +528,30 @@ std::string format_case(const Case& c) {
   return out;
 }
 
+std::string excerpt(std::string_view text, size_t limit) {
+  constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  const size_t shown = std::min(text.size(), limit);
+  for (size_t i = 0; i < shown; ++i) {
+    const unsigned char ch = static_cast<unsigned char>(text[i]);
+    if (ch == '\n') {
+      out += "\\n";
+    } else if (ch == '\t') {
+      out += "\\t";
+    } else if (ch == '\\') {
+      out += "\\\\";
+    } else if (ch < 0x20 || ch >= 0x7f) {
+      out += "\\x";
+      out += kHex[ch >> 4];
+      out += kHex[ch & 15];
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  if (shown < text.size()) out += "... (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
 Status validate_case(const Case& c) {
   const std::pair<const char*, int64_t> sizes[] = {{"b", c.batch},     {"hq", c.heads_q}, {"hkv", c.heads_kv},
                                                   {"sq", c.seqlen_q}, {"sk", c.seqlen_k}, {"d", c.head_dim},
@@ -584,9 +612,9 @@ Status parse_case(std::string_view line, Case* out) {
     if (key_index == kKeys.size()) {
       std::string known;
       for (const char* k : kKeys) known += std::string(known.empty() ? "" : " ") + k;
-      return invalid(cat({"unknown key '", key, "' at column ", std::to_string(token.column), " (known: ", known, ")"}));
+      return invalid(cat({"unknown key '", excerpt(key, kTokenEcho), "' at column ", std::to_string(token.column), " (known: ", known, ")"}));
     }
-    if (seen[key_index]) return invalid(cat({"duplicate key '", key, "' at column ", std::to_string(token.column)}));
+    if (seen[key_index]) return invalid(cat({"duplicate key '", excerpt(key, kTokenEcho), "' at column ", std::to_string(token.column)}));
     seen[key_index] = true;
     key_token[key_index] = token;
 
@@ -683,6 +711,8 @@ Status parse_case(std::string_view line, Case* out) {
     const std::string problem = check_injection(c, inj);
     if (!problem.empty()) return invalid(where(inject_token) + ": " + format_injection(inj) + ": " + problem);
   }
+  // The seed decides every input value: a line without one would silently mean seed 0.
+  if (!seen[kKeys.size() - 1]) return invalid("seed: missing (every case line gives seed=N, N a decimal uint64)");
   *out = std::move(c);
   return Status::ok_status();
 }

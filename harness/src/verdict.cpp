@@ -122,7 +122,10 @@ void judge_empty_row(const oracle::RowRef& row, int64_t flat, const RunOutputs& 
                      bool stats, Verdict* v) {
   ++v->empty_rows;
   const bool nan_sink = std::isnan(sink);
-  if (!nan_sink && std::fabs(sink) != kInf && std::fabs(sink) > kSinkDomain) return;
+  if (!nan_sink && std::fabs(sink) != kInf && std::fabs(sink) > kSinkDomain) {
+    ++v->no_claim_rows;
+    return;
+  }
   for (int64_t k = 0; k < head_dim; ++k) {
     const double got = out.o[static_cast<size_t>(flat * head_dim + k)];
     const bool ok = nan_sink ? std::isnan(got) : got == 0.0;
@@ -240,6 +243,9 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
   if (!outputs.status.ok()) {
     v.failures.push_back(format("call failed: %s: %s", status_name(outputs.status.code()), outputs.status.message().c_str()));
     v.pass = false;
+    // A refusal is only a refusal while the guards hold: a call that refused and still wrote out of bounds fails.
+    v.outcome = outputs.canaries_intact && outputs.inputs_unchanged ? outcome_of(outputs.status.code()) : Outcome::kFail;
+    v.reason = outputs.status.message();
     return v;
   }
   if (outputs.unwritten_o > 0) {
@@ -292,6 +298,7 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
       ++v.vacuous_rows;
       if (v.vacuous_listed.size() < kVacuousListed) v.vacuous_listed.push_back(row);
     }
+    if (bound.unconstrained || exact.score_overflow) ++v.no_claim_rows;
     // Scores beyond fp32's range: the kernel's scores are +-inf there, which can turn the row into one with no
     // usable key (O = 0, LSE = -inf) or into a NaN row; the exact row cannot say which. No value claim at all,
     // only the guards (unwritten elements, canaries, inputs) apply.
@@ -371,25 +378,40 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
                                 "(reference RMS error %.3g, %lld elements): systematic precision loss",
                                 v.rms_kernel, v.rms_ratio, v.rms_reference, static_cast<long long>(v.rms_count)));
   }
-  v.pass = v.outcome() == Verdict::Outcome::kPass;
+  v.pass = v.failures.empty();
+  if (!v.pass) {
+    v.outcome = Outcome::kFail;
+  } else if (v.vacuous_rows > 0) {
+    v.outcome = Outcome::kOutsideDomain;
+    v.reason = format("%lld row%s with no finite bound at %s length: neither passed nor failed",
+                      static_cast<long long>(v.vacuous_rows), v.vacuous_rows == 1 ? "" : "s",
+                      v.vacuous_rows == 1 ? "its" : "their");
+  } else if (v.rows_checked > 0 && v.no_claim_rows == v.rows_checked) {
+    v.outcome = Outcome::kOutsideDomain;
+    v.reason = "every checked row lies outside the error model's domain: no value was claimed";
+  }
   return v;
 }
 
-Verdict::Outcome Verdict::outcome() const {
-  if (!failures.empty()) return Outcome::kFail;
-  return vacuous_rows > 0 ? Outcome::kOutsideDomain : Outcome::kPass;
+Verdict refused(std::string_view line, const Status& status) {
+  Verdict v;
+  v.pass = false;
+  v.case_line = excerpt(line);
+  v.outcome = outcome_of(status.code());
+  v.reason = status.message();
+  v.failures.push_back(format("%s: %s", status_name(status.code()), status.message().c_str()));
+  return v;
 }
 
 std::string Verdict::report() const {
   std::string out = "case: " + case_line + "\n";
-  const Outcome result = outcome();
-  out += format("verdict: %s", result == Outcome::kPass ? "PASS" : result == Outcome::kFail ? "FAIL" : "OUTSIDE DOMAIN");
-  if (result == Outcome::kFail) {
-    out += format(" (%zu check%s failed)", failures.size(), failures.size() == 1 ? "" : "s");
-  } else if (result == Outcome::kOutsideDomain) {
-    out += format(" (%lld row%s with no finite bound at %s length: neither passed nor failed)",
-                  static_cast<long long>(vacuous_rows), vacuous_rows == 1 ? "" : "s", vacuous_rows == 1 ? "its" : "their");
+  out += format("verdict: %s", to_string(outcome));
+  if (outcome == Outcome::kRejected || outcome == Outcome::kUnsupported) {
+    // Nothing ran: no kernel, no checks to list. The reason names the field ("head_dim: must be in 1..256").
+    return out + " (" + reason + ")\n";  // messages of parse_case and can_implement echo input through excerpt()
   }
+  if (outcome == Outcome::kOutsideDomain) out += " (" + reason + ")";
+  if (!pass) out += format(" (%zu check%s failed)", failures.size(), failures.size() == 1 ? "" : "s");
   out += "\nkernel: " + config + "\n";
   out += format("rows: %lld checked of %lld (%lld without visible keys, %lld outside the error model's domain), "
                 "%lld O elements\n",

@@ -149,7 +149,7 @@ TEST(CaseCodec, HandWrittenLinesCanonicalise) {
   // Missing keys take Case defaults; hkv follows hq.
   EXPECT_EQ(format_case(c),
             "f16 b=1 hq=4 hkv=4 sq=10 sk=12 d=64 mask=causal-tl q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3");
-  ASSERT_TRUE(parse_case("f32 layout=bhsd pad=0 q=uniform(-1.50,2e0) inject=v[0,0,0,0]:-NaN", &c).ok());
+  ASSERT_TRUE(parse_case("f32 layout=bhsd pad=0 q=uniform(-1.50,2e0) inject=v[0,0,0,0]:-NaN seed=0", &c).ok());
   EXPECT_EQ(format_case(c),
             "f32 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none q=uniform(-1.5,2) k=normal(0,1) v=normal(0,1) "
             "inject=v[0,0,0,0]:nan seed=0");
@@ -157,12 +157,12 @@ TEST(CaseCodec, HandWrittenLinesCanonicalise) {
 
 TEST(CaseCodec, WindowSoftcapAndSinkCanonicalise) {
   Case c;
-  ASSERT_TRUE(parse_case("f16 sink=const(-INF) softcap=2.50 window=0128,-1 d=8 mask=window-tl", &c).ok());
+  ASSERT_TRUE(parse_case("f16 sink=const(-INF) softcap=2.50 window=0128,-1 d=8 mask=window-tl seed=0", &c).ok());
   EXPECT_EQ(format_case(c),
             "f16 b=1 hq=1 hkv=1 sq=1 sk=1 d=8 mask=window-tl window=128,-1 softcap=2.5 q=normal(0,1) k=normal(0,1) "
             "v=normal(0,1) sink=const(-inf) seed=0");
   // softcap 0 (and -0) is off: the default, left out.
-  ASSERT_TRUE(parse_case("f32 softcap=-0", &c).ok());
+  ASSERT_TRUE(parse_case("f32 softcap=-0 seed=0", &c).ok());
   EXPECT_EQ(c.softcap, 0.0f);
   EXPECT_FALSE(std::signbit(c.softcap));
   EXPECT_EQ(format_case(c), "f32 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=0");
@@ -170,7 +170,7 @@ TEST(CaseCodec, WindowSoftcapAndSinkCanonicalise) {
 
 TEST(CaseCodec, CaseParamsCarryWindowAndSoftcap) {
   Case c;
-  ASSERT_TRUE(parse_case("bf16 hq=4 hkv=2 sq=9 sk=12 d=16 mask=window-br window=3,0 softcap=20 sink=normal(0,1)", &c)
+  ASSERT_TRUE(parse_case("bf16 hq=4 hkv=2 sq=9 sk=12 d=16 mask=window-br window=3,0 softcap=20 sink=normal(0,1) seed=0", &c)
                   .ok());
   const Params p = case_params(c);
   EXPECT_EQ(p.mask, Mask::kWindowBottomRight);
@@ -178,7 +178,7 @@ TEST(CaseCodec, CaseParamsCarryWindowAndSoftcap) {
   EXPECT_EQ(p.window_right, 0);
   EXPECT_EQ(p.softcap, 20.0f);
   EXPECT_EQ(p.sink, nullptr);  // the values live in HostInputs
-  ASSERT_TRUE(parse_case("bf16 hq=4 hkv=2 sq=9 sk=12 d=16 mask=causal-tl", &c).ok());
+  ASSERT_TRUE(parse_case("bf16 hq=4 hkv=2 sq=9 sk=12 d=16 mask=causal-tl seed=0", &c).ok());
   EXPECT_EQ(case_params(c).window_left, -1);
   EXPECT_EQ(case_params(c).window_right, -1);
   EXPECT_EQ(case_params(c).softcap, 0.0f);
@@ -294,11 +294,34 @@ TEST(CaseCodec, ParseErrorsNameTokenColumnAndReason) {
   }
 }
 
+TEST(CaseCodec, SeedIsRequired) {
+  // No silent default: a line without seed= (or a bare dtype) is an error that names the field.
+  Case c;
+  for (const char* line : {"f32", "f16 b=1 hq=2 sq=4 sk=4 d=8"}) {
+    const Status status = parse_case(line, &c);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << line;
+    EXPECT_EQ(status.message().rfind("seed: missing", 0), 0u) << status.message();
+  }
+  const Status bad = parse_case("f32 d=4 seed=x1", &c);
+  EXPECT_NE(bad.message().find("'seed=x1' at column 9: not a decimal integer"), std::string::npos) << bad.message();
+}
+
+TEST(CaseCodec, LongOrBinaryTokensAreEchoedShortAndEscaped) {
+  const std::string token = "b=" + std::string(100000, '7') + "\x01";
+  Case c;
+  const Status status = parse_case("f32 " + token + " seed=1", &c);
+  ASSERT_FALSE(status.ok());
+  EXPECT_LT(status.message().size(), 200u) << status.message();
+  EXPECT_NE(status.message().find("(100003 bytes)"), std::string::npos) << status.message();
+  EXPECT_EQ(excerpt("a\tb\n\x01\xff"), "a\\tb\\n\\x01\\xff");
+  EXPECT_EQ(excerpt(std::string(300, 'x')), std::string(200, 'x') + "... (300 bytes)");
+}
+
 TEST(CaseCodec, KernelContractIsNotTheParsersBusiness) {
   // can_implement rejects these; the case line must still be able to express them.
   Case c;
-  EXPECT_TRUE(parse_case("f16 d=0 hq=3 hkv=2 sq=0 sk=0", &c).ok());
-  EXPECT_TRUE(parse_case("f32 d=100000 b=0", &c).ok());
+  EXPECT_TRUE(parse_case("f16 d=0 hq=3 hkv=2 sq=0 sk=0 seed=0", &c).ok());
+  EXPECT_TRUE(parse_case("f32 d=100000 b=0 seed=0", &c).ok());
 }
 
 TEST(CaseCodec, ValidateCaseChecksProgrammaticCases) {

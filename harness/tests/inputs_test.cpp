@@ -333,16 +333,16 @@ TEST(Inputs, EmptyShapesAndMemoryLimit) {
   EXPECT_TRUE(in.q.empty() && in.k_exact.empty());
   EXPECT_EQ(in.params.q, nullptr);
   Case c;
-  ASSERT_TRUE(parse_case("f32 b=1000 hq=1000 hkv=1000 sq=1000 sk=1000 d=256", &c).ok());
+  ASSERT_TRUE(parse_case("f32 b=1000 hq=1000 hkv=1000 sq=1000 sk=1000 d=256 seed=0", &c).ok());
   HostInputs big;
   Status status = make_inputs(c, &big);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("host memory"), std::string::npos) << status.message();
-  ASSERT_TRUE(parse_case("f32 b=9223372036854775807 hq=2 sq=2 sk=2 d=2", &c).ok());
+  ASSERT_TRUE(parse_case("f32 b=9223372036854775807 hq=2 sq=2 sk=2 d=2 seed=0", &c).ok());
   status = make_inputs(c, &big);
   EXPECT_NE(status.message().find("more than 2^63 bytes"), std::string::npos) << status.message();
   // The sink counts against the budget even where batch 0 makes Q, K, V empty.
-  ASSERT_TRUE(parse_case("f32 b=0 hq=4611686018427387904 hkv=1 sq=2 sk=2 d=2 sink=normal(0,1)", &c).ok());
+  ASSERT_TRUE(parse_case("f32 b=0 hq=4611686018427387904 hkv=1 sq=2 sk=2 d=2 sink=normal(0,1) seed=0", &c).ok());
   status = make_inputs(c, &big);
   EXPECT_NE(status.message().find("host memory"), std::string::npos) << status.message();
   c = Case{};

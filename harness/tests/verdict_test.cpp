@@ -263,5 +263,40 @@ TEST(Verdict, ReportReadsWell) {
   }
 }
 
+TEST(Verdict, OutcomesNameWhatHappened) {
+  // Invalid input is rejected (naming the field), never a numerical failure; the kernel line is left out.
+  Judged j;
+  ASSERT_TRUE(parse_case("f32 b=1 hq=5 hkv=2 sq=4 sk=4 d=8 seed=1", &j.c).ok());
+  ASSERT_TRUE(make_inputs(j.c, &j.inputs).ok());
+  j.out = run_case(j.inputs, Backend::kHostModel);
+  j.rejudge();
+  EXPECT_EQ(j.verdict.outcome, Outcome::kRejected);
+  EXPECT_FALSE(j.verdict.pass);
+  const std::string report = j.verdict.report();
+  EXPECT_NE(report.find("verdict: REJECTED (heads_q: "), std::string::npos) << report;
+  EXPECT_EQ(report.find("kernel:"), std::string::npos) << report;
+
+  // Unsupported: valid, but no kernel serves it (a call's kUnsupported status).
+  const Verdict unsupported = refused("f32 seed=1", Status(StatusCode::kUnsupported, "dtype: unsupported value 7"));
+  EXPECT_EQ(unsupported.outcome, Outcome::kUnsupported);
+  EXPECT_NE(unsupported.report().find("verdict: UNSUPPORTED (dtype: unsupported value 7)"), std::string::npos);
+
+  // Every row outside the error model's domain: it ran, nothing was claimed.
+  const Judged outside = run_and_judge("f32 b=1 hq=1 sq=3 sk=3 d=4 q=const(1e30) k=const(1e30) seed=1");
+  EXPECT_EQ(outside.verdict.outcome, Outcome::kOutsideDomain);
+  EXPECT_TRUE(outside.verdict.pass);
+  EXPECT_EQ(run_and_judge("f32 b=1 hq=1 sq=3 sk=3 d=4 seed=1").verdict.outcome, Outcome::kPass);
+
+  // One table of exit codes; a run over several cases exits with the most severe outcome.
+  EXPECT_EQ(exit_code(Outcome::kPass), 0);
+  EXPECT_EQ(exit_code(Outcome::kFail), 1);
+  EXPECT_EQ(exit_code(Outcome::kRejected), 2);
+  EXPECT_EQ(exit_code(Outcome::kUnsupported), 3);
+  EXPECT_EQ(exit_code(Outcome::kOutsideDomain), 4);
+  EXPECT_EQ(most_severe(Outcome::kRejected, Outcome::kFail), Outcome::kFail);
+  EXPECT_EQ(most_severe(Outcome::kOutsideDomain, Outcome::kPass), Outcome::kOutsideDomain);
+  EXPECT_EQ(outcome_of(StatusCode::kCudaError), Outcome::kFail);
+}
+
 }  // namespace
 }  // namespace flashcheck

@@ -83,6 +83,9 @@ fc_status fc_make_params(int32_t dtype, int64_t batch, int64_t heads_q, int64_t 
     const flashcheck::Params p = flashcheck::make_params(
         static_cast<flashcheck::DType>(dtype), batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim,
         static_cast<flashcheck::Mask>(mask), static_cast<flashcheck::Layout>(layout));
+    // Everything but the pointers is known here: a shape can_implement would refuse is refused now, naming
+    // the field (dtype 7, head_dim 0, a batch whose tensors overflow int64 bytes, ...).
+    if (Status st = flashcheck::validate_shape(p); !st.ok()) return st;
     *out = fc_params{};
     out->dtype = dtype;
     out->mask = mask;

@@ -100,7 +100,7 @@ bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_byt
 
 }  // namespace
 
-Status can_implement(const Params& p) {
+Status validate_shape(const Params& p) {
   if (p.dtype != DType::kF32 && p.dtype != DType::kF16 && p.dtype != DType::kBF16) {
     return {StatusCode::kUnsupported,
             cat("dtype: unsupported value ", static_cast<int32_t>(p.dtype), " (expected f32, f16 or bf16)")};
@@ -159,6 +159,26 @@ Status can_implement(const Params& p) {
                                 std::pair{"v", p.v_stride}, std::pair{"o", p.o_stride}}) {
     if (Status st = check_strides(name, s); !st.ok()) return st;
   }
+  // Every tensor's extent must fit in int64 elements and bytes (K and V only where keys are read).
+  const int64_t elem = dtype_size(p.dtype);
+  const std::array<TensorView, 4> views{{
+      {"o", p.o, elem, {p.batch, p.heads_q, p.seqlen_q, p.head_dim}, {p.o_stride.batch, p.o_stride.head, p.o_stride.row, 1}},
+      {"q", p.q, elem, {p.batch, p.heads_q, p.seqlen_q, p.head_dim}, {p.q_stride.batch, p.q_stride.head, p.q_stride.row, 1}},
+      {"k", p.k, elem, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim}, {p.k_stride.batch, p.k_stride.head, p.k_stride.row, 1}},
+      {"v", p.v, elem, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim}, {p.v_stride.batch, p.v_stride.head, p.v_stride.row, 1}},
+  }};
+  for (const TensorView& view : views) {
+    if (view.extent[2] == 0) continue;  // seqlen_k = 0: K and V are never read
+    int64_t span = 0;
+    if (Status st = span_elements(view, &span); !st.ok()) return st;
+  }
+  return Status::ok_status();
+}
+
+Status can_implement(const Params& p) {
+  if (Status st = validate_shape(p); !st.ok()) return st;
+  int64_t rows = p.batch * p.heads_q * p.seqlen_q;  // validate_shape checked it for overflow
+  if (rows == 0) return Status::ok_status();  // documented no-op: nothing is read or written
 
   const int64_t elem = dtype_size(p.dtype);
   const bool reads_kv = p.seqlen_k > 0;  // with no keys every row is O = 0, LSE = -inf: K, V, Q unread

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,6 +85,9 @@ struct Rule {
   StatusCode code;
   const char* message;  // a substring the message must contain
 };
+
+// gtest names the parameter of a failed or skipped test through PrintTo: the rule's name, not its raw bytes.
+void PrintTo(const Rule& rule, std::ostream* os) { *os << rule.name; }
 
 const char* misaligned(const void* p) { return static_cast<const char*>(p) + 1; }
 
@@ -275,6 +279,35 @@ TEST(ApiValidation, CAbiMakeParamsAndNullHandling) {
   char tiny[4];
   EXPECT_EQ(fc_can_implement(nullptr, tiny, sizeof tiny), FC_ERR_INVALID_ARGUMENT);
   EXPECT_STREQ(tiny, "par");
+}
+
+TEST(ApiValidation, CAbiMakeParamsValidatesTheShape) {
+  // What can be checked without buffers is checked by fc_make_params, with the field named; *out is untouched.
+  struct Bad {
+    int32_t dtype;
+    int64_t batch, heads_q, heads_kv, head_dim;
+    int32_t mask;
+    fc_status status;
+    const char* field;
+  };
+  const int64_t huge = int64_t{1} << 40;
+  for (const Bad& bad : {Bad{7, 1, 2, 1, 16, FC_MASK_NONE, FC_ERR_UNSUPPORTED, "dtype: "},
+                         Bad{FC_DTYPE_F32, 1, 2, 1, 16, 9, FC_ERR_UNSUPPORTED, "mask: "},
+                         Bad{FC_DTYPE_F32, -1, 2, 1, 16, FC_MASK_NONE, FC_ERR_INVALID_ARGUMENT, "batch: "},
+                         Bad{FC_DTYPE_F32, 1, 2, 1, 0, FC_MASK_NONE, FC_ERR_INVALID_ARGUMENT, "head_dim: "},
+                         Bad{FC_DTYPE_F32, 1, 2, 1, 257, FC_MASK_NONE, FC_ERR_INVALID_ARGUMENT, "head_dim: "},
+                         Bad{FC_DTYPE_F32, 1, 5, 2, 16, FC_MASK_NONE, FC_ERR_INVALID_ARGUMENT, "heads_q: "},
+                         Bad{FC_DTYPE_BF16, huge, 8, 8, 128, FC_MASK_NONE, FC_ERR_INVALID_ARGUMENT, "o: "}}) {
+    fc_params c{};
+    c.batch = 42;
+    char msg[256];
+    EXPECT_EQ(fc_make_params(bad.dtype, bad.batch, bad.heads_q, bad.heads_kv, 4096, 4096, bad.head_dim, bad.mask,
+                             FC_LAYOUT_BHSD, &c, msg, sizeof msg),
+              bad.status)
+        << bad.field;
+    EXPECT_EQ(std::string(msg).rfind(bad.field, 0), 0u) << msg;
+    EXPECT_EQ(c.batch, 42);
+  }
 }
 
 TEST(ApiValidation, VisibleKeysNamesTheAlignment) {

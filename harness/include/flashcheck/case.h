@@ -98,12 +98,17 @@ std::string format_case(const Case& c);
 
 // Parses a case line; on failure returns kInvalidArgument with a message naming the bad token, its column
 // (1-based) and the reason. Tokens are separated by blanks and may come in any order after the dtype; each
-// key at most once. Missing keys take the defaults of Case, except hkv which defaults to hq. The parser
+// key at most once. Missing keys take the defaults of Case, except hkv which defaults to hq, and seed, which
+// every line must give (a missing seed is an error, never seed 0 by default). The parser
 // checks its own fields (syntax, non-negative sizes that fit int64, known names, distribution parameters,
 // injection indices inside the shape, a window exactly with the window masks, a finite softcap >= 0);
 // whether the kernel supports the shape is can_implement's business, so d=0 or hq % hkv != 0 parse fine.
 // *out is written only on success.
 Status parse_case(std::string_view line, Case* out);
+
+// `text` fit for one line of a terminal: bytes outside printable ASCII escaped (\n, \t, \xNN), at most
+// `limit` bytes of the input shown, and a longer text cut with "... (N bytes)". Tools echo input through it.
+std::string excerpt(std::string_view text, size_t limit = 200);
 
 // Checks a programmatically built Case the way parse_case checks a line (sizes, parameters, injections,
 // window, softcap, sink).

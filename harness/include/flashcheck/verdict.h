@@ -12,6 +12,7 @@
 #include "flashcheck/case.h"
 #include "flashcheck/error_model.h"
 #include "flashcheck/oracle.h"
+#include "flashcheck/outcome.h"
 #include "flashcheck/runner.h"
 
 namespace flashcheck {
@@ -28,6 +29,11 @@ struct Worst {
 
 struct Verdict {
   bool pass = true;
+  // What the verdict line says: PASS; FAIL; REJECTED / UNSUPPORTED when the call refused the case (the
+  // status message, naming the field, is in `reason`); OUTSIDE-DOMAIN when it ran and passed but every checked
+  // row was outside the error model's domain, so nothing was claimed. pass is true for PASS and OUTSIDE-DOMAIN.
+  Outcome outcome = Outcome::kPass;
+  std::string reason;
   std::string case_line;
   std::string config;                  // the kernel configuration that ran: name, compute path, block_m, block_n
   std::vector<std::string> failures;   // one human-readable line per failed check
@@ -40,22 +46,18 @@ struct Verdict {
   int64_t rms_count = 0;                         // N, elements pooled
   int64_t rows_checked = 0, rows_total = 0, elements_checked = 0, unconstrained_rows = 0, empty_rows = 0;
   // Rows outside the domain because no finite bound exists at their length (RowBound::vacuous), among the
-  // unconstrained ones, with the first few listed. A case whose every judged row is outside the domain is not a pass:
-  // outcome() says so.
+  // unconstrained ones, with the first few listed. A case with one is OUTSIDE-DOMAIN, whatever its other rows.
   int64_t vacuous_rows = 0;
   std::vector<oracle::RowRef> vacuous_listed;
   // Informative checks: a finite bound below what any point of the value range would meet (RowBound::o_trivial,
   // lse_trivial). Of the O elements and LSE values with a finite claim (constrained rows, finite oracle value).
   int64_t o_claims = 0, o_informative = 0, lse_claims = 0, lse_informative = 0;
   double o_informative_fraction() const { return o_claims > 0 ? double(o_informative) / double(o_claims) : 1.0; }
+  int64_t no_claim_rows = 0;  // checked rows with no value claim (scores beyond fp32, unconstrained bound, huge sink)
   double max_err_eps = 0.0, rms_err_eps = 0.0;  // O error |got - want| / (eps * A_k), eps = 2u, A_k = sum_j p_j |v_jk|
   int64_t unwritten_o = 0, unwritten_lse = 0;   // the runner's guards, copied from RunOutputs for the report
   bool canaries_intact = true, inputs_unchanged = true;
   std::string report() const;          // multi-line report, the case line first
-  // pass, fail, or outside the domain: no check failed, but no row was judged by a finite bound (every row with a
-  // visible key is unconstrained or vacuous, and some is vacuous): neither a pass nor a failure.
-  enum class Outcome { kPass, kFail, kOutsideDomain };
-  Outcome outcome() const;
 };
 
 struct JudgeOptions {
@@ -70,8 +72,13 @@ struct JudgeOptions {
 };
 
 // Judges `outputs` of a run of `inputs` (built from `c`). The oracle's rows, their bounds and emulated references
-// are computed in parallel over rows (oracle::compute_rows); the verdict is the same for any thread count. A failed call (outputs.status not ok) is a failed
-// verdict that names the status; a caller that expects a rejection checks the status itself.
+// are computed in parallel over rows (oracle::compute_rows); the verdict is the same for any thread count. A failed
+// call (outputs.status not ok) is a verdict that does not pass: REJECTED for an invalid argument, UNSUPPORTED for an
+// unserved shape, FAIL otherwise. A caller that expects a rejection checks the status itself.
 Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs, const JudgeOptions& options = {});
+
+// The verdict of a case that never ran: its line does not parse, or its inputs cannot be built. `line` is
+// echoed through excerpt(); the outcome follows the status code (outcome_of).
+Verdict refused(std::string_view line, const Status& status);
 
 }  // namespace flashcheck

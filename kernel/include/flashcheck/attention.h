@@ -144,6 +144,11 @@ KernelConfig select_config(const Params& params);
 // own message naming the field. Checked before any launch by run().
 Status can_implement(const Params& params);
 
+// The checks of can_implement that need no pointers: dtype, mask, window, softcap, sizes and heads, scale,
+// strides, and every tensor's extent in int64 elements and bytes. make_params' callers (the C ABI's
+// fc_make_params) use it to reject a shape before any buffer exists; can_implement runs it first.
+Status validate_shape(const Params& params);
+
 // Runs the forward pass on `stream` (a cudaStream_t; nullptr = the legacy default stream). Asynchronous:
 // errors of the launch itself are reported, errors during execution surface at the next synchronisation.
 Status run(const Params& params, void* stream = nullptr);

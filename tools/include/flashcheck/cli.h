@@ -1,0 +1,34 @@
+// Command-line conventions shared by the flashcheck tools (CLI11): one parse call that turns --help into
+// exit 0 and any malformed command line (unknown option, a number that does not parse, a value outside its
+// set) into a message naming the option and kExitUsage, and the exit-code table every --help ends with.
+// Tools include this header only; the harness and the libraries never see CLI11.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "flashcheck/outcome.h"
+
+namespace flashcheck::cli {
+
+// The README's "Exit codes" table, as the footer of every tool's --help.
+inline constexpr const char* kExitCodesHelp =
+    "exit codes (the most severe outcome over all cases):\n"
+    "  0 pass   1 fail (numerical check or guard)   2 rejected (invalid input; the message names the field)\n"
+    "  3 unsupported (valid, no kernel serves it)   4 outside the error model's domain (nothing claimed)\n"
+    "  64 usage error   66 input file unreadable   69 backend unavailable (no CUDA device)";
+
+// Parses argv into `app`'s options. Returns -1 to go on, or the exit status to return from main (0 after
+// --help, kExitUsage after a message on stderr for a malformed command line).
+inline int parse(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  return -1;
+}
+
+}  // namespace flashcheck::cli
