@@ -220,7 +220,10 @@ rc::Gen<Case> gen_family(const Case& base, ValueFamily family, const KernelConfi
     case ValueFamily::kSubnormal: {
       const ValueSpec sub = spec(DistKind::kSubnormal);
       const ValueSpec n1 = spec(DistKind::kNormal, 0, 1);
-      return gen::element(with(sub, n1, n1), with(n1, n1, sub), with(sub, n1, sub), with(n1, sub, n1));
+      // Subnormal V leaves O within the absolute floors of the bound, where no O check is informative: one case
+      // in four of the family has it, so the family still exercises it without crowding out informative checks.
+      return gen::weightedElement<Case>(
+          {{3, with(sub, n1, n1)}, {3, with(n1, sub, n1)}, {1, with(n1, n1, sub)}, {1, with(sub, n1, sub)}});
     }
     case ValueFamily::kAllEqual:
       return gen::apply([with](double cq, double ck, ValueSpec v) {
@@ -264,7 +267,9 @@ rc::Gen<Case> gen_family(const Case& base, ValueFamily family, const KernelConfi
     case ValueFamily::kNegativeZero: {
       const ValueSpec z = spec(DistKind::kNegZero);
       const ValueSpec n1 = spec(DistKind::kNormal, 0, 1);
-      return gen::element(with(z, n1, n1), with(n1, z, n1), with(n1, n1, z), with(z, z, z));
+      // V = -0 makes O = 0 exact, a sign check with no informative bound: one case in four of the family.
+      return gen::weightedElement<Case>(
+          {{3, with(z, n1, n1)}, {3, with(n1, z, n1)}, {1, with(n1, n1, z)}, {1, with(z, z, z)}});
     }
     case ValueFamily::kSpecial: {
       auto plain = gen::apply(with, gen_normal(), gen_normal(), gen_v);

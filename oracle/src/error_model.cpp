@@ -273,8 +273,23 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // kTensorCoreRefSlackLog2 each way per tile): its rescale arguments then no longer telescope to the gap, and
   // each such step costs one more rounding of the subtraction (u of at most 2 * slack log2 units per tile).
   const double ref_steps = path == Arithmetic::kTensorCore ? 2 * kTensorCoreRefSlackLog2 * u * kLn2 : 0.0;
+  // Per tile that moves the running max: its rescale's exp2 error and the rounding of the new max's product. A tile
+  // that leaves the max where it is rescales by exp2(0) = 1 exactly (§4.9): where the running sums list the tiles
+  // whose exact max comes near the running max, only those (and the first) can move the kernel's, whose scores lie
+  // within score_err of the exact ones. The tensor-core path moves its reference with every tile's own max.
+  double moving_tiles = static_cast<double>(tiles);
+  {
+    const double score_err = b_s * s_max + 2 * flush + cap_round;
+    if (sums != nullptr && sums->valid && path != Arithmetic::kTensorCore &&
+        2 * score_err * kSafety < OrderedSums::kRiseWindow) {
+      const double margin = -2 * score_err * kSafety;
+      const auto moves = std::count_if(sums->tile_rises.begin(), sums->tile_rises.end(),
+                                       [margin](double rise) { return rise >= margin; });
+      moving_tiles = std::min(moving_tiles, 1.0 + static_cast<double>(moves));
+    }
+  }
   const double c0 =
-      static_cast<double>(tiles) * (max_rounding + kExp2RelErr + ref_steps) + 2 * flush + cap_round;
+      moving_tiles * (max_rounding + kExp2RelErr + ref_steps) + 2 * flush + cap_round;
   const double x_keys = b_s * s_max + b_g * std::min(exact.score_gap_max, kGapCap) + c0;
   // The largest error of a key's logit, and the distance the kernel's max of the keys may have from the exact one.
   const double score_err_max = b_s * s_max + 2 * flush + cap_round;

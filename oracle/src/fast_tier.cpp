@@ -421,12 +421,16 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   const double weight_mean = weight_const + weight_gap * r.score_gap_weighted;
   const double gamma2_n = gamma_n(nd, kUnit) * gamma_n(nd, kUnit);
   const double dot_rel = gamma2_n + 0x1p-26 * gamma_n(nd, kUnit);
-  const double underflow_abs = nd * 2 * kDoubleDenormMin * r.max_abs_v / l;
+  // Each key's product may lose 2 denorm_min |v_jk| to underflow: at most that times sum_j |v_jk| per column, or n
+  // times the largest |v| (a column kept finite when another holds an infinity keeps a finite bound).
+  const auto underflow_abs = [&](size_t kk) {
+    return 2 * kDoubleDenormMin * std::min(nd * r.max_abs_v, r.abs_v_sum[kk]) / l;
+  };
   for (int64_t k = 0; k < dim; ++k) {
     const size_t kk = static_cast<size_t>(k);
     r.o_err[kk] = kSecondOrder *
                   ((weight_const * r.dev_pv[kk] + weight_gap * r.dev_pv_gap[kk]) / (1 - weight_mean) +
-                   dot_rel * (1 + 2 * weight_mean) * r.abs_pv[kk] + 4 * kUnit * std::fabs(r.o[kk]) + underflow_abs);
+                   dot_rel * (1 + 2 * weight_mean) * r.abs_pv[kk] + 4 * kUnit * std::fabs(r.o[kk]) + underflow_abs(kk));
   }
   const double l_rel = 2 * kUnit + gamma2_n;
   r.lse_err = kSecondOrder * (score_err + weight_mean + l_rel + 2 * kUnit * std::log1p(rest) +

@@ -42,13 +42,14 @@ OrderedSums ordered_sums(const Problem& problem, RowRef row, const RowResult& ex
   out.v_col_max.assign(d, 0.0);
   std::vector<double> s(d, 0.0), s_tile_start(d, 0.0), abs_tile(d, 0.0), prefix(d, 0.0);
   double l_prefix = 0.0;  // exact prefix of l (normalized: the whole row's l is 1)
+  double running_max = -std::numeric_limits<double>::infinity();
   const double cap = view.softcap;
   for (int64_t j0 = 0; j0 < n;) {
     // The tile holding key view.key_begin + j0 ends at the next multiple of `tile` in key index.
     const int64_t key0 = view.key_begin + j0;
     const int64_t j1 = std::min(n, j0 + (tile - key0 % tile));
     const double keys = static_cast<double>(j1 - j0);
-    double tile_l = 0.0;
+    double tile_l = 0.0, tile_max = -std::numeric_limits<double>::infinity();
     std::fill(abs_tile.begin(), abs_tile.end(), 0.0);
     s_tile_start = s;
     for (int64_t j = j0; j < j1; ++j) {
@@ -58,6 +59,7 @@ OrderedSums ordered_sums(const Problem& problem, RowRef row, const RowResult& ex
       for (int64_t k = 0; k < dim; ++k) dot += view.q[k] * kj[k];
       double score = view.scale * dot;
       if (cap > 0) score = cap * std::tanh(score / cap);
+      tile_max = std::max(tile_max, score);
       const double p = std::exp(score - exact.m) / exact.l;
       tile_l += p;
       for (size_t k = 0; k < d; ++k) {
@@ -76,6 +78,8 @@ OrderedSums ordered_sums(const Problem& problem, RowRef row, const RowResult& ex
       out.pv_prefix_keys[k] += keys * prefix[k];
       out.pv_prefix_tiles[k] += prefix[k];
     }
+    if (out.tiles > 0 && tile_max - running_max >= -OrderedSums::kRiseWindow) out.tile_rises.push_back(tile_max - running_max);
+    running_max = std::max(running_max, tile_max);
     out.l_tile_sums += (keys - 1) * tile_l;
     out.l_chain += (keys + 1) * (l_prefix + tile_l);
     l_prefix += tile_l;

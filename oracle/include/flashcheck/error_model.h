@@ -54,6 +54,12 @@ struct OrderedSums {
   double l_chain = 0.0;                 // sum_t (n_t + 1) (L_0 + ... + L_t)
   int64_t keys = 0, tiles = 0;          // visible keys, tiles holding one
   std::vector<double> v_col_max;        // [head_dim] max over the visible keys of |v_jk|
+  // Tiles after the first whose max of the exact scores comes within kRiseWindow of the running max of the tiles
+  // before (or passes it): that difference (natural-log units, > 0 when it rises). Only such a tile can move a
+  // kernel's running max, whose scores are within far less of the exact ones; a tile that leaves it unchanged
+  // rescales by exp2(0) = 1 exactly and rounds nothing.
+  std::vector<double> tile_rises;
+  static constexpr double kRiseWindow = 1.0;
 };
 OrderedSums ordered_sums(const Problem& problem, RowRef row, const RowResult& exact, int32_t block_n);
 
