@@ -298,5 +298,35 @@ TEST(Verdict, OutcomesNameWhatHappened) {
   EXPECT_EQ(outcome_of(StatusCode::kCudaError), Outcome::kFail);
 }
 
+// Long rows keep the check sharp (docs/error-model.md section 4.9): at 10^6 keys, with the row's weight at its
+// last key (the tail), an output two ulps of bf16 away from the model's, either way, fails. A bound that grew with
+// n u, as gamma_n's does, would be 0.06 of the sum here and pass it. The 16M-key fp32 row of issue-sized length is
+// judged correctly as well: it passes, with a finite bound below the value range.
+TEST(Verdict, TwoUlpsAtTheTailOfAMillionKeyRowFail) {
+  Judged j = run_and_judge("bf16 b=1 hq=1 hkv=1 sq=1 sk=1000000 d=1 mask=none q=const(1) k=normal(0,1) v=normal(0,1) "
+                           "inject=k[0,0,999999,0]:20 seed=5");
+  ASSERT_TRUE(j.verdict.pass) << j.verdict.report();
+  EXPECT_EQ(j.verdict.o_informative, 1);
+  const double got = j.out.o[0];
+  for (const int direction : {1, -1}) {
+    double x = got;
+    for (int ulp = 0; ulp < 2; ++ulp) x = direction > 0 ? next_up(j.c.dtype, x) : -next_up(j.c.dtype, -x);
+    j.out.o[0] = x;
+    j.rejudge();
+    EXPECT_FALSE(j.verdict.pass) << "O moved 2 ulps " << (direction > 0 ? "up" : "down") << " passed:\n"
+                                 << j.verdict.report();
+  }
+}
+
+TEST(Verdict, SixteenMillionKeyFp32RowPassesWithAnInformativeBound) {
+  const Judged j = run_and_judge("f32 b=1 hq=1 hkv=1 sq=1 sk=16777216 d=1 mask=none q=normal(0,1) k=normal(0,1) "
+                                 "v=normal(0,1) seed=1");
+  EXPECT_TRUE(j.verdict.pass) << j.verdict.report();
+  EXPECT_EQ(j.verdict.outcome, Outcome::kPass);
+  EXPECT_EQ(j.verdict.o_informative, 1);
+  EXPECT_EQ(j.verdict.lse_informative, 1);
+  EXPECT_LT(j.verdict.o.bound, 1e-3);
+}
+
 }  // namespace
 }  // namespace flashcheck
