@@ -126,9 +126,25 @@ Status use_device(int device) {
   return Status::ok_status();
 }
 
+int current_device() {
+  int device = -1;
+  return cudaGetDevice(&device) == cudaSuccess ? device : -1;
+}
+
+std::string describe_device(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "device " + std::to_string(device) + " (unavailable)";
+  return std::string(prop.name) + ", " + std::to_string(prop.multiProcessorCount) + " SMs, sm_" +
+         std::to_string(prop.major) + std::to_string(prop.minor);
+}
+
 #else
 
 int visible_device_count() { return 0; }
+
+int current_device() { return -1; }
+
+std::string describe_device(int device) { return "device " + std::to_string(device) + " (unavailable)"; }
 
 Status use_device(int device) {
   return {StatusCode::kNoDevice, "use_device(" + std::to_string(device) + "): flashcheck was built without CUDA"};

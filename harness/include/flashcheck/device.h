@@ -3,7 +3,7 @@
 // id is a CUDA device ordinal among the devices the process sees. Run by hand (no CTest allocation) a binary
 // keeps the current device, so CUDA_VISIBLE_DEVICES picks it as usual. Nothing here assumes device 0.
 // The parsing and the choice are host code (tested in the CPU tier); select_device_from_environment() and the
-// two device helpers reach the CUDA runtime only in a CUDA build, and report no device otherwise.
+// device helpers reach the CUDA runtime only in a CUDA build, and report no device otherwise.
 #pragma once
 
 #include <functional>
@@ -45,6 +45,10 @@ Status choose_device(const EnvLookup& env, int device_count, DeviceChoice* out);
 int visible_device_count();
 // Makes `device` the current CUDA device of this thread.
 Status use_device(int device);
+// The current CUDA device of this thread, or -1 (no device, or a build without CUDA).
+int current_device();
+// "NVIDIA H200, 132 SMs, sm_90" for messages; "device N (unavailable)" when the runtime cannot say.
+std::string describe_device(int device);
 
 // choose_device() on the process environment, then use_device(). Called first by every GPU test binary
 // (gtest_gpu_main.cpp), flashcheck-repro, flashcheck-report and fuzz_kernel; `chosen` gets the choice.
