@@ -13,11 +13,13 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-usage: ci/resource_spec.sh [--gpus N|all] [--slots-per-gpu K] [--count] [-o FILE]
+usage: ci/resource_spec.sh [--gpus N|all] [--slots-per-gpu K] [--count | --visible] [-o FILE]
   Writes a CTest resource spec (JSON, version 1.0) listing this runner's GPUs, K slots each (K tests share a GPU).
   --gpus N|all        the first N GPUs, or every one (default all); more than there are is an error
   --slots-per-gpu K   concurrent GPU tests per GPU (default: $FLASHCHECK_SLOTS_PER_GPU, else 6)
   --count             print the number of GPUs in the spec instead of the spec
+  --visible           print one CUDA_VISIBLE_DEVICES value per GPU found (none without a GPU), for one
+                      process per GPU (ci/nightly_fuzz.sh, the sharded property run of ci/gpu_tier.sh)
   -o FILE             write the spec to FILE (default: standard output)
 environment (the first that is set decides the GPUs):
   FLASHCHECK_RESOURCE_SPEC=FILE  use FILE as the spec      FLASHCHECK_GPU_COUNT=N  N GPUs, no query
@@ -31,6 +33,7 @@ USAGE
 want=all
 slots=${FLASHCHECK_SLOTS_PER_GPU:-6}
 count_only=0
+visible_only=0
 out=-
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,6 +43,7 @@ while [ $# -gt 0 ]; do
     --slots-per-gpu) slots=${2:-}; shift 2 || { usage >&2; exit 2; } ;;
     --slots-per-gpu=*) slots=${1#--slots-per-gpu=}; shift ;;
     --count) count_only=1; shift ;;
+    --visible) visible_only=1; shift ;;
     -o) out=${2:-}; shift 2 || { usage >&2; exit 2; } ;;
     *) echo "resource_spec.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -63,9 +67,10 @@ if [ -n "${FLASHCHECK_RESOURCE_SPEC:-}" ]; then
     echo "resource_spec.sh: FLASHCHECK_RESOURCE_SPEC=$FLASHCHECK_RESOURCE_SPEC is not a readable file" >&2
     exit 2
   fi
-  if [ "$count_only" = 1 ]; then
-    python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["local"][0].get("gpus", [])))' \
-      "$FLASHCHECK_RESOURCE_SPEC"
+  if [ "$count_only" = 1 ] || [ "$visible_only" = 1 ]; then
+    python3 -c 'import json, sys
+gpus = json.load(open(sys.argv[1]))["local"][0].get("gpus", [])
+print("\n".join(g["id"] for g in gpus) if sys.argv[2] == "1" else len(gpus))' "$FLASHCHECK_RESOURCE_SPEC" "$visible_only"
   else
     emit <"$FLASHCHECK_RESOURCE_SPEC"
   fi
@@ -77,16 +82,22 @@ if [ -n "${FLASHCHECK_GPU_COUNT:-}" ]; then
   [[ $FLASHCHECK_GPU_COUNT =~ ^[0-9]+$ ]] ||
     { echo "resource_spec.sh: FLASHCHECK_GPU_COUNT='$FLASHCHECK_GPU_COUNT' is not a whole number" >&2; exit 2; }
   found=$FLASHCHECK_GPU_COUNT source="FLASHCHECK_GPU_COUNT"
+  selectors=$(seq 0 $((found - 1)))
 elif [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
-  # The tests see these devices as ordinals 0..n-1, whatever the entries are (indices or GPU-UUIDs).
-  found=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c . || true)
+  # The tests see these devices as ordinals 0..n-1, whatever the entries are (indices or GPU-UUIDs); one
+  # process per GPU gets one entry.
+  selectors=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep . || true)
+  found=$(grep -c . <<<"$selectors" || true)
   source="CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"
 else
   smi=${FLASHCHECK_NVIDIA_SMI:-nvidia-smi}
-  found=0 source="no nvidia-smi"
+  found=0 source="no nvidia-smi" selectors=""
   if command -v "$smi" >/dev/null 2>&1; then
     found=$("$smi" --query-gpu=index --format=csv,noheader 2>/dev/null | grep -cE '^[[:space:]]*[0-9]+' || true)
     source="nvidia-smi"
+    # CUDA_VISIBLE_DEVICES=k names CUDA's k-th device (CUDA_DEVICE_ORDER), not nvidia-smi's: 0..n-1 name
+    # every GPU once either way.
+    [ "$found" -gt 0 ] && selectors=$(seq 0 $((found - 1)))
   fi
 fi
 
@@ -103,7 +114,9 @@ if [ "$want" != all ]; then
   [ "$want" -lt "$gpus" ] && gpus=$want
 fi
 
-if [ "$count_only" = 1 ]; then
+if [ "$visible_only" = 1 ]; then
+  [ "$found" -gt 0 ] && head -n "$gpus" <<<"$selectors"
+elif [ "$count_only" = 1 ]; then
   echo "$gpus"
 else
   {

@@ -2,7 +2,7 @@
 # The CTest resource spec end to end, on a host without a GPU (CPU tier):
 #   1. ci/resource_spec.sh: valid JSON with ids 0..n-1 and the slots asked for, from each source (a fake
 #      nvidia-smi listing two GPUs, FLASHCHECK_GPU_COUNT, CUDA_VISIBLE_DEVICES, a given file, nothing at all),
-#      --gpus N taking the first N, and usage errors;
+#      --gpus N taking the first N, --count, --visible (one CUDA_VISIBLE_DEVICES value per GPU), usage errors;
 #   2. a fake spec of two "GPUs" with one slot each, mapped onto this one host: ctest runs four copies of a GPU
 #      test binary (RESOURCE_GROUPS gpus:1) at -j 4, two at a time, and each binary reports the GPU id CTest
 #      gave it (gtest_gpu_main.cpp), both ids in use; with no device every test still passes (skips).
@@ -44,6 +44,11 @@ CUDA_VISIBLE_DEVICES= bash "$spec_sh" -o "$work/none.json"
 [ "$(ids "$work/none.json")" = "0:6" ] || fail "no GPU: $(ids "$work/none.json")"
 env -u CUDA_VISIBLE_DEVICES FLASHCHECK_NVIDIA_SMI="$work/absent" bash "$spec_sh" -o "$work/nosmi.json"
 [ "$(ids "$work/nosmi.json")" = "0:6" ] || fail "no nvidia-smi: $(ids "$work/nosmi.json")"
+# --visible: one CUDA_VISIBLE_DEVICES value per GPU found, for one process per GPU; none without a GPU.
+[ "$(FLASHCHECK_GPU_COUNT=4 bash "$spec_sh" --gpus 2 --visible 2>/dev/null | xargs)" = "0 1" ] || fail "--visible"
+[ "$(CUDA_VISIBLE_DEVICES=6,GPU-0f2d bash "$spec_sh" --visible 2>/dev/null | xargs)" = "6 GPU-0f2d" ] ||
+  fail "--visible under CUDA_VISIBLE_DEVICES"
+[ -z "$(CUDA_VISIBLE_DEVICES= bash "$spec_sh" --visible 2>/dev/null)" ] || fail "--visible without a GPU"
 FLASHCHECK_RESOURCE_SPEC="$work/four.json" bash "$spec_sh" -o "$work/given.json"
 cmp -s "$work/four.json" "$work/given.json" || fail "FLASHCHECK_RESOURCE_SPEC is not copied unchanged"
 [ "$(FLASHCHECK_RESOURCE_SPEC="$work/four.json" bash "$spec_sh" --count 2>/dev/null)" = 4 ] || fail "given --count"
