@@ -211,8 +211,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "flashcheck_bench: no CUDA device\n");
     return 1;
   }
+  // The current device (CUDA_VISIBLE_DEVICES picks it), not ordinal 0: every number below is about it.
+  int device = 0;
+  FC_CUDA(chk, cudaGetDevice(&device));
   cudaDeviceProp prop{};
-  FC_CUDA(chk, cudaGetDeviceProperties(&prop, 0));
+  FC_CUDA(chk, cudaGetDeviceProperties(&prop, device));
   const double ceiling = gemm_bf16_tflops(chk, opt.warmup, opt.iters);
   std::printf("device %s, %d SMs, L2 %d MB; cuBLAS bf16 GEMM %dx%dx%d: %.1f TFLOP/s\n", prop.name,
               prop.multiProcessorCount, prop.l2CacheSize >> 20, kGemmSize, kGemmSize, kGemmSize, ceiling);

@@ -2,26 +2,41 @@
 # The GPU tier in one call on a Hopper machine (the lent H100 or a GPU CI runner): build the `gpu` preset,
 # run ctest -L gpu (properties, kernel tests, regression findings), the sanitizer tier, and optionally the
 # fuzz kernel target and the benchmark. Logs go to $OUT (default ./out). Steps are chosen by arguments:
-#   ci/gpu_tier.sh build tests report sanitizer fuzz=SECONDS | fuzz-bg=SECONDS ... fuzz-wait  mutant=SECONDS bench
+#   ci/gpu_tier.sh [--gpus N|all] build tests properties=CASES report sanitizer fuzz=SECONDS |
+#                  fuzz-bg=SECONDS ... fuzz-wait  mutant=SECONDS bench
+# --gpus spreads the work over the runner's GPUs (default all): ctest through a CTest resource spec
+# (ci/resource_spec.sh) with -j scaled by the GPU count, the sharded property run one shard per GPU, the
+# fuzz steps one fuzz_kernel worker per GPU.
 # Without network: RapidCheck comes from .devdeps (ci/devdeps.sh pack, here) when it is not installed.
 set -uo pipefail
 if [[ $# -eq 0 || "${1:-}" == -h || "${1:-}" == --help ]]; then
   cat <<'USAGE'
-usage: ci/gpu_tier.sh STEP...   (on a Hopper machine; logs in $FLASHCHECK_LOGS, summary in $OUT, default ./out)
+usage: ci/gpu_tier.sh [--gpus N|all] STEP...   (on a Hopper machine; logs in $FLASHCHECK_LOGS, summary in $OUT)
+  --gpus N|all     use the first N GPUs or all of them (default all; ci/resource_spec.sh finds them)
 steps, run in the order given:
   build            configure and build preset gpu (RapidCheck & co. from .devdeps without network)
-  tests            ctest -L gpu (JUnit XML: build/gpu/ctest-junit.xml), property case counts and RC_CLASSIFY
+  tests            ctest -L gpu over the GPUs (a resource spec, -j = GPUs x slots per GPU; JUnit XML:
+                   build/gpu/ctest-junit.xml), property case counts and RC_CLASSIFY
+  properties=CASES the GPU property binaries with CASES cases per property, sharded over the GPUs
+                   (FLASHCHECK_SHARD=i/n, one shard per GPU, base seed FLASHCHECK_SEED or the date)
   report           flashcheck-report --backend gpu
   sanitizer        ctest -L sanitizer (compute-sanitizer memcheck, racecheck, initcheck, synccheck)
   fuzz=SECONDS     fuzz_kernel for SECONDS;  fuzz-bg=SECONDS ... fuzz-wait: the same in the background
   mutant=SECONDS   the planted kernel bug from an empty corpus, its finding replayed
   bench            the benchmark (bench/run_bench.sh)
-environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.sh), OUT, FLASHCHECK_LOGS
+environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.sh), OUT, FLASHCHECK_LOGS,
+  FLASHCHECK_SLOTS_PER_GPU (GPU tests sharing a GPU, default 6), FLASHCHECK_CTEST_JOBS (ctest -j, default
+  GPUs x slots), FLASHCHECK_SEED (base seed of properties=CASES)
 USAGE
   [[ $# -eq 0 ]] && exit 2
   exit 0
 fi
 cd "$(dirname "$0")/.."
+gpus_arg=all
+case "${1:-}" in
+  --gpus) gpus_arg=${2:-}; shift 2 || { echo "--gpus needs N or all" >&2; exit 2; } ;;
+  --gpus=*) gpus_arg=${1#--gpus=}; shift ;;
+esac
 # Prebuilt fuzz binaries (gzipped, built with clang elsewhere: the GPU image has no clang) in
 # FLASHCHECK_FUZZ_PREBUILT are unpacked and used by the fuzz steps.
 if [ -n "${FLASHCHECK_FUZZ_PREBUILT:-}" ]; then
@@ -43,6 +58,16 @@ log() { echo "== $(date +%T) $*" | tee -a "$LOGS/summary.txt"; }
 finish() { cp "$LOGS/summary.txt" "$OUT/" 2>/dev/null; tar czf "$OUT/logs.tar.gz" -C "$LOGS" . 2>/dev/null; }
 trap finish EXIT
 
+# The GPUs of this run: a CTest resource spec for the tests, one CUDA_VISIBLE_DEVICES value per GPU for
+# the one-process-per-GPU steps.
+slots=${FLASHCHECK_SLOTS_PER_GPU:-6}
+spec="$LOGS/resource_spec.json"
+bash ci/resource_spec.sh --gpus "$gpus_arg" --slots-per-gpu "$slots" -o "$spec" 2>"$LOGS/resource_spec.log" ||
+  { cat "$LOGS/resource_spec.log" >&2; exit 2; }
+gpu_count=$(bash ci/resource_spec.sh --gpus "$gpus_arg" --count 2>/dev/null)
+mapfile -t gpu_list < <(bash ci/resource_spec.sh --gpus "$gpus_arg" --visible 2>/dev/null)
+log "$(cat "$LOGS/resource_spec.log")"
+
 for step in "$@"; do
   case "$step" in
     build)
@@ -52,16 +77,55 @@ for step in "$@"; do
         || { log "BUILD FAILED"; tail -50 "$LOGS/build.log"; exit 1; }
       grep -E "registers|spill" "$LOGS/build.log" | sort -u >"$LOGS/ptxas.txt" || true ;;
     tests)
-      log "ctest -L gpu"
+      ctest_jobs=${FLASHCHECK_CTEST_JOBS:-$((gpu_count * slots))}
+      log "ctest -L gpu on $gpu_count GPU(s), -j $ctest_jobs (resource spec $spec)"
       # -V keeps the output of passing tests too: the RC_CLASSIFY distribution of the GPU properties.
       # JUnit XML beside the build for CI dashboards; the skipped tests with their reasons in the summary.
-      ctest --preset gpu -V -j "${FLASHCHECK_CTEST_JOBS:-6}" --output-junit "$PWD/build/gpu/ctest-junit.xml" \
-        >"$LOGS/ctest_gpu.log" 2>&1 || status=1
+      # Each GPU test holds one of the spec's GPU slots and runs on that GPU (RESOURCE_GROUPS gpus:1).
+      start_t=$(date +%s)
+      ctest --preset gpu -V -j "$ctest_jobs" --resource-spec-file "$spec" \
+        --output-junit "$PWD/build/gpu/ctest-junit.xml" >"$LOGS/ctest_gpu.log" 2>&1 || status=1
+      log "ctest -L gpu took $(( $(date +%s) - start_t )) s; GPU test binaries per GPU id:" \
+        "$(grep -oE 'flashcheck: CTest GPU id [0-9]+' "$LOGS/ctest_gpu.log" | awk '{print $NF}' | sort -n | uniq -c |
+           awk '{printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $1}')"
       grep -E "tests passed|tests failed|Total Test time|\*\*\*Failed|\*\*\*Skipped|\*\*\*Timeout" \
         "$LOGS/ctest_gpu.log" | tail -25 | tee -a "$LOGS/summary.txt"
       python3 ci/skip_reasons.py build/gpu/ctest-junit.xml 2>&1 | tee -a "$LOGS/summary.txt"
       cp build/gpu/ctest-junit.xml "$LOGS/" 2>/dev/null
       python3 ci/classify_summary.py "$LOGS/ctest_gpu.log" Gpu_Properties. 2>&1 | tee -a "$LOGS/summary.txt" ;;
+    properties=*)
+      # A long property run spread over the GPUs: each GPU property binary runs once per GPU, shard i of n on
+      # GPU i, each its share of CASES per property from its own seed (FLASHCHECK_SHARD, properties/tier.h).
+      # A failing shard lists its case lines; the replay command reruns that shard on any one GPU.
+      cases="${step#properties=}"
+      seed=${FLASHCHECK_SEED:-$(date -u +%Y%m%d)}
+      n=${#gpu_list[@]}
+      [ "$n" -eq 0 ] && { log "properties: no GPU found, skipped"; continue; }
+      log "properties: $cases cases per property in $n shard(s), one per GPU, FLASHCHECK_SEED=$seed"
+      for bin in build/gpu/properties/properties_gpu build/gpu/properties/properties_gpu_instrumented; do
+        [ -x "$bin" ] || continue
+        name=$(basename "$bin")
+        start_t=$(date +%s)
+        pids=()
+        for ((i = 0; i < n; ++i)); do
+          env CUDA_VISIBLE_DEVICES="${gpu_list[$i]}" FLASHCHECK_SHARD="$i/$n" FLASHCHECK_SEED="$seed" \
+            FLASHCHECK_CASES="$cases" "$bin" >"$LOGS/$name.shard$i.log" 2>&1 & pids+=($!)
+        done
+        for ((i = 0; i < n; ++i)); do
+          if wait "${pids[$i]}"; then
+            log "  $name shard $i/$n (GPU ${gpu_list[$i]}): pass, $(grep -m1 -oE 'cases \[[0-9]+, [0-9]+\)' \
+              "$LOGS/$name.shard$i.log") per property"
+          else
+            status=1
+            log "  $name shard $i/$n (GPU ${gpu_list[$i]}): FAIL; the shard again on one GPU:" \
+              "FLASHCHECK_SHARD=$i/$n FLASHCHECK_SEED=$seed FLASHCHECK_CASES=$cases $bin --gtest_filter=<test>;" \
+              "a case line alone: build/gpu/tools/flashcheck-repro --backend gpu '<case line>'"
+            grep -E "^\[  FAILED  \] [A-Za-z_]+\.[A-Za-z]+$|case line:" "$LOGS/$name.shard$i.log" | sort -u |
+              head -20 | tee -a "$LOGS/summary.txt"
+          fi
+        done
+        log "  $name: $n shard(s) in $(( $(date +%s) - start_t )) s"
+      done ;;
     report)
       log "verification report on the GPU kernel (flashcheck-report)"
       build/gpu/tools/flashcheck-report --backend gpu >"$LOGS/report.txt" 2>&1 || status=1
@@ -73,14 +137,14 @@ for step in "$@"; do
     fuzz=*)
       secs="${step#fuzz=}"
       log "nightly fuzz for ${secs}s"
-      bash ci/nightly_fuzz.sh "$secs" "$LOGS/fuzz" >"$LOGS/fuzz.log" 2>&1 || status=1
+      bash ci/nightly_fuzz.sh --gpus "$gpus_arg" "$secs" "$LOGS/fuzz" >"$LOGS/fuzz.log" 2>&1 || status=1
       tail -30 "$LOGS/fuzz.log" | tee -a "$LOGS/summary.txt" ;;
     fuzz-bg=*)
       # The nightly fuzz script in the background (one fuzz_kernel worker per GPU plus the CPU targets), so
       # the other steps, and a later call, can run while it fuzzes; `fuzz-wait` collects it.
       secs="${step#fuzz-bg=}"
       log "nightly fuzz for ${secs}s in the background"
-      setsid nohup bash ci/nightly_fuzz.sh "$secs" "$LOGS/fuzz" >"$LOGS/fuzz.log" 2>&1 < /dev/null &
+      setsid nohup bash ci/nightly_fuzz.sh --gpus "$gpus_arg" "$secs" "$LOGS/fuzz" >"$LOGS/fuzz.log" 2>&1 < /dev/null &
       echo $! >"$LOGS/fuzz.pid" ;;
     fuzz-wait)
       if [ -f "$LOGS/fuzz.pid" ]; then

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Overnight fuzzing: fuzz_kernel with one worker per visible GPU (CUDA_VISIBLE_DEVICES=i), the CPU targets
-# (fuzz_model, fuzz_api) on the remaining cores, all workers of a target sharing one corpus directory that
-# libFuzzer reloads (-reload=1). A worker that stops on a finding is restarted for the rest of the budget.
-# At the end the corpora are merged (-merge=1) and OUTDIR/summary.md lists per target the executions per
-# second, the features (libFuzzer's cov/ft), the corpus size and every finding with its case line.
+# Overnight fuzzing: fuzz_kernel with one worker per GPU (each its own CUDA_VISIBLE_DEVICES; --gpus N|all
+# picks the first N GPUs ci/resource_spec.sh finds, default all), the CPU targets (fuzz_model, fuzz_api) on
+# the remaining cores, all workers of a target sharing one corpus directory that libFuzzer reloads
+# (-reload=1) and one findings directory. A worker that stops on a finding is restarted for the rest of the
+# budget. While they run, a one-line status every FLASHCHECK_FUZZ_STATUS_SECONDS (default 60). At the end the
+# corpora are merged (-merge=1) and OUTDIR/summary.md lists per target the executions per second, the
+# features (libFuzzer's cov/ft), the corpus size, the rate of each GPU worker, and every finding with its
+# case line (replayable on one GPU with flashcheck-repro).
 #
-#   ci/nightly_fuzz.sh BUDGET_SECONDS OUTDIR
+#   ci/nightly_fuzz.sh [--gpus N|all] BUDGET_SECONDS OUTDIR
 #
 # Environment: FLASHCHECK_FUZZ_BUILD (build dir, default build/fuzz; configured with the fuzz preset and
 # built here unless FLASHCHECK_FUZZ_NO_BUILD=1), FLASHCHECK_FUZZ_CORPUS (a corpus directory kept between
@@ -18,10 +21,13 @@ root=$(pwd)
 
 usage() {
   cat <<'USAGE'
-usage: ci/nightly_fuzz.sh BUDGET_SECONDS OUTDIR
-  fuzz_kernel on every visible GPU and the CPU targets on the remaining cores for BUDGET_SECONDS, then merge the
-  corpora and write OUTDIR/summary.md (executions/s, coverage, corpus size, every finding with its case line).
-environment: FLASHCHECK_FUZZ_BUILD, FLASHCHECK_FUZZ_NO_BUILD=1, FLASHCHECK_FUZZ_CORPUS, FLASHCHECK_FUZZ_CPU_WORKERS
+usage: ci/nightly_fuzz.sh [--gpus N|all] BUDGET_SECONDS OUTDIR
+  fuzz_kernel on each GPU (one worker per GPU, shared corpus and findings) and the CPU targets on the remaining
+  cores for BUDGET_SECONDS, a status line every minute, then merge the corpora and write OUTDIR/summary.md
+  (executions/s per target and per GPU, coverage, corpus size, every finding with its case line).
+  --gpus N|all   the first N GPUs, or all of them (default; ci/resource_spec.sh --visible finds them)
+environment: FLASHCHECK_FUZZ_BUILD, FLASHCHECK_FUZZ_NO_BUILD=1, FLASHCHECK_FUZZ_CORPUS, FLASHCHECK_FUZZ_CPU_WORKERS,
+  FLASHCHECK_FUZZ_STATUS_SECONDS (status line period, default 60; 0: none)
 exit status: 0 no finding, 1 findings, 2 usage or build error
 USAGE
 }
@@ -29,7 +35,12 @@ if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
   usage
   exit 0
 fi
-if [ $# -ne 2 ] || ! [[ $1 =~ ^[0-9]+$ ]]; then
+gpus_arg=all
+case "${1:-}" in
+  --gpus) gpus_arg=${2:-}; shift 2 || { usage >&2; exit 2; } ;;
+  --gpus=*) gpus_arg=${1#--gpus=}; shift ;;
+esac
+if [ $# -ne 2 ] || ! [[ $1 =~ ^[0-9]+$ ]] || ! [[ $gpus_arg == all || $gpus_arg =~ ^[1-9][0-9]*$ ]]; then
   usage >&2
   exit 2
 fi
@@ -39,10 +50,14 @@ build=${FLASHCHECK_FUZZ_BUILD:-$root/build/fuzz}
 corpus_root=${FLASHCHECK_FUZZ_CORPUS:-$out/corpus}
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 
-gpus=0
-if command -v nvidia-smi >/dev/null 2>&1; then
-  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+# One CUDA_VISIBLE_DEVICES value per GPU (none without a GPU): worker g fuzzes on gpu_list[g] alone.
+gpu_list=()
+if ! gpu_text=$(bash "$root/ci/resource_spec.sh" --gpus "$gpus_arg" --visible 2>"$out/resource_spec.log"); then
+  echo "nightly_fuzz.sh: $(cat "$out/resource_spec.log")" >&2
+  exit 2
 fi
+[ -n "$gpu_text" ] && mapfile -t gpu_list <<<"$gpu_text"
+gpus=${#gpu_list[@]}
 targets=(fuzz_model fuzz_api)
 [ "$gpus" -gt 0 ] && targets=(fuzz_kernel "${targets[@]}")
 
@@ -93,21 +108,52 @@ worker() {
 echo "flashcheck nightly fuzz: ${budget}s, $gpus GPU(s), $cpu_workers worker(s) per CPU target, output $out"
 pids=()
 for ((g = 0; g < gpus; ++g)); do
-  worker fuzz_kernel "fuzz_kernel-gpu$g" CUDA_VISIBLE_DEVICES="$g" & pids+=($!)
+  worker fuzz_kernel "fuzz_kernel-gpu$g" CUDA_VISIBLE_DEVICES="${gpu_list[$g]}" & pids+=($!)
 done
 for t in fuzz_model fuzz_api; do
   for ((w = 0; w < cpu_workers; ++w)); do
     worker "$t" "$t-cpu$w" CUDA_VISIBLE_DEVICES= & pids+=($!)
   done
 done
+
+# executions LOG: the worker's executions so far (finished runs' totals plus the current run's last "#N").
+executions() {
+  awk '/^=== run / {run = 0} /^stat::number_of_executed_units/ {done += $NF; run = 0}
+       /^#[0-9]+/ {run = substr($1, 2) + 0} END {print done + run}' "$1" 2>/dev/null || echo 0
+}
+# One status line per period while the workers run: elapsed, executions and rate per target, findings.
+status_every=${FLASHCHECK_FUZZ_STATUS_SECONDS:-60}
+if [[ $status_every =~ ^[1-9][0-9]*$ ]]; then
+  (
+    start=$(date +%s)
+    while sleep "$status_every"; do
+      now=$(date +%s)
+      [ "$now" -ge "$deadline" ] && break
+      line="fuzz: $((now - start))/${budget}s"
+      for t in fuzz_kernel fuzz_model fuzz_api; do
+        n=0 execs=0
+        for log in "$out"/logs/"$t"-*[0-9].log; do
+          [ -f "$log" ] || continue
+          n=$((n + 1)) execs=$((execs + $(executions "$log")))
+        done
+        [ "$n" -gt 0 ] && line+=", $t x$n $execs execs ($((execs / (now - start + 1)))/s)"
+      done
+      line+=", findings $(find "$out/findings" -name 'finding-*.case' -o -name 'crash-*' -o -name 'timeout-*' \
+        -o -name 'oom-*' -o -name 'leak-*' 2>/dev/null | wc -l)"
+      echo "$line"
+    done
+  ) &
+  status_pid=$!
+fi
 wait "${pids[@]}"
+[ -n "${status_pid:-}" ] && kill "$status_pid" 2>/dev/null
 
 # Merge: keep the inputs that carry distinct features (the GPU target needs a device for it).
 for t in "${targets[@]}"; do
   bin=$(binary "$t")
   merged="$corpus_root/$t.merged"
   rm -rf "$merged" && mkdir -p "$merged"
-  env $( [ "$t" = fuzz_kernel ] && echo CUDA_VISIBLE_DEVICES=0 || echo CUDA_VISIBLE_DEVICES= ) \
+  env CUDA_VISIBLE_DEVICES="$( [ "$t" = fuzz_kernel ] && echo "${gpu_list[0]}")" \
     "$bin" -merge=1 -timeout="$(timeout_for "$t")" -artifact_prefix="$out/findings/$t/" \
     "$merged" "$corpus_root/$t" >"$out/logs/$t-merge.log" 2>&1 &&
     rm -rf "$corpus_root/$t" && mv "$merged" "$corpus_root/$t"
@@ -162,6 +208,15 @@ total_findings=0
     total_findings=$((total_findings + count[$t]))
     echo "| $t | ${#logs[@]} | $execs | $rate | $cov | $ft | $size | ${count[$t]} |"
   done
+  if [ "$gpus" -gt 0 ]; then
+    echo
+    echo "| fuzz_kernel worker | CUDA_VISIBLE_DEVICES | executions | exec/s |"
+    echo "|---|---|---|---|"
+    for ((g = 0; g < gpus; ++g)); do
+      execs=$(awk '/^stat::number_of_executed_units/ {s += $NF} END {print s + 0}' "$out/logs/fuzz_kernel-gpu$g.log")
+      echo "| gpu$g | ${gpu_list[$g]} | $execs | $(awk -v e="$execs" -v b="$budget" 'BEGIN {printf "%.1f", (b > 0 ? e / b : 0)}') |"
+    done
+  fi
   echo
   echo "exec/s: all executions of a target's workers divided by the budget. cov/ft: the largest libFuzzer"
   echo "reported (ft includes flashcheck's extra counters: tile kinds, rescales, special values, error/bound buckets)."

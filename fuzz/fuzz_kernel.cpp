@@ -9,6 +9,7 @@
 
 #include "check_one.h"
 #include "finding.h"
+#include "flashcheck/device.h"
 #include "flashcheck/runner.h"
 
 // The host libraries are built with ASan in the fuzz build. The CUDA driver maps memory inside ASan's
@@ -23,6 +24,12 @@ flashcheck::fuzz::TargetSpec g_spec;
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   flashcheck::fuzz::init_artifact_prefix(*argc, *argv);
+  // Under CTest with a resource spec, the GPU the test was given; otherwise the current device (one worker
+  // per GPU gets its own through CUDA_VISIBLE_DEVICES, ci/nightly_fuzz.sh).
+  if (flashcheck::Status s = flashcheck::select_device_from_environment(); !s.ok()) {
+    std::fprintf(stderr, "%s: device selection failed: %s\n", FLASHCHECK_FUZZ_TARGET_NAME, s.message().c_str());
+    return 1;
+  }
   if (!flashcheck::device_available()) {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
     std::fprintf(stderr, "%s: no usable CUDA device (CUDA_VISIBLE_DEVICES=%s): nothing to fuzz, skipped\n",

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
@@ -15,12 +16,25 @@
 
 #include "flashcheck/attention.h"
 #include "flashcheck/mask_names.h"
+#include "flashcheck/shard.h"
 #include "generators.h"
 
 namespace flashcheck::properties {
 namespace {
 
 Backend g_backend = Backend::kHostModel;
+
+// Why the tier's configuration cannot run (a malformed FLASHCHECK_SHARD or FLASHCHECK_SEED): every property
+// fails with it rather than run something other than what was asked.
+std::string& tier_error_storage() {
+  static std::string error;
+  return error;
+}
+// The shard plan, printed once before the tests: "[ SHARD ] 1/4: ...".
+std::string& shard_note() {
+  static std::string note;
+  return note;
+}
 
 // Coverage of the running test: word -> count, grouped by the part before '=' when printed.
 struct Coverage {
@@ -70,6 +84,9 @@ class CoverageListener : public ::testing::EmptyTestEventListener {
     total_cases() += coverage().cases;
     print_coverage(std::cout, std::string(info.test_suite_name()) + "." + info.name());
   }
+  void OnTestProgramStart(const ::testing::UnitTest&) override {
+    if (!shard_note().empty()) std::cout << "[ SHARD    ] " << shard_note() << "\n";
+  }
   void OnTestProgramEnd(const ::testing::UnitTest&) override {
     if (total_cases() > 0) std::cout << "[ COVERAGE ] " << total_cases() << " case runs in all properties\n";
   }
@@ -83,14 +100,63 @@ int env_int(const char* name, int fallback) {
   return (end != value && parsed > 0) ? static_cast<int>(parsed) : fallback;
 }
 
+bool parse_seed(const char* text, uint64_t* out) {
+  const std::string_view view(text);
+  if (view.empty() || view.front() == '-' || view.front() == '+') return false;
+  auto [ptr, ec] = std::from_chars(view.data(), view.data() + view.size(), *out);
+  return ec == std::errc() && ptr == view.data() + view.size();
+}
+
+void append_param(std::string* params, const std::string& param) {
+  if (!params->empty()) *params += ' ';
+  *params += param;
+}
+
 // RC_PARAMS with max_success filled in from FLASHCHECK_CASES or the tier default, unless already there.
+// FLASHCHECK_SHARD=i/n (flashcheck/shard.h) makes this run shard i of a run of that many cases per property
+// with base seed FLASHCHECK_SEED (default 0): its share of the cases, from its own seed. FLASHCHECK_SEED alone
+// fixes the seed of an unsharded run (the same run as shard 0/1). RC_PARAMS=reproduce=... replays one case
+// and wins over both.
 void complete_rc_params(int default_cases) {
   const int cases = env_int("FLASHCHECK_CASES", default_cases);
   const char* current = std::getenv("RC_PARAMS");
   std::string params = current ? current : "";
+  const char* shard_text = std::getenv("FLASHCHECK_SHARD");
+  const char* seed_text = std::getenv("FLASHCHECK_SEED");
+  const bool sharded = (shard_text != nullptr && *shard_text != '\0') || (seed_text != nullptr && *seed_text != '\0');
+  if (sharded && params.find("reproduce") == std::string::npos) {
+    Shard shard;
+    uint64_t base = 0;
+    if (shard_text != nullptr && *shard_text != '\0') {
+      if (Status s = parse_shard(shard_text, &shard); !s.ok()) {
+        tier_error_storage() = "FLASHCHECK_SHARD: " + s.message();
+        return;
+      }
+    }
+    if (seed_text != nullptr && *seed_text != '\0' && !parse_seed(seed_text, &base)) {
+      tier_error_storage() = std::string("FLASHCHECK_SEED='") + seed_text + "' is not a decimal uint64";
+      return;
+    }
+    if (params.find("max_success") != std::string::npos || params.find("seed") != std::string::npos) {
+      tier_error_storage() =
+          "FLASHCHECK_SHARD/FLASHCHECK_SEED plan max_success and seed: give the cases per property in "
+          "FLASHCHECK_CASES and the base seed in FLASHCHECK_SEED, not in RC_PARAMS";
+      return;
+    }
+    const int64_t share = shard_cases(cases, shard);
+    const uint64_t seed = shard_seed(base, shard);
+    append_param(&params, "max_success=" + std::to_string(share));
+    append_param(&params, "seed=" + std::to_string(seed));
+    shard_note() = std::to_string(shard.index) + "/" + std::to_string(shard.count) + ": cases [" +
+                   std::to_string(shard_first_case(cases, shard)) + ", " +
+                   std::to_string(shard_first_case(cases, shard) + share) + ") of " + std::to_string(cases) +
+                   " per property, RapidCheck seed " + std::to_string(seed) + " (FLASHCHECK_SEED=" +
+                   std::to_string(base) + ")";
+    setenv("RC_PARAMS", params.c_str(), 1);
+    return;
+  }
   if (params.find("max_success") != std::string::npos) return;
-  if (!params.empty()) params += ' ';
-  params += "max_success=" + std::to_string(cases);
+  append_param(&params, "max_success=" + std::to_string(cases));
   setenv("RC_PARAMS", params.c_str(), 1);
 }
 
@@ -108,6 +174,8 @@ bool install_tier(const TierSetup& setup) {
 }
 
 Backend active_backend() { return g_backend; }
+
+const char* tier_error() { return tier_error_storage().empty() ? nullptr : tier_error_storage().c_str(); }
 
 const char* skip_reason() {
   if (g_backend == Backend::kGpu && !device_available()) return "flashcheck-skip: no CUDA device available (GPU tier)";

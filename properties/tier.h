@@ -1,6 +1,7 @@
 // The tier a property binary runs in: the backend (host model in the CPU tier, GPU kernel in the GPU
-// tier), its case limits and case count, the planted-defect switch for the README demo, the per-test
-// coverage table, and the reason the GPU tier skips when no device is present. Each test binary calls
+// tier), its case limits, case count and shard (FLASHCHECK_SHARD: a run spread over GPUs), the planted-defect
+// switch for the README demo, the per-test coverage table, and the reason the GPU tier skips when no device
+// is present. Each test binary calls
 // install_tier() once, from a static initialiser, before RapidCheck reads its configuration.
 #pragma once
 
@@ -25,6 +26,9 @@ bool install_tier(const TierSetup& setup);
 Backend active_backend();
 // Why the tier cannot run here (the GPU tier without a usable device), or null. Tests skip with it.
 const char* skip_reason();
+// Why the tier's configuration is wrong (a malformed FLASHCHECK_SHARD or FLASHCHECK_SEED), or null. Tests fail
+// with it.
+const char* tier_error();
 
 // Test-only switch for the README's planted-bug example: FLASHCHECK_PLANT=<defect> (to_string(ModelDefect)
 // names, e.g. missing-rescale) makes the host-model backend run with that defect. Ignored on the GPU.

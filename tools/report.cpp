@@ -28,6 +28,7 @@
 #include "flashcheck/attention.h"
 #include "flashcheck/case.h"
 #include "flashcheck/cli.h"
+#include "flashcheck/device.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/mask_names.h"
 #include "flashcheck/progress.h"
@@ -371,6 +372,10 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "also write the results as JSON to PATH (schema: docs/report-json.md)");
   app.footer(cli::kExitCodesHelp);
   if (const int early = cli::parse(app, argc, argv); early >= 0) return early;
+  if (Status s = select_device_from_environment(); !s.ok()) {
+    std::fprintf(stderr, "flashcheck-report: %s\n", s.message().c_str());
+    return kExitUnavailable;
+  }
   Backend backend = device_available() ? Backend::kGpu : Backend::kHostModel;
   if (backend_name == "gpu") backend = Backend::kGpu;
   if (backend_name == "model") backend = Backend::kHostModel;

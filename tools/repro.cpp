@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "flashcheck/cli.h"
+#include "flashcheck/device.h"
 #include "flashcheck/host_model.h"
 #include "flashcheck/oracle_bridge.h"
 #include "flashcheck/progress.h"
@@ -178,6 +179,11 @@ Replayed replay(const std::string& line, const Options& options) {
 int main(int argc, char** argv) {
   Options options;
   if (const int early = parse_args(argc, argv, &options); early >= 0) return early;
+  // Under CTest with a resource spec, the GPU the test holds; run by hand, the current device.
+  if (Status s = select_device_from_environment(); !s.ok()) {
+    std::fprintf(stderr, "flashcheck-repro: %s\n", s.message().c_str());
+    return kExitUnavailable;
+  }
   if (options.file.empty()) {
     const Replayed r = replay(options.line, options);
     return r.unavailable ? kExitUnavailable : exit_code(r.outcome);
