@@ -34,6 +34,14 @@ int64_t visible_count(const oracle::Problem& problem, int64_t i) { return oracle
 
 }  // namespace
 
+std::string Budget::memory_summary() const {
+  char text[160];
+  std::snprintf(text, sizeof(text), "about %.1f GB (inputs %.1f, outputs %.1f, oracle %.1f over %d thread%s, verdict %.1f)",
+                total_bytes / 1e9, input_bytes / 1e9, output_bytes / 1e9, oracle_bytes / 1e9, threads,
+                threads == 1 ? "" : "s", verdict_bytes / 1e9);
+  return text;
+}
+
 std::string Budget::summary() const {
   char time[48];
   if (seconds < 90) {
@@ -45,13 +53,9 @@ std::string Budget::summary() const {
   }
   char model[48] = "";
   if (model_terms > 0) std::snprintf(model, sizeof(model), ", %.2g host model terms", model_terms);
-  char text[320];
-  std::snprintf(text, sizeof(text),
-                "about %.1f GB (inputs %.1f, outputs %.1f, oracle %d thread%s x %.1f, verdict %.1f) and about %s "
-                "(%.2g oracle terms%s)",
-                total_bytes / 1e9, input_bytes / 1e9, output_bytes / 1e9, threads, threads == 1 ? "" : "s",
-                oracle_bytes / threads / 1e9, verdict_bytes / 1e9, time, oracle_terms, model);
-  return text;
+  char text[160];
+  std::snprintf(text, sizeof(text), " and about %s (%.2g oracle terms%s)", time, oracle_terms, model);
+  return memory_summary() + text;
 }
 
 Budget estimate_budget(const Case& c, const BudgetOptions& options) {
@@ -116,13 +120,13 @@ Budget estimate_budget(const Case& c, const BudgetOptions& options) {
   per_thread += std::ceil(n / std::max<double>(1, config.block_n)) * kDouble;
   const int threads = options.threads > 0 ? options.threads : oracle::max_threads();
   b.threads = static_cast<int>(std::clamp<int64_t>(b.rows_checked, 1, std::max(threads, 1)));
-  b.oracle_bytes = per_thread * b.threads;
+  b.oracle_bytes = per_thread * b.threads + n * kFastScratchPerKey;
   b.verdict_bytes =
       double(std::min<int64_t>(b.rows_checked, kVerdictChunkRows)) * d * kVerdictDoublesPerElement * kDouble;
   b.total_bytes = b.input_bytes + b.output_bytes + b.oracle_bytes + b.verdict_bytes;
 
   // Time: the verdict's terms spread over the threads, the host model's on one.
-  const double rate = kFastTermsPerSecond * d / (d + kFastHalfRateDim);
+  const double rate = kTermsPerSecond * d / (d + kHalfRateDim);
   const double verdict_cost = 1 + (options.check_rms ? kEmulatedCostFactor : 0);
   b.seconds = b.oracle_terms * verdict_cost / (rate * b.threads) + b.model_terms * kModelCostFactor / rate;
   return b;
@@ -179,11 +183,11 @@ Status memory_cap_from_environment(int64_t* cap) {
 
 Status check_memory(const Budget& budget, int64_t cap) {
   if (budget.total_bytes <= double(cap)) return {};
-  char text[160];
-  std::snprintf(text, sizeof(text), "over the memory cap of %.1f GB (%lld bytes); raise it with --memory-cap SIZE or ",
-                double(cap) / 1e9, static_cast<long long>(cap));
+  char text[128];
+  std::snprintf(text, sizeof(text), "over the cap of %.1f GB; raise it with --memory-cap SIZE or ",
+                double(cap) / 1e9);
   return {StatusCode::kInvalidArgument,
-          "memory: the case needs " + budget.summary() + ", " + text + "FLASHCHECK_MEMORY_CAP=SIZE (e.g. 64G)"};
+          "memory: the case needs " + budget.memory_summary() + ", " + text + "FLASHCHECK_MEMORY_CAP=SIZE (e.g. 64G)"};
 }
 
 }  // namespace flashcheck

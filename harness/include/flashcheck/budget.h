@@ -15,10 +15,13 @@
 
 namespace flashcheck {
 
-// Measured rates (docs/design/oracle-speed.md, bench/oracle_bench.cpp), per core.
-inline constexpr double kFastTermsPerSecond = 2e8;  // the fast tier at large head_dim (d = 64)
-inline constexpr double kFastHalfRateDim = 5.0;     // rate(d) = kFastTermsPerSecond * d / (d + 5): 3.3e7 at d = 1
-// The verdict's cost of one term in fast-tier terms: the exact row (1) plus the emulated reference of the RMS
+// Rates per core, fitted to whole verdicts on the development machine (2 shared cores): an fp32 row of 16M keys
+// at d = 1 on the host model in 8.4 s (estimated 9 s), 128 rows of 2e5 keys at d = 64 in 175 s (estimated 3 min).
+// The fast tier alone is faster (docs/design/oracle-speed.md: 2e8 to 4e8 terms/s at d = 64, bench/oracle_bench.cpp);
+// long rows at large head_dim are memory-bound, and at small head_dim a term is a whole key (an exp and more).
+inline constexpr double kTermsPerSecond = 1e8;  // rate(d) = kTermsPerSecond * d / (d + kHalfRateDim): 3.3e7 at d = 1
+inline constexpr double kHalfRateDim = 2.0;
+// The verdict's cost of one term in units of 1 / rate(d): the exact row (1) plus the emulated reference of the RMS
 // check, an ensemble of fp32-emulated members (about 12: 70% of the verdict against the fast tier's 6%).
 inline constexpr double kEmulatedCostFactor = 12.0;
 // The host model's cost of one term of every row (it computes them all, the verdict only the checked ones).
@@ -42,7 +45,9 @@ struct Budget {
   // Bytes (doubles: a legal case may need more than 2^63).
   double input_bytes = 0;    // Q, K, V encoded in the dtype (padded layout) and decoded as doubles, the sink
   double output_bytes = 0;   // the output images (O padded like Q, LSE, m, l with their guards) and O decoded
-  double oracle_bytes = 0;   // per-thread working set at the longest checked row, times the threads in use
+  // The per-thread working set at the longest checked row, times the threads in use, plus the fast tier's scratch
+  // of the calling thread (the worst row's printout recomputes a row there, beside the OpenMP workers' scratch).
+  double oracle_bytes = 0;
   double verdict_bytes = 0;  // the chunk of prepared rows (exact row, bound, emulated reference) and running sums
   double total_bytes = 0;
   int threads = 1;               // oracle threads in use (no more than checked rows)
@@ -52,7 +57,9 @@ struct Budget {
   double model_terms = 0;        // terms of every row (host model only; else 0)
   double seconds = 0;            // estimated wall time of the model's run and the verdict
   bool is_large() const { return seconds >= kWarnSeconds || total_bytes >= kWarnBytes; }
-  // "about 7.6 GB (inputs 1.9, outputs 0.0, oracle 2 threads x 2.8, verdict 0.1) and about 3 min (2.1e+11 terms)"
+  // "about 7.6 GB (inputs 1.9, outputs 0.0, oracle 5.6 over 2 threads, verdict 0.1)"
+  std::string memory_summary() const;
+  // memory_summary() and "and about 3 min (2.1e+11 oracle terms)"
   std::string summary() const;
 };
 
