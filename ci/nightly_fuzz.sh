@@ -6,7 +6,8 @@
 # budget. While they run, a one-line status every FLASHCHECK_FUZZ_STATUS_SECONDS (default 60). At the end the
 # corpora are merged (-merge=1) and OUTDIR/summary.md lists per target the executions per second, the
 # features (libFuzzer's cov/ft), the corpus size, the rate of each GPU worker, and every finding with its
-# case line (replayable on one GPU with flashcheck-repro).
+# case line (replayable on one GPU with flashcheck-repro); OUTDIR/summary.json holds the same for dashboards
+# (schema in fuzz/README.md, "Nightly summary JSON").
 #
 #   ci/nightly_fuzz.sh [--gpus N|all] BUDGET_SECONDS OUTDIR
 #
@@ -24,7 +25,8 @@ usage() {
 usage: ci/nightly_fuzz.sh [--gpus N|all] BUDGET_SECONDS OUTDIR
   fuzz_kernel on each GPU (one worker per GPU, shared corpus and findings) and the CPU targets on the remaining
   cores for BUDGET_SECONDS, a status line every minute, then merge the corpora and write OUTDIR/summary.md
-  (executions/s per target and per GPU, coverage, corpus size, every finding with its case line).
+  and OUTDIR/summary.json (executions/s per target and per GPU, coverage and its growth, corpus size, every
+  finding with its case line and replay command; JSON schema in fuzz/README.md).
   --gpus N|all   the first N GPUs, or all of them (default; ci/resource_spec.sh --visible finds them)
 environment: FLASHCHECK_FUZZ_BUILD, FLASHCHECK_FUZZ_NO_BUILD=1, FLASHCHECK_FUZZ_CORPUS, FLASHCHECK_FUZZ_CPU_WORKERS,
   FLASHCHECK_FUZZ_STATUS_SECONDS (status line period, default 60; 0: none)
@@ -164,6 +166,10 @@ done
 decode=$(binary flashcheck-fuzz-decode)
 declare -A count
 findings_md=""
+# The same as tab-separated rows for summary.json: target, file, kind, case line, message, replay command.
+findings_tsv="$out/logs/findings.tsv"
+: >"$findings_tsv"
+tsv_row() { local IFS=$'\t' f; local fields=(); for f in "$@"; do fields+=("$(tr '\t\n' '  ' <<<"$f" | sed 's/ $//')"); done; echo "${fields[*]}"; }
 for t in "${targets[@]}"; do
   backend=model; [ "$t" = fuzz_kernel ] && backend=gpu
   declare -A seen=()
@@ -174,6 +180,8 @@ for t in "${targets[@]}"; do
     findings_md+="- \`$t\` $(basename "$f"): \`$(head -1 "$f")\`"$'\n'
     findings_md+="  - $(grep -m1 -vE '^(target|backend|case):|^$' "${f%.case}.txt" 2>/dev/null)"$'\n'
     findings_md+="  - replay: \`flashcheck-repro --backend $backend --file $f\`"$'\n'
+    tsv_row "$t" "$f" verdict "$(head -1 "$f")" "$(grep -m1 -vE '^(target|backend|case):|^$' "${f%.case}.txt" 2>/dev/null)" \
+      "flashcheck-repro --backend $backend --file $f" >>"$findings_tsv"
   done
   for f in "$out/findings/$t"/{crash,leak,timeout,oom}-*; do
     [ -f "$f" ] || continue
@@ -183,12 +191,17 @@ for t in "${targets[@]}"; do
     n=$((n + 1))
     findings_md+="- \`$t\` $(basename "$f") (sanitizer report, crash, timeout or out-of-memory; see logs/$t-*.log)${line:+: \`$line\`}"$'\n'
     findings_md+="  - replay: \`$(binary "$t") $f\`"$'\n'
+    kind=$(basename "$f"); kind=${kind%%-*}
+    tsv_row "$t" "$f" "$kind" "$line" "see logs/$t-*.log" "$(binary "$t") $f" >>"$findings_tsv"
   done
   unset seen
   count[$t]=$n
 done
 
 summary="$out/summary.md"
+targets_tsv="$out/logs/targets.tsv"
+: >"$targets_tsv"
+: >"$out/logs/gpu_workers.tsv"
 total_findings=0
 {
   echo "# flashcheck nightly fuzz, $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -206,6 +219,11 @@ total_findings=0
     ft=$(cat "${logs[@]}" | grep -oE 'ft: [0-9]+' | awk '{if ($2 > m) m = $2} END {print m + 0}')
     size=$(find "$corpus_root/$t" -type f | wc -l)
     total_findings=$((total_findings + count[$t]))
+    # Coverage growth: inputs libFuzzer kept as new (its "NEW" lines) and cov from the first INITED to the end.
+    new_inputs=$(cat "${logs[@]}" | grep -cE '^#[0-9]+[[:space:]]+NEW')
+    cov_initial=$(cat "${logs[@]}" | grep -E '^#[0-9]+[[:space:]]+INITED' | grep -oE 'cov: [0-9]+' |
+      awk 'NR == 1 || $2 < m {m = $2} END {print m + 0}')
+    tsv_row "$t" "${#logs[@]}" "$execs" "$cov" "$ft" "$size" "${count[$t]}" "$new_inputs" "$cov_initial" >>"$targets_tsv"
     echo "| $t | ${#logs[@]} | $execs | $rate | $cov | $ft | $size | ${count[$t]} |"
   done
   if [ "$gpus" -gt 0 ]; then
@@ -214,6 +232,7 @@ total_findings=0
     echo "|---|---|---|---|"
     for ((g = 0; g < gpus; ++g)); do
       execs=$(awk '/^stat::number_of_executed_units/ {s += $NF} END {print s + 0}' "$out/logs/fuzz_kernel-gpu$g.log")
+      tsv_row "gpu$g" "${gpu_list[$g]}" "$execs" >>"$out/logs/gpu_workers.tsv"
       echo "| gpu$g | ${gpu_list[$g]} | $execs | $(awk -v e="$execs" -v b="$budget" 'BEGIN {printf "%.1f", (b > 0 ? e / b : 0)}') |"
     done
   fi
@@ -225,5 +244,35 @@ total_findings=0
   echo
   if [ "$total_findings" -eq 0 ]; then echo "None."; else printf '%s' "$findings_md"; fi
 } >"$summary"
+FUZZ_OUT="$out" FUZZ_BUDGET="$budget" FUZZ_GPUS="$gpus" FUZZ_CPU_WORKERS="$cpu_workers" \
+  FUZZ_COMMIT="$(git describe --always --dirty 2>/dev/null || echo unknown)" python3 - <<'PY' || echo "nightly_fuzz.sh: summary.json not written" >&2
+import json, os
+out = os.environ["FUZZ_OUT"]
+budget = int(os.environ["FUZZ_BUDGET"])
+def rows(name):
+    path = os.path.join(out, "logs", name)
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return [line.rstrip("\n").split("\t") for line in f if line.strip()]
+per_s = lambda n: round(n / budget, 3) if budget > 0 else 0.0
+findings = [dict(zip(("target", "file", "kind", "case", "message", "replay"), r)) for r in rows("findings.tsv")]
+for f in findings:
+    f["case"] = f.get("case") or None
+targets = []
+for t, workers, execs, cov, ft, corpus, count, new_inputs, cov_initial in rows("targets.tsv"):
+    targets.append({"target": t, "workers": int(workers), "executions": int(execs), "exec_per_s": per_s(int(execs)),
+                    "cov": int(cov), "ft": int(ft), "cov_initial": int(cov_initial),
+                    "cov_gain_per_s": per_s(int(cov) - int(cov_initial)), "new_inputs": int(new_inputs),
+                    "new_inputs_per_s": per_s(int(new_inputs)), "corpus": int(corpus), "findings": int(count)})
+gpu_workers = [{"worker": w, "cuda_visible_devices": d, "executions": int(e), "exec_per_s": per_s(int(e))}
+               for w, d, e in rows("gpu_workers.tsv")]
+doc = {"schema": "flashcheck-nightly-fuzz/1", "budget_s": budget, "gpus": int(os.environ["FUZZ_GPUS"]),
+       "cpu_workers_per_target": int(os.environ["FUZZ_CPU_WORKERS"]), "commit": os.environ["FUZZ_COMMIT"],
+       "targets": targets, "gpu_workers": gpu_workers, "findings": findings}
+with open(os.path.join(out, "summary.json"), "w") as f:
+    json.dump(doc, f, indent=1)
+    f.write("\n")
+PY
 cat "$summary"
 [ "$total_findings" -eq 0 ]

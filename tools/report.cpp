@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flashcheck/attention.h"
+#include "flashcheck/budget.h"
 #include "flashcheck/case.h"
 #include "flashcheck/cli.h"
 #include "flashcheck/device.h"
@@ -370,8 +371,20 @@ int main(int argc, char** argv) {
   app.add_flag("--verbose", verbose, "print a line for every passing case too");
   std::string json_path;
   app.add_option("--json", json_path, "also write the results as JSON to PATH (schema: docs/report-json.md)");
+  std::string memory_cap_text;
+  app.add_option("--memory-cap", memory_cap_text, "reject a case whose estimated host memory is over SIZE (bytes, or "
+                                                  "with K, M, G, T; default: FLASHCHECK_MEMORY_CAP, else 16G or the "
+                                                  "available memory, the lower)")
+      ->check(cli::kMemorySize);
   app.footer(cli::kExitCodesHelp);
   if (const int early = cli::parse(app, argc, argv); early >= 0) return early;
+  int64_t memory_cap = 0;
+  if (const Status s = memory_cap_text.empty() ? memory_cap_from_environment(&memory_cap)
+                                               : parse_memory_size(memory_cap_text, &memory_cap);
+      !s.ok()) {
+    std::fprintf(stderr, "flashcheck-report: %s\nRun with --help for more information.\n", s.message().c_str());
+    return kExitUsage;
+  }
   if (Status s = select_device_from_environment(); !s.ok()) {
     std::fprintf(stderr, "flashcheck-report: %s\n", s.message().c_str());
     return kExitUnavailable;
@@ -444,8 +457,20 @@ int main(int argc, char** argv) {
       std::printf("%s (%s: %s)\n  %s\n", to_string(v.outcome), stage, st.message().c_str(), v.case_line.c_str());
       records.push_back({v.case_line, v.outcome, std::string(stage) + ": " + st.message(), {}});
     };
+    // Minutes or gigabytes: say so first; over the memory cap: rejected before anything is allocated.
+    BudgetOptions budget_options;
+    budget_options.host_model = backend == Backend::kHostModel;
+    const Budget budget = estimate_budget(c, budget_options);
+    if (Status st = check_memory(budget, memory_cap); !st.ok()) {
+      refuse("budget", st);
+      continue;
+    }
+    if (budget.is_large()) {
+      std::fprintf(stderr, "flashcheck-report: warning: %s needs %s\n", excerpt(format_case(c)).c_str(),
+                   budget.summary().c_str());
+    }
     HostInputs inputs;
-    if (Status st = make_inputs(c, &inputs); !st.ok()) {
+    if (Status st = make_inputs(c, &inputs, memory_cap); !st.ok()) {
       refuse("inputs", st);
       continue;
     }

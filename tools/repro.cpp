@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "flashcheck/budget.h"
 #include "flashcheck/cli.h"
 #include "flashcheck/device.h"
 #include "flashcheck/host_model.h"
@@ -34,6 +35,7 @@ struct Options {
   JudgeOptions judge;
   std::string file;
   std::string line;  // the case line given on the command line (arguments joined by blanks)
+  int64_t memory_cap = 0;  // host bytes a case may need (budget.h), else it is rejected
 };
 
 int usage_error(const std::string& message) {
@@ -68,6 +70,11 @@ int parse_args(int argc, char** argv, Options* options) {
             return {};
           },
           "all|N"));
+  std::string memory_cap;
+  app.add_option("--memory-cap", memory_cap, "reject a case whose estimated host memory is over SIZE (bytes, or with K, "
+                                             "M, G, T; default: FLASHCHECK_MEMORY_CAP, else 16G or the available "
+                                             "memory, the lower)")
+      ->check(cli::kMemorySize);
   app.add_option("--file", options->file, "one case line per line; blank lines and lines starting with '#' are skipped");
   app.add_option("case", words, "the case line (quoted, or its words as separate arguments), e.g. \"bf16 b=2 hq=8 "
                                 "hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) "
@@ -104,6 +111,11 @@ int parse_args(int argc, char** argv, Options* options) {
                 gpu ? "a CUDA device is present" : device_available() ? "--defect runs on the model" : "no CUDA device");
   }
   options->judge.tier = options->tier;
+  if (const Status s = memory_cap.empty() ? memory_cap_from_environment(&options->memory_cap)
+                                          : parse_memory_size(memory_cap, &options->memory_cap);
+      !s.ok()) {
+    return usage_error(s.message());
+  }
   return -1;
 }
 
@@ -145,8 +157,20 @@ Replayed replay(const std::string& line, const Options& options) {
     std::printf("%s\n", refused(line, s).report().c_str());
     return {outcome_of(s.code())};
   }
+  // Minutes or gigabytes: say so first; over the memory cap: rejected before anything is allocated.
+  BudgetOptions budget_options;
+  budget_options.full_check_limit = options.judge.full_check_limit;
+  budget_options.random_rows = options.judge.random_rows;
+  budget_options.host_model =
+      std::find(options.backends.begin(), options.backends.end(), Backend::kHostModel) != options.backends.end();
+  const Budget budget = estimate_budget(c, budget_options);
+  if (Status s = check_memory(budget, options.memory_cap); !s.ok()) {
+    std::printf("%s\n", refused(line, s).report().c_str());
+    return {outcome_of(s.code())};
+  }
+  if (budget.is_large()) std::fprintf(stderr, "flashcheck-repro: warning: this case needs %s\n", budget.summary().c_str());
   HostInputs inputs;
-  if (Status s = make_inputs(c, &inputs); !s.ok()) {
+  if (Status s = make_inputs(c, &inputs, options.memory_cap); !s.ok()) {
     std::printf("%s\n", refused(line, s).report().c_str());
     return {outcome_of(s.code())};
   }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every entry point answers --help: exit status 0 and a usage text (the word "usage", any case), without doing
 # its work (each runs under a 30 s limit, no build, no network). Walks the C++ tools given as arguments and the
-# scripts of ci/, bench/ and tools/dev/ (shell and Python; a Python script that needs PyTorch or numpy answers
-# --help without them).
+# scripts of ci/, bench/, tools/ and tools/dev/ (shell and Python; a Python script that needs PyTorch, numpy or
+# matplotlib answers --help without them).
 #   help_test.sh SOURCE_DIR [TOOL...]
 set -uo pipefail
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
@@ -13,7 +13,7 @@ src=$1
 shift
 cd "$src" || exit 2
 entries=("$@")
-for f in ci/*.sh ci/*.py bench/*.sh bench/*.py tools/dev/*.sh tools/dev/*.py; do
+for f in ci/*.sh ci/*.py bench/*.sh bench/*.py tools/*.py tools/dev/*.sh tools/dev/*.py; do
   [ -f "$f" ] && entries+=("$f")
 done
 failed=0

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "flashcheck/budget.h"
 #include "flashcheck/outcome.h"
 
 namespace flashcheck::cli {
@@ -16,6 +17,15 @@ inline constexpr const char* kExitCodesHelp =
     "  0 pass   1 fail (numerical check or guard)   2 rejected (invalid input; the message names the field)\n"
     "  3 unsupported (valid, no kernel serves it)   4 outside the error model's domain (nothing claimed)\n"
     "  64 usage error   66 input file unreadable   69 backend unavailable (no CUDA device)";
+
+// --memory-cap's values: a size parse_memory_size (budget.h) reads.
+inline const CLI::Validator kMemorySize(
+    [](std::string& value) -> std::string {
+      int64_t bytes = 0;
+      const Status s = parse_memory_size(value, &bytes);
+      return s.ok() ? std::string() : s.message();
+    },
+    "SIZE");
 
 // Parses argv into `app`'s options. Returns -1 to go on, or the exit status to return from main (0 after
 // --help, kExitUsage after a message on stderr for a malformed command line).

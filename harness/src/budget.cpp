@@ -1,0 +1,193 @@
+// estimate_budget (budget.h): the host memory and time of checking one case, from its shape alone. Memory is
+// counted where it lives: harness/src/inputs.cpp (encoded and decoded inputs), runner.cpp (output images and O
+// decoded), oracle/src/fast_tier.cpp (FastScratch: six doubles and a flag per visible key, per thread),
+// oracle/src/emulated.cpp (K and V as fp32 operands, three copies on the split-tf32 path, two fp32 score
+// arrays), oracle/src/ordered_sums.cpp (a few head_dim vectors) and verdict.cpp (kChunkRows prepared rows).
+#include "flashcheck/budget.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "flashcheck/oracle.h"
+#include "flashcheck/oracle_bridge.h"
+#include "flashcheck/runner.h"
+
+namespace flashcheck {
+namespace {
+
+constexpr double kDouble = sizeof(double);
+constexpr double kFastScratchPerKey = 6 * kDouble + 1;  // score hi/lo, |q.k|, flush, gap, weight; the usable flag
+constexpr double kScoresPerKey = 2 * sizeof(float);     // the emulated reference's x for both realizations
+constexpr double kVerdictDoublesPerElement = 10;        // exact o, abs_pv, bound o, o_trivial, emulated, ... per column
+constexpr double kOrderedSumVectors = 10;               // ordered_sums: pv_* and its running vectors, [head_dim] each
+constexpr int64_t kVerdictChunkRows = 1024;             // verdict.cpp kChunkRows
+constexpr int64_t kFullCheckStrideRows = int64_t{1} << 16;  // rows of one head visited to sum a full check's terms
+
+// The visible keys of query row i (the oracle's closed form; visibility needs no data).
+int64_t visible_count(const oracle::Problem& problem, int64_t i) { return oracle::visible_keys(problem, i).size(); }
+
+}  // namespace
+
+std::string Budget::memory_summary() const {
+  char text[160];
+  std::snprintf(text, sizeof(text), "about %.1f GB (inputs %.1f, outputs %.1f, oracle %.1f over %d thread%s, verdict %.1f)",
+                total_bytes / 1e9, input_bytes / 1e9, output_bytes / 1e9, oracle_bytes / 1e9, threads,
+                threads == 1 ? "" : "s", verdict_bytes / 1e9);
+  return text;
+}
+
+std::string Budget::summary() const {
+  char time[48];
+  if (seconds < 90) {
+    std::snprintf(time, sizeof(time), "%.0f s", seconds);
+  } else if (seconds < 90 * 60) {
+    std::snprintf(time, sizeof(time), "%.0f min", seconds / 60);
+  } else {
+    std::snprintf(time, sizeof(time), "%.1f h", seconds / 3600);
+  }
+  char model[48] = "";
+  if (model_terms > 0) std::snprintf(model, sizeof(model), ", %.2g host model terms", model_terms);
+  char text[160];
+  std::snprintf(text, sizeof(text), " and about %s (%.2g oracle terms%s)", time, oracle_terms, model);
+  return memory_summary() + text;
+}
+
+Budget estimate_budget(const Case& c, const BudgetOptions& options) {
+  Budget b;
+  if (!validate_case(c).ok()) return b;
+  const Params params = case_params(c);
+  const KernelConfig config = select_config(params);
+  const oracle::Problem problem = oracle_problem(params, {}, {}, {}, {});
+  const double batch = double(c.batch), heads_q = double(c.heads_q), heads_kv = double(c.heads_kv);
+  const double sq = double(c.seqlen_q), sk = double(c.seqlen_k), d = double(c.head_dim);
+  const double row_elems = d + double(c.pad);
+  const double esize = double(dtype_size(c.dtype));
+  const double rows_total = batch * heads_q * sq;
+
+  // Inputs (inputs.cpp make_inputs): encoded padded tensors and the decoded copies, and the sink.
+  const double q_elems = rows_total * d, kv_elems = batch * heads_kv * sk * d;
+  b.input_bytes = (rows_total + 2 * batch * heads_kv * sk) * row_elems * esize + (q_elems + 2 * kv_elems) * kDouble +
+                  (c.sink ? heads_q * (sizeof(float) + 2 * kDouble) : 0.0);
+  // Outputs (runner.cpp): O's image padded like Q, O decoded, and LSE, m, l as fp32 images and vectors.
+  b.output_bytes = rows_total * row_elems * esize + q_elems * kDouble + rows_total * 6 * sizeof(float) +
+                   8 * double(kGuardBytes);
+
+  // The checked rows (oracle::sample_rows) and their terms. A full check sums one head's rows (every head sees
+  // the same keys), visiting at most kFullCheckStrideRows of them evenly for a very long one.
+  double terms_one_head = 0;
+  int64_t longest = 0;
+  if (rows_total <= double(options.full_check_limit)) {
+    const int64_t stride = std::max<int64_t>(1, c.seqlen_q / kFullCheckStrideRows);
+    for (int64_t i = 0; i < c.seqlen_q; i += stride) {
+      const int64_t n = visible_count(problem, i);
+      terms_one_head += double(n) * double(std::min(stride, c.seqlen_q - i)) * d;
+      longest = std::max(longest, n);
+    }
+    b.rows_checked = static_cast<int64_t>(rows_total);
+    b.oracle_terms = terms_one_head * batch * heads_q;
+  } else {
+    const std::vector<oracle::RowRef> rows = oracle::sample_rows(problem, config.block_m, config.block_n, c.seed,
+                                                                 options.full_check_limit, options.random_rows);
+    for (const oracle::RowRef& row : rows) {
+      const int64_t n = visible_count(problem, row.i);
+      b.oracle_terms += double(n) * d;
+      longest = std::max(longest, n);
+    }
+    b.rows_checked = static_cast<int64_t>(rows.size());
+    if (options.host_model) {
+      const int64_t stride = std::max<int64_t>(1, c.seqlen_q / kFullCheckStrideRows);
+      for (int64_t i = 0; i < c.seqlen_q; i += stride) {
+        terms_one_head += double(visible_count(problem, i)) * double(std::min(stride, c.seqlen_q - i)) * d;
+      }
+    }
+  }
+  b.longest_row = longest;
+  if (options.host_model) b.model_terms = terms_one_head * batch * heads_q;
+
+  // The oracle's working set per thread at the longest row: the fast tier's per-key scratch, and with the RMS
+  // check the emulated reference's fp32 K and V (three copies each on the split-tf32 path) and scores.
+  const double n = double(longest);
+  const double operand_copies = config.path == ComputePath::kSplitTf32 ? 3 : 1;
+  double per_thread = n * kFastScratchPerKey + kOrderedSumVectors * d * kDouble;
+  if (options.check_rms) per_thread += n * (kScoresPerKey + 2 * operand_copies * d * sizeof(float));
+  // One double per K/V tile at most for the running sums.
+  per_thread += std::ceil(n / std::max<double>(1, config.block_n)) * kDouble;
+  const int threads = options.threads > 0 ? options.threads : oracle::max_threads();
+  b.threads = static_cast<int>(std::clamp<int64_t>(b.rows_checked, 1, std::max(threads, 1)));
+  b.oracle_bytes = per_thread * b.threads + n * kFastScratchPerKey;
+  b.verdict_bytes =
+      double(std::min<int64_t>(b.rows_checked, kVerdictChunkRows)) * d * kVerdictDoublesPerElement * kDouble;
+  b.total_bytes = b.input_bytes + b.output_bytes + b.oracle_bytes + b.verdict_bytes;
+
+  // Time: the verdict's terms spread over the threads, the host model's on one.
+  const double rate = kTermsPerSecond * d / (d + kHalfRateDim);
+  const double verdict_cost = 1 + (options.check_rms ? kEmulatedCostFactor : 0);
+  b.seconds = b.oracle_terms * verdict_cost / (rate * b.threads) + b.model_terms * kModelCostFactor / rate;
+  return b;
+}
+
+Status parse_memory_size(std::string_view text, int64_t* bytes) {
+  const std::string s(text);
+  const char* begin = s.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(begin, &end);
+  if (s.empty() || end == begin || errno != 0 || !(value >= 0) || std::isspace(static_cast<unsigned char>(s[0]))) {
+    return {StatusCode::kInvalidArgument, "'" + s + "' is not a memory size (bytes, or a number with K, M, G or T)"};
+  }
+  std::string unit(end);
+  double scale = 1;
+  if (!unit.empty()) {
+    const char prefix = static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0])));
+    const std::string rest = unit.substr(1);
+    const int power = prefix == 'K' ? 1 : prefix == 'M' ? 2 : prefix == 'G' ? 3 : prefix == 'T' ? 4 : 0;
+    if (power == 0 || !(rest.empty() || rest == "B" || rest == "iB")) {
+      return {StatusCode::kInvalidArgument, "'" + s + "' is not a memory size (bytes, or a number with K, M, G or T)"};
+    }
+    scale = std::ldexp(1.0, 10 * power);
+  }
+  const double total = value * scale;
+  if (!(total < 0x1p63)) return {StatusCode::kInvalidArgument, "'" + s + "' is over 2^63 bytes"};
+  *bytes = static_cast<int64_t>(total);
+  return {};
+}
+
+int64_t default_memory_cap() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (meminfo >> key >> kib) {
+    std::getline(meminfo, unit);
+    if (key == "MemAvailable:") return std::min(kDefaultMemoryCap, kib * 1024);
+  }
+  return kDefaultMemoryCap;
+}
+
+Status memory_cap_from_environment(int64_t* cap) {
+  const char* text = std::getenv("FLASHCHECK_MEMORY_CAP");
+  if (text == nullptr || *text == '\0') {
+    *cap = default_memory_cap();
+    return {};
+  }
+  if (Status s = parse_memory_size(text, cap); !s.ok()) {
+    return {StatusCode::kInvalidArgument, "FLASHCHECK_MEMORY_CAP: " + s.message()};
+  }
+  return {};
+}
+
+Status check_memory(const Budget& budget, int64_t cap) {
+  if (budget.total_bytes <= double(cap)) return {};
+  char text[128];
+  std::snprintf(text, sizeof(text), "over the cap of %.1f GB; raise it with --memory-cap SIZE or ",
+                double(cap) / 1e9);
+  return {StatusCode::kInvalidArgument,
+          "memory: the case needs " + budget.memory_summary() + ", " + text + "FLASHCHECK_MEMORY_CAP=SIZE (e.g. 64G)"};
+}
+
+}  // namespace flashcheck
