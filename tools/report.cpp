@@ -19,6 +19,7 @@
 #include <optional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "flashcheck/cli.h"
 #include "flashcheck/device.h"
 #include "flashcheck/inputs.h"
+#include "flashcheck/loaded_subject.h"
 #include "flashcheck/mask_names.h"
 #include "flashcheck/progress.h"
 #include "flashcheck/outcome.h"
@@ -286,13 +288,14 @@ nlohmann::json worsts_json(const Worsts& w) {
 }
 
 // The report as JSON, docs/report-json.md: the same numbers as the printed tables plus one entry per case.
-nlohmann::json report_json(Backend backend, double seconds, Outcome overall,
+nlohmann::json report_json(const std::string& backend, const std::string& subject, double seconds, Outcome overall,
                            const std::array<int64_t, kOutcomeCount>& counts,
                            const std::map<DType, DtypeSummary>& summary, const std::map<std::string, int64_t>& paths,
                            const std::vector<CaseRecord>& records) {
   nlohmann::json doc;
   doc["schema"] = "flashcheck-report/1";
-  doc["backend"] = to_string(backend);
+  doc["backend"] = backend;
+  if (!subject.empty()) doc["subject"] = subject;
   doc["seconds"] = seconds;
   doc["outcome"] = to_string(overall);
   doc["exit_code"] = exit_code(overall);
@@ -358,6 +361,10 @@ int main(int argc, char** argv) {
                "flashcheck-report"};
   app.add_option("--backend", backend_name, "gpu (default when a CUDA device is present) or model (the host model)")
       ->check(CLI::IsMember({"gpu", "model"}));
+  std::string subject_path;
+  app.add_option("--subject", subject_path,
+                 "run on the subject library at PATH (flashcheck/subject.h); the sweep keeps the cases inside its "
+                 "capabilities");
   app.add_option("--random", random_per_dtype, "random cases per dtype besides the tile-boundary sweep")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -376,10 +383,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "flashcheck-report: %s\n", s.message().c_str());
     return kExitUnavailable;
   }
+  std::unique_ptr<LoadedSubject> subject;
+  if (!subject_path.empty()) {
+    if (!backend_name.empty()) {
+      std::fprintf(stderr, "flashcheck-report: --subject runs the subject: it takes no --backend\n");
+      return kExitUsage;
+    }
+    if (Status s = LoadedSubject::load(subject_path, &subject); !s.ok()) {
+      std::fprintf(stderr, "flashcheck-report: %s\n", s.message().c_str());
+      return kExitBadSubject;
+    }
+    if (subject->on_device() && !device_available()) {
+      std::fprintf(stderr, "flashcheck-report: subject %s takes device memory: no CUDA device available\n",
+                   subject->name().c_str());
+      return kExitUnavailable;
+    }
+  }
   Backend backend = device_available() ? Backend::kGpu : Backend::kHostModel;
   if (backend_name == "gpu") backend = Backend::kGpu;
   if (backend_name == "model") backend = Backend::kHostModel;
-  if (backend == Backend::kGpu && !device_available()) {
+  if (!subject && backend == Backend::kGpu && !device_available()) {
     std::fprintf(stderr, "flashcheck-report: --backend gpu: no CUDA device available\n");
     return kExitUnavailable;
   }
@@ -403,6 +426,7 @@ int main(int argc, char** argv) {
         records.push_back({v.case_line, v.outcome, v.reason, {}});
         continue;
       }
+      if (subject && c.subject.empty()) c.subject = subject->name();
       cases.push_back(c);
     }
   } else {
@@ -417,8 +441,31 @@ int main(int argc, char** argv) {
       cases.insert(cases.end(), f.begin(), f.end());
     }
   }
+  // On a subject the sweep is the part inside its capabilities (a case line of --cases outside them is
+  // UNSUPPORTED); the line of every case names the subject, so a failure replays against it.
+  int64_t outside_capabilities = 0;
+  if (subject) {
+    std::vector<Case> kept;
+    for (Case& c : cases) {
+      if (c.subject.empty()) c.subject = subject->name();
+      if (cases_file.empty() && !subject->supports(c).ok() && validate_shape(case_params(c)).ok()) {
+        ++outside_capabilities;
+        continue;
+      }
+      kept.push_back(c);
+    }
+    cases = std::move(kept);
+  }
+  const std::string backend_text = subject ? "subject" : to_string(backend);
 
-  std::printf("flashcheck verification report: backend %s, %zu cases\n", to_string(backend), cases.size());
+  if (subject) {
+    std::printf("%s\nflashcheck verification report: subject %s, %zu cases (%lld sweep cases outside its "
+                "capabilities left out)\n",
+                subject->describe().c_str(), subject->name().c_str(), cases.size(),
+                static_cast<long long>(outside_capabilities));
+  } else {
+    std::printf("flashcheck verification report: backend %s, %zu cases\n", to_string(backend), cases.size());
+  }
   const auto start = std::chrono::steady_clock::now();
   std::map<DType, DtypeSummary> summary;
   std::map<std::string, int64_t> paths;
@@ -449,7 +496,7 @@ int main(int argc, char** argv) {
       refuse("inputs", st);
       continue;
     }
-    const RunOutputs out = run_case(inputs, backend);
+    const RunOutputs out = subject ? run_case(inputs, *subject) : run_case(inputs, backend);
     if (!out.status.ok()) {
       refuse("run", out.status);
       continue;
@@ -527,7 +574,8 @@ int main(int argc, char** argv) {
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kUnsupported)]),
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kOutsideDomain)]), seconds);
   if (!json_path.empty()) {
-    const nlohmann::json doc = report_json(backend, seconds, overall, counts, summary, paths, records);
+    const nlohmann::json doc = report_json(backend_text, subject ? subject->name() : "", seconds, overall, counts,
+                                           summary, paths, records);
     std::ofstream out(json_path);
     out << doc.dump(1) << "\n";
     if (!out) {
