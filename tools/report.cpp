@@ -19,6 +19,7 @@
 #include <optional>
 #include <iostream>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -345,6 +346,44 @@ bool has_fully_masked_row(const Case& c) {
   return c.mask != Mask::kNone && visible_key_range(case_params(c), 0).size() == 0;
 }
 
+// A sweep case moved inside a subject's capabilities: the nearest head_dim it takes, its first mask of the same
+// kind (window or not), heads_kv = heads_q without GQA, a layout it takes without padding, no softcap or sink it
+// lacks; injections that no longer fit the shape are dropped. Nullopt when its dtype is not among the subject's.
+std::optional<Case> fit_to(const LoadedSubject& subject, Case c) {
+  const fc_subject_capabilities& caps = subject.descriptor().capabilities;
+  if (!(caps.dtypes & (1u << static_cast<int>(c.dtype)))) return std::nullopt;
+  if (caps.head_dims != nullptr) {
+    int64_t best = caps.head_dims[0];
+    for (int32_t i = 0; i < caps.head_dim_count; ++i) {
+      if (std::llabs(caps.head_dims[i] - c.head_dim) < std::llabs(best - c.head_dim)) best = caps.head_dims[i];
+    }
+    c.head_dim = best;
+  } else {
+    c.head_dim = std::clamp<int64_t>(c.head_dim, caps.head_dim_min, caps.head_dim_max);
+  }
+  if (!(caps.masks & (1u << static_cast<int>(c.mask)))) {
+    std::optional<Mask> same_kind, other;
+    for (const MaskName& m : kMaskNames) {
+      if (!(caps.masks & (1u << static_cast<int>(m.mask)))) continue;
+      if (m.takes_window == takes_window(c.mask) && !same_kind) same_kind = m.mask;
+      if (!other) other = m.mask;
+    }
+    const Mask mask = same_kind ? *same_kind : *other;
+    if (!takes_window(mask)) c.window_left = c.window_right = -1;
+    if (takes_window(mask) && !takes_window(c.mask)) c.window_right = 0;  // (-1, 0): causal spelt as a window
+    c.mask = mask;
+  }
+  if (!caps.gqa) c.heads_kv = c.heads_q;
+  if (!(caps.layouts & FC_SUBJECT_LAYOUT_STRIDED)) c.pad = 0;
+  if (!(caps.layouts & FC_SUBJECT_LAYOUT_BSHD)) c.layout = Layout::kBHSD;
+  if (!(caps.layouts & (FC_SUBJECT_LAYOUT_BHSD | FC_SUBJECT_LAYOUT_STRIDED))) c.layout = Layout::kBSHD;
+  if (!caps.softcap) c.softcap = 0.0f;
+  if (!caps.sink) c.sink.reset();
+  Case check;
+  if (!parse_case(format_case(c), &check).ok()) c.inject.clear();
+  return c;
+}
+
 }  // namespace
 }  // namespace flashcheck
 
@@ -441,28 +480,35 @@ int main(int argc, char** argv) {
       cases.insert(cases.end(), f.begin(), f.end());
     }
   }
-  // On a subject the sweep is the part inside its capabilities (a case line of --cases outside them is
-  // UNSUPPORTED); the line of every case names the subject, so a failure replays against it.
-  int64_t outside_capabilities = 0;
+  // On a subject the sweep is moved inside its capabilities (fit_to; duplicates and cases of other dtypes
+  // dropped), while a case line of --cases outside them is UNSUPPORTED; the line of every case names the
+  // subject, so a failure replays against it.
+  int64_t refitted = 0, dropped = 0;
   if (subject) {
     std::vector<Case> kept;
-    for (Case& c : cases) {
-      if (c.subject.empty()) c.subject = subject->name();
-      if (cases_file.empty() && !subject->supports(c).ok() && validate_shape(case_params(c)).ok()) {
-        ++outside_capabilities;
+    std::set<std::string> seen;
+    for (const Case& original : cases) {
+      std::optional<Case> c = original;
+      if (cases_file.empty() && !subject->supports(original).ok() && validate_shape(case_params(original)).ok()) {
+        c = fit_to(*subject, original);
+        ++refitted;
+      }
+      if (!c || !seen.insert(format_case(*c)).second) {
+        ++dropped;
         continue;
       }
-      kept.push_back(c);
+      if (c->subject.empty()) c->subject = subject->name();
+      kept.push_back(*c);
     }
     cases = std::move(kept);
   }
   const std::string backend_text = subject ? "subject" : to_string(backend);
 
   if (subject) {
-    std::printf("%s\nflashcheck verification report: subject %s, %zu cases (%lld sweep cases outside its "
-                "capabilities left out)\n",
-                subject->describe().c_str(), subject->name().c_str(), cases.size(),
-                static_cast<long long>(outside_capabilities));
+    std::printf("%s\nflashcheck verification report: subject %s, %zu cases (%lld sweep cases moved inside its "
+                "capabilities, %lld left out: other dtypes or duplicates)\n",
+                subject->describe().c_str(), subject->name().c_str(), cases.size(), static_cast<long long>(refitted),
+                static_cast<long long>(dropped));
   } else {
     std::printf("flashcheck verification report: backend %s, %zu cases\n", to_string(backend), cases.size());
   }
@@ -563,7 +609,8 @@ int main(int argc, char** argv) {
     }
   }
   std::array<int64_t, kOutcomeCount> counts{};
-  Outcome overall = Outcome::kPass;
+  // Nothing ran, nothing passed: a subject whose capabilities admit none of the cases is UNSUPPORTED.
+  Outcome overall = records.empty() ? Outcome::kUnsupported : Outcome::kPass;
   for (const CaseRecord& r : records) {
     ++counts[static_cast<size_t>(r.outcome)];
     overall = most_severe(overall, r.outcome);
