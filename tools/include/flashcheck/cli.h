@@ -15,7 +15,8 @@ inline constexpr const char* kExitCodesHelp =
     "exit codes (the most severe outcome over all cases):\n"
     "  0 pass   1 fail (numerical check or guard)   2 rejected (invalid input; the message names the field)\n"
     "  3 unsupported (valid, no kernel serves it)   4 outside the error model's domain (nothing claimed)\n"
-    "  64 usage error   66 input file unreadable   69 backend unavailable (no CUDA device)";
+    "  64 usage error   66 input file unreadable   69 backend unavailable (no CUDA device)\n"
+    "  78 the subject (--subject) cannot be loaded or is malformed";
 
 // Parses argv into `app`'s options. Returns -1 to go on, or the exit status to return from main (0 after
 // --help, kExitUsage after a message on stderr for a malformed command line).
