@@ -5,7 +5,7 @@
 // Built three ways (FC_HOST_SUBJECT_VARIANT):
 //   0  host-model                    everything flashcheck computes; healthy
 //   1  host-model-missing-rescale    the same with a planted defect: the last K/V tile skips O's rescale
-//   2  host-model-restricted         f16 only, head_dim 8..64, causal-br, contiguous bhsd, no GQA, softcap, sink
+//   2  host-model-restricted         f16 only, head_dim 8..32, causal-br, contiguous bhsd, no GQA, softcap, sink
 //                                    or LSE output, arithmetic undeclared (judged by the generic bound)
 #include <vector>
 
@@ -86,7 +86,7 @@ constexpr uint32_t kAllMasks = 0x1f;
 constexpr uint32_t kAllLayouts = FC_SUBJECT_LAYOUT_BHSD | FC_SUBJECT_LAYOUT_BSHD | FC_SUBJECT_LAYOUT_STRIDED;
 
 constexpr fc_subject_capabilities kCapabilities =
-    kRestricted ? fc_subject_capabilities{1u << FC_SUBJECT_DTYPE_F16, 8, 64, nullptr, 0,
+    kRestricted ? fc_subject_capabilities{1u << FC_SUBJECT_DTYPE_F16, 8, 32, nullptr, 0,
                                           1u << FC_SUBJECT_MASK_CAUSAL_BOTTOM_RIGHT, FC_SUBJECT_LAYOUT_BHSD,
                                           /*gqa=*/0, /*lse=*/0, /*softcap=*/0, /*sink=*/0, FC_SUBJECT_MEMORY_HOST,
                                           /*instrumented=*/0}

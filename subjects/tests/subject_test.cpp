@@ -120,7 +120,7 @@ TEST(Subject, UndeclaredArithmeticIsJudgedByTheGenericBoundAndOAlone) {
   ASSERT_TRUE(subject);
   EXPECT_TRUE(subject->generic_bound(DType::kF16));
   EXPECT_FALSE(subject->tiling_declared());
-  const Verdict v = run_line(*subject, "f16 b=2 hq=2 hkv=2 sq=70 sk=150 d=64 mask=causal-br q=normal(0,2) "
+  const Verdict v = run_line(*subject, "f16 b=2 hq=2 hkv=2 sq=70 sk=150 d=32 mask=causal-br q=normal(0,2) "
                                        "k=normal(0,2) v=uniform(-1,1) seed=6");
   EXPECT_EQ(v.outcome, Outcome::kPass) << v.report();
   EXPECT_NE(v.config.find("path=generic"), std::string::npos) << v.config;
