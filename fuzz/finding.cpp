@@ -55,6 +55,11 @@ void report_finding(std::string_view target, std::string_view backend, const Cas
   if (path.empty()) {
     std::fprintf(stderr, "==flashcheck== could not write the finding under '%s'; the case line is:\n%s\n",
                  g_prefix.c_str(), format_case(c).c_str());
+  } else if (!c.subject.empty()) {  // the line names the subject: replay on its library
+    const char* library = std::getenv("FLASHCHECK_SUBJECT");
+    std::fprintf(stderr,
+                 "==flashcheck== case line written to %s\n==flashcheck== replay: flashcheck-repro --subject %s --file %s\n",
+                 path.c_str(), library != nullptr ? library : "PATH", path.c_str());
   } else {
     std::fprintf(
         stderr,

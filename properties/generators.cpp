@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "flashcheck/mask_names.h"
+#include "tier.h"
 
 namespace flashcheck::properties {
 namespace {
@@ -47,17 +48,22 @@ rc::Gen<double> gen_sigma() {
   return gen::map(gen::inRange<size_t>(0, kSigmas.size()), [](size_t i) { return kSigmas[i]; });
 }
 
-rc::Gen<DType> gen_dtype() {
-  return gen::weightedElement<DType>({{1, DType::kF32}, {2, DType::kF16}, {2, DType::kBF16}});
+rc::Gen<DType> gen_dtype(const CaseOptions& o) {
+  if (o.dtypes.size() == 3) return gen::weightedElement<DType>({{1, DType::kF32}, {2, DType::kF16}, {2, DType::kBF16}});
+  std::vector<DType> pool;  // fp16 and bf16 twice as often as fp32, as above
+  for (DType d : o.dtypes) pool.insert(pool.end(), d == DType::kF32 ? 1 : 2, d);
+  return gen::elementOf(pool);
 }
 
-rc::Gen<int64_t> gen_pad() {
+rc::Gen<int64_t> gen_pad(const CaseOptions& o) {
+  if (!o.padding) return gen::just<int64_t>(0);
   return shrinking_towards(
       gen::weightedOneOf<int64_t>({{6, gen::just<int64_t>(0)}, {2, range(1, 8)}, {1, gen::just<int64_t>(64)}}), 0);
 }
 
 // [B, H, S, D] is the simpler counterexample.
-rc::Gen<Layout> gen_layout() {
+rc::Gen<Layout> gen_layout(const CaseOptions& o) {
+  if (o.layouts.size() == 1) return gen::just(o.layouts.front());
   return gen::shrink(gen::weightedElement<Layout>({{3, Layout::kBHSD}, {2, Layout::kBSHD}}), [](Layout l) {
     return l == Layout::kBSHD ? rc::seq::just(Layout::kBHSD) : rc::Seq<Layout>();
   });
@@ -89,6 +95,7 @@ rc::Gen<std::pair<int64_t, int64_t>> gen_heads(const CaseOptions& o) {
     if (group > std::max<int64_t>(o.min_group, 1)) smaller.emplace_back(hkv * std::max<int64_t>(o.min_group, 1), hkv);
     return rc::seq::fromContainer(std::move(smaller));
   };
+  if (!o.gqa) return mha;
   if (o.min_group > 1) {
     return gen::shrink(gen::weightedOneOf<std::pair<int64_t, int64_t>>({{3, gqa}, {2, mqa}}), shrink_heads);
   }
@@ -312,18 +319,23 @@ rc::Gen<ValueFamily> gen_family_choice(const CaseOptions& o) {
 // The options' plain masks (none, causal) six times as often as their window masks.
 rc::Gen<Mask> gen_mask(const CaseOptions& o) {
   std::vector<Mask> plain, windowed;
-  for (Mask m : o.masks) (takes_window(m) ? windowed : plain).push_back(m);
+  for (Mask m : o.masks) {
+    if (o.allowed_masks & (1u << static_cast<int>(m))) (takes_window(m) ? windowed : plain).push_back(m);
+  }
+  // None allowed: the property's own masks, which the subject answers with UNSUPPORTED (discarded); the tier
+  // skips the properties that need a mask the subject lacks (property_skip_reason).
+  if (plain.empty() && windowed.empty()) return gen::elementOf(o.masks);
   if (windowed.empty()) return gen::elementOf(plain);
   if (plain.empty()) return gen::elementOf(windowed);
   return gen::weightedOneOf<Mask>({{6, gen::elementOf(plain)}, {1, gen::elementOf(windowed)}});
 }
 
 rc::Gen<Case> gen_frame(const CaseOptions& o) {
-  return gen::build<Case>(gen::set(&Case::dtype, gen_dtype()),                       //
-                          gen::set(&Case::head_dim, gen_head_dim()),                 //
+  return gen::build<Case>(gen::set(&Case::dtype, gen_dtype(o)),                      //
+                          gen::set(&Case::head_dim, gen_head_dim(o)),                //
                           gen::set(&Case::mask, gen_mask(o)),                        //
-                          gen::set(&Case::layout, gen_layout()),
-                          gen::set(&Case::pad, gen_pad()),                           //
+                          gen::set(&Case::layout, gen_layout(o)),
+                          gen::set(&Case::pad, gen_pad(o)),                          //
                           gen::set(&Case::scale, gen_scale()),                       //
                           gen::set(&Case::seed, gen::inRange<uint64_t>(0, uint64_t{1} << 32)));
 }
@@ -412,6 +424,26 @@ void set_active_limits(const CaseLimits& limits) { limits_storage() = limits; }
 CaseOptions default_options() {
   CaseOptions o;
   o.limits = active_limits();
+  if (const LoadedSubject* subject = active_subject()) {
+    const fc_subject_capabilities& caps = subject->descriptor().capabilities;
+    std::erase_if(o.dtypes, [&](DType d) { return !(caps.dtypes & (1u << static_cast<int>(d))); });
+    if (caps.head_dims != nullptr) {
+      o.head_dims.assign(caps.head_dims, caps.head_dims + caps.head_dim_count);
+    } else {
+      o.head_dim_min = caps.head_dim_min;
+      o.head_dim_max = caps.head_dim_max;
+    }
+    o.allowed_masks = caps.masks;
+    std::erase_if(o.masks, [&](Mask m) { return !(caps.masks & (1u << static_cast<int>(m))); });
+    std::erase_if(o.layouts, [&](Layout l) {
+      return !(caps.layouts & (l == Layout::kBHSD ? FC_SUBJECT_LAYOUT_BHSD : FC_SUBJECT_LAYOUT_BSHD));
+    });
+    if (o.layouts.empty()) o.layouts = {Layout::kBHSD};  // strided only: padded rows of either order
+    o.padding = (caps.layouts & FC_SUBJECT_LAYOUT_STRIDED) != 0;
+    o.gqa = caps.gqa != 0;
+    o.softcap = caps.softcap != 0;
+    o.sinks = caps.sink != 0;
+  }
   return o;
 }
 
@@ -453,6 +485,18 @@ ValueFamily value_family(const Case& c) {
   if (c.q.kind == DistKind::kUniform) return ValueFamily::kUniform;
   if (c.q.kind == DistKind::kNormal) return ValueFamily::kNormal;
   return ValueFamily::kMixed;
+}
+
+rc::Gen<int64_t> gen_head_dim(const CaseOptions& o) {
+  if (!o.head_dims.empty()) return gen::elementOf(o.head_dims);
+  if (o.head_dim_min == 1 && o.head_dim_max == 256) return gen_head_dim();
+  // The models' head dims inside the range, its ends, and anything in it.
+  std::vector<int64_t> picks{o.head_dim_min, o.head_dim_max};
+  for (int64_t d : {8, 16, 32, 64, 96, 128, 256}) {
+    if (d >= o.head_dim_min && d <= o.head_dim_max) picks.push_back(d);
+  }
+  return shrinking_towards(gen::weightedOneOf<int64_t>({{3, gen::elementOf(picks)}, {1, range(o.head_dim_min, o.head_dim_max)}}),
+                           o.head_dim_min);
 }
 
 rc::Gen<int64_t> gen_head_dim() {

@@ -68,8 +68,17 @@ struct CaseOptions {
   bool nonempty = false;          // batch, heads, seqlen_q, seqlen_k >= 1
   int64_t min_group = 1;          // heads_q / heads_kv at least this (GQA property: 2)
   int64_t min_seqlen_k = 0;
+  // A subject's capabilities (tier.h, active_subject()); the defaults admit everything flashcheck computes.
+  std::vector<DType> dtypes{DType::kF32, DType::kF16, DType::kBF16};
+  std::vector<int64_t> head_dims;  // exactly these, when not empty; else head_dim_min..head_dim_max
+  int64_t head_dim_min = 1, head_dim_max = 256;
+  uint32_t allowed_masks = 0x1f;   // (1 << Mask) bits: `masks` is filtered by them
+  std::vector<Layout> layouts{Layout::kBHSD, Layout::kBSHD};
+  bool padding = true;             // pad > 0 (strides other than contiguous)
+  bool gqa = true;                 // heads_q != heads_kv
 };
-CaseOptions default_options();  // the active limits, everything allowed
+// The active limits, everything allowed; with a subject (FLASHCHECK_SUBJECT) what its capabilities allow.
+CaseOptions default_options();
 
 rc::Gen<Case> gen_case(const CaseOptions& options);
 // Always the kSpecial family, on a non-empty shape, 1-4 injections.
@@ -77,6 +86,8 @@ rc::Gen<Case> gen_special_case(const CaseOptions& options);
 // One seqlen aimed at `tile` (0, 1, 2, tile-1, tile, tile+1, multiples +-1, primes, random), at most `cap`.
 rc::Gen<int64_t> gen_seqlen(int64_t tile, int64_t cap, int64_t min_value);
 rc::Gen<int64_t> gen_head_dim();
+// The same inside the options' head dims (a subject's capabilities).
+rc::Gen<int64_t> gen_head_dim(const CaseOptions& options);
 // A window (left, right) for a case whose mask, seqlens and tiles are fixed: the diagonal alone (0, 0), causal
 // (-1, 0), sides at tile multiples -1/0/+1, a left edge that leaves the first K tile empty for every row
 // (bottom-right, seqlen_k - seqlen_q >= block_n), sides covering every key, small and random sides.

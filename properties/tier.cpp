@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string_view>
@@ -23,6 +25,7 @@ namespace flashcheck::properties {
 namespace {
 
 Backend g_backend = Backend::kHostModel;
+const LoadedSubject* g_subject = nullptr;
 
 // Why the tier's configuration cannot run (a malformed FLASHCHECK_SHARD or FLASHCHECK_SEED): every property
 // fails with it rather than run something other than what was asked.
@@ -85,6 +88,7 @@ class CoverageListener : public ::testing::EmptyTestEventListener {
     print_coverage(std::cout, std::string(info.test_suite_name()) + "." + info.name());
   }
   void OnTestProgramStart(const ::testing::UnitTest&) override {
+    if (g_subject != nullptr) std::cout << "[ SUBJECT  ] " << g_subject->describe() << "\n";
     if (!shard_note().empty()) std::cout << "[ SHARD    ] " << shard_note() << "\n";
   }
   void OnTestProgramEnd(const ::testing::UnitTest&) override {
@@ -169,15 +173,69 @@ bool install_tier(const TierSetup& setup) {
   const bool small = limits != nullptr && std::string_view(limits) == "cpu";
   set_active_limits(setup.backend == Backend::kGpu && !small ? gpu_limits() : cpu_limits());
   complete_rc_params(setup.default_cases);
+  std::string subject_error;
+  g_subject = subject_from_environment(&subject_error);
+  if (!subject_error.empty()) tier_error_storage() = subject_error;
   ::testing::UnitTest::GetInstance()->listeners().Append(new CoverageListener);
   return true;
 }
 
 Backend active_backend() { return g_backend; }
 
+const LoadedSubject* active_subject() { return g_subject; }
+
+const char* property_skip_reason(const char* name) {
+  if (g_subject == nullptr) return nullptr;
+  const std::string_view property(name);
+  if (property == "OnlineSoftmaxInvariants") {
+    return "flashcheck-skip: applies to instrumented subjects only (per-tile m/l traces come from flashcheck's "
+           "instrumented builds; FLASHCHECK_SUBJECT is set)";
+  }
+  // Properties whose relation needs a capability the subject lacks.
+  const fc_subject_capabilities& caps = g_subject->descriptor().capabilities;
+  const bool window = (caps.masks & ((1u << FC_SUBJECT_MASK_WINDOW_BOTTOM_RIGHT) | (1u << FC_SUBJECT_MASK_WINDOW_TOP_LEFT))) != 0;
+  const bool causal = (caps.masks & ((1u << FC_SUBJECT_MASK_CAUSAL_BOTTOM_RIGHT) | (1u << FC_SUBJECT_MASK_CAUSAL_TOP_LEFT))) != 0;
+  const bool unmasked = (caps.masks & (1u << FC_SUBJECT_MASK_NONE)) != 0;
+  struct Need {
+    std::string_view property;
+    bool met;
+    const char* reason;
+  };
+  const Need needs[] = {
+      {"GqaEqualsRepeatedHeads", caps.gqa != 0, "flashcheck-skip: needs GQA, which this subject does not declare"},
+      {"LayoutsAgreeBitForBit", caps.layouts == (FC_SUBJECT_LAYOUT_BHSD | FC_SUBJECT_LAYOUT_BSHD | FC_SUBJECT_LAYOUT_STRIDED),
+       "flashcheck-skip: needs the bhsd, bshd and strided layouts"},
+      {"PermutingKeysLeavesOutputUnchanged", unmasked, "flashcheck-skip: needs mask none"},
+      {"MergeOfKeyHalvesEqualsWhole", unmasked, "flashcheck-skip: needs mask none"},
+      {"CausalRowsIgnoreInvisibleKeys", causal, "flashcheck-skip: needs a causal mask"},
+      {"NanInMaskedKeysNeverReachesOutput", causal, "flashcheck-skip: needs a causal mask"},
+      {"WindowCoveringAllKeysEqualsNoMask", window && unmasked, "flashcheck-skip: needs a window mask and mask none"},
+      {"WindowMinusOneZeroEqualsCausal", window && causal, "flashcheck-skip: needs a window mask and a causal mask"},
+      {"NanOutsideWindowNeverReachesOutput", window, "flashcheck-skip: needs a window mask"},
+      {"MinusInfSinkEqualsNoSink", caps.sink != 0, "flashcheck-skip: needs sink logits"},
+      {"SinkEqualsExtraZeroValueKey", caps.sink != 0, "flashcheck-skip: needs sink logits"},
+      {"LargeSoftcapEqualsNoSoftcap", caps.softcap != 0, "flashcheck-skip: needs a softcap"},
+  };
+  for (const Need& need : needs) {
+    if (need.property == property && !need.met) return need.reason;
+  }
+  // Properties judged on O alone (the verdict leaves LSE out for such a subject).
+  static constexpr std::string_view kAboutO[] = {"OracleAgreement", "MemorySafety", "OutputWithinValueRange"};
+  if (g_subject->descriptor().capabilities.lse == 0 &&
+      std::find(std::begin(kAboutO), std::end(kAboutO), property) == std::end(kAboutO)) {
+    return "flashcheck-skip: compares LSE, which this subject does not output (capabilities.lse = 0)";
+  }
+  return nullptr;
+}
+
 const char* tier_error() { return tier_error_storage().empty() ? nullptr : tier_error_storage().c_str(); }
 
 const char* skip_reason() {
+  if (g_subject != nullptr && g_subject->on_device() != (g_backend == Backend::kGpu)) {
+    return g_subject->on_device()
+               ? "flashcheck-skip: FLASHCHECK_SUBJECT takes device memory: it runs in the GPU tier (properties_gpu)"
+               : "flashcheck-skip: FLASHCHECK_SUBJECT takes host memory: it runs in the CPU tier (properties_model)";
+  }
   if (g_backend == Backend::kGpu && !device_available()) return "flashcheck-skip: no CUDA device available (GPU tier)";
   return nullptr;
 }
@@ -185,7 +243,7 @@ const char* skip_reason() {
 ModelDefect planted_defect() {
   static const ModelDefect defect = [] {
     const char* value = std::getenv("FLASHCHECK_PLANT");
-    if (value == nullptr || *value == '\0') return ModelDefect::kNone;
+    if (value == nullptr || *value == '\0' || g_subject != nullptr) return ModelDefect::kNone;
     const std::string_view name(value);
     struct Alias {
       const char* name;
@@ -207,7 +265,9 @@ ModelDefect planted_defect() {
 }
 
 void note_case(const Case& c) {
-  RC_LOG() << "case line: " << format_case(c) << "\n";
+  Case shown = c;  // the line names the subject under test, so that it replays against it
+  if (g_subject != nullptr && shown.subject.empty()) shown.subject = g_subject->name();
+  RC_LOG() << "case line: " << format_case(shown) << "\n";
   const ValueFamily family = value_family(c);
   RC_CLASSIFY(true, to_string(family));
   RC_CLASSIFY(takes_window(c.mask), "window");

@@ -10,6 +10,7 @@
 
 #include "flashcheck/case.h"
 #include "flashcheck/host_model.h"
+#include "flashcheck/loaded_subject.h"
 #include "flashcheck/runner.h"
 #include "flashcheck/verdict.h"
 
@@ -24,6 +25,14 @@ struct TierSetup {
 // sets RC_PARAMS' max_success unless given, and registers the coverage listener.
 bool install_tier(const TierSetup& setup);
 Backend active_backend();
+// The subject FLASHCHECK_SUBJECT names (loaded_subject.h), or null: flashcheck's own kernel or host model. With a
+// subject every property runs on it, generators draw only cases inside its capabilities, and a host-memory subject
+// runs in the CPU tier's binary, a device-memory one in the GPU tier's (the other binary skips with the reason).
+const LoadedSubject* active_subject();
+// Why property `name` does not apply to the active subject (the per-tile traces of OnlineSoftmaxInvariants come
+// from flashcheck's instrumented builds only; a subject without LSE output is held to the properties about O
+// alone), or null.
+const char* property_skip_reason(const char* name);
 // Why the tier cannot run here (the GPU tier without a usable device), or null. Tests skip with it.
 const char* skip_reason();
 // Why the tier's configuration is wrong (a malformed FLASHCHECK_SHARD or FLASHCHECK_SEED), or null. Tests fail

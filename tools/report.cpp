@@ -19,6 +19,8 @@
 #include <optional>
 #include <iostream>
 #include <map>
+#include <set>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +33,7 @@
 #include "flashcheck/cli.h"
 #include "flashcheck/device.h"
 #include "flashcheck/inputs.h"
+#include "flashcheck/loaded_subject.h"
 #include "flashcheck/mask_names.h"
 #include "flashcheck/progress.h"
 #include "flashcheck/outcome.h"
@@ -287,13 +290,14 @@ nlohmann::json worsts_json(const Worsts& w) {
 }
 
 // The report as JSON, docs/report-json.md: the same numbers as the printed tables plus one entry per case.
-nlohmann::json report_json(Backend backend, double seconds, Outcome overall,
+nlohmann::json report_json(const std::string& backend, const std::string& subject, double seconds, Outcome overall,
                            const std::array<int64_t, kOutcomeCount>& counts,
                            const std::map<DType, DtypeSummary>& summary, const std::map<std::string, int64_t>& paths,
                            const std::vector<CaseRecord>& records) {
   nlohmann::json doc;
   doc["schema"] = "flashcheck-report/1";
-  doc["backend"] = to_string(backend);
+  doc["backend"] = backend;
+  if (!subject.empty()) doc["subject"] = subject;
   doc["seconds"] = seconds;
   doc["outcome"] = to_string(overall);
   doc["exit_code"] = exit_code(overall);
@@ -343,6 +347,44 @@ bool has_fully_masked_row(const Case& c) {
   return c.mask != Mask::kNone && visible_key_range(case_params(c), 0).size() == 0;
 }
 
+// A sweep case moved inside a subject's capabilities: the nearest head_dim it takes, its first mask of the same
+// kind (window or not), heads_kv = heads_q without GQA, a layout it takes without padding, no softcap or sink it
+// lacks; injections that no longer fit the shape are dropped. Nullopt when its dtype is not among the subject's.
+std::optional<Case> fit_to(const LoadedSubject& subject, Case c) {
+  const fc_subject_capabilities& caps = subject.descriptor().capabilities;
+  if (!(caps.dtypes & (1u << static_cast<int>(c.dtype)))) return std::nullopt;
+  if (caps.head_dims != nullptr) {
+    int64_t best = caps.head_dims[0];
+    for (int32_t i = 0; i < caps.head_dim_count; ++i) {
+      if (std::llabs(caps.head_dims[i] - c.head_dim) < std::llabs(best - c.head_dim)) best = caps.head_dims[i];
+    }
+    c.head_dim = best;
+  } else {
+    c.head_dim = std::clamp<int64_t>(c.head_dim, caps.head_dim_min, caps.head_dim_max);
+  }
+  if (!(caps.masks & (1u << static_cast<int>(c.mask)))) {
+    std::optional<Mask> same_kind, other;
+    for (const MaskName& m : kMaskNames) {
+      if (!(caps.masks & (1u << static_cast<int>(m.mask)))) continue;
+      if (m.takes_window == takes_window(c.mask) && !same_kind) same_kind = m.mask;
+      if (!other) other = m.mask;
+    }
+    const Mask mask = same_kind ? *same_kind : *other;
+    if (!takes_window(mask)) c.window_left = c.window_right = -1;
+    if (takes_window(mask) && !takes_window(c.mask)) c.window_right = 0;  // (-1, 0): causal spelt as a window
+    c.mask = mask;
+  }
+  if (!caps.gqa) c.heads_kv = c.heads_q;
+  if (!(caps.layouts & FC_SUBJECT_LAYOUT_STRIDED)) c.pad = 0;
+  if (!(caps.layouts & FC_SUBJECT_LAYOUT_BSHD)) c.layout = Layout::kBHSD;
+  if (!(caps.layouts & (FC_SUBJECT_LAYOUT_BHSD | FC_SUBJECT_LAYOUT_STRIDED))) c.layout = Layout::kBSHD;
+  if (!caps.softcap) c.softcap = 0.0f;
+  if (!caps.sink) c.sink.reset();
+  Case check;
+  if (!parse_case(format_case(c), &check).ok()) c.inject.clear();
+  return c;
+}
+
 }  // namespace
 }  // namespace flashcheck
 
@@ -359,6 +401,10 @@ int main(int argc, char** argv) {
                "flashcheck-report"};
   app.add_option("--backend", backend_name, "gpu (default when a CUDA device is present) or model (the host model)")
       ->check(CLI::IsMember({"gpu", "model"}));
+  std::string subject_path;
+  app.add_option("--subject", subject_path,
+                 "run on the subject library at PATH (flashcheck/subject.h); the sweep keeps the cases inside its "
+                 "capabilities");
   app.add_option("--random", random_per_dtype, "random cases per dtype besides the tile-boundary sweep")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -389,10 +435,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "flashcheck-report: %s\n", s.message().c_str());
     return kExitUnavailable;
   }
+  std::unique_ptr<LoadedSubject> subject;
+  if (!subject_path.empty()) {
+    if (!backend_name.empty()) {
+      std::fprintf(stderr, "flashcheck-report: --subject runs the subject: it takes no --backend\n");
+      return kExitUsage;
+    }
+    if (Status s = LoadedSubject::load(subject_path, &subject); !s.ok()) {
+      std::fprintf(stderr, "flashcheck-report: %s\n", s.message().c_str());
+      return kExitBadSubject;
+    }
+    if (subject->on_device() && !device_available()) {
+      std::fprintf(stderr, "flashcheck-report: subject %s takes device memory: no CUDA device available\n",
+                   subject->name().c_str());
+      return kExitUnavailable;
+    }
+  }
   Backend backend = device_available() ? Backend::kGpu : Backend::kHostModel;
   if (backend_name == "gpu") backend = Backend::kGpu;
   if (backend_name == "model") backend = Backend::kHostModel;
-  if (backend == Backend::kGpu && !device_available()) {
+  if (!subject && backend == Backend::kGpu && !device_available()) {
     std::fprintf(stderr, "flashcheck-report: --backend gpu: no CUDA device available\n");
     return kExitUnavailable;
   }
@@ -416,6 +478,7 @@ int main(int argc, char** argv) {
         records.push_back({v.case_line, v.outcome, v.reason, {}});
         continue;
       }
+      if (subject && c.subject.empty()) c.subject = subject->name();
       cases.push_back(c);
     }
   } else {
@@ -430,8 +493,38 @@ int main(int argc, char** argv) {
       cases.insert(cases.end(), f.begin(), f.end());
     }
   }
+  // On a subject the sweep is moved inside its capabilities (fit_to; duplicates and cases of other dtypes
+  // dropped), while a case line of --cases outside them is UNSUPPORTED; the line of every case names the
+  // subject, so a failure replays against it.
+  int64_t refitted = 0, dropped = 0;
+  if (subject) {
+    std::vector<Case> kept;
+    std::set<std::string> seen;
+    for (const Case& original : cases) {
+      std::optional<Case> c = original;
+      if (cases_file.empty() && !subject->supports(original).ok() && validate_shape(case_params(original)).ok()) {
+        c = fit_to(*subject, original);
+        ++refitted;
+      }
+      if (!c || !seen.insert(format_case(*c)).second) {
+        ++dropped;
+        continue;
+      }
+      if (c->subject.empty()) c->subject = subject->name();
+      kept.push_back(*c);
+    }
+    cases = std::move(kept);
+  }
+  const std::string backend_text = subject ? "subject" : to_string(backend);
 
-  std::printf("flashcheck verification report: backend %s, %zu cases\n", to_string(backend), cases.size());
+  if (subject) {
+    std::printf("%s\nflashcheck verification report: subject %s, %zu cases (%lld sweep cases moved inside its "
+                "capabilities, %lld left out: other dtypes or duplicates)\n",
+                subject->describe().c_str(), subject->name().c_str(), cases.size(), static_cast<long long>(refitted),
+                static_cast<long long>(dropped));
+  } else {
+    std::printf("flashcheck verification report: backend %s, %zu cases\n", to_string(backend), cases.size());
+  }
   const auto start = std::chrono::steady_clock::now();
   std::map<DType, DtypeSummary> summary;
   std::map<std::string, int64_t> paths;
@@ -474,7 +567,7 @@ int main(int argc, char** argv) {
       refuse("inputs", st);
       continue;
     }
-    const RunOutputs out = run_case(inputs, backend);
+    const RunOutputs out = subject ? run_case(inputs, *subject) : run_case(inputs, backend);
     if (!out.status.ok()) {
       refuse("run", out.status);
       continue;
@@ -541,7 +634,8 @@ int main(int argc, char** argv) {
     }
   }
   std::array<int64_t, kOutcomeCount> counts{};
-  Outcome overall = Outcome::kPass;
+  // Nothing ran, nothing passed: a subject whose capabilities admit none of the cases is UNSUPPORTED.
+  Outcome overall = records.empty() ? Outcome::kUnsupported : Outcome::kPass;
   for (const CaseRecord& r : records) {
     ++counts[static_cast<size_t>(r.outcome)];
     overall = most_severe(overall, r.outcome);
@@ -552,7 +646,8 @@ int main(int argc, char** argv) {
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kUnsupported)]),
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kOutsideDomain)]), seconds);
   if (!json_path.empty()) {
-    const nlohmann::json doc = report_json(backend, seconds, overall, counts, summary, paths, records);
+    const nlohmann::json doc = report_json(backend_text, subject ? subject->name() : "", seconds, overall, counts,
+                                           summary, paths, records);
     std::ofstream out(json_path);
     out << doc.dump(1) << "\n";
     if (!out) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "flashcheck/cli.h"
 #include "flashcheck/device.h"
 #include "flashcheck/host_model.h"
+#include "flashcheck/loaded_subject.h"
 #include "flashcheck/oracle_bridge.h"
 #include "flashcheck/progress.h"
 #include "flashcheck/outcome.h"
@@ -36,6 +38,8 @@ struct Options {
   std::string file;
   std::string line;  // the case line given on the command line (arguments joined by blanks)
   int64_t memory_cap = 0;  // host bytes a case may need (budget.h), else it is rejected
+  std::string subject_path;
+  std::unique_ptr<LoadedSubject> subject;  // --subject: every case runs on it instead of the backends
 };
 
 int usage_error(const std::string& message) {
@@ -75,6 +79,8 @@ int parse_args(int argc, char** argv, Options* options) {
                                              "M, G, T; default: FLASHCHECK_MEMORY_CAP, else 16G or the available "
                                              "memory, the lower)")
       ->check(cli::kMemorySize);
+  app.add_option("--subject", options->subject_path,
+                 "run on the subject library at PATH (flashcheck/subject.h) instead of flashcheck's kernel or model");
   app.add_option("--file", options->file, "one case line per line; blank lines and lines starting with '#' are skipped");
   app.add_option("case", words, "the case line (quoted, or its words as separate arguments), e.g. \"bf16 b=2 hq=8 "
                                 "hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) "
@@ -101,6 +107,18 @@ int parse_args(int argc, char** argv, Options* options) {
   } else if (backend == "both") {
     options->backends = {Backend::kGpu, Backend::kHostModel};
   }
+  if (!options->subject_path.empty() && (!backend.empty() || options->defect != ModelDefect::kNone)) {
+    return usage_error("--subject runs the subject: it takes no --backend or --defect");
+  }
+  if (!options->subject_path.empty()) {
+    if (Status s = LoadedSubject::load(options->subject_path, &options->subject); !s.ok()) {
+      std::fprintf(stderr, "flashcheck-repro: %s\n", s.message().c_str());
+      return kExitBadSubject;
+    }
+    std::printf("%s\n", options->subject->describe().c_str());
+    options->judge.tier = options->tier;
+    return -1;
+  }
   if (options->defect != ModelDefect::kNone && !backend.empty() && backend != "model") {
     return usage_error("--defect applies to the host model only (--backend model)");
   }
@@ -125,7 +143,7 @@ void print_worst_row(const Verdict& v, const HostInputs& inputs, const RunOutput
   const oracle::Problem problem = inputs.problem();
   const oracle::RowRef row = v.o.where;
   const oracle::RowResult exact = oracle::compute_row(problem, row, tier);
-  const oracle::RowBound bound = oracle_bound(problem, row, exact, inputs.params, out.config);
+  const oracle::RowBound bound = judged_bound(problem, row, exact, inputs.params, out);
   const int64_t flat = (row.b * problem.heads_q + row.h) * problem.seqlen_q + row.i;
   std::printf("worst O row b=%lld h=%lld i=%lld (%lld visible keys%s):\n", static_cast<long long>(row.b),
               static_cast<long long>(row.h), static_cast<long long>(row.i), static_cast<long long>(exact.visible),
@@ -140,8 +158,10 @@ void print_worst_row(const Verdict& v, const HostInputs& inputs, const RunOutput
     std::printf("  %6lld %18.9g %18.9g %12.3g %10.3g%s\n", static_cast<long long>(k), got, want, b,
                 b > 0 ? std::fabs(got - want) / b : 0.0, k == v.o.col ? "  <- worst" : "");
   }
-  std::printf("  %6s %18.9g %18.9g %12.3g\n", "LSE", static_cast<double>(out.lse[static_cast<size_t>(flat)]), exact.lse,
-              bound.lse);
+  if (out.lse_written) {
+    std::printf("  %6s %18.9g %18.9g %12.3g\n", "LSE", static_cast<double>(out.lse[static_cast<size_t>(flat)]),
+                exact.lse, bound.lse);
+  }
 }
 
 // Runs one case line on every chosen backend: its most severe outcome, or unavailable when the GPU backend
@@ -149,6 +169,7 @@ void print_worst_row(const Verdict& v, const HostInputs& inputs, const RunOutput
 struct Replayed {
   Outcome outcome = Outcome::kPass;
   bool unavailable = false;
+  bool wrong_subject = false;  // the line names a subject other than the one loaded (or one when none is)
 };
 
 Replayed replay(const std::string& line, const Options& options) {
@@ -174,7 +195,31 @@ Replayed replay(const std::string& line, const Options& options) {
     std::printf("%s\n", refused(line, s).report().c_str());
     return {outcome_of(s.code())};
   }
+  // A finding replays against the subject it was found on; a line without subject= runs on whatever is chosen.
+  const std::string loaded = options.subject ? options.subject->name() : "";
+  if (!c.subject.empty() && c.subject != loaded) {
+    std::fprintf(stderr, "flashcheck-repro: the case line names subject=%s, this run %s\n", c.subject.c_str(),
+                 loaded.empty() ? "loads none: give --subject PATH of its library" : ("runs subject " + loaded).c_str());
+    Replayed r;
+    r.wrong_subject = true;
+    return r;
+  }
   Replayed result;
+  if (options.subject) {
+    const RunOutputs out = run_case(inputs, *options.subject);
+    if (out.status.code() == StatusCode::kNoDevice) {
+      std::fprintf(stderr, "flashcheck-repro: subject %s: %s\n", loaded.c_str(), out.status.message().c_str());
+      return {Outcome::kPass, true};
+    }
+    ProgressLine progress("flashcheck-repro: oracle");
+    JudgeOptions judge_options = options.judge;
+    judge_options.progress = progress.callback();
+    const Verdict v = judge(c, inputs, out, judge_options);
+    std::printf("== subject %s\n%s", loaded.c_str(), v.report().c_str());
+    if (out.status.ok()) print_worst_row(v, inputs, out, options.tier);
+    std::printf("\n");
+    return {v.outcome};
+  }
   for (Backend backend : options.backends) {
     RunOptions run;
     run.model.defect = options.defect;
@@ -210,6 +255,7 @@ int main(int argc, char** argv) {
   }
   if (options.file.empty()) {
     const Replayed r = replay(options.line, options);
+    if (r.wrong_subject) return kExitUsage;
     return r.unavailable ? kExitUnavailable : exit_code(r.outcome);
   }
 
@@ -228,6 +274,7 @@ int main(int argc, char** argv) {
     ++cases;
     const Replayed r = replay(text, options);
     if (r.unavailable) return kExitUnavailable;
+    if (r.wrong_subject) return kExitUsage;
     ++counts[static_cast<size_t>(r.outcome)];
     result = most_severe(result, r.outcome);
   }

@@ -523,9 +523,21 @@ std::string format_case(const Case& c) {
       out += format_injection(c.inject[i]);
     }
   }
+  if (!c.subject.empty()) {
+    out += " subject=";
+    out += c.subject;
+  }
   out += " seed=";
   out += std::to_string(c.seed);
   return out;
+}
+
+bool is_subject_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxSubjectName) return false;
+  return std::all_of(name.begin(), name.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+           ch == '_' || ch == '-';
+  });
 }
 
 std::string excerpt(std::string_view text, size_t limit) {
@@ -590,9 +602,9 @@ Status parse_case(std::string_view line, Case* out) {
   }
   c.dtype = *dtype;
 
-  constexpr std::array<const char*, 18> kKeys = {"b",     "hq",      "hkv", "sq", "sk", "d",    "mask",   "window",
+  constexpr std::array<const char*, 19> kKeys = {"b",     "hq",      "hkv", "sq", "sk", "d",    "mask",   "window",
                                                  "layout", "pad", "scale", "softcap", "q",  "k",  "v",    "sink", "inject",
-                                                 "seed"};
+                                                 "subject", "seed"};
   constexpr size_t kHkvKey = 2, kMaskKey = 6, kWindowKey = 7;
   static_assert(std::string_view(kKeys[kHkvKey]) == "hkv" && std::string_view(kKeys[kMaskKey]) == "mask" &&
                 std::string_view(kKeys[kWindowKey]) == "window");
@@ -687,6 +699,13 @@ Status parse_case(std::string_view line, Case* out) {
         if (ok) c.inject.push_back(inj);
         if (semi == std::string_view::npos) break;
         start = semi + 1;
+      }
+    } else if (k == "subject") {
+      ok = is_subject_name(value);
+      if (ok) {
+        c.subject = std::string(value);
+      } else {
+        reason = "a subject name is 1 to 64 of A-Z a-z 0-9 . _ -";
       }
     } else {  // seed
       ok = parse_u64(value, &c.seed, &reason);

@@ -164,26 +164,30 @@ Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images,
   params.sink = device.payload<const float>(Slot::kSink);  // null when the inputs have no sink
 
   Status call_status;
+  if (options.device_call) {
+    call_status = options.device_call(params, stream);
+  } else {
 #if FLASHCHECK_HARNESS_INSTRUMENTED
-  Instrumentation inst;
-  inst.row_m = device.payload<float>(Slot::kM);
-  inst.row_l = device.payload<float>(Slot::kL);
-  inst.tile_kind_counts = device.payload<uint64_t>(Slot::kTileKinds);
-  inst.rescale_buckets = device.payload<uint64_t>(Slot::kRescale);
-  if (!images->trace_m.empty()) {
-    const size_t row_bytes = options.trace_rows.size() * sizeof(int64_t);
-    FLASHCHECK_RETURN_IF_ERROR(
-        device.upload(Slot::kTraceRows, options.trace_rows.data(), row_bytes, "upload trace rows"));
-    inst.trace_rows = reinterpret_cast<const int64_t*>(device.data(Slot::kTraceRows));
-    inst.trace_row_count = static_cast<int32_t>(options.trace_rows.size());
-    inst.max_tiles = options.trace_tiles;
-    inst.trace_m = device.payload<float>(Slot::kTraceM);
-    inst.trace_l = device.payload<float>(Slot::kTraceL);
-  }
-  call_status = run_instrumented(params, inst, stream);
+    Instrumentation inst;
+    inst.row_m = device.payload<float>(Slot::kM);
+    inst.row_l = device.payload<float>(Slot::kL);
+    inst.tile_kind_counts = device.payload<uint64_t>(Slot::kTileKinds);
+    inst.rescale_buckets = device.payload<uint64_t>(Slot::kRescale);
+    if (!images->trace_m.empty()) {
+      const size_t row_bytes = options.trace_rows.size() * sizeof(int64_t);
+      FLASHCHECK_RETURN_IF_ERROR(
+          device.upload(Slot::kTraceRows, options.trace_rows.data(), row_bytes, "upload trace rows"));
+      inst.trace_rows = reinterpret_cast<const int64_t*>(device.data(Slot::kTraceRows));
+      inst.trace_row_count = static_cast<int32_t>(options.trace_rows.size());
+      inst.max_tiles = options.trace_tiles;
+      inst.trace_m = device.payload<float>(Slot::kTraceM);
+      inst.trace_l = device.payload<float>(Slot::kTraceL);
+    }
+    call_status = run_instrumented(params, inst, stream);
 #else
-  call_status = run(params, stream);
+    call_status = run(params, stream);
 #endif
+  }
   // Errors during execution surface at the synchronisation; report them even if the launch said ok.
   if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return cuda_status(e, "kernel execution");
 

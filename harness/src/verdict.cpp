@@ -139,7 +139,7 @@ void judge_empty_row(const oracle::RowRef& row, int64_t flat, const RunOutputs& 
     return ratio_of(got, sink, sink_bound);
   };
   const double lse = out.lse[static_cast<size_t>(flat)];
-  record(&v->lse, against_sink(lse), row, -1, lse, sink, sink_bound);
+  if (out.lse_written) record(&v->lse, against_sink(lse), row, -1, lse, sink, sink_bound);
   if (stats) {
     const double m = out.row_m[static_cast<size_t>(flat)], l = out.row_l[static_cast<size_t>(flat)];
     const bool has_sink = sink != -kInf;
@@ -184,9 +184,75 @@ struct RowChunk {
   std::vector<RowPrep> prep;
 };
 
+// The arithmetic classes a subject that declares none may compute in, for its dtype (docs/error-model.md §3.1).
+std::vector<oracle::Arithmetic> generic_classes(DType dtype) {
+  if (dtype == DType::kF32) return {oracle::Arithmetic::kGeneralFp32, oracle::Arithmetic::kSplitTf32};
+  return {oracle::Arithmetic::kGeneralFp32, oracle::Arithmetic::kTensorCore};
+}
+
+}  // namespace
+
+// The bound a row is judged by: its class's (oracle_bound) for flashcheck's own kernel and model and for a subject
+// that declares a class and a key tile; otherwise §3.1: without a declared tile every key is its own tile and the
+// running sums (which assume tile boundaries) are not used; without a declared class, the largest bound of the
+// dtype's classes, element by element.
+oracle::RowBound judged_bound(const oracle::Problem& problem, const oracle::RowRef& row, const oracle::RowResult& exact,
+                              const Params& params, const RunOutputs& outputs) {
+  const KernelConfig& config = outputs.config;
+  if (!outputs.generic_bound && outputs.tiling_declared) return oracle_bound(problem, row, exact, params, config);
+  const std::vector<oracle::Arithmetic> classes =
+      outputs.generic_bound ? generic_classes(params.dtype) : std::vector<oracle::Arithmetic>{to_oracle(config.path)};
+  const int32_t block_n = outputs.tiling_declared ? config.block_n : 0;
+  oracle::OrderedSums sums;
+  if (outputs.tiling_declared) sums = oracle::ordered_sums(problem, row, exact, block_n);
+  const oracle::OrderedSums* sums_used = outputs.tiling_declared ? &sums : nullptr;
+  oracle::RowBound bound;
+  for (size_t i = 0; i < classes.size(); ++i) {
+    const oracle::RowBound b =
+        oracle::bound_row(exact, to_oracle(params.dtype), classes[i], block_n, params.head_dim, sums_used);
+    if (i == 0) {
+      bound = b;
+      continue;
+    }
+    for (size_t k = 0; k < bound.o.size(); ++k) bound.o[k] = std::max(bound.o[k], b.o[k]);
+    bound.lse = std::max(bound.lse, b.lse);
+    bound.m = std::max(bound.m, b.m);
+    bound.m_below = std::max(bound.m_below, b.m_below);
+    bound.l_rel = std::max(bound.l_rel, b.l_rel);
+    bound.unconstrained = bound.unconstrained || b.unconstrained;
+    bound.vacuous = bound.vacuous || b.vacuous;
+  }
+  return bound;
+}
+
+namespace {
+
+// The same-precision reference of the RMS check: the class's emulation, or for an undeclared class the element
+// farthest from the exact value among the dtype's classes' emulations (the noisier choice, as the ensemble of
+// §6 takes it).
+std::vector<double> judged_reference(const oracle::Problem& problem, const oracle::RowRef& row,
+                                     const oracle::RowResult& exact, const Params& params, const KernelConfig& config,
+                                     const RunOutputs& outputs) {
+  if (!outputs.generic_bound) return oracle_reference(problem, row, params, config, &exact);
+  std::vector<double> reference;
+  for (oracle::Arithmetic arithmetic : generic_classes(params.dtype)) {
+    const std::vector<double> e =
+        oracle::emulated_row(problem, row, to_oracle(params.dtype), arithmetic, config.block_n, &exact);
+    if (reference.empty()) {
+      reference = e;
+      continue;
+    }
+    for (size_t k = 0; k < reference.size(); ++k) {
+      if (!(std::fabs(e[k] - exact.o[k]) <= std::fabs(reference[k] - exact.o[k]))) reference[k] = e[k];
+    }
+  }
+  return reference;
+}
+
 RowChunk prepare_chunk(const oracle::Problem& problem, const std::vector<oracle::RowRef>& rows, size_t first,
-                       const HostInputs& inputs, const KernelConfig& config, const JudgeOptions& options,
+                       const HostInputs& inputs, const RunOutputs& outputs, const JudgeOptions& options,
                        int64_t terms_before, int64_t terms_total) {
+  const KernelConfig& config = outputs.config;
   const size_t count = std::min(kChunkRows, rows.size() - first);
   const std::span<const oracle::RowRef> chunk_rows(rows.data() + first, count);
   RowChunk chunk;
@@ -203,12 +269,12 @@ RowChunk prepare_chunk(const oracle::Problem& problem, const std::vector<oracle:
         sink == -kInf ? exact.lse == -kInf && exact.m == -kInf : no_usable_key(problem, row);
     prep.empty = exact.visible == 0 || (all_minus_inf && !exact.score_overflow);
     if (prep.empty) return;
-    prep.bound = oracle_bound(problem, row, exact, inputs.params, config);
+    prep.bound = judged_bound(problem, row, exact, inputs.params, outputs);
     // Tiled like the kernel (its block_n): P is rounded relative to the running max, so the reference must
     // see the same tiles to be a like-for-like same-precision computation (fuzz finding
     // model-rms-reference-untiled: a single-tile reference made a healthy model look 1.34x too noisy).
     if (options.check_rms && !exact.score_overflow && !prep.bound.unconstrained) {
-      prep.emulated = oracle_reference(problem, row, inputs.params, config, &exact);
+      prep.emulated = judged_reference(problem, row, exact, inputs.params, config, outputs);
     }
   };
   if (options.progress) {
@@ -223,9 +289,13 @@ RowChunk prepare_chunk(const oracle::Problem& problem, const std::vector<oracle:
 
 Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs, const JudgeOptions& options) {
   Verdict v;
-  v.case_line = format_case(c);
+  // The subject that ran goes into the line, so that the line replays against it.
+  Case shown = c;
+  if (shown.subject.empty()) shown.subject = outputs.subject;
+  v.case_line = format_case(shown);
   const KernelConfig& config = outputs.config;
-  v.config = format("%s path=%s block_m=%d block_n=%d", config.name, to_string(config.path), config.block_m, config.block_n);
+  v.config = format("%s path=%s block_m=%d block_n=%d", config.name,
+                    outputs.generic_bound ? "generic" : to_string(config.path), config.block_m, config.block_n);
   v.unwritten_o = outputs.unwritten_o;
   v.unwritten_lse = outputs.unwritten_lse;
   v.canaries_intact = outputs.canaries_intact;
@@ -252,7 +322,7 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
     v.failures.push_back(format("O: %lld of %zu elements never written (still hold the poison NaN)",
                                 static_cast<long long>(outputs.unwritten_o), outputs.o.size()));
   }
-  if (outputs.unwritten_lse > 0) {
+  if (outputs.lse_written && outputs.unwritten_lse > 0) {
     v.failures.push_back(format("LSE: %lld of %zu rows never written (still hold the poison NaN)",
                                 static_cast<long long>(outputs.unwritten_lse), outputs.lse.size()));
   }
@@ -277,7 +347,7 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
   RowChunk chunk;
   for (size_t index = 0; index < rows.size(); ++index) {
     if (index % kChunkRows == 0) {
-      chunk = prepare_chunk(problem, rows, index, inputs, config, options, terms_before, terms_total);
+      chunk = prepare_chunk(problem, rows, index, inputs, outputs, options, terms_before, terms_total);
       for (size_t r = index; r < index + chunk.exact.size(); ++r) terms_before += oracle::row_terms(problem, rows[r]);
     }
     const oracle::RowRef& row = rows[index];
@@ -312,8 +382,10 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
              exact.o[kk], bound.o[kk]);
       ++v.elements_checked;
     }
-    record(&v.lse, oracle::error_ratio(got_lse, exact.lse, bound.lse, bound.unconstrained), row, -1, got_lse, exact.lse,
-           bound.lse);
+    if (outputs.lse_written) {  // a subject without LSE output is judged by O alone
+      record(&v.lse, oracle::error_ratio(got_lse, exact.lse, bound.lse, bound.unconstrained), row, -1, got_lse,
+             exact.lse, bound.lse);
+    }
     if (bound.unconstrained) continue;
     for (int64_t k = 0; k < head_dim; ++k) {
       const size_t kk = static_cast<size_t>(k);
@@ -321,7 +393,7 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
       ++v.o_claims;
       v.o_informative += std::isfinite(bound.o[kk]) && bound.o[kk] < bound.o_trivial[kk] ? 1 : 0;
     }
-    if (std::isfinite(exact.lse)) {
+    if (outputs.lse_written && std::isfinite(exact.lse)) {
       ++v.lse_claims;
       v.lse_informative += std::isfinite(bound.lse) && bound.lse < bound.lse_trivial ? 1 : 0;
     }

@@ -77,6 +77,9 @@ struct Case {
   // absent; const(-inf) is a sink that must change nothing.
   std::optional<ValueSpec> sink;
   std::vector<Injection> inject;
+  // The subject the case ran on (flashcheck/loaded_subject.h), so a finding replays against the same one; empty:
+  // flashcheck's own kernel or host model. Inputs never depend on it.
+  std::string subject;
   uint64_t seed = 0;
 
   // The scale given to the kernel: `scale`, else float(1.0 / sqrt(double(head_dim))) (IEEE sqrt and
@@ -92,6 +95,10 @@ struct Case {
 // too: its values live in HostInputs, which points params.sink at them (the runner at its device copy for
 // GPU runs). Sizes saturate rather than overflow, so can_implement names the field of an impossible case.
 Params case_params(const Case& c);
+
+// A subject name as case lines carry it: 1 to kMaxSubjectName characters of [A-Za-z0-9._-].
+inline constexpr size_t kMaxSubjectName = 64;
+bool is_subject_name(std::string_view name);
 
 // Canonical line for `c`. Numbers are printed in the shortest form that reads back to the same value.
 std::string format_case(const Case& c);

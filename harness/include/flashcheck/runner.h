@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "flashcheck/attention.h"
@@ -42,6 +43,14 @@ struct RunOutputs {
   int64_t first_damaged_canary = -1;  // byte offset into the first damaged region, for the report
   // "O", "O padding", "LSE", "m", "l", "tile kinds", "rescale buckets", "trace m", "trace l", "sink"
   const char* damaged_buffer = "";
+  // What ran and how the verdict judges it (flashcheck/loaded_subject.h): empty `subject` for flashcheck's own
+  // kernel and host model, judged by the class of config.path. A subject that declares no arithmetic class is
+  // judged by the generic bound (docs/error-model.md §3.1); one that declares no key tile, as if every key were
+  // its own tile, without running sums; one without LSE output by O alone.
+  std::string subject;
+  bool generic_bound = false;
+  bool tiling_declared = true;
+  bool lse_written = true;
 };
 
 // Device memory reused across GPU runs: each buffer of a run (q, k, v, sink, O, LSE, instrumentation) keeps its
@@ -72,6 +81,9 @@ struct RunOptions {
   int32_t trace_tiles = 0;         // trace slots per traced row (>= 1 when trace_rows is not empty)
   void* stream = nullptr;          // GPU: cudaStream_t
   DevicePool* device_pool = nullptr;  // GPU: reuse these device buffers (null: allocate per run)
+  // GPU: called with the device pointers instead of flashcheck's run() (a subject, loaded_subject.h); it takes
+  // no instrumentation. Empty: flashcheck's own kernel.
+  std::function<Status(const Params& params, void* stream)> device_call;
   bool any_instrumentation() const { return instrument || count_tiles || !trace_rows.empty(); }
 };
 

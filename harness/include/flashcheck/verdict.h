@@ -77,6 +77,12 @@ struct JudgeOptions {
 // unserved shape, FAIL otherwise. A caller that expects a rejection checks the status itself.
 Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs, const JudgeOptions& options = {});
 
+// The bound judge() holds a row of `outputs` to: the error model's bound for the arithmetic class of
+// outputs.config (oracle_bound), or for a subject that declares no class or no key tile the generic bound of
+// docs/error-model.md §3.1.
+oracle::RowBound judged_bound(const oracle::Problem& problem, const oracle::RowRef& row, const oracle::RowResult& exact,
+                              const Params& params, const RunOutputs& outputs);
+
 // The verdict of a case that never ran: its line does not parse, or its inputs cannot be built. `line` is
 // echoed through excerpt(); the outcome follows the status code (outcome_of).
 Verdict refused(std::string_view line, const Status& status);

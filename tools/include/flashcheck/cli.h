@@ -16,7 +16,8 @@ inline constexpr const char* kExitCodesHelp =
     "exit codes (the most severe outcome over all cases):\n"
     "  0 pass   1 fail (numerical check or guard)   2 rejected (invalid input; the message names the field)\n"
     "  3 unsupported (valid, no kernel serves it)   4 outside the error model's domain (nothing claimed)\n"
-    "  64 usage error   66 input file unreadable   69 backend unavailable (no CUDA device)";
+    "  64 usage error   66 input file unreadable   69 backend unavailable (no CUDA device)\n"
+    "  78 the subject (--subject) cannot be loaded or is malformed";
 
 // --memory-cap's values: a size parse_memory_size (budget.h) reads.
 inline const CLI::Validator kMemorySize(

@@ -1,0 +1,77 @@
+// A subject (flashcheck/subject.h) loaded from its shared library: someone else's attention kernel under the
+// same guards, generators and verdicts as flashcheck's own. load() checks the ABI version and the descriptor and
+// names what is wrong; supports() answers, for one problem, whether it lies inside the declared capabilities
+// (outside them a case is UNSUPPORTED for this subject, never a pass); run_case() runs a case through the
+// guarded runner (poison, canaries, input hashes), on the host or on the device as the subject declares.
+// Invariant: a case reaches the subject's forward only when can_implement() and supports() accept it.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "flashcheck/attention.h"
+#include "flashcheck/case.h"
+#include "flashcheck/inputs.h"
+#include "flashcheck/runner.h"
+#include "flashcheck/subject.h"
+
+namespace flashcheck {
+
+// Exit status of a tool whose --subject (or FLASHCHECK_SUBJECT) cannot be loaded or is malformed (EX_CONFIG):
+// not an outcome of any case, since no case ran.
+inline constexpr int kExitBadSubject = 78;
+
+class LoadedSubject {
+ public:
+  ~LoadedSubject();
+  LoadedSubject(const LoadedSubject&) = delete;
+  LoadedSubject& operator=(const LoadedSubject&) = delete;
+
+  // dlopen()s `path`, calls its fc_subject_v1 and validates the descriptor. On failure *out stays empty and the
+  // status (kInvalidArgument) says what is wrong: "subject PATH: <what>".
+  static Status load(const std::string& path, std::unique_ptr<LoadedSubject>* out);
+
+  const fc_subject& descriptor() const { return *subject_; }
+  const std::string& name() const { return name_; }
+  const std::string& path() const { return path_; }
+  bool on_device() const { return subject_->capabilities.memory == FC_SUBJECT_MEMORY_DEVICE; }
+
+  // Ok, or kUnsupported naming the field outside the capabilities ("head_dim: 200 outside subject x's 1..128").
+  Status supports(const Params& params) const;
+  // The same for a case (its sink, which case_params leaves null, counts).
+  Status supports(const Case& c) const;
+
+  // The configuration the verdict judges by: the declared class's compute path (kGeneralFp32 as a placeholder
+  // when undeclared: generic_bound() then says so), block_n the declared key tile (kDefaultKeyTile when
+  // undeclared; only row sampling and the reference's tiling use it then).
+  KernelConfig config(DType dtype) const;
+  bool generic_bound(DType dtype) const { return !declared_[static_cast<size_t>(dtype)]; }
+  bool tiling_declared() const { return subject_->arithmetic.key_tile > 0; }
+
+  // One line: name, memory kind, dtypes, head dims, masks, layouts, features, arithmetic per dtype.
+  std::string describe() const;
+
+  static constexpr int32_t kDefaultKeyTile = 64;
+
+ private:
+  LoadedSubject() = default;
+  void* handle_ = nullptr;
+  const fc_subject* subject_ = nullptr;
+  std::string name_, path_;
+  std::array<bool, 3> declared_{};           // per dtype: an arithmetic class of the error model, after mapping
+  std::array<ComputePath, 3> path_of_{};     // per dtype: the class as a compute path
+  std::array<std::string, 3> config_name_;   // KernelConfig::name per dtype (stable storage)
+};
+
+// Runs `inputs` on `subject` through the guarded runner. A case the subject does not support ends with status
+// kUnsupported before its forward is called; instrumentation (row m, l, traces) is kUnsupported for every
+// subject. RunOutputs carry the subject's name and how the verdict judges it (generic_bound, tiling_declared,
+// lse_written). A device subject without a CUDA device is kNoDevice.
+RunOutputs run_case(const HostInputs& inputs, const LoadedSubject& subject, const RunOptions& options = {});
+
+// The subject FLASHCHECK_SUBJECT names, loaded once per process (property binaries, fuzzers); null when the
+// variable is unset or empty, and when it cannot be loaded, with the reason in *error (same on every call).
+const LoadedSubject* subject_from_environment(std::string* error);
+
+}  // namespace flashcheck

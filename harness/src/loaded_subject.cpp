@@ -1,0 +1,363 @@
+// Loading, validating and running a subject (loaded_subject.h). The descriptor is checked field by field once,
+// at load time, so that supports() and run_case() can trust it; every message names the field that is wrong.
+// A subject's arithmetic is mapped onto the error model's classes where its class or its rounding points
+// match one; otherwise it is judged by the generic bound (docs/error-model.md §3.1).
+#include "flashcheck/loaded_subject.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string_view>
+
+#include "flashcheck/case.h"
+#include "flashcheck/mask_names.h"
+
+namespace flashcheck {
+namespace {
+
+constexpr int32_t kMaxHeadDim = 256;
+constexpr size_t kErrLen = 512;
+
+Status bad(const std::string& path, const std::string& what) {
+  return {StatusCode::kInvalidArgument, "subject " + path + ": " + what};
+}
+
+// The rounding points of each class, as subject.h lists them: (score accumulation, P before P*V, O accumulation).
+struct ClassPoints {
+  int32_t arith;
+  ComputePath path;
+  int32_t score, p, o;
+  bool for_f32, for_half;  // the dtypes the class applies to
+};
+constexpr ClassPoints kClasses[] = {
+    {FC_SUBJECT_ARITH_GENERAL_FP32, ComputePath::kGeneralFp32, FC_SUBJECT_FMT_FP32, FC_SUBJECT_FMT_FP32,
+     FC_SUBJECT_FMT_FP32, true, true},
+    {FC_SUBJECT_ARITH_TENSOR_CORE, ComputePath::kTensorCore, FC_SUBJECT_FMT_FP32, FC_SUBJECT_FMT_INPUT,
+     FC_SUBJECT_FMT_FP32, false, true},
+    {FC_SUBJECT_ARITH_SPLIT_TF32, ComputePath::kSplitTf32, FC_SUBJECT_FMT_TF32X3, FC_SUBJECT_FMT_TF32X3,
+     FC_SUBJECT_FMT_FP32, true, false},
+};
+
+const char* arith_name(int32_t arith) {
+  switch (arith) {
+    case FC_SUBJECT_ARITH_GENERAL_FP32: return "general-fp32";
+    case FC_SUBJECT_ARITH_TENSOR_CORE: return "tensor-core";
+    case FC_SUBJECT_ARITH_SPLIT_TF32: return "split-tf32";
+    default: return "undeclared";
+  }
+}
+
+bool is_bool(int32_t x) { return x == 0 || x == 1; }
+
+// Params' strides are contiguous for `layout` over head_dim elements per row.
+bool contiguous(const Params& p, const Strides& s, int64_t heads, int64_t seqlen, uint32_t layout) {
+  const int64_t d = p.head_dim;
+  if (layout == FC_SUBJECT_LAYOUT_BHSD) return s.row == d && s.head == seqlen * d && s.batch == heads * seqlen * d;
+  return s.head == d && s.row == heads * d && s.batch == seqlen * heads * d;  // BSHD
+}
+
+std::string list_dtypes(uint32_t bits) {
+  std::string out;
+  for (const DTypeInfo& info : kDTypes) {
+    if (bits & (1u << static_cast<int>(info.dtype))) out += std::string(out.empty() ? "" : ", ") + info.name;
+  }
+  return out;
+}
+
+const char* mask_text(Mask mask) {
+  for (const MaskName& m : kMaskNames) {
+    if (m.mask == mask) return m.name;
+  }
+  return "?";
+}
+
+std::string list_masks(uint32_t bits) {
+  std::string out;
+  for (const MaskName& m : kMaskNames) {
+    if (bits & (1u << static_cast<int>(m.mask))) out += std::string(out.empty() ? "" : ", ") + m.name;
+  }
+  return out;
+}
+
+std::string head_dims_text(const fc_subject_capabilities& caps) {
+  if (caps.head_dims == nullptr) return std::to_string(caps.head_dim_min) + ".." + std::to_string(caps.head_dim_max);
+  std::string out;
+  for (int32_t i = 0; i < caps.head_dim_count; ++i) out += (i ? "," : "") + std::to_string(caps.head_dims[i]);
+  return out;
+}
+
+Status validate(const std::string& path, const fc_subject& s) {
+  const fc_subject_capabilities& c = s.capabilities;
+  if (s.name == nullptr || !is_subject_name(s.name)) return bad(path, "name: 1 to 64 of A-Z a-z 0-9 . _ -");
+  if (s.forward == nullptr) return bad(path, "forward: null");
+  if (c.dtypes == 0 || (c.dtypes & ~7u) != 0) return bad(path, "capabilities.dtypes: a non-empty set of FC_SUBJECT_DTYPE_* bits");
+  if (c.head_dims != nullptr) {
+    if (c.head_dim_count < 1) return bad(path, "capabilities.head_dim_count: at least 1 with a head_dims list");
+    for (int32_t i = 0; i < c.head_dim_count; ++i) {
+      if (c.head_dims[i] < 1 || c.head_dims[i] > kMaxHeadDim) return bad(path, "capabilities.head_dims: each in 1..256");
+    }
+  } else if (c.head_dim_min < 1 || c.head_dim_max > kMaxHeadDim || c.head_dim_min > c.head_dim_max) {
+    return bad(path, "capabilities.head_dim_min/max: 1 <= min <= max <= 256");
+  }
+  if (c.masks == 0 || (c.masks & ~31u) != 0) return bad(path, "capabilities.masks: a non-empty set of (1 << FC_SUBJECT_MASK_*)");
+  if (c.layouts == 0 || (c.layouts & ~7u) != 0) return bad(path, "capabilities.layouts: a non-empty set of FC_SUBJECT_LAYOUT_*");
+  if (!is_bool(c.gqa) || !is_bool(c.lse) || !is_bool(c.softcap) || !is_bool(c.sink)) {
+    return bad(path, "capabilities.gqa, lse, softcap, sink: 0 or 1");
+  }
+  if (c.memory != FC_SUBJECT_MEMORY_DEVICE && c.memory != FC_SUBJECT_MEMORY_HOST) {
+    return bad(path, "capabilities.memory: FC_SUBJECT_MEMORY_DEVICE or FC_SUBJECT_MEMORY_HOST");
+  }
+  if (c.instrumented != 0) return bad(path, "capabilities.instrumented: 0 (ABI version 1 carries no instrumentation)");
+  if (s.arithmetic.key_tile < 0) return bad(path, "arithmetic.key_tile: >= 0 (0 = undeclared)");
+  for (const DTypeInfo& info : kDTypes) {
+    const size_t d = static_cast<size_t>(info.dtype);
+    const int32_t arith = s.arithmetic.arithmetic[d];
+    if (arith < FC_SUBJECT_ARITH_UNDECLARED || arith > FC_SUBJECT_ARITH_SPLIT_TF32) {
+      return bad(path, std::string("arithmetic.arithmetic[") + info.name + "]: one of FC_SUBJECT_ARITH_*");
+    }
+    const int32_t points[] = {s.arithmetic.score_accumulation[d], s.arithmetic.p_rounding[d], s.arithmetic.o_accumulation[d]};
+    for (int32_t p : points) {
+      if (p < FC_SUBJECT_FMT_UNDECLARED || p > FC_SUBJECT_FMT_TF32X3) {
+        return bad(path, std::string("arithmetic rounding points [") + info.name + "]: one of FC_SUBJECT_FMT_*");
+      }
+    }
+    if (arith == FC_SUBJECT_ARITH_UNDECLARED || !(c.dtypes & (1u << d))) continue;
+    for (const ClassPoints& k : kClasses) {
+      if (k.arith != arith) continue;
+      if (!(info.dtype == DType::kF32 ? k.for_f32 : k.for_half)) {
+        return bad(path, std::string("arithmetic.arithmetic[") + info.name + "]: " + arith_name(arith) +
+                             " does not apply to " + info.name);
+      }
+      const int32_t want[] = {k.score, k.p, k.o};
+      for (int i = 0; i < 3; ++i) {
+        if (points[i] != FC_SUBJECT_FMT_UNDECLARED && points[i] != want[i]) {
+          return bad(path, std::string("arithmetic [") + info.name + "]: the declared rounding points contradict the class " +
+                               arith_name(arith) + " (docs/error-model.md §3)");
+        }
+      }
+    }
+  }
+  return Status::ok_status();
+}
+
+fc_subject_problem problem_of(const Params& p) {
+  auto strides = [](const Strides& s) { return fc_subject_strides{s.batch, s.head, s.row}; };
+  fc_subject_problem out{};
+  out.dtype = static_cast<int32_t>(p.dtype);
+  out.mask = static_cast<int32_t>(p.mask);
+  out.batch = p.batch;
+  out.heads_q = p.heads_q;
+  out.heads_kv = p.heads_kv;
+  out.seqlen_q = p.seqlen_q;
+  out.seqlen_k = p.seqlen_k;
+  out.head_dim = p.head_dim;
+  out.q_stride = strides(p.q_stride);
+  out.k_stride = strides(p.k_stride);
+  out.v_stride = strides(p.v_stride);
+  out.o_stride = strides(p.o_stride);
+  out.softmax_scale = p.softmax_scale;
+  out.window_left = p.window_left;
+  out.window_right = p.window_right;
+  out.softcap = p.softcap;
+  return out;
+}
+
+// The subject's forward on `params` (pointers in the subject's memory kind), after the checks every case gets.
+Status call_forward(const LoadedSubject& subject, const Params& params, void* stream) {
+  if (Status st = can_implement(params); !st.ok()) return st;
+  if (Status st = subject.supports(params); !st.ok()) return st;
+  const fc_subject_problem problem = problem_of(params);
+  const fc_subject_buffers buffers{params.q, params.k, params.v, params.o, params.lse, params.sink};
+  char err[kErrLen] = {};
+  const int code = subject.descriptor().forward(&problem, &buffers, stream, err, sizeof err);
+  if (code == FC_SUBJECT_OK) return Status::ok_status();
+  err[kErrLen - 1] = '\0';
+  const std::string message = "subject " + subject.name() + ": " + (err[0] ? err : "forward failed without a message");
+  switch (code) {
+    case FC_SUBJECT_INVALID_ARGUMENT: return {StatusCode::kInvalidArgument, message};
+    case FC_SUBJECT_UNSUPPORTED: return {StatusCode::kUnsupported, message};
+    default: return {StatusCode::kCudaError, message + " (forward returned " + std::to_string(code) + ")"};
+  }
+}
+
+}  // namespace
+
+LoadedSubject::~LoadedSubject() {
+  if (handle_ != nullptr) dlclose(handle_);
+}
+
+Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubject>* out) {
+  out->reset();
+  if (path.empty()) return bad("''", "empty path");
+  // RTLD_LOCAL: a subject's own copy of flashcheck (the host-model subject links the model) stays its own.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    return bad(path, std::string("cannot load: ") + (why ? why : "dlopen failed"));
+  }
+  std::unique_ptr<LoadedSubject> s(new LoadedSubject);
+  s->handle_ = handle;
+  s->path_ = path;
+  dlerror();
+  void* symbol = dlsym(handle, FC_SUBJECT_ENTRY_POINT);
+  if (symbol == nullptr) {
+    return bad(path, "no symbol " FC_SUBJECT_ENTRY_POINT " (a subject exports const fc_subject* " FC_SUBJECT_ENTRY_POINT
+                     "(void) with C linkage and default visibility, flashcheck/subject.h)");
+  }
+  const auto entry = reinterpret_cast<fc_subject_entry_fn>(symbol);
+  const fc_subject* descriptor = entry();
+  if (descriptor == nullptr) return bad(path, FC_SUBJECT_ENTRY_POINT "() returned null");
+  if (descriptor->abi_version != FC_SUBJECT_ABI_VERSION) {
+    return bad(path, "ABI version " + std::to_string(descriptor->abi_version) + ", this flashcheck reads version " +
+                         std::to_string(FC_SUBJECT_ABI_VERSION) + " (rebuild the subject against this flashcheck/subject.h)");
+  }
+  if (Status st = validate(path, *descriptor); !st.ok()) return st;
+  s->subject_ = descriptor;
+  s->name_ = descriptor->name;
+  for (const DTypeInfo& info : kDTypes) {
+    const size_t d = static_cast<size_t>(info.dtype);
+    const fc_subject_arithmetic& a = descriptor->arithmetic;
+    int32_t arith = a.arithmetic[d];
+    // Undeclared class, declared rounding points: the class whose points they are, if one applies to the dtype.
+    if (arith == FC_SUBJECT_ARITH_UNDECLARED) {
+      for (const ClassPoints& k : kClasses) {
+        const bool applies = info.dtype == DType::kF32 ? k.for_f32 : k.for_half;
+        if (applies && a.score_accumulation[d] == k.score && a.p_rounding[d] == k.p && a.o_accumulation[d] == k.o) {
+          arith = k.arith;
+        }
+      }
+    }
+    s->declared_[d] = arith != FC_SUBJECT_ARITH_UNDECLARED;
+    s->path_of_[d] = ComputePath::kGeneralFp32;
+    for (const ClassPoints& k : kClasses) {
+      if (k.arith == arith) s->path_of_[d] = k.path;
+    }
+    s->config_name_[d] = "subject " + s->name_ + (s->declared_[d] ? "" : " (arithmetic undeclared: generic bound)");
+  }
+  *out = std::move(s);
+  return Status::ok_status();
+}
+
+Status LoadedSubject::supports(const Params& p) const {
+  const fc_subject_capabilities& c = subject_->capabilities;
+  auto unsupported = [&](const std::string& field, const std::string& what) {
+    return Status{StatusCode::kUnsupported, field + ": " + what + " (subject " + name_ + ")"};
+  };
+  const int dtype = static_cast<int>(p.dtype);
+  if (dtype < 0 || dtype > 2 || !(c.dtypes & (1u << dtype))) {
+    return unsupported("dtype", std::string(to_string(p.dtype)) + " not among " + list_dtypes(c.dtypes));
+  }
+  bool head_dim_ok = false;
+  if (c.head_dims != nullptr) {
+    for (int32_t i = 0; i < c.head_dim_count; ++i) head_dim_ok = head_dim_ok || c.head_dims[i] == p.head_dim;
+  } else {
+    head_dim_ok = p.head_dim >= c.head_dim_min && p.head_dim <= c.head_dim_max;
+  }
+  if (!head_dim_ok) return unsupported("head_dim", std::to_string(p.head_dim) + " not among " + head_dims_text(c));
+  const int mask = static_cast<int>(p.mask);
+  if (mask < 0 || mask > 4 || !(c.masks & (1u << mask))) {
+    return unsupported("mask", std::string(mask_text(p.mask)) + " not among " + list_masks(c.masks));
+  }
+  if (p.heads_q != p.heads_kv && !c.gqa) {
+    return unsupported("heads_kv", "heads_q " + std::to_string(p.heads_q) + " != heads_kv " + std::to_string(p.heads_kv) +
+                                       ": no grouped-query attention");
+  }
+  if (p.softcap > 0 && !c.softcap) return unsupported("softcap", "no softcap");
+  if (p.sink != nullptr && !c.sink) return unsupported("sink", "no sink logits");
+  if (!(c.layouts & FC_SUBJECT_LAYOUT_STRIDED)) {
+    bool fits = false;
+    for (uint32_t layout : {uint32_t{FC_SUBJECT_LAYOUT_BHSD}, uint32_t{FC_SUBJECT_LAYOUT_BSHD}}) {
+      if (!(c.layouts & layout)) continue;
+      fits = fits || (contiguous(p, p.q_stride, p.heads_q, p.seqlen_q, layout) &&
+                      contiguous(p, p.o_stride, p.heads_q, p.seqlen_q, layout) &&
+                      contiguous(p, p.k_stride, p.heads_kv, p.seqlen_k, layout) &&
+                      contiguous(p, p.v_stride, p.heads_kv, p.seqlen_k, layout));
+    }
+    if (!fits) {
+      return unsupported("layout", std::string("strides not contiguous in ") +
+                                       ((c.layouts & FC_SUBJECT_LAYOUT_BHSD) && (c.layouts & FC_SUBJECT_LAYOUT_BSHD)
+                                            ? "bhsd or bshd"
+                                            : (c.layouts & FC_SUBJECT_LAYOUT_BHSD) ? "bhsd" : "bshd"));
+    }
+  }
+  return Status::ok_status();
+}
+
+Status LoadedSubject::supports(const Case& c) const {
+  static constexpr float kSinkStandIn = 0.0f;  // only whether there is a sink matters
+  Params params = case_params(c);
+  if (c.sink) params.sink = &kSinkStandIn;
+  return supports(params);
+}
+
+KernelConfig LoadedSubject::config(DType dtype) const {
+  const size_t d = static_cast<size_t>(dtype) < 3 ? static_cast<size_t>(dtype) : 0;
+  KernelConfig config;
+  config.path = path_of_[d];
+  config.block_n = tiling_declared() ? subject_->arithmetic.key_tile : kDefaultKeyTile;
+  config.block_m = config.block_n;
+  config.name = config_name_[d].c_str();
+  return config;
+}
+
+std::string LoadedSubject::describe() const {
+  const fc_subject_capabilities& c = subject_->capabilities;
+  std::string out = "subject " + name_ + " (" + path_ + "): " + (on_device() ? "device" : "host") + " memory; " +
+                    list_dtypes(c.dtypes) + "; head_dim " + head_dims_text(c) + "; masks " + list_masks(c.masks) +
+                    "; layouts";
+  if (c.layouts & FC_SUBJECT_LAYOUT_BHSD) out += " bhsd";
+  if (c.layouts & FC_SUBJECT_LAYOUT_BSHD) out += " bshd";
+  if (c.layouts & FC_SUBJECT_LAYOUT_STRIDED) out += " strided";
+  out += std::string("; gqa ") + (c.gqa ? "yes" : "no") + ", lse " + (c.lse ? "yes" : "no") + ", softcap " +
+         (c.softcap ? "yes" : "no") + ", sink " + (c.sink ? "yes" : "no") + "; arithmetic";
+  for (const DTypeInfo& info : kDTypes) {
+    if (!(c.dtypes & (1u << static_cast<int>(info.dtype)))) continue;
+    out += std::string(" ") + info.name + "=" +
+           (declared_[static_cast<size_t>(info.dtype)] ? to_string(path_of_[static_cast<size_t>(info.dtype)]) : "generic");
+  }
+  out += "; key tile " + (tiling_declared() ? std::to_string(subject_->arithmetic.key_tile) : std::string("undeclared"));
+  return out;
+}
+
+RunOutputs run_case(const HostInputs& inputs, const LoadedSubject& subject, const RunOptions& options) {
+  RunOutputs out;
+  if (options.any_instrumentation()) {
+    out.status = {StatusCode::kUnsupported, "instrumentation: subject " + subject.name() +
+                                                " records no row m, l or tile traces (flashcheck's instrumented builds do)"};
+  } else if (subject.on_device()) {
+    RunOptions device_options = options;
+    device_options.device_call = [&subject](const Params& params, void* stream) {
+      return call_forward(subject, params, stream);
+    };
+    out = run_case(inputs, Backend::kGpu, device_options);
+  } else {
+    const HostBackend backend = [&subject](const Params& params, const Instrumentation&) {
+      return call_forward(subject, params, nullptr);
+    };
+    out = run_case(inputs, backend, options);
+  }
+  const DType dtype = inputs.params.dtype;
+  out.config = subject.config(dtype);
+  out.subject = subject.name();
+  out.generic_bound = subject.generic_bound(dtype);
+  out.tiling_declared = subject.tiling_declared();
+  out.lse_written = subject.descriptor().capabilities.lse != 0;
+  if (!out.lse_written) out.unwritten_lse = 0;
+  return out;
+}
+
+const LoadedSubject* subject_from_environment(std::string* error) {
+  static std::once_flag once;
+  static std::unique_ptr<LoadedSubject> subject;
+  static std::string load_error;
+  std::call_once(once, [] {
+    const char* path = std::getenv("FLASHCHECK_SUBJECT");
+    if (path == nullptr || *path == '\0') return;
+    if (Status st = LoadedSubject::load(path, &subject); !st.ok()) load_error = "FLASHCHECK_SUBJECT: " + st.message();
+  });
+  if (error != nullptr) *error = load_error;
+  return subject.get();
+}
+
+}  // namespace flashcheck

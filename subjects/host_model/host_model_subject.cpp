@@ -1,0 +1,114 @@
+// flashcheck's host model of the tiled algorithm (kernel/include/flashcheck/host_model.h), packaged as a subject
+// (flashcheck/subject.h) in host memory: the subject path of every tool, property and fuzzer is tested on a
+// machine without a GPU. It fixes the model's configuration to what it declares (tensor-core class for fp16/bf16,
+// general-fp32 for fp32, kKeyTile keys per tile), so that the declared arithmetic is the arithmetic that runs.
+// Built three ways (FC_HOST_SUBJECT_VARIANT):
+//   0  host-model                    everything flashcheck computes; healthy
+//   1  host-model-missing-rescale    the same with a planted defect: the last K/V tile skips O's rescale
+//   2  host-model-restricted         f16 only, head_dim 8..32, causal-br, contiguous bhsd, no GQA, softcap, sink
+//                                    or LSE output, arithmetic undeclared (judged by the generic bound)
+#include <vector>
+
+#include "flashcheck/attention.h"
+#include "flashcheck/host_model.h"
+#include "flashcheck/subject.h"
+
+#ifndef FC_HOST_SUBJECT_VARIANT
+#define FC_HOST_SUBJECT_VARIANT 0
+#endif
+
+namespace {
+
+constexpr int32_t kKeyTile = 64;  // keys per K/V tile of the modelled kernel (declared as arithmetic.key_tile)
+constexpr bool kRestricted = FC_HOST_SUBJECT_VARIANT == 2;
+
+flashcheck::Params params_of(const fc_subject_problem& p, const fc_subject_buffers& b) {
+  auto strides = [](const fc_subject_strides& s) { return flashcheck::Strides{s.batch, s.head, s.row}; };
+  flashcheck::Params out;
+  out.dtype = static_cast<flashcheck::DType>(p.dtype);
+  out.mask = static_cast<flashcheck::Mask>(p.mask);
+  out.batch = p.batch;
+  out.heads_q = p.heads_q;
+  out.heads_kv = p.heads_kv;
+  out.seqlen_q = p.seqlen_q;
+  out.seqlen_k = p.seqlen_k;
+  out.head_dim = p.head_dim;
+  out.q = b.q;
+  out.k = b.k;
+  out.v = b.v;
+  out.o = b.o;
+  out.lse = b.lse;
+  out.sink = b.sink;
+  out.q_stride = strides(p.q_stride);
+  out.k_stride = strides(p.k_stride);
+  out.v_stride = strides(p.v_stride);
+  out.o_stride = strides(p.o_stride);
+  out.softmax_scale = p.softmax_scale;
+  out.window_left = p.window_left;
+  out.window_right = p.window_right;
+  out.softcap = p.softcap;
+  return out;
+}
+
+void copy_message(const std::string& message, char* err, size_t err_len) {
+  if (err == nullptr || err_len == 0) return;
+  const size_t n = message.size() < err_len - 1 ? message.size() : err_len - 1;
+  message.copy(err, n);
+  err[n] = '\0';
+}
+
+int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers, void*, char* err, size_t err_len) {
+  flashcheck::Params params = params_of(*problem, *buffers);
+  // Without LSE output the model still needs somewhere to put it: its own scratch, never the caller's buffer.
+  std::vector<float> scratch_lse;
+  if (kRestricted) {
+    scratch_lse.resize(static_cast<size_t>(params.batch * params.heads_q * params.seqlen_q));
+    params.lse = scratch_lse.empty() ? nullptr : scratch_lse.data();
+  }
+  flashcheck::HostModelOptions options;
+  options.override_config = true;
+  options.config = flashcheck::select_config(params);
+  options.config.path = params.dtype == flashcheck::DType::kF32 ? flashcheck::ComputePath::kGeneralFp32
+                                                                 : flashcheck::ComputePath::kTensorCore;
+  options.config.block_m = kKeyTile;
+  options.config.block_n = kKeyTile;
+  if (FC_HOST_SUBJECT_VARIANT == 1) options.defect = flashcheck::ModelDefect::kMissingRescale;
+  const flashcheck::Status status = flashcheck::run_host_model(params, options);
+  if (status.ok()) return FC_SUBJECT_OK;
+  copy_message(status.message(), err, err_len);
+  return status.code() == flashcheck::StatusCode::kInvalidArgument ? FC_SUBJECT_INVALID_ARGUMENT
+         : status.code() == flashcheck::StatusCode::kUnsupported   ? FC_SUBJECT_UNSUPPORTED
+                                                                   : FC_SUBJECT_ERROR;
+}
+
+constexpr uint32_t kAllDtypes = (1u << FC_SUBJECT_DTYPE_F32) | (1u << FC_SUBJECT_DTYPE_F16) | (1u << FC_SUBJECT_DTYPE_BF16);
+constexpr uint32_t kAllMasks = 0x1f;
+constexpr uint32_t kAllLayouts = FC_SUBJECT_LAYOUT_BHSD | FC_SUBJECT_LAYOUT_BSHD | FC_SUBJECT_LAYOUT_STRIDED;
+
+constexpr fc_subject_capabilities kCapabilities =
+    kRestricted ? fc_subject_capabilities{1u << FC_SUBJECT_DTYPE_F16, 8, 32, nullptr, 0,
+                                          1u << FC_SUBJECT_MASK_CAUSAL_BOTTOM_RIGHT, FC_SUBJECT_LAYOUT_BHSD,
+                                          /*gqa=*/0, /*lse=*/0, /*softcap=*/0, /*sink=*/0, FC_SUBJECT_MEMORY_HOST,
+                                          /*instrumented=*/0}
+                : fc_subject_capabilities{kAllDtypes, 1, 256, nullptr, 0, kAllMasks, kAllLayouts, 1, 1, 1, 1,
+                                          FC_SUBJECT_MEMORY_HOST, 0};
+
+// Per dtype (f32, f16, bf16): the class and its rounding points (score accumulation, P, O accumulation).
+constexpr fc_subject_arithmetic kArithmetic =
+    kRestricted ? fc_subject_arithmetic{}
+                : fc_subject_arithmetic{
+                      {FC_SUBJECT_ARITH_GENERAL_FP32, FC_SUBJECT_ARITH_TENSOR_CORE, FC_SUBJECT_ARITH_TENSOR_CORE},
+                      {FC_SUBJECT_FMT_FP32, FC_SUBJECT_FMT_FP32, FC_SUBJECT_FMT_FP32},
+                      {FC_SUBJECT_FMT_FP32, FC_SUBJECT_FMT_INPUT, FC_SUBJECT_FMT_INPUT},
+                      {FC_SUBJECT_FMT_FP32, FC_SUBJECT_FMT_FP32, FC_SUBJECT_FMT_FP32},
+                      kKeyTile};
+
+constexpr const char* kName = FC_HOST_SUBJECT_VARIANT == 1   ? "host-model-missing-rescale"
+                              : FC_HOST_SUBJECT_VARIANT == 2 ? "host-model-restricted"
+                                                             : "host-model";
+
+const fc_subject kSubject = {FC_SUBJECT_ABI_VERSION, kName, kCapabilities, kArithmetic, forward};
+
+}  // namespace
+
+extern "C" FC_SUBJECT_EXPORT const fc_subject* fc_subject_v1(void) { return &kSubject; }

@@ -1,0 +1,160 @@
+/* flashcheck subject ABI: any attention forward kernel, packaged as a shared library, put under the suite.
+ *
+ * A subject library exports one entry point,
+ *
+ *     const fc_subject* fc_subject_v1(void);
+ *
+ * returning a pointer to a static descriptor (it must stay valid until the library is unloaded) whose
+ * `abi_version` is FC_SUBJECT_ABI_VERSION. The descriptor names the subject, states what it can compute
+ * (capabilities), the arithmetic it computes in (so that the error model judges it by the right bound), and
+ * carries the one call, `forward`. Everything travels as fixed-width integers, so the layout is the same for
+ * every compiler; no flashcheck header or library is needed to build a subject (flashcheck/attention_c.h's
+ * FC_DTYPE_*, FC_MASK_* values are repeated here under the same numbers).
+ *
+ * Semantics are flashcheck's (attention.h, README "Semantics"): O = softmax(cap(scale * Q K^T) + mask) V,
+ * LSE = log sum exp (natural log), the masks and their alignments, the softcap, the sink, GQA (query head h
+ * reads key/value head h / (heads_q / heads_kv)), rows with no visible key give O = 0 and LSE = -inf.
+ *
+ * The harness loads the library (dlopen), checks the version and the descriptor, and runs a case only when it
+ * lies inside the capabilities; a case outside them is UNSUPPORTED for this subject, never a pass. A forward
+ * call that returns FC_SUBJECT_UNSUPPORTED is reported the same way (with the subject's message). Every run
+ * goes through the harness's guards: O and LSE are poisoned before the call and must be overwritten,
+ * canary regions around every output must survive, Q, K, V and the sink must be unchanged after it.
+ *
+ * Example (subjects/example/README.md has the walk-through):
+ *
+ *     static int forward(const fc_subject_problem* p, const fc_subject_buffers* b, void* stream,
+ *                        char* err, size_t err_len) { ...launch on (cudaStream_t)stream... return FC_SUBJECT_OK; }
+ *     static const fc_subject kSubject = {FC_SUBJECT_ABI_VERSION, "my-kernel", {...capabilities...},
+ *                                         {...arithmetic...}, forward};
+ *     FC_SUBJECT_EXPORT const fc_subject* fc_subject_v1(void) { return &kSubject; }
+ */
+#ifndef FLASHCHECK_SUBJECT_H_
+#define FLASHCHECK_SUBJECT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FC_SUBJECT_ABI_VERSION 1
+#define FC_SUBJECT_ENTRY_POINT "fc_subject_v1"
+#define FC_SUBJECT_EXPORT __attribute__((visibility("default")))
+
+/* Bit sets of the capabilities, one bit per value: (1u << FC_DTYPE_F16) etc. */
+enum { FC_SUBJECT_DTYPE_F32 = 0, FC_SUBJECT_DTYPE_F16 = 1, FC_SUBJECT_DTYPE_BF16 = 2 }; /* = FC_DTYPE_* */
+enum {
+  FC_SUBJECT_MASK_NONE = 0,
+  FC_SUBJECT_MASK_CAUSAL_BOTTOM_RIGHT = 1,
+  FC_SUBJECT_MASK_CAUSAL_TOP_LEFT = 2,
+  FC_SUBJECT_MASK_WINDOW_BOTTOM_RIGHT = 3,
+  FC_SUBJECT_MASK_WINDOW_TOP_LEFT = 4
+}; /* = FC_MASK_* */
+enum {
+  FC_SUBJECT_LAYOUT_BHSD = 1u << 0,   /* contiguous [B, H, S, D] */
+  FC_SUBJECT_LAYOUT_BSHD = 1u << 1,   /* contiguous [B, S, H, D] */
+  FC_SUBJECT_LAYOUT_STRIDED = 1u << 2 /* any element strides (padded rows): the harness's pad=N cases */
+};
+enum { FC_SUBJECT_MEMORY_DEVICE = 0, FC_SUBJECT_MEMORY_HOST = 1 };
+
+/* forward's return codes. */
+enum {
+  FC_SUBJECT_OK = 0,
+  FC_SUBJECT_INVALID_ARGUMENT = 1, /* the problem breaks the contract (REJECTED) */
+  FC_SUBJECT_UNSUPPORTED = 2,      /* valid, but this subject does not compute it (UNSUPPORTED) */
+  FC_SUBJECT_ERROR = 3             /* anything else: a CUDA error, out of memory (FAIL) */
+};
+
+/* What the subject computes. A case is run only when every field admits it. */
+typedef struct fc_subject_capabilities {
+  uint32_t dtypes;           /* bit set of FC_SUBJECT_DTYPE_* */
+  int32_t head_dim_min;      /* inclusive, >= 1 */
+  int32_t head_dim_max;      /* inclusive, <= 256 (flashcheck's own limit) */
+  const int32_t* head_dims;  /* if non-null: exactly these head dims (head_dim_count of them), min/max ignored */
+  int32_t head_dim_count;
+  uint32_t masks;            /* bit set of (1u << FC_SUBJECT_MASK_*): a window bit means any window sides */
+  uint32_t layouts;          /* bit set of FC_SUBJECT_LAYOUT_* */
+  int32_t gqa;               /* 1: heads_q a multiple of heads_kv > 1 apart; 0: heads_q == heads_kv only */
+  int32_t lse;               /* 1: writes LSE; 0: LSE is not produced (the harness judges O alone) */
+  int32_t softcap;           /* 1: softcap > 0 supported */
+  int32_t sink;              /* 1: per-head sink logits supported */
+  int32_t memory;            /* FC_SUBJECT_MEMORY_DEVICE (CUDA device pointers) or FC_SUBJECT_MEMORY_HOST */
+  int32_t instrumented;      /* 0. (Per-row m/l and per-tile traces come from flashcheck's own builds only.) */
+} fc_subject_capabilities;
+
+/* The arithmetic the subject computes in (docs/error-model.md §3 and §3.1). A subject that declares a class
+ * the error model has is judged by that class's bound and its same-precision reference; one that declares
+ * FC_SUBJECT_ARITH_UNDECLARED (or a combination no class matches) is judged by the generic bound (§3.1). */
+enum {
+  FC_SUBJECT_ARITH_UNDECLARED = 0,
+  /* Classes of the error model (oracle/include/flashcheck/oracle_problem.h, Arithmetic): */
+  FC_SUBJECT_ARITH_GENERAL_FP32 = 1, /* fp32 scores, fp32 P, fp32 accumulation, round to nearest (CUDA cores) */
+  FC_SUBJECT_ARITH_TENSOR_CORE = 2,  /* fp16/bf16: exact products, fp32 (truncating) accumulation of scores,
+                                        P rounded to the input dtype before P*V, fp32 O accumulation: the
+                                        FlashAttention class */
+  FC_SUBJECT_ARITH_SPLIT_TF32 = 3    /* fp32 inputs as hi + lo tf32, three tf32 products, fp32 accumulation */
+};
+/* Rounding points, for the record (printed with every verdict) and to check a declared class against. */
+enum { FC_SUBJECT_FMT_UNDECLARED = 0, FC_SUBJECT_FMT_FP32 = 1, FC_SUBJECT_FMT_INPUT = 2, FC_SUBJECT_FMT_TF32X3 = 3 };
+
+typedef struct fc_subject_arithmetic {
+  /* Per dtype (index FC_SUBJECT_DTYPE_*): one of FC_SUBJECT_ARITH_*. */
+  int32_t arithmetic[3];
+  /* Per dtype, descriptive: score accumulation, P before P*V, O accumulation (FC_SUBJECT_FMT_*). A class above
+   * must agree with them: GENERAL_FP32 = (FP32, FP32, FP32), TENSOR_CORE = (FP32, INPUT, FP32) for fp16/bf16,
+   * SPLIT_TF32 = (TF32X3, TF32X3, FP32) for fp32; the loader refuses a class that contradicts them. */
+  int32_t score_accumulation[3];
+  int32_t p_rounding[3];
+  int32_t o_accumulation[3];
+  /* Keys per K/V tile of the online softmax (the error model's running-sum bound and the reference's tiling);
+   * 0: undeclared (the generic bound's tiling, §3.1). */
+  int32_t key_tile;
+} fc_subject_arithmetic;
+
+typedef struct fc_subject_strides {
+  int64_t batch, head, row; /* elements; the head_dim axis has unit stride */
+} fc_subject_strides;
+
+/* One forward problem: the same fields and meanings as fc_params (attention_c.h) without the pointers. */
+typedef struct fc_subject_problem {
+  int32_t dtype; /* FC_SUBJECT_DTYPE_* */
+  int32_t mask;  /* FC_SUBJECT_MASK_* */
+  int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+  fc_subject_strides q_stride, k_stride, v_stride, o_stride;
+  float softmax_scale;
+  int64_t window_left, window_right; /* window masks only; -1 = unbounded */
+  float softcap;                     /* > 0: scores become softcap * tanh(score / softcap); 0: off */
+} fc_subject_problem;
+
+/* The tensors, in the memory kind the capabilities declare. lse: [batch, heads_q, seqlen_q] fp32,
+ * contiguous. sink: [heads_q] fp32 or NULL. */
+typedef struct fc_subject_buffers {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  const float* sink;
+} fc_subject_buffers;
+
+typedef struct fc_subject {
+  int32_t abi_version; /* FC_SUBJECT_ABI_VERSION */
+  const char* name;    /* [A-Za-z0-9._-]{1,64}: recorded in case lines as subject=NAME */
+  fc_subject_capabilities capabilities;
+  fc_subject_arithmetic arithmetic;
+  /* Computes O (and LSE when capabilities.lse) for `problem` into `buffers`. Device subjects enqueue on `stream`
+   * (a cudaStream_t; the harness synchronises after the call); host subjects ignore it. On failure returns a
+   * non-zero FC_SUBJECT_* code and writes a NUL-terminated message into err (err_len bytes). */
+  int (*forward)(const fc_subject_problem* problem, const fc_subject_buffers* buffers, void* stream, char* err,
+                 size_t err_len);
+} fc_subject;
+
+typedef const fc_subject* (*fc_subject_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHCHECK_SUBJECT_H_ */

@@ -1,0 +1,138 @@
+// PyTorch's scaled_dot_product_attention as flashcheck subjects, one library per backend (FC_SDPA_BACKEND:
+// sdpa-flash, sdpa-cudnn, sdpa-efficient, sdpa-math), each pinned to its backend through ATen's global switches
+// and declaring what that backend serves. Tensors are wrapped around flashcheck's device buffers (from_blob with
+// the case's strides, no copy of the inputs); the result is copied into O. SDPA's public op returns no LSE, so
+// every backend declares lse = 0 and is judged on O. PyTorch's is_causal is the top-left alignment, so the only
+// mask besides none is causal-tl. GQA is served by repeating K/V heads (exact: a copy). A problem the backend
+// refuses ("No available kernel") answers FC_SUBJECT_UNSUPPORTED with PyTorch's message.
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+#include <torch/version.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "flashcheck/subject.h"
+
+#ifndef FC_SDPA_BACKEND
+#define FC_SDPA_BACKEND 0
+#endif
+
+namespace {
+
+enum Backend { kFlash = 0, kCudnn = 1, kEfficient = 2, kMath = 3 };
+constexpr Backend kBackend = static_cast<Backend>(FC_SDPA_BACKEND);
+
+void select_backend() {
+  at::Context& ctx = at::globalContext();
+  ctx.setSDPUseFlash(kBackend == kFlash);
+  ctx.setSDPUseMemEfficient(kBackend == kEfficient);
+  ctx.setSDPUseMath(kBackend == kMath);
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  ctx.setSDPUseCuDNN(kBackend == kCudnn);
+#endif
+}
+
+at::ScalarType scalar_type(int32_t dtype) {
+  switch (dtype) {
+    case FC_SUBJECT_DTYPE_F16: return at::kHalf;
+    case FC_SUBJECT_DTYPE_BF16: return at::kBFloat16;
+    default: return at::kFloat;
+  }
+}
+
+// [B, H, S, D] view of a flashcheck buffer with its element strides.
+at::Tensor wrap(const void* data, const fc_subject_problem& p, int64_t heads, int64_t seqlen, const fc_subject_strides& s,
+                const at::TensorOptions& options) {
+  return at::from_blob(const_cast<void*>(data), {p.batch, heads, seqlen, p.head_dim}, {s.batch, s.head, s.row, 1},
+                       options);
+}
+
+int fail(char* err, size_t err_len, int code, const std::string& message) {
+  if (err != nullptr && err_len > 0) std::snprintf(err, err_len, "%s", message.c_str());
+  return code;
+}
+
+int forward(const fc_subject_problem* p, const fc_subject_buffers* b, void* stream, char* err, size_t err_len) {
+  if (p->batch == 0 || p->heads_q == 0 || p->seqlen_q == 0) return FC_SUBJECT_OK;
+  if (p->seqlen_k == 0) return fail(err, err_len, FC_SUBJECT_UNSUPPORTED, "seqlen_k: SDPA takes at least one key");
+  try {
+    int device = 0;
+    cudaGetDevice(&device);
+    const c10::cuda::CUDAStreamGuard guard(
+        c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(stream), static_cast<c10::DeviceIndex>(device)));
+    const at::TensorOptions options = at::TensorOptions().dtype(scalar_type(p->dtype)).device(at::kCUDA, device);
+    const at::Tensor q = wrap(b->q, *p, p->heads_q, p->seqlen_q, p->q_stride, options);
+    at::Tensor k = wrap(b->k, *p, p->heads_kv, p->seqlen_k, p->k_stride, options);
+    at::Tensor v = wrap(b->v, *p, p->heads_kv, p->seqlen_k, p->v_stride, options);
+    if (p->heads_q != p->heads_kv) {
+      const int64_t group = p->heads_q / p->heads_kv;
+      k = k.repeat_interleave(group, 1);
+      v = v.repeat_interleave(group, 1);
+    }
+    select_backend();
+    const bool causal = p->mask == FC_SUBJECT_MASK_CAUSAL_TOP_LEFT;
+    const at::Tensor out = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, causal,
+                                                            static_cast<double>(p->softmax_scale));
+    wrap(b->o, *p, p->heads_q, p->seqlen_q, p->o_stride, options).copy_(out);
+    return FC_SUBJECT_OK;
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    const bool refused = what.find("No available kernel") != std::string::npos;
+    return fail(err, err_len, refused ? FC_SUBJECT_UNSUPPORTED : FC_SUBJECT_ERROR, what);
+  }
+}
+
+// Head dims: multiples of 8 up to 256 (flash, efficient), up to 128 (cudnn); any up to 256 (math).
+std::vector<int32_t> multiples_of_8(int32_t max) {
+  std::vector<int32_t> dims;
+  for (int32_t d = 8; d <= max; d += 8) dims.push_back(d);
+  return dims;
+}
+const std::vector<int32_t> kHeadDims = multiples_of_8(kBackend == kCudnn ? 128 : 256);
+
+constexpr uint32_t kHalfTypes = (1u << FC_SUBJECT_DTYPE_F16) | (1u << FC_SUBJECT_DTYPE_BF16);
+constexpr int32_t kTc = FC_SUBJECT_ARITH_TENSOR_CORE;
+constexpr int32_t kUndeclared = FC_SUBJECT_ARITH_UNDECLARED;
+
+fc_subject make_subject() {
+  fc_subject s{};
+  s.abi_version = FC_SUBJECT_ABI_VERSION;
+  s.name = kBackend == kFlash ? "sdpa-flash" : kBackend == kCudnn ? "sdpa-cudnn" : kBackend == kEfficient ? "sdpa-efficient"
+                                                                                                         : "sdpa-math";
+  fc_subject_capabilities& c = s.capabilities;
+  c.dtypes = (kBackend == kFlash || kBackend == kCudnn) ? kHalfTypes : kHalfTypes | (1u << FC_SUBJECT_DTYPE_F32);
+  if (kBackend == kMath) {
+    c.head_dim_min = 1;
+    c.head_dim_max = 256;
+  } else {
+    c.head_dims = kHeadDims.data();
+    c.head_dim_count = static_cast<int32_t>(kHeadDims.size());
+  }
+  c.masks = (1u << FC_SUBJECT_MASK_NONE) | (1u << FC_SUBJECT_MASK_CAUSAL_TOP_LEFT);
+  c.layouts = FC_SUBJECT_LAYOUT_BHSD | FC_SUBJECT_LAYOUT_BSHD | FC_SUBJECT_LAYOUT_STRIDED;
+  c.gqa = 1;
+  c.lse = 0;
+  c.softcap = 0;
+  c.sink = 0;
+  c.memory = FC_SUBJECT_MEMORY_DEVICE;
+  // flash, cudnn and efficient run the FlashAttention class on fp16/bf16. Efficient's fp32 path and the math
+  // backend (unfused matmuls whose output dtype, and so the rounding of the scores before the softmax, depends
+  // on the version and on its upcasting) are declared as no class: the generic bound judges them.
+  fc_subject_arithmetic& a = s.arithmetic;
+  a.arithmetic[FC_SUBJECT_DTYPE_F32] = kUndeclared;
+  a.arithmetic[FC_SUBJECT_DTYPE_F16] = kBackend == kMath ? kUndeclared : kTc;
+  a.arithmetic[FC_SUBJECT_DTYPE_BF16] = kBackend == kMath ? kUndeclared : kTc;
+  a.key_tile = 0;  // the tiling varies with head_dim and architecture
+  s.forward = forward;
+  return s;
+}
+const fc_subject kSubject = make_subject();
+
+}  // namespace
+
+extern "C" FC_SUBJECT_EXPORT const fc_subject* fc_subject_v1(void) { return &kSubject; }

@@ -1,0 +1,35 @@
+/* Malformed subjects for the loader's tests (subject_test): each variant breaks one rule of flashcheck/subject.h.
+ *   MALFORMED_NO_ENTRY       exports no fc_subject_v1
+ *   MALFORMED_VERSION        abi_version 99
+ *   MALFORMED_HEAD_DIM       head_dim_min > head_dim_max
+ *   MALFORMED_ARITHMETIC     declares the tensor-core class with P kept in fp32 */
+#include "flashcheck/subject.h"
+
+static int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers, void* stream, char* err,
+                   size_t err_len) {
+  (void)problem, (void)buffers, (void)stream, (void)err, (void)err_len;
+  return FC_SUBJECT_ERROR;
+}
+
+#ifndef MALFORMED_NO_ENTRY
+static fc_subject subject = {FC_SUBJECT_ABI_VERSION, "malformed",
+                             {1u << FC_SUBJECT_DTYPE_F16, 1, 128, 0, 0, 1u, FC_SUBJECT_LAYOUT_BHSD, 0, 1, 0, 0,
+                              FC_SUBJECT_MEMORY_HOST, 0},
+                             {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 0},
+                             forward};
+
+FC_SUBJECT_EXPORT const fc_subject* fc_subject_v1(void) {
+#if defined(MALFORMED_VERSION)
+  subject.abi_version = 99;
+#elif defined(MALFORMED_HEAD_DIM)
+  subject.capabilities.head_dim_min = 64;
+  subject.capabilities.head_dim_max = 32;
+#elif defined(MALFORMED_ARITHMETIC)
+  subject.arithmetic.arithmetic[FC_SUBJECT_DTYPE_F16] = FC_SUBJECT_ARITH_TENSOR_CORE;
+  subject.arithmetic.p_rounding[FC_SUBJECT_DTYPE_F16] = FC_SUBJECT_FMT_FP32;
+#endif
+  return &subject;
+}
+#else
+FC_SUBJECT_EXPORT int not_a_subject(void) { return forward(0, 0, 0, 0, 0); }
+#endif

@@ -1,0 +1,163 @@
+// Subjects through the harness: the host model packaged as a subject passes, the same model with a planted
+// defect fails with a case line that names it, a subject with narrow capabilities answers UNSUPPORTED outside
+// them (never PASS) and is judged by the generic bound inside them, and malformed libraries are refused with a
+// message naming what is wrong.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "flashcheck/case.h"
+#include "flashcheck/inputs.h"
+#include "flashcheck/loaded_subject.h"
+#include "flashcheck/verdict.h"
+
+namespace flashcheck {
+namespace {
+
+std::unique_ptr<LoadedSubject> load_ok(const char* path) {
+  std::unique_ptr<LoadedSubject> subject;
+  const Status st = LoadedSubject::load(path, &subject);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return subject;
+}
+
+Verdict run_line(const LoadedSubject& subject, const std::string& line) {
+  Case c;
+  const Status parsed = parse_case(line, &c);
+  EXPECT_TRUE(parsed.ok()) << parsed.message();
+  HostInputs inputs;
+  const Status made = make_inputs(c, &inputs);
+  EXPECT_TRUE(made.ok()) << made.message();
+  return judge(c, inputs, run_case(inputs, subject));
+}
+
+// Tile edges, GQA, both layouts with padding, every mask, softcap and sink: what the host model serves.
+const char* const kHealthyLines[] = {
+    "f16 b=2 hq=4 hkv=2 sq=65 sk=129 d=64 mask=causal-br q=normal(0,1) k=normal(0,1) v=uniform(-1,1) seed=1",
+    "bf16 b=1 hq=2 hkv=1 sq=33 sk=200 d=96 mask=window-tl window=40,3 layout=bshd pad=4 softcap=20 "
+    "q=normal(0,3) k=normal(0,3) v=normal(0,1) sink=normal(0,2) seed=2",
+    "f32 b=1 hq=3 hkv=3 sq=17 sk=64 d=33 mask=none q=uniform(-2,2) k=ramp(-4,4) v=normal(0,1) seed=3",
+};
+
+TEST(Subject, HostModelLoadsAndDescribesItself) {
+  const auto subject = load_ok(FC_SUBJECT_HOST_MODEL);
+  ASSERT_TRUE(subject);
+  EXPECT_EQ(subject->name(), "host-model");
+  EXPECT_FALSE(subject->on_device());
+  EXPECT_FALSE(subject->generic_bound(DType::kBF16));
+  EXPECT_EQ(subject->config(DType::kF16).path, ComputePath::kTensorCore);
+  EXPECT_EQ(subject->config(DType::kF32).path, ComputePath::kGeneralFp32);
+  EXPECT_NE(subject->describe().find("f16=tensor-core"), std::string::npos) << subject->describe();
+}
+
+TEST(Subject, HostModelPassesAndNamesItselfInTheCaseLine) {
+  const auto subject = load_ok(FC_SUBJECT_HOST_MODEL);
+  ASSERT_TRUE(subject);
+  for (const char* line : kHealthyLines) {
+    const Verdict v = run_line(*subject, line);
+    EXPECT_EQ(v.outcome, Outcome::kPass) << v.report();
+    EXPECT_NE(v.case_line.find(" subject=host-model seed="), std::string::npos) << v.case_line;
+    EXPECT_GT(v.elements_checked, 0);
+  }
+}
+
+TEST(Subject, CaseLineWithSubjectRoundTrips) {
+  Case c;
+  ASSERT_TRUE(parse_case(std::string(kHealthyLines[0]) + " subject=host-model", &c).ok());
+  EXPECT_EQ(c.subject, "host-model");
+  Case again;
+  ASSERT_TRUE(parse_case(format_case(c), &again).ok());
+  EXPECT_EQ(again, c);
+  EXPECT_FALSE(parse_case(std::string(kHealthyLines[0]) + " subject=a/b", &c).ok());
+}
+
+TEST(Subject, PlantedDefectIsCaughtWithAReplayableLine) {
+  const auto subject = load_ok(FC_SUBJECT_MISSING_RESCALE);
+  ASSERT_TRUE(subject);
+  // Increasing logits: the running max moves on every K/V tile, so the last tile's rescale matters.
+  const Verdict v = run_line(*subject, "f32 b=1 hq=2 hkv=1 sq=30 sk=200 d=33 mask=none scale=10 q=normal(0,1) "
+                                       "k=normal(0,1) v=normal(0,1) seed=0");
+  EXPECT_EQ(v.outcome, Outcome::kFail) << v.report();
+  EXPECT_NE(v.case_line.find("subject=host-model-missing-rescale"), std::string::npos) << v.case_line;
+  Case replay;
+  EXPECT_TRUE(parse_case(v.case_line, &replay).ok());
+}
+
+TEST(Subject, OutsideTheCapabilitiesIsUnsupportedNeverPass) {
+  const auto subject = load_ok(FC_SUBJECT_RESTRICTED);
+  ASSERT_TRUE(subject);
+  const std::string tail = " q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=5";
+  struct Refusal {
+    std::string line;
+    const char* field;
+  };
+  const Refusal refusals[] = {
+      {"bf16 b=1 hq=2 hkv=2 sq=8 sk=8 d=32 mask=causal-br" + tail, "dtype:"},
+      {"f16 b=1 hq=2 hkv=2 sq=8 sk=8 d=128 mask=causal-br" + tail, "head_dim:"},
+      {"f16 b=1 hq=2 hkv=2 sq=8 sk=8 d=32 mask=none" + tail, "mask:"},
+      {"f16 b=1 hq=4 hkv=2 sq=8 sk=8 d=32 mask=causal-br" + tail, "heads_kv:"},
+      {"f16 b=1 hq=2 hkv=2 sq=8 sk=8 d=32 mask=causal-br layout=bshd" + tail, "layout:"},
+      {"f16 b=1 hq=2 hkv=2 sq=8 sk=8 d=32 mask=causal-br pad=2" + tail, "layout:"},
+      {"f16 b=1 hq=2 hkv=2 sq=8 sk=8 d=32 mask=causal-br softcap=5" + tail, "softcap:"},
+      {"f16 b=1 hq=2 hkv=2 sq=8 sk=8 d=32 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+       "sink=normal(0,1) seed=5",
+       "sink:"},
+  };
+  for (const Refusal& r : refusals) {
+    const Verdict v = run_line(*subject, r.line);
+    EXPECT_EQ(v.outcome, Outcome::kUnsupported) << v.report();
+    EXPECT_FALSE(v.pass);
+    EXPECT_EQ(v.reason.rfind(r.field, 0), 0u) << v.reason;
+    EXPECT_NE(v.reason.find("subject host-model-restricted"), std::string::npos) << v.reason;
+  }
+  // Invalid input stays REJECTED whatever the subject.
+  EXPECT_EQ(run_line(*subject, "f16 b=1 hq=3 hkv=2 sq=8 sk=8 d=32 mask=causal-br" + tail).outcome, Outcome::kRejected);
+}
+
+TEST(Subject, UndeclaredArithmeticIsJudgedByTheGenericBoundAndOAlone) {
+  const auto subject = load_ok(FC_SUBJECT_RESTRICTED);
+  ASSERT_TRUE(subject);
+  EXPECT_TRUE(subject->generic_bound(DType::kF16));
+  EXPECT_FALSE(subject->tiling_declared());
+  const Verdict v = run_line(*subject, "f16 b=2 hq=2 hkv=2 sq=70 sk=150 d=32 mask=causal-br q=normal(0,2) "
+                                       "k=normal(0,2) v=uniform(-1,1) seed=6");
+  EXPECT_EQ(v.outcome, Outcome::kPass) << v.report();
+  EXPECT_NE(v.config.find("path=generic"), std::string::npos) << v.config;
+  EXPECT_EQ(v.lse.checked, 0);  // no LSE output: nothing judged, nothing left unwritten
+  EXPECT_EQ(v.unwritten_lse, 0);
+}
+
+TEST(Subject, InstrumentationIsForFlashchecksOwnBuilds) {
+  const auto subject = load_ok(FC_SUBJECT_HOST_MODEL);
+  ASSERT_TRUE(subject);
+  Case c;
+  ASSERT_TRUE(parse_case(kHealthyLines[0], &c).ok());
+  HostInputs inputs;
+  ASSERT_TRUE(make_inputs(c, &inputs).ok());
+  RunOptions options;
+  options.instrument = true;
+  const RunOutputs out = run_case(inputs, *subject, options);
+  EXPECT_EQ(out.status.code(), StatusCode::kUnsupported);
+  EXPECT_NE(out.status.message().find("instrumentation"), std::string::npos) << out.status.message();
+}
+
+void expect_refused(const char* path, const char* what) {
+  std::unique_ptr<LoadedSubject> subject;
+  const Status st = LoadedSubject::load(path, &subject);
+  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(subject);
+  EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(path), std::string::npos) << st.message();
+}
+
+TEST(Subject, MalformedLibrariesAreRefusedWithTheReason) {
+  expect_refused(FC_SUBJECT_MALFORMED_NO_ENTRY, "no symbol fc_subject_v1");
+  expect_refused(FC_SUBJECT_MALFORMED_VERSION, "ABI version 99, this flashcheck reads version 1");
+  expect_refused(FC_SUBJECT_MALFORMED_HEAD_DIM, "capabilities.head_dim_min/max");
+  expect_refused(FC_SUBJECT_MALFORMED_ARITHMETIC, "contradict the class tensor-core");
+  expect_refused("/nonexistent/libnothing.so", "cannot load");
+}
+
+}  // namespace
+}  // namespace flashcheck

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The tools on subjects (ctest subject_tools, label cpu): flashcheck-repro and flashcheck-report with --subject
+# exit 0 on the healthy host-model subject, 1 on the planted defect (its case line names the subject and replays
+# to the same failure), 3 outside the capabilities, 78 on a malformed library, 64 when a line names another
+# subject.
+# usage: subject_tools_test.sh REPRO REPORT HOST_MODEL MISSING_RESCALE RESTRICTED MALFORMED_VERSION
+set -uo pipefail
+repro=$1 report=$2 healthy=$3 defective=$4 restricted=$5 malformed=$6
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+failures=0
+expect() {  # expect RC DESCRIPTION -- command...
+  local want=$1 what=$2
+  shift 3
+  "$@" >"$out/stdout" 2>"$out/stderr"
+  local got=$?
+  if [[ $got -ne $want ]]; then
+    echo "FAIL: $what: exit $got, expected $want"; tail -5 "$out/stdout" "$out/stderr"; failures=$((failures + 1))
+  else
+    echo "ok: $what (exit $got)"
+  fi
+}
+line='f32 b=1 hq=2 hkv=1 sq=30 sk=200 d=33 mask=none scale=10 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=0'
+
+expect 0 "repro, healthy subject" -- "$repro" --subject "$healthy" "$line"
+expect 1 "repro, planted defect" -- "$repro" --subject "$defective" "$line"
+finding=$(sed -n 's/^case: //p' "$out/stdout" | head -1)
+if [[ "$finding" != *"subject=host-model-missing-rescale seed=0" ]]; then
+  echo "FAIL: the finding's case line does not name the subject: $finding"; failures=$((failures + 1))
+fi
+expect 1 "repro, the finding's line replays" -- "$repro" --subject "$defective" "$finding"
+expect 64 "repro, the finding's line on another subject" -- "$repro" --subject "$healthy" "$finding"
+expect 64 "repro, the finding's line without --subject" -- "$repro" "$finding"
+expect 3 "repro, outside the capabilities" -- "$repro" --subject "$restricted" "$line"
+grep -q "UNSUPPORTED (dtype: f32 not among f16 (subject host-model-restricted))" "$out/stdout" ||
+  { echo "FAIL: no UNSUPPORTED verdict naming the dtype"; failures=$((failures + 1)); }
+expect 78 "repro, malformed subject" -- "$repro" --subject "$malformed" "$line"
+grep -q "ABI version 99" "$out/stderr" || { echo "FAIL: the version error is not named"; failures=$((failures + 1)); }
+expect 78 "repro, missing library" -- "$repro" --subject "$out/none.so" "$line"
+expect 64 "repro, --subject with --backend" -- "$repro" --subject "$healthy" --backend model "$line"
+
+expect 0 "report, restricted subject (its part of the sweep)" -- "$report" --subject "$restricted" --random 3 --random-features 3
+grep -q "sweep cases moved inside its capabilities" "$out/stdout" ||
+  { echo "FAIL: report does not say what it left out"; failures=$((failures + 1)); }
+printf '%s\n' "$line" > "$out/cases"
+expect 3 "report --cases, a line outside the capabilities" -- "$report" --subject "$restricted" --cases "$out/cases"
+expect 1 "report --cases, planted defect" -- "$report" --subject "$defective" --cases "$out/cases"
+expect 78 "report, malformed subject" -- "$report" --subject "$malformed"
+exit $((failures > 0))
