@@ -107,6 +107,11 @@ int parse_args(int argc, char** argv, Options* options) {
   } else if (backend == "both") {
     options->backends = {Backend::kGpu, Backend::kHostModel};
   }
+  if (const Status s = memory_cap.empty() ? memory_cap_from_environment(&options->memory_cap)
+                                          : parse_memory_size(memory_cap, &options->memory_cap);
+      !s.ok()) {
+    return usage_error(s.message());
+  }
   if (!options->subject_path.empty() && (!backend.empty() || options->defect != ModelDefect::kNone)) {
     return usage_error("--subject runs the subject: it takes no --backend or --defect");
   }
@@ -129,11 +134,6 @@ int parse_args(int argc, char** argv, Options* options) {
                 gpu ? "a CUDA device is present" : device_available() ? "--defect runs on the model" : "no CUDA device");
   }
   options->judge.tier = options->tier;
-  if (const Status s = memory_cap.empty() ? memory_cap_from_environment(&options->memory_cap)
-                                          : parse_memory_size(memory_cap, &options->memory_cap);
-      !s.ok()) {
-    return usage_error(s.message());
-  }
   return -1;
 }
 

@@ -15,7 +15,7 @@ expect() {  # expect RC DESCRIPTION -- command...
   "$@" >"$out/stdout" 2>"$out/stderr"
   local got=$?
   if [[ $got -ne $want ]]; then
-    echo "FAIL: $what: exit $got, expected $want"; tail -5 "$out/stdout" "$out/stderr"; failures=$((failures + 1))
+    echo "FAIL: $what: exit $got, expected $want"; tail -n 5 "$out/stdout" "$out/stderr"; failures=$((failures + 1))
   else
     echo "ok: $what (exit $got)"
   fi
