@@ -212,10 +212,11 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   RowBound b;
   const size_t dim = exact.o.size();
   b.o.assign(dim, 0.0);
+  // The row's running sums, where they were computed for it (ordered_sums of the same row).
+  const bool ordered = sums != nullptr && sums->valid && sums->pv_keys.size() == dim && sums->v_col_max.size() == dim;
   b.o_trivial.assign(dim, kInf);
   for (size_t k = 0; k < dim && k < exact.abs_v_sum.size(); ++k) {
-    const bool col_known = sums != nullptr && sums->valid && sums->v_col_max.size() == dim;
-    b.o_trivial[k] = col_known ? sums->v_col_max[k] : std::min(exact.max_abs_v, exact.abs_v_sum[k]);
+    b.o_trivial[k] = ordered ? sums->v_col_max[k] : std::min(exact.max_abs_v, exact.abs_v_sum[k]);
   }
   b.lse_trivial = std::max(std::log(static_cast<double>(exact.visible) + (std::isfinite(exact.sink) ? 1 : 0)),
                            std::log(2.0));
@@ -273,26 +274,22 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // kTensorCoreRefSlackLog2 each way per tile): its rescale arguments then no longer telescope to the gap, and
   // each such step costs one more rounding of the subtraction (u of at most 2 * slack log2 units per tile).
   const double ref_steps = path == Arithmetic::kTensorCore ? 2 * kTensorCoreRefSlackLog2 * u * kLn2 : 0.0;
+  // The largest error of a key's logit, and the distance the kernel's max of the keys may have from the exact one.
+  const double score_err_max = b_s * s_max + 2 * flush + cap_round;
   // Per tile that moves the running max: its rescale's exp2 error and the rounding of the new max's product. A tile
   // that leaves the max where it is rescales by exp2(0) = 1 exactly (§4.9): where the running sums list the tiles
   // whose exact max comes near the running max, only those (and the first) can move the kernel's, whose scores lie
-  // within score_err of the exact ones. The tensor-core path moves its reference with every tile's own max.
+  // within score_err_max of the exact ones. The tensor-core path moves its reference with every tile's own max.
   double moving_tiles = static_cast<double>(tiles);
-  {
-    const double score_err = b_s * s_max + 2 * flush + cap_round;
-    if (sums != nullptr && sums->valid && path != Arithmetic::kTensorCore &&
-        2 * score_err * kSafety < OrderedSums::kRiseWindow) {
-      const double margin = -2 * score_err * kSafety;
-      const auto moves = std::count_if(sums->tile_rises.begin(), sums->tile_rises.end(),
-                                       [margin](double rise) { return rise >= margin; });
-      moving_tiles = std::min(moving_tiles, 1.0 + static_cast<double>(moves));
-    }
+  if (ordered && path != Arithmetic::kTensorCore &&
+      2 * score_err_max * kSafety < OrderedSums::kRiseWindow) {
+    const double margin = -2 * score_err_max * kSafety;
+    const auto moves = std::count_if(sums->tile_rises.begin(), sums->tile_rises.end(),
+                                     [margin](double rise) { return rise >= margin; });
+    moving_tiles = std::min(moving_tiles, 1.0 + static_cast<double>(moves));
   }
-  const double c0 =
-      moving_tiles * (max_rounding + kExp2RelErr + ref_steps) + 2 * flush + cap_round;
+  const double c0 = moving_tiles * (max_rounding + kExp2RelErr + ref_steps) + 2 * flush + cap_round;
   const double x_keys = b_s * s_max + b_g * std::min(exact.score_gap_max, kGapCap) + c0;
-  // The largest error of a key's logit, and the distance the kernel's max of the keys may have from the exact one.
-  const double score_err_max = b_s * s_max + 2 * flush + cap_round;
   const double m_below = m_below_of(path);
 
   // A sink more than kGapCap from every key, beyond every error of the kernel's logits (its max of the keys, a
@@ -339,7 +336,7 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   double g_l = gamma_n(pm.l_terms, pm.l_unit);
   std::vector<double> run_pv;  // per column: the P*V accumulation's error in units of O (weights' errors included)
   double pv_growth = 1 + g_pv;  // what the accumulation may grow an error made before it by
-  if (sums != nullptr && sums->valid && sums->pv_keys.size() == dim) {
+  if (ordered) {
     const RunningModel rm = running_model(path, pm, *sums, has_sink, block_n, theta_max);
     pv_growth = std::min(pv_growth, rm.pv_growth);
     run_pv.resize(dim);
