@@ -20,13 +20,17 @@ steps, run in the order given:
   properties=CASES the GPU property binaries with CASES cases per property, sharded over the GPUs
                    (FLASHCHECK_SHARD=i/n, one shard per GPU, base seed FLASHCHECK_SEED or the date)
   report           flashcheck-report --backend gpu
+  subjects         the report and the GPU properties on flashcheck's kernel and on every subject built (the
+                   example; SDPA flash, cudnn, efficient, math where libtorch was found), then the subject x
+                   dtype table (tools/subject_table.py) in $OUT/subjects.md
   sanitizer        ctest -L sanitizer (compute-sanitizer memcheck, racecheck, initcheck, synccheck)
   fuzz=SECONDS     fuzz_kernel for SECONDS;  fuzz-bg=SECONDS ... fuzz-wait: the same in the background
   mutant=SECONDS   the planted kernel bug from an empty corpus, its finding replayed
   bench            the benchmark (bench/run_bench.sh)
 environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.sh), OUT, FLASHCHECK_LOGS,
   FLASHCHECK_SLOTS_PER_GPU (GPU tests sharing a GPU, default 6), FLASHCHECK_CTEST_JOBS (ctest -j, default
-  GPUs x slots), FLASHCHECK_SEED (base seed of properties=CASES)
+  GPUs x slots), FLASHCHECK_CTEST_ARGS (more ctest arguments for `tests`), FLASHCHECK_SEED (base seed of
+  properties=CASES), FLASHCHECK_SUBJECT_CASES (cases per property in `subjects`, default 100)
 USAGE
   [[ $# -eq 0 ]] && exit 2
   exit 0
@@ -73,7 +77,10 @@ for step in "$@"; do
     build)
       [ -d .devdeps ] && bash ci/devdeps.sh install
       log "build (gpu preset, $jobs jobs)"
-      { cmake --preset gpu && cmake --build --preset gpu -j "$jobs"; } >"$LOGS/build.log" 2>&1 \
+      # libtorch (the SDPA subjects) from the Python torch package when there is one.
+      torch_prefix=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+      { cmake --preset gpu ${torch_prefix:+-DCMAKE_PREFIX_PATH="$torch_prefix"} &&
+        cmake --build --preset gpu -j "$jobs"; } >"$LOGS/build.log" 2>&1 \
         || { log "BUILD FAILED"; tail -50 "$LOGS/build.log"; exit 1; }
       grep -E "registers|spill" "$LOGS/build.log" | sort -u >"$LOGS/ptxas.txt" || true ;;
     tests)
@@ -83,7 +90,9 @@ for step in "$@"; do
       # JUnit XML beside the build for CI dashboards; the skipped tests with their reasons in the summary.
       # Each GPU test holds one of the spec's GPU slots and runs on that GPU (RESOURCE_GROUPS gpus:1).
       start_t=$(date +%s)
-      ctest --preset gpu -V -j "$ctest_jobs" --resource-spec-file "$spec" \
+      # FLASHCHECK_CTEST_ARGS adds ctest arguments (say -E subject_ after the subjects step ran them).
+      # shellcheck disable=SC2086
+      ctest --preset gpu -V -j "$ctest_jobs" --resource-spec-file "$spec" ${FLASHCHECK_CTEST_ARGS:-} \
         --output-junit "$PWD/build/gpu/ctest-junit.xml" >"$LOGS/ctest_gpu.log" 2>&1 || status=1
       log "ctest -L gpu took $(( $(date +%s) - start_t )) s; GPU test binaries per GPU id:" \
         "$(grep -oE 'flashcheck: CTest GPU id [0-9]+' "$LOGS/ctest_gpu.log" | awk '{print $NF}' | sort -n | uniq -c |
@@ -130,6 +139,41 @@ for step in "$@"; do
       log "verification report on the GPU kernel (flashcheck-report)"
       build/gpu/tools/flashcheck-report --backend gpu >"$LOGS/report.txt" 2>&1 || status=1
       tail -22 "$LOGS/report.txt" | tee -a "$LOGS/summary.txt" ;;
+    subjects)
+      # Every subject beside flashcheck's kernel, all at once (the oracle's threads split between them):
+      # flashcheck-report --json and properties_gpu --gtest_output=xml per subject, then one table.
+      sdir="$LOGS/subjects"; mkdir -p "$sdir"
+      cases=${FLASHCHECK_SUBJECT_CASES:-100}
+      libs=(build/gpu/subjects/example/libflashcheck_subject_example.so build/gpu/subjects/sdpa/libflashcheck_subject_sdpa_*.so)
+      names=(flashcheck)
+      for lib in "${libs[@]}"; do [ -f "$lib" ] && names+=("$lib"); done
+      threads=$(( jobs / ${#names[@]} > 1 ? jobs / ${#names[@]} : 1 ))
+      log "subjects: ${#names[@]} (report: sweep + random; properties: $cases cases each; $threads oracle threads each)"
+      start_t=$(date +%s)
+      pids=()
+      for lib in "${names[@]}"; do
+        tag=$(basename "$lib" .so); tag=${tag#libflashcheck_subject_}
+        if [ "$lib" = flashcheck ]; then subject_args=(--backend gpu); subject_env=(); else
+          subject_args=(--subject "$PWD/$lib" --random 100 --random-features 50); subject_env=(FLASHCHECK_SUBJECT="$PWD/$lib"); fi
+        ( export OMP_NUM_THREADS=$threads
+          build/gpu/tools/flashcheck-report "${subject_args[@]}" --json "$sdir/$tag.json" >"$sdir/$tag.report.txt" 2>&1
+          env "${subject_env[@]}" FLASHCHECK_CASES="$cases" build/gpu/properties/properties_gpu \
+            --gtest_output=xml:"$sdir/$tag.xml" >"$sdir/$tag.properties.txt" 2>&1 ) & pids+=($!)
+      done
+      wait "${pids[@]}"
+      log "subjects took $(( $(date +%s) - start_t )) s"
+      table_args=()
+      for json in "$sdir/flashcheck.json" $(ls "$sdir"/*.json | grep -v '/flashcheck.json$'); do
+        tag=$(basename "$json" .json)
+        name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("subject") or "flashcheck")' "$json")
+        table_args+=("$json")
+        [ -f "$sdir/$tag.xml" ] && table_args+=(--properties "$name=$sdir/$tag.xml")
+        grep -E "^(FAIL|PASS|UNSUPPORTED|OUTSIDE)[A-Z-]*: " "$sdir/$tag.report.txt" | tail -1 | sed "s/^/  $tag report: /" |
+          tee -a "$LOGS/summary.txt"
+        grep -E "^\[  (PASSED|FAILED|SKIPPED) +\]|case line:" "$sdir/$tag.properties.txt" | sort -u | head -12 |
+          sed "s/^/  $tag properties: /" | tee -a "$LOGS/summary.txt"
+      done
+      python3 tools/subject_table.py "${table_args[@]}" | tee "$OUT/subjects.md" | tee -a "$LOGS/summary.txt" ;;
     sanitizer)
       log "ctest -L sanitizer"
       ctest --preset sanitizer --output-on-failure >"$LOGS/ctest_sanitizer.log" 2>&1 || status=1

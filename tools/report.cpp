@@ -290,7 +290,8 @@ nlohmann::json worsts_json(const Worsts& w) {
 }
 
 // The report as JSON, docs/report-json.md: the same numbers as the printed tables plus one entry per case.
-nlohmann::json report_json(const std::string& backend, const std::string& subject, double seconds, Outcome overall,
+nlohmann::json report_json(const std::string& backend, const std::string& subject, bool lse_written, double seconds,
+                           Outcome overall,
                            const std::array<int64_t, kOutcomeCount>& counts,
                            const std::map<DType, DtypeSummary>& summary, const std::map<std::string, int64_t>& paths,
                            const std::vector<CaseRecord>& records) {
@@ -298,6 +299,7 @@ nlohmann::json report_json(const std::string& backend, const std::string& subjec
   doc["schema"] = "flashcheck-report/1";
   doc["backend"] = backend;
   if (!subject.empty()) doc["subject"] = subject;
+  doc["lse_written"] = lse_written;
   doc["seconds"] = seconds;
   doc["outcome"] = to_string(overall);
   doc["exit_code"] = exit_code(overall);
@@ -646,8 +648,9 @@ int main(int argc, char** argv) {
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kUnsupported)]),
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kOutsideDomain)]), seconds);
   if (!json_path.empty()) {
-    const nlohmann::json doc = report_json(backend_text, subject ? subject->name() : "", seconds, overall, counts,
-                                           summary, paths, records);
+    const bool lse_written = !subject || subject->descriptor().capabilities.lse != 0;
+    const nlohmann::json doc = report_json(backend_text, subject ? subject->name() : "", lse_written, seconds, overall,
+                                           counts, summary, paths, records);
     std::ofstream out(json_path);
     out << doc.dump(1) << "\n";
     if (!out) {

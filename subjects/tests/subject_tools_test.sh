@@ -2,10 +2,10 @@
 # The tools on subjects (ctest subject_tools, label cpu): flashcheck-repro and flashcheck-report with --subject
 # exit 0 on the healthy host-model subject, 1 on the planted defect (its case line names the subject and replays
 # to the same failure), 3 outside the capabilities, 78 on a malformed library, 64 when a line names another
-# subject.
-# usage: subject_tools_test.sh REPRO REPORT HOST_MODEL MISSING_RESCALE RESTRICTED MALFORMED_VERSION
+# subject; tools/subject_table.py builds the subject x dtype table from their JSON.
+# usage: subject_tools_test.sh REPRO REPORT HOST_MODEL MISSING_RESCALE RESTRICTED MALFORMED_VERSION SUBJECT_TABLE
 set -uo pipefail
-repro=$1 report=$2 healthy=$3 defective=$4 restricted=$5 malformed=$6
+repro=$1 report=$2 healthy=$3 defective=$4 restricted=$5 malformed=$6 subject_table=$7
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 failures=0
@@ -46,4 +46,19 @@ printf '%s\n' "$line" > "$out/cases"
 expect 3 "report --cases, a line outside the capabilities" -- "$report" --subject "$restricted" --cases "$out/cases"
 expect 1 "report --cases, planted defect" -- "$report" --subject "$defective" --cases "$out/cases"
 expect 78 "report, malformed subject" -- "$report" --subject "$malformed"
+
+# The subject x dtype table: the restricted subject (f16 only) and the planted defect on the same lines.
+narrow=${line/d=33/d=16}  # inside the restricted subject's capabilities (d 8..32, no GQA, causal-br)
+narrow=${narrow/hkv=1/hkv=2}; narrow=${narrow/mask=none/mask=causal-br}
+printf '%s\n' "${narrow/f32/f16}" "${narrow/f32/bf16}" >> "$out/cases"
+expect 3 "report --json, restricted subject" -- "$report" --subject "$restricted" --cases "$out/cases" --json "$out/r.json"
+expect 1 "report --json, planted defect" -- "$report" --subject "$defective" --cases "$out/cases" --json "$out/d.json"
+expect 0 "subject_table.py" -- python3 "$subject_table" "$out/r.json" "$out/d.json" --known "host-model-missing-rescale=planted"
+cp "$out/stdout" "$out/table"
+for row in '| host-model-restricted | f32 | 0 | 1 | 0 | - | - | not run |' '|  | f16 | 1 | 0 | 0 |' \
+           '| host-model-missing-rescale | f32 | 1 | 0 | 1 |' '- **host-model-missing-rescale**: planted'; do
+  grep -qF -- "$row" "$out/table" || { echo "FAIL: the table has no row '$row'"; cat "$out/table"; failures=$((failures + 1)); }
+done
+expect 65 "subject_table.py, not a report" -- python3 "$subject_table" "$out/cases"
+expect 2 "subject_table.py, --properties without NAME=" -- python3 "$subject_table" "$out/r.json" --properties x
 exit $((failures > 0))
