@@ -5,9 +5,12 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <sstream>
 
+#include "flashcheck/device.h"
 #include "flashcheck/oracle_bridge.h"
 #include "tier.h"
 
@@ -89,6 +92,17 @@ HostInputs inputs_for(const Case& c) {
   return in;
 }
 
+// A run that lost the CUDA context (a sticky error) ends the process: every later case would fail with the same
+// error, and shrinking on those failures would report a case that did nothing wrong. The case that crashed is
+// printed first, so it replays on its own.
+void stop_if_context_lost(const Status& status, const std::string& who) {
+  if (status.code() != StatusCode::kCudaError || !device_context_lost()) return;
+  std::cerr << "\nflashcheck: the CUDA context is lost: " << who << " failed with a sticky error (" << status.message()
+            << ") on\ncase line: " << last_case_line()
+            << "\nno further case can run in this process; replay that line with flashcheck-repro" << std::endl;
+  std::exit(1);
+}
+
 RunOutputs run_backend(const HostInputs& inputs, bool instrument) {
   RunOptions options;
   options.instrument = instrument;
@@ -99,11 +113,13 @@ RunOutputs run_backend(const HostInputs& inputs, bool instrument) {
     options.instrument = false;
     RunOutputs out = run_case(inputs, *subject, options);
     if (out.status.code() == StatusCode::kUnsupported) RC_DISCARD(out.status.message());
+    stop_if_context_lost(out.status, "subject " + subject->name());
     if (!out.status.ok()) RC_LOG() << "run_case on subject " << subject->name() << ": " << out.status.message() << "\n";
     RC_ASSERT(out.status.ok());
     return out;
   }
   RunOutputs out = run_case(inputs, active_backend(), options);
+  stop_if_context_lost(out.status, to_string(active_backend()));
   if (!out.status.ok()) RC_LOG() << "run_case on " << to_string(active_backend()) << ": " << out.status.message() << "\n";
   RC_ASSERT(out.status.ok());
   return out;

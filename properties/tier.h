@@ -47,6 +47,8 @@ ModelDefect planted_defect();
 // reproduce string), names the value family and the features (window, softcap, sink) in RC_CLASSIFY and
 // records the shape and the features' kinds for the coverage table.
 void note_case(const Case& c);
+// The case line note_case() recorded last ("" before the first case).
+const std::string& last_case_line();
 // Extra words for the coverage table of the running test (e.g. "rescales=every-tile").
 void note_coverage(const std::string& word);
 // Counts the verdict's informative O checks per dtype (printed with the coverage) and tags a case with any

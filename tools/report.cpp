@@ -291,7 +291,7 @@ nlohmann::json worsts_json(const Worsts& w) {
 
 // The report as JSON, docs/report-json.md: the same numbers as the printed tables plus one entry per case.
 nlohmann::json report_json(const std::string& backend, const std::string& subject, bool lse_written, double seconds,
-                           Outcome overall,
+                           int64_t not_run, Outcome overall,
                            const std::array<int64_t, kOutcomeCount>& counts,
                            const std::map<DType, DtypeSummary>& summary, const std::map<std::string, int64_t>& paths,
                            const std::vector<CaseRecord>& records) {
@@ -305,6 +305,7 @@ nlohmann::json report_json(const std::string& backend, const std::string& subjec
   doc["exit_code"] = exit_code(overall);
   nlohmann::json& count = doc["counts"];
   count["cases"] = records.size();
+  count["not_run"] = not_run;
   for (Outcome o : {Outcome::kPass, Outcome::kFail, Outcome::kRejected, Outcome::kUnsupported, Outcome::kOutsideDomain}) {
     count[to_string(o)] = counts[static_cast<size_t>(o)];
   }
@@ -531,6 +532,7 @@ int main(int argc, char** argv) {
   std::map<DType, DtypeSummary> summary;
   std::map<std::string, int64_t> paths;
   ProgressLine progress("flashcheck-report", "cases");  // progress and an estimate on stderr
+  int64_t not_run = 0;  // cases after one that lost the CUDA context
   for (const Case& c : cases) {
     progress.update(&c - cases.data(), static_cast<int64_t>(cases.size()));
     DtypeSummary& s = summary[c.dtype];
@@ -572,6 +574,14 @@ int main(int argc, char** argv) {
     const RunOutputs out = subject ? run_case(inputs, *subject) : run_case(inputs, backend);
     if (!out.status.ok()) {
       refuse("run", out.status);
+      if (out.status.code() == StatusCode::kCudaError && device_context_lost()) {
+        // The case above crashed the device: every later CUDA call of this process fails with the same
+        // error, so the cases after it are not run rather than failed one by one.
+        not_run = static_cast<int64_t>(cases.size()) - (&c - cases.data()) - 1;
+        std::printf("the CUDA context is lost (a sticky error in the case above): %lld later cases not run; replay "
+                    "the case on its own with flashcheck-repro\n", static_cast<long long>(not_run));
+        break;
+      }
       continue;
     }
     ++paths[std::string(to_string(out.config.path)) + " " + out.config.name];
@@ -642,14 +652,15 @@ int main(int argc, char** argv) {
     ++counts[static_cast<size_t>(r.outcome)];
     overall = most_severe(overall, r.outcome);
   }
-  std::printf("\n%s: %lld of %zu cases failed, %lld rejected, %lld unsupported, %lld outside the domain (%.1f s)\n",
+  std::printf("\n%s: %lld of %zu cases failed, %lld rejected, %lld unsupported, %lld outside the domain (%.1f s)%s\n",
               to_string(overall), static_cast<long long>(failures), records.size(),
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kRejected)]),
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kUnsupported)]),
-              static_cast<long long>(counts[static_cast<size_t>(Outcome::kOutsideDomain)]), seconds);
+              static_cast<long long>(counts[static_cast<size_t>(Outcome::kOutsideDomain)]), seconds,
+              not_run > 0 ? ("; " + std::to_string(not_run) + " not run: the CUDA context was lost").c_str() : "");
   if (!json_path.empty()) {
     const bool lse_written = !subject || subject->descriptor().capabilities.lse != 0;
-    const nlohmann::json doc = report_json(backend_text, subject ? subject->name() : "", lse_written, seconds, overall,
+    const nlohmann::json doc = report_json(backend_text, subject ? subject->name() : "", lse_written, seconds, not_run, overall,
                                            counts, summary, paths, records);
     std::ofstream out(json_path);
     out << doc.dump(1) << "\n";

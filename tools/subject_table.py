@@ -41,7 +41,7 @@ def parse_args(argv):
                         help="GoogleTest XML of the property binary run on subject NAME (repeatable)")
     parser.add_argument("--known", action="append", default=[], metavar="NAME=TEXT",
                         help="a note under the table for subject NAME (repeatable)")
-    return parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)
 
 
 def split_pair(text, option):
@@ -121,7 +121,10 @@ def table(reports, properties, known):
         name = doc.get("subject") or "flashcheck"
         props = properties.get(name)
         prop_text = "/".join(str(n) for n in props) if props else "not run"
+        not_run = doc.get("counts", {}).get("not_run", 0)
         for i, (dtype, run, unsupported, failed, o, lse) in enumerate(rows(doc)):
+            if i == 0 and not_run:
+                failed = f"{failed} (then the CUDA context was lost: {not_run} cases not run)"
             lines.append(f"| {name if i == 0 else ''} | {dtype} | {run} | {unsupported} | {failed} | {o} | {lse} "
                          f"| {prop_text if i == 0 else ''} |")
     for name, text in known:

@@ -138,9 +138,17 @@ std::string describe_device(int device) {
          std::to_string(prop.major) + std::to_string(prop.minor);
 }
 
+bool device_context_lost() {
+  if (cudaDeviceSynchronize() == cudaSuccess) return false;
+  (void)cudaGetLastError();  // a non-sticky error is cleared here; a sticky one stays
+  return cudaDeviceSynchronize() != cudaSuccess;
+}
+
 #else
 
 int visible_device_count() { return 0; }
+
+bool device_context_lost() { return false; }
 
 int current_device() { return -1; }
 

@@ -30,6 +30,9 @@ __device__ void store(float* p, float x) { *p = x; }
 __device__ void store(__half* p, float x) { *p = __float2half_rn(x); }
 __device__ void store(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
 
+// The max that keeps a NaN: a NaN in a visible score must reach O and LSE (fmaxf alone would drop it).
+__device__ float nan_max(float a, float b) { return (a != a || b != b) ? NAN : fmaxf(a, b); }
+
 // Whether query row i sees key j (attention.h): a window around the aligned diagonal a; causal is (-1, 0).
 __device__ bool visible(const fc_subject_problem& p, int64_t i, int64_t j) {
   if (p.mask == FC_SUBJECT_MASK_NONE) return true;
@@ -89,9 +92,9 @@ __global__ void forward_kernel(fc_subject_problem p, const T* q, const T* k, con
       float s = 0.0f;
       for (int64_t d = 0; d < d_count; ++d) s = fmaf(q_row[d], k_tile[jj * d_count + d], s);
       x[jj] = p.softcap > 0 ? cap_log2 * tanhf(s * inv_cap) : s * scale_log2;
-      tile_max = fmaxf(tile_max, x[jj]);
+      tile_max = nan_max(tile_max, x[jj]);
     }
-    const float m_new = fmaxf(m, tile_max);
+    const float m_new = nan_max(m, tile_max);
     if (m_new == -INFINITY) continue;  // nothing visible yet: nothing to add, nothing to rescale
     // Rescale what the earlier tiles accumulated to the new max (exp2(0) = 1 when the max did not move).
     const float alpha = exp2f(m - m_new);
@@ -119,7 +122,7 @@ __global__ void forward_kernel(fc_subject_problem p, const T* q, const T* k, con
   float alpha = 1.0f;
   if (sink != nullptr && sink[h] != -INFINITY) {
     const float z = sink[h] * kLog2e;
-    const float m_new = fmaxf(m, z);
+    const float m_new = nan_max(m, z);
     alpha = exp2f(m - m_new);
     l = fmaf(l, alpha, exp2f(z - m_new));
     m = m_new;

@@ -3,8 +3,13 @@
 // and declaring what that backend serves. Tensors are wrapped around flashcheck's device buffers (from_blob with
 // the case's strides, no copy of the inputs); the result is copied into O. SDPA's public op returns no LSE, so
 // every backend declares lse = 0 and is judged on O. PyTorch's is_causal is the top-left alignment, so the only
-// mask besides none is causal-tl. GQA is served by repeating K/V heads (exact: a copy). A problem the backend
-// refuses ("No available kernel") answers FC_SUBJECT_UNSUPPORTED with PyTorch's message.
+// mask besides none is causal-tl. GQA is served by repeating K/V heads (exact: a copy).
+// A problem the backend refuses with a checked error (c10::Error: "No available kernel", an alignment check)
+// answers FC_SUBJECT_UNSUPPORTED with PyTorch's message; a CUDA error is FC_SUBJECT_ERROR (a failure).
+// Known peer deviation, guarded here: the flash and cudnn backends accept rows that are not 16-byte aligned (a
+// padded row stride, pad=N) and crash on them with a misaligned address, which loses the CUDA context. Those
+// subjects refuse such strides as UNSUPPORTED, as PyTorch's own check should; FLASHCHECK_SDPA_UNGUARDED=1 lifts
+// the guard, and the ctest known_peer_deviation.* replays the crash that way (subjects/sdpa/README.md).
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -12,7 +17,9 @@
 #include <cuda_runtime.h>
 #include <torch/version.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -57,9 +64,36 @@ int fail(char* err, size_t err_len, int code, const std::string& message) {
   return code;
 }
 
+// flash and cudnn: every stride and base pointer of q, k, v and o 16-byte aligned (8 fp16/bf16 elements), or
+// "" when it is; otherwise the field that is not.
+std::string misaligned_field(const fc_subject_problem& p, const fc_subject_buffers& b) {
+  if (kBackend != kFlash && kBackend != kCudnn) return "";
+  if (const char* unguarded = std::getenv("FLASHCHECK_SDPA_UNGUARDED"); unguarded != nullptr && *unguarded == '1') {
+    return "";
+  }
+  const struct {
+    const char* name;
+    const void* data;
+    const fc_subject_strides& stride;
+  } tensors[] = {{"q", b.q, p.q_stride}, {"k", b.k, p.k_stride}, {"v", b.v, p.v_stride}, {"o", b.o, p.o_stride}};
+  for (const auto& t : tensors) {
+    if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return std::string(t.name) + " (base pointer)";
+    if (t.stride.batch % 8 != 0 || t.stride.head % 8 != 0 || t.stride.row % 8 != 0) {
+      return std::string(t.name) + "_stride (row " + std::to_string(t.stride.row) + ", head " +
+             std::to_string(t.stride.head) + ", batch " + std::to_string(t.stride.batch) + " elements)";
+    }
+  }
+  return "";
+}
+
 int forward(const fc_subject_problem* p, const fc_subject_buffers* b, void* stream, char* err, size_t err_len) {
   if (p->batch == 0 || p->heads_q == 0 || p->seqlen_q == 0) return FC_SUBJECT_OK;
   if (p->seqlen_k == 0) return fail(err, err_len, FC_SUBJECT_UNSUPPORTED, "seqlen_k: SDPA takes at least one key");
+  if (const std::string field = misaligned_field(*p, *b); !field.empty()) {
+    return fail(err, err_len, FC_SUBJECT_UNSUPPORTED,
+                field + ": not 16-byte aligned; this backend crashes on it (known peer deviation, "
+                        "subjects/sdpa/README.md)");
+  }
   try {
     int device = 0;
     cudaGetDevice(&device);
@@ -81,9 +115,11 @@ int forward(const fc_subject_problem* p, const fc_subject_buffers* b, void* stre
     wrap(b->o, *p, p->heads_q, p->seqlen_q, p->o_stride, options).copy_(out);
     return FC_SUBJECT_OK;
   } catch (const c10::Error& e) {
+    // A CUDA error (C10_CUDA_CHECK's "CUDA error: ...") is a failure; any other checked error is the backend
+    // declining the problem.
     const std::string what = e.what_without_backtrace();
-    const bool refused = what.find("No available kernel") != std::string::npos;
-    return fail(err, err_len, refused ? FC_SUBJECT_UNSUPPORTED : FC_SUBJECT_ERROR, what);
+    const bool cuda = what.find("CUDA error") != std::string::npos;
+    return fail(err, err_len, cuda ? FC_SUBJECT_ERROR : FC_SUBJECT_UNSUPPORTED, what);
   }
 }
 

@@ -50,6 +50,11 @@ int current_device();
 // "NVIDIA H200, 132 SMs, sm_90" for messages; "device N (unavailable)" when the runtime cannot say.
 std::string describe_device(int device);
 
+// True when the current CUDA context is lost: a sticky error (an illegal or misaligned address, a device-side
+// trap) fails every later CUDA call of the process, so no further case can run in it. A non-sticky error
+// pending on the thread is cleared. False without CUDA.
+bool device_context_lost();
+
 // choose_device() on the process environment, then use_device(). Called first by every GPU test binary
 // (gtest_gpu_main.cpp), flashcheck-repro, flashcheck-report and fuzz_kernel; `chosen` gets the choice.
 Status select_device_from_environment(DeviceChoice* chosen = nullptr);
