@@ -269,40 +269,55 @@ ModelDefect planted_defect() {
 
 namespace {
 std::string g_last_case_line;  // the case note_case() saw last (a crash report names it)
-}  // namespace
-
-const std::string& last_case_line() { return g_last_case_line; }
 
 // FLASHCHECK_KNOWN_DEVIATIONS: comma-separated classes of cases on which the subject under test is known to
 // differ from flashcheck's semantics (a peer's documented deviation, replayed by its own known_peer_deviation.*
 // test); such cases are discarded, never passed, and the discards are counted in the coverage table.
 //   masked-nonfinite-v   a mask other than none and a non-finite value injected into V (a kernel that
 //                        multiplies masked weights of 0 by V turns the row's O into NaN)
-//   zero-scale           softmax_scale = 0 (every score 0: O is the mean of the visible V rows)
+//   nonpositive-scale    softmax_scale <= 0 (0: every score 0, O the mean of the visible V rows; < 0: the
+//                        order of the scores reversed)
+//   subnormal-v          V drawn from the subnormal family (a kernel that flushes them gives O = 0)
+//   nonfinite-k          a non-finite value injected into K (a row whose scores are all -inf has O = 0 in
+//                        flashcheck's semantics; a plain softmax gives NaN)
+bool injects_nonfinite(const Case& c, char tensor) {
+  return std::any_of(c.inject.begin(), c.inject.end(),
+                     [&](const Injection& x) { return x.tensor == tensor && !std::isfinite(x.value); });
+}
+
+struct DeviationClass {
+  std::string_view name;
+  bool (*applies)(const Case&);
+};
+constexpr DeviationClass kDeviationClasses[] = {
+    {"masked-nonfinite-v", [](const Case& c) { return c.mask != Mask::kNone && injects_nonfinite(c, 'v'); }},
+    {"nonpositive-scale", [](const Case& c) { return c.scale.has_value() && *c.scale <= 0.0f; }},
+    {"subnormal-v", [](const Case& c) { return c.v.kind == DistKind::kSubnormal; }},
+    {"nonfinite-k", [](const Case& c) { return injects_nonfinite(c, 'k'); }},
+};
+
 bool known_deviation(const Case& c) {
-  static const std::vector<std::string> classes = [] {
-    std::vector<std::string> out;
+  static const std::vector<const DeviationClass*> active = [] {
+    std::vector<const DeviationClass*> out;
     const char* value = std::getenv("FLASHCHECK_KNOWN_DEVIATIONS");
     std::stringstream list(value != nullptr ? value : "");
     for (std::string item; std::getline(list, item, ',');) {
-      if (item == "masked-nonfinite-v" || item == "zero-scale") {
-        out.push_back(item);
+      const auto* found = std::find_if(std::begin(kDeviationClasses), std::end(kDeviationClasses),
+                                       [&](const DeviationClass& d) { return d.name == item; });
+      if (found != std::end(kDeviationClasses)) {
+        out.push_back(found);
       } else if (!item.empty()) {
         std::cerr << "flashcheck: FLASHCHECK_KNOWN_DEVIATIONS: unknown class '" << item << "' ignored\n";
       }
     }
     return out;
   }();
-  for (const std::string& name : classes) {
-    if (name == "zero-scale" && c.scale.has_value() && *c.scale == 0.0f) return true;
-    if (name == "masked-nonfinite-v" && c.mask != Mask::kNone &&
-        std::any_of(c.inject.begin(), c.inject.end(),
-                    [](const Injection& x) { return x.tensor == 'v' && !std::isfinite(x.value); })) {
-      return true;
-    }
-  }
-  return false;
+  return std::any_of(active.begin(), active.end(), [&](const DeviationClass* d) { return d->applies(c); });
 }
+
+}  // namespace
+
+const std::string& last_case_line() { return g_last_case_line; }
 
 void note_case(const Case& c) {
   Case shown = c;  // the line names the subject under test, so that it replays against it
