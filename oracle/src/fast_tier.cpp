@@ -105,9 +105,6 @@ void set_nan_row(RowResult* r) {
 
 // The sink's weight alone (no usable key, or a sink of +inf against which every key weighs nothing): LSE = m = sink,
 // l = 1, and O = 0, which the kernel gets by scaling its accumulator with alpha = 0; a column holding a non-finite
-// V value at a visible key is non-finite there (0 * inf in the accumulator).
-// The sink's weight alone (no usable key, or a sink of +inf against which every key weighs nothing): LSE = m = sink,
-// l = 1, and O = 0, which the kernel gets by scaling its accumulator with alpha = 0; a column holding a non-finite
 // V value at a visible key is non-finite there (0 * inf in the accumulator). col_nonfinite: NaN in such a column
 // (null: none).
 void set_sink_only(RowResult* r, const double* col_nonfinite) {

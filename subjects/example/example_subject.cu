@@ -85,24 +85,28 @@ __global__ void forward_kernel(fc_subject_problem p, const T* q, const T* k, con
 
     // Scores of this tile in log2 units; keys the mask hides are never read into the result.
     float x[kBlockN];
+    bool seen[kBlockN];
     float tile_max = -INFINITY;
     for (int64_t jj = 0; jj < keys; ++jj) {
       x[jj] = -INFINITY;
-      if (!visible(p, i, key0 + jj)) continue;
+      seen[jj] = visible(p, i, key0 + jj);
+      if (!seen[jj]) continue;
       float s = 0.0f;
       for (int64_t d = 0; d < d_count; ++d) s = fmaf(q_row[d], k_tile[jj * d_count + d], s);
       x[jj] = p.softcap > 0 ? cap_log2 * tanhf(s * inv_cap) : s * scale_log2;
       tile_max = nan_max(tile_max, x[jj]);
     }
     const float m_new = nan_max(m, tile_max);
-    if (m_new == -INFINITY) continue;  // nothing visible yet: nothing to add, nothing to rescale
-    // Rescale what the earlier tiles accumulated to the new max (exp2(0) = 1 when the max did not move).
-    const float alpha = exp2f(m - m_new);
+    // Rescale what the earlier tiles accumulated to the new max (exp2(0) = 1 when the max did not move; 1 while
+    // every score so far is -inf, where m - m_new would be inf - inf).
+    const float alpha = m_new == -INFINITY ? 1.0f : exp2f(m - m_new);
     float tile_sum = 0.0f;
     for (int64_t d = 0; d < d_count; ++d) acc[d] *= alpha;
     for (int64_t jj = 0; jj < keys; ++jj) {
-      if (x[jj] == -INFINITY) continue;  // hidden or a -inf score: zero weight (and no inf - inf)
-      const float pj = exp2f(x[jj] - m_new);
+      if (!seen[jj]) continue;  // hidden by the mask: its V row is never read into O
+      // A -inf score weighs 0, but its V row is still multiplied in: a NaN or inf there reaches O (0 * inf),
+      // as the semantics say for every key the mask lets the row see.
+      const float pj = x[jj] == -INFINITY ? 0.0f : exp2f(x[jj] - m_new);
       tile_sum += pj;
       for (int64_t d = 0; d < d_count; ++d) acc[d] = fmaf(pj, v_tile[jj * d_count + d], acc[d]);
     }
@@ -114,9 +118,10 @@ __global__ void forward_kernel(fc_subject_problem p, const T* q, const T* k, con
   // The sink: one more logit in the denominator whose value row is zero (+inf: it takes all the weight).
   T* o_ptr = o + b * p.o_stride.batch + h * p.o_stride.head + i * p.o_stride.row;
   float* lse_ptr = lse + (b * p.heads_q + h) * p.seqlen_q + i;
-  if (sink != nullptr && sink[h] == INFINITY) {
-    for (int64_t d = 0; d < d_count; ++d) store(o_ptr + d, 0.0f);
-    *lse_ptr = INFINITY;
+  if (sink != nullptr && sink[h] == INFINITY) {  // all the weight: O = 0 (acc * 0 keeps a NaN column NaN)
+    const bool nan_row = m != m;                 // a NaN score
+    for (int64_t d = 0; d < d_count; ++d) store(o_ptr + d, nan_row ? NAN : acc[d] * 0.0f);
+    *lse_ptr = nan_row ? NAN : INFINITY;
     return;
   }
   float alpha = 1.0f;
