@@ -19,6 +19,8 @@ steps, run in the order given:
                    build/gpu/ctest-junit.xml), property case counts and RC_CLASSIFY
   properties=CASES the GPU property binaries with CASES cases per property, sharded over the GPUs
                    (FLASHCHECK_SHARD=i/n, one shard per GPU, base seed FLASHCHECK_SEED or the date)
+  budget=SECONDS   the budgeted tier: every GPU property within SECONDS, in turns of equal time
+                   (FLASHCHECK_BUDGET, <Suite>.Budgeted), the case count per property printed
   report           flashcheck-report --backend gpu
   subjects         the report and the GPU properties on flashcheck's kernel and on every subject built (the
                    example; SDPA flash, cudnn, efficient, math where libtorch was found), then the subject x
@@ -134,6 +136,18 @@ for step in "$@"; do
           fi
         done
         log "  $name: $n shard(s) in $(( $(date +%s) - start_t )) s"
+      done ;;
+    budget=*)
+      secs="${step#budget=}"
+      log "budgeted tier: every GPU property within ${secs}s"
+      for bin in build/gpu/properties/properties_gpu build/gpu/properties/properties_gpu_instrumented; do
+        [ -x "$bin" ] || continue
+        name=$(basename "$bin")
+        # The instrumented binary holds one property: a tenth of the budget.
+        share=$secs; [ "$name" = properties_gpu_instrumented ] && share=$(( secs / 10 > 5 ? secs / 10 : 5 ))
+        FLASHCHECK_BUDGET="${share}s" "$bin" --gtest_filter='*.Budgeted' >"$LOGS/$name.budget.log" 2>&1 || status=1
+        grep -E "^\[ BUDGET   \]|^\[  (PASSED|FAILED) |case line:|reproduce=" "$LOGS/$name.budget.log" |
+          tee -a "$LOGS/summary.txt"
       done ;;
     report)
       log "verification report on the GPU kernel (flashcheck-report)"
