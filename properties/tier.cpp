@@ -296,6 +296,16 @@ constexpr DeviationClass kDeviationClasses[] = {
     {"nonfinite-k", [](const Case& c) { return injects_nonfinite(c, 'k'); }},
 };
 
+}  // namespace
+
+bool in_deviation_class(std::string_view name, const Case& c) {
+  const auto* found = std::find_if(std::begin(kDeviationClasses), std::end(kDeviationClasses),
+                                   [&](const DeviationClass& d) { return d.name == name; });
+  return found != std::end(kDeviationClasses) && found->applies(c);
+}
+
+namespace {
+
 bool known_deviation(const Case& c) {
   static const std::vector<const DeviationClass*> active = [] {
     std::vector<const DeviationClass*> out;

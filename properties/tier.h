@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "flashcheck/case.h"
 #include "flashcheck/host_model.h"
@@ -47,6 +48,10 @@ ModelDefect planted_defect();
 // reproduce string), names the value family and the features (window, softcap, sink) in RC_CLASSIFY and
 // records the shape and the features' kinds for the coverage table.
 void note_case(const Case& c);
+// Whether `c` falls in the known-peer-deviation class `name` (FLASHCHECK_KNOWN_DEVIATIONS: masked-nonfinite-v,
+// nonpositive-scale, subnormal-v, nonfinite-k; note_case() discards such cases on a subject that lists them);
+// false for a name that is no class.
+bool in_deviation_class(std::string_view name, const Case& c);
 // The case line note_case() recorded last ("" before the first case).
 const std::string& last_case_line();
 // Extra words for the coverage table of the running test (e.g. "rescales=every-tile").

@@ -1,0 +1,46 @@
+// The classes of known peer deviations (tier.h, FLASHCHECK_KNOWN_DEVIATIONS), on case lines.
+#include <gtest/gtest.h>
+
+#include "flashcheck/case.h"
+#include "tier.h"
+
+namespace flashcheck::properties {
+namespace {
+
+Case parsed(const std::string& line) {
+  Case c;
+  const Status st = parse_case(line, &c);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return c;
+}
+
+constexpr const char* kBase = "bf16 b=1 hq=1 hkv=1 sq=2 sk=2 d=8 ";
+
+TEST(KnownDeviation, MaskedNonfiniteVNeedsAMaskAndANonfiniteV) {
+  const std::string tail = " q=normal(0,1) k=normal(0,1) v=normal(0,1) ";
+  EXPECT_TRUE(in_deviation_class("masked-nonfinite-v",
+                                 parsed(kBase + std::string("mask=causal-tl") + tail + "inject=v[0,0,1,0]:nan seed=1")));
+  EXPECT_FALSE(in_deviation_class("masked-nonfinite-v",
+                                  parsed(kBase + std::string("mask=none") + tail + "inject=v[0,0,1,0]:nan seed=1")));
+  EXPECT_FALSE(in_deviation_class("masked-nonfinite-v",
+                                  parsed(kBase + std::string("mask=causal-tl") + tail + "inject=v[0,0,1,0]:2 seed=1")));
+  EXPECT_FALSE(in_deviation_class("masked-nonfinite-v",
+                                  parsed(kBase + std::string("mask=causal-tl") + tail + "inject=k[0,0,1,0]:inf seed=1")));
+}
+
+TEST(KnownDeviation, OtherClasses) {
+  const std::string qkv = " q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1";
+  EXPECT_TRUE(in_deviation_class("nonpositive-scale", parsed(kBase + std::string("mask=none scale=0") + qkv)));
+  EXPECT_TRUE(in_deviation_class("nonpositive-scale", parsed(kBase + std::string("mask=none scale=-0.5") + qkv)));
+  EXPECT_FALSE(in_deviation_class("nonpositive-scale", parsed(kBase + std::string("mask=none scale=0.5") + qkv)));
+  EXPECT_FALSE(in_deviation_class("nonpositive-scale", parsed(kBase + std::string("mask=none") + qkv)));
+  EXPECT_TRUE(in_deviation_class(
+      "subnormal-v", parsed(kBase + std::string("mask=none q=normal(0,1) k=normal(0,1) v=subnormal() seed=1"))));
+  EXPECT_TRUE(in_deviation_class(
+      "nonfinite-k", parsed(kBase + std::string("mask=none") + " q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+                                                                "inject=k[0,0,0,0]:-inf seed=1")));
+  EXPECT_FALSE(in_deviation_class("no-such-class", parsed(kBase + std::string("mask=none scale=0") + qkv)));
+}
+
+}  // namespace
+}  // namespace flashcheck::properties
