@@ -223,7 +223,8 @@ const char* property_skip_reason(const char* name) {
     if (need.property == property && !need.met) return need.reason;
   }
   // Properties judged on O alone (the verdict leaves LSE out for such a subject).
-  static constexpr std::string_view kAboutO[] = {"OracleAgreement", "MemorySafety", "OutputWithinValueRange"};
+  static constexpr std::string_view kAboutO[] = {"OracleAgreement", "MemorySafety", "OutputWithinValueRange",
+                                                 "SpecialValuesFollowSemantics"};
   if (g_subject->descriptor().capabilities.lse == 0 &&
       std::find(std::begin(kAboutO), std::end(kAboutO), property) == std::end(kAboutO)) {
     return "flashcheck-skip: compares LSE, which this subject does not output (capabilities.lse = 0)";
