@@ -37,8 +37,14 @@ TEST(KnownDeviation, OtherClasses) {
   EXPECT_TRUE(in_deviation_class(
       "subnormal-v", parsed(kBase + std::string("mask=none q=normal(0,1) k=normal(0,1) v=subnormal() seed=1"))));
   EXPECT_TRUE(in_deviation_class(
-      "nonfinite-k", parsed(kBase + std::string("mask=none") + " q=normal(0,1) k=normal(0,1) v=normal(0,1) "
-                                                                "inject=k[0,0,0,0]:-inf seed=1")));
+      "nonfinite-qk", parsed(kBase + std::string("mask=none") + " q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+                                                                 "inject=k[0,0,0,0]:-inf seed=1")));
+  EXPECT_TRUE(in_deviation_class(
+      "nonfinite-qk", parsed(kBase + std::string("mask=none") + " q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+                                                                 "inject=q[0,0,0,0]:nan seed=1")));
+  EXPECT_FALSE(in_deviation_class(
+      "nonfinite-qk", parsed(kBase + std::string("mask=none") + " q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+                                                                 "inject=v[0,0,0,0]:nan seed=1")));
   EXPECT_FALSE(in_deviation_class("no-such-class", parsed(kBase + std::string("mask=none scale=0") + qkv)));
 }
 

@@ -279,7 +279,7 @@ std::string g_last_case_line;  // the case note_case() saw last (a crash report 
 //   nonpositive-scale    softmax_scale <= 0 (0: every score 0, O the mean of the visible V rows; < 0: the
 //                        order of the scores reversed)
 //   subnormal-v          V drawn from the subnormal family (a kernel that flushes them gives O = 0)
-//   nonfinite-k          a non-finite value injected into K (a row whose scores are all -inf has O = 0 in
+//   nonfinite-qk         a non-finite value injected into Q or K (a row whose scores are all -inf has O = 0 in
 //                        flashcheck's semantics; a plain softmax gives NaN)
 bool injects_nonfinite(const Case& c, char tensor) {
   return std::any_of(c.inject.begin(), c.inject.end(),
@@ -294,7 +294,7 @@ constexpr DeviationClass kDeviationClasses[] = {
     {"masked-nonfinite-v", [](const Case& c) { return c.mask != Mask::kNone && injects_nonfinite(c, 'v'); }},
     {"nonpositive-scale", [](const Case& c) { return c.scale.has_value() && *c.scale <= 0.0f; }},
     {"subnormal-v", [](const Case& c) { return c.v.kind == DistKind::kSubnormal; }},
-    {"nonfinite-k", [](const Case& c) { return injects_nonfinite(c, 'k'); }},
+    {"nonfinite-qk", [](const Case& c) { return injects_nonfinite(c, 'q') || injects_nonfinite(c, 'k'); }},
 };
 
 }  // namespace
