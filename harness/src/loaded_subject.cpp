@@ -12,6 +12,7 @@
 
 #include "flashcheck/case.h"
 #include "flashcheck/mask_names.h"
+#include "flashcheck/subject_params.h"
 
 namespace flashcheck {
 namespace {
@@ -139,28 +140,6 @@ Status validate(const std::string& path, const fc_subject& s) {
     }
   }
   return Status::ok_status();
-}
-
-fc_subject_problem problem_of(const Params& p) {
-  auto strides = [](const Strides& s) { return fc_subject_strides{s.batch, s.head, s.row}; };
-  fc_subject_problem out{};
-  out.dtype = static_cast<int32_t>(p.dtype);
-  out.mask = static_cast<int32_t>(p.mask);
-  out.batch = p.batch;
-  out.heads_q = p.heads_q;
-  out.heads_kv = p.heads_kv;
-  out.seqlen_q = p.seqlen_q;
-  out.seqlen_k = p.seqlen_k;
-  out.head_dim = p.head_dim;
-  out.q_stride = strides(p.q_stride);
-  out.k_stride = strides(p.k_stride);
-  out.v_stride = strides(p.v_stride);
-  out.o_stride = strides(p.o_stride);
-  out.softmax_scale = p.softmax_scale;
-  out.window_left = p.window_left;
-  out.window_right = p.window_right;
-  out.softcap = p.softcap;
-  return out;
 }
 
 // The subject's forward on `params` (pointers in the subject's memory kind), after the checks every case gets.

@@ -12,6 +12,7 @@
 #include "flashcheck/attention.h"
 #include "flashcheck/host_model.h"
 #include "flashcheck/subject.h"
+#include "flashcheck/subject_params.h"
 
 #ifndef FC_HOST_SUBJECT_VARIANT
 #define FC_HOST_SUBJECT_VARIANT 0
@@ -22,34 +23,6 @@ namespace {
 constexpr int32_t kKeyTile = 64;  // keys per K/V tile of the modelled kernel (declared as arithmetic.key_tile)
 constexpr bool kRestricted = FC_HOST_SUBJECT_VARIANT == 2;
 
-flashcheck::Params params_of(const fc_subject_problem& p, const fc_subject_buffers& b) {
-  auto strides = [](const fc_subject_strides& s) { return flashcheck::Strides{s.batch, s.head, s.row}; };
-  flashcheck::Params out;
-  out.dtype = static_cast<flashcheck::DType>(p.dtype);
-  out.mask = static_cast<flashcheck::Mask>(p.mask);
-  out.batch = p.batch;
-  out.heads_q = p.heads_q;
-  out.heads_kv = p.heads_kv;
-  out.seqlen_q = p.seqlen_q;
-  out.seqlen_k = p.seqlen_k;
-  out.head_dim = p.head_dim;
-  out.q = b.q;
-  out.k = b.k;
-  out.v = b.v;
-  out.o = b.o;
-  out.lse = b.lse;
-  out.sink = b.sink;
-  out.q_stride = strides(p.q_stride);
-  out.k_stride = strides(p.k_stride);
-  out.v_stride = strides(p.v_stride);
-  out.o_stride = strides(p.o_stride);
-  out.softmax_scale = p.softmax_scale;
-  out.window_left = p.window_left;
-  out.window_right = p.window_right;
-  out.softcap = p.softcap;
-  return out;
-}
-
 void copy_message(const std::string& message, char* err, size_t err_len) {
   if (err == nullptr || err_len == 0) return;
   const size_t n = message.size() < err_len - 1 ? message.size() : err_len - 1;
@@ -58,7 +31,7 @@ void copy_message(const std::string& message, char* err, size_t err_len) {
 }
 
 int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers, void*, char* err, size_t err_len) {
-  flashcheck::Params params = params_of(*problem, *buffers);
+  flashcheck::Params params = flashcheck::params_of(*problem, *buffers);
   // Without LSE output the model still needs somewhere to put it: its own scratch, never the caller's buffer.
   std::vector<float> scratch_lse;
   if (kRestricted) {

@@ -1,0 +1,64 @@
+// The one correspondence between flashcheck::Params and the subject ABI's problem (flashcheck/subject.h): the
+// harness describes a case to a subject with problem_of(), and a subject built on flashcheck's own API (the host
+// model as a subject) reads it back with params_of(). Header-only, so such a subject links nothing of the harness.
+#pragma once
+
+#include "flashcheck/attention.h"
+#include "flashcheck/subject.h"
+
+namespace flashcheck {
+
+inline fc_subject_strides subject_strides(const Strides& s) { return {s.batch, s.head, s.row}; }
+inline Strides params_strides(const fc_subject_strides& s) { return {s.batch, s.head, s.row}; }
+
+// Params -> problem: every field but the pointers.
+inline fc_subject_problem problem_of(const Params& p) {
+  fc_subject_problem out{};
+  out.dtype = static_cast<int32_t>(p.dtype);
+  out.mask = static_cast<int32_t>(p.mask);
+  out.batch = p.batch;
+  out.heads_q = p.heads_q;
+  out.heads_kv = p.heads_kv;
+  out.seqlen_q = p.seqlen_q;
+  out.seqlen_k = p.seqlen_k;
+  out.head_dim = p.head_dim;
+  out.q_stride = subject_strides(p.q_stride);
+  out.k_stride = subject_strides(p.k_stride);
+  out.v_stride = subject_strides(p.v_stride);
+  out.o_stride = subject_strides(p.o_stride);
+  out.softmax_scale = p.softmax_scale;
+  out.window_left = p.window_left;
+  out.window_right = p.window_right;
+  out.softcap = p.softcap;
+  return out;
+}
+
+// problem + buffers -> Params: the inverse of problem_of, with the buffers' pointers.
+inline Params params_of(const fc_subject_problem& p, const fc_subject_buffers& b) {
+  Params out;
+  out.dtype = static_cast<DType>(p.dtype);
+  out.mask = static_cast<Mask>(p.mask);
+  out.batch = p.batch;
+  out.heads_q = p.heads_q;
+  out.heads_kv = p.heads_kv;
+  out.seqlen_q = p.seqlen_q;
+  out.seqlen_k = p.seqlen_k;
+  out.head_dim = p.head_dim;
+  out.q = b.q;
+  out.k = b.k;
+  out.v = b.v;
+  out.o = b.o;
+  out.lse = b.lse;
+  out.sink = b.sink;
+  out.q_stride = params_strides(p.q_stride);
+  out.k_stride = params_strides(p.k_stride);
+  out.v_stride = params_strides(p.v_stride);
+  out.o_stride = params_strides(p.o_stride);
+  out.softmax_scale = p.softmax_scale;
+  out.window_left = p.window_left;
+  out.window_right = p.window_right;
+  out.softcap = p.softcap;
+  return out;
+}
+
+}  // namespace flashcheck
