@@ -28,6 +28,30 @@
 //  * Offsets are 64-bit: tensors over 2^31 elements work.
 //  * Scores are computed in fp32 from the dtype's inputs; a score whose magnitude exceeds FLT_MAX is
 //    outside the kernel's domain (its row may be non-finite).
+//
+// Sequences (the inference path; all off by default, which is the dense layout above):
+//  * Varlen Q: with cu_seqlens_q, Q and O are packed [total_q, heads_q, head_dim] (q_stride / o_stride .row and
+//    .head; .batch unused) and sequence b owns rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1, its
+//    seqlen_q(b) = cu_seqlens_q[b + 1] - cu_seqlens_q[b] rows (0 allowed); LSE is [heads_q, total_q]. Params'
+//    seqlen_q is then an upper bound of every seqlen_q(b) (it sizes the launch).
+//  * Varlen K/V: with cu_seqlens_k, K and V are packed [total_k, heads_kv, head_dim] the same way, sequence b's
+//    keys at rows cu_seqlens_k[b] .. cu_seqlens_k[b + 1] - 1.
+//  * Paged K/V: with page_table, K and V are [num_pages, page_size, heads_kv, head_dim] (k_stride / v_stride
+//    .batch = the page stride, .row, .head), and key j of sequence b is row j % page_size of page
+//    page_table[b * max_pages_per_seq + j / page_size]; any page_size >= 1. Only the pages holding keys below
+//    seqlen_k(b) are read: other table entries may hold anything.
+//  * seqlen_k(b), the keys of sequence b: seqused_k[b] where given (required with page_table), else
+//    cu_seqlens_k[b + 1] - cu_seqlens_k[b], else seqlen_k. Memory past seqlen_k(b) (the rest of a packed
+//    sequence, the unused slots of its last page, pages beyond) never reaches O. Params' seqlen_k is an upper
+//    bound of every seqlen_k(b). Masks, windows, softcap and sinks apply per sequence with seqlen_q(b) and
+//    seqlen_k(b) in the formulas above.
+//  * Split-KV: num_splits > 1 divides the K/V tiles a Q tile visits into that many contiguous runs, each run's
+//    online-softmax state (O's accumulator, m, l in fp32) written to a workspace and merged in split order by
+//    a combine kernel with the online softmax's own rescale (common/epilogue.h, merge_partial). Results for a
+//    given num_splits are deterministic; across split counts they differ within the error model's bound
+//    (docs/error-model.md). num_splits = 0 lets a heuristic pick from the shape and the SM count.
+//  * Index arrays (cu_seqlens_*, seqused_k, page_table: int32) live where the tensors do; can_implement reads
+//    them (device memory is copied back) and names any inconsistency.
 #pragma once
 
 #include <cstdint>
@@ -76,6 +100,17 @@ struct Params {
   int64_t window_right = -1;
   float softcap = 0.0f;          // > 0: scores become softcap * tanh(score / softcap); 0: off
   const float* sink = nullptr;   // [heads_q] fp32 sink logits (device memory for run()), or null: no sink
+  // Sequences (see "Sequences" above); null / 0 = dense.
+  const int32_t* cu_seqlens_q = nullptr;  // [batch + 1]: 0, non-decreasing, total_q last
+  int64_t total_q = 0;                    // packed Q and O rows (with cu_seqlens_q)
+  const int32_t* cu_seqlens_k = nullptr;  // [batch + 1]: 0, non-decreasing, total_k last (not with page_table)
+  int64_t total_k = 0;                    // packed K and V rows (with cu_seqlens_k)
+  const int32_t* seqused_k = nullptr;     // [batch]: keys of each sequence, within its capacity
+  const int32_t* page_table = nullptr;    // [batch, max_pages_per_seq]: page indices in [0, num_pages)
+  int64_t page_size = 0;                  // keys per page (>= 1 with page_table)
+  int64_t num_pages = 0;                  // pages of K and V
+  int64_t max_pages_per_seq = 0;          // page_table's row length; capacity = max_pages_per_seq * page_size
+  int32_t num_splits = 1;                 // >= 1 runs of K/V tiles per Q tile; 0 = pick by heuristic
 };
 
 enum class StatusCode : int32_t {
@@ -121,6 +156,11 @@ struct KeyRange {
 // (kernel/src/common/visibility.h), exposed for tests and callers. The oracle does not use it: it has its
 // own predicate written from the formulas above, and a test compares the two on every (i, j).
 KeyRange visible_key_range(const Params& params, int64_t row);
+// The same for row `row` of sequence `batch_index` with its own lengths (host-readable index arrays).
+KeyRange visible_key_range(const Params& params, int64_t batch_index, int64_t row);
+// seqlen_q(b) and seqlen_k(b) of "Sequences" (host-readable index arrays).
+int64_t sequence_q_len(const Params& params, int64_t batch_index);
+int64_t sequence_k_len(const Params& params, int64_t batch_index);
 
 // Where the kernel rounds, per compute path. The error model (oracle/error_model.h) has one bound per path.
 enum class ComputePath : int32_t {
@@ -140,8 +180,9 @@ struct KernelConfig {
 };
 KernelConfig select_config(const Params& params);
 
-// Validates every field and the memory layout; never touches the pointed-to memory. Each failure has its
-// own message naming the field. Checked before any launch by run().
+// Validates every field and the memory layout; never touches the tensors' memory. Each failure has its own
+// message naming the field. Checked before any launch by run(). With sequences (varlen, paged, seqused_k) it
+// also runs check_indices, which reads the index arrays.
 Status can_implement(const Params& params);
 
 // The checks of can_implement that need no pointers: dtype, mask, window, softcap, sizes and heads, scale,
@@ -149,9 +190,25 @@ Status can_implement(const Params& params);
 // fc_make_params) use it to reject a shape before any buffer exists; can_implement runs it first.
 Status validate_shape(const Params& params);
 
+// The index arrays' contents (cu_seqlens_q/k, seqused_k, page_table): prefix sums that start at 0, never
+// decrease and end at total_q / total_k, lengths within seqlen_q / seqlen_k, seqused_k within each sequence's
+// capacity, every page a sequence reads in [0, num_pages). Reads the arrays (device memory through a
+// synchronous copy); part of can_implement, exposed for callers that validate once and launch with
+// run_prechecked.
+Status check_indices(const Params& params);
+
 // Runs the forward pass on `stream` (a cudaStream_t; nullptr = the legacy default stream). Asynchronous:
 // errors of the launch itself are reported, errors during execution surface at the next synchronisation.
 Status run(const Params& params, void* stream = nullptr);
+// run() without reading the index arrays back: the caller vouches that check_indices(params) passed for their
+// current contents (a serving loop that validates a batch layout once, or captures run into a CUDA graph).
+// Everything else can_implement checks is still checked.
+Status run_prechecked(const Params& params, void* stream = nullptr);
+
+// The split count run() uses for `params`: num_splits, or the heuristic's pick for 0 (from the shape and the
+// SM count of the current device; 1 without one). The workspace (fp32 accumulators, m and l per split and row)
+// is allocated on the stream (cudaMallocAsync) and freed after the combine.
+int32_t effective_splits(const Params& params);
 
 // True if a CUDA device is usable by this process (false when built without CUDA).
 bool device_available();

@@ -58,6 +58,12 @@ struct Problem {
   // LSE = log(sum_j e^(s_j) + e^sink). A row with no visible key then has O = 0 and LSE = sink. A sink of -inf
   // is no sink; +inf takes all the weight (O = 0, LSE = +inf); NaN makes the row NaN.
   std::span<const double> sink;  // [heads_q]
+  // Sequences of their own lengths (variable-length batches, paged caches): sequence b has seqlens_q[b] query
+  // rows and seqlens_k[b] keys (each at most seqlen_q / seqlen_k, which then size the arrays below, rows past a
+  // sequence's length unused), and its visibility aligns with its own lengths. Empty: every sequence has
+  // seqlen_q rows and seqlen_k keys.
+  std::span<const int64_t> seqlens_q;  // [batch] or empty
+  std::span<const int64_t> seqlens_k;  // [batch] or empty
   std::span<const double> q;  // [batch, heads_q, seqlen_q, head_dim]
   std::span<const double> k;  // [batch, heads_kv, seqlen_k, head_dim]
   std::span<const double> v;  // [batch, heads_kv, seqlen_k, head_dim]
