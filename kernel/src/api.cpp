@@ -65,4 +65,24 @@ KeyRange visible_key_range(const Params& params, int64_t row) {
   return {vis.row_begin(row), vis.row_end(row)};
 }
 
+int64_t sequence_q_len(const Params& params, int64_t batch_index) {
+  if (params.cu_seqlens_q == nullptr) return params.seqlen_q;
+  return int64_t{params.cu_seqlens_q[batch_index + 1]} - params.cu_seqlens_q[batch_index];
+}
+
+int64_t sequence_k_len(const Params& params, int64_t batch_index) {
+  if (params.seqused_k != nullptr) return params.seqused_k[batch_index];
+  if (params.cu_seqlens_k != nullptr && params.page_table == nullptr) {
+    return int64_t{params.cu_seqlens_k[batch_index + 1]} - params.cu_seqlens_k[batch_index];
+  }
+  return params.seqlen_k;
+}
+
+KeyRange visible_key_range(const Params& params, int64_t batch_index, int64_t row) {
+  const detail::Visibility vis =
+      detail::make_visibility(params.mask, sequence_q_len(params, batch_index), sequence_k_len(params, batch_index),
+                              params.window_left, params.window_right);
+  return {vis.row_begin(row), vis.row_end(row)};
+}
+
 }  // namespace flashcheck

@@ -23,6 +23,8 @@
 //                chains, and rows that see such a V value take an exact fp32 CUDA-core path for that tile.
 #pragma once
 
+#include <vector>
+
 #include "common/softmax.h"
 #include "flashcheck/attention.h"
 #include "flashcheck/instrument.h"
@@ -43,6 +45,20 @@ namespace flashcheck::detail {
 bool tensor_core_select(const Params& params, KernelConfig* config);  // kernel/src/tensor_core/
 bool split_tf32_select(const Params& params, KernelConfig* config);   // kernel/src/split_tf32/
 bool general_select(const Params& params, KernelConfig* config);      // kernel/src/general/ (serves everything valid)
+
+// Split-KV's heuristic (num_splits = 0): the split count for a device of sm_count SMs (config.cpp); the given
+// num_splits otherwise. effective_splits() passes the current device's SM count, or kModelSmCount without one,
+// so that the host model splits as the GPU tier's H100 does.
+inline constexpr int32_t kMaxAutoSplits = 64;
+inline constexpr int64_t kModelSmCount = 132;
+int32_t pick_splits(const Params& params, int64_t sm_count);
+
+// can_implement without check_indices: everything but the index arrays' contents (run_prechecked).
+Status check_layout(const Params& params);
+
+// Reads an index array (check_indices): the weak definition reads host memory; the CUDA library's reads device
+// memory too.
+Status read_index_array(const int32_t* src, int64_t count, std::vector<int32_t>* out);
 
 #if defined(FLASHCHECK_HAS_CUDA)
 // The production (flashcheck_kernel) and instrumented (flashcheck_kernel_instrumented) libraries compile

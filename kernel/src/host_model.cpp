@@ -15,6 +15,7 @@
 #include "flashcheck/attention.h"
 #include "flashcheck/host_model.h"
 #include "flashcheck/instrument.h"
+#include "common/args.h"
 #include "common/epilogue.h"
 #include "common/softmax.h"
 #include "common/visibility.h"
@@ -108,13 +109,37 @@ struct HeadRows {
   std::vector<float> value, hi, lo;
 };
 
-void load_head(const Params& p, const void* base, const Strides& stride, int64_t b, int64_t h, int64_t rows,
-               bool split, HeadRows* out) {
+// Element type of the dtype's storage: rows are addressed as the kernels address them (RowSource), in elements.
+template <typename T>
+void load_rows(const Params& p, const detail::RowSource<const T>& src, int64_t rows, std::vector<float>* out) {
+  const int64_t d_count = p.head_dim;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = src.row(r);
+    for (int64_t d = 0; d < d_count; ++d) (*out)[r * d_count + d] = load_element(p.dtype, row, d);
+  }
+}
+
+// Rows [0, rows) of head h of sequence b of tensor `t` (Q: `query`, its packed or dense rows; K/V: contiguous or
+// paged), the addressing of common/args.h.
+void load_head(const Params& p, const detail::ProblemArgs& a, const detail::TensorArg& t, bool query, int64_t b,
+               int64_t h, int64_t rows, bool split, HeadRows* out) {
   const int64_t d_count = p.head_dim;
   out->value.resize(static_cast<size_t>(rows * d_count));
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t row_offset = b * stride.batch + h * stride.head + r * stride.row;
-    for (int64_t d = 0; d < d_count; ++d) out->value[r * d_count + d] = load_element(p.dtype, base, row_offset + d);
+  const auto load = [&](auto element) {
+    using T = decltype(element);
+    detail::RowSource<const T> src;
+    if (query) {
+      src.base = a.template q_rows<const T>(t, b, h);
+      src.row_stride = t.stride.row;
+    } else {
+      src = a.template kv_rows<const T>(t, b, h);
+    }
+    load_rows(p, src, rows, &out->value);
+  };
+  if (p.dtype == DType::kF32) {
+    load(float{});
+  } else {
+    load(uint16_t{});
   }
   if (!split) return;
   out->hi.resize(out->value.size());
@@ -148,8 +173,8 @@ struct ModelSetup {
   bool tile_ref;     // tensor-core path: p relative to the tile's own max where within kRefSlackLog2 (families.h)
 };
 
-// The online softmax of one query row over K/V tiles [0, k_tiles) of its Q tile. Tiles the row sees no key
-// of leave the state untouched, as on the GPU (alpha = 1, p = 0 there).
+// The online softmax of one query row over K/V tiles [run_begin, run_end) of its Q tile's visited tiles (all of
+// them unsplit). Tiles the row sees no key of leave the state untouched, as on the GPU (alpha = 1, p = 0 there).
 struct RowResult {
   float m = kNegInf;    // log2 units: running max of s * scale * log2(e)
   float ref = kNegInf;  // log2 units: what p and l are relative to (m, or a tile's max on the tensor-core path)
@@ -158,7 +183,8 @@ struct RowResult {
 };
 
 RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, const HeadRows& k, const HeadRows& v,
-                  KeyRange keys, const detail::Visibility::TileRange& tiles, int trace_slot, std::vector<float>* acc) {
+                  KeyRange keys, const detail::Visibility::TileRange& tiles, int64_t run_begin, int64_t run_end,
+                  int trace_slot, std::vector<float>* acc) {
   const Params& p = setup.params;
   const int64_t d_count = p.head_dim;
   const int64_t block_n = setup.config.block_n;
@@ -168,7 +194,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
   std::vector<float> x(static_cast<size_t>(std::min(block_n, keys.size())));  // (keys of one tile): s, then p
   acc->assign(static_cast<size_t>(d_count), 0.0f);
 
-  for (int64_t kt = 0; kt < tiles.count; ++kt) {
+  for (int64_t kt = run_begin; kt < run_end; ++kt) {
     const int64_t k0 = std::max((tiles.first + kt) * block_n, keys.begin);
     const int64_t k_end = std::min((tiles.first + kt + 1) * block_n, keys.end);
     if (k0 < k_end) {
@@ -202,7 +228,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
         p_sum += x[j - k0];
       }
       row.l = std::fma(row.l, alpha, p_sum);  // l accumulates fp32 p, before any rounding of P
-      const bool skip_rescale = setup.defect == ModelDefect::kMissingRescale && kt == tiles.count - 1;
+      const bool skip_rescale = setup.defect == ModelDefect::kMissingRescale && kt == run_end - 1;
       if (!skip_rescale) {
         for (float& a : *acc) a *= alpha;
       }
@@ -285,24 +311,30 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
 
   const int64_t block_m = config.block_m;
   const int64_t block_n = config.block_n;
-  const int64_t sq = params.seqlen_q;
-  const int64_t q_tiles = detail::ceil_div(sq, block_m);
+  const int32_t splits = detail::pick_splits(params, detail::kModelSmCount);
+  const detail::ProblemArgs a = detail::make_problem_args(params, block_m, splits);
   const int64_t heads_per_kv = params.heads_q / params.heads_kv;
-  // Keys any row reads: the last row sees the most.
-  const detail::Visibility vis = detail::make_visibility(params);
-  const int64_t keys_read = vis.row_end(sq - 1);
+  const auto exp2 = [](float e) { return std::exp2(e); };
 
   HeadRows q_rows, k_rows, v_rows;
-  std::vector<float> acc;
+  std::vector<float> acc, merged_acc;
+  std::vector<RowResult> runs(static_cast<size_t>(splits));
+  std::vector<std::vector<float>> run_acc(static_cast<size_t>(splits));
   for (int64_t b = 0; b < params.batch; ++b) {
+    const detail::SequenceView seq = a.sequence(b);
+    const detail::Visibility& vis = seq.vis;
+    const int64_t sq = seq.seqlen_q;
+    if (sq == 0) continue;
+    const int64_t q_tiles = detail::ceil_div(sq, block_m);
+    const int64_t keys_read = vis.row_end(sq - 1);  // keys any row reads: the last row sees the most
     for (int64_t h_kv = 0; h_kv < params.heads_kv; ++h_kv) {
       if (keys_read > 0) {
-        load_head(params, params.k, params.k_stride, b, h_kv, keys_read, setup.split, &k_rows);
-        load_head(params, params.v, params.v_stride, b, h_kv, keys_read, setup.split, &v_rows);
+        load_head(params, a, a.k, false, b, h_kv, keys_read, setup.split, &k_rows);
+        load_head(params, a, a.v, false, b, h_kv, keys_read, setup.split, &v_rows);
       }
       for (int64_t h = h_kv * heads_per_kv; h < (h_kv + 1) * heads_per_kv; ++h) {
-        if (keys_read > 0) load_head(params, params.q, params.q_stride, b, h, sq, setup.split, &q_rows);
-        const int64_t flat_head = (b * params.heads_q + h) * sq;
+        if (keys_read > 0) load_head(params, a, a.q, true, b, h, sq, setup.split, &q_rows);
+        const int64_t flat_head = a.row_block(b, h);
         for (int64_t q_tile = 0; q_tile < q_tiles; ++q_tile) {
           const int64_t m0 = q_tile * block_m;
           const int64_t rows_end = std::min(m0 + block_m, sq);
@@ -310,23 +342,48 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
           detail::count_tile_kinds(inst, vis, m0, block_m, block_n, tiles.first, tiles.first + tiles.count);
           for (int64_t i = m0; i < rows_end; ++i) {
             const int64_t flat_row = flat_head + i;
-            const int trace_slot = detail::trace_slot(inst, flat_row);
-            const RowResult row = run_row(setup, q_rows, i, k_rows, v_rows, {vis.row_begin(i), vis.row_end(i)}, tiles,
-                                          trace_slot, &acc);
+            const KeyRange keys{vis.row_begin(i), vis.row_end(i)};
+            RowResult row;
+            float m_log2 = 0.0f;
+            int64_t moves = 0;
+            if (splits == 1) {
+              row = run_row(setup, q_rows, i, k_rows, v_rows, keys, tiles, 0, tiles.count,
+                            detail::trace_slot(inst, flat_row), &acc);
+              m_log2 = row.ref;
+              moves = row.moves;
+            } else {
+              // Split-KV: every run from its own empty state, then the combine's merge in split order
+              // (common/epilogue.h); traces follow unsplit rows only.
+              std::vector<float> run_m(static_cast<size_t>(splits));
+              for (int32_t sp = 0; sp < splits; ++sp) {
+                runs[sp] = run_row(setup, q_rows, i, k_rows, v_rows, keys, tiles, a.split_begin(tiles.count, sp),
+                                   a.split_begin(tiles.count, sp + 1), -1, &run_acc[sp]);
+                run_m[sp] = runs[sp].ref;
+              }
+              m_log2 = detail::merged_base(run_m.data(), splits, 1);
+              row.l = 0.0f;
+              acc.assign(static_cast<size_t>(params.head_dim), 0.0f);
+              for (int32_t sp = 0; sp < splits; ++sp) {
+                const float factor = detail::run_factor(run_m[sp], m_log2, exp2);
+                row.l = std::fma(runs[sp].l, factor, row.l);
+                for (int64_t d = 0; d < params.head_dim; ++d) acc[d] = std::fma(run_acc[sp][d], factor, acc[d]);
+              }
+            }
 
             // The epilogue of common/epilogue.h: the sink merged in, O = alpha * acc / l rounded to the dtype
             // once, LSE = m + ln l, and the empty-row rule.
-            const detail::RowFinal fin = detail::finish_row(row.ref, row.ref * kLn2, row.l, params.sink, h,
-                                                            [](float e) { return std::exp2(e); });
-            const int64_t o_row = b * params.o_stride.batch + h * params.o_stride.head + i * params.o_stride.row;
+            const detail::RowFinal fin = detail::finish_row(m_log2, m_log2 * kLn2, row.l, params.sink, h, exp2);
+            const int64_t o_row = (a.cu_q != nullptr ? (a.cu_q[b] + i) * params.o_stride.row
+                                                     : b * params.o_stride.batch + i * params.o_stride.row) +
+                                  h * params.o_stride.head;
             for (int64_t d = 0; d < params.head_dim; ++d) {
               store_element(params.dtype, params.o, o_row + d, detail::final_output(acc[d], fin));
             }
             params.lse[flat_row] = detail::row_lse(fin.m_natural, fin.l);
             if (options.defect == ModelDefect::kLseBase2 && !detail::is_empty_row(fin.l)) {
-              params.lse[flat_row] = (params.sink != nullptr ? fin.m_natural * detail::kLog2e : row.ref) + std::log2(fin.l);
+              params.lse[flat_row] = (params.sink != nullptr ? fin.m_natural * detail::kLog2e : m_log2) + std::log2(fin.l);
             }
-            detail::record_row(inst, flat_row, fin.m_natural, fin.l, row.moves);
+            detail::record_row(inst, flat_row, fin.m_natural, fin.l, moves);
           }
         }
       }

@@ -4,7 +4,9 @@
 // Compiled once per library; FLASHCHECK_INSTRUMENT selects which public entry point this copy defines.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "families.h"
 #include "flashcheck/attention.h"
@@ -15,8 +17,9 @@ namespace detail {
 inline namespace FLASHCHECK_KERNEL_VARIANT {
 namespace {
 
-Status dispatch(const Params& params, void* stream, const Instrumentation* inst) {
-  if (Status st = can_implement(params); !st.ok()) return st;
+// `prechecked`: the caller vouches for the index arrays' contents (run_prechecked); the rest is still checked.
+Status dispatch(const Params& params, void* stream, const Instrumentation* inst, bool prechecked = false) {
+  if (Status st = prechecked ? check_layout(params) : can_implement(params); !st.ok()) return st;
   if (params.batch == 0 || params.heads_q == 0 || params.seqlen_q == 0) return Status::ok_status();
   if (!device_available()) return {StatusCode::kNoDevice, "no CUDA device is available to this process"};
   const KernelConfig config = select_config(params);
@@ -47,6 +50,35 @@ Status run_instrumented(const Params& params, const Instrumentation& inst, void*
 #else
 
 Status run(const Params& params, void* stream) { return detail::dispatch(params, stream, nullptr); }
+Status run_prechecked(const Params& params, void* stream) { return detail::dispatch(params, stream, nullptr, true); }
+
+int32_t effective_splits(const Params& params) {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return detail::pick_splits(params, detail::kModelSmCount);
+  }
+  return detail::pick_splits(params, sms);
+}
+
+namespace detail {
+// Host or device memory (unified addressing tells which): device and managed memory is copied back.
+Status read_index_array(const int32_t* src, int64_t count, std::vector<int32_t>* out) {
+  out->resize(static_cast<size_t>(count));
+  cudaPointerAttributes attr{};
+  const bool device_memory = cudaPointerGetAttributes(&attr, src) == cudaSuccess &&
+                             (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged);
+  (void)cudaGetLastError();
+  if (!device_memory) {
+    std::copy(src, src + count, out->begin());
+    return Status::ok_status();
+  }
+  const cudaError_t err = cudaMemcpy(out->data(), src, static_cast<size_t>(count) * sizeof(int32_t), cudaMemcpyDeviceToHost);
+  if (err != cudaSuccess) return {StatusCode::kCudaError, std::string("reading it back failed: ") + cudaGetErrorString(err)};
+  return Status::ok_status();
+}
+}  // namespace detail
 
 bool device_available() {
   // Asked once: the answer cannot change for the life of the process, and a failing runtime (no driver)

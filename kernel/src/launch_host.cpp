@@ -19,7 +19,9 @@ Status no_device(const Params& params) {
 Status run_instrumented(const Params& params, const Instrumentation& inst, void* stream) { return no_device(params); }
 #else
 Status run(const Params& params, void* stream) { return no_device(params); }
+Status run_prechecked(const Params& params, void* stream) { return no_device(params); }
 bool device_available() { return false; }
+int32_t effective_splits(const Params& params) { return detail::pick_splits(params, detail::kModelSmCount); }
 #endif
 
 }  // namespace flashcheck

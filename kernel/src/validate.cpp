@@ -9,13 +9,16 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "flashcheck/attention.h"
+#include "families.h"
 
 namespace flashcheck {
 namespace {
 
 inline constexpr int64_t kMaxHeadDim = 256;
+inline constexpr int32_t kMaxSplits = 256;
 
 Status invalid(const std::string& message) { return {StatusCode::kInvalidArgument, message}; }
 
@@ -98,7 +101,168 @@ bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_byt
          reinterpret_cast<uintptr_t>(b) < range_end(a, a_bytes);
 }
 
+// The sequence fields that need no index array read: which combinations exist, sizes, split count.
+Status validate_sequence_fields(const Params& p) {
+  if (p.num_splits < 0 || p.num_splits > kMaxSplits) {
+    return invalid(cat("num_splits: must be in 0..", kMaxSplits, ", 0 meaning the heuristic (got ", p.num_splits, ")"));
+  }
+  if (p.cu_seqlens_q == nullptr && p.total_q != 0) {
+    return invalid(cat("total_q: only with cu_seqlens_q (got ", p.total_q, " without it)"));
+  }
+  if (p.cu_seqlens_k == nullptr && p.total_k != 0) {
+    return invalid(cat("total_k: only with cu_seqlens_k (got ", p.total_k, " without it)"));
+  }
+  if (p.total_q < 0 || p.total_k < 0) {
+    return invalid(cat(p.total_q < 0 ? "total_q" : "total_k", ": must be >= 0 (got ", std::min(p.total_q, p.total_k), ")"));
+  }
+  if (p.page_table == nullptr) {
+    for (const auto& [name, value] : {std::pair{"page_size", p.page_size}, std::pair{"num_pages", p.num_pages},
+                                      std::pair{"max_pages_per_seq", p.max_pages_per_seq}}) {
+      if (value != 0) return invalid(cat(name, ": only with page_table (got ", value, " without it)"));
+    }
+    return Status::ok_status();
+  }
+  if (p.cu_seqlens_k != nullptr) {
+    return invalid("cu_seqlens_k: not with page_table (a paged cache's sequences are its page-table rows)");
+  }
+  if (p.seqused_k == nullptr) return invalid("seqused_k: required with page_table (the keys of each sequence)");
+  for (const auto& [name, value] : {std::pair{"page_size", p.page_size}, std::pair{"num_pages", p.num_pages},
+                                    std::pair{"max_pages_per_seq", p.max_pages_per_seq}}) {
+    if (value < 1) return invalid(cat(name, ": must be >= 1 with page_table (got ", value, ")"));
+  }
+  int64_t capacity = 0, table = 0;
+  if (!mul_ok(p.max_pages_per_seq, p.page_size, &capacity) || !mul_ok(p.batch, p.max_pages_per_seq, &table) ||
+      capacity > std::numeric_limits<int32_t>::max() || p.num_pages > std::numeric_limits<int32_t>::max()) {
+    return invalid(cat("max_pages_per_seq: capacity max_pages_per_seq * page_size (", p.max_pages_per_seq, " * ",
+                       p.page_size, ") and num_pages (", p.num_pages, ") must fit int32 indices"));
+  }
+  return Status::ok_status();
+}
+
+// The four tensors as (extent, stride) views: dense [batch, heads, seqlen, head_dim]; packed sequences
+// [1, heads, total, head_dim]; a paged cache [num_pages, heads_kv, page_size, head_dim] (attention.h).
+struct TensorViews {
+  TensorView o, q, k, v;
+};
+TensorViews tensor_views(const Params& p) {
+  const int64_t elem = dtype_size(p.dtype);
+  const auto view = [&](const char* name, const void* ptr, const Strides& s, int64_t batch, int64_t heads, int64_t rows,
+                        bool packed) {
+    return TensorView{name, ptr, elem, {packed ? 1 : batch, heads, rows, p.head_dim}, {packed ? 0 : s.batch, s.head, s.row, 1}};
+  };
+  const bool q_packed = p.cu_seqlens_q != nullptr;
+  const int64_t q_rows = q_packed ? p.total_q : p.seqlen_q;
+  TensorViews v{view("o", p.o, p.o_stride, p.batch, p.heads_q, q_rows, q_packed),
+                view("q", p.q, p.q_stride, p.batch, p.heads_q, q_rows, q_packed),
+                {}, {}};
+  if (p.page_table != nullptr) {
+    v.k = view("k", p.k, p.k_stride, p.num_pages, p.heads_kv, p.page_size, false);
+    v.v = view("v", p.v, p.v_stride, p.num_pages, p.heads_kv, p.page_size, false);
+  } else {
+    const bool kv_packed = p.cu_seqlens_k != nullptr;
+    const int64_t kv_rows = kv_packed ? p.total_k : p.seqlen_k;
+    v.k = view("k", p.k, p.k_stride, p.batch, p.heads_kv, kv_rows, kv_packed);
+    v.v = view("v", p.v, p.v_stride, p.batch, p.heads_kv, kv_rows, kv_packed);
+  }
+  return v;
+}
+
+// Rows of LSE: batch * heads_q * seqlen_q, or heads_q * total_q with packed Q (validate_shape bounds both).
+int64_t lse_rows(const Params& p) {
+  return p.cu_seqlens_q != nullptr ? p.heads_q * p.total_q : p.batch * p.heads_q * p.seqlen_q;
+}
+
+bool has_sequences(const Params& p) {
+  return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr || p.page_table != nullptr;
+}
+
+// Index arrays as read back for check_indices.
+struct IndexArrays {
+  std::vector<int32_t> cu_q, cu_k, used_k, pages;
+};
+
+// A prefix-sum array: starts at 0, never decreases, ends at `total`, each length within `max_len`.
+Status check_prefix_sums(const char* name, const std::vector<int32_t>& cu, int64_t total, const char* total_name,
+                         int64_t max_len, const char* max_name) {
+  if (cu.front() != 0) return invalid(cat(name, "[0]: must be 0 (got ", cu.front(), ")"));
+  for (size_t b = 1; b < cu.size(); ++b) {
+    if (cu[b] < cu[b - 1]) {
+      return invalid(cat(name, "[", b, "]: ", cu[b], " < ", name, "[", b - 1, "] = ", cu[b - 1], " (must not decrease)"));
+    }
+    if (cu[b] - cu[b - 1] > max_len) {
+      return invalid(cat(name, "[", b, "]: sequence ", b - 1, " has ", cu[b] - cu[b - 1], " rows, more than ", max_name,
+                         " = ", max_len));
+    }
+  }
+  if (cu.back() != total) {
+    return invalid(cat(name, "[", cu.size() - 1, "]: must equal ", total_name, " = ", total, " (got ", cu.back(), ")"));
+  }
+  return Status::ok_status();
+}
+
+Status check_index_contents(const Params& p, const IndexArrays& a) {
+  if (p.cu_seqlens_q != nullptr) {
+    if (Status st = check_prefix_sums("cu_seqlens_q", a.cu_q, p.total_q, "total_q", p.seqlen_q, "seqlen_q"); !st.ok()) return st;
+  }
+  if (p.cu_seqlens_k != nullptr) {
+    const int64_t max_len = p.seqused_k != nullptr ? std::numeric_limits<int32_t>::max() : p.seqlen_k;
+    if (Status st = check_prefix_sums("cu_seqlens_k", a.cu_k, p.total_k, "total_k", max_len, "seqlen_k"); !st.ok()) return st;
+  }
+  if (p.seqused_k == nullptr) return Status::ok_status();
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t used = a.used_k[b];
+    const int64_t capacity = p.page_table != nullptr    ? p.max_pages_per_seq * p.page_size
+                             : p.cu_seqlens_k != nullptr ? int64_t{a.cu_k[b + 1]} - a.cu_k[b]
+                                                          : p.seqlen_k;
+    if (used < 0 || used > capacity || used > p.seqlen_k) {
+      return invalid(cat("seqused_k[", b, "]: ", used, " keys outside 0..", std::min(capacity, p.seqlen_k),
+                         " (the sequence's capacity ", capacity, ", seqlen_k ", p.seqlen_k, ")"));
+    }
+    if (p.page_table == nullptr) continue;
+    for (int64_t page = 0; page * p.page_size < used; ++page) {
+      const int32_t index = a.pages[b * p.max_pages_per_seq + page];
+      if (index < 0 || index >= p.num_pages) {
+        return invalid(cat("page_table[", b, ", ", page, "]: page ", index, " outside 0..", p.num_pages - 1,
+                           " (sequence ", b, " reads it: seqused_k = ", used, ")"));
+      }
+    }
+  }
+  return Status::ok_status();
+}
+
 }  // namespace
+
+namespace detail {
+// Reads `count` int32 from host memory; the CUDA library's launch.cu defines the strong version, which also reads
+// device memory.
+__attribute__((weak)) Status read_index_array(const int32_t* src, int64_t count, std::vector<int32_t>* out) {
+  out->assign(src, src + count);
+  return Status::ok_status();
+}
+}  // namespace detail
+
+Status check_indices(const Params& p) {
+  if (Status st = validate_shape(p); !st.ok()) return st;
+  if (p.batch == 0) return Status::ok_status();
+  IndexArrays a;
+  struct Array {
+    const char* name;
+    const int32_t* ptr;
+    int64_t count;
+    std::vector<int32_t>* out;
+  };
+  const std::array<Array, 4> arrays{{{"cu_seqlens_q", p.cu_seqlens_q, p.batch + 1, &a.cu_q},
+                                     {"cu_seqlens_k", p.cu_seqlens_k, p.batch + 1, &a.cu_k},
+                                     {"seqused_k", p.seqused_k, p.batch, &a.used_k},
+                                     {"page_table", p.page_table, p.batch * p.max_pages_per_seq, &a.pages}}};
+  for (const Array& array : arrays) {
+    if (array.ptr == nullptr) continue;
+    if (Status st = detail::read_index_array(array.ptr, array.count, array.out); !st.ok()) {
+      return {st.code(), cat(array.name, ": ", st.message())};
+    }
+  }
+  return check_index_contents(p, a);
+}
 
 Status validate_shape(const Params& p) {
   if (p.dtype != DType::kF32 && p.dtype != DType::kF16 && p.dtype != DType::kBF16) {
@@ -121,6 +285,7 @@ Status validate_shape(const Params& p) {
   if (!(p.softcap >= 0.0f) || !std::isfinite(p.softcap)) {
     return invalid(cat("softcap: must be finite and >= 0, 0 meaning off (got ", p.softcap, ")"));
   }
+  if (Status st = validate_sequence_fields(p); !st.ok()) return st;
   const std::array<std::pair<const char*, int64_t>, 5> sizes{
       {{"batch", p.batch}, {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv}, {"seqlen_q", p.seqlen_q},
        {"seqlen_k", p.seqlen_k}}};
@@ -153,22 +318,22 @@ Status validate_shape(const Params& p) {
     return invalid(cat("sizes: batch*heads_kv*seqlen_k*head_dim overflows int64 (batch=", p.batch,
                        ", heads_kv=", p.heads_kv, ", seqlen_k=", p.seqlen_k, ", head_dim=", p.head_dim, ")"));
   }
-  if (rows == 0) return Status::ok_status();  // documented no-op: nothing is read or written
+  if (p.cu_seqlens_q != nullptr) {
+    int64_t packed = 0;
+    if (!mul_ok(p.heads_q, p.total_q, &packed) || !mul_ok(packed, p.head_dim, &packed)) {
+      return invalid(cat("total_q: heads_q*total_q*head_dim overflows int64 (total_q=", p.total_q, ")"));
+    }
+  }
+  if (rows == 0 || lse_rows(p) == 0) return Status::ok_status();  // documented no-op: nothing is read or written
 
   for (const auto& [name, s] : {std::pair{"q", p.q_stride}, std::pair{"k", p.k_stride},
                                 std::pair{"v", p.v_stride}, std::pair{"o", p.o_stride}}) {
     if (Status st = check_strides(name, s); !st.ok()) return st;
   }
   // Every tensor's extent must fit in int64 elements and bytes (K and V only where keys are read).
-  const int64_t elem = dtype_size(p.dtype);
-  const std::array<TensorView, 4> views{{
-      {"o", p.o, elem, {p.batch, p.heads_q, p.seqlen_q, p.head_dim}, {p.o_stride.batch, p.o_stride.head, p.o_stride.row, 1}},
-      {"q", p.q, elem, {p.batch, p.heads_q, p.seqlen_q, p.head_dim}, {p.q_stride.batch, p.q_stride.head, p.q_stride.row, 1}},
-      {"k", p.k, elem, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim}, {p.k_stride.batch, p.k_stride.head, p.k_stride.row, 1}},
-      {"v", p.v, elem, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim}, {p.v_stride.batch, p.v_stride.head, p.v_stride.row, 1}},
-  }};
-  for (const TensorView& view : views) {
-    if (view.extent[2] == 0) continue;  // seqlen_k = 0: K and V are never read
+  const TensorViews views = tensor_views(p);
+  for (const TensorView& view : {views.o, views.q, views.k, views.v}) {
+    if (view.extent[0] == 0 || view.extent[2] == 0) continue;  // no keys (or pages): K and V are never read
     int64_t span = 0;
     if (Status st = span_elements(view, &span); !st.ok()) return st;
   }
@@ -176,9 +341,15 @@ Status validate_shape(const Params& p) {
 }
 
 Status can_implement(const Params& p) {
+  if (Status st = detail::check_layout(p); !st.ok()) return st;
+  const bool no_op = p.batch * p.heads_q * p.seqlen_q == 0 || lse_rows(p) == 0;
+  return has_sequences(p) && !no_op ? check_indices(p) : Status::ok_status();
+}
+
+Status detail::check_layout(const Params& p) {
   if (Status st = validate_shape(p); !st.ok()) return st;
-  int64_t rows = p.batch * p.heads_q * p.seqlen_q;  // validate_shape checked it for overflow
-  if (rows == 0) return Status::ok_status();  // documented no-op: nothing is read or written
+  const int64_t rows = lse_rows(p);  // validate_shape checked it for overflow
+  if (p.batch * p.heads_q * p.seqlen_q == 0 || rows == 0) return Status::ok_status();  // documented no-op
 
   const int64_t elem = dtype_size(p.dtype);
   const bool reads_kv = p.seqlen_k > 0;  // with no keys every row is O = 0, LSE = -inf: K, V, Q unread
@@ -188,13 +359,18 @@ Status can_implement(const Params& p) {
     int64_t align;
     bool required;
   };
-  // The sink is optional: checked only where given.
-  const std::array<Pointer, 6> pointers{{{"q", p.q, elem, reads_kv},
-                                         {"k", p.k, elem, reads_kv},
-                                         {"v", p.v, elem, reads_kv},
-                                         {"o", p.o, elem, true},
-                                         {"lse", p.lse, static_cast<int64_t>(sizeof(float)), true},
-                                         {"sink", p.sink, static_cast<int64_t>(sizeof(float)), p.sink != nullptr}}};
+  // The sink and the index arrays are optional: checked only where given.
+  constexpr int64_t kWord = sizeof(float);
+  const std::array<Pointer, 10> pointers{{{"q", p.q, elem, reads_kv},
+                                          {"k", p.k, elem, reads_kv},
+                                          {"v", p.v, elem, reads_kv},
+                                          {"o", p.o, elem, true},
+                                          {"lse", p.lse, kWord, true},
+                                          {"sink", p.sink, kWord, p.sink != nullptr},
+                                          {"cu_seqlens_q", p.cu_seqlens_q, kWord, p.cu_seqlens_q != nullptr},
+                                          {"cu_seqlens_k", p.cu_seqlens_k, kWord, p.cu_seqlens_k != nullptr},
+                                          {"seqused_k", p.seqused_k, kWord, p.seqused_k != nullptr},
+                                          {"page_table", p.page_table, kWord, p.page_table != nullptr}}};
   for (const Pointer& ptr : pointers) {
     if (!ptr.required) continue;
     if (ptr.ptr == nullptr) return invalid(cat(ptr.name, ": null pointer"));
@@ -204,8 +380,8 @@ Status can_implement(const Params& p) {
     }
   }
 
-  const TensorView o_view{"o", p.o, elem, {p.batch, p.heads_q, p.seqlen_q, p.head_dim},
-                          {p.o_stride.batch, p.o_stride.head, p.o_stride.row, 1}};
+  const TensorViews views = tensor_views(p);
+  const TensorView& o_view = views.o;
   int64_t o_span = 0;
   if (Status st = span_elements(o_view, &o_span); !st.ok()) return st;
   if (Status st = check_no_self_overlap(o_view); !st.ok()) return st;
@@ -220,22 +396,28 @@ Status can_implement(const Params& p) {
                             ranges_overlap(p.lse, lse_bytes, p.sink, sink_bytes))) {
     return invalid("sink: overlaps an output (o or lse)");
   }
+  const std::array<std::pair<const char*, std::pair<const void*, int64_t>>, 4> index_arrays{
+      {{"cu_seqlens_q", {p.cu_seqlens_q, p.batch + 1}},
+       {"cu_seqlens_k", {p.cu_seqlens_k, p.batch + 1}},
+       {"seqused_k", {p.seqused_k, p.batch}},
+       {"page_table", {p.page_table, p.batch * p.max_pages_per_seq}}}};
+  for (const auto& [name, array] : index_arrays) {
+    const int64_t bytes = array.second * kWord;
+    if (array.first != nullptr &&
+        (ranges_overlap(p.o, o_bytes, array.first, bytes) || ranges_overlap(p.lse, lse_bytes, array.first, bytes))) {
+      return invalid(cat(name, ": overlaps an output (o or lse)"));
+    }
+  }
 
-  if (!reads_kv) return Status::ok_status();
-  const std::array<TensorView, 3> inputs{{
-      {"q", p.q, elem, {p.batch, p.heads_q, p.seqlen_q, p.head_dim},
-       {p.q_stride.batch, p.q_stride.head, p.q_stride.row, 1}},
-      {"k", p.k, elem, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim},
-       {p.k_stride.batch, p.k_stride.head, p.k_stride.row, 1}},
-      {"v", p.v, elem, {p.batch, p.heads_kv, p.seqlen_k, p.head_dim},
-       {p.v_stride.batch, p.v_stride.head, p.v_stride.row, 1}},
-  }};
-  for (const TensorView& in : inputs) {
-    int64_t span = 0;
-    if (Status st = span_elements(in, &span); !st.ok()) return st;
-    // Outputs may not alias inputs: the kernel reads K/V tiles after other blocks have written O.
-    if (ranges_overlap(p.o, o_bytes, in.ptr, span * elem)) return invalid(cat("o: overlaps input ", in.name));
-    if (ranges_overlap(p.lse, lse_bytes, in.ptr, span * elem)) return invalid(cat("lse: overlaps input ", in.name));
+  if (reads_kv) {
+    for (const TensorView& in : {views.q, views.k, views.v}) {
+      if (in.extent[0] == 0 || in.extent[2] == 0) continue;
+      int64_t span = 0;
+      if (Status st = span_elements(in, &span); !st.ok()) return st;
+      // Outputs may not alias inputs: the kernel reads K/V tiles after other blocks have written O.
+      if (ranges_overlap(p.o, o_bytes, in.ptr, span * elem)) return invalid(cat("o: overlaps input ", in.name));
+      if (ranges_overlap(p.lse, lse_bytes, in.ptr, span * elem)) return invalid(cat("lse: overlaps input ", in.name));
+    }
   }
   return Status::ok_status();
 }

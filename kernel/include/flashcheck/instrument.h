@@ -28,6 +28,9 @@ struct Instrumentation {
   // reference of the last tile, up to 8 ln 2 below it (kernel/src/families.h); -inf for rows with no visible key
   float* row_m = nullptr;
   float* row_l = nullptr;  // final running sum: sum_j exp(s_j - m); 0 for rows with no visible key
+  // Per-row arrays (row_m, row_l) and trace_rows use LSE's row index: (b * heads_q + h) * seqlen_q + i, or
+  // h * total_q + cu_seqlens_q[b] + i when Q is packed. Split-KV launches (num_splits > 1) record row_m, row_l and
+  // the tile kinds, and no traces (a run sees only its share of a row's tiles).
   // Traced rows: trace_rows[r] is a flat row index (b * heads_q + h) * seqlen_q + i with i < seqlen_q.
   // Slot t of row r is trace_m[r * max_tiles + t]: the row's (m, l) after K/V tile t = 0, 1, ... (processing
   // order) of the tiles its Q tile visits, written for every such tile with t < max_tiles, including tiles

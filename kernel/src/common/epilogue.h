@@ -67,6 +67,21 @@ FLASHCHECK_HOST_DEVICE inline float final_output(float acc, const RowFinal& fin)
   return output_element(acc * fin.alpha, fin.l);
 }
 
+// Split-KV: a row's runs (attention.h, "Split-KV"), each an online-softmax state (m_s in log2 units, l_s and the
+// accumulator relative to it), merge in split order as the online softmax merges tiles: the base is
+// M = max_s m_s, each run moves onto it by alpha_s = exp2(m_s - exponent_origin(M)), l = sum_s fma(l_s, alpha_s, .)
+// and acc = sum_s fma(acc_s, alpha_s, .) from 0 in split order; finish_row then takes m = M. A run that saw no
+// key (m_s = -inf, l_s = 0, acc_s = 0) adds nothing.
+FLASHCHECK_HOST_DEVICE inline float merged_base(const float* m, int32_t splits, int64_t stride) {
+  float merged = kNegInf;
+  for (int32_t s = 0; s < splits; ++s) merged = fmax_f32(merged, m[s * stride]);
+  return merged;
+}
+template <class Exp2>
+FLASHCHECK_HOST_DEVICE float run_factor(float m_run, float merged, Exp2&& exp2) {
+  return exp2(m_run - exponent_origin(merged));
+}
+
 // LSE from the row's final base m (natural-log units) and sum l relative to it.
 FLASHCHECK_HOST_DEVICE inline float row_lse(float m_natural, float l) {
 #if defined(__CUDA_ARCH__)

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "common/args.h"
+#include "common/combine.cuh"
 #include "common/dtype.cuh"
 #include "common/epilogue.h"
 #include "common/softmax.h"
@@ -52,13 +53,14 @@ __device__ __forceinline__ float float4_lane(const float4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// Copies rows [row0, row0 + kRows) of a (seqlen, head_dim) slice into a (kRows, RowStride) fp32 smem tile.
+// Copies rows [row0, row0 + kRows) of a (seqlen, head_dim) slice (contiguous or paged: RowSource) into a
+// (kRows, RowStride) fp32 smem tile.
 // Rows at or past `rows_end` and dims past head_dim become 0, so padded dims add nothing to dot products
 // and keys the tile's rows cannot see are never read from global memory. With `vector_loads` (base and
 // strides 16-byte aligned, decided on the host) each thread moves 16-byte chunks; otherwise elements, which
 // serves any element-aligned layout.
 template <typename Cfg, typename T, int kRows, int RowStride>
-__device__ __forceinline__ void load_tile(float* tile_smem, const T* base, int64_t row_stride, int64_t row0,
+__device__ __forceinline__ void load_tile(float* tile_smem, const RowSource<const T>& rows, int64_t row0,
                                           int64_t rows_end, int64_t head_dim, bool vector_loads) {
   constexpr int kVec = DeviceDtype<T>::kVector;
   if (vector_loads) {
@@ -76,7 +78,7 @@ __device__ __forceinline__ void load_tile(float* tile_smem, const T* base, int64
 #pragma unroll
       for (int e = 0; e < kVec; ++e) values[e] = 0.0f;
       if (row < rows_end) {
-        const T* src = base + row * row_stride + d0;
+        const T* src = rows.row(row) + d0;
         if (d0 + kVec <= head_dim) {
           DeviceDtype<T>::load_vector(src, values);
         } else {
@@ -101,7 +103,7 @@ __device__ __forceinline__ void load_tile(float* tile_smem, const T* base, int64
     const int d = idx % Cfg::kHeadDim;
     const int64_t row = row0 + r;
     float value = 0.0f;
-    if (row < rows_end && d < head_dim) value = DeviceDtype<T>::load(base + row * row_stride + d);
+    if (row < rows_end && d < head_dim) value = DeviceDtype<T>::load(rows.row(row) + d);
     tile_smem[r * RowStride + d] = value;
   }
 }
@@ -220,16 +222,38 @@ __device__ __forceinline__ void softmax_update(WarpRows<Cfg>& w, const float (&s
   }
 }
 
+// A split run's rows: the state as it is (accumulator, m in log2 units, l) into the partials, for the combine.
+template <typename Cfg, bool kInst>
+__device__ __forceinline__ void store_partials(const GeneralArgs<kInst>& args, const WarpRows<Cfg>& w, int64_t b,
+                                               int64_t h, int64_t seqlen_q, int64_t row0, int32_t split, int lane) {
+  const int64_t block = split * args.lse_rows + args.row_block(b, h);
+#pragma unroll
+  for (int r = 0; r < Cfg::kRowsPerWarp; ++r) {
+    const int64_t row = row0 + r;
+    if (row >= seqlen_q) continue;
+    float* acc = args.partial_acc + (block + row) * args.head_dim;
+#pragma unroll
+    for (int t = 0; t < Cfg::kDimsPerLane; ++t) {
+      const int d = lane + t * kWarpSize;
+      if (d < args.head_dim) acc[d] = w.acc[r][t];
+    }
+    if (lane == 0) {
+      args.partial_m[block + row] = w.m[r];
+      args.partial_l[block + row] = w.l[r];
+    }
+  }
+}
+
 // Epilogue of the warp's rows: O = acc / l rounded to the dtype once, LSE = m ln 2 + ln l (common/epilogue.h).
 template <typename Cfg, typename T, bool kInst>
 __device__ __forceinline__ void store_rows(const GeneralArgs<kInst>& args, const WarpRows<Cfg>& w, int64_t b, int64_t h,
-                                           int64_t row0, int lane) {
-  T* o_head = args.o.template head<T>(b, h);
+                                           int64_t seqlen_q, int64_t row0, int lane) {
+  T* o_head = args.template q_rows<T>(args.o, b, h);
   const int64_t lse_block = args.row_block(b, h);
 #pragma unroll
   for (int r = 0; r < Cfg::kRowsPerWarp; ++r) {
     const int64_t row = row0 + r;
-    if (row >= args.seqlen_q) continue;
+    if (row >= seqlen_q) continue;
     const RowFinal fin = finish_row(w.m[r], mul_rn(w.m[r], kLn2), w.l[r], args.sink, h, [](float e) { return exp2f(e); });
 #pragma unroll
     for (int t = 0; t < Cfg::kDimsPerLane; ++t) {
@@ -260,19 +284,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   const int lane = threadIdx.x % kWarpSize;
   float* p_warp = p_smem + warp * kRows * Cfg::kBlockN;           // (kRowsPerWarp, kBlockN)
   const float* q_warp = q_smem + warp * kRows * Cfg::kHeadDim;     // (kRowsPerWarp, kHeadDim)
-  const Visibility& vis = args.vis;
-
   for (int64_t work = blockIdx.x; work < args.work_items; work += gridDim.x) {
-    // Q tiles vary fastest, last tile first: blocks running together share one head's K/V in L2, and under
-    // a causal mask the longest Q tiles start first.
-    const int64_t q_tile = args.q_tiles - 1 - work % args.q_tiles;
-    const int64_t head_batch = work / args.q_tiles;
+    // Splits vary fastest, then Q tiles, last tile first: blocks running together share one head's K/V in L2,
+    // and under a causal mask the longest Q tiles start first.
+    const int32_t split = static_cast<int32_t>(work % args.splits);
+    const int64_t tile_work = work / args.splits;
+    const int64_t q_tile = args.q_tiles - 1 - tile_work % args.q_tiles;
+    const int64_t head_batch = tile_work / args.q_tiles;
     const int64_t h = head_batch % args.heads_q;
     const int64_t b = head_batch / args.heads_q;
     const int64_t h_kv = h / args.group_size;
     const int64_t m0 = q_tile * Cfg::kBlockM;
-    const int64_t rows_end = m0 + Cfg::kBlockM < args.seqlen_q ? m0 + Cfg::kBlockM : args.seqlen_q;
+    const SequenceView seq = args.sequence(b);
+    if (m0 >= seq.seqlen_q) continue;  // past this sequence's rows (seqlen_q is the longest sequence's)
+    const Visibility& vis = seq.vis;
+    const int64_t rows_end = m0 + Cfg::kBlockM < seq.seqlen_q ? m0 + Cfg::kBlockM : seq.seqlen_q;
     const Visibility::TileRange tiles = vis.tile_range(m0, rows_end - m0, Cfg::kBlockN);
+    // This run's tiles [run_begin, run_end) of the visited ones (all of them unsplit).
+    const int64_t run_begin = args.split_begin(tiles.count, split);
+    const int64_t run_end = args.split_begin(tiles.count, split + 1);
     const int64_t block_keys = vis.row_end(rows_end - 1);  // keys any row of the Q tile reads
     const int64_t warp_row0 = m0 + warp * kRows;
 
@@ -280,9 +310,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const int64_t row = warp_row0 + r;
-      w.keys_begin[r] = row < args.seqlen_q ? vis.row_begin(row) : 0;
-      w.keys_end[r] = row < args.seqlen_q ? vis.row_end(row) : 0;
-      if (row < args.seqlen_q) {
+      w.keys_begin[r] = row < seq.seqlen_q ? vis.row_begin(row) : 0;
+      w.keys_end[r] = row < seq.seqlen_q ? vis.row_end(row) : 0;
+      if (row < seq.seqlen_q) {
         w.any_begin = w.keys_begin[r] < w.any_begin ? w.keys_begin[r] : w.any_begin;
         w.any_end = w.keys_end[r] > w.any_end ? w.keys_end[r] : w.any_end;
         w.all_begin = w.keys_begin[r] > w.all_begin ? w.keys_begin[r] : w.all_begin;
@@ -294,30 +324,31 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       for (int t = 0; t < Cfg::kDimsPerLane; ++t) w.acc[r][t] = 0.0f;
       if constexpr (kInst) {
         w.moves[r] = 0;
-        w.trace_slot[r] = row < args.seqlen_q ? trace_slot(args.inst, args.row_block(b, h) + row) : -1;
+        // Traces follow one run through all of a row's tiles: split runs record none.
+        w.trace_slot[r] = row < seq.seqlen_q && args.splits == 1 ? trace_slot(args.inst, args.row_block(b, h) + row) : -1;
       }
     }
     if constexpr (kInst) {
-      if (threadIdx.x == 0) {
+      if (threadIdx.x == 0 && split == 0) {
         count_tile_kinds(args.inst, vis, m0, Cfg::kBlockM, Cfg::kBlockN, tiles.first, tiles.first + tiles.count);
       }
     }
 
-    const T* k_head = args.k.template head<const T>(b, h_kv);
-    const T* v_head = args.v.template head<const T>(b, h_kv);
+    const RowSource<const T> k_rows = args.template kv_rows<const T>(args.k, b, h_kv);
+    const RowSource<const T> v_rows = args.template kv_rows<const T>(args.v, b, h_kv);
     __syncthreads();  // the previous work item is done with q_smem
-    if (tiles.count > 0) {  // with no visible key Q is never read (it may be null when seqlen_k == 0)
-      load_tile<Cfg, T, Cfg::kBlockM, Cfg::kHeadDim>(q_smem, args.q.template head<const T>(b, h), args.q.stride.row,
-                                                     m0, rows_end, args.head_dim, args.vector_loads);
+    if (run_end > run_begin) {  // with no visible key Q is never read (it may be null when seqlen_k == 0)
+      RowSource<const T> q_rows;
+      q_rows.base = args.template q_rows<const T>(args.q, b, h);
+      q_rows.row_stride = args.q.stride.row;
+      load_tile<Cfg, T, Cfg::kBlockM, Cfg::kHeadDim>(q_smem, q_rows, m0, rows_end, args.head_dim, args.vector_loads);
     }
 
-    for (int64_t kt = 0; kt < tiles.count; ++kt) {
+    for (int64_t kt = run_begin; kt < run_end; ++kt) {
       const int64_t k0 = (tiles.first + kt) * Cfg::kBlockN;
       __syncthreads();  // every warp is done with the previous K/V tile
-      load_tile<Cfg, T, Cfg::kBlockN, Cfg::kKRowStride>(k_smem, k_head, args.k.stride.row, k0, block_keys,
-                                                          args.head_dim, args.vector_loads);
-      load_tile<Cfg, T, Cfg::kBlockN, Cfg::kHeadDim>(v_smem, v_head, args.v.stride.row, k0, block_keys,
-                                                       args.head_dim, args.vector_loads);
+      load_tile<Cfg, T, Cfg::kBlockN, Cfg::kKRowStride>(k_smem, k_rows, k0, block_keys, args.head_dim, args.vector_loads);
+      load_tile<Cfg, T, Cfg::kBlockN, Cfg::kHeadDim>(v_smem, v_rows, k0, block_keys, args.head_dim, args.vector_loads);
       __syncthreads();
 
       // A warp whose rows see no key of this tile skips it: its state would not change (p = 0, alpha = 1).
@@ -325,7 +356,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         float s[kRows][Cfg::kKeysPerLane];  // (kRowsPerWarp, kKeysPerLane)
         scores<Cfg>(s, q_warp, k_smem, lane);
 #if defined(FLASHCHECK_MUTANT_MISSING_RESCALE)  // planted bug, fuzz_kernel_mutant only: the last K/V tile skips O's rescale
-        const bool skip_o_rescale = kt + 1 == tiles.count;
+        const bool skip_o_rescale = kt + 1 == run_end;
 #else
         constexpr bool skip_o_rescale = false;
 #endif
@@ -348,7 +379,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         }
       }
     }
-    store_rows<Cfg, T, kInst>(args, w, b, h, warp_row0, lane);
+    if (args.splits > 1) {
+      store_partials<Cfg, kInst>(args, w, b, h, seq.seqlen_q, warp_row0, split, lane);
+    } else {
+      store_rows<Cfg, T, kInst>(args, w, b, h, seq.seqlen_q, warp_row0, lane);
+    }
   }
 }
 
@@ -356,7 +391,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 // template parameter so that the production build discards the instrumentation assignment unchecked.)
 template <typename Cfg, typename T, bool kInst = kInstrument>
 Status launch_general_config(const Params& params, cudaStream_t stream, const Instrumentation* inst) {
-  GeneralArgs<kInst> args{make_problem_args(params, Cfg::kBlockM)};
+  GeneralArgs<kInst> args{make_problem_args(params, Cfg::kBlockM, effective_splits(params))};
   // 16-byte loads need every row start 16-byte aligned: aligned bases and strides in whole vectors.
   constexpr int64_t kVec = DeviceDtype<T>::kVector;
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % kVectorBytes == 0; };
@@ -376,13 +411,15 @@ Status launch_general_config(const Params& params, cudaStream_t stream, const In
                                           cudaGetErrorString(err)};
     }
   }
-  const dim3 grid(static_cast<unsigned>(Cfg::grid_blocks(args.work_items)));
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(args);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) {
-    return {StatusCode::kCudaError, std::string("general: kernel launch failed: ") + cudaGetErrorString(err)};
-  }
-  return Status::ok_status();
+  return combine::launch_split<T, kInst>(args, stream, inst, [&](const GeneralArgs<kInst>& run_args) -> Status {
+    const dim3 grid(static_cast<unsigned>(Cfg::grid_blocks(run_args.work_items)));
+    kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(run_args);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) {
+      return {StatusCode::kCudaError, std::string("general: kernel launch failed: ") + cudaGetErrorString(err)};
+    }
+    return Status::ok_status();
+  });
 }
 
 // Entry point of one dtype's translation unit: picks the head_dim family the config names.

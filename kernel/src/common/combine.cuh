@@ -1,0 +1,98 @@
+// Split-KV's second launch: merges each row's runs (the partials the split runs wrote) in split order with the
+// online softmax's own rescale (common/epilogue.h, merged_base / run_factor) and writes O and LSE through the shared
+// epilogue, so a split row ends exactly as an unsplit row whose tiles changed their max at the run boundaries.
+// One warp per row, lanes over head_dim; deterministic (a fixed order of every sum). The workspace it reads is
+// allocated and freed on the launch's stream around the two launches (launch_split).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/args.h"
+#include "common/dtype.cuh"
+#include "common/epilogue.h"
+#include "families.h"
+
+namespace flashcheck::detail {
+inline namespace FLASHCHECK_KERNEL_VARIANT {
+namespace combine {
+
+inline constexpr int kWarpLanes = 32;
+inline constexpr int kThreads = 256;
+
+template <typename T, bool kInst>
+__global__ void __launch_bounds__(kThreads) combine_kernel(const ProblemArgs args, const Instrumentation inst) {
+  const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
+  const int64_t warps = kThreads / kWarpLanes;
+  const auto exp2 = [](float e) { return exp2f(e); };
+  for (int64_t flat = blockIdx.x * warps + warp; flat < args.lse_rows; flat += static_cast<int64_t>(gridDim.x) * warps) {
+    const RowIndex at = lse_row_index(args, flat);
+    const float* m = args.partial_m + flat;
+    const float* l = args.partial_l + flat;
+    const float merged = merged_base(m, args.splits, args.lse_rows);
+    float l_sum = 0.0f;
+    for (int32_t s = 0; s < args.splits; ++s) {
+      l_sum = fmaf(l[s * args.lse_rows], run_factor(m[s * args.lse_rows], merged, exp2), l_sum);
+    }
+    const RowFinal fin = finish_row(merged, mul_rn(merged, kLn2), l_sum, args.sink, at.h, exp2);
+    T* o_row = args.template q_rows<T>(args.o, at.b, at.h) + at.i * args.o.stride.row;
+    for (int64_t d = lane; d < args.head_dim; d += kWarpLanes) {
+      float acc = 0.0f;
+      for (int32_t s = 0; s < args.splits; ++s) {
+        const float part = args.partial_acc[(s * args.lse_rows + flat) * args.head_dim + d];
+        acc = fmaf(part, run_factor(m[s * args.lse_rows], merged, exp2), acc);
+      }
+      o_row[d] = DeviceDtype<T>::store(final_output(acc, fin));
+    }
+    if (lane == 0) {
+      args.lse[flat] = row_lse(fin.m_natural, fin.l);
+      if constexpr (kInst) record_row(inst, flat, fin.m_natural, fin.l, 0);
+    }
+  }
+}
+
+// Bytes of the partials for `args` (splits * lse_rows rows of head_dim + 2 floats).
+inline int64_t workspace_bytes(const ProblemArgs& args) {
+  return static_cast<int64_t>(args.splits) * args.lse_rows * (args.head_dim + 2) * static_cast<int64_t>(sizeof(float));
+}
+
+// Runs a split launch: allocates the partials on `stream`, points `args` at them, calls launch_runs(args) (the
+// family's kernel over every run), then the combine, and frees the partials on the stream. Unsplit args go
+// straight to launch_runs.
+template <typename T, bool kInst, class Args, class LaunchRuns>
+Status launch_split(Args& args, cudaStream_t stream, const Instrumentation* inst, LaunchRuns&& launch_runs) {
+  if (args.splits <= 1) return launch_runs(args);
+  void* workspace = nullptr;
+  cudaError_t err = cudaMallocAsync(&workspace, static_cast<size_t>(workspace_bytes(args)), stream);
+  if (err != cudaSuccess) {
+    return {StatusCode::kCudaError, std::string("split-KV: cudaMallocAsync of the partials failed: ") + cudaGetErrorString(err)};
+  }
+  args.partial_acc = static_cast<float*>(workspace);
+  args.partial_m = args.partial_acc + static_cast<int64_t>(args.splits) * args.lse_rows * args.head_dim;
+  args.partial_l = args.partial_m + static_cast<int64_t>(args.splits) * args.lse_rows;
+  Status st = launch_runs(args);
+  if (st.ok()) {
+    Instrumentation rows;
+    if (inst != nullptr) rows = *inst;
+    const int64_t warps = kThreads / kWarpLanes;
+    const int64_t blocks = (args.lse_rows + warps - 1) / warps;
+    const unsigned grid = static_cast<unsigned>(blocks < (int64_t{1} << 20) ? blocks : (int64_t{1} << 20));
+    combine_kernel<T, kInst><<<grid, kThreads, 0, stream>>>(static_cast<const ProblemArgs&>(args), rows);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) {
+      st = {StatusCode::kCudaError, std::string("split-KV: combine launch failed: ") + cudaGetErrorString(err)};
+    }
+  }
+  const cudaError_t freed = cudaFreeAsync(workspace, stream);
+  if (st.ok() && freed != cudaSuccess) {
+    st = {StatusCode::kCudaError, std::string("split-KV: cudaFreeAsync of the partials failed: ") + cudaGetErrorString(freed)};
+  }
+  return st;
+}
+
+}  // namespace combine
+}  // namespace FLASHCHECK_KERNEL_VARIANT
+}  // namespace flashcheck::detail
