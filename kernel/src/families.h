@@ -23,6 +23,7 @@
 //                chains, and rows that see such a V value take an exact fp32 CUDA-core path for that tile.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "common/softmax.h"
@@ -45,11 +46,14 @@ namespace flashcheck::detail {
 bool tensor_core_select(const Params& params, KernelConfig* config);  // kernel/src/tensor_core/
 bool split_tf32_select(const Params& params, KernelConfig* config);   // kernel/src/split_tf32/
 bool general_select(const Params& params, KernelConfig* config);      // kernel/src/general/ (serves everything valid)
+bool decode_select(const Params& params, KernelConfig* config);       // kernel/src/decode/ (asked first)
+// The decode family computes on the tensor cores (its path is kTensorCore); its configs are named decode_*.
+inline bool is_decode(const KernelConfig& config) { return std::string_view(config.name).starts_with("decode"); }
 
 // Split-KV's heuristic (num_splits = 0): the split count for a device of sm_count SMs (config.cpp); the given
 // num_splits otherwise. effective_splits() passes the current device's SM count, or kModelSmCount without one,
 // so that the host model splits as the GPU tier's H100 does.
-inline constexpr int32_t kMaxAutoSplits = 64;
+inline constexpr int32_t kMaxAutoSplits = 128;
 inline constexpr int64_t kModelSmCount = 132;
 int32_t pick_splits(const Params& params, int64_t sm_count);
 
@@ -73,6 +77,7 @@ inline namespace FLASHCHECK_KERNEL_VARIANT {
 Status tensor_core_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
 Status split_tf32_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
 Status general_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
+Status decode_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
 // Test control (kernel_gpu_test): while on, tensor-core launches skip the warp-specialized sm_90a kernel
 // (tensor_core/kernel_ws.cuh) and run the cp.async kernel, so the two can be compared on the same inputs.
 // Off by default; process-wide.

@@ -23,6 +23,9 @@ Status dispatch(const Params& params, void* stream, const Instrumentation* inst,
   if (params.batch == 0 || params.heads_q == 0 || params.seqlen_q == 0) return Status::ok_status();
   if (!device_available()) return {StatusCode::kNoDevice, "no CUDA device is available to this process"};
   const KernelConfig config = select_config(params);
+#if defined(FLASHCHECK_HAS_DECODE)
+  if (is_decode(config)) return decode_launch(params, config, stream, inst);
+#endif
   switch (config.path) {
 #if defined(FLASHCHECK_HAS_TENSOR_CORE)
     case ComputePath::kTensorCore: return tensor_core_launch(params, config, stream, inst);

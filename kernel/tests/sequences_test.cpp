@@ -199,11 +199,18 @@ void expect_same_rows(const Buffers& packed, const Buffers& alone, int64_t b, co
 }
 
 const std::vector<SeqLens> kSeqs{{5, 100}, {0, 7}, {17, 17}, {1, 300}, {64, 0}, {129, 257}, {3, 1}};
+// Decoding steps: at most 8 query rows a sequence, so that the 16/16-bit problems go to the decode family (two query
+// heads a K/V head: 8 rows each in its 16-row tile).
+const std::vector<SeqLens> kDecodeSeqs{{1, 100}, {0, 7}, {4, 17}, {1, 300}, {3, 0}, {8, 257}, {1, 1}};
 
-class SequencesModel : public ::testing::TestWithParam<std::tuple<DType, Mask>> {};
+class SequencesModel : public ::testing::TestWithParam<std::tuple<DType, Mask, bool>> {
+ protected:
+  const std::vector<SeqLens>& seqs() const { return std::get<2>(GetParam()) ? kDecodeSeqs : kSeqs; }
+};
 
 TEST_P(SequencesModel, VarlenEqualsEachSequenceAlone) {
-  const auto [dtype, mask] = GetParam();
+  const auto [dtype, mask, decoding] = GetParam();
+  const std::vector<SeqLens>& kSeqs = seqs();
   constexpr int64_t d = 40;
   for (const int64_t extra : {int64_t{0}, int64_t{3}}) {
     Buffers packed;
@@ -224,7 +231,8 @@ TEST_P(SequencesModel, VarlenEqualsEachSequenceAlone) {
 }
 
 TEST_P(SequencesModel, PagedEqualsContiguousForEveryPageSize) {
-  const auto [dtype, mask] = GetParam();
+  const auto [dtype, mask, decoding] = GetParam();
+  const std::vector<SeqLens>& kSeqs = seqs();
   constexpr int64_t d = 40;
   Buffers contiguous;
   build_packed(dtype, d, mask, kSeqs, 0, 0, 1, &contiguous);
@@ -242,7 +250,8 @@ TEST_P(SequencesModel, PagedEqualsContiguousForEveryPageSize) {
 }
 
 TEST_P(SequencesModel, SplitsAreDeterministicAndCloseToUnsplit) {
-  const auto [dtype, mask] = GetParam();
+  const auto [dtype, mask, decoding] = GetParam();
+  const std::vector<SeqLens>& kSeqs = seqs();
   constexpr int64_t d = 40;
   Buffers unsplit;
   build_packed(dtype, d, mask, kSeqs, 2, 16, 1, &unsplit);
@@ -282,7 +291,21 @@ TEST_P(SequencesModel, SplitsAreDeterministicAndCloseToUnsplit) {
 INSTANTIATE_TEST_SUITE_P(Masks, SequencesModel,
                          ::testing::Combine(::testing::Values(DType::kF32, DType::kBF16),
                                             ::testing::Values(Mask::kNone, Mask::kCausalBottomRight, Mask::kCausalTopLeft,
-                                                              Mask::kWindowBottomRight)));
+                                                              Mask::kWindowBottomRight),
+                                            ::testing::Bool()));
+
+TEST(SequencesSelect, DecodingShapesRunInTheDecodeFamily) {
+  Buffers b;
+  build_packed(DType::kBF16, 64, Mask::kCausalBottomRight, kDecodeSeqs, 0, 16, 0, &b);
+  EXPECT_EQ(std::string(select_config(b.params).name).rfind("decode", 0), 0u) << select_config(b.params).name;
+  EXPECT_EQ(select_config(b.params).heads_per_tile, kHeadsQ / kHeadsKv);
+  Params dense = make_params(DType::kF16, 2, 32, 8, 1, 4096, 128, Mask::kNone, Layout::kBSHD);
+  EXPECT_STREQ(select_config(dense).name, "decode_f16_hdim128") << "a dense decoding step too";
+  dense.seqlen_q = 2;  // 4 query heads of 2 rows each: still one tile
+  EXPECT_STREQ(select_config(dense).name, "decode_f16_hdim128");
+  dense.seqlen_q = 5;  // 4 heads * 5 rows > 16: the prefill families
+  EXPECT_EQ(std::string(select_config(dense).name).rfind("decode", 0), std::string::npos);
+}
 
 // Malformed index arrays and field combinations: can_implement names the field.
 TEST(SequencesValidation, EachMalformedIndexNamesItsField) {
@@ -337,7 +360,7 @@ TEST(SequencesValidation, EffectiveSplitsHeuristic) {
   p.num_splits = 0;
   const int32_t decode = effective_splits(p);
   EXPECT_GT(decode, 1) << "a decode step over a long cache splits";
-  EXPECT_LE(decode, 64);
+  EXPECT_LE(decode, 128);
   Params prefill = make_params(DType::kBF16, 8, 32, 8, 4096, 4096, 128);
   prefill.num_splits = 0;
   EXPECT_EQ(effective_splits(prefill), 1) << "enough Q tiles fill the GPU unsplit";

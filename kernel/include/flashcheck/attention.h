@@ -173,10 +173,12 @@ const char* to_string(ComputePath path);
 // The kernel configuration run() would pick for `params` (tile sizes are what tests aim at).
 struct KernelConfig {
   ComputePath path = ComputePath::kGeneralFp32;
-  int32_t block_m = 0;   // query rows per tile
+  int32_t block_m = 0;   // query rows per tile (of one head)
   int32_t block_n = 0;   // keys per K/V tile
   int32_t head_dim_padded = 0;
   const char* name = "";
+  // Query heads sharing one tile: the decode family packs the heads of one K/V head (GQA) into its 16 rows.
+  int32_t heads_per_tile = 1;
 };
 KernelConfig select_config(const Params& params);
 
