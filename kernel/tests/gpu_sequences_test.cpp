@@ -1,0 +1,197 @@
+// The inference path on the GPU (attention.h, "Sequences"): the decode and general families against the host model
+// on varlen, paged and split problems with NaN in every slot no sequence owns, and the exact relations: a paged cache
+// gives the bits of the same keys laid out contiguously, split runs are deterministic, and a decoding step of a
+// packed batch gives each sequence's bits alone.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "flashcheck/attention.h"
+#include "flashcheck/host_model.h"
+#include "gpu_util.h"
+#include "sequence_problem.h"
+
+namespace flashcheck {
+namespace {
+
+using namespace test;
+
+#define SKIP_WITHOUT_DEVICE()                                                                             \
+  do {                                                                                                    \
+    if (!device_available()) GTEST_SKIP() << "flashcheck-skip: no CUDA device available (GPU tier test)"; \
+  } while (0)
+
+#if defined(FLASHCHECK_HAS_CUDA)
+std::vector<unsigned char> bytes_of(const std::vector<int32_t>& v) {
+  std::vector<unsigned char> b(v.size() * sizeof(int32_t));
+  if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// Runs `host` on the device (every buffer copied, canary-fenced) and returns O and LSE in a copy of it.
+Status run_gpu(const Buffers& host, Buffers* out) {
+  DeviceBuffer q, k, v, o, lse, cu_q, cu_k, used, pages;
+  for (auto [buffer, bytes] : {std::pair{&q, &host.q}, std::pair{&k, &host.k}, std::pair{&v, &host.v},
+                               std::pair{&o, &host.o}}) {
+    if (Status st = buffer->init(*bytes); !st.ok()) return st;
+  }
+  if (Status st = lse.init(as_bytes(host.lse)); !st.ok()) return st;
+  for (auto [buffer, ints] : {std::pair{&cu_q, &host.cu_q}, std::pair{&cu_k, &host.cu_k}, std::pair{&used, &host.used},
+                              std::pair{&pages, &host.pages}}) {
+    if (Status st = buffer->init(bytes_of(*ints)); !st.ok()) return st;
+  }
+  Params p = host.params;
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.o = o.data();
+  p.lse = static_cast<float*>(lse.data());
+  if (p.cu_seqlens_q != nullptr) p.cu_seqlens_q = static_cast<const int32_t*>(cu_q.data());
+  if (p.cu_seqlens_k != nullptr) p.cu_seqlens_k = static_cast<const int32_t*>(cu_k.data());
+  if (p.seqused_k != nullptr) p.seqused_k = static_cast<const int32_t*>(used.data());
+  if (p.page_table != nullptr) p.page_table = static_cast<const int32_t*>(pages.data());
+  if (Status st = run(p); !st.ok()) return st;
+  if (Status st = cuda_status(cudaDeviceSynchronize(), "kernel execution"); !st.ok()) return st;
+  out->o.clear();
+  std::vector<unsigned char> lse_bytes;
+  if (Status st = o.read(&out->o); !st.ok()) return st;
+  if (Status st = lse.read(&lse_bytes); !st.ok()) return st;
+  out->lse.resize(lse_bytes.size() / 4);
+  std::memcpy(out->lse.data(), lse_bytes.data(), lse_bytes.size());
+  for (auto [buffer, bytes] : {std::pair{&k, &host.k}, std::pair{&v, &host.v}}) {
+    std::vector<unsigned char> after;
+    if (Status st = buffer->read(&after); !st.ok()) return st;
+    if (after != *bytes) return {StatusCode::kCudaError, "an input tensor changed during the run"};
+  }
+  return Status::ok_status();
+}
+
+float element(DType dtype, const std::vector<unsigned char>& buf, int64_t i) {
+  Params p;
+  p.dtype = dtype;
+  return Problem::get(p, buf, {0, 0, 1}, 0, 0, i, 0);
+}
+
+struct Case {
+  DType dtype;
+  Mask mask;
+  bool decoding;
+  int64_t extra;
+  int64_t page;
+  int32_t splits;
+  std::string name() const {
+    return std::string(to_string(dtype)) + " " + to_string(mask) + (decoding ? " decode" : " prefill") + " extra=" +
+           std::to_string(extra) + " page=" + std::to_string(page) + " splits=" + std::to_string(splits);
+  }
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (DType dtype : {DType::kF16, DType::kBF16, DType::kF32})
+    for (Mask mask : {Mask::kNone, Mask::kCausalBottomRight, Mask::kWindowBottomRight})
+      for (bool decoding : {true, false})
+        for (int64_t page : {int64_t{0}, int64_t{3}, int64_t{16}})
+          for (int32_t splits : {1, 3, 0}) all.push_back({dtype, mask, decoding, page == 3 ? 2 : 0, page, splits});
+  return all;
+}
+#endif  // FLASHCHECK_HAS_CUDA
+
+TEST(GpuSequences, MatchHostModelWithNanOutsideEverySequence) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  constexpr int64_t d = 64;
+  int64_t checked = 0;
+  for (const Case& c : cases()) {
+    Buffers host, gpu;
+    build_packed(c.dtype, d, c.mask, c.decoding ? kDecodeSeqs : kSeqs, c.extra, c.page, c.splits, &host);
+    const Status st = run_gpu(host, &gpu);
+    ASSERT_TRUE(st.ok()) << c.name() << ": " << st.message();
+    ASSERT_TRUE(run_host_model(host.params).ok()) << c.name();
+    const double tol = c.dtype == DType::kF32 ? 2e-5 : c.dtype == DType::kF16 ? 4e-3 : 3e-2;
+    const int64_t n = host.params.total_q * kHeadsQ * d;
+    for (int64_t i = 0; i < n; ++i) {
+      const float a = element(c.dtype, gpu.o, i), m = element(c.dtype, host.o, i);
+      ASSERT_TRUE(std::isfinite(a)) << c.name() << ": O element " << i << " = " << a;
+      ASSERT_NEAR(a, m, tol) << c.name() << ": O element " << i;
+    }
+    for (size_t i = 0; i < host.lse.size() && i < static_cast<size_t>(kHeadsQ * host.params.total_q); ++i) {
+      if (std::isinf(host.lse[i])) {
+        ASSERT_EQ(gpu.lse[i], host.lse[i]) << c.name() << ": LSE " << i;
+      } else {
+        ASSERT_NEAR(gpu.lse[i], host.lse[i], 1e-3) << c.name() << ": LSE " << i;
+      }
+    }
+    ++checked;
+  }
+  RecordProperty("cases", std::to_string(checked));
+#endif
+}
+
+TEST(GpuSequences, PagedGivesTheBitsOfContiguousAndSplitsAreDeterministic) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  constexpr int64_t d = 128;
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+    for (bool decoding : {true, false}) {
+      for (int32_t splits : {1, 5}) {
+        const auto& seqs = decoding ? kDecodeSeqs : kSeqs;
+        Buffers contiguous, reference;
+        build_packed(dtype, d, Mask::kCausalBottomRight, seqs, 0, 0, splits, &contiguous);
+        ASSERT_TRUE(run_gpu(contiguous, &reference).ok());
+        for (int64_t page : {int64_t{1}, int64_t{3}, int64_t{16}, int64_t{64}}) {
+          Buffers paged, out;
+          build_packed(dtype, d, Mask::kCausalBottomRight, seqs, 1, page, splits, &paged);
+          const Status st = run_gpu(paged, &out);
+          ASSERT_TRUE(st.ok()) << st.message();
+          EXPECT_EQ(out.o, reference.o) << to_string(dtype) << " page " << page << " splits " << splits;
+          EXPECT_EQ(0, std::memcmp(out.lse.data(), reference.lse.data(), out.lse.size() * 4)) << "page " << page;
+        }
+        Buffers again;
+        ASSERT_TRUE(run_gpu(contiguous, &again).ok());
+        EXPECT_EQ(again.o, reference.o) << "a rerun with splits " << splits;
+      }
+    }
+  }
+#endif
+}
+
+TEST(GpuSequences, DecodingStepOfAPackedBatchEqualsEachSequenceAlone) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  constexpr int64_t d = 128;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    Buffers packed, out;
+    build_packed(dtype, d, Mask::kCausalBottomRight, kDecodeSeqs, 0, 16, 1, &packed);
+    ASSERT_STREQ(select_config(packed.params).name, dtype == DType::kBF16 ? "decode_bf16_hdim128" : "decode_f16_hdim128");
+    ASSERT_TRUE(run_gpu(packed, &out).ok());
+    out.cu_q = packed.cu_q;
+    out.params = packed.params;
+    for (size_t b = 0; b < kDecodeSeqs.size(); ++b) {
+      if (kDecodeSeqs[b].q == 0) continue;
+      Buffers alone, alone_out;
+      build_dense(dtype, d, Mask::kCausalBottomRight, kDecodeSeqs[b], static_cast<int64_t>(b), &alone);
+      ASSERT_TRUE(run_gpu(alone, &alone_out).ok());
+      expect_same_rows(out, alone_out, static_cast<int64_t>(b), kDecodeSeqs[b], d, to_string(dtype));
+    }
+  }
+#endif
+}
+
+TEST(GpuSequences, MalformedIndexArraysInDeviceMemoryAreRejected) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  Buffers host, out;
+  build_packed(DType::kBF16, 64, Mask::kNone, kDecodeSeqs, 0, 16, 1, &host);
+  host.pages[0] = static_cast<int32_t>(host.params.num_pages);  // sequence 0 reads its first page
+  const Status st = run_gpu(host, &out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("page_table[0, 0]"), std::string::npos) << st.message();
+#endif
+}
+
+}  // namespace
+}  // namespace flashcheck
