@@ -68,7 +68,12 @@ class FcParams(ctypes.Structure):
                 ("q_stride", FcStrides), ("k_stride", FcStrides), ("v_stride", FcStrides), ("o_stride", FcStrides),
                 ("softmax_scale", ctypes.c_float),
                 ("window_left", ctypes.c_int64), ("window_right", ctypes.c_int64),
-                ("softcap", ctypes.c_float), ("sink", ctypes.c_void_p)]
+                ("softcap", ctypes.c_float), ("sink", ctypes.c_void_p),
+                ("cu_seqlens_q", ctypes.c_void_p), ("total_q", ctypes.c_int64),
+                ("cu_seqlens_k", ctypes.c_void_p), ("total_k", ctypes.c_int64),
+                ("seqused_k", ctypes.c_void_p), ("page_table", ctypes.c_void_p),
+                ("page_size", ctypes.c_int64), ("num_pages", ctypes.c_int64), ("max_pages_per_seq", ctypes.c_int64),
+                ("num_splits", ctypes.c_int32)]
 
 
 class Flashcheck:
@@ -97,7 +102,8 @@ class Flashcheck:
                         b, h, k.shape[1], n, k.shape[2], d,
                         q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
                         strides(q), strides(k), strides(v), strides(o), 1.0 / math.sqrt(d),
-                        left, right, softcap, sink.data_ptr() if sink is not None else None)
+                        left, right, softcap, sink.data_ptr() if sink is not None else None,
+                        num_splits=1)
 
     def forward(self, q, k, v, causal=False, out=None, **features):
         o = torch.empty_like(q) if out is None else out[0]

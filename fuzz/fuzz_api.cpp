@@ -208,6 +208,16 @@ fc_params to_c(const Params& p) {
   c.window_left = p.window_left, c.window_right = p.window_right;
   c.softcap = p.softcap;
   c.sink = p.sink;
+  c.cu_seqlens_q = p.cu_seqlens_q;
+  c.total_q = p.total_q;
+  c.cu_seqlens_k = p.cu_seqlens_k;
+  c.total_k = p.total_k;
+  c.seqused_k = p.seqused_k;
+  c.page_table = p.page_table;
+  c.page_size = p.page_size;
+  c.num_pages = p.num_pages;
+  c.max_pages_per_seq = p.max_pages_per_seq;
+  c.num_splits = p.num_splits;
   return c;
 }
 

@@ -53,6 +53,16 @@ flashcheck::Params to_cpp(const fc_params& c) {
   p.window_right = c.window_right;
   p.softcap = c.softcap;
   p.sink = c.sink;
+  p.cu_seqlens_q = c.cu_seqlens_q;
+  p.total_q = c.total_q;
+  p.cu_seqlens_k = c.cu_seqlens_k;
+  p.total_k = c.total_k;
+  p.seqused_k = c.seqused_k;
+  p.page_table = c.page_table;
+  p.page_size = c.page_size;
+  p.num_pages = c.num_pages;
+  p.max_pages_per_seq = c.max_pages_per_seq;
+  p.num_splits = c.num_splits;
   return p;
 }
 
@@ -104,6 +114,7 @@ fc_status fc_make_params(int32_t dtype, int64_t batch, int64_t heads_q, int64_t 
     out->window_right = p.window_right;
     out->softcap = p.softcap;
     out->sink = p.sink;
+    out->num_splits = p.num_splits;
     return {};
   });
 }
@@ -117,6 +128,12 @@ fc_status fc_can_implement(const fc_params* params, char* msg, size_t msg_size) 
 fc_status fc_forward(const fc_params* params, void* stream, char* msg, size_t msg_size) {
   return guarded(msg, msg_size, [&]() -> Status {
     return params == nullptr ? null_params() : flashcheck::run(to_cpp(*params), stream);
+  });
+}
+
+fc_status fc_forward_prechecked(const fc_params* params, void* stream, char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> Status {
+    return params == nullptr ? null_params() : flashcheck::run_prechecked(to_cpp(*params), stream);
   });
 }
 

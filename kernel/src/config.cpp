@@ -15,8 +15,9 @@ KernelConfig select_config(const Params& params) {
   KernelConfig config;
   // The inference path (sequences, split-KV) runs in the general family, which implements it for every
   // dtype and head_dim; the tensor-core and split-TF32 families serve dense, unsplit problems.
+  // (num_splits = 0 leaves the choice to the families: the tensor-core and split-TF32 ones then run unsplit.)
   const bool inference_path = params.cu_seqlens_q != nullptr || params.cu_seqlens_k != nullptr ||
-                              params.seqused_k != nullptr || params.page_table != nullptr || params.num_splits != 1;
+                              params.seqused_k != nullptr || params.page_table != nullptr || params.num_splits > 1;
 #if defined(FLASHCHECK_HAS_DECODE)
   // Decoding shapes (every query row of a K/V head's query heads in one 16-row tile), dense or not.
   if (detail::decode_select(params, &config)) return config;
@@ -38,6 +39,7 @@ int32_t pick_splits(const Params& params, int64_t sm_count) {
   if (params.num_splits != 0) return params.num_splits;
   const KernelConfig config = select_config(params);
   if (config.block_m < 1 || config.block_n < 1 || sm_count < 1) return 1;
+  if (config.path != ComputePath::kGeneralFp32 && !is_decode(config)) return 1;  // the families without split-KV
   // Enough work items fill the GPU unsplit. Otherwise split until about two blocks per SM run (the decode
   // family: kItemsPerSm warps), each run keeping at least two K/V tiles (fewer and the combine's traffic outweighs
   // the parallelism).

@@ -48,6 +48,15 @@ typedef struct fc_params {
   int64_t window_left, window_right; /* FC_MASK_WINDOW_* only; -1 = unbounded */
   float softcap;                     /* > 0: scores become softcap * tanh(score / softcap); 0: off */
   const float* sink;                 /* [heads_q] fp32 sink logits, or NULL */
+  /* Sequences (attention.h "Sequences"); NULL / 0 = dense. fc_make_params leaves them so. */
+  const int32_t* cu_seqlens_q; /* [batch + 1] */
+  int64_t total_q;
+  const int32_t* cu_seqlens_k; /* [batch + 1], not with page_table */
+  int64_t total_k;
+  const int32_t* seqused_k;  /* [batch] */
+  const int32_t* page_table; /* [batch, max_pages_per_seq] */
+  int64_t page_size, num_pages, max_pages_per_seq;
+  int32_t num_splits; /* >= 1, or 0: heuristic; fc_make_params sets 1 */
 } fc_params;
 
 /* Contiguous strides for `layout`, softmax_scale = 1/sqrt(head_dim), no window (-1, -1), softcap 0; pointers
@@ -58,6 +67,9 @@ fc_status fc_make_params(int32_t dtype, int64_t batch, int64_t heads_q, int64_t 
 fc_status fc_can_implement(const fc_params* params, char* msg, size_t msg_size);
 /* stream: a cudaStream_t, or NULL for the legacy default stream. */
 fc_status fc_forward(const fc_params* params, void* stream, char* msg, size_t msg_size);
+/* fc_forward without reading the index arrays back (attention.h run_prechecked): the caller vouches that
+ * fc_can_implement accepted their current contents. */
+fc_status fc_forward_prechecked(const fc_params* params, void* stream, char* msg, size_t msg_size);
 /* The kernel configuration fc_forward would run: path (0 general fp32, 1 tensor core, 2 split tf32), tiles. */
 fc_status fc_select_config(const fc_params* params, int32_t* path, int32_t* block_m, int32_t* block_n,
                            char* msg, size_t msg_size);
