@@ -208,15 +208,20 @@ double unit_roundoff(Format format) {
 }
 
 RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32_t block_n, int64_t head_dim,
-                   const OrderedSums* sums) {
+                   const OrderedSums* sums, int32_t splits) {
   RowBound b;
   const size_t dim = exact.o.size();
   b.o.assign(dim, 0.0);
-  // The row's running sums, where they were computed for it (ordered_sums of the same row).
-  const bool ordered = sums != nullptr && sums->valid && sums->pv_keys.size() == dim && sums->v_col_max.size() == dim;
+  // The row's running sums, where they were computed for it (ordered_sums of the same row). They model the unsplit
+  // order: split-KV runs restart the running max and the partial sums at every run boundary (§4.10), so a split row
+  // uses neither them nor the tiles they find moving the max; only their column maxima, which no order changes.
+  const bool sums_of_row =
+      sums != nullptr && sums->valid && sums->pv_keys.size() == dim && sums->v_col_max.size() == dim;
+  const bool split = splits > 1;
+  const bool ordered = sums_of_row && !split;
   b.o_trivial.assign(dim, kInf);
   for (size_t k = 0; k < dim && k < exact.abs_v_sum.size(); ++k) {
-    b.o_trivial[k] = ordered ? sums->v_col_max[k] : std::min(exact.max_abs_v, exact.abs_v_sum[k]);
+    b.o_trivial[k] = sums_of_row ? sums->v_col_max[k] : std::min(exact.max_abs_v, exact.abs_v_sum[k]);
   }
   b.lse_trivial = std::max(std::log(static_cast<double>(exact.visible) + (std::isfinite(exact.sink) ? 1 : 0)),
                            std::log(2.0));
@@ -237,13 +242,19 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // The sink is one more weight of l that may flush (FTZ), and its merge rounds acc * alpha (one more rounding of
   // the numerator) and l * alpha + exp2(...) (two more of l). A flushed alpha (below 2^-126) drops the keys'
   // l and accumulator, which run up to 2^kTensorCoreRefSlackLog2 above their max's weight on the tensor-core path:
-  // each key's flush allowance grows by that much.
+  // each key's flush allowance grows by that much. So does a split run's alpha_s in the combine (§4.10).
   const double nd = static_cast<double>(n + (has_sink ? 1 : 0));
   const double ref_growth = path == Arithmetic::kTensorCore ? std::exp2(kTensorCoreRefSlackLog2) : 1.0;
-  const double flush_w = has_sink ? kFlushWeight * (1 + ref_growth) : kFlushWeight;
+  const double flush_w = has_sink || split ? kFlushWeight * (1 + ref_growth) : kFlushWeight;
   const int64_t tiles = block_n > 0 ? std::max<int64_t>(1, (std::max(exact.seqlen_k, n) + block_n - 1) / block_n)
                                     : std::max<int64_t>(1, n);
-  PathModel pm = path_model(format, path, head_dim, n, tiles);
+  // Split-KV (§4.10): the combine merges the runs as the online softmax merges tiles whose max changed at the run
+  // boundaries, alpha_s = exp2(m_s - M) rescaling run s once more, l and every accumulator column one more
+  // sequential addition per run. A run holding a key of the row holds one of the row's tiles, so at most
+  // min(splits, tiles) runs add anything (one without a usable key merges exactly: fma(0, 0, x) = x). They count as
+  // that many more tile boundaries: in the chains' lengths, the exp2 errors and the roundings of the max.
+  const int64_t boundaries = tiles + (split ? std::min<int64_t>(splits, tiles) : 0);
+  PathModel pm = path_model(format, path, head_dim, n, boundaries);
   if (has_sink) {
     pm.pv_terms += 1;
     pm.l_terms += 2;
@@ -280,7 +291,7 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // that leaves the max where it is rescales by exp2(0) = 1 exactly (§4.9): where the running sums list the tiles
   // whose exact max comes near the running max, only those (and the first) can move the kernel's, whose scores lie
   // within score_err_max of the exact ones. The tensor-core path moves its reference with every tile's own max.
-  double moving_tiles = static_cast<double>(tiles);
+  double moving_tiles = static_cast<double>(boundaries);
   if (ordered && path != Arithmetic::kTensorCore &&
       2 * score_err_max * kSafety < OrderedSums::kRiseWindow) {
     const double margin = -2 * score_err_max * kSafety;

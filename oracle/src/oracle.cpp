@@ -28,7 +28,13 @@ RowResult compute_row(const Problem& problem, RowRef row, Tier tier) {
 }
 
 int64_t row_terms(const Problem& problem, RowRef row) {
-  return visible_keys(problem, row.i).size() * problem.head_dim;
+  // A row outside the problem computes nothing (compute_row throws for it); this count never throws for one, so
+  // that compute_rows() can count every row, valid or not, inside its parallel loop.
+  if (row.b < 0 || row.b >= problem.batch || row.h < 0 || row.h >= problem.heads_q || row.i < 0 ||
+      row.i >= sequence_seqlen_q(problem, row.b)) {
+    return 0;
+  }
+  return visible_keys(problem, row.b, row.i).size() * problem.head_dim;
 }
 
 int max_threads() {
@@ -41,6 +47,9 @@ int max_threads() {
 
 std::vector<RowResult> compute_rows(const Problem& problem, std::span<const RowRef> rows, Tier tier,
                                     const RowsOptions& options) {
+  // Per-sequence lengths are checked once, here, before any work: row_terms() below then never throws inside the
+  // parallel loop, and a bad span is reported as itself rather than as the first row's failure.
+  check_sequence_lengths(problem);
   const int64_t count = static_cast<int64_t>(rows.size());
   std::vector<RowResult> out(rows.size());
   std::vector<std::exception_ptr> errors(rows.size());

@@ -1,7 +1,8 @@
 // One query row's inputs inside a Problem: the query vector, the visible keys' K and V rows (query head h
 // reads K/V head h / (heads_q / heads_kv)), the softcap and the sink logit of head h. The visible keys are
-// visible_keys() of oracle_problem.h, a contiguous range; k and v point at its first key, so the tiers and the
-// emulated reference index keys 0..visible-1 of the range and never read a key the row does not see.
+// visible_keys() of oracle_problem.h for the row's own sequence, a contiguous range; k and v point at its first key,
+// so the tiers and the emulated reference index keys 0..visible-1 of the range and never read a key the row does not
+// see (nor one past its sequence's length).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@ struct RowView {
   int64_t head_dim = 0;
   int64_t key_begin = 0;  // keys [key_begin, key_begin + visible) of the problem are visible
   int64_t visible = 0;
-  int64_t seqlen_k = 0;
+  int64_t seqlen_k = 0;   // keys of the row's own sequence
   double scale = 0.0;
   double softcap = 0.0;  // c > 0: scores are capped to c tanh(s / c); 0: none
   double sink = -std::numeric_limits<double>::infinity();  // the sink logit of the row's head; -inf: none
@@ -25,9 +26,10 @@ struct RowView {
   const double* v = nullptr;  // [visible, head_dim]
 };
 
-// Throws std::out_of_range when `row` is outside the problem or its spans are shorter than its shape says, and
-// std::invalid_argument for a softcap that is negative, infinite or NaN (a caller's bug, not a property of the
-// kernel under test).
+// Throws std::out_of_range when `row` is outside the problem (i at or past its sequence's seqlens_q included) or its
+// spans are shorter than its shape says, and std::invalid_argument for a softcap that is negative, infinite or NaN
+// or per-sequence lengths that are not [batch] entries within the problem's seqlen_q / seqlen_k (a caller's bug,
+// not a property of the kernel under test).
 RowView view_row(const Problem& problem, RowRef row);
 
 }  // namespace flashcheck::oracle::detail

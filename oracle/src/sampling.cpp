@@ -1,7 +1,9 @@
 // sample_rows(): which rows of a large problem the verdict checks. Structural rows (first/last, Q-tile
 // boundaries, fully masked rows, window edges crossing K tiles) are where tiling bugs live; they are
 // taken for the first and the last (batch, head) pair, so both ends of the grid and of a GQA group are
-// exercised, and a seeded uniform sample covers everything in between. Deterministic for a given seed.
+// exercised (with per-sequence lengths for every sequence too, each at its own lengths), and a seeded uniform
+// sample over the valid rows covers everything in between. Only rows inside their sequence are returned.
+// Deterministic for a given seed.
 #include <algorithm>
 #include <set>
 
@@ -34,10 +36,12 @@ std::vector<int64_t> boundary_tiles(int64_t tiles) {
   return out;
 }
 
-// Query-row indices i of the structural rows of one (batch, head) pair.
-std::set<int64_t> structural_rows(const Problem& p, int32_t block_m, int32_t block_n) {
-  const int64_t sq = p.seqlen_q;
-  std::set<int64_t> rows = {0, sq - 1};
+// Query-row indices i of the structural rows of sequence b (every head of a sequence has the same structure).
+std::set<int64_t> structural_rows(const Problem& p, int64_t b, int32_t block_m, int32_t block_n) {
+  const int64_t sq = sequence_seqlen_q(p, b);
+  std::set<int64_t> rows;
+  if (sq <= 0) return rows;
+  rows = {0, sq - 1};
   const auto add = [&](int64_t i) {
     if (i >= 0 && i < sq) rows.insert(i);
   };
@@ -56,14 +60,14 @@ std::set<int64_t> structural_rows(const Problem& p, int32_t block_m, int32_t blo
   // edge.
   std::set<int64_t> edge_ends, edge_begins;
   if (block_n > 0) {
-    for (const int64_t t : boundary_tiles((p.seqlen_k + block_n - 1) / block_n)) {
+    for (const int64_t t : boundary_tiles((sequence_seqlen_k(p, b) + block_n - 1) / block_n)) {
       if (p.visibility.window_right >= 0) edge_ends.insert({t * block_n - 1, t * block_n, t * block_n + 1});
       if (p.visibility.window_left >= 0) edge_begins.insert({t * block_n - 1, t * block_n, t * block_n + 1});
     }
   }
   int64_t first_masked = -1, last_masked = -1;
   for (int64_t i = 0; i < sq; ++i) {
-    const KeySpan keys = visible_keys(p, i);
+    const KeySpan keys = visible_keys(p, b, i);
     if (keys.size() == 0) {
       if (first_masked < 0) first_masked = i;
       last_masked = i;
@@ -83,21 +87,38 @@ std::set<int64_t> structural_rows(const Problem& p, int32_t block_m, int32_t blo
 
 std::vector<RowRef> sample_rows(const Problem& problem, int32_t block_m, int32_t block_n, uint64_t seed,
                                 int64_t full_check_limit, int64_t random_rows) {
+  check_sequence_lengths(problem);
   const int64_t heads = problem.heads_q;
-  const int64_t total = problem.batch * heads * problem.seqlen_q;
   std::vector<RowRef> out;
   if (problem.batch <= 0 || heads <= 0 || problem.seqlen_q <= 0) return out;
+  // The valid rows in (b, h, i) order: sequence b holds heads * its own seqlen_q of them, from row_start[b] on.
+  std::vector<int64_t> row_start(static_cast<size_t>(problem.batch) + 1, 0);
+  for (int64_t b = 0; b < problem.batch; ++b) {
+    row_start[static_cast<size_t>(b) + 1] = row_start[static_cast<size_t>(b)] + heads * sequence_seqlen_q(problem, b);
+  }
+  const int64_t total = row_start.back();
   const auto ref_of = [&](int64_t flat) {
-    return RowRef{flat / (heads * problem.seqlen_q), (flat / problem.seqlen_q) % heads, flat % problem.seqlen_q};
+    const int64_t b = std::upper_bound(row_start.begin(), row_start.end(), flat) - row_start.begin() - 1;
+    const int64_t sq = sequence_seqlen_q(problem, b), in_sequence = flat - row_start[static_cast<size_t>(b)];
+    return RowRef{b, in_sequence / sq, in_sequence % sq};
   };
   if (total <= full_check_limit) {
     out.reserve(static_cast<size_t>(total));
     for (int64_t flat = 0; flat < total; ++flat) out.push_back(ref_of(flat));
     return out;
   }
-  const std::set<int64_t> structural = structural_rows(problem, block_m, block_n);
-  for (const RowRef pair : {RowRef{0, 0, 0}, RowRef{problem.batch - 1, heads - 1, 0}}) {
-    for (const int64_t i : structural) out.push_back(RowRef{pair.b, pair.h, i});
+  // Where the structure is: every sequence of a batch without lengths of its own has the same, taken at the first
+  // and the last (batch, head) pair; with them each sequence has its own (its diagonal, its masked rows, its last
+  // Q and K tiles, and its place in a packed layout), taken at its first head, and the last pair besides.
+  std::vector<RowRef> pairs;
+  if (has_sequence_lengths(problem)) {
+    for (int64_t b = 0; b < problem.batch; ++b) pairs.push_back(RowRef{b, 0, 0});
+  } else {
+    pairs.push_back(RowRef{0, 0, 0});
+  }
+  pairs.push_back(RowRef{problem.batch - 1, heads - 1, 0});
+  for (const RowRef pair : pairs) {
+    for (const int64_t i : structural_rows(problem, pair.b, block_m, block_n)) out.push_back(RowRef{pair.b, pair.h, i});
   }
   uint64_t state = seed;
   for (int64_t r = 0; r < random_rows; ++r) out.push_back(ref_of(uniform_below(&state, total)));

@@ -2,8 +2,9 @@
 // points (a tiled online-softmax model written here from kernel/src/families.h and common/epilogue.h, softcap and
 // sink merge included, and the library's emulated reference), with exp2 and tanh errors pushed to the documented
 // limit, in full rows, windows and rows without keys; monotonicity in head_dim, seqlen and tile count; fair
-// judgement of rows whose O cancels to zero; the statistical check and the bound on healthy and degraded tiled
-// models; and the verdict helpers' non-finite semantics.
+// judgement of rows whose O cancels to zero; split-KV rows (runs and their combine emulated in fp32) against the split
+// bound; the statistical check and the bound on healthy and degraded tiled models; and the verdict helpers'
+// non-finite semantics.
 #include "flashcheck/error_model.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +12,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <string>
 
@@ -752,6 +755,292 @@ TEST(ErrorModelBound, CancellingRowsAreJudgedOnTheirScaleNotOnO) {
   EXPECT_LE(loosest, 4.0);  // and ours stays within a few roundings of A_k: still sharp
   std::printf("cancelling row: |O| <= %.2g A_k, error up to %.3g u|O|, ratio %.3g, bound <= %.3g u A_k\n", largest_o,
               worst_vs_o, worst_ratio, loosest);
+}
+
+// ---- split-KV: a row's K/V tiles in contiguous runs, each its own online softmax, merged in split order
+
+// The general family's split runs and their combine, written from the description in docs/error-model.md §4.10, in
+// plain fp32: scores as FMA chains over head_dim, x = fl(t fl(scale log2 e)) (with a softcap x = fl(fl(c log2 e)
+// tanh(fl(t fl(scale / c))))); the sequence's K/V tiles (multiples of block_n in key index) split into `splits`
+// contiguous runs, run s holding tiles [T s / splits, T (s + 1) / splits) as the kernel splits the tiles a Q tile
+// visits (so runs may hold none of the row's keys); per run and tile m_new = max(m, tile max), alpha = exp2(m -
+// m_new), p = exp2(x - m_new), l = fma(l, alpha, sum of p in order), acc = acc alpha, then fma(p, v, acc) key by
+// key; the combine M = max_s m_s, alpha_s = exp2(m_s - M) (origin 0 where M = -inf), l = fma(l_s, alpha_s, l) and
+// acc = fma(acc_s, alpha_s, acc) in split order from 0; then the epilogue: the sink merge, O = acc / l rounded once,
+// LSE = M ln 2 + ln l. exp2 and tanh carry the model's pushed errors (exp2_model, tanh_model). One split is the
+// unsplit run (no combine, as the kernel launches it): it must equal run_tiled's general path bit for bit.
+TiledRow run_split(const TestProblem& tp, RowRef row, int32_t block_n, int32_t splits, int exp_bias) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  constexpr int64_t kCombineKey = -(int64_t{1} << 40);  // exp2 error keys of the combine's alpha_s
+  const Problem problem = tp.view();
+  const int64_t dim = tp.head_dim;
+  const KeySpan keys = visible_keys(problem, row.b, row.i);
+  const int64_t h_kv = row.h / (tp.heads_q / tp.heads_kv);
+  const double* q = tp.q.data() + ((row.b * tp.heads_q + row.h) * tp.seqlen_q + row.i) * dim;
+  const double* k = tp.k.data() + (row.b * tp.heads_kv + h_kv) * tp.seqlen_k * dim;  // [seqlen_k, head_dim]
+  const double* v = tp.v.data() + (row.b * tp.heads_kv + h_kv) * tp.seqlen_k * dim;
+  const float scale = static_cast<float>(tp.scale), cap = static_cast<float>(tp.softcap);
+  const float c = scale * detail::kLog2eF, cap_log2 = cap * detail::kLog2eF, tanh_scale = scale / cap;
+  const auto logit = [&](int64_t j) {
+    float t = 0.0f;
+    for (int64_t d = 0; d < dim; ++d) t = std::fma(static_cast<float>(q[d]), static_cast<float>(k[j * dim + d]), t);
+    return tp.softcap > 0 ? cap_log2 * tanh_model(t * tanh_scale, exp_bias, j) : t * c;
+  };
+  struct Run {
+    float m = kNegInf, l = 0.0f;
+    std::vector<float> acc;
+  };
+  const int64_t tiles = (sequence_seqlen_k(problem, row.b) + block_n - 1) / block_n;
+  std::vector<Run> runs(static_cast<size_t>(splits));
+  for (int32_t s = 0; s < splits; ++s) {
+    Run& run = runs[static_cast<size_t>(s)];
+    run.acc.assign(static_cast<size_t>(dim), 0.0f);
+    for (int64_t t = tiles * s / splits; t < tiles * (s + 1) / splits; ++t) {
+      const int64_t k0 = std::max(t * block_n, keys.begin), k1 = std::min((t + 1) * block_n, keys.end);
+      if (k0 >= k1) continue;  // none of the row's keys: its state stays (p = 0, alpha = exp2(0) = 1)
+      std::vector<float> x(static_cast<size_t>(k1 - k0)), p(x.size());
+      float tile_max = kNegInf, p_sum = 0.0f;
+      for (int64_t j = k0; j < k1; ++j) tile_max = std::fmax(tile_max, x[static_cast<size_t>(j - k0)] = logit(j));
+      const float m_new = std::fmax(run.m, tile_max);
+      const float origin = m_new == kNegInf ? 0.0f : m_new;
+      const float alpha = exp2_model(run.m - origin, exp_bias, -1 - (k0 - keys.begin));
+      for (int64_t j = k0; j < k1; ++j) {
+        p[static_cast<size_t>(j - k0)] = exp2_model(x[static_cast<size_t>(j - k0)] - origin, exp_bias, j - keys.begin);
+        p_sum += p[static_cast<size_t>(j - k0)];
+      }
+      run.l = std::fma(run.l, alpha, p_sum);
+      for (float& a : run.acc) a *= alpha;
+      for (int64_t j = k0; j < k1; ++j) {
+        for (int64_t d = 0; d < dim; ++d) {
+          float& a = run.acc[static_cast<size_t>(d)];
+          a = std::fma(p[static_cast<size_t>(j - k0)], static_cast<float>(v[j * dim + d]), a);
+        }
+      }
+      run.m = m_new;
+    }
+  }
+  Run merged = runs[0];
+  if (splits > 1) {
+    merged.m = kNegInf;
+    for (const Run& run : runs) merged.m = std::fmax(merged.m, run.m);
+    const float origin = merged.m == kNegInf ? 0.0f : merged.m;
+    merged.l = 0.0f;
+    std::fill(merged.acc.begin(), merged.acc.end(), 0.0f);
+    for (int32_t s = 0; s < splits; ++s) {
+      const Run& run = runs[static_cast<size_t>(s)];
+      const float alpha = exp2_model(run.m - origin, exp_bias, kCombineKey - s);
+      merged.l = std::fma(run.l, alpha, merged.l);
+      for (int64_t d = 0; d < dim; ++d) {
+        merged.acc[static_cast<size_t>(d)] =
+            std::fma(run.acc[static_cast<size_t>(d)], alpha, merged.acc[static_cast<size_t>(d)]);
+      }
+    }
+  }
+  // The epilogue (common/epilogue.h), the sink merged into the final state in log2 units.
+  float l = merged.l, m_natural = merged.m * detail::kLn2F;
+  const float sink = tp.sink.empty() ? kNegInf : static_cast<float>(tp.sink[static_cast<size_t>(row.h)]);
+  if (sink != kNegInf) {
+    const float sink2 = sink * detail::kLog2eF;
+    const float m_new = std::fmax(merged.m, sink2);
+    const float origin = m_new == kNegInf ? 0.0f : m_new;
+    const float alpha = exp2_model(merged.m - origin, exp_bias, -1);
+    l = l * alpha + exp2_model(sink2 - origin, exp_bias, -2);
+    for (float& a : merged.acc) a *= alpha;
+    m_natural = m_new * detail::kLn2F;
+  }
+  // A row whose keys carried no weight gives O = 0, beside a sink too.
+  TiledRow out;
+  out.o.assign(static_cast<size_t>(dim), 0.0);
+  for (int64_t d = 0; d < dim && merged.l != 0.0f; ++d) {
+    out.o[static_cast<size_t>(d)] = detail::round_to(tp.format, merged.acc[static_cast<size_t>(d)] / l);
+  }
+  out.m = m_natural;
+  out.l = l;
+  out.lse = l == 0.0f ? -kInf : m_natural + std::log(l);
+  return out;
+}
+
+// Random rows for the split-KV tests: the value scenarios plus falling logits (the max in the first tile: the unsplit
+// running max never moves again, while every run after the first starts a max of its own), shapes around the tiles,
+// windows, softcaps, sinks, and two sequences of their own key counts (the second's unused keys NaN).
+struct SplitCase {
+  TestProblem problem;
+  int32_t block_n = 64;
+  int exp_bias = 0;
+  std::string name;
+};
+SplitCase random_split_case(Rng* rng, Format format) {
+  std::vector<NamedScenario> all = scenarios();
+  all.push_back({"falling", [](TestProblem* p, Rng* r) {
+                   fill(p, 'q', [&](int64_t) { return 1.0 + 0.1 * r->uniform(); });
+                   fill(p, 'k', [&](int64_t e) {
+                     return 8.0 - 8.0 * static_cast<double>((e / p->head_dim) % p->seqlen_k) /
+                                      static_cast<double>(p->seqlen_k) +
+                            0.01 * r->uniform();
+                   });
+                   fill(p, 'v', [&](int64_t) { return r->uniform(-1, 1); });
+                 }});
+  constexpr int64_t kSeqlens[] = {1, 5, 63, 64, 65, 200, 517};
+  constexpr int64_t kHeadDims[] = {1, 8, 64, 128};
+  const Visibility visibilities[] = {kAllKeys, kCausalBottomRight, Visibility{40, 9, Alignment::kTopLeft}};
+  SplitCase c;
+  const NamedScenario& scenario = all[static_cast<size_t>(rng->below(static_cast<int64_t>(all.size())))];
+  const int64_t seqlen_k = kSeqlens[rng->below(7)], head_dim = kHeadDims[rng->below(4)];
+  const Visibility visibility = visibilities[rng->below(3)];
+  c.block_n = rng->below(2) == 0 ? 16 : 64;
+  c.exp_bias = static_cast<int>(rng->below(4)) - 1;
+  if (c.exp_bias < 0 && rng->below(2) == 0) c.exp_bias = 2;
+  c.problem = make_shape(format, 2, seqlen_k, head_dim, visibility, 2, 1, 1);
+  scenario.fill_values(&c.problem, rng);
+  c.problem.seqlens_q = {2, 2};
+  c.problem.seqlens_k = {seqlen_k, 1 + rng->below(seqlen_k)};
+  for (int64_t j = c.problem.seqlens_k[1]; j < seqlen_k; ++j) {
+    for (int64_t d = 0; d < head_dim; ++d) c.problem.k[static_cast<size_t>((seqlen_k + j) * head_dim + d)] = kNaN;
+  }
+  if (rng->below(4) == 0) c.problem.softcap = 20.0;
+  if (rng->below(4) == 0) c.problem.sink = {testing::round_to(Format::kF32, rng->normal(0, 3))};
+  c.name = std::string(to_string(format)) + " " + scenario.name + " sk=" + std::to_string(seqlen_k) + "/" +
+           std::to_string(c.problem.seqlens_k[1]) + " d=" + std::to_string(head_dim) + " " + to_string(visibility) +
+           " bn=" + std::to_string(c.block_n) + " exp_bias " + std::to_string(c.exp_bias) +
+           (c.problem.softcap > 0 ? " cap" : "") + (c.problem.sink.empty() ? "" : " sink");
+  return c;
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof(a)) == 0; }
+
+bool same_bound(const RowBound& a, const RowBound& b) {
+  bool same = a.o.size() == b.o.size() && a.o_trivial.size() == b.o_trivial.size() && same_bits(a.lse, b.lse) &&
+              same_bits(a.m, b.m) && same_bits(a.m_below, b.m_below) && same_bits(a.l_rel, b.l_rel) &&
+              same_bits(a.lse_trivial, b.lse_trivial) && a.unconstrained == b.unconstrained && a.vacuous == b.vacuous;
+  for (size_t k = 0; same && k < a.o.size(); ++k) same = same_bits(a.o[k], b.o[k]);
+  for (size_t k = 0; same && k < a.o_trivial.size(); ++k) same = same_bits(a.o_trivial[k], b.o_trivial[k]);
+  return same;
+}
+
+TEST(ErrorModelSplitKv, OneSplitIsTheUnsplitBoundBitForBit) {
+  Rng rng(1717);
+  int64_t rows = 0;
+  for (int c = 0; c < 60; ++c) {
+    const Config config = kConfigs[c % std::size(kConfigs)];
+    const SplitCase sc = random_split_case(&rng, config.format);
+    const Problem problem = sc.problem.view();
+    for (const RowRef row : {RowRef{0, 0, 0}, RowRef{0, 0, 1}, RowRef{1, 0, 0}, RowRef{1, 0, 1}}) {
+      const RowResult exact = compute_row(problem, row, Tier::kFast);
+      const OrderedSums sums = ordered_sums(problem, row, exact, sc.block_n);
+      for (const OrderedSums* with : {static_cast<const OrderedSums*>(nullptr), &sums}) {
+        const RowBound unsplit = bound_row(exact, config.format, config.path, sc.block_n, sc.problem.head_dim, with);
+        for (const int32_t splits : {1, 0, -3}) {
+          EXPECT_TRUE(same_bound(unsplit, bound_row(exact, config.format, config.path, sc.block_n,
+                                                    sc.problem.head_dim, with, splits)))
+              << config_name(config) << " " << sc.name << " splits " << splits;
+        }
+        ++rows;
+      }
+    }
+  }
+  EXPECT_EQ(rows, 480);
+}
+
+TEST(ErrorModelSplitKv, SplitBoundsAreNoSmallerThanUnsplitOnes) {
+  // Element by element, with the running sums and without: a split row is never judged more tightly than the
+  // unsplit row, and more runs never tighten it.
+  Rng rng(2929);
+  int64_t rows = 0, tighter = 0;
+  for (int c = 0; c < 60; ++c) {
+    const Config config = kConfigs[c % std::size(kConfigs)];
+    const SplitCase sc = random_split_case(&rng, config.format);
+    const Problem problem = sc.problem.view();
+    for (const RowRef row : {RowRef{0, 0, 0}, RowRef{0, 0, 1}, RowRef{1, 0, 0}, RowRef{1, 0, 1}}) {
+      const RowResult exact = compute_row(problem, row, Tier::kFast);
+      const OrderedSums sums = ordered_sums(problem, row, exact, sc.block_n);
+      for (const OrderedSums* with : {static_cast<const OrderedSums*>(nullptr), &sums}) {
+        RowBound previous = bound_row(exact, config.format, config.path, sc.block_n, sc.problem.head_dim, with);
+        for (const int32_t splits : {2, 3, 17, 1000}) {
+          const RowBound split =
+              bound_row(exact, config.format, config.path, sc.block_n, sc.problem.head_dim, with, splits);
+          const std::string where = config_name(config) + " " + sc.name + " row " + std::to_string(row.b) + "," +
+                                    std::to_string(row.i) + (with ? " sums" : "") + " splits " + std::to_string(splits);
+          for (size_t k = 0; k < split.o.size(); ++k) EXPECT_GE(split.o[k], previous.o[k]) << where << " col " << k;
+          EXPECT_GE(split.lse, previous.lse) << where;
+          EXPECT_GE(split.m, previous.m) << where;
+          EXPECT_GE(split.l_rel, previous.l_rel) << where;
+          EXPECT_TRUE(!previous.unconstrained || split.unconstrained) << where;
+          tighter += split.o.empty() || split.o[0] > previous.o[0] ? 1 : 0;
+          previous = split;
+        }
+        ++rows;
+      }
+    }
+  }
+  EXPECT_EQ(rows, 480);
+  EXPECT_GT(tighter, 0);  // the split's terms do reach the bound
+}
+
+TEST(ErrorModelSplitKv, HoldsForSplitRunsEmulatedInFp32) {
+  // A few hundred rows in 2, 3 and 17 runs (17 leaves some runs without any of a row's keys), exp2 and tanh errors
+  // pushed to their limits: every element within the split bound, and the check is not vacuous. One split equals
+  // the unsplit tiled model bit for bit, so the emulation is the kernel's computation; the splits do change results,
+  // and the unsplit bound does not hold for them.
+  Rng rng(4711);
+  int64_t rows = 0, changed = 0;
+  double worst = 0.0, worst_o = 0.0, worst_f32 = 0.0, worst_against_unsplit = 0.0;
+  std::string worst_where;
+  for (const int32_t splits : {2, 3, 17}) {
+    for (int c = 0; c < 50; ++c) {
+      const Format format = c % 3 == 0 ? Format::kF32 : c % 3 == 1 ? Format::kF16 : Format::kBF16;
+      const SplitCase sc = random_split_case(&rng, format);
+      const Problem problem = sc.problem.view();
+      for (const RowRef row : {RowRef{0, 0, 0}, RowRef{0, 0, 1}, RowRef{1, 0, 0}, RowRef{1, 0, 1}}) {
+        const RowResult exact = compute_row(problem, row, Tier::kFast);
+        const OrderedSums sums = ordered_sums(problem, row, exact, sc.block_n);
+        const RowBound bound = bound_row(exact, format, Arithmetic::kGeneralFp32, sc.block_n, sc.problem.head_dim,
+                                         &sums, splits);
+        const TiledRow got = run_split(sc.problem, row, sc.block_n, splits, sc.exp_bias);
+        const std::string where = sc.name + " splits " + std::to_string(splits) + " row " + std::to_string(row.b) +
+                                  "," + std::to_string(row.i);
+        const RowJudgement j = judge_row(exact, bound, got);
+        EXPECT_LE(j.worst(), 1.0) << where << " (O " << j.o << ", LSE " << j.lse << ", m " << j.m << ", l " << j.l
+                                  << ")";
+        if (row.b == 0) {  // run_tiled knows no per-sequence lengths: sequence 0 has the problem's own
+          TestProblem dense = sc.problem;
+          dense.seqlens_q.clear();
+          dense.seqlens_k.clear();
+          const TiledRow unsplit = run_split(sc.problem, row, sc.block_n, 1, sc.exp_bias);
+          const TiledRow tiled =
+              run_tiled(dense, row, TiledModel{format, Arithmetic::kGeneralFp32, sc.block_n, sc.exp_bias});
+          bool same = unsplit.o.size() == tiled.o.size() && same_bits(unsplit.lse, tiled.lse) &&
+                      same_bits(unsplit.l, tiled.l) && same_bits(unsplit.m, tiled.m);
+          for (size_t k = 0; same && k < tiled.o.size(); ++k) same = same_bits(unsplit.o[k], tiled.o[k]);
+          EXPECT_TRUE(same) << where << " (one split is not the tiled model)";
+          bool differs = false;
+          for (size_t k = 0; k < got.o.size(); ++k) differs = differs || !same_bits(got.o[k], unsplit.o[k]);
+          changed += differs || !same_bits(got.l, unsplit.l) ? 1 : 0;
+        }
+        // The same rows against the unsplit bound with its running sums, which does not count the runs.
+        const RowBound unsplit_bound =
+            bound_row(exact, format, Arithmetic::kGeneralFp32, sc.block_n, sc.problem.head_dim, &sums);
+        worst_against_unsplit = std::max(worst_against_unsplit, judge_row(exact, unsplit_bound, got).worst());
+        if (j.worst() > worst) {
+          worst = j.worst();
+          worst_where = where;
+        }
+        worst_o = std::max(worst_o, j.o);
+        if (format == Format::kF32) worst_f32 = std::max(worst_f32, j.worst());
+        ++rows;
+      }
+    }
+  }
+  std::printf("split-KV: %lld rows, worst ratio %.3g at %s; worst O ratio %.3g; worst f32 ratio %.3g; against the "
+              "unsplit bound %.3g; %lld rows changed by the split\n",
+              static_cast<long long>(rows), worst, worst_where.c_str(), worst_o, worst_f32, worst_against_unsplit,
+              static_cast<long long>(changed));
+  EXPECT_EQ(rows, 600);
+  EXPECT_GT(worst, 1e-3);      // not vacuous
+  EXPECT_GT(worst_f32, 1e-3);  // nor in fp32, whose output is not rounded again
+  EXPECT_GT(changed, 50);
+  // The split's terms are needed: with every exp2 at its documented limit, alpha_s's error compounds with the
+  // run's own in l and LSE (rows of a few keys), beyond what the unsplit bound allows.
+  EXPECT_GT(worst_against_unsplit, 1.0);
 }
 
 // ---- degraded tiled models: the bound or the statistical check catches each

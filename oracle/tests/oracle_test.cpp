@@ -2,7 +2,8 @@
 // softcap and a sink, head_dim 1, seqlen_k 1, fully masked rows), the documented non-finite semantics (sinks of
 // +-inf and NaN included), the fast tier against gold within the fast tier's own documented error on random and
 // ill-conditioned rows, the accuracy of gold's exp/log/tanh, row sampling, the visibility rule (closed form
-// against the predicate, windows), and the throughput quoted in docs/error-model.md.
+// against the predicate, windows), per-sequence lengths (each sequence of a varlen batch equals the same data as a
+// problem of its own; unused rows never read), and the throughput quoted in docs/error-model.md.
 #include "flashcheck/oracle.h"
 
 #include <gtest/gtest.h>
@@ -13,11 +14,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <stdexcept>
 #include <string>
 
+#include "flashcheck/error_model.h"
 #include "test_problems.h"
 #include "tiers.h"
 
@@ -949,6 +952,312 @@ TEST(OracleRows, ARowOutsideTheProblemThrowsAfterTheLoop) {
   fill_normal(&p, 6, 1, 1, 1);
   const std::vector<RowRef> rows = {{0, 0, 0}, {0, 0, 9}, {0, 0, 3}};
   EXPECT_THROW(compute_rows(p.view(), rows, Tier::kFast), std::out_of_range);
+}
+
+// ---- per-sequence lengths (variable-length batches, paged caches)
+
+// Sequences of their own (rows, keys) inside arrays sized seqlen_q x seqlen_k: long and short ones, one with no row,
+// one with no key, one of the full size, one of a single row and key.
+struct Sequence {
+  int64_t rows, keys;
+};
+constexpr Sequence kSequences[] = {{7, 5}, {3, 13}, {0, 7}, {4, 0}, {13, 11}, {1, 1}, {13, 13}};
+constexpr int64_t kVarlenSeqlenQ = 13, kVarlenSeqlenK = 13;
+
+TestProblem varlen_problem(Format format, Visibility visibility, int64_t head_dim, uint64_t seed) {
+  const int64_t batch = static_cast<int64_t>(std::size(kSequences));
+  TestProblem p = make_shape(format, kVarlenSeqlenQ, kVarlenSeqlenK, head_dim, visibility, batch, 2, 1);
+  fill_normal(&p, seed, 1.5, 1.5, 1.0);
+  for (const Sequence& s : kSequences) {
+    p.seqlens_q.push_back(s.rows);
+    p.seqlens_k.push_back(s.keys);
+  }
+  // The unused rows past each sequence's length hold NaN: none may reach a result.
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      for (int64_t i = p.seqlens_q[static_cast<size_t>(b)]; i < p.seqlen_q; ++i) {
+        for (int64_t d = 0; d < head_dim; ++d) {
+          p.q[static_cast<size_t>(((b * p.heads_q + h) * p.seqlen_q + i) * head_dim + d)] = kNaN;
+        }
+      }
+    }
+    for (int64_t h = 0; h < p.heads_kv; ++h) {
+      for (int64_t j = p.seqlens_k[static_cast<size_t>(b)]; j < p.seqlen_k; ++j) {
+        for (int64_t d = 0; d < head_dim; ++d) {
+          const size_t at = static_cast<size_t>(((b * p.heads_kv + h) * p.seqlen_k + j) * head_dim + d);
+          p.k[at] = p.v[at] = kNaN;
+        }
+      }
+    }
+  }
+  return p;
+}
+
+// Sequence b of a varlen problem as a problem of its own: batch 1, its own lengths, its data copied.
+TestProblem sequence_alone(const TestProblem& p, int64_t b) {
+  const Sequence s = kSequences[b];
+  TestProblem one = make_shape(p.format, s.rows, s.keys, p.head_dim, p.visibility, 1, p.heads_q, p.heads_kv);
+  one.scale = p.scale;
+  one.softcap = p.softcap;
+  one.sink = p.sink;
+  const int64_t d = p.head_dim;
+  for (int64_t h = 0; h < p.heads_q; ++h) {
+    const auto from = p.q.begin() + ((b * p.heads_q + h) * p.seqlen_q) * d;
+    std::copy(from, from + s.rows * d, one.q.begin() + h * s.rows * d);
+  }
+  for (int64_t h = 0; h < p.heads_kv; ++h) {
+    const int64_t at = ((b * p.heads_kv + h) * p.seqlen_k) * d;
+    std::copy(p.k.begin() + at, p.k.begin() + at + s.keys * d, one.k.begin() + h * s.keys * d);
+    std::copy(p.v.begin() + at, p.v.begin() + at + s.keys * d, one.v.begin() + h * s.keys * d);
+  }
+  return one;
+}
+
+// The message of the std::invalid_argument `f` throws ("" if none).
+template <class F>
+std::string invalid_argument_of(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(OracleVisibility, PerSequenceLengthsAlignEachSequenceWithItsOwn) {
+  // Every (rows, keys) pair up to the arrays' 9 x 11 as one sequence of a batch: its rows see exactly what the rows
+  // of a problem of its own lengths see, the closed form equals the predicate on every (i, j), and no key at or past
+  // the sequence's own length is visible.
+  Problem p;
+  p.seqlen_q = 9;
+  p.seqlen_k = 11;
+  std::vector<int64_t> seqlens_q, seqlens_k;
+  for (int64_t rows = 0; rows <= p.seqlen_q; ++rows) {
+    for (int64_t keys = 0; keys <= p.seqlen_k; ++keys) {
+      seqlens_q.push_back(rows);
+      seqlens_k.push_back(keys);
+    }
+  }
+  p.batch = static_cast<int64_t>(seqlens_q.size());
+  p.seqlens_q = seqlens_q;
+  p.seqlens_k = seqlens_k;
+  int64_t rows_checked = 0;
+  for (const Visibility& visibility : visibilities()) {
+    p.visibility = visibility;
+    for (int64_t b = 0; b < p.batch; ++b) {
+      Problem alone;
+      alone.batch = 1;
+      alone.visibility = visibility;
+      alone.seqlen_q = seqlens_q[static_cast<size_t>(b)];
+      alone.seqlen_k = seqlens_k[static_cast<size_t>(b)];
+      ASSERT_EQ(sequence_seqlen_q(p, b), alone.seqlen_q);
+      ASSERT_EQ(sequence_seqlen_k(p, b), alone.seqlen_k);
+      for (int64_t i = 0; i < alone.seqlen_q; ++i, ++rows_checked) {
+        const KeySpan keys = visible_keys(p, b, i);
+        const KeySpan own = visible_keys(alone, i);
+        const std::string where = to_string(visibility) + " sq=" + std::to_string(alone.seqlen_q) +
+                                  " sk=" + std::to_string(alone.seqlen_k) + " i=" + std::to_string(i);
+        ASSERT_TRUE(keys.begin == own.begin && keys.end == own.end) << where;
+        ASSERT_TRUE(0 <= keys.begin && keys.begin <= keys.end && keys.end <= alone.seqlen_k) << where;
+        for (int64_t j = -2; j < p.seqlen_k + 2; ++j) {
+          ASSERT_EQ(visible(p, b, i, j), keys.begin <= j && j < keys.end) << where << " j=" << j;
+          ASSERT_EQ(visible(p, b, i, j), visible(alone, i, j)) << where << " j=" << j;
+        }
+      }
+    }
+  }
+  EXPECT_GT(rows_checked, 20000);
+  // As the formula reads: the sequence of 3 rows and 7 keys, bottom-right causal, row i sees j <= i + 7 - 3; key 7
+  // lies inside the arrays (11 keys) but past the sequence's own.
+  const int64_t three_by_seven = 3 * (p.seqlen_k + 1) + 7;
+  p.visibility = kCausalBottomRight;
+  EXPECT_TRUE(visible(p, three_by_seven, 0, 4));
+  EXPECT_FALSE(visible(p, three_by_seven, 0, 5));
+  EXPECT_TRUE(visible(p, three_by_seven, 2, 6));
+  EXPECT_FALSE(visible(p, three_by_seven, 2, 7));
+  // Without a sequence the answer would be some sequence's: refused. With empty spans b makes no difference.
+  EXPECT_THROW(visible(p, 0, 0), std::invalid_argument);
+  EXPECT_THROW(visible_keys(p, 0), std::invalid_argument);
+  Problem dense;
+  dense.batch = 3;
+  dense.seqlen_q = 5;
+  dense.seqlen_k = 7;
+  dense.visibility = kCausalBottomRight;
+  for (int64_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(visible_keys(dense, 2, i).end, visible_keys(dense, i).end);
+    for (int64_t j = 0; j < 7; ++j) EXPECT_EQ(visible(dense, 1, i, j), visible(dense, i, j));
+  }
+}
+
+TEST(OracleVarlen, RowsEqualTheirSequenceComputedAlone) {
+  // Each sequence of a varlen batch gives, bit for bit, the rows of the same data as a problem of its own, in both
+  // tiers, the emulated reference and the running sums, with NaN in every unused row past the sequences' lengths:
+  // none reaches a result. Every visibility, a softcap and a sink.
+  int64_t rows = 0;
+  for (const Visibility& visibility : visibilities()) {
+    for (const bool extras : {false, true}) {
+      TestProblem p = varlen_problem(Format::kBF16, visibility, 8, 91 + rows);
+      if (extras) {
+        p.softcap = 20.0;
+        p.sink = {0.5, -1.0};
+      }
+      const Problem problem = p.view();
+      std::vector<RowRef> valid;
+      for (int64_t b = 0; b < p.batch; ++b) {
+        const TestProblem one = sequence_alone(p, b);
+        for (int64_t h = 0; h < p.heads_q; ++h) {
+          for (int64_t i = 0; i < one.seqlen_q; ++i, ++rows) {
+            const RowRef row{b, h, i}, own{0, h, i};
+            valid.push_back(row);
+            const std::string what = to_string(visibility) + (extras ? " cap+sink" : "") + " sequence " +
+                                     std::to_string(b) + " head " + std::to_string(h) + " row " + std::to_string(i);
+            // Gold on a subset: it is the same view of the row, and costs more.
+            for (const Tier tier : kTiers) {
+              if (tier == Tier::kGold && (i % 3 != 0 || h != 0)) continue;
+              const RowResult got = compute_row(problem, row, tier), want = row_of(one, own, tier);
+              expect_same_row(got, want, what + " " + label(tier));
+              EXPECT_EQ(got.visible, want.visible) << what;
+              EXPECT_EQ(got.seqlen_k, kSequences[b].keys) << what;
+              EXPECT_TRUE(same_bits(got.m_err, want.m_err) && same_bits(got.l_rel_err, want.l_rel_err)) << what;
+              EXPECT_FALSE(got.nonfinite_input) << what;
+              EXPECT_FALSE(std::isnan(got.lse) || std::isnan(got.m) || std::isnan(got.l)) << what;
+              for (const double o : got.o) EXPECT_TRUE(std::isfinite(o)) << what;
+            }
+            // The emulated reference keys its pseudo-random exp2 and tanh errors by the row's place (b, h, i): the
+            // same row of sequence 0 is the same computation, and no row reads an unused (NaN) row.
+            const RowResult exact = compute_row(problem, row, Tier::kFast);
+            const std::vector<double> emulated =
+                emulated_row(problem, row, Format::kBF16, Arithmetic::kTensorCore, 4, &exact);
+            for (const double o : emulated) EXPECT_TRUE(std::isfinite(o)) << what << " (emulated)";
+            if (b == 0) {
+              EXPECT_EQ(emulated, emulated_row(one.view(), own, Format::kBF16, Arithmetic::kTensorCore, 4, &exact))
+                  << what;
+            }
+            const OrderedSums sums = ordered_sums(problem, row, exact, 4);
+            const OrderedSums sums_alone = ordered_sums(one.view(), own, exact, 4);
+            EXPECT_TRUE(sums.valid == sums_alone.valid && sums.pv_keys == sums_alone.pv_keys &&
+                        sums.l_chain == sums_alone.l_chain && sums.tile_rises == sums_alone.tile_rises &&
+                        sums.tiles == sums_alone.tiles)
+                << what;
+            EXPECT_EQ(row_terms(problem, row), row_terms(one.view(), own)) << what;
+          }
+        }
+      }
+      // In parallel, over exactly the valid rows, the same bits.
+      const std::vector<RowResult> all = compute_rows(problem, valid, Tier::kFast);
+      for (size_t r = 0; r < valid.size(); ++r) {
+        expect_same_row(all[r], compute_row(problem, valid[r], Tier::kFast), "compute_rows " + to_string(visibility));
+      }
+    }
+  }
+  EXPECT_GT(rows, 5000);
+}
+
+TEST(OracleVarlen, SequencesWithoutRowsOrKeys) {
+  const TestProblem p = varlen_problem(Format::kF32, kCausalBottomRight, 4, 7);
+  const Problem problem = p.view();
+  // Sequence 2 has no row: each of its rows, like a row past any sequence's length, is outside the problem.
+  EXPECT_THROW(compute_row(problem, {2, 0, 0}, Tier::kFast), std::out_of_range);
+  EXPECT_THROW(compute_row(problem, {0, 1, 7}, Tier::kGold), std::out_of_range);  // sequence 0 has 7 rows
+  EXPECT_THROW(compute_row(problem, {7, 0, 0}, Tier::kFast), std::out_of_range);  // no sequence 7
+  EXPECT_EQ(row_terms(problem, {2, 0, 0}), 0);
+  const std::vector<RowRef> rows = {{0, 0, 6}, {0, 0, 7}, {4, 1, 12}};
+  EXPECT_THROW(compute_rows(problem, rows, Tier::kFast), std::out_of_range);
+  // Sequence 3 has rows and no key: every row is empty (O = 0, LSE = m = -inf, l = 0), none reads a key (all NaN).
+  for (int64_t i = 0; i < 4; ++i) {
+    for (const Tier tier : kTiers) {
+      const RowResult r = compute_row(problem, {3, 1, i}, tier);
+      EXPECT_EQ(r.visible, 0);
+      EXPECT_EQ(r.seqlen_k, 0);
+      expect_empty_row(r);
+    }
+  }
+  // With a sink its rows are the sink's alone.
+  TestProblem with_sink = p;
+  with_sink.sink = {1.25, -3.0};
+  const RowResult sink_only = compute_row(with_sink.view(), {3, 0, 2}, Tier::kFast);
+  EXPECT_EQ(sink_only.lse, 1.25);
+  EXPECT_EQ(sink_only.l, 1.0);
+  for (const double o : sink_only.o) EXPECT_EQ(o, 0.0);
+}
+
+TEST(OracleVarlen, InvalidLengthsNameTheirField) {
+  TestProblem p = make_shape(Format::kF16, 6, 9, 4, kCausalTopLeft, 2, 1, 1);
+  fill_normal(&p, 3, 1, 1, 1);
+  const auto message = [&](const std::vector<int64_t>& seqlens_q, const std::vector<int64_t>& seqlens_k) {
+    p.seqlens_q = seqlens_q;
+    p.seqlens_k = seqlens_k;
+    const Problem problem = p.view();
+    const std::string checked = invalid_argument_of([&] { check_sequence_lengths(problem); });
+    // Every entry point reports the same fault, before any row is computed.
+    EXPECT_EQ(invalid_argument_of([&] { sample_rows(problem, 64, 64, 1); }), checked);
+    const std::vector<RowRef> rows = {{0, 0, 0}};
+    EXPECT_EQ(invalid_argument_of([&] { compute_rows(problem, rows, Tier::kFast); }), checked);
+    return checked;
+  };
+  EXPECT_EQ(message({}, {}), "");
+  EXPECT_EQ(message({6, 0}, {9, 0}), "");
+  EXPECT_NE(message({6, 6, 6}, {}).find("seqlens_q has 3 entries"), std::string::npos);
+  EXPECT_NE(message({}, {4}).find("seqlens_k has 1 entries"), std::string::npos);
+  EXPECT_NE(message({6, 7}, {}).find("seqlens_q[1] = 7 is outside [0, seqlen_q = 6]"), std::string::npos);
+  EXPECT_NE(message({}, {-1, 9}).find("seqlens_k[0] = -1 is outside [0, seqlen_k = 9]"), std::string::npos);
+  EXPECT_NE(message({3, 3}, {10, 2}).find("seqlens_k[0] = 10"), std::string::npos);
+  // The row's own sequence is checked as the row is computed, and so are the accessors.
+  p.seqlens_q = {6, 6};
+  p.seqlens_k = {9, 12};
+  const Problem problem = p.view();
+  EXPECT_NE(invalid_argument_of([&] { compute_row(problem, {1, 0, 0}, Tier::kFast); }).find("seqlens_k[1]"),
+            std::string::npos);
+  EXPECT_NO_THROW(compute_row(problem, {0, 0, 0}, Tier::kFast));
+  EXPECT_NE(invalid_argument_of([&] { sequence_seqlen_k(problem, 1); }).find("seqlens_k[1] = 12"), std::string::npos);
+  EXPECT_THROW(sequence_seqlen_q(problem, 2), std::out_of_range);
+}
+
+TEST(OracleSampling, PerSequenceRowsOnlyAndEachSequencesStructure) {
+  // Small: every valid row, nothing past a sequence's length.
+  {
+    const TestProblem p = varlen_problem(Format::kF16, kCausalBottomRight, 1, 1);
+    const std::vector<RowRef> rows = sample_rows(p.view(), 64, 64, 1);
+    size_t valid = 0;
+    for (const Sequence& s : kSequences) valid += static_cast<size_t>(2 * s.rows);
+    ASSERT_EQ(rows.size(), valid);
+    EXPECT_TRUE(std::is_sorted(rows.begin(), rows.end()));
+    for (const RowRef& r : rows) EXPECT_LT(r.i, kSequences[r.b].rows) << r.b << "," << r.h << "," << r.i;
+  }
+  // Large, causal bottom-right in arrays of 1000 x 800 rows and keys: sequence 0 (1000 rows, 600 keys) masks rows
+  // 0..399 and its diagonal crosses key 128 at rows 526..528; sequence 1 has no row; sequence 2 (300 rows, 700 keys)
+  // masks none, its diagonal d(i) = i + 400 ending at keys 511..513 at rows 110..112 and 639..641 at 238..240;
+  // sequence 3 (517 rows, 0 keys) masks every row, its Q tiles ending at rows 511..513.
+  TestProblem p = make_shape(Format::kF16, 1000, 800, 1, kCausalBottomRight, 4, 2, 2);
+  p.seqlens_q = {1000, 0, 300, 517};
+  p.seqlens_k = {600, 800, 700, 0};
+  constexpr int32_t kBlockM = 64, kBlockN = 128;
+  const std::vector<RowRef> rows = sample_rows(p.view(), kBlockM, kBlockN, 77, 1024, 0);
+  const std::set<RowRef> have(rows.begin(), rows.end());
+  EXPECT_EQ(have.size(), rows.size());
+  for (const RowRef& r : rows) EXPECT_LT(r.i, p.seqlens_q[static_cast<size_t>(r.b)]) << r.b << "," << r.h << "," << r.i;
+  const auto expect_rows = [&](RowRef pair, std::initializer_list<int64_t> want) {
+    for (const int64_t i : want) {
+      EXPECT_EQ(have.count(RowRef{pair.b, pair.h, i}), 1u) << pair.b << "," << pair.h << "," << i;
+    }
+  };
+  expect_rows({0, 0, 0}, {0, 999, 63, 64, 65, 959, 960, 961, 399, 400, 526, 527, 528});
+  expect_rows({2, 0, 0}, {0, 299, 63, 64, 65, 255, 256, 257, 110, 111, 112, 238, 239, 240});
+  expect_rows({3, 0, 0}, {0, 516, 63, 64, 65, 511, 512, 513});
+  expect_rows({3, 1, 0}, {0, 516, 511, 512, 513});  // the last (batch, head) pair
+  // Sequence 2's rows come from its own lengths: the arrays' diagonal (i + 800 - 1000) would mask its rows 0..199
+  // and take rows 199 and 200; its own masks none.
+  EXPECT_EQ(have.count(RowRef{2, 0, 199}) + have.count(RowRef{2, 0, 200}), 0u);
+  EXPECT_EQ(visible_keys(p.view(), 2, 0).size(), 401);
+  // Random rows are drawn over the valid rows only, and reach the pairs in between.
+  const std::vector<RowRef> random = sample_rows(p.view(), kBlockM, kBlockN, 5, 1024, 3000);
+  int64_t between = 0;
+  for (const RowRef& r : random) {
+    EXPECT_LT(r.i, p.seqlens_q[static_cast<size_t>(r.b)]) << r.b << "," << r.h << "," << r.i;
+    between += (r.b == 2 && r.h == 1) ? 1 : 0;
+  }
+  EXPECT_GT(between, 0);
+  EXPECT_EQ(random, sample_rows(p.view(), kBlockM, kBlockN, 5, 1024, 3000));
 }
 
 TEST(OracleThroughput, FastAndGoldAtSeqlen4096HeadDim128) {

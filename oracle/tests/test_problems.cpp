@@ -69,6 +69,8 @@ Problem TestProblem::view() const {
   p.scale = scale;
   p.softcap = softcap;
   p.sink = sink;
+  p.seqlens_q = seqlens_q;
+  p.seqlens_k = seqlens_k;
   p.q = q;
   p.k = k;
   p.v = v;

@@ -35,6 +35,7 @@ struct TestProblem {
   double scale = 1.0;           // an fp32 value
   double softcap = 0.0;         // an fp32 value; 0: none
   std::vector<double> sink;     // [heads_q] fp32 values, or empty: none
+  std::vector<int64_t> seqlens_q, seqlens_k;  // [batch] per-sequence lengths, or empty: seqlen_q / seqlen_k each
   std::vector<double> q, k, v;  // contiguous [B, H, S, D], rounded to the format
   Problem view() const;
 };

@@ -69,8 +69,11 @@ OrderedSums ordered_sums(const Problem& problem, RowRef row, const RowResult& ex
 // With `sums` (ordered_sums of the row for the same block_n) the accumulations of P*V and l are bounded from the
 // running sums as well, the smaller bound taken (§4.9): what keeps long rows within reach. A row where neither gives
 // a finite bound (the sums' rounding can reach the size of the sum itself) is `vacuous`: outside the domain.
+// `splits` > 1: the K/V tiles the row's Q tile visits are split into that many contiguous runs (split-KV), each an
+// online softmax of its own, merged in split order (§4.10): the bound counts min(splits, tiles) more tile boundaries
+// and does not use `sums` (they model the unsplit order); splits <= 1 is the unsplit bound, bit for bit.
 RowBound bound_row(const RowResult& exact, Format format, Arithmetic arithmetic, int32_t block_n, int64_t head_dim,
-                   const OrderedSums* sums = nullptr);
+                   const OrderedSums* sums = nullptr, int32_t splits = 1);
 
 // Unit roundoff of a format: fp32 2^-24, fp16 2^-11, bf16 2^-8.
 double unit_roundoff(Format format);

@@ -48,7 +48,7 @@ const char* to_string(Tier tier);  // "gold", "fast"
 struct RowResult {
   RowRef row;
   int64_t visible = 0;    // number of visible keys
-  int64_t seqlen_k = 0;   // keys of the problem: the kernel visits at most ceil(seqlen_k / block_n) tiles
+  int64_t seqlen_k = 0;   // keys of the row's own sequence: the kernel visits at most ceil(seqlen_k / block_n) tiles
   std::vector<double> o;  // [head_dim]; 0 for rows with no usable key; NaN = "must be non-finite"
   double lse = 0.0;       // natural log; -inf for rows with no usable key
   double m = 0.0;         // max_j s_j over visible keys (s = scale * q.k); -inf if none
@@ -111,23 +111,28 @@ struct RowsOptions {
 // compute_row() of every row, in parallel over rows (OpenMP; serial where the oracle is built without it):
 // result i is rows[i]'s, bit for bit what compute_row() gives whatever the thread count (one thread computes
 // a row, in the row's own order, into its own slot). An exception from a row (or per_row) is rethrown here
-// after the loop, the one of the lowest index.
+// after the loop, the one of the lowest index; invalid per-sequence lengths throw before it
+// (check_sequence_lengths).
 std::vector<RowResult> compute_rows(const Problem& problem, std::span<const RowRef> rows, Tier tier,
                                     const RowsOptions& options = {});
 
 // The threads compute_rows() uses with threads = 0 (1 where the oracle is built without OpenMP).
 int max_threads();
 
-// The terms of one row: visible keys times head_dim (one q.k product and one p.v product each).
+// The terms of one row: visible keys times head_dim (one q.k product and one p.v product each); 0 for a row outside
+// the problem (past its sequence's length included).
 int64_t row_terms(const Problem& problem, RowRef row);
 
-// Rows to check for a problem: all rows when batch*heads_q*seqlen_q <= full_check_limit; otherwise, for the
-// first and the last (batch, head) pair: the first and last rows, the rows at Q-tile boundaries (t*block_m-1,
-// t*block_m, t*block_m+1 for the first and last kBoundaryTilesEachEnd tiles), the first and last fully masked
-// rows and the rows just before and after them, the rows whose visible keys end (visible_keys().end, where the
-// visibility has a right edge) or begin (visible_keys().begin, where it has a left edge) at a K-tile boundary
-// (t*block_n-1, t*block_n, t*block_n+1, same tile limit); plus `random_rows` rows drawn uniformly over all rows
-// by splitmix64 keyed by `seed`. Deterministic, sorted, unique.
+// Rows to check for a problem. Only valid rows: with per-sequence lengths, sequence b's rows are i <
+// sequence_seqlen_q(problem, b) (a sequence of 0 rows has none), and "all rows" below means all valid rows.
+// All rows when their number (batch*heads_q*seqlen_q without per-sequence lengths) is <= full_check_limit;
+// otherwise the structural rows of the first and the last (batch, head) pair, and with per-sequence lengths also
+// those of every sequence at its head 0, each from its own lengths: the first and last rows, the rows at Q-tile
+// boundaries (t*block_m-1, t*block_m, t*block_m+1 for the first and last kBoundaryTilesEachEnd tiles), the first
+// and last fully masked rows and the rows just before and after them, the rows whose visible keys end
+// (visible_keys().end, where the visibility has a right edge) or begin (visible_keys().begin, where it has a left
+// edge) at a K-tile boundary (t*block_n-1, t*block_n, t*block_n+1, same tile limit); plus `random_rows` rows drawn
+// uniformly over all valid rows by splitmix64 keyed by `seed`. Deterministic, sorted, unique.
 inline constexpr int64_t kBoundaryTilesEachEnd = 4;
 std::vector<RowRef> sample_rows(const Problem& problem, int32_t block_m, int32_t block_n, uint64_t seed,
                                 int64_t full_check_limit = 4096, int64_t random_rows = 64);

@@ -2,7 +2,8 @@
 // arithmetic class an implementation computes in, and the problem itself (shape, visibility, scale, inputs
 // as exact doubles). Plain structs and enums: nothing here comes from the kernel, so a mistake in the
 // kernel's rules cannot hide in the reference. The visibility predicate visible() is the definition;
-// visible_keys() is its closed form, tested against it on every (i, j) of small shapes.
+// visible_keys() is its closed form, tested against it on every (i, j) of small shapes. Sequences may have lengths
+// of their own (varlen batches, paged caches): each row then aligns with its own sequence's lengths.
 #pragma once
 
 #include <cstdint>
@@ -69,16 +70,37 @@ struct Problem {
   std::span<const double> v;  // [batch, heads_kv, seqlen_k, head_dim]
 };
 
-// The definition: does query row i see key j?
-bool visible(const Problem& problem, int64_t i, int64_t j);
+// Sequence b's own lengths: seqlens_q[b] and seqlens_k[b], or seqlen_q and seqlen_k where the span is empty.
+// Throw std::out_of_range for b outside [0, batch), and std::invalid_argument naming the field for a span that is
+// neither empty nor [batch] long, or whose entry b lies outside [0, seqlen_q] (seqlens_q) or [0, seqlen_k]
+// (seqlens_k).
+int64_t sequence_seqlen_q(const Problem& problem, int64_t b);
+int64_t sequence_seqlen_k(const Problem& problem, int64_t b);
+// Both spans whole, with the same std::invalid_argument: every entry, not only the ones a row reads.
+void check_sequence_lengths(const Problem& problem);
+// True when the problem carries per-sequence lengths (either span non-empty).
+inline bool has_sequence_lengths(const Problem& problem) {
+  return !problem.seqlens_q.empty() || !problem.seqlens_k.empty();
+}
 
-// The keys query row i sees, [begin, end) (begin == end when none): a window is contiguous, so its
-// closed form is the predicate's; oracle_test checks the two agree on every (i, j) of small shapes.
+// The definition: does query row i of sequence b see key j of that sequence? Its diagonal key aligns with the
+// sequence's own lengths, d(i) = i + sequence_seqlen_k - sequence_seqlen_q (bottom-right), and only its keys
+// 0 <= j < sequence_seqlen_k exist.
+bool visible(const Problem& problem, int64_t b, int64_t i, int64_t j);
+
+// The keys query row i of sequence b sees, [begin, end) (begin == end when none): a window is contiguous, so its
+// closed form is the predicate's; oracle_test checks the two agree on every (i, j) of small shapes, with and
+// without per-sequence lengths.
 struct KeySpan {
   int64_t begin = 0;
   int64_t end = 0;
   int64_t size() const { return end - begin; }
 };
+KeySpan visible_keys(const Problem& problem, int64_t b, int64_t i);
+
+// The same for a problem without per-sequence lengths, where every sequence sees alike. With them the sequence
+// decides, and these throw std::invalid_argument rather than answer for the wrong one.
+bool visible(const Problem& problem, int64_t i, int64_t j);
 KeySpan visible_keys(const Problem& problem, int64_t i);
 
 }  // namespace flashcheck::oracle
