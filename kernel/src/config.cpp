@@ -40,17 +40,34 @@ int32_t pick_splits(const Params& params, int64_t sm_count) {
   const KernelConfig config = select_config(params);
   if (config.block_m < 1 || config.block_n < 1 || sm_count < 1) return 1;
   if (config.path != ComputePath::kGeneralFp32 && !is_decode(config)) return 1;  // the families without split-KV
-  // Enough work items fill the GPU unsplit. Otherwise split until about two blocks per SM run (the decode
-  // family: kItemsPerSm warps), each run keeping at least two K/V tiles (fewer and the combine's traffic outweighs
-  // the parallelism).
+  // Enough work items fill the GPU unsplit. Otherwise split until about two blocks per SM run (the decode family:
+  // whole waves of its resident warps), each run keeping at least two K/V tiles (fewer and the combine's traffic
+  // outweighs the parallelism).
   const int64_t items =
       ceil_div(params.seqlen_q, config.block_m) * (params.heads_q / std::max(config.heads_per_tile, 1)) * params.batch;
-  const int64_t target = sm_count * (is_decode(config) ? decode::kItemsPerSm : 2);
   const int64_t k_tiles = ceil_div(params.seqlen_k, config.block_n);
-  if (items <= 0 || items >= target) return 1;
-  int64_t splits = ceil_div(target, items);
-  splits = std::min<int64_t>({splits, k_tiles / 2, kMaxAutoSplits});
-  return static_cast<int32_t>(std::max<int64_t>(splits, 1));
+  const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(k_tiles / 2, kMaxAutoSplits));
+  if (items <= 0) return 1;
+  if (is_decode(config)) {
+    // A decode work item is one warp: the fewest splits whose warps fill their waves to 90% (the last wave's idle
+    // slots are the loss), else the best fill within the cap.
+    const int64_t slots = sm_count * decode::resident_warps(config.head_dim_padded);
+    int64_t best = 1;
+    double best_fill = 0.0;
+    for (int64_t s = 1; s <= cap; ++s) {
+      const int64_t warps = items * s;
+      const double fill = static_cast<double>(warps) / static_cast<double>(ceil_div(warps, slots) * slots);
+      if (fill > best_fill + 1e-9) {
+        best = s;
+        best_fill = fill;
+      }
+      if (fill >= 0.9) break;
+    }
+    return static_cast<int32_t>(best);
+  }
+  const int64_t target = 2 * sm_count;
+  if (items >= target) return 1;
+  return static_cast<int32_t>(std::min<int64_t>(ceil_div(target, items), cap));
 }
 
 }  // namespace detail

@@ -65,17 +65,51 @@ template <typename T, class Tile, bool kInst>
 struct Warp {
   using Ops = DtypeOps<T>;
 
-  // Rows [k0, k0 + kBlockN) of a K or V head into a tile (padded rows), zero-filled at or past `keys_end` and past
-  // head_dim, never reading there. Each lane gathers whole 16-byte chunks of rows through `rows` (paged or not).
-  __device__ static void load_kv(uint32_t tile, const RowSource<const T>& rows, int64_t k0, int64_t keys_end,
-                                 int64_t head_dim, int lane) {
+  // Where rows [k0, k0 + kBlockN) of a tile live in a paged cache: page and slot of row r, resolved once a tile by
+  // lane r % 32 (32-bit arithmetic: a paged sequence's capacity fits int32), handed to the copying lanes by shuffle.
+  // Unused for contiguous K/V.
+  struct TileRows {
+    int32_t page[Tile::kRowsPerLane];
+    int32_t slot[Tile::kRowsPerLane];
+  };
+  __device__ static void resolve_rows(const RowSource<const T>& rows, int64_t k0, int64_t keys_end, int lane,
+                                      TileRows& out) {
 #pragma unroll
-    for (int c = lane; c < Tile::kBlockN * Tile::kChunksPerRow; c += kLanes) {
-      const int r = c / Tile::kChunksPerRow;
-      const int ch = c % Tile::kChunksPerRow;
+    for (int i = 0; i < Tile::kRowsPerLane; ++i) {
+      const int64_t key = k0 + lane + i * kLanes;
+      out.page[i] = 0;
+      out.slot[i] = 0;
+      if (rows.pages != nullptr && key < keys_end) {
+        const uint32_t j = static_cast<uint32_t>(key);
+        const uint32_t size = static_cast<uint32_t>(rows.page_size);
+        const uint32_t index = j / size;
+        out.page[i] = rows.pages[index];
+        out.slot[i] = static_cast<int32_t>(j - index * size);
+      }
+    }
+  }
+
+  // Rows [k0, k0 + kBlockN) of a K or V head into a tile (padded rows), zero-filled at or past `keys_end` and past
+  // head_dim, never reading there. Lane l copies chunk l % kChunksPerRow of every (32 / kChunksPerRow)-th row.
+  __device__ static void load_kv(uint32_t tile, const RowSource<const T>& rows, const TileRows& where, int64_t k0,
+                                 int64_t keys_end, int64_t head_dim, int lane) {
+    constexpr int kRowStep = kLanes / Tile::kChunksPerRow < 1 ? 1 : kLanes / Tile::kChunksPerRow;
+    const int ch = lane % Tile::kChunksPerRow;
+    const int r0 = lane / Tile::kChunksPerRow;
+    const bool col_live = ch * kChunkElems < head_dim;
+#pragma unroll
+    for (int t = 0; t < Tile::kChunkIters; ++t) {
+      const int r = r0 + t * kRowStep;
       const int64_t key = k0 + r;
-      const bool live = key < keys_end && ch * kChunkElems < head_dim;
-      const T* src = live ? rows.row(key) + ch * kChunkElems : rows.base;
+      const bool live = col_live && key < keys_end;
+      int64_t offset = key * rows.row_stride;
+      if (rows.pages != nullptr) {
+        const int i = (t * kRowStep) / kLanes;  // r / 32: r0 < kRowStep, and kRowStep divides 32
+        const int32_t page = __shfl_sync(kFullWarp, where.page[i], r % kLanes);
+        const int32_t slot = __shfl_sync(kFullWarp, where.slot[i], r % kLanes);
+        offset = page * rows.page_stride + slot * rows.row_stride;
+      }
+      const T* src = live ? rows.base + offset + ch * kChunkElems : rows.base;
       cp_async_16(tile + r * Tile::kPitchBytes + ch * kChunkBytes, src, live ? kChunkBytes : 0);
     }
   }
@@ -118,8 +152,7 @@ struct Warp {
       ke[hh] = valid[hh] ? vis.row_end(qrow[hh]) : 0;
     }
 
-    const uint32_t q_tile = smem_address(smem);
-    const uint32_t stage0 = q_tile + Tile::kQBytes;
+    const uint32_t stage0 = smem_address(smem);
     const RowSource<const T> k_rows = a.template kv_rows<const T>(a.k, b, h_kv);
     const RowSource<const T> v_rows = a.template kv_rows<const T>(a.v, b, h_kv);
 
@@ -130,8 +163,19 @@ struct Warp {
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
 
+    uint32_t qa[Tile::kKSteps][4];  // Q as A fragments, every k16 step
+    TileRows rows_next;              // page and slot of the next tile to copy (paged caches)
+    constexpr int kS = Tile::kStages;
+    const auto stage_of = [&](int64_t kt) { return stage0 + static_cast<uint32_t>((kt - run_begin) % kS) * Tile::kStageBytes; };
+    const auto tile_key = [&](int64_t kt) { return (tiles.first + kt) * Tile::kBlockN; };
+    const auto copy_tile = [&](int64_t kt, const TileRows& where) {
+      load_kv(stage_of(kt), k_rows, where, tile_key(kt), keys_end, a.head_dim, lane);
+      load_kv(stage_of(kt) + Tile::kTileBytes, v_rows, where, tile_key(kt), keys_end, a.head_dim, lane);
+    };
     if (run_end > run_begin) {
-      // Q: the 16 packed rows (zeros for rows that are not rows of the problem), then the run's first K/V tile.
+      // Q (the 16 packed rows, zeros for rows that are not rows of the problem) passes through the last stage into
+      // registers; the first kS - 1 tiles fill the others, one commit group each (Q rides with the first).
+      const uint32_t q_stage = stage0 + (kS - 1) * Tile::kStageBytes;
 #pragma unroll
       for (int c = lane; c < kRows * Tile::kChunksPerRow; c += kLanes) {
         const int r = c / Tile::kChunksPerRow;
@@ -141,26 +185,36 @@ struct Warp {
         const bool live = g < group && i < seq.seqlen_q && ch * kChunkElems < a.head_dim;
         const T* src = static_cast<const T*>(a.q.ptr);
         if (live) src = a.template q_rows<const T>(a.q, b, h_kv * group + g) + i * a.q.stride.row + ch * kChunkElems;
-        cp_async_16(q_tile + r * Tile::kPitchBytes + ch * kChunkBytes, src, live ? kChunkBytes : 0);
+        cp_async_16(q_stage + r * Tile::kPitchBytes + ch * kChunkBytes, src, live ? kChunkBytes : 0);
       }
-      const int64_t k0 = (tiles.first + run_begin) * Tile::kBlockN;
-      load_kv(stage0, k_rows, k0, keys_end, a.head_dim, lane);
-      load_kv(stage0 + Tile::kTileBytes, v_rows, k0, keys_end, a.head_dim, lane);
-      cp_async_commit();
+#pragma unroll
+      for (int s = 0; s < kS - 1; ++s) {
+        if (run_begin + s < run_end) {
+          resolve_rows(k_rows, tile_key(run_begin + s), keys_end, lane, rows_next);
+          copy_tile(run_begin + s, rows_next);
+        }
+        cp_async_commit();
+      }
+      cp_async_wait<kS - 2>();  // Q and the first tile
+      __syncwarp();
+#pragma unroll
+      for (int ks = 0; ks < Tile::kKSteps; ++ks) {
+        ldmatrix_x4(qa[ks], q_stage + (lane % 16) * Tile::kPitchBytes + (ks * 2 + lane / 16) * kChunkBytes);
+      }
+      __syncwarp();  // Q is in registers: its stage takes tile kS - 1
+      if (run_begin + kS - 1 < run_end) resolve_rows(k_rows, tile_key(run_begin + kS - 1), keys_end, lane, rows_next);
     }
 
     for (int64_t kt = run_begin; kt < run_end; ++kt) {
-      const uint32_t stage = stage0 + static_cast<uint32_t>((kt - run_begin) % kStages) * Tile::kStageBytes;
-      if (kt + 1 < run_end) {
-        const uint32_t next = stage0 + static_cast<uint32_t>((kt + 1 - run_begin) % kStages) * Tile::kStageBytes;
-        const int64_t k1 = (tiles.first + kt + 1) * Tile::kBlockN;
-        load_kv(next, k_rows, k1, keys_end, a.head_dim, lane);
-        load_kv(next + Tile::kTileBytes, v_rows, k1, keys_end, a.head_dim, lane);
-        cp_async_commit();
-        cp_async_wait<1>();
-      } else {
-        cp_async_wait<0>();
+      const uint32_t stage = stage_of(kt);
+      // Tile kt + kS - 1 into the stage tile kt - 1 left (every lane is past it: the __syncwarp ending the last
+      // iteration); one commit group an iteration, empty past the run, so that kS - 1 groups stay pending.
+      if (kt + kS - 1 < run_end) {
+        copy_tile(kt + kS - 1, rows_next);
+        if (kt + kS < run_end) resolve_rows(k_rows, tile_key(kt + kS), keys_end, lane, rows_next);
       }
+      cp_async_commit();
+      cp_async_wait<kS - 1>();
       __syncwarp();
       const uint32_t k_tile = stage;
       const uint32_t v_tile = stage + Tile::kTileBytes;
@@ -174,15 +228,13 @@ struct Warp {
         for (int e = 0; e < 4; ++e) s[nt][e] = 0.0f;
 #pragma unroll
       for (int ks = 0; ks < Tile::kKSteps; ++ks) {
-        uint32_t qa[4];
-        ldmatrix_x4(qa, q_tile + (lane % 16) * Tile::kPitchBytes + (ks * 2 + lane / 16) * kChunkBytes);
 #pragma unroll
         for (int n2 = 0; n2 < Tile::kNS / 2; ++n2) {
           uint32_t kb4[4];
           const int key = n2 * 16 + (lane / 16) * 8 + lane % 8;
           ldmatrix_x4(kb4, k_tile + key * Tile::kPitchBytes + (ks * 2 + (lane / 8) % 2) * kChunkBytes);
-          Ops::mma(s[2 * n2], qa, kb4[0], kb4[1]);
-          Ops::mma(s[2 * n2 + 1], qa, kb4[2], kb4[3]);
+          Ops::mma(s[2 * n2], qa[ks], kb4[0], kb4[1]);
+          Ops::mma(s[2 * n2 + 1], qa[ks], kb4[2], kb4[3]);
         }
       }
 
