@@ -1,7 +1,7 @@
 // Split-KV's second launch: merges each row's runs (the partials the split runs wrote) in split order with the
 // online softmax's own rescale (common/epilogue.h, merged_base / run_factor) and writes O and LSE through the shared
 // epilogue, so a split row ends exactly as an unsplit row whose tiles changed their max at the run boundaries.
-// One warp per row, lanes over head_dim; deterministic (a fixed order of every sum). The workspace it reads is
+// One block per row, threads over head_dim; deterministic (a fixed order of every sum). The workspace it reads is
 // allocated and freed on the launch's stream around the two launches (launch_split).
 #pragma once
 
@@ -19,35 +19,51 @@ namespace flashcheck::detail {
 inline namespace FLASHCHECK_KERNEL_VARIANT {
 namespace combine {
 
-inline constexpr int kWarpLanes = 32;
-inline constexpr int kThreads = 256;
+inline constexpr int kThreads = 128;
+inline constexpr int kMaxRuns = 256;  // can_implement caps num_splits; the heuristics stay below
+inline constexpr int kUnroll = 16;    // partial loads in flight a thread
 
+// One block per row: the runs' m and l pass through shared memory (loaded in parallel), every thread derives the
+// same merged base and l from them in split order, and thread d sums column d of the accumulators in split order
+// with kUnroll loads in flight (the partials are read once, coalesced along the row).
 template <typename T, bool kInst>
 __global__ void __launch_bounds__(kThreads) combine_kernel(const ProblemArgs args, const Instrumentation inst) {
-  const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
-  const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
-  const int64_t warps = kThreads / kWarpLanes;
+  __shared__ float run_m[kMaxRuns];
+  __shared__ float run_l[kMaxRuns];
+  __shared__ float factor[kMaxRuns];
   const auto exp2 = [](float e) { return exp2f(e); };
-  for (int64_t flat = blockIdx.x * warps + warp; flat < args.lse_rows; flat += static_cast<int64_t>(gridDim.x) * warps) {
-    const RowIndex at = lse_row_index(args, flat);
-    const float* m = args.partial_m + flat;
-    const float* l = args.partial_l + flat;
-    const float merged = merged_base(m, args.splits, args.lse_rows);
-    float l_sum = 0.0f;
-    for (int32_t s = 0; s < args.splits; ++s) {
-      l_sum = fmaf(l[s * args.lse_rows], run_factor(m[s * args.lse_rows], merged, exp2), l_sum);
+  const int32_t splits = args.splits;
+  for (int64_t flat = blockIdx.x; flat < args.lse_rows; flat += gridDim.x) {
+    __syncthreads();  // the previous row's shared values are read
+    for (int32_t s = threadIdx.x; s < splits; s += kThreads) {
+      run_m[s] = args.partial_m[s * args.lse_rows + flat];
+      run_l[s] = args.partial_l[s * args.lse_rows + flat];
     }
+    __syncthreads();
+    const float merged = merged_base(run_m, splits, 1);
+    for (int32_t s = threadIdx.x; s < splits; s += kThreads) factor[s] = run_factor(run_m[s], merged, exp2);
+    __syncthreads();
+    float l_sum = 0.0f;
+    for (int32_t s = 0; s < splits; ++s) l_sum = fmaf(run_l[s], factor[s], l_sum);
+    const RowIndex at = lse_row_index(args, flat);
     const RowFinal fin = finish_row(merged, mul_rn(merged, kLn2), l_sum, args.sink, at.h, exp2);
     T* o_row = args.template q_rows<T>(args.o, at.b, at.h) + at.i * args.o.stride.row;
-    for (int64_t d = lane; d < args.head_dim; d += kWarpLanes) {
+    for (int64_t d = threadIdx.x; d < args.head_dim; d += kThreads) {
+      const float* column = args.partial_acc + flat * args.head_dim + d;
+      const int64_t run_stride = args.lse_rows * args.head_dim;
       float acc = 0.0f;
-      for (int32_t s = 0; s < args.splits; ++s) {
-        const float part = args.partial_acc[(s * args.lse_rows + flat) * args.head_dim + d];
-        acc = fmaf(part, run_factor(m[s * args.lse_rows], merged, exp2), acc);
+      int32_t s = 0;
+      for (; s + kUnroll <= splits; s += kUnroll) {
+        float part[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) part[u] = column[(s + u) * run_stride];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) acc = fmaf(part[u], factor[s + u], acc);
       }
+      for (; s < splits; ++s) acc = fmaf(column[s * run_stride], factor[s], acc);
       o_row[d] = DeviceDtype<T>::store(final_output(acc, fin));
     }
-    if (lane == 0) {
+    if (threadIdx.x == 0) {
       args.lse[flat] = row_lse(fin.m_natural, fin.l);
       if constexpr (kInst) record_row(inst, flat, fin.m_natural, fin.l, 0);
     }
@@ -77,9 +93,7 @@ Status launch_split(Args& args, cudaStream_t stream, const Instrumentation* inst
   if (st.ok()) {
     Instrumentation rows;
     if (inst != nullptr) rows = *inst;
-    const int64_t warps = kThreads / kWarpLanes;
-    const int64_t blocks = (args.lse_rows + warps - 1) / warps;
-    const unsigned grid = static_cast<unsigned>(blocks < (int64_t{1} << 20) ? blocks : (int64_t{1} << 20));
+    const unsigned grid = static_cast<unsigned>(args.lse_rows < (int64_t{1} << 20) ? args.lse_rows : (int64_t{1} << 20));
     combine_kernel<T, kInst><<<grid, kThreads, 0, stream>>>(static_cast<const ProblemArgs&>(args), rows);
     err = cudaGetLastError();
     if (err != cudaSuccess) {
