@@ -167,7 +167,7 @@ ExactRow exact_row(const HostInputs& in, const KernelConfig& config, const oracl
   ExactRow r;
   const oracle::Problem problem = in.problem();
   r.exact = oracle::compute_row(problem, row, oracle::Tier::kFast);
-  r.bound = oracle_bound(problem, row, r.exact, in.params, config);
+  r.bound = oracle_bound(problem, row, r.exact, in.params, config, effective_splits(in.params));
   return r;
 }
 
@@ -176,7 +176,7 @@ ExactRow exact_row_without_sink(const HostInputs& in, const KernelConfig& config
   problem.sink = {};
   ExactRow r;
   r.exact = oracle::compute_row(problem, row, oracle::Tier::kFast);
-  r.bound = oracle_bound(problem, row, r.exact, in.params, config);
+  r.bound = oracle_bound(problem, row, r.exact, in.params, config, effective_splits(in.params));
   return r;
 }
 

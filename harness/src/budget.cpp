@@ -70,12 +70,22 @@ Budget estimate_budget(const Case& c, const BudgetOptions& options) {
   const double esize = double(dtype_size(c.dtype));
   const double rows_total = batch * heads_q * sq;
 
-  // Inputs (inputs.cpp make_inputs): encoded padded tensors and the decoded copies, and the sink.
+  // Inputs (inputs.cpp make_inputs): encoded padded tensors and the decoded copies, and the sink. With sequences
+  // the encoded rows are the packed ones (Q, O, LSE) and the packed or paged ones (K, V), plus the index arrays;
+  // the decoded copies and the canonical outputs stay [B, H, S, D] with S the maxima.
+  const bool has_seqs = !c.seqs.empty();
+  const double q_rows = has_seqs ? heads_q * double(params.total_q) : rows_total;
+  const double kv_rows = heads_kv * (!has_seqs      ? batch * sk
+                                     : c.page > 0 ? double(params.num_pages) * double(params.page_size)
+                                                  : double(params.total_k));
+  const double index_bytes = has_seqs ? (3 * batch + 2 + batch * double(params.max_pages_per_seq) +
+                                         double(params.num_pages)) * sizeof(int32_t) + 2 * batch * sizeof(int64_t)
+                                      : 0.0;
   const double q_elems = rows_total * d, kv_elems = batch * heads_kv * sk * d;
-  b.input_bytes = (rows_total + 2 * batch * heads_kv * sk) * row_elems * esize + (q_elems + 2 * kv_elems) * kDouble +
-                  (c.sink ? heads_q * (sizeof(float) + 2 * kDouble) : 0.0);
+  b.input_bytes = (q_rows + 2 * kv_rows) * row_elems * esize + (q_elems + 2 * kv_elems) * kDouble +
+                  (c.sink ? heads_q * (sizeof(float) + 2 * kDouble) : 0.0) + 2 * index_bytes;
   // Outputs (runner.cpp): O's image padded like Q, O decoded, and LSE, m, l as fp32 images and vectors.
-  b.output_bytes = rows_total * row_elems * esize + q_elems * kDouble + rows_total * 6 * sizeof(float) +
+  b.output_bytes = q_rows * row_elems * esize + q_elems * kDouble + (q_rows + rows_total) * 3 * sizeof(float) +
                    8 * double(kGuardBytes);
 
   // The checked rows (oracle::sample_rows) and their terms. A full check sums one head's rows (every head sees

@@ -391,6 +391,16 @@ std::string check_injection(const Case& c, const Injection& inj) {
              std::to_string(axis.size);
     }
   }
+  // With sequences a row lies inside its own sequence: its q rows, or its k keys (never the extra slots, which
+  // hold the poison).
+  if (!c.seqs.empty() && inj.b < static_cast<int64_t>(c.seqs.size())) {
+    const Sequence& seq = c.seqs[static_cast<size_t>(inj.b)];
+    const int64_t length = is_q ? seq.q : seq.k;
+    if (inj.s >= length) {
+      return "row index " + std::to_string(inj.s) + " outside sequence " + std::to_string(inj.b) + "'s " +
+             (is_q ? "q=" : "k=") + std::to_string(length) + " (seqs)";
+    }
+  }
   return {};
 }
 
@@ -409,7 +419,140 @@ std::string format_injection(const Injection& inj) {
   return out;
 }
 
+constexpr std::array<const char*, kPoisonCount> kPoisonNames = {"nan", "inf", "zero"};
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t out = 0;
+  return __builtin_add_overflow(a, b, &out) ? std::numeric_limits<int64_t>::max() : out;
+}
+
+// One entry of seqs=..., "Q:K" or "Q:K+E".
+bool parse_sequence(std::string_view text, Sequence* out, std::string* reason) {
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos) {
+    *reason = cat({"sequence '", text, "' must look like Q:K or Q:K+E (query rows, keys, extra key slots)"});
+    return false;
+  }
+  const size_t plus = text.find('+', colon + 1);
+  const std::pair<const char*, std::string_view> parts[3] = {
+      {"q", text.substr(0, colon)},
+      {"k", text.substr(colon + 1, plus == std::string_view::npos ? std::string_view::npos : plus - colon - 1)},
+      {"extra", plus == std::string_view::npos ? std::string_view("0") : text.substr(plus + 1)}};
+  Sequence seq;
+  int64_t* fields[3] = {&seq.q, &seq.k, &seq.extra};
+  for (int i = 0; i < 3; ++i) {
+    std::string why;
+    if (!parse_size(parts[i].second, fields[i], &why)) {
+      *reason = cat({"sequence '", text, "': ", parts[i].first, " '", parts[i].second, "' ", why});
+      return false;
+    }
+  }
+  *out = seq;
+  return true;
+}
+
+std::string format_sequences(const std::vector<Sequence>& seqs) {
+  std::string out;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (i > 0) out += ',';
+    append_int(&out, seqs[i].q);
+    out += ':';
+    append_int(&out, seqs[i].k);
+    if (seqs[i].extra != 0) {
+      out += '+';
+      append_int(&out, seqs[i].extra);
+    }
+  }
+  return out;
+}
+
+// What check_sequences finds wrong, and the key it is about, so that the parser can point at that key's token.
+struct KeyProblem {
+  const char* key = "";
+  std::string message;  // empty: fine
+};
+
+// Checks seqs, page, poison and splits against each other and against b, sq and sk: the line stays
+// self-describing (b, sq, sk say the batch and the maxima), and every index array fits its int32 entries.
+KeyProblem check_sequences(const Case& c) {
+  auto problem = [](const char* key, std::string message) { return KeyProblem{key, std::move(message)}; };
+  if (c.splits < 0) {
+    return problem("splits", "splits=" + std::to_string(c.splits) + ": must be >= 0 (0 = the kernel's heuristic)");
+  }
+  const int poison = static_cast<int>(c.poison);
+  if (poison < 0 || poison >= kPoisonCount) {
+    return problem("poison", "poison: unknown value " + std::to_string(poison) + " (known: nan, inf, zero)");
+  }
+  if (c.page < 0) return problem("page", "page=" + std::to_string(c.page) + ": must be >= 1 (0: not paged)");
+  if (c.seqs.empty()) {
+    if (c.page != 0) {
+      return problem("page", "page=" + std::to_string(c.page) + ": paged K/V needs seqs (a dense case has no page table)");
+    }
+    if (c.poison != Poison::kNaN) {
+      return problem("poison", std::string("poison=") + to_string(c.poison) +
+                                   ": needs seqs (a dense case's padding keeps the NaN pattern)");
+    }
+    return {};
+  }
+  int64_t max_q = 0, max_capacity = 0, total_q = 0, total_k = 0, pages = 0, max_pages = 1;
+  for (size_t i = 0; i < c.seqs.size(); ++i) {
+    const Sequence& s = c.seqs[i];
+    const std::string name = "seqs: sequence " + std::to_string(i);
+    if (s.q < 0 || s.k < 0 || s.extra < 0) return problem("seqs", name + ": q, k and extra must be non-negative");
+    if (s.q > kInt32Max || s.capacity() > kInt32Max) {
+      return problem("seqs", name + ": q and k + extra must fit int32 (the index arrays are int32)");
+    }
+    max_q = std::max(max_q, s.q);
+    max_capacity = std::max(max_capacity, s.capacity());
+    total_q += s.q;  // terms below 2^31, far fewer than 2^32 of them: no int64 overflow
+    total_k += s.capacity();
+    if (c.page > 0) {
+      const int64_t n = sequence_pages(s, c.page);
+      pages += n;
+      max_pages = std::max(max_pages, n);
+    }
+  }
+  if (c.batch != static_cast<int64_t>(c.seqs.size())) {
+    return problem("seqs", "b=" + std::to_string(c.batch) + " but seqs lists " + std::to_string(c.seqs.size()) +
+                               (c.seqs.size() == 1 ? " sequence" : " sequences") + " (b is the number of sequences)");
+  }
+  if (c.seqlen_q != max_q) {
+    return problem("sq", "sq=" + std::to_string(c.seqlen_q) + " but the largest q of seqs is " + std::to_string(max_q) +
+                             " (sq is the largest q)");
+  }
+  if (c.seqlen_k != max_capacity) {
+    return problem("sk", "sk=" + std::to_string(c.seqlen_k) + " but the largest k + extra of seqs is " +
+                             std::to_string(max_capacity) + " (sk is the largest k + extra)");
+  }
+  if (total_q > kInt32Max) return problem("seqs", "seqs: the q rows total more than int32 holds (cu_seqlens_q)");
+  if (c.page == 0 && total_k > kInt32Max) {
+    return problem("seqs", "seqs: the k + extra slots total more than int32 holds (cu_seqlens_k)");
+  }
+  // num_pages counts the spare page; the table's unread entries hold num_pages + 7 (inputs.h); and the kernel's
+  // capacity max_pages_per_seq * page is an int32 too.
+  const int64_t num_pages = pages + 1;
+  if (c.page > 0 && (num_pages > kInt32Max - 7 || max_pages > kInt32Max / c.page)) {
+    return problem("page", "page=" + std::to_string(c.page) + ": " + std::to_string(num_pages) + " pages (" +
+                               std::to_string(max_pages) + " for one sequence) do not fit the int32 page table "
+                               "(num_pages + 7 and max_pages_per_seq * page must)");
+  }
+  return {};
+}
+
 }  // namespace
+
+const char* to_string(Poison poison) {
+  const int index = static_cast<int>(poison);
+  return index >= 0 && index < kPoisonCount ? kPoisonNames[index] : "?";
+}
+
+int64_t Sequence::capacity() const { return saturating_add(k, extra); }
+
+int64_t sequence_pages(const Sequence& s, int64_t page) {
+  const int64_t capacity = s.capacity();
+  return capacity / page + (capacity % page != 0 ? 1 : 0);
+}
 
 const char* to_string(DistKind kind) {
   const int index = static_cast<int>(kind);
@@ -473,6 +616,41 @@ Params case_params(const Case& c) {
   p.window_left = c.window_left;
   p.window_right = c.window_right;
   p.softcap = c.softcap;
+  p.num_splits = c.splits;
+  if (c.seqs.empty()) return p;
+
+  // Packed rows: the layout of one batch entry over all the sequences' rows (head-major for bhsd: each head's
+  // rows of every sequence, then the next head's), .batch unused.
+  const auto packed = [&](int64_t heads, int64_t rows) {
+    Strides s = contiguous_strides(c.layout, heads, rows, row_elements);
+    s.batch = 0;
+    return s;
+  };
+  int64_t total_q = 0, total_k = 0;
+  for (const Sequence& s : c.seqs) {
+    total_q = saturating_add(total_q, s.q);
+    total_k = saturating_add(total_k, s.capacity());
+  }
+  p.total_q = total_q;
+  p.q_stride = packed(c.heads_q, total_q);
+  p.o_stride = p.q_stride;
+  if (c.page <= 0) {
+    p.total_k = total_k;
+    p.k_stride = packed(c.heads_kv, total_k);
+  } else {
+    // One page is the layout of one batch entry of page rows: .batch is the page stride.
+    p.page_size = c.page;
+    p.k_stride = contiguous_strides(c.layout, c.heads_kv, c.page, row_elements);
+    int64_t pages = 1;  // the spare page
+    p.max_pages_per_seq = 1;
+    for (const Sequence& s : c.seqs) {
+      const int64_t n = sequence_pages(s, c.page);
+      pages = saturating_add(pages, n);
+      p.max_pages_per_seq = std::max(p.max_pages_per_seq, n);
+    }
+    p.num_pages = pages;
+  }
+  p.v_stride = p.k_stride;
   return p;
 }
 
@@ -498,6 +676,22 @@ std::string format_case(const Case& c) {
   if (c.pad != 0) {
     out += " pad=";
     append_int(&out, c.pad);
+  }
+  if (!c.seqs.empty()) {
+    out += " seqs=";
+    out += format_sequences(c.seqs);
+  }
+  if (c.page != 0) {
+    out += " page=";
+    append_int(&out, c.page);
+  }
+  if (c.poison != Poison::kNaN) {
+    out += " poison=";
+    out += to_string(c.poison);
+  }
+  if (c.splits != 1) {
+    out += " splits=";
+    append_int(&out, c.splits);
   }
   if (c.scale) {
     out += " scale=";
@@ -576,6 +770,7 @@ Status validate_case(const Case& c) {
   }
   if (const std::string problem = check_window(c); !problem.empty()) return invalid(problem);
   if (const std::string problem = check_softcap(c.softcap); !problem.empty()) return invalid(problem);
+  if (const KeyProblem problem = check_sequences(c); !problem.message.empty()) return invalid(problem.message);
   const std::pair<const char*, const ValueSpec*> specs[] = {
       {"q", &c.q}, {"k", &c.k}, {"v", &c.v}, {"sink", c.sink ? &*c.sink : nullptr}};
   for (const auto& [key, spec] : specs) {
@@ -602,12 +797,18 @@ Status parse_case(std::string_view line, Case* out) {
   }
   c.dtype = *dtype;
 
-  constexpr std::array<const char*, 19> kKeys = {"b",     "hq",      "hkv", "sq", "sk", "d",    "mask",   "window",
-                                                 "layout", "pad", "scale", "softcap", "q",  "k",  "v",    "sink", "inject",
-                                                 "subject", "seed"};
+  constexpr std::array<const char*, 23> kKeys = {"b",      "hq",     "hkv",  "sq",     "sk",      "d",
+                                                 "mask",   "window", "layout", "pad",  "seqs",    "page",
+                                                 "poison", "splits", "scale",  "softcap", "q",     "k",
+                                                 "v",      "sink",   "inject", "subject", "seed"};
   constexpr size_t kHkvKey = 2, kMaskKey = 6, kWindowKey = 7;
   static_assert(std::string_view(kKeys[kHkvKey]) == "hkv" && std::string_view(kKeys[kMaskKey]) == "mask" &&
                 std::string_view(kKeys[kWindowKey]) == "window");
+  const auto key_index_of = [&](std::string_view key) {
+    size_t index = 0;
+    while (index < kKeys.size() && key != kKeys[index]) ++index;
+    return index;
+  };
   std::array<bool, kKeys.size()> seen{};
   std::array<Token, kKeys.size()> key_token{};
   Token inject_token;
@@ -617,10 +818,7 @@ Status parse_case(std::string_view line, Case* out) {
     if (eq == std::string_view::npos) return invalid("expected key=value, got " + where(token));
     const std::string_view key = token.text.substr(0, eq);
     const std::string_view value = token.text.substr(eq + 1);
-    size_t key_index = kKeys.size();
-    for (size_t i = 0; i < kKeys.size(); ++i) {
-      if (key == kKeys[i]) key_index = i;
-    }
+    const size_t key_index = key_index_of(key);
     if (key_index == kKeys.size()) {
       std::string known;
       for (const char* k : kKeys) known += std::string(known.empty() ? "" : " ") + k;
@@ -661,6 +859,39 @@ Status parse_case(std::string_view line, Case* out) {
       }
     } else if (k == "window") {
       ok = parse_window(value, &c.window_left, &c.window_right, &reason);
+    } else if (k == "seqs") {
+      if (value.empty()) {
+        ok = false;
+        reason = "empty sequence list (expected e.g. seqs=3:100,0:5+2: Q:K or Q:K+E per sequence)";
+      }
+      size_t start = 0;
+      while (ok && start <= value.size()) {
+        const size_t comma = value.find(',', start);
+        Sequence seq;
+        ok = parse_sequence(value.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start),
+                            &seq, &reason);
+        if (ok) c.seqs.push_back(seq);
+        if (comma == std::string_view::npos) break;
+        start = comma + 1;
+      }
+    } else if (k == "page") {
+      ok = parse_size(value, &c.page, &reason);
+      if (ok && c.page == 0) {
+        ok = false;
+        reason = "must be >= 1 keys per page (leave page out for unpaged K/V)";
+      }
+    } else if (k == "poison") {
+      const auto* found = std::find(kPoisonNames.begin(), kPoisonNames.end(), value);
+      ok = found != kPoisonNames.end();
+      if (ok) {
+        c.poison = static_cast<Poison>(found - kPoisonNames.begin());
+      } else {
+        reason = "unknown poison (known: nan, inf, zero)";
+      }
+    } else if (k == "splits") {
+      ok = !value.empty() && value.front() != '-';
+      if (!ok) reason = "must be a non-negative decimal integer (0 = the kernel's heuristic)";
+      ok = ok && parse_decimal(value, &c.splits, &reason, "int32");
     } else if (k == "scale") {
       float scale = 0.0f;
       ok = parse_float(value, &scale, &reason);
@@ -723,6 +954,14 @@ Status parse_case(std::string_view line, Case* out) {
   if (!takes_window(c.mask) && seen[kWindowKey]) {
     return invalid(where(key_token[kWindowKey]) + ": window: only mask=window-br or mask=window-tl take a window (mask is " +
                    mask_name(c.mask) + ")");
+  }
+
+  // Sequences against b, sq and sk, page and poison against sequences: once the whole shape is known, pointing at
+  // the token of the key the problem is about (or at seqs when that key was left out).
+  if (const KeyProblem problem = check_sequences(c); !problem.message.empty()) {
+    size_t index = key_index_of(problem.key);
+    if (!seen[index]) index = key_index_of("seqs");
+    return invalid(where(key_token[index]) + ": " + problem.message);
   }
 
   // Injection positions can only be checked once the whole shape is known.

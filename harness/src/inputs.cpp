@@ -1,10 +1,13 @@
 // Input generation for a case: every element drawn from Philox4x32-10 at (seed, tensor stream, canonical
-// element index), shaped by the case's distribution in double, rounded once to the dtype, then injections.
+// element index), shaped by the case's distribution in double, rounded once to the dtype, then injections;
+// stored in the case's layout (dense, or with sequences packed or paged) over a buffer of poison.
 // Compiled with -ffp-contract=off: only + - * / sqrt and detmath, evaluated in source order, so the bytes
 // (and the golden hashes) are identical on every machine.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
+#include <utility>
 
 #include "flashcheck/inputs.h"
 #include "flashcheck/oracle_bridge.h"
@@ -64,9 +67,28 @@ void store_bits(uint32_t bits, int64_t esize, uint8_t* dst) {
   }
 }
 
+// One tensor: its canonical shape [batch, heads, seqlen, head_dim] and where element [b, h, s, d] lies in the
+// encoded buffer: dense strides, packed rows (sequence b's rows from row0[b]), or pages (row s of sequence b in
+// page pages[b * pages_per_seq + s / page_size]).
 struct TensorShape {
   int64_t batch, heads, seqlen, head_dim;
   Strides strides;  // of the encoded buffer, in elements
+  const std::vector<int64_t>* lengths = nullptr;  // [batch] rows of each sequence; null: seqlen each
+  const std::vector<int32_t>* row0 = nullptr;     // [batch + 1] packed rows (cu_seqlens)
+  const std::vector<int32_t>* pages = nullptr;    // [batch, pages_per_seq] page table
+  int64_t page_size = 0, pages_per_seq = 0;
+
+  int64_t length(int64_t b) const { return lengths != nullptr ? (*lengths)[static_cast<size_t>(b)] : seqlen; }
+  // Element offset of [b, h, s, 0].
+  int64_t offset(int64_t b, int64_t h, int64_t s) const {
+    if (pages != nullptr) {
+      const int64_t page = (*pages)[static_cast<size_t>(b * pages_per_seq + s / page_size)];
+      return page * strides.batch + (s % page_size) * strides.row + h * strides.head;
+    }
+    if (row0 != nullptr) return ((*row0)[static_cast<size_t>(b)] + s) * strides.row + h * strides.head;
+    return b * strides.batch + h * strides.head + s * strides.row;
+  }
+  int64_t canonical(int64_t b, int64_t h, int64_t s) const { return ((b * heads + h) * seqlen + s) * head_dim; }
 };
 
 // Fills `bytes` (layout) and `exact` (canonical) for one tensor of `dtype` (the case's, or fp32 for the sink).
@@ -76,16 +98,19 @@ void generate(const Case& c, DType dtype, const ValueSpec& spec, Stream stream, 
   if (t.batch == 0 || t.heads == 0 || t.seqlen == 0 || t.head_dim == 0) return;
   const int64_t esize = dtype_size(dtype);
   const double max_finite = dtype_max(dtype);
-  int64_t index = 0;
   for (int64_t b = 0; b < t.batch; ++b) {
+    const int64_t length = t.length(b);
     for (int64_t h = 0; h < t.heads; ++h) {
       int64_t dominant_row = -1;
       if (spec.kind == DistKind::kDominant && t.seqlen > 0) {
         const Draw pick = draw(c.seed, dominant_stream, static_cast<uint64_t>(b * t.heads + h));
         dominant_row = static_cast<int64_t>(below(uint64_t{pick.w[0]} << 32 | pick.w[1], static_cast<uint64_t>(t.seqlen)));
       }
-      for (int64_t s = 0; s < t.seqlen; ++s) {
-        for (int64_t d = 0; d < t.head_dim; ++d, ++index) {
+      for (int64_t s = 0; s < length; ++s) {
+        const int64_t row_offset = t.offset(b, h, s);
+        const int64_t row_index = t.canonical(b, h, s);
+        for (int64_t d = 0; d < t.head_dim; ++d) {
+          const int64_t index = row_index + d;
           double x = 0.0;
           if (spec.kind == DistKind::kConst) {
             x = spec.a;
@@ -123,8 +148,7 @@ void generate(const Case& c, DType dtype, const ValueSpec& spec, Stream stream, 
             }
           }
           const uint32_t bits = encode_dtype(dtype, x);
-          const int64_t offset = b * t.strides.batch + h * t.strides.head + s * t.strides.row + d;
-          store_bits(bits, esize, bytes->data() + offset * esize);
+          store_bits(bits, esize, bytes->data() + (row_offset + d) * esize);
           (*exact)[static_cast<size_t>(index)] = decode_dtype(dtype, bits);
         }
       }
@@ -132,11 +156,73 @@ void generate(const Case& c, DType dtype, const ValueSpec& spec, Stream stream, 
   }
 }
 
-void fill_padding_pattern(DType dtype, std::vector<uint8_t>* bytes) {
-  if (dtype_size(dtype) == 4) {
-    for (size_t i = 0; i + 4 <= bytes->size(); i += 4) std::memcpy(bytes->data() + i, &kInputPadBits32, 4);
-  } else {
-    for (size_t i = 0; i + 2 <= bytes->size(); i += 2) std::memcpy(bytes->data() + i, &kInputPadBits16, 2);
+// The bits of `poison` in `dtype`: the padding NaN pattern, +inf, or +0.
+uint32_t poison_bits(DType dtype, Poison poison) {
+  switch (poison) {
+    case Poison::kNaN:
+      return dtype_size(dtype) == 4 ? kInputPadBits32 : kInputPadBits16;
+    case Poison::kInf:
+      return encode_dtype(dtype, std::numeric_limits<double>::infinity());
+    case Poison::kZero:
+      return encode_dtype(dtype, 0.0);
+  }
+  return dtype_size(dtype) == 4 ? kInputPadBits32 : kInputPadBits16;
+}
+
+// Every element of `bytes` to the poison; generation then overwrites the elements that are data.
+void fill_poison(DType dtype, Poison poison, std::vector<uint8_t>* bytes) {
+  const int64_t esize = dtype_size(dtype);
+  const uint32_t bits = poison_bits(dtype, poison);
+  for (size_t i = 0; i + static_cast<size_t>(esize) <= bytes->size(); i += static_cast<size_t>(esize)) {
+    store_bits(bits, esize, bytes->data() + i);
+  }
+}
+
+// The index arrays of a case with sequences (HostInputs documents each). Every total fits int32 (validate_case).
+void build_index_arrays(const Case& c, const Params& p, HostInputs* in) {
+  const size_t batch = c.seqs.size();
+  bool any_extra = false;
+  in->cu_seqlens_q.assign(batch + 1, 0);
+  in->seqlens_q.resize(batch);
+  in->seqlens_k.resize(batch);
+  for (size_t b = 0; b < batch; ++b) {
+    const Sequence& s = c.seqs[b];
+    in->cu_seqlens_q[b + 1] = in->cu_seqlens_q[b] + static_cast<int32_t>(s.q);
+    in->seqlens_q[b] = s.q;
+    in->seqlens_k[b] = s.k;
+    any_extra = any_extra || s.extra > 0;
+  }
+  if (c.page > 0 || any_extra) {
+    in->seqused_k.resize(batch);
+    for (size_t b = 0; b < batch; ++b) in->seqused_k[b] = static_cast<int32_t>(c.seqs[b].k);
+  }
+  if (c.page == 0) {
+    in->cu_seqlens_k.assign(batch + 1, 0);
+    for (size_t b = 0; b < batch; ++b) {
+      in->cu_seqlens_k[b + 1] = in->cu_seqlens_k[b] + static_cast<int32_t>(c.seqs[b].capacity());
+    }
+    return;
+  }
+  // Physical pages in a seeded order (Fisher-Yates, one Philox draw per step), handed out to the sequences' logical
+  // pages in turn; the last one left is the spare page, which no sequence owns. A kernel that ignores the table
+  // (reading pages in order) or reads a sequence's neighbour's pages then meets other keys or the poison.
+  const int64_t num_pages = p.num_pages;
+  std::vector<int32_t> order(static_cast<size_t>(num_pages));
+  for (int64_t i = 0; i < num_pages; ++i) order[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  for (int64_t i = num_pages - 1; i >= 1; --i) {
+    const Draw r = draw(c.seed, Stream::kPageOrder, static_cast<uint64_t>(i));
+    const uint64_t j = below(uint64_t{r.w[0]} << 32 | r.w[1], static_cast<uint64_t>(i + 1));
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
+  }
+  // Entries a sequence does not own: out of range on purpose, so a kernel that reads one reads outside K and V.
+  const int32_t unread = static_cast<int32_t>(num_pages + 7);
+  in->page_table.assign(static_cast<size_t>(static_cast<int64_t>(batch) * p.max_pages_per_seq), unread);
+  size_t next = 0;
+  for (size_t b = 0; b < batch; ++b) {
+    const int64_t pages = sequence_pages(c.seqs[b], c.page);
+    for (int64_t page = 0; page < pages; ++page) {
+      in->page_table[b * static_cast<size_t>(p.max_pages_per_seq) + static_cast<size_t>(page)] = order[next++];
+    }
   }
 }
 
@@ -156,7 +242,7 @@ bool checked_product(std::initializer_list<int64_t> factors, int64_t* out) {
 }  // namespace
 
 oracle::Problem HostInputs::problem() const {
-  return oracle_problem(params, q_exact, k_exact, v_exact, sink_exact);
+  return oracle_problem(params, q_exact, k_exact, v_exact, sink_exact, seqlens_q, seqlens_k);
 }
 
 uint64_t fnv1a64(const uint8_t* data, size_t size, uint64_t hash) {
@@ -172,7 +258,12 @@ uint64_t HostInputs::hash() const {
   uint64_t h = fnv1a64(q.data(), q.size());
   h = fnv1a64(k.data(), k.size(), h);
   h = fnv1a64(v.data(), v.size(), h);
-  return fnv1a64(reinterpret_cast<const uint8_t*>(sink.data()), sink.size() * sizeof(float), h);
+  h = fnv1a64(reinterpret_cast<const uint8_t*>(sink.data()), sink.size() * sizeof(float), h);
+  // Empty for a dense case: its hash is that of q, k, v and the sink.
+  for (const std::vector<int32_t>* array : {&cu_seqlens_q, &cu_seqlens_k, &seqused_k, &page_table}) {
+    h = fnv1a64(reinterpret_cast<const uint8_t*>(array->data()), array->size() * sizeof(int32_t), h);
+  }
+  return h;
 }
 
 void HostInputs::bind() {
@@ -180,27 +271,45 @@ void HostInputs::bind() {
   params.k = k.empty() ? nullptr : k.data();
   params.v = v.empty() ? nullptr : v.data();
   params.sink = sink.empty() ? nullptr : sink.data();
+  params.cu_seqlens_q = cu_seqlens_q.empty() ? nullptr : cu_seqlens_q.data();
+  params.cu_seqlens_k = cu_seqlens_k.empty() ? nullptr : cu_seqlens_k.data();
+  params.seqused_k = seqused_k.empty() ? nullptr : seqused_k.data();
+  params.page_table = page_table.empty() ? nullptr : page_table.data();
 }
 
 Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
   if (Status status = validate_case(c); !status.ok()) return status;
   const int64_t esize = dtype_size(c.dtype);
+  const Params params = case_params(c);
+  const bool has_seqs = !c.seqs.empty();
   // Bytes: encoded tensors (padded layout) plus the decoded canonical copies (8 bytes per element), and the
-  // sink's fp32 values with their copies (its own check: heads_q may be huge where batch is 0).
+  // sink's fp32 values with their copies (its own check: heads_q may be huge where batch is 0). With sequences the
+  // encoded tensors hold their packed or paged rows, and the index arrays (with the page shuffle's scratch) count.
   int64_t row_elems = 0, q_padded = 0, kv_padded = 0, q_elems = 0, kv_elems = 0, encoded = 0, decoded = 0, total = 0;
   const int64_t sink_count = c.sink ? c.heads_q : 0;
-  int64_t sink_bytes = 0;
-  const bool fits = checked_add(c.head_dim, c.pad, &row_elems) &&
-                    checked_product({c.batch, c.heads_q, c.seqlen_q, row_elems}, &q_padded) &&
-                    checked_product({c.batch, c.heads_kv, c.seqlen_k, row_elems}, &kv_padded) &&
-                    checked_product({c.batch, c.heads_q, c.seqlen_q, c.head_dim}, &q_elems) &&
-                    checked_product({c.batch, c.heads_kv, c.seqlen_k, c.head_dim}, &kv_elems) &&
-                    checked_add(q_padded, kv_padded, &encoded) && checked_add(encoded, kv_padded, &encoded) &&
-                    checked_mul(encoded, esize, &encoded) && checked_add(q_elems, kv_elems, &decoded) &&
-                    checked_add(decoded, kv_elems, &decoded) && checked_mul(decoded, int64_t{sizeof(double)}, &decoded) &&
-                    checked_add(encoded, decoded, &total) &&
-                    checked_mul(sink_count, int64_t{sizeof(float) + sizeof(double)}, &sink_bytes) &&
-                    checked_add(total, sink_bytes, &total);
+  int64_t sink_bytes = 0, index_bytes = 0;
+  bool fits = checked_add(c.head_dim, c.pad, &row_elems);
+  if (!has_seqs) {
+    fits = fits && checked_product({c.batch, c.heads_q, c.seqlen_q, row_elems}, &q_padded) &&
+           checked_product({c.batch, c.heads_kv, c.seqlen_k, row_elems}, &kv_padded);
+  } else {
+    const int64_t batch = static_cast<int64_t>(c.seqs.size());
+    const int64_t kv_rows = c.page > 0 ? params.num_pages * params.page_size : params.total_k;  // int32 * int32
+    int64_t table = 0;
+    fits = fits && checked_product({params.total_q, c.heads_q, row_elems}, &q_padded) &&
+           checked_product({kv_rows, c.heads_kv, row_elems}, &kv_padded) &&
+           checked_mul(batch, params.max_pages_per_seq, &table) &&
+           checked_product({3 * batch + 2 + table + params.num_pages, int64_t{sizeof(int32_t)}}, &index_bytes) &&
+           checked_add(index_bytes, 2 * batch * int64_t{sizeof(int64_t)}, &index_bytes);
+  }
+  fits = fits && checked_product({c.batch, c.heads_q, c.seqlen_q, c.head_dim}, &q_elems) &&
+         checked_product({c.batch, c.heads_kv, c.seqlen_k, c.head_dim}, &kv_elems) &&
+         checked_add(q_padded, kv_padded, &encoded) && checked_add(encoded, kv_padded, &encoded) &&
+         checked_mul(encoded, esize, &encoded) && checked_add(q_elems, kv_elems, &decoded) &&
+         checked_add(decoded, kv_elems, &decoded) && checked_mul(decoded, int64_t{sizeof(double)}, &decoded) &&
+         checked_add(encoded, decoded, &total) &&
+         checked_mul(sink_count, int64_t{sizeof(float) + sizeof(double)}, &sink_bytes) &&
+         checked_add(total, sink_bytes, &total) && checked_add(total, index_bytes, &total);
   if (!fits || total > max_bytes) {
     return {StatusCode::kInvalidArgument,
             "case inputs need " + (fits ? std::to_string(total) + " bytes" : std::string("more than 2^63 bytes")) +
@@ -208,7 +317,8 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
   }
 
   HostInputs in;
-  in.params = case_params(c);
+  in.params = params;
+  if (has_seqs) build_index_arrays(c, params, &in);
 
   in.q.resize(static_cast<size_t>(q_padded * esize));
   in.k.resize(static_cast<size_t>(kv_padded * esize));
@@ -216,10 +326,22 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
   in.q_exact.resize(static_cast<size_t>(q_elems));
   in.k_exact.resize(static_cast<size_t>(kv_elems));
   in.v_exact.resize(static_cast<size_t>(kv_elems));
-  for (auto* bytes : {&in.q, &in.k, &in.v}) fill_padding_pattern(c.dtype, bytes);
+  for (auto* bytes : {&in.q, &in.k, &in.v}) fill_poison(c.dtype, c.poison, bytes);
 
-  const TensorShape q_shape{c.batch, c.heads_q, c.seqlen_q, c.head_dim, in.params.q_stride};
-  const TensorShape kv_shape{c.batch, c.heads_kv, c.seqlen_k, c.head_dim, in.params.k_stride};
+  TensorShape q_shape{c.batch, c.heads_q, c.seqlen_q, c.head_dim, in.params.q_stride};
+  TensorShape kv_shape{c.batch, c.heads_kv, c.seqlen_k, c.head_dim, in.params.k_stride};
+  if (has_seqs) {
+    q_shape.lengths = &in.seqlens_q;
+    q_shape.row0 = &in.cu_seqlens_q;
+    kv_shape.lengths = &in.seqlens_k;
+    if (c.page > 0) {
+      kv_shape.pages = &in.page_table;
+      kv_shape.page_size = c.page;
+      kv_shape.pages_per_seq = in.params.max_pages_per_seq;
+    } else {
+      kv_shape.row0 = &in.cu_seqlens_k;
+    }
+  }
   generate(c, c.dtype, c.q, Stream::kQ, Stream::kDominantRowQ, q_shape, &in.q, &in.q_exact);
   generate(c, c.dtype, c.k, Stream::kK, Stream::kDominantRowK, kv_shape, &in.k, &in.k_exact);
   generate(c, c.dtype, c.v, Stream::kV, Stream::kDominantRowV, kv_shape, &in.v, &in.v_exact);
@@ -241,10 +363,8 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
     std::vector<uint8_t>& bytes = is_q ? in.q : inj.tensor == 'k' ? in.k : in.v;
     std::vector<double>& exact = is_q ? in.q_exact : inj.tensor == 'k' ? in.k_exact : in.v_exact;
     const uint32_t bits = encode_dtype(c.dtype, inj.value);
-    const int64_t offset = inj.b * t.strides.batch + inj.h * t.strides.head + inj.s * t.strides.row + inj.d;
-    store_bits(bits, esize, bytes.data() + offset * esize);
-    const int64_t canonical = ((inj.b * t.heads + inj.h) * t.seqlen + inj.s) * t.head_dim + inj.d;
-    exact[static_cast<size_t>(canonical)] = decode_dtype(c.dtype, bits);
+    store_bits(bits, esize, bytes.data() + (t.offset(inj.b, inj.h, inj.s) + inj.d) * esize);
+    exact[static_cast<size_t>(t.canonical(inj.b, inj.h, inj.s) + inj.d)] = decode_dtype(c.dtype, bits);
   }
   *out = std::move(in);
   out->bind();  // after the move: params must point at *out's vectors

@@ -242,6 +242,10 @@ Status LoadedSubject::supports(const Params& p) const {
     return unsupported("heads_kv", "heads_q " + std::to_string(p.heads_q) + " != heads_kv " + std::to_string(p.heads_kv) +
                                        ": no grouped-query attention");
   }
+  // The subject ABI's problem has no index arrays: a subject would read packed or paged tensors as dense ones.
+  if (p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr || p.page_table != nullptr) {
+    return unsupported("seqs", "variable-length sequences, seqused_k and paged K/V are outside the subject ABI");
+  }
   if (p.softcap > 0 && !c.softcap) return unsupported("softcap", "no softcap");
   if (p.sink != nullptr && !c.sink) return unsupported("sink", "no sink logits");
   if (!(c.layouts & FC_SUBJECT_LAYOUT_STRIDED)) {
@@ -265,8 +269,10 @@ Status LoadedSubject::supports(const Params& p) const {
 
 Status LoadedSubject::supports(const Case& c) const {
   static constexpr float kSinkStandIn = 0.0f;  // only whether there is a sink matters
+  static constexpr int32_t kIndexStandIn = 0;  // likewise whether there are sequences
   Params params = case_params(c);
   if (c.sink) params.sink = &kSinkStandIn;
+  if (!c.seqs.empty()) params.cu_seqlens_q = &kIndexStandIn;
   return supports(params);
 }
 
@@ -322,6 +328,7 @@ RunOutputs run_case(const HostInputs& inputs, const LoadedSubject& subject, cons
   out.generic_bound = subject.generic_bound(dtype);
   out.tiling_declared = subject.tiling_declared();
   out.lse_written = subject.descriptor().capabilities.lse != 0;
+  out.splits = 1;
   if (!out.lse_written) out.unwritten_lse = 0;
   return out;
 }

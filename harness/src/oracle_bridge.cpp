@@ -38,7 +38,8 @@ oracle::Arithmetic to_oracle(ComputePath path) {
 }
 
 oracle::Problem oracle_problem(const Params& params, std::span<const double> q, std::span<const double> k,
-                               std::span<const double> v, std::span<const double> sink) {
+                               std::span<const double> v, std::span<const double> sink,
+                               std::span<const int64_t> seqlens_q, std::span<const int64_t> seqlens_k) {
   oracle::Problem p;
   p.batch = params.batch;
   p.heads_q = params.heads_q;
@@ -50,6 +51,8 @@ oracle::Problem oracle_problem(const Params& params, std::span<const double> q, 
   p.scale = static_cast<double>(params.softmax_scale);
   p.softcap = static_cast<double>(params.softcap);
   p.sink = sink;
+  p.seqlens_q = seqlens_q;
+  p.seqlens_k = seqlens_k;
   p.q = q;
   p.k = k;
   p.v = v;
@@ -57,7 +60,11 @@ oracle::Problem oracle_problem(const Params& params, std::span<const double> q, 
 }
 
 oracle::RowBound oracle_bound(const oracle::Problem& problem, oracle::RowRef row, const oracle::RowResult& exact,
-                              const Params& params, const KernelConfig& config) {
+                              const Params& params, const KernelConfig& config, int32_t splits) {
+  if (splits > 1) {  // the running sums model the unsplit order: a split bound does not use them
+    return oracle::bound_row(exact, to_oracle(params.dtype), to_oracle(config.path), config.block_n, params.head_dim,
+                             nullptr, splits);
+  }
   const oracle::OrderedSums sums = oracle::ordered_sums(problem, row, exact, config.block_n);
   return oracle::bound_row(exact, to_oracle(params.dtype), to_oracle(config.path), config.block_n, params.head_dim,
                            &sums);

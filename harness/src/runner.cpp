@@ -1,12 +1,16 @@
 // The backend-independent runner: builds poisoned, canaried output images (O, LSE and the instrumentation
-// the options ask for) and a canaried image of the sink, hands them to the host model (in place) or to the GPU
-// launcher (round trip), then inspects them: damaged canaries, elements still holding the poison, input
-// hashes (Q, K, V and the sink), and decodes O into canonical [B, Hq, Sq, D] order.
+// the options ask for) and canaried images of the sink and the index arrays, hands them to the host model (in
+// place) or to the GPU launcher (round trip), then inspects them: damaged canaries, elements still holding the
+// poison, input hashes (Q, K, V, the sink, the index arrays), and decodes O, LSE, m and l into canonical
+// [B, Hq, Sq(, D)] order from the kernel's (packed with sequences).
 // Invariant: every check runs on the bytes the backend left, so a skipped row or a stray write shows up.
+#include <algorithm>
+#include <array>
 #include <climits>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "flashcheck/runner.h"
 #include "runner_internal.h"
@@ -15,27 +19,52 @@ namespace flashcheck {
 namespace {
 
 using detail::OutputImages;
+using detail::QkvHashes;
 
 // LSE rows allocated for a case without O elements (head_dim = 0): enough for any shape a test builds.
 constexpr int64_t kMaxRowsWithoutO = int64_t{1} << 24;
 
-// A padded output laid out like Q: the byte offset of element (b, h, i, d) of O.
-struct OLayout {
-  int64_t batch, heads, seqlen, head_dim, esize;
-  Strides strides;
-  int64_t offset(int64_t b, int64_t h, int64_t i, int64_t d) const {
-    return (b * strides.batch + h * strides.head + i * strides.row + d) * esize;
+// The query rows of a run: canonical (b, h, i) with i below sequence b's length, as RunOutputs orders them
+// ([B, Hq, Sq]), and where the kernel keeps each (instrument.h): LSE, m and l at (b * Hq + h) * Sq + i, or at
+// h * total_q + cu_seqlens_q[b] + i when Q is packed; O's element at its strides, dense or packed.
+struct RowMap {
+  int64_t batch = 0, heads = 0, seqlen = 0, head_dim = 0;
+  const std::vector<int32_t>* cu_q = nullptr;  // packed Q: [batch + 1]; null: dense
+  int64_t total_q = 0;
+
+  bool packed() const { return cu_q != nullptr; }
+  int64_t length(int64_t b) const {
+    return packed() ? int64_t{(*cu_q)[static_cast<size_t>(b) + 1]} - (*cu_q)[static_cast<size_t>(b)] : seqlen;
+  }
+  int64_t canonical_row(int64_t b, int64_t h, int64_t i) const { return (b * heads + h) * seqlen + i; }
+  int64_t kernel_row(int64_t b, int64_t h, int64_t i) const {
+    return packed() ? h * total_q + (*cu_q)[static_cast<size_t>(b)] + i : canonical_row(b, h, i);
+  }
+  // Byte offset of element (b, h, i, d) of an output laid out like Q with `strides`.
+  int64_t o_offset(const Strides& strides, int64_t esize, int64_t b, int64_t h, int64_t i, int64_t d) const {
+    const int64_t row = packed() ? ((*cu_q)[static_cast<size_t>(b)] + i) * strides.row
+                                 : b * strides.batch + i * strides.row;
+    return (row + h * strides.head + d) * esize;
+  }
+  // Calls fn(b, h, i) for every row, in canonical order.
+  template <typename Fn>
+  void for_each_row(Fn&& fn) const {
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t rows = length(b);
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < rows; ++i) fn(b, h, i);
+    }
   }
 };
 
-// Calls fn(canonical_index, byte_offset) for every element of O, in canonical order.
+// Calls fn(canonical_index, byte_offset) for every element of O, in canonical order. With packed Q these are
+// every element of every packed row: no element of O lies outside a sequence.
 template <typename Fn>
-void for_each_o_element(const OLayout& layout, Fn&& fn) {
-  int64_t index = 0;
-  for (int64_t b = 0; b < layout.batch; ++b)
-    for (int64_t h = 0; h < layout.heads; ++h)
-      for (int64_t i = 0; i < layout.seqlen; ++i)
-        for (int64_t d = 0; d < layout.head_dim; ++d) fn(index++, layout.offset(b, h, i, d));
+void for_each_o_element(const RowMap& rows, const Strides& strides, int64_t esize, Fn&& fn) {
+  rows.for_each_row([&](int64_t b, int64_t h, int64_t i) {
+    const int64_t index = rows.canonical_row(b, h, i) * rows.head_dim;
+    for (int64_t d = 0; d < rows.head_dim; ++d) fn(index + d, rows.o_offset(strides, esize, b, h, i, d));
+  });
 }
 
 void store_poison(DType dtype, uint8_t* dst) {
@@ -77,11 +106,14 @@ std::vector<uint8_t> make_input_image(const std::vector<T>& values) {
   return image;
 }
 
-// FNV-1a of Q, K and V, the part of HostInputs::hash() a backend reports after the call (the sink's bytes
-// follow, from its image).
-uint64_t qkv_hash(const HostInputs& in) {
-  return fnv1a64(in.v.data(), in.v.size(), fnv1a64(in.k.data(), in.k.size(), fnv1a64(in.q.data(), in.q.size())));
+template <typename T>
+uint64_t hash_of(const std::vector<T>& values) {
+  return fnv1a64(reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(T));
 }
+
+// The hashes a backend reports after the call: the bytes of Q, K and V as it left them (the sink's and the index
+// arrays' come from their images).
+QkvHashes qkv_hashes(const HostInputs& in) { return {hash_of(in.q), hash_of(in.k), hash_of(in.v)}; }
 
 // Guard | zeroed uint64 counters | guard: Instrumentation's counters accumulate (+=).
 std::vector<uint8_t> make_counter_image(int64_t count) {
@@ -125,6 +157,18 @@ std::vector<T> decode_image(const std::vector<uint8_t>& image, int64_t count) {
   return values;
 }
 
+// A per-row fp32 image (LSE, m, l: the kernel's row index) in canonical [B, Hq, Sq] order, 0 past a sequence's
+// rows.
+std::vector<float> decode_rows(const std::vector<uint8_t>& image, const RowMap& rows, int64_t kernel_rows) {
+  const std::vector<float> kernel = decode_image<float>(image, kernel_rows);
+  if (!rows.packed()) return kernel;
+  std::vector<float> canonical(static_cast<size_t>(rows.batch * rows.heads * rows.seqlen), 0.0f);
+  rows.for_each_row([&](int64_t b, int64_t h, int64_t i) {
+    canonical[static_cast<size_t>(rows.canonical_row(b, h, i))] = kernel[static_cast<size_t>(rows.kernel_row(b, h, i))];
+  });
+  return canonical;
+}
+
 }  // namespace
 
 const char* to_string(Backend backend) { return backend == Backend::kGpu ? "gpu" : "model"; }
@@ -140,10 +184,17 @@ bool is_unwritten(float x) { return is_poison(DType::kF32, reinterpret_cast<cons
 
 namespace {
 
-// Where a backend's results go: the call gets params whose o/lse (and sink) point into the images' payloads
-// (host backends) and may replace them (the GPU round trip); it returns the call's status, the config that ran
-// and the hash of Q, K, V after the call.
-using ImageCall = std::function<Status(Params* params, OutputImages* images, KernelConfig* config, uint64_t* hash_after)>;
+// Where a backend's results go: the call gets params whose o/lse (and sink, and index arrays) point into the
+// images' payloads (host backends) and may replace them (the GPU round trip); it returns the call's status, the
+// config that ran and the hashes of Q, K, V after the call.
+using ImageCall =
+    std::function<Status(Params* params, OutputImages* images, KernelConfig* config, QkvHashes* hashes_after)>;
+
+// The inputs a run hashes before and after, in HostInputs' order, by the names RunOutputs::modified_input uses.
+constexpr int kHashedInputs = 8;
+constexpr const char* kInputNames[kHashedInputs] = {"q", "k", "v", "sink", "cu_seqlens_q", "cu_seqlens_k",
+                                                     "seqused_k", "page_table"};
+using InputHashes = std::array<uint64_t, kHashedInputs>;
 
 RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, const ImageCall& call) {
   RunOutputs out;
@@ -160,10 +211,24 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
     out.status = {StatusCode::kInvalidArgument, "run_case: O strides must equal Q strides (as make_inputs sets them)"};
     return out;
   }
-  const OLayout o_layout{params.batch, params.heads_q, params.seqlen_q, params.head_dim, esize, params.o_stride};
+  RowMap rows{params.batch, params.heads_q, params.seqlen_q, params.head_dim};
+  if (!inputs.cu_seqlens_q.empty()) {
+    // Packed Q: the runner walks the rows by the inputs' own prefix sums (as make_inputs builds them), so they must
+    // describe the buffers it allocates.
+    const std::vector<int32_t>& cu = inputs.cu_seqlens_q;
+    if (params.batch < 0 || cu.size() != static_cast<size_t>(params.batch) + 1 || cu.front() != 0 ||
+        cu.back() != params.total_q || !std::is_sorted(cu.begin(), cu.end())) {
+      out.status = {StatusCode::kInvalidArgument, "run_case: cu_seqlens_q must have batch + 1 non-decreasing entries "
+                                                  "from 0 to total_q (as make_inputs builds it)"};
+      return out;
+    }
+    rows.cu_q = &inputs.cu_seqlens_q;
+    rows.total_q = params.total_q;
+  }
   const int64_t o_payload = static_cast<int64_t>(inputs.q.size());
   const int64_t o_elements = static_cast<int64_t>(inputs.q_exact.size());
-  // Rows of LSE (and m, l). With head_dim >= 1 they are bounded by O's element count, which make_inputs
+  // Rows of the canonical outputs ([B, Hq, Sq]) and of LSE (and m, l) as the kernel writes them (heads_q * total_q
+  // with packed Q, never more). With head_dim >= 1 they are bounded by O's element count, which make_inputs
   // bounded; with head_dim = 0 (an invalid case the backend must reject) they are not, so a huge row count
   // is answered by can_implement alone rather than by allocating the guards of a call that cannot run.
   int64_t row_count = 0;
@@ -175,8 +240,11 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
     if (out.status.ok()) out.status = {StatusCode::kInvalidArgument, "run_case: row count too large for host memory"};
     return out;
   }
+  const int64_t kernel_rows = rows.packed() ? params.heads_q * rows.total_q : row_count;
 
-  // Trace rows index the per-row arrays: a row outside them is a caller's mistake, not the backend's.
+  // Trace rows index the per-row arrays: a row outside them is a caller's mistake, not the backend's. They come as
+  // canonical rows; the backend gets the kernel's row index of each.
+  OutputImages images;
   int64_t trace_slots = 0;
   if (!options.trace_rows.empty()) {
     for (int64_t row : options.trace_rows) {
@@ -185,6 +253,15 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
                                                         std::to_string(row_count) + ")"};
         return out;
       }
+      const int64_t b = row / (params.heads_q * params.seqlen_q), h = row / params.seqlen_q % params.heads_q;
+      const int64_t i = row % params.seqlen_q;
+      if (i >= rows.length(b)) {
+        out.status = {StatusCode::kInvalidArgument, "run_case: trace row " + std::to_string(row) + " is row " +
+                                                        std::to_string(i) + " of sequence " + std::to_string(b) +
+                                                        ", which has " + std::to_string(rows.length(b)) + " rows"};
+        return out;
+      }
+      images.trace_rows.push_back(rows.kernel_row(b, h, i));
     }
     if (options.trace_tiles < 1 || options.trace_rows.size() > size_t{INT32_MAX}) {
       out.status = {StatusCode::kInvalidArgument,
@@ -194,15 +271,14 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
     trace_slots = static_cast<int64_t>(options.trace_rows.size()) * options.trace_tiles;
   }
 
-  OutputImages images;
   // O: canary everywhere (guards and padding between rows), then poison on every element.
   images.o.assign(static_cast<size_t>(2 * kGuardBytes + o_payload), kCanaryByte);
   uint8_t* const o_base = images.o.data() + kGuardBytes;  // images are never reallocated after this
-  for_each_o_element(o_layout, [&](int64_t, int64_t offset) { store_poison(dtype, o_base + offset); });
-  images.lse = make_f32_image(row_count);
+  for_each_o_element(rows, params.o_stride, esize, [&](int64_t, int64_t offset) { store_poison(dtype, o_base + offset); });
+  images.lse = make_f32_image(kernel_rows);
   if (options.instrument) {
-    images.m = make_f32_image(row_count);
-    images.l = make_f32_image(row_count);
+    images.m = make_f32_image(kernel_rows);
+    images.l = make_f32_image(kernel_rows);
   }
   if (options.count_tiles) {
     images.tile_kinds = make_counter_image(kTileKindCount);
@@ -213,16 +289,44 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
     images.trace_l = make_f32_image(trace_slots);
   }
   if (!inputs.sink.empty()) images.sink = make_input_image(inputs.sink);
+  if (!inputs.cu_seqlens_q.empty()) images.cu_seqlens_q = make_input_image(inputs.cu_seqlens_q);
+  if (!inputs.cu_seqlens_k.empty()) images.cu_seqlens_k = make_input_image(inputs.cu_seqlens_k);
+  if (!inputs.seqused_k.empty()) images.seqused_k = make_input_image(inputs.seqused_k);
+  if (!inputs.page_table.empty()) images.page_table = make_input_image(inputs.page_table);
 
-  const uint64_t hash_before = inputs.hash();
-  uint64_t qkv_hash_after = 0;
+  // The images' payloads and their sizes, in kInputNames' order after q, k, v.
+  const std::pair<std::vector<uint8_t>*, size_t> input_images[kHashedInputs - 3] = {
+      {&images.sink, inputs.sink.size() * sizeof(float)},
+      {&images.cu_seqlens_q, inputs.cu_seqlens_q.size() * sizeof(int32_t)},
+      {&images.cu_seqlens_k, inputs.cu_seqlens_k.size() * sizeof(int32_t)},
+      {&images.seqused_k, inputs.seqused_k.size() * sizeof(int32_t)},
+      {&images.page_table, inputs.page_table.size() * sizeof(int32_t)}};
+  const InputHashes hashes_before = {hash_of(inputs.q),            hash_of(inputs.k),         hash_of(inputs.v),
+                                     hash_of(inputs.sink),         hash_of(inputs.cu_seqlens_q),
+                                     hash_of(inputs.cu_seqlens_k), hash_of(inputs.seqused_k), hash_of(inputs.page_table)};
   params.o = o_base;
   params.lse = reinterpret_cast<float*>(images.lse.data() + kGuardBytes);
   params.sink = reinterpret_cast<const float*>(detail::payload(images.sink));
-  out.status = call(&params, &images, &out.config, &qkv_hash_after);
-  // The sink's bytes as the run left them (in place, or read back from the device) continue the hash.
-  const uint64_t hash_after = fnv1a64(detail::payload(images.sink), inputs.sink.size() * sizeof(float), qkv_hash_after);
-  out.inputs_unchanged = hash_after == hash_before;
+  params.cu_seqlens_q = reinterpret_cast<const int32_t*>(detail::payload(images.cu_seqlens_q));
+  params.cu_seqlens_k = reinterpret_cast<const int32_t*>(detail::payload(images.cu_seqlens_k));
+  params.seqused_k = reinterpret_cast<const int32_t*>(detail::payload(images.seqused_k));
+  params.page_table = reinterpret_cast<const int32_t*>(detail::payload(images.page_table));
+  QkvHashes qkv_after{};
+  out.status = call(&params, &images, &out.config, &qkv_after);
+  // The split count the kernel and the host model derive from these params (pointers only count as null or not).
+  out.splits = effective_splits(params);
+  // The inputs as the run left them (in place, or read back from the device): the first that changed is named.
+  InputHashes hashes_after{qkv_after[0], qkv_after[1], qkv_after[2]};
+  for (int i = 3; i < kHashedInputs; ++i) {
+    const auto& [image, size] = input_images[i - 3];
+    hashes_after[static_cast<size_t>(i)] = fnv1a64(detail::payload(*image), size);
+  }
+  for (int i = 0; i < kHashedInputs && out.inputs_unchanged; ++i) {
+    if (hashes_after[static_cast<size_t>(i)] != hashes_before[static_cast<size_t>(i)]) {
+      out.inputs_unchanged = false;
+      out.modified_input = kInputNames[i];
+    }
+  }
 
   // Canaries are checked even after a failed call: a rejected launch must not have written anything either.
   check_guards(&out, "O", images.o);
@@ -233,11 +337,11 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
   check_guards(&out, "rescale buckets", images.rescale);
   check_guards(&out, "trace m", images.trace_m);
   check_guards(&out, "trace l", images.trace_l);
-  check_guards(&out, "sink", images.sink);
+  for (int i = 3; i < kHashedInputs; ++i) check_guards(&out, kInputNames[i], *input_images[i - 3].first);
   {
     // O padding: every payload byte that is not part of an element. Mark the elements, scan the rest.
     std::vector<uint8_t> is_element(static_cast<size_t>(o_payload), 0);
-    for_each_o_element(o_layout, [&](int64_t, int64_t offset) {
+    for_each_o_element(rows, params.o_stride, esize, [&](int64_t, int64_t offset) {
       std::memset(is_element.data() + offset, 1, static_cast<size_t>(esize));
     });
     for (int64_t i = 0; i < o_payload; ++i) {
@@ -249,16 +353,17 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
   }
   if (!out.status.ok()) return out;
 
-  out.o.resize(static_cast<size_t>(o_elements));
-  for_each_o_element(o_layout, [&](int64_t index, int64_t offset) {
+  // Canonical outputs: rows past a sequence's length stay 0.
+  out.o.assign(static_cast<size_t>(o_elements), 0.0);
+  for_each_o_element(rows, params.o_stride, esize, [&](int64_t index, int64_t offset) {
     if (is_poison(dtype, o_base + offset)) ++out.unwritten_o;
     out.o[static_cast<size_t>(index)] = decode_dtype(dtype, load_bits(dtype, o_base + offset));
   });
-  out.unwritten_lse = count_poison(DType::kF32, images.lse.data() + kGuardBytes, row_count);
-  out.lse = decode_image<float>(images.lse, row_count);
+  out.unwritten_lse = count_poison(DType::kF32, images.lse.data() + kGuardBytes, kernel_rows);
+  out.lse = decode_rows(images.lse, rows, kernel_rows);
   if (options.instrument) {
-    out.row_m = decode_image<float>(images.m, row_count);
-    out.row_l = decode_image<float>(images.l, row_count);
+    out.row_m = decode_rows(images.m, rows, kernel_rows);
+    out.row_l = decode_rows(images.l, rows, kernel_rows);
   }
   if (options.count_tiles) {
     out.tile_kind_counts = decode_image<uint64_t>(images.tile_kinds, kTileKindCount);
@@ -274,31 +379,33 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
 }  // namespace
 
 RunOutputs run_case(const HostInputs& inputs, const HostBackend& backend, const RunOptions& options) {
-  return run_guarded(inputs, options, [&](Params* params, OutputImages* images, KernelConfig* config, uint64_t* hash_after) {
+  return run_guarded(inputs, options, [&](Params* params, OutputImages* images, KernelConfig* config,
+                                          QkvHashes* hashes_after) {
     Instrumentation inst;
     inst.row_m = reinterpret_cast<float*>(detail::payload(images->m));
     inst.row_l = reinterpret_cast<float*>(detail::payload(images->l));
     inst.tile_kind_counts = reinterpret_cast<uint64_t*>(detail::payload(images->tile_kinds));
     inst.rescale_buckets = reinterpret_cast<uint64_t*>(detail::payload(images->rescale));
     if (!images->trace_m.empty()) {
-      inst.trace_rows = options.trace_rows.data();
-      inst.trace_row_count = static_cast<int32_t>(options.trace_rows.size());
+      inst.trace_rows = images->trace_rows.data();
+      inst.trace_row_count = static_cast<int32_t>(images->trace_rows.size());
       inst.max_tiles = options.trace_tiles;
       inst.trace_m = reinterpret_cast<float*>(detail::payload(images->trace_m));
       inst.trace_l = reinterpret_cast<float*>(detail::payload(images->trace_l));
     }
     *config = options.model.override_config ? options.model.config : select_config(*params);
     const Status status = backend(*params, inst);
-    *hash_after = qkv_hash(inputs);
+    *hashes_after = qkv_hashes(inputs);
     return status;
   });
 }
 
 RunOutputs run_case(const HostInputs& inputs, Backend backend, const RunOptions& options) {
   if (backend == Backend::kGpu) {
-    return run_guarded(inputs, options, [&](Params* params, OutputImages* images, KernelConfig* config, uint64_t* hash_after) {
+    return run_guarded(inputs, options, [&](Params* params, OutputImages* images, KernelConfig* config,
+                                            QkvHashes* hashes_after) {
       *config = select_config(*params);
-      return detail::run_on_gpu(inputs, *params, images, options, hash_after);
+      return detail::run_on_gpu(inputs, *params, images, options, hashes_after);
     });
   }
   const HostBackend model = [&](const Params& params, const Instrumentation& inst) {

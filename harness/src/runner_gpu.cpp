@@ -25,7 +25,10 @@ bool gpu_instrumentation_linked() { return FLASHCHECK_HARNESS_INSTRUMENTED != 0;
 
 namespace {
 // The buffers of a run, one device allocation each.
-enum class Slot : int { kQ, kK, kV, kTraceRows, kO, kLse, kM, kL, kTileKinds, kRescale, kTraceM, kTraceL, kSink, kCount };
+enum class Slot : int {
+  kQ, kK, kV, kTraceRows, kO, kLse, kM, kL, kTileKinds, kRescale, kTraceM, kTraceL, kSink,
+  kCuSeqlensQ, kCuSeqlensK, kSequsedK, kPageTable, kCount
+};
 }  // namespace
 
 // A slot grows (free, then allocate the larger size) and never shrinks.
@@ -119,7 +122,8 @@ class DeviceRun {
   std::array<size_t, static_cast<size_t>(Slot::kCount)> sizes_{};
 };
 
-// The images and the slots they travel in, in one list so upload and download cannot disagree.
+// The images and the slots they travel in, in one list so upload and download cannot disagree: the outputs, and
+// the inputs that travel as images (the sink, the index arrays), whose guards and bytes are checked after the run.
 struct ImageSlot {
   Slot slot;
   std::vector<uint8_t> OutputImages::*image;
@@ -135,12 +139,16 @@ constexpr ImageSlot kImageSlots[] = {
     {Slot::kTraceM, &OutputImages::trace_m, "trace m image"},
     {Slot::kTraceL, &OutputImages::trace_l, "trace l image"},
     {Slot::kSink, &OutputImages::sink, "sink image"},
+    {Slot::kCuSeqlensQ, &OutputImages::cu_seqlens_q, "cu_seqlens_q image"},
+    {Slot::kCuSeqlensK, &OutputImages::cu_seqlens_k, "cu_seqlens_k image"},
+    {Slot::kSequsedK, &OutputImages::seqused_k, "seqused_k image"},
+    {Slot::kPageTable, &OutputImages::page_table, "page_table image"},
 };
 
 }  // namespace
 
 Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images, const RunOptions& options,
-                  uint64_t* qkv_hash_after) {
+                  QkvHashes* qkv_hashes_after) {
   if (options.any_instrumentation() && !FLASHCHECK_HARNESS_INSTRUMENTED) {
     return {StatusCode::kUnsupported,
             "GPU instrumentation (row m, l, tile counters, traces) needs flashcheck_harness_instrumented, linked "
@@ -162,6 +170,11 @@ Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images,
   params.o = device.payload(Slot::kO);
   params.lse = device.payload<float>(Slot::kLse);
   params.sink = device.payload<const float>(Slot::kSink);  // null when the inputs have no sink
+  // The index arrays live where the tensors do (attention.h); each null when the inputs have none.
+  params.cu_seqlens_q = device.payload<const int32_t>(Slot::kCuSeqlensQ);
+  params.cu_seqlens_k = device.payload<const int32_t>(Slot::kCuSeqlensK);
+  params.seqused_k = device.payload<const int32_t>(Slot::kSequsedK);
+  params.page_table = device.payload<const int32_t>(Slot::kPageTable);
 
   Status call_status;
   if (options.device_call) {
@@ -174,11 +187,11 @@ Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images,
     inst.tile_kind_counts = device.payload<uint64_t>(Slot::kTileKinds);
     inst.rescale_buckets = device.payload<uint64_t>(Slot::kRescale);
     if (!images->trace_m.empty()) {
-      const size_t row_bytes = options.trace_rows.size() * sizeof(int64_t);
+      const size_t row_bytes = images->trace_rows.size() * sizeof(int64_t);
       FLASHCHECK_RETURN_IF_ERROR(
-          device.upload(Slot::kTraceRows, options.trace_rows.data(), row_bytes, "upload trace rows"));
+          device.upload(Slot::kTraceRows, images->trace_rows.data(), row_bytes, "upload trace rows"));
       inst.trace_rows = reinterpret_cast<const int64_t*>(device.data(Slot::kTraceRows));
-      inst.trace_row_count = static_cast<int32_t>(options.trace_rows.size());
+      inst.trace_row_count = static_cast<int32_t>(images->trace_rows.size());
       inst.max_tiles = options.trace_tiles;
       inst.trace_m = device.payload<float>(Slot::kTraceM);
       inst.trace_l = device.payload<float>(Slot::kTraceL);
@@ -200,15 +213,14 @@ Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images,
   FLASHCHECK_RETURN_IF_ERROR(device.download(Slot::kK, &k_after, "download k"));
   FLASHCHECK_RETURN_IF_ERROR(device.download(Slot::kV, &v_after, "download v"));
   if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return cuda_status(e, "download");
-  uint64_t hash = fnv1a64(q_after.data(), q_after.size());
-  hash = fnv1a64(k_after.data(), k_after.size(), hash);
-  *qkv_hash_after = fnv1a64(v_after.data(), v_after.size(), hash);
+  *qkv_hashes_after = {fnv1a64(q_after.data(), q_after.size()), fnv1a64(k_after.data(), k_after.size()),
+                       fnv1a64(v_after.data(), v_after.size())};
   return call_status;
 }
 
 #else  // no CUDA
 
-Status run_on_gpu(const HostInputs&, Params, OutputImages*, const RunOptions&, uint64_t*) {
+Status run_on_gpu(const HostInputs&, Params, OutputImages*, const RunOptions&, QkvHashes*) {
   return {StatusCode::kNoDevice, "flashcheck was built without CUDA (FLASHCHECK_CUDA=OFF): no GPU backend"};
 }
 

@@ -2,11 +2,12 @@
 // (runner_gpu.cpp, compiled once per kernel library: production, instrumented, mutant).
 // Output images are host byte buffers laid out kGuardBytes | payload | kGuardBytes, already poisoned (or
 // zeroed, for counters) and canaried; a backend writes the payload in place (host model) or round-trips
-// the image (GPU). An empty image is a buffer the run does not record: its pointer stays null. The sink, an
-// input, travels the same way (its payload is the sink values), so its guards and its bytes are checked after
-// the run like the outputs' guards and Q, K, V's hashes.
+// the image (GPU). An empty image is a buffer the run does not record: its pointer stays null. The sink and the
+// index arrays of sequences, inputs, travel the same way (their payloads are their values), so their guards and
+// their bytes are checked after the run like the outputs' guards and Q, K, V's hashes.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -22,15 +23,23 @@ struct OutputImages {
   std::vector<uint8_t> tile_kinds, rescale;      // RunOptions::count_tiles (uint64 counters, zeroed)
   std::vector<uint8_t> trace_m, trace_l;         // RunOptions::trace_rows
   std::vector<uint8_t> sink;                     // the sink logits ([heads_q] fp32), when the inputs have them
+  // The index arrays (int32), when the inputs have them (HostInputs).
+  std::vector<uint8_t> cu_seqlens_q, cu_seqlens_k, seqused_k, page_table;
+  // RunOptions::trace_rows translated to the kernel's row index (instrument.h): the rows the backend traces.
+  std::vector<int64_t> trace_rows;
 };
+
+// Hashes (fnv1a64) of the bytes of Q, K and V as a backend left them, in that order.
+using QkvHashes = std::array<uint64_t, 3>;
 
 // Payload start of an image, or null for an image the run does not record.
 inline uint8_t* payload(std::vector<uint8_t>& image) { return image.empty() ? nullptr : image.data() + kGuardBytes; }
 
-// Uploads the inputs, the trace rows and the images, runs the kernel on options.stream, synchronises,
-// downloads the images (the sink's too) and hashes the device copies of q, k, v into *qkv_hash_after.
-// `params` carries shape, strides, scale, window and softcap; its pointers are replaced by device pointers.
+// Uploads the inputs, the trace rows (images->trace_rows) and the images, runs the kernel on options.stream,
+// synchronises, downloads the images (the sink's and the index arrays' too) and hashes the device copies of q, k,
+// v into *qkv_hashes_after. `params` carries shape, strides, scale, window, softcap and the sequence sizes; its
+// pointers are replaced by device pointers.
 Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images, const RunOptions& options,
-                  uint64_t* qkv_hash_after);
+                  QkvHashes* qkv_hashes_after);
 
 }  // namespace flashcheck::detail

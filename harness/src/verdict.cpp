@@ -154,7 +154,7 @@ void judge_empty_row(const oracle::RowRef& row, int64_t flat, const RunOutputs& 
 // oracle defines them (IEEE arithmetic: an inf - inf among the products is NaN, a usable score). A softcap maps
 // -inf to -softcap, a usable logit, so with one only a row without visible keys is empty.
 bool no_usable_key(const oracle::Problem& p, const oracle::RowRef& row) {
-  const oracle::KeySpan keys = oracle::visible_keys(p, row.i);
+  const oracle::KeySpan keys = oracle::visible_keys(p, row.b, row.i);
   if (p.softcap > 0) return keys.size() == 0;
   const int64_t g = row.h / (p.heads_q / p.heads_kv);
   const double* q = p.q.data() + ((row.b * p.heads_q + row.h) * p.seqlen_q + row.i) * p.head_dim;
@@ -195,21 +195,25 @@ std::vector<oracle::Arithmetic> generic_classes(DType dtype) {
 // The bound a row is judged by: its class's (oracle_bound) for flashcheck's own kernel and model and for a subject
 // that declares a class and a key tile; otherwise §3.1: without a declared tile every key is its own tile and the
 // running sums (which assume tile boundaries) are not used; without a declared class, the largest bound of the
-// dtype's classes, element by element.
+// dtype's classes, element by element. Split-KV runs (outputs.splits > 1) count as §4.10 says.
 oracle::RowBound judged_bound(const oracle::Problem& problem, const oracle::RowRef& row, const oracle::RowResult& exact,
                               const Params& params, const RunOutputs& outputs) {
   const KernelConfig& config = outputs.config;
-  if (!outputs.generic_bound && outputs.tiling_declared) return oracle_bound(problem, row, exact, params, config);
+  if (!outputs.generic_bound && outputs.tiling_declared) {
+    return oracle_bound(problem, row, exact, params, config, outputs.splits);
+  }
   const std::vector<oracle::Arithmetic> classes =
       outputs.generic_bound ? generic_classes(params.dtype) : std::vector<oracle::Arithmetic>{to_oracle(config.path)};
   const int32_t block_n = outputs.tiling_declared ? config.block_n : 0;
+  // Running sums only for a declared tiling run unsplit (they model the unsplit key order).
+  const bool use_sums = outputs.tiling_declared && outputs.splits <= 1;
   oracle::OrderedSums sums;
-  if (outputs.tiling_declared) sums = oracle::ordered_sums(problem, row, exact, block_n);
-  const oracle::OrderedSums* sums_used = outputs.tiling_declared ? &sums : nullptr;
+  if (use_sums) sums = oracle::ordered_sums(problem, row, exact, block_n);
+  const oracle::OrderedSums* sums_used = use_sums ? &sums : nullptr;
   oracle::RowBound bound;
   for (size_t i = 0; i < classes.size(); ++i) {
-    const oracle::RowBound b =
-        oracle::bound_row(exact, to_oracle(params.dtype), classes[i], block_n, params.head_dim, sums_used);
+    const oracle::RowBound b = oracle::bound_row(exact, to_oracle(params.dtype), classes[i], block_n, params.head_dim,
+                                                 sums_used, outputs.splits);
     if (i == 0) {
       bound = b;
       continue;
@@ -303,13 +307,23 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
 
   const oracle::Problem problem = inputs.problem();
   const int64_t head_dim = problem.head_dim;
-  v.rows_total = problem.batch * problem.heads_q * problem.seqlen_q;
+  // The outputs are canonical [B, Hq, Sq(, D)]; the rows are those of the sequences (every one without them).
+  const int64_t canonical_rows = problem.batch * problem.heads_q * problem.seqlen_q;
+  v.rows_total = canonical_rows;
+  if (!problem.seqlens_q.empty()) {
+    v.rows_total = 0;
+    for (const int64_t rows : problem.seqlens_q) v.rows_total += rows * problem.heads_q;
+  }
 
   if (!outputs.canaries_intact) {
     v.failures.push_back(format("canary damaged: %s, byte %lld relative to the payload start (written out of bounds)",
                                 outputs.damaged_buffer, static_cast<long long>(outputs.first_damaged_canary)));
   }
-  if (!outputs.inputs_unchanged) v.failures.push_back("inputs modified: the hash of q, k, v changed during the call");
+  if (!outputs.inputs_unchanged) {
+    v.failures.push_back(*outputs.modified_input != '\0'
+                             ? format("inputs modified: the bytes of %s changed during the call", outputs.modified_input)
+                             : std::string("inputs modified: their hash changed during the call"));
+  }
   if (!outputs.status.ok()) {
     v.failures.push_back(format("call failed: %s: %s", status_name(outputs.status.code()), outputs.status.message().c_str()));
     v.pass = false;
@@ -326,14 +340,14 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
     v.failures.push_back(format("LSE: %lld of %zu rows never written (still hold the poison NaN)",
                                 static_cast<long long>(outputs.unwritten_lse), outputs.lse.size()));
   }
-  const size_t rows_total = static_cast<size_t>(std::max<int64_t>(v.rows_total, 0));
-  if (outputs.o.size() != rows_total * static_cast<size_t>(std::max<int64_t>(head_dim, 0)) ||
-      outputs.lse.size() != rows_total) {
+  const size_t output_rows = static_cast<size_t>(std::max<int64_t>(canonical_rows, 0));
+  if (outputs.o.size() != output_rows * static_cast<size_t>(std::max<int64_t>(head_dim, 0)) ||
+      outputs.lse.size() != output_rows) {
     v.failures.push_back("outputs do not match the case's shape (o or lse has the wrong size)");
     v.pass = false;
     return v;
   }
-  const bool stats = options.check_stats && outputs.row_m.size() == rows_total && outputs.row_l.size() == rows_total;
+  const bool stats = options.check_stats && outputs.row_m.size() == output_rows && outputs.row_l.size() == output_rows;
 
   const double eps = 2 * oracle::unit_roundoff(to_oracle(inputs.params.dtype));
 

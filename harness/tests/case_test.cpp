@@ -1,12 +1,15 @@
 // Case codec: canonical lines round-trip byte for byte, random Cases round-trip through their line (windows,
-// softcaps and sinks included), hand-written lines canonicalise, case_params carries the window and softcap, and
-// every kind of malformed line is rejected with a message that names the token, its column and the reason.
+// softcaps, sinks, sequences, pages, poison and splits included), hand-written lines canonicalise, case_params
+// carries the window and softcap and lays out sequences, and every kind of malformed line is rejected with a
+// message that names the token, its column and the reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "flashcheck/case.h"
@@ -36,6 +39,16 @@ const std::vector<std::string> kCanonicalLines = {
     "f16 b=1 hq=8 hkv=1 sq=3 sk=4 d=8 mask=none softcap=0.001 q=normal(0,1) k=normal(0,1) v=normal(0,1) "
     "sink=ramp(-100,100) seed=2",
     "f32 b=1 hq=2 hkv=2 sq=1 sk=1 d=1 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) sink=subnormal() seed=0",
+    // Sequences, pages, poison and splits (the inference path).
+    ("bf16 b=3 hq=4 hkv=2 sq=100 sk=19 d=64 mask=causal-br seqs=17:17,0:5+2,100:19 q=normal(0,3) k=normal(0,3) "
+    "v=uniform(-1,1) seed=42"),
+    ("f16 b=2 hq=2 hkv=1 sq=9 sk=40 d=16 mask=window-tl window=4,0 layout=bshd pad=2 seqs=9:33+7,1:0 page=16 "
+    "poison=inf splits=3 scale=0.25 softcap=30 q=normal(0,1) k=normal(0,1) v=normal(0,1) sink=normal(0,1) "
+    "inject=k[0,0,32,15]:-inf;q[1,1,0,0]:nan seed=5"),
+    "f32 b=1 hq=1 hkv=1 sq=5 sk=7 d=8 mask=none seqs=5:3+4 page=1 poison=zero q=normal(0,1) k=normal(0,1) "
+    "v=normal(0,1) seed=0",
+    "f32 b=1 hq=2 hkv=2 sq=64 sk=64 d=32 mask=causal-tl splits=0 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1",
+    "f16 b=2 hq=2 hkv=2 sq=3 sk=3 d=8 mask=none layout=bshd splits=7 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1",
 };
 
 TEST(CaseCodec, CanonicalLinesRoundTrip) {
@@ -214,6 +227,170 @@ struct BadLine {
   const char* message;  // expected substring
 };
 
+// Random Cases with sequences (pages, poison, splits, injections inside the sequences) survive format -> parse.
+TEST(CaseCodec, RandomSequenceCasesRoundTrip) {
+  constexpr int kCases = 1000;
+  uint32_t key[2] = {0x5e95, 0};
+  int64_t counter = 0;
+  auto next = [&]() {
+    const uint32_t ctr[4] = {static_cast<uint32_t>(counter++), 0, 0, 0};
+    uint32_t out[4];
+    Philox4x32::generate(ctr, key, out);
+    return uint64_t{out[0]} << 32 | out[1];
+  };
+  for (int n = 0; n < kCases; ++n) {
+    Case c;
+    c.dtype = static_cast<DType>(next() % 3);
+    c.heads_kv = 1 + static_cast<int64_t>(next() % 3);
+    c.heads_q = c.heads_kv * (1 + static_cast<int64_t>(next() % 3));
+    c.head_dim = 1 + static_cast<int64_t>(next() % 256);
+    c.layout = static_cast<Layout>(next() % 2);
+    c.pad = static_cast<int64_t>(next() % 3);
+    c.seqs.resize(1 + next() % 5);
+    c.seqlen_q = 0;
+    c.seqlen_k = 0;
+    for (Sequence& s : c.seqs) {
+      s = {static_cast<int64_t>(next() % 300), static_cast<int64_t>(next() % 300),
+           next() % 2 ? static_cast<int64_t>(next() % 20) : 0};
+      c.seqlen_q = std::max(c.seqlen_q, s.q);
+      c.seqlen_k = std::max(c.seqlen_k, s.k + s.extra);
+    }
+    c.batch = static_cast<int64_t>(c.seqs.size());
+    c.page = next() % 2 ? 1 + static_cast<int64_t>(next() % 64) : 0;
+    c.poison = static_cast<Poison>(next() % kPoisonCount);
+    c.splits = static_cast<int32_t>(next() % 4);
+    const Sequence& first = c.seqs[0];
+    if (first.q > 0 && first.k > 0 && next() % 2) {
+      c.inject.push_back({'q', 0, c.heads_q - 1, static_cast<int64_t>(next() % first.q), 0, 1.5});
+      c.inject.push_back({'v', 0, 0, first.k - 1, c.head_dim - 1, -std::numeric_limits<double>::infinity()});
+    }
+    c.seed = next();
+    ASSERT_TRUE(validate_case(c).ok()) << validate_case(c).message();
+    const std::string line = format_case(c);
+    Case parsed;
+    const Status status = parse_case(line, &parsed);
+    ASSERT_TRUE(status.ok()) << line << "\n" << status.message();
+    EXPECT_EQ(parsed, c) << line;
+    EXPECT_EQ(format_case(parsed), line);
+  }
+}
+
+TEST(CaseCodec, SequenceTokensCanonicalise) {
+  Case c;
+  ASSERT_TRUE(parse_case("f16 splits=2 poison=zero page=04 seqs=2:3+0,0:1+1 sk=3 sq=2 b=2 seed=1", &c).ok());
+  EXPECT_EQ(format_case(c),
+            "f16 b=2 hq=1 hkv=1 sq=2 sk=3 d=1 mask=none seqs=2:3,0:1+1 page=4 poison=zero splits=2 q=normal(0,1) "
+            "k=normal(0,1) v=normal(0,1) seed=1");
+  ASSERT_EQ(c.seqs.size(), size_t{2});
+  EXPECT_EQ(c.seqs[1], (Sequence{0, 1, 1}));
+  EXPECT_EQ(c.seqs[1].capacity(), 2);
+  // The defaults are left out: poison=nan, splits=1.
+  ASSERT_TRUE(parse_case("f32 poison=nan splits=1 seqs=1:1 seed=0", &c).ok());
+  EXPECT_EQ(c.poison, Poison::kNaN);
+  EXPECT_EQ(c.splits, 1);
+  EXPECT_EQ(format_case(c), "f32 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none seqs=1:1 q=normal(0,1) k=normal(0,1) "
+                            "v=normal(0,1) seed=0");
+  EXPECT_STREQ(to_string(Poison::kInf), "inf");
+  EXPECT_STREQ(to_string(static_cast<Poison>(9)), "?");
+}
+
+TEST(CaseCodec, SequenceTokenErrorsNameTheirToken) {
+  const BadLine kBad[] = {
+      {"f16 seqs=", "'seqs=' at column 5: empty sequence list"},
+      {"f16 seqs=3", "'seqs=3' at column 5: sequence '3' must look like Q:K or Q:K+E"},
+      {"f16 seqs=3:x", "sequence '3:x': k 'x' not a decimal integer"},
+      {"f16 seqs=3:4+", "sequence '3:4+': extra '' missing number"},
+      {"f16 seqs=-1:2", "sequence '-1:2': q '-1' must be non-negative"},
+      {"f16 seqs=1:1,,1:1", "sequence '' must look like Q:K"},
+      {"f16 seqs=1:1 seqs=1:1", "duplicate key 'seqs' at column 14"},
+      {"f16 b=2 sq=3 sk=4 seqs=3:4", "'seqs=3:4' at column 19: b=2 but seqs lists 1 sequence (b is the number of "
+                                     "sequences)"},
+      {"f16 b=1 sq=2 sk=4 seqs=3:4", "'sq=2' at column 9: sq=2 but the largest q of seqs is 3"},
+      {"f16 seqs=3:4", "'seqs=3:4' at column 5: sq=1 but the largest q of seqs is 3"},
+      {"f16 sq=3 sk=4 seqs=3:4+1", "'sk=4' at column 10: sk=4 but the largest k + extra of seqs is 5"},
+      {"f16 b=2 sq=2147483647 sk=1 seqs=2147483647:1,1:1", "'seqs=2147483647:1,1:1' at column 28: seqs: the q rows "
+                                                            "total more than int32 holds"},
+      {"f16 b=2 sq=1 sk=2147483647 seqs=1:2147483647,1:1", "seqs: the k + extra slots total more than int32 holds"},
+      {"f16 sq=1 sk=2147483648 seqs=1:2147483647+1", "seqs: sequence 0: q and k + extra must fit int32"},
+      {"f16 sq=1 sk=2147483647 seqs=1:2147483647 page=1", "'page=1' at column 42: page=1: 2147483648 pages"},
+      {"f16 page=0", "'page=0' at column 5: must be >= 1 keys per page"},
+      {"f16 page=-3", "'page=-3' at column 5: must be non-negative"},
+      {"f16 page=16", "'page=16' at column 5: page=16: paged K/V needs seqs"},
+      {"f16 poison=nan2", "'poison=nan2' at column 5: unknown poison (known: nan, inf, zero)"},
+      {"f16 poison=inf", "'poison=inf' at column 5: poison=inf: needs seqs"},
+      {"f16 splits=-1", "'splits=-1' at column 5: must be a non-negative decimal integer"},
+      {"f16 splits=2147483648", "'splits=2147483648' at column 5: does not fit in int32"},
+      {"f16 splits=x", "'splits=x' at column 5: not a decimal integer"},
+      {"f16 b=2 sq=4 sk=4 seqs=2:4,4:1+3 inject=q[0,0,2,0]:1", "q[0,0,2,0]:1: row index 2 outside sequence 0's q=2"},
+      {"f16 b=2 sq=4 sk=4 seqs=2:4,4:1+3 inject=k[1,0,1,0]:1", "row index 1 outside sequence 1's k=1 (seqs)"},
+  };
+  for (const BadLine& bad : kBad) {
+    Case c;
+    c.seed = 99;
+    const Status status = parse_case(std::string(bad.line) + " seed=1", &c);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << bad.line;
+    EXPECT_NE(status.message().find(bad.message), std::string::npos)
+        << "line: " << bad.line << "\nmessage: " << status.message() << "\nexpected: " << bad.message;
+    EXPECT_EQ(c.seed, 99u) << "*out must be untouched on failure: " << bad.line;
+  }
+}
+
+// Strides and totals of case_params with sequences (case.h): packed Q and O, packed or paged K and V, both layouts.
+TEST(CaseCodec, CaseParamsWithSequences) {
+  const std::string shape = "f16 b=3 hq=4 hkv=2 sq=10 sk=12 d=6 pad=2 mask=causal-br seqs=10:5+7,0:0,3:12";
+  constexpr int64_t kRow = 8;  // d + pad
+  for (const bool bshd : {false, true}) {
+    Case c;
+    ASSERT_TRUE(parse_case(shape + (bshd ? " layout=bshd" : "") + " splits=2 seed=1", &c).ok());
+    Params p = case_params(c);
+    EXPECT_EQ(p.batch, 3);
+    EXPECT_EQ(p.seqlen_q, 10);
+    EXPECT_EQ(p.seqlen_k, 12);
+    EXPECT_EQ(p.num_splits, 2);
+    EXPECT_EQ(p.total_q, 13);
+    EXPECT_EQ(p.total_k, 24);  // capacities 12 + 0 + 12
+    const Strides q = bshd ? Strides{0, kRow, 4 * kRow} : Strides{0, 13 * kRow, kRow};
+    const Strides k = bshd ? Strides{0, kRow, 2 * kRow} : Strides{0, 24 * kRow, kRow};
+    for (const auto& [name, got, want] : {std::tuple{"q", p.q_stride, q}, std::tuple{"o", p.o_stride, q},
+                                          std::tuple{"k", p.k_stride, k}, std::tuple{"v", p.v_stride, k}}) {
+      EXPECT_EQ(got.batch, want.batch) << name << " bshd " << bshd;
+      EXPECT_EQ(got.head, want.head) << name << " bshd " << bshd;
+      EXPECT_EQ(got.row, want.row) << name << " bshd " << bshd;
+    }
+    EXPECT_EQ(p.page_size, 0);
+    EXPECT_EQ(p.num_pages, 0);
+    EXPECT_EQ(p.cu_seqlens_q, nullptr);  // the arrays live in HostInputs
+    EXPECT_EQ(p.seqused_k, nullptr);
+
+    ASSERT_TRUE(parse_case(shape + (bshd ? " layout=bshd" : "") + " page=5 seed=1", &c).ok());
+    p = case_params(c);
+    EXPECT_EQ(p.num_splits, 1);
+    EXPECT_EQ(p.total_q, 13);
+    EXPECT_EQ(p.total_k, 0);
+    EXPECT_EQ(p.page_size, 5);
+    EXPECT_EQ(p.max_pages_per_seq, 3);  // ceil(12 / 5)
+    EXPECT_EQ(p.num_pages, 3 + 0 + 3 + 1);  // and the spare page
+    // [num_pages, 5, hkv, R] or [num_pages, hkv, 5, R]: .batch is the page stride.
+    const Strides paged = bshd ? Strides{5 * 2 * kRow, kRow, 2 * kRow} : Strides{2 * 5 * kRow, 5 * kRow, kRow};
+    for (const Strides& got : {p.k_stride, p.v_stride}) {
+      EXPECT_EQ(got.batch, paged.batch) << "bshd " << bshd;
+      EXPECT_EQ(got.head, paged.head) << "bshd " << bshd;
+      EXPECT_EQ(got.row, paged.row) << "bshd " << bshd;
+    }
+    EXPECT_EQ(p.q_stride.row, q.row);
+    EXPECT_EQ(p.page_table, nullptr);
+  }
+  // Sequences without keys still have a page-table row: max_pages_per_seq is at least 1.
+  Case c;
+  ASSERT_TRUE(parse_case("f32 b=2 sq=1 sk=0 seqs=1:0,0:0 page=4 seed=0", &c).ok());
+  const Params p = case_params(c);
+  EXPECT_EQ(p.max_pages_per_seq, 1);
+  EXPECT_EQ(p.num_pages, 1);
+  EXPECT_EQ(sequence_pages(Sequence{3, 4, 1}, 4), 2);
+  EXPECT_EQ(sequence_pages(Sequence{3, 4, 0}, 4), 1);
+  EXPECT_EQ(sequence_pages(Sequence{3, 0, 0}, 4), 0);
+}
+
 TEST(CaseCodec, ParseErrorsNameTokenColumnAndReason) {
   const BadLine kBad[] = {
       {"", "empty case line"},
@@ -355,6 +532,35 @@ TEST(CaseCodec, ValidateCaseChecksProgrammaticCases) {
   c = Case{};
   c.sink = ValueSpec{DistKind::kUniform, 2.0, 1.0};
   EXPECT_NE(validate_case(c).message().find("sink=uniform: lo must be <= hi"), std::string::npos);
+  // Sequences, pages, poison and splits.
+  const auto message = [](const Case& x) { return validate_case(x).message(); };
+  c = Case{};
+  c.page = 8;
+  EXPECT_NE(message(c).find("page=8: paged K/V needs seqs"), std::string::npos) << message(c);
+  c = Case{};
+  c.poison = Poison::kZero;
+  EXPECT_NE(message(c).find("poison=zero: needs seqs"), std::string::npos) << message(c);
+  c.poison = static_cast<Poison>(5);
+  EXPECT_NE(message(c).find("poison: unknown value 5"), std::string::npos) << message(c);
+  c = Case{};
+  c.splits = -2;
+  EXPECT_NE(message(c).find("splits=-2: must be >= 0"), std::string::npos) << message(c);
+  c = Case{};
+  c.seqs = {{1, 1, 0}, {1, 1, 0}};
+  EXPECT_NE(message(c).find("b=1 but seqs lists 2 sequences"), std::string::npos) << message(c);
+  c.batch = 2;
+  EXPECT_TRUE(validate_case(c).ok()) << message(c);
+  c.seqs[1].extra = -1;
+  EXPECT_NE(message(c).find("seqs: sequence 1: q, k and extra must be non-negative"), std::string::npos) << message(c);
+  c.seqs[1] = {1, 1, 2};
+  EXPECT_NE(message(c).find("sk=1 but the largest k + extra of seqs is 3"), std::string::npos) << message(c);
+  c.seqlen_k = 3;
+  c.page = -1;
+  EXPECT_NE(message(c).find("page=-1: must be >= 1"), std::string::npos) << message(c);
+  c.page = 2;
+  EXPECT_TRUE(validate_case(c).ok()) << message(c);
+  c.inject.push_back({'v', 1, 0, 1, 0, 1.0});  // sequence 1 has one key: row 1 is an extra slot
+  EXPECT_NE(message(c).find("row index 1 outside sequence 1's k=1"), std::string::npos) << message(c);
 }
 
 }  // namespace

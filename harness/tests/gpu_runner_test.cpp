@@ -1,14 +1,20 @@
 // The runner's GPU backend on a real device: clean guarded runs (no unwritten element, canaries and inputs
 // intact) that pass the verdict, across dtypes, layouts, padding, masks and no-op shapes; runs through a
 // DevicePool bit-identical to runs with buffers of their own; and, in the instrumented harness, row m and l
-// that satisfy the statistics checks, tile counters and per-tile traces; and the same cases on every visible
-// GPU bit-identical (skipped with fewer than two). Skips without a CUDA device.
+// that satisfy the statistics checks, tile counters and per-tile traces; cases with sequences (varlen, paged,
+// split-KV) with their index arrays guarded in device memory; and the same cases on every visible GPU
+// bit-identical (skipped with fewer than two). Skips without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
+
+#if defined(FLASHCHECK_HAS_CUDA)
+#include <cuda_runtime.h>  // device memory a misbehaving call writes into
+#endif
 
 #include "flashcheck/device.h"
 #include "flashcheck/verdict.h"
@@ -63,6 +69,80 @@ TEST_F(GpuRunner, GuardedRunsPass) {
     EXPECT_TRUE(v.pass) << v.report();
   }
 }
+
+// Sequences on the device: the index arrays in device memory with canaries, packed O and LSE scanned, outputs in
+// canonical order that pass the verdict; varlen with extra slots, paged (page=3, shuffled, poison around), split-KV,
+// and through a pool after dense runs.
+TEST_F(GpuRunner, SequenceRunsPass) {
+  const char* const kLines[] = {
+      ("f16 b=3 hq=4 hkv=2 sq=37 sk=50 d=32 mask=causal-br layout=bshd pad=3 seqs=37:50,0:7,5:1+3 q=normal(0,1) "
+      "k=normal(0,1) v=normal(0,1) seed=3"),
+      ("bf16 b=3 hq=4 hkv=2 sq=37 sk=50 d=64 mask=causal-br seqs=37:50,0:7,5:1+3 page=3 poison=inf q=normal(0,1) "
+      "k=normal(0,1) v=normal(0,1) seed=3"),
+      ("f32 b=2 hq=2 hkv=1 sq=20 sk=300 d=16 mask=window-tl window=40,3 seqs=20:300,3:129+5 page=7 splits=3 "
+      "q=normal(0,1) k=normal(0,1) v=normal(0,1) sink=normal(0,1) seed=3"),
+      "f16 b=1 hq=2 hkv=2 sq=33 sk=400 d=64 mask=causal-br splits=4 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3",
+      ("f16 b=2 hq=8 hkv=1 sq=600 sk=700 d=128 mask=causal-br seqs=600:650+50,3:5+20 page=16 poison=zero splits=0 "
+      "q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3"),
+  };
+  DevicePool pool;
+  RunOptions pooled;
+  pooled.device_pool = &pool;
+  RunOutputs warm;
+  run_on_gpu("bf16 b=2 hq=4 hkv=1 sq=129 sk=200 d=128 mask=none pad=8 seed=7", pooled, &warm);
+  for (const char* line : kLines) {
+    for (const RunOptions& options : {RunOptions{}, pooled}) {
+      RunOutputs out;
+      const Verdict v = run_on_gpu(line, options, &out);
+      ASSERT_TRUE(out.status.ok()) << line << ": " << out.status.message();
+      EXPECT_EQ(out.unwritten_o, 0) << line;
+      EXPECT_EQ(out.unwritten_lse, 0) << line;
+      EXPECT_TRUE(out.canaries_intact) << line << ": " << out.damaged_buffer << " byte " << out.first_damaged_canary;
+      EXPECT_TRUE(out.inputs_unchanged) << line << ": " << out.modified_input;
+      EXPECT_TRUE(v.pass) << v.report();
+    }
+  }
+}
+
+#if defined(FLASHCHECK_HAS_CUDA)
+// The index arrays travel to the device as guarded images and back: a call that writes into one in device memory
+// is a modified input named by the array, one that writes beside one damages its canary.
+TEST_F(GpuRunner, DeviceIndexArraysAreGuarded) {
+  const std::string line =
+      "f16 b=3 hq=4 hkv=2 sq=37 sk=50 d=32 mask=causal-br seqs=37:50,0:7,5:1+3 page=3 q=normal(0,1) k=normal(0,1) "
+      "v=normal(0,1) seed=3";
+  struct Act {
+    const char* what;
+    std::function<void(const Params&)> act;  // device memory, after a correct run
+    const char* modified_input;
+    const char* damaged_buffer;
+  };
+  const auto zero_int = [](const int32_t* p) { cudaMemset(const_cast<int32_t*>(p), 0, sizeof(int32_t)); };
+  const Act kActs[] = {
+      {"nothing", [](const Params&) {}, "", ""},
+      {"a write into the page table", [&](const Params& p) { zero_int(p.page_table + 4); }, "page_table", ""},
+      {"a write one past seqused_k", [&](const Params& p) { zero_int(p.seqused_k + p.batch); }, "", "seqused_k"},
+      {"a write before cu_seqlens_q", [&](const Params& p) { zero_int(p.cu_seqlens_q - 1); }, "", "cu_seqlens_q"},
+  };
+  for (const Act& a : kActs) {
+    RunOptions options;
+    options.device_call = [&](const Params& params, void* stream) {
+      const Status status = run(params, stream);
+      cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+      a.act(params);
+      return status;
+    };
+    RunOutputs out;
+    run_on_gpu(line, options, &out);
+    ASSERT_TRUE(out.status.ok()) << a.what << ": " << out.status.message();
+    EXPECT_EQ(out.unwritten_o, 0) << a.what;
+    EXPECT_STREQ(out.modified_input, a.modified_input) << a.what;
+    EXPECT_EQ(out.inputs_unchanged, *a.modified_input == '\0') << a.what;
+    EXPECT_STREQ(out.damaged_buffer, a.damaged_buffer) << a.what;
+    EXPECT_EQ(out.canaries_intact, *a.damaged_buffer == '\0') << a.what;
+  }
+}
+#endif
 
 TEST_F(GpuRunner, NoOpShapesSucceed) {
   for (const char* line : {"f16 b=0 hq=2 hkv=2 sq=8 sk=8 d=64 mask=none seed=1",

@@ -1,6 +1,8 @@
 // Inputs: Philox known answers, the deterministic log/cos against libm, golden hashes of fixed case lines
 // (the bytes must be identical on every machine and compiler), each distribution's documented shape,
-// layouts and NaN padding, injections, the sink's per-head values, and the memory limit.
+// layouts and NaN padding, injections, the sink's per-head values, the memory limit, and sequences: the dense
+// case's values in packed and paged layouts, poison in every slot no kernel may read, the page table's shuffle,
+// the index arrays.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -124,6 +126,275 @@ TEST(Inputs, GoldenHashes) {
     const HostInputs in = inputs_for(golden.line);
     EXPECT_EQ(in.hash(), golden.hash) << golden.line;
   }
+}
+
+// ---- Sequences: packed and paged layouts, poison, index arrays.
+
+// Where element [b, h, s, d] of Q (O) and of K (V) lies in the encoded buffers of a case with sequences: the
+// test's own reading of case.h's layouts, from the strides and the index arrays.
+int64_t q_offset(const HostInputs& in, int64_t b, int64_t h, int64_t s, int64_t d) {
+  const Strides& st = in.params.q_stride;
+  return (in.cu_seqlens_q[static_cast<size_t>(b)] + s) * st.row + h * st.head + d;
+}
+int64_t kv_offset(const HostInputs& in, int64_t b, int64_t h, int64_t s, int64_t d) {
+  const Params& p = in.params;
+  const Strides& st = p.k_stride;
+  if (in.page_table.empty()) return (in.cu_seqlens_k[static_cast<size_t>(b)] + s) * st.row + h * st.head + d;
+  const int64_t page = in.page_table[static_cast<size_t>(b * p.max_pages_per_seq + s / p.page_size)];
+  return page * st.batch + (s % p.page_size) * st.row + h * st.head + d;
+}
+
+uint64_t double_bits(double x) { return std::bit_cast<uint64_t>(x); }
+
+// A case with sequences holds the dense case's values (the same b, sq, sk, distributions, injections and seed) at
+// every position inside a sequence, encoded where its layout puts them, and 0 in the canonical copies past a
+// sequence's end. Ramp and dominant run over sq and sk, as in the dense case.
+TEST(Inputs, SequencesHoldTheDenseCasesValues) {
+  const std::string dense_line =
+      "f16 b=3 hq=4 hkv=2 sq=9 sk=12 d=8 mask=none q=ramp(-1,1) k=dominant(1,30) v=normal(0,2) "
+      "inject=q[2,3,4,7]:nan;v[0,1,2,0]:-inf;k[2,0,11,1]:65504 seed=21";
+  const HostInputs dense = inputs_for(dense_line);
+  const std::string rest = " q=ramp(-1,1) k=dominant(1,30) v=normal(0,2) "
+                           "inject=q[2,3,4,7]:nan;v[0,1,2,0]:-inf;k[2,0,11,1]:65504 seed=21";
+  const std::string shape = "f16 b=3 hq=4 hkv=2 sq=9 sk=12 d=8 mask=none";
+  const int64_t q_len[3] = {9, 0, 5}, k_len[3] = {5, 0, 12};
+  for (const std::string layout : {" pad=1 seqs=9:5+7,0:0,5:12", " layout=bshd pad=2 seqs=9:5+7,0:0,5:12",
+                                   " seqs=9:5+7,0:0,5:12 page=3 poison=inf",
+                                   " layout=bshd seqs=9:5+7,0:0,5:12 page=5 poison=zero splits=2"}) {
+    const HostInputs in = inputs_for(shape + layout + rest);
+    ASSERT_EQ(in.q_exact.size(), dense.q_exact.size()) << layout;
+    ASSERT_EQ(in.k_exact.size(), dense.k_exact.size()) << layout;
+    for (int64_t b = 0; b < 3; ++b) {
+      for (const bool is_q : {true, false}) {
+        const int64_t heads = is_q ? 4 : 2, seqlen = is_q ? 9 : 12, length = is_q ? q_len[b] : k_len[b];
+        for (const int tensor : is_q ? std::vector<int>{0} : std::vector<int>{1, 2}) {
+          const std::vector<double>& exact = tensor == 0 ? in.q_exact : tensor == 1 ? in.k_exact : in.v_exact;
+          const std::vector<double>& want = tensor == 0 ? dense.q_exact : tensor == 1 ? dense.k_exact : dense.v_exact;
+          const std::vector<uint8_t>& bytes = tensor == 0 ? in.q : tensor == 1 ? in.k : in.v;
+          const std::vector<uint8_t>& dense_bytes = tensor == 0 ? dense.q : tensor == 1 ? dense.k : dense.v;
+          const Strides& dense_stride = tensor == 0 ? dense.params.q_stride : dense.params.k_stride;
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t s = 0; s < seqlen; ++s)
+              for (int64_t d = 0; d < 8; ++d) {
+                const size_t index = static_cast<size_t>(((b * heads + h) * seqlen + s) * 8 + d);
+                if (s >= length) {
+                  ASSERT_EQ(double_bits(exact[index]), double_bits(0.0)) << layout << " tensor " << tensor;
+                  continue;
+                }
+                ASSERT_EQ(double_bits(exact[index]), double_bits(want[index]))
+                    << layout << " tensor " << tensor << " [" << b << "," << h << "," << s << "," << d << "]";
+                const int64_t offset = is_q ? q_offset(in, b, h, s, d) : kv_offset(in, b, h, s, d);
+                const int64_t dense_offset = b * dense_stride.batch + h * dense_stride.head + s * dense_stride.row + d;
+                ASSERT_EQ(element_bits(in, bytes, offset), element_bits(dense, dense_bytes, dense_offset))
+                    << layout << " tensor " << tensor << " [" << b << "," << h << "," << s << "," << d << "]";
+              }
+        }
+      }
+    }
+    EXPECT_TRUE(std::isnan(in.q_exact[static_cast<size_t>(((2 * 4 + 3) * 9 + 4) * 8 + 7)])) << layout;
+  }
+}
+
+// The classes of memory no kernel may read: padding elements, a sequence's extra slots, the unused tail of its last
+// page, the spare page. Each holds the case's poison, for every poison and dtype.
+TEST(Inputs, PoisonFillsEveryNonDataSlot) {
+  enum Slot { kData, kPad, kExtra, kPageTail, kSparePage, kSlotCount };
+  const char* const kSlotNames[kSlotCount] = {"data", "pad", "extra", "page tail", "spare page"};
+  for (const char* dtype : {"f32", "f16", "bf16"}) {
+    for (const Poison poison : {Poison::kNaN, Poison::kInf, Poison::kZero}) {
+      for (const char* layout : {"", " layout=bshd"}) {
+        for (const char* paging : {"", " page=2"}) {
+          const std::string line = std::string(dtype) + " b=3 hq=2 hkv=1 sq=4 sk=5 d=3 mask=none" + layout +
+                                   " pad=2 seqs=4:2+3,1:0+4,3:5" + paging +
+                                   (poison == Poison::kNaN ? "" : std::string(" poison=") + to_string(poison)) +
+                                   " q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3";
+          const HostInputs in = inputs_for(line);
+          const DType dt = in.params.dtype;
+          const uint32_t want = poison == Poison::kNaN ? (dtype_size(dt) == 4 ? kInputPadBits32 : kInputPadBits16)
+                                : poison == Poison::kInf ? encode_dtype(dt, std::numeric_limits<double>::infinity())
+                                                         : 0u;
+          const Params& p = in.params;
+          const int64_t row = 5;  // d + pad
+          // K: classify every element by where it lies, from the test's reading of the layout.
+          const int64_t k_elements = static_cast<int64_t>(in.k.size()) / dtype_size(dt);
+          std::vector<Slot> k_slot(static_cast<size_t>(k_elements), kSparePage);
+          const int64_t k_len[3] = {2, 0, 5}, capacity[3] = {5, 4, 5};
+          std::vector<bool> page_owned(static_cast<size_t>(std::max<int64_t>(p.num_pages, 0)), false);
+          for (int64_t b = 0; b < 3; ++b) {
+            const int64_t slots = in.page_table.empty() ? capacity[b] : sequence_pages({0, capacity[b], 0}, 2) * 2;
+            for (int64_t s = 0; s < slots; ++s) {
+              if (!in.page_table.empty()) page_owned[static_cast<size_t>(in.page_table[static_cast<size_t>(b * p.max_pages_per_seq + s / 2)])] = true;
+              for (int64_t e = 0; e < row; ++e) {
+                const Slot slot = e >= 3 ? kPad : s < k_len[b] ? kData : s < capacity[b] ? kExtra : kPageTail;
+                k_slot[static_cast<size_t>(kv_offset(in, b, 0, s, 0) + e)] = slot;
+              }
+            }
+          }
+          int64_t seen[kSlotCount] = {};
+          for (int64_t i = 0; i < k_elements; ++i) {
+            const Slot slot = k_slot[static_cast<size_t>(i)];
+            ++seen[slot];
+            if (slot == kData) continue;
+            ASSERT_EQ(element_bits(in, in.k, i), want) << line << ": K element " << i << " (" << kSlotNames[slot] << ")";
+            ASSERT_EQ(element_bits(in, in.v, i), want) << line << ": V element " << i << " (" << kSlotNames[slot] << ")";
+          }
+          EXPECT_EQ(seen[kData], (2 + 0 + 5) * 3) << line;
+          EXPECT_GT(seen[kPad], 0) << line;
+          EXPECT_EQ(seen[kExtra], (3 + 4 + 0) * 3) << line;
+          EXPECT_EQ(seen[kPageTail], *paging != '\0' ? 2 * 3 : 0) << line;  // capacities 5 in pages of 2
+          EXPECT_EQ(seen[kSparePage], *paging != '\0' ? 2 * row : 0) << line;
+          if (*paging != '\0') EXPECT_EQ(std::count(page_owned.begin(), page_owned.end(), false), 1) << line;
+          // Q: every packed row is a sequence's row; only its padding is poison.
+          for (int64_t i = 0; i < static_cast<int64_t>(in.q.size()) / dtype_size(dt); ++i) {
+            const bool pad = (i % row) >= 3;
+            if (pad) ASSERT_EQ(element_bits(in, in.q, i), want) << line << ": Q element " << i;
+            if (!pad) ASSERT_NE(element_bits(in, in.q, i), want) << line << ": Q element " << i;
+          }
+          EXPECT_EQ(static_cast<int64_t>(in.q.size()) / dtype_size(dt), (4 + 1 + 3) * 2 * row) << line;
+        }
+      }
+    }
+  }
+}
+
+TEST(Inputs, PageTableIsASeededPermutation) {
+  const std::string line =
+      "f16 b=4 hq=2 hkv=1 sq=3 sk=20 d=4 mask=none seqs=3:20,1:1+6,0:0,2:9 page=3 q=normal(0,1) k=normal(0,1) "
+      "v=normal(0,1) seed=";
+  const HostInputs in = inputs_for(line + "7");
+  const Params& p = in.params;
+  ASSERT_EQ(p.num_pages, 7 + 3 + 0 + 3 + 1);
+  ASSERT_EQ(p.max_pages_per_seq, 7);
+  ASSERT_EQ(in.page_table.size(), size_t{4 * 7});
+  const int64_t pages[4] = {7, 3, 0, 3};
+  std::vector<int> uses(static_cast<size_t>(p.num_pages), 0);
+  bool in_order = true;
+  int32_t sequential = 0;
+  for (int64_t b = 0; b < 4; ++b) {
+    for (int64_t i = 0; i < 7; ++i) {
+      const int32_t entry = in.page_table[static_cast<size_t>(b * 7 + i)];
+      if (i >= pages[b]) {
+        EXPECT_EQ(entry, p.num_pages + 7) << "unowned entry [" << b << ", " << i << "]";  // out of range on purpose
+        continue;
+      }
+      ASSERT_GE(entry, 0);
+      ASSERT_LT(entry, p.num_pages);
+      ++uses[static_cast<size_t>(entry)];
+      in_order = in_order && entry == sequential++;
+    }
+  }
+  // Every page a sequence owns (every page it reads among them) is distinct; one page, the spare, is nobody's.
+  EXPECT_EQ(std::count(uses.begin(), uses.end(), 1), p.num_pages - 1);
+  EXPECT_EQ(std::count(uses.begin(), uses.end(), 0), 1);
+  EXPECT_FALSE(in_order);  // shuffled
+  EXPECT_EQ(inputs_for(line + "7").page_table, in.page_table);
+  EXPECT_NE(inputs_for(line + "8").page_table, in.page_table);
+  // The other index arrays, the per-sequence lengths and the pointers.
+  EXPECT_EQ(in.cu_seqlens_q, (std::vector<int32_t>{0, 3, 4, 4, 6}));
+  EXPECT_TRUE(in.cu_seqlens_k.empty());  // paged: the table rows are the sequences
+  EXPECT_EQ(in.seqused_k, (std::vector<int32_t>{20, 1, 0, 9}));
+  EXPECT_EQ(in.seqlens_q, (std::vector<int64_t>{3, 1, 0, 2}));
+  EXPECT_EQ(in.seqlens_k, (std::vector<int64_t>{20, 1, 0, 9}));
+  EXPECT_EQ(p.cu_seqlens_q, in.cu_seqlens_q.data());
+  EXPECT_EQ(p.cu_seqlens_k, nullptr);
+  EXPECT_EQ(p.seqused_k, in.seqused_k.data());
+  EXPECT_EQ(p.page_table, in.page_table.data());
+  EXPECT_EQ(p.total_q, 6);
+  EXPECT_EQ(in.k.size(), size_t(p.num_pages * 3 * 4 * 2));
+  const oracle::Problem problem = in.problem();
+  EXPECT_EQ(problem.seqlens_q.data(), in.seqlens_q.data());
+  EXPECT_EQ(problem.seqlens_k.data(), in.seqlens_k.data());
+  EXPECT_EQ(problem.seqlens_k.size(), size_t{4});
+  EXPECT_EQ(problem.seqlen_k, 20);
+}
+
+TEST(Inputs, IndexArraysFollowTheCase) {
+  const std::string values = " q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=4";
+  // Dense: none, null pointers, empty per-sequence lengths.
+  const HostInputs dense = inputs_for("f16 b=2 hq=2 hkv=1 sq=5 sk=7 d=8 mask=none" + values);
+  EXPECT_TRUE(dense.cu_seqlens_q.empty() && dense.cu_seqlens_k.empty() && dense.seqused_k.empty() &&
+              dense.page_table.empty() && dense.seqlens_q.empty() && dense.seqlens_k.empty());
+  EXPECT_EQ(dense.params.cu_seqlens_q, nullptr);
+  EXPECT_EQ(dense.params.page_table, nullptr);
+  EXPECT_TRUE(dense.problem().seqlens_q.empty());
+  // Packed K/V without extra slots: cu_seqlens_k over the keys, no seqused_k.
+  const HostInputs packed = inputs_for("f16 b=2 hq=2 hkv=1 sq=5 sk=7 d=8 mask=none seqs=5:7,2:3" + values);
+  EXPECT_EQ(packed.cu_seqlens_q, (std::vector<int32_t>{0, 5, 7}));
+  EXPECT_EQ(packed.cu_seqlens_k, (std::vector<int32_t>{0, 7, 10}));
+  EXPECT_TRUE(packed.seqused_k.empty());
+  EXPECT_EQ(packed.params.seqused_k, nullptr);
+  EXPECT_EQ(packed.params.cu_seqlens_k, packed.cu_seqlens_k.data());
+  EXPECT_EQ(packed.params.total_k, 10);
+  // Extra slots: cu_seqlens_k over the capacities, seqused_k the keys.
+  const HostInputs extra = inputs_for("f16 b=2 hq=2 hkv=1 sq=5 sk=7 d=8 mask=none seqs=5:4+3,2:3" + values);
+  EXPECT_EQ(extra.cu_seqlens_k, (std::vector<int32_t>{0, 7, 10}));
+  EXPECT_EQ(extra.seqused_k, (std::vector<int32_t>{4, 3}));
+  EXPECT_EQ(extra.params.seqused_k, extra.seqused_k.data());
+  // A copy rebinds to its own arrays; the hash covers them.
+  HostInputs copy = extra;
+  copy.bind();
+  EXPECT_EQ(copy.params.cu_seqlens_q, copy.cu_seqlens_q.data());
+  EXPECT_EQ(copy.params.seqused_k, copy.seqused_k.data());
+  EXPECT_EQ(copy.hash(), extra.hash());
+  for (std::vector<int32_t>* array : {&copy.cu_seqlens_q, &copy.cu_seqlens_k, &copy.seqused_k}) {
+    HostInputs changed = copy;
+    std::vector<int32_t>& target = array == &copy.cu_seqlens_q   ? changed.cu_seqlens_q
+                                   : array == &copy.cu_seqlens_k ? changed.cu_seqlens_k
+                                                                 : changed.seqused_k;
+    target.back() += 1;
+    EXPECT_NE(changed.hash(), extra.hash());
+  }
+  HostInputs paged = inputs_for("f16 b=2 hq=2 hkv=1 sq=5 sk=7 d=8 mask=none seqs=5:4+3,2:3 page=4" + values);
+  const uint64_t paged_hash = paged.hash();
+  paged.page_table.back() ^= 1;  // an entry nobody reads still counts: the table is an input
+  EXPECT_NE(paged.hash(), paged_hash);
+}
+
+// FNV-1a 64 of the encoded tensors, the sink and the index arrays of fixed lines with sequences: the packed and
+// paged layouts, the poison and the page shuffle are bit for bit the same on every machine.
+TEST(Inputs, GoldenHashesWithSequences) {
+  struct Golden {
+    const char* line;
+    uint64_t hash;
+  };
+  const Golden kGolden[] = {
+      {"f32 b=3 hq=2 hkv=1 sq=7 sk=9 d=16 mask=causal-br seqs=7:9,0:2,3:5+4 q=normal(0,1) k=normal(0,1) "
+       "v=normal(0,1) seed=1",
+       0xe0db98ef6a5bf7bull},
+      {"bf16 b=2 hq=4 hkv=2 sq=33 sk=65 d=64 mask=none layout=bshd pad=3 seqs=33:60+5,17:1+2 page=16 poison=inf "
+       "q=normal(0,3) k=dominant(1,30) v=ramp(-1,1) inject=k[1,1,0,5]:nan seed=42",
+       0x6f17a1b2e09c2db4ull},
+      {"f16 b=4 hq=1 hkv=1 sq=5 sk=12 d=8 mask=window-tl window=2,0 seqs=5:12,1:1,0:0,2:3+9 page=3 poison=zero "
+       "splits=3 q=uniform(-2,2) k=normal(0,1) v=normal(0,1) sink=normal(0,1) seed=9",
+       0x83108e79a3918f6eull},
+  };
+  for (const Golden& golden : kGolden) {
+    const HostInputs in = inputs_for(golden.line);
+    EXPECT_EQ(in.hash(), golden.hash) << golden.line;
+  }
+}
+
+TEST(Inputs, SequenceMemoryCountsTheIndexArrays) {
+  // Q: 2 packed rows; K, V: 1002 pages of one key (1000 + 1 + the spare); decoded copies [2, 1, 1000, 1]; index
+  // arrays: cu_seqlens_q and seqused_k (cu_seqlens_k counted too, as the bound for the unpaged layout), the
+  // [2, 1000] table, the shuffle's 1002 entries, and the two int64 length arrays.
+  Case c;
+  ASSERT_TRUE(parse_case("f32 b=2 hq=1 hkv=1 sq=1 sk=1000 d=1 mask=none seqs=1:1000,1:1 page=1 seed=0", &c).ok());
+  constexpr int64_t kEncoded = (2 + 2 * 1002) * 4;
+  constexpr int64_t kDecoded = (2 + 2 * 2000) * 8;
+  constexpr int64_t kIndex = (3 * 2 + 2 + 2 * 1000 + 1002) * 4 + 2 * 2 * 8;
+  HostInputs in;
+  const Status over = make_inputs(c, &in, kEncoded + kDecoded + kIndex - 1);
+  EXPECT_NE(over.message().find("need " + std::to_string(kEncoded + kDecoded + kIndex) + " bytes"), std::string::npos)
+      << over.message();
+  EXPECT_TRUE(make_inputs(c, &in, kEncoded + kDecoded + kIndex).ok());
+  // The new fields are validated, naming their keys.
+  c = Case{};
+  c.page = 4;
+  EXPECT_NE(make_inputs(c, &in).message().find("page=4: paged K/V needs seqs"), std::string::npos);
+  c = Case{};
+  c.seqs = {{1, 2, 0}};
+  EXPECT_NE(make_inputs(c, &in).message().find("sk=1 but the largest k + extra of seqs is 2"), std::string::npos);
 }
 
 TEST(Inputs, SameLineSameBytesDifferentSeedDifferentBytes) {

@@ -2,7 +2,8 @@
 // sides hold the same rule or constant independently: the kernel's visibility rule (visible_key_range)
 // against the oracle's predicate on every (i, j) of all small shapes and of random larger ones, for every mask
 // and sliding windows of both alignments, and the tensor-core reference slack (the kernel's kRefSlackLog2, the
-// oracle's kTensorCoreRefSlackLog2).
+// oracle's kTensorCoreRefSlackLog2). With sequences: the problem carries each sequence's lengths, and the two
+// rules agree row by row of every sequence.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,8 @@
 
 #include "families.h"  // kernel/src: detail::kRefSlackLog2, the kernel's own constant
 #include "flashcheck/attention.h"
+#include "flashcheck/case.h"
+#include "flashcheck/inputs.h"
 #include "flashcheck/oracle_bridge.h"
 
 namespace flashcheck {
@@ -210,6 +213,66 @@ TEST(OracleBridge, ProblemCarriesWindowSoftcapAndSink) {
   EXPECT_EQ(p.softcap, static_cast<double>(0.1f));
   EXPECT_EQ(p.sink.data(), sink.data());
   EXPECT_EQ(p.sink.size(), sink.size());
+}
+
+TEST(OracleBridge, ProblemCarriesSequenceLengths) {
+  const Params params = make_params(DType::kF16, 3, 2, 1, 6, 11, 8, Mask::kCausalBottomRight);
+  const std::vector<int64_t> seqlens_q = {6, 0, 2}, seqlens_k = {11, 3, 0};
+  const oracle::Problem p = oracle_problem(params, {}, {}, {}, {}, seqlens_q, seqlens_k);
+  EXPECT_EQ(p.seqlens_q.data(), seqlens_q.data());
+  EXPECT_EQ(p.seqlens_k.data(), seqlens_k.data());
+  EXPECT_EQ(p.seqlens_k.size(), size_t{3});
+  EXPECT_TRUE(oracle_problem(params, {}, {}, {}).seqlens_q.empty());
+  // HostInputs::problem(): the case's q and k (the used keys, not the capacities) per sequence.
+  Case c;
+  ASSERT_TRUE(parse_case("f16 b=3 hq=2 hkv=1 sq=6 sk=11 d=8 mask=causal-br seqs=6:11,0:3+2,2:0 page=4 seed=1", &c).ok());
+  HostInputs in;
+  ASSERT_TRUE(make_inputs(c, &in).ok());
+  const oracle::Problem from_inputs = in.problem();
+  EXPECT_EQ(std::vector<int64_t>(from_inputs.seqlens_q.begin(), from_inputs.seqlens_q.end()), seqlens_q);
+  EXPECT_EQ(std::vector<int64_t>(from_inputs.seqlens_k.begin(), from_inputs.seqlens_k.end()), seqlens_k);
+  EXPECT_EQ(from_inputs.seqlen_q, 6);
+  EXPECT_EQ(from_inputs.seqlen_k, 11);
+}
+
+// The kernel's per-sequence rule (visible_key_range with the index arrays) against the oracle's per-sequence
+// predicate, on the Params and the Problem the harness builds from one case: every row of every sequence, every
+// key, for every mask and random windows, sequences of random lengths (q > k, q < k, empty ones, extra slots).
+TEST(Visibility, KernelSequenceRuleEqualsOraclePredicate) {
+  uint64_t state = 0x5e9e1ce;
+  int64_t rows = 0;
+  for (int n = 0; n < 200; ++n) {
+    Case c;
+    c.mask = static_cast<Mask>(below(&state, 5));
+    if (c.mask == Mask::kWindowTopLeft || c.mask == Mask::kWindowBottomRight) {
+      c.window_left = window_side(&state, 30, 30);
+      c.window_right = window_side(&state, 30, 30);
+    }
+    c.seqs.resize(static_cast<size_t>(1 + below(&state, 4)));
+    c.batch = static_cast<int64_t>(c.seqs.size());
+    c.seqlen_q = 0;
+    c.seqlen_k = 0;
+    for (Sequence& seq : c.seqs) {
+      seq = {below(&state, 40), below(&state, 40), below(&state, 3) == 0 ? below(&state, 5) : 0};
+      c.seqlen_q = std::max(c.seqlen_q, seq.q);
+      c.seqlen_k = std::max(c.seqlen_k, seq.capacity());
+    }
+    c.page = below(&state, 2) == 0 ? 1 + below(&state, 7) : 0;
+    c.head_dim = 4;
+    HostInputs in;
+    ASSERT_TRUE(make_inputs(c, &in).ok()) << format_case(c);
+    const oracle::Problem problem = in.problem();
+    for (int64_t b = 0; b < c.batch; ++b) {
+      for (int64_t i = 0; i < c.seqs[static_cast<size_t>(b)].q; ++i, ++rows) {
+        const KeyRange range = visible_key_range(in.params, b, i);
+        for (int64_t j = -1; j <= c.seqlen_k; ++j) {
+          const bool kernel_sees = range.begin <= j && j < range.end;
+          ASSERT_EQ(kernel_sees, oracle::visible(problem, b, i, j)) << format_case(c) << " b=" << b << " i=" << i << " j=" << j;
+        }
+      }
+    }
+  }
+  EXPECT_GT(rows, 5000);
 }
 
 TEST(OracleConstants, TensorCoreRefSlackEqualsKernelRefSlack) {

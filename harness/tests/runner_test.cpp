@@ -2,7 +2,9 @@
 // write past the end, into padding, before LSE or beside an instrumentation buffer, modify their inputs) are
 // caught by the poison scan, the canaries and the input hash. The instrumentation a run asks for (row m/l,
 // tile counters, per-tile traces) is what the host model records through its own pointers. Also: failed
-// calls, no-op shapes, copied inputs, and the GPU backend's answers on a machine without a device.
+// calls, no-op shapes, copied inputs, and the GPU backend's answers on a machine without a device. With sequences:
+// varlen, paged and split runs on the host model against each sequence alone, the packed run and the unsplit run;
+// trace rows translated to the kernel's rows; the index arrays guarded like the other inputs.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -212,6 +214,7 @@ TEST(Runner, ModifiedInputsAreDetected) {
   };
   const RunOutputs out = run_case(in, scribbler);
   EXPECT_FALSE(out.inputs_unchanged);
+  EXPECT_STREQ(out.modified_input, "v");
 }
 
 // The sink travels as a guarded copy: the backend reads the runner's copy (the same values); a write into it is
@@ -293,6 +296,264 @@ TEST(Runner, CopiedInputsAreRebound) {
   ASSERT_TRUE(out.status.ok()) << out.status.message();
   EXPECT_EQ(out.unwritten_o, 0);
   EXPECT_TRUE(out.inputs_unchanged);
+}
+
+// ---- Sequences: packed Q and O, packed or paged K/V, split-KV.
+
+// Varlen: a zero-row sequence, one whose keys end before its capacity (seqused_k), bshd with padding.
+const char* const kVarlenLine =
+    "f16 b=3 hq=4 hkv=2 sq=37 sk=50 d=32 mask=causal-br layout=bshd pad=3 seqs=37:50,0:7,5:1+3 q=normal(0,1) "
+    "k=normal(0,1) v=normal(0,1) seed=3";
+const char* const kPagedLine =
+    "f16 b=3 hq=4 hkv=2 sq=37 sk=50 d=32 mask=causal-br layout=bshd pad=3 seqs=37:50,0:7,5:1+3 page=3 poison=inf "
+    "q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3";
+
+// A varlen run is complete and clean, its outputs canonical with zeros past each sequence, and each sequence's rows
+// are bit for bit those of the same model run on that sequence alone as a dense problem (Q, K, V read in place from
+// the packed buffers, the varlen run's tiles).
+TEST(Runner, VarlenModelRunMatchesEachSequenceAlone) {
+  const HostInputs in = inputs_for(kVarlenLine);
+  RunOptions options;
+  options.instrument = true;
+  const RunOutputs out = run_case(in, Backend::kHostModel, options);
+  ASSERT_TRUE(out.status.ok()) << out.status.message();
+  EXPECT_EQ(out.unwritten_o, 0);
+  EXPECT_EQ(out.unwritten_lse, 0);
+  EXPECT_TRUE(out.canaries_intact) << out.damaged_buffer << " " << out.first_damaged_canary;
+  EXPECT_TRUE(out.inputs_unchanged) << out.modified_input;
+  constexpr int64_t kHeads = 4, kSq = 37, kD = 32, kRow = 35;
+  ASSERT_EQ(out.o.size(), size_t{3 * kHeads * kSq * kD});
+  ASSERT_EQ(out.lse.size(), size_t{3 * kHeads * kSq});
+  ASSERT_EQ(out.row_m.size(), out.lse.size());
+  const int64_t q_len[3] = {37, 0, 5}, k_len[3] = {50, 0, 1};
+  for (int64_t b = 0; b < 3; ++b) {
+    for (int64_t h = 0; h < kHeads; ++h) {
+      for (int64_t i = q_len[b]; i < kSq; ++i) {  // past the sequence: 0
+        const size_t row = static_cast<size_t>((b * kHeads + h) * kSq + i);
+        EXPECT_EQ(out.lse[row], 0.0f);
+        EXPECT_EQ(out.row_m[row], 0.0f);
+        for (int64_t d = 0; d < kD; ++d) ASSERT_EQ(out.o[row * kD + static_cast<size_t>(d)], 0.0);
+      }
+    }
+    if (q_len[b] == 0) continue;
+    // Sequence b alone: batch 1, its lengths, pointers into the packed buffers.
+    Params alone = make_params(DType::kF16, 1, kHeads, 2, q_len[b], k_len[b], kD, Mask::kCausalBottomRight, Layout::kBSHD);
+    alone.q_stride = {q_len[b] * kHeads * kRow, kRow, kHeads * kRow};
+    alone.k_stride = {k_len[b] * 2 * kRow, kRow, 2 * kRow};
+    alone.v_stride = alone.k_stride;
+    alone.o_stride = {0, kD, kHeads * kD};
+    alone.q = in.q.data() + in.cu_seqlens_q[static_cast<size_t>(b)] * kHeads * kRow * 2;
+    alone.k = in.k.data() + in.cu_seqlens_k[static_cast<size_t>(b)] * 2 * kRow * 2;
+    alone.v = in.v.data() + in.cu_seqlens_k[static_cast<size_t>(b)] * 2 * kRow * 2;
+    std::vector<uint16_t> o(static_cast<size_t>(q_len[b] * kHeads * kD));
+    std::vector<float> lse(static_cast<size_t>(kHeads * q_len[b]));
+    alone.o = o.data();
+    alone.lse = lse.data();
+    HostModelOptions model;
+    model.override_config = true;
+    model.config = out.config;
+    ASSERT_TRUE(run_host_model(alone, model).ok()) << "sequence " << b;
+    for (int64_t h = 0; h < kHeads; ++h) {
+      for (int64_t i = 0; i < q_len[b]; ++i) {
+        const size_t row = static_cast<size_t>((b * kHeads + h) * kSq + i);
+        EXPECT_EQ(std::bit_cast<uint32_t>(out.lse[row]), std::bit_cast<uint32_t>(lse[static_cast<size_t>(h * q_len[b] + i)]))
+            << "b " << b << " h " << h << " i " << i;
+        for (int64_t d = 0; d < kD; ++d) {
+          const double want = decode_dtype(DType::kF16, o[static_cast<size_t>((i * kHeads + h) * kD + d)]);
+          ASSERT_EQ(out.o[row * kD + static_cast<size_t>(d)], want) << "b " << b << " h " << h << " i " << i << " d " << d;
+        }
+      }
+    }
+  }
+  double norm = 0;
+  for (double x : out.o) norm += x * x;
+  EXPECT_GT(norm, 0.0);
+}
+
+// Pages of 3 keys in a shuffled order, poison=inf everywhere else: the same results as the packed layout, bit for
+// bit (the same logical values, the same tiles), and a clean run.
+TEST(Runner, PagedModelRunEqualsThePackedRun) {
+  const HostInputs paged = inputs_for(kPagedLine), packed = inputs_for(kVarlenLine);
+  ASSERT_FALSE(paged.page_table.empty());
+  RunOptions options;
+  options.instrument = true;
+  const RunOutputs a = run_case(paged, Backend::kHostModel, options), b = run_case(packed, Backend::kHostModel, options);
+  ASSERT_TRUE(a.status.ok()) << a.status.message();
+  ASSERT_TRUE(b.status.ok()) << b.status.message();
+  EXPECT_EQ(a.unwritten_o, 0);
+  EXPECT_EQ(a.unwritten_lse, 0);
+  EXPECT_TRUE(a.canaries_intact) << a.damaged_buffer << " " << a.first_damaged_canary;
+  EXPECT_TRUE(a.inputs_unchanged) << a.modified_input;
+  EXPECT_EQ(a.config.block_n, b.config.block_n);
+  ASSERT_EQ(a.o.size(), b.o.size());
+  for (size_t i = 0; i < a.o.size(); ++i) ASSERT_EQ(a.o[i], b.o[i]) << "element " << i;
+  for (size_t i = 0; i < a.lse.size(); ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(a.lse[i]), std::bit_cast<uint32_t>(b.lse[i])) << "row " << i;
+    EXPECT_EQ(std::bit_cast<uint32_t>(a.row_l[i]), std::bit_cast<uint32_t>(b.row_l[i])) << "row " << i;
+  }
+  for (double x : a.o) ASSERT_TRUE(std::isfinite(x));  // no poison reached O
+}
+
+// Split-KV (dense and with sequences): complete and clean, and within fp32 rounding of the unsplit run.
+TEST(Runner, SplitModelRunsAreCompleteAndCloseToUnsplit) {
+  const std::string rest = " q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=8";
+  for (const std::string shape : {std::string("f32 b=2 hq=2 hkv=1 sq=20 sk=300 d=16 mask=causal-br"),
+                                  std::string("bf16 b=2 hq=2 hkv=1 sq=20 sk=300 d=16 mask=none seqs=20:300,3:129+5")}) {
+    const HostInputs split = inputs_for(shape + " splits=3" + rest), unsplit = inputs_for(shape + rest);
+    EXPECT_EQ(split.params.num_splits, 3);
+    const RunOutputs a = run_case(split, Backend::kHostModel), b = run_case(unsplit, Backend::kHostModel);
+    ASSERT_TRUE(a.status.ok()) << shape << ": " << a.status.message();
+    ASSERT_TRUE(b.status.ok()) << shape << ": " << b.status.message();
+    EXPECT_EQ(a.splits, 3) << shape;  // what the verdict's bound counts
+    EXPECT_EQ(b.splits, 1) << shape;
+    EXPECT_EQ(a.unwritten_o, 0) << shape;
+    EXPECT_EQ(a.unwritten_lse, 0) << shape;
+    EXPECT_TRUE(a.canaries_intact) << shape << ": " << a.damaged_buffer;
+    EXPECT_TRUE(a.inputs_unchanged) << shape;
+    ASSERT_EQ(a.o.size(), b.o.size());
+    const double tolerance = split.params.dtype == DType::kF32 ? 1e-5 : 1e-2;  // a few roundings of O
+    for (size_t i = 0; i < a.o.size(); ++i) ASSERT_NEAR(a.o[i], b.o[i], tolerance) << shape << " element " << i;
+    bool merged = false;  // the fp32 LSE sees the merge's other summation order somewhere: the runs were split
+    for (size_t i = 0; i < a.lse.size(); ++i) {
+      ASSERT_NEAR(a.lse[i], b.lse[i], 1e-4) << shape << " row " << i;
+      merged = merged || a.lse[i] != b.lse[i];
+    }
+    EXPECT_TRUE(merged) << shape;
+  }
+}
+
+// Trace rows and the per-row arrays: the caller names canonical rows, the backend sees the kernel's row index
+// (h * total_q + cu_seqlens_q[b] + i), and RunOutputs maps them back. A row past its sequence is refused.
+TEST(Runner, TraceRowsAreCanonicalRowsOfSequences) {
+  const HostInputs in = inputs_for(kVarlenLine);
+  constexpr int64_t kHeads = 4, kSq = 37;
+  const int64_t total_q = in.params.total_q;
+  ASSERT_EQ(total_q, 42);
+  struct Row {
+    int64_t b, h, i;
+  };
+  const Row kRows[] = {{0, 0, 0}, {2, 3, 4}, {0, 1, 36}, {2, 0, 0}};
+  RunOptions options;
+  options.instrument = true;
+  options.trace_tiles = 4;
+  std::vector<int64_t> kernel_rows;
+  for (const Row& r : kRows) {
+    options.trace_rows.push_back((r.b * kHeads + r.h) * kSq + r.i);
+    kernel_rows.push_back(r.h * total_q + in.cu_seqlens_q[static_cast<size_t>(r.b)] + r.i);
+  }
+  std::vector<int64_t> seen_rows;
+  const HostBackend backend = [&](const Params& params, const Instrumentation& inst) {
+    seen_rows.assign(inst.trace_rows, inst.trace_rows + inst.trace_row_count);
+    HostModelOptions model;
+    model.instrumentation = inst;
+    return run_host_model(params, model);
+  };
+  const RunOutputs out = run_case(in, backend, options);
+  ASSERT_TRUE(out.status.ok()) << out.status.message();
+  EXPECT_TRUE(out.canaries_intact) << out.damaged_buffer;
+  EXPECT_EQ(seen_rows, kernel_rows);
+
+  // The model called directly with kernel rows: the same traces, and its per-row arrays in the kernel's order.
+  Params direct = in.params;
+  std::vector<uint8_t> o(in.q.size());
+  const size_t rows = static_cast<size_t>(kHeads * total_q);
+  std::vector<float> lse(rows), row_m(rows), row_l(rows);
+  const size_t slots = kernel_rows.size() * 4;
+  std::vector<float> trace_m(slots, std::bit_cast<float>(kPoisonBits32)), trace_l = trace_m;
+  direct.o = o.data();
+  direct.lse = lse.data();
+  HostModelOptions model;
+  model.instrumentation.row_m = row_m.data();
+  model.instrumentation.row_l = row_l.data();
+  model.instrumentation.trace_rows = kernel_rows.data();
+  model.instrumentation.trace_row_count = static_cast<int32_t>(kernel_rows.size());
+  model.instrumentation.max_tiles = 4;
+  model.instrumentation.trace_m = trace_m.data();
+  model.instrumentation.trace_l = trace_l.data();
+  ASSERT_TRUE(run_host_model(direct, model).ok());
+  for (size_t i = 0; i < slots; ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(out.trace_m[i]), std::bit_cast<uint32_t>(trace_m[i])) << "slot " << i;
+    EXPECT_EQ(std::bit_cast<uint32_t>(out.trace_l[i]), std::bit_cast<uint32_t>(trace_l[i])) << "slot " << i;
+  }
+  for (size_t r = 0; r < kernel_rows.size(); ++r) {
+    const size_t canonical = static_cast<size_t>(options.trace_rows[r]);
+    const size_t kernel = static_cast<size_t>(kernel_rows[r]);
+    EXPECT_EQ(std::bit_cast<uint32_t>(out.row_m[canonical]), std::bit_cast<uint32_t>(row_m[kernel])) << r;
+    EXPECT_EQ(std::bit_cast<uint32_t>(out.lse[canonical]), std::bit_cast<uint32_t>(lse[kernel])) << r;
+  }
+  // Sequence 1 has no rows, sequence 2 five: canonical rows there are not rows of the problem.
+  for (const Row& r : {Row{1, 0, 0}, Row{2, 1, 5}}) {
+    options.trace_rows = {(r.b * kHeads + r.h) * kSq + r.i};
+    const RunOutputs refused = run_case(in, Backend::kHostModel, options);
+    EXPECT_EQ(refused.status.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status.message().find("of sequence " + std::to_string(r.b)), std::string::npos)
+        << refused.status.message();
+  }
+}
+
+// The index arrays are inputs the backend gets as guarded copies: writing into one is a modified input named by
+// the array, writing beside one damages its canary; the packed O and LSE are scanned like dense ones.
+TEST(Runner, IndexArraysAreGuardedInputs) {
+  const HostInputs packed = inputs_for(kVarlenLine), paged = inputs_for(kPagedLine);
+  struct Act {
+    const char* what;
+    const HostInputs* inputs;
+    std::function<void(const Params&)> act;
+    const char* modified_input;  // "" when the inputs must stay unchanged
+    const char* damaged_buffer;  // "" when the canaries must stay intact
+  };
+  const auto writable = [](const int32_t* p) { return const_cast<int32_t*>(p); };  // a backend writing through const
+  const Act kActs[] = {
+      {"nothing", &paged, [](const Params&) {}, "", ""},
+      {"a write into the page table", &paged, [&](const Params& p) { writable(p.page_table)[5] ^= 1; }, "page_table", ""},
+      {"a write into seqused_k", &paged, [&](const Params& p) { writable(p.seqused_k)[0] = 0; }, "seqused_k", ""},
+      {"a write one past seqused_k", &paged, [&](const Params& p) { writable(p.seqused_k)[3] = 0; }, "", "seqused_k"},
+      {"a write one past the page table", &paged,
+       [&](const Params& p) { writable(p.page_table)[p.batch * p.max_pages_per_seq] = 0; }, "", "page_table"},
+      {"a write before cu_seqlens_q", &packed, [&](const Params& p) { writable(p.cu_seqlens_q)[-1] = 0; }, "",
+       "cu_seqlens_q"},
+      {"a write into cu_seqlens_k", &packed, [&](const Params& p) { writable(p.cu_seqlens_k)[1] += 1; }, "cu_seqlens_k",
+       ""},
+      {"a write into K", &packed, [&](const Params& p) { const_cast<uint8_t*>(static_cast<const uint8_t*>(p.k))[3] ^= 1; },
+       "k", ""},
+  };
+  for (const Act& a : kActs) {
+    bool copies = false;
+    const HostBackend backend = [&](const Params& params, const Instrumentation&) {
+      const HostInputs& in = *a.inputs;
+      copies = params.cu_seqlens_q != in.cu_seqlens_q.data() &&
+               (in.page_table.empty() || params.page_table != in.page_table.data());
+      const Status status = run_host_model(params);
+      a.act(params);
+      return status;
+    };
+    const RunOutputs out = run_case(*a.inputs, backend);
+    ASSERT_TRUE(out.status.ok()) << a.what << ": " << out.status.message();
+    EXPECT_TRUE(copies) << a.what;
+    EXPECT_EQ(out.inputs_unchanged, *a.modified_input == '\0') << a.what;
+    EXPECT_STREQ(out.modified_input, a.modified_input) << a.what;
+    EXPECT_EQ(out.canaries_intact, *a.damaged_buffer == '\0') << a.what;
+    EXPECT_STREQ(out.damaged_buffer, a.damaged_buffer) << a.what;
+  }
+  // O and LSE in the kernel's packed layouts: a row left (or made) unwritten, a write into a packed row's padding.
+  const int64_t o_row = packed.params.o_stride.row;  // bshd: heads_q * (d + pad)
+  const HostBackend unwrite = [&](const Params& params, const Instrumentation&) {
+    const Status status = run_host_model(params);
+    // Sequence 2, head 1, row 4: O row cu_seqlens_q[2] + 4, LSE index h * total_q + cu_seqlens_q[2] + 4.
+    const int64_t token = packed.cu_seqlens_q[2] + 4;
+    std::memcpy(static_cast<uint8_t*>(params.o) + (token * o_row + params.o_stride.head) * 2, &kPoisonBits16, 2);
+    std::memcpy(&params.lse[params.total_q + token], &kPoisonBits32, 4);
+    static_cast<uint8_t*>(params.o)[(token * o_row + 32) * 2] = 0;  // head 0's padding
+    return status;
+  };
+  const RunOutputs out = run_case(packed, unwrite);
+  ASSERT_TRUE(out.status.ok()) << out.status.message();
+  EXPECT_EQ(out.unwritten_o, 1);
+  EXPECT_EQ(out.unwritten_lse, 1);
+  EXPECT_FALSE(out.canaries_intact);
+  EXPECT_STREQ(out.damaged_buffer, "O padding");
+  EXPECT_TRUE(std::isnan(out.o[static_cast<size_t>(((2 * 4 + 1) * 37 + 4) * 32)]));
+  EXPECT_TRUE(std::isnan(out.lse[static_cast<size_t>((2 * 4 + 1) * 37 + 4)]));
 }
 
 TEST(Runner, GpuBackendWithoutDeviceSaysSo) {

@@ -1,7 +1,7 @@
 // Verdicts: the host model passes, and every kind of wrong output fails the check it should, with the
 // report naming the place: an O element a few ulps beyond its bound, rows without visible keys that are
 // not exactly (0, -inf) (with a sink: 0 and the sink), NaN that does not propagate, broken m / l / LSE
-// identity, the runner's guards, and deliberate model defects.
+// identity, the runner's guards, deliberate model defects, and cases with sequences.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -204,6 +204,11 @@ TEST(Verdict, GuardFailuresFailTheVerdict) {
        },
        "canary damaged: O padding, byte 130"},
       {[](RunOutputs* o) { o->inputs_unchanged = false; }, "inputs modified"},
+      {[](RunOutputs* o) {
+         o->inputs_unchanged = false;
+         o->modified_input = "page_table";
+       },
+       "inputs modified: the bytes of page_table changed during the call"},
       {[](RunOutputs* o) { o->status = {StatusCode::kCudaError, "cudaErrorIllegalAddress"}; },
        "call failed: CUDA error: cudaErrorIllegalAddress"},
   };
@@ -248,6 +253,55 @@ TEST(Verdict, ModelDefectsAreCaught) {
     const Judged broken = run_and_judge(d.line, d.defect);
     EXPECT_FALSE(broken.verdict.pass) << to_string(d.defect) << "\n" << broken.verdict.report();
     EXPECT_TRUE(has_failure(broken.verdict, d.failure)) << to_string(d.defect) << "\n" << broken.verdict.report();
+  }
+}
+
+// Sequences: varlen, paged (page=3) and split cases pass on the host model, with every row of every sequence
+// checked (and none past a sequence's end); sampled when there are many. A backend that reads past seqused_k into
+// the extra slots, which hold the poison, fails.
+TEST(Verdict, SequenceCasesPassOnTheHostModel) {
+  const std::string values = " q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3";
+  struct Line {
+    std::string line;
+    int64_t rows;  // heads_q times the sequences' q rows
+  };
+  const Line kLines[] = {
+      {"f16 b=3 hq=4 hkv=2 sq=37 sk=50 d=32 mask=causal-br layout=bshd pad=3 seqs=37:50,0:7,5:1+3", 4 * 42},
+      {"bf16 b=3 hq=4 hkv=2 sq=37 sk=50 d=32 mask=causal-br seqs=37:50,0:7,5:1+3 page=3 poison=inf", 4 * 42},
+      {"f32 b=2 hq=2 hkv=1 sq=20 sk=300 d=16 mask=window-tl window=40,3 seqs=20:300,3:129+5 page=7 splits=3", 2 * 23},
+      {"f16 b=1 hq=2 hkv=2 sq=33 sk=400 d=64 mask=causal-br splits=4", 2 * 33},
+      {"f16 b=2 hq=8 hkv=1 sq=600 sk=700 d=8 mask=causal-br seqs=600:650+50,3:5+20 page=16 poison=zero", 8 * 603},
+  };
+  for (const Line& l : kLines) {
+    const Judged j = run_and_judge(l.line + values);
+    EXPECT_EQ(j.out.splits, static_cast<int32_t>(j.c.splits)) << l.line;  // judged by the split bound where split
+    EXPECT_TRUE(j.verdict.pass) << j.verdict.report();
+    EXPECT_EQ(j.verdict.outcome, Outcome::kPass) << l.line;
+    EXPECT_EQ(j.verdict.rows_total, l.rows) << l.line;
+    EXPECT_GT(j.verdict.rows_checked, 0) << l.line;
+    if (l.rows <= 4096) EXPECT_EQ(j.verdict.rows_checked, l.rows) << l.line;
+    if (l.rows > 4096) EXPECT_LT(j.verdict.rows_checked, l.rows) << l.line;
+  }
+  // The oracle's sample holds only rows of the sequences.
+  const Judged many = run_and_judge(kLines[4].line + values);
+  const oracle::Problem problem = many.inputs.problem();
+  for (const oracle::RowRef& row : oracle::sample_rows(problem, many.out.config.block_m, many.out.config.block_n, 3)) {
+    EXPECT_LT(row.i, problem.seqlens_q[static_cast<size_t>(row.b)]) << "b=" << row.b << " i=" << row.i;
+  }
+  for (const char* poison : {"", " poison=zero"}) {
+    Judged j = run_and_judge("f32 b=2 hq=2 hkv=1 sq=9 sk=40 d=16 mask=none seqs=9:20+20,4:3+5" + std::string(poison) +
+                             values);
+    ASSERT_TRUE(j.verdict.pass) << j.verdict.report();
+    const HostBackend past_seqused = [](const Params& params, const Instrumentation&) {
+      Params wrong = params;
+      wrong.seqused_k = nullptr;  // every capacity counts as keys: the extra slots join the softmax
+      return run_host_model(wrong);
+    };
+    j.out = run_case(j.inputs, past_seqused);
+    ASSERT_TRUE(j.out.status.ok()) << j.out.status.message();
+    j.rejudge();
+    EXPECT_FALSE(j.verdict.pass) << poison;
+    EXPECT_TRUE(has_failure(j.verdict, "O: error/bound")) << j.verdict.report();
   }
 }
 

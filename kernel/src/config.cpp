@@ -16,8 +16,11 @@ KernelConfig select_config(const Params& params) {
   // The inference path (sequences, split-KV) runs in the general family, which implements it for every
   // dtype and head_dim; the tensor-core and split-TF32 families serve dense, unsplit problems.
   // (num_splits = 0 leaves the choice to the families: the tensor-core and split-TF32 ones then run unsplit.)
+  // The sizes tell it too, so that params whose index arrays are not bound yet (a case's params before its
+  // inputs exist) select what the bound ones run.
   const bool inference_path = params.cu_seqlens_q != nullptr || params.cu_seqlens_k != nullptr ||
-                              params.seqused_k != nullptr || params.page_table != nullptr || params.num_splits > 1;
+                              params.seqused_k != nullptr || params.page_table != nullptr || params.total_q != 0 ||
+                              params.total_k != 0 || params.page_size != 0 || params.num_splits > 1;
 #if defined(FLASHCHECK_HAS_DECODE)
   // Decoding shapes (every query row of a K/V head's query heads in one 16-row tile), dense or not.
   if (detail::decode_select(params, &config)) return config;

@@ -101,31 +101,27 @@ bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_byt
          reinterpret_cast<uintptr_t>(b) < range_end(a, a_bytes);
 }
 
-// The sequence fields that need no index array read: which combinations exist, sizes, split count.
-Status validate_sequence_fields(const Params& p) {
+// Which layouts the params describe. The sizes tell it as well as the index pointers, so that params whose arrays
+// are not bound yet (validate_shape's callers) describe the same tensors.
+bool q_packed(const Params& p) { return p.cu_seqlens_q != nullptr || p.total_q != 0; }
+bool kv_paged(const Params& p) { return p.page_table != nullptr || p.page_size != 0; }
+bool kv_packed(const Params& p) { return !kv_paged(p) && (p.cu_seqlens_k != nullptr || p.total_k != 0); }
+
+// The sequence fields that need no pointer: split count, totals, page geometry.
+Status validate_sequence_sizes(const Params& p) {
   if (p.num_splits < 0 || p.num_splits > kMaxSplits) {
     return invalid(cat("num_splits: must be in 0..", kMaxSplits, ", 0 meaning the heuristic (got ", p.num_splits, ")"));
-  }
-  if (p.cu_seqlens_q == nullptr && p.total_q != 0) {
-    return invalid(cat("total_q: only with cu_seqlens_q (got ", p.total_q, " without it)"));
-  }
-  if (p.cu_seqlens_k == nullptr && p.total_k != 0) {
-    return invalid(cat("total_k: only with cu_seqlens_k (got ", p.total_k, " without it)"));
   }
   if (p.total_q < 0 || p.total_k < 0) {
     return invalid(cat(p.total_q < 0 ? "total_q" : "total_k", ": must be >= 0 (got ", std::min(p.total_q, p.total_k), ")"));
   }
-  if (p.page_table == nullptr) {
-    for (const auto& [name, value] : {std::pair{"page_size", p.page_size}, std::pair{"num_pages", p.num_pages},
-                                      std::pair{"max_pages_per_seq", p.max_pages_per_seq}}) {
+  if (!kv_paged(p)) {
+    for (const auto& [name, value] : {std::pair{"num_pages", p.num_pages}, std::pair{"max_pages_per_seq", p.max_pages_per_seq}}) {
       if (value != 0) return invalid(cat(name, ": only with page_table (got ", value, " without it)"));
     }
     return Status::ok_status();
   }
-  if (p.cu_seqlens_k != nullptr) {
-    return invalid("cu_seqlens_k: not with page_table (a paged cache's sequences are its page-table rows)");
-  }
-  if (p.seqused_k == nullptr) return invalid("seqused_k: required with page_table (the keys of each sequence)");
+  if (p.total_k != 0) return invalid(cat("total_k: not with a paged cache (got ", p.total_k, ")"));
   for (const auto& [name, value] : {std::pair{"page_size", p.page_size}, std::pair{"num_pages", p.num_pages},
                                     std::pair{"max_pages_per_seq", p.max_pages_per_seq}}) {
     if (value < 1) return invalid(cat(name, ": must be >= 1 with page_table (got ", value, ")"));
@@ -136,6 +132,25 @@ Status validate_sequence_fields(const Params& p) {
     return invalid(cat("max_pages_per_seq: capacity max_pages_per_seq * page_size (", p.max_pages_per_seq, " * ",
                        p.page_size, ") and num_pages (", p.num_pages, ") must fit int32 indices"));
   }
+  return Status::ok_status();
+}
+
+// The index pointers the sizes call for, and no others.
+Status validate_sequence_pointers(const Params& p) {
+  if (p.cu_seqlens_q == nullptr && p.total_q != 0) {
+    return invalid(cat("total_q: only with cu_seqlens_q (got ", p.total_q, " without it)"));
+  }
+  if (p.cu_seqlens_k == nullptr && p.total_k != 0) {
+    return invalid(cat("total_k: only with cu_seqlens_k (got ", p.total_k, " without it)"));
+  }
+  if (p.page_table == nullptr) {
+    if (p.page_size != 0) return invalid(cat("page_size: only with page_table (got ", p.page_size, " without it)"));
+    return Status::ok_status();
+  }
+  if (p.cu_seqlens_k != nullptr) {
+    return invalid("cu_seqlens_k: not with page_table (a paged cache's sequences are its page-table rows)");
+  }
+  if (p.seqused_k == nullptr) return invalid("seqused_k: required with page_table (the keys of each sequence)");
   return Status::ok_status();
 }
 
@@ -150,26 +165,26 @@ TensorViews tensor_views(const Params& p) {
                         bool packed) {
     return TensorView{name, ptr, elem, {packed ? 1 : batch, heads, rows, p.head_dim}, {packed ? 0 : s.batch, s.head, s.row, 1}};
   };
-  const bool q_packed = p.cu_seqlens_q != nullptr;
-  const int64_t q_rows = q_packed ? p.total_q : p.seqlen_q;
-  TensorViews v{view("o", p.o, p.o_stride, p.batch, p.heads_q, q_rows, q_packed),
-                view("q", p.q, p.q_stride, p.batch, p.heads_q, q_rows, q_packed),
+  const bool packed = q_packed(p);
+  const int64_t q_rows = packed ? p.total_q : p.seqlen_q;
+  TensorViews v{view("o", p.o, p.o_stride, p.batch, p.heads_q, q_rows, packed),
+                view("q", p.q, p.q_stride, p.batch, p.heads_q, q_rows, packed),
                 {}, {}};
-  if (p.page_table != nullptr) {
+  if (kv_paged(p)) {
     v.k = view("k", p.k, p.k_stride, p.num_pages, p.heads_kv, p.page_size, false);
     v.v = view("v", p.v, p.v_stride, p.num_pages, p.heads_kv, p.page_size, false);
   } else {
-    const bool kv_packed = p.cu_seqlens_k != nullptr;
-    const int64_t kv_rows = kv_packed ? p.total_k : p.seqlen_k;
-    v.k = view("k", p.k, p.k_stride, p.batch, p.heads_kv, kv_rows, kv_packed);
-    v.v = view("v", p.v, p.v_stride, p.batch, p.heads_kv, kv_rows, kv_packed);
+    const bool packed_kv = kv_packed(p);
+    const int64_t kv_rows = packed_kv ? p.total_k : p.seqlen_k;
+    v.k = view("k", p.k, p.k_stride, p.batch, p.heads_kv, kv_rows, packed_kv);
+    v.v = view("v", p.v, p.v_stride, p.batch, p.heads_kv, kv_rows, packed_kv);
   }
   return v;
 }
 
 // Rows of LSE: batch * heads_q * seqlen_q, or heads_q * total_q with packed Q (validate_shape bounds both).
 int64_t lse_rows(const Params& p) {
-  return p.cu_seqlens_q != nullptr ? p.heads_q * p.total_q : p.batch * p.heads_q * p.seqlen_q;
+  return q_packed(p) ? p.heads_q * p.total_q : p.batch * p.heads_q * p.seqlen_q;
 }
 
 bool has_sequences(const Params& p) {
@@ -285,7 +300,7 @@ Status validate_shape(const Params& p) {
   if (!(p.softcap >= 0.0f) || !std::isfinite(p.softcap)) {
     return invalid(cat("softcap: must be finite and >= 0, 0 meaning off (got ", p.softcap, ")"));
   }
-  if (Status st = validate_sequence_fields(p); !st.ok()) return st;
+  if (Status st = validate_sequence_sizes(p); !st.ok()) return st;
   const std::array<std::pair<const char*, int64_t>, 5> sizes{
       {{"batch", p.batch}, {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv}, {"seqlen_q", p.seqlen_q},
        {"seqlen_k", p.seqlen_k}}};
@@ -318,7 +333,7 @@ Status validate_shape(const Params& p) {
     return invalid(cat("sizes: batch*heads_kv*seqlen_k*head_dim overflows int64 (batch=", p.batch,
                        ", heads_kv=", p.heads_kv, ", seqlen_k=", p.seqlen_k, ", head_dim=", p.head_dim, ")"));
   }
-  if (p.cu_seqlens_q != nullptr) {
+  if (q_packed(p)) {
     int64_t packed = 0;
     if (!mul_ok(p.heads_q, p.total_q, &packed) || !mul_ok(packed, p.head_dim, &packed)) {
       return invalid(cat("total_q: heads_q*total_q*head_dim overflows int64 (total_q=", p.total_q, ")"));
@@ -347,6 +362,8 @@ Status can_implement(const Params& p) {
 }
 
 Status detail::check_layout(const Params& p) {
+  // The index pointers first: sizes that call for an absent array are named by that array's size field.
+  if (Status st = validate_sequence_pointers(p); !st.ok()) return st;
   if (Status st = validate_shape(p); !st.ok()) return st;
   const int64_t rows = lse_rows(p);  // validate_shape checked it for overflow
   if (p.batch * p.heads_q * p.seqlen_q == 0 || rows == 0) return Status::ok_status();  // documented no-op

@@ -2,12 +2,16 @@
 // distributions, injected special values, seed), e.g.
 //   bf16 b=2 hq=8 hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) seed=42
 // format_case(parse_case(s)) == s for every canonical line; parse errors name the offending token.
-// Canonical order: dtype b hq hkv sq sk d mask [window] [layout] [pad] [scale] [softcap] q k v [sink] [inject]
-// seed. window=L,R comes with mask=window-br / window-tl and only with them (each side -1 = unbounded, or >= 0).
+// Canonical order: dtype b hq hkv sq sk d mask [window] [layout] [pad] [seqs] [page] [poison] [splits] [scale]
+// [softcap] q k v [sink] [inject] [subject] seed. window=L,R comes with mask=window-br / window-tl and only with
+// them (each side -1 = unbounded, or >= 0).
 // Optional keys (omitted when default): layout=bshd, pad=N (extra elements after every head_dim vector of Q, K,
-// V, O), scale=X (softmax scale; default 1/sqrt(d) rounded to fp32), softcap=C (finite, > 0; default 0 = off),
-// sink=DIST (one fp32 sink logit per query head, drawn like q, k, v; absent = no sink),
-// inject=q[b,h,s,d]:nan;k[...]:-inf;...
+// V, O), seqs=Q:K[+E],... (one entry per sequence: the inference path's variable lengths; b, sq and sk must agree
+// with it), page=P (K/V in pages of P keys; needs seqs), poison=inf|zero (what fills memory no kernel may read;
+// needs seqs; default nan), splits=N (Params::num_splits; default 1, 0 = the kernel's heuristic), scale=X
+// (softmax scale; default 1/sqrt(d) rounded to fp32), softcap=C (finite, > 0; default 0 = off), sink=DIST (one
+// fp32 sink logit per query head, drawn like q, k, v; absent = no sink), inject=q[b,h,s,d]:nan;k[...]:-inf;...
+// A line without seqs, page, poison and splits is a dense case.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +64,23 @@ struct Injection {
   friend bool operator==(const Injection& x, const Injection& y);
 };
 
+// One sequence of a variable-length batch (Case::seqs): `q` query rows, `k` keys, and `extra` key slots after the
+// keys that exist in memory (the sequence's K/V capacity is k + extra) but are not its keys: seqused_k = k, and the
+// slots hold the case's poison, so a kernel that reads past seqused_k poisons its result.
+struct Sequence {
+  int64_t q = 0, k = 0, extra = 0;
+  int64_t capacity() const;  // k + extra, saturating
+  friend bool operator==(const Sequence&, const Sequence&) = default;
+};
+
+// What fills the memory of a case's inputs that no kernel may read: a sequence's extra slots, the unused tail of
+// its last page, the spare page, padding elements. NaN (the kInputPad* bits of inputs.h) poisons any row that
+// reads it; +inf poisons the softmax of a row that scores it (and O through V); zero is a plausible value that
+// poisons nothing by itself, so a kernel reading it is caught only by the values it changes.
+enum class Poison : int32_t { kNaN = 0, kInf = 1, kZero = 2 };
+inline constexpr int kPoisonCount = 3;
+const char* to_string(Poison poison);  // "nan", "inf", "zero"
+
 struct Case {
   DType dtype = DType::kF32;
   int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1, head_dim = 1;
@@ -69,6 +90,13 @@ struct Case {
   int64_t window_left = -1, window_right = -1;
   Layout layout = Layout::kBHSD;
   int64_t pad = 0;                    // extra elements after every head_dim vector of Q, K, V and O
+  // Sequences (attention.h, "Sequences"); empty: dense. With sequences batch == seqs.size(), seqlen_q is the
+  // largest q and seqlen_k the largest capacity (k + extra); Q and O are packed (cu_seqlens_q), K and V packed
+  // over the capacities (cu_seqlens_k) or paged, and seqused_k gives each sequence's k.
+  std::vector<Sequence> seqs;
+  int64_t page = 0;                   // > 0: K and V in pages of this many keys (needs seqs); 0: not paged
+  Poison poison = Poison::kNaN;       // fill of the memory no kernel may read (non-default only with seqs)
+  int32_t splits = 1;                 // Params::num_splits: >= 1 runs of K/V tiles per Q tile, 0 = heuristic
   std::optional<float> scale;         // default 1/sqrt(head_dim) rounded to fp32; always finite
   float softcap = 0.0f;               // > 0: each scaled score s becomes softcap * tanh(s / softcap); 0: off
   ValueSpec q, k, v;
@@ -91,10 +119,22 @@ struct Case {
 
 // The kernel's Params for a case, the one translation every caller uses (make_inputs, generators, the
 // fuzz decoder, tools): dtype, shape, mask and window; strides contiguous in the case's layout over
-// head_dim + pad elements per row (O laid out like Q); softmax_scale(); softcap. Pointers null, the sink's
-// too: its values live in HostInputs, which points params.sink at them (the runner at its device copy for
-// GPU runs). Sizes saturate rather than overflow, so can_implement names the field of an impossible case.
+// head_dim + pad elements per row (O laid out like Q); softmax_scale(); softcap; num_splits = splits. Pointers
+// null, the sink's and the index arrays' too: their values live in HostInputs, which points params at them (the
+// runner at its guarded copies). Sizes saturate rather than overflow, so can_implement names the field of an
+// impossible case. With sequences (R = head_dim + pad, H the tensor's heads):
+//   Q, O    packed, total_q = sum of q: bshd .row = H * R, .head = R; bhsd (head-major over the packed tokens)
+//           .head = total_q * R, .row = R; .batch = 0. LSE is [heads_q, total_q].
+//   K, V    unpaged: packed the same way over the capacities, total_k = sum of (k + extra).
+//           page = P: [num_pages, P, H, R] (bshd) or [num_pages, H, P, R] (bhsd), .batch = the page stride;
+//           sequence b has ceil((k + extra) / P) pages, num_pages = their sum + 1 spare page, max_pages_per_seq
+//           = the most pages of any sequence (at least 1), page_size = P.
+// The index arrays' pointers are null here too, so validate_shape(case_params(c)) of a case with sequences names
+// total_q (it holds only with cu_seqlens_q) until HostInputs::bind points them at the arrays.
 Params case_params(const Case& c);
+
+// The pages sequence `s` takes with page size `page` >= 1: ceil((k + extra) / page).
+int64_t sequence_pages(const Sequence& s, int64_t page);
 
 // A subject name as case lines carry it: 1 to kMaxSubjectName characters of [A-Za-z0-9._-].
 inline constexpr size_t kMaxSubjectName = 64;
@@ -118,7 +158,8 @@ Status parse_case(std::string_view line, Case* out);
 std::string excerpt(std::string_view text, size_t limit = 200);
 
 // Checks a programmatically built Case the way parse_case checks a line (sizes, parameters, injections,
-// window, softcap, sink).
+// window, softcap, sink, and seqs / page / poison / splits: their agreement with b, sq and sk, and index arrays
+// that fit int32), naming the key of the field that is wrong.
 Status validate_case(const Case& c);
 
 }  // namespace flashcheck

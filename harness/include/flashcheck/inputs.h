@@ -27,6 +27,7 @@ enum class Stream : uint32_t {
   kK = 2,
   kV = 3,
   kSink = 4,              // index = query head
+  kPageOrder = 5,         // index = i of the Fisher-Yates shuffle of the physical pages (i = num_pages - 1 .. 1)
   kDominantRowQ = 0x101,  // index = b * H + h: which row of (b, h) is dominant
   kDominantRowK = 0x102,
   kDominantRowV = 0x103,
@@ -39,7 +40,8 @@ double log(double x);        // natural log for finite x > 0
 double cos_2pi(double turns);  // cos(2*pi*turns) for turns in [0, 1)
 }  // namespace detmath
 
-// Bit patterns. Inputs' padding elements hold a NaN so that a kernel reading padding poisons its result;
+// Bit patterns. Inputs' padding elements hold a NaN so that a kernel reading padding poisons its result (with
+// sequences, the case's Poison chooses: this NaN, +inf of the dtype, or 0);
 // O and LSE are poisoned with a different NaN payload before a run so that "never written" is told apart
 // from a NaN the kernel computed (which would carry the canonical payload).
 inline constexpr uint16_t kInputPadBits16 = 0x7FD5;       // NaN as f16 and as bf16
@@ -47,23 +49,44 @@ inline constexpr uint32_t kInputPadBits32 = 0x7FC0BAD1u;  // NaN as f32
 inline constexpr uint16_t kPoisonBits16 = 0x7FC1;         // NaN as f16 and as bf16
 inline constexpr uint32_t kPoisonBits32 = 0x7FC0DEADu;    // NaN as f32
 
+// Values are drawn at their canonical index [b, h, s, d] of a [batch, heads, seqlen_q (or seqlen_k), head_dim]
+// array, the same with or without sequences: a case with sequences holds, for s below a sequence's own q (Q) or
+// k (K, V), the values of the dense case of the same b, sq and sk at the same positions. So the distributions
+// that depend on the row run over sq and sk, not over a sequence's own length: ramp's position is s / (sq - 1)
+// (or sk), and dominant's row is drawn below sq (or sk), which may lie past a shorter sequence's end.
 struct HostInputs {
-  // case_params(case) with host pointers to q/k/v and the sink below (o/lse null): what the host model reads.
-  // The pointers refer to this object's vectors: after a copy, call bind() (the runner always rebinds).
+  // case_params(case) with host pointers to q/k/v, the sink and the index arrays below (o/lse null): what the host
+  // model reads. The pointers refer to this object's vectors: after a copy, call bind() (the runner always
+  // rebinds).
   Params params;
-  std::vector<uint8_t> q, k, v;       // dtype-encoded bytes in the case's layout (padding elements hold kInputPad*)
-  std::vector<double> q_exact, k_exact, v_exact;  // the same values decoded, contiguous [B, H, S, D]
+  // Dtype-encoded bytes in the case's layout (dense, packed or paged, case_params). Every element that is not a
+  // valid row's (Q) or a used key's (K, V) holds the case's poison: padding, a sequence's extra slots, the unused
+  // tail of its last page, the spare page.
+  std::vector<uint8_t> q, k, v;
+  // The values decoded, contiguous [B, H, S, D] with S = seqlen_q / seqlen_k (the maxima); rows past a
+  // sequence's own q or k are 0.
+  std::vector<double> q_exact, k_exact, v_exact;
   std::vector<float> sink;            // [heads_q] fp32 sink logits; empty: the case has no sink
   std::vector<double> sink_exact;     // the same values as doubles
+  // Index arrays of a case with sequences (attention.h, "Sequences"); each empty where the case has none:
+  //   cu_seqlens_q  [batch + 1] prefix sums of the q rows (every case with seqs)
+  //   cu_seqlens_k  [batch + 1] prefix sums of the capacities k + extra (unpaged K/V)
+  //   seqused_k     [batch] the k's (paged K/V, or any extra > 0)
+  //   page_table    [batch, max_pages_per_seq] (paged K/V): sequence b's pages in order, the physical order a
+  //                 Philox shuffle (Stream::kPageOrder) of every page, the spare page included; entries past a
+  //                 sequence's pages hold num_pages + 7, an index no kernel may read
+  std::vector<int32_t> cu_seqlens_q, cu_seqlens_k, seqused_k, page_table;
+  std::vector<int64_t> seqlens_q, seqlens_k;  // [batch] per sequence: q, and k (the used keys); empty when dense
   oracle::Problem problem() const;    // view for the oracle (oracle_problem of oracle_bridge.h, spans into *_exact)
-  // FNV-1a 64 over q, k, v bytes, then the sink's (golden-hash tests; a case without a sink hashes as before
-  // sinks existed).
+  // FNV-1a 64 over q, k, v bytes, then the sink's, then the index arrays' (golden-hash tests; for a case without a
+  // sink or sequences, the bytes of q, k and v alone).
   uint64_t hash() const;
-  void bind();                        // points params.q/k/v/sink at this object's vectors (sink: null when empty)
+  // Points params.q/k/v/sink and the index arrays at this object's vectors (null for an empty one).
+  void bind();
 };
 
 // Builds the inputs; fails with a message for a case that does not validate (validate_case) or whose
-// buffers exceed `max_bytes` of host memory (encoded plus decoded copies).
+// buffers exceed `max_bytes` of host memory (encoded plus decoded copies, index arrays included).
 Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes = int64_t{4} << 30);
 
 // FNV-1a 64 of a byte range, continuing from `hash` (start with kFnvOffset).

@@ -39,7 +39,7 @@ class LoadedSubject {
 
   // Ok, or kUnsupported naming the field outside the capabilities ("head_dim: 200 outside subject x's 1..128").
   Status supports(const Params& params) const;
-  // The same for a case (its sink, which case_params leaves null, counts).
+  // The same for a case (its sink and its sequences, whose pointers case_params leaves null, count).
   Status supports(const Case& c) const;
 
   // The configuration the verdict judges by: the declared class's compute path (kGeneralFp32 as a placeholder

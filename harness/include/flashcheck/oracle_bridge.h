@@ -21,15 +21,20 @@ oracle::Visibility to_oracle(Mask mask, int64_t window_left = -1, int64_t window
 oracle::Arithmetic to_oracle(ComputePath path);
 
 // The problem `params` describes (shape, mask and window, softmax_scale and softcap exactly) over its inputs
-// decoded to doubles, contiguous [B, H, S, D], and its sink logits ([heads_q], empty: no sink; params.sink
-// may be a device pointer, so the values come as a span); the spans must outlive the result.
+// decoded to doubles, contiguous [B, H, S, D] with S = params.seqlen_q / seqlen_k, its sink logits ([heads_q],
+// empty: no sink) and, for sequences, each sequence's query rows and keys ([batch] each, empty: every sequence
+// has seqlen_q rows and seqlen_k keys). params.sink and the index arrays may be device pointers, so the values come
+// as spans; the spans must outlive the result.
 oracle::Problem oracle_problem(const Params& params, std::span<const double> q, std::span<const double> k,
-                               std::span<const double> v, std::span<const double> sink = {});
+                               std::span<const double> v, std::span<const double> sink = {},
+                               std::span<const int64_t> seqlens_q = {}, std::span<const int64_t> seqlens_k = {});
 
-// The error model's bound for row `row` of `problem` that `config` computed on `params`' inputs: the running sums
-// of the row in the kernel's key order (oracle::ordered_sums, its K/V tiles) included.
+// The error model's bound for row `row` of `problem` that `config` computed on `params`' inputs in `splits`
+// split-KV runs (RunOutputs::splits, effective_splits): unsplit, with the running sums of the row in the kernel's key
+// order (oracle::ordered_sums, its K/V tiles); split, with the split runs' boundaries and without running sums
+// (docs/error-model.md §4.10).
 oracle::RowBound oracle_bound(const oracle::Problem& problem, oracle::RowRef row, const oracle::RowResult& exact,
-                              const Params& params, const KernelConfig& config);
+                              const Params& params, const KernelConfig& config, int32_t splits = 1);
 
 // The same-precision emulated reference of the row, at `config`'s rounding points and K/V tiles.
 std::vector<double> oracle_reference(const oracle::Problem& problem, oracle::RowRef row, const Params& params,

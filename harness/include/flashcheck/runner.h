@@ -1,9 +1,11 @@
 // Runs a case on a backend (the GPU kernel or the host model) with guards against vacuous passes:
 // O and LSE poisoned with a NaN payload (kPoisonBits*) before the call and scanned for unwritten elements
 // after; kGuardBytes canary regions before and after every output buffer (O, LSE and each instrumentation
-// buffer), around the sink and between O's rows (its padding elements), checked after; inputs (Q, K, V and the
-// sink) hashed before and after (for the GPU: the device copies, read back). The one way properties, fuzzers
-// and tools reach the kernel.
+// buffer), around the sink and each index array of sequences, and between O's rows (its padding elements),
+// checked after; inputs (Q, K, V, the sink, the index arrays) hashed before and after (for the GPU: the device
+// copies, read back). With sequences O and LSE are the kernel's packed layouts (O: total_q rows, LSE
+// [heads_q, total_q]), every element of which is an output; RunOutputs gives them back in canonical order. The
+// one way properties, fuzzers and tools reach the kernel.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +30,10 @@ inline constexpr uint8_t kCanaryByte = 0xA5;  // as f16/bf16/f32 a finite number
 struct RunOutputs {
   Status status;                   // of the call (and of the copies, for the GPU)
   KernelConfig config;             // what ran
-  std::vector<double> o;           // [B, Hq, Sq, D] decoded from the dtype, canonical order (empty if the call failed)
+  // Canonical order whatever the kernel's layout: row i of sequence b, head h at (b, h, i), Sq = seqlen_q (with
+  // sequences the largest q); rows past a sequence's own length are 0 in o, lse, row_m and row_l (no kernel writes
+  // them: the verdict never reads them).
+  std::vector<double> o;           // [B, Hq, Sq, D] decoded from the dtype (empty if the call failed)
   std::vector<float> lse;          // [B, Hq, Sq] (empty if the call failed)
   std::vector<float> row_m, row_l; // [B, Hq, Sq] with RunOptions::instrument
   std::vector<uint64_t> tile_kind_counts;  // [kTileKindCount] with RunOptions::count_tiles, indexed by TileKind
@@ -36,12 +41,17 @@ struct RunOutputs {
   // [trace_rows.size() * trace_tiles] with RunOptions::trace_rows: slot t of traced row r at
   // r * trace_tiles + t (instrument.h); slots no tile wrote keep the poison (is_unwritten).
   std::vector<float> trace_m, trace_l;
-  int64_t unwritten_o = 0;         // O elements still holding the poison pattern
+  int64_t unwritten_o = 0;         // O elements still holding the poison pattern (every valid row's)
   int64_t unwritten_lse = 0;
-  bool canaries_intact = true;     // guard regions of every output buffer, the sink and O's padding untouched
-  bool inputs_unchanged = true;    // hash of q, k, v and the sink identical before and after
+  // Guard regions of every output buffer, the sink, the index arrays and O's padding untouched.
+  bool canaries_intact = true;
+  bool inputs_unchanged = true;    // hashes of q, k, v, the sink and the index arrays identical before and after
+  // The first input whose bytes changed: "q", "k", "v", "sink", "cu_seqlens_q", "cu_seqlens_k", "seqused_k",
+  // "page_table"; "" while inputs_unchanged.
+  const char* modified_input = "";
   int64_t first_damaged_canary = -1;  // byte offset into the first damaged region, for the report
-  // "O", "O padding", "LSE", "m", "l", "tile kinds", "rescale buckets", "trace m", "trace l", "sink"
+  // "O", "O padding", "LSE", "m", "l", "tile kinds", "rescale buckets", "trace m", "trace l", "sink",
+  // "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "page_table"
   const char* damaged_buffer = "";
   // What ran and how the verdict judges it (flashcheck/loaded_subject.h): empty `subject` for flashcheck's own
   // kernel and host model, judged by the class of config.path. A subject that declares no arithmetic class is
@@ -51,11 +61,14 @@ struct RunOutputs {
   bool generic_bound = false;
   bool tiling_declared = true;
   bool lse_written = true;
+  // The split-KV runs each row was computed in and merged from (effective_splits of the params that ran; 1 for a
+  // subject, which splits as it likes): the bound counts them (docs/error-model.md §4.10).
+  int32_t splits = 1;
 };
 
-// Device memory reused across GPU runs: each buffer of a run (q, k, v, sink, O, LSE, instrumentation) keeps its
-// allocation and grows when a run needs more, for callers whose rate a cudaMalloc per buffer would dominate
-// (the GPU fuzz target). Without a pool a run allocates and frees its own. One run at a time. The
+// Device memory reused across GPU runs: each buffer of a run (q, k, v, sink, index arrays, O, LSE,
+// instrumentation) keeps its allocation and grows when a run needs more, for callers whose rate a cudaMalloc per
+// buffer would dominate (the GPU fuzz target). Without a pool a run allocates and frees its own. One run at a time. The
 // destructor frees the device memory; a process that ends through exit() (libFuzzer) should leave its pool
 // alive rather than race the CUDA runtime's own teardown.
 class DevicePool {
@@ -77,7 +90,9 @@ struct RunOptions {
   HostModelOptions model;          // host model only (defects, config override); its instrumentation is ignored
   bool instrument = false;         // row m and l
   bool count_tiles = false;        // tile-kind counts and rescale buckets
-  std::vector<int64_t> trace_rows; // flat rows (b * heads_q + h) * seqlen_q + i whose (m, l) each K/V tile leaves
+  // Canonical flat rows (b * heads_q + h) * seqlen_q + i (i below sequence b's q) whose (m, l) each K/V tile
+  // leaves; the runner hands the kernel its own row index of each (instrument.h).
+  std::vector<int64_t> trace_rows;
   int32_t trace_tiles = 0;         // trace slots per traced row (>= 1 when trace_rows is not empty)
   void* stream = nullptr;          // GPU: cudaStream_t
   DevicePool* device_pool = nullptr;  // GPU: reuse these device buffers (null: allocate per run)
@@ -87,11 +102,11 @@ struct RunOptions {
   bool any_instrumentation() const { return instrument || count_tiles || !trace_rows.empty(); }
 };
 
-// Runs `inputs` (params rebound to the vectors, so a copied HostInputs is fine; params.sink to the runner's
-// guarded copy of inputs.sink, null without one). Never throws; failures of
+// Runs `inputs` (params rebound to the vectors, so a copied HostInputs is fine; params.sink and the index arrays
+// to the runner's guarded copies of inputs.sink and inputs' arrays, null without them). Never throws; failures of
 // the call are in RunOutputs::status. Backend::kGpu without CUDA gives kNoDevice; with instrumentation in a
 // harness linked against the production kernel it gives kUnsupported (link flashcheck_harness_instrumented).
-// A trace row outside [0, batch * heads_q * seqlen_q) is kInvalidArgument.
+// A trace row outside [0, batch * heads_q * seqlen_q), or past its sequence's q rows, is kInvalidArgument.
 RunOutputs run_case(const HostInputs& inputs, Backend backend, const RunOptions& options = {});
 
 // A backend computing in host memory: writes O and LSE through params.o / params.lse (and row m, l through

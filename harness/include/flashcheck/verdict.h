@@ -44,6 +44,7 @@ struct Verdict {
   double rms_ratio = 0.0;
   double rms_kernel = 0.0, rms_reference = 0.0;  // the two RMS errors, absolute
   int64_t rms_count = 0;                         // N, elements pooled
+  // rows_total: the problem's query rows (heads_q times the sequences' q rows, with sequences).
   int64_t rows_checked = 0, rows_total = 0, elements_checked = 0, unconstrained_rows = 0, empty_rows = 0;
   // Rows outside the domain because no finite bound exists at their length (RowBound::vacuous), among the
   // unconstrained ones, with the first few listed. A case with one is OUTSIDE-DOMAIN, whatever its other rows.
