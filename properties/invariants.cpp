@@ -77,8 +77,11 @@ void online_softmax_invariants(const Case& given) {
   // Final statistics of every row.
   for (int64_t flat = 0; flat < rows; ++flat) {
     const size_t r = static_cast<size_t>(flat);
+    // Each sequence's own rows and keys (its rows past seqlen_q(b) are not rows of the problem).
+    const int64_t b = flat / (p.heads_q * p.seqlen_q), i = flat % p.seqlen_q;
+    if (i >= sequence_q_len(p, b)) continue;
     const double m = out.row_m[r], l = out.row_l[r], lse = out.lse[r];
-    const int64_t visible = visible_key_range(p, flat % p.seqlen_q).size();
+    const int64_t visible = visible_key_range(p, b, i).size();
     const double sink = sink_of(flat);
     const bool has_sink = sink != -INFINITY;
     rows_with_sink += has_sink ? 1 : 0;

@@ -40,4 +40,13 @@ void sink_equals_extra_zero_value_key();
 void large_softcap_equals_no_softcap();
 void nan_outside_window_never_reaches_output();
 
+// Property 7 (sequences.cpp): the inference path, varlen, paged and split-KV.
+void sequences_agree_with_oracle();
+void sequences_are_memory_safe();
+void sequence_online_softmax_invariants();
+void poison_never_reaches_output();
+void paged_equals_packed_bit_for_bit();
+void other_sequences_leave_a_row_unchanged();
+void splits_repeat_and_agree_with_unsplit();
+
 }  // namespace flashcheck::properties

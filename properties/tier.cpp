@@ -190,6 +190,11 @@ const LoadedSubject* active_subject() { return g_subject; }
 const char* property_skip_reason(const char* name) {
   if (g_subject == nullptr) return nullptr;
   const std::string_view property(name);
+  if (property.starts_with("Sequence") || property == "PoisonNeverReachesOutput" ||
+      property == "PagedEqualsPackedBitForBit" || property == "OtherSequencesLeaveARowUnchanged" ||
+      property == "SplitsRepeatAndAgreeWithUnsplit") {
+    return "flashcheck-skip: the subject ABI carries no sequences (varlen, paged K/V, split-KV)";
+  }
   if (property == "OnlineSoftmaxInvariants") {
     return "flashcheck-skip: applies to instrumented subjects only (per-tile m/l traces come from flashcheck's "
            "instrumented builds; FLASHCHECK_SUBJECT is set)";
@@ -258,6 +263,8 @@ ModelDefect planted_defect() {
         {"o-accum-in-dtype", ModelDefect::kOAccumInDtype},
         {"missing-rescale", ModelDefect::kMissingRescale},
         {"lse-base2", ModelDefect::kLseBase2},
+        {"split-merge-unscaled", ModelDefect::kSplitMergeUnscaled},
+        {"reads-past-seqused", ModelDefect::kReadsPastSeqused},
     };
     for (const Alias& alias : kAliases) {
       if (name == alias.name || name == to_string(alias.defect)) return alias.defect;

@@ -28,7 +28,8 @@ using namespace flashcheck;
 
 constexpr int64_t kColumnsAroundWorst = 3;  // columns printed either side of the worst O element
 constexpr ModelDefect kDefects[] = {ModelDefect::kNone, ModelDefect::kPOneFormatCoarser, ModelDefect::kOAccumInDtype,
-                                    ModelDefect::kMissingRescale, ModelDefect::kLseBase2};
+                                    ModelDefect::kMissingRescale, ModelDefect::kLseBase2,
+                                    ModelDefect::kSplitMergeUnscaled, ModelDefect::kReadsPastSeqused};
 
 struct Options {
   std::vector<Backend> backends;

@@ -305,7 +305,7 @@ TEST(CaseCodec, SequenceTokenErrorsNameTheirToken) {
       {"f16 seqs=1:1 seqs=1:1", "duplicate key 'seqs' at column 14"},
       {"f16 b=2 sq=3 sk=4 seqs=3:4", "'seqs=3:4' at column 19: b=2 but seqs lists 1 sequence (b is the number of "
                                      "sequences)"},
-      {"f16 b=1 sq=2 sk=4 seqs=3:4", "'sq=2' at column 9: sq=2 but the largest q of seqs is 3"},
+      {"f16 b=1 sq=2 sk=4 seqs=3:4", "'sq=2' at column 9: sq=2 but the largest q of seqs is 3 (sq bounds every q)"},
       {"f16 seqs=3:4", "'seqs=3:4' at column 5: sq=1 but the largest q of seqs is 3"},
       {"f16 sq=3 sk=4 seqs=3:4+1", "'sk=4' at column 10: sk=4 but the largest k + extra of seqs is 5"},
       {"f16 b=2 sq=2147483647 sk=1 seqs=2147483647:1,1:1", "'seqs=2147483647:1,1:1' at column 28: seqs: the q rows "
@@ -561,6 +561,18 @@ TEST(CaseCodec, ValidateCaseChecksProgrammaticCases) {
   EXPECT_TRUE(validate_case(c).ok()) << message(c);
   c.inject.push_back({'v', 1, 0, 1, 0, 1.0});  // sequence 1 has one key: row 1 is an extra slot
   EXPECT_NE(message(c).find("row index 1 outside sequence 1's k=1"), std::string::npos) << message(c);
+}
+
+// sq and sk bound the sequences (as Params' seqlen_q / seqlen_k do): a batch whose other sequences are emptied keeps
+// them, and with them every value of the remaining sequence.
+TEST(CaseCodec, SeqlensBoundTheSequences) {
+  const std::string line = "bf16 b=3 hq=4 hkv=2 sq=9 sk=40 d=16 mask=causal-br seqs=0:0,3:17+2,0:0 page=16 "
+                           "q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=7";
+  Case c;
+  ASSERT_TRUE(parse_case(line, &c).ok()) << parse_case(line, &c).message();
+  EXPECT_EQ(format_case(c), line);
+  EXPECT_EQ(c.seqlen_q, 9);
+  EXPECT_EQ(case_params(c).seqlen_k, 40);
 }
 
 }  // namespace

@@ -31,6 +31,8 @@ const char* to_string(ModelDefect defect) {
     case ModelDefect::kOAccumInDtype: return "o-accum-in-dtype";
     case ModelDefect::kMissingRescale: return "missing-rescale";
     case ModelDefect::kLseBase2: return "lse-base2";
+    case ModelDefect::kSplitMergeUnscaled: return "split-merge-unscaled";
+    case ModelDefect::kReadsPastSeqused: return "reads-past-seqused";
   }
   return "invalid-defect";
 }
@@ -272,7 +274,8 @@ Status check_options(const Params& params, const HostModelOptions& options) {
   }
   const ModelDefect d = options.defect;
   if (d != ModelDefect::kNone && d != ModelDefect::kPOneFormatCoarser && d != ModelDefect::kOAccumInDtype &&
-      d != ModelDefect::kMissingRescale && d != ModelDefect::kLseBase2) {
+      d != ModelDefect::kMissingRescale && d != ModelDefect::kLseBase2 && d != ModelDefect::kSplitMergeUnscaled &&
+      d != ModelDefect::kReadsPastSeqused) {
     return invalid("defect: unknown value " + std::to_string(static_cast<int32_t>(d)));
   }
   const Instrumentation& inst = options.instrumentation;
@@ -321,7 +324,15 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
   std::vector<RowResult> runs(static_cast<size_t>(splits));
   std::vector<std::vector<float>> run_acc(static_cast<size_t>(splits));
   for (int64_t b = 0; b < params.batch; ++b) {
-    const detail::SequenceView seq = a.sequence(b);
+    detail::SequenceView seq = a.sequence(b);
+    if (options.defect == ModelDefect::kReadsPastSeqused && a.used_k != nullptr) {
+      // The memory the sequence's keys sit in: its packed rows, or its pages up to the last one's end.
+      const int64_t end = a.cu_k != nullptr ? int64_t{a.cu_k[b + 1]} - a.cu_k[b]
+                          : a.page_table != nullptr ? detail::ceil_div(seq.seqlen_k, a.page_size) * a.page_size
+                                                    : params.seqlen_k;
+      seq.seqlen_k = end;
+      seq.vis = detail::make_visibility(params.mask, seq.seqlen_q, end, params.window_left, params.window_right);
+    }
     const detail::Visibility& vis = seq.vis;
     const int64_t sq = seq.seqlen_q;
     if (sq == 0) continue;
@@ -364,7 +375,9 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
               row.l = 0.0f;
               acc.assign(static_cast<size_t>(params.head_dim), 0.0f);
               for (int32_t sp = 0; sp < splits; ++sp) {
-                const float factor = detail::run_factor(run_m[sp], m_log2, exp2);
+                const float factor = options.defect == ModelDefect::kSplitMergeUnscaled
+                                         ? 1.0f
+                                         : detail::run_factor(run_m[sp], m_log2, exp2);
                 row.l = std::fma(runs[sp].l, factor, row.l);
                 for (int64_t d = 0; d < params.head_dim; ++d) acc[d] = std::fma(run_acc[sp][d], factor, acc[d]);
               }

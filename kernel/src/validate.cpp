@@ -369,7 +369,8 @@ Status detail::check_layout(const Params& p) {
   if (p.batch * p.heads_q * p.seqlen_q == 0 || rows == 0) return Status::ok_status();  // documented no-op
 
   const int64_t elem = dtype_size(p.dtype);
-  const bool reads_kv = p.seqlen_k > 0;  // with no keys every row is O = 0, LSE = -inf: K, V, Q unread
+  // With no keys (seqlen_k = 0, or packed K/V of no rows) every row is O = 0, LSE = -inf: K, V, Q unread.
+  const bool reads_kv = p.seqlen_k > 0 && !(kv_packed(p) && p.total_k == 0);
   struct Pointer {
     const char* name;
     const void* ptr;

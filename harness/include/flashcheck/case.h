@@ -6,8 +6,8 @@
 // [softcap] q k v [sink] [inject] [subject] seed. window=L,R comes with mask=window-br / window-tl and only with
 // them (each side -1 = unbounded, or >= 0).
 // Optional keys (omitted when default): layout=bshd, pad=N (extra elements after every head_dim vector of Q, K,
-// V, O), seqs=Q:K[+E],... (one entry per sequence: the inference path's variable lengths; b, sq and sk must agree
-// with it), page=P (K/V in pages of P keys; needs seqs), poison=inf|zero (what fills memory no kernel may read;
+// V, O), seqs=Q:K[+E],... (one entry per sequence: the inference path's variable lengths; b must equal their count,
+// sq and sk bound them), page=P (K/V in pages of P keys; needs seqs), poison=inf|zero (what fills memory no kernel may read;
 // needs seqs; default nan), splits=N (Params::num_splits; default 1, 0 = the kernel's heuristic), scale=X
 // (softmax scale; default 1/sqrt(d) rounded to fp32), softcap=C (finite, > 0; default 0 = off), sink=DIST (one
 // fp32 sink logit per query head, drawn like q, k, v; absent = no sink), inject=q[b,h,s,d]:nan;k[...]:-inf;...
@@ -90,8 +90,8 @@ struct Case {
   int64_t window_left = -1, window_right = -1;
   Layout layout = Layout::kBHSD;
   int64_t pad = 0;                    // extra elements after every head_dim vector of Q, K, V and O
-  // Sequences (attention.h, "Sequences"); empty: dense. With sequences batch == seqs.size(), seqlen_q is the
-  // largest q and seqlen_k the largest capacity (k + extra); Q and O are packed (cu_seqlens_q), K and V packed
+  // Sequences (attention.h, "Sequences"); empty: dense. With sequences batch == seqs.size(), seqlen_q bounds every
+  // q and seqlen_k every capacity (k + extra), as Params' do; Q and O are packed (cu_seqlens_q), K and V packed
   // over the capacities (cu_seqlens_k) or paged, and seqused_k gives each sequence's k.
   std::vector<Sequence> seqs;
   int64_t page = 0;                   // > 0: K and V in pages of this many keys (needs seqs); 0: not paged

@@ -18,6 +18,9 @@ enum class ModelDefect : int32_t {
   kOAccumInDtype = 2,      // the O accumulator rounded to the input dtype after every K/V tile
   kMissingRescale = 3,     // the last K/V tile's update skips the exp(m_old - m_new) rescale of O
   kLseBase2 = 4,           // LSE reported in base 2 (m*log2e + log2 l)
+  kSplitMergeUnscaled = 5, // split-KV runs merged without their exp2(m_run - m) factors
+  kReadsPastSeqused = 6,   // a sequence's keys run to its memory's end (its packed rows, its last page's slots),
+                           // not to seqused_k
 };
 const char* to_string(ModelDefect defect);
 
