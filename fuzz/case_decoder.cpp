@@ -2,7 +2,9 @@
 //   0 dtype | 1 mask | 2 flags (layout, pad, scale) | 3 head_dim | 4 batch | 5 heads
 //   6-7 seqlen_q | 8-9 seqlen_k | 10-15 value specs of q, k, v (kind, parameter) | 16 injection count
 //   then 7 bytes per injection (tensor, b, h, s lo, s hi, d, value) | then 8 bytes of seed (little endian)
-//   | then the features: window (mode, left, right) | softcap | sink (kind, parameter).
+//   | then the features: window (mode, left, right) | softcap | sink (kind, parameter)
+//   | then the inference path: mode (>= 128: sequences, 1 + mode % 4 of them) | per sequence q (mode, offset),
+//   k (mode, offset), extra | page | poison | splits.
 // Menus hold the values worth hitting (LAPACK's 0, 1, tile-1, tile, tile+1, odd primes; dlatb4's value
 // types); a seqlen is a small multiple of the tile the config picks, plus or minus two, and so is a window side.
 // The features come last and read as "none" from zero bytes, so a stored input that ends before them decodes
@@ -228,6 +230,34 @@ Case decode_binary(std::span<const uint8_t> bytes) {
   c.softcap = softcap_from(in.u8());
   const uint8_t sink_kind = in.u8();
   c.sink = sink_from(sink_kind, in.u8());
+
+  // The inference path (missing bytes read as zero: a dense case): sequences of their own lengths, aimed at the
+  // tiles like the dense sizes, slots past their keys, a page size, a poison and a split count.
+  const uint8_t seq_mode = in.u8();
+  if (seq_mode >= 128 && c.batch > 0) {
+    const int64_t count = 1 + seq_mode % 4;
+    c.seqs.clear();
+    c.inject.clear();  // injections address dense positions
+    int64_t longest_q = 0, longest_k = 0;
+    for (int64_t b = 0; b < count; ++b) {
+      Sequence s;
+      const uint8_t q_mode = in.u8(), q_offset = in.u8(), k_mode = in.u8(), k_offset = in.u8(), extra = in.u8();
+      s.q = std::min(seqlen_from(q_mode, q_offset, block_m), c.seqlen_q);
+      s.k = std::min(seqlen_from(k_mode, k_offset, block_n), c.seqlen_k);
+      s.extra = extra < 160 ? 0 : extra % 40;
+      longest_q = std::max(longest_q, s.q);
+      longest_k = std::max(longest_k, s.capacity());
+      c.seqs.push_back(s);
+    }
+    c.batch = count;
+    c.seqlen_q = longest_q;
+    c.seqlen_k = longest_k;
+    const std::array<int64_t, 7> pages{0, 1, 3, 16, block_n, 2 * block_n, 256};
+    c.page = pick(pages, in.u8());
+    c.poison = static_cast<Poison>(in.u8() % kPoisonCount);
+    constexpr std::array<int32_t, 5> kSplits{1, 2, 3, 17, 0};
+    c.splits = pick(kSplits, in.u8());
+  }
   return c;
 }
 

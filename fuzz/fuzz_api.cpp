@@ -4,6 +4,7 @@
 //   0 C++ Params -> can_implement, select_config, visible_key_range, run_host_model's validation
 //   1 C ABI     -> fc_make_params, fc_can_implement, fc_select_config with exact-size message buffers
 //   2 text      -> parse_case; for accepted lines format/parse round trip and make_inputs' validation
+//   (first byte >= 252) the inference path's index arrays -> can_implement, then the host model on accepted ones
 // Sizes and strides come from a menu of edge values (0, -1, INT64 extremes, 2^31, 2^62, ...) or raw bytes;
 // pointers are fake addresses (null, misaligned, near the top of the address space) that ASan would
 // catch on any dereference. Params that pass can_implement are then broken in one field at a time (a window
@@ -322,12 +323,90 @@ void check_case_line(std::span<const uint8_t> bytes) {
   require(made.ok() || !made.message().empty(), "make_inputs: an error without a message");
 }
 
+// A small problem of the inference path in real host memory, each tensor exactly its declared extent (ASan reports
+// a read one past it), with index arrays from the bytes: prefix sums that may decrease or miss their total, seqused_k
+// over capacity, page indices out of range, page geometry at its edges. can_implement must reject a malformed
+// array naming an index field, or accept it, and then the host model runs it without a read outside the tensors.
+void check_sequence_indices(ByteReader& in) {
+  constexpr int64_t kHeads = 2, kDim = 8;
+  const int64_t batch = 1 + in.u8() % 4;
+  const bool paged = in.u8() & 1;
+  Params p = make_params(DType::kF32, batch, kHeads, 1, 0, 0, kDim, static_cast<Mask>(in.u8() % 5), Layout::kBSHD);
+  if (p.mask == Mask::kWindowBottomRight || p.mask == Mask::kWindowTopLeft) {
+    p.window_left = static_cast<int64_t>(in.u8() % 6) - 1;
+    p.window_right = static_cast<int64_t>(in.u8() % 6) - 1;
+  }
+  const auto index = [&in](int64_t hi) { return static_cast<int32_t>(static_cast<int8_t>(in.u8()) % (hi + 3)); };
+  std::vector<int32_t> cu_q(static_cast<size_t>(batch + 1)), cu_k(cu_q.size()), used(static_cast<size_t>(batch));
+  const bool well_formed = in.u8() % 4 != 0;  // mostly consistent arrays, so that accepted runs happen
+  for (int64_t b = 1; b <= batch; ++b) {
+    cu_q[b] = well_formed ? cu_q[b - 1] + in.u8() % 5 : index(16);
+    cu_k[b] = well_formed ? cu_k[b - 1] + in.u8() % 20 : index(64);
+  }
+  if (!well_formed) cu_q[0] = index(2), cu_k[0] = index(2);
+  p.total_q = std::max<int32_t>(0, cu_q.back()) + (well_formed ? 0 : in.u8() % 2);
+  p.seqlen_q = 5 + (well_formed ? 0 : static_cast<int64_t>(in.u8() % 3) - 1);
+  p.seqlen_k = 64;
+  p.q_stride = p.o_stride = {0, kDim, kHeads * kDim};
+  p.k_stride = p.v_stride = {0, kDim, kDim};
+  p.cu_seqlens_q = cu_q.data();
+  p.num_splits = static_cast<int32_t>(in.u8() % 20) - 1;
+  std::vector<int32_t> table;
+  int64_t kv_rows = 0;
+  if (paged) {
+    p.page_size = static_cast<int64_t>(in.u8() % 18) - 1;
+    p.max_pages_per_seq = static_cast<int64_t>(in.u8() % 6);
+    p.num_pages = static_cast<int64_t>(in.u8() % 9);
+    // At least one entry: the table pointer must exist for the params to describe a paged cache at all.
+    table.assign(static_cast<size_t>(std::max<int64_t>(1, batch * p.max_pages_per_seq)), 0);
+    for (int32_t& page : table) page = index(static_cast<int32_t>(p.num_pages));
+    for (int64_t b = 0; b < batch; ++b) used[b] = well_formed ? in.u8() % 40 : index(80);
+    p.page_table = table.data();
+    p.seqused_k = (in.u8() % 8 == 0) ? nullptr : used.data();
+    p.k_stride = p.v_stride = {std::max<int64_t>(p.page_size, 1) * kDim, kDim, kDim};
+    kv_rows = std::max<int64_t>(0, p.num_pages) * std::max<int64_t>(p.page_size, 0);
+  } else {
+    p.cu_seqlens_k = cu_k.data();
+    p.total_k = std::max<int32_t>(0, cu_k.back());
+    if (in.u8() & 1) {
+      for (int64_t b = 0; b < batch; ++b) used[b] = well_formed ? in.u8() % 20 : index(40);
+      p.seqused_k = used.data();
+    }
+    kv_rows = p.total_k;
+  }
+  // Exactly the declared extents (at least one element, so that a pointer exists).
+  std::vector<float> q(static_cast<size_t>(std::max<int64_t>(1, p.total_q * kHeads * kDim)));
+  std::vector<float> o(q.size()), lse(static_cast<size_t>(std::max<int64_t>(1, p.total_q * kHeads)));
+  std::vector<float> k(static_cast<size_t>(std::max<int64_t>(1, kv_rows * kDim))), v(k.size());
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i % 7) - 3.0f;
+  for (size_t i = 0; i < k.size(); ++i) k[i] = v[i] = static_cast<float>(i % 5) - 2.0f;
+  p.q = q.data(), p.k = k.data(), p.v = v.data(), p.o = o.data(), p.lse = lse.data();
+  const Status status = can_implement(p);
+  if (!status.ok()) {
+    static constexpr std::string_view kFields[] = {"cu_seqlens_q", "cu_seqlens_k", "seqused_k", "page_table",
+                                                   "total_q", "total_k", "page_size", "num_pages",
+                                                   "max_pages_per_seq", "seqlen_q", "seqlen_k", "num_splits",
+                                                   "window_left", "window_right", "k:", "v:", "q:", "o:"};
+    bool named = false;
+    for (std::string_view field : kFields) named |= status.message().find(field) != std::string::npos;
+    require(named, "can_implement rejects sequence params without naming a field: " + status.message());
+    require(!run_host_model(p).ok(), "run_host_model accepted params can_implement rejects: " + status.message());
+    return;
+  }
+  const Status ran = run_host_model(p);
+  require(ran.ok(), "run_host_model failed on accepted sequence params: " + ran.message());
+}
+
 }  // namespace
 }  // namespace flashcheck::fuzz
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   flashcheck::fuzz::ByteReader in({data + 1, size - 1});
+  if (data[0] >= 252) {  // the last four values of the first byte: the inference path's index arrays
+    flashcheck::fuzz::check_sequence_indices(in);
+    return 0;
+  }
   switch (data[0] % 3) {
     case 0:
       flashcheck::fuzz::check_cpp_api(in);
