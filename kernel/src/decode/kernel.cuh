@@ -45,13 +45,6 @@ inline constexpr int kLanes = 32;
 
 struct NoInstrumentation {};
 
-// cp.async with an L2 prefetch hint of 256 bytes: a K or V row of d >= 128 is 256 contiguous bytes (d 64: two rows'
-// worth of a page's or the packed layout's neighbours), and the hint lets the L2 fetch it from HBM in one request
-// instead of one per 32-byte sector.
-__device__ __forceinline__ void cp_async_16_prefetch(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-
 template <bool kInst>
 struct DecodeArgs : ProblemArgs {
   int64_t heads_kv = 0;
@@ -117,7 +110,7 @@ struct Warp {
         offset = page * rows.page_stride + slot * rows.row_stride;
       }
       const T* src = live ? rows.base + offset + ch * kChunkElems : rows.base;
-      cp_async_16_prefetch(tile + r * Tile::kPitchBytes + ch * kChunkBytes, src, live ? kChunkBytes : 0);
+      cp_async_16(tile + r * Tile::kPitchBytes + ch * kChunkBytes, src, live ? kChunkBytes : 0);
     }
   }
 
