@@ -47,8 +47,10 @@ constexpr std::array<int64_t, 8> kHeadDims{1, 8, 40, 64, 96, 128, 200, 256};
 constexpr std::array<DType, 3> kDtypes{DType::kF32, DType::kF16, DType::kBF16};
 constexpr int64_t kDefaultRandomPerDtype = 150;
 constexpr int64_t kDefaultRandomFeaturesPerDtype = 50;
+constexpr int64_t kDefaultRandomSequencesPerDtype = 40;
 constexpr uint32_t kReportStream = 0x7265;  // Philox stream id of the report's own draws ("re")
 constexpr uint64_t kFeatureDrawsKey = 0x77696e64;  // added to the seed for the feature cases' draws ("wind")
+constexpr uint64_t kSequenceDrawsKey = 0x73657173;  // the same for the inference path's cases ("seqs")
 
 // Deterministic draws for the random part of the sweep (same cases on every machine).
 class Draws {
@@ -168,6 +170,58 @@ std::vector<Case> structured_cases(DType dtype) {
   return cases;
 }
 
+// Random cases of the inference path, from their own draws: 1-5 sequences of their own lengths (empty ones, one
+// row, tile edges, one long among short), poisoned slots past some sequences' keys, K/V packed or paged (page sizes
+// 1, 3, 16, the tile, twice the tile, 256), split counts 1, 2, 3, 17 and the heuristic's; a decoding step (every
+// sequence within one 16-row tile of the decode family) in half of them.
+std::vector<Case> random_sequence_cases(DType dtype, int64_t count, Draws& draws, uint64_t seed_base) {
+  constexpr std::array<int64_t, 6> kDims{8, 40, 64, 96, 128, 256};
+  constexpr std::array<Mask, 4> kMasks{Mask::kNone, Mask::kCausalBottomRight, Mask::kCausalTopLeft,
+                                       Mask::kWindowBottomRight};
+  constexpr std::array<int64_t, 5> kOffsets{-1, 0, 1, 2, -3};
+  constexpr std::array<int32_t, 5> kSplits{1, 2, 3, 17, 0};
+  std::vector<Case> cases;
+  for (int64_t n = 0; n < count; ++n) {
+    const int64_t d = draws.pick(kDims);
+    Case c = base_case(dtype, d, seed_base + static_cast<uint64_t>(n));
+    c.heads_kv = 1 + draws.below(2);
+    c.heads_q = c.heads_kv * (1 + draws.below(4));
+    const bool decoding = draws.below(2) == 0;
+    const KernelConfig t = tiles_for(dtype, d);
+    const int64_t max_q = decoding ? 16 / (c.heads_q / c.heads_kv) : 3 * t.block_m;
+    const auto near_tile = [&](int64_t block, int64_t cap) {
+      switch (draws.below(4)) {
+        case 0: return int64_t{0};
+        case 1: return std::min<int64_t>(1, cap);
+        default: return std::clamp<int64_t>(block * (1 + draws.below(3)) + draws.pick(kOffsets), 0, cap);
+      }
+    };
+    const int64_t sequences = 1 + draws.below(5);
+    const int64_t long_one = draws.below(sequences + 1);  // == sequences: none
+    for (int64_t b = 0; b < sequences; ++b) {
+      Sequence s;
+      s.q = decoding ? 1 + draws.below(max_q) : near_tile(t.block_m, max_q);
+      s.k = b == long_one ? 1024 + draws.below(1024) : near_tile(t.block_n, 4 * t.block_n);
+      s.extra = draws.below(3) == 0 ? 1 + draws.below(40) : 0;
+      c.seqs.push_back(s);
+      c.seqlen_q = std::max(c.seqlen_q, s.q);
+      c.seqlen_k = std::max(c.seqlen_k, s.capacity());
+    }
+    c.batch = sequences;
+    c.mask = draws.pick(kMasks);
+    if (c.mask == Mask::kWindowBottomRight) {
+      c.window_left = t.block_n + draws.pick(kOffsets);
+      c.window_right = draws.below(2) == 0 ? 0 : -1;
+    }
+    const std::array<int64_t, 7> pages{0, 1, 3, 16, t.block_n, 2 * t.block_n, 256};
+    c.page = draws.pick(pages);
+    c.poison = static_cast<Poison>(draws.below(kPoisonCount));
+    c.splits = draws.pick(kSplits);
+    cases.push_back(c);
+  }
+  return cases;
+}
+
 // The random part: shapes near tile multiples, GQA ratios, masks, layouts and value scales drawn from `draws`.
 std::vector<Case> random_cases(DType dtype, int64_t count, Draws& draws, uint64_t seed_base) {
   constexpr std::array<int64_t, 12> kDims{1, 8, 16, 32, 40, 64, 80, 96, 128, 160, 200, 256};
@@ -267,8 +321,17 @@ struct DtypeSummary {
   int64_t o_claims = 0, o_informative = 0, outside_domain = 0;  // informative O checks (verdict.h); OUTSIDE-DOMAIN cases
   double worst_o = 0.0, worst_lse = 0.0, max_err_eps = 0.0;
   std::string worst_case;
-  Worsts window, softcap, sink;  // the cases with each feature (a case may have several)
+  Worsts window, softcap, sink;   // the cases with each feature (a case may have several)
+  Worsts varlen, paged, split;    // the inference path's: sequences, a paged cache, num_splits != 1
 };
+
+// The per-feature tallies, in the order the tables and the JSON list them.
+constexpr std::array<std::pair<const char*, Worsts DtypeSummary::*>, 6> kFeatures{{{"window", &DtypeSummary::window},
+                                                                                  {"softcap", &DtypeSummary::softcap},
+                                                                                  {"sink", &DtypeSummary::sink},
+                                                                                  {"varlen", &DtypeSummary::varlen},
+                                                                                  {"paged", &DtypeSummary::paged},
+                                                                                  {"split", &DtypeSummary::split}}};
 
 // One case's result as the JSON lists it; `verdict` only for cases that ran.
 struct CaseRecord {
@@ -322,10 +385,11 @@ nlohmann::json report_json(const std::string& backend, const std::string& subjec
                              {"worst_lse_ratio", ratio_json(s.worst_lse)},
                              {"max_o_err_eps", ratio_json(s.max_err_eps)},
                              {"worst_o_case", s.worst_case},
-                             {"features",
-                              {{"window", worsts_json(s.window)},
-                               {"softcap", worsts_json(s.softcap)},
-                               {"sink", worsts_json(s.sink)}}}});
+                             {"features", [&s] {
+                                nlohmann::json features;
+                                for (const auto& [name, member] : kFeatures) features[name] = worsts_json(s.*member);
+                                return features;
+                              }()}});
   }
   doc["cases"] = nlohmann::json::array();
   for (const CaseRecord& r : records) {
@@ -396,6 +460,7 @@ int main(int argc, char** argv) {
   std::string backend_name;
   int64_t random_per_dtype = kDefaultRandomPerDtype;
   int64_t random_features_per_dtype = kDefaultRandomFeaturesPerDtype;
+  int64_t random_sequences_per_dtype = kDefaultRandomSequencesPerDtype;
   uint64_t seed = 20261122;
   std::string cases_file;
   bool verbose = false;
@@ -413,6 +478,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--random-features", random_features_per_dtype,
                  "random cases per dtype with a window, softcap or sink")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--random-sequences", random_sequences_per_dtype,
+                 "random cases per dtype of the inference path (varlen, paged K/V, split-KV)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--seed", seed, "seed of the random cases' draws (a decimal uint64)")->capture_default_str();
@@ -487,13 +556,16 @@ int main(int argc, char** argv) {
   } else {
     Draws draws(seed);
     Draws feature_draws(seed + kFeatureDrawsKey);
+    Draws sequence_draws(seed + kSequenceDrawsKey);
     for (DType dtype : kDtypes) {
       std::vector<Case> s = structured_cases(dtype);
       std::vector<Case> r = random_cases(dtype, random_per_dtype, draws, seed + 1000);
       std::vector<Case> f = random_feature_cases(dtype, random_features_per_dtype, feature_draws, seed + 2000);
+      std::vector<Case> q = random_sequence_cases(dtype, random_sequences_per_dtype, sequence_draws, seed + 3000);
       cases.insert(cases.end(), s.begin(), s.end());
       cases.insert(cases.end(), r.begin(), r.end());
       cases.insert(cases.end(), f.begin(), f.end());
+      cases.insert(cases.end(), q.begin(), q.end());
     }
   }
   // On a subject the sweep is moved inside its capabilities (fit_to; duplicates and cases of other dtypes
@@ -541,6 +613,9 @@ int main(int argc, char** argv) {
     if (takes_window(c.mask)) features.push_back(&s.window);
     if (c.softcap > 0.0f) features.push_back(&s.softcap);
     if (c.sink) features.push_back(&s.sink);
+    if (!c.seqs.empty()) features.push_back(&s.varlen);
+    if (c.page > 0) features.push_back(&s.paged);
+    if (c.splits != 1) features.push_back(&s.split);
     ++s.cases;
     for (Worsts* w : features) ++w->cases;
     s.fully_masked_cases += has_fully_masked_row(c) ? 1 : 0;
@@ -629,20 +704,21 @@ int main(int argc, char** argv) {
   for (const auto& [dtype, s] : summary) {
     if (!s.worst_case.empty()) std::printf("worst O case %s: %s\n", to_string(dtype), s.worst_case.c_str());
   }
-  // The same per feature: the cases with a window, a softcap, a sink (a case with several counts in each).
+  // The same per feature: the cases with a window, a softcap, a sink, sequences, a paged cache, split runs (a case
+  // with several counts in each).
   std::printf("\n| dtype | feature | cases | failed | worst O err/bound | worst LSE err/bound |\n");
   std::printf("|---|---|---|---|---|---|\n");
   for (const auto& [dtype, s] : summary) {
-    for (const auto& [name, w] : {std::pair<const char*, const Worsts*>{"window", &s.window}, {"softcap", &s.softcap},
-                                  {"sink", &s.sink}}) {
-      std::printf("| %s | %s | %lld | %lld | %.4f | %.4f |\n", to_string(dtype), name, static_cast<long long>(w->cases),
-                  static_cast<long long>(w->failures), w->worst_o, w->worst_lse);
+    for (const auto& [name, member] : kFeatures) {
+      const Worsts& w = s.*member;
+      std::printf("| %s | %s | %lld | %lld | %.4f | %.4f |\n", to_string(dtype), name, static_cast<long long>(w.cases),
+                  static_cast<long long>(w.failures), w.worst_o, w.worst_lse);
     }
   }
   for (const auto& [dtype, s] : summary) {
-    for (const auto& [name, w] : {std::pair<const char*, const Worsts*>{"window", &s.window}, {"softcap", &s.softcap},
-                                  {"sink", &s.sink}}) {
-      if (!w->worst_case.empty()) std::printf("worst O case %s %s: %s\n", to_string(dtype), name, w->worst_case.c_str());
+    for (const auto& [name, member] : kFeatures) {
+      const Worsts& w = s.*member;
+      if (!w.worst_case.empty()) std::printf("worst O case %s %s: %s\n", to_string(dtype), name, w.worst_case.c_str());
     }
   }
   std::array<int64_t, kOutcomeCount> counts{};
