@@ -21,6 +21,7 @@ namespace {
 Status dispatch(const Params& params, void* stream, const Instrumentation* inst, bool prechecked = false) {
   if (Status st = prechecked ? check_layout(params) : can_implement(params); !st.ok()) return st;
   if (params.batch == 0 || params.heads_q == 0 || params.seqlen_q == 0) return Status::ok_status();
+  if (params.cu_seqlens_q != nullptr && params.total_q == 0) return Status::ok_status();  // every sequence empty
   if (!device_available()) return {StatusCode::kNoDevice, "no CUDA device is available to this process"};
   const KernelConfig config = select_config(params);
 #if defined(FLASHCHECK_HAS_DECODE)

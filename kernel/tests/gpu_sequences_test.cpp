@@ -181,6 +181,20 @@ TEST(GpuSequences, DecodingStepOfAPackedBatchEqualsEachSequenceAlone) {
 #endif
 }
 
+TEST(GpuSequences, BatchesOfEmptySequencesAreNoOps) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (int32_t splits : {1, 3, 0}) {
+      Buffers host, out;
+      build_packed(dtype, 8, Mask::kCausalBottomRight, {{0, 1427}, {0, 1}}, 0, 256, splits, &host);
+      const Status st = run_gpu(host, &out);
+      EXPECT_TRUE(st.ok()) << to_string(dtype) << " splits " << splits << ": " << st.message();
+    }
+  }
+#endif
+}
+
 TEST(GpuSequences, MalformedIndexArraysInDeviceMemoryAreRejected) {
   SKIP_WITHOUT_DEVICE();
 #if defined(FLASHCHECK_HAS_CUDA)

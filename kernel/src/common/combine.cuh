@@ -81,6 +81,7 @@ inline int64_t workspace_bytes(const ProblemArgs& args) {
 template <typename T, bool kInst, class Args, class LaunchRuns>
 Status launch_split(Args& args, cudaStream_t stream, const Instrumentation* inst, LaunchRuns&& launch_runs) {
   if (args.splits <= 1) return launch_runs(args);
+  if (args.lse_rows == 0) return Status::ok_status();  // no row to write: nothing to run or merge
   void* workspace = nullptr;
   cudaError_t err = cudaMallocAsync(&workspace, static_cast<size_t>(workspace_bytes(args)), stream);
   if (err != cudaSuccess) {
