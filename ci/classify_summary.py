@@ -60,7 +60,7 @@ def main():
     total = 0
     weighted = collections.Counter()
     failed = []
-    for name, cases, classes in sorted(results):
+    for name, cases, classes in sorted(results, key=lambda r: r[0]):
         if cases is None:
             failed.append(name)
             print(f"  {name}: FAILED (no 'OK, passed' line)")

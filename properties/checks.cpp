@@ -230,6 +230,29 @@ void assert_bit_identical(const std::string& what, const RunOutputs& a, const Ru
 
 namespace flashcheck::properties {
 
+void assert_same_kernel_bits_or_within_bounds(const std::string& what, const HostInputs& in_a, const RunOutputs& a,
+                                              const HostInputs& in_b, const RunOutputs& b, uint64_t seed) {
+  const Params& p = in_a.params;
+  RC_LOG() << "configs: " << a.config.name << ", " << b.config.name << "\n";
+  if (std::string_view(a.config.name) == b.config.name) {
+    assert_bit_identical(what, a, b, p);
+    return;
+  }
+  note_coverage("compared=other-family");
+  RelationWorst worst;
+  for (const oracle::RowRef& r : rows_to_check(in_a, a.config, seed)) {
+    const ExactRow ea = exact_row(in_a, a.config, r);
+    const ExactRow eb = exact_row(in_b, b.config, r);
+    if (ea.bound.unconstrained || eb.bound.unconstrained) continue;
+    for (int64_t d = 0; d < p.head_dim; ++d) {
+      const size_t k = static_cast<size_t>(d);
+      worst.add(o_at(a, p, r, d), o_at(b, p, r, d), ea.bound.o[k] + eb.bound.o[k], r, d);
+    }
+    worst.add(lse_at(a, p, r), lse_at(b, p, r), ea.bound.lse + eb.bound.lse, r, -1);
+  }
+  assert_worst(worst, (what + " (different kernels)").c_str());
+}
+
 void assert_blind_rows_unchanged(const std::string& what, const HostInputs& clean, const RunOutputs& a,
                                  const RunOutputs& b, const std::vector<bool>& blind, uint64_t seed) {
   const Params& p = clean.params;

@@ -98,6 +98,12 @@ void assert_bit_identical(const std::string& what, const RunOutputs& a, const Ru
 
 std::string describe_row(const oracle::RowRef& r);
 
+// Two runs of one problem laid out or grouped differently (`a` from in_a, `b` from in_b, the same logical rows):
+// bit for bit when the same kernel configuration ran both, else within the sum of the two runs' bounds on the rows
+// the oracle checks (a layout or a group size can move a problem to another family, which rounds differently).
+void assert_same_kernel_bits_or_within_bounds(const std::string& what, const HostInputs& in_a, const RunOutputs& a,
+                                              const HostInputs& in_b, const RunOutputs& b, uint64_t seed);
+
 // Values a row may not see never reach it (attention.h): rows marked `blind` (their keys all unchanged between
 // `clean` and `poisoned`, which differ in hidden K/V rows only) of the two runs `a` (clean) and `b` compared.
 // Bit for bit wherever both runs do the same arithmetic for the row's own keys: always on the host model (it

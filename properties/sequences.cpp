@@ -4,7 +4,7 @@
 // K/V slots past each sequence's keys (seqused_k < capacity), the unused tail of every last page and a spare page
 // hold NaN, +inf or zeros; page sizes 1, 3, 16, the tile, twice the tile and 256 in a shuffled page order; split
 // counts 1, 2, 3, 17 and the heuristic's. The relations: the oracle agrees; no poison reaches O (the three poisons
-// give the same bits); a paged cache gives the bits of the same keys packed; a sequence's rows do not change when
+// give the same bits); a paged cache gives the bits of the same keys packed (on the same kernel); a sequence's rows do not change when
 // every other sequence of the batch is emptied; a split run repeats bit for bit and agrees with the unsplit run
 // within the sum of the two runs' bounds.
 #include <rapidcheck.h>
@@ -166,8 +166,12 @@ void paged_equals_packed_bit_for_bit() {
   note_case(c);
   Case packed = c;
   packed.page = 0;
-  assert_bit_identical("page=" + std::to_string(c.page) + " against packed K/V", run_backend(inputs_for(c)),
-                       run_variant(packed, "packed"), inputs_for(c).params);
+  // The page stride can move a problem between families (the decode family needs 16-byte-aligned rows): bit for
+  // bit within one family, within both runs' bounds across two.
+  const HostInputs in = inputs_for(c), in_packed = inputs_for(packed);
+  RC_LOG() << "packed: " << format_case(packed) << "\n";
+  assert_same_kernel_bits_or_within_bounds("page=" + std::to_string(c.page) + " against packed K/V", in,
+                                           run_backend(in), in_packed, run_backend(in_packed), c.seed);
 }
 
 void other_sequences_leave_a_row_unchanged() {
