@@ -244,11 +244,27 @@ void assert_same_kernel_bits_or_within_bounds(const std::string& what, const Hos
     const ExactRow ea = exact_row(in_a, a.config, r);
     const ExactRow eb = exact_row(in_b, b.config, r);
     if (ea.bound.unconstrained || eb.bound.unconstrained) continue;
+    // Where the exact result is NaN ("must be non-finite": a NaN or inf reaches it) both runs must be non-finite.
+    const auto both_nonfinite = [&](double x, double y, int64_t col) {
+      if (std::isfinite(x) || std::isfinite(y)) {
+        RC_LOG() << what << ": " << (col < 0 ? std::string("LSE") : "O col " + std::to_string(col)) << " at row "
+                 << describe_row(r) << " must be non-finite in both runs: " << x << ", " << y << "\n";
+        RC_FAIL(what + ": a finite output where the semantics make it non-finite");
+      }
+    };
     for (int64_t d = 0; d < p.head_dim; ++d) {
       const size_t k = static_cast<size_t>(d);
+      if (std::isnan(ea.exact.o[k])) {
+        both_nonfinite(o_at(a, p, r, d), o_at(b, p, r, d), d);
+        continue;
+      }
       worst.add(o_at(a, p, r, d), o_at(b, p, r, d), ea.bound.o[k] + eb.bound.o[k], r, d);
     }
-    worst.add(lse_at(a, p, r), lse_at(b, p, r), ea.bound.lse + eb.bound.lse, r, -1);
+    if (std::isnan(ea.exact.lse)) {
+      both_nonfinite(lse_at(a, p, r), lse_at(b, p, r), -1);
+    } else {
+      worst.add(lse_at(a, p, r), lse_at(b, p, r), ea.bound.lse + eb.bound.lse, r, -1);
+    }
   }
   assert_worst(worst, (what + " (different kernels)").c_str());
 }
