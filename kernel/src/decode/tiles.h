@@ -37,7 +37,8 @@ struct DecodeTile {
   static constexpr int kRowsPerLane = (kBlockN + 31) / 32;             // row addresses a lane resolves per tile
   static constexpr int kChunkIters = kBlockN * kChunksPerRow / 32;     // 16-byte copies a lane issues per tile
   static_assert(kQBytes <= kStageBytes, "Q fits a stage");
-  static_assert((kBlockN * kChunksPerRow) % 32 == 0 && 32 % kChunksPerRow == 0 || kChunksPerRow % 32 == 0,
+  // Every lane issues the same number of copies, and a lane's rows are whole multiples of 32 / kChunksPerRow apart.
+  static_assert((kBlockN * kChunksPerRow) % 32 == 0 && (32 % kChunksPerRow == 0 || kChunksPerRow % 32 == 0),
                 "whole copy rounds");
   static constexpr int kSmemBytes = kWarps * kWarpBytes;
   static constexpr int kNS = kBlockN / 8;      // n8 tiles of S
