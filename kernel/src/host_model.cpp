@@ -322,6 +322,7 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
   HeadRows q_rows, k_rows, v_rows;
   std::vector<float> acc, merged_acc;
   std::vector<RowResult> runs(static_cast<size_t>(splits));
+  std::vector<float> run_m(static_cast<size_t>(splits));  // the runs' bases, as the combine reads them
   std::vector<std::vector<float>> run_acc(static_cast<size_t>(splits));
   for (int64_t b = 0; b < params.batch; ++b) {
     detail::SequenceView seq = a.sequence(b);
@@ -365,7 +366,6 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
             } else {
               // Split-KV: every run from its own empty state, then the combine's merge in split order
               // (common/epilogue.h); traces follow unsplit rows only.
-              std::vector<float> run_m(static_cast<size_t>(splits));
               for (int32_t sp = 0; sp < splits; ++sp) {
                 runs[sp] = run_row(setup, q_rows, i, k_rows, v_rows, keys, tiles, a.split_begin(tiles.count, sp),
                                    a.split_begin(tiles.count, sp + 1), -1, &run_acc[sp]);
