@@ -28,6 +28,9 @@ steps, run in the order given:
   sanitizer        ctest -L sanitizer (compute-sanitizer memcheck, racecheck, initcheck, synccheck)
   fuzz=SECONDS     fuzz_kernel for SECONDS;  fuzz-bg=SECONDS ... fuzz-wait: the same in the background
   mutant=SECONDS   the planted kernel bug from an empty corpus, its finding replayed
+  mutants=SECONDS  build preset gpu-mutants and run tools/mutation_test.py: the budgeted tier for SECONDS on
+                   every mutant of the catalogue, the kill table in $OUT/mutation.md (FLASHCHECK_MUTATION_ARGS:
+                   more arguments, e.g. --repeat 10 --perturb 7)
   bench            the benchmark (bench/run_bench.sh)
 environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.sh), OUT, FLASHCHECK_LOGS,
   FLASHCHECK_SLOTS_PER_GPU (GPU tests sharing a GPU, default 6), FLASHCHECK_CTEST_JOBS (ctest -j, default
@@ -149,6 +152,17 @@ for step in "$@"; do
         grep -E "^\[ BUDGET   \]|^\[  (PASSED|FAILED) |case line:|reproduce=" "$LOGS/$name.budget.log" |
           tee -a "$LOGS/summary.txt"
       done ;;
+    mutants=*)
+      # The suite on its own mutants (tools/mutation_test.py): build preset gpu-mutants, then the budgeted tier
+      # on every mutant of the catalogue, SECONDS each; the kill table in $OUT/mutation.md and .json.
+      secs="${step#mutants=}"
+      [ -d .devdeps ] && bash ci/devdeps.sh install
+      log "mutation testing: build gpu-mutants, then the budgeted tier for ${secs}s per mutant"
+      { cmake --preset gpu-mutants && cmake --build --preset gpu-mutants -j "$jobs"; } >"$LOGS/build-mutants.log" 2>&1 \
+        || { log "BUILD FAILED (gpu-mutants)"; tail -50 "$LOGS/build-mutants.log"; exit 1; }
+      python3 tools/mutation_test.py --build build/gpu-mutants --budget "$secs" ${FLASHCHECK_MUTATION_ARGS:-} \
+        --markdown "$OUT/mutation.md" --json "$OUT/mutation.json" 2>&1 | tee "$LOGS/mutation.log" |
+        grep -E "^\[" | tee -a "$LOGS/summary.txt" || status=1 ;;
     report)
       log "verification report on the GPU kernel (flashcheck-report)"
       build/gpu/tools/flashcheck-report --backend gpu >"$LOGS/report.txt" 2>&1 || status=1

@@ -3,7 +3,9 @@
 // counts, special values, and the log2 bucket of the worst error/bound ratio. Without a usable device it says
 // so ("nothing to fuzz, skipped", what the CTest tests match to report a skip) and exits with 0: libFuzzer's
 // own crash exit code is 77, the usual "skipped" code, so a skip code could hide a crash. Linked against the
-// mutant harness (a kernel with a planted bug) it is fuzz_kernel_mutant: the same target, which must find it.
+// mutant harness (the kernels with the mutant catalogue compiled in, flashcheck/mutants.h) it is fuzz_kernel_mutant:
+// the same target with FLASHCHECK_MUTANT=general-missing-rescale unless the environment names another, which it
+// must find.
 #include <cstdio>
 #include <cstdlib>
 
@@ -36,6 +38,9 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
                  FLASHCHECK_FUZZ_TARGET_NAME, visible ? visible : "unset");
     std::exit(0);
   }
+#if defined(FLASHCHECK_FUZZ_DEFAULT_MUTANT)
+  setenv("FLASHCHECK_MUTANT", FLASHCHECK_FUZZ_DEFAULT_MUTANT, /*overwrite=*/0);
+#endif
   g_spec.name = FLASHCHECK_FUZZ_TARGET_NAME;
   g_spec.backend = flashcheck::Backend::kGpu;
   g_spec.limits = flashcheck::fuzz::kKernelLimits;

@@ -136,9 +136,12 @@ BudgetResult run_budgeted(std::string_view suite, const std::function<const char
     ++e.chunks;
     if (passed < 0) {
       result.failed = true;
-      result.message = e.name + " failed (chunk " + std::to_string(e.chunks - 1) + ", seed " +
-                       std::to_string(params.seed) + ", after " + std::to_string(e.cases) + " passing cases):\n" +
-                       failure;
+      char at[32];
+      std::snprintf(at, sizeof(at), "%.2f", elapsed());
+      result.message = e.name + " failed (chunk " + std::to_string(e.chunks - 1) + " of " +
+                       std::to_string(params.cases) + " cases, seed " +
+                       std::to_string(params.seed) + ", after " + std::to_string(e.cases) + " passing cases, at " + at +
+                       " s of the budget):\n" + failure;
       break;
     }
     e.cases += passed;

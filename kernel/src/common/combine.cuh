@@ -13,6 +13,7 @@
 #include "common/args.h"
 #include "common/dtype.cuh"
 #include "common/epilogue.h"
+#include "common/mutants.cuh"
 #include "families.h"
 
 namespace flashcheck::detail {
@@ -41,7 +42,11 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const ProblemArgs arg
     }
     __syncthreads();
     const float merged = merged_base(run_m, splits, 1);
-    for (int32_t s = threadIdx.x; s < splits; s += kThreads) factor[s] = run_factor(run_m[s], merged, exp2);
+    for (int32_t s = threadIdx.x; s < splits; s += kThreads) {
+      factor[s] = FC_MUTANT(kCombineUnscaled)         ? 1.0f
+                  : FC_MUTANT(kCombineEmptySplitsNan) ? exp2(run_m[s] - merged)
+                                                      : run_factor(run_m[s], merged, exp2);
+    }
     __syncthreads();
     float l_sum = 0.0f;
     for (int32_t s = 0; s < splits; ++s) l_sum = fmaf(run_l[s], factor[s], l_sum);

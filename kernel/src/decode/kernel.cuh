@@ -18,6 +18,7 @@
 #include "common/args.h"
 #include "common/combine.cuh"
 #include "common/epilogue.h"
+#include "common/mutants.cuh"
 #include "common/softmax.h"
 #include "decode/tiles.h"
 #include "families.h"
@@ -58,7 +59,7 @@ __device__ __forceinline__ float quad_max(float x) {
 }
 __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(kFullWarp, x, 1);
-  return x + __shfl_xor_sync(kFullWarp, x, 2);
+  return FC_MUTANT(kDecodeQuadSumShort) ? x : x + __shfl_xor_sync(kFullWarp, x, 2);
 }
 
 template <typename T, class Tile, bool kInst>
@@ -84,7 +85,7 @@ struct Warp {
         const uint32_t size = static_cast<uint32_t>(rows.page_size);
         const uint32_t index = j / size;
         out.page[i] = rows.pages[index];
-        out.slot[i] = static_cast<int32_t>(j - index * size);
+        out.slot[i] = static_cast<int32_t>(FC_MUTANT(kDecodePageSlotMask) ? j & (size - 1) : j - index * size);
       }
     }
   }
@@ -144,8 +145,8 @@ struct Warp {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int r = lane / 4 + hh * 8;
-      const int g = r / a.rows_per_head;
-      qrow[hh] = r % a.rows_per_head;
+      const int g = FC_MUTANT(kDecodeGqaRowMapping) ? r % group : r / a.rows_per_head;
+      qrow[hh] = FC_MUTANT(kDecodeGqaRowMapping) ? r / group : r % a.rows_per_head;
       head[hh] = h_kv * group + g;
       valid[hh] = g < group && qrow[hh] < seq.seqlen_q;
       kb[hh] = valid[hh] ? vis.row_begin(qrow[hh]) : 0;
@@ -214,7 +215,12 @@ struct Warp {
         if (kt + kS < run_end) resolve_rows(k_rows, tile_key(kt + kS), keys_end, lane, rows_next);
       }
       cp_async_commit();
-      cp_async_wait<kS - 1>();
+      if (FC_MUTANT(kDecodeCpAsyncWaitShort)) {
+        cp_async_wait<kS>();
+      } else {
+        cp_async_wait<kS - 1>();
+      }
+      FC_PERTURB(kPerturbDecodeWait, kt);
       __syncwarp();
       const uint32_t k_tile = stage;
       const uint32_t v_tile = stage + Tile::kTileBytes;
@@ -441,6 +447,7 @@ template <typename T, class Tile, bool kInst = kInstrument>
 Status launch_decode_tile(const Params& params, cudaStream_t stream, const Instrumentation* inst) {
   KernelConfig config;
   decode_select(params, &config);
+  FC_UPLOAD_MUTANT(stream);
   DecodeArgs<kInst> args{make_problem_args(params, config.block_m, effective_splits(params))};
   args.heads_kv = params.heads_kv;
   args.rows_per_head = config.block_m;

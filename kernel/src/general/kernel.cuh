@@ -16,6 +16,7 @@
 #include "common/combine.cuh"
 #include "common/dtype.cuh"
 #include "common/epilogue.h"
+#include "common/mutants.cuh"
 #include "common/softmax.h"
 #include "families.h"
 #include "general/launch.h"
@@ -39,7 +40,8 @@ struct GeneralArgs : ProblemArgs {
 
 __device__ __forceinline__ float warp_max(float x) {
 #pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) x = fmaxf(x, __shfl_xor_sync(kFullWarpMask, x, offset));
+  for (int offset = kWarpSize / 2; offset > (FC_MUTANT(kGeneralWarpMaxShortReduction) ? 1 : 0); offset /= 2)
+    x = fmaxf(x, __shfl_xor_sync(kFullWarpMask, x, offset));
   return x;
 }
 
@@ -213,7 +215,7 @@ __device__ __forceinline__ void softmax_update(WarpRows<Cfg>& w, const float (&s
       p_warp[r * Cfg::kBlockN + lane + c * kWarpSize] = p;
       p_sum += p;
     }
-    w.l[r] = fmaf(w.l[r], step.alpha, warp_sum(p_sum));
+    w.l[r] = fmaf(w.l[r], FC_MUTANT(kGeneralLNotRescaled) ? 1.0f : step.alpha, warp_sum(p_sum));
     const float alpha_o = skip_o_rescale ? 1.0f : step.alpha;
 #pragma unroll
     for (int t = 0; t < Cfg::kDimsPerLane; ++t) w.acc[r][t] = mul_rn(w.acc[r][t], alpha_o);
@@ -259,7 +261,8 @@ __device__ __forceinline__ void store_rows(const GeneralArgs<kInst>& args, const
     for (int t = 0; t < Cfg::kDimsPerLane; ++t) {
       const int d = lane + t * kWarpSize;
       if (d < args.head_dim) {
-        o_head[row * args.o.stride.row + d] = DeviceDtype<T>::store(final_output(w.acc[r][t], fin));
+        const float o = FC_MUTANT(kGeneralEmptyRowDivide) ? w.acc[r][t] / fin.l : final_output(w.acc[r][t], fin);
+        o_head[row * args.o.stride.row + d] = DeviceDtype<T>::store(o);
       }
     }
     if (lane == 0) {
@@ -293,7 +296,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     const int64_t head_batch = tile_work / args.q_tiles;
     const int64_t h = head_batch % args.heads_q;
     const int64_t b = head_batch / args.heads_q;
-    const int64_t h_kv = h / args.group_size;
+    const int64_t h_kv = FC_MUTANT(kGeneralGqaHeadModulo) ? h % (args.heads_q / args.group_size) : h / args.group_size;
     const int64_t m0 = q_tile * Cfg::kBlockM;
     const SequenceView seq = args.sequence(b);
     if (m0 >= seq.seqlen_q) continue;  // past this sequence's rows (seqlen_q is the longest sequence's)
@@ -302,7 +305,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     const Visibility::TileRange tiles = vis.tile_range(m0, rows_end - m0, Cfg::kBlockN);
     // This run's tiles [run_begin, run_end) of the visited ones (all of them unsplit).
     const int64_t run_begin = args.split_begin(tiles.count, split);
-    const int64_t run_end = args.split_begin(tiles.count, split + 1);
+    const int64_t run_end =
+        args.split_begin(tiles.count, split + 1) + (FC_MUTANT(kGeneralSplitOverlap) && split + 1 < args.splits ? 1 : 0);
     const int64_t block_keys = vis.row_end(rows_end - 1);  // keys any row of the Q tile reads
     const int64_t warp_row0 = m0 + warp * kRows;
 
@@ -311,7 +315,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     for (int r = 0; r < kRows; ++r) {
       const int64_t row = warp_row0 + r;
       w.keys_begin[r] = row < seq.seqlen_q ? vis.row_begin(row) : 0;
-      w.keys_end[r] = row < seq.seqlen_q ? vis.row_end(row) : 0;
+      w.keys_end[r] = row < seq.seqlen_q ? vis.row_end(row) + (FC_MUTANT(kGeneralCausalOffByOne) ? 1 : 0) : 0;
       if (row < seq.seqlen_q) {
         w.any_begin = w.keys_begin[r] < w.any_begin ? w.keys_begin[r] : w.any_begin;
         w.any_end = w.keys_end[r] > w.any_end ? w.keys_end[r] : w.any_end;
@@ -349,22 +353,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       __syncthreads();  // every warp is done with the previous K/V tile
       load_tile<Cfg, T, Cfg::kBlockN, Cfg::kKRowStride>(k_smem, k_rows, k0, block_keys, args.head_dim, args.vector_loads);
       load_tile<Cfg, T, Cfg::kBlockN, Cfg::kHeadDim>(v_smem, v_rows, k0, block_keys, args.head_dim, args.vector_loads);
-      __syncthreads();
+      FC_PERTURB(kPerturbGeneralLoad, kt);
+      if (!FC_MUTANT(kGeneralMissingTileBarrier)) __syncthreads();
 
       // A warp whose rows see no key of this tile skips it: its state would not change (p = 0, alpha = 1).
       if (k0 < w.any_end && k0 + Cfg::kBlockN > w.any_begin) {
         float s[kRows][Cfg::kKeysPerLane];  // (kRowsPerWarp, kKeysPerLane)
         scores<Cfg>(s, q_warp, k_smem, lane);
-#if defined(FLASHCHECK_MUTANT_MISSING_RESCALE)  // planted bug, fuzz_kernel_mutant only: the last K/V tile skips O's rescale
-        const bool skip_o_rescale = kt + 1 == run_end;
-#else
-        constexpr bool skip_o_rescale = false;
-#endif
+        const bool skip_o_rescale = FC_MUTANT(kGeneralMissingRescale) && kt + 1 == run_end;
         softmax_update<Cfg, kInst>(w, s, p_warp, k0, args, skip_o_rescale, lane);
         __syncwarp();  // P of the warp's rows is in smem
 
         const int n_keys = static_cast<int>(w.any_end - k0 < Cfg::kBlockN ? w.any_end - k0 : Cfg::kBlockN);
-        if (k0 >= w.all_begin && k0 + Cfg::kBlockN <= w.all_end) {
+        if ((k0 >= w.all_begin && k0 + Cfg::kBlockN <= w.all_end) || FC_MUTANT(kGeneralHiddenVUnmasked)) {
           accumulate_pv<Cfg, false>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
         } else {
           accumulate_pv<Cfg, true>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
@@ -391,6 +392,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 // template parameter so that the production build discards the instrumentation assignment unchecked.)
 template <typename Cfg, typename T, bool kInst = kInstrument>
 Status launch_general_config(const Params& params, cudaStream_t stream, const Instrumentation* inst) {
+  FC_UPLOAD_MUTANT(stream);
   GeneralArgs<kInst> args{make_problem_args(params, Cfg::kBlockM, effective_splits(params))};
   // 16-byte loads need every row start 16-byte aligned: aligned bases and strides in whole vectors.
   constexpr int64_t kVec = DeviceDtype<T>::kVector;

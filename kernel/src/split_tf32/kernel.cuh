@@ -16,6 +16,7 @@
 
 #include "common/args.h"
 #include "common/epilogue.h"
+#include "common/mutants.cuh"
 #include "common/softmax.h"
 #include "families.h"
 #include "split_tf32/tiles.h"
@@ -380,7 +381,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       // A score the split cannot represent (inf - inf from a non-finite or tf32-overflowing input) is NaN
       // here; recompute it as an fp32 FMA chain, the general family's rounding, so -inf scores keep zero
       // weight and only genuine NaN inputs give NaN. Block-uniform branch, taken only for such tiles.
-      if (q_exact || k_exact) {
+      if ((q_exact || k_exact) && !FC_MUTANT(kTf32UnsplittableNotRecomputed)) {
 #pragma unroll
         for (int j = 0; j < kSTiles; ++j) {
 #pragma unroll
@@ -397,7 +398,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 
       // Online softmax (online_softmax_tile), then O's rescale by alpha.
       float alpha[2];
-      online_softmax_tile<kInst, kExtras>(s, m, l_part, moves, alpha, k0, tiles.needs_mask(kt), keys_begin, keys_end,
+      online_softmax_tile<kInst, kExtras>(s, m, l_part, moves, alpha, k0,
+                                          tiles.needs_mask(kt) && !FC_MUTANT(kTf32TailUnmasked), keys_begin, keys_end,
                                           t, args);
 #pragma unroll
       for (int q = 0; q < kPvLoads; ++q) {
@@ -579,6 +581,7 @@ SplitTf32Args<kInst> make_split_tf32_args(const Params& params, const Instrument
 template <typename Cfg, bool kInst>
 Status launch_split_tf32_kernel(void (*kernel)(SplitTf32Args<kInst>), const Params& params, cudaStream_t stream,
                                 const Instrumentation* inst) {
+  FC_UPLOAD_MUTANT(stream);
   const SplitTf32Args<kInst> args = make_split_tf32_args<Cfg, kInst>(params, inst);
   // Per device and function; cheap enough to set on every launch, which keeps multi-device use correct.
   cudaError_t err =

@@ -257,6 +257,7 @@ struct WgmmaForward {
         const bool warp_bad = __any_sync(kFullWarpMask, bad);
         if (lane == 0) sh.k_unsplittable[pwarp] = warp_bad ? 1u : 0u;
         wg::fence_proxy_async_shared();
+        FC_PERTURB(kPerturbTf32Producer, tile);
         wg::mbarrier_arrive(wg::smem_address(&sh.k_full));
         if (more)
           copy_raw(lay.k_raw, k_head, a.k.stride.row, k_first + (n + 1) * kBlockN, it.block_keys, a.head_dim, false, ptid);
@@ -348,7 +349,8 @@ struct WgmmaForward {
     const auto half = [&](float(&s)[kSTiles][4], int kk0) {
 #pragma unroll
       for (int kk = kk0; kk < kk0 + kQkSteps / 2; ++kk) {
-        wgmma_tf32::Mma<kBlockN>::ss(s, q_at(q_lo, kk), k_at(k_hi, kk), kk == kk0 ? 0 : 1);
+        wgmma_tf32::Mma<kBlockN>::ss(s, q_at(q_lo, kk), k_at(FC_MUTANT(kTf32MissingLoTerm) ? k_lo : k_hi, kk),
+                                     kk == kk0 ? 0 : 1);
         wgmma_tf32::Mma<kBlockN>::ss(s, q_at(q_hi, kk), k_at(k_lo, kk), 1);
       }
 #pragma unroll
@@ -537,14 +539,15 @@ struct WgmmaForward {
           for (int e = 0; e < 4; ++e) s[j][e] = __fadd_rn(s[j][e], sb[j][e]);
         // Scores the split cannot represent: an fp32 FMA chain from the inputs, as kernel.cuh (warp-uniform
         // branch over the tile; taken only when Q or K holds such a value).
-        if (q_exact || k_exact) {
+        if ((q_exact || k_exact) && !FC_MUTANT(kTf32UnsplittableNotRecomputed)) {
           Scores tmp;
           copy_tiles(s, tmp.s);
           recompute_scores(&tmp, a, it, r, k0, t);
           copy_tiles(tmp.s, s);
         }
         float alpha[2];
-        online_softmax_tile<kInst, kExtras>(s, r.m, r.l_part, r.moves, alpha, k0, it.needs_mask(n), r.keys_begin,
+        online_softmax_tile<kInst, kExtras>(s, r.m, r.l_part, r.moves, alpha, k0,
+                                            it.needs_mask(n) && !FC_MUTANT(kTf32TailUnmasked), r.keys_begin,
                                    r.keys_end, t, a);
 #pragma unroll
         for (int j = 0; j < kOTiles; ++j)
@@ -577,6 +580,7 @@ struct WgmmaForward {
       };
       const auto pv_step = [&]<bool kNext>(int64_t n) {
         wg::mbarrier_wait(wg::smem_address(&sh.v_full), tile & 1);
+        FC_PERTURB(kPerturbTf32Consumer, tile);
         exact_v(n);
         uint32_t ph[kSTiles][4], pl[kSTiles][4];
         split_p(s, ph, pl);

@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "common/epilogue.h"
+#include "common/mutants.cuh"
 #include "common/softmax.h"
 #include "forward.h"
 #include "ptx.cuh"
@@ -251,7 +252,7 @@ struct Forward {
       for (int h = 0; h < 2; ++h) {
         const int64_t row = row_base + mt * kMmaM + quad_row + h * kMmaN;
         // Keys nt*8 + e of this thread's columns are visible iff lo <= nt*8 + e < hi: one unsigned compare.
-        const int lo = rel(a.vis.row_begin(row));
+        const int lo = rel(a.vis.row_begin(row) - (FC_MUTANT(kTcWindowLeftOffByOne) ? 1 : 0));
         const unsigned width = static_cast<unsigned>(max(rel(a.vis.row_end(row)), lo) - lo);
 #pragma unroll
         for (int nt = 0; nt < kNS; ++nt)
@@ -293,7 +294,7 @@ struct Forward {
 #pragma unroll
         for (int nt = 0; nt < kNS; ++nt) tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
         tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullWarp, tile_max, 1));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullWarp, tile_max, 2));
+        if (!FC_MUTANT(kTcQuadMaxShortReduction)) tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullWarp, tile_max, 2));
         const float mx = fmaxf(st.row_max[mt][h], tile_max);
         // A row with no usable key yet has m = -inf: subtract 0 instead, so exp2(-inf - m) = 0 rather than
         // exp2(-inf + inf) = NaN. The old reference of -inf gives alpha = exp2(-inf) = 0 (O and l are 0 then).
@@ -526,7 +527,8 @@ struct Forward {
         // variant of the kernel (kExtras) gives it the same bits.
         const RowFinal r = finish_row(ref == kNegInf ? kNegInf : __fmul_rn(ref, a.scale_log2),
                                       __fmul_rn(ref, a.ref_to_natural),
-                                      quad_sum(st.row_sum[mt][hh]), kExtras ? a.sink : nullptr, h,
+                                      quad_sum(st.row_sum[mt][hh]),
+                                      kExtras && !FC_MUTANT(kTcSinkIgnored) ? a.sink : nullptr, h,
                                       [](float e) { return ex2_approx(e); });
         fin.row[mt][hh] = r;
       }
@@ -562,7 +564,7 @@ struct Forward {
         const int64_t row = row0 + mt * kMmaM + lane / kQuad + hh * kMmaN;
         if (row >= a.seqlen_q) continue;
         const RowFinal& r = fin.row[mt][hh];
-        a.lse[bh * a.seqlen_q + row] = row_lse(r.m_natural, r.l);
+        a.lse[bh * a.seqlen_q + row] = row_lse(r.m_natural, r.l) * (FC_MUTANT(kTcLseLog2Units) ? kLog2e : 1.0f);
         if constexpr (kInstrument) record_row(a.inst, bh * a.seqlen_q + row, r.m_natural, r.l, st.moves[mt][hh]);
       }
   }
@@ -726,7 +728,12 @@ struct Forward {
         const uint32_t v_smem = k_smem + Cfg::kKVTileSmemBytes;
         const int64_t k0 = int64_t{it.first + n} * Cfg::kBlockN;
         // Q (at n == 0), K(n) and V(n) landed: nothing else is in flight.
-        cp_async_wait<0>();
+        if (FC_MUTANT(kTcCpAsyncWaitShort)) {
+          cp_async_wait<1>();
+        } else {
+          cp_async_wait<0>();
+        }
+        FC_PERTURB(kPerturbCpAsyncWait, n);
         if (n == 0 && a.negate_q) negate_own_q_chunks(q_smem, slot);
         if constexpr (kWg) fence_proxy_async_shared();  // this thread's Q, K, V writes, before wgmma reads them
         // The one barrier per tile: publishes Q, K(n), V(n) to every warp, and every warp is past P*V of
@@ -764,14 +771,19 @@ struct Forward {
           qk(s, q_lane, k_smem + k_lane_off);
 #endif
           if constexpr (kExtras) {
-            if (a.has_softcap) cap_scores(s, a);
+            if (a.has_softcap && !FC_MUTANT(kTcSoftcapAfterMask)) cap_scores(s, a);
           }
-          if (it.needs_mask(n)) apply_mask(s, a, q0 + warp_row0, k0, quad_row, quad_col);
+          if (it.needs_mask(n) && !(FC_MUTANT(kTcLastTileUnmasked) && last))
+            apply_mask(s, a, q0 + warp_row0, k0, quad_row, quad_col);
+          if constexpr (kExtras) {
+            if (a.has_softcap && FC_MUTANT(kTcSoftcapAfterMask)) cap_scores(s, a);
+          }
           softmax(s, st, a.scale_log2);
           pack_p(s, pa);
         }
         const bool exact =
-            diagonal && __syncthreads_or(hidden_v_nonfinite(v_smem, a, q0, k0, static_cast<int>(threadIdx.x)));
+            diagonal && !FC_MUTANT(kTcHiddenVExactPathSkipped) &&
+            __syncthreads_or(hidden_v_nonfinite(v_smem, a, q0, k0, static_cast<int>(threadIdx.x)));
         if (exact) {
           exact_hidden_v(st, v_smem, a, q0, warp_row0, k0, lane, static_cast<int>(threadIdx.x),
                          [] { __syncthreads(); });
@@ -814,7 +826,7 @@ struct Forward {
         const int local_row = warp_row0 + idx / Cfg::kChunksPerRow;
         const int col = (idx % Cfg::kChunksPerRow) * kChunkElems;
         const int64_t row = q0 + local_row;
-        if (row >= a.seqlen_q || col >= a.head_dim) continue;
+        if ((row >= a.seqlen_q && !FC_MUTANT(kTcOStorePastSeqlen)) || col >= a.head_dim) continue;
         const uint32_t src = o_smem + chunk_offset<Cfg::kBlockM>(local_row, col / kChunkElems);
         T* dst = o_head + row * a.o.stride.row + col;
         if (col + kChunkElems <= a.head_dim) {

@@ -183,6 +183,7 @@ struct WsForward {
             mbarrier_arrive(bar(bars.q_full[w]));
             continue;
           }
+          FC_PERTURB(kPerturbWsProducerQ, items);
           mbarrier_arrive_expect_tx(bar(bars.q_full[w]), kQRowsBytes);
           for (int cb = 0; cb < kColumnBlocks; ++cb)
             tma_load_4d(lay.rows(lay.q, w, cb), &maps.q, bar(bars.q_full[w]), cb * kColumnBlockElems,
@@ -194,6 +195,7 @@ struct WsForward {
         const int s = slot<kKStages>(tile);
         const int row = (it.first + n) * Cfg::kBlockN;
         mbarrier_wait(bar(bars.k_empty[s]), phase<kKStages>(tile) ^ 1);
+        FC_PERTURB(kPerturbWsProducerK, tile);
         mbarrier_arrive_expect_tx(bar(bars.k_full[s]), kKVTileBytes);
         for (int cb = 0; cb < kColumnBlocks; ++cb)
           tma_load_4d(lay.k_slot(s) + cb * (Cfg::kBlockN * kSwizzleRowBytes), &maps.k, bar(bars.k_full[s]),
@@ -201,6 +203,7 @@ struct WsForward {
         if (n == 0) load_q();
         const int sv = slot<kVStages>(tile);
         mbarrier_wait(bar(bars.v_empty[sv]), phase<kVStages>(tile) ^ 1);
+        FC_PERTURB(kPerturbWsProducerV, tile);
         mbarrier_arrive_expect_tx(bar(bars.v_full[sv]), kKVTileBytes);
         for (int cb = 0; cb < kColumnBlocks; ++cb)
           tma_load_4d(lay.v_slot(sv) + cb * (Cfg::kBlockN * kSwizzleRowBytes), &maps.v, bar(bars.v_full[sv]),
@@ -254,7 +257,7 @@ struct WsForward {
     mbarrier_wait(bar(bars.v_full[slot<kVStages>(t)]), phase<kVStages>(t));
     const uint32_t v_smem = lay.v_slot(slot<kVStages>(t));
     const int64_t k0 = int64_t{c.first + m} * Cfg::kBlockN;
-    if ((m < c.full_begin || m >= c.clean_end) &&
+    if ((m < c.full_begin || m >= c.clean_end) && !FC_MUTANT(kTcHiddenVExactPathSkipped) &&
         named_barrier_or(kBarConsumers, kConsumerThreads, F::hidden_v_nonfinite(v_smem, a, c.q0, k0, ctid))) {
       const int warp = ctid / kWarpSize;
       F::exact_hidden_v(st, v_smem, a, c.q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid,
@@ -314,9 +317,13 @@ struct WsForward {
       const auto tile_step = [&]<bool kFirst>(int n) {
         const uint32_t t = tile + static_cast<uint32_t>(n);
         uint32_t v_prev = 0;
-        if constexpr (!kFirst) v_prev = ready_v(a, c, bars, lay, n - 1, st, ctid);
-        mbarrier_wait(bar(bars.k_full[slot<kKStages>(t)]), phase<kKStages>(t));
+        if constexpr (!kFirst) {
+          v_prev = ready_v(a, c, bars, lay, n - 1, st, ctid);
+          if (FC_MUTANT(kWsVReleasedEarly)) release(bars.v_empty, t - 1, lane);
+        }
+        if (!FC_MUTANT(kWsKFullNotAwaited)) mbarrier_wait(bar(bars.k_full[slot<kKStages>(t)]), phase<kKStages>(t));
         float sc[1][kNS][4];  // S(n), then p
+        FC_PERTURB(kPerturbWsConsumerS, t);
         if constexpr (!kFirst) {
           // Both chains back to back, with every register they touch fenced before the first (an instruction
           // touching an accumulator between them would make ptxas serialize the chains).
@@ -337,19 +344,23 @@ struct WsForward {
         }
         fence_operands(sc[0]);
         release(bars.k_empty, t, lane);
-        if (n + 1 == c.n_tiles && lane == 0) mbarrier_arrive(bar(bars.q_empty[wg]));  // last S read Q
+        if (n + 1 == (FC_MUTANT(kWsQReleasedEarly) ? 1 : c.n_tiles) && lane == 0)
+          mbarrier_arrive(bar(bars.q_empty[wg]));  // last S read Q
         if constexpr (kExtras) {
-          if (a.has_softcap) F::cap_scores(sc, a);
+          if (a.has_softcap && !FC_MUTANT(kTcSoftcapAfterMask)) F::cap_scores(sc, a);
         }
-        if (n < c.full_begin || n >= c.full_end)
+        if ((n < c.full_begin || n >= c.full_end) && !(FC_MUTANT(kTcLastTileUnmasked) && n + 1 == c.n_tiles))
           F::apply_mask(sc, a, c.q0 + warp_row0, int64_t{c.first + n} * Cfg::kBlockN, lane / kQuad, (lane % kQuad) * 2);
+        if constexpr (kExtras) {
+          if (a.has_softcap && FC_MUTANT(kTcSoftcapAfterMask)) F::cap_scores(sc, a);
+        }
         float alpha[1][2];
         const bool rescale = F::softmax_stats(sc, st, a.scale_log2, alpha);
         if constexpr (!kFirst) {
           wgmma_wait<0>();
           fence_operands(st.acc_o[0]);
           fence_operands(pa[0]);
-          release(bars.v_empty, t - 1, lane);
+          if (!FC_MUTANT(kWsVReleasedEarly)) release(bars.v_empty, t - 1, lane);
         }
         F::rescale_o(st, alpha, rescale);
         F::pack_p(sc, pa);
@@ -359,6 +370,7 @@ struct WsForward {
         tile_step.template operator()<true>(0);
         for (int n = 1; n < c.n_tiles; ++n) tile_step.template operator()<false>(n);
         const uint32_t v_last = ready_v(a, c, bars, lay, c.n_tiles - 1, st, ctid);
+        FC_PERTURB(kPerturbWsConsumerPv, tile + c.n_tiles);
         take_turn();
         F::pv_wgmma_issue(pa, st, v_last);
         pass_turn();
@@ -379,8 +391,9 @@ struct WsForward {
         named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
         F::stage_o_and_lse(st, a, lay.o, it.q0, it.bh, warp_row0, lane);
         fence_proxy_async_shared();
-        named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
+        if (!FC_MUTANT(kWsOStagedWithoutBarrier)) named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
         if (wg_tid == 0) {
+          FC_PERTURB(kPerturbWsStoreO, items);
           for (int cb = 0; cb < kColumnBlocks; ++cb)
             tma_store_4d(&maps.o, lay.rows(lay.o, wg, cb), cb * kColumnBlockElems, c.q0 + wg * kWgmmaRows,
                          static_cast<int>(it.h), static_cast<int>(it.b));
@@ -417,7 +430,7 @@ struct WsForward {
         const uint32_t recv = __shfl_xor_sync(kFullWarp, odd ? w[hh][0] : w[hh][1], 1);
         const uint2 v = odd ? make_uint2(recv, w[hh][1]) : make_uint2(w[hh][0], recv);
         const int r = lane / kQuad + hh * kMmaN;
-        if (row0 + r < a.seqlen_q && c < a.head_dim) *reinterpret_cast<uint2*>(o_rows + r * a.o.stride.row + c) = v;
+        if ((row0 + r < a.seqlen_q || FC_MUTANT(kTcOStorePastSeqlen)) && c < a.head_dim) *reinterpret_cast<uint2*>(o_rows + r * a.o.stride.row + c) = v;
       }
     };
     [&]<int... kJ>(std::integer_sequence<int, kJ...>) {
@@ -565,6 +578,7 @@ Status launch_ws(const KernelArgs& args, cudaStream_t stream, bool* launched) {
 template <typename T, int HeadDimPadded>
 Status launch_forward(const KernelArgs& args, cudaStream_t stream) {
   using Cfg = Sm90Tile<HeadDimPadded>;
+  FC_UPLOAD_MUTANT(stream);
 #if defined(FLASHCHECK_TC_WGMMA)
   if constexpr (Cfg::kWarpSpecialized) {
     if (tensor_core_cp_async_forced()) return launch_with<T, Cfg>(args, stream);

@@ -1,0 +1,144 @@
+// The mutant catalogue: realistic kernel bugs, each a few guarded lines in the production kernels' sources, for
+// measuring the suite on the bugs it exists to catch (tools/mutation_test.py, docs/mutation-testing.md). A build
+// configured with -DFLASHCHECK_MUTANTS=ON (preset gpu-mutants) compiles every mutant in, all off; the process
+// environment's FLASHCHECK_MUTANT=<name> switches one on at run time, so one build runs the whole catalogue.
+// Without FLASHCHECK_MUTANTS the guards are the constant false and no mutant exists in the code.
+//
+// Each entry names the family it lives in and the bug class it stands for, as the issue trackers of
+// FlashAttention, PyTorch and cuDNN report them (the catalogue's rationale is docs/mutation-testing.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <string_view>
+
+namespace flashcheck {
+
+// Ids are positions in kMutants (0: none). Add new ones at the end of both.
+enum class Mutant : int32_t {
+  kNone = 0,
+  kGeneralMissingRescale,
+  kGeneralCausalOffByOne,
+  kGeneralWarpMaxShortReduction,
+  kGeneralLNotRescaled,
+  kGeneralMissingTileBarrier,
+  kGeneralHiddenVUnmasked,
+  kGeneralGqaHeadModulo,
+  kGeneralEmptyRowDivide,
+  kGeneralSplitOverlap,
+  kTcWindowLeftOffByOne,
+  kTcLastTileUnmasked,
+  kTcQuadMaxShortReduction,
+  kTcLseLog2Units,
+  kTcHiddenVExactPathSkipped,
+  kTcOStorePastSeqlen,
+  kTcSoftcapAfterMask,
+  kTcSinkIgnored,
+  kTcCpAsyncWaitShort,
+  kWsKFullNotAwaited,
+  kWsVReleasedEarly,
+  kWsQReleasedEarly,
+  kWsOStagedWithoutBarrier,
+  kTf32MissingLoTerm,
+  kTf32UnsplittableNotRecomputed,
+  kTf32TailUnmasked,
+  kDecodePageSlotMask,
+  kDecodeGqaRowMapping,
+  kDecodeQuadSumShort,
+  kDecodeCpAsyncWaitShort,
+  kCombineUnscaled,
+  kCombineEmptySplitsNan,
+  kCount
+};
+
+struct MutantInfo {
+  Mutant id;
+  const char* name;         // what FLASHCHECK_MUTANT takes
+  const char* family;       // general, tensor_core (cp.async and warp-specialized), ws (warp-specialized only),
+                            // split_tf32, decode, combine (split-KV's merge)
+  const char* bug_class;    // the class of bug it stands for
+  const char* description;  // what the guarded code does wrong
+};
+
+inline constexpr MutantInfo kMutants[] = {
+    {Mutant::kNone, "none", "-", "-", "the production kernels"},
+    {Mutant::kGeneralMissingRescale, "general-missing-rescale", "general", "online-softmax rescale",
+     "the last K/V tile of a work item skips the rescale of O by exp2(m_old - m_new)"},
+    {Mutant::kGeneralCausalOffByOne, "general-causal-off-by-one", "general", "mask off by one",
+     "every row sees one key past its right edge (causal diagonal, window, seqlen_k)"},
+    {Mutant::kGeneralWarpMaxShortReduction, "general-warp-max-short-reduction", "general", "reduction",
+     "the row max's warp shuffle reduction stops one step early (offset 1 skipped)"},
+    {Mutant::kGeneralLNotRescaled, "general-l-not-rescaled", "general", "online-softmax rescale",
+     "l adds the tile's sum without rescaling the old l by alpha"},
+    {Mutant::kGeneralMissingTileBarrier, "general-missing-tile-barrier", "general", "race",
+     "the __syncthreads between loading a K/V tile and reading it is missing"},
+    {Mutant::kGeneralHiddenVUnmasked, "general-hidden-v-unmasked", "general", "masking of non-finite values",
+     "P V runs without the visibility predicate on masked tiles: 0 * (NaN or inf) from a hidden V row reaches O"},
+    {Mutant::kGeneralGqaHeadModulo, "general-gqa-head-modulo", "general", "GQA/MQA head mapping",
+     "query head h reads K/V head h % heads_kv instead of h / group"},
+    {Mutant::kGeneralEmptyRowDivide, "general-empty-row-divide", "general", "fully masked rows",
+     "O = acc / l without the l == 0 rule: a row that sees no key gets 0/0 = NaN"},
+    {Mutant::kGeneralSplitOverlap, "general-split-overlap", "general", "split-KV partition",
+     "each split run but the last also processes the next run's first K/V tile"},
+    {Mutant::kTcWindowLeftOffByOne, "tc-window-left-off-by-one", "tensor_core", "mask off by one",
+     "the mask lets every row see one key left of its window's left edge"},
+    {Mutant::kTcLastTileUnmasked, "tc-last-tile-unmasked", "tensor_core", "sequence tails",
+     "the last K/V tile is never masked: zero-filled keys past seqlen_k get weight"},
+    {Mutant::kTcQuadMaxShortReduction, "tc-quad-max-short-reduction", "tensor_core", "reduction",
+     "the row max over a quad misses the xor-2 shuffle: half the row's columns are ignored"},
+    {Mutant::kTcLseLog2Units, "tc-lse-log2-units", "tensor_core", "LSE units",
+     "LSE is written in log2 units (m log2 e + log2 l) instead of natural log"},
+    {Mutant::kTcHiddenVExactPathSkipped, "tc-hidden-v-exact-path-skipped", "tensor_core",
+     "masking of non-finite values", "a diagonal tile's non-finite hidden V rows are never taken off the tensor cores"},
+    {Mutant::kTcOStorePastSeqlen, "tc-o-store-past-seqlen", "tensor_core", "out-of-bounds write",
+     "the cp.async kernel's epilogue stores every row of a partial last Q tile"},
+    {Mutant::kTcSoftcapAfterMask, "tc-softcap-after-mask", "tensor_core", "softcap",
+     "the softcap's tanh runs after the mask: a hidden key's -inf becomes -cap and gets weight"},
+    {Mutant::kTcSinkIgnored, "tc-sink-ignored", "tensor_core", "attention sink", "the epilogue leaves the sink out"},
+    {Mutant::kTcCpAsyncWaitShort, "tc-cp-async-wait-short", "tensor_core", "race",
+     "the cp.async kernel waits for all but the newest copy group: K/V may not have landed"},
+    {Mutant::kWsKFullNotAwaited, "ws-k-full-not-awaited", "ws", "race",
+     "consumers issue S = Q K^T without waiting for K's TMA load"},
+    {Mutant::kWsVReleasedEarly, "ws-v-released-early", "ws", "race",
+     "consumers release a V slot before the P V that reads it has completed"},
+    {Mutant::kWsQReleasedEarly, "ws-q-released-early", "ws", "race",
+     "consumers release their Q rows after the first S of an item instead of the last"},
+    {Mutant::kWsOStagedWithoutBarrier, "ws-o-staged-without-barrier", "ws", "race",
+     "the TMA store of O starts without the barrier that waits for every thread's staged rows"},
+    {Mutant::kTf32MissingLoTerm, "tf32-missing-lo-term", "split_tf32", "precision",
+     "S = Q K^T drops the q_lo k_hi term of the three-term split-TF32 product"},
+    {Mutant::kTf32UnsplittableNotRecomputed, "tf32-unsplittable-not-recomputed", "split_tf32", "special values",
+     "scores whose inputs the TF32 split cannot carry are not recomputed in fp32"},
+    {Mutant::kTf32TailUnmasked, "tf32-tail-unmasked", "split_tf32", "sequence tails",
+     "no tile is masked: keys past seqlen_k and past the mask's edges get weight"},
+    {Mutant::kDecodePageSlotMask, "decode-page-slot-mask", "decode", "paged KV addressing",
+     "a key's slot in its page is key & (page_size - 1): wrong for page sizes that are not powers of two"},
+    {Mutant::kDecodeGqaRowMapping, "decode-gqa-row-mapping", "decode", "GQA packing",
+     "a packed tile row's query row and head are swapped for seqlen_q > 1"},
+    {Mutant::kDecodeQuadSumShort, "decode-quad-sum-short", "decode", "reduction",
+     "l over a quad misses the xor-2 shuffle"},
+    {Mutant::kDecodeCpAsyncWaitShort, "decode-cp-async-wait-short", "decode", "race",
+     "the K/V loop waits for one copy group too few: the tile read may not have landed"},
+    {Mutant::kCombineUnscaled, "combine-unscaled", "combine", "split-KV merge",
+     "the combine adds the split runs' l and O without moving them onto the merged max"},
+    {Mutant::kCombineEmptySplitsNan, "combine-empty-splits-nan", "combine", "fully masked rows",
+     "the combine's factor is exp2(m_s - M) without the -inf origin rule: empty runs give NaN"},
+};
+constexpr bool catalogue_in_id_order() {
+  for (size_t i = 0; i < std::size(kMutants); ++i) {
+    if (static_cast<size_t>(kMutants[i].id) != i) return false;
+  }
+  return std::size(kMutants) == static_cast<size_t>(Mutant::kCount);
+}
+static_assert(catalogue_in_id_order(), "one catalogue entry per mutant id, in id order");
+
+// The id of a catalogue name, or -1.
+constexpr int32_t find_mutant(std::string_view name) {
+  for (const MutantInfo& m : kMutants) {
+    if (name == m.name) return static_cast<int32_t>(m.id);
+  }
+  return -1;
+}
+
+}  // namespace flashcheck

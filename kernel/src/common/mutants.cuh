@@ -1,0 +1,108 @@
+// The mutant catalogue's guards in the kernels (flashcheck/mutants.h), and the scheduling perturbation of the same
+// builds. In a FLASHCHECK_MUTANTS build each translation unit holds the selected mutant's id in a __constant__ of
+// its own, which every launch of the unit refreshes from FLASHCHECK_MUTANT (FC_UPLOAD_MUTANT) before its kernels
+// run, and FC_MUTANT(id) reads it. FLASHCHECK_PERTURB=<seed> (a nonzero integer) makes FC_PERTURB(site, n)
+// sleep a seeded 0-4 us at the producer and consumer points of the pipelines where a missing wait or an early
+// release opens a race window: the delays depend on the seed, the site, the CTA, the warp and the tile, so a
+// seed widens the same windows on every run. In every other build FC_MUTANT is the constant false and the other
+// two do nothing, so production code holds no mutant and no delay.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "flashcheck/attention.h"
+#include "flashcheck/mutants.h"
+
+namespace flashcheck::detail {
+// The points FC_PERTURB delays (the first argument), one per pipeline hand-off.
+enum PerturbSite : uint32_t {
+  kPerturbWsProducerK = 1,   // warp-specialized producer, before K's TMA load
+  kPerturbWsProducerV,       // ... before V's
+  kPerturbWsProducerQ,       // ... before Q's
+  kPerturbWsConsumerS,       // consumer, before issuing S = Q K^T
+  kPerturbWsConsumerPv,      // consumer, before issuing P V
+  kPerturbWsStoreO,          // consumer, before the TMA store of O
+  kPerturbGeneralLoad,       // general family, between a K/V tile's load and its barrier
+  kPerturbCpAsyncWait,       // cp.async kernel (tensor-core), after the wait for a tile
+  kPerturbDecodeWait,        // decode family, after the wait for a tile
+  kPerturbTf32Producer,      // split-TF32 producer, before publishing K
+  kPerturbTf32Consumer,      // split-TF32 consumer, before P V
+};
+}  // namespace flashcheck::detail
+
+#if defined(FLASHCHECK_MUTANTS) && FLASHCHECK_MUTANTS
+
+namespace flashcheck::detail::mutants {
+
+static __constant__ int32_t g_mutant;
+static __constant__ uint32_t g_perturb;
+
+struct Selection {
+  int32_t mutant;
+  uint32_t perturb;
+};
+
+// The mutant FLASHCHECK_MUTANT names (0 when unset or empty), -1 for a name not in the catalogue.
+static inline int32_t selected() {
+  const char* name = std::getenv("FLASHCHECK_MUTANT");
+  if (name == nullptr || *name == '\0') return 0;
+  return find_mutant(name);
+}
+
+// Sets this translation unit's mutant and perturbation seed for the kernels launched next on `stream`.
+static inline Status upload(cudaStream_t stream) {
+  static Selection sel{};  // the copies' source must outlive the asynchronous copies
+  sel.mutant = selected();
+  if (sel.mutant < 0) {
+    return {StatusCode::kInvalidArgument, std::string("FLASHCHECK_MUTANT='") + std::getenv("FLASHCHECK_MUTANT") +
+                                              "' names no mutant of the catalogue (flashcheck/mutants.h)"};
+  }
+  const char* perturb = std::getenv("FLASHCHECK_PERTURB");
+  sel.perturb = perturb != nullptr ? static_cast<uint32_t>(std::strtoul(perturb, nullptr, 10)) : 0u;
+  cudaError_t err = cudaMemcpyToSymbolAsync(g_mutant, &sel.mutant, sizeof(sel.mutant), 0, cudaMemcpyHostToDevice, stream);
+  if (err == cudaSuccess) {
+    err = cudaMemcpyToSymbolAsync(g_perturb, &sel.perturb, sizeof(sel.perturb), 0, cudaMemcpyHostToDevice, stream);
+  }
+  if (err != cudaSuccess) return {StatusCode::kCudaError, std::string("mutant upload failed: ") + cudaGetErrorString(err)};
+  return Status::ok_status();
+}
+
+// The seeded delay of FC_PERTURB: a hash of (seed, site, CTA, warp, n), 0 to 4095 ns.
+static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
+  if (g_perturb == 0) return;
+  uint32_t h = g_perturb * 0x9e3779b1u ^ site * 0x85ebca77u ^ blockIdx.x * 0xc2b2ae3du ^
+               (threadIdx.x / 32) * 0x27d4eb2fu ^ n * 0x165667b1u;
+  h ^= h >> 15;
+  h *= 0x2c1b3c6du;
+  h ^= h >> 12;
+  h *= 0x297a2d39u;
+  h ^= h >> 15;
+  __nanosleep(h % 4096u);
+}
+
+}  // namespace flashcheck::detail::mutants
+
+#define FC_MUTANT(name) (::flashcheck::detail::mutants::g_mutant == static_cast<int32_t>(::flashcheck::Mutant::name))
+#define FC_PERTURB(site, n) ::flashcheck::detail::mutants::perturb(site, static_cast<uint32_t>(n))
+#define FC_UPLOAD_MUTANT(stream)                                                               \
+  do {                                                                                         \
+    if (::flashcheck::Status fc_mutant_st = ::flashcheck::detail::mutants::upload(stream);    \
+        !fc_mutant_st.ok())                                                                    \
+      return fc_mutant_st;                                                                     \
+  } while (0)
+
+#else
+
+#define FC_MUTANT(name) false
+#define FC_PERTURB(site, n) \
+  do {                      \
+  } while (0)
+#define FC_UPLOAD_MUTANT(stream) \
+  do {                           \
+  } while (0)
+
+#endif

@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""The suite measured on its own mutants: runs the budgeted GPU tier on every mutant of the catalogue
+(flashcheck/mutants.h) and prints the kill table.
+
+A build configured with the preset gpu-mutants compiles every mutant into the production kernels, all off;
+FLASHCHECK_MUTANT=<name> switches one on at run time. For each mutant this runs
+`properties_gpu --gtest_filter=Gpu_Properties.Budgeted` with FLASHCHECK_BUDGET (stopping at the first failing
+property), then (where the main binary did not kill it) the instrumented binary with a tenth of the budget, and
+replays every kill twice: the failing case line through flashcheck-repro with the mutant on (and off: the case
+line must pass on the production kernels), and the RapidCheck reproduce string in the killing property's own test.
+A mutant killed by no property within the budget is a survivor: the table names it, and the suite owes it a
+generator, property or check.
+
+--repeat N reruns each race mutant's killing property N times with the failing chunk's seed and shrinking off and
+reports whether every run failed with the same case line (a race caught deterministically).
+
+    cmake --preset gpu-mutants && cmake --build --preset gpu-mutants
+    python3 tools/mutation_test.py --build build/gpu-mutants --budget 60 --repeat 10
+
+Writes the table to --markdown (default: the kill-table section of docs/mutation-testing.md) and the raw results
+to --json (default bench/results/mutation.json).
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE_BEGIN = "<!-- kill-table:begin (tools/mutation_test.py writes this section) -->"
+TABLE_END = "<!-- kill-table:end -->"
+
+FAILED_RE = re.compile(r"^(\w+) failed \(chunk (\d+) of (\d+) cases, seed (\d+), after (\d+) passing cases, "
+                       r"at ([0-9.]+) s of the budget\)", re.M)
+CASE_RE = re.compile(r"^case line: (.+)$", re.M)
+REPRO_RE = re.compile(r"reproduce=([A-Za-z0-9_\-]+)")
+BUDGET_LINE_RE = re.compile(r"^\[ BUDGET   \] (\d+) cases in ([0-9.]+) s", re.M)
+
+
+def parse_failure(output):
+    """What a failing budgeted run printed: the property, when, the chunk's seed and cases, the case line and
+    the reproduce string (None where absent)."""
+    m = FAILED_RE.search(output)
+    if not m:
+        return None
+    tail = output[m.end():]
+    cases = CASE_RE.findall(tail)
+    repro = REPRO_RE.search(tail)
+    return {
+        "property": m.group(1),
+        "chunk": int(m.group(2)),
+        "chunk_cases": int(m.group(3)),
+        "chunk_seed": int(m.group(4)),
+        "passing_cases": int(m.group(5)),
+        "seconds": float(m.group(6)),
+        "case_line": cases[-1].strip() if cases else None,
+        "reproduce": repro.group(1) if repro else None,
+    }
+
+
+def run(cmd, env, timeout):
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           errors="replace", timeout=timeout)
+        return p.returncode, p.stdout, time.monotonic() - t0
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return None, out, time.monotonic() - t0
+
+
+PERTURB = {"seed": 0}  # FLASHCHECK_PERTURB of every run (--perturb)
+
+
+def mutant_env(name, **extra):
+    env = dict(os.environ)
+    env.pop("RC_PARAMS", None)
+    env["FLASHCHECK_MUTANT"] = name
+    if PERTURB["seed"]:
+        env["FLASHCHECK_PERTURB"] = str(PERTURB["seed"])
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def budgeted(binary, suite, mutant, budget, seed, timeout):
+    env = mutant_env(mutant, FLASHCHECK_BUDGET=f"{budget:g}s", FLASHCHECK_SEED=seed)
+    code, out, wall = run([str(binary), f"--gtest_filter={suite}.Budgeted"], env, timeout)
+    total = BUDGET_LINE_RE.findall(out)
+    return code, out, wall, (int(total[-1][0]) if total else 0)
+
+
+def replay_case_line(repro, mutant, line):
+    """flashcheck-repro's exit status on the case line: with the mutant on, then off (0 = pass, 1 = fail)."""
+    on = run([str(repro), "--backend", "gpu", line], mutant_env(mutant), 600)[0]
+    off = run([str(repro), "--backend", "gpu", line], mutant_env("none"), 600)[0]
+    return on, off
+
+
+def replay_string(binary, suite, prop, mutant, reproduce):
+    env = mutant_env(mutant, RC_PARAMS=f"reproduce={reproduce}")
+    code, out, _ = run([str(binary), f"--gtest_filter={suite}.{prop}"], env, 600)
+    return code
+
+
+def repeat_same_line(binary, suite, kill, mutant, n):
+    """Runs the killing property n times on the failing chunk's cases with shrinking off; the case lines seen."""
+    lines = []
+    for _ in range(n):
+        env = mutant_env(mutant, RC_PARAMS=f"seed={kill['chunk_seed']} max_success={kill['chunk_cases']} noshrink=1")
+        code, out, _ = run([str(binary), f"--gtest_filter={suite}.{kill['property']}"], env, 600)
+        cases = CASE_RE.findall(out)
+        lines.append(cases[-1].strip() if code not in (0, None) and cases else None)
+    return lines
+
+
+def markdown(results, meta):
+    rows = ["| mutant | family | bug class | killed by | s to kill | cases | case line replays (on / off) | "
+            "reproduce string | case line |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    code_name = {0: "pass", 1: "FAIL", None: "timeout"}
+    for r in results:
+        k = r.get("kill")
+        if not k:
+            why = r.get("note", "survived")
+            rows.append(f"| `{r['name']}` | {r['family']} | {r['bug_class']} | **{why}** | - | {r['cases']} | - | - | - |")
+            continue
+        cl = r.get("case_line_replay")
+        cl_text = f"{code_name.get(cl[0], cl[0])} / {code_name.get(cl[1], cl[1])}" if cl else "-"
+        rs = r.get("reproduce_replay")
+        rs_text = "-" if rs is None else ("fails" if rs not in (0, None) else "passes")
+        line = (k["case_line"] or "-").replace("|", "\\|")
+        rows.append(f"| `{r['name']}` | {r['family']} | {r['bug_class']} | {k['property']}{k.get('binary_note', '')} | "
+                    f"{k['seconds']:.1f} | {k['passing_cases'] + 1} | {cl_text} | {rs_text} | `{line}` |")
+    killed = sum(1 for r in results if r.get("kill"))
+    head = (f"{killed} of {len(results)} mutants killed within the {meta['budget']:g} s budget "
+            f"({meta['device']}, base seed {meta['seed']}"
+            f"{', FLASHCHECK_PERTURB=' + str(meta['perturb']) if meta.get('perturb') else ''}; "
+            f"`python3 tools/mutation_test.py {meta['args']}`). "
+            "Seconds and cases count from the start of the budgeted run to the failing chunk's end.")
+    out = [head, "", *rows]
+    repeats = [r for r in results if r.get("repeat_lines") is not None]
+    if repeats:
+        out += ["", "Races, rerun on the failing chunk's cases with shrinking off:", "",
+                "| mutant | runs | failed | same case line |", "|---|---|---|---|"]
+        for r in repeats:
+            lines = r["repeat_lines"]
+            failed = sum(1 for x in lines if x)
+            same = failed == len(lines) and len(set(lines)) == 1
+            out.append(f"| `{r['name']}` | {len(lines)} | {failed} | {'yes' if same else 'no'} |")
+    return "\n".join(out) + "\n"
+
+
+def write_table(path, table):
+    text = path.read_text() if path.exists() else ""
+    if TABLE_BEGIN in text and TABLE_END in text:
+        before, rest = text.split(TABLE_BEGIN, 1)
+        after = rest.split(TABLE_END, 1)[1]
+        text = before + TABLE_BEGIN + "\n" + table + TABLE_END + after
+    else:
+        text += "\n" + TABLE_BEGIN + "\n" + table + TABLE_END + "\n"
+    path.write_text(text)
+
+
+def device_name():
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], stdout=subprocess.PIPE,
+                              text=True, timeout=30).stdout.strip().splitlines()[0]
+    except Exception:
+        return "unknown device"
+
+
+def self_test():
+    """The parser against a failing budgeted run's text (CTest: tools_mutation_test_parser)."""
+    sample = (
+        "[ BUDGET   ] Gpu_Properties: 60 s over 27 properties, base seed 0\n"
+        "Failure\nOracleAgreement failed (chunk 3 of 16 cases, seed 123, after 41 passing cases, at 2.50 s of the "
+        "budget):\nFalsifiable after 2 tests and 3 shrinks\ncase line: f16 b=1 hq=1 sq=9 sk=9 d=64 seed=5\n"
+        "case line: f16 b=1 hq=1 sq=8 sk=8 d=64 seed=5\nRC_PARAMS=\"reproduce=BAS_x-9\"\n")
+    k = parse_failure(sample)
+    expect = {"property": "OracleAgreement", "chunk": 3, "chunk_cases": 16, "chunk_seed": 123, "passing_cases": 41,
+              "seconds": 2.5, "case_line": "f16 b=1 hq=1 sq=8 sk=8 d=64 seed=5", "reproduce": "BAS_x-9"}
+    if k != expect:
+        print(f"parse_failure: got {k}, want {expect}")
+        return 1
+    if parse_failure("[ BUDGET   ] 10 cases in 60.0 s (budget 60 s)\n") is not None:
+        print("parse_failure: a passing run parsed as a failure")
+        return 1
+    table = markdown([{"name": "m", "family": "f", "bug_class": "c", "cases": 3, "kill": dict(expect),
+                       "case_line_replay": (1, 0), "reproduce_replay": 1, "repeat_lines": ["x", "x"]},
+                      {"name": "s", "family": "f", "bug_class": "c", "cases": 90}],
+                     {"budget": 60, "device": "d", "seed": 0, "args": ""})
+    for needle in ("1 of 2 mutants killed", "| `m` | f | c | OracleAgreement | 2.5 | 42 | FAIL / pass | fails |",
+                   "| `s` | f | c | **survived** |", "| `m` | 2 | 2 | yes |"):
+        if needle not in table:
+            print(f"markdown: missing {needle!r} in\n{table}")
+            return 1
+    # Every catalogue id has a guard in the kernels' sources, and every guard names a catalogue id.
+    header = (ROOT / "kernel" / "include" / "flashcheck" / "mutants.h").read_text()
+    enum = header.split("enum class Mutant", 1)[1].split("};", 1)[0]
+    ids = set(re.findall(r"\b(k[A-Z]\w*)\b", enum)) - {"kNone", "kCount"}
+    guarded = set()
+    for path in (ROOT / "kernel" / "src").rglob("*"):
+        if path.suffix in (".cuh", ".cu", ".h", ".cpp"):
+            guarded |= set(re.findall(r"FC_MUTANT\((k\w+)\)", path.read_text()))
+    if ids - guarded or guarded - ids:
+        print(f"catalogue ids without a guard: {sorted(ids - guarded)}; guards without an id: {sorted(guarded - ids)}")
+        return 1
+    if len(ids) < 25:
+        print(f"the catalogue holds {len(ids)} mutants, fewer than 25")
+        return 1
+    print(f"mutation_test.py self-test: ok ({len(ids)} mutants, each guarded in kernel/src)")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build/gpu-mutants", help="a gpu-mutants build tree (default: %(default)s)")
+    ap.add_argument("--budget", type=float, default=60.0, help="seconds of the budgeted tier per mutant")
+    ap.add_argument("--seed", type=int, default=0, help="FLASHCHECK_SEED of the budgeted runs")
+    ap.add_argument("--only", default="", help="comma-separated mutant names (default: the whole catalogue)")
+    ap.add_argument("--repeat", type=int, default=0, metavar="N",
+                    help="rerun each killed race mutant's property N times on the failing chunk's cases")
+    ap.add_argument("--perturb", type=int, default=0, metavar="SEED",
+                    help="FLASHCHECK_PERTURB=SEED in every run: seeded delays at the pipelines' hand-offs")
+    ap.add_argument("--markdown", default=str(ROOT / "docs" / "mutation-testing.md"))
+    ap.add_argument("--json", default=str(ROOT / "bench" / "results" / "mutation.json"))
+    ap.add_argument("--self-test", action="store_true", help="check the output parser and the table, then exit")
+    args = ap.parse_args()
+    if args.self_test:
+        return self_test()
+
+    PERTURB["seed"] = args.perturb
+    build = Path(args.build)
+    tool = build / "tools" / "flashcheck-mutants"
+    binary = build / "properties" / "properties_gpu"
+    inst_binary = build / "properties" / "properties_gpu_instrumented"
+    repro = build / "tools" / "flashcheck-repro"
+    for path in (tool, binary, repro):
+        if not path.exists():
+            print(f"{path}: missing (cmake --preset gpu-mutants && cmake --build --preset gpu-mutants)", file=sys.stderr)
+            return 66
+    catalogue = json.loads(subprocess.run([str(tool), "--json"], stdout=subprocess.PIPE, text=True, check=True).stdout)
+    if not catalogue["compiled_in"]:
+        print(f"{build}: the mutants are not compiled in (configure with the preset gpu-mutants)", file=sys.stderr)
+        return 64
+    mutants = catalogue["mutants"]
+    if args.only:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {m["name"] for m in mutants}
+        if unknown:
+            print(f"--only: not in the catalogue: {', '.join(sorted(unknown))}", file=sys.stderr)
+            return 64
+        mutants = [m for m in mutants if m["name"] in wanted]
+
+    # The production kernels must pass the same budgeted run first: a failure there is a bug, not a kill.
+    code, out, wall, cases = budgeted(binary, "Gpu_Properties", "none", min(args.budget, 30.0), args.seed,
+                                      args.budget + 300)
+    print(f"[none] production kernels: exit {code}, {cases} cases in {wall:.1f} s", flush=True)
+    if code != 0:
+        print(out[-4000:])
+        print("the production kernels fail the budgeted tier: fix that before measuring mutants", file=sys.stderr)
+        return 1
+
+    meta = {"budget": args.budget, "seed": args.seed, "perturb": args.perturb, "device": device_name(),
+            "args": " ".join(a for a in sys.argv[1:] if not a.startswith(("--markdown", "--json")))}
+    results = []
+    for m in mutants:
+        r = dict(m)
+        code, out, wall, cases = budgeted(binary, "Gpu_Properties", m["name"], args.budget, args.seed,
+                                          args.budget + 300)
+        kill = parse_failure(out) if code not in (0, None) else None
+        suite = "Gpu_Properties"
+        used = binary
+        if code is None:
+            r["note"] = f"hang (no result within {args.budget + 300:g} s)"
+        elif code != 0 and kill is None:
+            r["note"] = f"crash (exit {code}, no property failure reported)"
+            r["output_tail"] = out[-2000:]
+        if kill is None and code == 0 and inst_binary.exists():
+            code2, out2, wall2, cases2 = budgeted(inst_binary, "Gpu_Properties", m["name"], args.budget / 10,
+                                                  args.seed, args.budget + 300)
+            cases += cases2
+            kill = parse_failure(out2) if code2 not in (0, None) else None
+            if kill:
+                kill["seconds"] += wall
+                kill["binary_note"] = " (instrumented)"
+                suite, used = "Gpu_Properties", inst_binary
+        r["cases"] = cases
+        r["wall_s"] = round(wall, 1)
+        if kill:
+            r["kill"] = kill
+            if kill["case_line"]:
+                r["case_line_replay"] = replay_case_line(repro, m["name"], kill["case_line"])
+            if kill["reproduce"]:
+                r["reproduce_replay"] = replay_string(used, suite, kill["property"], m["name"], kill["reproduce"])
+            if args.repeat and m["bug_class"] == "race":
+                r["repeat_lines"] = repeat_same_line(used, suite, kill, m["name"], args.repeat)
+        results.append(r)
+        status = f"killed by {kill['property']} at {kill['seconds']:.1f} s" if kill else r.get("note", "SURVIVED")
+        print(f"[{m['name']}] {status}; {cases} cases; case line: {kill['case_line'] if kill else '-'}", flush=True)
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+
+    table = markdown(results, meta)
+    print(table)
+    write_table(Path(args.markdown), table)
+    return 0 if all(r.get("kill") for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
