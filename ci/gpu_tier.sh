@@ -229,7 +229,7 @@ for step in "$@"; do
       cat "$LOGS/fuzz/summary.md" 2>/dev/null | head -60 | tee -a "$LOGS/summary.txt"
       grep -q "findings: 0\|no findings" "$LOGS/fuzz/summary.md" 2>/dev/null || true ;;
     mutant=*)
-      # The planted kernel bug (fuzz_kernel_mutant, FLASHCHECK_MUTANT_MISSING_RESCALE) from an empty corpus:
+      # The planted kernel bug (fuzz_kernel_mutant, mutant general-missing-rescale) from an empty corpus:
       # how long the fuzzer takes to find it, then the finding replayed on the real kernel (must pass) and
       # on the host model with the twin defect (must fail).
       secs="${step#mutant=}"

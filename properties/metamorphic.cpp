@@ -565,4 +565,20 @@ void repeated_runs_are_bit_identical(const Case& c) {
   }
 }
 
+void small_grids_give_the_same_bits(const Case& c) {
+  note_case(c);
+  const HostInputs in = inputs_for(c);
+  const RunOutputs full = run_backend(in);
+  // One to three CTAs: every CTA then runs many work items in turn, through the hand-offs between items (the next
+  // item's Q and K/V loaded during this one's last tile, slots released and refilled across items).
+  const int64_t cap = *rc::gen::inRange<int64_t>(1, 4);
+  RC_LOG() << "grid capped at " << cap << " CTA(s)\n";
+  struct CapGuard {
+    explicit CapGuard(int64_t n) { testing::set_grid_cap(n); }
+    ~CapGuard() { testing::set_grid_cap(0); }
+  } guard(cap);
+  const RunOutputs small = run_backend(in);
+  assert_bit_identical("grid of " + std::to_string(cap) + " CTA(s) vs the full grid", full, small, in.params);
+}
+
 }  // namespace flashcheck::properties

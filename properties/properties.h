@@ -25,6 +25,7 @@ void gqa_equals_repeated_heads();
 void merge_of_key_halves_equals_whole();
 void layouts_agree_bit_for_bit(const Case& c);
 void repeated_runs_are_bit_identical(const Case& c);
+void small_grids_give_the_same_bits(const Case& c);
 
 // 4. Memory safety: poisoned outputs fully overwritten, canaries intact, inputs unchanged.
 void memory_safety(const Case& c);

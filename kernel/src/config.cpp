@@ -6,6 +6,7 @@
 #include "common/host_device.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "decode/tiles.h"
 
@@ -73,6 +74,19 @@ int32_t pick_splits(const Params& params, int64_t sm_count) {
   return static_cast<int32_t>(std::min<int64_t>(ceil_div(target, items), cap));
 }
 
+int64_t capped_grid(int64_t grid) {
+  const int64_t cap = testing::grid_cap();
+  return cap > 0 && grid > cap ? cap : grid;
+}
+
 }  // namespace detail
+
+namespace testing {
+namespace {
+std::atomic<int64_t> g_grid_cap{0};
+}  // namespace
+void set_grid_cap(int64_t cap) { g_grid_cap.store(cap > 0 ? cap : 0, std::memory_order_relaxed); }
+int64_t grid_cap() { return g_grid_cap.load(std::memory_order_relaxed); }
+}  // namespace testing
 
 }  // namespace flashcheck

@@ -57,6 +57,10 @@ inline constexpr int32_t kMaxAutoSplits = 128;
 inline constexpr int64_t kModelSmCount = 132;
 int32_t pick_splits(const Params& params, int64_t sm_count);
 
+// A launch's grid under the test control testing::set_grid_cap (attention.h): `grid`, or the cap when one is set
+// and smaller. Every family's launch passes its grid through it; the kernels loop over their work items.
+int64_t capped_grid(int64_t grid);
+
 // can_implement without check_indices: everything but the index arrays' contents (run_prechecked).
 Status check_layout(const Params& params);
 

@@ -215,4 +215,13 @@ int32_t effective_splits(const Params& params);
 // True if a CUDA device is usable by this process (false when built without CUDA).
 bool device_available();
 
+namespace testing {
+// Test control (the property SmallGridsGiveTheSameBits): while cap > 0, every kernel launch uses at most `cap`
+// CTAs, so each CTA of every family runs many work items in turn (the persistent pipelines' hand-offs between
+// items, which a grid of one CTA per item never exercises). 0, the default, restores the normal grids. Results
+// must not change, bit for bit. Process-wide; not for production use.
+void set_grid_cap(int64_t cap);
+int64_t grid_cap();
+}  // namespace testing
+
 }  // namespace flashcheck

@@ -99,7 +99,8 @@ Status launch_split(Args& args, cudaStream_t stream, const Instrumentation* inst
   if (st.ok()) {
     Instrumentation rows;
     if (inst != nullptr) rows = *inst;
-    const unsigned grid = static_cast<unsigned>(args.lse_rows < (int64_t{1} << 20) ? args.lse_rows : (int64_t{1} << 20));
+    const unsigned grid =
+        static_cast<unsigned>(capped_grid(args.lse_rows < (int64_t{1} << 20) ? args.lse_rows : (int64_t{1} << 20)));
     combine_kernel<T, kInst><<<grid, kThreads, 0, stream>>>(static_cast<const ProblemArgs&>(args), rows);
     err = cudaGetLastError();
     if (err != cudaSuccess) {

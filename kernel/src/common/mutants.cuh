@@ -28,6 +28,7 @@ enum PerturbSite : uint32_t {
   kPerturbWsStoreO,          // consumer, before the TMA store of O
   kPerturbGeneralLoad,       // general family, between a K/V tile's load and its barrier
   kPerturbCpAsyncWait,       // cp.async kernel (tensor-core), after the wait for a tile
+  kPerturbCpAsyncIssue,      // cp.async kernels (tensor-core, decode), between issuing one copy group and the next
   kPerturbDecodeWait,        // decode family, after the wait for a tile
   kPerturbTf32Producer,      // split-TF32 producer, before publishing K
   kPerturbTf32Consumer,      // split-TF32 consumer, before P V

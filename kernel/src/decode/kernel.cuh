@@ -191,6 +191,7 @@ struct Warp {
 #pragma unroll
       for (int s = 0; s < kS - 1; ++s) {
         if (run_begin + s < run_end) {
+          FC_PERTURB(kPerturbCpAsyncIssue, s);
           resolve_rows(k_rows, tile_key(run_begin + s), keys_end, lane, rows_next);
           copy_tile(run_begin + s, rows_next);
         }
@@ -464,7 +465,7 @@ Status launch_decode_tile(const Params& params, cudaStream_t stream, const Instr
   }
   return combine::launch_split<T, kInst>(args, stream, inst, [&](const DecodeArgs<kInst>& run_args) -> Status {
     const int64_t blocks = (run_args.work_items + kWarps - 1) / kWarps;
-    const dim3 grid(static_cast<unsigned>(blocks < kGridMax ? blocks : kGridMax));
+    const dim3 grid(static_cast<unsigned>(capped_grid(blocks < kGridMax ? blocks : kGridMax)));
     kernel<<<grid, kWarps * kLanes, Tile::kSmemBytes, stream>>>(run_args);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {

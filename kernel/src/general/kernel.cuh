@@ -414,7 +414,7 @@ Status launch_general_config(const Params& params, cudaStream_t stream, const In
     }
   }
   return combine::launch_split<T, kInst>(args, stream, inst, [&](const GeneralArgs<kInst>& run_args) -> Status {
-    const dim3 grid(static_cast<unsigned>(Cfg::grid_blocks(run_args.work_items)));
+    const dim3 grid(static_cast<unsigned>(capped_grid(Cfg::grid_blocks(run_args.work_items))));
     kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(run_args);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {

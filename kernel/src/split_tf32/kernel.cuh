@@ -590,7 +590,7 @@ Status launch_split_tf32_kernel(void (*kernel)(SplitTf32Args<kInst>), const Para
     return {StatusCode::kCudaError,
             std::string("split_tf32: cudaFuncSetAttribute(max dynamic smem) failed: ") + cudaGetErrorString(err)};
   }
-  const dim3 grid(static_cast<unsigned>(Cfg::grid_blocks(args.work_items)));
+  const dim3 grid(static_cast<unsigned>(capped_grid(Cfg::grid_blocks(args.work_items))));
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(args);
   err = cudaGetLastError();
   if (err != cudaSuccess) {

@@ -714,6 +714,7 @@ struct Forward {
       // Q and K/V for no visible key are never read: with seqlen_k == 0 the pointers may be null.
       if (!prefetched && n_tiles > 0) {
         load_q(a, it, q_smem, slot);
+        FC_PERTURB(kPerturbCpAsyncIssue, step);
         load_kv(a, it, 0, stage_smem(parity), slot);
       }
       // The next item's loads start during this item's last tile if both have K/V tiles. (item_at(next_item) is
@@ -907,7 +908,7 @@ Status launch_variant(const KernelArgs& args, cudaStream_t stream) {
   int64_t resident = 0;
   const Status st = resident_ctas<kernel>(Cfg::kThreads, Cfg::kSmemBytes, &resident);
   if (!st.ok()) return st;
-  const int64_t grid = plan_grid(grid_problem<Cfg>(args), resident);
+  const int64_t grid = capped_grid(plan_grid(grid_problem<Cfg>(args), resident));
   if (grid < 1) return Status::ok_status();
   kernel<<<dim3(static_cast<unsigned>(grid)), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(args);
   const cudaError_t err = cudaGetLastError();

@@ -535,7 +535,7 @@ Status launch_ws_variant(const KernelArgs& args, const TmaMaps& maps, cudaStream
   if (!st.ok()) return st;
   GridProblem problem = grid_problem<Cfg>(args);
   problem.allow_persistent = true;  // the producer runs ahead across items whenever the schedule is balanced
-  const int64_t grid = plan_grid(problem, resident);
+  const int64_t grid = capped_grid(plan_grid(problem, resident));
   if (grid < 1) return Status::ok_status();
   kernel<<<dim3(static_cast<unsigned>(grid)), Ws::kThreads, Ws::kSmemBytes, stream>>>(args, maps);
   const cudaError_t err = cudaGetLastError();
