@@ -1,8 +1,12 @@
 // Properties 1 and 4: agreement with the exact oracle within the error model's bound, and memory safety
 // (every output element written, canaries intact around the outputs and the sink, inputs and sink untouched).
 // Both take any case, special values, windows, softcaps and sinks included: rows the oracle marks unconstrained
-// make no numeric claim, and memory safety holds regardless.
+// make no numeric claim, and memory safety holds regardless. LongCachesAgreeWithOracle holds decoding over caches
+// larger than the GPU's L2 cache to the oracle on sampled rows (GPU tier).
 #include <rapidcheck.h>
+
+#include <algorithm>
+#include <string>
 
 #include "checks.h"
 #include "properties.h"
@@ -44,6 +48,40 @@ void memory_safety(const Case& c) {
   RC_ASSERT(out.canaries_intact);
   RC_ASSERT(out.inputs_unchanged);
   RC_ASSERT(in.hash() == hash_before);
+}
+
+void long_caches_agree_with_oracle() {
+  // Decoding shapes (every query row of a K/V head's query heads in one 16-row tile) over 48-128 MB of K and as
+  // much V: past the L2 cache, so the decode family's copy ring waits on HBM at every tile, the regime in which a
+  // wait for one copy group too few reads a stage before its tile has landed. K and V are uniform (a stale tile
+  // holds other values), the split count the heuristic's or one.
+  Case c;
+  c.dtype = *rc::gen::element(DType::kF16, DType::kBF16);
+  c.head_dim = *rc::gen::element<int64_t>(64, 128, 256);
+  c.heads_kv = *rc::gen::element<int64_t>(1, 2, 4, 8);
+  const int64_t group = *rc::gen::element<int64_t>(1, 2, 4, 8);
+  c.heads_q = c.heads_kv * group;
+  c.seqlen_q = *rc::gen::inRange<int64_t>(1, 16 / group + 1);
+  c.seqlen_k = *rc::gen::inRange<int64_t>(2048, 16385);
+  const int64_t k_elements = *rc::gen::inRange<int64_t>(24, 65) << 20;
+  c.batch = std::max<int64_t>(1, k_elements / (c.heads_kv * c.seqlen_k * c.head_dim));
+  c.mask = *rc::gen::element(Mask::kNone, Mask::kCausalBottomRight);
+  c.splits = *rc::gen::element<int32_t>(0, 0, 1);
+  c.q = ValueSpec{DistKind::kNormal, 0.0, 1.0};
+  c.k = ValueSpec{DistKind::kUniform, -1.0, 1.0};
+  c.v = ValueSpec{DistKind::kUniform, -1.0, 1.0};
+  c.seed = *rc::gen::inRange<uint64_t>(0, uint64_t{1} << 32);
+  note_case(c);
+  const HostInputs in = inputs_for(c);
+  const RunOutputs out = run_backend(in);
+  RC_LOG() << "kernel: " << out.config.name << "\n";
+  note_coverage(std::string("config=") + out.config.name);
+  // Sampled rows: the structural ones and 64 random ones (every row of a wrong stage is wrong).
+  JudgeOptions options = judge_options();
+  options.check_stats = false;
+  options.full_check_limit = 0;
+  options.random_rows = 64;
+  assert_verdict(judge(c, in, out, options));
 }
 
 }  // namespace flashcheck::properties

@@ -281,7 +281,10 @@ rc::Gen<Case> gen_family(const Case& base, ValueFamily family, const KernelConfi
     case ValueFamily::kSpecial: {
       auto plain = gen::apply(with, gen_normal(), gen_normal(), gen_v);
       return gen::mapcat(plain, [cfg](Case c) {
-        const std::vector<double> values = {kNan, kNan, kInf, -kInf, -0.0};
+        // The dtype's largest finite magnitudes too: finite values no fp32 split into TF32 parts carries, whose
+        // scores the split-TF32 family must recompute in fp32.
+        const double max = dtype_max(c.dtype);
+        const std::vector<double> values = {kNan, kNan, kInf, -kInf, -0.0, max, -max};
         return gen::map(gen_injections(c, values, cfg), [c](std::vector<Injection> inj) {
           Case out = c;
           out.inject = std::move(inj);
@@ -466,8 +469,9 @@ const char* to_string(ValueFamily family) {
 }
 
 ValueFamily value_family(const Case& c) {
-  const bool special_injection = std::any_of(c.inject.begin(), c.inject.end(), [](const Injection& inj) {
-    return !std::isfinite(inj.value) || (inj.value == 0.0 && std::signbit(inj.value));
+  const bool special_injection = std::any_of(c.inject.begin(), c.inject.end(), [&c](const Injection& inj) {
+    return !std::isfinite(inj.value) || (inj.value == 0.0 && std::signbit(inj.value)) ||
+           std::abs(inj.value) == dtype_max(c.dtype);
   });
   auto any = [&](DistKind kind) { return c.q.kind == kind || c.k.kind == kind || c.v.kind == kind; };
   if (special_injection) return ValueFamily::kSpecial;

@@ -48,7 +48,7 @@ enum class ValueFamily : int32_t {
   kMaskedThenNegative, // causal mask (fully masked leading K tiles for early rows) and all-negative scores
   kTies,               // several keys tie for the row max, a few fall below it
   kNegativeZero,       // -0.0 everywhere in one or more tensors
-  kSpecial,            // NaN / +-Inf / -0.0 injected at chosen positions (also where the mask hides them)
+  kSpecial,            // NaN / +-Inf / -0.0 / +-the largest finite injected at chosen positions (also hidden ones)
   kMixed,              // none of the above (a shrunk case can land here)
 };
 inline constexpr int kValueFamilyCount = 12;

@@ -36,6 +36,7 @@ enum class Mutant : int32_t {
   kTcSoftcapAfterMask,
   kTcSinkIgnored,
   kTcCpAsyncWaitShort,
+  kTcOffset32Bit,
   kWsKFullNotAwaited,
   kWsVReleasedEarly,
   kWsQReleasedEarly,
@@ -98,6 +99,9 @@ inline constexpr MutantInfo kMutants[] = {
     {Mutant::kTcSinkIgnored, "tc-sink-ignored", "tensor_core", "attention sink", "the epilogue leaves the sink out"},
     {Mutant::kTcCpAsyncWaitShort, "tc-cp-async-wait-short", "tensor_core", "race",
      "the cp.async kernel waits for all but the newest copy group: K/V may not have landed"},
+    {Mutant::kTcOffset32Bit, "tc-offset-32bit", "tensor_core", "large tensors",
+     "the cp.async kernel computes each (batch, head)'s element offset in 32-bit unsigned arithmetic: it wraps "
+     "past 2^32 elements"},
     {Mutant::kWsKFullNotAwaited, "ws-k-full-not-awaited", "ws", "race",
      "consumers issue S = Q K^T without waiting for K's TMA load"},
     {Mutant::kWsVReleasedEarly, "ws-v-released-early", "ws", "race",

@@ -2,9 +2,10 @@
 // builds. In a FLASHCHECK_MUTANTS build each translation unit holds the selected mutant's id in a __constant__ of
 // its own, which every launch of the unit refreshes from FLASHCHECK_MUTANT (FC_UPLOAD_MUTANT) before its kernels
 // run, and FC_MUTANT(id) reads it. FLASHCHECK_PERTURB=<seed> (a nonzero integer) makes FC_PERTURB(site, n)
-// sleep a seeded 0-4 us at the producer and consumer points of the pipelines where a missing wait or an early
-// release opens a race window: the delays depend on the seed, the site, the CTA, the warp and the tile, so a
-// seed widens the same windows on every run. In every other build FC_MUTANT is the constant false and the other
+// sleep a seeded 0-8 us at the producer and consumer points of the pipelines where a missing wait or an early
+// release opens a race window, in seeded regimes that hold back one side or the other (perturb() below): the
+// delays depend on the seed, the site, the CTA, the warp and the tile, so a seed widens the same windows on
+// every run. In every other build FC_MUTANT is the constant false and the other
 // two do nothing, so production code holds no mutant and no delay.
 #pragma once
 
@@ -72,17 +73,36 @@ static inline Status upload(cudaStream_t stream) {
   return Status::ok_status();
 }
 
-// The seeded delay of FC_PERTURB: a hash of (seed, site, CTA, warp, n), 0 to 4095 ns.
-static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
-  if (g_perturb == 0) return;
-  uint32_t h = g_perturb * 0x9e3779b1u ^ site * 0x85ebca77u ^ blockIdx.x * 0xc2b2ae3du ^
-               (threadIdx.x / 32) * 0x27d4eb2fu ^ n * 0x165667b1u;
+// Whether a site delays the side that fills a buffer (a copy or load issued) or the side that reads and releases
+// it.
+static __device__ __forceinline__ bool producer_site(uint32_t site) {
+  return site == kPerturbWsProducerK || site == kPerturbWsProducerV || site == kPerturbWsProducerQ ||
+         site == kPerturbGeneralLoad || site == kPerturbCpAsyncIssue || site == kPerturbTf32Producer;
+}
+
+static __device__ __forceinline__ uint32_t mix(uint32_t h) {
   h ^= h >> 15;
   h *= 0x2c1b3c6du;
   h ^= h >> 12;
   h *= 0x297a2d39u;
   h ^= h >> 15;
-  __nanosleep(h % 4096u);
+  return h;
+}
+
+// The seeded delay of FC_PERTURB. Each run of four consecutive n of a CTA draws a regime from (seed, CTA, n / 4):
+// both sides 0-4 us, or the producers' side held back (2-8 us, the readers not at all: a missing wait reads a
+// buffer before it lands), or the readers' side (an early release lets the next fill overwrite what is still
+// read). The delay itself hashes (seed, site, CTA, warp, n).
+static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
+  if (g_perturb == 0) return;
+  const uint32_t regime = mix(g_perturb * 0x9e3779b1u ^ blockIdx.x * 0xc2b2ae3du ^ (n / 4) * 0x165667b1u) % 3;
+  const uint32_t h = mix(g_perturb * 0x9e3779b1u ^ site * 0x85ebca77u ^ blockIdx.x * 0xc2b2ae3du ^
+                         (threadIdx.x / 32) * 0x27d4eb2fu ^ n * 0x165667b1u);
+  if (regime == 0) {
+    __nanosleep(h % 4096u);
+  } else if ((regime == 1) == producer_site(site)) {
+    __nanosleep(2048u + h % 6144u);
+  }
 }
 
 }  // namespace flashcheck::detail::mutants

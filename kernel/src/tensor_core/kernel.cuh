@@ -659,17 +659,28 @@ struct Forward {
     return it;
   }
 
+  // Element (b, h, row 0, dim 0) of t (64-bit offsets; the mutant tc-offset-32bit wraps them at 2^32).
+  template <typename P>
+  __device__ static P* head_of(const TensorArg& t, int64_t b, int64_t h) {
+    if (FC_MUTANT(kTcOffset32Bit)) {
+      const uint32_t offset = static_cast<uint32_t>(b) * static_cast<uint32_t>(t.stride.batch) +
+                              static_cast<uint32_t>(h) * static_cast<uint32_t>(t.stride.head);
+      return static_cast<P*>(const_cast<void*>(t.ptr)) + offset;
+    }
+    return t.template head<P>(b, h);
+  }
+
   // cp.async of the item's Q tile, one commit group.
   __device__ static void load_q(const KernelArgs& a, const Item& it, uint32_t q_smem, const LoadSlot& slot) {
-    const T* q_head = a.q.template head<const T>(it.b, it.h);
+    const T* q_head = head_of<const T>(a.q, it.b, it.h);
     load_tile<Cfg::kBlockM>(q_smem, q_head, it.q0, a.q.stride.row, it.q_rows, slot);
     cp_async_commit();
   }
 
   // cp.async of the item's K/V tile n (n < n_tiles) into one ring stage: K, then V, one commit group.
   __device__ static void load_kv(const KernelArgs& a, const Item& it, int n, uint32_t stage, const LoadSlot& slot) {
-    const T* k_head = a.k.template head<const T>(it.b, it.hk);
-    const T* v_head = a.v.template head<const T>(it.b, it.hk);
+    const T* k_head = head_of<const T>(a.k, it.b, it.hk);
+    const T* v_head = head_of<const T>(a.v, it.b, it.hk);
     const int64_t k0 = int64_t{it.first + n} * Cfg::kBlockN;
     load_tile<Cfg::kBlockN>(stage, k_head, k0, a.k.stride.row, a.seqlen_k - k0, slot);
     load_tile<Cfg::kBlockN>(stage + Cfg::kKVTileSmemBytes, v_head, k0, a.v.stride.row, a.seqlen_k - k0, slot);
@@ -817,7 +828,7 @@ struct Forward {
       // the next item's tile already); an item without K/V tiles uses the stage the next item's tile 0 skips.
       const uint32_t o_smem = stage_smem(n_tiles > 0 ? parity + n_tiles - 1 : parity + 1);
       if (n_tiles > 0) __syncthreads();
-      T* o_head = a.o.template head<T>(b, h);
+      T* o_head = head_of<T>(a.o, b, h);
       stage_o_and_lse(st, a, o_smem, q0, bh, warp_row0, lane);
       __syncwarp();
       constexpr int kStorePerLane = Cfg::kRowsPerWarp * Cfg::kChunksPerRow / kWarpSize;
