@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
-# Overnight fuzzing: fuzz_kernel with one worker per GPU (each its own CUDA_VISIBLE_DEVICES; --gpus N|all
-# picks the first N GPUs ci/resource_spec.sh finds, default all), the CPU targets (fuzz_model, fuzz_api) on
-# the remaining cores, all workers of a target sharing one corpus directory that libFuzzer reloads
-# (-reload=1) and one findings directory. A worker that stops on a finding is restarted for the rest of the
-# budget. While they run, a one-line status every FLASHCHECK_FUZZ_STATUS_SECONDS (default 60). At the end the
-# corpora are merged (-merge=1) and OUTDIR/summary.md lists per target the executions per second, the
-# features (libFuzzer's cov/ft), the corpus size, the rate of each GPU worker, and every finding with its
-# case line (replayable on one GPU with flashcheck-repro); OUTDIR/summary.json holds the same for dashboards
-# (schema in fuzz/README.md, "Nightly summary JSON").
+# Overnight fuzzing: fuzz_kernel once per size profile (targets fuzz_kernel:small and fuzz_kernel:medium,
+# FLASHCHECK_FUZZ_PROFILE, fuzz/README.md), each with several workers on every GPU (each worker its own process
+# and CUDA_VISIBLE_DEVICES; --gpus N|all picks the first N GPUs ci/resource_spec.sh finds, default all): a small
+# case keeps the GPU busy for well under a millisecond and its host side (input generation, the oracle's rows)
+# for a few, so the GPU's rate comes from processes sharing it. The CPU targets (fuzz_model, fuzz_api) run on the
+# remaining cores. All workers of a target share one corpus directory that libFuzzer reloads (-reload=1) and
+# one findings directory. A worker that stops on a finding is restarted for the rest of the budget. While they
+# run, a one-line status every FLASHCHECK_FUZZ_STATUS_SECONDS (default 60). At the end the corpora are merged
+# (-merge=1) and OUTDIR/summary.md lists per target the executions per second, the features (libFuzzer's
+# cov/ft) and their gain per second, the corpus size, the rate of each GPU worker, fuzz_kernel's time per stage,
+# and every finding with its case line (replayable on one GPU with flashcheck-repro); OUTDIR/summary.json holds
+# the same for dashboards (schema in fuzz/README.md, "Nightly summary JSON").
 #
 #   ci/nightly_fuzz.sh [--gpus N|all] BUDGET_SECONDS OUTDIR
 #
-# Environment: FLASHCHECK_FUZZ_BUILD (build dir, default build/fuzz; configured with the fuzz preset and
-# built here unless FLASHCHECK_FUZZ_NO_BUILD=1), FLASHCHECK_FUZZ_CORPUS (a corpus directory kept between
-# nights, default OUTDIR/corpus), FLASHCHECK_FUZZ_CPU_WORKERS (workers per CPU target; default: the cores
-# left after the GPU workers, split between the two CPU targets, at least 1 each).
+# Environment: FLASHCHECK_FUZZ_BUILD (build dir of the CPU targets, default build/fuzz; configured with the fuzz
+# preset and built here unless FLASHCHECK_FUZZ_NO_BUILD=1), FLASHCHECK_FUZZ_KERNEL_BUILD (build dir of fuzz_kernel,
+# default build/fuzz-kernel, or FLASHCHECK_FUZZ_BUILD with FLASHCHECK_FUZZ_NO_BUILD=1: the fuzz preset with
+# FLASHCHECK_FUZZ_SANITIZE empty, libFuzzer's coverage without ASan and UBSan, which multiply the host side's time
+# by 3 to 6; fuzz_model and fuzz_api keep them on the same host code), FLASHCHECK_FUZZ_PROFILES (fuzz_kernel's size profiles, default "small medium"; "all" is the
+# unbounded one), FLASHCHECK_FUZZ_KERNEL_WORKERS (workers per profile per GPU; default: three quarters of the
+# cores split over the profiles and GPUs, at least 1), FLASHCHECK_FUZZ_CORPUS (a corpus directory kept between
+# nights, default OUTDIR/corpus), FLASHCHECK_FUZZ_CPU_WORKERS (workers per CPU target; default: the cores left
+# after the GPU workers, split between the two CPU targets, at least 1 each).
 # Exit status: 0 with no finding, 1 with findings, 2 on a usage or build error.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,12 +31,14 @@ root=$(pwd)
 usage() {
   cat <<'USAGE'
 usage: ci/nightly_fuzz.sh [--gpus N|all] BUDGET_SECONDS OUTDIR
-  fuzz_kernel on each GPU (one worker per GPU, shared corpus and findings) and the CPU targets on the remaining
-  cores for BUDGET_SECONDS, a status line every minute, then merge the corpora and write OUTDIR/summary.md
-  and OUTDIR/summary.json (executions/s per target and per GPU, coverage and its growth, corpus size, every
-  finding with its case line and replay command; JSON schema in fuzz/README.md).
+  fuzz_kernel per size profile (fuzz_kernel:small, fuzz_kernel:medium; several workers per GPU, shared corpus and
+  findings per target) and the CPU targets on the remaining cores for BUDGET_SECONDS, a status line every minute,
+  then merge the corpora and write OUTDIR/summary.md and OUTDIR/summary.json (executions/s and features gained
+  per second per target, per GPU worker, corpus size, every finding with its case line and replay command; JSON
+  schema in fuzz/README.md).
   --gpus N|all   the first N GPUs, or all of them (default; ci/resource_spec.sh --visible finds them)
-environment: FLASHCHECK_FUZZ_BUILD, FLASHCHECK_FUZZ_NO_BUILD=1, FLASHCHECK_FUZZ_CORPUS, FLASHCHECK_FUZZ_CPU_WORKERS,
+environment: FLASHCHECK_FUZZ_BUILD, FLASHCHECK_FUZZ_KERNEL_BUILD, FLASHCHECK_FUZZ_NO_BUILD=1, FLASHCHECK_FUZZ_PROFILES,
+  FLASHCHECK_FUZZ_KERNEL_WORKERS, FLASHCHECK_FUZZ_CORPUS, FLASHCHECK_FUZZ_CPU_WORKERS,
   FLASHCHECK_FUZZ_STATUS_SECONDS (status line period, default 60; 0: none)
 exit status: 0 no finding, 1 findings, 2 usage or build error
 USAGE
@@ -49,6 +59,10 @@ fi
 budget=$1
 out=$(mkdir -p "$2" && cd "$2" && pwd)
 build=${FLASHCHECK_FUZZ_BUILD:-$root/build/fuzz}
+kernel_build=${FLASHCHECK_FUZZ_KERNEL_BUILD:-$root/build/fuzz-kernel}
+# Prebuilt binaries (FLASHCHECK_FUZZ_NO_BUILD=1) without a kernel build of their own: fuzz_kernel lies beside the rest.
+[ "${FLASHCHECK_FUZZ_NO_BUILD:-0}" = 1 ] && [ -z "${FLASHCHECK_FUZZ_KERNEL_BUILD:-}" ] && kernel_build=$build
+read -r -a profiles <<<"${FLASHCHECK_FUZZ_PROFILES:-small medium}"
 corpus_root=${FLASHCHECK_FUZZ_CORPUS:-$out/corpus}
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 
@@ -60,21 +74,59 @@ if ! gpu_text=$(bash "$root/ci/resource_spec.sh" --gpus "$gpus_arg" --visible 2>
 fi
 [ -n "$gpu_text" ] && mapfile -t gpu_list <<<"$gpu_text"
 gpus=${#gpu_list[@]}
-targets=(fuzz_model fuzz_api)
-[ "$gpus" -gt 0 ] && targets=(fuzz_kernel "${targets[@]}")
+# Targets by file-safe name: fuzz_kernel-PROFILE (shown as fuzz_kernel:PROFILE), fuzz_model, fuzz_api.
+kernel_targets=()
+if [ "$gpus" -gt 0 ]; then
+  for p in "${profiles[@]}"; do
+    [[ $p == small || $p == medium || $p == all ]] || { echo "nightly_fuzz.sh: unknown profile '$p'" >&2; exit 2; }
+    kernel_targets+=("fuzz_kernel-$p")
+  done
+fi
+targets=("${kernel_targets[@]}" fuzz_model fuzz_api)
+shown() { case $1 in fuzz_kernel-*) echo "fuzz_kernel:${1#fuzz_kernel-}" ;; *) echo "$1" ;; esac; }
+profile_of() { case $1 in fuzz_kernel-*) echo "${1#fuzz_kernel-}" ;; esac; }
 
-if [ "${FLASHCHECK_FUZZ_NO_BUILD:-0}" != 1 ]; then
-  if [ ! -f "$build/CMakeCache.txt" ]; then
-    cmake --preset fuzz -B "$build" >"$out/configure.log" 2>&1 || { echo "configure failed: $out/configure.log" >&2; exit 2; }
+# build_in DIR LOG_STEM CONFIGURE_ARGS... -- TARGETS...: configure DIR with the fuzz preset if needed, build TARGETS.
+build_in() {
+  local dir=$1 stem=$2; shift 2
+  local configure=()
+  while [ "$1" != -- ]; do configure+=("$1"); shift; done
+  shift
+  if [ ! -f "$dir/CMakeCache.txt" ]; then
+    cmake --preset fuzz -B "$dir" "${configure[@]}" >"$out/$stem-configure.log" 2>&1 ||
+      { echo "configure failed: $out/$stem-configure.log" >&2; return 1; }
   fi
-  cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" flashcheck-fuzz-decode >"$out/build.log" 2>&1 ||
-    { echo "build failed: $out/build.log" >&2; exit 2; }
+  cmake --build "$dir" -j "$(nproc)" --target "$@" >"$out/$stem-build.log" 2>&1 ||
+    { echo "build failed: $out/$stem-build.log" >&2; return 1; }
+}
+if [ "${FLASHCHECK_FUZZ_NO_BUILD:-0}" != 1 ]; then
+  build_in "$build" cpu -- fuzz_model fuzz_api flashcheck-fuzz-decode || exit 2
+  if [ ${#kernel_targets[@]} -gt 0 ]; then
+    build_in "$kernel_build" kernel -DFLASHCHECK_FUZZ_SANITIZE= -- fuzz_kernel || exit 2
+  fi
 fi
 build=$(cd "$build" && pwd)
-binary() { find "$build" -type f -name "$1" -perm -u+x | head -1; }
+[ ${#kernel_targets[@]} -gt 0 ] && kernel_build=$(cd "$kernel_build" && pwd)
+# binary TARGET: the executable a target runs (fuzz_kernel-* run fuzz_kernel of the kernel build).
+binary() {
+  case $1 in
+    fuzz_kernel-*) find "$kernel_build" -type f -name fuzz_kernel -perm -u+x | head -1 ;;
+    *) find "$build" -type f -name "$1" -perm -u+x | head -1 ;;
+  esac
+}
+dict_of() { case $1 in fuzz_kernel-*) echo fuzz_kernel ;; *) echo "$1" ;; esac; }
 
 cores=$(nproc)
-cpu_workers=${FLASHCHECK_FUZZ_CPU_WORKERS:-$(( (cores - gpus) / 2 ))}
+kernel_workers=0 kernel_threads=1
+if [ ${#kernel_targets[@]} -gt 0 ]; then
+  kernel_workers=${FLASHCHECK_FUZZ_KERNEL_WORKERS:-$(( cores * 3 / 4 / (${#kernel_targets[@]} * gpus) ))}
+  [ "$kernel_workers" -lt 1 ] && kernel_workers=1
+  # The oracle's threads per worker (OpenMP): the GPU targets' three quarters of the cores over their workers.
+  kernel_threads=$(( cores * 3 / 4 / (${#kernel_targets[@]} * gpus * kernel_workers) ))
+  [ "$kernel_threads" -lt 1 ] && kernel_threads=1
+fi
+all_kernel_workers=$(( ${#kernel_targets[@]} * gpus * kernel_workers ))
+cpu_workers=${FLASHCHECK_FUZZ_CPU_WORKERS:-$(( (cores - all_kernel_workers * kernel_threads) / 2 ))}
 [ "$cpu_workers" -lt 1 ] && cpu_workers=1
 
 mkdir -p "$out/logs" "$out/findings"
@@ -83,7 +135,7 @@ for t in "${targets[@]}"; do
 done
 
 deadline=$(( $(date +%s) + budget ))
-timeout_for() { case $1 in fuzz_kernel) echo 120 ;; fuzz_model) echo 60 ;; *) echo 20 ;; esac; }
+timeout_for() { case $1 in fuzz_kernel*) echo 120 ;; fuzz_model) echo 60 ;; *) echo 20 ;; esac; }
 
 # worker TARGET NAME [VAR=VALUE...]: fuzz until the deadline, restarting after each finding.
 worker() {
@@ -98,8 +150,8 @@ worker() {
     runs=$((runs + 1))
     echo "=== run $runs of $name: ${left}s left" >>"$log"
     env "$@" "$bin" -max_total_time="$left" -reload=1 -timeout="$(timeout_for "$target")" -rss_limit_mb=8192 \
-      -print_final_stats=1 -artifact_prefix="$out/findings/$target/" -dict="$root/fuzz/dict/$target.dict" \
-      "$corpus_root/$target" "$root/fuzz/corpus/$target" >>"$log" 2>&1
+      -print_final_stats=1 -artifact_prefix="$out/findings/$target/" -dict="$root/fuzz/dict/$(dict_of "$target").dict" \
+      "$corpus_root/$target" "$root/fuzz/corpus/$(dict_of "$target")" >>"$log" 2>&1
     local rc=$?
     echo "=== exit $rc" >>"$log"
     [ "$rc" -eq 0 ] && break  # time is up (or no device after all: the target says so and exits 0)
@@ -107,10 +159,16 @@ worker() {
   done
 }
 
-echo "flashcheck nightly fuzz: ${budget}s, $gpus GPU(s), $cpu_workers worker(s) per CPU target, output $out"
+echo "flashcheck nightly fuzz: ${budget}s, $gpus GPU(s) with $kernel_workers worker(s) per profile each" \
+  "(${profiles[*]}, $kernel_threads oracle thread(s) each), $cpu_workers worker(s) per CPU target, output $out"
 pids=()
-for ((g = 0; g < gpus; ++g)); do
-  worker fuzz_kernel "fuzz_kernel-gpu$g" CUDA_VISIBLE_DEVICES="${gpu_list[$g]}" & pids+=($!)
+for t in "${kernel_targets[@]}"; do
+  for ((g = 0; g < gpus; ++g)); do
+    for ((w = 0; w < kernel_workers; ++w)); do
+      worker "$t" "$t-gpu$g-w$w" CUDA_VISIBLE_DEVICES="${gpu_list[$g]}" FLASHCHECK_FUZZ_PROFILE="$(profile_of "$t")" \
+        OMP_NUM_THREADS="$kernel_threads" FLASHCHECK_FUZZ_TIMING=1 & pids+=($!)
+    done
+  done
 done
 for t in fuzz_model fuzz_api; do
   for ((w = 0; w < cpu_workers; ++w)); do
@@ -132,13 +190,13 @@ if [[ $status_every =~ ^[1-9][0-9]*$ ]]; then
       now=$(date +%s)
       [ "$now" -ge "$deadline" ] && break
       line="fuzz: $((now - start))/${budget}s"
-      for t in fuzz_kernel fuzz_model fuzz_api; do
+      for t in "${targets[@]}"; do
         n=0 execs=0
         for log in "$out"/logs/"$t"-*[0-9].log; do
           [ -f "$log" ] || continue
           n=$((n + 1)) execs=$((execs + $(executions "$log")))
         done
-        [ "$n" -gt 0 ] && line+=", $t x$n $execs execs ($((execs / (now - start + 1)))/s)"
+        [ "$n" -gt 0 ] && line+=", $(shown "$t") x$n $execs execs ($((execs / (now - start + 1)))/s)"
       done
       line+=", findings $(find "$out/findings" -name 'finding-*.case' -o -name 'crash-*' -o -name 'timeout-*' \
         -o -name 'oom-*' -o -name 'leak-*' 2>/dev/null | wc -l)"
@@ -155,8 +213,8 @@ for t in "${targets[@]}"; do
   bin=$(binary "$t")
   merged="$corpus_root/$t.merged"
   rm -rf "$merged" && mkdir -p "$merged"
-  env CUDA_VISIBLE_DEVICES="$( [ "$t" = fuzz_kernel ] && echo "${gpu_list[0]}")" \
-    "$bin" -merge=1 -timeout="$(timeout_for "$t")" -artifact_prefix="$out/findings/$t/" \
+  env CUDA_VISIBLE_DEVICES="$( [ -n "$(profile_of "$t")" ] && echo "${gpu_list[0]}")" \
+    FLASHCHECK_FUZZ_PROFILE="$(profile_of "$t")" "$bin" -merge=1 -timeout="$(timeout_for "$t")" -artifact_prefix="$out/findings/$t/" \
     "$merged" "$corpus_root/$t" >"$out/logs/$t-merge.log" 2>&1 &&
     rm -rf "$corpus_root/$t" && mv "$merged" "$corpus_root/$t"
 done
@@ -171,28 +229,32 @@ findings_tsv="$out/logs/findings.tsv"
 : >"$findings_tsv"
 tsv_row() { local IFS=$'\t' f; local fields=(); for f in "$@"; do fields+=("$(tr '\t\n' '  ' <<<"$f" | sed 's/ $//')"); done; echo "${fields[*]}"; }
 for t in "${targets[@]}"; do
-  backend=model; [ "$t" = fuzz_kernel ] && backend=gpu
+  backend=model; [ -n "$(profile_of "$t")" ] && backend=gpu
+  name=$(shown "$t")
   declare -A seen=()
   n=0
   for f in "$out/findings/$t"/finding-*.case; do
     [ -f "$f" ] || continue
     n=$((n + 1)); seen["$(head -1 "$f")"]=1
-    findings_md+="- \`$t\` $(basename "$f"): \`$(head -1 "$f")\`"$'\n'
+    findings_md+="- \`$name\` $(basename "$f"): \`$(head -1 "$f")\`"$'\n'
     findings_md+="  - $(grep -m1 -vE '^(target|backend|case):|^$' "${f%.case}.txt" 2>/dev/null)"$'\n'
     findings_md+="  - replay: \`flashcheck-repro --backend $backend --file $f\`"$'\n'
-    tsv_row "$t" "$f" verdict "$(head -1 "$f")" "$(grep -m1 -vE '^(target|backend|case):|^$' "${f%.case}.txt" 2>/dev/null)" \
+    tsv_row "$name" "$f" verdict "$(head -1 "$f")" "$(grep -m1 -vE '^(target|backend|case):|^$' "${f%.case}.txt" 2>/dev/null)" \
       "flashcheck-repro --backend $backend --file $f" >>"$findings_tsv"
   done
   for f in "$out/findings/$t"/{crash,leak,timeout,oom}-*; do
     [ -f "$f" ] || continue
     line=""
-    [ "$t" != fuzz_api ] && [ -n "$decode" ] && line=$("$decode" "$f" 2>/dev/null)
+    # A binary input decodes to its case under the profile it ran with.
+    [ "$t" != fuzz_api ] && [ -n "$decode" ] && line=$(FLASHCHECK_FUZZ_PROFILE="$(profile_of "$t")" "$decode" "$f" 2>/dev/null)
     [ -n "$line" ] && [ -n "${seen[$line]:-}" ] && continue
     n=$((n + 1))
-    findings_md+="- \`$t\` $(basename "$f") (sanitizer report, crash, timeout or out-of-memory; see logs/$t-*.log)${line:+: \`$line\`}"$'\n'
-    findings_md+="  - replay: \`$(binary "$t") $f\`"$'\n'
+    replay="$(binary "$t") $f"
+    [ -n "$(profile_of "$t")" ] && replay="FLASHCHECK_FUZZ_PROFILE=$(profile_of "$t") $replay"
+    findings_md+="- \`$name\` $(basename "$f") (sanitizer report, crash, timeout or out-of-memory; see logs/$t-*.log)${line:+: \`$line\`}"$'\n'
+    findings_md+="  - replay: \`$replay\`"$'\n'
     kind=$(basename "$f"); kind=${kind%%-*}
-    tsv_row "$t" "$f" "$kind" "$line" "see logs/$t-*.log" "$(binary "$t") $f" >>"$findings_tsv"
+    tsv_row "$name" "$f" "$kind" "$line" "see logs/$t-*.log" "$replay" >>"$findings_tsv"
   done
   unset seen
   count[$t]=$n
@@ -203,14 +265,16 @@ targets_tsv="$out/logs/targets.tsv"
 : >"$targets_tsv"
 : >"$out/logs/gpu_workers.tsv"
 total_findings=0
+per_s() { awk -v n="$1" -v b="$budget" 'BEGIN {printf "%.2f", (b > 0 ? n / b : 0)}'; }
 {
   echo "# flashcheck nightly fuzz, $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
   # "-dirty": the fuzzed tree is not that commit (local changes, or a working tree copied beside an old .git).
-  echo "Budget ${budget}s; $gpus GPU worker(s); $cpu_workers worker(s) per CPU target; commit $(git describe --always --dirty 2>/dev/null || echo unknown)."
+  echo "Budget ${budget}s; $gpus GPU(s), $kernel_workers fuzz_kernel worker(s) per profile on each ($kernel_threads oracle" \
+    "thread(s) each); $cpu_workers worker(s) per CPU target; commit $(git describe --always --dirty 2>/dev/null || echo unknown)."
   echo
-  echo "| target | workers | executions | exec/s | cov | ft | corpus (merged) | findings |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "| target | workers | executions | exec/s | cov | ft | ft gained/s | new inputs/s | corpus (merged) | findings |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
   for t in "${targets[@]}"; do
     logs=("$out"/logs/"$t"-*[0-9].log)
     execs=$(cat "${logs[@]}" | awk '/^stat::number_of_executed_units/ {s += $NF} END {print s + 0}')
@@ -223,28 +287,43 @@ total_findings=0
     new_inputs=$(cat "${logs[@]}" | grep -cE '^#[0-9]+[[:space:]]+NEW')
     cov_initial=$(cat "${logs[@]}" | grep -E '^#[0-9]+[[:space:]]+INITED' | grep -oE 'cov: [0-9]+' |
       awk 'NR == 1 || $2 < m {m = $2} END {print m + 0}')
-    tsv_row "$t" "${#logs[@]}" "$execs" "$cov" "$ft" "$size" "${count[$t]}" "$new_inputs" "$cov_initial" >>"$targets_tsv"
-    echo "| $t | ${#logs[@]} | $execs | $rate | $cov | $ft | $size | ${count[$t]} |"
+    ft_initial=$(cat "${logs[@]}" | grep -E '^#[0-9]+[[:space:]]+INITED' | grep -oE 'ft: [0-9]+' |
+      awk 'NR == 1 || $2 < m {m = $2} END {print m + 0}')
+    tsv_row "$(shown "$t")" "${#logs[@]}" "$execs" "$cov" "$ft" "$size" "${count[$t]}" "$new_inputs" "$cov_initial" \
+      "$ft_initial" >>"$targets_tsv"
+    echo "| $(shown "$t") | ${#logs[@]} | $execs | $rate | $cov | $ft | $(per_s $((ft - ft_initial))) |" \
+      "$(per_s "$new_inputs") | $size | ${count[$t]} |"
   done
-  if [ "$gpus" -gt 0 ]; then
+  if [ ${#kernel_targets[@]} -gt 0 ]; then
     echo
-    echo "| fuzz_kernel worker | CUDA_VISIBLE_DEVICES | executions | exec/s |"
-    echo "|---|---|---|---|"
-    for ((g = 0; g < gpus; ++g)); do
-      execs=$(awk '/^stat::number_of_executed_units/ {s += $NF} END {print s + 0}' "$out/logs/fuzz_kernel-gpu$g.log")
-      tsv_row "gpu$g" "${gpu_list[$g]}" "$execs" >>"$out/logs/gpu_workers.tsv"
-      echo "| gpu$g | ${gpu_list[$g]} | $execs | $(awk -v e="$execs" -v b="$budget" 'BEGIN {printf "%.1f", (b > 0 ? e / b : 0)}') |"
+    echo "| fuzz_kernel worker | target | CUDA_VISIBLE_DEVICES | executions | exec/s | time per stage (the worker's last run) |"
+    echo "|---|---|---|---|---|---|"
+    for t in "${kernel_targets[@]}"; do
+      for ((g = 0; g < gpus; ++g)); do
+        for ((w = 0; w < kernel_workers; ++w)); do
+          log="$out/logs/$t-gpu$g-w$w.log"
+          execs=$(awk '/^stat::number_of_executed_units/ {s += $NF} END {print s + 0}' "$log")
+          stages=$(grep 'stage times:' "$log" | tail -1 | sed 's/.*stage times: //')
+          tsv_row "gpu$g-w$w" "$(shown "$t")" "${gpu_list[$g]}" "$execs" >>"$out/logs/gpu_workers.tsv"
+          echo "| gpu$g-w$w | $(shown "$t") | ${gpu_list[$g]} | $execs |" \
+            "$(awk -v e="$execs" -v b="$budget" 'BEGIN {printf "%.1f", (b > 0 ? e / b : 0)}') | ${stages:-} |"
+        done
+      done
     done
   fi
   echo
   echo "exec/s: all executions of a target's workers divided by the budget. cov/ft: the largest libFuzzer"
-  echo "reported (ft includes flashcheck's extra counters: tile kinds, rescales, special values, error/bound buckets)."
+  echo "reported (ft includes flashcheck's extra counters: tile kinds, rescales, special values, error/bound buckets);"
+  echo "ft gained/s: ft minus its value once the corpus was loaded (the smallest INITED), per second of budget;"
+  echo "new inputs/s: inputs libFuzzer kept for new features, per second. fuzz_kernel:PROFILE: fuzz_kernel with"
+  echo "FLASHCHECK_FUZZ_PROFILE=PROFILE (fuzz/README.md, \"Size profiles\")."
   echo
   echo "## Findings"
   echo
   if [ "$total_findings" -eq 0 ]; then echo "None."; else printf '%s' "$findings_md"; fi
 } >"$summary"
 FUZZ_OUT="$out" FUZZ_BUDGET="$budget" FUZZ_GPUS="$gpus" FUZZ_CPU_WORKERS="$cpu_workers" \
+  FUZZ_KERNEL_WORKERS="$kernel_workers" FUZZ_KERNEL_THREADS="$kernel_threads" \
   FUZZ_COMMIT="$(git describe --always --dirty 2>/dev/null || echo unknown)" python3 - <<'PY' || echo "nightly_fuzz.sh: summary.json not written" >&2
 import json, os
 out = os.environ["FUZZ_OUT"]
@@ -260,14 +339,17 @@ findings = [dict(zip(("target", "file", "kind", "case", "message", "replay"), r)
 for f in findings:
     f["case"] = f.get("case") or None
 targets = []
-for t, workers, execs, cov, ft, corpus, count, new_inputs, cov_initial in rows("targets.tsv"):
+for t, workers, execs, cov, ft, corpus, count, new_inputs, cov_initial, ft_initial in rows("targets.tsv"):
     targets.append({"target": t, "workers": int(workers), "executions": int(execs), "exec_per_s": per_s(int(execs)),
                     "cov": int(cov), "ft": int(ft), "cov_initial": int(cov_initial),
-                    "cov_gain_per_s": per_s(int(cov) - int(cov_initial)), "new_inputs": int(new_inputs),
+                    "cov_gain_per_s": per_s(int(cov) - int(cov_initial)), "ft_initial": int(ft_initial),
+                    "ft_gain_per_s": per_s(int(ft) - int(ft_initial)), "new_inputs": int(new_inputs),
                     "new_inputs_per_s": per_s(int(new_inputs)), "corpus": int(corpus), "findings": int(count)})
-gpu_workers = [{"worker": w, "cuda_visible_devices": d, "executions": int(e), "exec_per_s": per_s(int(e))}
-               for w, d, e in rows("gpu_workers.tsv")]
-doc = {"schema": "flashcheck-nightly-fuzz/1", "budget_s": budget, "gpus": int(os.environ["FUZZ_GPUS"]),
+gpu_workers = [{"worker": w, "target": t, "cuda_visible_devices": d, "executions": int(e), "exec_per_s": per_s(int(e))}
+               for w, t, d, e in rows("gpu_workers.tsv")]
+doc = {"schema": "flashcheck-nightly-fuzz/2", "budget_s": budget, "gpus": int(os.environ["FUZZ_GPUS"]),
+       "kernel_workers_per_gpu": int(os.environ["FUZZ_KERNEL_WORKERS"]),
+       "kernel_oracle_threads": int(os.environ["FUZZ_KERNEL_THREADS"]),
        "cpu_workers_per_target": int(os.environ["FUZZ_CPU_WORKERS"]), "commit": os.environ["FUZZ_COMMIT"],
        "targets": targets, "gpu_workers": gpu_workers, "findings": findings}
 with open(os.path.join(out, "summary.json"), "w") as f:

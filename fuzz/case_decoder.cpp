@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <initializer_list>
 #include <limits>
 #include <string_view>
@@ -41,7 +42,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr std::array<double, 16> kInjectValues = {kNaN,   kInf,   -kInf, -0.0, 0.0,  1e4,   -1e4,   65504.0,
                                                   -65504, 3.0e38, 1e-40, 6e-8, 1e30, 100.0, -100.0, 1.0};
 
-int64_t seqlen_from(uint8_t mode, uint8_t offset, int64_t block) {
+// `wide`: the medium profile's longer "any length" menu (steps of 2048 instead of 256).
+int64_t seqlen_from(uint8_t mode, uint8_t offset, int64_t block, bool wide = false) {
   switch (mode % 4) {
     case 0: {  // around a tile boundary
       const int64_t s = pick(kTileMultiples, static_cast<uint8_t>(mode / 4)) * block + (offset % 5) - 2;
@@ -52,7 +54,7 @@ int64_t seqlen_from(uint8_t mode, uint8_t offset, int64_t block) {
     case 2:
       return pick(kOddSeqlens, offset);
     default:
-      return offset + 256 * ((mode / 4) % 4);  // anything up to 1023
+      return offset + (wide ? 2048 : 256) * ((mode / 4) % 4);  // anything up to 1023 (6399 when wide)
   }
 }
 
@@ -162,6 +164,16 @@ std::optional<float> scale_from(uint8_t selector, int64_t head_dim) {
 // Tile sizes the kernel would use for this shape; 64 when no config serves it (the seqlen does not matter).
 // The probe is the unpadded shape at the default scale, so the mapping from bytes to cases stays the one the
 // stored corpora were built with.
+// A length clamped to `cap` (0: none) keeping its place relative to the tiles where it can: whole tiles come off
+// (1026 = 8 * 128 + 2 becomes 898 = 7 * 128 + 2 under a cap of 1000); a cap below one tile takes the length
+// modulo cap + 1. Deterministic, so a crash file decodes to the same case under the same profile.
+int64_t fit(int64_t length, int64_t cap, int64_t block) {
+  if (cap <= 0 || length <= cap) return length;
+  const int64_t tiles = (length - cap + block - 1) / block;
+  const int64_t shorter = length - tiles * block;
+  return shorter >= 0 ? shorter : length % (cap + 1);
+}
+
 std::pair<int64_t, int64_t> tile_sizes(const Case& c) {
   Case probe = c;
   probe.batch = std::max<int64_t>(c.batch, 1);
@@ -172,7 +184,9 @@ std::pair<int64_t, int64_t> tile_sizes(const Case& c) {
   return {config.block_m > 0 ? config.block_m : 64, config.block_n > 0 ? config.block_n : 64};
 }
 
-Case decode_binary(std::span<const uint8_t> bytes) {
+Case decode_binary(std::span<const uint8_t> bytes, SizeProfile profile) {
+  const SizeBounds bounds = size_bounds(profile);
+  const bool wide = profile == SizeProfile::kMedium;
   ByteReader in(bytes);
   Case c;
   c.dtype = static_cast<DType>(in.u8() % 3);
@@ -192,8 +206,16 @@ Case decode_binary(std::span<const uint8_t> bytes) {
   const auto [block_m, block_n] = tile_sizes(c);
   const uint8_t sq_mode = in.u8(), sq_offset = in.u8();
   const uint8_t sk_mode = in.u8(), sk_offset = in.u8();
-  c.seqlen_q = seqlen_from(sq_mode, sq_offset, block_m);
-  c.seqlen_k = seqlen_from(sk_mode, sk_offset, block_n);
+  // Rows per (batch, head) pair the profile leaves (0: unbounded).
+  const auto rows_cap = [&](int64_t sequences) {
+    return bounds.max_rows > 0 ? std::max<int64_t>(bounds.max_rows / std::max<int64_t>(sequences * c.heads_q, 1), 1) : 0;
+  };
+  c.seqlen_q = fit(seqlen_from(sq_mode, sq_offset, block_m, wide), rows_cap(c.batch), block_m);
+  const auto keys_cap = [&](int64_t sequences) {
+    return bounds.max_keys > 0 ? std::max<int64_t>(bounds.max_keys / std::max<int64_t>(sequences * c.heads_kv, 1), 1)
+                               : 0;
+  };
+  c.seqlen_k = fit(seqlen_from(sk_mode, sk_offset, block_n, wide), keys_cap(c.batch), block_n);
 
   for (ValueSpec* spec : {&c.q, &c.k, &c.v}) {
     const uint8_t kind = in.u8();
@@ -242,9 +264,10 @@ Case decode_binary(std::span<const uint8_t> bytes) {
     for (int64_t b = 0; b < count; ++b) {
       Sequence s;
       const uint8_t q_mode = in.u8(), q_offset = in.u8(), k_mode = in.u8(), k_offset = in.u8(), extra = in.u8();
-      s.q = std::min(seqlen_from(q_mode, q_offset, block_m), c.seqlen_q);
-      s.k = std::min(seqlen_from(k_mode, k_offset, block_n), c.seqlen_k);
+      s.q = std::min(fit(seqlen_from(q_mode, q_offset, block_m, wide), rows_cap(count), block_m), c.seqlen_q);
+      s.k = std::min(fit(seqlen_from(k_mode, k_offset, block_n, wide), keys_cap(count), block_n), c.seqlen_k);
       s.extra = extra < 160 ? 0 : extra % 40;
+      if (bounds.max_keys > 0) s.extra = std::min(s.extra, keys_cap(count) - s.k);  // capacities stay under the cap
       longest_q = std::max(longest_q, s.q);
       longest_k = std::max(longest_k, s.capacity());
       c.seqs.push_back(s);
@@ -302,7 +325,64 @@ bool within_limits(const Case& c, const DecodeLimits& limits) {
   return case_work(c) <= limits.max_work && case_elements(c) <= limits.max_elements;
 }
 
-Case decode_case(std::span<const uint8_t> bytes, DecodeMode* mode) {
+SizeBounds size_bounds(SizeProfile profile) {
+  switch (profile) {
+    case SizeProfile::kSmall:
+      return {256, 1024};
+    case SizeProfile::kMedium:
+      return {4096, 8192};
+    case SizeProfile::kAll:
+      break;
+  }
+  return {};
+}
+
+const char* to_string(SizeProfile profile) {
+  switch (profile) {
+    case SizeProfile::kSmall:
+      return "small";
+    case SizeProfile::kMedium:
+      return "medium";
+    case SizeProfile::kAll:
+      break;
+  }
+  return "all";
+}
+
+bool profile_from_environment(SizeProfile* profile) {
+  const char* name = std::getenv("FLASHCHECK_FUZZ_PROFILE");
+  *profile = SizeProfile::kAll;
+  if (name == nullptr || *name == '\0') return true;
+  for (SizeProfile p : {SizeProfile::kAll, SizeProfile::kSmall, SizeProfile::kMedium}) {
+    if (std::string_view(name) == to_string(p)) {
+      *profile = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+int64_t case_rows(const Case& c) {
+  if (c.seqs.empty()) return saturating_product({c.batch, c.heads_q, c.seqlen_q});
+  int64_t q = 0;
+  for (const Sequence& s : c.seqs) q = saturating_sum({q, std::max<int64_t>(s.q, 0)});
+  return saturating_product({c.heads_q, q});
+}
+
+int64_t case_key_rows(const Case& c) {
+  if (c.seqs.empty()) return saturating_product({c.batch, c.heads_kv, c.seqlen_k});
+  int64_t k = 0;
+  for (const Sequence& s : c.seqs) k = saturating_sum({k, std::max<int64_t>(s.capacity(), 0)});
+  return saturating_product({c.heads_kv, k});
+}
+
+bool within_profile(const Case& c, SizeProfile profile) {
+  const SizeBounds bounds = size_bounds(profile);
+  return (bounds.max_rows <= 0 || case_rows(c) <= bounds.max_rows) &&
+         (bounds.max_keys <= 0 || case_key_rows(c) <= bounds.max_keys);
+}
+
+Case decode_case(std::span<const uint8_t> bytes, DecodeMode* mode, SizeProfile profile) {
   // Text mode: printable ASCII up to the first newline that parses as a case line.
   size_t end = 0;
   while (end < bytes.size() && bytes[end] != '\n') {
@@ -319,7 +399,7 @@ Case decode_case(std::span<const uint8_t> bytes, DecodeMode* mode) {
     }
   }
   if (mode) *mode = DecodeMode::kBinary;
-  return decode_binary(bytes);
+  return decode_binary(bytes, profile);
 }
 
 const char* to_string(DecodeMode mode) { return mode == DecodeMode::kText ? "text" : "binary"; }

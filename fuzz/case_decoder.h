@@ -3,7 +3,9 @@
 //   text   : the input is a case line (parse_case accepts it up to the first newline): findings stay readable;
 //   binary : anything else; a structure-aware reading in which every byte string is a valid case (missing
 //            bytes read as zero), aimed at tile boundaries through select_config's block sizes.
-// Cost is bounded per target (DecodeLimits): a case over the limits is rejected, never run.
+// Cost is bounded per target (DecodeLimits): a case over the limits is rejected, never run. A size profile
+// (SizeProfile) bounds the GPU target's cases further: the binary decoder clamps its sizes into the profile (every
+// byte string still decodes, to a case inside it), a case line outside it is rejected.
 #pragma once
 
 #include <cstdint>
@@ -33,9 +35,33 @@ int64_t case_work(const Case& c);
 int64_t case_elements(const Case& c);
 bool within_limits(const Case& c, const DecodeLimits& limits);
 
-// Decodes `bytes`. Text mode when the bytes up to the first newline parse as a case line; otherwise binary
-// mode, which always succeeds. `mode` may be null.
-Case decode_case(std::span<const uint8_t> bytes, DecodeMode* mode = nullptr);
+// Size profiles of fuzz_kernel (FLASHCHECK_FUZZ_PROFILE=small|medium|all), so that small and medium cases are fuzzed
+// (and their rates measured) apart. Both sides count rows of the whole problem, what input generation, the copies
+// and the kernel pay for: rows = query rows, batch * heads_q * seqlen_q (heads_q times the sum of the sequences'
+// q with sequences); keys = key rows, batch * heads_kv * seqlen_k (heads_kv times the sum of the sequences' key
+// capacities with sequences), so no row sees more keys than that either.
+//   all    : no bound beyond the target's DecodeLimits (the mapping from bytes to cases of the stored corpora)
+//   small  : rows <= 256, keys <= 1024
+//   medium : rows <= 4096, keys <= 8192; the binary decoder's "any length" seqlens step by 2048 instead of 256, so
+//            that lengths reach past the small profile's
+enum class SizeProfile : int32_t { kAll = 0, kSmall = 1, kMedium = 2 };
+struct SizeBounds {
+  int64_t max_rows = 0;  // 0: unbounded
+  int64_t max_keys = 0;
+};
+SizeBounds size_bounds(SizeProfile profile);
+const char* to_string(SizeProfile profile);  // "all", "small", "medium"
+// FLASHCHECK_FUZZ_PROFILE (unset or empty: all); false for an unknown name.
+bool profile_from_environment(SizeProfile* profile);
+int64_t case_rows(const Case& c);      // saturating
+int64_t case_key_rows(const Case& c);  // saturating
+bool within_profile(const Case& c, SizeProfile profile);
+
+// Decodes `bytes`. Text mode when the bytes up to the first newline parse as a case line (returned as parsed,
+// whatever the profile: the caller rejects one outside it); otherwise binary mode, which always succeeds and
+// gives a case inside `profile`. `mode` may be null. A crash file decodes to its case under the profile it ran
+// with (flashcheck-fuzz-decode reads FLASHCHECK_FUZZ_PROFILE too).
+Case decode_case(std::span<const uint8_t> bytes, DecodeMode* mode = nullptr, SizeProfile profile = SizeProfile::kAll);
 
 const char* to_string(DecodeMode mode);  // "binary", "text"
 

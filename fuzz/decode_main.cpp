@@ -2,6 +2,7 @@
 // a case-line file), one per line, so a binary crash file replays with flashcheck-repro like any finding:
 //   flashcheck-repro --backend gpu "$(flashcheck-fuzz-decode crash-1234)"
 // Cases over a target's cost limits are still printed, with a note on stderr (the target rejected them).
+// FLASHCHECK_FUZZ_PROFILE=small|medium decodes binary inputs as fuzz_kernel did under that size profile.
 // Exit status (flashcheck/outcome.h): 0 every file decoded to a valid case, 2 a decoded case is invalid (the
 // message names the field), 64 usage error, 66 a file cannot be read.
 #include <cstdio>
@@ -25,6 +26,11 @@ int main(int argc, char** argv) {
              "exit codes: 0 decoded, 2 a decoded case is invalid (rejected), 64 usage error, 66 unreadable file");
   if (const int early = cli::parse(app, argc, argv); early >= 0) return early;
 
+  fuzz::SizeProfile profile;
+  if (!fuzz::profile_from_environment(&profile)) {
+    std::fprintf(stderr, "flashcheck-fuzz-decode: unknown FLASHCHECK_FUZZ_PROFILE (small, medium, all)\n");
+    return kExitUsage;
+  }
   int status = exit_code(Outcome::kPass);
   for (const std::string& path : files) {
     std::ifstream in(path, std::ios::binary);
@@ -35,7 +41,7 @@ int main(int argc, char** argv) {
     }
     const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     fuzz::DecodeMode mode;
-    const Case c = fuzz::decode_case(bytes, &mode);
+    const Case c = fuzz::decode_case(bytes, &mode, profile);
     std::printf("%s\n", format_case(c).c_str());
     if (const Status valid = validate_case(c); !valid.ok()) {
       std::fprintf(stderr, "flashcheck-fuzz-decode: %s decodes (%s) to an invalid case: %s\n", excerpt(path).c_str(),

@@ -41,13 +41,15 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 #if defined(FLASHCHECK_FUZZ_DEFAULT_MUTANT)
   setenv("FLASHCHECK_MUTANT", FLASHCHECK_FUZZ_DEFAULT_MUTANT, /*overwrite=*/0);
 #endif
+  flashcheck::fuzz::SizeProfile profile;
+  if (!flashcheck::fuzz::profile_from_environment(&profile)) {
+    std::fprintf(stderr, "%s: unknown FLASHCHECK_FUZZ_PROFILE '%s' (small, medium, all)\n", FLASHCHECK_FUZZ_TARGET_NAME,
+                 std::getenv("FLASHCHECK_FUZZ_PROFILE"));
+    return 1;
+  }
+  g_spec = flashcheck::fuzz::kernel_target_spec(profile);
   g_spec.name = FLASHCHECK_FUZZ_TARGET_NAME;
-  g_spec.backend = flashcheck::Backend::kGpu;
-  g_spec.limits = flashcheck::fuzz::kKernelLimits;
-  // Cases up to 256 rows are checked in full; larger ones on the oracle's sampled rows (tile boundaries,
-  // masked rows, diagonal crossings) plus 16 random rows: the host-side oracle dominates an execution.
-  g_spec.judge.full_check_limit = 256;
-  g_spec.judge.random_rows = 16;
+  flashcheck::fuzz::print_stage_times_at_exit_if_asked(FLASHCHECK_FUZZ_TARGET_NAME);
   // Device buffers kept between executions (grow only): a cudaMalloc per buffer would dominate the rate.
   // Never freed: the process ends through libFuzzer's exit(), and freeing then would race the CUDA runtime's
   // own teardown.

@@ -23,13 +23,15 @@ import json, re, sys
 out = sys.argv[1]
 doc = json.load(open(f"{out}/summary.json"))
 md = open(f"{out}/summary.md").read()
-assert doc["schema"] == "flashcheck-nightly-fuzz/1", doc["schema"]
+assert doc["schema"] == "flashcheck-nightly-fuzz/2", doc["schema"]
+assert doc["kernel_workers_per_gpu"] == 0 and doc["kernel_oracle_threads"] == 1, doc
 assert isinstance(doc["budget_s"], int) and doc["budget_s"] > 0
 names = [t["target"] for t in doc["targets"]]
 assert names == ["fuzz_model", "fuzz_api"], names
 for t in doc["targets"]:
     for key, kind in [("workers", int), ("executions", int), ("exec_per_s", (int, float)), ("cov", int), ("ft", int),
-                      ("cov_initial", int), ("cov_gain_per_s", (int, float)), ("new_inputs", int),
+                      ("cov_initial", int), ("cov_gain_per_s", (int, float)), ("ft_initial", int),
+                      ("ft_gain_per_s", (int, float)), ("new_inputs", int),
                       ("new_inputs_per_s", (int, float)), ("corpus", int), ("findings", int)]:
         assert isinstance(t[key], kind), (t["target"], key, t[key])
     assert t["executions"] > 0 and t["cov"] >= t["cov_initial"] > 0 and t["corpus"] > 0, t
