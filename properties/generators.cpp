@@ -280,9 +280,8 @@ rc::Gen<Case> gen_family(const Case& base, ValueFamily family, const KernelConfi
     }
     case ValueFamily::kSpecial: {
       auto plain = gen::apply(with, gen_normal(), gen_normal(), gen_v);
-      return gen::mapcat(plain, [cfg](Case c) {
-        // The dtype's largest finite magnitudes too: finite values no fp32 split into TF32 parts carries, whose
-        // scores the split-TF32 family must recompute in fp32.
+      auto anywhere = gen::mapcat(plain, [cfg](Case c) {
+        // The dtype's largest finite magnitudes too: finite values no fp32 split into TF32 parts carries.
         const double max = dtype_max(c.dtype);
         const std::vector<double> values = {kNan, kNan, kInf, -kInf, -0.0, max, -max};
         return gen::map(gen_injections(c, values, cfg), [c](std::vector<Injection> inj) {
@@ -291,6 +290,37 @@ rc::Gen<Case> gen_family(const Case& base, ValueFamily family, const KernelConfi
           return out;
         });
       });
+      // The largest finite value in Q or K with the other operand at sigma 0.001, so that the row's scores stay
+      // finite and inside fp32 (the error model's domain): a finite row whose scores the split-TF32 family must
+      // recompute in fp32, and a near-overflow product for the others.
+      auto largest = gen::mapcat(gen::element('q', 'k'), [base, gen_v](char t) {
+        const bool in_q = t == 'q';
+        const int64_t heads = in_q ? base.heads_q : base.heads_kv;
+        const int64_t seqlen = in_q ? base.seqlen_q : base.seqlen_k;
+        if (base.batch < 1 || heads < 1 || seqlen < 1 || base.head_dim < 1) return gen::just(base);
+        auto injection = gen::apply(
+            [t, dtype = base.dtype](int64_t b, int64_t h, int64_t s, int64_t d, bool negative) {
+              return Injection{t, b, h, s, d, negative ? -dtype_max(dtype) : dtype_max(dtype)};
+            },
+            range(0, base.batch - 1), range(0, heads - 1), range(0, seqlen - 1), range(0, base.head_dim - 1),
+            gen::arbitrary<bool>());
+        return gen::apply(
+            [base, in_q](std::vector<Injection> inj, ValueSpec big, ValueSpec v) {
+              Case out = base;
+              const ValueSpec small = spec(DistKind::kNormal, 0.0, 0.001);
+              out.q = in_q ? big : small;
+              out.k = in_q ? small : big;
+              out.v = v;
+              out.inject = std::move(inj);
+              return out;
+            },
+            gen::mapcat(range(1, 2),
+                        [injection](int64_t n) {
+                          return gen::container<std::vector<Injection>>(static_cast<size_t>(n), injection);
+                        }),
+            gen_normal(), gen_v);
+      });
+      return gen::weightedOneOf<Case>({{3, anywhere}, {1, largest}});
     }
     case ValueFamily::kMixed:
       break;

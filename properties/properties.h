@@ -9,7 +9,7 @@ namespace flashcheck::properties {
 
 // 1. O and LSE within the error-model bound of the exact oracle, plus the statistical RMS check.
 void oracle_agreement(const Case& c);
-void long_caches_agree_with_oracle();
+void large_inputs_agree_and_repeat();
 
 // 2. Online-softmax invariants from the instrumented build: per-tile (m, l) traces and final m, l.
 void online_softmax_invariants(const Case& c);

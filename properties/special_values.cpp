@@ -7,10 +7,10 @@
 //   else a +inf score      -> O all NaN (inf - inf), LSE NaN or +inf
 //   no visible finite score (no key, or all -inf) -> O = 0, LSE = -inf (the sink's value with a finite sink)
 //   else (finite max)      -> LSE finite; O[d] NaN if a visible V[., d] is NaN or both infinities occur,
-//                             +-inf or NaN if one infinity occurs (p * inf, or 0 * inf), finite otherwise;
-//                             unless the oracle puts the row outside the error model's domain (scores or the
-//                             accumulator may overflow fp32: an injected largest finite value), where only the
-//                             verdict's "non-finite where the oracle is" holds.
+//                             +-inf or NaN if one infinity occurs (p * inf, or 0 * inf), finite otherwise.
+// A row the oracle puts outside the error model's domain (fp32 scores or the accumulator may overflow: an injected
+// largest finite value, with or without an infinity beside it, inf - inf = NaN in fp32) has no class: only the
+// verdict's "non-finite where the oracle is" holds there.
 // A softcap maps +-inf scores to +-softcap: only NaN stays non-finite. The sink of the row's head overrides
 // all of it when it is not finite: NaN makes the row NaN; +inf takes all the weight, LSE = +inf and O = 0 where
 // the accumulator is finite (0 * inf = NaN elsewhere); -inf is no sink.
@@ -36,7 +36,7 @@ const char* to_string(RowClass k) {
     case RowClass::kPosInfScore: return "+inf score";
     case RowClass::kNoVisibleScore: return "no visible finite score";
     case RowClass::kFiniteMax: return "finite max";
-    case RowClass::kOverflow: return "finite max, fp32 overflow";
+    case RowClass::kOverflow: return "fp32 overflow";
   }
   return "?";
 }
@@ -93,10 +93,8 @@ void special_values_follow_semantics() {
       const KeyRange keys = visible_key_range(p, i);
       const int64_t visible = keys.size();
       RowClass kind = classify_row(in, b, h, i, keys);
-      if (kind == RowClass::kFiniteMax) {
-        const oracle::RowResult exact = oracle::compute_row(problem, {b, h, i}, oracle::Tier::kFast);
-        if (exact.score_overflow || exact.accum_overflow) kind = RowClass::kOverflow;
-      }
+      const oracle::RowResult exact = oracle::compute_row(problem, {b, h, i}, oracle::Tier::kFast);
+      if (exact.score_overflow || exact.accum_overflow) kind = RowClass::kOverflow;
       note_coverage(std::string("row=") + to_string(kind));
       const float lse = out.lse[static_cast<size_t>(row_index(p, b, h, i))];
       // Logged only when a check fails: the row, its class, and the offending value.

@@ -38,6 +38,7 @@ FAILED_RE = re.compile(r"^(\w+) failed \(chunk (\d+) of (\d+) cases, seed (\d+),
 CASE_RE = re.compile(r"^case line: (.+)$", re.M)
 REPRO_RE = re.compile(r"reproduce=([A-Za-z0-9_\-]+)")
 BUDGET_LINE_RE = re.compile(r"^\[ BUDGET   \] (\d+) cases in ([0-9.]+) s", re.M)
+PROPERTY_LINE_RE = re.compile(r"^\[ BUDGET   \] (\w+)\s+(\d+) cases in\s+([0-9.]+) s", re.M)
 
 
 def parse_failure(output):
@@ -141,6 +142,11 @@ def markdown(results, meta):
             f"`python3 tools/mutation_test.py {meta['args']}`). "
             "Seconds and cases count from the start of the budgeted run to the failing chunk's end.")
     out = [head, "", *rows]
+    prod = meta.get("production")
+    if prod and prod.get("properties"):
+        out += ["", f"The production kernels' budgeted run ({prod['cases']} cases in {prod['seconds']:g} s), cases per "
+                "property:", "", "| property | cases | s |", "|---|---|---|"]
+        out += [f"| {name} | {v['cases']} | {v['seconds']:g} |" for name, v in prod["properties"].items()]
     repeats = [r for r in results if r.get("repeat_lines") is not None]
     if repeats:
         out += ["", "Races, rerun on the failing chunk's cases with shrinking off:", "",
@@ -215,6 +221,30 @@ def self_test():
     return 0
 
 
+def merge(args):
+    runs = [json.loads(Path(p).read_text()) for p in args.merge]
+    keys = {(r["meta"]["budget"], r["meta"]["seed"], r["meta"].get("perturb", 0)) for r in runs}
+    if len(keys) != 1:
+        print(f"--merge: the runs differ in budget, seed or perturbation: {sorted(keys)}", file=sys.stderr)
+        return 64
+    by_name = {}
+    for run_ in runs:
+        for r in run_["results"]:
+            by_name[r["name"]] = r
+    header = (ROOT / "kernel" / "include" / "flashcheck" / "mutants.h").read_text()  # the catalogue's order
+    results = sorted(by_name.values(), key=lambda r: header.find(f'"{r["name"]}"'))
+    meta = dict(runs[0]["meta"])
+    meta["args"] = f"--budget {meta['budget']:g} --seed {meta['seed']}" + (
+        f" --perturb {meta['perturb']}" if meta.get("perturb") else "")
+    meta["parts"] = [r["meta"]["args"] for r in runs]
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+    table = markdown(results, meta)
+    print(table)
+    write_table(Path(args.markdown), table)
+    return 0 if all(r.get("kill") for r in results) else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build/gpu-mutants", help="a gpu-mutants build tree (default: %(default)s)")
@@ -228,9 +258,14 @@ def main():
     ap.add_argument("--markdown", default=str(ROOT / "docs" / "mutation-testing.md"))
     ap.add_argument("--json", default=str(ROOT / "bench" / "results" / "mutation.json"))
     ap.add_argument("--self-test", action="store_true", help="check the output parser and the table, then exit")
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="no run: join the results of runs over parts of the catalogue (the same budget, seed and "
+                         "perturbation; a later file's result for a mutant wins) into --json and the table")
     args = ap.parse_args()
     if args.self_test:
         return self_test()
+    if args.merge:
+        return merge(args)
 
     PERTURB["seed"] = args.perturb
     build = Path(args.build)
@@ -259,13 +294,17 @@ def main():
     code, out, wall, cases = budgeted(binary, "Gpu_Properties", "none", min(args.budget, 30.0), args.seed,
                                       args.budget + 300)
     print(f"[none] production kernels: exit {code}, {cases} cases in {wall:.1f} s", flush=True)
+    production = {"cases": cases, "seconds": round(wall, 1),
+                  "properties": {name: {"cases": int(n), "seconds": float(t)}
+                                 for name, n, t in PROPERTY_LINE_RE.findall(out)}}
     if code != 0:
         print(out[-4000:])
         print("the production kernels fail the budgeted tier: fix that before measuring mutants", file=sys.stderr)
         return 1
 
     meta = {"budget": args.budget, "seed": args.seed, "perturb": args.perturb, "device": device_name(),
-            "args": " ".join(a for a in sys.argv[1:] if not a.startswith(("--markdown", "--json")))}
+            "args": " ".join(a for a in sys.argv[1:] if not a.startswith(("--markdown", "--json"))),
+            "production": production}
     results = []
     for m in mutants:
         r = dict(m)

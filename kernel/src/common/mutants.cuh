@@ -89,13 +89,13 @@ static __device__ __forceinline__ uint32_t mix(uint32_t h) {
   return h;
 }
 
-// The seeded delay of FC_PERTURB. Each run of four consecutive n of a CTA draws a regime from (seed, CTA, n / 4):
-// both sides 0-4 us, or the producers' side held back (2-8 us, the readers not at all: a missing wait reads a
-// buffer before it lands), or the readers' side (an early release lets the next fill overwrite what is still
-// read). The delay itself hashes (seed, site, CTA, warp, n).
+// The seeded delay of FC_PERTURB. Each CTA draws a regime from (seed, CTA), the same at all of its sites: both
+// sides 0-4 us, or the producers' side held back (2-8 us, the readers not at all: a missing wait reads a buffer
+// before it lands), or the readers' side (an early release lets the next fill overwrite what is still read). The
+// delay itself hashes (seed, site, CTA, warp, n).
 static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
   if (g_perturb == 0) return;
-  const uint32_t regime = mix(g_perturb * 0x9e3779b1u ^ blockIdx.x * 0xc2b2ae3du ^ (n / 4) * 0x165667b1u) % 3;
+  const uint32_t regime = mix(g_perturb * 0x9e3779b1u ^ blockIdx.x * 0xc2b2ae3du) % 3;
   const uint32_t h = mix(g_perturb * 0x9e3779b1u ^ site * 0x85ebca77u ^ blockIdx.x * 0xc2b2ae3du ^
                          (threadIdx.x / 32) * 0x27d4eb2fu ^ n * 0x165667b1u);
   if (regime == 0) {
