@@ -15,6 +15,7 @@
 #include "flashcheck/budget.h"
 #include "flashcheck/cli.h"
 #include "flashcheck/device.h"
+#include "flashcheck/device_inputs.h"
 #include "flashcheck/host_model.h"
 #include "flashcheck/loaded_subject.h"
 #include "flashcheck/oracle_bridge.h"
@@ -39,6 +40,9 @@ struct Options {
   std::string file;
   std::string line;  // the case line given on the command line (arguments joined by blanks)
   int64_t memory_cap = 0;  // host bytes a case may need (budget.h), else it is rejected
+  // Generate the inputs on the device (device_inputs.h) for every dense case, not only those whose host inputs
+  // exceed memory_cap.
+  bool device_inputs = false;
   std::string subject_path;
   std::unique_ptr<LoadedSubject> subject;  // --subject: every case runs on it instead of the backends
 };
@@ -80,6 +84,9 @@ int parse_args(int argc, char** argv, Options* options) {
                                              "M, G, T; default: FLASHCHECK_MEMORY_CAP, else 16G or the available "
                                              "memory, the lower)")
       ->check(cli::kMemorySize);
+  app.add_flag("--device-inputs", options->device_inputs,
+               "generate Q, K, V on the device and judge sampled rows (dense cases, GPU backend; default: only for a "
+               "dense case whose host inputs exceed the memory cap)");
   app.add_option("--subject", options->subject_path,
                  "run on the subject library at PATH (flashcheck/subject.h) instead of flashcheck's kernel or model");
   app.add_option("--file", options->file, "one case line per line; blank lines and lines starting with '#' are skipped");
@@ -113,8 +120,9 @@ int parse_args(int argc, char** argv, Options* options) {
       !s.ok()) {
     return usage_error(s.message());
   }
-  if (!options->subject_path.empty() && (!backend.empty() || options->defect != ModelDefect::kNone)) {
-    return usage_error("--subject runs the subject: it takes no --backend or --defect");
+  if (!options->subject_path.empty() && (!backend.empty() || options->defect != ModelDefect::kNone ||
+                                          options->device_inputs)) {
+    return usage_error("--subject runs the subject: it takes no --backend, --defect or --device-inputs");
   }
   if (!options->subject_path.empty()) {
     if (Status s = LoadedSubject::load(options->subject_path, &options->subject); !s.ok()) {
@@ -173,11 +181,52 @@ struct Replayed {
   bool wrong_subject = false;  // the line names a subject other than the one loaded (or one when none is)
 };
 
+// Host inputs past this many bytes are generated on the device.
+int64_t host_inputs_limit(const Options& options) { return std::max(options.memory_cap, kHostInputsLimit); }
+
+// A case on device inputs (device_inputs.h): the GPU backend generates Q, K, V on the device and judges sampled
+// rows; the host model cannot hold the inputs and answers UNSUPPORTED with the reason.
+Replayed replay_on_device(const Case& c, const std::string& line, const Options& options) {
+  Replayed result;
+  for (Backend backend : options.backends) {
+    if (backend == Backend::kHostModel) {
+      const Status refusal = host_model_refusal(c, host_inputs_limit(options));
+      std::printf("== backend model\n%s\n", refused(line, refusal).report().c_str());
+      result.outcome = most_severe(result.outcome, outcome_of(refusal.code()));
+      continue;
+    }
+    std::fprintf(stderr, "flashcheck-repro: inputs generated on the device (%.1f GB of device memory)\n",
+                 double(device_case_bytes(c)) / 1e9);
+    const DeviceCheck check = check_on_device(c, options.judge);
+    if (check.status.code() == StatusCode::kNoDevice) {
+      std::fprintf(stderr, "flashcheck-repro: --backend gpu: %s\n", check.status.message().c_str());
+      return {Outcome::kPass, true};
+    }
+    if (!check.status.ok()) {
+      std::printf("%s\n", refused(line, check.status).report().c_str());
+      result.outcome = most_severe(result.outcome, outcome_of(check.status.code()));
+      continue;
+    }
+    std::printf("== backend gpu (inputs generated on the device, sampled rows)\n%s\n", check.verdict.report().c_str());
+    result.outcome = most_severe(result.outcome, check.verdict.outcome);
+  }
+  return result;
+}
+
 Replayed replay(const std::string& line, const Options& options) {
   Case c;
   if (Status s = parse_case(line, &c); !s.ok()) {
     std::printf("%s\n", refused(line, s).report().c_str());
     return {outcome_of(s.code())};
+  }
+  // Past the host's memory (or asked for): inputs on the device, before any host estimate or allocation. The limit
+  // is the memory cap, and never below make_inputs' own default: a low cap rejects a case the host would build.
+  if (!options.subject && (options.device_inputs || needs_device_inputs(c, host_inputs_limit(options)))) {
+    if (Status s = check_device_inputs_case(c); !s.ok()) {
+      std::printf("%s\n", refused(line, s).report().c_str());
+      return {outcome_of(s.code())};
+    }
+    return replay_on_device(c, line, options);
   }
   // Minutes or gigabytes: say so first; over the memory cap: rejected before anything is allocated.
   BudgetOptions budget_options;

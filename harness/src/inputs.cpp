@@ -1,61 +1,32 @@
-// Input generation for a case: every element drawn from Philox4x32-10 at (seed, tensor stream, canonical
-// element index), shaped by the case's distribution in double, rounded once to the dtype, then injections;
-// stored in the case's layout (dense, or with sequences packed or paged) over a buffer of poison.
+// Input generation for a case on the host: every element by the one definition of element_values.h (Philox4x32-10
+// at (seed, tensor stream, canonical element index), the case's distribution in double, rounded once to the dtype),
+// then injections; stored in the case's layout (dense, or with sequences packed or paged) over a buffer of poison.
 // Compiled with -ffp-contract=off: only + - * / sqrt and detmath, evaluated in source order, so the bytes
-// (and the golden hashes) are identical on every machine.
+// (and the golden hashes) are identical on every machine, and the device generator's (device_inputs.cu).
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <utility>
 
+#include "element_values.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/oracle_bridge.h"
 
 namespace flashcheck {
+
+void Philox4x32::generate(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4]) {
+  elements::philox4x32(counter, key, out);
+}
+double detmath::log(double x) { return elements::det_log(x); }
+double detmath::cos_2pi(double turns) { return elements::det_cos_2pi(turns); }
+
 namespace {
 
-constexpr double kTwoPow53Inv = 0x1p-53;
-constexpr int kDoubleMantissaBits = 53;
-constexpr double kRampNoise = 0x1p-12;  // ramp noise amplitude relative to hi - lo: breaks exact ties, keeps the trend
+using elements::below;
+using elements::Draw;
 
-// One Philox call for (seed, stream, index).
-struct Draw {
-  uint32_t w[4];
-  // Uniforms from 53 bits of each 64-bit half: u0 in [0,1) and u0_open in (0,1] from (w0,w1), u1 from (w2,w3).
-  uint64_t bits0() const { return (uint64_t{w[0]} << 32 | w[1]) >> (64 - kDoubleMantissaBits); }
-  uint64_t bits1() const { return (uint64_t{w[2]} << 32 | w[3]) >> (64 - kDoubleMantissaBits); }
-  double u0() const { return static_cast<double>(bits0()) * kTwoPow53Inv; }
-  double u0_open() const { return static_cast<double>(bits0() + 1) * kTwoPow53Inv; }
-  double u1() const { return static_cast<double>(bits1()) * kTwoPow53Inv; }
-  bool negative() const { return (w[3] & 1u) != 0; }  // the low bit of w3 is unused by u1
-  // Standard normal by Box-Muller; u0_open > 0 keeps log finite (|z| <= sqrt(106 ln 2) ~ 8.6).
-  double normal() const { return std::sqrt(-2.0 * detmath::log(u0_open())) * detmath::cos_2pi(u1()); }
-};
-
-Draw draw(uint64_t seed, Stream stream, uint64_t index) {
-  const uint32_t counter[4] = {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
-                               static_cast<uint32_t>(stream), 0};
-  const uint32_t key[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
-  Draw d;
-  Philox4x32::generate(counter, key, d.w);
-  return d;
-}
-
-// Uniform integer in [0, n) from 64 random bits, by multiply-high (no modulo bias worth the name).
-uint64_t below(uint64_t random64, uint64_t n) {
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(random64) * n) >> 64);
-}
-
-// Nonzero subnormal of `dtype`, uniform significand, random sign.
-double subnormal(DType dtype, const Draw& d) {
-  const int frac_bits = dtype == DType::kF16 ? 10 : dtype == DType::kBF16 ? 7 : 23;
-  const int min_exp = dtype == DType::kF16 ? -14 : -126;  // smallest normal exponent
-  const uint64_t random64 = uint64_t{d.w[0]} << 32 | d.w[1];
-  const uint64_t significand = 1 + below(random64, (uint64_t{1} << frac_bits) - 1);
-  const double magnitude = std::ldexp(static_cast<double>(significand), min_exp - frac_bits);
-  return d.negative() ? -magnitude : magnitude;
-}
+Draw draw(uint64_t seed, Stream stream, uint64_t index) { return elements::draw(seed, static_cast<uint32_t>(stream), index); }
 
 // Stores an encoded element (2 or 4 bytes) in host byte order, the order the kernel reads.
 void store_bits(uint32_t bits, int64_t esize, uint8_t* dst) {
@@ -91,63 +62,23 @@ struct TensorShape {
   int64_t canonical(int64_t b, int64_t h, int64_t s) const { return ((b * heads + h) * seqlen + s) * head_dim; }
 };
 
-// Fills `bytes` (layout) and `exact` (canonical) for one tensor of `dtype` (the case's, or fp32 for the sink).
-void generate(const Case& c, DType dtype, const ValueSpec& spec, Stream stream, Stream dominant_stream,
-              const TensorShape& t, std::vector<uint8_t>* bytes, std::vector<double>* exact) {
+// Fills `bytes` (layout) and `exact` (canonical) for one tensor of `dtype` (the case's, or fp32 for the sink) by its
+// rule (element_values.h, the definition the device generator shares).
+void generate(const elements::ElementRule& rule, DType dtype, const TensorShape& t, std::vector<uint8_t>* bytes,
+              std::vector<double>* exact) {
   // An empty tensor has nothing to draw, however large its other extents (b=2^63-1 hq=0 must not loop).
   if (t.batch == 0 || t.heads == 0 || t.seqlen == 0 || t.head_dim == 0) return;
   const int64_t esize = dtype_size(dtype);
-  const double max_finite = dtype_max(dtype);
   for (int64_t b = 0; b < t.batch; ++b) {
     const int64_t length = t.length(b);
     for (int64_t h = 0; h < t.heads; ++h) {
-      int64_t dominant_row = -1;
-      if (spec.kind == DistKind::kDominant && t.seqlen > 0) {
-        const Draw pick = draw(c.seed, dominant_stream, static_cast<uint64_t>(b * t.heads + h));
-        dominant_row = static_cast<int64_t>(below(uint64_t{pick.w[0]} << 32 | pick.w[1], static_cast<uint64_t>(t.seqlen)));
-      }
+      const int64_t dominant = elements::dominant_row(rule, b * t.heads + h);
       for (int64_t s = 0; s < length; ++s) {
         const int64_t row_offset = t.offset(b, h, s);
         const int64_t row_index = t.canonical(b, h, s);
         for (int64_t d = 0; d < t.head_dim; ++d) {
           const int64_t index = row_index + d;
-          double x = 0.0;
-          if (spec.kind == DistKind::kConst) {
-            x = spec.a;
-          } else if (spec.kind == DistKind::kNegZero) {
-            x = -0.0;
-          } else {
-            const Draw r = draw(c.seed, stream, static_cast<uint64_t>(index));
-            switch (spec.kind) {
-              case DistKind::kNormal:
-                x = spec.a + spec.b * r.normal();
-                break;
-              case DistKind::kUniform:
-                x = spec.a + (spec.b - spec.a) * r.u0();
-                break;
-              case DistKind::kNearMax: {
-                const double magnitude = spec.a * max_finite * (1.0 - r.u0() / 8.0);
-                x = r.negative() ? -magnitude : magnitude;
-                break;
-              }
-              case DistKind::kSubnormal:
-                x = subnormal(dtype, r);
-                break;
-              case DistKind::kRamp: {
-                const double span = spec.b - spec.a;
-                const double position = t.seqlen > 1 ? static_cast<double>(s) / static_cast<double>(t.seqlen - 1) : 0.0;
-                x = spec.a + span * position + span * kRampNoise * (r.u0() - 0.5);
-                break;
-              }
-              case DistKind::kDominant:
-                x = (s == dominant_row ? spec.b : spec.a) * r.normal();
-                break;
-              case DistKind::kConst:
-              case DistKind::kNegZero:
-                break;
-            }
-          }
-          const uint32_t bits = encode_dtype(dtype, x);
+          const uint32_t bits = elements::element_bits(rule, s, index, dominant);
           store_bits(bits, esize, bytes->data() + (row_offset + d) * esize);
           (*exact)[static_cast<size_t>(index)] = decode_dtype(dtype, bits);
         }
@@ -239,6 +170,53 @@ bool checked_product(std::initializer_list<int64_t> factors, int64_t* out) {
   return true;
 }
 
+// The sizes of a validated case's host inputs, in elements and bytes; fits = false past 2^63 bytes.
+struct InputSizes {
+  bool fits = false;
+  int64_t q_padded = 0, kv_padded = 0, q_elems = 0, kv_elems = 0, total = 0;
+};
+
+InputSizes input_sizes(const Case& c, const Params& params) {
+  const int64_t esize = dtype_size(c.dtype);
+  const bool has_seqs = !c.seqs.empty();
+  // Bytes: encoded tensors (padded layout) plus the decoded canonical copies (8 bytes per element), and the
+  // sink's fp32 values with their copies (its own check: heads_q may be huge where batch is 0). With sequences the
+  // encoded tensors hold their packed or paged rows, and the index arrays (with the page shuffle's scratch) count.
+  int64_t row_elems = 0, q_padded = 0, kv_padded = 0, q_elems = 0, kv_elems = 0, encoded = 0, decoded = 0, total = 0;
+  const int64_t sink_count = c.sink ? c.heads_q : 0;
+  int64_t sink_bytes = 0, index_bytes = 0;
+  bool fits = checked_add(c.head_dim, c.pad, &row_elems);
+  if (!has_seqs) {
+    fits = fits && checked_product({c.batch, c.heads_q, c.seqlen_q, row_elems}, &q_padded) &&
+           checked_product({c.batch, c.heads_kv, c.seqlen_k, row_elems}, &kv_padded);
+  } else {
+    const int64_t batch = static_cast<int64_t>(c.seqs.size());
+    const int64_t kv_rows = c.page > 0 ? params.num_pages * params.page_size : params.total_k;  // int32 * int32
+    int64_t table = 0;
+    fits = fits && checked_product({params.total_q, c.heads_q, row_elems}, &q_padded) &&
+           checked_product({kv_rows, c.heads_kv, row_elems}, &kv_padded) &&
+           checked_mul(batch, params.max_pages_per_seq, &table) &&
+           checked_product({3 * batch + 2 + table + params.num_pages, int64_t{sizeof(int32_t)}}, &index_bytes) &&
+           checked_add(index_bytes, 2 * batch * int64_t{sizeof(int64_t)}, &index_bytes);
+  }
+  fits = fits && checked_product({c.batch, c.heads_q, c.seqlen_q, c.head_dim}, &q_elems) &&
+         checked_product({c.batch, c.heads_kv, c.seqlen_k, c.head_dim}, &kv_elems) &&
+         checked_add(q_padded, kv_padded, &encoded) && checked_add(encoded, kv_padded, &encoded) &&
+         checked_mul(encoded, esize, &encoded) && checked_add(q_elems, kv_elems, &decoded) &&
+         checked_add(decoded, kv_elems, &decoded) && checked_mul(decoded, int64_t{sizeof(double)}, &decoded) &&
+         checked_add(encoded, decoded, &total) &&
+         checked_mul(sink_count, int64_t{sizeof(float) + sizeof(double)}, &sink_bytes) &&
+         checked_add(total, sink_bytes, &total) && checked_add(total, index_bytes, &total);
+  InputSizes sizes;
+  sizes.fits = fits;
+  sizes.q_padded = q_padded;
+  sizes.kv_padded = kv_padded;
+  sizes.q_elems = q_elems;
+  sizes.kv_elems = kv_elems;
+  sizes.total = total;
+  return sizes;
+}
+
 }  // namespace
 
 oracle::Problem HostInputs::problem() const {
@@ -277,39 +255,53 @@ void HostInputs::bind() {
   params.page_table = page_table.empty() ? nullptr : page_table.data();
 }
 
+int64_t host_inputs_bytes(const Case& c) {
+  const InputSizes sizes = input_sizes(c, case_params(c));
+  return sizes.fits ? sizes.total : -1;
+}
+
+void make_sink(const Case& c, std::vector<float>* sink, std::vector<double>* sink_exact) {
+  sink->clear();
+  sink_exact->clear();
+  if (!c.sink) return;
+  // One fp32 value per query head, drawn as a [1, 1, heads_q, 1] tensor: the head is the element index, a
+  // ramp runs along the heads and dominant picks one head.
+  const int64_t count = c.heads_q;
+  const TensorShape sink_shape{1, 1, count, 1, Strides{count, count, 1}};
+  std::vector<uint8_t> bytes_f32(static_cast<size_t>(count) * sizeof(float));
+  sink_exact->resize(static_cast<size_t>(count));
+  generate(elements::sink_rule(c, *c.sink), DType::kF32, sink_shape, &bytes_f32, sink_exact);
+  sink->resize(static_cast<size_t>(count));
+  if (!bytes_f32.empty()) std::memcpy(sink->data(), bytes_f32.data(), bytes_f32.size());
+}
+
+void regenerate_rows(const Case& c, char tensor, int64_t b, int64_t h, int64_t s_begin, int64_t s_end, double* out) {
+  const elements::ElementRule rule = elements::tensor_rule(c, tensor);
+  const int64_t heads = tensor == 'q' ? c.heads_q : c.heads_kv;
+  const int64_t dominant = elements::dominant_row(rule, b * heads + h);
+  for (int64_t s = s_begin; s < s_end; ++s) {
+    const int64_t row_index = ((b * heads + h) * rule.seqlen + s) * c.head_dim;
+    double* const row = out + (s - s_begin) * c.head_dim;
+    for (int64_t d = 0; d < c.head_dim; ++d) {
+      row[d] = decode_dtype(c.dtype, elements::element_bits(rule, s, row_index + d, dominant));
+    }
+  }
+  // Injections override the drawn values, as make_inputs applies them.
+  for (const Injection& inj : c.inject) {
+    if (inj.tensor != tensor || inj.b != b || inj.h != h || inj.s < s_begin || inj.s >= s_end) continue;
+    out[(inj.s - s_begin) * c.head_dim + inj.d] = decode_dtype(c.dtype, encode_dtype(c.dtype, inj.value));
+  }
+}
+
 Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
   if (Status status = validate_case(c); !status.ok()) return status;
   const int64_t esize = dtype_size(c.dtype);
   const Params params = case_params(c);
   const bool has_seqs = !c.seqs.empty();
-  // Bytes: encoded tensors (padded layout) plus the decoded canonical copies (8 bytes per element), and the
-  // sink's fp32 values with their copies (its own check: heads_q may be huge where batch is 0). With sequences the
-  // encoded tensors hold their packed or paged rows, and the index arrays (with the page shuffle's scratch) count.
-  int64_t row_elems = 0, q_padded = 0, kv_padded = 0, q_elems = 0, kv_elems = 0, encoded = 0, decoded = 0, total = 0;
-  const int64_t sink_count = c.sink ? c.heads_q : 0;
-  int64_t sink_bytes = 0, index_bytes = 0;
-  bool fits = checked_add(c.head_dim, c.pad, &row_elems);
-  if (!has_seqs) {
-    fits = fits && checked_product({c.batch, c.heads_q, c.seqlen_q, row_elems}, &q_padded) &&
-           checked_product({c.batch, c.heads_kv, c.seqlen_k, row_elems}, &kv_padded);
-  } else {
-    const int64_t batch = static_cast<int64_t>(c.seqs.size());
-    const int64_t kv_rows = c.page > 0 ? params.num_pages * params.page_size : params.total_k;  // int32 * int32
-    int64_t table = 0;
-    fits = fits && checked_product({params.total_q, c.heads_q, row_elems}, &q_padded) &&
-           checked_product({kv_rows, c.heads_kv, row_elems}, &kv_padded) &&
-           checked_mul(batch, params.max_pages_per_seq, &table) &&
-           checked_product({3 * batch + 2 + table + params.num_pages, int64_t{sizeof(int32_t)}}, &index_bytes) &&
-           checked_add(index_bytes, 2 * batch * int64_t{sizeof(int64_t)}, &index_bytes);
-  }
-  fits = fits && checked_product({c.batch, c.heads_q, c.seqlen_q, c.head_dim}, &q_elems) &&
-         checked_product({c.batch, c.heads_kv, c.seqlen_k, c.head_dim}, &kv_elems) &&
-         checked_add(q_padded, kv_padded, &encoded) && checked_add(encoded, kv_padded, &encoded) &&
-         checked_mul(encoded, esize, &encoded) && checked_add(q_elems, kv_elems, &decoded) &&
-         checked_add(decoded, kv_elems, &decoded) && checked_mul(decoded, int64_t{sizeof(double)}, &decoded) &&
-         checked_add(encoded, decoded, &total) &&
-         checked_mul(sink_count, int64_t{sizeof(float) + sizeof(double)}, &sink_bytes) &&
-         checked_add(total, sink_bytes, &total) && checked_add(total, index_bytes, &total);
+  const InputSizes sizes = input_sizes(c, params);
+  const bool fits = sizes.fits;
+  const int64_t total = sizes.total, q_padded = sizes.q_padded, kv_padded = sizes.kv_padded;
+  const int64_t q_elems = sizes.q_elems, kv_elems = sizes.kv_elems;
   if (!fits || total > max_bytes) {
     return {StatusCode::kInvalidArgument,
             "case inputs need " + (fits ? std::to_string(total) + " bytes" : std::string("more than 2^63 bytes")) +
@@ -342,20 +334,10 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
       kv_shape.row0 = &in.cu_seqlens_k;
     }
   }
-  generate(c, c.dtype, c.q, Stream::kQ, Stream::kDominantRowQ, q_shape, &in.q, &in.q_exact);
-  generate(c, c.dtype, c.k, Stream::kK, Stream::kDominantRowK, kv_shape, &in.k, &in.k_exact);
-  generate(c, c.dtype, c.v, Stream::kV, Stream::kDominantRowV, kv_shape, &in.v, &in.v_exact);
-  if (c.sink) {
-    // One fp32 value per query head, drawn as a [1, 1, heads_q, 1] tensor: the head is the element index, a
-    // ramp runs along the heads and dominant picks one head.
-    const TensorShape sink_shape{1, 1, sink_count, 1, Strides{sink_count, sink_count, 1}};
-    std::vector<uint8_t> sink_bytes_f32(static_cast<size_t>(sink_count) * sizeof(float));
-    in.sink_exact.resize(static_cast<size_t>(sink_count));
-    generate(c, DType::kF32, *c.sink, Stream::kSink, Stream::kDominantSink, sink_shape, &sink_bytes_f32,
-             &in.sink_exact);
-    in.sink.resize(static_cast<size_t>(sink_count));
-    if (!sink_bytes_f32.empty()) std::memcpy(in.sink.data(), sink_bytes_f32.data(), sink_bytes_f32.size());
-  }
+  generate(elements::tensor_rule(c, 'q'), c.dtype, q_shape, &in.q, &in.q_exact);
+  generate(elements::tensor_rule(c, 'k'), c.dtype, kv_shape, &in.k, &in.k_exact);
+  generate(elements::tensor_rule(c, 'v'), c.dtype, kv_shape, &in.v, &in.v_exact);
+  make_sink(c, &in.sink, &in.sink_exact);
 
   for (const Injection& inj : c.inject) {
     const bool is_q = inj.tensor == 'q';

@@ -253,8 +253,8 @@ std::vector<double> judged_reference(const oracle::Problem& problem, const oracl
   return reference;
 }
 
-RowChunk prepare_chunk(const oracle::Problem& problem, const std::vector<oracle::RowRef>& rows, size_t first,
-                       const HostInputs& inputs, const RunOutputs& outputs, const JudgeOptions& options,
+RowChunk prepare_chunk(const oracle::Problem& problem, std::span<const oracle::RowRef> rows, size_t first,
+                       const Params& params, const RunOutputs& outputs, const JudgeOptions& options,
                        int64_t terms_before, int64_t terms_total) {
   const KernelConfig& config = outputs.config;
   const size_t count = std::min(kChunkRows, rows.size() - first);
@@ -273,12 +273,12 @@ RowChunk prepare_chunk(const oracle::Problem& problem, const std::vector<oracle:
         sink == -kInf ? exact.lse == -kInf && exact.m == -kInf : no_usable_key(problem, row);
     prep.empty = exact.visible == 0 || (all_minus_inf && !exact.score_overflow);
     if (prep.empty) return;
-    prep.bound = judged_bound(problem, row, exact, inputs.params, outputs);
+    prep.bound = judged_bound(problem, row, exact, params, outputs);
     // Tiled like the kernel (its block_n): P is rounded relative to the running max, so the reference must
     // see the same tiles to be a like-for-like same-precision computation (fuzz finding
     // model-rms-reference-untiled: a single-tile reference made a healthy model look 1.34x too noisy).
     if (options.check_rms && !exact.score_overflow && !prep.bound.unconstrained) {
-      prep.emulated = judged_reference(problem, row, exact, inputs.params, config, outputs);
+      prep.emulated = judged_reference(problem, row, exact, params, config, outputs);
     }
   };
   if (options.progress) {
@@ -291,7 +291,13 @@ RowChunk prepare_chunk(const oracle::Problem& problem, const std::vector<oracle:
 
 }  // namespace
 
-Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs, const JudgeOptions& options) {
+namespace {
+
+// The checks of judge() and judge_slices(): `rows` of `problem` against `outputs` (canonical in `problem`'s shape),
+// each reported as the case's row `reported[index]`; rows_total is the case's query rows.
+Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& problem,
+                   std::span<const oracle::RowRef> rows, std::span<const oracle::RowRef> reported, int64_t rows_total,
+                   const RunOutputs& outputs, const JudgeOptions& options) {
   Verdict v;
   // The subject that ran goes into the line, so that the line replays against it.
   Case shown = c;
@@ -305,15 +311,10 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
   v.canaries_intact = outputs.canaries_intact;
   v.inputs_unchanged = outputs.inputs_unchanged;
 
-  const oracle::Problem problem = inputs.problem();
   const int64_t head_dim = problem.head_dim;
-  // The outputs are canonical [B, Hq, Sq(, D)]; the rows are those of the sequences (every one without them).
+  // The outputs are canonical [B, Hq, Sq(, D)] of `problem`.
   const int64_t canonical_rows = problem.batch * problem.heads_q * problem.seqlen_q;
-  v.rows_total = canonical_rows;
-  if (!problem.seqlens_q.empty()) {
-    v.rows_total = 0;
-    for (const int64_t rows : problem.seqlens_q) v.rows_total += rows * problem.heads_q;
-  }
+  v.rows_total = rows_total;
 
   if (!outputs.canaries_intact) {
     v.failures.push_back(format("canary damaged: %s, byte %lld relative to the payload start (written out of bounds)",
@@ -349,11 +350,9 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
   }
   const bool stats = options.check_stats && outputs.row_m.size() == output_rows && outputs.row_l.size() == output_rows;
 
-  const double eps = 2 * oracle::unit_roundoff(to_oracle(inputs.params.dtype));
+  const double eps = 2 * oracle::unit_roundoff(to_oracle(params.dtype));
 
-  const std::vector<oracle::RowRef> rows = oracle::sample_rows(problem, config.block_m, config.block_n, c.seed,
-                                                               options.full_check_limit, options.random_rows);
-  oracle::RmsCheck rms(to_oracle(inputs.params.dtype));
+  oracle::RmsCheck rms(to_oracle(params.dtype));
   double sum_err_eps2 = 0.0;
   int64_t err_eps_count = 0;
   int64_t terms_before = 0, terms_total = 0;
@@ -361,15 +360,16 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
   RowChunk chunk;
   for (size_t index = 0; index < rows.size(); ++index) {
     if (index % kChunkRows == 0) {
-      chunk = prepare_chunk(problem, rows, index, inputs, outputs, options, terms_before, terms_total);
+      chunk = prepare_chunk(problem, rows, index, params, outputs, options, terms_before, terms_total);
       for (size_t r = index; r < index + chunk.exact.size(); ++r) terms_before += oracle::row_terms(problem, rows[r]);
     }
-    const oracle::RowRef& row = rows[index];
+    const oracle::RowRef& at = rows[index];  // in `problem`
+    const oracle::RowRef& row = reported[index];  // the case's row, as the report names it
     const oracle::RowResult& exact = chunk.exact[index % kChunkRows];
     const RowPrep& prep = chunk.prep[index % kChunkRows];
     ++v.rows_checked;
-    const int64_t flat = (row.b * problem.heads_q + row.h) * problem.seqlen_q + row.i;
-    const double sink = problem.sink.empty() ? -kInf : problem.sink[static_cast<size_t>(row.h)];
+    const int64_t flat = (at.b * problem.heads_q + at.h) * problem.seqlen_q + at.i;
+    const double sink = problem.sink.empty() ? -kInf : problem.sink[static_cast<size_t>(at.h)];
     if (prep.empty) {  // no usable key (prepare_chunk)
       judge_empty_row(row, flat, outputs, head_dim, sink, stats, &v);
       continue;
@@ -477,6 +477,30 @@ Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs
     v.reason = "every checked row lies outside the error model's domain: no value was claimed";
   }
   return v;
+}
+
+}  // namespace
+
+Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs, const JudgeOptions& options) {
+  const oracle::Problem problem = inputs.problem();
+  // The rows are those of the sequences (every one without them).
+  int64_t rows_total = problem.batch * problem.heads_q * problem.seqlen_q;
+  if (!problem.seqlens_q.empty()) {
+    rows_total = 0;
+    for (const int64_t rows : problem.seqlens_q) rows_total += rows * problem.heads_q;
+  }
+  std::vector<oracle::RowRef> rows;
+  if (outputs.status.ok()) {  // a failed call is judged without rows
+    rows = oracle::sample_rows(problem, outputs.config.block_m, outputs.config.block_n, c.seed,
+                               options.full_check_limit, options.random_rows);
+  }
+  return judge_rows(c, inputs.params, problem, rows, rows, rows_total, outputs, options);
+}
+
+Verdict judge_slices(const Case& c, const Params& params, const oracle::Problem& problem,
+                     std::span<const oracle::RowRef> rows, std::span<const oracle::RowRef> reported, int64_t rows_total,
+                     const RunOutputs& outputs, const JudgeOptions& options) {
+  return judge_rows(c, params, problem, rows, reported, rows_total, outputs, options);
 }
 
 Verdict refused(std::string_view line, const Status& status) {

@@ -85,9 +85,25 @@ struct HostInputs {
   void bind();
 };
 
+// The host memory make_inputs allows by default. A dense case past it runs on the GPU backend with its inputs
+// generated in device memory (device_inputs.h): the same bits, and a sampled-row verdict.
+inline constexpr int64_t kHostInputsLimit = int64_t{4} << 30;
+
 // Builds the inputs; fails with a message for a case that does not validate (validate_case) or whose
 // buffers exceed `max_bytes` of host memory (encoded plus decoded copies, index arrays included).
-Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes = int64_t{4} << 30);
+Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes = kHostInputsLimit);
+
+// The bytes make_inputs needs for `c` (encoded plus decoded copies, the sink, index arrays), or -1 past 2^63.
+// `c` must validate.
+int64_t host_inputs_bytes(const Case& c);
+
+// The sink logits of `c` as make_inputs builds them ([heads_q] fp32 and as doubles; both empty without a sink).
+void make_sink(const Case& c, std::vector<float>* sink, std::vector<double>* sink_exact);
+
+// Rows [s_begin, s_end) of slice (b, h) of tensor `tensor` ('q', 'k' or 'v'; h a K/V head for k and v) of a
+// validated case, decoded to doubles as make_inputs decodes them (injections included), contiguous
+// [s_end - s_begin, head_dim] into `out`: the values a sampled-row oracle reads, without the whole tensor.
+void regenerate_rows(const Case& c, char tensor, int64_t b, int64_t h, int64_t s_begin, int64_t s_end, double* out);
 
 // FNV-1a 64 of a byte range, continuing from `hash` (start with kFnvOffset).
 inline constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;

@@ -102,6 +102,8 @@ struct RunOptions {
   bool any_instrumentation() const { return instrument || count_tiles || !trace_rows.empty(); }
 };
 
+// A dense case too large for HostInputs runs on the GPU through device_inputs.h (check_on_device): inputs generated
+// on the device, the same guards checked there, sampled rows downloaded.
 // Runs `inputs` (params rebound to the vectors, so a copied HostInputs is fine; params.sink and the index arrays
 // to the runner's guarded copies of inputs.sink and inputs' arrays, null without them). Never throws; failures of
 // the call are in RunOutputs::status. Backend::kGpu without CUDA gives kNoDevice; with instrumentation in a

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,15 @@ struct JudgeOptions {
 // call (outputs.status not ok) is a verdict that does not pass: REJECTED for an invalid argument, UNSUPPORTED for an
 // unserved shape, FAIL otherwise. A caller that expects a rejection checks the status itself.
 Verdict judge(const Case& c, const HostInputs& inputs, const RunOutputs& outputs, const JudgeOptions& options = {});
+
+// judge() for a case whose inputs and outputs are never whole on the host (device_inputs.h): `problem` holds the
+// slices of the case that the checked rows read (each its own query head over its own K/V head), `rows` the checked
+// rows in it, `reported` each as the case's (b, h, i) for the report, `outputs` O and LSE canonical in `problem`'s
+// shape (only the checked rows matter), `params` the case's, rows_total the case's query rows. The same checks and the
+// same report as judge().
+Verdict judge_slices(const Case& c, const Params& params, const oracle::Problem& problem,
+                     std::span<const oracle::RowRef> rows, std::span<const oracle::RowRef> reported, int64_t rows_total,
+                     const RunOutputs& outputs, const JudgeOptions& options = {});
 
 // The bound judge() holds a row of `outputs` to: the error model's bound for the arithmetic class of
 // outputs.config (oracle_bound), or for a subject that declares no class or no key tile the generic bound of

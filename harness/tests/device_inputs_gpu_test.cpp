@@ -1,0 +1,114 @@
+// Device inputs on a device (device_inputs.h): the bytes the GPU generator writes are make_inputs' bytes, for every
+// distribution and dtype, with padding, both layouts, injections and a sink; and a case checked through
+// check_on_device gets the verdict of run_case + judge over host inputs (the same kernel, the same rows). Skips
+// without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "flashcheck/device_inputs.h"
+#include "flashcheck/verdict.h"
+
+namespace flashcheck {
+namespace {
+
+class DeviceInputsGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!device_available()) GTEST_SKIP() << "no CUDA device: device inputs are tested on the GPU tier";
+  }
+};
+
+Case parse(const std::string& line) {
+  Case c;
+  const Status s = parse_case(line, &c);
+  EXPECT_TRUE(s.ok()) << line << ": " << s.message();
+  return c;
+}
+
+// Index of the first differing byte, or -1.
+int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+TEST_F(DeviceInputsGpu, DeviceBytesAreHostBytes) {
+  const char* const kDists[] = {"normal(0.25,3)", "uniform(-2,5)", "const(1.5)", "nearmax(0.9)", "subnormal()",
+                                "ramp(-4,4)",     "dominant(1,50)", "negzero()"};
+  const char* const kShapes[] = {
+      "b=2 hq=4 hkv=2 sq=67 sk=130 d=64",                // medium, GQA
+      "b=1 hq=3 hkv=1 sq=33 sk=17 d=40 pad=5",           // padding
+      "b=2 hq=2 hkv=2 sq=9 sk=31 d=24 layout=bshd pad=3",  // bshd with padding
+  };
+  int compared = 0;
+  for (const char* dtype : {"f16", "bf16", "f32"}) {
+    for (const char* dist : kDists) {
+      for (const char* shape : kShapes) {
+        const std::string line = std::string(dtype) + " " + shape + " q=" + dist + " k=" + dist + " v=" + dist +
+                                 " seed=" + std::to_string(17 + compared);
+        const Case c = parse(line);
+        HostInputs host;
+        ASSERT_TRUE(make_inputs(c, &host).ok()) << line;
+        DeviceInputs device;
+        const Status made = make_device_inputs(c, &device);
+        ASSERT_TRUE(made.ok()) << line << ": " << made.message();
+        std::vector<uint8_t> q, k, v;
+        ASSERT_TRUE(download_device_inputs(device, &q, &k, &v).ok()) << line;
+        EXPECT_EQ(first_difference(q, host.q), -1) << line << ": q";
+        EXPECT_EQ(first_difference(k, host.k), -1) << line << ": k";
+        EXPECT_EQ(first_difference(v, host.v), -1) << line << ": v";
+        ++compared;
+      }
+    }
+  }
+  // Injections over generated values, and the sink beside the tensors.
+  const std::string line =
+      "bf16 b=2 hq=4 hkv=2 sq=20 sk=40 d=32 pad=2 sink=normal(0,2) q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+      "inject=q[1,3,19,31]:nan;k[0,1,0,0]:-inf;v[1,0,39,5]:1e30;k[0,1,0,0]:inf seed=5";
+  const Case c = parse(line);
+  HostInputs host;
+  ASSERT_TRUE(make_inputs(c, &host).ok());
+  DeviceInputs device;
+  ASSERT_TRUE(make_device_inputs(c, &device).ok());
+  std::vector<uint8_t> q, k, v;
+  ASSERT_TRUE(download_device_inputs(device, &q, &k, &v).ok());
+  EXPECT_EQ(first_difference(q, host.q), -1) << line;
+  EXPECT_EQ(first_difference(k, host.k), -1) << line;
+  EXPECT_EQ(first_difference(v, host.v), -1) << line;
+  EXPECT_EQ(device.sink, host.sink);
+}
+
+// The report without its "RMS vs ref" line (the sampled verdict's reference is another realization: device_inputs.h).
+std::string without_rms_line(const std::string& report) {
+  const size_t at = report.find("  RMS vs ref");
+  if (at == std::string::npos) return report;
+  return report.substr(0, at) + report.substr(report.find('\n', at) + 1);
+}
+
+TEST_F(DeviceInputsGpu, CheckOnDeviceIsRunCaseAndJudge) {
+  const char* const kLines[] = {
+      "bf16 b=2 hq=8 hkv=2 sq=300 sk=517 d=128 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3",
+      "f16 b=3 hq=4 hkv=4 sq=129 sk=200 d=64 layout=bshd pad=8 sink=normal(0,1) q=normal(0,2) k=normal(0,2) "
+      "v=uniform(-1,1) seed=4",
+      "f32 b=1 hq=6 hkv=3 sq=257 sk=100 d=80 mask=window-br window=31,0 q=normal(0,1) k=ramp(-1,2) v=normal(0,1) "
+      "inject=v[0,1,7,3]:nan seed=5",
+  };
+  for (const char* line : kLines) {
+    const Case c = parse(line);
+    HostInputs host;
+    ASSERT_TRUE(make_inputs(c, &host).ok()) << line;
+    const RunOutputs out = run_case(host, Backend::kGpu);
+    const Verdict whole = judge(c, host, out);
+    const DeviceCheck check = check_on_device(c);
+    ASSERT_TRUE(check.status.ok()) << line << ": " << check.status.message();
+    EXPECT_TRUE(check.verdict.pass) << check.verdict.report();
+    EXPECT_EQ(without_rms_line(check.verdict.report()), without_rms_line(whole.report())) << line;
+  }
+}
+
+}  // namespace
+}  // namespace flashcheck
