@@ -4,6 +4,8 @@
 // without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,22 @@ int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_
   return -1;
 }
 
+// Sizes and the eight bytes from the first difference on, device then host (a failure's explanation).
+std::string show_difference(const std::vector<uint8_t>& device, const std::vector<uint8_t>& host) {
+  const int64_t at = first_difference(device, host);
+  std::string out = "device " + std::to_string(device.size()) + " bytes, host " + std::to_string(host.size()) +
+                    " bytes; first difference at byte " + std::to_string(at) + ":";
+  char hex[8];
+  for (const auto* bytes : {&device, &host}) {
+    out += bytes == &device ? " device" : " host";
+    for (int64_t i = std::max<int64_t>(at, 0); i < std::min<int64_t>(at + 8, static_cast<int64_t>(bytes->size())); ++i) {
+      std::snprintf(hex, sizeof hex, " %02x", (*bytes)[static_cast<size_t>(i)]);
+      out += hex;
+    }
+  }
+  return out;
+}
+
 TEST_F(DeviceInputsGpu, DeviceBytesAreHostBytes) {
   const char* const kDists[] = {"normal(0.25,3)", "uniform(-2,5)", "const(1.5)", "nearmax(0.9)", "subnormal()",
                                 "ramp(-4,4)",     "dominant(1,50)", "negzero()"};
@@ -58,9 +76,9 @@ TEST_F(DeviceInputsGpu, DeviceBytesAreHostBytes) {
         ASSERT_TRUE(made.ok()) << line << ": " << made.message();
         std::vector<uint8_t> q, k, v;
         ASSERT_TRUE(download_device_inputs(device, &q, &k, &v).ok()) << line;
-        EXPECT_EQ(first_difference(q, host.q), -1) << line << ": q";
-        EXPECT_EQ(first_difference(k, host.k), -1) << line << ": k";
-        EXPECT_EQ(first_difference(v, host.v), -1) << line << ": v";
+        EXPECT_EQ(first_difference(q, host.q), -1) << line << ": q: " << show_difference(q, host.q);
+        EXPECT_EQ(first_difference(k, host.k), -1) << line << ": k: " << show_difference(k, host.k);
+        EXPECT_EQ(first_difference(v, host.v), -1) << line << ": v: " << show_difference(v, host.v);
         ++compared;
       }
     }

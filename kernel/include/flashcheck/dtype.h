@@ -81,6 +81,19 @@ constexpr uint64_t convert_nan(BinaryFormat from, uint64_t bits, BinaryFormat to
 // CUDA's canonical NaN: positive, every fraction bit set (0x7fff as f16 and as bf16).
 constexpr uint64_t canonical_nan(BinaryFormat f) { return f.exp_all() << f.frac_bits | f.frac_mask(); }
 
+// std::bit_width of a 64-bit word, by halving: the harness's device input generator runs this codec in device code,
+// where CUDA's compiler does not lower libstdc++'s bit_width.
+constexpr int bit_width64(uint64_t x) {
+  int width = 0;
+  for (int shift = 32; shift > 0; shift /= 2) {
+    if ((x >> shift) != 0) {
+      x >>= shift;
+      width += shift;
+    }
+  }
+  return width + static_cast<int>(x);  // x is 0 or 1 here
+}
+
 // Non-NaN `bits` of format `from` rounded to format `to`: one rounding, to nearest with ties to even;
 // beyond the largest finite value (after rounding) +-inf; below half the smallest subnormal a signed zero.
 constexpr uint64_t round_to_format(BinaryFormat from, uint64_t bits, BinaryFormat to) {
@@ -94,7 +107,7 @@ constexpr uint64_t round_to_format(BinaryFormat from, uint64_t bits, BinaryForma
   // |x| = significand * 2^exponent with an integer significand of up to from.frac_bits + 1 <= 53 bits.
   const uint64_t significand = exp_field == 0 ? frac : (frac | (uint64_t{1} << from.frac_bits));
   const int exponent = (exp_field == 0 ? 1 : static_cast<int>(exp_field)) - from.bias() - from.frac_bits;
-  const int log2_floor = exponent + static_cast<int>(std::bit_width(significand)) - 1;
+  const int log2_floor = exponent + bit_width64(significand) - 1;
   const int min_normal_exp = 1 - to.bias();
   // Exponent of the target's unit in the last place at |x| (subnormals share the smallest normal's quantum).
   const int quantum = (log2_floor > min_normal_exp ? log2_floor : min_normal_exp) - to.frac_bits;
