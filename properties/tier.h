@@ -34,6 +34,9 @@ const LoadedSubject* active_subject();
 // from flashcheck's instrumented builds only; a subject without LSE output is held to the properties about O
 // alone), or null.
 const char* property_skip_reason(const char* name);
+// At most this many cases for property `name` in its own test, whatever FLASHCHECK_CASES says (properties whose
+// cases take seconds: LargeInputsAgreeAndRepeat, 16); 0: no cap. The budgeted tier's time shares bound them there.
+int property_case_cap(const char* name);
 // Why the tier cannot run here (the GPU tier without a usable device), or null. Tests skip with it.
 const char* skip_reason();
 // Why the tier's configuration is wrong (a malformed FLASHCHECK_SHARD or FLASHCHECK_SEED), or null. Tests fail

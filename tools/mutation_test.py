@@ -134,8 +134,9 @@ def markdown(results, meta):
         rs_text = "-" if rs is None else ("fails" if rs not in (0, None) else "passes")
         line = (k["case_line"] or "-").replace("|", "\\|")
         rows.append(f"| `{r['name']}` | {r['family']} | {r['bug_class']} | {k['property']}{k.get('binary_note', '')} | "
-                    f"{k['seconds']:.1f} | {k['passing_cases'] + 1} | {cl_text} | {rs_text} | `{line}` |")
-    killed = sum(1 for r in results if r.get("kill"))
+                    f"{k['seconds']:.1f}{' (past the budget)' if k['seconds'] > meta['budget'] else ''} | "
+                    f"{k['passing_cases'] + 1} | {cl_text} | {rs_text} | `{line}` |")
+    killed = sum(1 for r in results if r.get("kill") and r["kill"]["seconds"] <= meta["budget"])
     head = (f"{killed} of {len(results)} mutants killed within the {meta['budget']:g} s budget "
             f"({meta['device']}, base seed {meta['seed']}"
             f"{', FLASHCHECK_PERTURB=' + str(meta['perturb']) if meta.get('perturb') else ''}; "
