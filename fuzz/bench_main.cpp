@@ -1,5 +1,5 @@
 // flashcheck-fuzz-bench PROFILE RUNS [SEED]: the host side of fuzz_kernel's executions, timed per stage, without
-// libFuzzer or a GPU. RUNS pseudo-random byte strings (splitmix64 from SEED) go through check_one with
+// libFuzzer or a GPU. RUNS pseudo-random byte strings (the inputs' Philox4x32-10 keyed by SEED) go through check_one with
 // kernel_target_spec(PROFILE) on the host model instead of the kernel: decoding, input generation and the verdict
 // are fuzz_kernel's own, the run stage is the host model's (on the GPU, FLASHCHECK_FUZZ_TIMING=1 times the kernel's).
 // Built in the fuzz builds, so the host libraries carry the same sanitizers and coverage as in fuzz_kernel.
@@ -10,15 +10,9 @@
 #include <vector>
 
 #include "check_one.h"
+#include "flashcheck/inputs.h"
 
 namespace {
-
-uint64_t splitmix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // Bytes the binary decoder reads for a dense case with injections and features, and a few for sequences.
 constexpr size_t kInputBytes = 72;
@@ -38,15 +32,19 @@ int main(int argc, char** argv) {
     return 64;
   }
   const long runs = std::strtol(argv[2], nullptr, 10);
-  uint64_t state = argc == 4 ? std::strtoull(argv[3], nullptr, 10) : 1;
+  const uint64_t seed = argc == 4 ? std::strtoull(argv[3], nullptr, 10) : 1;
+  const uint32_t key[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
   TargetSpec spec = kernel_target_spec(profile);
   spec.name = "flashcheck-fuzz-bench";
   spec.backend = flashcheck::Backend::kHostModel;
   std::vector<uint8_t> bytes(kInputBytes);
   for (long n = 0; n < runs; ++n) {
-    for (size_t i = 0; i < bytes.size(); i += 8) {
-      const uint64_t word = splitmix64(&state);
-      for (size_t j = 0; j < 8 && i + j < bytes.size(); ++j) bytes[i + j] = static_cast<uint8_t>(word >> (8 * j));
+    // Counter (block, run): 16 bytes a Philox call.
+    for (size_t i = 0; i < bytes.size(); i += 16) {
+      const uint32_t counter[4] = {static_cast<uint32_t>(i / 16), static_cast<uint32_t>(n), 0, 0};
+      uint32_t words[4];
+      flashcheck::Philox4x32::generate(counter, key, words);
+      for (size_t j = 0; j < 16 && i + j < bytes.size(); ++j) bytes[i + j] = static_cast<uint8_t>(words[j / 4] >> (8 * (j % 4)));
     }
     check_one(spec, bytes.data(), bytes.size());
   }

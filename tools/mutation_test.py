@@ -222,6 +222,19 @@ def self_test():
     return 0
 
 
+def save_json(path, meta, results):
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
+
+
+def finish(args, meta, results):
+    """Prints the table, writes it into --markdown; 0 when every mutant was killed within the budget."""
+    table = markdown(results, meta)
+    print(table)
+    write_table(Path(args.markdown), table)
+    return 0 if all(r.get("kill") and r["kill"]["seconds"] <= meta["budget"] for r in results) else 1
+
+
 def merge(args):
     runs = [json.loads(Path(p).read_text()) for p in args.merge]
     keys = {(r["meta"]["budget"], r["meta"]["seed"], r["meta"].get("perturb", 0)) for r in runs}
@@ -238,12 +251,8 @@ def merge(args):
     meta["args"] = f"--budget {meta['budget']:g} --seed {meta['seed']}" + (
         f" --perturb {meta['perturb']}" if meta.get("perturb") else "")
     meta["parts"] = [r["meta"]["args"] for r in runs]
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
-    table = markdown(results, meta)
-    print(table)
-    write_table(Path(args.markdown), table)
-    return 0 if all(r.get("kill") for r in results) else 1
+    save_json(args.json, meta, results)
+    return finish(args, meta, results)
 
 
 def main():
@@ -341,13 +350,8 @@ def main():
         results.append(r)
         status = f"killed by {kill['property']} at {kill['seconds']:.1f} s" if kill else r.get("note", "SURVIVED")
         print(f"[{m['name']}] {status}; {cases} cases; case line: {kill['case_line'] if kill else '-'}", flush=True)
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
-
-    table = markdown(results, meta)
-    print(table)
-    write_table(Path(args.markdown), table)
-    return 0 if all(r.get("kill") for r in results) else 1
+        save_json(args.json, meta, results)
+    return finish(args, meta, results)
 
 
 if __name__ == "__main__":
