@@ -99,7 +99,9 @@ Case gen_sequence_case(const SequenceNeeds& needs) {
       }
     }
   }
-  const std::vector<int64_t> page_sizes{1, 3, 16, block_n, 2 * block_n, 256};
+  // Powers of two and the tile sizes, and as many sizes that are neither (a slot computed as key & (page - 1) is
+  // right only for powers of two; 24 and 100 end pages inside a decode tile of 16 or 32 keys).
+  const std::vector<int64_t> page_sizes{1, 3, 16, 24, block_n, 2 * block_n, 100, 256, 5};
   c.page = needs.paged ? *gen::elementOf(page_sizes).as("page")
                        : *gen::weightedOneOf<int64_t>({{3, gen::just<int64_t>(0)}, {3, gen::elementOf(page_sizes)}}).as("page");
   if (needs.poisoned && c.page == 0 &&
