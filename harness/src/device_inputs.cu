@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "cuda_status.h"
 #include "element_values.h"
 #include "flashcheck/device_inputs.h"
 #include "flashcheck/runner.h"
@@ -21,23 +22,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 8192;  // grid-stride beyond this: enough blocks to fill any current GPU
-
-Status cuda_status(cudaError_t error, const std::string& what) {
-  return {StatusCode::kCudaError, what + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error)};
-}
-
-#define FLASHCHECK_CUDA_TRY(expr, what)                       \
-  do {                                                        \
-    if (cudaError_t error_ = (expr); error_ != cudaSuccess) { \
-      return cuda_status(error_, what);                       \
-    }                                                         \
-  } while (0)
-#define FLASHCHECK_RETURN_IF_ERROR_STATUS(expr)   \
-  do {                                            \
-    if (Status status_ = (expr); !status_.ok()) { \
-      return status_;                             \
-    }                                             \
-  } while (0)
 
 // A dense tensor's buffer: [B, H, S, R] or [B, S, H, R] slots of esize bytes.
 struct DenseLayout {
@@ -380,22 +364,22 @@ Status run_sampled(const Case& c, std::span<const oracle::RowRef> rows, cudaStre
 
   // The guards, whether or not the call ran: a rejected call must not have written anything either.
   DeviceCounter unwritten, damaged, changed;
-  FLASHCHECK_RETURN_IF_ERROR_STATUS(unwritten.reset(stream));
-  FLASHCHECK_RETURN_IF_ERROR_STATUS(damaged.reset(stream));
+  FLASHCHECK_RETURN_IF_ERROR(unwritten.reset(stream));
+  FLASHCHECK_RETURN_IF_ERROR(damaged.reset(stream));
   if (o_layout.slots > 0) {
     scan_output_kernel<<<blocks_for(o_layout.slots), kThreads, 0, stream>>>(o_layout, poison, canary, o,
                                                                            unwritten.get(), damaged.get());
   }
   FLASHCHECK_CUDA_TRY(cudaGetLastError(), "scan O");
   int64_t padding_damage = 0;
-  FLASHCHECK_RETURN_IF_ERROR_STATUS(unwritten.read(stream, &result->unwritten_o));
-  FLASHCHECK_RETURN_IF_ERROR_STATUS(damaged.read(stream, &padding_damage));
-  FLASHCHECK_RETURN_IF_ERROR_STATUS(unwritten.reset(stream));
+  FLASHCHECK_RETURN_IF_ERROR(unwritten.read(stream, &result->unwritten_o));
+  FLASHCHECK_RETURN_IF_ERROR(damaged.read(stream, &padding_damage));
+  FLASHCHECK_RETURN_IF_ERROR(unwritten.reset(stream));
   if (lse_count > 0) {
     count_u32_kernel<<<blocks_for(lse_count), kThreads, 0, stream>>>(lse, lse_count, kPoisonBits32, unwritten.get());
   }
   FLASHCHECK_CUDA_TRY(cudaGetLastError(), "scan LSE");
-  FLASHCHECK_RETURN_IF_ERROR_STATUS(unwritten.read(stream, &result->unwritten_lse));
+  FLASHCHECK_RETURN_IF_ERROR(unwritten.read(stream, &result->unwritten_lse));
   // Guard regions, first damaged byte relative to the payload start (negative: before it).
   const std::pair<const DeviceBuffer*, int64_t> images[] = {{&o_image, in.q_bytes}, {&lse_image, lse_bytes}};
   const char* const names[] = {"O", "LSE"};
@@ -423,12 +407,12 @@ Status run_sampled(const Case& c, std::span<const oracle::RowRef> rows, cudaStre
   for (int i = 0; i < 3 && result->inputs_unchanged; ++i) {
     const DenseLayout t = dense_layout(c, tensors[i]);
     if (t.slots == 0) continue;
-    FLASHCHECK_RETURN_IF_ERROR_STATUS(changed.reset(stream));
+    FLASHCHECK_RETURN_IF_ERROR(changed.reset(stream));
     count_changed_kernel<<<blocks_for(t.slots), kThreads, 0, stream>>>(
         elements::tensor_rule(c, tensors[i]), t, pad_bits_of(dtype), static_cast<const uint8_t*>(buffers[i]), changed.get());
     FLASHCHECK_CUDA_TRY(cudaGetLastError(), "check inputs");
     int64_t differ = 0;
-    FLASHCHECK_RETURN_IF_ERROR_STATUS(changed.read(stream, &differ));
+    FLASHCHECK_RETURN_IF_ERROR(changed.read(stream, &differ));
     int64_t injected = 0;  // injected elements whose bits differ from the generator's
     for (size_t n = 0; n < c.inject.size(); ++n) {
       const Injection& inj = c.inject[n];

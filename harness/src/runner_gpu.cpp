@@ -13,6 +13,8 @@
 
 #if FLASHCHECK_HARNESS_CUDA
 #include <cuda_runtime.h>
+
+#include "cuda_status.h"
 #endif
 
 #ifndef FLASHCHECK_HARNESS_INSTRUMENTED
@@ -54,19 +56,8 @@ DevicePool::~DevicePool() {
 namespace detail {
 
 #if FLASHCHECK_HARNESS_CUDA
-// Every CUDA step returns its Status; the first failure ends the run (a run's own pool frees itself).
-#define FLASHCHECK_RETURN_IF_ERROR(expr)          \
-  do {                                            \
-    if (Status status_ = (expr); !status_.ok()) { \
-      return status_;                             \
-    }                                             \
-  } while (0)
-
+// Every CUDA step returns its Status (cuda_status.h); the first failure ends the run (a run's own pool frees itself).
 namespace {
-
-Status cuda_status(cudaError_t error, const char* what) {
-  return {StatusCode::kCudaError, std::string(what) + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error)};
-}
 
 // The device side of one run: each host buffer uploaded into its slot, downloaded back from it.
 class DeviceRun {
