@@ -266,10 +266,11 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--varlen-only", action="store_true", help="the varlen prefill alone (no decode grid)")
     args = ap.parse_args()
     fc = sbs.Flashcheck(args.lib)
     timer = sbs.Timer(3, args.iters)
-    decode_rows = decode(fc, timer, args.quick, args.rounds)
+    decode_rows = [] if args.varlen_only else decode(fc, timer, args.quick, args.rounds)
     varlen_rows = varlen(fc, timer, args.rounds, args.quick)
     props = torch.cuda.get_device_properties(0)
     device = f"{props.name}, PyTorch {torch.__version__}, {fc.lib.fc_version().decode()}"

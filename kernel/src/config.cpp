@@ -14,22 +14,23 @@ namespace flashcheck {
 
 KernelConfig select_config(const Params& params) {
   KernelConfig config;
-  // The inference path (sequences, split-KV) runs in the general family, which implements it for every
-  // dtype and head_dim; the tensor-core and split-TF32 families serve dense, unsplit problems.
-  // (num_splits = 0 leaves the choice to the families: the tensor-core and split-TF32 ones then run unsplit.)
-  // The sizes tell it too, so that params whose index arrays are not bound yet (a case's params before its
-  // inputs exist) select what the bound ones run.
-  const bool inference_path = params.cu_seqlens_q != nullptr || params.cu_seqlens_k != nullptr ||
-                              params.seqused_k != nullptr || params.page_table != nullptr || params.total_q != 0 ||
-                              params.total_k != 0 || params.page_size != 0 || params.num_splits > 1;
+  // The inference path (sequences, paged caches, split-KV) runs in the general family, which implements all of it
+  // for every dtype and head_dim. The tensor-core family also serves contiguous sequences (varlen prefill: packed
+  // Q and K/V, seqused_k) unsplit; paged caches and split runs it leaves to the decode and general families, and
+  // the split-TF32 family serves dense problems only. (num_splits = 0 leaves the choice to the families: the
+  // tensor-core and split-TF32 ones then run unsplit.) The sizes tell it too, so that params whose index arrays are
+  // not bound yet (a case's params before its inputs exist) select what the bound ones run.
+  const bool paged_or_split = params.page_table != nullptr || params.page_size != 0 || params.num_splits > 1;
+  const bool inference_path = paged_or_split || params.cu_seqlens_q != nullptr || params.cu_seqlens_k != nullptr ||
+                              params.seqused_k != nullptr || params.total_q != 0 || params.total_k != 0;
 #if defined(FLASHCHECK_HAS_DECODE)
   // Decoding shapes (every query row of a K/V head's query heads in one 16-row tile), dense or not.
   if (detail::decode_select(params, &config)) return config;
 #endif
-  if (!inference_path) {
 #if defined(FLASHCHECK_HAS_TENSOR_CORE)
-    if (detail::tensor_core_select(params, &config)) return config;
+  if (!paged_or_split && detail::tensor_core_select(params, &config)) return config;
 #endif
+  if (!inference_path) {
 #if defined(FLASHCHECK_HAS_SPLIT_TF32)
     if (detail::split_tf32_select(params, &config)) return config;
 #endif

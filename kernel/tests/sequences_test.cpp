@@ -40,7 +40,7 @@ TEST_P(SequencesModel, VarlenEqualsEachSequenceAlone) {
       if (kSeqs[b].q == 0) continue;
       Buffers alone;
       build_dense(dtype, d, mask, kSeqs[b], static_cast<int64_t>(b), &alone);
-      // The inference path runs in the general family (select_config): the dense run takes the same tiles.
+      // The dense run takes the packed run's family and tiles (select_config may pick another for it).
       HostModelOptions same_family;
       same_family.override_config = true;
       same_family.config = select_config(packed.params);
@@ -54,15 +54,19 @@ TEST_P(SequencesModel, PagedEqualsContiguousForEveryPageSize) {
   const auto [dtype, mask, decoding] = GetParam();
   const std::vector<SeqLens>& kSeqs = seqs();
   constexpr int64_t d = 40;
-  Buffers contiguous;
-  build_packed(dtype, d, mask, kSeqs, 0, 0, 1, &contiguous);
-  ASSERT_TRUE(run_host_model(contiguous.params).ok());
   for (const int64_t page : {int64_t{1}, int64_t{3}, int64_t{16}, int64_t{64}, int64_t{256}}) {
     for (const int64_t extra : {int64_t{0}, int64_t{5}}) {
       Buffers paged;
       build_packed(dtype, d, mask, kSeqs, extra, page, 1, &paged);
       const Status st = run_host_model(paged.params);
       ASSERT_TRUE(st.ok()) << st.message();
+      // The contiguous cache in the paged run's family and tiles (an unsplit prefill of it selects the tensor cores).
+      Buffers contiguous;
+      build_packed(dtype, d, mask, kSeqs, 0, 0, 1, &contiguous);
+      HostModelOptions same_family;
+      same_family.override_config = true;
+      same_family.config = select_config(paged.params);
+      ASSERT_TRUE(run_host_model(contiguous.params, same_family).ok());
       EXPECT_EQ(0, std::memcmp(paged.o.data(), contiguous.o.data(), paged.o.size())) << "page " << page << " extra " << extra;
       EXPECT_EQ(0, std::memcmp(paged.lse.data(), contiguous.lse.data(), paged.lse.size() * 4)) << "page " << page;
     }

@@ -46,10 +46,15 @@ bool tensor_core_select(const Params& p, KernelConfig* config) {
   if (p.head_dim < 1 || family == 0) return false;
   // scale == 0 would make a masked score's exponent -inf * 0 = NaN; the general family serves it.
   if (p.softmax_scale == 0.0f) return false;
-  if (!chunk_aligned(p.q, p.q_stride, p.batch, p.heads_q, p.seqlen_q) ||
-      !chunk_aligned(p.k, p.k_stride, p.batch, p.heads_kv, p.seqlen_k) ||
-      !chunk_aligned(p.v, p.v_stride, p.batch, p.heads_kv, p.seqlen_k) ||
-      !chunk_aligned(p.o, p.o_stride, p.batch, p.heads_q, p.seqlen_q)) {
+  // Packed tensors (cu_seqlens) are one batch of total rows.
+  const bool packed_q = p.cu_seqlens_q != nullptr || p.total_q != 0;
+  const bool packed_k = p.cu_seqlens_k != nullptr || p.total_k != 0;
+  const int64_t q_batch = packed_q ? 1 : p.batch, q_rows = packed_q ? p.total_q : p.seqlen_q;
+  const int64_t k_batch = packed_k ? 1 : p.batch, k_rows = packed_k ? p.total_k : p.seqlen_k;
+  if (!chunk_aligned(p.q, p.q_stride, q_batch, p.heads_q, q_rows) ||
+      !chunk_aligned(p.k, p.k_stride, k_batch, p.heads_kv, k_rows) ||
+      !chunk_aligned(p.v, p.v_stride, k_batch, p.heads_kv, k_rows) ||
+      !chunk_aligned(p.o, p.o_stride, q_batch, p.heads_q, q_rows)) {
     return false;
   }
   const tensor_core::TileShape shape = tensor_core::tile_shape_sm90(family);

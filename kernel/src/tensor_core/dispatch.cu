@@ -12,6 +12,7 @@
 
 #include "families.h"
 #include "forward.h"
+#include "schedule.h"
 #include "tile_config.h"
 
 namespace flashcheck::detail {
@@ -47,6 +48,11 @@ KernelArgs tc_kernel::make_kernel_args(const Params& p, int block_m, const Instr
   args.ref_to_natural = args.has_softcap ? detail::kLn2 : positive.softmax_scale;
   if (args.has_softcap) args.scale_log2 = 1.0f;
   if (FLASHCHECK_INSTRUMENT && inst != nullptr) args.inst = *inst;
+  args.total_k = args.cu_k != nullptr ? p.total_k : 0;
+  if (args.cu_q != nullptr) {
+    args.q_tiles = tensor_core::packed_slots(p.total_q, p.batch, block_m);
+    args.work_items = args.q_tiles * p.heads_q;
+  }
   return args;
 }
 

@@ -23,10 +23,12 @@ struct KernelArgs : ProblemArgs {
   // A row's reference (raw score units) times this is its m in natural-log units: |softmax_scale|, or ln 2 with
   // a softcap, whose capped scores are in log2 units already (and scale_log2 is then 1).
   float ref_to_natural = 0.0f;
+  int64_t total_k = 0;  // packed K/V rows (with cu_k): the TMA maps' extent
   Instrumentation inst;  // device pointers; read only by kernels instantiated with instrumentation on
 };
 
-// The argument block for params (dispatch.cu); q_tiles and work_items follow block_m.
+// The argument block for params (dispatch.cu); q_tiles and work_items follow block_m (packed Q: the slots of
+// schedule.h's packed_slots per head).
 KernelArgs make_kernel_args(const Params& params, int block_m, const Instrumentation* inst);
 
 // Defined per family in fwd_<dtype>_hdim<d>.cu; T is __half or __nv_bfloat16.

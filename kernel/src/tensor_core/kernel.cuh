@@ -33,8 +33,8 @@ using namespace ::flashcheck::tensor_core;  // tile constants (host-visible, no 
 inline constexpr uint32_t kFullWarp = 0xFFFFFFFFu;
 inline constexpr int kQuad = 4;  // lanes sharing one C-fragment row
 
-// kExtras: the softcap and sink code is compiled in (launches with either take this variant); without it the
-// score and epilogue paths carry no trace of them, so plain launches keep the registers they had.
+// kExtras: the softcap, sink and sequence code is compiled in (launches with any of them take this variant); without
+// it the score, addressing and epilogue paths carry no trace of them, so plain launches keep the registers they had.
 template <typename T, class Cfg, bool kInstrument, bool kExtras = false>
 struct Forward {
   using Ops = DtypeOps<T>;
@@ -241,7 +241,7 @@ struct Forward {
 
   // Keys a row may use: [row_begin, row_end) (common/visibility.h). Select, not arithmetic: a NaN score at a
   // hidden key becomes -inf.
-  __device__ static void apply_mask(float (&s)[kM][kNS][4], const KernelArgs& a, int64_t row_base, int64_t k0,
+  __device__ static void apply_mask(float (&s)[kM][kNS][4], const Visibility& vis, int64_t row_base, int64_t k0,
                                     int quad_row, int quad_col) {
     const auto rel = [&](int64_t key) {  // key - k0 - quad_col within [-1, kBlockN]
       return static_cast<int>(max(min(key - k0 - quad_col, int64_t{Cfg::kBlockN}), int64_t{-1}));
@@ -252,8 +252,8 @@ struct Forward {
       for (int h = 0; h < 2; ++h) {
         const int64_t row = row_base + mt * kMmaM + quad_row + h * kMmaN;
         // Keys nt*8 + e of this thread's columns are visible iff lo <= nt*8 + e < hi: one unsigned compare.
-        const int lo = rel(a.vis.row_begin(row) - (FC_MUTANT(kTcWindowLeftOffByOne) ? 1 : 0));
-        const unsigned width = static_cast<unsigned>(max(rel(a.vis.row_end(row)), lo) - lo);
+        const int lo = rel(vis.row_begin(row) - (FC_MUTANT(kTcWindowLeftOffByOne) ? 1 : 0));
+        const unsigned width = static_cast<unsigned>(max(rel(vis.row_end(row)), lo) - lo);
 #pragma unroll
         for (int nt = 0; nt < kNS; ++nt)
 #pragma unroll
@@ -393,9 +393,9 @@ struct Forward {
     int right_begin;
     __device__ bool contains(int j) const { return j < left_end || j >= right_begin; }
   };
-  __device__ static HiddenKeys hidden_keys(const KernelArgs& a, int64_t q0, int64_t k0) {
+  __device__ static HiddenKeys hidden_keys(const Visibility& vis, int64_t q0, int64_t k0) {
     const auto rel = [&](int64_t key) { return static_cast<int>(max(min(key - k0, int64_t{Cfg::kBlockN}), int64_t{0})); };
-    return {rel(a.vis.row_begin(q0 + Cfg::kBlockM - 1)), rel(a.vis.row_end(q0))};
+    return {rel(vis.row_begin(q0 + Cfg::kBlockM - 1)), rel(vis.row_end(q0))};
   }
 
   // Whether the low / high half of a packed word of T is inf or NaN (its exponent field all ones).
@@ -406,10 +406,10 @@ struct Forward {
   // past seqlen_k are zeros): f(key in tile, chunk address, word, non-finite mask of the word's two halves).
   // tid: this thread's index among the kThreads threads that share the work (the CTA's, or the consumers').
   template <typename F>
-  __device__ static void for_hidden_v_words(uint32_t v_smem, const KernelArgs& a, int64_t q0, int64_t k0, int tid,
+  __device__ static void for_hidden_v_words(uint32_t v_smem, const Visibility& vis, int64_t q0, int64_t k0, int tid,
                                             F&& f) {
-    const HiddenKeys hidden = hidden_keys(a, q0, k0);
-    const int64_t hi = min(k0 + Cfg::kBlockN, a.seqlen_k) - k0;
+    const HiddenKeys hidden = hidden_keys(vis, q0, k0);
+    const int64_t hi = min(k0 + Cfg::kBlockN, vis.seqlen_k) - k0;
     constexpr int kPerThread = Cfg::kBlockN * Cfg::kChunksPerRow / Cfg::kThreads;
 #pragma unroll 1
     for (int i = 0; i < kPerThread; ++i) {
@@ -431,9 +431,9 @@ struct Forward {
 
   // True if a V row that some row of the Q tile may not see holds inf or NaN. On the tensor cores such a row
   // would reach every row of the m16 tile through p = 0: 0 * inf = NaN.
-  __device__ static bool hidden_v_nonfinite(uint32_t v_smem, const KernelArgs& a, int64_t q0, int64_t k0, int tid) {
+  __device__ static bool hidden_v_nonfinite(uint32_t v_smem, const Visibility& vis, int64_t q0, int64_t k0, int tid) {
     uint32_t bad = 0;
-    for_hidden_v_words(v_smem, a, q0, k0, tid, [&](int, uint32_t, uint32_t, uint32_t mask) { bad |= mask; });
+    for_hidden_v_words(v_smem, vis, q0, k0, tid, [&](int, uint32_t, uint32_t, uint32_t mask) { bad |= mask; });
     return bad != 0;
   }
 
@@ -447,11 +447,11 @@ struct Forward {
   // tensor-core sums as with finite hidden values), and P is untouched. O must not be in flight (no wgmma
   // pending on acc_o).
   template <class Sync>
-  __device__ static void exact_hidden_v(State& st, uint32_t v_smem, const KernelArgs& a, int64_t q0, int warp_row0,
+  __device__ static void exact_hidden_v(State& st, uint32_t v_smem, const Visibility& vis, int64_t q0, int warp_row0,
                                        int64_t k0, int lane, int tid, Sync&& sync) {
     const int quad_row = lane / kQuad;
     const int quad_col = (lane % kQuad) * 2;
-    const HiddenKeys hidden = hidden_keys(a, q0, k0);
+    const HiddenKeys hidden = hidden_keys(vis, q0, k0);
     const auto rel = [&](int64_t key) { return static_cast<int>(max(min(key - k0, int64_t{Cfg::kBlockN}), int64_t{0})); };
     int rel_begin[kM][2], rel_end[kM][2];  // this thread's rows see keys k0 + [rel_begin, rel_end)
     int rel_max = 0;
@@ -460,8 +460,8 @@ struct Forward {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t row = q0 + warp_row0 + mt * kMmaM + quad_row + h * kMmaN;
-        rel_begin[mt][h] = rel(a.vis.row_begin(row));
-        rel_end[mt][h] = rel(a.vis.row_end(row));
+        rel_begin[mt][h] = rel(vis.row_begin(row));
+        rel_end[mt][h] = rel(vis.row_end(row));
         rel_max = max(rel_max, rel_end[mt][h]);
       }
     // Columns nt*8 + quad_col + {0, 1} of this thread, the hidden keys below rel_max (the others are seen by
@@ -492,24 +492,98 @@ struct Forward {
             if (poison[mt][h][e]) st.acc_o[mt][nt][2 * h + e] = __int_as_float(0x7FC00000);
     }
     sync();  // every thread has read the original V
-    for_hidden_v_words(v_smem, a, q0, k0, tid, [&](int, uint32_t addr, uint32_t x, uint32_t mask) {
+    for_hidden_v_words(v_smem, vis, q0, k0, tid, [&](int, uint32_t addr, uint32_t x, uint32_t mask) {
       if (mask != 0u) st_shared_b32(addr, x & ~mask);  // +0 where the half was inf or NaN
     });
     if constexpr (kWg) fence_proxy_async_shared();
     sync();
   }
 
+  // One work item: Q tile q_tile of (sequence b, query head h), in the order of schedule.h, with what the item
+  // reads of its sequence. Dense problems (and the variant without kExtras) take the launch's own lengths and
+  // visibility; with sequences (attention.h, contiguous ones: the tensor-core family runs no paged cache) each
+  // item carries its sequence's, and the rows it addresses start at the sequence's first packed row.
+  struct Item {
+    int64_t b, h, hk;
+    int64_t q0, q_rows;  // q_rows <= 0: an empty slot of a packed launch (item_at), which every loop skips
+    int64_t lse0;        // LSE row of the sequence's row 0 for head h (ProblemArgs::row_block)
+    int64_t qb, q_row0;  // Q and O: the batch index and the row of the sequence's row 0 (packed Q: 0 and cu_q[b])
+    int64_t kb, k_row0;  // K and V alike (packed K/V: 0 and cu_k[b])
+    Visibility vis;      // the sequence's rule; vis.seqlen_q and vis.seqlen_k are its lengths
+    // The K/V tiles the Q tile reads (common/visibility.h, TileRange): tile n of the item is tile first + n.
+    // Tile indices fit in int: seqlen_k / kBlockN < 2^31 for any tensor a GPU can hold.
+    int first;
+    int n_tiles;
+    int full_begin, full_end;  // tiles [full_begin, full_end) need no mask
+    int clean_end;             // tiles outside [full_begin, clean_end) hide keys below seqlen_k from some row
+    __device__ bool needs_mask(int n) const { return n < full_begin || n >= full_end; }
+    __device__ bool hides_keys(int n) const { return n < full_begin || n >= clean_end; }
+  };
+
+  __device__ static Item item_at(const KernelArgs& a, int64_t item) {
+    Item it;
+    int64_t q_tile;
+    if (kExtras && a.cu_q != nullptr) {  // a.q_tiles slots per head (schedule.h, packed_slots)
+      it.h = item / a.q_tiles;
+      const int64_t slot = item - it.h * a.q_tiles;
+      const auto start = [&](int64_t b) { return packed_slot_start(a.cu_q[b], b, Cfg::kBlockM); };
+      int64_t lo = 0, hi = a.batch;  // the last sequence whose first slot is <= slot
+      while (hi - lo > 1) {
+        const int64_t mid = (lo + hi) / 2;
+        if (start(mid) <= slot) lo = mid; else hi = mid;
+      }
+      it.b = lo;
+      const int64_t tiles = ceil_div(int64_t{a.cu_q[lo + 1]} - a.cu_q[lo], int64_t{Cfg::kBlockM});
+      const int64_t r = slot - start(lo);
+      q_tile = r < tiles ? tiles - 1 - r : -1;  // the longest causal tile of the sequence first
+    } else {
+      // Consecutive items share a head, so its K/V stays in L2; within a head the longest causal tiles go first.
+      const int64_t bh = item / a.q_tiles;
+      q_tile = q_tile_of_item(item, a.q_tiles);
+      it.b = bh / a.heads_q;
+      it.h = bh - it.b * a.heads_q;
+    }
+    it.hk = it.h / a.group_size;
+    if (kExtras && a.has_sequences()) {
+      const SequenceView seq = a.sequence(it.b);
+      it.vis = seq.vis;
+      it.lse0 = a.row_block(it.b, it.h);
+      it.qb = a.cu_q != nullptr ? 0 : it.b;
+      it.q_row0 = seq.q_row0;
+      it.kb = a.cu_k != nullptr ? 0 : it.b;
+      it.k_row0 = a.cu_k != nullptr ? a.cu_k[it.b] : 0;
+    } else {
+      it.vis = a.vis;
+      it.lse0 = (it.b * a.heads_q + it.h) * a.seqlen_q;
+      it.qb = it.kb = it.b;
+      it.q_row0 = it.k_row0 = 0;
+    }
+    it.q0 = q_tile * Cfg::kBlockM;
+    it.q_rows = q_tile < 0 ? 0 : min(int64_t{Cfg::kBlockM}, it.vis.seqlen_q - it.q0);
+    if (it.q_rows <= 0) {
+      it.first = it.n_tiles = it.full_begin = it.full_end = it.clean_end = 0;
+      return it;
+    }
+    const Visibility::TileRange tiles = it.vis.tile_range(it.q0, it.q_rows, Cfg::kBlockN);
+    it.first = static_cast<int>(tiles.first);
+    it.n_tiles = static_cast<int>(tiles.count);
+    it.full_begin = static_cast<int>(tiles.full_begin);
+    it.full_end = static_cast<int>(tiles.full_end);
+    it.clean_end = static_cast<int>(tiles.clean_end);
+    return it;
+  }
+
   // Epilogue, first half: O = acc / l rounded to T into this warp's rows of a (kBlockM, kHeadDim) tile at o_smem
   // laid out like Q, and LSE = m*|scale| + ln(l) for the real rows, with the sink merged in (common/epilogue.h).
   // A row with l == 0 saw no key with a finite score: O = 0 and LSE = -inf by contract, whatever acc holds.
-  __device__ static void stage_o_and_lse(const State& st, const KernelArgs& a, uint32_t o_smem, int64_t q0, int64_t bh,
+  __device__ static void stage_o_and_lse(const State& st, const KernelArgs& a, uint32_t o_smem, const Item& it,
                                          int warp_row0, int lane) {
     Finals fin;
-    row_finals(st, a, bh % a.heads_q, fin);
+    row_finals(st, a, it.h, fin);
     normalized_o<0, kNO>(st, fin, lane, [&](int local_row, int nt, int col, uint32_t packed) {
       st_shared_b32(o_smem + chunk_offset<Cfg::kBlockM>(warp_row0 + local_row, nt) + col * kElementBytes, packed);
     });
-    write_lse(st, a, fin, q0 + warp_row0, bh, lane);
+    write_lse(st, a, fin, it, it.q0 + warp_row0, lane);
   }
 
   // The final state of this thread's rows (common/epilogue.h, finish_row): l summed over the quad (each quad holds
@@ -554,24 +628,23 @@ struct Forward {
   }
 
   // LSE = m*|scale| + ln(l) (common/epilogue.h) of this thread's real rows; row0 = the warp's first query row.
-  __device__ static void write_lse(const State& st, const KernelArgs& a, const Finals& fin, int64_t row0,
-                                   int64_t bh, int lane) {
+  __device__ static void write_lse(const State& st, const KernelArgs& a, const Finals& fin, const Item& it,
+                                   int64_t row0, int lane) {
     if (lane % kQuad != 0) return;
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const int64_t row = row0 + mt * kMmaM + lane / kQuad + hh * kMmaN;
-        if (row >= a.seqlen_q) continue;
+        if (row >= it.vis.seqlen_q) continue;
         const RowFinal& r = fin.row[mt][hh];
-        a.lse[bh * a.seqlen_q + row] = row_lse(r.m_natural, r.l) * (FC_MUTANT(kTcLseLog2Units) ? kLog2e : 1.0f);
-        if constexpr (kInstrument) record_row(a.inst, bh * a.seqlen_q + row, r.m_natural, r.l, st.moves[mt][hh]);
+        a.lse[it.lse0 + row] = row_lse(r.m_natural, r.l) * (FC_MUTANT(kTcLseLog2Units) ? kLog2e : 1.0f);
+        if constexpr (kInstrument) record_row(a.inst, it.lse0 + row, r.m_natural, r.l, st.moves[mt][hh]);
       }
   }
 
   // A fresh work item: O = 0, m = -inf, l = 0 (and, instrumented, the tile counts and trace slots of its rows).
-  __device__ static void init_state(State& st, const KernelArgs& a, int64_t q0, int64_t bh, int first_tile, int n_tiles,
-                                    int warp_row0, int lane, int tid) {
+  __device__ static void init_state(State& st, const KernelArgs& a, const Item& it, int warp_row0, int lane, int tid) {
     const int quad_row = lane / kQuad;
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt) {
@@ -587,7 +660,8 @@ struct Forward {
       }
     }
     if constexpr (kInstrument) {
-      if (tid == 0) count_tile_kinds(a.inst, a.vis, q0, Cfg::kBlockM, Cfg::kBlockN, first_tile, first_tile + n_tiles);
+      if (tid == 0)
+        count_tile_kinds(a.inst, it.vis, it.q0, Cfg::kBlockM, Cfg::kBlockN, it.first, it.first + it.n_tiles);
 #pragma unroll
       for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
@@ -596,8 +670,8 @@ struct Forward {
           st.trace_slot[mt][hh] = -1;
           // Rows past seqlen_q of a partial Q tile are not rows of this head: their flat index is a row
           // of the next head, whose trace they must not write.
-          const int64_t row = q0 + warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
-          if (row < a.seqlen_q) st.trace_slot[mt][hh] = trace_slot(a.inst, bh * a.seqlen_q + row);
+          const int64_t row = it.q0 + warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
+          if (row < it.vis.seqlen_q) st.trace_slot[mt][hh] = trace_slot(a.inst, it.lse0 + row);
         }
     }
   }
@@ -625,40 +699,6 @@ struct Forward {
     return x;
   }
 
-  // One work item: Q tile q_tile of (batch b, query head h), in the order of schedule.h.
-  struct Item {
-    int64_t bh;  // b * heads_q + h: the row block of LSE
-    int64_t b, h, hk;
-    int64_t q0, q_rows;
-    // The K/V tiles the Q tile reads (common/visibility.h, TileRange): tile n of the item is tile first + n.
-    // Tile indices fit in int: seqlen_k / kBlockN < 2^31 for any tensor a GPU can hold.
-    int first;
-    int n_tiles;
-    int full_begin, full_end;  // tiles [full_begin, full_end) need no mask
-    int clean_end;             // tiles outside [full_begin, clean_end) hide keys below seqlen_k from some row
-    __device__ bool needs_mask(int n) const { return n < full_begin || n >= full_end; }
-    __device__ bool hides_keys(int n) const { return n < full_begin || n >= clean_end; }
-  };
-
-  __device__ static Item item_at(const KernelArgs& a, int64_t item) {
-    Item it;
-    // Consecutive items share a head, so its K/V stays in L2; within a head the longest causal tiles go first.
-    it.bh = item / a.q_tiles;
-    const int64_t q_tile = q_tile_of_item(item, a.q_tiles);
-    it.b = it.bh / a.heads_q;
-    it.h = it.bh - it.b * a.heads_q;
-    it.hk = it.h / a.group_size;
-    it.q0 = q_tile * Cfg::kBlockM;
-    it.q_rows = min(int64_t{Cfg::kBlockM}, a.seqlen_q - it.q0);
-    const Visibility::TileRange tiles = a.vis.tile_range(it.q0, it.q_rows, Cfg::kBlockN);
-    it.first = static_cast<int>(tiles.first);
-    it.n_tiles = static_cast<int>(tiles.count);
-    it.full_begin = static_cast<int>(tiles.full_begin);
-    it.full_end = static_cast<int>(tiles.full_end);
-    it.clean_end = static_cast<int>(tiles.clean_end);
-    return it;
-  }
-
   // Element (b, h, row 0, dim 0) of t (64-bit offsets; the mutant tc-offset-32bit wraps them at 2^32).
   template <typename P>
   __device__ static P* head_of(const TensorArg& t, int64_t b, int64_t h) {
@@ -672,18 +712,20 @@ struct Forward {
 
   // cp.async of the item's Q tile, one commit group.
   __device__ static void load_q(const KernelArgs& a, const Item& it, uint32_t q_smem, const LoadSlot& slot) {
-    const T* q_head = head_of<const T>(a.q, it.b, it.h);
-    load_tile<Cfg::kBlockM>(q_smem, q_head, it.q0, a.q.stride.row, it.q_rows, slot);
+    const T* q_head = head_of<const T>(a.q, it.qb, it.h);
+    load_tile<Cfg::kBlockM>(q_smem, q_head, it.q_row0 + it.q0, a.q.stride.row, it.q_rows, slot);
     cp_async_commit();
   }
 
   // cp.async of the item's K/V tile n (n < n_tiles) into one ring stage: K, then V, one commit group.
   __device__ static void load_kv(const KernelArgs& a, const Item& it, int n, uint32_t stage, const LoadSlot& slot) {
-    const T* k_head = head_of<const T>(a.k, it.b, it.hk);
-    const T* v_head = head_of<const T>(a.v, it.b, it.hk);
+    const T* k_head = head_of<const T>(a.k, it.kb, it.hk);
+    const T* v_head = head_of<const T>(a.v, it.kb, it.hk);
     const int64_t k0 = int64_t{it.first + n} * Cfg::kBlockN;
-    load_tile<Cfg::kBlockN>(stage, k_head, k0, a.k.stride.row, a.seqlen_k - k0, slot);
-    load_tile<Cfg::kBlockN>(stage + Cfg::kKVTileSmemBytes, v_head, k0, a.v.stride.row, a.seqlen_k - k0, slot);
+    // Rows past the sequence's keys are zero-filled, never read (with sequences, other memory lies there).
+    load_tile<Cfg::kBlockN>(stage, k_head, it.k_row0 + k0, a.k.stride.row, it.vis.seqlen_k - k0, slot);
+    load_tile<Cfg::kBlockN>(stage + Cfg::kKVTileSmemBytes, v_head, it.k_row0 + k0, a.v.stride.row,
+                            it.vis.seqlen_k - k0, slot);
     cp_async_commit();
   }
 
@@ -717,11 +759,10 @@ struct Forward {
       if (item >= a.work_items) break;
       const int64_t next_item = scheduled_item(blockIdx.x, step + 1, gridDim.x);
       const Item it = item_at(a, item);
+      if (it.q_rows <= 0) continue;  // an empty slot: nothing was prefetched for it (its n_tiles is 0)
       const int n_tiles = it.n_tiles;
       const int64_t q0 = it.q0;
-      const int64_t bh = it.bh;
-      const int64_t b = it.b;
-      const int64_t h = it.h;
+      const Visibility& vis = it.vis;
       // Q and K/V for no visible key are never read: with seqlen_k == 0 the pointers may be null.
       if (!prefetched && n_tiles > 0) {
         load_q(a, it, q_smem, slot);
@@ -733,7 +774,7 @@ struct Forward {
       const bool prefetch_next = n_tiles > 0 && next_item < a.work_items && item_at(a, next_item).n_tiles > 0;
 
       State st;
-      init_state(st, a, q0, bh, it.first, n_tiles, warp_row0, lane, static_cast<int>(threadIdx.x));
+      init_state(st, a, it, warp_row0, lane, static_cast<int>(threadIdx.x));
 
       for (int n = 0; n < n_tiles; ++n) {
         const uint32_t k_smem = stage_smem(parity + n);
@@ -768,8 +809,8 @@ struct Forward {
         // (A wgmma is issued by the whole warpgroup: there the test is per warpgroup.)
         const int sees_row0 = kWg ? warp / kWarpsPerWarpgroup * kWgmmaRows : warp_row0;
         const int sees_rows = kWg ? kWgmmaRows : Cfg::kRowsPerWarp;
-        const bool warp_sees = !diagonal || (a.vis.row_end(q0 + sees_row0 + sees_rows - 1) > k0 &&
-                                             a.vis.row_begin(q0 + sees_row0) < k0 + Cfg::kBlockN);
+        const bool warp_sees = !diagonal || (vis.row_end(q0 + sees_row0 + sees_rows - 1) > k0 &&
+                                             vis.row_begin(q0 + sees_row0) < k0 + Cfg::kBlockN);
         uint32_t pa[kM][kNS / 2][4];  // P rounded to T, A-fragment layout
         if (warp_sees) {
           float s[kM][kNS][4];  // (kRowsPerWarp, kBlockN) scores, then p
@@ -786,7 +827,7 @@ struct Forward {
             if (a.has_softcap && !FC_MUTANT(kTcSoftcapAfterMask)) cap_scores(s, a);
           }
           if (it.needs_mask(n) && !(FC_MUTANT(kTcLastTileUnmasked) && last))
-            apply_mask(s, a, q0 + warp_row0, k0, quad_row, quad_col);
+            apply_mask(s, vis, q0 + warp_row0, k0, quad_row, quad_col);
           if constexpr (kExtras) {
             if (a.has_softcap && FC_MUTANT(kTcSoftcapAfterMask)) cap_scores(s, a);
           }
@@ -795,9 +836,9 @@ struct Forward {
         }
         const bool exact =
             diagonal && !FC_MUTANT(kTcHiddenVExactPathSkipped) &&
-            __syncthreads_or(hidden_v_nonfinite(v_smem, a, q0, k0, static_cast<int>(threadIdx.x)));
+            __syncthreads_or(hidden_v_nonfinite(v_smem, vis, q0, k0, static_cast<int>(threadIdx.x)));
         if (exact) {
-          exact_hidden_v(st, v_smem, a, q0, warp_row0, k0, lane, static_cast<int>(threadIdx.x),
+          exact_hidden_v(st, v_smem, vis, q0, warp_row0, k0, lane, static_cast<int>(threadIdx.x),
                          [] { __syncthreads(); });
         }
         if (last && prefetch_next) {
@@ -828,8 +869,8 @@ struct Forward {
       // the next item's tile already); an item without K/V tiles uses the stage the next item's tile 0 skips.
       const uint32_t o_smem = stage_smem(n_tiles > 0 ? parity + n_tiles - 1 : parity + 1);
       if (n_tiles > 0) __syncthreads();
-      T* o_head = head_of<T>(a.o, b, h);
-      stage_o_and_lse(st, a, o_smem, q0, bh, warp_row0, lane);
+      T* o_head = head_of<T>(a.o, it.qb, it.h) + it.q_row0 * a.o.stride.row;
+      stage_o_and_lse(st, a, o_smem, it, warp_row0, lane);
       __syncwarp();
       constexpr int kStorePerLane = Cfg::kRowsPerWarp * Cfg::kChunksPerRow / kWarpSize;
 #pragma unroll
@@ -838,7 +879,7 @@ struct Forward {
         const int local_row = warp_row0 + idx / Cfg::kChunksPerRow;
         const int col = (idx % Cfg::kChunksPerRow) * kChunkElems;
         const int64_t row = q0 + local_row;
-        if ((row >= a.seqlen_q && !FC_MUTANT(kTcOStorePastSeqlen)) || col >= a.head_dim) continue;
+        if ((row >= vis.seqlen_q && !FC_MUTANT(kTcOStorePastSeqlen)) || col >= a.head_dim) continue;
         const uint32_t src = o_smem + chunk_offset<Cfg::kBlockM>(local_row, col / kChunkElems);
         T* dst = o_head + row * a.o.stride.row + col;
         if (col + kChunkElems <= a.head_dim) {
@@ -867,8 +908,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   Forward<T, Cfg, kInstrument, kExtras>::run(args, smem);
 }
 
-// Whether a launch needs the kExtras variant (softcap or sink).
-inline bool needs_extras(const KernelArgs& args) { return args.has_softcap || args.sink != nullptr; }
+// Whether a launch needs the kExtras variant (softcap, sink or sequences).
+inline bool needs_extras(const KernelArgs& args) { return args.has_softcap || args.sink != nullptr || args.has_sequences(); }
 
 // CTAs of kKernel (with `threads` threads and `smem_bytes` of dynamic shared memory) that fit on the current
 // device at once: SMs x CTAs per SM. The kernel's shared-memory opt-in is set and the occupancy queried on the
@@ -908,8 +949,11 @@ GridProblem grid_problem(const KernelArgs& args) {
   problem.vis = args.vis;
   problem.block_m = Cfg::kBlockM;
   problem.block_n = Cfg::kBlockN;
-  problem.allow_persistent = Cfg::kPersist == Persist::kAlways ||
-                             (Cfg::kPersist == Persist::kCausal && (args.vis.bounded_end || args.vis.bounded_begin));
+  // Packed Q: items differ by their sequences, which plan_grid() does not see; one item per CTA lets the hardware
+  // balance them.
+  problem.allow_persistent = args.cu_q == nullptr &&
+                             (Cfg::kPersist == Persist::kAlways ||
+                              (Cfg::kPersist == Persist::kCausal && (args.vis.bounded_end || args.vis.bounded_begin)));
   return problem;
 }
 

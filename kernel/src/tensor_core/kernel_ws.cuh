@@ -174,7 +174,9 @@ struct WsForward {
       const int64_t item = scheduled_item(blockIdx.x, step, gridDim.x);
       if (item >= a.work_items) break;
       const Item it = F::item_at(a, item);
-      const int b = static_cast<int>(it.b);
+      if (it.q_rows <= 0) continue;  // an empty slot (packed Q): the consumers skip it too
+      const int qb = static_cast<int>(it.qb);
+      const int kb = static_cast<int>(it.kb);
       const int hk = static_cast<int>(it.hk);
       const auto load_q = [&] {
         for (int w = 0; w < kConsumerWarpgroups; ++w) {
@@ -187,19 +189,19 @@ struct WsForward {
           mbarrier_arrive_expect_tx(bar(bars.q_full[w]), kQRowsBytes);
           for (int cb = 0; cb < kColumnBlocks; ++cb)
             tma_load_4d(lay.rows(lay.q, w, cb), &maps.q, bar(bars.q_full[w]), cb * kColumnBlockElems,
-                        static_cast<int>(it.q0) + w * kWgmmaRows, static_cast<int>(it.h), b);
+                        static_cast<int>(it.q_row0 + it.q0) + w * kWgmmaRows, static_cast<int>(it.h), qb);
         }
       };
       if (it.n_tiles == 0) load_q();
       for (int n = 0; n < it.n_tiles; ++n, ++tile) {
         const int s = slot<kKStages>(tile);
-        const int row = (it.first + n) * Cfg::kBlockN;
+        const int row = static_cast<int>(it.k_row0) + (it.first + n) * Cfg::kBlockN;
         mbarrier_wait(bar(bars.k_empty[s]), phase<kKStages>(tile) ^ 1);
         FC_PERTURB(kPerturbWsProducerK, tile);
         mbarrier_arrive_expect_tx(bar(bars.k_full[s]), kKVTileBytes);
         for (int cb = 0; cb < kColumnBlocks; ++cb)
           tma_load_4d(lay.k_slot(s) + cb * (Cfg::kBlockN * kSwizzleRowBytes), &maps.k, bar(bars.k_full[s]),
-                      cb * kColumnBlockElems, row, hk, b);
+                      cb * kColumnBlockElems, row, hk, kb);
         if (n == 0) load_q();
         const int sv = slot<kVStages>(tile);
         mbarrier_wait(bar(bars.v_empty[sv]), phase<kVStages>(tile) ^ 1);
@@ -207,7 +209,7 @@ struct WsForward {
         mbarrier_arrive_expect_tx(bar(bars.v_full[sv]), kKVTileBytes);
         for (int cb = 0; cb < kColumnBlocks; ++cb)
           tma_load_4d(lay.v_slot(sv) + cb * (Cfg::kBlockN * kSwizzleRowBytes), &maps.v, bar(bars.v_full[sv]),
-                      cb * kColumnBlockElems, row, hk, b);
+                      cb * kColumnBlockElems, row, hk, kb);
       }
       ++items;
     }
@@ -231,7 +233,34 @@ struct WsForward {
     int n_tiles;  // K/V tiles it reads
     int full_begin, full_end, clean_end;  // Item's: which tiles need a mask, which hide keys from some row
     uint32_t tile0;     // CTA-wide index of its first K/V tile (mod 2^32: slot and parity read its low bits)
+    int seqlen_q, seqlen_k;  // the item's sequence's lengths (kExtras; vis_of() builds its rule from them)
+    // With sequences the rows of the last K/V tile past the sequence's keys are other memory (the next sequence,
+    // slots past seqused_k), not TMA's zeros: its V rows there are zeroed before P V reads them, so that the tile
+    // holds what a dense launch's does (the scores there are masked; P is 0 but 0 * inf = NaN).
+    bool kv_tail;
   };
+  // The item's visibility: the launch's without kExtras; else rebuilt from the lengths where it is used (kept in
+  // registers across the K/V loop it cost the consumers 100+ bytes of spills at d = 128). The lengths are made
+  // opaque at each use so that the rule is not hoisted out of the loop.
+  __device__ static Visibility vis_of(const KernelArgs& a, const ItemCtx& c) {
+    if constexpr (kExtras) {
+      int sq = c.seqlen_q, sk = c.seqlen_k;
+      asm volatile("" : "+r"(sq), "+r"(sk));
+      return make_visibility(a.mask, sq, sk, a.window_left, a.window_right);
+    } else {
+      return a.vis;
+    }
+  }
+
+  // Zeros rows [row0, kBlockN) of a V tile (every consumer thread its share), visible to wgmma after a barrier.
+  __device__ static void zero_v_rows(uint32_t v_smem, int row0, int ctid) {
+    const int chunks = (Cfg::kBlockN - row0) * Cfg::kChunksPerRow;
+    for (int i = ctid; i < chunks; i += kConsumerThreads) {
+      st_shared_v4(v_smem + F::template chunk_offset<Cfg::kBlockN>(row0 + i / Cfg::kChunksPerRow, i % Cfg::kChunksPerRow),
+                   make_uint4(0u, 0u, 0u, 0u));
+    }
+    fence_proxy_async_shared();
+  }
   static_assert((kKStages & (kKStages - 1)) == 0 && (kVStages & (kVStages - 1)) == 0,
                 "slot and phase come from the low bits of a wrapping tile count");
 
@@ -244,8 +273,9 @@ struct WsForward {
     return (t / kSlots) & 1;
   }
 
-  // Waits for V(m); takes the exact path (kernel.cuh's exact_hidden_v, every consumer thread together) if tile m
-  // is a diagonal tile with a non-finite hidden V row. Runs before S(m + 1) and P(m) V(m) are issued, so no wgmma
+  // Waits for V(m); zeros the rows past the sequence's keys of a last tile with other memory there (kv_tail); takes
+  // the exact path (kernel.cuh's exact_hidden_v, every consumer thread together) if tile m is a diagonal tile with a
+  // non-finite hidden V row. Runs before S(m + 1) and P(m) V(m) are issued, so no wgmma
   // is in flight meanwhile (V(m) is requested before K(m + 1): waiting for it first costs nothing). Returns
   // V(m)'s slot address. The scan and the vote cost causal launches up to 20% at short sequences, but moving them
   // off the consumers did not pay on the H100: the producer warpgroup's idle warps scanning each landed diagonal
@@ -257,10 +287,14 @@ struct WsForward {
     mbarrier_wait(bar(bars.v_full[slot<kVStages>(t)]), phase<kVStages>(t));
     const uint32_t v_smem = lay.v_slot(slot<kVStages>(t));
     const int64_t k0 = int64_t{c.first + m} * Cfg::kBlockN;
-    if ((m < c.full_begin || m >= c.clean_end) && !FC_MUTANT(kTcHiddenVExactPathSkipped) &&
-        named_barrier_or(kBarConsumers, kConsumerThreads, F::hidden_v_nonfinite(v_smem, a, c.q0, k0, ctid))) {
+    const Visibility vis = vis_of(a, c);
+    const bool tail = kExtras && c.kv_tail && m + 1 == c.n_tiles;
+    if (tail) zero_v_rows(v_smem, static_cast<int>(vis.seqlen_k - k0), ctid);
+    const bool hides = (m < c.full_begin || m >= c.clean_end) && !FC_MUTANT(kTcHiddenVExactPathSkipped);
+    if ((hides || tail) &&
+        named_barrier_or(kBarConsumers, kConsumerThreads, hides && F::hidden_v_nonfinite(v_smem, vis, c.q0, k0, ctid))) {
       const int warp = ctid / kWarpSize;
-      F::exact_hidden_v(st, v_smem, a, c.q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid,
+      F::exact_hidden_v(st, v_smem, vis, c.q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid,
                         [] { named_barrier_sync(kBarConsumers, kConsumerThreads); });
     }
     return v_smem;
@@ -293,8 +327,10 @@ struct WsForward {
       const int64_t item = scheduled_item(blockIdx.x, step, gridDim.x);
       if (item >= a.work_items) break;
       ItemCtx c;
+      State st;
       {
         const Item it = F::item_at(a, item);
+        if (it.q_rows <= 0) continue;  // an empty slot (packed Q): the producer skips it too
         c.q0 = static_cast<int>(it.q0);
         c.first = it.first;
         c.n_tiles = it.n_tiles;
@@ -302,12 +338,15 @@ struct WsForward {
         c.full_end = it.full_end;
         c.clean_end = it.clean_end;
         c.tile0 = tile;
+        c.seqlen_q = static_cast<int>(it.vis.seqlen_q);
+        c.seqlen_k = static_cast<int>(it.vis.seqlen_k);
+        c.kv_tail = (a.cu_k != nullptr || a.used_k != nullptr) && it.n_tiles > 0 &&
+                    int64_t{it.first + it.n_tiles} * Cfg::kBlockN > it.vis.seqlen_k;
+        F::init_state(st, a, it, warp_row0, lane, ctid);
       }
       mbarrier_wait(bar(bars.q_full[wg]), items & 1);
       if (a.negate_q && c.n_tiles > 0) negate_q_rows(lay, wg, wg_tid);
       if (c.n_tiles == 0 && lane == 0) mbarrier_arrive(bar(bars.q_empty[wg]));  // nothing reads Q
-      State st;
-      F::init_state(st, a, c.q0, item / a.q_tiles, c.first, c.n_tiles, warp_row0, lane, ctid);
 
       // Every warpgroup runs every tile. On a causal diagonal tile none of whose keys a warpgroup's rows see, the
       // mask gives p = 0 and alpha = 1 (exact, as skipping would be); keeping the wgmma chains out of branches
@@ -350,7 +389,7 @@ struct WsForward {
           if (a.has_softcap && !FC_MUTANT(kTcSoftcapAfterMask)) F::cap_scores(sc, a);
         }
         if ((n < c.full_begin || n >= c.full_end) && !(FC_MUTANT(kTcLastTileUnmasked) && n + 1 == c.n_tiles))
-          F::apply_mask(sc, a, c.q0 + warp_row0, int64_t{c.first + n} * Cfg::kBlockN, lane / kQuad, (lane % kQuad) * 2);
+          F::apply_mask(sc, vis_of(a, c), c.q0 + warp_row0, int64_t{c.first + n} * Cfg::kBlockN, lane / kQuad, (lane % kQuad) * 2);
         if constexpr (kExtras) {
           if (a.has_softcap && FC_MUTANT(kTcSoftcapAfterMask)) F::cap_scores(sc, a);
         }
@@ -389,14 +428,18 @@ struct WsForward {
       } else {
         if (wg_tid == 0) tma_store_wait_read();
         named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
-        F::stage_o_and_lse(st, a, lay.o, it.q0, it.bh, warp_row0, lane);
+        F::stage_o_and_lse(st, a, lay.o, it, warp_row0, lane);
         fence_proxy_async_shared();
         if (!FC_MUTANT(kWsOStagedWithoutBarrier)) named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
-        if (wg_tid == 0) {
+        if (kExtras && a.cu_q != nullptr && it.q0 + (wg + 1) * kWgmmaRows > it.vis.seqlen_q) {
+          // Packed Q: TMA would store the rows past the sequence over the next sequence's.
+          store_staged_rows(a, lay, it, wg, wg_tid);
+        } else if (wg_tid == 0) {
           FC_PERTURB(kPerturbWsStoreO, items);
           for (int cb = 0; cb < kColumnBlocks; ++cb)
-            tma_store_4d(&maps.o, lay.rows(lay.o, wg, cb), cb * kColumnBlockElems, c.q0 + wg * kWgmmaRows,
-                         static_cast<int>(it.h), static_cast<int>(it.b));
+            tma_store_4d(&maps.o, lay.rows(lay.o, wg, cb), cb * kColumnBlockElems,
+                         static_cast<int>(it.q_row0 + it.q0) + wg * kWgmmaRows, static_cast<int>(it.h),
+                         static_cast<int>(it.qb));
           tma_store_commit();
         }
       }
@@ -404,6 +447,21 @@ struct WsForward {
     }
     if (wg == 0) take_turn();
     if (kOStaging != OStaging::kRegisters && wg_tid == 0) tma_store_wait_all();
+  }
+
+  // The staged O rows of warpgroup wg that belong to the sequence, 16 bytes per thread and step (head_dim % 8 == 0
+  // here: encode_operand()).
+  __device__ static void store_staged_rows(const KernelArgs& a, const Layout& lay, const Item& it, int wg, int wg_tid) {
+    const int64_t row0 = it.q0 + wg * kWgmmaRows;
+    T* o_rows = a.o.template head<T>(it.qb, it.h) + (it.q_row0 + row0) * a.o.stride.row;
+    const int rows = static_cast<int>(max(min(it.vis.seqlen_q - row0, int64_t{kWgmmaRows}), int64_t{0}));
+    const int chunks = static_cast<int>(a.head_dim) / kChunkElems;
+    for (int i = wg_tid; i < rows * chunks; i += kWarpgroupThreads) {
+      const int r = i / chunks;
+      const int ch = i - r * chunks;
+      const uint4 v = ld_shared_v4(lay.o + F::template chunk_offset<Cfg::kBlockM>(wg * kWgmmaRows + r, ch));
+      *reinterpret_cast<uint4*>(o_rows + r * a.o.stride.row + ch * kChunkElems) = v;
+    }
   }
 
   // O of this thread's rows straight from the accumulators, normalized and rounded as stage_o_and_lse does (the
@@ -416,7 +474,7 @@ struct WsForward {
     typename F::Finals fin;
     F::row_finals(st, a, it.h, fin);
     const int64_t row0 = it.q0 + warp_row0;
-    T* o_rows = a.o.template head<T>(it.b, it.h) + row0 * a.o.stride.row;
+    T* o_rows = a.o.template head<T>(it.qb, it.h) + (it.q_row0 + row0) * a.o.stride.row;
     const int t = lane % kQuad;
     const bool odd = (t & 1) != 0;
     const auto tile_pair = [&]<int kJ>() {  // n8 tiles 2 kJ and 2 kJ + 1
@@ -430,13 +488,13 @@ struct WsForward {
         const uint32_t recv = __shfl_xor_sync(kFullWarp, odd ? w[hh][0] : w[hh][1], 1);
         const uint2 v = odd ? make_uint2(recv, w[hh][1]) : make_uint2(w[hh][0], recv);
         const int r = lane / kQuad + hh * kMmaN;
-        if ((row0 + r < a.seqlen_q || FC_MUTANT(kTcOStorePastSeqlen)) && c < a.head_dim) *reinterpret_cast<uint2*>(o_rows + r * a.o.stride.row + c) = v;
+        if ((row0 + r < it.vis.seqlen_q || FC_MUTANT(kTcOStorePastSeqlen)) && c < a.head_dim) *reinterpret_cast<uint2*>(o_rows + r * a.o.stride.row + c) = v;
       }
     };
     [&]<int... kJ>(std::integer_sequence<int, kJ...>) {
       (tile_pair.template operator()<kJ>(), ...);
     }(std::make_integer_sequence<int, Cfg::kNTilesO / 2>{});
-    F::write_lse(st, a, fin, row0, it.bh, lane);
+    F::write_lse(st, a, fin, it, row0, lane);
   }
 };
 
@@ -534,7 +592,8 @@ Status launch_ws_variant(const KernelArgs& args, const TmaMaps& maps, cudaStream
   const Status st = resident_ctas<kernel>(Ws::kThreads, Ws::kSmemBytes, &resident);
   if (!st.ok()) return st;
   GridProblem problem = grid_problem<Cfg>(args);
-  problem.allow_persistent = true;  // the producer runs ahead across items whenever the schedule is balanced
+  // The producer runs ahead across items whenever the schedule is balanced (packed Q: grid_problem's rule).
+  problem.allow_persistent = args.cu_q == nullptr;
   const int64_t grid = capped_grid(plan_grid(problem, resident));
   if (grid < 1) return Status::ok_status();
   kernel<<<dim3(static_cast<unsigned>(grid)), Ws::kThreads, Ws::kSmemBytes, stream>>>(args, maps);
@@ -553,14 +612,17 @@ Status launch_ws_kernel(const KernelArgs& args, const TmaMaps& maps, cudaStream_
 template <typename T, class Cfg>
 Status launch_ws(const KernelArgs& args, cudaStream_t stream, bool* launched) {
   *launched = false;
-  if (args.seqlen_k < 1 || args.seqlen_q > kTmaMaxCoord || args.seqlen_k > kTmaMaxCoord) return Status::ok_status();
-  const int64_t batch = args.batch;
+  // Packed tensors are one batch of total rows; a sequence's rows start at its cu_seqlens entry (Item).
+  const bool packed_q = args.cu_q != nullptr, packed_k = args.cu_k != nullptr;
+  const int64_t q_rows = packed_q ? args.total_q : args.seqlen_q, q_batch = packed_q ? 1 : args.batch;
+  const int64_t k_rows = packed_k ? args.total_k : args.seqlen_k, k_batch = packed_k ? 1 : args.batch;
+  if (k_rows < 1 || q_rows > kTmaMaxCoord || k_rows > kTmaMaxCoord) return Status::ok_status();
   const int64_t heads_kv = args.heads_q / args.group_size;
   TmaMaps maps;
-  if (!encode_operand<T>(&maps.q, args.q, args.head_dim, args.seqlen_q, args.heads_q, batch, kWgmmaRows) ||
-      !encode_operand<T>(&maps.k, args.k, args.head_dim, args.seqlen_k, heads_kv, batch, Cfg::kBlockN) ||
-      !encode_operand<T>(&maps.v, args.v, args.head_dim, args.seqlen_k, heads_kv, batch, Cfg::kBlockN) ||
-      !encode_operand<T>(&maps.o, args.o, args.head_dim, args.seqlen_q, args.heads_q, batch, kWgmmaRows)) {
+  if (!encode_operand<T>(&maps.q, args.q, args.head_dim, q_rows, args.heads_q, q_batch, kWgmmaRows) ||
+      !encode_operand<T>(&maps.k, args.k, args.head_dim, k_rows, heads_kv, k_batch, Cfg::kBlockN) ||
+      !encode_operand<T>(&maps.v, args.v, args.head_dim, k_rows, heads_kv, k_batch, Cfg::kBlockN) ||
+      !encode_operand<T>(&maps.o, args.o, args.head_dim, q_rows, args.heads_q, q_batch, kWgmmaRows)) {
     return Status::ok_status();
   }
   *launched = true;

@@ -33,6 +33,16 @@ constexpr int64_t scheduled_item(int64_t cta, int64_t step, int64_t grid) {
 // tiles first (causal: the last one). The kernel and plan_grid() both read the order from here.
 constexpr int64_t q_tile_of_item(int64_t item, int64_t q_tiles) { return q_tiles - 1 - item % q_tiles; }
 
+// Packed Q (cu_seqlens_q): work items are, per query head, slots of Q tiles. Sequence b's tiles take the slots
+// [start(b), start(b) + ceil(seqlen_q(b) / block_m)) with start(b) = floor(cu_q[b] / block_m) + b: increasing in b
+// and disjoint (ceil(s / m) <= floor((x + s) / m) - floor(x / m) + 1), and all below start(batch) (cu_q[batch] =
+// total_q). So a launch has about one slot per real Q tile, an empty one at most per sequence, however long its
+// longest sequence is.
+constexpr int64_t packed_slot_start(int64_t cu_q_b, int64_t b, int64_t block_m) { return cu_q_b / block_m + b; }
+constexpr int64_t packed_slots(int64_t total_q, int64_t batch, int64_t block_m) {
+  return packed_slot_start(total_q, batch, block_m);
+}
+
 // What plan_grid() needs of one launch.
 struct GridProblem {
   int64_t work_items = 0;  // q_tiles * batch * heads_q
