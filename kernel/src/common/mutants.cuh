@@ -5,8 +5,11 @@
 // sleep a seeded 0-8 us at the producer and consumer points of the pipelines where a missing wait or an early
 // release opens a race window, in seeded regimes that hold back one side or the other (perturb() below): the
 // delays depend on the seed, the site, the CTA, the warp and the tile, so a seed widens the same windows on
-// every run. In every other build FC_MUTANT is the constant false and the other
-// two do nothing, so production code holds no mutant and no delay.
+// every run. A fourth regime, FC_PERTURB_LATE_ISSUE(), has the cp.async pipelines issue each copy group just before
+// the wait for it instead of a tile or more ahead: a load then takes longer than the work between issue and
+// wait, as under heavy memory traffic, and a wait that lets the group pass reads the stage before it lands, on
+// every run. In every other build FC_MUTANT and FC_PERTURB_LATE_ISSUE are the constant false and the others do
+// nothing, so production code holds no mutant and no delay.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -89,13 +92,21 @@ static __device__ __forceinline__ uint32_t mix(uint32_t h) {
   return h;
 }
 
-// The seeded delay of FC_PERTURB. Each CTA draws a regime from (seed, CTA), the same at all of its sites: both
-// sides 0-4 us, or the producers' side held back (2-8 us, the readers not at all: a missing wait reads a buffer
-// before it lands), or the readers' side (an early release lets the next fill overwrite what is still read). The
-// delay itself hashes (seed, site, CTA, warp, n).
+// The regime of this CTA, drawn from (seed, CTA) and the same at all of its sites: 0 both sides 0-4 us, 1 the
+// producers' side held back (2-8 us, the readers not at all: a missing wait reads a buffer before it lands), 2 the
+// readers' side (an early release lets the next fill overwrite what is still read), 3 late issue (no delay; the
+// cp.async pipelines issue each group just before its wait).
+static __device__ __forceinline__ uint32_t regime() {
+  return mix(g_perturb * 0x9e3779b1u ^ blockIdx.x * 0xc2b2ae3du) % 4;
+}
+
+static __device__ __forceinline__ bool late_issue() { return g_perturb != 0 && regime() == 3; }
+
+// The seeded delay of FC_PERTURB (regimes above); the delay itself hashes (seed, site, CTA, warp, n).
 static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
   if (g_perturb == 0) return;
-  const uint32_t regime = mix(g_perturb * 0x9e3779b1u ^ blockIdx.x * 0xc2b2ae3du) % 3;
+  const uint32_t regime = mutants::regime();
+  if (regime == 3) return;
   const uint32_t h = mix(g_perturb * 0x9e3779b1u ^ site * 0x85ebca77u ^ blockIdx.x * 0xc2b2ae3du ^
                          (threadIdx.x / 32) * 0x27d4eb2fu ^ n * 0x165667b1u);
   if (regime == 0) {
@@ -109,6 +120,7 @@ static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
 
 #define FC_MUTANT(name) (::flashcheck::detail::mutants::g_mutant == static_cast<int32_t>(::flashcheck::Mutant::name))
 #define FC_PERTURB(site, n) ::flashcheck::detail::mutants::perturb(site, static_cast<uint32_t>(n))
+#define FC_PERTURB_LATE_ISSUE() ::flashcheck::detail::mutants::late_issue()
 #define FC_UPLOAD_MUTANT(stream)                                                               \
   do {                                                                                         \
     if (::flashcheck::Status fc_mutant_st = ::flashcheck::detail::mutants::upload(stream);    \
@@ -119,6 +131,7 @@ static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
 #else
 
 #define FC_MUTANT(name) false
+#define FC_PERTURB_LATE_ISSUE() false
 #define FC_PERTURB(site, n) \
   do {                      \
   } while (0)

@@ -167,6 +167,9 @@ struct Warp {
     uint32_t qa[Tile::kKSteps][4];  // Q as A fragments, every k16 step
     TileRows rows_next;              // page and slot of the next tile to copy (paged caches)
     constexpr int kS = Tile::kStages;
+    // Perturbed builds' late issue (common/mutants.cuh): each tile is copied in its own iteration, right before the
+    // wait for it, with kS - 1 empty groups after it so that the waits keep their counts.
+    const bool late = FC_PERTURB_LATE_ISSUE();
     const auto stage_of = [&](int64_t kt) { return stage0 + static_cast<uint32_t>((kt - run_begin) % kS) * Tile::kStageBytes; };
     const auto tile_key = [&](int64_t kt) { return (tiles.first + kt) * Tile::kBlockN; };
     const auto copy_tile = [&](int64_t kt, const TileRows& where) {
@@ -190,7 +193,7 @@ struct Warp {
       }
 #pragma unroll
       for (int s = 0; s < kS - 1; ++s) {
-        if (run_begin + s < run_end) {
+        if (run_begin + s < run_end && !late) {
           FC_PERTURB(kPerturbCpAsyncIssue, s);
           resolve_rows(k_rows, tile_key(run_begin + s), keys_end, lane, rows_next);
           copy_tile(run_begin + s, rows_next);
@@ -204,14 +207,20 @@ struct Warp {
         ldmatrix_x4(qa[ks], q_stage + (lane % 16) * Tile::kPitchBytes + (ks * 2 + lane / 16) * kChunkBytes);
       }
       __syncwarp();  // Q is in registers: its stage takes tile kS - 1
-      if (run_begin + kS - 1 < run_end) resolve_rows(k_rows, tile_key(run_begin + kS - 1), keys_end, lane, rows_next);
+      const int64_t next = late ? run_begin : run_begin + kS - 1;  // the first tile the loop copies
+      if (next < run_end) resolve_rows(k_rows, tile_key(next), keys_end, lane, rows_next);
     }
 
     for (int64_t kt = run_begin; kt < run_end; ++kt) {
       const uint32_t stage = stage_of(kt);
       // Tile kt + kS - 1 into the stage tile kt - 1 left (every lane is past it: the __syncwarp ending the last
       // iteration); one commit group an iteration, empty past the run, so that kS - 1 groups stay pending.
-      if (kt + kS - 1 < run_end) {
+      if (late) {  // tile kt itself, then empty groups, so that the wait below is the wait for it
+        copy_tile(kt, rows_next);
+        if (kt + 1 < run_end) resolve_rows(k_rows, tile_key(kt + 1), keys_end, lane, rows_next);
+#pragma unroll
+        for (int s = 0; s < kS - 1; ++s) cp_async_commit();
+      } else if (kt + kS - 1 < run_end) {
         copy_tile(kt + kS - 1, rows_next);
         if (kt + kS < run_end) resolve_rows(k_rows, tile_key(kt + kS), keys_end, lane, rows_next);
       }

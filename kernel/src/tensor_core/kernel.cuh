@@ -794,11 +794,16 @@ struct Forward {
         // which then has a whole tile's time to arrive.
         __syncthreads();
         const bool last = n + 1 == n_tiles;
-        if (!last) {
-          load_kv(a, it, n + 1, stage_smem(parity + n + 1), slot);
-        } else if (prefetch_next) {
-          load_kv(a, item_at(a, next_item), 0, stage_smem(parity + n + 1), slot);
-        }
+        const auto issue_next = [&] {
+          if (!last) {
+            load_kv(a, it, n + 1, stage_smem(parity + n + 1), slot);
+          } else if (prefetch_next) {
+            load_kv(a, item_at(a, next_item), 0, stage_smem(parity + n + 1), slot);
+          }
+        };
+        // Perturbed builds' late issue (common/mutants.cuh): after this tile's P V instead, right before the wait.
+        const bool late = FC_PERTURB_LATE_ISSUE();
+        if (!late) issue_next();
 
         // Masked keys inside a diagonal tile are real K/V rows that later rows of the tile see. Their p is
         // exactly 0 for the rows that may not see them, which is harmless for finite V (0 * v = 0) but
@@ -859,6 +864,7 @@ struct Forward {
 #endif
         }
 
+        if (late) issue_next();
         trace_tile(st, a, n, lane);
       }
 
