@@ -92,12 +92,13 @@ static __device__ __forceinline__ uint32_t mix(uint32_t h) {
   return h;
 }
 
-// The regime of this CTA, drawn from (seed, CTA) and the same at all of its sites: 0 both sides 0-4 us, 1 the
-// producers' side held back (2-8 us, the readers not at all: a missing wait reads a buffer before it lands), 2 the
-// readers' side (an early release lets the next fill overwrite what is still read), 3 late issue (no delay; the
-// cp.async pipelines issue each group just before its wait).
+// The regime of this CTA, the same at all of its sites: 0 both sides 0-4 us, 1 the producers' side held back (2-8
+// us, the readers not at all: a missing wait reads a buffer before it lands), 2 the readers' side (an early release
+// lets the next fill overwrite what is still read), 3 late issue (no delay; the cp.async pipelines issue each group
+// just before its wait). Consecutive CTAs take the four in turn from a start hashed from (seed, grid size), so every
+// grid of four CTAs or more has all of them and the small grids of small cases vary with their size.
 static __device__ __forceinline__ uint32_t regime() {
-  return mix(g_perturb * 0x9e3779b1u ^ blockIdx.x * 0xc2b2ae3du) % 4;
+  return (blockIdx.x + mix(g_perturb * 0x9e3779b1u ^ gridDim.x * 0xc2b2ae3du)) % 4;
 }
 
 static __device__ __forceinline__ bool late_issue() { return g_perturb != 0 && regime() == 3; }
