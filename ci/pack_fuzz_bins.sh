@@ -1,25 +1,74 @@
 #!/usr/bin/env bash
-# Builds the clang fuzz binaries (preset `fuzz`: fuzz_kernel, fuzz_kernel_mutant, fuzz_api, fuzz_model and the
-# decoder) on a machine with clang and nvcc, and packs them, debug info stripped and gzipped, into DIR
-# (default .gpubin/fuzz) for a GPU machine without clang:  FLASHCHECK_FUZZ_PREBUILT=DIR ci/gpu_tier.sh fuzz=600
+# Builds the clang fuzz binaries on a machine with clang and nvcc and packs them, debug info stripped and gzipped,
+# into DIR for a GPU machine without clang.
+#
+#   ci/pack_fuzz_bins.sh [DIR]            preset `fuzz` in build/fuzz: fuzz_kernel, fuzz_kernel_mutant, fuzz_api,
+#                                         fuzz_model and the decoder into DIR (default .gpubin/fuzz), for
+#                                         FLASHCHECK_FUZZ_PREBUILT=DIR ci/gpu_tier.sh fuzz=600
+#   ci/pack_fuzz_bins.sh --nightly [DIR]  the binaries ci/nightly_fuzz.sh runs, built as it builds them: fuzz_api,
+#                                         fuzz_model and the decoder in build/fuzz (preset fuzz, ASan + UBSan) and
+#                                         fuzz_kernel without sanitizers in build/fuzz-kernel (preset fuzz with
+#                                         FLASHCHECK_FUZZ_SANITIZE empty, libFuzzer's coverage kept), so the
+#                                         nightly's executions/s are those of the unsanitized fuzz_kernel; into DIR
+#                                         (default .gpubin/nightly). On the GPU machine gunzip them into one
+#                                         directory and run FLASHCHECK_FUZZ_NO_BUILD=1 FLASHCHECK_FUZZ_BUILD=<that dir>
+#                                         ci/nightly_fuzz.sh BUDGET_SECONDS OUTDIR (fuzz_kernel is found beside
+#                                         the rest).
+#
+# A relative DIR is taken from the repository root. The binaries must be run with the checkout of the commit they
+# were built from (the nightly reads fuzz/dict and fuzz/corpus from it).
 set -euo pipefail
-if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
+usage() {
   cat <<'USAGE'
-usage: ci/pack_fuzz_bins.sh [DIR]
-  Builds the clang fuzz binaries (preset fuzz) and packs them stripped and gzipped into DIR (default .gpubin/fuzz)
-  for a GPU machine without clang: FLASHCHECK_FUZZ_PREBUILT=DIR ci/gpu_tier.sh fuzz=600
+usage: ci/pack_fuzz_bins.sh [--nightly] [DIR]
+  Builds the clang fuzz binaries and packs them stripped (--strip-debug) and gzipped into DIR for a GPU machine
+  without clang. A relative DIR is taken from the repository root.
+  (default)  preset fuzz in build/fuzz: fuzz_kernel, fuzz_kernel_mutant, fuzz_api, fuzz_model,
+             flashcheck-fuzz-decode into DIR (default .gpubin/fuzz), for
+             FLASHCHECK_FUZZ_PREBUILT=DIR ci/gpu_tier.sh fuzz=600
+  --nightly  the binaries ci/nightly_fuzz.sh runs, built as it builds them: fuzz_api, fuzz_model and
+             flashcheck-fuzz-decode in build/fuzz (preset fuzz, ASan + UBSan), fuzz_kernel without sanitizers in
+             build/fuzz-kernel (preset fuzz, -DFLASHCHECK_FUZZ_SANITIZE=), so the nightly's executions/s are
+             measured on the unsanitized fuzz_kernel; into DIR (default .gpubin/nightly). On the GPU machine:
+               mkdir -p BIN && for z in DIR/*.gz; do gunzip -c "$z" >BIN/$(basename "$z" .gz); done && chmod +x BIN/*
+               FLASHCHECK_FUZZ_NO_BUILD=1 FLASHCHECK_FUZZ_BUILD=BIN ci/nightly_fuzz.sh BUDGET_SECONDS OUTDIR
 USAGE
-  exit 0
-fi
+}
+nightly=0
+case "${1:-}" in
+  -h|--help) usage; exit 0 ;;
+  --nightly) nightly=1; shift ;;
+  -*) usage >&2; exit 2 ;;
+esac
+[ $# -le 1 ] || { usage >&2; exit 2; }
 cd "$(dirname "$0")/.."
-dir="${1:-.gpubin/fuzz}"
-cmake --preset fuzz >/dev/null
-cmake --build build/fuzz -j "$(nproc)" --target fuzz_kernel fuzz_kernel_mutant fuzz_api fuzz_model flashcheck-fuzz-decode
-rm -rf "$dir" && mkdir -p "$dir"
-for bin in fuzz_kernel fuzz_kernel_mutant fuzz_api fuzz_model flashcheck-fuzz-decode; do
-  path=$(find build/fuzz -type f -name "$bin" -perm -u+x | head -1)
-  [ -n "$path" ] || { echo "missing $bin" >&2; exit 1; }
-  strip --strip-debug -o "$dir/$bin" "$path"
-  gzip -f "$dir/$bin"
-done
-ls -la "$dir"
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+
+# pack DIR BUILD_DIR:TARGET...: each target's executable from its build directory, stripped and gzipped into DIR.
+pack() {
+  local dir=$1 entry build bin path; shift
+  rm -rf "$dir" && mkdir -p "$dir"
+  for entry in "$@"; do
+    build=${entry%%:*} bin=${entry#*:}
+    path=$(find "$build" -type f -name "$bin" -perm -u+x | head -1)
+    [ -n "$path" ] || { echo "missing $bin in $build" >&2; exit 1; }
+    strip --strip-debug -o "$dir/$bin" "$path"
+    gzip -f "$dir/$bin"
+  done
+  ls -la "$dir"
+}
+
+if [ "$nightly" = 1 ]; then
+  dir="${1:-.gpubin/nightly}"
+  cmake --preset fuzz >/dev/null
+  cmake --build build/fuzz -j "$(nproc)" --target fuzz_api fuzz_model flashcheck-fuzz-decode
+  cmake --preset fuzz -B build/fuzz-kernel -DFLASHCHECK_FUZZ_SANITIZE= >/dev/null
+  cmake --build build/fuzz-kernel -j "$(nproc)" --target fuzz_kernel
+  pack "$dir" build/fuzz-kernel:fuzz_kernel build/fuzz:fuzz_api build/fuzz:fuzz_model build/fuzz:flashcheck-fuzz-decode
+else
+  dir="${1:-.gpubin/fuzz}"
+  cmake --preset fuzz >/dev/null
+  cmake --build build/fuzz -j "$(nproc)" --target fuzz_kernel fuzz_kernel_mutant fuzz_api fuzz_model flashcheck-fuzz-decode
+  pack "$dir" build/fuzz:fuzz_kernel build/fuzz:fuzz_kernel_mutant build/fuzz:fuzz_api build/fuzz:fuzz_model \
+    build/fuzz:flashcheck-fuzz-decode
+fi
