@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "common/epilogue.h"
 #include "common/mutants.cuh"
@@ -33,9 +34,12 @@ using namespace ::flashcheck::tensor_core;  // tile constants (host-visible, no 
 inline constexpr uint32_t kFullWarp = 0xFFFFFFFFu;
 inline constexpr int kQuad = 4;  // lanes sharing one C-fragment row
 
-// kExtras: the softcap, sink and sequence code is compiled in (launches with any of them take this variant); without
-// it the score, addressing and epilogue paths carry no trace of them, so plain launches keep the registers they had.
-template <typename T, class Cfg, bool kInstrument, bool kExtras = false>
+// kExtras: the softcap and sink code is compiled in (launches with either take this variant); kSeq (with kExtras):
+// the sequences' code too (per-item lengths, visibility and packed rows: Item), for launches with sequences. Without
+// them the score, addressing and epilogue paths carry no trace of them, so plain launches keep their registers, and
+// softcap and sink launches keep theirs (the per-item sequence costs the warp-specialized consumers 100+ bytes of
+// spills at item boundaries, up to 20% at short windows).
+template <typename T, class Cfg, bool kInstrument, bool kExtras = false, bool kSeq = false>
 struct Forward {
   using Ops = DtypeOps<T>;
   static constexpr int kM = Cfg::kMTiles;
@@ -500,7 +504,7 @@ struct Forward {
   }
 
   // One work item: Q tile q_tile of (sequence b, query head h), in the order of schedule.h, with what the item
-  // reads of its sequence. Dense problems (and the variant without kExtras) take the launch's own lengths and
+  // reads of its sequence. Dense problems (and the variants without kSeq) take the launch's own lengths and
   // visibility; with sequences (attention.h, contiguous ones: the tensor-core family runs no paged cache) each
   // item carries its sequence's, and the rows it addresses start at the sequence's first packed row.
   struct Item {
@@ -523,7 +527,7 @@ struct Forward {
   __device__ static Item item_at(const KernelArgs& a, int64_t item) {
     Item it;
     int64_t q_tile;
-    if (kExtras && a.cu_q != nullptr) {  // a.q_tiles slots per head (schedule.h, packed_slots)
+    if (kSeq && a.cu_q != nullptr) {  // a.q_tiles slots per head (schedule.h, packed_slots)
       it.h = item / a.q_tiles;
       const int64_t slot = item - it.h * a.q_tiles;
       const auto start = [&](int64_t b) { return packed_slot_start(a.cu_q[b], b, Cfg::kBlockM); };
@@ -544,7 +548,7 @@ struct Forward {
       it.h = bh - it.b * a.heads_q;
     }
     it.hk = it.h / a.group_size;
-    if (kExtras && a.has_sequences()) {
+    if (kSeq && a.has_sequences()) {
       const SequenceView seq = a.sequence(it.b);
       it.vis = seq.vis;
       it.lse0 = a.row_block(it.b, it.h);
@@ -907,15 +911,21 @@ struct Forward {
 };
 
 // kInstrument is the last template argument (mangled Lb0E / Lb1E), as the symbol check expects.
-template <typename T, class Cfg, bool kExtras, bool kInstrument>
+template <typename T, class Cfg, bool kExtras, bool kSeq, bool kInstrument>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
     tensor_core_forward_kernel(const __grid_constant__ KernelArgs args) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  Forward<T, Cfg, kInstrument, kExtras>::run(args, smem);
+  Forward<T, Cfg, kInstrument, kExtras, kSeq>::run(args, smem);
 }
 
-// Whether a launch needs the kExtras variant (softcap, sink or sequences).
-inline bool needs_extras(const KernelArgs& args) { return args.has_softcap || args.sink != nullptr || args.has_sequences(); }
+// Which variant a launch takes: the one with sequences, else the one with softcap and sink if it has either, else
+// the plain one. f(std::bool_constant<kExtras>, std::bool_constant<kSeq>).
+template <class F>
+Status with_variant(const KernelArgs& args, F&& f) {
+  if (args.has_sequences()) return f(std::true_type{}, std::true_type{});
+  if (args.has_softcap || args.sink != nullptr) return f(std::true_type{}, std::false_type{});
+  return f(std::false_type{}, std::false_type{});
+}
 
 // CTAs of kKernel (with `threads` threads and `smem_bytes` of dynamic shared memory) that fit on the current
 // device at once: SMs x CTAs per SM. The kernel's shared-memory opt-in is set and the occupancy queried on the
@@ -963,9 +973,9 @@ GridProblem grid_problem(const KernelArgs& args) {
   return problem;
 }
 
-template <typename T, class Cfg, bool kExtras>
+template <typename T, class Cfg, bool kExtras, bool kSeq>
 Status launch_variant(const KernelArgs& args, cudaStream_t stream) {
-  constexpr auto kernel = tensor_core_forward_kernel<T, Cfg, kExtras, FLASHCHECK_INSTRUMENT != 0>;
+  constexpr auto kernel = tensor_core_forward_kernel<T, Cfg, kExtras, kSeq, FLASHCHECK_INSTRUMENT != 0>;
   int64_t resident = 0;
   const Status st = resident_ctas<kernel>(Cfg::kThreads, Cfg::kSmemBytes, &resident);
   if (!st.ok()) return st;
@@ -979,7 +989,7 @@ Status launch_variant(const KernelArgs& args, cudaStream_t stream) {
 
 template <typename T, class Cfg>
 Status launch_with(const KernelArgs& args, cudaStream_t stream) {
-  return needs_extras(args) ? launch_variant<T, Cfg, true>(args, stream) : launch_variant<T, Cfg, false>(args, stream);
+  return with_variant(args, [&](auto extras, auto seq) { return launch_variant<T, Cfg, extras(), seq()>(args, stream); });
 }
 
 }  // namespace tc_kernel

@@ -66,9 +66,9 @@ inline constexpr int kBarTurn = 4;
 // d = 256 compiles both and picks per launch (ws_o_staging()); d = 64 and 128 use kOwnTile only.
 enum class OStaging { kOwnTile, kRegisters };
 
-template <typename T, class Cfg, OStaging kOStaging, bool kExtras, bool kInstrument>
+template <typename T, class Cfg, OStaging kOStaging, bool kExtras, bool kSeq, bool kInstrument>
 struct WsForward {
-  using F = Forward<T, Cfg, kInstrument, kExtras>;
+  using F = Forward<T, Cfg, kInstrument, kExtras, kSeq>;
   using State = typename F::State;
   using Item = typename F::Item;
   static constexpr int kNS = Cfg::kNTilesS;
@@ -233,17 +233,17 @@ struct WsForward {
     int n_tiles;  // K/V tiles it reads
     int full_begin, full_end, clean_end;  // Item's: which tiles need a mask, which hide keys from some row
     uint32_t tile0;     // CTA-wide index of its first K/V tile (mod 2^32: slot and parity read its low bits)
-    int seqlen_q, seqlen_k;  // the item's sequence's lengths (kExtras; vis_of() builds its rule from them)
+    int seqlen_q, seqlen_k;  // the item's sequence's lengths (kSeq; vis_of() builds its rule from them)
     // With sequences the rows of the last K/V tile past the sequence's keys are other memory (the next sequence,
     // slots past seqused_k), not TMA's zeros: its V rows there are zeroed before P V reads them, so that the tile
     // holds what a dense launch's does (the scores there are masked; P is 0 but 0 * inf = NaN).
     bool kv_tail;
   };
-  // The item's visibility: the launch's without kExtras; else rebuilt from the lengths where it is used (kept in
+  // The item's visibility: the launch's without kSeq; else rebuilt from the lengths where it is used (kept in
   // registers across the K/V loop it cost the consumers 100+ bytes of spills at d = 128). The lengths are made
   // opaque at each use so that the rule is not hoisted out of the loop.
   __device__ static Visibility vis_of(const KernelArgs& a, const ItemCtx& c) {
-    if constexpr (kExtras) {
+    if constexpr (kSeq) {
       int sq = c.seqlen_q, sk = c.seqlen_k;
       asm volatile("" : "+r"(sq), "+r"(sk));
       return make_visibility(a.mask, sq, sk, a.window_left, a.window_right);
@@ -288,7 +288,7 @@ struct WsForward {
     const uint32_t v_smem = lay.v_slot(slot<kVStages>(t));
     const int64_t k0 = int64_t{c.first + m} * Cfg::kBlockN;
     const Visibility vis = vis_of(a, c);
-    const bool tail = kExtras && c.kv_tail && m + 1 == c.n_tiles;
+    const bool tail = kSeq && c.kv_tail && m + 1 == c.n_tiles;
     if (tail) zero_v_rows(v_smem, static_cast<int>(vis.seqlen_k - k0), ctid);
     const bool hides = (m < c.full_begin || m >= c.clean_end) && !FC_MUTANT(kTcHiddenVExactPathSkipped);
     if ((hides || tail) &&
@@ -431,7 +431,7 @@ struct WsForward {
         F::stage_o_and_lse(st, a, lay.o, it, warp_row0, lane);
         fence_proxy_async_shared();
         if (!FC_MUTANT(kWsOStagedWithoutBarrier)) named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
-        if (kExtras && a.cu_q != nullptr && it.q0 + (wg + 1) * kWgmmaRows > it.vis.seqlen_q) {
+        if (kSeq && a.cu_q != nullptr && it.q0 + (wg + 1) * kWgmmaRows > it.vis.seqlen_q) {
           // Packed Q: TMA would store the rows past the sequence over the next sequence's.
           store_staged_rows(a, lay, it, wg, wg_tid);
         } else if (wg_tid == 0) {
@@ -499,16 +499,16 @@ struct WsForward {
 };
 
 // kInstrument is the last template argument (mangled Lb0E / Lb1E), as the symbol check expects.
-template <typename T, class Cfg, OStaging kOStaging, bool kExtras, bool kInstrument>
-__global__ void __launch_bounds__(WsForward<T, Cfg, kOStaging, kExtras, kInstrument>::kThreads, 1)
+template <typename T, class Cfg, OStaging kOStaging, bool kExtras, bool kSeq, bool kInstrument>
+__global__ void __launch_bounds__(WsForward<T, Cfg, kOStaging, kExtras, kSeq, kInstrument>::kThreads, 1)
     tensor_core_ws_kernel(const __grid_constant__ KernelArgs args, const __grid_constant__ TmaMaps maps) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  WsForward<T, Cfg, kOStaging, kExtras, kInstrument>::run(args, maps, smem);
+  WsForward<T, Cfg, kOStaging, kExtras, kSeq, kInstrument>::run(args, maps, smem);
 }
 
 // The own O tile fits beside all of Cfg's K slots (d = 64, 128): the only staging compiled.
 template <typename T, class Cfg>
-inline constexpr bool kOwnOFree = WsForward<T, Cfg, OStaging::kOwnTile, false, false>::kKStages == Cfg::kStages;
+inline constexpr bool kOwnOFree = WsForward<T, Cfg, OStaging::kOwnTile, false, false, false>::kKStages == Cfg::kStages;
 
 // d = 256 (the own O tile costs a K slot): the own O tile for short items, where the asynchronous O store
 // matters more than the second K slot, measured on the H100 against kRegisters (docs/design/tensor-core-kernel.md):
@@ -584,10 +584,10 @@ bool encode_operand(CUtensorMap* map, const TensorArg& t, int64_t head_dim, int6
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, class Cfg, OStaging kOStaging, bool kExtras>
+template <typename T, class Cfg, OStaging kOStaging, bool kExtras, bool kSeq>
 Status launch_ws_variant(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
-  using Ws = WsForward<T, Cfg, kOStaging, kExtras, FLASHCHECK_INSTRUMENT != 0>;
-  constexpr auto kernel = tensor_core_ws_kernel<T, Cfg, kOStaging, kExtras, FLASHCHECK_INSTRUMENT != 0>;
+  using Ws = WsForward<T, Cfg, kOStaging, kExtras, kSeq, FLASHCHECK_INSTRUMENT != 0>;
+  constexpr auto kernel = tensor_core_ws_kernel<T, Cfg, kOStaging, kExtras, kSeq, FLASHCHECK_INSTRUMENT != 0>;
   int64_t resident = 0;
   const Status st = resident_ctas<kernel>(Ws::kThreads, Ws::kSmemBytes, &resident);
   if (!st.ok()) return st;
@@ -604,8 +604,9 @@ Status launch_ws_variant(const KernelArgs& args, const TmaMaps& maps, cudaStream
 
 template <typename T, class Cfg, OStaging kOStaging>
 Status launch_ws_kernel(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
-  return needs_extras(args) ? launch_ws_variant<T, Cfg, kOStaging, true>(args, maps, stream)
-                            : launch_ws_variant<T, Cfg, kOStaging, false>(args, maps, stream);
+  return with_variant(args, [&](auto extras, auto seq) {
+    return launch_ws_variant<T, Cfg, kOStaging, extras(), seq()>(args, maps, stream);
+  });
 }
 
 // The warp-specialized launch, or *launched = false (nothing done) where TMA cannot address the operands.
