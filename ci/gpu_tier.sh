@@ -46,14 +46,11 @@ case "${1:-}" in
   --gpus) gpus_arg=${2:-}; shift 2 || { echo "--gpus needs N or all" >&2; exit 2; } ;;
   --gpus=*) gpus_arg=${1#--gpus=}; shift ;;
 esac
-# Prebuilt fuzz binaries (gzipped, built with clang elsewhere: the GPU image has no clang) in
-# FLASHCHECK_FUZZ_PREBUILT are unpacked and used by the fuzz steps.
+# Prebuilt fuzz binaries (xz-compressed by ci/pack_fuzz_bins.sh, built with clang elsewhere: the GPU image has no
+# clang) in FLASHCHECK_FUZZ_PREBUILT are unpacked and used by the fuzz steps.
 if [ -n "${FLASHCHECK_FUZZ_PREBUILT:-}" ]; then
   export FLASHCHECK_FUZZ_BUILD=/tmp/flashcheck-fuzz-bin FLASHCHECK_FUZZ_NO_BUILD=1
-  mkdir -p "$FLASHCHECK_FUZZ_BUILD/fuzz"
-  for z in "$FLASHCHECK_FUZZ_PREBUILT"/*.gz; do
-    gunzip -c "$z" >"$FLASHCHECK_FUZZ_BUILD/fuzz/$(basename "$z" .gz)" && chmod +x "$FLASHCHECK_FUZZ_BUILD/fuzz/$(basename "$z" .gz)"
-  done
+  bash "$(dirname "$0")/pack_fuzz_bins.sh" --unpack "$FLASHCHECK_FUZZ_PREBUILT" "$FLASHCHECK_FUZZ_BUILD/fuzz" >/dev/null
 fi
 # CUDA under ASan needs the low address range ASan would protect.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-protect_shadow_gap=0:detect_leaks=0}"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the clang fuzz binaries on a machine with clang and nvcc and packs them, debug info stripped and gzipped,
-# into DIR for a GPU machine without clang.
+# Builds the clang fuzz binaries on a machine with clang and nvcc and packs them, debug info stripped and
+# xz-compressed (the nightly set is about 41 MB so, 62 MB gzipped: a device carry holds 64 MiB), into DIR for a GPU
+# machine without clang; --unpack restores them there (xz, or Python's lzma where xz is missing).
 #
 #   ci/pack_fuzz_bins.sh [DIR]            preset `fuzz` in build/fuzz: fuzz_kernel, fuzz_kernel_mutant, fuzz_api,
 #                                         fuzz_model and the decoder into DIR (default .gpubin/fuzz), for
@@ -10,10 +11,11 @@
 #                                         fuzz_kernel without sanitizers in build/fuzz-kernel (preset fuzz with
 #                                         FLASHCHECK_FUZZ_SANITIZE empty, libFuzzer's coverage kept), so the
 #                                         nightly's executions/s are those of the unsanitized fuzz_kernel; into DIR
-#                                         (default .gpubin/nightly). On the GPU machine gunzip them into one
+#                                         (default .gpubin/nightly). On the GPU machine unpack them into one
 #                                         directory and run FLASHCHECK_FUZZ_NO_BUILD=1 FLASHCHECK_FUZZ_BUILD=<that dir>
 #                                         ci/nightly_fuzz.sh BUDGET_SECONDS OUTDIR (fuzz_kernel is found beside
 #                                         the rest).
+#   ci/pack_fuzz_bins.sh --unpack DIR BIN the packed binaries of DIR, decompressed and executable, into BIN.
 #
 # A relative DIR is taken from the repository root. The binaries must be run with the checkout of the commit they
 # were built from (the nightly reads fuzz/dict and fuzz/corpus from it).
@@ -21,8 +23,9 @@ set -euo pipefail
 usage() {
   cat <<'USAGE'
 usage: ci/pack_fuzz_bins.sh [--nightly] [DIR]
-  Builds the clang fuzz binaries and packs them stripped (--strip-debug) and gzipped into DIR for a GPU machine
-  without clang. A relative DIR is taken from the repository root.
+       ci/pack_fuzz_bins.sh --unpack DIR BIN
+  Builds the clang fuzz binaries and packs them stripped (--strip-debug) and xz-compressed into DIR for a GPU
+  machine without clang. A relative DIR is taken from the repository root.
   (default)  preset fuzz in build/fuzz: fuzz_kernel, fuzz_kernel_mutant, fuzz_api, fuzz_model,
              flashcheck-fuzz-decode into DIR (default .gpubin/fuzz), for
              FLASHCHECK_FUZZ_PREBUILT=DIR ci/gpu_tier.sh fuzz=600
@@ -30,21 +33,42 @@ usage: ci/pack_fuzz_bins.sh [--nightly] [DIR]
              flashcheck-fuzz-decode in build/fuzz (preset fuzz, ASan + UBSan), fuzz_kernel without sanitizers in
              build/fuzz-kernel (preset fuzz, -DFLASHCHECK_FUZZ_SANITIZE=), so the nightly's executions/s are
              measured on the unsanitized fuzz_kernel; into DIR (default .gpubin/nightly). On the GPU machine:
-               mkdir -p BIN && for z in DIR/*.gz; do gunzip -c "$z" >BIN/$(basename "$z" .gz); done && chmod +x BIN/*
+               ci/pack_fuzz_bins.sh --unpack DIR BIN
                FLASHCHECK_FUZZ_NO_BUILD=1 FLASHCHECK_FUZZ_BUILD=BIN ci/nightly_fuzz.sh BUDGET_SECONDS OUTDIR
+  --unpack   DIR's packed binaries into BIN (created), decompressed with xz or, where xz is missing, with
+             Python's lzma module, and made executable.
 USAGE
 }
 nightly=0
 case "${1:-}" in
   -h|--help) usage; exit 0 ;;
   --nightly) nightly=1; shift ;;
+  --unpack)
+    [ $# -eq 3 ] || { usage >&2; exit 2; }
+    [ -d "$2" ] || { echo "pack_fuzz_bins: --unpack: no directory $2" >&2; exit 2; }
+    mkdir -p "$3"
+    found=0
+    for z in "$2"/*.xz; do
+      [ -e "$z" ] || continue
+      found=1
+      out="$3/$(basename "$z" .xz)"
+      if command -v xz >/dev/null; then
+        xz -dc "$z" >"$out"
+      else
+        python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$z" "$out"
+      fi
+      chmod +x "$out"
+    done
+    [ "$found" = 1 ] || { echo "pack_fuzz_bins: --unpack: no .xz files in $2" >&2; exit 1; }
+    ls -la "$3"
+    exit 0 ;;
   -*) usage >&2; exit 2 ;;
 esac
 [ $# -le 1 ] || { usage >&2; exit 2; }
 cd "$(dirname "$0")/.."
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 
-# pack DIR BUILD_DIR:TARGET...: each target's executable from its build directory, stripped and gzipped into DIR.
+# pack DIR BUILD_DIR:TARGET...: each target's executable from its build directory, stripped and xz-compressed into DIR.
 pack() {
   local dir=$1 entry build bin path; shift
   rm -rf "$dir" && mkdir -p "$dir"
@@ -53,7 +77,7 @@ pack() {
     path=$(find "$build" -type f -name "$bin" -perm -u+x | head -1)
     [ -n "$path" ] || { echo "missing $bin in $build" >&2; exit 1; }
     strip --strip-debug -o "$dir/$bin" "$path"
-    gzip -f "$dir/$bin"
+    xz -f -T0 -9 "$dir/$bin"
   done
   ls -la "$dir"
 }
