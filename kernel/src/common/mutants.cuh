@@ -8,7 +8,11 @@
 // every run. A fourth regime, FC_PERTURB_LATE_ISSUE(), has the cp.async pipelines issue each copy group just before
 // the wait for it instead of a tile or more ahead: a load then takes longer than the work between issue and
 // wait, as under heavy memory traffic, and a wait that lets the group pass reads the stage before it lands, on
-// every run. In every other build FC_MUTANT and FC_PERTURB_LATE_ISSUE are the constant false and the others do
+// every run. What it reads there is NaN: in that regime each thread writes all-ones bytes (NaN in fp16, bf16 and
+// fp32) to every 16-byte chunk before its copy into it (FC_LATE_ISSUE_POISON), so the stale read does not depend
+// on what an earlier tile or an earlier launch left in the stage, which can equal the right data and hide the
+// missing wait on some runs but not others. The chunk's own copy, issued after the write by the same thread,
+// lands over it. In every other build FC_MUTANT and FC_PERTURB_LATE_ISSUE are the constant false and the others do
 // nothing, so production code holds no mutant and no delay.
 #pragma once
 
@@ -122,6 +126,10 @@ static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
 #define FC_MUTANT(name) (::flashcheck::detail::mutants::g_mutant == static_cast<int32_t>(::flashcheck::Mutant::name))
 #define FC_PERTURB(site, n) ::flashcheck::detail::mutants::perturb(site, static_cast<uint32_t>(n))
 #define FC_PERTURB_LATE_ISSUE() ::flashcheck::detail::mutants::late_issue()
+#define FC_LATE_ISSUE_POISON(poison, smem_addr)                                                        \
+  do {                                                                                                  \
+    if (poison) asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(smem_addr), "r"(~0u)); \
+  } while (0)
 #define FC_UPLOAD_MUTANT(stream)                                                               \
   do {                                                                                         \
     if (::flashcheck::Status fc_mutant_st = ::flashcheck::detail::mutants::upload(stream);    \
@@ -133,6 +141,11 @@ static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
 
 #define FC_MUTANT(name) false
 #define FC_PERTURB_LATE_ISSUE() false
+#define FC_LATE_ISSUE_POISON(poison, smem_addr) \
+  do {                                          \
+    (void)(poison);                             \
+    (void)(smem_addr);                          \
+  } while (0)
 #define FC_PERTURB(site, n) \
   do {                      \
   } while (0)

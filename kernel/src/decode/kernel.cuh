@@ -92,8 +92,10 @@ struct Warp {
 
   // Rows [k0, k0 + kBlockN) of a K or V head into a tile (padded rows), zero-filled at or past `keys_end` and past
   // head_dim, never reading there. Lane l copies chunk l % kChunksPerRow of every (32 / kChunksPerRow)-th row.
+  // Perturbed builds poison each chunk first in the late-issue regime (FC_LATE_ISSUE_POISON, common/mutants.cuh).
   __device__ static void load_kv(uint32_t tile, const RowSource<const T>& rows, const TileRows& where, int64_t k0,
                                  int64_t keys_end, int64_t head_dim, int lane) {
+    const bool poison = FC_PERTURB_LATE_ISSUE();
     constexpr int kRowStep = kLanes / Tile::kChunksPerRow < 1 ? 1 : kLanes / Tile::kChunksPerRow;
     const int ch = lane % Tile::kChunksPerRow;
     const int r0 = lane / Tile::kChunksPerRow;
@@ -111,6 +113,7 @@ struct Warp {
         offset = page * rows.page_stride + slot * rows.row_stride;
       }
       const T* src = live ? rows.base + offset + ch * kChunkElems : rows.base;
+      FC_LATE_ISSUE_POISON(poison, tile + r * Tile::kPitchBytes + ch * kChunkBytes);
       cp_async_16(tile + r * Tile::kPitchBytes + ch * kChunkBytes, src, live ? kChunkBytes : 0);
     }
   }

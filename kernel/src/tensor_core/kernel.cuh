@@ -97,11 +97,13 @@ struct Forward {
   }
 
   // cp.async of a (kRows, kHeadDim) tile from rows [row0, row0 + rows_valid) of one head; rows past rows_valid
-  // and columns past head_dim are zero-filled without being read.
+  // and columns past head_dim are zero-filled without being read. Perturbed builds poison each chunk first in the
+  // late-issue regime (FC_LATE_ISSUE_POISON, common/mutants.cuh).
   template <int kRows>
   __device__ static void load_tile(uint32_t smem_tile, const T* head, int64_t row0, int64_t row_stride,
                                    int64_t rows_valid, const LoadSlot& slot) {
     constexpr int kPasses = (kRows + kRowStep - 1) / kRowStep;
+    const bool poison = FC_PERTURB_LATE_ISSUE();
     // The 64-bit address math is redone per tile on purpose (opaque stride): hoisted out of the K/V loop,
     // one pointer per chunk would hold 2 registers each across the loop and push the accumulators to spills.
     int64_t stride = row_stride;
@@ -114,6 +116,7 @@ struct Forward {
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         if (kRows % kRowStep == 0 || slot.row + i * kRowStep < kRows) {
+          FC_LATE_ISSUE_POISON(poison, dst + i * kRowStep * kRowBytes);
           cp_async_16(dst + i * kRowStep * kRowBytes, src, slot.src_bytes);
         }
         src += step;
@@ -124,6 +127,7 @@ struct Forward {
         const int row = slot.row + i * kRowStep;
         if (kRows % kRowStep == 0 || row < kRows) {
           const bool live = row < rows_valid;
+          FC_LATE_ISSUE_POISON(poison, dst + i * kRowStep * kRowBytes);
           cp_async_16(dst + i * kRowStep * kRowBytes, live ? src : head, live ? slot.src_bytes : 0);
         }
         src += step;
