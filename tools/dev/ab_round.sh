@@ -10,9 +10,12 @@
 #   @FILE.tar              another revision's files laid over a copy of the tree (path from the repository
 #                          root), made with e.g. git archive -o ab_base.tar REV kernel/src
 #   ""                     A again: a drift control (sequential sweeps of one call move a point by up to 10%)
+# AB_BENCH=decode: the decode family instead: kernel_gpu_test and kernel_gpu_sequences_test per variant, then
+# bench/decode_bench.py --quick on each variant's libflashcheck.so, and X/A of flashcheck's bandwidth per point
+# and layout.
 set -uo pipefail
 if [ $# -eq 0 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
-  sed -n '2,12p' "$0" | cut -c3-
+  sed -n '2,15p' "$0" | cut -c3-
   exit $(( $# == 0 ? 2 : 0 ))
 fi
 cd "$(dirname "$0")/../.."
@@ -20,7 +23,12 @@ export PATH=/usr/local/cuda/bin:$PATH
 OUT=${OUT:-$PWD/out}; export OUT
 OUTD=$OUT/ab; mkdir -p "$OUTD"
 [ -d .devdeps ] && bash ci/devdeps.sh install >/dev/null 2>&1
-targets="--target flashcheck_bench kernel_gpu_test"
+AB_BENCH=${AB_BENCH:-dense}
+case $AB_BENCH in
+  dense) targets="--target flashcheck_bench kernel_gpu_test" ;;
+  decode) targets="--target flashcheck_shared kernel_gpu_test kernel_gpu_sequences_test" ;;
+  *) echo "AB_BENCH must be dense or decode (got $AB_BENCH)" >&2; exit 2 ;;
+esac
 jobs=$(( $(nproc) / ($# + 1) + 1 ))
 (cmake --preset gpu > $OUTD/cfg_a.log 2>&1 && cmake --build build/gpu -j $jobs $targets > $OUTD/build_a.log 2>&1) &
 i=0
@@ -44,7 +52,40 @@ for v in $variants; do
   grep -h "spill" $OUTD/build_$v.log | grep -v instrumented | sed -E 's/.*(Li(64|128|256)ELi[0-9]+ELi[0-9]+E).*(OStagingE[0-9]).*,( [0-9]+ bytes spill stores)/\1 \3\4/' | sort -u | head -8
   timeout 300 $dir/kernel/tests/kernel_gpu_test --gtest_brief=1 > $OUTD/test_$v.log 2>&1
   echo "variant $v kernel_gpu_test (rc $?): $(tail -1 $OUTD/test_$v.log)"; grep -A8 "Failure" $OUTD/test_$v.log | head -30
+  if [ $AB_BENCH = decode ]; then
+    timeout 300 $dir/kernel/tests/kernel_gpu_sequences_test --gtest_brief=1 > $OUTD/seqtest_$v.log 2>&1
+    echo "variant $v kernel_gpu_sequences_test (rc $?): $(tail -1 $OUTD/seqtest_$v.log)"
+    grep -A8 "Failure" $OUTD/seqtest_$v.log | head -30
+  fi
 done
+if [ $AB_BENCH = decode ]; then
+  for v in $variants; do
+    dir=build/gpu; [ $v != a ] && dir=build/gpu-ab$v
+    timeout 400 python3 bench/decode_bench.py --quick --lib $dir/bench/libflashcheck.so --out $OUTD/decode_$v \
+      > $OUTD/decode_$v.txt 2>&1 || echo "variant $v decode_bench failed: $(tail -3 $OUTD/decode_$v.txt)"
+  done
+  python3 - $variants <<'PY'
+import json, math, os, sys
+o = os.environ['OUT'] + '/ab'
+vs = sys.argv[1:]
+res = {v: json.load(open(f'{o}/decode_{v}/decode.json'))['decode'] for v in vs}
+print('point (heads batch cache layout)'.ljust(44), 'A TB/s'.rjust(7), *[f'{v}/A'.rjust(7) for v in vs[1:]])
+logs = {v: [] for v in vs[1:]}
+for i, x in enumerate(res['a']):
+    for name, tbps in x['tbps'].items():
+        if not name.startswith('flashcheck'):
+            continue
+        row = []
+        for v in vs[1:]:
+            r = res[v][i]['tbps'][name] / tbps
+            logs[v].append(math.log(r))
+            row.append(f'{r:7.3f}')
+        key = f"{x['heads_q']}/{x['heads_kv']} {x['batch']} {x['cache']} {name.removeprefix('flashcheck ')}"
+        print(key.ljust(44), f'{tbps:7.2f}', *row)
+print('geomean'.ljust(52), *[f'{math.exp(sum(l) / len(l)):7.3f}' for l in logs.values()])
+PY
+  exit 0
+fi
 for v in $variants; do
   dir=build/gpu; [ $v != a ] && dir=build/gpu-ab$v
   timeout 150 $dir/bench/flashcheck_bench --grid paper --out $OUTD/bench_$v.json > $OUTD/bench_$v.txt 2>&1
