@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""The loops of each kernel in a cubin, object file or executable, read from its SASS: per function, every loop
+(a backward branch and the instructions it spans, nested ones included) with its size, its instruction mix and
+its local-memory traffic (STL/LDL: spills, or an array the compiler could not keep in registers, such as one
+read with a runtime index). A loop's static size counts every path through it; read the hot path with --dump.
+
+usage: tools/dev/sass_loops.py FILE [--function SUBSTRING] [--min-size N] [--dump START END]
+  FILE            anything cuobjdump -sass reads (nvcc -cubin gives one quickly: see tools/dev/README.md)
+  --function S    only functions whose mangled name contains S
+  --min-size N    loops of at least N instructions (default 64)
+  --dump A B      print instructions A..B (indices as listed) of the one selected function
+
+Needs cuobjdump and nvdisasm on PATH (the CUDA toolkit's; PyPI's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm
+wheels carry them for a machine without the toolkit).
+"""
+import argparse
+import collections
+import re
+import subprocess
+import sys
+
+INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+BRANCH = re.compile(r"\bBRA(?:\.\w+)*\s+(?:[!\w]+,\s*)?0x([0-9a-f]+)")
+# Opcode families worth counting in a loop: tensor-core, copies, shared and local memory, transcendentals, ALU.
+FAMILIES = [("mma", ("HMMA", "HGMMA", "IMMA")), ("global->smem", ("LDGSTS", "UBLKCP", "UTMALDG")),
+            ("smem", ("LDS", "LDSM", "STS")), ("local", ("STL", "LDL")), ("mufu", ("MUFU",)),
+            ("fp32", ("FMUL", "FADD", "FFMA", "FMNMX", "FSEL", "FSETP")),
+            ("int", ("IMAD", "IADD3", "ISETP", "LOP3", "LEA", "SHF", "SEL", "VIADD")),
+            ("shfl/vote", ("SHFL", "VOTE")), ("branch", ("BRA", "BSSY", "BSYNC"))]
+
+
+def functions(sass):
+    name, body = None, []
+    for line in sass.splitlines():
+        m = re.search(r"Function : (\S+)", line)
+        if m:
+            if name:
+                yield name, body
+            name, body = m.group(1), []
+            continue
+        m = INSTRUCTION.match(line)
+        if m and name:
+            body.append((int(m.group(1), 16), m.group(2)))
+    if name:
+        yield name, body
+
+
+def opcode(text):
+    words = [w for w in text.split() if not w.startswith("@")]
+    return words[0].split(".")[0] if words else ""
+
+
+def mix(body):
+    counts = collections.Counter()
+    for _, text in body:
+        op = opcode(text)
+        for family, ops in FAMILIES:
+            if op in ops:
+                counts[family] += 1
+    return counts
+
+
+def loops(body, min_size):
+    index = {addr: i for i, (addr, _) in enumerate(body)}
+    # Out-of-line blocks after the last EXIT (the warp-divergence fallbacks of shuffles and votes) branch back into
+    # the body without being loops.
+    exits = [i for i, (_, text) in enumerate(body) if opcode(text) == "EXIT"]
+    end = exits[-1] if exits else len(body)
+    found = []
+    for i, (addr, text) in enumerate(body[:end]):
+        m = BRANCH.search(text)
+        if m and int(m.group(1), 16) < addr and int(m.group(1), 16) in index:
+            head = index[int(m.group(1), 16)]
+            if i - head + 1 >= min_size:
+                found.append((head, i))
+    # A loop appears once however many branches close it: keep the widest span per head.
+    widest = {}
+    for head, tail in found:
+        widest[head] = max(widest.get(head, tail), tail)
+    return sorted(widest.items())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("file")
+    ap.add_argument("--function", default="")
+    ap.add_argument("--min-size", type=int, default=64)
+    ap.add_argument("--dump", nargs=2, type=int, metavar=("START", "END"))
+    args = ap.parse_args()
+    try:
+        sass = subprocess.run(["cuobjdump", "-sass", args.file], check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        sys.exit(f"sass_loops: cuobjdump -sass {args.file} failed: {getattr(e, 'stderr', '') or e}")
+    selected = [(n, b) for n, b in functions(sass) if args.function in n]
+    if not selected:
+        sys.exit(f"sass_loops: no function with '{args.function}' in its name")
+    if args.dump:
+        if len(selected) != 1:
+            sys.exit(f"sass_loops: --dump needs one function; --function matches {len(selected)}")
+        body = selected[0][1]
+        for i in range(max(0, args.dump[0]), min(len(body), args.dump[1] + 1)):
+            print(f"{i:6d}  {body[i][1]}")
+        return
+    for name, body in selected:
+        total = mix(body)
+        print(f"{name}\n  {len(body)} instructions, local memory {total['local']} (STL/LDL)")
+        for head, tail in loops(body, args.min_size):
+            counts = mix(body[head:tail + 1])
+            shown = ", ".join(f"{f} {counts[f]}" for f, _ in FAMILIES if counts[f])
+            print(f"  loop {head}-{tail} ({tail - head + 1} instructions): {shown}")
+
+
+if __name__ == "__main__":
+    main()
