@@ -192,6 +192,7 @@ struct Warp {
         const bool live = g < group && i < seq.seqlen_q && ch * kChunkElems < a.head_dim;
         const T* src = static_cast<const T*>(a.q.ptr);
         if (live) src = a.template q_rows<const T>(a.q, b, h_kv * group + g) + i * a.q.stride.row + ch * kChunkElems;
+        FC_LATE_ISSUE_POISON(late, q_stage + r * Tile::kPitchBytes + ch * kChunkBytes);
         cp_async_16(q_stage + r * Tile::kPitchBytes + ch * kChunkBytes, src, live ? kChunkBytes : 0);
       }
 #pragma unroll
