@@ -58,52 +58,40 @@ for v in $variants; do
     grep -A8 "Failure" $OUTD/seqtest_$v.log | head -30
   fi
 done
-if [ $AB_BENCH = decode ]; then
-  for v in $variants; do
-    dir=build/gpu; [ $v != a ] && dir=build/gpu-ab$v
+for v in $variants; do
+  dir=build/gpu; [ $v != a ] && dir=build/gpu-ab$v
+  if [ $AB_BENCH = decode ]; then
     timeout 400 python3 bench/decode_bench.py --quick --lib $dir/bench/libflashcheck.so --out $OUTD/decode_$v \
       > $OUTD/decode_$v.txt 2>&1 || echo "variant $v decode_bench failed: $(tail -3 $OUTD/decode_$v.txt)"
-  done
-  python3 - $variants <<'PY'
+  else
+    timeout 150 $dir/bench/flashcheck_bench --grid paper --out $OUTD/bench_$v.json > $OUTD/bench_$v.txt 2>&1
+  fi
+done
+AB_BENCH=$AB_BENCH python3 - $variants <<'PY'
 import json, math, os, sys
 o = os.environ['OUT'] + '/ab'
 vs = sys.argv[1:]
-res = {v: json.load(open(f'{o}/decode_{v}/decode.json'))['decode'] for v in vs}
-print('point (heads batch cache layout)'.ljust(44), 'A TB/s'.rjust(7), *[f'{v}/A'.rjust(7) for v in vs[1:]])
+def points(v):
+    """(point, figure) of variant v: TFLOP/s per grid point, or flashcheck's TB/s per decode point and layout."""
+    if os.environ['AB_BENCH'] == 'dense':
+        for x in json.load(open(f'{o}/bench_{v}.json'))['results']:
+            yield ' '.join(str(x.get(f)) for f in ('dtype', 'head_dim', 'seqlen', 'mask', 'heads')), x['tflops']
+        return
+    for x in json.load(open(f'{o}/decode_{v}/decode.json'))['decode']:
+        for name, tbps in x['tbps'].items():
+            if name.startswith('flashcheck'):
+                yield f"{x['heads_q']}/{x['heads_kv']} {x['batch']} {x['cache']} {name.removeprefix('flashcheck ')}", tbps
+res = {v: list(points(v)) for v in vs}
+print('point'.ljust(44), 'A'.rjust(7), *[f'{v}/A'.rjust(7) for v in vs[1:]])
 logs = {v: [] for v in vs[1:]}
-for i, x in enumerate(res['a']):
-    for name, tbps in x['tbps'].items():
-        if not name.startswith('flashcheck'):
-            continue
-        row = []
-        for v in vs[1:]:
-            r = res[v][i]['tbps'][name] / tbps
-            logs[v].append(math.log(r))
-            row.append(f'{r:7.3f}')
-        key = f"{x['heads_q']}/{x['heads_kv']} {x['batch']} {x['cache']} {name.removeprefix('flashcheck ')}"
-        print(key.ljust(44), f'{tbps:7.2f}', *row)
-print('geomean'.ljust(52), *[f'{math.exp(sum(l) / len(l)):7.3f}' for l in logs.values()])
-PY
-  exit 0
-fi
-for v in $variants; do
-  dir=build/gpu; [ $v != a ] && dir=build/gpu-ab$v
-  timeout 150 $dir/bench/flashcheck_bench --grid paper --out $OUTD/bench_$v.json > $OUTD/bench_$v.txt 2>&1
-done
-python3 - $variants <<'PY'
-import json, os, sys, math
-o = os.environ['OUT'] + '/ab'
-vs = sys.argv[1:]
-res = {v: json.load(open(f'{o}/bench_{v}.json'))['results'] for v in vs}
-print('point'.ljust(28), 'A'.rjust(7), *[f'{v}/A'.rjust(7) for v in vs[1:]])
-logs = {v: [] for v in vs[1:]}
-for i, x in enumerate(res['a']):
-    k = ' '.join(str(x.get(f)) for f in ('dtype', 'head_dim', 'seqlen', 'mask', 'heads'))
+for i, (key, base) in enumerate(res['a']):
     row = []
     for v in vs[1:]:
-        r = res[v][i]['tflops'] / x['tflops']; logs[v].append(math.log(r)); row.append(f'{r:7.3f}')
-    print(k.ljust(28), f"{x['tflops']:7.1f}", *row)
-print('geomean'.ljust(36), *[f'{math.exp(sum(l) / len(l)):7.3f}' for l in logs.values()])
+        r = res[v][i][1] / base
+        logs[v].append(math.log(r))
+        row.append(f'{r:7.3f}')
+    print(key.ljust(44), f'{base:7.2f}', *row)
+print('geomean'.ljust(52), *[f'{math.exp(sum(l) / len(l)):7.3f}' for l in logs.values()])
 PY
 for v in $variants; do echo "variant $v kernel_gpu_test: $(tail -1 $OUTD/test_$v.log)"; done
 grep -h "C75[0-9][0-9]" $OUTD/build_*.log | sort -u | cut -c1-160
