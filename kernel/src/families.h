@@ -64,6 +64,11 @@ int64_t capped_grid(int64_t grid);
 // can_implement without check_indices: everything but the index arrays' contents (run_prechecked).
 Status check_layout(const Params& params);
 
+// Whether every row of O, Q, K and V starts on a multiple of `bytes`: the base addresses, and every stride whose
+// axis has more than one index, in whole multiples (the tensors as laid out: dense, packed or paged;
+// validate.cpp). The fp16/bf16 families' 16-byte copies and stores need it.
+bool rows_aligned(const Params& params, int64_t bytes);
+
 // Reads an index array (check_indices): the weak definition reads host memory; the CUDA library's reads device
 // memory too.
 Status read_index_array(const int32_t* src, int64_t count, std::vector<int32_t>* out);

@@ -248,6 +248,17 @@ Status check_index_contents(const Params& p, const IndexArrays& a) {
 }  // namespace
 
 namespace detail {
+bool rows_aligned(const Params& p, int64_t bytes) {
+  const TensorViews views = tensor_views(p);
+  for (const TensorView* t : {&views.o, &views.q, &views.k, &views.v}) {
+    if (reinterpret_cast<uintptr_t>(t->ptr) % bytes != 0) return false;
+    for (int axis = 0; axis < 3; ++axis) {
+      if (t->extent[axis] > 1 && t->stride[axis] * t->element_bytes % bytes != 0) return false;
+    }
+  }
+  return true;
+}
+
 // Reads `count` int32 from host memory; the CUDA library's launch.cu defines the strong version, which also reads
 // device memory.
 __attribute__((weak)) Status read_index_array(const int32_t* src, int64_t count, std::vector<int32_t>* out) {

@@ -12,14 +12,6 @@
 namespace flashcheck::detail {
 namespace {
 
-// 16-byte cp.async needs every row start 16-byte aligned: an aligned base and strides in whole chunks (a stride
-// matters only where its axis has more than one index; packed tensors have no batch axis).
-bool chunk_aligned(const void* ptr, const Strides& stride, int64_t outer, int64_t heads, int64_t rows) {
-  const auto whole = [](int64_t extent, int64_t s) { return extent <= 1 || s % decode::kChunkElems == 0; };
-  return reinterpret_cast<uintptr_t>(ptr) % decode::kChunkBytes == 0 && whole(outer, stride.batch) &&
-         whole(heads, stride.head) && whole(rows, stride.row);
-}
-
 const char* family_name(DType dtype, int family) {
   static const std::array<std::array<std::string, 3>, 2> names = [] {
     std::array<std::array<std::string, 3>, 2> all;
@@ -44,16 +36,7 @@ bool decode_select(const Params& p, KernelConfig* config) {
   if (family == 0 || group < 1 || group > decode::kRows) return false;
   const int64_t rows_per_head = decode::kRows / group;
   if (p.seqlen_q > rows_per_head) return false;
-  const int64_t q_outer = p.cu_seqlens_q != nullptr ? 1 : p.batch;
-  const int64_t q_rows = p.cu_seqlens_q != nullptr ? p.total_q : p.seqlen_q;
-  const int64_t kv_outer = p.page_table != nullptr ? p.num_pages : p.cu_seqlens_k != nullptr ? 1 : p.batch;
-  const int64_t kv_rows = p.page_table != nullptr ? p.page_size : p.cu_seqlens_k != nullptr ? p.total_k : p.seqlen_k;
-  if (!chunk_aligned(p.q, p.q_stride, q_outer, p.heads_q, q_rows) ||
-      !chunk_aligned(p.o, p.o_stride, q_outer, p.heads_q, q_rows) ||
-      !chunk_aligned(p.k, p.k_stride, kv_outer, p.heads_kv, kv_rows) ||
-      !chunk_aligned(p.v, p.v_stride, kv_outer, p.heads_kv, kv_rows)) {
-    return false;
-  }
+  if (!rows_aligned(p, decode::kChunkBytes)) return false;  // 16-byte cp.async and stores
   config->path = ComputePath::kTensorCore;
   config->block_m = static_cast<int32_t>(rows_per_head);
   config->heads_per_tile = static_cast<int32_t>(group);
