@@ -251,9 +251,11 @@ namespace detail {
 bool rows_aligned(const Params& p, int64_t bytes) {
   const TensorViews views = tensor_views(p);
   for (const TensorView* t : {&views.o, &views.q, &views.k, &views.v}) {
-    if (reinterpret_cast<uintptr_t>(t->ptr) % bytes != 0) return false;
+    // Strides in elements (the params may not be validated yet: a stride in bytes could overflow).
+    if (bytes % t->element_bytes != 0 || reinterpret_cast<uintptr_t>(t->ptr) % bytes != 0) return false;
+    const int64_t elements = bytes / t->element_bytes;
     for (int axis = 0; axis < 3; ++axis) {
-      if (t->extent[axis] > 1 && t->stride[axis] * t->element_bytes % bytes != 0) return false;
+      if (t->extent[axis] > 1 && t->stride[axis] % elements != 0) return false;
     }
   }
   return true;

@@ -12,13 +12,6 @@ namespace {
 
 inline constexpr int64_t kChunkBytes = kFloat4Lanes * sizeof(float);
 
-// A stride only matters when its axis has more than one index.
-bool chunk_aligned(const void* ptr, const Strides& stride, int64_t batch, int64_t heads, int64_t seqlen) {
-  const auto whole = [](int64_t extent, int64_t s) { return extent <= 1 || s % kFloat4Lanes == 0; };
-  return reinterpret_cast<uintptr_t>(ptr) % kChunkBytes == 0 && whole(batch, stride.batch) &&
-         whole(heads, stride.head) && whole(seqlen, stride.row);
-}
-
 template <int HeadDimPadded>
 KernelConfig split_tf32_config(const char* name, const char* wgmma_name = nullptr) {
   constexpr split_tf32_tiles::SplitTf32TileChoice choice = split_tf32_tiles::split_tf32_tile_choice(HeadDimPadded);
@@ -35,12 +28,7 @@ KernelConfig split_tf32_config(const char* name, const char* wgmma_name = nullpt
 
 bool split_tf32_select(const Params& p, KernelConfig* config) {
   if (p.dtype != DType::kF32 || p.head_dim < 1 || p.head_dim > 256) return false;
-  if (!chunk_aligned(p.q, p.q_stride, p.batch, p.heads_q, p.seqlen_q) ||
-      !chunk_aligned(p.k, p.k_stride, p.batch, p.heads_kv, p.seqlen_k) ||
-      !chunk_aligned(p.v, p.v_stride, p.batch, p.heads_kv, p.seqlen_k) ||
-      !chunk_aligned(p.o, p.o_stride, p.batch, p.heads_q, p.seqlen_q)) {
-    return false;
-  }
+  if (!rows_aligned(p, kChunkBytes)) return false;
   switch (split_tf32_tiles::split_tf32_tile_choice(p.head_dim).head_dim_padded) {
     case 32: *config = split_tf32_config<32>("split_tf32_hd32"); break;
     case 64: *config = split_tf32_config<64>("split_tf32_hd64", "split_tf32_wgmma_hd64"); break;
