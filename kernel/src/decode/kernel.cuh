@@ -118,6 +118,53 @@ struct Warp {
     }
   }
 
+  // K and V rows [k0, k0 + kBlockN) into a stage (K, then V). A whole tile whose rows are row_stride apart
+  // (contiguous K/V, or one page holding the whole tile: page_size a multiple of kBlockN) takes one base pointer
+  // per tensor, advanced by a constant per copy; any other tile goes through load_kv row by row.
+  __device__ static void load_tile(uint32_t stage, const RowSource<const T>& k_rows, const RowSource<const T>& v_rows,
+                                   const TileRows& where, int64_t k0, int64_t keys_end, int64_t head_dim, int lane) {
+    if (k0 + Tile::kBlockN > keys_end || (k_rows.pages != nullptr && k_rows.page_size % Tile::kBlockN != 0)) {
+      load_kv(stage, k_rows, where, k0, keys_end, head_dim, lane);
+      load_kv(stage + Tile::kTileBytes, v_rows, where, k0, keys_end, head_dim, lane);
+      return;
+    }
+    const bool poison = FC_PERTURB_LATE_ISSUE();
+    constexpr int kRowStep = kLanes / Tile::kChunksPerRow < 1 ? 1 : kLanes / Tile::kChunksPerRow;
+    const int ch = lane % Tile::kChunksPerRow;
+    const int r0 = lane / Tile::kChunksPerRow;
+    const bool col_live = ch * kChunkElems < head_dim;
+    // Opaque strides: the compiler would otherwise hold one pointer per copy across the K/V loop.
+    int64_t k_stride = k_rows.row_stride, v_stride = v_rows.row_stride;
+    asm volatile("" : "+l"(k_stride), "+l"(v_stride));
+    int64_t k_first = k0 * k_stride, v_first = k0 * v_stride;
+    if (k_rows.pages != nullptr) {  // row k0 is lane 0's first resolved row; K and V share the page table
+      const int64_t page = __shfl_sync(kFullWarp, where.page[0], 0);
+      const int64_t slot = __shfl_sync(kFullWarp, where.slot[0], 0);
+      k_first = page * k_rows.page_stride + slot * k_stride;
+      v_first = page * v_rows.page_stride + slot * v_stride;
+    }
+    // A lane past head_dim copies nothing (zero bytes from a valid address that never moves).
+    const int64_t lane_offset = ch * kChunkElems;
+    const T* k_src = col_live ? k_rows.base + k_first + r0 * k_stride + lane_offset : k_rows.base;
+    const T* v_src = col_live ? v_rows.base + v_first + r0 * v_stride + lane_offset : v_rows.base;
+    const int64_t k_step = col_live ? kRowStep * k_stride : 0;
+    const int64_t v_step = col_live ? kRowStep * v_stride : 0;
+    const int bytes = col_live ? kChunkBytes : 0;
+    const uint32_t dst = stage + r0 * Tile::kPitchBytes + ch * kChunkBytes;
+#pragma unroll
+    for (int t = 0; t < Tile::kChunkIters; ++t) {
+      FC_LATE_ISSUE_POISON(poison, dst + t * kRowStep * Tile::kPitchBytes);
+      cp_async_16(dst + t * kRowStep * Tile::kPitchBytes, k_src, bytes);
+      k_src += k_step;
+    }
+#pragma unroll
+    for (int t = 0; t < Tile::kChunkIters; ++t) {
+      FC_LATE_ISSUE_POISON(poison, dst + Tile::kTileBytes + t * kRowStep * Tile::kPitchBytes);
+      cp_async_16(dst + Tile::kTileBytes + t * kRowStep * Tile::kPitchBytes, v_src, bytes);
+      v_src += v_step;
+    }
+  }
+
   // A row's final state from the lane's partial l (quad-summed here).
   struct RowState {
     float m = kNegInf;    // running max, log2 units
@@ -176,8 +223,7 @@ struct Warp {
     const auto stage_of = [&](int64_t kt) { return stage0 + static_cast<uint32_t>((kt - run_begin) % kS) * Tile::kStageBytes; };
     const auto tile_key = [&](int64_t kt) { return (tiles.first + kt) * Tile::kBlockN; };
     const auto copy_tile = [&](int64_t kt, const TileRows& where) {
-      load_kv(stage_of(kt), k_rows, where, tile_key(kt), keys_end, a.head_dim, lane);
-      load_kv(stage_of(kt) + Tile::kTileBytes, v_rows, where, tile_key(kt), keys_end, a.head_dim, lane);
+      load_tile(stage_of(kt), k_rows, v_rows, where, tile_key(kt), keys_end, a.head_dim, lane);
     };
     if (run_end > run_begin) {
       // Q (the 16 packed rows, zeros for rows that are not rows of the problem) passes through the last stage into
@@ -259,15 +305,29 @@ struct Warp {
       }
 
       // Scores in log2 units, hidden keys -inf (a select: the hidden key's own score, NaN or not, never enters).
+      // A tile of keys that every row of the sequence sees needs no select (the rows of the tile that are no rows
+      // of the problem keep their scores of zero Q rows; nothing reads them).
+      if (a.has_softcap) {
 #pragma unroll
-      for (int nt = 0; nt < Tile::kNS; ++nt)
+        for (int nt = 0; nt < Tile::kNS; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int hh = e / 2;
-          const int64_t key = k0 + nt * 8 + (lane % 4) * 2 + (e % 2);
-          const float x = a.has_softcap ? capped_score_log2(s[nt][e], a.softcap) : mul_rn(s[nt][e], a.scale_log2);
-          s[nt][e] = key >= kb[hh] && key < ke[hh] ? x : kNegInf;
-        }
+          for (int e = 0; e < 4; ++e) s[nt][e] = capped_score_log2(s[nt][e], a.softcap);
+      } else {
+#pragma unroll
+        for (int nt = 0; nt < Tile::kNS; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[nt][e] = mul_rn(s[nt][e], a.scale_log2);
+      }
+      if (tiles.needs_mask(kt)) {
+        const int64_t key0 = k0 + (lane % 4) * 2;
+#pragma unroll
+        for (int nt = 0; nt < Tile::kNS; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int64_t key = key0 + nt * 8 + (e % 2);
+            s[nt][e] = key >= kb[e / 2] && key < ke[e / 2] ? s[nt][e] : kNegInf;
+          }
+      }
 
       // Online softmax (common/softmax.h): the tile's max, the reference, alpha, p.
       float alpha[2];
@@ -413,11 +473,18 @@ struct Warp {
         float pk[2];
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
+          // Selected by opaque selects over constant indices: an indexed read would put p (and the scores of
+          // every tile) in local memory.
           float mine = 0.0f;
 #pragma unroll
-          for (int nt = 0; nt < Tile::kNS; ++nt) {
-            if (nt == nt_key) mine = p[nt][2 * hh + rr % 2];
-          }
+          for (int nt = 0; nt < Tile::kNS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const uint32_t hit = nt == nt_key && e == rr % 2;
+              asm("{\n .reg .pred q;\n setp.ne.u32 q, %3, 0;\n selp.f32 %0, %1, %2, q;\n}"
+                  : "=f"(mine)
+                  : "f"(p[nt][2 * hh + e]), "f"(mine), "r"(hit));
+            }
           const float got = __shfl_sync(kFullWarp, mine, src);
           const float2 rounded = DeviceDtype<T>::unpack(DeviceDtype<T>::pack(got, 0.0f));
           pk[hh] = rounded.x;
