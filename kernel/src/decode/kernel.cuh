@@ -120,7 +120,8 @@ struct Warp {
 
   // K and V rows [k0, k0 + kBlockN) into a stage (K, then V). A whole tile whose rows are row_stride apart
   // (contiguous K/V, or one page holding the whole tile: page_size a multiple of kBlockN) takes one base pointer
-  // per tensor, advanced by a constant per copy; any other tile goes through load_kv row by row.
+  // per tensor, advanced by a constant per copy; any other tile goes through load_kv row by row. `where` holds this
+  // tile's rows as resolve_rows() gave them for the same k0 (lane 0: row k0), as for load_kv.
   __device__ static void load_tile(uint32_t stage, const RowSource<const T>& k_rows, const RowSource<const T>& v_rows,
                                    const TileRows& where, int64_t k0, int64_t keys_end, int64_t head_dim, int lane) {
     if (k0 + Tile::kBlockN > keys_end || (k_rows.pages != nullptr && k_rows.page_size % Tile::kBlockN != 0)) {
@@ -305,8 +306,9 @@ struct Warp {
       }
 
       // Scores in log2 units, hidden keys -inf (a select: the hidden key's own score, NaN or not, never enters).
-      // A tile of keys that every row of the sequence sees needs no select (the rows of the tile that are no rows
-      // of the problem keep their scores of zero Q rows; nothing reads them).
+      // A tile of keys that every row of the sequence sees needs no select. The rows of the mma tile that are no
+      // rows of the problem (zero Q) then keep their scores, 0 or NaN (0 * inf) where K is not finite: rows stay
+      // apart in the mma and in the quad reductions, and nothing stores them (valid[] gates every write).
       if (a.has_softcap) {
 #pragma unroll
         for (int nt = 0; nt < Tile::kNS; ++nt)
