@@ -14,7 +14,8 @@ Timing as bench/side_by_side.py (median of CUDA-event-timed runs, L2 flushed, in
 Prints and writes (to --out, default bench/results): decode.json (every measurement) and decode.md (the tables).
 Usage (--lib defaults to build/gpu/bench/libflashcheck.so, target flashcheck_shared of the gpu preset):
        python3 bench/decode_bench.py                # regenerates bench/results/decode.{json,md}
-       python3 bench/decode_bench.py --quick --out OUT_DIR
+       python3 bench/decode_bench.py --quick --out OUT_DIR   # both head ratios, batch 1/16/64, cache 4k/64k
+       python3 bench/decode_bench.py --decode-only ...      # the decode grid without the varlen prefill
 """
 import argparse
 import ctypes
@@ -121,7 +122,7 @@ def decode(fc, timer, quick, rounds):
     caches = [1024, 4096, 16384, 65536, 131072]
     pages = [0, 16, 256]
     if quick:
-        heads, batches, caches, pages = [(32, 8)], [1, 16], [4096, 65536], [0, 16]
+        batches, caches = [1, 16, 64], [4096, 65536]
     torch.manual_seed(0)
     for hq, hkv in heads:
         for b in batches:
@@ -267,11 +268,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--varlen-only", action="store_true", help="the varlen prefill alone (no decode grid)")
+    ap.add_argument("--decode-only", action="store_true", help="the decode grid alone (no varlen prefill)")
     args = ap.parse_args()
     fc = sbs.Flashcheck(args.lib)
     timer = sbs.Timer(3, args.iters)
     decode_rows = [] if args.varlen_only else decode(fc, timer, args.quick, args.rounds)
-    varlen_rows = varlen(fc, timer, args.rounds, args.quick)
+    varlen_rows = [] if args.decode_only else varlen(fc, timer, args.rounds, args.quick)
     props = torch.cuda.get_device_properties(0)
     device = f"{props.name}, PyTorch {torch.__version__}, {fc.lib.fc_version().decode()}"
     os.makedirs(args.out, exist_ok=True)

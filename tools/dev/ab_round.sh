@@ -10,9 +10,9 @@
 #   @FILE.tar              another revision's files laid over a copy of the tree (path from the repository
 #                          root), made with e.g. git archive -o ab_base.tar REV kernel/src
 #   ""                     A again: a drift control (sequential sweeps of one call move a point by up to 10%)
-# AB_BENCH=decode: the decode family instead: kernel_gpu_test and kernel_gpu_sequences_test per variant, then
-# bench/decode_bench.py --quick on each variant's libflashcheck.so, and X/A of flashcheck's bandwidth per point
-# and layout.
+# AB_BENCH=decode: the decode family instead, built without the tensor-core and split-TF32 families:
+# kernel_gpu_test and kernel_gpu_sequences_test per variant, then bench/decode_bench.py --quick --decode-only on
+# each variant's libflashcheck.so, and X/A of flashcheck's bandwidth per point and layout.
 set -uo pipefail
 if [ $# -eq 0 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
   sed -n '2,15p' "$0" | cut -c3-
@@ -25,12 +25,16 @@ OUTD=$OUT/ab; mkdir -p "$OUTD"
 [ -d .devdeps ] && bash ci/devdeps.sh install >/dev/null 2>&1
 AB_BENCH=${AB_BENCH:-dense}
 case $AB_BENCH in
-  dense) targets="--target flashcheck_bench kernel_gpu_test" ;;
-  decode) targets="--target flashcheck_shared kernel_gpu_test kernel_gpu_sequences_test" ;;
+  dense) targets="--target flashcheck_bench kernel_gpu_test"; families=""; adir=build/gpu ;;
+  decode) targets="--target flashcheck_shared kernel_gpu_test kernel_gpu_sequences_test"
+          # The decode family alone (and the general one, always built): a quarter of the compile, so four variants
+          # fit one call; the prefill cases of the tests run on the general family.
+          # A builds in a folder of its own, so build/gpu keeps every family.
+          families="-DFLASHCHECK_KERNEL_FAMILIES=decode"; adir=build/gpu-decode ;;
   *) echo "AB_BENCH must be dense or decode (got $AB_BENCH)" >&2; exit 2 ;;
 esac
 jobs=$(( $(nproc) / ($# + 1) + 1 ))
-(cmake --preset gpu > $OUTD/cfg_a.log 2>&1 && cmake --build build/gpu -j $jobs $targets > $OUTD/build_a.log 2>&1) &
+(cmake --preset gpu $families -B $adir > $OUTD/cfg_a.log 2>&1 && cmake --build $adir -j $jobs $targets > $OUTD/build_a.log 2>&1) &
 i=0
 for flags in "$@"; do
   i=$((i + 1))
@@ -38,17 +42,17 @@ for flags in "$@"; do
   if [[ $flags == @* ]]; then
     src=build/ab-src$i; rm -rf $src; mkdir -p $src
     tar cf - --exclude=./build --exclude=./.gpubin --exclude=./.git . | tar xf - -C $src && tar xf "${flags#@}" -C $src
-    (cd $src && cmake --preset gpu > $OUTD/cfg_$i.log 2>&1 && cmake --build build/gpu -j $jobs $targets > $OUTD/build_$i.log 2>&1 &&
-     rm -rf ../../build/gpu-ab$i && ln -s "$PWD/build/gpu" ../../build/gpu-ab$i) &
+    (cd $src && cmake --preset gpu $families -B $adir > $OUTD/cfg_$i.log 2>&1 && cmake --build $adir -j $jobs $targets > $OUTD/build_$i.log 2>&1 &&
+     rm -rf ../../build/gpu-ab$i && ln -s "$PWD/$adir" ../../build/gpu-ab$i) &
   else
-    (cmake --preset gpu -B build/gpu-ab$i -DCMAKE_CUDA_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" > $OUTD/cfg_$i.log 2>&1 &&
+    (cmake --preset gpu $families -B build/gpu-ab$i -DCMAKE_CUDA_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" > $OUTD/cfg_$i.log 2>&1 &&
      cmake --build build/gpu-ab$i -j $jobs $targets > $OUTD/build_$i.log 2>&1) &
   fi
 done
 wait
 variants="a $(seq -s ' ' 1 $#)"
 for v in $variants; do
-  dir=build/gpu; [ $v != a ] && dir=build/gpu-ab$v
+  dir=$adir; [ $v != a ] && dir=build/gpu-ab$v
   grep -h "spill" $OUTD/build_$v.log | grep -v instrumented | sed -E 's/.*(Li(64|128|256)ELi[0-9]+ELi[0-9]+E).*(OStagingE[0-9]).*,( [0-9]+ bytes spill stores)/\1 \3\4/' | sort -u | head -8
   timeout 300 $dir/kernel/tests/kernel_gpu_test --gtest_brief=1 > $OUTD/test_$v.log 2>&1
   echo "variant $v kernel_gpu_test (rc $?): $(tail -1 $OUTD/test_$v.log)"; grep -A8 "Failure" $OUTD/test_$v.log | head -30
@@ -59,9 +63,9 @@ for v in $variants; do
   fi
 done
 for v in $variants; do
-  dir=build/gpu; [ $v != a ] && dir=build/gpu-ab$v
+  dir=$adir; [ $v != a ] && dir=build/gpu-ab$v
   if [ $AB_BENCH = decode ]; then
-    timeout 400 python3 bench/decode_bench.py --quick --lib $dir/bench/libflashcheck.so --out $OUTD/decode_$v \
+    timeout 400 python3 bench/decode_bench.py --quick --decode-only --lib $dir/bench/libflashcheck.so --out $OUTD/decode_$v \
       > $OUTD/decode_$v.txt 2>&1 || echo "variant $v decode_bench failed: $(tail -3 $OUTD/decode_$v.txt)"
   else
     timeout 150 $dir/bench/flashcheck_bench --grid paper --out $OUTD/bench_$v.json > $OUTD/bench_$v.txt 2>&1
