@@ -21,11 +21,6 @@ namespace {
 
 using namespace test;
 
-#define SKIP_WITHOUT_DEVICE()                                                                             \
-  do {                                                                                                    \
-    if (!device_available()) GTEST_SKIP() << "flashcheck-skip: no CUDA device available (GPU tier test)"; \
-  } while (0)
-
 #if defined(FLASHCHECK_HAS_CUDA)
 std::vector<unsigned char> bytes_of(const std::vector<int32_t>& v) {
   std::vector<unsigned char> b(v.size() * sizeof(int32_t));
@@ -196,7 +191,8 @@ TEST(GpuSequences, DecodingStepOfAPackedBatchEqualsEachSequenceAlone) {
 // Every sequence has more than 8 rows, so that alone it is no decoding step (the decode family's bits differ).
 TEST(GpuSequences, PrefillOfAPackedBatchOnTheTensorCoresEqualsEachSequenceAlone) {
   SKIP_WITHOUT_DEVICE();
-#if defined(FLASHCHECK_HAS_CUDA)
+  SKIP_WITHOUT_TENSOR_CORE();
+#if defined(FLASHCHECK_HAS_CUDA) && defined(FLASHCHECK_HAS_TENSOR_CORE)
   const std::vector<SeqLens> seqs{{9, 100}, {0, 7}, {17, 17}, {33, 300}, {64, 0}, {129, 257}, {12, 1}, {200, 129}};
   int64_t checked = 0;
   for (DType dtype : {DType::kBF16, DType::kF16})

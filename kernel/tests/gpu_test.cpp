@@ -28,11 +28,6 @@ using test::ProblemSpec;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-#define SKIP_WITHOUT_DEVICE()                                                                  \
-  do {                                                                                         \
-    if (!device_available()) GTEST_SKIP() << "flashcheck-skip: no CUDA device available (GPU tier test)"; \
-  } while (0)
-
 #if defined(FLASHCHECK_HAS_CUDA)
 
 enum class Route { kRun, kGeneral };
@@ -306,7 +301,8 @@ void assert_bit_identical(const Problem& x, const Problem& y, const std::string&
 // schedule_test checks the causal ones plan persistent on an H100. d64 runs one item per CTA: a control.
 TEST(Gpu_F16Bf16, PersistentGridMatchesOneLaunchPerBatch) {
   SKIP_WITHOUT_DEVICE();
-#if defined(FLASHCHECK_HAS_CUDA)
+  SKIP_WITHOUT_TENSOR_CORE();
+#if defined(FLASHCHECK_HAS_CUDA) && defined(FLASHCHECK_HAS_TENSOR_CORE)
   struct Shape {
     DType dtype;
     int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
@@ -381,7 +377,8 @@ TEST(Gpu_F16Bf16, PersistentGridSmallShapes) {
 // d = 256's O stores (own O tile for short items, straight from registers for long ones).
 TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
   SKIP_WITHOUT_DEVICE();
-#if defined(FLASHCHECK_HAS_CUDA)
+  SKIP_WITHOUT_TENSOR_CORE();
+#if defined(FLASHCHECK_HAS_CUDA) && defined(FLASHCHECK_HAS_TENSOR_CORE)
   struct Shape {
     DType dtype;
     int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
@@ -424,7 +421,8 @@ TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
 // halves before the tensor cores run. Both fp16/bf16 kernels, every wgmma head_dim family.
 TEST(Gpu_F16Bf16, HiddenNonFiniteVReachesOnlyItsColumns) {
   SKIP_WITHOUT_DEVICE();
-#if defined(FLASHCHECK_HAS_CUDA)
+  SKIP_WITHOUT_TENSOR_CORE();
+#if defined(FLASHCHECK_HAS_CUDA) && defined(FLASHCHECK_HAS_TENSOR_CORE)
   constexpr int64_t kSeq = 300;
   constexpr int64_t kInfKey = 155;  // diagonal tile of the Q tile at row 128, hidden from rows 128..154
   constexpr int64_t kNanKey = 200;

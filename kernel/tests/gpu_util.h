@@ -1,7 +1,30 @@
 // GPU side of the kernel folder's tests: copies a test::Problem to the device with O and LSE poisoned
 // (NaN bytes) and fenced by canary bytes, runs a callable that launches, and copies the results back into
-// the Problem, reporting CUDA errors and damaged canaries as a Status. Built only with CUDA.
+// the Problem, reporting CUDA errors and damaged canaries as a Status. Built only with CUDA; the skip macros
+// are there in every build.
 #pragma once
+
+#include <gtest/gtest.h>
+
+#include "flashcheck/attention.h"
+
+// Every GPU test starts with SKIP_WITHOUT_DEVICE(): without a device it skips with its reason.
+#define SKIP_WITHOUT_DEVICE()                                                                             \
+  do {                                                                                                    \
+    if (!::flashcheck::device_available())                                                                \
+      GTEST_SKIP() << "flashcheck-skip: no CUDA device available (GPU tier test)";                        \
+  } while (0)
+
+// A test of the tensor-core family itself skips in a build without it (FLASHCHECK_KERNEL_FAMILIES narrowed,
+// as tools/dev/ab_round.sh's decode mode builds).
+#if defined(FLASHCHECK_HAS_TENSOR_CORE)
+#define SKIP_WITHOUT_TENSOR_CORE() \
+  do {                             \
+  } while (0)
+#else
+#define SKIP_WITHOUT_TENSOR_CORE() \
+  GTEST_SKIP() << "flashcheck-skip: the tensor-core family is not compiled in (FLASHCHECK_KERNEL_FAMILIES)"
+#endif
 
 #if defined(FLASHCHECK_HAS_CUDA)
 
