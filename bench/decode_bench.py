@@ -14,8 +14,9 @@ Timing as bench/side_by_side.py (median of CUDA-event-timed runs, L2 flushed, in
 Prints and writes (to --out, default bench/results): decode.json (every measurement) and decode.md (the tables).
 Usage (--lib defaults to build/gpu/bench/libflashcheck.so, target flashcheck_shared of the gpu preset):
        python3 bench/decode_bench.py                # regenerates bench/results/decode.{json,md}
-       python3 bench/decode_bench.py --quick --out OUT_DIR   # both head ratios, batch 1/16/64, cache 4k/64k
+       python3 bench/decode_bench.py --quick --out OUT_DIR   # both head ratios, batch 1/4/16/64, cache 4k/16k/64k
        python3 bench/decode_bench.py --decode-only ...      # the decode grid without the varlen prefill
+       python3 bench/decode_bench.py --flashcheck-only ...  # flashcheck's layouts alone (A/B rounds)
 """
 import argparse
 import ctypes
@@ -115,14 +116,14 @@ def flex_decode_call(q, k_cache, v_cache):
     return call
 
 
-def decode(fc, timer, quick, rounds):
+def decode(fc, timer, quick, rounds, peers=True):
     rows = []
     heads = [(32, 8), (64, 8)]
     batches = [1, 4, 16, 64]
     caches = [1024, 4096, 16384, 65536, 131072]
     pages = [0, 16, 256]
     if quick:
-        batches, caches = [1, 16, 64], [4096, 65536]
+        batches, caches = [1, 4, 16, 64], [4096, 16384, 65536]
     torch.manual_seed(0)
     for hq, hkv in heads:
         for b in batches:
@@ -136,7 +137,7 @@ def decode(fc, timer, quick, rounds):
                 lse = torch.empty(b, hq, 1, dtype=torch.float32, device="cuda")
                 calls = {f"flashcheck page={pg}" if pg else "flashcheck contiguous": fc_decode_call(fc, q, k, v, o, lse, n, pg, b * n)
                          for pg in pages}
-                for backend in ("flash", "cudnn", "efficient"):
+                for backend in ("flash", "cudnn", "efficient") if peers else ():
                     call = sdpa_decode_call(backend, q, k, v)
                     try:
                         call()
@@ -144,7 +145,7 @@ def decode(fc, timer, quick, rounds):
                         calls[f"sdpa {backend}"] = call
                     except RuntimeError:
                         torch.cuda.synchronize()
-                if b * n >= TARGET_TOKENS and not quick:
+                if b * n >= TARGET_TOKENS and not quick and peers:
                     try:
                         call = flex_decode_call(q, k, v)
                         call()
@@ -269,10 +270,11 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--varlen-only", action="store_true", help="the varlen prefill alone (no decode grid)")
     ap.add_argument("--decode-only", action="store_true", help="the decode grid alone (no varlen prefill)")
+    ap.add_argument("--flashcheck-only", action="store_true", help="no peers (SDPA, FlexAttention) beside flashcheck")
     args = ap.parse_args()
     fc = sbs.Flashcheck(args.lib)
     timer = sbs.Timer(3, args.iters)
-    decode_rows = [] if args.varlen_only else decode(fc, timer, args.quick, args.rounds)
+    decode_rows = [] if args.varlen_only else decode(fc, timer, args.quick, args.rounds, not args.flashcheck_only)
     varlen_rows = [] if args.decode_only else varlen(fc, timer, args.rounds, args.quick)
     props = torch.cuda.get_device_properties(0)
     device = f"{props.name}, PyTorch {torch.__version__}, {fc.lib.fc_version().decode()}"
