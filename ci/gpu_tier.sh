@@ -33,6 +33,8 @@ steps, run in the order given:
                    more arguments, e.g. --repeat 10 --perturb 7)
   bench            the benchmark (bench/run_bench.sh)
 environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.sh), OUT, FLASHCHECK_LOGS,
+  FLASHCHECK_PEERS=1 (build the SDPA subjects for `tests` too; `subjects` always does),
+  FLASHCHECK_TESTS_STOP_AFTER=SECONDS (no test of `tests` starts after SECONDS),
   FLASHCHECK_SLOTS_PER_GPU (GPU tests sharing a GPU, default 6), FLASHCHECK_CTEST_JOBS (ctest -j, default
   GPUs x slots), FLASHCHECK_CTEST_ARGS (more ctest arguments for `tests`), FLASHCHECK_SEED (base seed of
   properties=CASES), FLASHCHECK_SUBJECT_CASES (cases per property in `subjects`, default 100)
@@ -79,8 +81,13 @@ for step in "$@"; do
     build)
       [ -d .devdeps ] && bash ci/devdeps.sh install
       log "build (gpu preset, $jobs jobs)"
-      # libtorch (the SDPA subjects) from the Python torch package when there is one.
-      torch_prefix=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+      # libtorch (the SDPA subjects, the peers) from the Python torch package when there is one, and only for the
+      # steps that run them: `subjects`, or FLASHCHECK_PEERS=1 (their tests, label peer, and the replays of the
+      # peers' known deviations). They add about a minute of compile.
+      torch_prefix=""
+      if [[ "${FLASHCHECK_PEERS:-0}" == 1 || " $* " == *" subjects "* ]]; then
+        torch_prefix=$(python3 -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+      fi
       { cmake --preset gpu ${torch_prefix:+-DCMAKE_PREFIX_PATH="$torch_prefix"} &&
         cmake --build --preset gpu -j "$jobs"; } >"$LOGS/build.log" 2>&1 \
         || { log "BUILD FAILED"; tail -50 "$LOGS/build.log"; exit 1; }
@@ -92,9 +99,15 @@ for step in "$@"; do
       # JUnit XML beside the build for CI dashboards; the skipped tests with their reasons in the summary.
       # Each GPU test holds one of the spec's GPU slots and runs on that GPU (RESOURCE_GROUPS gpus:1).
       start_t=$(date +%s)
+      # FLASHCHECK_TESTS_STOP_AFTER=SECONDS: no test starts after that many seconds (ctest --stop-time), so a run
+      # with a wall-clock limit ends with its summary; the tests it did not start are listed as not run.
+      stop_args=()
+      if [[ -n "${FLASHCHECK_TESTS_STOP_AFTER:-}" ]]; then
+        stop_args=(--stop-time "$(date -d "+${FLASHCHECK_TESTS_STOP_AFTER} seconds" +%H:%M:%S)")
+      fi
       # FLASHCHECK_CTEST_ARGS adds ctest arguments (say -E subject_ after the subjects step ran them).
       # shellcheck disable=SC2086
-      ctest --preset gpu -V -j "$ctest_jobs" --resource-spec-file "$spec" ${FLASHCHECK_CTEST_ARGS:-} \
+      ctest --preset gpu -V -j "$ctest_jobs" --resource-spec-file "$spec" "${stop_args[@]}" ${FLASHCHECK_CTEST_ARGS:-} \
         --output-junit "$PWD/build/gpu/ctest-junit.xml" >"$LOGS/ctest_gpu.log" 2>&1 || status=1
       log "ctest -L gpu took $(( $(date +%s) - start_t )) s; GPU test binaries per GPU id:" \
         "$(grep -oE 'flashcheck: CTest GPU id [0-9]+' "$LOGS/ctest_gpu.log" | awk '{print $NF}' | sort -n | uniq -c |
