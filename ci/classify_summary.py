@@ -2,7 +2,8 @@
 """Sums the RapidCheck results of the property binaries in a verbose CTest log (ctest -V, any -j).
 
 usage: classify_summary.py CTEST_VERBOSE_LOG [SUITE_PREFIX]   (default prefix: Gpu_Properties.)
-Prints one line per property (cases passed, or FAILED) and the RC_CLASSIFY distribution over all of them,
+Prints one line per property run (cases passed, skipped with its reason, FAILED, or did not finish), named by its
+binary and, for a subject, the subject's library; then the RC_CLASSIFY distribution over the passed runs,
 weighted by each property's case count, per tag: a case carries its value family and any of the features
 window, softcap and sink, so the features' shares add to the families' 100%. CTest -V prefixes every line of
 test N with "N: "; lines are grouped by that prefix so parallel tests do not mix.
@@ -31,23 +32,51 @@ def main():
             by_test[m.group(1)].append(m.group(2))
 
     run_re = re.compile(r"^\[ RUN      \] (\S+)")
+    skipped_re = re.compile(r"^\[  SKIPPED \] (\S+) \(\d+ ms\)")
+    failed_re = re.compile(r"^\[  FAILED  \] (\S+) \(\d+ ms\)")
+    command_re = re.compile(r"^Test command: (\S+)(.*)$")
+    executable_re = re.compile(r'TEST_EXECUTABLE=([^"\s]+)')
+    subject_re = re.compile(r"^\s+FLASHCHECK_SUBJECT=(\S+)")
+    skip_reason_re = re.compile(r"flashcheck-skip: (.*)$")
     passed_re = re.compile(r"^OK, passed (\d+) tests")
     class_re = re.compile(r"^\s*([0-9.]+)% - (\".*\")$")
     tag_re = re.compile(r"\"([^\"]*)\"")
-    results = []  # (property, cases or None, {label: percent})
+    results = []  # (property, where, outcome: cases passed (int), "skipped: ...", "FAILED" or None, {label: percent})
     for lines in by_test.values():
-        current, cases, classes = None, None, {}
+        binary, subject = "?", ""
+        for line in lines:
+            m = command_re.match(line)
+            if m:
+                e = executable_re.search(m.group(2))
+                binary = (e.group(1) if e else m.group(1)).rsplit("/", 1)[-1]
+            m = subject_re.match(line)
+            if m:
+                subject = " subject=" + m.group(1).rsplit("/", 1)[-1]
+        where = binary + subject
+        current, outcome, reason, classes = None, None, "", {}
         for line in lines + ["[ RUN      ] <end>"]:
             m = run_re.match(line)
             if m:
                 if current and current.startswith(prefix):
-                    results.append((current, cases, classes))
-                current, cases, classes = m.group(1), None, {}
+                    results.append((current, where, outcome, classes))
+                current, outcome, reason, classes = m.group(1), None, "", {}
                 continue
             m = passed_re.match(line)
             if m:
-                cases = int(m.group(1))
+                outcome = int(m.group(1))
                 continue
+            m = skip_reason_re.search(line)
+            if m and current:
+                reason = m.group(1)
+            m = skipped_re.match(line)
+            if m and m.group(1) == current:
+                outcome = "skipped: " + (reason or "no reason printed")
+                continue
+            m = failed_re.match(line)
+            if m and m.group(1) == current:
+                outcome = "FAILED"
+                continue
+            cases = outcome if isinstance(outcome, int) else None
             m = class_re.match(line)
             if m and cases is not None:
                 for tag in tag_re.findall(m.group(2)):  # one line per combination of tags: add to each tag
@@ -59,17 +88,20 @@ def main():
         sys.exit(1)
     total = 0
     weighted = collections.Counter()
-    failed = []
-    for name, cases, classes in sorted(results, key=lambda r: r[0]):
-        if cases is None:
+    failed, skipped = [], 0
+    for name, where, outcome, classes in sorted(results, key=lambda r: (r[0], r[1])):
+        if isinstance(outcome, int):
+            total += outcome
+            for label, pct in classes.items():
+                weighted[label] += pct / 100.0 * outcome
+            print(f"  {name} [{where}]: {outcome} cases passed")
+        elif outcome is not None and outcome.startswith("skipped"):
+            skipped += 1
+            print(f"  {name} [{where}]: {outcome}")
+        else:
             failed.append(name)
-            print(f"  {name}: FAILED (no 'OK, passed' line)")
-            continue
-        total += cases
-        for label, pct in classes.items():
-            weighted[label] += pct / 100.0 * cases
-        print(f"  {name}: {cases} cases passed")
-    print(f"{len(results)} properties, {total} cases passed, {len(failed)} failed")
+            print(f"  {name} [{where}]: {outcome or 'did not finish'}")
+    print(f"{len(results)} property runs, {total} cases passed, {skipped} skipped, {len(failed)} failed or unfinished")
     print("RC_CLASSIFY over all passed cases (per tag; a case has one value family and any of window, softcap, sink):")
     for label, n in weighted.most_common():
         print(f"  {100.0 * n / total:6.2f}%  {label}  (~{round(n)} cases)")
