@@ -45,6 +45,15 @@ TEST(KnownDeviation, OtherClasses) {
   EXPECT_FALSE(in_deviation_class(
       "nonfinite-qk", parsed(kBase + std::string("mask=none") + " q=normal(0,1) k=normal(0,1) v=normal(0,1) "
                                                                  "inject=v[0,0,0,0]:nan seed=1")));
+  const std::string huge_k = " q=normal(0,2) k=normal(0,1) v=normal(0,1) inject=k[0,0,1,0]:-3.3895313892515355e+38 seed=1";
+  EXPECT_TRUE(in_deviation_class("masked-overflow-qk", parsed(kBase + std::string("mask=causal-tl") + huge_k)));
+  EXPECT_FALSE(in_deviation_class("masked-overflow-qk", parsed(kBase + std::string("mask=none") + huge_k)));
+  EXPECT_FALSE(in_deviation_class(
+      "masked-overflow-qk", parsed(kBase + std::string("mask=causal-tl") + " q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+                                                                          "inject=k[0,0,1,0]:1000 seed=1")));
+  EXPECT_FALSE(in_deviation_class(
+      "masked-overflow-qk", parsed(kBase + std::string("mask=causal-tl") + " q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+                                                                          "inject=k[0,0,1,0]:-inf seed=1")));
   EXPECT_FALSE(in_deviation_class("no-such-class", parsed(kBase + std::string("mask=none scale=0") + qkv)));
 }
 

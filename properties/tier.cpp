@@ -300,9 +300,17 @@ std::string g_last_case_line;  // the case note_case() saw last (a crash report 
 //   subnormal-v          V drawn from the subnormal family (a kernel that flushes them gives O = 0)
 //   nonfinite-qk         a non-finite value injected into Q or K (a row whose scores are all -inf has O = 0 in
 //                        flashcheck's semantics; a plain softmax gives NaN)
+//   masked-overflow-qk   a mask other than none and a finite value of magnitude 2^64 or more injected into Q or K
+//                        (a score of a hidden key can overflow to inf; a kernel that adds the mask's -inf to it
+//                        gets NaN)
 bool injects_nonfinite(const Case& c, char tensor) {
   return std::any_of(c.inject.begin(), c.inject.end(),
                      [&](const Injection& x) { return x.tensor == tensor && !std::isfinite(x.value); });
+}
+bool injects_huge_finite(const Case& c, char tensor) {
+  return std::any_of(c.inject.begin(), c.inject.end(), [&](const Injection& x) {
+    return x.tensor == tensor && std::isfinite(x.value) && std::fabs(x.value) >= 0x1p64;
+  });
 }
 
 struct DeviationClass {
@@ -314,6 +322,8 @@ constexpr DeviationClass kDeviationClasses[] = {
     {"nonpositive-scale", [](const Case& c) { return c.scale.has_value() && *c.scale <= 0.0f; }},
     {"subnormal-v", [](const Case& c) { return c.v.kind == DistKind::kSubnormal; }},
     {"nonfinite-qk", [](const Case& c) { return injects_nonfinite(c, 'q') || injects_nonfinite(c, 'k'); }},
+    {"masked-overflow-qk",
+     [](const Case& c) { return c.mask != Mask::kNone && (injects_huge_finite(c, 'q') || injects_huge_finite(c, 'k')); }},
 };
 
 }  // namespace

@@ -52,8 +52,8 @@ ModelDefect planted_defect();
 // records the shape and the features' kinds for the coverage table.
 void note_case(const Case& c);
 // Whether `c` falls in the known-peer-deviation class `name` (FLASHCHECK_KNOWN_DEVIATIONS: masked-nonfinite-v,
-// nonpositive-scale, subnormal-v, nonfinite-qk; note_case() discards such cases on a subject that lists them);
-// false for a name that is no class.
+// nonpositive-scale, subnormal-v, nonfinite-qk, masked-overflow-qk; note_case() discards such cases on a subject
+// that lists them); false for a name that is no class.
 bool in_deviation_class(std::string_view name, const Case& c);
 // The case line note_case() recorded last ("" before the first case).
 const std::string& last_case_line();
