@@ -1,12 +1,13 @@
 // The decode family: attention for few query rows against long K/V (a decoding step, dense, varlen or paged), on
 // fp16/bf16 tensor cores (mma.sync m16n8k16). One warp is one work item (sequence b, K/V head, run): its 16 mma rows
 // hold every query row of the query heads that read that K/V head (GQA packing, so K and V are read once for all of
-// them), and it streams its run of K/V tiles through a private two-stage cp.async ring (rows gathered through the
-// page table where the cache is paged; any page size). No barrier spans warps. Rounding points are the tensor-core
-// path's of families.h with the host model's formulation: x = fl(s * scale log2 e) (or the softcapped score),
-// the reference of common/softmax.h's tile_reference, p = ex2.approx(x - ref) in fp32, l summed from fp32 p per
-// lane, P rounded to T for P V, fp32 mma accumulation. Unsplit launches write O and LSE through the shared epilogue;
-// split launches write each run's state for the combine (common/combine.cuh). Included by decode_<dtype>.cu.
+// them), and it streams its run of K/V tiles through a private ring of kStages cp.async stages (rows gathered
+// through the page table where the cache is paged; any page size). No barrier spans warps. Rounding points are the
+// tensor-core path's of families.h with the host model's formulation: x = fl(s * scale log2 e) (or the softcapped
+// score), the reference of common/softmax.h's tile_reference, p = ex2.approx(x - ref) in fp32, l summed from fp32 p
+// per lane, P rounded to T for P V, fp32 mma accumulation. Unsplit launches write O and LSE through the shared
+// epilogue; split launches write each run's state for the combine (common/combine.cuh). Included by
+// decode_<dtype>.cu.
 #pragma once
 
 #include <cuda_runtime.h>
