@@ -2,12 +2,14 @@
 // online softmax's own rescale (common/epilogue.h, merged_base / run_factor) and writes O and LSE through the shared
 // epilogue, so a split row ends exactly as an unsplit row whose tiles changed their max at the run boundaries.
 // One block per row, threads over head_dim; deterministic (a fixed order of every sum). The workspace it reads is
-// allocated and freed on the launch's stream around the two launches (launch_split).
+// allocated and freed on the launch's stream around the two launches (launch_split), from flashcheck's own pool.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "common/args.h"
@@ -80,6 +82,43 @@ inline int64_t workspace_bytes(const ProblemArgs& args) {
   return static_cast<int64_t>(args.splits) * args.lse_rows * (args.head_dim + 2) * static_cast<int64_t>(sizeof(float));
 }
 
+// The partials' memory pool of the current device, owned by flashcheck and created on first use: its release
+// threshold keeps the memory mapped between launches. The device's default pool (threshold 0) unmaps it at every
+// synchronization and maps it again at the next allocation, which cost a decoding step over 1 GB of K/V about 20%
+// of its time (docs/design/inference-path.md). The pool keeps up to kKeptWorkspaceBytes mapped at a
+// synchronization: the partials of every decoding step of up to 128 query heads x 64 sequences x 32 splits at d 128.
+inline constexpr uint64_t kKeptWorkspaceBytes = uint64_t{256} << 20;
+inline cudaError_t workspace_pool(cudaMemPool_t* pool) {
+  int device = 0;
+  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
+  static std::mutex mutex;
+  static std::map<int, cudaMemPool_t> pools;  // never destroyed: the driver frees them with the context
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = pools.find(device); it != pools.end()) {
+    *pool = it->second;
+    return cudaSuccess;
+  }
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  if (const cudaError_t err = cudaMemPoolCreate(pool, &props); err != cudaSuccess) return err;
+  uint64_t keep = kKeptWorkspaceBytes;
+  if (const cudaError_t err = cudaMemPoolSetAttribute(*pool, cudaMemPoolAttrReleaseThreshold, &keep);
+      err != cudaSuccess) {
+    cudaMemPoolDestroy(*pool);
+    return err;
+  }
+  pools.emplace(device, *pool);
+  return cudaSuccess;
+}
+
+inline cudaError_t workspace_alloc(void** workspace, size_t bytes, cudaStream_t stream) {
+  cudaMemPool_t pool;
+  if (const cudaError_t err = workspace_pool(&pool); err != cudaSuccess) return err;
+  return cudaMallocFromPoolAsync(workspace, bytes, pool, stream);
+}
+
 // Runs a split launch: allocates the partials on `stream`, points `args` at them, calls launch_runs(args) (the
 // family's kernel over every run), then the combine, and frees the partials on the stream. Unsplit args go
 // straight to launch_runs.
@@ -88,9 +127,10 @@ Status launch_split(Args& args, cudaStream_t stream, const Instrumentation* inst
   if (args.splits <= 1) return launch_runs(args);
   if (args.lse_rows == 0) return Status::ok_status();  // no row to write: nothing to run or merge
   void* workspace = nullptr;
-  cudaError_t err = cudaMallocAsync(&workspace, static_cast<size_t>(workspace_bytes(args)), stream);
+  cudaError_t err = workspace_alloc(&workspace, static_cast<size_t>(workspace_bytes(args)), stream);
   if (err != cudaSuccess) {
-    return {StatusCode::kCudaError, std::string("split-KV: cudaMallocAsync of the partials failed: ") + cudaGetErrorString(err)};
+    return {StatusCode::kCudaError, std::string("split-KV: allocating the partials from flashcheck's pool failed: ") +
+                                        cudaGetErrorString(err)};
   }
   args.partial_acc = static_cast<float*>(workspace);
   args.partial_m = args.partial_acc + static_cast<int64_t>(args.splits) * args.lse_rows * args.head_dim;
