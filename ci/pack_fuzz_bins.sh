@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the clang fuzz binaries on a machine with clang and nvcc and packs them, debug info stripped and
-# xz-compressed (the nightly set is about 37 MB so, 62 MB gzipped: a device carry holds 64 MiB), into DIR for a GPU
-# machine without clang; --unpack restores them there (xz, or Python's lzma where xz is missing).
+# xz-compressed (the nightly set is about 57 MB so: a device carry of 64 MiB holds it beside .devdeps), into DIR for
+# a GPU machine without clang; --unpack restores them there (xz, or Python's lzma where xz is missing).
 #
 #   ci/pack_fuzz_bins.sh [DIR]            preset `fuzz` in build/fuzz: fuzz_kernel, fuzz_kernel_mutant, fuzz_api,
 #                                         fuzz_model and the decoder into DIR (default .gpubin/fuzz), for
