@@ -92,7 +92,9 @@ inline cudaError_t workspace_pool(cudaMemPool_t* pool) {
   int device = 0;
   if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
   static std::mutex mutex;
-  static std::map<int, cudaMemPool_t> pools;  // never destroyed: the driver frees them with the context
+  // Never destroyed: the driver frees them with the context. A cudaDeviceReset() ends that context and with it the
+  // pool, as it does PyTorch's caching allocator: split launches after it fail with a CUDA error naming the partials.
+  static std::map<int, cudaMemPool_t> pools;
   const std::lock_guard<std::mutex> lock(mutex);
   if (const auto it = pools.find(device); it != pools.end()) {
     *pool = it->second;
