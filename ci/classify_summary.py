@@ -76,9 +76,8 @@ def main():
             if m and m.group(1) == current:
                 outcome = "FAILED"
                 continue
-            cases = outcome if isinstance(outcome, int) else None
             m = class_re.match(line)
-            if m and cases is not None:
+            if m and isinstance(outcome, int):
                 for tag in tag_re.findall(m.group(2)):  # one line per combination of tags: add to each tag
                     classes[tag] = classes.get(tag, 0.0) + float(m.group(1))
         # a binary whose last test did not finish (crash) leaves `current` without a pass line: reported below

@@ -303,27 +303,26 @@ std::string g_last_case_line;  // the case note_case() saw last (a crash report 
 //   masked-overflow-qk   a mask other than none and a finite value of magnitude 2^64 or more injected into Q or K
 //                        (a score of a hidden key can overflow to inf; a kernel that adds the mask's -inf to it
 //                        gets NaN)
-bool injects_nonfinite(const Case& c, char tensor) {
-  return std::any_of(c.inject.begin(), c.inject.end(),
-                     [&](const Injection& x) { return x.tensor == tensor && !std::isfinite(x.value); });
-}
-bool injects_huge_finite(const Case& c, char tensor) {
+
+// Whether the case injects into one of `tensors` a value that `test` accepts.
+bool injects(const Case& c, std::string_view tensors, bool (*test)(double)) {
   return std::any_of(c.inject.begin(), c.inject.end(), [&](const Injection& x) {
-    return x.tensor == tensor && std::isfinite(x.value) && std::fabs(x.value) >= 0x1p64;
+    return tensors.find(x.tensor) != std::string_view::npos && test(x.value);
   });
 }
+bool nonfinite(double x) { return !std::isfinite(x); }
+bool huge_finite(double x) { return std::isfinite(x) && std::fabs(x) >= 0x1p64; }
 
 struct DeviationClass {
   std::string_view name;
   bool (*applies)(const Case&);
 };
 constexpr DeviationClass kDeviationClasses[] = {
-    {"masked-nonfinite-v", [](const Case& c) { return c.mask != Mask::kNone && injects_nonfinite(c, 'v'); }},
+    {"masked-nonfinite-v", [](const Case& c) { return c.mask != Mask::kNone && injects(c, "v", nonfinite); }},
     {"nonpositive-scale", [](const Case& c) { return c.scale.has_value() && *c.scale <= 0.0f; }},
     {"subnormal-v", [](const Case& c) { return c.v.kind == DistKind::kSubnormal; }},
-    {"nonfinite-qk", [](const Case& c) { return injects_nonfinite(c, 'q') || injects_nonfinite(c, 'k'); }},
-    {"masked-overflow-qk",
-     [](const Case& c) { return c.mask != Mask::kNone && (injects_huge_finite(c, 'q') || injects_huge_finite(c, 'k')); }},
+    {"nonfinite-qk", [](const Case& c) { return injects(c, "qk", nonfinite); }},
+    {"masked-overflow-qk", [](const Case& c) { return c.mask != Mask::kNone && injects(c, "qk", huge_finite); }},
 };
 
 }  // namespace
