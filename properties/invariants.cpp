@@ -10,7 +10,8 @@
 // finish_row): m = max(m, s), l counts its term e^(s - m), so 1 <= l <= visible keys (x 2^8) + 1, LSE = m + ln l
 // still, and a row without keys has m = LSE = s, l = 1, O = 0; the per-tile traces are the state before the
 // merge, so the final m is max(last traced m, s). Tolerances are a few fp32 roundings scaled by |m| (the kernel
-// works with m * scale * log2(e) in fp32), never flat.
+// works with m * scale * log2(e) in fp32), never flat. Rows the oracle puts outside the domain (a score that
+// overflows fp32: RowBound::unconstrained) have no invariants.
 #include <rapidcheck.h>
 
 #include <algorithm>
