@@ -76,7 +76,6 @@ void special_values_follow_semantics() {
 
   // The (batch, query head) slices an injection can reach.
   const int64_t group = p.heads_q / p.heads_kv;
-  const oracle::Problem problem = in.problem();
   std::set<std::pair<int64_t, int64_t>> slices;
   for (const Injection& inj : c.inject) {
     if (inj.tensor == 'q') {
@@ -93,8 +92,12 @@ void special_values_follow_semantics() {
       const KeyRange keys = visible_key_range(p, i);
       const int64_t visible = keys.size();
       RowClass kind = classify_row(in, b, h, i, keys);
-      const oracle::RowResult exact = oracle::compute_row(problem, {b, h, i}, oracle::Tier::kFast);
-      if (exact.score_overflow || exact.accum_overflow) kind = RowClass::kOverflow;
+      // Outside the domain by the error model of the run's path (the tensor-core path's accumulator limit and
+      // vacuous bounds included); a non-finite score keeps its class, whose semantics hold whatever the rest.
+      const ExactRow e = exact_row(in, out.config, {b, h, i});
+      if (e.exact.score_overflow || e.exact.accum_overflow || (e.bound.unconstrained && !e.exact.nonfinite_score)) {
+        kind = RowClass::kOverflow;
+      }
       note_coverage(std::string("row=") + to_string(kind));
       const float lse = out.lse[static_cast<size_t>(row_index(p, b, h, i))];
       // Logged only when a check fails: the row, its class, and the offending value.
