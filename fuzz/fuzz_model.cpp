@@ -18,10 +18,8 @@ flashcheck::fuzz::TargetSpec g_spec;
 flashcheck::ModelDefect defect_from_env() {
   const char* name = std::getenv("FLASHCHECK_FUZZ_MODEL_DEFECT");
   if (!name || !*name) return flashcheck::ModelDefect::kNone;
-  for (int d = 1; d <= 4; ++d) {
-    const auto defect = static_cast<flashcheck::ModelDefect>(d);
-    if (std::string_view(name) == flashcheck::to_string(defect)) return defect;
-  }
+  flashcheck::ModelDefect defect = flashcheck::ModelDefect::kNone;
+  if (flashcheck::parse_model_defect(name, &defect)) return defect;
   std::fprintf(stderr, "fuzz_model: unknown FLASHCHECK_FUZZ_MODEL_DEFECT '%s'\n", name);
   std::abort();
 }

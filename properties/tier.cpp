@@ -265,23 +265,9 @@ ModelDefect planted_defect() {
   static const ModelDefect defect = [] {
     const char* value = std::getenv("FLASHCHECK_PLANT");
     if (value == nullptr || *value == '\0' || g_subject != nullptr) return ModelDefect::kNone;
-    const std::string_view name(value);
-    struct Alias {
-      const char* name;
-      ModelDefect defect;
-    };
-    static constexpr Alias kAliases[] = {
-        {"p-one-format-coarser", ModelDefect::kPOneFormatCoarser},
-        {"o-accum-in-dtype", ModelDefect::kOAccumInDtype},
-        {"missing-rescale", ModelDefect::kMissingRescale},
-        {"lse-base2", ModelDefect::kLseBase2},
-        {"split-merge-unscaled", ModelDefect::kSplitMergeUnscaled},
-        {"reads-past-seqused", ModelDefect::kReadsPastSeqused},
-    };
-    for (const Alias& alias : kAliases) {
-      if (name == alias.name || name == to_string(alias.defect)) return alias.defect;
-    }
-    std::cerr << "flashcheck: FLASHCHECK_PLANT=" << name << " names no defect; running without one\n";
+    ModelDefect parsed = ModelDefect::kNone;
+    if (parse_model_defect(value, &parsed)) return parsed;
+    std::cerr << "flashcheck: FLASHCHECK_PLANT=" << value << " names no defect; running without one\n";
     return ModelDefect::kNone;
   }();
   return defect;

@@ -19,6 +19,14 @@ reports whether every run failed with the same case line (a race caught determin
 
 Writes the table to --markdown (default: the kill-table section of docs/mutation-testing.md) and the raw results
 to --json (default bench/results/mutation.json).
+
+--model runs the same measurement in the CPU tier on the host model's planted defects (flashcheck/host_model.h,
+FLASHCHECK_PLANT=<name>): properties_model's budgeted tier, the case lines replayed by
+`flashcheck-repro --backend model --defect <name>` (and without the defect); any build with the tests and tools
+(default build/ci), no GPU. Its table goes to the model-kill-table section of docs/mutation-testing.md and to
+bench/results/mutation_model.json.
+
+    python3 tools/mutation_test.py --model --budget 20
 """
 import argparse
 import json
@@ -32,6 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TABLE_BEGIN = "<!-- kill-table:begin (tools/mutation_test.py writes this section) -->"
 TABLE_END = "<!-- kill-table:end -->"
+MODEL_TABLE_BEGIN = "<!-- model-kill-table:begin (tools/mutation_test.py --model writes this section) -->"
+MODEL_TABLE_END = "<!-- model-kill-table:end -->"
 
 FAILED_RE = re.compile(r"^(\w+) failed \(chunk (\d+) of (\d+) cases, seed (\d+), after (\d+) passing cases, "
                        r"at ([0-9.]+) s of the budget\)", re.M)
@@ -74,12 +84,17 @@ def run(cmd, env, timeout):
 
 
 PERTURB = {"seed": 0}  # FLASHCHECK_PERTURB of every run (--perturb)
+MODEL = {"on": False}  # --model: host-model defects (FLASHCHECK_PLANT) instead of kernel mutants
 
 
 def mutant_env(name, **extra):
     env = dict(os.environ)
-    env.pop("RC_PARAMS", None)
-    env["FLASHCHECK_MUTANT"] = name
+    for key in ("RC_PARAMS", "FLASHCHECK_PLANT", "FLASHCHECK_MUTANT"):
+        env.pop(key, None)
+    if not MODEL["on"]:
+        env["FLASHCHECK_MUTANT"] = name
+    elif name != "none":
+        env["FLASHCHECK_PLANT"] = name
     if PERTURB["seed"]:
         env["FLASHCHECK_PERTURB"] = str(PERTURB["seed"])
     env.update({k: str(v) for k, v in extra.items()})
@@ -95,8 +110,12 @@ def budgeted(binary, suite, mutant, budget, seed, timeout):
 
 def replay_case_line(repro, mutant, line):
     """flashcheck-repro's exit status on the case line: with the mutant on, then off (0 = pass, 1 = fail)."""
-    on = run([str(repro), "--backend", "gpu", line], mutant_env(mutant), 600)[0]
-    off = run([str(repro), "--backend", "gpu", line], mutant_env("none"), 600)[0]
+    if MODEL["on"]:
+        on = run([str(repro), "--backend", "model", "--defect", mutant, line], mutant_env("none"), 600)[0]
+        off = run([str(repro), "--backend", "model", line], mutant_env("none"), 600)[0]
+    else:
+        on = run([str(repro), "--backend", "gpu", line], mutant_env(mutant), 600)[0]
+        off = run([str(repro), "--backend", "gpu", line], mutant_env("none"), 600)[0]
     return on, off
 
 
@@ -118,7 +137,8 @@ def repeat_same_line(binary, suite, kill, mutant, n):
 
 
 def markdown(results, meta):
-    rows = ["| mutant | family | bug class | killed by | s to kill | cases | case line replays (on / off) | "
+    rows = [f"| {'defect' if meta.get('model') else 'mutant'} | family | bug class | killed by | s to kill | cases | "
+            "case line replays (on / off) | "
             "reproduce string | case line |",
             "|---|---|---|---|---|---|---|---|---|"]
     code_name = {0: "pass", 1: "FAIL", None: "timeout"}
@@ -137,7 +157,8 @@ def markdown(results, meta):
                     f"{k['seconds']:.1f}{' (past the budget)' if k['seconds'] > meta['budget'] else ''} | "
                     f"{k['passing_cases'] + 1} | {cl_text} | {rs_text} | `{line}` |")
     killed = sum(1 for r in results if r.get("kill") and r["kill"]["seconds"] <= meta["budget"])
-    head = (f"{killed} of {len(results)} mutants killed within the {meta['budget']:g} s budget "
+    noun = "planted defects" if meta.get("model") else "mutants"
+    head = (f"{killed} of {len(results)} {noun} killed within the {meta['budget']:g} s budget "
             f"({meta['device']}, base seed {meta['seed']}"
             f"{', FLASHCHECK_PERTURB=' + str(meta['perturb']) if meta.get('perturb') else ''}; "
             f"`python3 tools/mutation_test.py {meta['args']}`). "
@@ -145,7 +166,8 @@ def markdown(results, meta):
     out = [head, "", *rows]
     prod = meta.get("production")
     if prod and prod.get("properties"):
-        out += ["", f"The production kernels' budgeted run ({prod['cases']} cases in {prod['seconds']:g} s), cases per "
+        subject = "host model's" if meta.get("model") else "production kernels'"
+        out += ["", f"The {subject} budgeted run ({prod['cases']} cases in {prod['seconds']:g} s), cases per "
                 "property:", "", "| property | cases | s |", "|---|---|---|"]
         out += [f"| {name} | {v['cases']} | {v['seconds']:g} |" for name, v in prod["properties"].items()]
     repeats = [r for r in results if r.get("repeat_lines") is not None]
@@ -160,18 +182,26 @@ def markdown(results, meta):
     return "\n".join(out) + "\n"
 
 
-def write_table(path, table):
+def write_table(path, table, begin=TABLE_BEGIN, end=TABLE_END):
     text = path.read_text() if path.exists() else ""
-    if TABLE_BEGIN in text and TABLE_END in text:
-        before, rest = text.split(TABLE_BEGIN, 1)
-        after = rest.split(TABLE_END, 1)[1]
-        text = before + TABLE_BEGIN + "\n" + table + TABLE_END + after
+    if begin in text and end in text:
+        before, rest = text.split(begin, 1)
+        after = rest.split(end, 1)[1]
+        text = before + begin + "\n" + table + end + after
     else:
-        text += "\n" + TABLE_BEGIN + "\n" + table + TABLE_END + "\n"
+        text += "\n" + begin + "\n" + table + end + "\n"
     path.write_text(text)
 
 
 def device_name():
+    if MODEL["on"]:
+        try:
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.startswith("model name"):
+                    return f"host model on {line.split(':', 1)[1].strip()}, {os.cpu_count()} cores"
+        except OSError:
+            pass
+        return "host model"
     try:
         return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], stdout=subprocess.PIPE,
                               text=True, timeout=30).stdout.strip().splitlines()[0]
@@ -218,7 +248,17 @@ def self_test():
     if len(ids) < 25:
         print(f"the catalogue holds {len(ids)} mutants, fewer than 25")
         return 1
-    print(f"mutation_test.py self-test: ok ({len(ids)} mutants, each guarded in kernel/src)")
+    # Every planted defect of the host model is implemented there (used outside its catalogue entry).
+    header = (ROOT / "kernel" / "include" / "flashcheck" / "host_model.h").read_text()
+    enum = header.split("enum class ModelDefect", 1)[1].split("};", 1)[0]
+    defects = set(re.findall(r"\b(k[A-Z]\w*)\b", enum)) - {"kNone"}
+    model_src = (ROOT / "kernel" / "src" / "host_model.cpp").read_text()
+    unused = sorted(d for d in defects if f"ModelDefect::{d}" not in model_src)
+    if unused:
+        print(f"host-model defects that host_model.cpp never applies: {unused}")
+        return 1
+    print(f"mutation_test.py self-test: ok ({len(ids)} mutants, each guarded in kernel/src; "
+          f"{len(defects)} host-model defects, each applied in host_model.cpp)")
     return 0
 
 
@@ -231,7 +271,10 @@ def finish(args, meta, results):
     """Prints the table, writes it into --markdown; 0 when every mutant was killed within the budget."""
     table = markdown(results, meta)
     print(table)
-    write_table(Path(args.markdown), table)
+    if MODEL["on"]:
+        write_table(Path(args.markdown), table, MODEL_TABLE_BEGIN, MODEL_TABLE_END)
+    else:
+        write_table(Path(args.markdown), table)
     return 0 if all(r.get("kill") and r["kill"]["seconds"] <= meta["budget"] for r in results) else 1
 
 
@@ -257,7 +300,10 @@ def merge(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default="build/gpu-mutants", help="a gpu-mutants build tree (default: %(default)s)")
+    ap.add_argument("--build", default=None,
+                    help="a gpu-mutants build tree (default: build/gpu-mutants; with --model: build/ci)")
+    ap.add_argument("--model", action="store_true",
+                    help="the host model's planted defects in the CPU tier (properties_model), not kernel mutants")
     ap.add_argument("--budget", type=float, default=60.0, help="seconds of the budgeted tier per mutant")
     ap.add_argument("--seed", type=int, default=0, help="FLASHCHECK_SEED of the budgeted runs")
     ap.add_argument("--only", default="", help="comma-separated mutant names (default: the whole catalogue)")
@@ -266,12 +312,18 @@ def main():
     ap.add_argument("--perturb", type=int, default=0, metavar="SEED",
                     help="FLASHCHECK_PERTURB=SEED in every run: seeded delays at the pipelines' hand-offs")
     ap.add_argument("--markdown", default=str(ROOT / "docs" / "mutation-testing.md"))
-    ap.add_argument("--json", default=str(ROOT / "bench" / "results" / "mutation.json"))
+    ap.add_argument("--json", default=None,
+                    help="default: bench/results/mutation.json (with --model: bench/results/mutation_model.json)")
     ap.add_argument("--self-test", action="store_true", help="check the output parser and the table, then exit")
     ap.add_argument("--merge", nargs="+", metavar="JSON",
                     help="no run: join the results of runs over parts of the catalogue (the same budget, seed and "
                          "perturbation; a later file's result for a mutant wins) into --json and the table")
     args = ap.parse_args()
+    MODEL["on"] = args.model
+    if args.json is None:
+        args.json = str(ROOT / "bench" / "results" / ("mutation_model.json" if args.model else "mutation.json"))
+    if args.build is None:
+        args.build = "build/ci" if args.model else "build/gpu-mutants"
     if args.self_test:
         return self_test()
     if args.merge:
@@ -280,14 +332,18 @@ def main():
     PERTURB["seed"] = args.perturb
     build = Path(args.build)
     tool = build / "tools" / "flashcheck-mutants"
-    binary = build / "properties" / "properties_gpu"
-    inst_binary = build / "properties" / "properties_gpu_instrumented"
+    suite = "Model_Properties" if args.model else "Gpu_Properties"
+    binary = build / "properties" / ("properties_model" if args.model else "properties_gpu")
+    inst_binary = build / "properties" / "properties_gpu_instrumented"  # the model's suite has the traces itself
     repro = build / "tools" / "flashcheck-repro"
     for path in (tool, binary, repro):
         if not path.exists():
-            print(f"{path}: missing (cmake --preset gpu-mutants && cmake --build --preset gpu-mutants)", file=sys.stderr)
+            hint = (f"cmake --preset ci && cmake --build {build}" if args.model
+                    else "cmake --preset gpu-mutants && cmake --build --preset gpu-mutants")
+            print(f"{path}: missing ({hint})", file=sys.stderr)
             return 66
-    catalogue = json.loads(subprocess.run([str(tool), "--json"], stdout=subprocess.PIPE, text=True, check=True).stdout)
+    catalogue = json.loads(subprocess.run([str(tool), "--json"] + (["--model"] if args.model else []),
+                                          stdout=subprocess.PIPE, text=True, check=True).stdout)
     if not catalogue["compiled_in"]:
         print(f"{build}: the mutants are not compiled in (configure with the preset gpu-mutants)", file=sys.stderr)
         return 64
@@ -300,10 +356,11 @@ def main():
             return 64
         mutants = [m for m in mutants if m["name"] in wanted]
 
-    # The production kernels must pass the same budgeted run first: a failure there is a bug, not a kill.
-    code, out, wall, cases = budgeted(binary, "Gpu_Properties", "none", min(args.budget, 30.0), args.seed,
-                                      args.budget + 300)
-    print(f"[none] production kernels: exit {code}, {cases} cases in {wall:.1f} s", flush=True)
+    # The production kernels (the model without a defect) must pass the same budgeted run first: a failure there
+    # is a bug, not a kill.
+    code, out, wall, cases = budgeted(binary, suite, "none", min(args.budget, 30.0), args.seed, args.budget + 300)
+    print(f"[none] {'host model' if args.model else 'production kernels'}: exit {code}, {cases} cases in {wall:.1f} s",
+          flush=True)
     production = {"cases": cases, "seconds": round(wall, 1),
                   "properties": {name: {"cases": int(n), "seconds": float(t)}
                                  for name, n, t in PROPERTY_LINE_RE.findall(out)}}
@@ -312,31 +369,29 @@ def main():
         print("the production kernels fail the budgeted tier: fix that before measuring mutants", file=sys.stderr)
         return 1
 
-    meta = {"budget": args.budget, "seed": args.seed, "perturb": args.perturb, "device": device_name(),
+    meta = {"budget": args.budget, "seed": args.seed, "perturb": args.perturb, "device": device_name(), "model": args.model,
             "args": " ".join(a for a in sys.argv[1:] if not a.startswith(("--markdown", "--json"))),
             "production": production}
     results = []
     for m in mutants:
         r = dict(m)
-        code, out, wall, cases = budgeted(binary, "Gpu_Properties", m["name"], args.budget, args.seed,
-                                          args.budget + 300)
+        code, out, wall, cases = budgeted(binary, suite, m["name"], args.budget, args.seed, args.budget + 300)
         kill = parse_failure(out) if code not in (0, None) else None
-        suite = "Gpu_Properties"
         used = binary
         if code is None:
             r["note"] = f"hang (no result within {args.budget + 300:g} s)"
         elif code != 0 and kill is None:
             r["note"] = f"crash (exit {code}, no property failure reported)"
             r["output_tail"] = out[-2000:]
-        if kill is None and code == 0 and inst_binary.exists():
-            code2, out2, wall2, cases2 = budgeted(inst_binary, "Gpu_Properties", m["name"], args.budget / 10,
+        if kill is None and code == 0 and not args.model and inst_binary.exists():
+            code2, out2, wall2, cases2 = budgeted(inst_binary, suite, m["name"], args.budget / 10,
                                                   args.seed, args.budget + 300)
             cases += cases2
             kill = parse_failure(out2) if code2 not in (0, None) else None
             if kill:
                 kill["seconds"] += wall
                 kill["binary_note"] = " (instrumented)"
-                suite, used = "Gpu_Properties", inst_binary
+                used = inst_binary
         r["cases"] = cases
         r["wall_s"] = round(wall, 1)
         if kill:

@@ -28,9 +28,6 @@ namespace {
 using namespace flashcheck;
 
 constexpr int64_t kColumnsAroundWorst = 3;  // columns printed either side of the worst O element
-constexpr ModelDefect kDefects[] = {ModelDefect::kNone, ModelDefect::kPOneFormatCoarser, ModelDefect::kOAccumInDtype,
-                                    ModelDefect::kMissingRescale, ModelDefect::kLseBase2,
-                                    ModelDefect::kSplitMergeUnscaled, ModelDefect::kReadsPastSeqused};
 
 struct Options {
   std::vector<Backend> backends;
@@ -59,7 +56,7 @@ int parse_args(int argc, char** argv, Options* options) {
   std::string backend, tier = "fast", defect = "none", rows;
   std::vector<std::string> words;
   std::vector<std::string> defect_names;
-  for (ModelDefect d : kDefects) defect_names.emplace_back(to_string(d));
+  for (const ModelDefectInfo& d : kModelDefects) defect_names.emplace_back(d.name);
   app.add_option("--backend", backend, "where to run: gpu, model or both (default: gpu if a CUDA device is present, else model)")
       ->check(CLI::IsMember({"gpu", "model", "both"}));
   app.add_option("--tier", tier, "oracle precision: gold (113-bit) or fast (double with error-free transformations)")
@@ -99,9 +96,7 @@ int parse_args(int argc, char** argv, Options* options) {
   for (const std::string& w : words) options->line += (options->line.empty() ? "" : " ") + w;
   if (options->file.empty() == options->line.empty()) return usage_error("give exactly one of a case line or --file F");
   options->tier = tier == "gold" ? oracle::Tier::kGold : oracle::Tier::kFast;
-  for (ModelDefect d : kDefects) {
-    if (defect == to_string(d)) options->defect = d;
-  }
+  parse_model_defect(defect, &options->defect);  // a name CLI11 has checked against kModelDefects
   if (rows == "all") {
     options->judge.full_check_limit = std::numeric_limits<int64_t>::max();
   } else if (!rows.empty()) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -24,17 +25,30 @@
 
 namespace flashcheck {
 
-const char* to_string(ModelDefect defect) {
-  switch (defect) {
-    case ModelDefect::kNone: return "none";
-    case ModelDefect::kPOneFormatCoarser: return "p-one-format-coarser";
-    case ModelDefect::kOAccumInDtype: return "o-accum-in-dtype";
-    case ModelDefect::kMissingRescale: return "missing-rescale";
-    case ModelDefect::kLseBase2: return "lse-base2";
-    case ModelDefect::kSplitMergeUnscaled: return "split-merge-unscaled";
-    case ModelDefect::kReadsPastSeqused: return "reads-past-seqused";
+namespace {
+// kModelDefects is indexed by the enum's value.
+constexpr bool defects_indexed() {
+  for (size_t i = 0; i < std::size(kModelDefects); ++i) {
+    if (static_cast<size_t>(kModelDefects[i].id) != i) return false;
   }
-  return "invalid-defect";
+  return true;
+}
+static_assert(defects_indexed(), "kModelDefects[i].id must be i");
+}  // namespace
+
+const char* to_string(ModelDefect defect) {
+  const auto i = static_cast<size_t>(defect);
+  return i < std::size(kModelDefects) ? kModelDefects[i].name : "invalid-defect";
+}
+
+bool parse_model_defect(std::string_view name, ModelDefect* defect) {
+  for (const ModelDefectInfo& d : kModelDefects) {
+    if (name == d.name) {
+      *defect = d.id;
+      return true;
+    }
+  }
+  return false;
 }
 
 namespace {
@@ -193,17 +207,26 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
   // Q is loaded only when some key is visible; a row with none never reads it (and q may be null).
   const float* q_val = keys.size() > 0 ? q.value.data() + q_row * d_count : nullptr;
   RowResult row;
-  std::vector<float> x(static_cast<size_t>(std::min(block_n, keys.size())));  // (keys of one tile): s, then p
+  // ModelDefect::kSoftcapAfterMask: every loaded key of a visited tile enters, the masked ones with the cap of -inf.
+  const bool cap_masked = setup.defect == ModelDefect::kSoftcapAfterMask && setup.has_softcap;
+  const int64_t loaded_keys = d_count > 0 ? static_cast<int64_t>(k.value.size()) / d_count : 0;
+  std::vector<float> x(static_cast<size_t>(cap_masked ? block_n : std::min(block_n, keys.size())));  // s, then p
   acc->assign(static_cast<size_t>(d_count), 0.0f);
 
   for (int64_t kt = run_begin; kt < run_end; ++kt) {
-    const int64_t k0 = std::max((tiles.first + kt) * block_n, keys.begin);
-    const int64_t k_end = std::min((tiles.first + kt + 1) * block_n, keys.end);
+    const int64_t tile_begin = (tiles.first + kt) * block_n;
+    const int64_t k0 = cap_masked ? tile_begin : std::max(tile_begin, keys.begin);
+    const int64_t k_end = std::min(tile_begin + block_n, cap_masked ? loaded_keys : keys.end);
     if (k0 < k_end) {
       // Scores: fp32 dot products (an FMA chain over head dims; split: three tf32 terms per product). Only
       // visible keys are computed, so K and V at masked keys never enter.
       float tile_max = kNegInf;
       for (int64_t j = k0; j < k_end; ++j) {
+        if (j < keys.begin || j >= keys.end) {  // cap_masked only
+          x[j - k0] = detail::capped_score_log2(kNegInf, setup.softcap);
+          tile_max = std::fmax(tile_max, x[j - k0]);
+          continue;
+        }
         float s = 0.0f;
         const float* k_val = k.value.data() + j * d_count;
         if (setup.split) {
@@ -272,11 +295,9 @@ Status check_options(const Params& params, const HostModelOptions& options) {
       return invalid("config override: unknown compute path " + std::to_string(static_cast<int32_t>(c.path)));
     }
   }
-  const ModelDefect d = options.defect;
-  if (d != ModelDefect::kNone && d != ModelDefect::kPOneFormatCoarser && d != ModelDefect::kOAccumInDtype &&
-      d != ModelDefect::kMissingRescale && d != ModelDefect::kLseBase2 && d != ModelDefect::kSplitMergeUnscaled &&
-      d != ModelDefect::kReadsPastSeqused) {
-    return invalid("defect: unknown value " + std::to_string(static_cast<int32_t>(d)));
+  const auto d = static_cast<int32_t>(options.defect);
+  if (d < 0 || static_cast<size_t>(d) >= std::size(kModelDefects)) {
+    return invalid("defect: unknown value " + std::to_string(d));
   }
   const Instrumentation& inst = options.instrumentation;
   if (inst.trace_row_count < 0 || inst.max_tiles < 0) {
@@ -319,7 +340,7 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
   const int64_t heads_per_kv = params.heads_q / params.heads_kv;
   const auto exp2 = [](float e) { return std::exp2(e); };
 
-  HeadRows q_rows, k_rows, v_rows;
+  HeadRows q_rows, k_rows, v_rows, k_other, v_other;
   std::vector<float> acc, merged_acc;
   std::vector<RowResult> runs(static_cast<size_t>(splits));
   std::vector<float> run_m(static_cast<size_t>(splits));  // the runs' bases, as the combine reads them
@@ -346,6 +367,15 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
       }
       for (int64_t h = h_kv * heads_per_kv; h < (h_kv + 1) * heads_per_kv; ++h) {
         if (keys_read > 0) load_head(params, a, a.q, true, b, h, sq, setup.split, &q_rows);
+        // ModelDefect::kGqaHeadModulo: K/V of head h mod heads_kv.
+        const HeadRows* k_head = &k_rows;
+        const HeadRows* v_head = &v_rows;
+        if (options.defect == ModelDefect::kGqaHeadModulo && h % params.heads_kv != h_kv && keys_read > 0) {
+          load_head(params, a, a.k, false, b, h % params.heads_kv, keys_read, setup.split, &k_other);
+          load_head(params, a, a.v, false, b, h % params.heads_kv, keys_read, setup.split, &v_other);
+          k_head = &k_other;
+          v_head = &v_other;
+        }
         const int64_t flat_head = a.row_block(b, h);
         for (int64_t q_tile = 0; q_tile < q_tiles; ++q_tile) {
           const int64_t m0 = q_tile * block_m;
@@ -354,12 +384,20 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
           detail::count_tile_kinds(inst, vis, m0, block_m, block_n, tiles.first, tiles.first + tiles.count);
           for (int64_t i = m0; i < rows_end; ++i) {
             const int64_t flat_row = flat_head + i;
-            const KeyRange keys{vis.row_begin(i), vis.row_end(i)};
+            KeyRange keys{vis.row_begin(i), vis.row_end(i)};
+            // The mask-edge defects: one key more at the left or right edge, within the keys loaded.
+            if (options.defect == ModelDefect::kWindowLeftOffByOne && vis.bounded_begin && keys.begin > 0 &&
+                keys.size() > 0) {
+              keys.begin -= 1;
+            }
+            if (options.defect == ModelDefect::kCausalOffByOne && vis.bounded_end && keys.end < keys_read) {
+              keys.end += 1;
+            }
             RowResult row;
             float m_log2 = 0.0f;
             int64_t moves = 0;
             if (splits == 1) {
-              row = run_row(setup, q_rows, i, k_rows, v_rows, keys, tiles, 0, tiles.count,
+              row = run_row(setup, q_rows, i, *k_head, *v_head, keys, tiles, 0, tiles.count,
                             detail::trace_slot(inst, flat_row), &acc);
               m_log2 = row.ref;
               moves = row.moves;
@@ -367,7 +405,7 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
               // Split-KV: every run from its own empty state, then the combine's merge in split order
               // (common/epilogue.h); traces follow unsplit rows only.
               for (int32_t sp = 0; sp < splits; ++sp) {
-                runs[sp] = run_row(setup, q_rows, i, k_rows, v_rows, keys, tiles, a.split_begin(tiles.count, sp),
+                runs[sp] = run_row(setup, q_rows, i, *k_head, *v_head, keys, tiles, a.split_begin(tiles.count, sp),
                                    a.split_begin(tiles.count, sp + 1), -1, &run_acc[sp]);
                 run_m[sp] = runs[sp].ref;
               }
@@ -385,12 +423,15 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
 
             // The epilogue of common/epilogue.h: the sink merged in, O = alpha * acc / l rounded to the dtype
             // once, LSE = m + ln l, and the empty-row rule.
-            const detail::RowFinal fin = detail::finish_row(m_log2, m_log2 * kLn2, row.l, params.sink, h, exp2);
+            const float* sink = options.defect == ModelDefect::kSinkIgnored ? nullptr : params.sink;
+            const detail::RowFinal fin = detail::finish_row(m_log2, m_log2 * kLn2, row.l, sink, h, exp2);
+            const bool divide_empty = options.defect == ModelDefect::kEmptyRowDivide && detail::is_empty_row(fin.l);
             const int64_t o_row = (a.cu_q != nullptr ? (a.cu_q[b] + i) * params.o_stride.row
                                                      : b * params.o_stride.batch + i * params.o_stride.row) +
                                   h * params.o_stride.head;
             for (int64_t d = 0; d < params.head_dim; ++d) {
-              store_element(params.dtype, params.o, o_row + d, detail::final_output(acc[d], fin));
+              store_element(params.dtype, params.o, o_row + d,
+                            divide_empty ? acc[d] / fin.l : detail::final_output(acc[d], fin));
             }
             params.lse[flat_row] = detail::row_lse(fin.m_natural, fin.l);
             if (options.defect == ModelDefect::kLseBase2 && !detail::is_empty_row(fin.l)) {

@@ -5,24 +5,71 @@
 // a dot product differs), but bound by the same error model.
 #pragma once
 
+#include <string_view>
+
 #include "flashcheck/attention.h"
 #include "flashcheck/instrument.h"
 
 namespace flashcheck {
 
-// Deliberate defects, to show that the verdicts catch them (docs/error-model.md). Never used in production.
+// Deliberate defects, to show that the verdicts and the properties catch them (docs/error-model.md,
+// docs/mutation-testing.md: the CPU tier's kill table). Never used in production. Each alters one step of the
+// model, the host twin of a bug class of the GPU mutant catalogue (flashcheck/mutants.h).
 enum class ModelDefect : int32_t {
   kNone = 0,
-  kPOneFormatCoarser = 1,  // P rounded one step down the ladder fp32 -> fp16 -> bf16 -> fp8 e4m3 from the
-                           // format the path keeps P in (fp32 on kGeneralFp32/kSplitTf32, the dtype on kTensorCore)
-  kOAccumInDtype = 2,      // the O accumulator rounded to the input dtype after every K/V tile
-  kMissingRescale = 3,     // the last K/V tile's update skips the exp(m_old - m_new) rescale of O
-  kLseBase2 = 4,           // LSE reported in base 2 (m*log2e + log2 l)
-  kSplitMergeUnscaled = 5, // split-KV runs merged without their exp2(m_run - m) factors
-  kReadsPastSeqused = 6,   // a sequence's keys run to its memory's end (its packed rows, its last page's slots),
-                           // not to seqused_k
+  kPOneFormatCoarser = 1,
+  kOAccumInDtype = 2,
+  kMissingRescale = 3,
+  kLseBase2 = 4,
+  kSplitMergeUnscaled = 5,
+  kReadsPastSeqused = 6,
+  kWindowLeftOffByOne = 7,
+  kCausalOffByOne = 8,
+  kSoftcapAfterMask = 9,
+  kSinkIgnored = 10,
+  kGqaHeadModulo = 11,
+  kEmptyRowDivide = 12,
+};
+
+struct ModelDefectInfo {
+  ModelDefect id;
+  const char* name;         // what FLASHCHECK_PLANT, flashcheck-repro --defect and FLASHCHECK_FUZZ_MODEL_DEFECT take
+  const char* bug_class;    // the class of bug it stands for
+  const char* description;  // what the model does wrong
+};
+
+// Indexed by the enum's value.
+inline constexpr ModelDefectInfo kModelDefects[] = {
+    {ModelDefect::kNone, "none", "-", "the model as the kernel computes"},
+    {ModelDefect::kPOneFormatCoarser, "p-one-format-coarser", "precision",
+     "P rounded one step down the ladder fp32 -> fp16 -> bf16 -> fp8 e4m3 from the format the path keeps it in "
+     "(fp32 on the general and split-TF32 paths, the dtype on the tensor-core path)"},
+    {ModelDefect::kOAccumInDtype, "o-accum-in-dtype", "precision",
+     "the O accumulator rounded to the input dtype after every K/V tile"},
+    {ModelDefect::kMissingRescale, "missing-rescale", "online-softmax rescale",
+     "the last K/V tile's update skips the exp(m_old - m_new) rescale of O"},
+    {ModelDefect::kLseBase2, "lse-base2", "LSE units", "LSE reported in base 2 (m log2 e + log2 l)"},
+    {ModelDefect::kSplitMergeUnscaled, "split-merge-unscaled", "online-softmax rescale",
+     "split-KV runs merged without their exp2(m_run - m) factors"},
+    {ModelDefect::kReadsPastSeqused, "reads-past-seqused", "paged KV addressing",
+     "a sequence's keys run to its memory's end (its packed rows, its last page's slots), not to seqused_k"},
+    {ModelDefect::kWindowLeftOffByOne, "window-left-off-by-one", "mask off by one",
+     "a row with a left window edge also sees the key just before it, where that key lies in a visited K/V tile"},
+    {ModelDefect::kCausalOffByOne, "causal-off-by-one", "mask off by one",
+     "a row with a right edge (causal, or a window's) also sees the key just after it, where that key lies in a "
+     "visited K/V tile"},
+    {ModelDefect::kSoftcapAfterMask, "softcap-after-mask", "softcap",
+     "with a softcap, the masked keys of a visited K/V tile are capped after the mask: c tanh(-inf / c) = -c, a "
+     "finite score, so they join the softmax (their V included)"},
+    {ModelDefect::kSinkIgnored, "sink-ignored", "attention sink", "the sink never joins the softmax"},
+    {ModelDefect::kGqaHeadModulo, "gqa-head-modulo", "GQA/MQA head mapping",
+     "query head h reads K/V head h mod heads_kv instead of h / (heads_q / heads_kv)"},
+    {ModelDefect::kEmptyRowDivide, "empty-row-divide", "fully masked rows",
+     "a row without a visible key (and no sink) divides its zero accumulator by l = 0: O = NaN"},
 };
 const char* to_string(ModelDefect defect);
+// The defect named `name` (a kModelDefects name, "none" included), or false.
+bool parse_model_defect(std::string_view name, ModelDefect* defect);
 
 struct HostModelOptions {
   // Path and tiles to model; by default what select_config(params) picks for the GPU.
