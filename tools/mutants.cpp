@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "flashcheck/cli.h"
 #include "flashcheck/host_model.h"
@@ -31,40 +32,42 @@ int main(int argc, char** argv) {
   app.footer(flashcheck::cli::kExitCodesHelp);
   if (const int code = flashcheck::cli::parse(app, argc, argv); code >= 0) return code;
 
+  // One entry of either catalogue, as the table and the JSON print it.
+  struct Entry {
+    const char* name;
+    const char* family;
+    const char* bug_class;
+    const char* description;
+  };
+  std::vector<Entry> entries;
   if (model) {
-    nlohmann::json out;
-    out["compiled_in"] = true;
-    out["mutants"] = nlohmann::json::array();
     for (const flashcheck::ModelDefectInfo& d : flashcheck::kModelDefects) {
-      if (d.id == flashcheck::ModelDefect::kNone) continue;
-      if (json) {
-        out["mutants"].push_back({{"name", d.name}, {"family", "host model"}, {"bug_class", d.bug_class},
-                                  {"description", d.description}});
-      } else {
-        std::printf("%-34s %-12s %-30s %s\n", d.name, "host model", d.bug_class, d.description);
-      }
+      if (d.id != flashcheck::ModelDefect::kNone) entries.push_back({d.name, "host model", d.bug_class, d.description});
     }
-    if (json) std::printf("%s\n", out.dump(2).c_str());
-    return 0;
+  } else {
+    for (const flashcheck::MutantInfo& m : flashcheck::kMutants) {
+      if (m.id != flashcheck::Mutant::kNone) entries.push_back({m.name, m.family, m.bug_class, m.description});
+    }
   }
+  const bool compiled_in = model || kCompiledIn;  // the host model's defects are in every build
 
   if (json) {
     nlohmann::json out;
-    out["compiled_in"] = kCompiledIn;
+    out["compiled_in"] = compiled_in;
     out["mutants"] = nlohmann::json::array();
-    for (const flashcheck::MutantInfo& m : flashcheck::kMutants) {
-      if (m.id == flashcheck::Mutant::kNone) continue;
-      out["mutants"].push_back({{"name", m.name}, {"family", m.family}, {"bug_class", m.bug_class},
-                                {"description", m.description}});
+    for (const Entry& e : entries) {
+      out["mutants"].push_back(
+          {{"name", e.name}, {"family", e.family}, {"bug_class", e.bug_class}, {"description", e.description}});
     }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("mutants compiled into this build's kernels: %s\n", kCompiledIn ? "yes (FLASHCHECK_MUTANT selects one)"
-                                                                              : "no (configure with -DFLASHCHECK_MUTANTS=ON)");
-  for (const flashcheck::MutantInfo& m : flashcheck::kMutants) {
-    if (m.id == flashcheck::Mutant::kNone) continue;
-    std::printf("%-34s %-12s %-30s %s\n", m.name, m.family, m.bug_class, m.description);
+  if (model) {
+    std::printf("host-model defects (FLASHCHECK_PLANT selects one):\n");
+  } else {
+    std::printf("mutants compiled into this build's kernels: %s\n",
+                kCompiledIn ? "yes (FLASHCHECK_MUTANT selects one)" : "no (configure with -DFLASHCHECK_MUTANTS=ON)");
   }
+  for (const Entry& e : entries) std::printf("%-34s %-12s %-30s %s\n", e.name, e.family, e.bug_class, e.description);
   return 0;
 }
