@@ -126,11 +126,15 @@ struct HeadRows {
 };
 
 // Element type of the dtype's storage: rows are addressed as the kernels address them (RowSource), in elements.
+// slot_mask: ModelDefect::kPageSlotMask's addressing of a paged row.
 template <typename T>
-void load_rows(const Params& p, const detail::RowSource<const T>& src, int64_t rows, std::vector<float>* out) {
+void load_rows(const Params& p, const detail::RowSource<const T>& src, int64_t rows, bool slot_mask,
+               std::vector<float>* out) {
   const int64_t d_count = p.head_dim;
   for (int64_t r = 0; r < rows; ++r) {
-    const T* row = src.row(r);
+    const T* row = slot_mask && src.pages != nullptr
+                       ? src.base + src.pages[r / src.page_size] * src.page_stride + (r & (src.page_size - 1)) * src.row_stride
+                       : src.row(r);
     for (int64_t d = 0; d < d_count; ++d) (*out)[r * d_count + d] = load_element(p.dtype, row, d);
   }
 }
@@ -138,7 +142,7 @@ void load_rows(const Params& p, const detail::RowSource<const T>& src, int64_t r
 // Rows [0, rows) of head h of sequence b of tensor `t` (Q: `query`, its packed or dense rows; K/V: contiguous or
 // paged), the addressing of common/args.h.
 void load_head(const Params& p, const detail::ProblemArgs& a, const detail::TensorArg& t, bool query, int64_t b,
-               int64_t h, int64_t rows, bool split, HeadRows* out) {
+               int64_t h, int64_t rows, bool split, HeadRows* out, ModelDefect defect = ModelDefect::kNone) {
   const int64_t d_count = p.head_dim;
   out->value.resize(static_cast<size_t>(rows * d_count));
   const auto load = [&](auto element) {
@@ -150,7 +154,7 @@ void load_head(const Params& p, const detail::ProblemArgs& a, const detail::Tens
     } else {
       src = a.template kv_rows<const T>(t, b, h);
     }
-    load_rows(p, src, rows, &out->value);
+    load_rows(p, src, rows, defect == ModelDefect::kPageSlotMask, &out->value);
   };
   if (p.dtype == DType::kF32) {
     load(float{});
@@ -169,9 +173,10 @@ void load_head(const Params& p, const detail::ProblemArgs& a, const detail::Tens
 
 // One split-TF32 product a*b as the kernel's three tf32 mma terms, small terms first, added to acc.
 // An operand the split cannot carry (see splittable) multiplies as plain fp32, as the kernel's exact path does.
-float split_fma(float a_hi, float a_lo, float b_hi, float b_lo, float acc) {
+// drop_lo_hi: ModelDefect::kTf32MissingLoTerm.
+float split_fma(float a_hi, float a_lo, float b_hi, float b_lo, float acc, bool drop_lo_hi = false) {
   if (!splittable(a_hi) || !splittable(b_hi)) return std::fma(a_hi + a_lo, b_hi + b_lo, acc);
-  acc = std::fma(a_lo, b_hi, acc);
+  if (!drop_lo_hi) acc = std::fma(a_lo, b_hi, acc);
   acc = std::fma(a_hi, b_lo, acc);
   return std::fma(a_hi, b_hi, acc);
 }
@@ -232,7 +237,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
         if (setup.split) {
           for (int64_t d = 0; d < d_count; ++d) {
             s = split_fma(q.hi[q_row * d_count + d], q.lo[q_row * d_count + d], k.hi[j * d_count + d],
-                          k.lo[j * d_count + d], s);
+                          k.lo[j * d_count + d], s, setup.defect == ModelDefect::kTf32MissingLoTerm);
           }
         } else {
           for (int64_t d = 0; d < d_count; ++d) s = std::fma(q_val[d], k_val[d], s);
@@ -272,6 +277,13 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
         } else {
           for (int64_t d = 0; d < d_count; ++d) (*acc)[d] = std::fma(p_pv, v_val[d], (*acc)[d]);
         }
+      }
+    }
+    if (setup.defect == ModelDefect::kHiddenVUnmasked) {
+      // The tile's masked keys (among those loaded) with their weight 0: 0 * V, NaN where V is not finite.
+      for (int64_t j = tile_begin; j < std::min(tile_begin + block_n, loaded_keys); ++j) {
+        if (j >= keys.begin && j < keys.end) continue;
+        for (int64_t d = 0; d < d_count; ++d) (*acc)[d] = std::fma(0.0f, v.value[j * d_count + d], (*acc)[d]);
       }
     }
     if (setup.defect == ModelDefect::kOAccumInDtype) {
@@ -362,8 +374,8 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
     const int64_t keys_read = vis.row_end(sq - 1);  // keys any row reads: the last row sees the most
     for (int64_t h_kv = 0; h_kv < params.heads_kv; ++h_kv) {
       if (keys_read > 0) {
-        load_head(params, a, a.k, false, b, h_kv, keys_read, setup.split, &k_rows);
-        load_head(params, a, a.v, false, b, h_kv, keys_read, setup.split, &v_rows);
+        load_head(params, a, a.k, false, b, h_kv, keys_read, setup.split, &k_rows, options.defect);
+        load_head(params, a, a.v, false, b, h_kv, keys_read, setup.split, &v_rows, options.defect);
       }
       for (int64_t h = h_kv * heads_per_kv; h < (h_kv + 1) * heads_per_kv; ++h) {
         if (keys_read > 0) load_head(params, a, a.q, true, b, h, sq, setup.split, &q_rows);
@@ -371,8 +383,8 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
         const HeadRows* k_head = &k_rows;
         const HeadRows* v_head = &v_rows;
         if (options.defect == ModelDefect::kGqaHeadModulo && h % params.heads_kv != h_kv && keys_read > 0) {
-          load_head(params, a, a.k, false, b, h % params.heads_kv, keys_read, setup.split, &k_other);
-          load_head(params, a, a.v, false, b, h % params.heads_kv, keys_read, setup.split, &v_other);
+          load_head(params, a, a.k, false, b, h % params.heads_kv, keys_read, setup.split, &k_other, options.defect);
+          load_head(params, a, a.v, false, b, h % params.heads_kv, keys_read, setup.split, &v_other, options.defect);
           k_head = &k_other;
           v_head = &v_other;
         }
@@ -413,9 +425,9 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
               row.l = 0.0f;
               acc.assign(static_cast<size_t>(params.head_dim), 0.0f);
               for (int32_t sp = 0; sp < splits; ++sp) {
-                const float factor = options.defect == ModelDefect::kSplitMergeUnscaled
-                                         ? 1.0f
-                                         : detail::run_factor(run_m[sp], m_log2, exp2);
+                const float factor = options.defect == ModelDefect::kSplitMergeUnscaled ? 1.0f
+                                     : options.defect == ModelDefect::kSplitEmptyNan ? std::exp2(run_m[sp] - m_log2)
+                                                                                     : detail::run_factor(run_m[sp], m_log2, exp2);
                 row.l = std::fma(runs[sp].l, factor, row.l);
                 for (int64_t d = 0; d < params.head_dim; ++d) acc[d] = std::fma(run_acc[sp][d], factor, acc[d]);
               }

@@ -29,6 +29,10 @@ enum class ModelDefect : int32_t {
   kSinkIgnored = 10,
   kGqaHeadModulo = 11,
   kEmptyRowDivide = 12,
+  kHiddenVUnmasked = 13,
+  kPageSlotMask = 14,
+  kSplitEmptyNan = 15,
+  kTf32MissingLoTerm = 16,
 };
 
 struct ModelDefectInfo {
@@ -66,6 +70,14 @@ inline constexpr ModelDefectInfo kModelDefects[] = {
      "query head h reads K/V head h mod heads_kv instead of h / (heads_q / heads_kv)"},
     {ModelDefect::kEmptyRowDivide, "empty-row-divide", "fully masked rows",
      "a row without a visible key (and no sink) divides its zero accumulator by l = 0: O = NaN"},
+    {ModelDefect::kHiddenVUnmasked, "hidden-v-unmasked", "masking of non-finite values",
+     "the masked keys of a visited K/V tile add 0 * V to O (NaN where that V is NaN or infinite)"},
+    {ModelDefect::kPageSlotMask, "page-slot-mask", "paged KV addressing",
+     "a paged key's slot is j & (page_size - 1), right for powers of two only"},
+    {ModelDefect::kSplitEmptyNan, "split-empty-nan", "fully masked rows",
+     "split-KV runs merged with exp2(m_run - m) even where every run is empty: exp2(-inf + inf) = NaN"},
+    {ModelDefect::kTf32MissingLoTerm, "tf32-missing-lo-term", "precision",
+     "S = Q K^T drops the q_lo k_hi term of the three-term split-TF32 product"},
 };
 const char* to_string(ModelDefect defect);
 // The defect named `name` (a kModelDefects name, "none" included), or false.
