@@ -10,8 +10,8 @@
 // finish_row): m = max(m, s), l counts its term e^(s - m), so 1 <= l <= visible keys (x 2^8) + 1, LSE = m + ln l
 // still, and a row without keys has m = LSE = s, l = 1, O = 0; the per-tile traces are the state before the
 // merge, so the final m is max(last traced m, s). Tolerances are a few fp32 roundings scaled by |m| (the kernel
-// works with m * scale * log2(e) in fp32), never flat. Rows the oracle puts outside the domain (a score that
-// overflows fp32: RowBound::unconstrained) have no invariants.
+// works with m * scale * log2(e) in fp32), never flat. Rows whose scores the oracle puts outside the domain (a score
+// that leaves fp32) or whose bound is vacuous have no invariants.
 #include <rapidcheck.h>
 
 #include <algorithm>
@@ -75,13 +75,18 @@ void online_softmax_invariants(const Case& given) {
     return in.sink.empty() ? -INFINITY : in.sink_exact[static_cast<size_t>((flat / p.seqlen_q) % p.heads_q)];
   };
   int64_t rows_with_sink = 0;
-  // Whether the oracle puts a row outside the domain (its scores leave fp32), asked once per row.
+  // Whether the row's statistics are outside the domain, asked once per row: a score that leaves fp32, or no finite
+  // bound at the row's length (RowBound::vacuous). The rest of RowBound::unconstrained, an O accumulator that may
+  // overflow, leaves m and l alone.
   std::map<int64_t, bool> outside_domain_of;
+  const auto stats_outside_domain = [](const ExactRow& e) {
+    return e.exact.nonfinite_score || e.exact.score_overflow || e.bound.vacuous;
+  };
   auto outside_domain = [&](int64_t flat) {
     auto [it, added] = outside_domain_of.try_emplace(flat, false);
     if (added) {
       const oracle::RowRef ref{flat / (p.heads_q * p.seqlen_q), (flat / p.seqlen_q) % p.heads_q, flat % p.seqlen_q};
-      it->second = exact_row_without_sink(in, config, ref).bound.unconstrained;
+      it->second = stats_outside_domain(exact_row_without_sink(in, config, ref));
     }
     return it->second;
   };
@@ -139,8 +144,8 @@ void online_softmax_invariants(const Case& given) {
   for (const oracle::RowRef& ref : sample) {
     const ExactRow e = exact_row_without_sink(in, config, ref);
     const int64_t flat = row_index(p, ref.b, ref.h, ref.i);
-    outside_domain_of[flat] = e.bound.unconstrained;
-    if (e.bound.unconstrained || e.exact.visible == 0) continue;
+    outside_domain_of[flat] = stats_outside_domain(e);
+    if (e.bound.unconstrained || e.exact.visible == 0) continue;  // no bound on m to check it against
     const double m = out.row_m[static_cast<size_t>(flat)];
     const double sink = sink_of(flat);
     const double sink_slack = kFp32Slack * (1.0 + std::fabs(sink));

@@ -278,20 +278,30 @@ def finish(args, meta, results):
     return 0 if all(r.get("kill") and r["kill"]["seconds"] <= meta["budget"] for r in results) else 1
 
 
+def default_json(model):
+    return str(ROOT / "bench" / "results" / ("mutation_model.json" if model else "mutation.json"))
+
+
 def merge(args):
     runs = [json.loads(Path(p).read_text()) for p in args.merge]
-    keys = {(r["meta"]["budget"], r["meta"]["seed"], r["meta"].get("perturb", 0)) for r in runs}
+    keys = {(r["meta"]["budget"], r["meta"]["seed"], r["meta"].get("perturb", 0), bool(r["meta"].get("model")))
+            for r in runs}
     if len(keys) != 1:
-        print(f"--merge: the runs differ in budget, seed or perturbation: {sorted(keys)}", file=sys.stderr)
+        print(f"--merge: the runs differ in budget, seed, perturbation or catalogue: {sorted(keys)}", file=sys.stderr)
         return 64
+    # The runs say which catalogue they measured: the table's section and the default --json follow them.
+    MODEL["on"] = bool(runs[0]["meta"].get("model"))
+    if args.json_default:
+        args.json = default_json(MODEL["on"])
     by_name = {}
     for run_ in runs:
         for r in run_["results"]:
             by_name[r["name"]] = r
-    header = (ROOT / "kernel" / "include" / "flashcheck" / "mutants.h").read_text()  # the catalogue's order
+    header = (ROOT / "kernel" / "include" / "flashcheck" /
+              ("host_model.h" if MODEL["on"] else "mutants.h")).read_text()  # the catalogue's order
     results = sorted(by_name.values(), key=lambda r: header.find(f'"{r["name"]}"'))
     meta = dict(runs[0]["meta"])
-    meta["args"] = f"--budget {meta['budget']:g} --seed {meta['seed']}" + (
+    meta["args"] = ("--model " if MODEL["on"] else "") + f"--budget {meta['budget']:g} --seed {meta['seed']}" + (
         f" --perturb {meta['perturb']}" if meta.get("perturb") else "")
     meta["parts"] = [r["meta"]["args"] for r in runs]
     save_json(args.json, meta, results)
@@ -320,8 +330,9 @@ def main():
                          "perturbation; a later file's result for a mutant wins) into --json and the table")
     args = ap.parse_args()
     MODEL["on"] = args.model
-    if args.json is None:
-        args.json = str(ROOT / "bench" / "results" / ("mutation_model.json" if args.model else "mutation.json"))
+    args.json_default = args.json is None
+    if args.json_default:
+        args.json = default_json(args.model)
     if args.build is None:
         args.build = "build/ci" if args.model else "build/gpu-mutants"
     if args.self_test:

@@ -204,15 +204,16 @@ struct RowResult {
 };
 
 RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, const HeadRows& k, const HeadRows& v,
-                  KeyRange keys, const detail::Visibility::TileRange& tiles, int64_t run_begin, int64_t run_end,
-                  int trace_slot, std::vector<float>* acc) {
+                  KeyRange keys, const detail::Visibility::TileRange& tiles, int64_t tile_keys_end, int64_t run_begin,
+                  int64_t run_end, int trace_slot, std::vector<float>* acc) {
   const Params& p = setup.params;
   const int64_t d_count = p.head_dim;
   const int64_t block_n = setup.config.block_n;
   // Q is loaded only when some key is visible; a row with none never reads it (and q may be null).
   const float* q_val = keys.size() > 0 ? q.value.data() + q_row * d_count : nullptr;
   RowResult row;
-  // ModelDefect::kSoftcapAfterMask: every loaded key of a visited tile enters, the masked ones with the cap of -inf.
+  // ModelDefect::kSoftcapAfterMask: every key of a visited tile enters, the masked ones with the cap of -inf (and a
+  // zero V row past the keys loaded, as the kernels fill rows past seqlen_k).
   const bool cap_masked = setup.defect == ModelDefect::kSoftcapAfterMask && setup.has_softcap;
   const int64_t loaded_keys = d_count > 0 ? static_cast<int64_t>(k.value.size()) / d_count : 0;
   std::vector<float> x(static_cast<size_t>(cap_masked ? block_n : std::min(block_n, keys.size())));  // s, then p
@@ -221,7 +222,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
   for (int64_t kt = run_begin; kt < run_end; ++kt) {
     const int64_t tile_begin = (tiles.first + kt) * block_n;
     const int64_t k0 = cap_masked ? tile_begin : std::max(tile_begin, keys.begin);
-    const int64_t k_end = std::min(tile_begin + block_n, cap_masked ? loaded_keys : keys.end);
+    const int64_t k_end = cap_masked ? tile_begin + block_n : std::min(tile_begin + block_n, keys.end);
     if (k0 < k_end) {
       // Scores: fp32 dot products (an FMA chain over head dims; split: three tf32 terms per product). Only
       // visible keys are computed, so K and V at masked keys never enter.
@@ -265,7 +266,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
       row.moves += m_new != row.m ? 1 : 0;
       row.m = m_new;
       row.ref = ref;
-      for (int64_t j = k0; j < k_end; ++j) {
+      for (int64_t j = k0; j < std::min(k_end, loaded_keys); ++j) {
         const float p_pv = round_p(setup.p_format, x[j - k0]);
         const float* v_val = v.value.data() + j * d_count;
         if (setup.split) {
@@ -280,8 +281,9 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
       }
     }
     if (setup.defect == ModelDefect::kHiddenVUnmasked) {
-      // The tile's masked keys (among those loaded) with their weight 0: 0 * V, NaN where V is not finite.
-      for (int64_t j = tile_begin; j < std::min(tile_begin + block_n, loaded_keys); ++j) {
+      // The tile's masked keys up to the Q tile's last right edge, with their weight 0: 0 * V, NaN where V is not
+      // finite.
+      for (int64_t j = tile_begin; j < std::min(tile_begin + block_n, tile_keys_end); ++j) {
         if (j >= keys.begin && j < keys.end) continue;
         for (int64_t d = 0; d < d_count; ++d) (*acc)[d] = std::fma(0.0f, v.value[j * d_count + d], (*acc)[d]);
       }
@@ -393,13 +395,13 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
           const int64_t m0 = q_tile * block_m;
           const int64_t rows_end = std::min(m0 + block_m, sq);
           const detail::Visibility::TileRange tiles = vis.tile_range(m0, rows_end - m0, block_n);
+          const int64_t tile_keys_end = vis.row_end(rows_end - 1);  // the largest right edge of the Q tile's rows
           detail::count_tile_kinds(inst, vis, m0, block_m, block_n, tiles.first, tiles.first + tiles.count);
           for (int64_t i = m0; i < rows_end; ++i) {
             const int64_t flat_row = flat_head + i;
             KeyRange keys{vis.row_begin(i), vis.row_end(i)};
             // The mask-edge defects: one key more at the left or right edge, within the keys loaded.
-            if (options.defect == ModelDefect::kWindowLeftOffByOne && vis.bounded_begin && keys.begin > 0 &&
-                keys.size() > 0) {
+            if (options.defect == ModelDefect::kWindowLeftOffByOne && vis.bounded_begin && keys.begin > 0) {
               keys.begin -= 1;
             }
             if (options.defect == ModelDefect::kCausalOffByOne && vis.bounded_end && keys.end < keys_read) {
@@ -409,7 +411,7 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
             float m_log2 = 0.0f;
             int64_t moves = 0;
             if (splits == 1) {
-              row = run_row(setup, q_rows, i, *k_head, *v_head, keys, tiles, 0, tiles.count,
+              row = run_row(setup, q_rows, i, *k_head, *v_head, keys, tiles, tile_keys_end, 0, tiles.count,
                             detail::trace_slot(inst, flat_row), &acc);
               m_log2 = row.ref;
               moves = row.moves;
@@ -417,7 +419,8 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
               // Split-KV: every run from its own empty state, then the combine's merge in split order
               // (common/epilogue.h); traces follow unsplit rows only.
               for (int32_t sp = 0; sp < splits; ++sp) {
-                runs[sp] = run_row(setup, q_rows, i, *k_head, *v_head, keys, tiles, a.split_begin(tiles.count, sp),
+                runs[sp] = run_row(setup, q_rows, i, *k_head, *v_head, keys, tiles, tile_keys_end,
+                                   a.split_begin(tiles.count, sp),
                                    a.split_begin(tiles.count, sp + 1), -1, &run_acc[sp]);
                 run_m[sp] = runs[sp].ref;
               }

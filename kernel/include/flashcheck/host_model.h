@@ -58,20 +58,22 @@ inline constexpr ModelDefectInfo kModelDefects[] = {
     {ModelDefect::kReadsPastSeqused, "reads-past-seqused", "paged KV addressing",
      "a sequence's keys run to its memory's end (its packed rows, its last page's slots), not to seqused_k"},
     {ModelDefect::kWindowLeftOffByOne, "window-left-off-by-one", "mask off by one",
-     "a row with a left window edge also sees the key just before it, where that key lies in a visited K/V tile"},
+     "a row with a left window edge also sees the key just before it (a row whose window lies past the last key: "
+     "that key), where it lies in a visited K/V tile"},
     {ModelDefect::kCausalOffByOne, "causal-off-by-one", "mask off by one",
      "a row with a right edge (causal, or a window's) also sees the key just after it, where that key lies in a "
      "visited K/V tile"},
     {ModelDefect::kSoftcapAfterMask, "softcap-after-mask", "softcap",
      "with a softcap, the masked keys of a visited K/V tile are capped after the mask: c tanh(-inf / c) = -c, a "
-     "finite score, so they join the softmax (their V included)"},
+     "finite score, so they join the softmax (their V included; zero past seqlen_k)"},
     {ModelDefect::kSinkIgnored, "sink-ignored", "attention sink", "the sink never joins the softmax"},
     {ModelDefect::kGqaHeadModulo, "gqa-head-modulo", "GQA/MQA head mapping",
      "query head h reads K/V head h mod heads_kv instead of h / (heads_q / heads_kv)"},
     {ModelDefect::kEmptyRowDivide, "empty-row-divide", "fully masked rows",
      "a row without a visible key (and no sink) divides its zero accumulator by l = 0: O = NaN"},
     {ModelDefect::kHiddenVUnmasked, "hidden-v-unmasked", "masking of non-finite values",
-     "the masked keys of a visited K/V tile add 0 * V to O (NaN where that V is NaN or infinite)"},
+     "the masked keys of a visited K/V tile, up to the Q tile's last right edge, add 0 * V to O (NaN where that V is "
+     "NaN or infinite)"},
     {ModelDefect::kPageSlotMask, "page-slot-mask", "paged KV addressing",
      "a paged key's slot is j & (page_size - 1), right for powers of two only"},
     {ModelDefect::kSplitEmptyNan, "split-empty-nan", "fully masked rows",
