@@ -132,9 +132,10 @@ void load_rows(const Params& p, const detail::RowSource<const T>& src, int64_t r
                std::vector<float>* out) {
   const int64_t d_count = p.head_dim;
   for (int64_t r = 0; r < rows; ++r) {
-    const T* row = slot_mask && src.pages != nullptr
-                       ? src.base + src.pages[r / src.page_size] * src.page_stride + (r & (src.page_size - 1)) * src.row_stride
-                       : src.row(r);
+    const T* row = src.row(r);
+    if (slot_mask && src.pages != nullptr) {
+      row = src.base + src.pages[r / src.page_size] * src.page_stride + (r & (src.page_size - 1)) * src.row_stride;
+    }
     for (int64_t d = 0; d < d_count; ++d) (*out)[r * d_count + d] = load_element(p.dtype, row, d);
   }
 }
@@ -428,9 +429,9 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
               row.l = 0.0f;
               acc.assign(static_cast<size_t>(params.head_dim), 0.0f);
               for (int32_t sp = 0; sp < splits; ++sp) {
-                const float factor = options.defect == ModelDefect::kSplitMergeUnscaled ? 1.0f
-                                     : options.defect == ModelDefect::kSplitEmptyNan ? std::exp2(run_m[sp] - m_log2)
-                                                                                     : detail::run_factor(run_m[sp], m_log2, exp2);
+                float factor = detail::run_factor(run_m[sp], m_log2, exp2);
+                if (options.defect == ModelDefect::kSplitMergeUnscaled) factor = 1.0f;
+                if (options.defect == ModelDefect::kSplitEmptyNan) factor = std::exp2(run_m[sp] - m_log2);
                 row.l = std::fma(runs[sp].l, factor, row.l);
                 for (int64_t d = 0; d < params.head_dim; ++d) acc[d] = std::fma(run_acc[sp][d], factor, acc[d]);
               }
