@@ -245,6 +245,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
           for (int64_t d = 0; d < d_count; ++d) s = std::fma(q_val[d], k_val[d], s);
         }
         x[j - k0] = setup.has_softcap ? detail::capped_score_log2(s, setup.softcap) : detail::mul_rn(s, setup.scale_log2);
+        if (setup.defect == ModelDefect::kMaxShortReduction && (j - tile_begin) % 8 >= 4) continue;
         tile_max = std::fmax(tile_max, x[j - k0]);  // fmax ignores NaN, like fmaxf: NaN reaches O through p
       }
       // The reference: the running max, or on the tensor-core path the tile's own max where that lies within

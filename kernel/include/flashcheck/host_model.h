@@ -33,6 +33,7 @@ enum class ModelDefect : int32_t {
   kPageSlotMask = 14,
   kSplitEmptyNan = 15,
   kTf32MissingLoTerm = 16,
+  kMaxShortReduction = 17,
 };
 
 struct ModelDefectInfo {
@@ -80,6 +81,9 @@ inline constexpr ModelDefectInfo kModelDefects[] = {
      "split-KV runs merged with exp2(m_run - m) even where every run is empty: exp2(-inf + inf) = NaN"},
     {ModelDefect::kTf32MissingLoTerm, "tf32-missing-lo-term", "precision",
      "S = Q K^T drops the q_lo k_hi term of the three-term split-TF32 product"},
+    {ModelDefect::kMaxShortReduction, "max-short-reduction", "reduction",
+     "a tile's max covers only the column pairs one step of a quad's reduction reaches (keys 0-3 of every 8), so m "
+     "can lie below the row max"},
 };
 const char* to_string(ModelDefect defect);
 // The defect named `name` (a kModelDefects name, "none" included), or false.
