@@ -85,8 +85,7 @@ void online_softmax_invariants(const Case& given) {
   auto outside_domain = [&](int64_t flat) {
     auto [it, added] = outside_domain_of.try_emplace(flat, false);
     if (added) {
-      const oracle::RowRef ref{flat / (p.heads_q * p.seqlen_q), (flat / p.seqlen_q) % p.heads_q, flat % p.seqlen_q};
-      it->second = stats_outside_domain(exact_row_without_sink(in, config, ref));
+      it->second = stats_outside_domain(exact_row_without_sink(in, config, row_ref(p, flat)));
     }
     return it->second;
   };
