@@ -12,8 +12,15 @@
 // fp32) to every 16-byte chunk before its copy into it (FC_LATE_ISSUE_POISON), so the stale read does not depend
 // on what an earlier tile or an earlier launch left in the stage, which can equal the right data and hide the
 // missing wait on some runs but not others. The chunk's own copy, issued after the write by the same thread,
-// lands over it. In every other build FC_MUTANT and FC_PERTURB_LATE_ISSUE are the constant false and the others do
-// nothing, so production code holds no mutant and no delay.
+// lands over it. Whether a reader in another warp, past the barrier that follows the wait, still finds the poison
+// is a matter of timing again (the copy may land while the barrier gathers the warps), so right after the wait each
+// thread reads its own chunks of the group back (FC_LATE_ISSUE_RECHECK): a chunk that still holds the poison there,
+// a few cycles after its copy was issued, was let through before it landed, since a wait that covers the copy makes
+// it visible to the issuing thread. The thread then lets the copies land and writes the poison over those chunks
+// again, so every reader finds NaN in them on every run; after a correct wait no chunk holds the poison (or its
+// data is the poison's bits, which the write leaves as they are). In every other build FC_MUTANT and
+// FC_PERTURB_LATE_ISSUE are the constant false and the others do nothing, so production code holds no mutant and
+// no delay.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -107,6 +114,41 @@ static __device__ __forceinline__ uint32_t regime() {
 
 static __device__ __forceinline__ bool late_issue() { return g_perturb != 0 && regime() == 3; }
 
+static __device__ __forceinline__ void store_poison(uint32_t smem_addr) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(smem_addr), "r"(~0u) : "memory");
+}
+
+// The late-issue regime's check after the wait for a copy group (FC_LATE_ISSUE_RECHECK): the thread's chunks of the
+// group, `count` (at most kMaxChunks) chunks `step` bytes apart from `first` and the same `second` bytes further (K
+// and V), read back; those that still hold the poison are written with it again once every copy has landed.
+template <int kMaxChunks>
+static __device__ __forceinline__ void recheck_late_copies(uint32_t first, uint32_t step, int count, uint32_t second) {
+  static_assert(2 * kMaxChunks <= 64, "one bit per chunk");
+  uint64_t early = 0;
+#pragma unroll
+  for (int t = 0; t < 2; ++t) {
+#pragma unroll
+    for (int i = 0; i < kMaxChunks; ++i) {
+      if (i >= count) continue;
+      uint32_t x, y, z, w;
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
+                   : "r"(first + t * second + i * step)
+                   : "memory");
+      if ((x & y & z & w) == ~0u) early |= uint64_t{1} << (t * kMaxChunks + i);
+    }
+  }
+  if (early == 0) return;
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#pragma unroll
+  for (int t = 0; t < 2; ++t) {
+#pragma unroll
+    for (int i = 0; i < kMaxChunks; ++i) {
+      if ((early >> (t * kMaxChunks + i)) & 1u) store_poison(first + t * second + i * step);
+    }
+  }
+}
+
 // The seeded delay of FC_PERTURB (regimes above); the delay itself hashes (seed, site, CTA, warp, n).
 static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
   if (g_perturb == 0) return;
@@ -126,9 +168,18 @@ static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
 #define FC_MUTANT(name) (::flashcheck::detail::mutants::g_mutant == static_cast<int32_t>(::flashcheck::Mutant::name))
 #define FC_PERTURB(site, n) ::flashcheck::detail::mutants::perturb(site, static_cast<uint32_t>(n))
 #define FC_PERTURB_LATE_ISSUE() ::flashcheck::detail::mutants::late_issue()
-#define FC_LATE_ISSUE_POISON(poison, smem_addr)                                                        \
-  do {                                                                                                  \
-    if (poison) asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(smem_addr), "r"(~0u)); \
+#define FC_LATE_ISSUE_POISON(poison, smem_addr)                                 \
+  do {                                                                           \
+    if (poison) ::flashcheck::detail::mutants::store_poison(smem_addr);          \
+  } while (0)
+#define FC_LATE_ISSUE_RECHECK(kMaxChunks, late, first, step, count, second)                             \
+  do {                                                                                                   \
+    if (late) ::flashcheck::detail::mutants::recheck_late_copies<kMaxChunks>(first, step, count, second); \
+  } while (0)
+// Lets every copy group of the thread land, in the late-issue regime only.
+#define FC_LATE_ISSUE_DRAIN(late)                           \
+  do {                                                      \
+    if (late) asm volatile("cp.async.wait_all;\n" ::: "memory"); \
   } while (0)
 #define FC_UPLOAD_MUTANT(stream)                                                               \
   do {                                                                                         \
@@ -145,6 +196,18 @@ static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
   do {                                          \
     (void)(poison);                             \
     (void)(smem_addr);                          \
+  } while (0)
+#define FC_LATE_ISSUE_RECHECK(kMaxChunks, late, first, step, count, second) \
+  do {                                                                     \
+    (void)(late);                                                          \
+    (void)(first);                                                         \
+    (void)(step);                                                          \
+    (void)(count);                                                         \
+    (void)(second);                                                        \
+  } while (0)
+#define FC_LATE_ISSUE_DRAIN(late) \
+  do {                            \
+    (void)(late);                 \
   } while (0)
 #define FC_PERTURB(site, n) \
   do {                      \

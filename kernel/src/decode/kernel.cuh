@@ -66,6 +66,8 @@ __device__ __forceinline__ float quad_sum(float x) {
 template <typename T, class Tile, bool kInst>
 struct Warp {
   using Ops = DtypeOps<T>;
+  // A tile's copies: lane l copies chunk l % kChunksPerRow of rows l / kChunksPerRow + t * kCopyRowStep.
+  static constexpr int kCopyRowStep = kLanes / Tile::kChunksPerRow < 1 ? 1 : kLanes / Tile::kChunksPerRow;
 
   // Where rows [k0, k0 + kBlockN) of a tile live in a paged cache: page and slot of row r, resolved once a tile by
   // lane r % 32 (32-bit arithmetic: a paged sequence's capacity fits int32), handed to the copying lanes by shuffle.
@@ -97,18 +99,17 @@ struct Warp {
   __device__ static void load_kv(uint32_t tile, const RowSource<const T>& rows, const TileRows& where, int64_t k0,
                                  int64_t keys_end, int64_t head_dim, int lane) {
     const bool poison = FC_PERTURB_LATE_ISSUE();
-    constexpr int kRowStep = kLanes / Tile::kChunksPerRow < 1 ? 1 : kLanes / Tile::kChunksPerRow;
     const int ch = lane % Tile::kChunksPerRow;
     const int r0 = lane / Tile::kChunksPerRow;
     const bool col_live = ch * kChunkElems < head_dim;
 #pragma unroll
     for (int t = 0; t < Tile::kChunkIters; ++t) {
-      const int r = r0 + t * kRowStep;
+      const int r = r0 + t * kCopyRowStep;
       const int64_t key = k0 + r;
       const bool live = col_live && key < keys_end;
       int64_t offset = key * rows.row_stride;
       if (rows.pages != nullptr) {
-        const int i = (t * kRowStep) / kLanes;  // r / 32: r0 < kRowStep, and kRowStep divides 32
+        const int i = (t * kCopyRowStep) / kLanes;  // r / 32: r0 < kCopyRowStep, and kCopyRowStep divides 32
         const int32_t page = __shfl_sync(kFullWarp, where.page[i], r % kLanes);
         const int32_t slot = __shfl_sync(kFullWarp, where.slot[i], r % kLanes);
         offset = page * rows.page_stride + slot * rows.row_stride;
@@ -131,7 +132,6 @@ struct Warp {
       return;
     }
     const bool poison = FC_PERTURB_LATE_ISSUE();
-    constexpr int kRowStep = kLanes / Tile::kChunksPerRow < 1 ? 1 : kLanes / Tile::kChunksPerRow;
     const int ch = lane % Tile::kChunksPerRow;
     const int r0 = lane / Tile::kChunksPerRow;
     const bool col_live = ch * kChunkElems < head_dim;
@@ -149,20 +149,20 @@ struct Warp {
     const int64_t lane_offset = ch * kChunkElems;
     const T* k_src = col_live ? k_rows.base + k_first + r0 * k_stride + lane_offset : k_rows.base;
     const T* v_src = col_live ? v_rows.base + v_first + r0 * v_stride + lane_offset : v_rows.base;
-    const int64_t k_step = col_live ? kRowStep * k_stride : 0;
-    const int64_t v_step = col_live ? kRowStep * v_stride : 0;
+    const int64_t k_step = col_live ? kCopyRowStep * k_stride : 0;
+    const int64_t v_step = col_live ? kCopyRowStep * v_stride : 0;
     const int bytes = col_live ? kChunkBytes : 0;
     const uint32_t dst = stage + r0 * Tile::kPitchBytes + ch * kChunkBytes;
 #pragma unroll
     for (int t = 0; t < Tile::kChunkIters; ++t) {
-      FC_LATE_ISSUE_POISON(poison, dst + t * kRowStep * Tile::kPitchBytes);
-      cp_async_16(dst + t * kRowStep * Tile::kPitchBytes, k_src, bytes);
+      FC_LATE_ISSUE_POISON(poison, dst + t * kCopyRowStep * Tile::kPitchBytes);
+      cp_async_16(dst + t * kCopyRowStep * Tile::kPitchBytes, k_src, bytes);
       k_src += k_step;
     }
 #pragma unroll
     for (int t = 0; t < Tile::kChunkIters; ++t) {
-      FC_LATE_ISSUE_POISON(poison, dst + Tile::kTileBytes + t * kRowStep * Tile::kPitchBytes);
-      cp_async_16(dst + Tile::kTileBytes + t * kRowStep * Tile::kPitchBytes, v_src, bytes);
+      FC_LATE_ISSUE_POISON(poison, dst + Tile::kTileBytes + t * kCopyRowStep * Tile::kPitchBytes);
+      cp_async_16(dst + Tile::kTileBytes + t * kCopyRowStep * Tile::kPitchBytes, v_src, bytes);
       v_src += v_step;
     }
   }
@@ -282,6 +282,12 @@ struct Warp {
       } else {
         cp_async_wait<kS - 1>();
       }
+      // Perturbed builds, late issue: this lane's chunks of tile kt read back (common/mutants.cuh), those of
+      // load_kv and load_tile alike.
+      FC_LATE_ISSUE_RECHECK(Tile::kChunkIters, late,
+                            stage + (lane / Tile::kChunksPerRow) * Tile::kPitchBytes + (lane % Tile::kChunksPerRow) * kChunkBytes,
+                            static_cast<uint32_t>(kCopyRowStep * Tile::kPitchBytes), Tile::kChunkIters,
+                            static_cast<uint32_t>(Tile::kTileBytes));
       FC_PERTURB(kPerturbDecodeWait, kt);
       __syncwarp();
       const uint32_t k_tile = stage;

@@ -135,6 +135,15 @@ struct Forward {
     }
   }
 
+  // Perturbed builds, late-issue regime, right after the wait for K/V tile n: this thread's chunks of the stage read
+  // back (FC_LATE_ISSUE_RECHECK, common/mutants.cuh), the chunks load_tile gave it.
+  __device__ static void recheck_kv(bool late, uint32_t stage, const LoadSlot& slot) {
+    constexpr int kPasses = (Cfg::kBlockN + kRowStep - 1) / kRowStep;
+    const int passes = Cfg::kBlockN % kRowStep == 0 ? kPasses : min(max((Cfg::kBlockN - slot.row + kRowStep - 1) / kRowStep, 0), kPasses);
+    FC_LATE_ISSUE_RECHECK(kPasses, late, stage + chunk_offset<Cfg::kBlockN>(slot.row, slot.chunk),
+                          static_cast<uint32_t>(kRowStep * kRowBytes), passes, static_cast<uint32_t>(Cfg::kKVTileSmemBytes));
+  }
+
   // Flips the sign bit of the Q chunks this thread loaded (its own cp.async writes are visible to it after
   // the wait). Exact, so scores are exactly negated.
   __device__ static void negate_own_q_chunks(uint32_t q_smem, const LoadSlot& slot) {
@@ -762,6 +771,10 @@ struct Forward {
     const auto stage_smem = [&](int tile) { return kv_smem + static_cast<uint32_t>(tile & 1) * Cfg::kStageSmemBytes; };
     int parity = 0;           // stage of the current item's tile 0
     bool prefetched = false;  // the previous item already issued this item's Q and K/V tile 0
+    // Perturbed builds' late issue (common/mutants.cuh): every K/V tile is issued right before the wait for it, and
+    // it is the only group that wait may find in flight: an item's Q has landed before its tile 0 is issued, and no
+    // item prefetches the next one's loads.
+    const bool late = FC_PERTURB_LATE_ISSUE();
     for (int64_t step = 0;; ++step) {
       const int64_t item = scheduled_item(blockIdx.x, step, gridDim.x);
       if (item >= a.work_items) break;
@@ -774,12 +787,13 @@ struct Forward {
       // Q and K/V for no visible key are never read: with seqlen_k == 0 the pointers may be null.
       if (!prefetched && n_tiles > 0) {
         load_q(a, it, q_smem, slot);
+        FC_LATE_ISSUE_DRAIN(late);
         FC_PERTURB(kPerturbCpAsyncIssue, step);
         load_kv(a, it, 0, stage_smem(parity), slot);
       }
       // The next item's loads start during this item's last tile if both have K/V tiles. (item_at(next_item) is
       // recomputed there, a few integer divisions once per item, rather than held in registers across the loop.)
-      const bool prefetch_next = n_tiles > 0 && next_item < a.work_items && item_at(a, next_item).n_tiles > 0;
+      const bool prefetch_next = n_tiles > 0 && !late && next_item < a.work_items && item_at(a, next_item).n_tiles > 0;
 
       State st;
       init_state(st, a, it, warp_row0, lane, static_cast<int>(threadIdx.x));
@@ -794,6 +808,7 @@ struct Forward {
         } else {
           cp_async_wait<0>();
         }
+        recheck_kv(late, k_smem, slot);
         FC_PERTURB(kPerturbCpAsyncWait, n);
         if (n == 0 && a.negate_q) negate_own_q_chunks(q_smem, slot);
         if constexpr (kWg) fence_proxy_async_shared();  // this thread's Q, K, V writes, before wgmma reads them
@@ -809,8 +824,7 @@ struct Forward {
             load_kv(a, item_at(a, next_item), 0, stage_smem(parity + n + 1), slot);
           }
         };
-        // Perturbed builds' late issue (common/mutants.cuh): after this tile's P V instead, right before the wait.
-        const bool late = FC_PERTURB_LATE_ISSUE();
+        // Perturbed builds' late issue: after this tile's P V instead, right before the wait.
         if (!late) issue_next();
 
         // Masked keys inside a diagonal tile are real K/V rows that later rows of the tile see. Their p is
