@@ -5,22 +5,20 @@
 // sleep a seeded 0-8 us at the producer and consumer points of the pipelines where a missing wait or an early
 // release opens a race window, in seeded regimes that hold back one side or the other (perturb() below): the
 // delays depend on the seed, the site, the CTA, the warp and the tile, so a seed widens the same windows on
-// every run. A fourth regime, FC_PERTURB_LATE_ISSUE(), has the cp.async pipelines issue each copy group just before
-// the wait for it instead of a tile or more ahead: a load then takes longer than the work between issue and
-// wait, as under heavy memory traffic, and a wait that lets the group pass reads the stage before it lands, on
-// every run. What it reads there is NaN: in that regime each thread writes all-ones bytes (NaN in fp16, bf16 and
-// fp32) to every 16-byte chunk before its copy into it (FC_LATE_ISSUE_POISON), so the stale read does not depend
-// on what an earlier tile or an earlier launch left in the stage, which can equal the right data and hide the
-// missing wait on some runs but not others. The chunk's own copy, issued after the write by the same thread,
-// lands over it. Whether a reader in another warp, past the barrier that follows the wait, still finds the poison
-// is a matter of timing again (the copy may land while the barrier gathers the warps), so right after the wait each
-// thread reads its own chunks of the group back (FC_LATE_ISSUE_RECHECK): a chunk that still holds the poison there,
-// a few cycles after its copy was issued, was let through before it landed, since a wait that covers the copy makes
-// it visible to the issuing thread. The thread then lets the copies land and writes the poison over those chunks
-// again, so every reader finds NaN in them on every run; after a correct wait no chunk holds the poison (or its
-// data is the poison's bits, which the write leaves as they are). In every other build FC_MUTANT and
-// FC_PERTURB_LATE_ISSUE are the constant false and the others do nothing, so production code holds no mutant and
-// no delay.
+// every run.
+//
+// A delay cannot open the window of a cp.async wait that lets a group pass: the copies are issued and read by the
+// same threads, and on an H200 a 16-byte copy from L2 has landed by the time the issuing thread reads its own
+// chunk back in about 96% of reads, even with no wait at all (tools/dev/cp_async_window.cu). So the perturbed
+// builds let every copy group land as late as the PTX memory model allows, no earlier than the first wait that
+// requires it, and make a read before that find NaN (CpAsyncShadow): each thread numbers the groups it commits,
+// each slot of shared memory that copies fill (a Q tile, a ring stage) remembers the group that last filled it, and
+// cp.async.wait_group N guarantees every group but the N most recent. A slot read while its group is not yet
+// guaranteed is a race whatever the timing; there the threads let their copies land and write all-ones bytes (NaN
+// in fp16, bf16 and fp32) over the slot before the read, so the race gives the same wrong output on every run
+// instead of the new data, the old or a mix as the timing falls. In every other build FC_MUTANT is the constant
+// false, CpAsyncShadow keeps no state and finds no read premature, and the other macros do nothing, so production
+// code holds no mutant, no delay and no bookkeeping.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -105,49 +103,14 @@ static __device__ __forceinline__ uint32_t mix(uint32_t h) {
 
 // The regime of this CTA, the same at all of its sites: 0 both sides 0-4 us, 1 the producers' side held back (2-8
 // us, the readers not at all: a missing wait reads a buffer before it lands), 2 the readers' side (an early release
-// lets the next fill overwrite what is still read), 3 late issue (no delay; the cp.async pipelines issue each group
-// just before its wait). Consecutive CTAs take the four in turn from a start hashed from (seed, grid size), so every
-// grid of four CTAs or more has all of them and the small grids of small cases vary with their size.
+// lets the next fill overwrite what is still read), 3 none (the CTA runs undisturbed beside the others).
+// Consecutive CTAs take the four in turn from a start hashed from (seed, grid size), so every grid of four CTAs or
+// more has all of them and the small grids of small cases vary with their size.
 static __device__ __forceinline__ uint32_t regime() {
   return (blockIdx.x + mix(g_perturb * 0x9e3779b1u ^ gridDim.x * 0xc2b2ae3du)) % 4;
 }
 
-static __device__ __forceinline__ bool late_issue() { return g_perturb != 0 && regime() == 3; }
-
-static __device__ __forceinline__ void store_poison(uint32_t smem_addr) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(smem_addr), "r"(~0u) : "memory");
-}
-
-// The late-issue regime's check after the wait for a copy group (FC_LATE_ISSUE_RECHECK): the thread's chunks of the
-// group, `count` (at most kMaxChunks) chunks `step` bytes apart from `first` and the same `second` bytes further (K
-// and V), read back; those that still hold the poison are written with it again once every copy has landed.
-template <int kMaxChunks>
-static __device__ __forceinline__ void recheck_late_copies(uint32_t first, uint32_t step, int count, uint32_t second) {
-  static_assert(2 * kMaxChunks <= 64, "one bit per chunk");
-  uint64_t early = 0;
-#pragma unroll
-  for (int t = 0; t < 2; ++t) {
-#pragma unroll
-    for (int i = 0; i < kMaxChunks; ++i) {
-      if (i >= count) continue;
-      uint32_t x, y, z, w;
-      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
-                   : "r"(first + t * second + i * step)
-                   : "memory");
-      if ((x & y & z & w) == ~0u) early |= uint64_t{1} << (t * kMaxChunks + i);
-    }
-  }
-  if (early == 0) return;
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
-#pragma unroll
-  for (int t = 0; t < 2; ++t) {
-#pragma unroll
-    for (int i = 0; i < kMaxChunks; ++i) {
-      if ((early >> (t * kMaxChunks + i)) & 1u) store_poison(first + t * second + i * step);
-    }
-  }
-}
+static __device__ __forceinline__ bool perturbing() { return g_perturb != 0; }
 
 // The seeded delay of FC_PERTURB (regimes above); the delay itself hashes (seed, site, CTA, warp, n).
 static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
@@ -167,20 +130,6 @@ static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
 
 #define FC_MUTANT(name) (::flashcheck::detail::mutants::g_mutant == static_cast<int32_t>(::flashcheck::Mutant::name))
 #define FC_PERTURB(site, n) ::flashcheck::detail::mutants::perturb(site, static_cast<uint32_t>(n))
-#define FC_PERTURB_LATE_ISSUE() ::flashcheck::detail::mutants::late_issue()
-#define FC_LATE_ISSUE_POISON(poison, smem_addr)                                 \
-  do {                                                                           \
-    if (poison) ::flashcheck::detail::mutants::store_poison(smem_addr);          \
-  } while (0)
-#define FC_LATE_ISSUE_RECHECK(kMaxChunks, late, first, step, count, second)                             \
-  do {                                                                                                   \
-    if (late) ::flashcheck::detail::mutants::recheck_late_copies<kMaxChunks>(first, step, count, second); \
-  } while (0)
-// Lets every copy group of the thread land, in the late-issue regime only.
-#define FC_LATE_ISSUE_DRAIN(late)                           \
-  do {                                                      \
-    if (late) asm volatile("cp.async.wait_all;\n" ::: "memory"); \
-  } while (0)
 #define FC_UPLOAD_MUTANT(stream)                                                               \
   do {                                                                                         \
     if (::flashcheck::Status fc_mutant_st = ::flashcheck::detail::mutants::upload(stream);    \
@@ -191,24 +140,6 @@ static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
 #else
 
 #define FC_MUTANT(name) false
-#define FC_PERTURB_LATE_ISSUE() false
-#define FC_LATE_ISSUE_POISON(poison, smem_addr) \
-  do {                                          \
-    (void)(poison);                             \
-    (void)(smem_addr);                          \
-  } while (0)
-#define FC_LATE_ISSUE_RECHECK(kMaxChunks, late, first, step, count, second) \
-  do {                                                                     \
-    (void)(late);                                                          \
-    (void)(first);                                                         \
-    (void)(step);                                                          \
-    (void)(count);                                                         \
-    (void)(second);                                                        \
-  } while (0)
-#define FC_LATE_ISSUE_DRAIN(late) \
-  do {                            \
-    (void)(late);                 \
-  } while (0)
 #define FC_PERTURB(site, n) \
   do {                      \
   } while (0)
@@ -217,3 +148,46 @@ static __device__ __forceinline__ void perturb(uint32_t site, uint32_t n) {
   } while (0)
 
 #endif
+
+namespace flashcheck::detail {
+
+// A thread's cp.async copy groups as the perturbed builds let them land (the header above): slots 0..kSlots-1 are
+// the shared-memory regions the kernel fills with copies. filled(slot) when copies into a slot join the open group,
+// commit() with cp.async.commit_group, waited(N) with cp.async.wait_group N; premature(slot) before a read of the
+// slot says whether no wait has guaranteed its copies yet (only with FLASHCHECK_PERTURB set; always false in
+// production builds, where the struct is empty).
+template <int kSlots>
+struct CpAsyncShadow {
+#if defined(FLASHCHECK_MUTANTS) && FLASHCHECK_MUTANTS
+  uint32_t committed = 0;       // groups committed
+  uint32_t guaranteed = 0;      // groups 1..guaranteed have landed by the waits so far
+  uint32_t group[kSlots] = {};  // the group that last filled each slot (0: none)
+
+  __device__ __forceinline__ void filled(int slot) { group[slot] = committed + 1; }
+  __device__ __forceinline__ void commit() { ++committed; }
+  __device__ __forceinline__ void waited(uint32_t pending) {
+    if (committed > pending && committed - pending > guaranteed) guaranteed = committed - pending;
+  }
+  __device__ __forceinline__ bool premature(int slot) const {
+    return mutants::perturbing() && group[slot] > guaranteed;
+  }
+#else
+  __device__ __forceinline__ void filled(int) {}
+  __device__ __forceinline__ void commit() {}
+  __device__ __forceinline__ void waited(uint32_t) {}
+  __device__ __forceinline__ bool premature(int) const { return false; }
+#endif
+};
+
+// What a premature read finds in a perturbed build: this thread's copies landed (cp.async.wait_all), then, once the
+// caller's barrier has gathered every thread that copied into the slot, all-ones bytes over [base, base + bytes),
+// 16 bytes per thread and step (thread `index` of `count`).
+__device__ __forceinline__ void cp_async_drain() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+__device__ __forceinline__ void poison_shared(uint32_t base, int bytes, int index, int count) {
+  for (int offset = index * 16; offset < bytes; offset += count * 16) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(base + offset), "r"(~0u) : "memory");
+  }
+}
+
+}  // namespace flashcheck::detail

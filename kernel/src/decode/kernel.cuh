@@ -66,8 +66,6 @@ __device__ __forceinline__ float quad_sum(float x) {
 template <typename T, class Tile, bool kInst>
 struct Warp {
   using Ops = DtypeOps<T>;
-  // A tile's copies: lane l copies chunk l % kChunksPerRow of rows l / kChunksPerRow + t * kCopyRowStep.
-  static constexpr int kCopyRowStep = kLanes / Tile::kChunksPerRow < 1 ? 1 : kLanes / Tile::kChunksPerRow;
 
   // Where rows [k0, k0 + kBlockN) of a tile live in a paged cache: page and slot of row r, resolved once a tile by
   // lane r % 32 (32-bit arithmetic: a paged sequence's capacity fits int32), handed to the copying lanes by shuffle.
@@ -95,27 +93,25 @@ struct Warp {
 
   // Rows [k0, k0 + kBlockN) of a K or V head into a tile (padded rows), zero-filled at or past `keys_end` and past
   // head_dim, never reading there. Lane l copies chunk l % kChunksPerRow of every (32 / kChunksPerRow)-th row.
-  // Perturbed builds poison each chunk first in the late-issue regime (FC_LATE_ISSUE_POISON, common/mutants.cuh).
   __device__ static void load_kv(uint32_t tile, const RowSource<const T>& rows, const TileRows& where, int64_t k0,
                                  int64_t keys_end, int64_t head_dim, int lane) {
-    const bool poison = FC_PERTURB_LATE_ISSUE();
+    constexpr int kRowStep = kLanes / Tile::kChunksPerRow < 1 ? 1 : kLanes / Tile::kChunksPerRow;
     const int ch = lane % Tile::kChunksPerRow;
     const int r0 = lane / Tile::kChunksPerRow;
     const bool col_live = ch * kChunkElems < head_dim;
 #pragma unroll
     for (int t = 0; t < Tile::kChunkIters; ++t) {
-      const int r = r0 + t * kCopyRowStep;
+      const int r = r0 + t * kRowStep;
       const int64_t key = k0 + r;
       const bool live = col_live && key < keys_end;
       int64_t offset = key * rows.row_stride;
       if (rows.pages != nullptr) {
-        const int i = (t * kCopyRowStep) / kLanes;  // r / 32: r0 < kCopyRowStep, and kCopyRowStep divides 32
+        const int i = (t * kRowStep) / kLanes;  // r / 32: r0 < kRowStep, and kRowStep divides 32
         const int32_t page = __shfl_sync(kFullWarp, where.page[i], r % kLanes);
         const int32_t slot = __shfl_sync(kFullWarp, where.slot[i], r % kLanes);
         offset = page * rows.page_stride + slot * rows.row_stride;
       }
       const T* src = live ? rows.base + offset + ch * kChunkElems : rows.base;
-      FC_LATE_ISSUE_POISON(poison, tile + r * Tile::kPitchBytes + ch * kChunkBytes);
       cp_async_16(tile + r * Tile::kPitchBytes + ch * kChunkBytes, src, live ? kChunkBytes : 0);
     }
   }
@@ -131,7 +127,7 @@ struct Warp {
       load_kv(stage + Tile::kTileBytes, v_rows, where, k0, keys_end, head_dim, lane);
       return;
     }
-    const bool poison = FC_PERTURB_LATE_ISSUE();
+    constexpr int kRowStep = kLanes / Tile::kChunksPerRow < 1 ? 1 : kLanes / Tile::kChunksPerRow;
     const int ch = lane % Tile::kChunksPerRow;
     const int r0 = lane / Tile::kChunksPerRow;
     const bool col_live = ch * kChunkElems < head_dim;
@@ -149,20 +145,18 @@ struct Warp {
     const int64_t lane_offset = ch * kChunkElems;
     const T* k_src = col_live ? k_rows.base + k_first + r0 * k_stride + lane_offset : k_rows.base;
     const T* v_src = col_live ? v_rows.base + v_first + r0 * v_stride + lane_offset : v_rows.base;
-    const int64_t k_step = col_live ? kCopyRowStep * k_stride : 0;
-    const int64_t v_step = col_live ? kCopyRowStep * v_stride : 0;
+    const int64_t k_step = col_live ? kRowStep * k_stride : 0;
+    const int64_t v_step = col_live ? kRowStep * v_stride : 0;
     const int bytes = col_live ? kChunkBytes : 0;
     const uint32_t dst = stage + r0 * Tile::kPitchBytes + ch * kChunkBytes;
 #pragma unroll
     for (int t = 0; t < Tile::kChunkIters; ++t) {
-      FC_LATE_ISSUE_POISON(poison, dst + t * kCopyRowStep * Tile::kPitchBytes);
-      cp_async_16(dst + t * kCopyRowStep * Tile::kPitchBytes, k_src, bytes);
+      cp_async_16(dst + t * kRowStep * Tile::kPitchBytes, k_src, bytes);
       k_src += k_step;
     }
 #pragma unroll
     for (int t = 0; t < Tile::kChunkIters; ++t) {
-      FC_LATE_ISSUE_POISON(poison, dst + Tile::kTileBytes + t * kCopyRowStep * Tile::kPitchBytes);
-      cp_async_16(dst + Tile::kTileBytes + t * kCopyRowStep * Tile::kPitchBytes, v_src, bytes);
+      cp_async_16(dst + Tile::kTileBytes + t * kRowStep * Tile::kPitchBytes, v_src, bytes);
       v_src += v_step;
     }
   }
@@ -219,10 +213,18 @@ struct Warp {
     uint32_t qa[Tile::kKSteps][4];  // Q as A fragments, every k16 step
     TileRows rows_next;              // page and slot of the next tile to copy (paged caches)
     constexpr int kS = Tile::kStages;
-    // Perturbed builds' late issue (common/mutants.cuh): each tile is copied in its own iteration, right before the
-    // wait for it, with kS - 1 empty groups after it so that the waits keep their counts.
-    const bool late = FC_PERTURB_LATE_ISSUE();
-    const auto stage_of = [&](int64_t kt) { return stage0 + static_cast<uint32_t>((kt - run_begin) % kS) * Tile::kStageBytes; };
+    // The slots copies fill (CpAsyncShadow, common/mutants.cuh): the kS stages, then Q. Perturbed builds: a slot
+    // read before a wait guaranteed its copies reads NaN (the lanes all commit and wait alike).
+    constexpr int kSlotQ = kS;
+    CpAsyncShadow<kS + 1> copies;
+    const auto stage_slot = [&](int64_t kt) { return static_cast<int>((kt - run_begin) % kS); };
+    const auto stage_of = [&](int64_t kt) { return stage0 + static_cast<uint32_t>(stage_slot(kt)) * Tile::kStageBytes; };
+    const auto poison_if_premature = [&](int slot, uint32_t base, int bytes) {
+      if (!copies.premature(slot)) return;
+      cp_async_drain();
+      __syncwarp();
+      poison_shared(base, bytes, lane, kLanes);
+    };
     const auto tile_key = [&](int64_t kt) { return (tiles.first + kt) * Tile::kBlockN; };
     const auto copy_tile = [&](int64_t kt, const TileRows& where) {
       load_tile(stage_of(kt), k_rows, v_rows, where, tile_key(kt), keys_end, a.head_dim, lane);
@@ -240,54 +242,48 @@ struct Warp {
         const bool live = g < group && i < seq.seqlen_q && ch * kChunkElems < a.head_dim;
         const T* src = static_cast<const T*>(a.q.ptr);
         if (live) src = a.template q_rows<const T>(a.q, b, h_kv * group + g) + i * a.q.stride.row + ch * kChunkElems;
-        FC_LATE_ISSUE_POISON(late, q_stage + r * Tile::kPitchBytes + ch * kChunkBytes);
         cp_async_16(q_stage + r * Tile::kPitchBytes + ch * kChunkBytes, src, live ? kChunkBytes : 0);
       }
+      copies.filled(kSlotQ);
 #pragma unroll
       for (int s = 0; s < kS - 1; ++s) {
-        if (run_begin + s < run_end && !late) {
+        if (run_begin + s < run_end) {
           FC_PERTURB(kPerturbCpAsyncIssue, s);
           resolve_rows(k_rows, tile_key(run_begin + s), keys_end, lane, rows_next);
           copy_tile(run_begin + s, rows_next);
+          copies.filled(stage_slot(run_begin + s));
         }
         cp_async_commit();
+        copies.commit();
       }
-      cp_async_wait<kS - 2>();  // Q and the first tile
+      cp_async_wait<kS - 2>(copies);  // Q and the first tile
+      poison_if_premature(kSlotQ, q_stage, Tile::kQBytes);
       __syncwarp();
 #pragma unroll
       for (int ks = 0; ks < Tile::kKSteps; ++ks) {
         ldmatrix_x4(qa[ks], q_stage + (lane % 16) * Tile::kPitchBytes + (ks * 2 + lane / 16) * kChunkBytes);
       }
       __syncwarp();  // Q is in registers: its stage takes tile kS - 1
-      const int64_t next = late ? run_begin : run_begin + kS - 1;  // the first tile the loop copies
-      if (next < run_end) resolve_rows(k_rows, tile_key(next), keys_end, lane, rows_next);
+      if (run_begin + kS - 1 < run_end) resolve_rows(k_rows, tile_key(run_begin + kS - 1), keys_end, lane, rows_next);
     }
 
     for (int64_t kt = run_begin; kt < run_end; ++kt) {
       const uint32_t stage = stage_of(kt);
       // Tile kt + kS - 1 into the stage tile kt - 1 left (every lane is past it: the __syncwarp ending the last
       // iteration); one commit group an iteration, empty past the run, so that kS - 1 groups stay pending.
-      if (late) {  // tile kt itself, then empty groups, so that the wait below is the wait for it
-        copy_tile(kt, rows_next);
-        if (kt + 1 < run_end) resolve_rows(k_rows, tile_key(kt + 1), keys_end, lane, rows_next);
-#pragma unroll
-        for (int s = 0; s < kS - 1; ++s) cp_async_commit();
-      } else if (kt + kS - 1 < run_end) {
+      if (kt + kS - 1 < run_end) {
         copy_tile(kt + kS - 1, rows_next);
+        copies.filled(stage_slot(kt + kS - 1));
         if (kt + kS < run_end) resolve_rows(k_rows, tile_key(kt + kS), keys_end, lane, rows_next);
       }
       cp_async_commit();
+      copies.commit();
       if (FC_MUTANT(kDecodeCpAsyncWaitShort)) {
-        cp_async_wait<kS>();
+        cp_async_wait<kS>(copies);
       } else {
-        cp_async_wait<kS - 1>();
+        cp_async_wait<kS - 1>(copies);
       }
-      // Perturbed builds, late issue: this lane's chunks of tile kt read back (common/mutants.cuh), those of
-      // load_kv and load_tile alike.
-      FC_LATE_ISSUE_RECHECK(Tile::kChunkIters, late,
-                            stage + (lane / Tile::kChunksPerRow) * Tile::kPitchBytes + (lane % Tile::kChunksPerRow) * kChunkBytes,
-                            static_cast<uint32_t>(kCopyRowStep * Tile::kPitchBytes), Tile::kChunkIters,
-                            static_cast<uint32_t>(Tile::kTileBytes));
+      poison_if_premature(stage_slot(kt), stage, Tile::kStageBytes);
       FC_PERTURB(kPerturbDecodeWait, kt);
       __syncwarp();
       const uint32_t k_tile = stage;

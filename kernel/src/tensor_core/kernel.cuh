@@ -97,13 +97,11 @@ struct Forward {
   }
 
   // cp.async of a (kRows, kHeadDim) tile from rows [row0, row0 + rows_valid) of one head; rows past rows_valid
-  // and columns past head_dim are zero-filled without being read. Perturbed builds poison each chunk first in the
-  // late-issue regime (FC_LATE_ISSUE_POISON, common/mutants.cuh).
+  // and columns past head_dim are zero-filled without being read.
   template <int kRows>
   __device__ static void load_tile(uint32_t smem_tile, const T* head, int64_t row0, int64_t row_stride,
                                    int64_t rows_valid, const LoadSlot& slot) {
     constexpr int kPasses = (kRows + kRowStep - 1) / kRowStep;
-    const bool poison = FC_PERTURB_LATE_ISSUE();
     // The 64-bit address math is redone per tile on purpose (opaque stride): hoisted out of the K/V loop,
     // one pointer per chunk would hold 2 registers each across the loop and push the accumulators to spills.
     int64_t stride = row_stride;
@@ -116,7 +114,6 @@ struct Forward {
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         if (kRows % kRowStep == 0 || slot.row + i * kRowStep < kRows) {
-          FC_LATE_ISSUE_POISON(poison, dst + i * kRowStep * kRowBytes);
           cp_async_16(dst + i * kRowStep * kRowBytes, src, slot.src_bytes);
         }
         src += step;
@@ -127,7 +124,6 @@ struct Forward {
         const int row = slot.row + i * kRowStep;
         if (kRows % kRowStep == 0 || row < kRows) {
           const bool live = row < rows_valid;
-          FC_LATE_ISSUE_POISON(poison, dst + i * kRowStep * kRowBytes);
           cp_async_16(dst + i * kRowStep * kRowBytes, live ? src : head, live ? slot.src_bytes : 0);
         }
         src += step;
@@ -135,13 +131,18 @@ struct Forward {
     }
   }
 
-  // Perturbed builds, late-issue regime, right after the wait for K/V tile n: this thread's chunks of the stage read
-  // back (FC_LATE_ISSUE_RECHECK, common/mutants.cuh), the chunks load_tile gave it.
-  __device__ static void recheck_kv(bool late, uint32_t stage, const LoadSlot& slot) {
-    constexpr int kPasses = (Cfg::kBlockN + kRowStep - 1) / kRowStep;
-    const int passes = Cfg::kBlockN % kRowStep == 0 ? kPasses : min(max((Cfg::kBlockN - slot.row + kRowStep - 1) / kRowStep, 0), kPasses);
-    FC_LATE_ISSUE_RECHECK(kPasses, late, stage + chunk_offset<Cfg::kBlockN>(slot.row, slot.chunk),
-                          static_cast<uint32_t>(kRowStep * kRowBytes), passes, static_cast<uint32_t>(Cfg::kKVTileSmemBytes));
+  // The shared-memory slots copies fill (CpAsyncShadow, common/mutants.cuh): Q, and the two K/V ring stages.
+  static constexpr int kSlotQ = 0;
+  using Copies = CpAsyncShadow<3>;
+  __device__ static int stage_slot(int tile) { return 1 + (tile & 1); }
+
+  // Perturbed builds: a slot read before a wait guaranteed its copies reads NaN (common/mutants.cuh). The test is
+  // the same in every thread (all of them commit and wait alike), so the barrier inside is reached by all.
+  __device__ static void poison_if_premature(const Copies& copies, int slot, uint32_t base, int bytes) {
+    if (!copies.premature(slot)) return;
+    cp_async_drain();
+    __syncthreads();
+    poison_shared(base, bytes, static_cast<int>(threadIdx.x), Cfg::kThreads);
   }
 
   // Flips the sign bit of the Q chunks this thread loaded (its own cp.async writes are visible to it after
@@ -771,10 +772,7 @@ struct Forward {
     const auto stage_smem = [&](int tile) { return kv_smem + static_cast<uint32_t>(tile & 1) * Cfg::kStageSmemBytes; };
     int parity = 0;           // stage of the current item's tile 0
     bool prefetched = false;  // the previous item already issued this item's Q and K/V tile 0
-    // Perturbed builds' late issue (common/mutants.cuh): every K/V tile is issued right before the wait for it, and
-    // it is the only group that wait may find in flight: an item's Q has landed before its tile 0 is issued, and no
-    // item prefetches the next one's loads.
-    const bool late = FC_PERTURB_LATE_ISSUE();
+    Copies copies;
     for (int64_t step = 0;; ++step) {
       const int64_t item = scheduled_item(blockIdx.x, step, gridDim.x);
       if (item >= a.work_items) break;
@@ -787,13 +785,16 @@ struct Forward {
       // Q and K/V for no visible key are never read: with seqlen_k == 0 the pointers may be null.
       if (!prefetched && n_tiles > 0) {
         load_q(a, it, q_smem, slot);
-        FC_LATE_ISSUE_DRAIN(late);
+        copies.filled(kSlotQ);
+        copies.commit();
         FC_PERTURB(kPerturbCpAsyncIssue, step);
         load_kv(a, it, 0, stage_smem(parity), slot);
+        copies.filled(stage_slot(parity));
+        copies.commit();
       }
       // The next item's loads start during this item's last tile if both have K/V tiles. (item_at(next_item) is
       // recomputed there, a few integer divisions once per item, rather than held in registers across the loop.)
-      const bool prefetch_next = n_tiles > 0 && !late && next_item < a.work_items && item_at(a, next_item).n_tiles > 0;
+      const bool prefetch_next = n_tiles > 0 && next_item < a.work_items && item_at(a, next_item).n_tiles > 0;
 
       State st;
       init_state(st, a, it, warp_row0, lane, static_cast<int>(threadIdx.x));
@@ -804,11 +805,12 @@ struct Forward {
         const int64_t k0 = int64_t{it.first + n} * Cfg::kBlockN;
         // Q (at n == 0), K(n) and V(n) landed: nothing else is in flight.
         if (FC_MUTANT(kTcCpAsyncWaitShort)) {
-          cp_async_wait<1>();
+          cp_async_wait<1>(copies);
         } else {
-          cp_async_wait<0>();
+          cp_async_wait<0>(copies);
         }
-        recheck_kv(late, k_smem, slot);
+        poison_if_premature(copies, kSlotQ, q_smem, Cfg::kQSmemBytes);
+        poison_if_premature(copies, stage_slot(parity + n), k_smem, Cfg::kStageSmemBytes);
         FC_PERTURB(kPerturbCpAsyncWait, n);
         if (n == 0 && a.negate_q) negate_own_q_chunks(q_smem, slot);
         if constexpr (kWg) fence_proxy_async_shared();  // this thread's Q, K, V writes, before wgmma reads them
@@ -817,15 +819,15 @@ struct Forward {
         // which then has a whole tile's time to arrive.
         __syncthreads();
         const bool last = n + 1 == n_tiles;
-        const auto issue_next = [&] {
-          if (!last) {
-            load_kv(a, it, n + 1, stage_smem(parity + n + 1), slot);
-          } else if (prefetch_next) {
-            load_kv(a, item_at(a, next_item), 0, stage_smem(parity + n + 1), slot);
-          }
-        };
-        // Perturbed builds' late issue: after this tile's P V instead, right before the wait.
-        if (!late) issue_next();
+        if (!last) {
+          load_kv(a, it, n + 1, stage_smem(parity + n + 1), slot);
+        } else if (prefetch_next) {
+          load_kv(a, item_at(a, next_item), 0, stage_smem(parity + n + 1), slot);
+        }
+        if (!last || prefetch_next) {
+          copies.filled(stage_slot(parity + n + 1));
+          copies.commit();
+        }
 
         // Masked keys inside a diagonal tile are real K/V rows that later rows of the tile see. Their p is
         // exactly 0 for the rows that may not see them, which is harmless for finite V (0 * v = 0) but
@@ -873,6 +875,8 @@ struct Forward {
           // item's Q loads during this P*V and the epilogue.
           if (!diagonal) __syncthreads();
           load_q(a, item_at(a, next_item), q_smem, slot);
+          copies.filled(kSlotQ);
+          copies.commit();
         }
         if (warp_sees) {
 #if defined(FLASHCHECK_TC_WGMMA)
@@ -886,7 +890,6 @@ struct Forward {
 #endif
         }
 
-        if (late) issue_next();
         trace_tile(st, a, n, lane);
       }
 

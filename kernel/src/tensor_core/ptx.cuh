@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "common/dtype.cuh"
+#include "common/mutants.cuh"
 #include "families.h"
 
 // External-linkage helpers live in the build variant's namespace (families.h) like the kernels.
@@ -33,6 +34,13 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// The same wait, told to the perturbed builds' bookkeeping of the copy groups (CpAsyncShadow, common/mutants.cuh).
+template <int kPending, int kSlots>
+__device__ __forceinline__ void cp_async_wait(CpAsyncShadow<kSlots>& copies) {
+  cp_async_wait<kPending>();
+  copies.waited(kPending);
 }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
