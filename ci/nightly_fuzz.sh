@@ -23,7 +23,7 @@
 # cores split over the profiles and GPUs, at least 1), FLASHCHECK_FUZZ_CORPUS (a corpus directory kept between
 # nights, default OUTDIR/corpus), FLASHCHECK_FUZZ_CPU_WORKERS (workers per CPU target; default: the cores left
 # after the GPU workers, split between the two CPU targets, at least 1 each).
-# Exit status: 0 with no finding, 1 with findings, 2 on a usage or build error.
+# Exit status: 0 with no finding, 1 with findings, 2 on a usage or build error or a worker that could not start.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -40,7 +40,7 @@ usage: ci/nightly_fuzz.sh [--gpus N|all] BUDGET_SECONDS OUTDIR
 environment: FLASHCHECK_FUZZ_BUILD, FLASHCHECK_FUZZ_KERNEL_BUILD, FLASHCHECK_FUZZ_NO_BUILD=1, FLASHCHECK_FUZZ_PROFILES,
   FLASHCHECK_FUZZ_KERNEL_WORKERS, FLASHCHECK_FUZZ_CORPUS, FLASHCHECK_FUZZ_CPU_WORKERS,
   FLASHCHECK_FUZZ_STATUS_SECONDS (status line period, default 60; 0: none)
-exit status: 0 no finding, 1 findings, 2 usage or build error
+exit status: 0 no finding, 1 findings, 2 usage or build error, or a worker that could not start (logs/*.nostart)
 USAGE
 }
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
@@ -137,10 +137,12 @@ done
 deadline=$(( $(date +%s) + budget ))
 timeout_for() { case $1 in fuzz_kernel*) echo 120 ;; fuzz_model) echo 60 ;; *) echo 20 ;; esac; }
 
-# worker TARGET NAME [VAR=VALUE...]: fuzz until the deadline, restarting after each finding.
+# worker TARGET NAME [VAR=VALUE...]: fuzz until the deadline, restarting after each finding. A run that ends
+# before libFuzzer started (no "INFO: Seed:" line: a missing binary or shared library, a bad flag) is not retried:
+# its last line goes to logs/NAME.nostart, and the night ends with exit status 2.
 worker() {
   local target=$1 name=$2; shift 2
-  local bin log runs=0
+  local bin log runs=0 lines
   bin=$(binary "$target")
   log="$out/logs/$name.log"
   : >"$log"
@@ -149,12 +151,18 @@ worker() {
     [ "$left" -lt 5 ] && break
     runs=$((runs + 1))
     echo "=== run $runs of $name: ${left}s left" >>"$log"
+    lines=$(wc -l <"$log")
     env "$@" "$bin" -max_total_time="$left" -reload=1 -timeout="$(timeout_for "$target")" -rss_limit_mb=8192 \
       -print_final_stats=1 -artifact_prefix="$out/findings/$target/" -dict="$root/fuzz/dict/$(dict_of "$target").dict" \
       "$corpus_root/$target" "$root/fuzz/corpus/$(dict_of "$target")" >>"$log" 2>&1
     local rc=$?
     echo "=== exit $rc" >>"$log"
     [ "$rc" -eq 0 ] && break  # time is up (or no device after all: the target says so and exits 0)
+    if ! tail -n +"$((lines + 1))" "$log" | grep -q '^INFO: Seed:'; then
+      echo "${bin:-$target (no binary)}: exit $rc before fuzzing: $(tail -n +"$((lines + 1))" "$log" |
+        grep -v '^=== ' | grep -m1 . || echo 'no output')" >"$out/logs/$name.nostart"
+      break
+    fi
     sleep 1
   done
 }
@@ -265,6 +273,8 @@ targets_tsv="$out/logs/targets.tsv"
 : >"$targets_tsv"
 : >"$out/logs/gpu_workers.tsv"
 total_findings=0
+nostart=()
+for f in "$out"/logs/*.nostart; do [ -f "$f" ] && nostart+=("$f"); done
 per_s() { awk -v n="$1" -v b="$budget" 'BEGIN {printf "%.2f", (b > 0 ? n / b : 0)}'; }
 {
   echo "# flashcheck nightly fuzz, $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -318,6 +328,12 @@ per_s() { awk -v n="$1" -v b="$budget" 'BEGIN {printf "%.2f", (b > 0 ? n / b : 0
   echo "new inputs/s: inputs libFuzzer kept for new features, per second. fuzz_kernel:PROFILE: fuzz_kernel with"
   echo "FLASHCHECK_FUZZ_PROFILE=PROFILE (fuzz/README.md, \"Size profiles\")."
   echo
+  if [ ${#nostart[@]} -gt 0 ]; then
+    echo "## Workers that did not start"
+    echo
+    for f in "${nostart[@]}"; do echo "- $(basename "$f" .nostart): \`$(cat "$f")\`"; done
+    echo
+  fi
   echo "## Findings"
   echo
   if [ "$total_findings" -eq 0 ]; then echo "None."; else printf '%s' "$findings_md"; fi
@@ -325,7 +341,7 @@ per_s() { awk -v n="$1" -v b="$budget" 'BEGIN {printf "%.2f", (b > 0 ? n / b : 0
 FUZZ_OUT="$out" FUZZ_BUDGET="$budget" FUZZ_GPUS="$gpus" FUZZ_CPU_WORKERS="$cpu_workers" \
   FUZZ_KERNEL_WORKERS="$kernel_workers" FUZZ_KERNEL_THREADS="$kernel_threads" \
   FUZZ_COMMIT="$(git describe --always --dirty 2>/dev/null || echo unknown)" python3 - <<'PY' || echo "nightly_fuzz.sh: summary.json not written" >&2
-import json, os
+import glob, json, os
 out = os.environ["FUZZ_OUT"]
 budget = int(os.environ["FUZZ_BUDGET"])
 def rows(name):
@@ -345,16 +361,22 @@ for t, workers, execs, cov, ft, corpus, count, new_inputs, cov_initial, ft_initi
                     "cov_gain_per_s": per_s(int(cov) - int(cov_initial)), "ft_initial": int(ft_initial),
                     "ft_gain_per_s": per_s(int(ft) - int(ft_initial)), "new_inputs": int(new_inputs),
                     "new_inputs_per_s": per_s(int(new_inputs)), "corpus": int(corpus), "findings": int(count)})
+not_started = [{"worker": os.path.basename(p)[:-len(".nostart")], "message": open(p).read().strip()}
+               for p in sorted(glob.glob(os.path.join(out, "logs", "*.nostart")))]
 gpu_workers = [{"worker": w, "target": t, "cuda_visible_devices": d, "executions": int(e), "exec_per_s": per_s(int(e))}
                for w, t, d, e in rows("gpu_workers.tsv")]
 doc = {"schema": "flashcheck-nightly-fuzz/2", "budget_s": budget, "gpus": int(os.environ["FUZZ_GPUS"]),
        "kernel_workers_per_gpu": int(os.environ["FUZZ_KERNEL_WORKERS"]),
        "kernel_oracle_threads": int(os.environ["FUZZ_KERNEL_THREADS"]),
        "cpu_workers_per_target": int(os.environ["FUZZ_CPU_WORKERS"]), "commit": os.environ["FUZZ_COMMIT"],
-       "targets": targets, "gpu_workers": gpu_workers, "findings": findings}
+       "targets": targets, "gpu_workers": gpu_workers, "not_started": not_started, "findings": findings}
 with open(os.path.join(out, "summary.json"), "w") as f:
     json.dump(doc, f, indent=1)
     f.write("\n")
 PY
 cat "$summary"
+if [ ${#nostart[@]} -gt 0 ]; then
+  echo "nightly_fuzz.sh: ${#nostart[@]} worker(s) did not start (summary.md, logs/*.nostart)" >&2
+  exit 2
+fi
 [ "$total_findings" -eq 0 ]

@@ -68,9 +68,11 @@ esac
 cd "$(dirname "$0")/.."
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 
-# pack DIR BUILD_DIR:TARGET...: each target's executable from its build directory, stripped and xz-compressed into DIR.
+# pack DIR BUILD_DIR:TARGET...: each target's executable from its build directory, stripped and xz-compressed into DIR,
+# with the LLVM runtime libraries they link (libomp: clang's OpenMP, which a GPU image without clang lacks); the
+# binaries find those beside them (RUNPATH $ORIGIN, fuzz/CMakeLists.txt).
 pack() {
-  local dir=$1 entry build bin path; shift
+  local dir=$1 entry build bin path lib; shift
   rm -rf "$dir" && mkdir -p "$dir"
   for entry in "$@"; do
     build=${entry%%:*} bin=${entry#*:}
@@ -78,6 +80,9 @@ pack() {
     [ -n "$path" ] || { echo "missing $bin in $build" >&2; exit 1; }
     strip --strip-debug -o "$dir/$bin" "$path"
     xz -f -T0 -9 "$dir/$bin"
+    for lib in $(ldd "$path" | awk '$3 ~ /\/llvm-[0-9]+\/|libomp/ {print $3}'); do
+      [ -e "$dir/$(basename "$lib").xz" ] || xz -c -T0 -9 "$(readlink -f "$lib")" >"$dir/$(basename "$lib").xz"
+    done
   done
   ls -la "$dir"
 }

@@ -74,10 +74,22 @@ inline float to_tf32(float x) {
   return std::bit_cast<float>((std::bit_cast<uint32_t>(x) + kHalfUlp) & ~kDroppedMask);
 }
 
-// fp32 operands of a path, decoded once: the values and, for the split path, x = hi + lo with hi = tf32(x),
-// lo = tf32(x - hi) (x - hi is exact in fp32).
+// tf32 as the tensor core reads an fp32 register that holds more bits: its top 19 bits, toward zero.
+inline float to_tf32_toward_zero(float x) {
+  constexpr uint32_t kDroppedMask = (1u << 13) - 1u;
+  if (!std::isfinite(x)) return x;
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(x) & ~kDroppedMask);
+}
+
+// fp32 operands of a path, decoded once: the values and, for the split path, x = hi + lo with hi = tf32(x) and
+// the low part x - hi (exact in fp32) as tf32 both ways: lo rounded to nearest (ties away, above), and lo_rz as
+// the split kernels hand it to the tensor core, the fp32 difference itself, which the mma reads toward zero
+// (split_tf32/kernel.cuh). The low part has at most 12 significant bits, so the two differ only where tf32 drops
+// its last bit, a tie: by the same amount, away from zero for lo and toward zero for lo_rz. Toward zero is also how
+// the mma accumulates, so on same-sign products (keys all positive, a query row of one sign) the hardware's errors
+// add up where lo's would partly cancel them.
 struct Operands {
-  std::vector<float> value, hi, lo;
+  std::vector<float> value, hi, lo, lo_rz;
 };
 inline Operands make_operands(std::vector<float> value, Arithmetic path) {
   Operands ops;
@@ -85,9 +97,11 @@ inline Operands make_operands(std::vector<float> value, Arithmetic path) {
   if (path == Arithmetic::kSplitTf32) {
     ops.hi.resize(ops.value.size());
     ops.lo.resize(ops.value.size());
+    ops.lo_rz.resize(ops.value.size());
     for (size_t i = 0; i < ops.value.size(); ++i) {
       ops.hi[i] = to_tf32(ops.value[i]);
       ops.lo[i] = to_tf32(ops.value[i] - ops.hi[i]);
+      ops.lo_rz[i] = to_tf32_toward_zero(ops.value[i] - ops.hi[i]);
     }
   }
   return ops;
@@ -128,8 +142,8 @@ inline float dot_fp32(const Operands& a, size_t a0, const Operands& b, size_t b0
   for (size_t k0 = 0; k0 < n; k0 += kMmaKTf32) {
     double lo_hi = 0.0, hi_lo = 0.0, hi_hi = 0.0;
     for (size_t k = k0; k < std::min(n, k0 + kMmaKTf32); ++k) {
-      lo_hi += double{a.lo[a0 + k]} * double{b.hi[b0 + k]};
-      hi_lo += double{a.hi[a0 + k]} * double{b.lo[b0 + k]};
+      lo_hi += double{a.lo_rz[a0 + k]} * double{b.hi[b0 + k]};
+      hi_lo += double{a.hi[a0 + k]} * double{b.lo_rz[b0 + k]};
       hi_hi += double{a.hi[a0 + k]} * double{b.hi[b0 + k]};
     }
     acc = round_toward_zero(double{acc} + lo_hi);
@@ -176,8 +190,8 @@ inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int6
     for (size_t k = 0; k < d; ++k) {
       double lo_hi = 0.0, hi_lo = 0.0, hi_hi = 0.0;
       for (size_t j = lo; j < hi; ++j) {
-        lo_hi += double{p.lo[j - base]} * double{v.hi[j * d + k]};
-        hi_lo += double{p.hi[j - base]} * double{v.lo[j * d + k]};
+        lo_hi += double{p.lo_rz[j - base]} * double{v.hi[j * d + k]};
+        hi_lo += double{p.hi[j - base]} * double{v.lo_rz[j * d + k]};
         hi_hi += double{p.hi[j - base]} * double{v.hi[j * d + k]};
       }
       acc[k] = round_toward_zero(double{acc[k]} + lo_hi);
