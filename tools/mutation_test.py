@@ -296,11 +296,16 @@ def merge(args):
     by_name = {}
     for run_ in runs:
         for r in run_["results"]:
-            by_name[r["name"]] = r
+            by_name[r["name"]] = dict(r, device=r.get("device", run_["meta"].get("device")))
     header = (ROOT / "kernel" / "include" / "flashcheck" /
               ("host_model.h" if MODEL["on"] else "mutants.h")).read_text()  # the catalogue's order
     results = sorted(by_name.values(), key=lambda r: header.find(f'"{r["name"]}"'))
     meta = dict(runs[0]["meta"])
+    # Parts measured on different GPUs: the header names them all, each row keeps its own (device, in the JSON).
+    devices = list(dict.fromkeys(r["device"] for r in by_name.values() if r.get("device")))
+    if len(devices) > 1:
+        meta["device"] = "; ".join(f"{d} for {', '.join(r['name'] for r in results if r.get('device') == d)}"
+                                   if d != devices[0] else d for d in devices)
     meta["args"] = ("--model " if MODEL["on"] else "") + f"--budget {meta['budget']:g} --seed {meta['seed']}" + (
         f" --perturb {meta['perturb']}" if meta.get("perturb") else "")
     meta["parts"] = [r["meta"]["args"] for r in runs]
