@@ -130,6 +130,7 @@ cpu_workers=${FLASHCHECK_FUZZ_CPU_WORKERS:-$(( (cores - all_kernel_workers * ker
 [ "$cpu_workers" -lt 1 ] && cpu_workers=1
 
 mkdir -p "$out/logs" "$out/findings"
+rm -f "$out"/logs/*.nostart  # an earlier night's in a reused OUTDIR
 for t in "${targets[@]}"; do
   mkdir -p "$corpus_root/$t" "$out/findings/$t"
 done
@@ -158,9 +159,11 @@ worker() {
     local rc=$?
     echo "=== exit $rc" >>"$log"
     [ "$rc" -eq 0 ] && break  # time is up (or no device after all: the target says so and exits 0)
-    if ! tail -n +"$((lines + 1))" "$log" | grep -q '^INFO: Seed:'; then
-      echo "${bin:-$target (no binary)}: exit $rc before fuzzing: $(tail -n +"$((lines + 1))" "$log" |
-        grep -v '^=== ' | grep -m1 . || echo 'no output')" >"$out/logs/$name.nostart"
+    # (awk reads the log itself: a pipe into an early-exiting grep would fail under pipefail on a long log)
+    if ! awk -v from="$((lines + 1))" 'NR >= from && /^INFO: Seed:/ {found = 1; exit} END {exit !found}' "$log"; then
+      echo "${bin:-$target (no binary)}: exit $rc before fuzzing: $(awk -v from="$((lines + 1))" \
+        'NR >= from && !/^=== / && NF {print; found = 1; exit} END {if (!found) print "no output"}' "$log")" \
+        >"$out/logs/$name.nostart"
       break
     fi
     sleep 1

@@ -303,7 +303,9 @@ def merge(args):
     meta = dict(runs[0]["meta"])
     # Parts measured on different GPUs: the header names them all, each row keeps its own (device, in the JSON).
     devices = list(dict.fromkeys(r["device"] for r in by_name.values() if r.get("device")))
-    if len(devices) > 1:
+    if len(devices) == 1:
+        meta["device"] = devices[0]
+    elif len(devices) > 1:
         meta["device"] = "; ".join(f"{d} for {', '.join(r['name'] for r in results if r.get('device') == d)}"
                                    if d != devices[0] else d for d in devices)
     meta["args"] = ("--model " if MODEL["on"] else "") + f"--budget {meta['budget']:g} --seed {meta['seed']}" + (

@@ -25,7 +25,8 @@ constexpr double kUMma = 0x1p-23;  // tensor-core fp32 accumulation truncates (F
 // k >= 4 for every shape used (m16n8k4/k8 tf32, m16n8k16 fp16/bf16, sm_90a wgmma m64nNk16), so n terms see
 // <= n + ceil(n/4) roundings.
 constexpr int64_t kMmaKMin = 4;
-// Split tf32 (hi = tf32(x), lo = tf32(x - hi), both round to nearest): |x - hi - lo| <= 2^-22 |x|, and the
+// Split tf32 (hi = tf32(x) to nearest; lo = x - hi as tf32, to nearest or, as the mma reads it, toward zero: the low
+// part has at most 12 significant bits, so either drops at most its last bit): |x - hi - lo| <= 2^-22 |x|, and the
 // dropped lo*lo' + hi*r' + r*hi' (+ smaller) of a product is below 3 * 2^-22 * (1 + 2^-10) |x y|.
 constexpr double kSplitProductRelErr = 3 * 0x1p-22 * (1 + 0x1p-10);
 // Roundings proportional to gap_j = m - s_j (natural-log units): fl(scale * log2 e) (2u: two roundings),

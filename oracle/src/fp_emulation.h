@@ -66,7 +66,8 @@ inline float round_to(Format format, float x) {
 // tf32 (11 significant bits) as cvt.rna.tf32.f32: to nearest, ties away from zero. The split kernel uses
 // cvt.rna below sm_90 and cvt.rn (ties to even) on sm_90; the low part x - hi has at most 13 significant
 // bits, so a quarter of them are ties, and ties away bias the dropped residual: its split errors are several
-// times larger. The reference takes the noisier rounding so that both are healthy (error_model.h).
+// times larger. The round-to-nearest chain member takes the noisier rounding so that both are healthy
+// (error_model.h); the tensor-core member reads the low part toward zero as the mma does (lo_rz below).
 inline float to_tf32(float x) {
   constexpr uint32_t kHalfUlp = 1u << 12;
   constexpr uint32_t kDroppedMask = (1u << 13) - 1u;
