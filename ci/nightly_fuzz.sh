@@ -22,7 +22,8 @@
 # unbounded one), FLASHCHECK_FUZZ_KERNEL_WORKERS (workers per profile per GPU; default: three quarters of the
 # cores split over the profiles and GPUs, at least 1), FLASHCHECK_FUZZ_CORPUS (a corpus directory kept between
 # nights, default OUTDIR/corpus), FLASHCHECK_FUZZ_CPU_WORKERS (workers per CPU target; default: the cores left
-# after the GPU workers, split between the two CPU targets, at least 1 each).
+# after the GPU workers, split between the two CPU targets, at least 1 each), FLASHCHECK_FUZZ_MERGE_SECONDS (the time
+# limit of each target's corpus merge after the budget, default 300; the targets merge at once).
 # Exit status: 0 with no finding, 1 with findings, 2 on a usage or build error or a worker that could not start.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +40,8 @@ usage: ci/nightly_fuzz.sh [--gpus N|all] BUDGET_SECONDS OUTDIR
   --gpus N|all   the first N GPUs, or all of them (default; ci/resource_spec.sh --visible finds them)
 environment: FLASHCHECK_FUZZ_BUILD, FLASHCHECK_FUZZ_KERNEL_BUILD, FLASHCHECK_FUZZ_NO_BUILD=1, FLASHCHECK_FUZZ_PROFILES,
   FLASHCHECK_FUZZ_KERNEL_WORKERS, FLASHCHECK_FUZZ_CORPUS, FLASHCHECK_FUZZ_CPU_WORKERS,
-  FLASHCHECK_FUZZ_STATUS_SECONDS (status line period, default 60; 0: none)
+  FLASHCHECK_FUZZ_STATUS_SECONDS (status line period, default 60; 0: none), FLASHCHECK_FUZZ_MERGE_SECONDS (each
+  target's corpus merge after the budget, default 300; one that runs out keeps its corpus unmerged)
 exit status: 0 no finding, 1 findings, 2 usage or build error, or a worker that could not start (logs/*.nostart)
 USAGE
 }
@@ -107,12 +109,12 @@ if [ "${FLASHCHECK_FUZZ_NO_BUILD:-0}" != 1 ]; then
 fi
 build=$(cd "$build" && pwd)
 [ ${#kernel_targets[@]} -gt 0 ] && kernel_build=$(cd "$kernel_build" && pwd)
-# binary TARGET: the executable a target runs (fuzz_kernel-* run fuzz_kernel of the kernel build).
+# binary TARGET: the executable a target runs (fuzz_kernel-* run fuzz_kernel of the kernel build), the shallowest
+# of that name in the build directory (a test's scratch copies lie deeper).
 binary() {
-  case $1 in
-    fuzz_kernel-*) find "$kernel_build" -type f -name fuzz_kernel -perm -u+x | head -1 ;;
-    *) find "$build" -type f -name "$1" -perm -u+x | head -1 ;;
-  esac
+  local dir=$build name=$1
+  case $1 in fuzz_kernel-*) dir=$kernel_build name=fuzz_kernel ;; esac
+  find "$dir" -type f -name "$name" -perm -u+x -printf '%d %p\n' | sort -n | head -1 | cut -d' ' -f2-
 }
 dict_of() { case $1 in fuzz_kernel-*) echo fuzz_kernel ;; *) echo "$1" ;; esac; }
 
@@ -130,7 +132,7 @@ cpu_workers=${FLASHCHECK_FUZZ_CPU_WORKERS:-$(( (cores - all_kernel_workers * ker
 [ "$cpu_workers" -lt 1 ] && cpu_workers=1
 
 mkdir -p "$out/logs" "$out/findings"
-rm -f "$out"/logs/*.nostart  # an earlier night's in a reused OUTDIR
+rm -f "$out"/logs/*.nostart "$out"/logs/*.unmerged  # an earlier night's, in a reused OUTDIR
 for t in "${targets[@]}"; do
   mkdir -p "$corpus_root/$t" "$out/findings/$t"
 done
@@ -219,16 +221,33 @@ fi
 wait "${pids[@]}"
 [ -n "${status_pid:-}" ] && kill "$status_pid" 2>/dev/null
 
-# Merge: keep the inputs that carry distinct features (the GPU target needs a device for it).
-for t in "${targets[@]}"; do
+# Merge: keep the inputs that carry distinct features (the GPU target needs a device for it). The targets merge at
+# once, each within FLASHCHECK_FUZZ_MERGE_SECONDS (default 300): a GPU target's merge runs every input through the
+# kernel and the oracle again, minutes for a night's corpus, and the summary must come a bounded time after the
+# budget. A merge that fails or runs out leaves the corpus as the workers left it (logs/TARGET.unmerged: its exit
+# status, 124 for the time limit).
+merge_seconds=${FLASHCHECK_FUZZ_MERGE_SECONDS:-300}
+merge_target() {
+  local t=$1 bin merged rc
   bin=$(binary "$t")
   merged="$corpus_root/$t.merged"
   rm -rf "$merged" && mkdir -p "$merged"
-  env CUDA_VISIBLE_DEVICES="$( [ -n "$(profile_of "$t")" ] && echo "${gpu_list[0]}")" \
+  timeout "$merge_seconds" env CUDA_VISIBLE_DEVICES="$( [ -n "$(profile_of "$t")" ] && echo "${gpu_list[0]}")" \
     FLASHCHECK_FUZZ_PROFILE="$(profile_of "$t")" "$bin" -merge=1 -timeout="$(timeout_for "$t")" -artifact_prefix="$out/findings/$t/" \
-    "$merged" "$corpus_root/$t" >"$out/logs/$t-merge.log" 2>&1 &&
+    "$merged" "$corpus_root/$t" >"$out/logs/$t-merge.log" 2>&1
+  rc=$?
+  if [ "$rc" -eq 0 ]; then
     rm -rf "$corpus_root/$t" && mv "$merged" "$corpus_root/$t"
+  else
+    rm -rf "$merged"
+    echo "$rc" >"$out/logs/$t.unmerged"
+  fi
+}
+merges=()
+for t in "${targets[@]}"; do
+  merge_target "$t" & merges+=($!)
 done
+wait "${merges[@]}"
 
 # Findings: a verdict finding leaves finding-<hash>.case (+ .txt) and libFuzzer's crash-<sha1> of the same
 # input; the crash file is listed with its finding. Other crash/leak/timeout/oom files stand alone.
@@ -295,6 +314,10 @@ per_s() { awk -v n="$1" -v b="$budget" 'BEGIN {printf "%.2f", (b > 0 ? n / b : 0
     cov=$(cat "${logs[@]}" | grep -oE 'cov: [0-9]+' | awk '{if ($2 > m) m = $2} END {print m + 0}')
     ft=$(cat "${logs[@]}" | grep -oE 'ft: [0-9]+' | awk '{if ($2 > m) m = $2} END {print m + 0}')
     size=$(find "$corpus_root/$t" -type f | wc -l)
+    merged=1 shown_size=$size
+    if [ -f "$out/logs/$t.unmerged" ]; then
+      merged=0 shown_size="$size (unmerged: exit $(cat "$out/logs/$t.unmerged"))"
+    fi
     total_findings=$((total_findings + count[$t]))
     # Coverage growth: inputs libFuzzer kept as new (its "NEW" lines) and cov from the first INITED to the end.
     new_inputs=$(cat "${logs[@]}" | grep -cE '^#[0-9]+[[:space:]]+NEW')
@@ -303,9 +326,9 @@ per_s() { awk -v n="$1" -v b="$budget" 'BEGIN {printf "%.2f", (b > 0 ? n / b : 0
     ft_initial=$(cat "${logs[@]}" | grep -E '^#[0-9]+[[:space:]]+INITED' | grep -oE 'ft: [0-9]+' |
       awk 'NR == 1 || $2 < m {m = $2} END {print m + 0}')
     tsv_row "$(shown "$t")" "${#logs[@]}" "$execs" "$cov" "$ft" "$size" "${count[$t]}" "$new_inputs" "$cov_initial" \
-      "$ft_initial" >>"$targets_tsv"
+      "$ft_initial" "$merged" >>"$targets_tsv"
     echo "| $(shown "$t") | ${#logs[@]} | $execs | $rate | $cov | $ft | $(per_s $((ft - ft_initial))) |" \
-      "$(per_s "$new_inputs") | $size | ${count[$t]} |"
+      "$(per_s "$new_inputs") | $shown_size | ${count[$t]} |"
   done
   if [ ${#kernel_targets[@]} -gt 0 ]; then
     echo
@@ -358,12 +381,13 @@ findings = [dict(zip(("target", "file", "kind", "case", "message", "replay"), r)
 for f in findings:
     f["case"] = f.get("case") or None
 targets = []
-for t, workers, execs, cov, ft, corpus, count, new_inputs, cov_initial, ft_initial in rows("targets.tsv"):
+for t, workers, execs, cov, ft, corpus, count, new_inputs, cov_initial, ft_initial, merged in rows("targets.tsv"):
     targets.append({"target": t, "workers": int(workers), "executions": int(execs), "exec_per_s": per_s(int(execs)),
                     "cov": int(cov), "ft": int(ft), "cov_initial": int(cov_initial),
                     "cov_gain_per_s": per_s(int(cov) - int(cov_initial)), "ft_initial": int(ft_initial),
                     "ft_gain_per_s": per_s(int(ft) - int(ft_initial)), "new_inputs": int(new_inputs),
-                    "new_inputs_per_s": per_s(int(new_inputs)), "corpus": int(corpus), "findings": int(count)})
+                    "new_inputs_per_s": per_s(int(new_inputs)), "corpus": int(corpus),
+                    "corpus_merged": merged == "1", "findings": int(count)})
 not_started = [{"worker": os.path.basename(p)[:-len(".nostart")], "message": open(p).read().strip()}
                for p in sorted(glob.glob(os.path.join(out, "logs", "*.nostart")))]
 gpu_workers = [{"worker": w, "target": t, "cuda_visible_devices": d, "executions": int(e), "exec_per_s": per_s(int(e))}

@@ -35,6 +35,7 @@ for t in doc["targets"]:
                       ("new_inputs_per_s", (int, float)), ("corpus", int), ("findings", int)]:
         assert isinstance(t[key], kind), (t["target"], key, t[key])
     assert t["executions"] > 0 and t["cov"] >= t["cov_initial"] > 0 and t["corpus"] > 0, t
+    assert t["corpus_merged"] is True, t
     row = re.search(r"^\| %s \| (\d+) \| (\d+) \|" % t["target"], md, re.M)
     assert row and int(row.group(1)) == t["workers"] and int(row.group(2)) == t["executions"], (t, row)
 assert doc["gpu_workers"] == [] and doc["findings"] == [], doc
