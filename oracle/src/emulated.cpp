@@ -144,13 +144,16 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
   const float cap_log2 = cap * detail::kLog2eF, tanh_scale = scale / cap;
   const float sink2 = static_cast<float>(view.sink) * detail::kLog2eF;
   // The ensemble: both exp2 error realizations (antithetic), and on mma paths both ways of accumulating the
-  // scores and P*V (the hardware's truncated blocks, a round-to-nearest chain). Per element the member
-  // farthest from the exact value: never a lucky cancellation, and at least as noisy as any one healthy
-  // implementation.
+  // scores and P*V (the hardware's truncated blocks, a round-to-nearest chain), and on the split path the
+  // hardware's own member besides: truncated blocks with the low parts read toward zero, in the scores and in
+  // P*V. Per element the member farthest from the exact value: never a lucky cancellation, and at least as noisy
+  // as any one healthy implementation.
   const int64_t tile = block_n > 0 ? block_n : n;
   const int64_t tile_origin = block_n > 0 ? 0 : view.key_begin;  // one tile: it starts at the first visible key
   std::vector<detail::DotRounding> roundings = {detail::DotRounding::kNearestChain};
   if (path != Arithmetic::kGeneralFp32) roundings.push_back(detail::DotRounding::kTruncatedBlocks);
+  if (path == Arithmetic::kSplitTf32) roundings.push_back(detail::DotRounding::kTruncatedBlocksLowTowardZero);
+  const auto hardware = [](detail::DotRounding r) { return r == detail::DotRounding::kTruncatedBlocksLowTowardZero; };
   std::vector<double> out;
   // x for the two realizations of the function errors (sign +1, -1); without a softcap they are one.
   std::vector<float> x[2] = {std::vector<float>(static_cast<size_t>(n)), std::vector<float>(static_cast<size_t>(n))};
@@ -170,6 +173,7 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
       }
     }
     for (const detail::DotRounding rounding : roundings) {
+      if (hardware(score_rounding) != hardware(rounding)) continue;  // the hardware's member is whole
       for (const double sign : {1.0, -1.0}) {
         const std::vector<double> member = softmax_pv(row, x[sign > 0 ? 0 : 1], v, dim, view.key_begin, tile,
                                                       tile_origin, sink2, format, path, sign, rounding);

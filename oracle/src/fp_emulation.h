@@ -66,8 +66,9 @@ inline float round_to(Format format, float x) {
 // tf32 (11 significant bits) as cvt.rna.tf32.f32: to nearest, ties away from zero. The split kernel uses
 // cvt.rna below sm_90 and cvt.rn (ties to even) on sm_90; the low part x - hi has at most 13 significant
 // bits, so a quarter of them are ties, and ties away bias the dropped residual: its split errors are several
-// times larger. The round-to-nearest chain member takes the noisier rounding so that both are healthy
-// (error_model.h); the tensor-core member reads the low part toward zero as the mma does (lo_rz below).
+// times larger. The reference's members take the noisier rounding so that both are healthy (error_model.h), and
+// the split path's hardware member (kTruncatedBlocksLowTowardZero) reads the low part toward zero as the mma does
+// (lo_rz below).
 inline float to_tf32(float x) {
   constexpr uint32_t kHalfUlp = 1u << 12;
   constexpr uint32_t kDroppedMask = (1u << 13) - 1u;
@@ -111,8 +112,9 @@ inline Operands make_operands(std::vector<float> value, Arithmetic path) {
 // How a dot product's fp32 additions round: a chain of FMAs rounding to nearest (CUDA cores, the host model;
 // on the split path three FMAs per product, lo*hi, hi*lo, hi*hi, the kernel's mma order), or the tensor
 // core's blocks of exact products added to the accumulator with truncation (kMmaKHalf, or kMmaKTf32 per
-// split term).
-enum class DotRounding { kNearestChain, kTruncatedBlocks };
+// split term), the split's low parts rounded to nearest (lo) or, as the split kernels' mma reads them, toward zero
+// (lo_rz; on the fp16/bf16 path the two are the same).
+enum class DotRounding { kNearestChain, kTruncatedBlocks, kTruncatedBlocksLowTowardZero };
 
 // sum_k a[a0 + k] b[b0 + k] over k < dim in fp32 at the path's rounding points.
 inline float dot_fp32(const Operands& a, size_t a0, const Operands& b, size_t b0, int64_t dim, Arithmetic path,
@@ -140,11 +142,14 @@ inline float dot_fp32(const Operands& a, size_t a0, const Operands& b, size_t b0
     }
     return acc;
   }
+  const bool toward_zero = rounding == DotRounding::kTruncatedBlocksLowTowardZero;
+  const std::vector<float>& a_lo = toward_zero ? a.lo_rz : a.lo;
+  const std::vector<float>& b_lo = toward_zero ? b.lo_rz : b.lo;
   for (size_t k0 = 0; k0 < n; k0 += kMmaKTf32) {
     double lo_hi = 0.0, hi_lo = 0.0, hi_hi = 0.0;
     for (size_t k = k0; k < std::min(n, k0 + kMmaKTf32); ++k) {
-      lo_hi += double{a.lo_rz[a0 + k]} * double{b.hi[b0 + k]};
-      hi_lo += double{a.hi[a0 + k]} * double{b.lo_rz[b0 + k]};
+      lo_hi += double{a_lo[a0 + k]} * double{b.hi[b0 + k]};
+      hi_lo += double{a.hi[a0 + k]} * double{b_lo[b0 + k]};
       hi_hi += double{a.hi[a0 + k]} * double{b.hi[b0 + k]};
     }
     acc = round_toward_zero(double{acc} + lo_hi);
@@ -186,13 +191,16 @@ inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int6
     }
     return;
   }
+  const bool toward_zero = rounding == DotRounding::kTruncatedBlocksLowTowardZero;
+  const std::vector<float>& p_lo = toward_zero ? p.lo_rz : p.lo;
+  const std::vector<float>& v_lo = toward_zero ? v.lo_rz : v.lo;
   for (int64_t b0 = j0; b0 < j1; b0 += kMmaKTf32) {
     const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + kMmaKTf32));
     for (size_t k = 0; k < d; ++k) {
       double lo_hi = 0.0, hi_lo = 0.0, hi_hi = 0.0;
       for (size_t j = lo; j < hi; ++j) {
-        lo_hi += double{p.lo_rz[j - base]} * double{v.hi[j * d + k]};
-        hi_lo += double{p.hi[j - base]} * double{v.lo_rz[j * d + k]};
+        lo_hi += double{p_lo[j - base]} * double{v.hi[j * d + k]};
+        hi_lo += double{p.hi[j - base]} * double{v_lo[j * d + k]};
         hi_hi += double{p.hi[j - base]} * double{v.hi[j * d + k]};
       }
       acc[k] = round_toward_zero(double{acc[k]} + lo_hi);

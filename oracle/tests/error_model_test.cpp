@@ -123,7 +123,7 @@ TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
     float tile_max = -std::numeric_limits<float>::infinity();
     for (int64_t j = t0; j < t1; ++j) {
       const float dot = detail::dot_fp32(q, 0, k, static_cast<size_t>(j * dim), dim, model.path,
-                                         detail::DotRounding::kTruncatedBlocks);
+                                         detail::DotRounding::kTruncatedBlocksLowTowardZero);
       s[static_cast<size_t>(j - t0)] = capped ? capped_score(dot, keys.begin + j) : fma_form ? dot : dot * c;
       tile_max = std::fmax(tile_max, s[static_cast<size_t>(j - t0)]);
     }
@@ -152,7 +152,7 @@ TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
       if (model.defect == Defect::kPOneFormatCoarser) pj = coarser(model, pj);
     }
     detail::accumulate_pv(acc.data(), detail::make_operands(std::vector<float>(p.begin() + t0, p.begin() + t1), model.path),
-                          v, t0, t1, dim, model.path, detail::DotRounding::kTruncatedBlocks);
+                          v, t0, t1, dim, model.path, detail::DotRounding::kTruncatedBlocksLowTowardZero);
     if (model.defect == Defect::kOAccumInDtype) {
       for (float& a : acc) a = detail::round_to(model.format, a);
     }
@@ -314,9 +314,10 @@ std::vector<NamedScenario> scenarios() {
 // ---- the bound holds
 
 // The split kernels hand the tensor core the fp32 low part x - hi, whose last bit the mma drops toward zero
-// (split_tf32/kernel.cuh); the reference's tensor-core member reads it so. Rounded to nearest, ties away, the
-// member erred away from zero where the hardware errs toward it, and 2.6 times less than the kernel on rows of
-// same-sign products (GPU finding gpu-nightly-rms-split-tf32-truncated-lo, an RMS check at 1.04 there).
+// (split_tf32/kernel.cuh); the reference's hardware member reads it so (kTruncatedBlocksLowTowardZero). Rounded
+// to nearest, ties away, it errs away from zero where the hardware errs toward it: without that member the
+// reference erred 2.6 times less than the kernel on rows of same-sign products (GPU finding
+// gpu-nightly-rms-split-tf32-truncated-lo, an RMS check at 1.04 there).
 TEST(FpEmulation, SplitLowPartAsTheTensorCoreReadsIt) {
   std::vector<float> xs;
   uint32_t state = 12345u;

@@ -101,9 +101,10 @@ double l_error_ratio(const RowResult& exact, const RowBound& bound, double kerne
 // when block_n <= 0; pass the kernel's block_n: P is then rounded relative to the same running max as in
 // the kernel, so the two round P value for value), at the rounding points of `arithmetic` on `format` inputs:
 // fp32 scores as round-to-nearest FMA chains (three tf32 products per product on the split path, tf32
-// rounded ties-away as cvt.rna) and, on tensor-core paths, as the hardware's truncated blocks (the split's low
-// part read toward zero, as the mma reads it), x = fl(s * fl(scale * log2 e)) (with a softcap c, x = fl(fl(c log2 e) *
-// tanh(fl(s * fl(scale / c)))), tanh with a deterministic pseudo-random relative error of up to kTanhRelErr),
+// rounded ties-away as cvt.rna) and, on tensor-core paths, as truncated blocks (on the split path also with the
+// low parts read toward zero, as the mma reads them: the hardware's own member, scores and P*V),
+// x = fl(s * fl(scale * log2 e)) (with a softcap c, x = fl(fl(c log2 e) * tanh(fl(s * fl(scale / c)))), tanh with
+// a deterministic pseudo-random relative error of up to kTanhRelErr),
 // p = exp2(x - m) in fp32 with a deterministic pseudo-random relative error of up to kExp2RelErr (the GPU's
 // approximate exp2), l summed in fp32 from fp32 p, P rounded as the path rounds it, P*V in fp32, the sink merged
 // into the final state as the kernels' epilogue does, one division, O rounded to format. It is an
