@@ -69,18 +69,17 @@ inline float round_to(Format format, float x) {
 // times larger. The reference's members take the noisier rounding so that both are healthy (error_model.h), and
 // the split path's hardware member (kTruncatedBlocksLowTowardZero) reads the low part toward zero as the mma does
 // (lo_rz below).
+inline constexpr uint32_t kTf32DroppedMask = (1u << 13) - 1u;  // the fp32 mantissa bits tf32 drops
 inline float to_tf32(float x) {
   constexpr uint32_t kHalfUlp = 1u << 12;
-  constexpr uint32_t kDroppedMask = (1u << 13) - 1u;
   if (!std::isfinite(x)) return x;
-  return std::bit_cast<float>((std::bit_cast<uint32_t>(x) + kHalfUlp) & ~kDroppedMask);
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(x) + kHalfUlp) & ~kTf32DroppedMask);
 }
 
 // tf32 as the tensor core reads an fp32 register that holds more bits: its top 19 bits, toward zero.
 inline float to_tf32_toward_zero(float x) {
-  constexpr uint32_t kDroppedMask = (1u << 13) - 1u;
   if (!std::isfinite(x)) return x;
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(x) & ~kDroppedMask);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(x) & ~kTf32DroppedMask);
 }
 
 // fp32 operands of a path, decoded once: the values and, for the split path, x = hi + lo with hi = tf32(x) and
@@ -116,6 +115,11 @@ inline Operands make_operands(std::vector<float> value, Arithmetic path) {
 // (lo_rz; on the fp16/bf16 path the two are the same).
 enum class DotRounding { kNearestChain, kTruncatedBlocks, kTruncatedBlocksLowTowardZero };
 
+// The split's low parts as `rounding` reads them.
+inline const std::vector<float>& low_parts(const Operands& ops, DotRounding rounding) {
+  return rounding == DotRounding::kTruncatedBlocksLowTowardZero ? ops.lo_rz : ops.lo;
+}
+
 // sum_k a[a0 + k] b[b0 + k] over k < dim in fp32 at the path's rounding points.
 inline float dot_fp32(const Operands& a, size_t a0, const Operands& b, size_t b0, int64_t dim, Arithmetic path,
                       DotRounding rounding) {
@@ -142,9 +146,8 @@ inline float dot_fp32(const Operands& a, size_t a0, const Operands& b, size_t b0
     }
     return acc;
   }
-  const bool toward_zero = rounding == DotRounding::kTruncatedBlocksLowTowardZero;
-  const std::vector<float>& a_lo = toward_zero ? a.lo_rz : a.lo;
-  const std::vector<float>& b_lo = toward_zero ? b.lo_rz : b.lo;
+  const std::vector<float>& a_lo = low_parts(a, rounding);
+  const std::vector<float>& b_lo = low_parts(b, rounding);
   for (size_t k0 = 0; k0 < n; k0 += kMmaKTf32) {
     double lo_hi = 0.0, hi_lo = 0.0, hi_hi = 0.0;
     for (size_t k = k0; k < std::min(n, k0 + kMmaKTf32); ++k) {
@@ -191,9 +194,8 @@ inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int6
     }
     return;
   }
-  const bool toward_zero = rounding == DotRounding::kTruncatedBlocksLowTowardZero;
-  const std::vector<float>& p_lo = toward_zero ? p.lo_rz : p.lo;
-  const std::vector<float>& v_lo = toward_zero ? v.lo_rz : v.lo;
+  const std::vector<float>& p_lo = low_parts(p, rounding);
+  const std::vector<float>& v_lo = low_parts(v, rounding);
   for (int64_t b0 = j0; b0 < j1; b0 += kMmaKTf32) {
     const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + kMmaKTf32));
     for (size_t k = 0; k < d; ++k) {

@@ -179,15 +179,21 @@ struct CpAsyncShadow {
 #endif
 };
 
-// What a premature read finds in a perturbed build: this thread's copies landed (cp.async.wait_all), then, once the
-// caller's barrier has gathered every thread that copied into the slot, all-ones bytes over [base, base + bytes),
-// 16 bytes per thread and step (thread `index` of `count`).
-__device__ __forceinline__ void cp_async_drain() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
-__device__ __forceinline__ void poison_shared(uint32_t base, int bytes, int index, int count) {
+// What a premature read finds in a perturbed build: every copy of the threads that share the slot landed
+// (cp.async.wait_all, then `barrier`, which gathers them: __syncthreads or __syncwarp), then all-ones bytes over
+// [base, base + bytes), 16 bytes per thread and step (thread `index` of `count`), and `barrier` again, so that no
+// thread's own access to its chunks comes before the poison. The test is the same in every thread (they all commit
+// and wait alike), so every thread reaches the barriers.
+template <class Barrier>
+__device__ __forceinline__ void poison_if_premature(bool premature, uint32_t base, int bytes, int index, int count,
+                                                    Barrier barrier) {
+  if (!premature) return;
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+  barrier();
   for (int offset = index * 16; offset < bytes; offset += count * 16) {
     asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(base + offset), "r"(~0u) : "memory");
   }
+  barrier();
 }
 
 }  // namespace flashcheck::detail

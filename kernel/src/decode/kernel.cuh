@@ -220,10 +220,7 @@ struct Warp {
     const auto stage_slot = [&](int64_t kt) { return static_cast<int>((kt - run_begin) % kS); };
     const auto stage_of = [&](int64_t kt) { return stage0 + static_cast<uint32_t>(stage_slot(kt)) * Tile::kStageBytes; };
     const auto poison_if_premature = [&](int slot, uint32_t base, int bytes) {
-      if (!copies.premature(slot)) return;
-      cp_async_drain();
-      __syncwarp();
-      poison_shared(base, bytes, lane, kLanes);
+      detail::poison_if_premature(copies.premature(slot), base, bytes, lane, kLanes, [] { __syncwarp(); });
     };
     const auto tile_key = [&](int64_t kt) { return (tiles.first + kt) * Tile::kBlockN; };
     const auto copy_tile = [&](int64_t kt, const TileRows& where) {

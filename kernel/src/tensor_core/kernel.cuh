@@ -136,15 +136,10 @@ struct Forward {
   using Copies = CpAsyncShadow<3>;
   __device__ static int stage_slot(int tile) { return 1 + (tile & 1); }
 
-  // Perturbed builds: a slot read before a wait guaranteed its copies reads NaN (common/mutants.cuh). The test is
-  // the same in every thread (all of them commit and wait alike), so the barriers inside are reached by all; the
-  // second orders the poison before any thread's own access to its chunks (negate_own_q_chunks).
+  // Perturbed builds: a slot read before a wait guaranteed its copies reads NaN (common/mutants.cuh).
   __device__ static void poison_if_premature(const Copies& copies, int slot, uint32_t base, int bytes) {
-    if (!copies.premature(slot)) return;
-    cp_async_drain();
-    __syncthreads();
-    poison_shared(base, bytes, static_cast<int>(threadIdx.x), Cfg::kThreads);
-    __syncthreads();
+    detail::poison_if_premature(copies.premature(slot), base, bytes, static_cast<int>(threadIdx.x), Cfg::kThreads,
+                                [] { __syncthreads(); });
   }
 
   // Flips the sign bit of the Q chunks this thread loaded (its own cp.async writes are visible to it after
