@@ -11,13 +11,15 @@ if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
   echo "usage: nightly_nostart_test.sh SOURCE_DIR WORKDIR [SECONDS]"
   exit 0
 fi
-src=$1 work=$2 seconds=${3:-6}
+src=$1 work=$2 seconds=${3:-12}
 rm -rf "$work" && mkdir -p "$work/bin"
 printf '#!/bin/sh\necho "fuzz_api: error while loading shared libraries: libomp.so.5: cannot open shared object file" >&2\nexit 127\n' \
   >"$work/bin/fuzz_api"
 printf '#!/bin/sh\ncase "$*" in *-merge=1*) exec sleep 60 ;; esac\necho "INFO: Seed: 1"\nseq 100000\nexit 1\n' \
   >"$work/bin/fuzz_model"
 chmod +x "$work/bin/fuzz_api" "$work/bin/fuzz_model"
+# Workers stop restarting with under 5 s of budget left: SECONDS leaves the long-log target time for several runs.
+[ "$seconds" -ge 10 ] || { echo "nightly_nostart_test.sh: SECONDS must be at least 10" >&2; exit 2; }
 start=$(date +%s)
 CUDA_VISIBLE_DEVICES= FLASHCHECK_FUZZ_MERGE_SECONDS=2 FLASHCHECK_FUZZ_NO_BUILD=1 FLASHCHECK_FUZZ_BUILD="$work/bin" FLASHCHECK_FUZZ_CPU_WORKERS=1 \
   FLASHCHECK_FUZZ_STATUS_SECONDS=0 bash "$src/ci/nightly_fuzz.sh" --gpus all "$seconds" "$work/out" >"$work/nightly.log" 2>&1
