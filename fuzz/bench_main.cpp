@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   TargetSpec spec = kernel_target_spec(profile);
   spec.name = "flashcheck-fuzz-bench";
   spec.backend = flashcheck::Backend::kHostModel;
+  spec.draw_on = flashcheck::DrawOn::kHost;
   std::vector<uint8_t> bytes(kInputBytes);
   for (long n = 0; n < runs; ++n) {
     // Counter (block, run): 16 bytes a Philox call.

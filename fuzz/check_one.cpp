@@ -87,7 +87,7 @@ int check_one_timed(const TargetSpec& spec, const uint8_t* data, size_t size) {
   if (!within_limits(c, spec.limits)) return -1;
   g_times.decode_s += lap(&clock);
   HostInputs inputs;
-  if (Status s = make_inputs(c, &inputs, kMaxInputBytes); !s.ok()) {
+  if (Status s = make_inputs(c, &inputs, kMaxInputBytes, spec.draw_on); !s.ok()) {
     if (mode == DecodeMode::kText) return -1;
     report_finding(
         spec.name, backend_name, c,
@@ -137,6 +137,8 @@ TargetSpec kernel_target_spec(SizeProfile profile) {
   spec.backend = Backend::kGpu;
   spec.limits = kKernelLimits;
   spec.profile = profile;
+  // The elements come from the device (the same bits): on the host they cost more than the kernel's run.
+  spec.draw_on = DrawOn::kDevice;
   // The rows the oracle checks: cases of up to full_check_limit rows in full; larger ones on the structural rows
   // of the first and the last (batch, head) pair (sample_rows: first and last rows, Q-tile boundaries, the first
   // and last fully masked rows, rows whose visible keys begin or end at a K-tile boundary, the diagonal's

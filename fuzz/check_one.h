@@ -22,6 +22,7 @@ struct TargetSpec {
   DecodeLimits limits;
   SizeProfile profile = SizeProfile::kAll;  // binary inputs decode inside it; case lines outside it are rejected
   JudgeOptions judge;
+  DrawOn draw_on = DrawOn::kHost;  // where make_inputs draws Q, K and V (the GPU target's: on its device)
   // The harness runner's options: the host model's defect, the GPU's device pool. Every run also records
   // row m, l and the tile counters (check_one sets them).
   RunOptions run;

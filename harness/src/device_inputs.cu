@@ -84,6 +84,16 @@ __global__ void generate_kernel(elements::ElementRule rule, DenseLayout t, uint3
   }
 }
 
+// Every element of a canonical [BH, S, D] array (no padding): draw_on_device.
+__global__ void draw_kernel(elements::ElementRule rule, int64_t seqlen, int64_t head_dim, int64_t count, int esize,
+                            uint8_t* bits) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t p = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; p < count; p += stride) {
+    const int64_t row = p / head_dim;
+    store_slot(bits, p, esize, elements::element_bits(rule, row % seqlen, p, elements::dominant_row(rule, row / seqlen)));
+  }
+}
+
 // Counts the slots that differ from what generate_kernel writes (injected elements excepted by the caller's count).
 __global__ void count_changed_kernel(elements::ElementRule rule, DenseLayout t, uint32_t pad_bits,
                                      const uint8_t* buffer, unsigned long long* changed) {
@@ -213,12 +223,43 @@ Status generate_tensor(const Case& c, char tensor, void* buffer, cudaStream_t st
   return Status::ok_status();
 }
 
+// draw_on_device's device buffer, per host thread, grown as needed and kept for the next case (a cudaMalloc per
+// case would cost more than the draw). Never freed: it lives until the process ends, like the CUDA context.
+struct DrawScratch {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+thread_local DrawScratch t_draw_scratch;
+
 // Byte offset of element (b, h, s, d) of a dense tensor with `strides`.
 int64_t element_offset(const Strides& strides, int64_t esize, int64_t b, int64_t h, int64_t s, int64_t d) {
   return (b * strides.batch + h * strides.head + s * strides.row + d) * esize;
 }
 
 }  // namespace
+
+Status draw_on_device(const Case& c, char tensor, std::vector<uint8_t>* bits) {
+  if (!device_available()) return {StatusCode::kNoDevice, "no CUDA device available"};
+  const int64_t heads = tensor == 'q' ? c.heads_q : c.heads_kv;
+  const int64_t seqlen = tensor == 'q' ? c.seqlen_q : c.seqlen_k;
+  const int esize = static_cast<int>(dtype_size(c.dtype));
+  const int64_t count = c.batch * heads * seqlen * c.head_dim;
+  bits->resize(static_cast<size_t>(count * esize));
+  if (count == 0) return Status::ok_status();
+  DrawScratch& scratch = t_draw_scratch;
+  if (scratch.bytes < bits->size()) {
+    if (scratch.ptr != nullptr) FLASHCHECK_CUDA_TRY(cudaFree(scratch.ptr), "draw buffer");
+    scratch = {};
+    FLASHCHECK_CUDA_TRY(cudaMalloc(&scratch.ptr, bits->size()), "draw buffer");
+    scratch.bytes = bits->size();
+  }
+  draw_kernel<<<blocks_for(count), kThreads>>>(elements::tensor_rule(c, tensor), seqlen, c.head_dim, count, esize,
+                                               static_cast<uint8_t*>(scratch.ptr));
+  FLASHCHECK_CUDA_TRY(cudaGetLastError(), std::string("draw ") + tensor);
+  FLASHCHECK_CUDA_TRY(cudaMemcpy(bits->data(), scratch.ptr, bits->size(), cudaMemcpyDeviceToHost),
+                      std::string("read back ") + tensor);
+  return Status::ok_status();
+}
 
 DeviceInputs::~DeviceInputs() { release(); }
 

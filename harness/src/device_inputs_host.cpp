@@ -34,6 +34,8 @@ Status download_device_inputs(const DeviceInputs&, std::vector<uint8_t>*, std::v
   return no_cuda();
 }
 
+Status draw_on_device(const Case&, char, std::vector<uint8_t>*) { return no_cuda(); }
+
 SampledRun run_sampled_on_device(const Case& c, std::span<const oracle::RowRef>, void*) {
   SampledRun result;
   result.status = check_device_inputs_case(c);

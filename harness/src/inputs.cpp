@@ -1,6 +1,6 @@
 // Input generation for a case on the host: every element by the one definition of element_values.h (Philox4x32-10
 // at (seed, tensor stream, canonical element index), the case's distribution in double, rounded once to the dtype),
-// then injections; stored in the case's layout (dense, or with sequences packed or paged) over a buffer of poison.
+// or Q, K and V's elements drawn by the same definition on the device (DrawOn::kDevice), then injections; stored in the case's layout (dense, or with sequences packed or paged) over a buffer of poison.
 // Compiled with -ffp-contract=off: only + - * / sqrt and detmath, evaluated in source order, so the bytes
 // (and the golden hashes) are identical on every machine, and the device generator's (device_inputs.cu).
 #include <cmath>
@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "element_values.h"
+#include "flashcheck/device_inputs.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/oracle_bridge.h"
 
@@ -27,6 +28,18 @@ using elements::below;
 using elements::Draw;
 
 Draw draw(uint64_t seed, Stream stream, uint64_t index) { return elements::draw(seed, static_cast<uint32_t>(stream), index); }
+
+// Element `index` of canonical bits of esize bytes each (draw_on_device's).
+uint32_t load_drawn(const std::vector<uint8_t>& drawn, int64_t esize, int64_t index) {
+  if (esize == 2) {
+    uint16_t bits16 = 0;
+    std::memcpy(&bits16, drawn.data() + index * 2, sizeof(bits16));
+    return bits16;
+  }
+  uint32_t bits = 0;
+  std::memcpy(&bits, drawn.data() + index * 4, sizeof(bits));
+  return bits;
+}
 
 // Stores an encoded element (2 or 4 bytes) in host byte order, the order the kernel reads.
 void store_bits(uint32_t bits, int64_t esize, uint8_t* dst) {
@@ -63,9 +76,10 @@ struct TensorShape {
 };
 
 // Fills `bytes` (layout) and `exact` (canonical) for one tensor of `dtype` (the case's, or fp32 for the sink) by its
-// rule (element_values.h, the definition the device generator shares).
+// rule (element_values.h, the definition the device generator shares), or from `drawn`, the canonical elements'
+// bits already drawn by that rule (draw_on_device, esize bytes each).
 void generate(const elements::ElementRule& rule, DType dtype, const TensorShape& t, std::vector<uint8_t>* bytes,
-              std::vector<double>* exact) {
+              std::vector<double>* exact, const std::vector<uint8_t>* drawn = nullptr) {
   // An empty tensor has nothing to draw, however large its other extents (b=2^63-1 hq=0 must not loop).
   if (t.batch == 0 || t.heads == 0 || t.seqlen == 0 || t.head_dim == 0) return;
   const int64_t esize = dtype_size(dtype);
@@ -78,7 +92,8 @@ void generate(const elements::ElementRule& rule, DType dtype, const TensorShape&
         const int64_t row_index = t.canonical(b, h, s);
         for (int64_t d = 0; d < t.head_dim; ++d) {
           const int64_t index = row_index + d;
-          const uint32_t bits = elements::element_bits(rule, s, index, dominant);
+          const uint32_t bits =
+              drawn != nullptr ? load_drawn(*drawn, esize, index) : elements::element_bits(rule, s, index, dominant);
           store_bits(bits, esize, bytes->data() + (row_offset + d) * esize);
           (*exact)[static_cast<size_t>(index)] = decode_dtype(dtype, bits);
         }
@@ -293,7 +308,7 @@ void regenerate_rows(const Case& c, char tensor, int64_t b, int64_t h, int64_t s
   }
 }
 
-Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
+Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes, DrawOn draw_on) {
   if (Status status = validate_case(c); !status.ok()) return status;
   const int64_t esize = dtype_size(c.dtype);
   const Params params = case_params(c);
@@ -334,9 +349,18 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes) {
       kv_shape.row0 = &in.cu_seqlens_k;
     }
   }
-  generate(elements::tensor_rule(c, 'q'), c.dtype, q_shape, &in.q, &in.q_exact);
-  generate(elements::tensor_rule(c, 'k'), c.dtype, kv_shape, &in.k, &in.k_exact);
-  generate(elements::tensor_rule(c, 'v'), c.dtype, kv_shape, &in.v, &in.v_exact);
+  const std::pair<char, const TensorShape*> tensors[] = {{'q', &q_shape}, {'k', &kv_shape}, {'v', &kv_shape}};
+  for (const auto& [tensor, shape] : tensors) {
+    std::vector<uint8_t>& bytes = tensor == 'q' ? in.q : tensor == 'k' ? in.k : in.v;
+    std::vector<double>& exact = tensor == 'q' ? in.q_exact : tensor == 'k' ? in.k_exact : in.v_exact;
+    if (draw_on == DrawOn::kDevice) {
+      std::vector<uint8_t> drawn;
+      if (Status s = draw_on_device(c, tensor, &drawn); !s.ok()) return s;
+      generate(elements::tensor_rule(c, tensor), c.dtype, *shape, &bytes, &exact, &drawn);
+    } else {
+      generate(elements::tensor_rule(c, tensor), c.dtype, *shape, &bytes, &exact);
+    }
+  }
   make_sink(c, &in.sink, &in.sink_exact);
 
   for (const Injection& inj : c.inject) {

@@ -1,7 +1,7 @@
 // The backend-independent runner: builds poisoned, canaried output images (O, LSE and the instrumentation
 // the options ask for) and canaried images of the sink and the index arrays, hands them to the host model (in
 // place) or to the GPU launcher (round trip), then inspects them: damaged canaries, elements still holding the
-// poison, input hashes (Q, K, V, the sink, the index arrays), and decodes O, LSE, m and l into canonical
+// poison, changed inputs (Q, K, V, the sink, the index arrays, compared byte for byte), and decodes O, LSE, m and l into canonical
 // [B, Hq, Sq(, D)] order from the kernel's (packed with sequences).
 // Invariant: every check runs on the bytes the backend left, so a skipped row or a stray write shows up.
 #include <algorithm>
@@ -19,7 +19,7 @@ namespace flashcheck {
 namespace {
 
 using detail::OutputImages;
-using detail::QkvHashes;
+using detail::QkvChanged;
 
 // LSE rows allocated for a case without O elements (head_dim = 0): enough for any shape a test builds.
 constexpr int64_t kMaxRowsWithoutO = int64_t{1} << 24;
@@ -106,14 +106,12 @@ std::vector<uint8_t> make_input_image(const std::vector<T>& values) {
   return image;
 }
 
+// Whether an input's payload in its image differs from the input's values.
 template <typename T>
-uint64_t hash_of(const std::vector<T>& values) {
-  return fnv1a64(reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(T));
+bool payload_differs(const std::vector<T>& values, std::vector<uint8_t>& image) {
+  const size_t size = values.size() * sizeof(T);
+  return size > 0 && std::memcmp(detail::payload(image), values.data(), size) != 0;
 }
-
-// The hashes a backend reports after the call: the bytes of Q, K and V as it left them (the sink's and the index
-// arrays' come from their images).
-QkvHashes qkv_hashes(const HostInputs& in) { return {hash_of(in.q), hash_of(in.k), hash_of(in.v)}; }
 
 // Guard | zeroed uint64 counters | guard: Instrumentation's counters accumulate (+=).
 std::vector<uint8_t> make_counter_image(int64_t count) {
@@ -186,15 +184,14 @@ namespace {
 
 // Where a backend's results go: the call gets params whose o/lse (and sink, and index arrays) point into the
 // images' payloads (host backends) and may replace them (the GPU round trip); it returns the call's status, the
-// config that ran and the hashes of Q, K, V after the call.
+// config that ran and which of Q, K, V it left changed.
 using ImageCall =
-    std::function<Status(Params* params, OutputImages* images, KernelConfig* config, QkvHashes* hashes_after)>;
+    std::function<Status(Params* params, OutputImages* images, KernelConfig* config, QkvChanged* changed)>;
 
-// The inputs a run hashes before and after, in HostInputs' order, by the names RunOutputs::modified_input uses.
-constexpr int kHashedInputs = 8;
-constexpr const char* kInputNames[kHashedInputs] = {"q", "k", "v", "sink", "cu_seqlens_q", "cu_seqlens_k",
+// The inputs a run compares after the call, in HostInputs' order, by the names RunOutputs::modified_input uses.
+constexpr int kCheckedInputs = 8;
+constexpr const char* kInputNames[kCheckedInputs] = {"q", "k", "v", "sink", "cu_seqlens_q", "cu_seqlens_k",
                                                      "seqused_k", "page_table"};
-using InputHashes = std::array<uint64_t, kHashedInputs>;
 
 RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, const ImageCall& call) {
   RunOutputs out;
@@ -294,16 +291,10 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
   if (!inputs.seqused_k.empty()) images.seqused_k = make_input_image(inputs.seqused_k);
   if (!inputs.page_table.empty()) images.page_table = make_input_image(inputs.page_table);
 
-  // The images' payloads and their sizes, in kInputNames' order after q, k, v.
-  const std::pair<std::vector<uint8_t>*, size_t> input_images[kHashedInputs - 3] = {
-      {&images.sink, inputs.sink.size() * sizeof(float)},
-      {&images.cu_seqlens_q, inputs.cu_seqlens_q.size() * sizeof(int32_t)},
-      {&images.cu_seqlens_k, inputs.cu_seqlens_k.size() * sizeof(int32_t)},
-      {&images.seqused_k, inputs.seqused_k.size() * sizeof(int32_t)},
-      {&images.page_table, inputs.page_table.size() * sizeof(int32_t)}};
-  const InputHashes hashes_before = {hash_of(inputs.q),            hash_of(inputs.k),         hash_of(inputs.v),
-                                     hash_of(inputs.sink),         hash_of(inputs.cu_seqlens_q),
-                                     hash_of(inputs.cu_seqlens_k), hash_of(inputs.seqused_k), hash_of(inputs.page_table)};
+  // The images of the inputs after q, k, v, in kInputNames' order.
+  std::vector<uint8_t>* const input_images[kCheckedInputs - 3] = {&images.sink, &images.cu_seqlens_q,
+                                                                  &images.cu_seqlens_k, &images.seqused_k,
+                                                                  &images.page_table};
   params.o = o_base;
   params.lse = reinterpret_cast<float*>(images.lse.data() + kGuardBytes);
   params.sink = reinterpret_cast<const float*>(detail::payload(images.sink));
@@ -311,18 +302,22 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
   params.cu_seqlens_k = reinterpret_cast<const int32_t*>(detail::payload(images.cu_seqlens_k));
   params.seqused_k = reinterpret_cast<const int32_t*>(detail::payload(images.seqused_k));
   params.page_table = reinterpret_cast<const int32_t*>(detail::payload(images.page_table));
-  QkvHashes qkv_after{};
-  out.status = call(&params, &images, &out.config, &qkv_after);
+  QkvChanged qkv_changed{};
+  out.status = call(&params, &images, &out.config, &qkv_changed);
   // The split count the kernel and the host model derive from these params (pointers only count as null or not).
   out.splits = effective_splits(params);
   // The inputs as the run left them (in place, or read back from the device): the first that changed is named.
-  InputHashes hashes_after{qkv_after[0], qkv_after[1], qkv_after[2]};
-  for (int i = 3; i < kHashedInputs; ++i) {
-    const auto& [image, size] = input_images[i - 3];
-    hashes_after[static_cast<size_t>(i)] = fnv1a64(detail::payload(*image), size);
-  }
-  for (int i = 0; i < kHashedInputs && out.inputs_unchanged; ++i) {
-    if (hashes_after[static_cast<size_t>(i)] != hashes_before[static_cast<size_t>(i)]) {
+  const std::array<bool, kCheckedInputs> changed = {
+      qkv_changed[0],
+      qkv_changed[1],
+      qkv_changed[2],
+      payload_differs(inputs.sink, *input_images[0]),
+      payload_differs(inputs.cu_seqlens_q, *input_images[1]),
+      payload_differs(inputs.cu_seqlens_k, *input_images[2]),
+      payload_differs(inputs.seqused_k, *input_images[3]),
+      payload_differs(inputs.page_table, *input_images[4])};
+  for (int i = 0; i < kCheckedInputs && out.inputs_unchanged; ++i) {
+    if (changed[static_cast<size_t>(i)]) {
       out.inputs_unchanged = false;
       out.modified_input = kInputNames[i];
     }
@@ -337,7 +332,7 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
   check_guards(&out, "rescale buckets", images.rescale);
   check_guards(&out, "trace m", images.trace_m);
   check_guards(&out, "trace l", images.trace_l);
-  for (int i = 3; i < kHashedInputs; ++i) check_guards(&out, kInputNames[i], *input_images[i - 3].first);
+  for (int i = 3; i < kCheckedInputs; ++i) check_guards(&out, kInputNames[i], *input_images[i - 3]);
   {
     // O padding: every payload byte that is not part of an element. Mark the elements, scan the rest.
     std::vector<uint8_t> is_element(static_cast<size_t>(o_payload), 0);
@@ -380,7 +375,7 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
 
 RunOutputs run_case(const HostInputs& inputs, const HostBackend& backend, const RunOptions& options) {
   return run_guarded(inputs, options, [&](Params* params, OutputImages* images, KernelConfig* config,
-                                          QkvHashes* hashes_after) {
+                                          QkvChanged* changed) {
     Instrumentation inst;
     inst.row_m = reinterpret_cast<float*>(detail::payload(images->m));
     inst.row_l = reinterpret_cast<float*>(detail::payload(images->l));
@@ -394,8 +389,10 @@ RunOutputs run_case(const HostInputs& inputs, const HostBackend& backend, const 
       inst.trace_l = reinterpret_cast<float*>(detail::payload(images->trace_l));
     }
     *config = options.model.override_config ? options.model.config : select_config(*params);
+    // The backend reads Q, K and V in place: copies of their bytes to compare with after the call.
+    const std::vector<uint8_t> q_before = inputs.q, k_before = inputs.k, v_before = inputs.v;
     const Status status = backend(*params, inst);
-    *hashes_after = qkv_hashes(inputs);
+    *changed = {inputs.q != q_before, inputs.k != k_before, inputs.v != v_before};
     return status;
   });
 }
@@ -403,9 +400,9 @@ RunOutputs run_case(const HostInputs& inputs, const HostBackend& backend, const 
 RunOutputs run_case(const HostInputs& inputs, Backend backend, const RunOptions& options) {
   if (backend == Backend::kGpu) {
     return run_guarded(inputs, options, [&](Params* params, OutputImages* images, KernelConfig* config,
-                                            QkvHashes* hashes_after) {
+                                            QkvChanged* changed) {
       *config = select_config(*params);
-      return detail::run_on_gpu(inputs, *params, images, options, hashes_after);
+      return detail::run_on_gpu(inputs, *params, images, options, changed);
     });
   }
   const HostBackend model = [&](const Params& params, const Instrumentation& inst) {

@@ -139,7 +139,7 @@ constexpr ImageSlot kImageSlots[] = {
 }  // namespace
 
 Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images, const RunOptions& options,
-                  QkvHashes* qkv_hashes_after) {
+                  QkvChanged* qkv_changed) {
   if (options.any_instrumentation() && !FLASHCHECK_HARNESS_INSTRUMENTED) {
     return {StatusCode::kUnsupported,
             "GPU instrumentation (row m, l, tile counters, traces) needs flashcheck_harness_instrumented, linked "
@@ -204,14 +204,13 @@ Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images,
   FLASHCHECK_RETURN_IF_ERROR(device.download(Slot::kK, &k_after, "download k"));
   FLASHCHECK_RETURN_IF_ERROR(device.download(Slot::kV, &v_after, "download v"));
   if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return cuda_status(e, "download");
-  *qkv_hashes_after = {fnv1a64(q_after.data(), q_after.size()), fnv1a64(k_after.data(), k_after.size()),
-                       fnv1a64(v_after.data(), v_after.size())};
+  *qkv_changed = {q_after != inputs.q, k_after != inputs.k, v_after != inputs.v};
   return call_status;
 }
 
 #else  // no CUDA
 
-Status run_on_gpu(const HostInputs&, Params, OutputImages*, const RunOptions&, QkvHashes*) {
+Status run_on_gpu(const HostInputs&, Params, OutputImages*, const RunOptions&, QkvChanged*) {
   return {StatusCode::kNoDevice, "flashcheck was built without CUDA (FLASHCHECK_CUDA=OFF): no GPU backend"};
 }
 

@@ -1,11 +1,14 @@
 // Device inputs on a device (device_inputs.h): the bytes the GPU generator writes are make_inputs' bytes, for every
-// distribution and dtype, with padding, both layouts, injections and a sink; and a case checked through
+// distribution and dtype, with padding, both layouts, injections and a sink; make_inputs drawing on the device builds
+// the host's inputs; and a case checked through
 // check_on_device gets the verdict of run_case + judge over host inputs (the same kernel, the same rows). Skips
 // without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -125,6 +128,41 @@ TEST_F(DeviceInputsGpu, CheckOnDeviceIsRunCaseAndJudge) {
     ASSERT_TRUE(check.status.ok()) << line << ": " << check.status.message();
     EXPECT_TRUE(check.verdict.pass) << check.verdict.report();
     EXPECT_EQ(without_rms_line(check.verdict.report()), without_rms_line(whole.report())) << line;
+  }
+}
+
+// make_inputs with the elements drawn on the device (DrawOn::kDevice, fuzz_kernel's inputs) builds the host's inputs
+// byte for byte and value for value: dense, packed and paged sequences, padding, poison, injections, every dtype and
+// distribution, and an empty tensor.
+TEST_F(DeviceInputsGpu, MakeInputsDrawnOnTheDeviceAreTheHosts) {
+  const char* const kLines[] = {
+      "bf16 b=3 hq=4 hkv=2 sq=100 sk=19 d=64 mask=causal-br seqs=17:17,0:5+2,100:19 q=normal(0,3) k=normal(0,3) "
+      "v=uniform(-1,1) seed=3",
+      "f16 b=2 hq=2 hkv=1 sq=9 sk=40 d=16 mask=window-tl window=4,0 layout=bshd pad=2 seqs=9:33+7,1:0 page=16 "
+      "q=ramp(-4,4) k=dominant(1,50) v=subnormal() sink=normal(0,2) seed=8",
+      "f32 b=1 hq=1 hkv=1 sq=5 sk=7 d=8 mask=none seqs=5:3+4 page=1 poison=zero q=normal(0,1) k=nearmax(0.9) "
+      "v=negzero() seed=2",
+      "bf16 b=2 hq=4 hkv=2 sq=20 sk=40 d=32 pad=2 sink=normal(0,2) q=normal(0,1) k=normal(0,1) v=const(1.5) "
+      "inject=q[1,3,19,31]:nan;k[0,1,0,0]:-inf;v[1,0,39,5]:1e30 seed=5",
+      "f16 b=1 hq=2 hkv=2 sq=0 sk=12 d=8 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=4",
+  };
+  for (const char* line : kLines) {
+    const Case c = parse(line);
+    HostInputs host, drawn;
+    ASSERT_TRUE(make_inputs(c, &host).ok()) << line;
+    const Status made = make_inputs(c, &drawn, kHostInputsLimit, DrawOn::kDevice);
+    ASSERT_TRUE(made.ok()) << line << ": " << made.message();
+    EXPECT_EQ(first_difference(drawn.q, host.q), -1) << line << ": q: " << show_difference(drawn.q, host.q);
+    EXPECT_EQ(first_difference(drawn.k, host.k), -1) << line << ": k: " << show_difference(drawn.k, host.k);
+    EXPECT_EQ(first_difference(drawn.v, host.v), -1) << line << ": v: " << show_difference(drawn.v, host.v);
+    // Bit for bit, NaN and -0 included: compare the doubles' bytes.
+    for (const auto& [name, a, b] : {std::tuple{"q_exact", &drawn.q_exact, &host.q_exact},
+                                     std::tuple{"k_exact", &drawn.k_exact, &host.k_exact},
+                                     std::tuple{"v_exact", &drawn.v_exact, &host.v_exact}}) {
+      ASSERT_EQ(a->size(), b->size()) << line << ": " << name;
+      EXPECT_EQ(std::memcmp(a->data(), b->data(), a->size() * sizeof(double)), 0) << line << ": " << name;
+    }
+    EXPECT_EQ(drawn.hash(), host.hash()) << line;
   }
 }
 

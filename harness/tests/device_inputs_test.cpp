@@ -147,5 +147,17 @@ TEST(DeviceInputs, NoDeviceIsNoVerdict) {
   EXPECT_FALSE(check.device_memory_short);
 }
 
+// Without a device, inputs drawn on the device are refused with kNoDevice, nothing half-built: the caller's inputs stay
+// as they were.
+TEST(DeviceInputs, DrawingOnNoDeviceIsRefused) {
+  if (device_available()) GTEST_SKIP() << "a CUDA device is present: harness_device_inputs_gpu_test draws on it";
+  HostInputs inputs;
+  inputs.q = {1, 2, 3};
+  const Status s =
+      make_inputs(parse("f16 b=1 hq=2 hkv=2 sq=8 sk=8 d=16 seed=1"), &inputs, kHostInputsLimit, DrawOn::kDevice);
+  EXPECT_EQ(s.code(), StatusCode::kNoDevice) << s.message();
+  EXPECT_EQ(inputs.q, (std::vector<uint8_t>{1, 2, 3}));
+}
+
 }  // namespace
 }  // namespace flashcheck

@@ -21,10 +21,14 @@ inline constexpr int kMmaKTf32 = 8;            // k of mma.m16n8k8 (tf32)
 inline constexpr float kLog2eF = 1.44269504f;  // log2(e) rounded to fp32, as the kernels hold it
 inline constexpr float kLn2F = 0.693147182f;   // ln(2) rounded to fp32
 
-// Round-toward-zero of a double to fp32: the tensor core's truncating accumulation.
+// Round-toward-zero of a double to fp32: the tensor core's truncating accumulation. Where rounding to nearest went
+// past x (inf included, for x beyond the largest float), the fp32 value one step toward zero is the one whose bit
+// pattern is one less, for either sign.
 inline float round_toward_zero(double x) {
-  float f = static_cast<float>(x);
-  if (std::isfinite(x) && std::fabs(static_cast<double>(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+  const float f = static_cast<float>(x);
+  if (std::isfinite(x) && std::fabs(static_cast<double>(f)) > std::fabs(x)) {
+    return std::bit_cast<float>(std::bit_cast<uint32_t>(f) - 1u);
+  }
   return f;
 }
 
@@ -183,31 +187,45 @@ inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int6
     }
     return;
   }
+  // Each output column's block sums run over the block's keys in key order, as in dot_fp32; the loops visit V
+  // row by row (keys outer, columns inner), so the block sums of all columns are kept side by side.
+  thread_local std::vector<double> sums;
+  sums.resize(3 * d);
+  double* const first = sums.data();
   if (path == Arithmetic::kTensorCore) {
     for (int64_t b0 = j0; b0 < j1; b0 += kMmaKHalf) {
       const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + kMmaKHalf));
-      for (size_t k = 0; k < d; ++k) {
-        double block = 0.0;
-        for (size_t j = lo; j < hi; ++j) block += double{p.value[j - base]} * double{v.value[j * d + k]};
-        acc[k] = round_toward_zero(double{acc[k]} + block);
+      std::fill(first, first + d, 0.0);
+      for (size_t j = lo; j < hi; ++j) {
+        const double pj = p.value[j - base];
+        const float* const row = v.value.data() + j * d;
+        for (size_t k = 0; k < d; ++k) first[k] += pj * double{row[k]};  // exact products
       }
+      for (size_t k = 0; k < d; ++k) acc[k] = round_toward_zero(double{acc[k]} + first[k]);
     }
     return;
   }
   const std::vector<float>& p_lo = low_parts(p, rounding);
   const std::vector<float>& v_lo = low_parts(v, rounding);
+  double* const second = first + d;
+  double* const third = second + d;
   for (int64_t b0 = j0; b0 < j1; b0 += kMmaKTf32) {
     const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + kMmaKTf32));
-    for (size_t k = 0; k < d; ++k) {
-      double lo_hi = 0.0, hi_lo = 0.0, hi_hi = 0.0;
-      for (size_t j = lo; j < hi; ++j) {
-        lo_hi += double{p_lo[j - base]} * double{v.hi[j * d + k]};
-        hi_lo += double{p.hi[j - base]} * double{v_lo[j * d + k]};
-        hi_hi += double{p.hi[j - base]} * double{v.hi[j * d + k]};
+    std::fill(first, first + 3 * d, 0.0);
+    for (size_t j = lo; j < hi; ++j) {
+      const double pj_lo = p_lo[j - base], pj_hi = p.hi[j - base];
+      const float* const row_hi = v.hi.data() + j * d;
+      const float* const row_lo = v_lo.data() + j * d;
+      for (size_t k = 0; k < d; ++k) {  // exact products of tf32 values
+        first[k] += pj_lo * double{row_hi[k]};   // lo * hi
+        second[k] += pj_hi * double{row_lo[k]};  // hi * lo
+        third[k] += pj_hi * double{row_hi[k]};   // hi * hi
       }
-      acc[k] = round_toward_zero(double{acc[k]} + lo_hi);
-      acc[k] = round_toward_zero(double{acc[k]} + hi_lo);
-      acc[k] = round_toward_zero(double{acc[k]} + hi_hi);
+    }
+    for (size_t k = 0; k < d; ++k) {
+      acc[k] = round_toward_zero(double{acc[k]} + first[k]);
+      acc[k] = round_toward_zero(double{acc[k]} + second[k]);
+      acc[k] = round_toward_zero(double{acc[k]} + third[k]);
     }
   }
 }

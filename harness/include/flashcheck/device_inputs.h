@@ -62,6 +62,13 @@ class DeviceInputs {
 // needed and free); kCudaError for a failing call.
 Status make_device_inputs(const Case& c, DeviceInputs* out);
 
+// The canonical elements ([B, H, S, D], S = seqlen_q or seqlen_k) of tensor 'q', 'k' or 'v' of a validated case as
+// dtype bits, esize bytes each (dtype_size), drawn on the current device by element_values.h and read back into
+// `bits`: make_inputs' elements bit for bit (DrawOn::kDevice), without the host's cost per element (a Philox call, a
+// log and a cos). Rows past a sequence's own length are drawn too; injections are make_inputs' to apply. kNoDevice
+// without a device (or without CUDA); kCudaError for a failing call.
+Status draw_on_device(const Case& c, char tensor, std::vector<uint8_t>* bits);
+
 // The bytes of the device buffers, for comparison with make_inputs (tests).
 Status download_device_inputs(const DeviceInputs& in, std::vector<uint8_t>* q, std::vector<uint8_t>* k,
                               std::vector<uint8_t>* v);

@@ -89,9 +89,16 @@ struct HostInputs {
 // generated in device memory (device_inputs.h): the same bits, and a sampled-row verdict.
 inline constexpr int64_t kHostInputsLimit = int64_t{4} << 30;
 
+// Where make_inputs draws the elements of Q, K and V: on the host, or on the current CUDA device (draw_on_device,
+// device_inputs.h: the same definition, element_values.h, so the same bits), read back and laid out on the host. A
+// small case's elements cost the host more than the GPU's run of it; the device draws them in microseconds.
+enum class DrawOn { kHost, kDevice };
+
 // Builds the inputs; fails with a message for a case that does not validate (validate_case) or whose
-// buffers exceed `max_bytes` of host memory (encoded plus decoded copies, index arrays included).
-Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes = kHostInputsLimit);
+// buffers exceed `max_bytes` of host memory (encoded plus decoded copies, index arrays included), and with
+// draw_on_device's status where `draw_on` is kDevice and the device draw fails.
+Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes = kHostInputsLimit,
+                   DrawOn draw_on = DrawOn::kHost);
 
 // The bytes make_inputs needs for `c` (encoded plus decoded copies, the sink, index arrays), or -1 past 2^63.
 // `c` must validate.

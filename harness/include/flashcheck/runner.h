@@ -2,8 +2,8 @@
 // O and LSE poisoned with a NaN payload (kPoisonBits*) before the call and scanned for unwritten elements
 // after; kGuardBytes canary regions before and after every output buffer (O, LSE and each instrumentation
 // buffer), around the sink and each index array of sequences, and between O's rows (its padding elements),
-// checked after; inputs (Q, K, V, the sink, the index arrays) hashed before and after (for the GPU: the device
-// copies, read back). With sequences O and LSE are the kernel's packed layouts (O: total_q rows, LSE
+// checked after; inputs (Q, K, V, the sink, the index arrays) compared byte for byte with their values after the
+// call (for the GPU: the device copies, read back). With sequences O and LSE are the kernel's packed layouts (O: total_q rows, LSE
 // [heads_q, total_q]), every element of which is an output; RunOutputs gives them back in canonical order. The
 // one way properties, fuzzers and tools reach the kernel.
 #pragma once
@@ -45,7 +45,7 @@ struct RunOutputs {
   int64_t unwritten_lse = 0;
   // Guard regions of every output buffer, the sink, the index arrays and O's padding untouched.
   bool canaries_intact = true;
-  bool inputs_unchanged = true;    // hashes of q, k, v, the sink and the index arrays identical before and after
+  bool inputs_unchanged = true;    // q, k, v, the sink and the index arrays with the bytes they had before the call
   // The first input whose bytes changed: "q", "k", "v", "sink", "cu_seqlens_q", "cu_seqlens_k", "seqused_k",
   // "page_table"; "" while inputs_unchanged.
   const char* modified_input = "";
