@@ -20,7 +20,7 @@
 # FLASHCHECK_FUZZ_SANITIZE empty, libFuzzer's coverage without ASan and UBSan, which multiply the host side's time
 # by 3 to 6; fuzz_model and fuzz_api keep them on the same host code), FLASHCHECK_FUZZ_PROFILES (fuzz_kernel's size profiles, default "small medium"; "all" is the
 # unbounded one), FLASHCHECK_FUZZ_KERNEL_WORKERS (workers per profile per GPU; default: three quarters of the
-# cores split over the profiles and GPUs, at least 1), FLASHCHECK_FUZZ_CORPUS (a corpus directory kept between
+# cores per GPU, split over the profiles with small weighing twice the others, at least 1 each), FLASHCHECK_FUZZ_CORPUS (a corpus directory kept between
 # nights, default OUTDIR/corpus), FLASHCHECK_FUZZ_CPU_WORKERS (workers per CPU target; default: the cores left
 # after the GPU workers, split between the two CPU targets, at least 1 each), FLASHCHECK_FUZZ_MERGE_SECONDS (the time
 # limit of each target's corpus merge after the budget, default 300; the targets merge at once).
@@ -119,15 +119,28 @@ binary() {
 dict_of() { case $1 in fuzz_kernel-*) echo fuzz_kernel ;; *) echo "$1" ;; esac; }
 
 cores=$(nproc)
-kernel_workers=0 kernel_threads=1
+# fuzz_kernel workers per GPU of each profile target: three quarters of the cores per GPU, split by weight, small 2
+# and the others 1. A medium case costs the host about 3.5 times a small one and its target rate is a tenth
+# (fuzz/README.md): with equal shares medium ran at twice its rate and small short of its own.
+declare -A workers_of=()
+kernel_workers=0 kernel_threads=1  # workers per GPU over all profiles; the oracle's threads (OpenMP) of each
 if [ ${#kernel_targets[@]} -gt 0 ]; then
-  kernel_workers=${FLASHCHECK_FUZZ_KERNEL_WORKERS:-$(( cores * 3 / 4 / (${#kernel_targets[@]} * gpus) ))}
-  [ "$kernel_workers" -lt 1 ] && kernel_workers=1
-  # The oracle's threads per worker (OpenMP): the GPU targets' three quarters of the cores over their workers.
-  kernel_threads=$(( cores * 3 / 4 / (${#kernel_targets[@]} * gpus * kernel_workers) ))
+  weight_of() { case $1 in fuzz_kernel-small) echo 2 ;; *) echo 1 ;; esac; }
+  total_weight=0
+  for t in "${kernel_targets[@]}"; do total_weight=$((total_weight + $(weight_of "$t"))); done
+  for t in "${kernel_targets[@]}"; do
+    n=${FLASHCHECK_FUZZ_KERNEL_WORKERS:-$(( cores * 3 / 4 / gpus * $(weight_of "$t") / total_weight ))}
+    [ "$n" -lt 1 ] && n=1
+    workers_of[$t]=$n
+    kernel_workers=$((kernel_workers + n))
+  done
+  kernel_threads=$(( cores * 3 / 4 / (gpus * kernel_workers) ))
   [ "$kernel_threads" -lt 1 ] && kernel_threads=1
 fi
-all_kernel_workers=$(( ${#kernel_targets[@]} * gpus * kernel_workers ))
+# "small 8, medium 4": the split, for the log and the summary.
+worker_split=$(for t in "${kernel_targets[@]}"; do printf '%s %s, ' "$(profile_of "$t")" "${workers_of[$t]}"; done)
+worker_split=${worker_split%, }
+all_kernel_workers=$(( gpus * kernel_workers ))
 cpu_workers=${FLASHCHECK_FUZZ_CPU_WORKERS:-$(( (cores - all_kernel_workers * kernel_threads) / 2 ))}
 [ "$cpu_workers" -lt 1 ] && cpu_workers=1
 
@@ -172,12 +185,12 @@ worker() {
   done
 }
 
-echo "flashcheck nightly fuzz: ${budget}s, $gpus GPU(s) with $kernel_workers worker(s) per profile each" \
-  "(${profiles[*]}, $kernel_threads oracle thread(s) each), $cpu_workers worker(s) per CPU target, output $out"
+echo "flashcheck nightly fuzz: ${budget}s, $gpus GPU(s) with $kernel_workers fuzz_kernel worker(s) each" \
+  "(${worker_split:-none}; $kernel_threads oracle thread(s) each), $cpu_workers worker(s) per CPU target, output $out"
 pids=()
 for t in "${kernel_targets[@]}"; do
   for ((g = 0; g < gpus; ++g)); do
-    for ((w = 0; w < kernel_workers; ++w)); do
+    for ((w = 0; w < workers_of[$t]; ++w)); do
       worker "$t" "$t-gpu$g-w$w" CUDA_VISIBLE_DEVICES="${gpu_list[$g]}" FLASHCHECK_FUZZ_PROFILE="$(profile_of "$t")" \
         OMP_NUM_THREADS="$kernel_threads" FLASHCHECK_FUZZ_TIMING=1 & pids+=($!)
     done
@@ -302,8 +315,8 @@ per_s() { awk -v n="$1" -v b="$budget" 'BEGIN {printf "%.2f", (b > 0 ? n / b : 0
   echo "# flashcheck nightly fuzz, $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
   # "-dirty": the fuzzed tree is not that commit (local changes, or a working tree copied beside an old .git).
-  echo "Budget ${budget}s; $gpus GPU(s), $kernel_workers fuzz_kernel worker(s) per profile on each ($kernel_threads oracle" \
-    "thread(s) each); $cpu_workers worker(s) per CPU target; commit $(git describe --always --dirty 2>/dev/null || echo unknown)."
+  echo "Budget ${budget}s; $gpus GPU(s), $kernel_workers fuzz_kernel worker(s) on each (${worker_split:-none};" \
+    "$kernel_threads oracle thread(s) each); $cpu_workers worker(s) per CPU target; commit $(git describe --always --dirty 2>/dev/null || echo unknown)."
   echo
   echo "| target | workers | executions | exec/s | cov | ft | ft gained/s | new inputs/s | corpus (merged) | findings |"
   echo "|---|---|---|---|---|---|---|---|---|---|"
@@ -336,7 +349,7 @@ per_s() { awk -v n="$1" -v b="$budget" 'BEGIN {printf "%.2f", (b > 0 ? n / b : 0
     echo "|---|---|---|---|---|---|"
     for t in "${kernel_targets[@]}"; do
       for ((g = 0; g < gpus; ++g)); do
-        for ((w = 0; w < kernel_workers; ++w)); do
+        for ((w = 0; w < workers_of[$t]; ++w)); do
           log="$out/logs/$t-gpu$g-w$w.log"
           execs=$(awk '/^stat::number_of_executed_units/ {s += $NF} END {print s + 0}' "$log")
           stages=$(grep 'stage times:' "$log" | tail -1 | sed 's/.*stage times: //')
@@ -365,7 +378,8 @@ per_s() { awk -v n="$1" -v b="$budget" 'BEGIN {printf "%.2f", (b > 0 ? n / b : 0
   if [ "$total_findings" -eq 0 ]; then echo "None."; else printf '%s' "$findings_md"; fi
 } >"$summary"
 FUZZ_OUT="$out" FUZZ_BUDGET="$budget" FUZZ_GPUS="$gpus" FUZZ_CPU_WORKERS="$cpu_workers" \
-  FUZZ_KERNEL_WORKERS="$kernel_workers" FUZZ_KERNEL_THREADS="$kernel_threads" \
+  FUZZ_KERNEL_SPLIT="$(for t in "${kernel_targets[@]}"; do printf '%s=%s ' "$(profile_of "$t")" "${workers_of[$t]}"; done)" \
+  FUZZ_KERNEL_THREADS="$kernel_threads" \
   FUZZ_COMMIT="$(git describe --always --dirty 2>/dev/null || echo unknown)" python3 - <<'PY' || echo "nightly_fuzz.sh: summary.json not written" >&2
 import glob, json, os
 out = os.environ["FUZZ_OUT"]
@@ -392,8 +406,9 @@ not_started = [{"worker": os.path.basename(p)[:-len(".nostart")], "message": ope
                for p in sorted(glob.glob(os.path.join(out, "logs", "*.nostart")))]
 gpu_workers = [{"worker": w, "target": t, "cuda_visible_devices": d, "executions": int(e), "exec_per_s": per_s(int(e))}
                for w, t, d, e in rows("gpu_workers.tsv")]
-doc = {"schema": "flashcheck-nightly-fuzz/2", "budget_s": budget, "gpus": int(os.environ["FUZZ_GPUS"]),
-       "kernel_workers_per_gpu": int(os.environ["FUZZ_KERNEL_WORKERS"]),
+split = dict(item.split("=") for item in os.environ["FUZZ_KERNEL_SPLIT"].split())
+doc = {"schema": "flashcheck-nightly-fuzz/3", "budget_s": budget, "gpus": int(os.environ["FUZZ_GPUS"]),
+       "kernel_workers_per_gpu": {profile: int(n) for profile, n in split.items()},
        "kernel_oracle_threads": int(os.environ["FUZZ_KERNEL_THREADS"]),
        "cpu_workers_per_target": int(os.environ["FUZZ_CPU_WORKERS"]), "commit": os.environ["FUZZ_COMMIT"],
        "targets": targets, "gpu_workers": gpu_workers, "not_started": not_started, "findings": findings}

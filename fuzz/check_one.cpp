@@ -19,6 +19,9 @@ namespace {
 
 // Refused inputs of a case line stay out of the corpus; a binary-decoded case is valid by construction.
 constexpr int64_t kMaxInputBytes = int64_t{1} << 30;
+// The exit status when the device cannot draw a case's inputs (DrawOn::kDevice): no case is to blame, so it is no
+// finding; the process stops with the reason on stderr.
+constexpr int kExitDrawFailed = 79;
 
 StageTimes g_times;
 const char* g_timing_target = "";
@@ -88,6 +91,10 @@ int check_one_timed(const TargetSpec& spec, const uint8_t* data, size_t size) {
   g_times.decode_s += lap(&clock);
   HostInputs inputs;
   if (Status s = make_inputs(c, &inputs, kMaxInputBytes, spec.draw_on); !s.ok()) {
+    if (s.code() == StatusCode::kNoDevice || s.code() == StatusCode::kCudaError) {
+      std::fprintf(stderr, "%s: drawing the inputs on the device failed: %s\n", spec.name, s.message().c_str());
+      std::_Exit(kExitDrawFailed);
+    }
     if (mode == DecodeMode::kText) return -1;
     report_finding(
         spec.name, backend_name, c,

@@ -23,8 +23,8 @@ import json, re, sys
 out = sys.argv[1]
 doc = json.load(open(f"{out}/summary.json"))
 md = open(f"{out}/summary.md").read()
-assert doc["schema"] == "flashcheck-nightly-fuzz/2", doc["schema"]
-assert doc["kernel_workers_per_gpu"] == 0 and doc["kernel_oracle_threads"] == 1, doc
+assert doc["schema"] == "flashcheck-nightly-fuzz/3", doc["schema"]
+assert doc["kernel_workers_per_gpu"] == {} and doc["kernel_oracle_threads"] == 1, doc
 assert isinstance(doc["budget_s"], int) and doc["budget_s"] > 0
 names = [t["target"] for t in doc["targets"]]
 assert names == ["fuzz_model", "fuzz_api"], names

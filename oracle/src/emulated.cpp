@@ -157,9 +157,11 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
   std::vector<double> out;
   // x for the two realizations of the function errors (sign +1, -1); without a softcap they are one.
   std::vector<float> x[2] = {std::vector<float>(static_cast<size_t>(n)), std::vector<float>(static_cast<size_t>(n))};
+  std::vector<float> dots(static_cast<size_t>(n));
   for (const detail::DotRounding score_rounding : roundings) {
+    detail::dot_fp32_rows(q, k, n, dim, path, score_rounding, dots.data());
     for (int64_t j = 0; j < n; ++j) {
-      const float d = detail::dot_fp32(q, 0, k, static_cast<size_t>(j * dim), dim, path, score_rounding);
+      const float d = dots[static_cast<size_t>(j)];
       for (const int member_sign : {0, 1}) {
         float& xj = x[member_sign][static_cast<size_t>(j)];
         if (!capped) {

@@ -124,46 +124,82 @@ inline const std::vector<float>& low_parts(const Operands& ops, DotRounding roun
   return rounding == DotRounding::kTruncatedBlocksLowTowardZero ? ops.lo_rz : ops.lo;
 }
 
-// sum_k a[a0 + k] b[b0 + k] over k < dim in fp32 at the path's rounding points.
-inline float dot_fp32(const Operands& a, size_t a0, const Operands& b, size_t b0, int64_t dim, Arithmetic path,
-                      DotRounding rounding) {
+// sum_k a[a0 + k] b[b0[g] + k] over k < dim in fp32 at the path's rounding points, for G rows of b at once: each
+// row's sum takes the same operations in the same order as it would alone. One row's sum is a chain of dependent
+// additions; G independent chains side by side keep the FMA units busy (dot_fp32_rows).
+template <int G>
+inline void dot_fp32_group(const Operands& a, size_t a0, const Operands& b, const size_t (&b0)[G], int64_t dim,
+                           Arithmetic path, DotRounding rounding, float (&out)[G]) {
   const size_t n = static_cast<size_t>(dim);
-  float acc = 0.0f;
+  float acc[G] = {};
   if (rounding == DotRounding::kNearestChain || path == Arithmetic::kGeneralFp32) {
     for (size_t k = 0; k < n; ++k) {
       if (path == Arithmetic::kSplitTf32) {
-        acc = std::fma(a.lo[a0 + k], b.hi[b0 + k], acc);
-        acc = std::fma(a.hi[a0 + k], b.lo[b0 + k], acc);
-        acc = std::fma(a.hi[a0 + k], b.hi[b0 + k], acc);
+        const float a_lo = a.lo[a0 + k], a_hi = a.hi[a0 + k];
+        for (int g = 0; g < G; ++g) {
+          acc[g] = std::fma(a_lo, b.hi[b0[g] + k], acc[g]);
+          acc[g] = std::fma(a_hi, b.lo[b0[g] + k], acc[g]);
+          acc[g] = std::fma(a_hi, b.hi[b0[g] + k], acc[g]);
+        }
       } else {
-        acc = std::fma(a.value[a0 + k], b.value[b0 + k], acc);
+        const float a_value = a.value[a0 + k];
+        for (int g = 0; g < G; ++g) acc[g] = std::fma(a_value, b.value[b0[g] + k], acc[g]);
       }
     }
-    return acc;
-  }
-  if (path == Arithmetic::kTensorCore) {
+  } else if (path == Arithmetic::kTensorCore) {
     for (size_t k0 = 0; k0 < n; k0 += kMmaKHalf) {
-      double block = 0.0;  // products of fp16/bf16 values are exact in fp32; their block sum is kept in double
-      for (size_t k = k0; k < std::min(n, k0 + kMmaKHalf); ++k)
-        block += double{a.value[a0 + k]} * double{b.value[b0 + k]};
-      acc = round_toward_zero(double{acc} + block);
+      double block[G] = {};  // products of fp16/bf16 values are exact in fp32; their block sum is kept in double
+      for (size_t k = k0; k < std::min(n, k0 + kMmaKHalf); ++k) {
+        const double a_value = a.value[a0 + k];
+        for (int g = 0; g < G; ++g) block[g] += a_value * double{b.value[b0[g] + k]};
+      }
+      for (int g = 0; g < G; ++g) acc[g] = round_toward_zero(double{acc[g]} + block[g]);
     }
-    return acc;
-  }
-  const std::vector<float>& a_lo = low_parts(a, rounding);
-  const std::vector<float>& b_lo = low_parts(b, rounding);
-  for (size_t k0 = 0; k0 < n; k0 += kMmaKTf32) {
-    double lo_hi = 0.0, hi_lo = 0.0, hi_hi = 0.0;
-    for (size_t k = k0; k < std::min(n, k0 + kMmaKTf32); ++k) {
-      lo_hi += double{a_lo[a0 + k]} * double{b.hi[b0 + k]};
-      hi_lo += double{a.hi[a0 + k]} * double{b_lo[b0 + k]};
-      hi_hi += double{a.hi[a0 + k]} * double{b.hi[b0 + k]};
+  } else {
+    const std::vector<float>& a_lo = low_parts(a, rounding);
+    const std::vector<float>& b_lo = low_parts(b, rounding);
+    for (size_t k0 = 0; k0 < n; k0 += kMmaKTf32) {
+      double lo_hi[G] = {}, hi_lo[G] = {}, hi_hi[G] = {};
+      for (size_t k = k0; k < std::min(n, k0 + kMmaKTf32); ++k) {
+        const double a_low = a_lo[a0 + k], a_high = a.hi[a0 + k];
+        for (int g = 0; g < G; ++g) {
+          lo_hi[g] += a_low * double{b.hi[b0[g] + k]};
+          hi_lo[g] += a_high * double{b_lo[b0[g] + k]};
+          hi_hi[g] += a_high * double{b.hi[b0[g] + k]};
+        }
+      }
+      for (int g = 0; g < G; ++g) {
+        acc[g] = round_toward_zero(double{acc[g]} + lo_hi[g]);
+        acc[g] = round_toward_zero(double{acc[g]} + hi_lo[g]);
+        acc[g] = round_toward_zero(double{acc[g]} + hi_hi[g]);
+      }
     }
-    acc = round_toward_zero(double{acc} + lo_hi);
-    acc = round_toward_zero(double{acc} + hi_lo);
-    acc = round_toward_zero(double{acc} + hi_hi);
   }
-  return acc;
+  for (int g = 0; g < G; ++g) out[g] = acc[g];
+}
+
+// sum_k a[a0 + k] b[b0 + k] over k < dim in fp32 at the path's rounding points.
+inline float dot_fp32(const Operands& a, size_t a0, const Operands& b, size_t b0, int64_t dim, Arithmetic path,
+                      DotRounding rounding) {
+  const size_t rows[1] = {b0};
+  float out[1];
+  dot_fp32_group<1>(a, a0, b, rows, dim, path, rounding, out);
+  return out[0];
+}
+
+// out[j] = dot_fp32(a, 0, b, j * dim, ...) for the first `count` rows of b, eight rows at a time.
+inline void dot_fp32_rows(const Operands& a, const Operands& b, int64_t count, int64_t dim, Arithmetic path,
+                          DotRounding rounding, float* out) {
+  constexpr int kRows = 8;
+  int64_t j = 0;
+  for (; j + kRows <= count; j += kRows) {
+    size_t rows[kRows];
+    for (int g = 0; g < kRows; ++g) rows[g] = static_cast<size_t>((j + g) * dim);
+    float group[kRows];
+    dot_fp32_group<kRows>(a, 0, b, rows, dim, path, rounding, group);
+    std::copy(group, group + kRows, out + j);
+  }
+  for (; j < count; ++j) out[j] = dot_fp32(a, 0, b, static_cast<size_t>(j * dim), dim, path, rounding);
 }
 
 // acc_k += sum_j p_j v_jk over keys [j0, j1) (V rows of `dim` values, indexed by key; P holds the tile's
@@ -175,14 +211,20 @@ inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int6
   const size_t d = static_cast<size_t>(dim), base = static_cast<size_t>(j0), end = static_cast<size_t>(j1);
   if (rounding == DotRounding::kNearestChain || path == Arithmetic::kGeneralFp32) {
     for (size_t j = base; j < end; ++j) {
-      for (size_t k = 0; k < d; ++k) {
-        if (path == Arithmetic::kSplitTf32) {
-          acc[k] = std::fma(p.lo[j - base], v.hi[j * d + k], acc[k]);
-          acc[k] = std::fma(p.hi[j - base], v.lo[j * d + k], acc[k]);
-          acc[k] = std::fma(p.hi[j - base], v.hi[j * d + k], acc[k]);
-        } else {
-          acc[k] = std::fma(p.value[j - base], v.value[j * d + k], acc[k]);
+      if (path == Arithmetic::kSplitTf32) {
+        const float p_lo = p.lo[j - base], p_hi = p.hi[j - base];
+        const float* const row_hi = v.hi.data() + j * d;
+        const float* const row_lo = v.lo.data() + j * d;
+        for (size_t k = 0; k < d; ++k) {
+          float a = acc[k];
+          a = std::fma(p_lo, row_hi[k], a);
+          a = std::fma(p_hi, row_lo[k], a);
+          acc[k] = std::fma(p_hi, row_hi[k], a);
         }
+      } else {
+        const float pj = p.value[j - base];
+        const float* const row = v.value.data() + j * d;
+        for (size_t k = 0; k < d; ++k) acc[k] = std::fma(pj, row[k], acc[k]);
       }
     }
     return;
