@@ -344,6 +344,121 @@ TEST(FpEmulation, SplitLowPartAsTheTensorCoreReadsIt) {
   EXPECT_GT(ties, static_cast<int>(xs.size()) / 8);
 }
 
+// The plain definitions of fp_emulation.h's sums, one output at a time, for the tests below: a score as one chain
+// over k; a P*V column as one chain over the keys; on mma paths blocks of exact products summed in double and added
+// to the accumulator toward zero (std::nextafter, the definition of one step toward zero).
+float toward_zero(double x) {
+  float f = static_cast<float>(x);
+  if (std::isfinite(x) && std::fabs(static_cast<double>(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+  return f;
+}
+// sum over t < count of a(t) * b(t) at the path's rounding points; a and b give (value, hi, lo) of term t.
+template <typename A, typename B>
+float plain_sum(float acc, int64_t count, const A& a, const B& b, Arithmetic path, detail::DotRounding rounding) {
+  const bool chain = rounding == detail::DotRounding::kNearestChain || path == Arithmetic::kGeneralFp32;
+  const bool lo_rz = rounding == detail::DotRounding::kTruncatedBlocksLowTowardZero;
+  if (chain) {
+    for (int64_t t = 0; t < count; ++t) {
+      if (path == Arithmetic::kSplitTf32) {
+        acc = std::fma(a(t, 'l'), b(t, 'h'), acc);
+        acc = std::fma(a(t, 'h'), b(t, 'l'), acc);
+        acc = std::fma(a(t, 'h'), b(t, 'h'), acc);
+      } else {
+        acc = std::fma(a(t, 'v'), b(t, 'v'), acc);
+      }
+    }
+    return acc;
+  }
+  const int64_t block = path == Arithmetic::kTensorCore ? detail::kMmaKHalf : detail::kMmaKTf32;
+  const char low = lo_rz ? 'z' : 'l';
+  for (int64_t t0 = 0; t0 < count; t0 += block) {
+    double sums[3] = {0.0, 0.0, 0.0};
+    for (int64_t t = t0; t < std::min(count, t0 + block); ++t) {
+      if (path == Arithmetic::kTensorCore) {
+        sums[0] += double{a(t, 'v')} * double{b(t, 'v')};
+      } else {
+        sums[0] += double{a(t, low)} * double{b(t, 'h')};
+        sums[1] += double{a(t, 'h')} * double{b(t, low)};
+        sums[2] += double{a(t, 'h')} * double{b(t, 'h')};
+      }
+    }
+    for (int i = 0; i < (path == Arithmetic::kTensorCore ? 1 : 3); ++i) acc = toward_zero(double{acc} + sums[i]);
+  }
+  return acc;
+}
+float part(const detail::Operands& ops, size_t i, char which) {
+  switch (which) {
+    case 'h': return ops.hi[i];
+    case 'l': return ops.lo[i];
+    case 'z': return ops.lo_rz[i];
+    default: return ops.value[i];
+  }
+}
+// Operands of random values of every magnitude (and the format's values on the tensor-core path).
+detail::Operands random_operands(Rng* rng, size_t count, Arithmetic path) {
+  std::vector<float> values(count);
+  for (float& x : values) {
+    x = static_cast<float>(std::ldexp(rng->normal(0, 1), static_cast<int>(rng->below(40)) - 20));
+    if (path == Arithmetic::kTensorCore) x = detail::round_to(Format::kBF16, x);
+  }
+  return detail::make_operands(std::move(values), path);
+}
+
+// Scores eight keys at a time (dot_fp32_rows) and P*V walked key by key over all columns (accumulate_pv) compute
+// each output by its plain definition, bit for bit: the grouping only puts independent sums side by side.
+TEST(FpEmulation, GroupedSumsAreThePlainSumsBitForBit) {
+  Rng rng(2718);
+  int64_t compared = 0;
+  for (const Arithmetic path : {Arithmetic::kTensorCore, Arithmetic::kSplitTf32, Arithmetic::kGeneralFp32}) {
+    for (const auto rounding : {detail::DotRounding::kNearestChain, detail::DotRounding::kTruncatedBlocks,
+                                detail::DotRounding::kTruncatedBlocksLowTowardZero}) {
+      for (int trial = 0; trial < 40; ++trial) {
+        const int64_t dim = 1 + static_cast<int64_t>(rng.below(140));
+        const int64_t keys = 1 + static_cast<int64_t>(rng.below(45));
+        const detail::Operands q = random_operands(&rng, static_cast<size_t>(dim), path);
+        const detail::Operands k = random_operands(&rng, static_cast<size_t>(keys * dim), path);
+        std::vector<float> scores(static_cast<size_t>(keys));
+        detail::dot_fp32_rows(q, k, keys, dim, path, rounding, scores.data());
+        for (int64_t j = 0; j < keys; ++j) {
+          const float want = plain_sum(
+              0.0f, dim, [&](int64_t t, char w) { return part(q, static_cast<size_t>(t), w); },
+              [&](int64_t t, char w) { return part(k, static_cast<size_t>(j * dim + t), w); }, path, rounding);
+          ASSERT_EQ(std::bit_cast<uint32_t>(scores[static_cast<size_t>(j)]), std::bit_cast<uint32_t>(want))
+              << "score " << j << " dim " << dim << " path " << static_cast<int>(path);
+          ++compared;
+        }
+        // P over keys [j0, j1) of a V of j1 rows, onto a nonzero accumulator.
+        const int64_t j0 = static_cast<int64_t>(rng.below(3)), j1 = j0 + keys;
+        const detail::Operands p = random_operands(&rng, static_cast<size_t>(keys), path);
+        const detail::Operands v = random_operands(&rng, static_cast<size_t>(j1 * dim), path);
+        std::vector<float> acc(static_cast<size_t>(dim));
+        for (float& a : acc) a = static_cast<float>(rng.normal(0, 1));
+        const std::vector<float> start = acc;
+        detail::accumulate_pv(acc.data(), p, v, j0, j1, dim, path, rounding);
+        for (int64_t c = 0; c < dim; ++c) {
+          const float want = plain_sum(
+              start[static_cast<size_t>(c)], keys, [&](int64_t t, char w) { return part(p, static_cast<size_t>(t), w); },
+              [&](int64_t t, char w) { return part(v, static_cast<size_t>((j0 + t) * dim + c), w); }, path, rounding);
+          ASSERT_EQ(std::bit_cast<uint32_t>(acc[static_cast<size_t>(c)]), std::bit_cast<uint32_t>(want))
+              << "P*V column " << c << " dim " << dim << " path " << static_cast<int>(path);
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 10000);
+}
+
+// Round toward zero by the bit pattern is one step toward zero from round-to-nearest wherever that went past x:
+// both signs, the largest float from beyond it, the smallest subnormal to a signed zero.
+TEST(FpEmulation, RoundTowardZeroIsOneStepTowardZero) {
+  const double xs[] = {1e39, -1e39, 0x1.fffffefffffffp+127, 1e-46, -1e-46, 1.0000001, -1.0000001, 0.1, -0.1,
+                       0.0,  -0.0,  0x1.000001p0,  -0x1.000001p0, 3e-39, -3e-39, 1e300, -1e300};
+  for (const double x : xs) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(detail::round_toward_zero(x)), std::bit_cast<uint32_t>(toward_zero(x))) << x;
+  }
+}
+
 TEST(ErrorModelBound, HoldsForTiledFp32ModelsOfEveryPath) {
   Rng rng(31337);
   const std::vector<NamedScenario> all = scenarios();
