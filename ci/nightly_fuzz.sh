@@ -154,7 +154,8 @@ deadline=$(( $(date +%s) + budget ))
 timeout_for() { case $1 in fuzz_kernel*) echo 120 ;; fuzz_model) echo 60 ;; *) echo 20 ;; esac; }
 
 # worker TARGET NAME [VAR=VALUE...]: fuzz until the deadline, restarting after each finding. A run that ends
-# before libFuzzer started (no "INFO: Seed:" line: a missing binary or shared library, a bad flag) is not retried:
+# before libFuzzer started (no "INFO: Seed:" line: a missing binary or shared library, a bad flag), or whose device
+# could not draw a case's inputs (fuzz_kernel's exit 79), is not retried:
 # its last line goes to logs/NAME.nostart, and the night ends with exit status 2.
 worker() {
   local target=$1 name=$2; shift 2
@@ -174,6 +175,13 @@ worker() {
     local rc=$?
     echo "=== exit $rc" >>"$log"
     [ "$rc" -eq 0 ] && break  # time is up (or no device after all: the target says so and exits 0)
+    # fuzz_kernel's device could not draw a case's inputs (exit 79): no case is to blame, and a restart would fail
+    # the same way; the worker is listed with those that could not fuzz.
+    if [ "$rc" -eq 79 ]; then
+      echo "${bin}: exit 79: $(grep -m1 'drawing the inputs on the device failed' "$log" || echo 'the device could not draw inputs')" \
+        >"$out/logs/$name.nostart"
+      break
+    fi
     # (awk reads the log itself: a pipe into an early-exiting grep would fail under pipefail on a long log)
     if ! awk -v from="$((lines + 1))" 'NR >= from && /^INFO: Seed:/ {found = 1; exit} END {exit !found}' "$log"; then
       echo "${bin:-$target (no binary)}: exit $rc before fuzzing: $(awk -v from="$((lines + 1))" \
@@ -368,7 +376,7 @@ per_s() { awk -v n="$1" -v b="$budget" 'BEGIN {printf "%.2f", (b > 0 ? n / b : 0
   echo "FLASHCHECK_FUZZ_PROFILE=PROFILE (fuzz/README.md, \"Size profiles\")."
   echo
   if [ ${#nostart[@]} -gt 0 ]; then
-    echo "## Workers that did not start"
+    echo "## Workers that could not fuzz"
     echo
     for f in "${nostart[@]}"; do echo "- $(basename "$f" .nostart): \`$(cat "$f")\`"; done
     echo
@@ -418,7 +426,7 @@ with open(os.path.join(out, "summary.json"), "w") as f:
 PY
 cat "$summary"
 if [ ${#nostart[@]} -gt 0 ]; then
-  echo "nightly_fuzz.sh: ${#nostart[@]} worker(s) did not start (summary.md, logs/*.nostart)" >&2
+  echo "nightly_fuzz.sh: ${#nostart[@]} worker(s) could not fuzz (summary.md, logs/*.nostart)" >&2
   exit 2
 fi
 [ "$total_findings" -eq 0 ]

@@ -1,8 +1,9 @@
 // estimate_budget (budget.h): the host memory and time of checking one case, from its shape alone. Memory is
 // counted where it lives: harness/src/inputs.cpp (encoded and decoded inputs), runner.cpp (output images and O
-// decoded), oracle/src/fast_tier.cpp (FastScratch: six doubles and a flag per visible key, per thread),
-// oracle/src/emulated.cpp (K and V as fp32 operands, three copies on the split-tf32 path, two fp32 score
-// arrays), oracle/src/ordered_sums.cpp (a few head_dim vectors) and verdict.cpp (kChunkRows prepared rows).
+// decoded; on the host model, copies of the encoded Q, K and V to compare after the call),
+// oracle/src/fast_tier.cpp (FastScratch: six doubles and a flag per visible key, per thread),
+// oracle/src/emulated.cpp (K and V as fp32 operands, four copies on the split-tf32 path, three fp32 arrays per key:
+// the scores and x for both realizations; P*V's block sums, three per column), oracle/src/ordered_sums.cpp (a few head_dim vectors) and verdict.cpp (kChunkRows prepared rows).
 #include "flashcheck/budget.h"
 
 #include <algorithm>
@@ -23,7 +24,7 @@ namespace {
 
 constexpr double kDouble = sizeof(double);
 constexpr double kFastScratchPerKey = 6 * kDouble + 1;  // score hi/lo, |q.k|, flush, gap, weight; the usable flag
-constexpr double kScoresPerKey = 2 * sizeof(float);     // the emulated reference's x for both realizations
+constexpr double kScoresPerKey = 3 * sizeof(float);     // the emulated reference's scores and x for both realizations
 constexpr double kVerdictDoublesPerElement = 10;        // exact o, abs_pv, bound o, o_trivial, emulated, ... per column
 constexpr double kOrderedSumVectors = 10;               // ordered_sums: pv_* and its running vectors, [head_dim] each
 constexpr int64_t kVerdictChunkRows = 1024;             // verdict.cpp kChunkRows
@@ -87,6 +88,8 @@ Budget estimate_budget(const Case& c, const BudgetOptions& options) {
   // Outputs (runner.cpp): O's image padded like Q, O decoded, and LSE, m, l as fp32 images and vectors.
   b.output_bytes = q_rows * row_elems * esize + q_elems * kDouble + (q_rows + rows_total) * 3 * sizeof(float) +
                    8 * double(kGuardBytes);
+  // The host model reads Q, K and V in place; the runner keeps copies of their bytes to compare after the call.
+  if (options.host_model) b.output_bytes += (q_rows + 2 * kv_rows) * row_elems * esize;
 
   // The checked rows (oracle::sample_rows) and their terms. A full check sums one head's rows (every head sees
   // the same keys), visiting at most kFullCheckStrideRows of them evenly for a very long one.
@@ -121,11 +124,14 @@ Budget estimate_budget(const Case& c, const BudgetOptions& options) {
   if (options.host_model) b.model_terms = terms_one_head * batch * heads_q;
 
   // The oracle's working set per thread at the longest row: the fast tier's per-key scratch, and with the RMS
-  // check the emulated reference's fp32 K and V (three copies each on the split-tf32 path) and scores.
+  // check the emulated reference's fp32 K and V (value, hi, lo and lo toward zero on the split-tf32 path), its scores
+  // and P*V's block sums.
   const double n = double(longest);
-  const double operand_copies = config.path == ComputePath::kSplitTf32 ? 3 : 1;
+  const double operand_copies = config.path == ComputePath::kSplitTf32 ? 4 : 1;
   double per_thread = n * kFastScratchPerKey + kOrderedSumVectors * d * kDouble;
-  if (options.check_rms) per_thread += n * (kScoresPerKey + 2 * operand_copies * d * sizeof(float));
+  if (options.check_rms) {
+    per_thread += n * (kScoresPerKey + 2 * operand_copies * d * sizeof(float)) + 3 * d * kDouble;
+  }
   // One double per K/V tile at most for the running sums.
   per_thread += std::ceil(n / std::max<double>(1, config.block_n)) * kDouble;
   const int threads = options.threads > 0 ? options.threads : oracle::max_threads();

@@ -224,10 +224,12 @@ Status generate_tensor(const Case& c, char tensor, void* buffer, cudaStream_t st
 }
 
 // draw_on_device's device buffer, per host thread, grown as needed and kept for the next case (a cudaMalloc per
-// case would cost more than the draw). Never freed: it lives until the process ends, like the CUDA context.
+// case would cost more than the draw), on the device it was allocated on (a thread that changes device gets a new
+// one). Not freed at the thread's end: freeing during the process's exit would race the CUDA runtime's teardown.
 struct DrawScratch {
   void* ptr = nullptr;
   size_t bytes = 0;
+  int device = -1;
 };
 thread_local DrawScratch t_draw_scratch;
 
@@ -243,15 +245,29 @@ Status draw_on_device(const Case& c, char tensor, std::vector<uint8_t>* bits) {
   const int64_t heads = tensor == 'q' ? c.heads_q : c.heads_kv;
   const int64_t seqlen = tensor == 'q' ? c.seqlen_q : c.seqlen_k;
   const int esize = static_cast<int>(dtype_size(c.dtype));
-  const int64_t count = c.batch * heads * seqlen * c.head_dim;
-  bits->resize(static_cast<size_t>(count * esize));
-  if (count == 0) return Status::ok_status();
+  bits->clear();
+  // An empty tensor has nothing to draw, however large its other extents.
+  if (c.batch == 0 || heads == 0 || seqlen == 0 || c.head_dim == 0) return Status::ok_status();
+  int64_t count = 0, bytes = 0;
+  if (c.batch < 0 || heads < 0 || seqlen < 0 || c.head_dim < 0 || __builtin_mul_overflow(c.batch, heads, &count) ||
+      __builtin_mul_overflow(count, seqlen, &count) || __builtin_mul_overflow(count, c.head_dim, &count) ||
+      __builtin_mul_overflow(count, int64_t{esize}, &bytes)) {
+    return {StatusCode::kInvalidArgument, std::string("draw_on_device: tensor ") + tensor + " has more than 2^63 bytes"};
+  }
+  bits->resize(static_cast<size_t>(bytes));
+  // An error left by an earlier call is that call's, not the draw's: name it so.
+  if (cudaError_t pending = cudaGetLastError(); pending != cudaSuccess) {
+    return detail::cuda_status(pending, "an earlier CUDA call (pending before the draw)");
+  }
+  int device = 0;
+  FLASHCHECK_CUDA_TRY(cudaGetDevice(&device), "draw buffer");
   DrawScratch& scratch = t_draw_scratch;
-  if (scratch.bytes < bits->size()) {
+  if (scratch.bytes < bits->size() || scratch.device != device) {
     if (scratch.ptr != nullptr) FLASHCHECK_CUDA_TRY(cudaFree(scratch.ptr), "draw buffer");
     scratch = {};
     FLASHCHECK_CUDA_TRY(cudaMalloc(&scratch.ptr, bits->size()), "draw buffer");
     scratch.bytes = bits->size();
+    scratch.device = device;
   }
   draw_kernel<<<blocks_for(count), kThreads>>>(elements::tensor_rule(c, tensor), seqlen, c.head_dim, count, esize,
                                                static_cast<uint8_t*>(scratch.ptr));
