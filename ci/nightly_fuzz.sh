@@ -18,13 +18,14 @@
 # preset and built here unless FLASHCHECK_FUZZ_NO_BUILD=1), FLASHCHECK_FUZZ_KERNEL_BUILD (build dir of fuzz_kernel,
 # default build/fuzz-kernel, or FLASHCHECK_FUZZ_BUILD with FLASHCHECK_FUZZ_NO_BUILD=1: the fuzz preset with
 # FLASHCHECK_FUZZ_SANITIZE empty, libFuzzer's coverage without ASan and UBSan, which multiply the host side's time
-# by 3 to 6; fuzz_model and fuzz_api keep them on the same host code), FLASHCHECK_FUZZ_PROFILES (fuzz_kernel's size profiles, default "small medium"; "all" is the
-# unbounded one), FLASHCHECK_FUZZ_KERNEL_WORKERS (workers per profile per GPU; default: three quarters of the
-# cores per GPU, split over the profiles with small weighing twice the others, at least 1 each), FLASHCHECK_FUZZ_CORPUS (a corpus directory kept between
-# nights, default OUTDIR/corpus), FLASHCHECK_FUZZ_CPU_WORKERS (workers per CPU target; default: the cores left
-# after the GPU workers, split between the two CPU targets, at least 1 each), FLASHCHECK_FUZZ_MERGE_SECONDS (the time
-# limit of each target's corpus merge after the budget, default 300; the targets merge at once).
-# Exit status: 0 with no finding, 1 with findings, 2 on a usage or build error or a worker that could not start.
+# by 3 to 6; fuzz_model and fuzz_api keep them on the same host code), FLASHCHECK_FUZZ_PROFILES (fuzz_kernel's
+# size profiles, default "small medium"; "all" is the unbounded one), FLASHCHECK_FUZZ_KERNEL_WORKERS (workers per
+# profile per GPU; default: three quarters of the cores per GPU, split over the profiles with small weighing twice
+# the others, at least 1 each), FLASHCHECK_FUZZ_CORPUS (a corpus directory kept between nights, default
+# OUTDIR/corpus), FLASHCHECK_FUZZ_CPU_WORKERS (workers per CPU target; default: the cores left after the GPU
+# workers, split between the two CPU targets, at least 1 each), FLASHCHECK_FUZZ_MERGE_SECONDS (the time limit of
+# each target's corpus merge after the budget, default 300; the targets merge at once).
+# Exit status: 0 with no finding, 1 with findings, 2 on a usage or build error or a worker that could not fuzz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -42,7 +43,7 @@ environment: FLASHCHECK_FUZZ_BUILD, FLASHCHECK_FUZZ_KERNEL_BUILD, FLASHCHECK_FUZ
   FLASHCHECK_FUZZ_KERNEL_WORKERS, FLASHCHECK_FUZZ_CORPUS, FLASHCHECK_FUZZ_CPU_WORKERS,
   FLASHCHECK_FUZZ_STATUS_SECONDS (status line period, default 60; 0: none), FLASHCHECK_FUZZ_MERGE_SECONDS (each
   target's corpus merge after the budget, default 300; one that runs out keeps its corpus unmerged)
-exit status: 0 no finding, 1 findings, 2 usage or build error, or a worker that could not start (logs/*.nostart)
+exit status: 0 no finding, 1 findings, 2 usage or build error, or a worker that could not fuzz (logs/*.nostart)
 USAGE
 }
 if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
@@ -178,8 +179,9 @@ worker() {
     # fuzz_kernel's device could not draw a case's inputs (exit 79): no case is to blame, and a restart would fail
     # the same way; the worker is listed with those that could not fuzz.
     if [ "$rc" -eq 79 ]; then
-      echo "${bin}: exit 79: $(grep -m1 'drawing the inputs on the device failed' "$log" || echo 'the device could not draw inputs')" \
-        >"$out/logs/$name.nostart"
+      local why
+      why=$(grep -m1 'drawing the inputs on the device failed' "$log" || echo 'the device could not draw inputs')
+      echo "${bin}: exit 79: $why" >"$out/logs/$name.nostart"
       break
     fi
     # (awk reads the log itself: a pipe into an early-exiting grep would fail under pipefail on a long log)

@@ -1,6 +1,7 @@
 // Input generation for a case on the host: every element by the one definition of element_values.h (Philox4x32-10
 // at (seed, tensor stream, canonical element index), the case's distribution in double, rounded once to the dtype),
-// or Q, K and V's elements drawn by the same definition on the device (DrawOn::kDevice), then injections; stored in the case's layout (dense, or with sequences packed or paged) over a buffer of poison.
+// or Q, K and V's elements drawn by the same definition on the device (DrawOn::kDevice), then injections; stored in
+// the case's layout (dense, or with sequences packed or paged) over a buffer of poison.
 // Compiled with -ffp-contract=off: only + - * / sqrt and detmath, evaluated in source order, so the bytes
 // (and the golden hashes) are identical on every machine, and the device generator's (device_inputs.cu).
 #include <cmath>

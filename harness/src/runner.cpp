@@ -1,8 +1,8 @@
 // The backend-independent runner: builds poisoned, canaried output images (O, LSE and the instrumentation
 // the options ask for) and canaried images of the sink and the index arrays, hands them to the host model (in
 // place) or to the GPU launcher (round trip), then inspects them: damaged canaries, elements still holding the
-// poison, changed inputs (Q, K, V, the sink, the index arrays, compared byte for byte), and decodes O, LSE, m and l into canonical
-// [B, Hq, Sq(, D)] order from the kernel's (packed with sequences).
+// poison, changed inputs (Q, K, V, the sink, the index arrays, compared byte for byte), and decodes O, LSE, m and
+// l into canonical [B, Hq, Sq(, D)] order from the kernel's (packed with sequences).
 // Invariant: every check runs on the bytes the backend left, so a skipped row or a stray write shows up.
 #include <algorithm>
 #include <array>
