@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "element_bytes.h"
 #include "element_values.h"
 #include "flashcheck/device_inputs.h"
 #include "flashcheck/inputs.h"
@@ -30,27 +31,8 @@ using elements::Draw;
 
 Draw draw(uint64_t seed, Stream stream, uint64_t index) { return elements::draw(seed, static_cast<uint32_t>(stream), index); }
 
-// Element `index` of canonical bits of esize bytes each (draw_on_device's).
-uint32_t load_drawn(const std::vector<uint8_t>& drawn, int64_t esize, int64_t index) {
-  if (esize == 2) {
-    uint16_t bits16 = 0;
-    std::memcpy(&bits16, drawn.data() + index * 2, sizeof(bits16));
-    return bits16;
-  }
-  uint32_t bits = 0;
-  std::memcpy(&bits, drawn.data() + index * 4, sizeof(bits));
-  return bits;
-}
-
-// Stores an encoded element (2 or 4 bytes) in host byte order, the order the kernel reads.
-void store_bits(uint32_t bits, int64_t esize, uint8_t* dst) {
-  if (esize == 2) {
-    const uint16_t bits16 = static_cast<uint16_t>(bits);
-    std::memcpy(dst, &bits16, sizeof(bits16));
-  } else {
-    std::memcpy(dst, &bits, sizeof(bits));
-  }
-}
+using detail::load_bits;
+using detail::store_bits;
 
 // One tensor: its canonical shape [batch, heads, seqlen, head_dim] and where element [b, h, s, d] lies in the
 // encoded buffer: dense strides, packed rows (sequence b's rows from row0[b]), or pages (row s of sequence b in
@@ -93,8 +75,8 @@ void generate(const elements::ElementRule& rule, DType dtype, const TensorShape&
         const int64_t row_index = t.canonical(b, h, s);
         for (int64_t d = 0; d < t.head_dim; ++d) {
           const int64_t index = row_index + d;
-          const uint32_t bits =
-              drawn != nullptr ? load_drawn(*drawn, esize, index) : elements::element_bits(rule, s, index, dominant);
+          const uint32_t bits = drawn != nullptr ? load_bits(esize, drawn->data() + index * esize)
+                                                 : elements::element_bits(rule, s, index, dominant);
           store_bits(bits, esize, bytes->data() + (row_offset + d) * esize);
           (*exact)[static_cast<size_t>(index)] = decode_dtype(dtype, bits);
         }
@@ -354,13 +336,12 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes, DrawOn dra
   for (const auto& [tensor, shape] : tensors) {
     std::vector<uint8_t>& bytes = tensor == 'q' ? in.q : tensor == 'k' ? in.k : in.v;
     std::vector<double>& exact = tensor == 'q' ? in.q_exact : tensor == 'k' ? in.k_exact : in.v_exact;
+    std::vector<uint8_t> drawn;
     if (draw_on == DrawOn::kDevice) {
-      std::vector<uint8_t> drawn;
       if (Status s = draw_on_device(c, tensor, &drawn); !s.ok()) return s;
-      generate(elements::tensor_rule(c, tensor), c.dtype, *shape, &bytes, &exact, &drawn);
-    } else {
-      generate(elements::tensor_rule(c, tensor), c.dtype, *shape, &bytes, &exact);
     }
+    generate(elements::tensor_rule(c, tensor), c.dtype, *shape, &bytes, &exact,
+             draw_on == DrawOn::kDevice ? &drawn : nullptr);
   }
   make_sink(c, &in.sink, &in.sink_exact);
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "element_bytes.h"
 #include "flashcheck/runner.h"
 #include "runner_internal.h"
 
@@ -78,17 +79,6 @@ void store_poison(DType dtype, uint8_t* dst) {
 bool is_poison(DType dtype, const uint8_t* src) {
   if (dtype_size(dtype) == 4) return std::memcmp(src, &kPoisonBits32, sizeof(kPoisonBits32)) == 0;
   return std::memcmp(src, &kPoisonBits16, sizeof(kPoisonBits16)) == 0;
-}
-
-uint32_t load_bits(DType dtype, const uint8_t* src) {
-  if (dtype_size(dtype) == 4) {
-    uint32_t bits;
-    std::memcpy(&bits, src, sizeof(bits));
-    return bits;
-  }
-  uint16_t bits;
-  std::memcpy(&bits, src, sizeof(bits));
-  return bits;
 }
 
 // Guard | poisoned fp32 array | guard.
@@ -352,7 +342,7 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
   out.o.assign(static_cast<size_t>(o_elements), 0.0);
   for_each_o_element(rows, params.o_stride, esize, [&](int64_t index, int64_t offset) {
     if (is_poison(dtype, o_base + offset)) ++out.unwritten_o;
-    out.o[static_cast<size_t>(index)] = decode_dtype(dtype, load_bits(dtype, o_base + offset));
+    out.o[static_cast<size_t>(index)] = decode_dtype(dtype, detail::load_bits(esize, o_base + offset));
   });
   out.unwritten_lse = count_poison(DType::kF32, images.lse.data() + kGuardBytes, kernel_rows);
   out.lse = decode_rows(images.lse, rows, kernel_rows);
