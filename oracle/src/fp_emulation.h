@@ -1,5 +1,5 @@
 // fp32 emulation of the kernel's rounding points on the host: rounding to fp16/bf16/tf32 (to nearest even),
-// the tensor core's truncating accumulation (round toward zero, Fasi et al., PeerJ CS 2021), the tf32 split,
+// the tensor core's truncating accumulation (add_aligned, as measured on Hopper), the tf32 split,
 // a score dot product and the P*V accumulation at a compute path's rounding points. Used by the emulated reference and
 // by the tests' tiled models. Header-only; values travel as float, exact conversions through double.
 #pragma once
@@ -30,6 +30,36 @@ inline float round_toward_zero(double x) {
     return std::bit_cast<float>(std::bit_cast<uint32_t>(f) - 1u);
   }
   return f;
+}
+
+// The tensor core's addition of a block of exact products to its fp32 accumulator: every addend, the accumulator
+// included, is aligned to the largest of them and cut toward zero to kMmaAlignBits significant bits of that
+// largest one's scale, the cut addends are summed exactly, and the sum is rounded toward zero to fp32 (Fasi,
+// Higham, Mikaitis and Pranesh, PeerJ Comput. Sci. 7:e330, 2021, for the structure). 26 bits, fp32's 24 and two
+// more, both cuts toward zero: measured on Hopper through flashcheck's own wgmma kernels, tf32, fp16 and bf16
+// alike, by tools/dev/mma_alignment.cpp. Where the addends cancel, each cut costs up to one unit in the 26th bit of
+// the largest addend, not of the sum: on the split-TF32 fuzz finding gpu-nightly-rms-split-tf32-aligned-blocks
+// (|q| ~ 100 against |k| <= 10, scores far below sum |q k|) the kernel ran at 1.09x the allowance of a reference
+// that added each block exactly. Addends are products of tf32, fp16 or bf16 values (exact in double); a
+// non-finite addend makes the plain sum.
+inline constexpr int kMmaAlignBits = 26;
+inline float add_aligned(float acc, const double* terms, size_t count, size_t stride) {
+  double largest = std::fabs(double{acc});
+  for (size_t i = 0; i < count; ++i) largest = std::max(largest, std::fabs(terms[i * stride]));
+  if (!(largest > 0.0) || !std::isfinite(largest)) {
+    double sum = acc;
+    for (size_t i = 0; i < count; ++i) sum += terms[i * stride];
+    return round_toward_zero(sum);
+  }
+  // largest in [2^(e-1), 2^e): the addends times 2^(kMmaAlignBits - e) are below 2^kMmaAlignBits, and their
+  // conversion to an integer cuts them toward zero. The products of finite fp32 values are normal doubles, so the
+  // exponent is read from the bit pattern and the powers of two are built from it.
+  const int e = static_cast<int>((std::bit_cast<uint64_t>(largest) >> 52) & 0x7ff) - 1022;
+  const double up = std::bit_cast<double>(static_cast<uint64_t>(1023 + kMmaAlignBits - e) << 52);
+  const double down = std::bit_cast<double>(static_cast<uint64_t>(1023 - kMmaAlignBits + e) << 52);
+  int64_t units = static_cast<int64_t>(double{acc} * up);
+  for (size_t i = 0; i < count; ++i) units += static_cast<int64_t>(terms[i * stride] * up);
+  return round_toward_zero(static_cast<double>(units) * down);
 }
 
 // Round-to-nearest-even of an fp32 value to a binary format with `precision` significand bits, smallest
@@ -114,7 +144,7 @@ inline Operands make_operands(std::vector<float> value, Arithmetic path) {
 
 // How a dot product's fp32 additions round: a chain of FMAs rounding to nearest (CUDA cores, the host model;
 // on the split path three FMAs per product, lo*hi, hi*lo, hi*hi, the kernel's mma order), or the tensor
-// core's blocks of exact products added to the accumulator with truncation (kMmaKHalf, or kMmaKTf32 per
+// core's blocks of exact products added to the accumulator by add_aligned (kMmaKHalf, or kMmaKTf32 per
 // split term), the split's low parts rounded to nearest (lo) or, as the split kernels' mma reads them, toward zero
 // (lo_rz; on the fp16/bf16 path the two are the same).
 enum class DotRounding { kNearestChain, kTruncatedBlocks, kTruncatedBlocksLowTowardZero };
@@ -148,30 +178,32 @@ inline void dot_fp32_group(const Operands& a, size_t a0, const Operands& b, cons
     }
   } else if (path == Arithmetic::kTensorCore) {
     for (size_t k0 = 0; k0 < n; k0 += kMmaKHalf) {
-      double block[G] = {};  // products of fp16/bf16 values are exact in fp32; their block sum is kept in double
-      for (size_t k = k0; k < std::min(n, k0 + kMmaKHalf); ++k) {
-        const double a_value = a.value[a0 + k];
-        for (int g = 0; g < G; ++g) block[g] += a_value * double{b.value[b0[g] + k]};
+      const size_t count = std::min<size_t>(n - k0, kMmaKHalf);
+      double block[G][kMmaKHalf];  // products of fp16/bf16 values, exact
+      for (size_t k = 0; k < count; ++k) {
+        const double a_value = a.value[a0 + k0 + k];
+        for (int g = 0; g < G; ++g) block[g][k] = a_value * double{b.value[b0[g] + k0 + k]};
       }
-      for (int g = 0; g < G; ++g) acc[g] = round_toward_zero(double{acc[g]} + block[g]);
+      for (int g = 0; g < G; ++g) acc[g] = add_aligned(acc[g], block[g], count, 1);
     }
   } else {
     const std::vector<float>& a_lo = low_parts(a, rounding);
     const std::vector<float>& b_lo = low_parts(b, rounding);
     for (size_t k0 = 0; k0 < n; k0 += kMmaKTf32) {
-      double lo_hi[G] = {}, hi_lo[G] = {}, hi_hi[G] = {};
-      for (size_t k = k0; k < std::min(n, k0 + kMmaKTf32); ++k) {
-        const double a_low = a_lo[a0 + k], a_high = a.hi[a0 + k];
+      const size_t count = std::min<size_t>(n - k0, kMmaKTf32);
+      double lo_hi[G][kMmaKTf32], hi_lo[G][kMmaKTf32], hi_hi[G][kMmaKTf32];  // products of tf32 values, exact
+      for (size_t k = 0; k < count; ++k) {
+        const double a_low = a_lo[a0 + k0 + k], a_high = a.hi[a0 + k0 + k];
         for (int g = 0; g < G; ++g) {
-          lo_hi[g] += a_low * double{b.hi[b0[g] + k]};
-          hi_lo[g] += a_high * double{b_lo[b0[g] + k]};
-          hi_hi[g] += a_high * double{b.hi[b0[g] + k]};
+          lo_hi[g][k] = a_low * double{b.hi[b0[g] + k0 + k]};
+          hi_lo[g][k] = a_high * double{b_lo[b0[g] + k0 + k]};
+          hi_hi[g][k] = a_high * double{b.hi[b0[g] + k0 + k]};
         }
       }
       for (int g = 0; g < G; ++g) {
-        acc[g] = round_toward_zero(double{acc[g]} + lo_hi[g]);
-        acc[g] = round_toward_zero(double{acc[g]} + hi_lo[g]);
-        acc[g] = round_toward_zero(double{acc[g]} + hi_hi[g]);
+        acc[g] = add_aligned(acc[g], lo_hi[g], count, 1);
+        acc[g] = add_aligned(acc[g], hi_lo[g], count, 1);
+        acc[g] = add_aligned(acc[g], hi_hi[g], count, 1);
       }
     }
   }
@@ -229,45 +261,48 @@ inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int6
     }
     return;
   }
-  // Each output column's block sums run over the block's keys in key order, as in dot_fp32; the loops visit V
-  // row by row (keys outer, columns inner), so the block sums of all columns are kept side by side.
-  thread_local std::vector<double> sums;
-  sums.resize(3 * d);
-  double* const first = sums.data();
+  // Each output column's block runs over the block's keys in key order, as in dot_fp32; the loops visit V row by
+  // row (keys outer, columns inner), so the block's products are kept key by key for all columns (column k of key j
+  // at (j - block start) * d + k) and each column's block is added with stride d.
+  thread_local std::vector<double> products;
   if (path == Arithmetic::kTensorCore) {
+    products.resize(kMmaKHalf * d);
+    double* const block = products.data();
     for (int64_t b0 = j0; b0 < j1; b0 += kMmaKHalf) {
       const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + kMmaKHalf));
-      std::fill(first, first + d, 0.0);
       for (size_t j = lo; j < hi; ++j) {
         const double pj = p.value[j - base];
         const float* const row = v.value.data() + j * d;
-        for (size_t k = 0; k < d; ++k) first[k] += pj * double{row[k]};  // exact products
+        double* const out = block + (j - lo) * d;
+        for (size_t k = 0; k < d; ++k) out[k] = pj * double{row[k]};  // exact products
       }
-      for (size_t k = 0; k < d; ++k) acc[k] = round_toward_zero(double{acc[k]} + first[k]);
+      for (size_t k = 0; k < d; ++k) acc[k] = add_aligned(acc[k], block + k, hi - lo, d);
     }
     return;
   }
   const std::vector<float>& p_lo = low_parts(p, rounding);
   const std::vector<float>& v_lo = low_parts(v, rounding);
-  double* const second = first + d;
-  double* const third = second + d;
+  products.resize(3 * kMmaKTf32 * d);
+  double* const first = products.data();
+  double* const second = first + kMmaKTf32 * d;
+  double* const third = second + kMmaKTf32 * d;
   for (int64_t b0 = j0; b0 < j1; b0 += kMmaKTf32) {
     const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + kMmaKTf32));
-    std::fill(first, first + 3 * d, 0.0);
     for (size_t j = lo; j < hi; ++j) {
       const double pj_lo = p_lo[j - base], pj_hi = p.hi[j - base];
       const float* const row_hi = v.hi.data() + j * d;
       const float* const row_lo = v_lo.data() + j * d;
+      const size_t at = (j - lo) * d;
       for (size_t k = 0; k < d; ++k) {  // exact products of tf32 values
-        first[k] += pj_lo * double{row_hi[k]};   // lo * hi
-        second[k] += pj_hi * double{row_lo[k]};  // hi * lo
-        third[k] += pj_hi * double{row_hi[k]};   // hi * hi
+        first[at + k] = pj_lo * double{row_hi[k]};   // lo * hi
+        second[at + k] = pj_hi * double{row_lo[k]};  // hi * lo
+        third[at + k] = pj_hi * double{row_hi[k]};   // hi * hi
       }
     }
     for (size_t k = 0; k < d; ++k) {
-      acc[k] = round_toward_zero(double{acc[k]} + first[k]);
-      acc[k] = round_toward_zero(double{acc[k]} + second[k]);
-      acc[k] = round_toward_zero(double{acc[k]} + third[k]);
+      acc[k] = add_aligned(acc[k], first + k, hi - lo, d);
+      acc[k] = add_aligned(acc[k], second + k, hi - lo, d);
+      acc[k] = add_aligned(acc[k], third + k, hi - lo, d);
     }
   }
 }

@@ -345,12 +345,30 @@ TEST(FpEmulation, SplitLowPartAsTheTensorCoreReadsIt) {
 }
 
 // The plain definitions of fp_emulation.h's sums, one output at a time, for the tests below: a score as one chain
-// over k; a P*V column as one chain over the keys; on mma paths blocks of exact products summed in double and added
-// to the accumulator toward zero (std::nextafter, the definition of one step toward zero).
+// over k; a P*V column as one chain over the keys; on mma paths blocks of exact products added to the accumulator as
+// the tensor core adds them (plain_aligned: frexp, trunc and std::nextafter, the definitions of the exponent, of a
+// cut toward zero and of one step toward zero).
 float toward_zero(double x) {
   float f = static_cast<float>(x);
   if (std::isfinite(x) && std::fabs(static_cast<double>(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
   return f;
+}
+// acc plus exact products: each addend, acc included, cut toward zero to a multiple of 2^(e - kMmaAlignBits), where
+// 2^(e-1) <= the largest |addend| < 2^e, and their exact sum rounded toward zero to fp32.
+float plain_aligned(float acc, const std::vector<double>& terms) {
+  double largest = std::fabs(double{acc});
+  for (const double t : terms) largest = std::max(largest, std::fabs(t));
+  double sum = acc;
+  if (!(largest > 0.0) || !std::isfinite(largest)) {
+    for (const double t : terms) sum += t;
+    return toward_zero(sum);
+  }
+  int e = 0;
+  std::frexp(largest, &e);
+  const double unit = std::ldexp(1.0, e - detail::kMmaAlignBits);
+  sum = std::trunc(double{acc} / unit) * unit;
+  for (const double t : terms) sum += std::trunc(t / unit) * unit;
+  return toward_zero(sum);
 }
 // sum over t < count of a(t) * b(t) at the path's rounding points; a and b give (value, hi, lo) of term t.
 template <typename A, typename B>
@@ -372,17 +390,17 @@ float plain_sum(float acc, int64_t count, const A& a, const B& b, Arithmetic pat
   const int64_t block = path == Arithmetic::kTensorCore ? detail::kMmaKHalf : detail::kMmaKTf32;
   const char low = lo_rz ? 'z' : 'l';
   for (int64_t t0 = 0; t0 < count; t0 += block) {
-    double sums[3] = {0.0, 0.0, 0.0};
+    std::vector<double> products[3];
     for (int64_t t = t0; t < std::min(count, t0 + block); ++t) {
       if (path == Arithmetic::kTensorCore) {
-        sums[0] += double{a(t, 'v')} * double{b(t, 'v')};
+        products[0].push_back(double{a(t, 'v')} * double{b(t, 'v')});
       } else {
-        sums[0] += double{a(t, low)} * double{b(t, 'h')};
-        sums[1] += double{a(t, 'h')} * double{b(t, low)};
-        sums[2] += double{a(t, 'h')} * double{b(t, 'h')};
+        products[0].push_back(double{a(t, low)} * double{b(t, 'h')});
+        products[1].push_back(double{a(t, 'h')} * double{b(t, low)});
+        products[2].push_back(double{a(t, 'h')} * double{b(t, 'h')});
       }
     }
-    for (int i = 0; i < (path == Arithmetic::kTensorCore ? 1 : 3); ++i) acc = toward_zero(double{acc} + sums[i]);
+    for (int i = 0; i < (path == Arithmetic::kTensorCore ? 1 : 3); ++i) acc = plain_aligned(acc, products[i]);
   }
   return acc;
 }
@@ -402,6 +420,35 @@ detail::Operands random_operands(Rng* rng, size_t count, Arithmetic path) {
     if (path == Arithmetic::kTensorCore) x = detail::round_to(Format::kBF16, x);
   }
   return detail::make_operands(std::move(values), path);
+}
+
+// The tensor core's block addition as tools/dev/mma_alignment.cpp measured it on Hopper (wgmma tf32, fp16 and bf16
+// alike): the addends aligned to the largest keep 26 bits, cut toward zero, and the sum is rounded toward zero.
+TEST(FpEmulation, TensorCoreAdditionAsMeasuredOnHopper) {
+  const auto add = [](float acc, std::vector<double> terms) {
+    return detail::add_aligned(acc, terms.data(), terms.size(), 1);
+  };
+  EXPECT_EQ(add(0.0f, {1.0, -1.0, 0x1p-25}), 0x1p-25f);  // the 26th bit of the largest addend survives
+  EXPECT_EQ(add(0.0f, {1.0, -1.0, 0x1p-26}), 0.0f);      // the 27th does not
+  EXPECT_EQ(add(1.0f, {-1.0, 0x1p-25}), 0x1p-25f);       // the accumulator is an addend like the products
+  EXPECT_EQ(add(1.0f, {-1.0, 0x1p-26}), 0.0f);
+  EXPECT_EQ(add(0.0f, {1.0, -1.0, 3 * 0x1p-27}), 0.0f);   // 0.75 of the last kept unit: cut toward zero,
+  EXPECT_EQ(add(0.0f, {1.0, -1.0, -3 * 0x1p-27}), 0.0f);  // for either sign
+  EXPECT_EQ(add(0.0f, {1.0, 3 * 0x1p-25}), 1.0f);         // 1 + 0.75 ulp of fp32: the sum toward zero
+  EXPECT_EQ(add(0.0f, {-1.0, -3 * 0x1p-25}), -1.0f);
+  EXPECT_EQ(add(0.0f, {0x1p100, 0x1p100}), 0x1p101f);     // large addends: exact when they fit
+  EXPECT_EQ(add(0.0f, {}), 0.0f);
+  EXPECT_EQ(add(2.0f, {0.0, 0.0}), 2.0f);
+  EXPECT_EQ(add(0.0f, {1.0, std::numeric_limits<double>::infinity()}), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(add(0.0f, {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()})));
+  // Random blocks of every magnitude against the plain definition.
+  Rng rng(31337);
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::vector<double> terms(1 + rng.below(16));
+    for (double& t : terms) t = std::ldexp(rng.normal(0, 1), static_cast<int>(rng.below(60)) - 30);
+    const float acc = static_cast<float>(std::ldexp(rng.normal(0, 1), static_cast<int>(rng.below(60)) - 30));
+    ASSERT_EQ(std::bit_cast<uint32_t>(add(acc, terms)), std::bit_cast<uint32_t>(plain_aligned(acc, terms))) << trial;
+  }
 }
 
 // Scores eight keys at a time (dot_fp32_rows) and P*V walked key by key over all columns (accumulate_pv) compute
