@@ -45,11 +45,16 @@ inline float round_toward_zero(double x) {
 inline constexpr int kMmaAlignBits = 26;
 inline float add_aligned(float acc, const double* terms, size_t count, size_t stride) {
   double largest = std::fabs(double{acc});
-  for (size_t i = 0; i < count; ++i) largest = std::max(largest, std::fabs(terms[i * stride]));
-  if (!(largest > 0.0) || !std::isfinite(largest)) {
+  bool finite = largest <= std::numeric_limits<double>::max();
+  for (size_t i = 0; i < count; ++i) {
+    const double magnitude = std::fabs(terms[i * stride]);
+    finite = finite && magnitude <= std::numeric_limits<double>::max();  // false for inf and NaN
+    largest = std::max(largest, magnitude);
+  }
+  if (!finite || largest == 0.0) {
     double sum = acc;
     for (size_t i = 0; i < count; ++i) sum += terms[i * stride];
-    return round_toward_zero(sum);
+    return largest == 0.0 && finite ? 0.0f : round_toward_zero(sum);
   }
   // largest in [2^(e-1), 2^e): the addends times 2^(kMmaAlignBits - e) are below 2^kMmaAlignBits, and their
   // conversion to an integer cuts them toward zero. The products of finite fp32 values are normal doubles, so the
@@ -60,6 +65,54 @@ inline float add_aligned(float acc, const double* terms, size_t count, size_t st
   int64_t units = static_cast<int64_t>(double{acc} * up);
   for (size_t i = 0; i < count; ++i) units += static_cast<int64_t>(terms[i * stride] * up);
   return round_toward_zero(static_cast<double>(units) * down);
+}
+
+// add_aligned for `columns` accumulators side by side: acc[c] += the block products[t * stride + c], t < terms, each
+// column bit for bit as add_aligned adds it alone. The passes run over all columns at a time (the largest addends,
+// their scales, the cut addends as int32 units: below 2^kMmaAlignBits each, 2^31 for 32 of them), so they
+// vectorize; a block with a non-finite addend takes add_aligned column by column. `scratch` holds 3 * columns.
+inline constexpr size_t kMaxAlignedTerms = 32;
+template <size_t kColumns = 0>  // the number of columns where known at compile time (the score groups), else 0
+inline void add_aligned_columns(float* acc, const double* products, size_t terms, size_t runtime_columns,
+                                size_t stride, double* scratch) {
+  const size_t columns = kColumns > 0 ? kColumns : runtime_columns;
+  double* const largest = scratch;  // then 2^(e - kMmaAlignBits), the unit
+  double* const up = scratch + columns;
+  double* const units = scratch + 2 * columns;
+  constexpr double kMax = std::numeric_limits<double>::max();
+  int finite = terms <= kMaxAlignedTerms;
+  for (size_t c = 0; c < columns; ++c) {
+    largest[c] = std::fabs(double{acc[c]});
+    finite &= largest[c] <= kMax;
+  }
+  for (size_t t = 0; t < terms; ++t) {
+    const double* const row = products + t * stride;
+    for (size_t c = 0; c < columns; ++c) {
+      const double magnitude = std::fabs(row[c]);
+      finite &= magnitude <= kMax;  // 0 for inf and NaN
+      largest[c] = std::max(largest[c], magnitude);
+    }
+  }
+  if (!finite) {
+    for (size_t c = 0; c < columns; ++c) acc[c] = add_aligned(acc[c], products + c, terms, stride);
+    return;
+  }
+  // For largest in [2^(e-1), 2^e) with biased exponent field E = e + 1022: up = 2^(kMmaAlignBits - e) has the field
+  // 2 * 1023 + kMmaAlignBits - 1 - E, the unit 2^(e - kMmaAlignBits) the field E + 1 - kMmaAlignBits; both 0 where
+  // largest is 0 (the sum is then +0).
+  constexpr uint64_t kField = 0x7ffull << 52;
+  for (size_t c = 0; c < columns; ++c) {
+    const uint64_t field = std::bit_cast<uint64_t>(largest[c]) & kField;
+    const bool zero = largest[c] == 0.0;
+    up[c] = zero ? 0.0 : std::bit_cast<double>(((2 * 1023ull + kMmaAlignBits - 1) << 52) - field);
+    largest[c] = zero ? 0.0 : std::bit_cast<double>(field - ((kMmaAlignBits - 1ull) << 52));
+  }
+  for (size_t c = 0; c < columns; ++c) units[c] = static_cast<double>(static_cast<int32_t>(double{acc[c]} * up[c]));
+  for (size_t t = 0; t < terms; ++t) {
+    const double* const row = products + t * stride;
+    for (size_t c = 0; c < columns; ++c) units[c] += static_cast<double>(static_cast<int32_t>(row[c] * up[c]));
+  }
+  for (size_t c = 0; c < columns; ++c) acc[c] = round_toward_zero(units[c] * largest[c]);
 }
 
 // Round-to-nearest-even of an fp32 value to a binary format with `precision` significand bits, smallest
@@ -154,6 +207,14 @@ inline const std::vector<float>& low_parts(const Operands& ops, DotRounding roun
   return rounding == DotRounding::kTruncatedBlocksLowTowardZero ? ops.lo_rz : ops.lo;
 }
 
+// Whether a truncated member adds its blocks as the tensor core does (add_aligned): the hardware's own member of
+// each mma path, kTruncatedBlocks on the fp16/bf16 path and kTruncatedBlocksLowTowardZero on the split path. The split
+// path's other truncated member, whose low parts are rounded to nearest (the kernels never hand the mma those), adds
+// each block exactly and rounds the sum toward zero: a second rounding of the low parts at half the cost.
+inline bool aligned_blocks(Arithmetic path, DotRounding rounding) {
+  return path == Arithmetic::kTensorCore || rounding == DotRounding::kTruncatedBlocksLowTowardZero;
+}
+
 // sum_k a[a0 + k] b[b0[g] + k] over k < dim in fp32 at the path's rounding points, for G rows of b at once: each
 // row's sum takes the same operations in the same order as it would alone. One row's sum is a chain of dependent
 // additions; G independent chains side by side keep the FMA units busy (dot_fp32_rows).
@@ -177,34 +238,53 @@ inline void dot_fp32_group(const Operands& a, size_t a0, const Operands& b, cons
       }
     }
   } else if (path == Arithmetic::kTensorCore) {
+    double block[kMmaKHalf * G], scratch[3 * G];  // products of fp16/bf16 values (exact), term k of row g at k*G+g
     for (size_t k0 = 0; k0 < n; k0 += kMmaKHalf) {
       const size_t count = std::min<size_t>(n - k0, kMmaKHalf);
-      double block[G][kMmaKHalf];  // products of fp16/bf16 values, exact
       for (size_t k = 0; k < count; ++k) {
         const double a_value = a.value[a0 + k0 + k];
-        for (int g = 0; g < G; ++g) block[g][k] = a_value * double{b.value[b0[g] + k0 + k]};
+        for (int g = 0; g < G; ++g) block[k * G + g] = a_value * double{b.value[b0[g] + k0 + k]};
       }
-      for (int g = 0; g < G; ++g) acc[g] = add_aligned(acc[g], block[g], count, 1);
+      add_aligned_columns<G>(acc, block, count, G, G, scratch);
     }
   } else {
     const std::vector<float>& a_lo = low_parts(a, rounding);
     const std::vector<float>& b_lo = low_parts(b, rounding);
+    if (!aligned_blocks(path, rounding)) {
+      for (size_t k0 = 0; k0 < n; k0 += kMmaKTf32) {
+        double lo_hi[G] = {}, hi_lo[G] = {}, hi_hi[G] = {};  // exact block sums
+        for (size_t k = k0; k < std::min(n, k0 + kMmaKTf32); ++k) {
+          const double a_low = a_lo[a0 + k], a_high = a.hi[a0 + k];
+          for (int g = 0; g < G; ++g) {
+            lo_hi[g] += a_low * double{b.hi[b0[g] + k]};
+            hi_lo[g] += a_high * double{b_lo[b0[g] + k]};
+            hi_hi[g] += a_high * double{b.hi[b0[g] + k]};
+          }
+        }
+        for (int g = 0; g < G; ++g) {
+          acc[g] = round_toward_zero(double{acc[g]} + lo_hi[g]);
+          acc[g] = round_toward_zero(double{acc[g]} + hi_lo[g]);
+          acc[g] = round_toward_zero(double{acc[g]} + hi_hi[g]);
+        }
+      }
+      for (int g = 0; g < G; ++g) out[g] = acc[g];
+      return;
+    }
+    // Products of tf32 values (exact), term k of row g at k*G+g.
+    double lo_hi[kMmaKTf32 * G], hi_lo[kMmaKTf32 * G], hi_hi[kMmaKTf32 * G], scratch[3 * G];
     for (size_t k0 = 0; k0 < n; k0 += kMmaKTf32) {
       const size_t count = std::min<size_t>(n - k0, kMmaKTf32);
-      double lo_hi[G][kMmaKTf32], hi_lo[G][kMmaKTf32], hi_hi[G][kMmaKTf32];  // products of tf32 values, exact
       for (size_t k = 0; k < count; ++k) {
         const double a_low = a_lo[a0 + k0 + k], a_high = a.hi[a0 + k0 + k];
         for (int g = 0; g < G; ++g) {
-          lo_hi[g][k] = a_low * double{b.hi[b0[g] + k0 + k]};
-          hi_lo[g][k] = a_high * double{b_lo[b0[g] + k0 + k]};
-          hi_hi[g][k] = a_high * double{b.hi[b0[g] + k0 + k]};
+          lo_hi[k * G + g] = a_low * double{b.hi[b0[g] + k0 + k]};
+          hi_lo[k * G + g] = a_high * double{b_lo[b0[g] + k0 + k]};
+          hi_hi[k * G + g] = a_high * double{b.hi[b0[g] + k0 + k]};
         }
       }
-      for (int g = 0; g < G; ++g) {
-        acc[g] = add_aligned(acc[g], lo_hi[g], count, 1);
-        acc[g] = add_aligned(acc[g], hi_lo[g], count, 1);
-        acc[g] = add_aligned(acc[g], hi_hi[g], count, 1);
-      }
+      add_aligned_columns<G>(acc, lo_hi, count, G, G, scratch);
+      add_aligned_columns<G>(acc, hi_lo, count, G, G, scratch);
+      add_aligned_columns<G>(acc, hi_hi, count, G, G, scratch);
     }
   }
   for (int g = 0; g < G; ++g) out[g] = acc[g];
@@ -264,7 +344,8 @@ inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int6
   // Each output column's block runs over the block's keys in key order, as in dot_fp32; the loops visit V row by
   // row (keys outer, columns inner), so the block's products are kept key by key for all columns (column k of key j
   // at (j - block start) * d + k) and each column's block is added with stride d.
-  thread_local std::vector<double> products;
+  thread_local std::vector<double> products, scratch;
+  scratch.resize(3 * d);
   if (path == Arithmetic::kTensorCore) {
     products.resize(kMmaKHalf * d);
     double* const block = products.data();
@@ -276,12 +357,38 @@ inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int6
         double* const out = block + (j - lo) * d;
         for (size_t k = 0; k < d; ++k) out[k] = pj * double{row[k]};  // exact products
       }
-      for (size_t k = 0; k < d; ++k) acc[k] = add_aligned(acc[k], block + k, hi - lo, d);
+      add_aligned_columns(acc, block, hi - lo, d, d, scratch.data());
     }
     return;
   }
   const std::vector<float>& p_lo = low_parts(p, rounding);
   const std::vector<float>& v_lo = low_parts(v, rounding);
+  if (!aligned_blocks(path, rounding)) {
+    products.resize(3 * d);  // exact block sums of the three split terms, side by side for all columns
+    double* const first = products.data();
+    double* const second = first + d;
+    double* const third = second + d;
+    for (int64_t b0 = j0; b0 < j1; b0 += kMmaKTf32) {
+      const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + kMmaKTf32));
+      std::fill(first, first + 3 * d, 0.0);
+      for (size_t j = lo; j < hi; ++j) {
+        const double pj_lo = p_lo[j - base], pj_hi = p.hi[j - base];
+        const float* const row_hi = v.hi.data() + j * d;
+        const float* const row_lo = v_lo.data() + j * d;
+        for (size_t k = 0; k < d; ++k) {
+          first[k] += pj_lo * double{row_hi[k]};
+          second[k] += pj_hi * double{row_lo[k]};
+          third[k] += pj_hi * double{row_hi[k]};
+        }
+      }
+      for (size_t k = 0; k < d; ++k) {
+        acc[k] = round_toward_zero(double{acc[k]} + first[k]);
+        acc[k] = round_toward_zero(double{acc[k]} + second[k]);
+        acc[k] = round_toward_zero(double{acc[k]} + third[k]);
+      }
+    }
+    return;
+  }
   products.resize(3 * kMmaKTf32 * d);
   double* const first = products.data();
   double* const second = first + kMmaKTf32 * d;
@@ -299,11 +406,9 @@ inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int6
         third[at + k] = pj_hi * double{row_hi[k]};   // hi * hi
       }
     }
-    for (size_t k = 0; k < d; ++k) {
-      acc[k] = add_aligned(acc[k], first + k, hi - lo, d);
-      acc[k] = add_aligned(acc[k], second + k, hi - lo, d);
-      acc[k] = add_aligned(acc[k], third + k, hi - lo, d);
-    }
+    add_aligned_columns(acc, first, hi - lo, d, d, scratch.data());
+    add_aligned_columns(acc, second, hi - lo, d, d, scratch.data());
+    add_aligned_columns(acc, third, hi - lo, d, d, scratch.data());
   }
 }
 

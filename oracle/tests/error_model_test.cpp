@@ -346,8 +346,9 @@ TEST(FpEmulation, SplitLowPartAsTheTensorCoreReadsIt) {
 
 // The plain definitions of fp_emulation.h's sums, one output at a time, for the tests below: a score as one chain
 // over k; a P*V column as one chain over the keys; on mma paths blocks of exact products added to the accumulator as
-// the tensor core adds them (plain_aligned: frexp, trunc and std::nextafter, the definitions of the exponent, of a
-// cut toward zero and of one step toward zero).
+// the tensor core adds them in the hardware's member (plain_aligned: frexp, trunc and std::nextafter, the definitions
+// of the exponent, of a cut toward zero and of one step toward zero), exactly and then toward zero in the split
+// path's other truncated member.
 float toward_zero(double x) {
   float f = static_cast<float>(x);
   if (std::isfinite(x) && std::fabs(static_cast<double>(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
@@ -400,7 +401,15 @@ float plain_sum(float acc, int64_t count, const A& a, const B& b, Arithmetic pat
         products[2].push_back(double{a(t, 'h')} * double{b(t, 'h')});
       }
     }
-    for (int i = 0; i < (path == Arithmetic::kTensorCore ? 1 : 3); ++i) acc = plain_aligned(acc, products[i]);
+    for (int i = 0; i < (path == Arithmetic::kTensorCore ? 1 : 3); ++i) {
+      if (path == Arithmetic::kTensorCore || lo_rz) {  // the hardware's member: as the tensor core adds
+        acc = plain_aligned(acc, products[i]);
+      } else {  // the split path's low parts to nearest: each block added exactly
+        double sum = 0.0;
+        for (const double t : products[i]) sum += t;
+        acc = toward_zero(double{acc} + sum);
+      }
+    }
   }
   return acc;
 }
