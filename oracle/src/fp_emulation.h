@@ -36,8 +36,8 @@ inline float round_toward_zero(double x) {
 // included, is aligned to the largest of them and cut toward zero to kMmaAlignBits significant bits of that
 // largest one's scale, the cut addends are summed exactly, and the sum is rounded toward zero to fp32 (Fasi,
 // Higham, Mikaitis and Pranesh, PeerJ Comput. Sci. 7:e330, 2021, for the structure). 26 bits, fp32's 24 and two
-// more, both cuts toward zero: measured on Hopper through flashcheck's own wgmma kernels, tf32, fp16 and bf16
-// alike, by tools/dev/mma_alignment.cpp. Where the addends cancel, each cut costs up to one unit in the 26th bit of
+// more, both cuts toward zero: measured on Hopper through flashcheck's own kernels (tf32 in the split-TF32 wgmma
+// kernel, fp16 and bf16 in the decode family's mma.sync) by tools/dev/mma_alignment.cpp. Where the addends cancel, each cut costs up to one unit in the 26th bit of
 // the largest addend, not of the sum: on the split-TF32 fuzz finding gpu-nightly-rms-split-tf32-aligned-blocks
 // (|q| ~ 100 against |k| <= 10, scores far below sum |q k|) the kernel ran at 1.09x the allowance of a reference
 // that added each block exactly. Addends are products of tf32, fp16 or bf16 values (exact in double); a
@@ -72,10 +72,13 @@ inline float add_aligned(float acc, const double* terms, size_t count, size_t st
 // their scales, the cut addends as int32 units: below 2^kMmaAlignBits each, 2^31 for 32 of them), so they
 // vectorize; a block with a non-finite addend takes add_aligned column by column. `scratch` holds 3 * columns.
 inline constexpr size_t kMaxAlignedTerms = 32;
-template <size_t kColumns = 0>  // the number of columns where known at compile time (the score groups), else 0
-inline void add_aligned_columns(float* acc, const double* products, size_t terms, size_t runtime_columns,
+// kColumns and kTerms: the numbers of columns and terms where known at compile time (the score groups, whose
+// blocks are padded with zero products: a zero addend changes neither the largest addend nor the sum), else 0.
+template <size_t kColumns = 0, size_t kTerms = 0>
+inline void add_aligned_columns(float* acc, const double* products, size_t runtime_terms, size_t runtime_columns,
                                 size_t stride, double* scratch) {
   const size_t columns = kColumns > 0 ? kColumns : runtime_columns;
+  const size_t terms = kTerms > 0 ? kTerms : runtime_terms;
   double* const largest = scratch;  // then 2^(e - kMmaAlignBits), the unit
   double* const up = scratch + columns;
   double* const units = scratch + 2 * columns;
@@ -112,7 +115,13 @@ inline void add_aligned_columns(float* acc, const double* products, size_t terms
     const double* const row = products + t * stride;
     for (size_t c = 0; c < columns; ++c) units[c] += static_cast<double>(static_cast<int32_t>(row[c] * up[c]));
   }
-  for (size_t c = 0; c < columns; ++c) acc[c] = round_toward_zero(units[c] * largest[c]);
+  // Toward zero without a branch (the sums are finite): one step toward zero where rounding to nearest went past.
+  for (size_t c = 0; c < columns; ++c) {
+    const double sum = units[c] * largest[c];
+    const float nearest = static_cast<float>(sum);
+    const uint32_t past = std::fabs(double{nearest}) > std::fabs(sum) ? 1u : 0u;
+    acc[c] = std::bit_cast<float>(std::bit_cast<uint32_t>(nearest) - past);
+  }
 }
 
 // Round-to-nearest-even of an fp32 value to a binary format with `precision` significand bits, smallest
@@ -238,14 +247,16 @@ inline void dot_fp32_group(const Operands& a, size_t a0, const Operands& b, cons
       }
     }
   } else if (path == Arithmetic::kTensorCore) {
-    double block[kMmaKHalf * G], scratch[3 * G];  // products of fp16/bf16 values (exact), term k of row g at k*G+g
+    // Products of fp16/bf16 values (exact), term k of row g at k*G+g; a short last block padded with zeros.
+    double block[kMmaKHalf * G], scratch[3 * G];
     for (size_t k0 = 0; k0 < n; k0 += kMmaKHalf) {
       const size_t count = std::min<size_t>(n - k0, kMmaKHalf);
+      std::fill(block + count * G, block + kMmaKHalf * G, 0.0);
       for (size_t k = 0; k < count; ++k) {
         const double a_value = a.value[a0 + k0 + k];
         for (int g = 0; g < G; ++g) block[k * G + g] = a_value * double{b.value[b0[g] + k0 + k]};
       }
-      add_aligned_columns<G>(acc, block, count, G, G, scratch);
+      add_aligned_columns<G, kMmaKHalf>(acc, block, kMmaKHalf, G, G, scratch);
     }
   } else {
     const std::vector<float>& a_lo = low_parts(a, rounding);
@@ -270,10 +281,11 @@ inline void dot_fp32_group(const Operands& a, size_t a0, const Operands& b, cons
       for (int g = 0; g < G; ++g) out[g] = acc[g];
       return;
     }
-    // Products of tf32 values (exact), term k of row g at k*G+g.
+    // Products of tf32 values (exact), term k of row g at k*G+g; a short last block padded with zeros.
     double lo_hi[kMmaKTf32 * G], hi_lo[kMmaKTf32 * G], hi_hi[kMmaKTf32 * G], scratch[3 * G];
     for (size_t k0 = 0; k0 < n; k0 += kMmaKTf32) {
       const size_t count = std::min<size_t>(n - k0, kMmaKTf32);
+      for (double* block : {lo_hi, hi_lo, hi_hi}) std::fill(block + count * G, block + kMmaKTf32 * G, 0.0);
       for (size_t k = 0; k < count; ++k) {
         const double a_low = a_lo[a0 + k0 + k], a_high = a.hi[a0 + k0 + k];
         for (int g = 0; g < G; ++g) {
@@ -282,9 +294,9 @@ inline void dot_fp32_group(const Operands& a, size_t a0, const Operands& b, cons
           hi_hi[k * G + g] = a_high * double{b.hi[b0[g] + k0 + k]};
         }
       }
-      add_aligned_columns<G>(acc, lo_hi, count, G, G, scratch);
-      add_aligned_columns<G>(acc, hi_lo, count, G, G, scratch);
-      add_aligned_columns<G>(acc, hi_hi, count, G, G, scratch);
+      add_aligned_columns<G, kMmaKTf32>(acc, lo_hi, kMmaKTf32, G, G, scratch);
+      add_aligned_columns<G, kMmaKTf32>(acc, hi_lo, kMmaKTf32, G, G, scratch);
+      add_aligned_columns<G, kMmaKTf32>(acc, hi_hi, kMmaKTf32, G, G, scratch);
     }
   }
   for (int g = 0; g < G; ++g) out[g] = acc[g];
@@ -357,7 +369,8 @@ inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int6
         double* const out = block + (j - lo) * d;
         for (size_t k = 0; k < d; ++k) out[k] = pj * double{row[k]};  // exact products
       }
-      add_aligned_columns(acc, block, hi - lo, d, d, scratch.data());
+      std::fill(block + (hi - lo) * d, block + kMmaKHalf * d, 0.0);  // a short last block padded with zeros
+      add_aligned_columns<0, kMmaKHalf>(acc, block, kMmaKHalf, d, d, scratch.data());
     }
     return;
   }
@@ -406,9 +419,10 @@ inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int6
         third[at + k] = pj_hi * double{row_hi[k]};   // hi * hi
       }
     }
-    add_aligned_columns(acc, first, hi - lo, d, d, scratch.data());
-    add_aligned_columns(acc, second, hi - lo, d, d, scratch.data());
-    add_aligned_columns(acc, third, hi - lo, d, d, scratch.data());
+    for (double* block : {first, second, third}) {
+      std::fill(block + (hi - lo) * d, block + kMmaKTf32 * d, 0.0);  // a short last block padded with zeros
+      add_aligned_columns<0, kMmaKTf32>(acc, block, kMmaKTf32, d, d, scratch.data());
+    }
   }
 }
 

@@ -431,8 +431,9 @@ detail::Operands random_operands(Rng* rng, size_t count, Arithmetic path) {
   return detail::make_operands(std::move(values), path);
 }
 
-// The tensor core's block addition as tools/dev/mma_alignment.cpp measured it on Hopper (wgmma tf32, fp16 and bf16
-// alike): the addends aligned to the largest keep 26 bits, cut toward zero, and the sum is rounded toward zero.
+// The tensor core's block addition as tools/dev/mma_alignment.cpp measured it on Hopper (tf32 on wgmma, fp16 and
+// bf16 on mma.sync, alike): the addends aligned to the largest keep 26 bits, cut toward zero, and the sum is rounded
+// toward zero.
 TEST(FpEmulation, TensorCoreAdditionAsMeasuredOnHopper) {
   const auto add = [](float acc, std::vector<double> terms) {
     return detail::add_aligned(acc, terms.data(), terms.size(), 1);
@@ -448,8 +449,9 @@ TEST(FpEmulation, TensorCoreAdditionAsMeasuredOnHopper) {
   EXPECT_EQ(add(0.0f, {0x1p100, 0x1p100}), 0x1p101f);     // large addends: exact when they fit
   EXPECT_EQ(add(0.0f, {}), 0.0f);
   EXPECT_EQ(add(2.0f, {0.0, 0.0}), 2.0f);
-  EXPECT_EQ(add(0.0f, {1.0, std::numeric_limits<double>::infinity()}), std::numeric_limits<float>::infinity());
-  EXPECT_TRUE(std::isnan(add(0.0f, {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()})));
+  constexpr double kInfinity = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(add(0.0f, {1.0, kInfinity}), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(add(0.0f, {kInfinity, -kInfinity})));
   // Random blocks of every magnitude against the plain definition.
   Rng rng(31337);
   for (int trial = 0; trial < 20000; ++trial) {
