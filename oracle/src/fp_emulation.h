@@ -37,11 +37,11 @@ inline float round_toward_zero(double x) {
 // largest one's scale, the cut addends are summed exactly, and the sum is rounded toward zero to fp32 (Fasi,
 // Higham, Mikaitis and Pranesh, PeerJ Comput. Sci. 7:e330, 2021, for the structure). 26 bits, fp32's 24 and two
 // more, both cuts toward zero: measured on Hopper through flashcheck's own kernels (tf32 in the split-TF32 wgmma
-// kernel, fp16 and bf16 in the decode family's mma.sync) by tools/dev/mma_alignment.cpp. Where the addends cancel, each cut costs up to one unit in the 26th bit of
-// the largest addend, not of the sum: on the split-TF32 fuzz finding gpu-nightly-rms-split-tf32-aligned-blocks
-// (|q| ~ 100 against |k| <= 10, scores far below sum |q k|) the kernel ran at 1.09x the allowance of a reference
-// that added each block exactly. Addends are products of tf32, fp16 or bf16 values (exact in double); a
-// non-finite addend makes the plain sum.
+// kernel, fp16 and bf16 in the decode family's mma.sync) by tools/dev/mma_alignment.cpp. Where the addends cancel,
+// each cut costs up to one unit in the 26th bit of the largest addend, not of the sum: on the split-TF32 fuzz
+// finding gpu-nightly-rms-split-tf32-aligned-blocks (|q| ~ 100 against |k| <= 10, scores far below sum |q k|) the
+// kernel ran at 1.09x the allowance of a reference that added each block exactly. Addends are products of tf32,
+// fp16 or bf16 values (exact in double); a non-finite addend makes the plain sum.
 inline constexpr int kMmaAlignBits = 26;
 inline float add_aligned(float acc, const double* terms, size_t count, size_t stride) {
   double largest = std::fabs(double{acc});
