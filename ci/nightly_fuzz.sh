@@ -110,6 +110,13 @@ if [ "${FLASHCHECK_FUZZ_NO_BUILD:-0}" != 1 ]; then
 fi
 build=$(cd "$build" && pwd)
 [ ${#kernel_targets[@]} -gt 0 ] && kernel_build=$(cd "$kernel_build" && pwd)
+# The commit the summary reports: prebuilt binaries name theirs (COMMIT, ci/pack_fuzz_bins.sh), else this tree's
+# ("-dirty": local changes, or a working tree copied beside an old .git).
+commit=$(git describe --always --dirty 2>/dev/null || echo unknown)
+stamp=$(find "$build" -maxdepth 2 -name COMMIT -type f 2>/dev/null | head -1)
+if [ "${FLASHCHECK_FUZZ_NO_BUILD:-0}" = 1 ] && [ -n "$stamp" ]; then
+  commit="$(head -1 "$stamp") (prebuilt binaries)"
+fi
 # binary TARGET: the executable a target runs (fuzz_kernel-* run fuzz_kernel of the kernel build), the shallowest
 # of that name in the build directory (a test's scratch copies lie deeper).
 binary() {
@@ -324,9 +331,8 @@ per_s() { awk -v n="$1" -v b="$budget" 'BEGIN {printf "%.2f", (b > 0 ? n / b : 0
 {
   echo "# flashcheck nightly fuzz, $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
-  # "-dirty": the fuzzed tree is not that commit (local changes, or a working tree copied beside an old .git).
   echo "Budget ${budget}s; $gpus GPU(s), $kernel_workers fuzz_kernel worker(s) on each (${worker_split:-none};" \
-    "$kernel_threads oracle thread(s) each); $cpu_workers worker(s) per CPU target; commit $(git describe --always --dirty 2>/dev/null || echo unknown)."
+    "$kernel_threads oracle thread(s) each); $cpu_workers worker(s) per CPU target; commit $commit."
   echo
   echo "| target | workers | executions | exec/s | cov | ft | ft gained/s | new inputs/s | corpus (merged) | findings |"
   echo "|---|---|---|---|---|---|---|---|---|---|"
@@ -390,7 +396,7 @@ per_s() { awk -v n="$1" -v b="$budget" 'BEGIN {printf "%.2f", (b > 0 ? n / b : 0
 FUZZ_OUT="$out" FUZZ_BUDGET="$budget" FUZZ_GPUS="$gpus" FUZZ_CPU_WORKERS="$cpu_workers" \
   FUZZ_KERNEL_SPLIT="$(for t in "${kernel_targets[@]}"; do printf '%s=%s ' "$(profile_of "$t")" "${workers_of[$t]}"; done)" \
   FUZZ_KERNEL_THREADS="$kernel_threads" \
-  FUZZ_COMMIT="$(git describe --always --dirty 2>/dev/null || echo unknown)" python3 - <<'PY' || echo "nightly_fuzz.sh: summary.json not written" >&2
+  FUZZ_COMMIT="$commit" python3 - <<'PY' || echo "nightly_fuzz.sh: summary.json not written" >&2
 import glob, json, os
 out = os.environ["FUZZ_OUT"]
 budget = int(os.environ["FUZZ_BUDGET"])

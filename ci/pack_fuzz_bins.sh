@@ -60,6 +60,7 @@ case "${1:-}" in
       chmod +x "$out"
     done
     [ "$found" = 1 ] || { echo "pack_fuzz_bins: --unpack: no .xz files in $2" >&2; exit 1; }
+    if [ -f "$2/COMMIT" ]; then cp "$2/COMMIT" "$3/COMMIT"; fi
     ls -la "$3"
     exit 0 ;;
   -*) usage >&2; exit 2 ;;
@@ -70,7 +71,8 @@ cd "$(dirname "$0")/.."
 
 # pack DIR BUILD_DIR:TARGET...: each target's executable from its build directory, stripped and xz-compressed into DIR,
 # with the LLVM runtime libraries they link (libomp: clang's OpenMP, which a GPU image without clang lacks); the
-# binaries find those beside them (RUNPATH $ORIGIN, fuzz/CMakeLists.txt).
+# binaries find those beside them (RUNPATH $ORIGIN, fuzz/CMakeLists.txt). DIR/COMMIT names the tree they were built
+# from (git describe --dirty), which --unpack carries beside them and the nightly's summary reports.
 pack() {
   local dir=$1 entry build bin path lib; shift
   rm -rf "$dir" && mkdir -p "$dir"
@@ -84,6 +86,7 @@ pack() {
       [ -e "$dir/$(basename "$lib").xz" ] || xz -c -T0 -9 "$(readlink -f "$lib")" >"$dir/$(basename "$lib").xz"
     done
   done
+  git describe --always --dirty >"$dir/COMMIT" 2>/dev/null || echo unknown >"$dir/COMMIT"
   ls -la "$dir"
 }
 

@@ -26,6 +26,7 @@ md = open(f"{out}/summary.md").read()
 assert doc["schema"] == "flashcheck-nightly-fuzz/3", doc["schema"]
 assert doc["kernel_workers_per_gpu"] == {} and doc["kernel_oracle_threads"] == 1, doc
 assert isinstance(doc["budget_s"], int) and doc["budget_s"] > 0
+assert isinstance(doc["commit"], str) and doc["commit"] and f'commit {doc["commit"]}.' in md, doc["commit"]
 names = [t["target"] for t in doc["targets"]]
 assert names == ["fuzz_model", "fuzz_api"], names
 for t in doc["targets"]:
