@@ -75,8 +75,8 @@ inline constexpr size_t kMaxAlignedTerms = 32;
 // kColumns and kTerms: the numbers of columns and terms where known at compile time (the score groups, whose
 // blocks are padded with zero products: a zero addend changes neither the largest addend nor the sum), else 0.
 template <size_t kColumns = 0, size_t kTerms = 0>
-inline void add_aligned_columns(float* acc, const double* products, size_t runtime_terms, size_t runtime_columns,
-                                size_t stride, double* scratch) {
+inline void add_aligned_columns(float* __restrict acc, const double* __restrict products, size_t runtime_terms,
+                                size_t runtime_columns, size_t stride, double* __restrict scratch) {
   const size_t columns = kColumns > 0 ? kColumns : runtime_columns;
   const size_t terms = kTerms > 0 ? kTerms : runtime_terms;
   double* const largest = scratch;  // then 2^(e - kMmaAlignBits), the unit
@@ -369,8 +369,7 @@ inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int6
         double* const out = block + (j - lo) * d;
         for (size_t k = 0; k < d; ++k) out[k] = pj * double{row[k]};  // exact products
       }
-      std::fill(block + (hi - lo) * d, block + kMmaKHalf * d, 0.0);  // a short last block padded with zeros
-      add_aligned_columns<0, kMmaKHalf>(acc, block, kMmaKHalf, d, d, scratch.data());
+      add_aligned_columns(acc, block, hi - lo, d, d, scratch.data());
     }
     return;
   }
@@ -419,10 +418,7 @@ inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int6
         third[at + k] = pj_hi * double{row_hi[k]};   // hi * hi
       }
     }
-    for (double* block : {first, second, third}) {
-      std::fill(block + (hi - lo) * d, block + kMmaKTf32 * d, 0.0);  // a short last block padded with zeros
-      add_aligned_columns<0, kMmaKTf32>(acc, block, kMmaKTf32, d, d, scratch.data());
-    }
+    for (const double* block : {first, second, third}) add_aligned_columns(acc, block, hi - lo, d, d, scratch.data());
   }
 }
 
