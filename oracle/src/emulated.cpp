@@ -163,13 +163,14 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
   const std::vector<double> realizations =
       capped ? std::vector<double>{1.0, -1.0, 0.0} : std::vector<double>{1.0, -1.0};
   // x per realization; without a softcap one serves all.
-  std::vector<std::vector<float>> x(realizations.size(), std::vector<float>(static_cast<size_t>(n)));
+  const size_t x_sets = capped ? realizations.size() : 1;
+  std::vector<std::vector<float>> x(x_sets, std::vector<float>(static_cast<size_t>(n)));
   std::vector<float> dots(static_cast<size_t>(n));
   for (const detail::DotRounding score_rounding : roundings) {
     detail::dot_fp32_rows(q, k, n, dim, path, score_rounding, dots.data());
     for (int64_t j = 0; j < n; ++j) {
       const float d = dots[static_cast<size_t>(j)];
-      for (size_t r = 0; r < (capped ? realizations.size() : 1); ++r) {
+      for (size_t r = 0; r < x_sets; ++r) {
         float& xj = x[r][static_cast<size_t>(j)];
         if (!capped) {
           xj = d * scale_log2;
@@ -184,7 +185,7 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
     for (const detail::DotRounding rounding : roundings) {
       if (hardware(score_rounding) != hardware(rounding)) continue;  // the hardware's member is whole
       for (size_t r = 0; r < realizations.size(); ++r) {
-        const std::vector<double> member = softmax_pv(row, x[capped ? r : 0], v, dim, view.key_begin, tile,
+        const std::vector<double> member = softmax_pv(row, x[std::min(r, x_sets - 1)], v, dim, view.key_begin, tile,
                                                       tile_origin, sink2, format, path, realizations[r], rounding);
         if (out.empty()) {
           out = member;
