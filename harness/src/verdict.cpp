@@ -171,6 +171,7 @@ bool no_usable_key(const oracle::Problem& p, const oracle::RowRef& row) {
 // kChunkRows rows at a time so that memory stays bounded for problems of any size. Each row's slot is written
 // by the one thread that computed the row: the checks that follow see the same values for any thread count.
 constexpr size_t kVacuousListed = 8;  // vacuous rows named in the report
+constexpr size_t kRmsRowsListed = 3;  // rows named with their share of the RMS check's kernel error
 constexpr size_t kChunkRows = 1024;
 
 struct RowPrep {
@@ -293,6 +294,15 @@ RowChunk prepare_chunk(const oracle::Problem& problem, std::span<const oracle::R
 
 namespace {
 
+// Keeps `rows` the kRmsRowsListed rows of largest squared kernel error (rms^2 * count), largest first.
+void keep_largest_rms_row(std::vector<Verdict::RmsRow>* rows, const Verdict::RmsRow& candidate) {
+  const auto weight = [](const Verdict::RmsRow& r) { return r.kernel * r.kernel * static_cast<double>(r.count); };
+  auto at = std::find_if(rows->begin(), rows->end(), [&](const Verdict::RmsRow& r) { return weight(candidate) > weight(r); });
+  if (at == rows->end() && rows->size() >= kRmsRowsListed) return;
+  rows->insert(at, candidate);
+  if (rows->size() > kRmsRowsListed) rows->pop_back();
+}
+
 // The checks of judge() and judge_slices(): `rows` of `problem` against `outputs` (canonical in `problem`'s shape),
 // each reported as the case's row `reported[index]`; rows_total is the case's query rows.
 Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& problem,
@@ -414,6 +424,7 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
 
     // Error in units of eps * A_k (A_k = sum_j p_j |v_jk|, the scale the error follows), and the RMS pool.
     const std::vector<double>& emulated = prep.emulated;  // the emulated reference (prepare_chunk), with check_rms
+    oracle::RmsCheck row_rms(to_oracle(params.dtype));
     for (int64_t k = 0; k < head_dim; ++k) {
       const size_t kk = static_cast<size_t>(k);
       const double want = exact.o[kk];
@@ -427,7 +438,11 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
         sum_err_eps2 += err_eps * err_eps;
         ++err_eps_count;
       }
-      if (options.check_rms && std::isfinite(emulated[kk])) rms.add(got_o[k], emulated[kk], want, exact.abs_pv[kk]);
+      if (options.check_rms && std::isfinite(emulated[kk])) row_rms.add(got_o[k], emulated[kk], want, exact.abs_pv[kk]);
+    }
+    if (row_rms.count() > 0) {
+      rms.merge(row_rms);
+      keep_largest_rms_row(&v.rms_rows, {row, row_rms.rms_kernel(), row_rms.rms_reference(), 0.0, row_rms.count()});
     }
 
     if (stats) {
@@ -453,6 +468,11 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
   v.rms_kernel = rms.rms_kernel();
   v.rms_reference = rms.rms_reference();
   v.rms_count = rms.count();
+  for (Verdict::RmsRow& r : v.rms_rows) {
+    r.share = v.rms_kernel > 0 ? r.kernel * r.kernel * static_cast<double>(r.count) /
+                                     (v.rms_kernel * v.rms_kernel * static_cast<double>(v.rms_count))
+                               : 0.0;
+  }
 
   add_failure_if_over(&v, "O", v.o);
   add_failure_if_over(&v, "LSE", v.lse);
@@ -557,6 +577,13 @@ std::string Verdict::report() const {
   if (rms_count > 0) {
     out += format("  %-12s ratio %-16.3g %s  kernel RMS error %.3g, reference %.3g, over %lld elements\n", "RMS vs ref",
                   rms_ratio, rms_ratio > 1 ? "FAIL" : "ok  ", rms_kernel, rms_reference, static_cast<long long>(rms_count));
+    if (rms_ratio > 1) {
+      for (const RmsRow& r : rms_rows) {
+        out += format("  %-12s b=%lld h=%lld i=%lld: %.0f%% of the kernel's squared error; kernel RMS %.3g, reference %.3g\n",
+                      "  row", static_cast<long long>(r.row.b), static_cast<long long>(r.row.h),
+                      static_cast<long long>(r.row.i), 100 * r.share, r.kernel, r.reference);
+      }
+    }
   }
   out += format("  %-12s unwritten O %lld, unwritten LSE %lld, canaries %s, inputs %s\n", "guards",
                 static_cast<long long>(unwritten_o), static_cast<long long>(unwritten_lse),

@@ -45,6 +45,14 @@ struct Verdict {
   double rms_ratio = 0.0;
   double rms_kernel = 0.0, rms_reference = 0.0;  // the two RMS errors, absolute
   int64_t rms_count = 0;                         // N, elements pooled
+  // The rows with the largest shares of the kernel's squared error in the pool, largest first (at most
+  // kRmsRowsListed): where a systematic loss sits, each with its own kernel and reference RMS over its elements.
+  struct RmsRow {
+    oracle::RowRef row;
+    double kernel = 0.0, reference = 0.0, share = 0.0;  // share: of the pooled squared kernel error, in [0, 1]
+    int64_t count = 0;
+  };
+  std::vector<RmsRow> rms_rows;
   // rows_total: the problem's query rows (heads_q times the sequences' q rows, with sequences).
   int64_t rows_checked = 0, rows_total = 0, elements_checked = 0, unconstrained_rows = 0, empty_rows = 0;
   // Rows outside the domain because no finite bound exists at their length (RowBound::vacuous), among the
