@@ -28,6 +28,7 @@ namespace {
 using namespace flashcheck;
 
 constexpr int64_t kColumnsAroundWorst = 3;  // columns printed either side of the worst O element
+constexpr int64_t kRmsRowColumns = 32;      // columns of the RMS check's heaviest row printed (the first ones)
 
 struct Options {
   std::vector<Backend> backends;
@@ -168,6 +169,28 @@ void print_worst_row(const Verdict& v, const HostInputs& inputs, const RunOutput
   }
 }
 
+// On an RMS failure, the row with the largest share of the kernel's squared error beside the oracle and the
+// same-precision reference: per column both errors in units of A_k = sum_j p_j |v_jk| (the check's scale).
+void print_rms_row(const Verdict& v, const HostInputs& inputs, const RunOutputs& out, oracle::Tier tier) {
+  if (v.rms_ratio <= 1 || v.rms_rows.empty() || out.o.empty() || out.generic_bound) return;
+  const oracle::Problem problem = inputs.problem();
+  const oracle::RowRef row = v.rms_rows.front().row;
+  const oracle::RowResult exact = oracle::compute_row(problem, row, tier);
+  const std::vector<double> reference = oracle_reference(problem, row, inputs.params, out.config, &exact);
+  const int64_t flat = (row.b * problem.heads_q + row.h) * problem.seqlen_q + row.i;
+  std::printf("heaviest RMS row b=%lld h=%lld i=%lld (%lld visible keys; errors in units of A_k):\n",
+              static_cast<long long>(row.b), static_cast<long long>(row.h), static_cast<long long>(row.i),
+              static_cast<long long>(exact.visible));
+  std::printf("  %6s %18s %18s %18s %12s %12s\n", "col", "kernel", "oracle", "reference", "kernel err", "ref err");
+  for (int64_t k = 0; k < std::min(problem.head_dim, kRmsRowColumns); ++k) {
+    const size_t kk = static_cast<size_t>(k);
+    const double got = out.o[static_cast<size_t>(flat * problem.head_dim + k)];
+    const double a = exact.abs_pv[kk] > 0 ? exact.abs_pv[kk] : 1.0;
+    std::printf("  %6lld %18.9g %18.9g %18.9g %12.3g %12.3g\n", static_cast<long long>(k), got, exact.o[kk],
+                reference[kk], (got - exact.o[kk]) / a, (reference[kk] - exact.o[kk]) / a);
+  }
+}
+
 // Runs one case line on every chosen backend: its most severe outcome, or unavailable when the GPU backend
 // was asked for on a machine without a device.
 struct Replayed {
@@ -281,7 +304,10 @@ Replayed replay(const std::string& line, const Options& options) {
     std::printf("== backend %s%s\n%s", to_string(backend),
                 options.defect != ModelDefect::kNone ? (std::string(" with defect ") + to_string(options.defect)).c_str() : "",
                 v.report().c_str());
-    if (out.status.ok()) print_worst_row(v, inputs, out, options.tier);
+    if (out.status.ok()) {
+      print_worst_row(v, inputs, out, options.tier);
+      print_rms_row(v, inputs, out, options.tier);
+    }
     std::printf("\n");
     result.outcome = most_severe(result.outcome, v.outcome);
   }

@@ -438,7 +438,9 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
         sum_err_eps2 += err_eps * err_eps;
         ++err_eps_count;
       }
-      if (options.check_rms && std::isfinite(emulated[kk])) row_rms.add(got_o[k], emulated[kk], want, exact.abs_pv[kk]);
+      if (options.check_rms && std::isfinite(emulated[kk])) {
+        row_rms.add(got_o[k], emulated[kk], want, exact.abs_pv[kk], exact.dev_pv_score_sq[kk]);
+      }
     }
     if (row_rms.count() > 0) {
       rms.merge(row_rms);

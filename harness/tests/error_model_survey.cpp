@@ -267,7 +267,7 @@ CaseResult judge_run(const Case& c, const HostInputs& in, const RunOutputs& out)
       const std::vector<double> reference = oracle_reference(problem, row, in.params, out.config, &exact);
       for (int64_t k = 0; k < dim; ++k) {
         const size_t kk = static_cast<size_t>(k);
-        r.rms.add(got[k], reference[kk], exact.o[kk], exact.abs_pv[kk]);
+        r.rms.add(got[k], reference[kk], exact.o[kk], exact.abs_pv[kk], exact.dev_pv_score_sq[kk]);
       }
     }
   }

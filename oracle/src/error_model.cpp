@@ -493,14 +493,15 @@ double l_error_ratio(const RowResult& exact, const RowBound& bound, double kerne
   return rel / (bound.l_rel + eval_err);
 }
 
-void RmsCheck::add(double got, double reference, double exact, double abs_pv) {
+void RmsCheck::add(double got, double reference, double exact, double abs_pv, double score_sq) {
   if (!std::isfinite(got) || !std::isfinite(reference) || !std::isfinite(exact) || !std::isfinite(abs_pv) ||
       !(abs_pv > 0)) {
     return;
   }
   const double kernel = (got - exact) / abs_pv, emulated = (reference - exact) / abs_pv, value = exact / abs_pv;
+  const double noise = kRmsScoreRoundings * kU32 * std::sqrt(std::max(score_sq, 0.0)) / abs_pv;
   sum_sq_kernel_ += kernel * kernel;
-  sum_sq_reference_ += emulated * emulated;
+  sum_sq_reference_ += std::max(emulated * emulated, std::isfinite(noise) ? noise * noise : 0.0);
   sum_sq_exact_ += value * value;
   ++count_;
 }

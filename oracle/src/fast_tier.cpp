@@ -69,23 +69,35 @@ constexpr int64_t kAbsBits = 0x7fffffffffffffff;
 #endif
 
 // One key's ingredients of pass 4 across the head dims: sum_j p_j |v_jk|, p_j |v_jk - O_k|, p_j S_j |v_jk - O_k|,
-// p_j gap_j |v_jk - O_k|.
-FLASHCHECK_VECTOR_CLONES void add_ingredients(const double* __restrict v, const double* __restrict o, double p, double p_s, double p_g,
-                     int64_t dim, double* __restrict abs_pv, double* __restrict dev_pv,
-                     double* __restrict dev_pv_score, double* __restrict dev_pv_gap) {
+// p_j gap_j |v_jk - O_k|, (p_j S'_j (v_jk - O_k))^2.
+struct Ingredients {
+  double* __restrict abs_pv;
+  double* __restrict dev_pv;
+  double* __restrict dev_pv_score;
+  double* __restrict dev_pv_gap;
+  double* __restrict dev_pv_score_sq;
+};
+FLASHCHECK_VECTOR_CLONES void add_ingredients(const double* __restrict v, const double* __restrict o, double p,
+                                              double p_s, double p_g, double p_noise, int64_t dim, Ingredients to) {
+  double* __restrict abs_pv = to.abs_pv;
+  double* __restrict dev_pv = to.dev_pv;
+  double* __restrict dev_pv_score = to.dev_pv_score;
+  double* __restrict dev_pv_gap = to.dev_pv_gap;
+  double* __restrict dev_pv_score_sq = to.dev_pv_score_sq;
   for (int64_t k = 0; k < dim; ++k) {
     const double dev = std::fabs(v[k] - o[k]);
     abs_pv[k] += p * std::fabs(v[k]);
     dev_pv[k] += p * dev;
     dev_pv_score[k] += p_s * dev;
     dev_pv_gap[k] += p_g * dev;
+    dev_pv_score_sq[k] += (p_noise * dev) * (p_noise * dev);
   }
 }
 
 void size_result(RowResult* r, int64_t head_dim) {
   const size_t d = static_cast<size_t>(head_dim);
   for (std::vector<double>* vec :
-       {&r->o, &r->abs_pv, &r->dev_pv, &r->dev_pv_score, &r->dev_pv_gap, &r->abs_v_sum, &r->o_err}) {
+       {&r->o, &r->abs_pv, &r->dev_pv, &r->dev_pv_score, &r->dev_pv_gap, &r->dev_pv_score_sq, &r->abs_v_sum, &r->o_err}) {
     vec->assign(d, 0.0);
   }
 }
@@ -201,6 +213,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   double* score_lo = scratch_of(&scratch->score_lo, n);
   double* abs_dot = scratch_of(&scratch->abs_dot, n);  // sum_k |q_k k_jk|, unscaled
   double* flush = scratch_of(&scratch->flush, n);      // what FTZ / split underflow may drop, unscaled
+  double* noise = scratch_of(&scratch->noise, n);      // |s_j| + |scale| sqrt(sum_k (q_k k_jk)^2)
   char* usable = scratch_of(&scratch->usable, n);
   out.usable = std::span<const char>(usable, static_cast<size_t>(n));
   double max_abs_dot = 0.0;
@@ -218,7 +231,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
         for (int64_t k = 0; k < dim; ++k) k_block[k * kScoreLanes + t] = 0.0;
       }
     }
-    Lanes sum = {}, comp = {}, abs_sum = {}, dropped = {}, k_check = {};
+    Lanes sum = {}, comp = {}, abs_sum = {}, sq_sum = {}, dropped = {}, k_check = {};
     for (int64_t k = 0; k < dim; ++k) {
       const double qk = q[k];
       const double abs_qk = std::fabs(qk);
@@ -237,6 +250,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
       comp += (sum - a_virtual) + (prod - b_virtual);
       sum = s;
       abs_sum += abs_prod;
+      sq_sum += prod * prod;
       const LaneMask tiny = q_tiny | ((FLASHCHECK_ABS_LANES(kv) < kFlushOperand) & q_nan) | (abs_prod < kFlushResult);
       dropped += reinterpret_cast<Lanes>(reinterpret_cast<LaneMask>(abs_prod) & tiny);  // abs_prod where tiny, else +0
       k_check += kv * 0.0;  // NaN once a non-finite K value passed
@@ -251,6 +265,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
         two_sum(sum[t], comp[t], &d_hi, &d_lo);
         s = scale_dd(scale, d_hi, d_lo);
         max_abs_dot = std::max(max_abs_dot, abs_sum[t]);
+        noise[j] = std::fabs(s.hi) + abs_scale * std::sqrt(sq_sum[t]);
       } else {
         // A non-finite input makes the score +-inf or NaN; the finite products beside it still pass through the
         // kernel's fp32 sum, and if they overflow fp32 there (inf - inf = NaN) the row is outside the domain.
@@ -262,6 +277,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
         }
         s.hi = scale * plain;
         max_abs_dot = std::max(max_abs_dot, finite_abs);
+        noise[j] = 0.0;
       }
       abs_dot[j] = abs_sum[t];
       flush[j] = dropped[t] + static_cast<double>(dim) * kFlushResult;
@@ -269,6 +285,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
         // c tanh(s / c), from the high part (the low part is below 2^-53 of it). +-inf becomes +-c, in the kernel
         // too (tanhf(+-inf) = +-1 exactly): such a key is usable and its capped score carries no error of its own.
         s = ScoreDD{cap * std::tanh(s.hi / cap), 0.0};
+        noise[j] = std::min(cap, noise[j]);
         if (!std::isfinite(abs_sum[t]) && std::isfinite(s.hi)) {
           abs_dot[j] = 0.0;
           flush[j] = 0.0;
@@ -379,6 +396,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   double* __restrict dev_pv = r.dev_pv.data();
   double* __restrict dev_pv_score = r.dev_pv_score.data();
   double* __restrict dev_pv_gap = r.dev_pv_gap.data();
+  const Ingredients ingredients{abs_pv, dev_pv, dev_pv_score, dev_pv_gap, r.dev_pv_score_sq.data()};
   for (int64_t j = 0; j < n; ++j) {
     if (!usable[j]) continue;
     const double p = w[j] / l;
@@ -390,7 +408,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
     r.score_gap_weighted += p * g;
     r.score_flush_max = std::max(r.score_flush_max, abs_scale * flush[j]);
     if (p == 0.0) continue;
-    add_ingredients(view.v + j * dim, o, p, p * s_abs, p * g, dim, abs_pv, dev_pv, dev_pv_score, dev_pv_gap);
+    add_ingredients(view.v + j * dim, o, p, p * s_abs, p * g, p * noise[j], dim, ingredients);
   }
   // The sink: value row 0, so |v - O| = |O|; no score condition; its gap joins the gap sum (the gap maximum stays
   // the keys': bound_row takes the sink's from m and sink).

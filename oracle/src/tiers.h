@@ -50,6 +50,7 @@ inline void mark_first_order_invalid(RowResult* r) {
 struct FastScratch {
   std::vector<double> score_hi, score_lo;  // [visible] the score s_j = hi + lo (double-double)
   std::vector<double> abs_dot, flush;      // [visible] sum_k |q_k k_jk| and what FTZ may drop, unscaled
+  std::vector<double> noise;               // [visible] the score's noise scale (RowResult::dev_pv_score_sq), scaled
   std::vector<double> gap, w;              // [visible] m - s_j and exp(-gap_j)
   std::vector<char> usable;                // [visible] the key's score is finite (a -inf score carries zero weight)
   std::vector<double> k_block;             // (head_dim, lanes): K of a few keys, transposed

@@ -1265,7 +1265,7 @@ CaseOutcome run_case(const TestProblem& p, const TiledModel& model, int64_t rows
     const TiledRow got = run_tiled(p, row, model);
     out.bound_ratio = std::max(out.bound_ratio, judge_row(exact, bound, got).worst());
     const std::vector<double> ref = emulated_row(p.view(), row, model.format, model.path, model.block_n, &exact);
-    for (size_t k = 0; k < exact.o.size(); ++k) out.rms.add(got.o[k], ref[k], exact.o[k], exact.abs_pv[k]);
+    for (size_t k = 0; k < exact.o.size(); ++k) out.rms.add(got.o[k], ref[k], exact.o[k], exact.abs_pv[k], exact.dev_pv_score_sq[k]);
   }
   return out;
 }
@@ -1371,6 +1371,22 @@ TEST(ErrorModelVerdict, RmsCheckArithmetic) {
   RmsCheck exact_reference(Format::kF32);  // a reference with no error: only the floor remains
   exact_reference.add(1.0 + 0x1p-23, 1.0, 1.0, 1.0);
   EXPECT_NEAR(exact_reference.ratio(), 0x1p-23 / (kRmsFloorUlps * (1 + kRmsFp32Roundings) * 0x1p-24), 1e-12);
+}
+
+// The score noise: a reference element errs at least kRmsScoreRoundings u_32 sqrt(QS_k) / A_k, and no less than it did.
+TEST(ErrorModelVerdict, RmsCheckScoreNoiseFloorsTheReference) {
+  const double kernel_err = 0x1p-4, score_sq = 0x1p40;  // noise kRmsScoreRoundings 2^-24 2^20 = 2^-3
+  const double noise = kRmsScoreRoundings * 0x1p-24 * 0x1p20;
+  RmsCheck lucky(Format::kF32), noisy(Format::kF32), plain(Format::kF32);
+  lucky.add(1.0 + kernel_err, 1.0, 1.0, 1.0, score_sq);  // the reference exact: the noise stands in for it
+  EXPECT_DOUBLE_EQ(lucky.rms_reference(), noise);
+  EXPECT_NEAR(lucky.ratio(), kernel_err / (kRmsFactor * noise + lucky.rms_floor()), 1e-15);
+  EXPECT_LT(lucky.ratio(), 1.0);
+  noisy.add(1.0 + kernel_err, 1.5, 1.0, 1.0, score_sq);  // a reference above the noise keeps its own error
+  EXPECT_DOUBLE_EQ(noisy.rms_reference(), 0.5);
+  plain.add(1.0 + kernel_err, 1.0, 1.0, 1.0);  // no noise given: the floor alone
+  EXPECT_DOUBLE_EQ(plain.rms_reference(), 0.0);
+  EXPECT_GT(plain.ratio(), 1.0);
 }
 
 TEST(ErrorModelVerdict, LGivenMKeepsTheLowPartOfALargeMax) {

@@ -541,6 +541,48 @@ TEST(OracleSpecialValues, DomainFlagsForSinkAndSoftcap) {
 
 // ---- fast against gold
 
+// QS_k = sum_j (p_j N_j (v_jk - O_k))^2 with N_j = |s_j| + |scale| sqrt(sum_k (q_k k_jk)^2) (with a softcap
+// min(c, N_j)), from its definition in long double, both tiers, with and without a softcap.
+TEST(OracleIngredients, ScoreNoiseFromItsDefinition) {
+  for (const double softcap : {0.0, 3.0}) {
+    TestProblem p = make_shape(Format::kF32, 1, 37, 16);
+    p.softcap = softcap;
+    fill_normal(&p, 29, 2.0, 1.5, 1.0);
+    const int64_t n = p.seqlen_k, d = p.head_dim;
+    std::vector<long double> s(static_cast<size_t>(n)), noise(static_cast<size_t>(n)), w(static_cast<size_t>(n));
+    long double m = -INFINITY, l = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      long double dot = 0, sq = 0;
+      for (int64_t k = 0; k < d; ++k) {
+        const long double prod = static_cast<long double>(p.q[static_cast<size_t>(k)]) * p.k[static_cast<size_t>(j * d + k)];
+        dot += prod;
+        sq += prod * prod;
+      }
+      s[j] = p.scale * dot;
+      noise[j] = std::fabs(s[j]) + std::fabs(p.scale) * std::sqrt(sq);
+      if (softcap > 0) {
+        s[j] = softcap * std::tanh(s[j] / softcap);
+        noise[j] = std::min<long double>(softcap, noise[j]);
+      }
+      m = std::max(m, s[j]);
+    }
+    for (int64_t j = 0; j < n; ++j) l += w[j] = std::exp(s[j] - m);
+    for (const Tier tier : {Tier::kFast, Tier::kGold}) {
+      const RowResult r = compute_row(p.view(), {0, 0, 0}, tier);
+      for (int64_t k = 0; k < d; ++k) {
+        long double o = 0, qs = 0;
+        for (int64_t j = 0; j < n; ++j) o += w[j] / l * p.v[static_cast<size_t>(j * d + k)];
+        for (int64_t j = 0; j < n; ++j) {
+          const long double term = w[j] / l * noise[j] * (p.v[static_cast<size_t>(j * d + k)] - o);
+          qs += term * term;
+        }
+        EXPECT_NEAR(r.dev_pv_score_sq[static_cast<size_t>(k)] / static_cast<double>(qs), 1.0, 1e-9)
+            << "softcap " << softcap << " col " << k;
+      }
+    }
+  }
+}
+
 TEST(OracleFastVsGold, RandomRows) {
   Rng rng(2024);
   int rows = 0;
@@ -892,6 +934,7 @@ void expect_same_row(const RowResult& a, const RowResult& b, const std::string& 
   for (size_t k = 0; k < a.o.size(); ++k) {
     EXPECT_TRUE(same_bits(a.o[k], b.o[k]) && same_bits(a.o_err[k], b.o_err[k]) &&
                 same_bits(a.dev_pv[k], b.dev_pv[k]) && same_bits(a.dev_pv_gap[k], b.dev_pv_gap[k]) &&
+                same_bits(a.dev_pv_score_sq[k], b.dev_pv_score_sq[k]) &&
                 same_bits(a.abs_pv[k], b.abs_pv[k]) && same_bits(a.abs_v_sum[k], b.abs_v_sum[k]))
         << what << " col " << k;
   }

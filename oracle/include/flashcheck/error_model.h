@@ -127,22 +127,30 @@ inline constexpr double kTanhRelErr = 0x1p-22;
 // are taken relative to the element's scale A_k = sum_j p_j |v_jk| (RowResult::abs_pv), so that every row
 // weighs alike and one row with large V cannot turn the pool into a single random draw:
 //   ratio = rms(e_kernel) / (kRmsFactor * rms(e_reference) + floor / sqrt(N)),   e = (value - exact) / A_k,
+//   |e_reference| at least the score noise kRmsScoreRoundings * u_32 * sqrt(QS_k) / A_k (RowResult::dev_pv_score_sq),
 //   floor = kRmsFloorUlps * (u_q * rms(|exact| / A_k) / sqrt(N) + kRmsFp32Roundings * u_32),
 //   u_q = max(unit_roundoff(format), u_32 = 2^-24).
 // Fail above 1. kRmsFactor = 2: the kernel computes with the same rounding points as the reference, so its
 // RMS error is the reference's up to summation order and tiling; twice that is a degradation (a format one
 // step coarser costs 8x or more). The floor keeps a small sample from failing on a few unlucky roundings
 // when the reference happens to be exact (O representable, or cancelling in the reference's order): about
-// one ulp of O, or one fp32 rounding of A_k, on one element; it vanishes as N grows.
+// one ulp of O, or one fp32 rounding of A_k, on one element; it vanishes as N grows. The score noise keeps a
+// pool whose error comes from a few scores (one heavy row of a sampled verdict, whose weight error is one key's
+// score error against the rest) from failing where every member of the reference happens to round those few
+// scores luckily: each reference element errs at least as much as independent score errors of
+// kRmsScoreRoundings u_32 N_j (N_j of RowResult::dev_pv_score_sq; the dot product's last rounding and
+// x = fl(s c)) would move it, in RMS.
 inline constexpr double kRmsFactor = 2.0;
 inline constexpr double kRmsFloorUlps = 2.0;
 inline constexpr double kRmsFp32Roundings = 4.0;  // fp32 roundings per element a healthy pipeline may add
+inline constexpr double kRmsScoreRoundings = 2.0;  // fp32 roundings of each score in the reference's noise floor
 class RmsCheck {
  public:
   explicit RmsCheck(Format format) : format_(format) {}
-  // One element: the kernel's value, the emulated reference's, the exact one, and A_k (RowResult::abs_pv).
-  // Elements with a non-finite value or A_k = 0 (an all-zero V column: exact either way) are skipped.
-  void add(double got, double reference, double exact, double abs_pv);
+  // One element: the kernel's value, the emulated reference's, the exact one, A_k (RowResult::abs_pv) and QS_k
+  // (RowResult::dev_pv_score_sq; 0: no score noise). Elements with a non-finite value or A_k = 0 (an all-zero V
+  // column: exact either way) are skipped.
+  void add(double got, double reference, double exact, double abs_pv, double score_sq = 0.0);
   void merge(const RmsCheck& other);
   int64_t count() const { return count_; }
   double rms_kernel() const;     // rms((got - exact) / A_k)

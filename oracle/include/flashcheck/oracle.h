@@ -59,6 +59,11 @@ struct RowResult {
   std::vector<double> dev_pv;        // D_k  = sum_j p_j |v_jk - O_k|          (weight errors move O by this)
   std::vector<double> dev_pv_score;  // DS_k = sum_j p_j S_j |v_jk - O_k|      (score errors, per key)
   std::vector<double> dev_pv_gap;    // DG_k = sum_j p_j gap_j |v_jk - O_k|    (exponent-argument rounding)
+  // QS_k = sum_j (p_j N_j (v_jk - O_k))^2, N_j = |s_j| + |scale| sqrt(sum_k (q_k k_jk)^2) (with a softcap
+  // min(c, N_j)): the squared first-order effect on O_k of independent score errors of N_j each, the magnitude
+  // an fp32 sum of the products and its scaling round at when the products' signs are random (the RMS check's
+  // score noise, RmsCheck::add; S_j, the worst case, would swamp the reference on rows of cancelling products).
+  std::vector<double> dev_pv_score_sq;
   std::vector<double> abs_v_sum;     // sum_j |v_jk| over visible keys, unweighted (absolute underflow floors)
   double max_abs_v = 0.0;            // max over visible j, k of |v_jk|
   double score_abs_max = 0.0;        // max_j S_j: per-score error scale (dot product condition)
