@@ -297,7 +297,8 @@ namespace {
 // Keeps `rows` the kRmsRowsListed rows of largest squared kernel error (rms^2 * count), largest first.
 void keep_largest_rms_row(std::vector<Verdict::RmsRow>* rows, const Verdict::RmsRow& candidate) {
   const auto weight = [](const Verdict::RmsRow& r) { return r.kernel * r.kernel * static_cast<double>(r.count); };
-  auto at = std::find_if(rows->begin(), rows->end(), [&](const Verdict::RmsRow& r) { return weight(candidate) > weight(r); });
+  auto at = std::find_if(rows->begin(), rows->end(),
+                         [&](const Verdict::RmsRow& r) { return weight(candidate) > weight(r); });
   if (at == rows->end() && rows->size() >= kRmsRowsListed) return;
   rows->insert(at, candidate);
   if (rows->size() > kRmsRowsListed) rows->pop_back();
@@ -581,7 +582,8 @@ std::string Verdict::report() const {
                   rms_ratio, rms_ratio > 1 ? "FAIL" : "ok  ", rms_kernel, rms_reference, static_cast<long long>(rms_count));
     if (rms_ratio > 1) {
       for (const RmsRow& r : rms_rows) {
-        out += format("  %-12s b=%lld h=%lld i=%lld: %.0f%% of the kernel's squared error; kernel RMS %.3g, reference %.3g\n",
+        out += format("  %-12s b=%lld h=%lld i=%lld: %.0f%% of the kernel's squared error; kernel RMS %.3g, "
+                      "reference %.3g\n",
                       "  row", static_cast<long long>(r.row.b), static_cast<long long>(r.row.h),
                       static_cast<long long>(r.row.i), 100 * r.share, r.kernel, r.reference);
       }
