@@ -107,6 +107,29 @@ TEST(Verdict, PerturbedElementFailsAndIsNamed) {
   }
 }
 
+// Every element of one row moved by half its bound: no element fails, the RMS check does, and the report names
+// that row as carrying the kernel's squared error.
+TEST(Verdict, RmsFailureNamesTheRowCarryingTheError) {
+  Judged j = run_and_judge("f32 b=2 hq=4 hkv=4 sq=9 sk=300 d=16 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=8");
+  ASSERT_TRUE(j.verdict.pass) << j.verdict.report();
+  const oracle::RowRef row{1, 2, 5};
+  const oracle::RowResult exact = oracle::compute_row(j.inputs.problem(), row, oracle::Tier::kFast);
+  const oracle::RowBound bound = oracle_bound(j.inputs.problem(), row, exact, j.inputs.params, j.out.config);
+  for (int64_t col = 0; col < j.c.head_dim; ++col) {
+    const size_t kk = static_cast<size_t>(col);
+    j.out.o[static_cast<size_t>(flat_row(j, 1, 2, 5) * j.c.head_dim + col)] =
+        static_cast<float>(exact.o[kk] + 0.5 * bound.o[kk]);
+  }
+  j.rejudge();
+  const std::string report = j.verdict.report();
+  EXPECT_LE(j.verdict.o.ratio, 1.0) << report;
+  EXPECT_GT(j.verdict.rms_ratio, 1.0) << report;
+  ASSERT_FALSE(j.verdict.rms_rows.empty());
+  EXPECT_EQ(j.verdict.rms_rows.front().row, row);
+  EXPECT_GT(j.verdict.rms_rows.front().share, 0.99);
+  EXPECT_NE(report.find("b=1 h=2 i=5: 100% of the kernel's squared error"), std::string::npos) << report;
+}
+
 TEST(Verdict, RowsWithoutVisibleKeysMustBeZeroAndMinusInf) {
   // Bottom-right causal with sq > sk: the first sq - sk rows see no key.
   Judged j = run_and_judge("f32 b=1 hq=2 hkv=2 sq=9 sk=4 d=16 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=5");
