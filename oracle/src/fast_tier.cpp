@@ -69,21 +69,12 @@ constexpr int64_t kAbsBits = 0x7fffffffffffffff;
 #endif
 
 // One key's ingredients of pass 4 across the head dims: sum_j p_j |v_jk|, p_j |v_jk - O_k|, p_j S_j |v_jk - O_k|,
-// p_j gap_j |v_jk - O_k|, (p_j S'_j (v_jk - O_k))^2.
-struct Ingredients {
-  double* __restrict abs_pv;
-  double* __restrict dev_pv;
-  double* __restrict dev_pv_score;
-  double* __restrict dev_pv_gap;
-  double* __restrict dev_pv_score_sq;
-};
+// p_j gap_j |v_jk - O_k|, (p_j N_j (v_jk - O_k))^2.
 FLASHCHECK_VECTOR_CLONES void add_ingredients(const double* __restrict v, const double* __restrict o, double p,
-                                              double p_s, double p_g, double p_noise, int64_t dim, Ingredients to) {
-  double* __restrict abs_pv = to.abs_pv;
-  double* __restrict dev_pv = to.dev_pv;
-  double* __restrict dev_pv_score = to.dev_pv_score;
-  double* __restrict dev_pv_gap = to.dev_pv_gap;
-  double* __restrict dev_pv_score_sq = to.dev_pv_score_sq;
+                                              double p_s, double p_g, double p_noise, int64_t dim,
+                                              double* __restrict abs_pv, double* __restrict dev_pv,
+                                              double* __restrict dev_pv_score, double* __restrict dev_pv_gap,
+                                              double* __restrict dev_pv_score_sq) {
   for (int64_t k = 0; k < dim; ++k) {
     const double dev = std::fabs(v[k] - o[k]);
     abs_pv[k] += p * std::fabs(v[k]);
@@ -97,7 +88,8 @@ FLASHCHECK_VECTOR_CLONES void add_ingredients(const double* __restrict v, const 
 void size_result(RowResult* r, int64_t head_dim) {
   const size_t d = static_cast<size_t>(head_dim);
   for (std::vector<double>* vec :
-       {&r->o, &r->abs_pv, &r->dev_pv, &r->dev_pv_score, &r->dev_pv_gap, &r->dev_pv_score_sq, &r->abs_v_sum, &r->o_err}) {
+       {&r->o, &r->abs_pv, &r->dev_pv, &r->dev_pv_score, &r->dev_pv_gap, &r->dev_pv_score_sq, &r->abs_v_sum,
+        &r->o_err}) {
     vec->assign(d, 0.0);
   }
 }
@@ -396,7 +388,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   double* __restrict dev_pv = r.dev_pv.data();
   double* __restrict dev_pv_score = r.dev_pv_score.data();
   double* __restrict dev_pv_gap = r.dev_pv_gap.data();
-  const Ingredients ingredients{abs_pv, dev_pv, dev_pv_score, dev_pv_gap, r.dev_pv_score_sq.data()};
+  double* __restrict dev_pv_score_sq = r.dev_pv_score_sq.data();
   for (int64_t j = 0; j < n; ++j) {
     if (!usable[j]) continue;
     const double p = w[j] / l;
@@ -408,7 +400,8 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
     r.score_gap_weighted += p * g;
     r.score_flush_max = std::max(r.score_flush_max, abs_scale * flush[j]);
     if (p == 0.0) continue;
-    add_ingredients(view.v + j * dim, o, p, p * s_abs, p * g, p * noise[j], dim, ingredients);
+    add_ingredients(view.v + j * dim, o, p, p * s_abs, p * g, p * noise[j], dim, abs_pv, dev_pv, dev_pv_score,
+                    dev_pv_gap, dev_pv_score_sq);
   }
   // The sink: value row 0, so |v - O| = |O|; no score condition; its gap joins the gap sum (the gap maximum stays
   // the keys': bound_row takes the sink's from m and sink).
