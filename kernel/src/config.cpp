@@ -46,29 +46,19 @@ int32_t pick_splits(const Params& params, int64_t sm_count) {
   if (config.block_m < 1 || config.block_n < 1 || sm_count < 1) return 1;
   if (config.path != ComputePath::kGeneralFp32 && !is_decode(config)) return 1;  // the families without split-KV
   // Enough work items fill the GPU unsplit. Otherwise split until about two blocks per SM run (the decode family:
-  // whole waves of its resident warps), each run keeping at least two K/V tiles (fewer and the combine's traffic
-  // outweighs the parallelism).
+  // one wave of its warps), each run keeping at least two K/V tiles (fewer and the combine's traffic outweighs the
+  // parallelism).
   const int64_t items =
       ceil_div(params.seqlen_q, config.block_m) * (params.heads_q / std::max(config.heads_per_tile, 1)) * params.batch;
   const int64_t k_tiles = ceil_div(params.seqlen_k, config.block_n);
   const int64_t cap = std::max<int64_t>(1, std::min<int64_t>(k_tiles / 2, kMaxAutoSplits));
   if (items <= 0) return 1;
   if (is_decode(config)) {
-    // A decode work item is one warp: the fewest splits whose warps fill their waves to 90% (the last wave's idle
-    // slots are the loss), else the best fill within the cap.
-    const int64_t slots = sm_count * decode::resident_warps(config.head_dim_padded);
-    int64_t best = 1;
-    double best_fill = 0.0;
-    for (int64_t s = 1; s <= cap; ++s) {
-      const int64_t warps = items * s;
-      const double fill = static_cast<double>(warps) / static_cast<double>(ceil_div(warps, slots) * slots);
-      if (fill > best_fill + 1e-9) {
-        best = s;
-        best_fill = fill;
-      }
-      if (fill >= 0.9) break;
-    }
-    return static_cast<int32_t>(best);
+    // A decode work item is one warp: split until the warps fill one wave of CTAs, one CTA an SM. The launch runs at
+    // the pace of its busiest SM, so an even wave of one CTA an SM reads faster than the fuller waves of smaller
+    // CTAs this family had, in which some SMs held three CTAs and others two (docs/design/inference-path.md).
+    const int64_t target = sm_count * decode::resident_warps(config.head_dim_padded);
+    return static_cast<int32_t>(std::clamp<int64_t>(target / items, 1, cap));
   }
   const int64_t target = 2 * sm_count;
   if (items >= target) return 1;

@@ -190,6 +190,17 @@ TEST(SequencesValidation, EffectiveSplitsHeuristic) {
   EXPECT_EQ(effective_splits(prefill), 1) << "enough Q tiles fill the GPU unsplit";
   p.num_splits = 7;
   EXPECT_EQ(effective_splits(p), 7);
+  // The decode family splits until its warps fill one wave of one CTA an SM (4 warps, 132 SMs: 528 warps): batch 4
+  // with 8 K/V heads is 32 work items, split 16 ways; batch 64 is 512 items, one wave unsplit.
+  Params step = make_params(DType::kBF16, 4, 32, 8, 1, 65536, 128, Mask::kNone, Layout::kBSHD);
+  step.num_splits = 0;
+  EXPECT_EQ(effective_splits(step), 16);
+  step.batch = 64;
+  step.seqlen_k = 4096;
+  EXPECT_EQ(effective_splits(step), 1);
+  step.batch = 1;
+  step.seqlen_k = 256;  // 16 key tiles: runs of at least two
+  EXPECT_EQ(effective_splits(step), 8);
 }
 
 }  // namespace

@@ -91,7 +91,7 @@ struct Warp {
     }
   }
 
-  // Rows [k0, k0 + kBlockN) of a K or V head into a tile (padded rows), zero-filled at or past `keys_end` and past
+  // Rows [k0, k0 + kBlockN) of a K or V head into a tile (swizzled chunks), zero-filled at or past `keys_end` and past
   // head_dim, never reading there. Lane l copies chunk l % kChunksPerRow of every (32 / kChunksPerRow)-th row.
   __device__ static void load_kv(uint32_t tile, const RowSource<const T>& rows, const TileRows& where, int64_t k0,
                                  int64_t keys_end, int64_t head_dim, int lane) {
@@ -112,7 +112,7 @@ struct Warp {
         offset = page * rows.page_stride + slot * rows.row_stride;
       }
       const T* src = live ? rows.base + offset + ch * kChunkElems : rows.base;
-      cp_async_16(tile + r * Tile::kPitchBytes + ch * kChunkBytes, src, live ? kChunkBytes : 0);
+      cp_async_16(tile + Tile::chunk(r, ch), src, live ? kChunkBytes : 0);
     }
   }
 
@@ -148,17 +148,31 @@ struct Warp {
     const int64_t k_step = col_live ? kRowStep * k_stride : 0;
     const int64_t v_step = col_live ? kRowStep * v_stride : 0;
     const int bytes = col_live ? kChunkBytes : 0;
-    const uint32_t dst = stage + r0 * Tile::kPitchBytes + ch * kChunkBytes;
 #pragma unroll
     for (int t = 0; t < Tile::kChunkIters; ++t) {
-      cp_async_16(dst + t * kRowStep * Tile::kPitchBytes, k_src, bytes);
+      cp_async_16(stage + Tile::chunk(r0 + t * kRowStep, ch), k_src, bytes);
       k_src += k_step;
     }
 #pragma unroll
     for (int t = 0; t < Tile::kChunkIters; ++t) {
-      cp_async_16(dst + Tile::kTileBytes + t * kRowStep * Tile::kPitchBytes, v_src, bytes);
+      cp_async_16(stage + Tile::kTileBytes + Tile::chunk(r0 + t * kRowStep, ch), v_src, bytes);
       v_src += v_step;
     }
+  }
+
+  // Byte offsets, within a row r with r % 8 == x, of the chunk pairs 2s + c a lane's ldmatrix rows read. The swizzle
+  // (Tile::chunk) changes only the low three bits of a chunk index, so pair s = 4j + m sits at at[m] + j * 128
+  // bytes: a lane keeps four offsets, and the rest of every ldmatrix address is a row base and immediates
+  // (Tile::chunk() at each ldmatrix made the d = 128 kernel spill 92 bytes; with the offsets it spills 52).
+  struct PairOffsets {
+    uint32_t at[4];
+    __device__ uint32_t operator()(int s) const { return at[s % 4] + static_cast<uint32_t>(s / 4) * 8 * kChunkBytes; }
+  };
+  __device__ static PairOffsets pair_offsets(int x, int c) {
+    PairOffsets p;
+#pragma unroll
+    for (int m = 0; m < 4; ++m) p.at[m] = static_cast<uint32_t>(((2 * m + c) ^ x) * kChunkBytes);
+    return p;
   }
 
   // A row's final state from the lane's partial l (quad-summed here).
@@ -211,6 +225,9 @@ struct Warp {
       for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
 
     uint32_t qa[Tile::kKSteps][4];  // Q as A fragments, every k16 step
+    // Q and V ldmatrix rows: row % 8 == lane % 8, pair half lane / 16; K rows: the same rows, half (lane / 8) % 2.
+    const PairOffsets qv_pairs = pair_offsets(lane % 8, lane / 16);
+    const PairOffsets k_pairs = pair_offsets(lane % 8, (lane / 8) % 2);
     TileRows rows_next;              // page and slot of the next tile to copy (paged caches)
     constexpr int kS = Tile::kStages;
     // The slots copies fill (CpAsyncShadow, common/mutants.cuh): the kS stages, then Q. Perturbed builds: a slot
@@ -239,7 +256,7 @@ struct Warp {
         const bool live = g < group && i < seq.seqlen_q && ch * kChunkElems < a.head_dim;
         const T* src = static_cast<const T*>(a.q.ptr);
         if (live) src = a.template q_rows<const T>(a.q, b, h_kv * group + g) + i * a.q.stride.row + ch * kChunkElems;
-        cp_async_16(q_stage + r * Tile::kPitchBytes + ch * kChunkBytes, src, live ? kChunkBytes : 0);
+        cp_async_16(q_stage + Tile::chunk(r, ch), src, live ? kChunkBytes : 0);
       }
       copies.filled(kSlotQ);
 #pragma unroll
@@ -258,7 +275,7 @@ struct Warp {
       __syncwarp();
 #pragma unroll
       for (int ks = 0; ks < Tile::kKSteps; ++ks) {
-        ldmatrix_x4(qa[ks], q_stage + (lane % 16) * Tile::kPitchBytes + (ks * 2 + lane / 16) * kChunkBytes);
+        ldmatrix_x4(qa[ks], q_stage + (lane % 16) * Tile::kPitchBytes + qv_pairs(ks));
       }
       __syncwarp();  // Q is in registers: its stage takes tile kS - 1
       if (run_begin + kS - 1 < run_end) resolve_rows(k_rows, tile_key(run_begin + kS - 1), keys_end, lane, rows_next);
@@ -299,7 +316,7 @@ struct Warp {
         for (int n2 = 0; n2 < Tile::kNS / 2; ++n2) {
           uint32_t kb4[4];
           const int key = n2 * 16 + (lane / 16) * 8 + lane % 8;
-          ldmatrix_x4(kb4, k_tile + key * Tile::kPitchBytes + (ks * 2 + (lane / 8) % 2) * kChunkBytes);
+          ldmatrix_x4(kb4, k_tile + key * Tile::kPitchBytes + k_pairs(ks));
           Ops::mma(s[2 * n2], qa[ks], kb4[0], kb4[1]);
           Ops::mma(s[2 * n2 + 1], qa[ks], kb4[2], kb4[3]);
         }
@@ -379,7 +396,7 @@ struct Warp {
         for (int n2 = 0; n2 < Tile::kNO / 2; ++n2) {
           uint32_t vb[4];
           const int key = kk * 16 + ((lane / 8) % 2) * 8 + lane % 8;
-          ldmatrix_x4_trans(vb, v_tile + key * Tile::kPitchBytes + (n2 * 2 + lane / 16) * kChunkBytes);
+          ldmatrix_x4_trans(vb, v_tile + key * Tile::kPitchBytes + qv_pairs(n2));
           Ops::mma(acc[2 * n2], pa, vb[0], vb[1]);
           Ops::mma(acc[2 * n2 + 1], pa, vb[2], vb[3]);
         }
@@ -458,7 +475,7 @@ struct Warp {
       bool bad = false;
       if (r < Tile::kBlockN && key < keys_end && (key < all_begin || key >= all_end)) {
         for (int ch = 0; ch < Tile::kChunksPerRow; ++ch) {
-          const uint4 w = ld_shared_v4(v_tile + r * Tile::kPitchBytes + ch * kChunkBytes);
+          const uint4 w = ld_shared_v4(v_tile + r * Tile::kPitchBytes + ch * kChunkBytes);  // the row's chunks, any order
           for (const uint32_t word : {w.x, w.y, w.z, w.w}) {
             bad |= (word & DeviceDtype<T>::kExpLo) == DeviceDtype<T>::kExpLo ||
                    (word & DeviceDtype<T>::kExpHi) == DeviceDtype<T>::kExpHi;
@@ -492,10 +509,10 @@ struct Warp {
           pk[hh] = rounded.x;
         }
         const int64_t key = k0 + rr;
-        const uint32_t row = v_tile + rr * Tile::kPitchBytes;
+        const uint32_t row = v_tile + rr * Tile::kPitchBytes;  // the row's chunks, in swizzled order
 #pragma unroll
         for (int nt = 0; nt < Tile::kNO; ++nt) {
-          const float2 v = DeviceDtype<T>::unpack(tc_kernel::ld_shared_b32(row + (nt * 8 + (lane % 4) * 2) * 2));
+          const float2 v = DeviceDtype<T>::unpack(tc_kernel::ld_shared_b32(v_tile + Tile::chunk(rr, nt) + (lane % 4) * 4));
 #pragma unroll
           for (int hh = 0; hh < 2; ++hh) {
             if (key >= kb[hh] && key < ke[hh]) {

@@ -11,7 +11,9 @@ namespace flashcheck::decode {
 inline constexpr int kRows = 16;           // the mma's m: query rows of a work item
 inline constexpr int kChunkBytes = 16;     // one cp.async / ldmatrix row
 inline constexpr int kChunkElems = 8;      // fp16/bf16 elements per chunk
-inline constexpr int kWarps = 2;           // work items (warps) per CTA
+// Work items (warps) per CTA. Four warps' rings fill most of an SM's shared memory, so one CTA runs per SM and
+// every SM of a launch that splits to one wave (pick_splits) holds the same number of warps.
+inline constexpr int kWarps = 4;
 inline constexpr int kFamilies[] = {64, 128, 256};
 constexpr int family_head_dim(int64_t head_dim) {
   for (int family : kFamilies) {
@@ -20,16 +22,25 @@ constexpr int family_head_dim(int64_t head_dim) {
   return 0;
 }
 
-// Small tiles in a deep ring: a warp keeps kStages - 1 tiles in flight while it computes one, about 26 KB of K and
-// V at d 64 and 128, which is what keeps HBM busy with six warps an SM.
+// Small tiles in a deep ring: a warp keeps kStages - 1 tiles in flight while it computes one, 24 KB of K and V at
+// d 64 and 128, which keeps HBM busy with four warps an SM.
 template <int HeadDim>
 struct DecodeTile {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockN = HeadDim == 64 ? 32 : 16;
   static constexpr int kStages = HeadDim == 256 ? 3 : 4;
   static constexpr int kChunksPerRow = HeadDim / kChunkElems;
-  // Odd pitch in chunks: the 8 rows of one ldmatrix phase fall in distinct bank groups.
-  static constexpr int kPitchBytes = (kChunksPerRow | 1) * kChunkBytes;
+  // Rows of whole chunks, unpadded, with chunk ch of row r stored at slot ch ^ (r % 8) (chunk()): the 8 rows of one
+  // ldmatrix phase fall in distinct bank groups, and every row a cp.async instruction fills is one aligned 128-byte
+  // span of shared memory, so the copy takes each 32-byte sector of the row once. Rows padded to an odd number of
+  // chunks instead split a copy's sectors at the shared-memory lines: the L2 then served 1.5 sector requests per
+  // sector of K and V (Nsight Compute: 50.3M against 33.6M, docs/design/inference-path.md).
+  static constexpr int kPitchBytes = kChunksPerRow * kChunkBytes;
+  static_assert(kChunksPerRow >= 8, "the swizzle permutes 8 chunks of a row");
+  // Byte offset of chunk ch of row r within a tile.
+  static constexpr uint32_t chunk(int r, int ch) {
+    return static_cast<uint32_t>(r * kPitchBytes + ((ch ^ (r % 8)) * kChunkBytes));
+  }
   static constexpr int kQBytes = kRows * kPitchBytes;  // staged in the second stage before the first K/V tile there
   static constexpr int kTileBytes = kBlockN * kPitchBytes;
   static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
@@ -50,7 +61,7 @@ struct DecodeTile {
 };
 
 // Warps resident per SM: shared memory decides (228 KB an SM, 1 KB of it reserved a CTA). The split heuristic
-// fills whole waves of them.
+// (pick_splits) splits until one wave of them runs.
 template <int HeadDim>
 constexpr int resident_warps() {
   constexpr int kCtaBytes = kWarps * DecodeTile<HeadDim>::kWarpBytes + 1024;
@@ -59,5 +70,7 @@ constexpr int resident_warps() {
 constexpr int resident_warps(int head_dim_padded) {
   return head_dim_padded == 64 ? resident_warps<64>() : head_dim_padded == 128 ? resident_warps<128>() : resident_warps<256>();
 }
+static_assert(resident_warps<64>() == kWarps && resident_warps<128>() == kWarps && resident_warps<256>() == kWarps,
+              "one decode CTA an SM");
 
 }  // namespace flashcheck::decode
