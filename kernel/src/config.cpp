@@ -55,8 +55,8 @@ int32_t pick_splits(const Params& params, int64_t sm_count) {
   if (items <= 0) return 1;
   if (is_decode(config)) {
     // A decode work item is one warp: split until the warps fill one wave of CTAs, one CTA an SM. The launch runs at
-    // the pace of its busiest SM, so an even wave of one CTA an SM reads faster than the fuller waves of smaller
-    // CTAs this family had, in which some SMs held three CTAs and others two (docs/design/inference-path.md).
+    // the pace of its busiest SM, so an even wave reads faster than a fuller one of smaller CTAs in which some SMs
+    // hold three CTAs and others two (docs/design/inference-path.md).
     const int64_t target = sm_count * decode::resident_warps(config.head_dim_padded);
     return static_cast<int32_t>(std::clamp<int64_t>(target / items, 1, cap));
   }

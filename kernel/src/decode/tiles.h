@@ -33,8 +33,8 @@ struct DecodeTile {
   // Rows of whole chunks, unpadded, with chunk ch of row r stored at slot ch ^ (r % 8) (chunk()): the 8 rows of one
   // ldmatrix phase fall in distinct bank groups, and every row a cp.async instruction fills is one aligned 128-byte
   // span of shared memory, so the copy takes each 32-byte sector of the row once. Rows padded to an odd number of
-  // chunks instead split a copy's sectors at the shared-memory lines: the L2 then served 1.5 sector requests per
-  // sector of K and V (Nsight Compute: 50.3M against 33.6M, docs/design/inference-path.md).
+  // chunks would split a copy's sectors at the shared-memory lines: 1.5 L2 sector requests per sector of K and V
+  // (docs/design/inference-path.md).
   static constexpr int kPitchBytes = kChunksPerRow * kChunkBytes;
   static_assert(kChunksPerRow >= 8, "the swizzle permutes 8 chunks of a row");
   // Byte offset of chunk ch of row r within a tile.
