@@ -161,7 +161,7 @@ struct Warp {
   }
 
   // Byte offsets, within a row r with r % 8 == x, of the chunk pairs 2s + c a lane's ldmatrix rows read. The swizzle
-  // (Tile::chunk) changes only the low three bits of a chunk index, so pair s = 4j + m sits at at[m] + j * 128
+  // (Tile::slot) changes only the low three bits of a chunk index, so pair s = 4j + m sits at at[m] + j * 128
   // bytes: a lane keeps four offsets, and the rest of every ldmatrix address is a row base and immediates
   // (Tile::chunk() at each ldmatrix made the d = 128 kernel spill 92 bytes; with the offsets it spills 52).
   struct PairOffsets {
@@ -171,7 +171,7 @@ struct Warp {
   __device__ static PairOffsets pair_offsets(int x, int c) {
     PairOffsets p;
 #pragma unroll
-    for (int m = 0; m < 4; ++m) p.at[m] = static_cast<uint32_t>(((2 * m + c) ^ x) * kChunkBytes);
+    for (int m = 0; m < 4; ++m) p.at[m] = Tile::slot(x, 2 * m + c);
     return p;
   }
 

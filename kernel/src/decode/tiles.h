@@ -37,10 +37,9 @@ struct DecodeTile {
   // (docs/design/inference-path.md).
   static constexpr int kPitchBytes = kChunksPerRow * kChunkBytes;
   static_assert(kChunksPerRow >= 8, "the swizzle permutes 8 chunks of a row");
-  // Byte offset of chunk ch of row r within a tile.
-  static constexpr uint32_t chunk(int r, int ch) {
-    return static_cast<uint32_t>(r * kPitchBytes + ((ch ^ (r % 8)) * kChunkBytes));
-  }
+  // Byte offset of chunk ch of row r within its row, and within a tile.
+  static constexpr uint32_t slot(int r, int ch) { return static_cast<uint32_t>((ch ^ (r % 8)) * kChunkBytes); }
+  static constexpr uint32_t chunk(int r, int ch) { return static_cast<uint32_t>(r * kPitchBytes) + slot(r, ch); }
   static constexpr int kQBytes = kRows * kPitchBytes;  // staged in the second stage before the first K/V tile there
   static constexpr int kTileBytes = kBlockN * kPitchBytes;
   static constexpr int kStageBytes = 2 * kTileBytes;  // K then V
