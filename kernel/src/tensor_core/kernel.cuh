@@ -444,12 +444,29 @@ struct Forward {
     }
   }
 
-  // True if a V row that some row of the Q tile may not see holds inf or NaN. On the tensor cores such a row
-  // would reach every row of the m16 tile through p = 0: 0 * inf = NaN.
+  // True if a V row that some row of the Q tile may not see holds inf or NaN, over this thread's chunks (tid of
+  // the kThreads threads that scan the tile together). On the tensor cores such a row would reach every row of
+  // the m16 tile through p = 0: 0 * inf = NaN. Per packed word, (x & exponent fields) + their lowest bits
+  // carries into a half's sign bit exactly when that half's exponent is all ones (the low half's sum is at most
+  // 0x8000: no carry into the high half), so the words are only ORed together.
   __device__ static bool hidden_v_nonfinite(uint32_t v_smem, const Visibility& vis, int64_t q0, int64_t k0, int tid) {
-    uint32_t bad = 0;
-    for_hidden_v_words(v_smem, vis, q0, k0, tid, [&](int, uint32_t, uint32_t, uint32_t mask) { bad |= mask; });
-    return bad != 0;
+    constexpr uint32_t kExp = Ops::kExpLo | Ops::kExpHi;
+    constexpr uint32_t kExpLsb = (Ops::kExpLo & (0u - Ops::kExpLo)) * 0x10001u;
+    constexpr uint32_t kSigns = 0x80008000u;
+    constexpr int kPerThread = Cfg::kBlockN * Cfg::kChunksPerRow / Cfg::kThreads;
+    const HiddenKeys hidden = hidden_keys(vis, q0, k0);
+    const int hi = static_cast<int>(min(k0 + Cfg::kBlockN, vis.seqlen_k) - k0);
+    uint32_t acc = 0;
+#pragma unroll 2
+    for (int i = 0; i < kPerThread; ++i) {
+      const int idx = tid + i * Cfg::kThreads;
+      const int row = idx / Cfg::kChunksPerRow;
+      if (hidden.contains(row) && row < hi) {
+        const uint4 w = ld_shared_v4(v_smem + chunk_offset<Cfg::kBlockN>(row, idx % Cfg::kChunksPerRow));
+        acc |= ((w.x & kExp) + kExpLsb) | ((w.y & kExp) + kExpLsb) | ((w.z & kExp) + kExpLsb) | ((w.w & kExp) + kExpLsb);
+      }
+    }
+    return (acc & kSigns) != 0;
   }
 
   // A masked tile whose V rows hidden from some of its rows hold inf or NaN (rare; every thread of

@@ -111,6 +111,10 @@ struct WsForward {
     uint64_t k_empty[kKStages];
     uint64_t v_full[kVStages];
     uint64_t v_empty[kVStages];
+    // Scans of hidden V rows (scan_v), counted per CTA: scan k completes phase k of v_scanned, and a warp that
+    // finds inf or NaN stamps v_bad[k % 2] with k + 1.
+    uint64_t v_scanned;
+    uint32_t v_bad[2];
   };
 
   // Shared memory: Q (kBlockM rows: warpgroup w's rows w*64.. in every 64-column block), then kKStages K tiles,
@@ -148,6 +152,8 @@ struct WsForward {
         mbarrier_init(bar(bars.v_full[s]), 1);
         mbarrier_init(bar(bars.v_empty[s]), kConsumerThreads / kWarpSize);
       }
+      mbarrier_init(bar(bars.v_scanned), kConsumerThreads / kWarpSize);
+      bars.v_bad[0] = bars.v_bad[1] = 0;
       fence_mbarrier_init();
     }
     __syncthreads();
@@ -273,26 +279,54 @@ struct WsForward {
     return (t / kSlots) & 1;
   }
 
+  // Whether K/V tile m of the item holds keys below seqlen_k that some row of its Q tile may not see.
+  __device__ static bool hides_keys(const ItemCtx& c, int m) { return m < c.full_begin || m >= c.clean_end; }
+
+  // The hidden-V check runs in two halves, so that neither stops the tensor cores:
+  // - scan_v(m), right after S(m) is issued (S(m) and P(m-1) V(m-1) run meanwhile): each consumer thread scans its
+  //   share of V(m)'s rows that some row of the Q tile may not see, for inf and NaN (kernel.cuh,
+  //   hidden_v_nonfinite); a warp that finds one stamps v_bad, and every warp arrives on v_scanned;
+  // - ready_v(m), before P(m) V(m) is issued (one tile later): the verdict, once every warp's scan is in.
+  // A CTA-wide vote (a named barrier) in place of the second half held both consumer warpgroups in step at every
+  // such tile: up to 25% slower on short causal sequences and narrow windows (docs/design/tensor-core-kernel.md).
+  // Scans are counted per CTA (`scans`, the same in every consumer thread: the tiles that hide keys are the
+  // item's): scan k completes phase k of v_scanned and stamps v_bad[k % 2] with k + 1, so neither needs
+  // resetting. A warp stamps v_bad[k % 2] again only at scan k + 2, after every warp has read scan k's verdict (it
+  // waited for scan k + 1, which each warp joins after reading scan k's).
+  __device__ static void scan_v(const KernelArgs& a, const ItemCtx& c, Barriers& bars, const Layout& lay, int m,
+                                uint32_t scans, int ctid) {
+    if (!hides_keys(c, m)) return;
+    const uint32_t t = c.tile0 + static_cast<uint32_t>(m);
+    mbarrier_wait(bar(bars.v_full[slot<kVStages>(t)]), phase<kVStages>(t));
+    const bool bad = __any_sync(kFullWarp, F::hidden_v_nonfinite(
+                                               lay.v_slot(slot<kVStages>(t)), vis_of(a, c), c.q0,
+                                               int64_t{c.first + m} * Cfg::kBlockN, ctid));
+    if (ctid % kWarpSize == 0) {
+      if (bad) st_shared_b32(smem_address(&bars.v_bad[scans % 2]), scans + 1);
+      mbarrier_arrive(bar(bars.v_scanned));
+    }
+  }
+
   // Waits for V(m); zeros the rows past the sequence's keys of a last tile with other memory there (kv_tail); takes
-  // the exact path (kernel.cuh's exact_hidden_v, every consumer thread together) if tile m is a diagonal tile with a
-  // non-finite hidden V row. Runs before S(m + 1) and P(m) V(m) are issued, so no wgmma
-  // is in flight meanwhile (V(m) is requested before K(m + 1): waiting for it first costs nothing). Returns
-  // V(m)'s slot address. The scan and the vote cost causal launches up to 20% at short sequences, but moving them
-  // off the consumers did not pay on the H100: the producer warpgroup's idle warps scanning each landed diagonal
-  // V tile gained nothing overall, and scanning V in global memory ahead of the consumers lost up to 30%
-  // (docs/design/tensor-core-kernel.md).
+  // the exact path (kernel.cuh's exact_hidden_v, every consumer thread together) if scan_v found a non-finite
+  // hidden V row in tile m. Runs before P(m) V(m) is issued, with no wgmma in flight on O. Returns V(m)'s slot
+  // address.
   __device__ static uint32_t ready_v(const KernelArgs& a, const ItemCtx& c, Barriers& bars, const Layout& lay, int m,
-                                     State& st, int ctid) {
+                                     uint32_t& scans, State& st, int ctid) {
     const uint32_t t = c.tile0 + static_cast<uint32_t>(m);
     mbarrier_wait(bar(bars.v_full[slot<kVStages>(t)]), phase<kVStages>(t));
     const uint32_t v_smem = lay.v_slot(slot<kVStages>(t));
     const int64_t k0 = int64_t{c.first + m} * Cfg::kBlockN;
     const Visibility vis = vis_of(a, c);
-    const bool tail = kSeq && c.kv_tail && m + 1 == c.n_tiles;
-    if (tail) zero_v_rows(v_smem, static_cast<int>(vis.seqlen_k - k0), ctid);
-    const bool hides = (m < c.full_begin || m >= c.clean_end) && !FC_MUTANT(kTcHiddenVExactPathSkipped);
-    if ((hides || tail) &&
-        named_barrier_or(kBarConsumers, kConsumerThreads, hides && F::hidden_v_nonfinite(v_smem, vis, c.q0, k0, ctid))) {
+    if (kSeq && c.kv_tail && m + 1 == c.n_tiles) {
+      zero_v_rows(v_smem, static_cast<int>(vis.seqlen_k - k0), ctid);
+      named_barrier_sync(kBarConsumers, kConsumerThreads);
+    }
+    if (!hides_keys(c, m)) return v_smem;
+    mbarrier_wait(bar(bars.v_scanned), scans % 2);
+    const bool bad = ld_shared_b32(smem_address(&bars.v_bad[scans % 2])) == scans + 1;
+    ++scans;
+    if (bad && !FC_MUTANT(kTcHiddenVExactPathSkipped)) {
       const int warp = ctid / kWarpSize;
       F::exact_hidden_v(st, v_smem, vis, c.q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid,
                         [] { named_barrier_sync(kBarConsumers, kConsumerThreads); });
@@ -314,6 +348,7 @@ struct WsForward {
     const int warp_row0 = warp * Cfg::kRowsPerWarp;
     uint32_t tile = 0;
     uint32_t items = 0;
+    uint32_t scans = 0;  // scan_v's count
     // Turns alternate strictly: warpgroup 0 takes the first (warpgroup 1 hands it over up front) and, at the
     // end, the one warpgroup 1 handed over after its last chains, so both barriers end with no arrival pending.
     const auto take_turn = [&] {
@@ -357,7 +392,7 @@ struct WsForward {
         const uint32_t t = tile + static_cast<uint32_t>(n);
         uint32_t v_prev = 0;
         if constexpr (!kFirst) {
-          v_prev = ready_v(a, c, bars, lay, n - 1, st, ctid);
+          v_prev = ready_v(a, c, bars, lay, n - 1, scans, st, ctid);
           if (FC_MUTANT(kWsVReleasedEarly)) release(bars.v_empty, t - 1, lane);
         }
         if (!FC_MUTANT(kWsKFullNotAwaited)) mbarrier_wait(bar(bars.k_full[slot<kKStages>(t)]), phase<kKStages>(t));
@@ -374,11 +409,13 @@ struct WsForward {
           F::qk_chain(sc, lay.q, lay.k_slot(slot<kKStages>(t)), wg);
           F::pv_chain(pa, st, v_prev);
           pass_turn();
+          scan_v(a, c, bars, lay, n, scans, ctid);
           wgmma_wait<1>();  // S(n) was committed first; P(n-1) V(n-1) may still run
         } else {
           take_turn();
           F::qk_wgmma_issue(sc, lay.q, lay.k_slot(slot<kKStages>(t)), wg);
           pass_turn();
+          scan_v(a, c, bars, lay, n, scans, ctid);
           wgmma_wait<0>();
         }
         fence_operands(sc[0]);
@@ -408,7 +445,7 @@ struct WsForward {
       if (c.n_tiles > 0) {
         tile_step.template operator()<true>(0);
         for (int n = 1; n < c.n_tiles; ++n) tile_step.template operator()<false>(n);
-        const uint32_t v_last = ready_v(a, c, bars, lay, c.n_tiles - 1, st, ctid);
+        const uint32_t v_last = ready_v(a, c, bars, lay, c.n_tiles - 1, scans, st, ctid);
         FC_PERTURB(kPerturbWsConsumerPv, tile + c.n_tiles);
         take_turn();
         F::pv_wgmma_issue(pa, st, v_last);
