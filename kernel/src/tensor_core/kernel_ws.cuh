@@ -48,12 +48,10 @@ inline constexpr int kLaunchRegs = 168;
 // Named barriers (0 is __syncthreads): every consumer thread; one consumer warpgroup (id + warpgroup).
 inline constexpr int kBarConsumers = 1;
 inline constexpr int kBarWarpgroup = 2;
-// Ping-pong scheduling (WsForward::kPingPong): consumer warpgroup w issues its wgmma chains only on its turn,
+// Ping-pong scheduling (WsForward's kTurns): consumer warpgroup w issues its wgmma chains only on its turn,
 // named barrier kBarTurn + w, and hands the turn to the other warpgroup right after, so one warpgroup's softmax
-// runs while the other's chains occupy the tensor cores (FlashAttention-3's inter-warpgroup overlap). Measured
-// on the H100 against free issue (docs/design/tensor-core-kernel.md): d = 64 non-causal +4-10%, causal -2% to
-// +12%; d = 128 non-causal 4-15% slower (32 bytes of spills appear), causal short +4-6%; d = 256 2-5% slower.
-// Hence d = 64 only.
+// runs while the other's chains occupy the tensor cores (FlashAttention-3's inter-warpgroup overlap). Where it
+// pays depends on the head dim and on how many K/V tiles an item reads (kTurnsOf, ws_ping_pong()).
 inline constexpr int kBarTurn = 4;
 
 // How a consumer warpgroup stores O. Either way its Q rows go back to the producer after the item's last S, so
@@ -66,7 +64,15 @@ inline constexpr int kBarTurn = 4;
 // d = 256 compiles both and picks per launch (ws_o_staging()); d = 64 and 128 use kOwnTile only.
 enum class OStaging { kOwnTile, kRegisters };
 
-template <typename T, class Cfg, OStaging kOStaging, bool kExtras, bool kSeq, bool kInstrument>
+// Which issue orders a family compiles, measured on the H100 against free issue (docs/design/tensor-core-kernel.md):
+// ping-pong always at d = 64 (+4-10% non-causal, -2% to +12% causal); at d = 128 chosen per launch
+// (ws_ping_pong(): +5-10% on items of 8 or more K/V tiles, 2-7% slower on shorter ones and on windows); never at
+// d = 256 (2-5% slower).
+enum class Turns { kNever, kAlways, kChosen };
+template <class Cfg>
+inline constexpr Turns kTurnsOf = Cfg::kHeadDim == 64 ? Turns::kAlways : Cfg::kHeadDim == 128 ? Turns::kChosen : Turns::kNever;
+
+template <typename T, class Cfg, OStaging kOStaging, bool kTurns, bool kExtras, bool kSeq, bool kInstrument>
 struct WsForward {
   using F = Forward<T, Cfg, kInstrument, kExtras, kSeq>;
   using State = typename F::State;
@@ -75,7 +81,8 @@ struct WsForward {
   static constexpr int kConsumerThreads = Cfg::kThreads;
   static constexpr int kWarpgroupThreads = kWarpsPerWarpgroup * kWarpSize;
   static constexpr int kConsumerWarpgroups = kConsumerThreads / kWarpgroupThreads;
-  static constexpr bool kPingPong = kConsumerWarpgroups == 2 && Cfg::kHeadDim == 64;
+  static constexpr bool kPingPong = kTurns;
+  static_assert(!kPingPong || kConsumerWarpgroups == 2, "ping-pong: two consumer warpgroups take turns");
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   static constexpr int kColumnBlocks = Cfg::kHeadDim / (kSwizzleRowBytes / kElementBytes);
   static constexpr int kColumnBlockElems = kSwizzleRowBytes / kElementBytes;  // 64
@@ -536,16 +543,36 @@ struct WsForward {
 };
 
 // kInstrument is the last template argument (mangled Lb0E / Lb1E), as the symbol check expects.
-template <typename T, class Cfg, OStaging kOStaging, bool kExtras, bool kSeq, bool kInstrument>
-__global__ void __launch_bounds__(WsForward<T, Cfg, kOStaging, kExtras, kSeq, kInstrument>::kThreads, 1)
+template <typename T, class Cfg, OStaging kOStaging, bool kTurns, bool kExtras, bool kSeq, bool kInstrument>
+__global__ void __launch_bounds__(WsForward<T, Cfg, kOStaging, kTurns, kExtras, kSeq, kInstrument>::kThreads, 1)
     tensor_core_ws_kernel(const __grid_constant__ KernelArgs args, const __grid_constant__ TmaMaps maps) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  WsForward<T, Cfg, kOStaging, kExtras, kSeq, kInstrument>::run(args, maps, smem);
+  WsForward<T, Cfg, kOStaging, kTurns, kExtras, kSeq, kInstrument>::run(args, maps, smem);
 }
 
 // The own O tile fits beside all of Cfg's K slots (d = 64, 128): the only staging compiled.
 template <typename T, class Cfg>
-inline constexpr bool kOwnOFree = WsForward<T, Cfg, OStaging::kOwnTile, false, false, false>::kKStages == Cfg::kStages;
+inline constexpr bool kOwnOFree = WsForward<T, Cfg, OStaging::kOwnTile, false, false, false, false>::kKStages == Cfg::kStages;
+
+// K/V tiles the middle Q tile of the launch reads: the item length the per-launch choices below go by.
+template <class Cfg>
+int64_t middle_item_tiles(const KernelArgs& args) {
+  return args.vis.tile_range(args.q_tiles / 2 * Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN).count;
+}
+
+// d = 128: ping-pong where the middle Q tile reads at least kPingPongMinTiles K/V tiles and no window bounds the
+// rows' first keys. Measured on the H100 (bf16; docs/design/tensor-core-kernel.md): non-causal N = 512 (4 tiles)
+// 0.98x, N >= 1024 +5-8%; causal N = 512 / 1024 0.94x / 0.99x, N = 2048-4096 +2%, N >= 8192 +6-10%; causal windows
+// of 256-4096 keys 0.93-0.97x.
+inline constexpr int64_t kPingPongMinTiles = 8;
+template <class Cfg>
+bool ws_ping_pong(const KernelArgs& args) {
+  if constexpr (kTurnsOf<Cfg> == Turns::kChosen) {
+    return !args.vis.bounded_begin && middle_item_tiles<Cfg>(args) >= kPingPongMinTiles;
+  } else {
+    return kTurnsOf<Cfg> == Turns::kAlways;
+  }
+}
 
 // d = 256 (the own O tile costs a K slot): the own O tile for short items, where the asynchronous O store
 // matters more than the second K slot, measured on the H100 against kRegisters (docs/design/tensor-core-kernel.md):
@@ -556,8 +583,7 @@ inline constexpr int64_t kOwnOMaxTilesNonCausal = 8;
 template <typename T, class Cfg>
 OStaging ws_o_staging(const KernelArgs& args) {
   if (kOwnOFree<T, Cfg>) return OStaging::kOwnTile;
-  const int64_t mid_q0 = args.q_tiles / 2 * Cfg::kBlockM;
-  const int64_t tiles = args.vis.tile_range(mid_q0, Cfg::kBlockM, Cfg::kBlockN).count;
+  const int64_t tiles = middle_item_tiles<Cfg>(args);
   const bool masked = args.vis.bounded_end || args.vis.bounded_begin;
   return tiles <= (masked ? kOwnOMaxTilesCausal : kOwnOMaxTilesNonCausal) ? OStaging::kOwnTile
                                                                                  : OStaging::kRegisters;
@@ -621,10 +647,10 @@ bool encode_operand(CUtensorMap* map, const TensorArg& t, int64_t head_dim, int6
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, class Cfg, OStaging kOStaging, bool kExtras, bool kSeq>
+template <typename T, class Cfg, OStaging kOStaging, bool kTurns, bool kExtras, bool kSeq>
 Status launch_ws_variant(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
-  using Ws = WsForward<T, Cfg, kOStaging, kExtras, kSeq, FLASHCHECK_INSTRUMENT != 0>;
-  constexpr auto kernel = tensor_core_ws_kernel<T, Cfg, kOStaging, kExtras, kSeq, FLASHCHECK_INSTRUMENT != 0>;
+  using Ws = WsForward<T, Cfg, kOStaging, kTurns, kExtras, kSeq, FLASHCHECK_INSTRUMENT != 0>;
+  constexpr auto kernel = tensor_core_ws_kernel<T, Cfg, kOStaging, kTurns, kExtras, kSeq, FLASHCHECK_INSTRUMENT != 0>;
   int64_t resident = 0;
   const Status st = resident_ctas<kernel>(Ws::kThreads, Ws::kSmemBytes, &resident);
   if (!st.ok()) return st;
@@ -639,11 +665,21 @@ Status launch_ws_variant(const KernelArgs& args, const TmaMaps& maps, cudaStream
   return Status::ok_status();
 }
 
-template <typename T, class Cfg, OStaging kOStaging>
+template <typename T, class Cfg, OStaging kOStaging, bool kTurns>
 Status launch_ws_kernel(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
   return with_variant(args, [&](auto extras, auto seq) {
-    return launch_ws_variant<T, Cfg, kOStaging, extras(), seq()>(args, maps, stream);
+    return launch_ws_variant<T, Cfg, kOStaging, kTurns, extras(), seq()>(args, maps, stream);
   });
+}
+
+template <typename T, class Cfg, OStaging kOStaging>
+Status launch_ws_issue(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
+  if constexpr (kTurnsOf<Cfg> == Turns::kChosen) {
+    if (ws_ping_pong<Cfg>(args)) return launch_ws_kernel<T, Cfg, kOStaging, true>(args, maps, stream);
+    return launch_ws_kernel<T, Cfg, kOStaging, false>(args, maps, stream);
+  } else {
+    return launch_ws_kernel<T, Cfg, kOStaging, kTurnsOf<Cfg> == Turns::kAlways>(args, maps, stream);
+  }
 }
 
 // The warp-specialized launch, or *launched = false (nothing done) where TMA cannot address the operands.
@@ -665,11 +701,11 @@ Status launch_ws(const KernelArgs& args, cudaStream_t stream, bool* launched) {
   }
   *launched = true;
   if constexpr (kOwnOFree<T, Cfg>) {
-    return launch_ws_kernel<T, Cfg, OStaging::kOwnTile>(args, maps, stream);
+    return launch_ws_issue<T, Cfg, OStaging::kOwnTile>(args, maps, stream);
   } else {  // d = 256: both compiled
     if (ws_o_staging<T, Cfg>(args) == OStaging::kRegisters)
-      return launch_ws_kernel<T, Cfg, OStaging::kRegisters>(args, maps, stream);
-    return launch_ws_kernel<T, Cfg, OStaging::kOwnTile>(args, maps, stream);
+      return launch_ws_issue<T, Cfg, OStaging::kRegisters>(args, maps, stream);
+    return launch_ws_issue<T, Cfg, OStaging::kOwnTile>(args, maps, stream);
   }
 }
 
