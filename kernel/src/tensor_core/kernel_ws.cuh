@@ -48,7 +48,7 @@ inline constexpr int kLaunchRegs = 168;
 // Named barriers (0 is __syncthreads): every consumer thread; one consumer warpgroup (id + warpgroup).
 inline constexpr int kBarConsumers = 1;
 inline constexpr int kBarWarpgroup = 2;
-// Ping-pong scheduling (WsForward's kTurns): consumer warpgroup w issues its wgmma chains only on its turn,
+// Ping-pong scheduling (WsForward's kPingPong): consumer warpgroup w issues its wgmma chains only on its turn,
 // named barrier kBarTurn + w, and hands the turn to the other warpgroup right after, so one warpgroup's softmax
 // runs while the other's chains occupy the tensor cores (FlashAttention-3's inter-warpgroup overlap). Where it
 // pays depends on the head dim and on how many K/V tiles an item reads (kTurnsOf, ws_ping_pong()).
@@ -72,7 +72,7 @@ enum class Turns { kNever, kAlways, kChosen };
 template <class Cfg>
 inline constexpr Turns kTurnsOf = Cfg::kHeadDim == 64 ? Turns::kAlways : Cfg::kHeadDim == 128 ? Turns::kChosen : Turns::kNever;
 
-template <typename T, class Cfg, OStaging kOStaging, bool kTurns, bool kExtras, bool kSeq, bool kInstrument>
+template <typename T, class Cfg, OStaging kOStaging, bool kPingPong, bool kExtras, bool kSeq, bool kInstrument>
 struct WsForward {
   using F = Forward<T, Cfg, kInstrument, kExtras, kSeq>;
   using State = typename F::State;
@@ -81,7 +81,6 @@ struct WsForward {
   static constexpr int kConsumerThreads = Cfg::kThreads;
   static constexpr int kWarpgroupThreads = kWarpsPerWarpgroup * kWarpSize;
   static constexpr int kConsumerWarpgroups = kConsumerThreads / kWarpgroupThreads;
-  static constexpr bool kPingPong = kTurns;
   static_assert(!kPingPong || kConsumerWarpgroups == 2, "ping-pong: two consumer warpgroups take turns");
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   static constexpr int kColumnBlocks = Cfg::kHeadDim / (kSwizzleRowBytes / kElementBytes);
@@ -543,11 +542,11 @@ struct WsForward {
 };
 
 // kInstrument is the last template argument (mangled Lb0E / Lb1E), as the symbol check expects.
-template <typename T, class Cfg, OStaging kOStaging, bool kTurns, bool kExtras, bool kSeq, bool kInstrument>
-__global__ void __launch_bounds__(WsForward<T, Cfg, kOStaging, kTurns, kExtras, kSeq, kInstrument>::kThreads, 1)
+template <typename T, class Cfg, OStaging kOStaging, bool kPingPong, bool kExtras, bool kSeq, bool kInstrument>
+__global__ void __launch_bounds__(WsForward<T, Cfg, kOStaging, kPingPong, kExtras, kSeq, kInstrument>::kThreads, 1)
     tensor_core_ws_kernel(const __grid_constant__ KernelArgs args, const __grid_constant__ TmaMaps maps) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  WsForward<T, Cfg, kOStaging, kTurns, kExtras, kSeq, kInstrument>::run(args, maps, smem);
+  WsForward<T, Cfg, kOStaging, kPingPong, kExtras, kSeq, kInstrument>::run(args, maps, smem);
 }
 
 // The own O tile fits beside all of Cfg's K slots (d = 64, 128): the only staging compiled.
@@ -560,18 +559,14 @@ int64_t middle_item_tiles(const KernelArgs& args) {
   return args.vis.tile_range(args.q_tiles / 2 * Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN).count;
 }
 
-// d = 128: ping-pong where the middle Q tile reads at least kPingPongMinTiles K/V tiles and no window bounds the
-// rows' first keys. Measured on the H100 (bf16; docs/design/tensor-core-kernel.md): non-causal N = 512 (4 tiles)
+// Turns::kChosen (d = 128): ping-pong where the middle Q tile reads at least kPingPongMinTiles K/V tiles and no
+// window bounds the rows' first keys. Measured on the H100 (bf16; docs/design/tensor-core-kernel.md): non-causal N = 512 (4 tiles)
 // 0.98x, N >= 1024 +5-8%; causal N = 512 / 1024 0.94x / 0.99x, N = 2048-4096 +2%, N >= 8192 +6-10%; causal windows
 // of 256-4096 keys 0.93-0.97x.
 inline constexpr int64_t kPingPongMinTiles = 8;
 template <class Cfg>
 bool ws_ping_pong(const KernelArgs& args) {
-  if constexpr (kTurnsOf<Cfg> == Turns::kChosen) {
-    return !args.vis.bounded_begin && middle_item_tiles<Cfg>(args) >= kPingPongMinTiles;
-  } else {
-    return kTurnsOf<Cfg> == Turns::kAlways;
-  }
+  return !args.vis.bounded_begin && middle_item_tiles<Cfg>(args) >= kPingPongMinTiles;
 }
 
 // d = 256 (the own O tile costs a K slot): the own O tile for short items, where the asynchronous O store
@@ -647,10 +642,10 @@ bool encode_operand(CUtensorMap* map, const TensorArg& t, int64_t head_dim, int6
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, class Cfg, OStaging kOStaging, bool kTurns, bool kExtras, bool kSeq>
+template <typename T, class Cfg, OStaging kOStaging, bool kPingPong, bool kExtras, bool kSeq>
 Status launch_ws_variant(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
-  using Ws = WsForward<T, Cfg, kOStaging, kTurns, kExtras, kSeq, FLASHCHECK_INSTRUMENT != 0>;
-  constexpr auto kernel = tensor_core_ws_kernel<T, Cfg, kOStaging, kTurns, kExtras, kSeq, FLASHCHECK_INSTRUMENT != 0>;
+  using Ws = WsForward<T, Cfg, kOStaging, kPingPong, kExtras, kSeq, FLASHCHECK_INSTRUMENT != 0>;
+  constexpr auto kernel = tensor_core_ws_kernel<T, Cfg, kOStaging, kPingPong, kExtras, kSeq, FLASHCHECK_INSTRUMENT != 0>;
   int64_t resident = 0;
   const Status st = resident_ctas<kernel>(Ws::kThreads, Ws::kSmemBytes, &resident);
   if (!st.ok()) return st;
@@ -665,10 +660,10 @@ Status launch_ws_variant(const KernelArgs& args, const TmaMaps& maps, cudaStream
   return Status::ok_status();
 }
 
-template <typename T, class Cfg, OStaging kOStaging, bool kTurns>
+template <typename T, class Cfg, OStaging kOStaging, bool kPingPong>
 Status launch_ws_kernel(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
   return with_variant(args, [&](auto extras, auto seq) {
-    return launch_ws_variant<T, Cfg, kOStaging, kTurns, extras(), seq()>(args, maps, stream);
+    return launch_ws_variant<T, Cfg, kOStaging, kPingPong, extras(), seq()>(args, maps, stream);
   });
 }
 
