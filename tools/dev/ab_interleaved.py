@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Interleaved A/B of libflashcheck.so builds on one GPU, for fp16/bf16 kernel changes that must not change a bit.
+
+Each point (bf16 unless noted; B*N = 16384 tokens dense, 32768 windowed; H*d = 2048) is timed on every library in
+turn, --passes times over, each time the median of --iters CUDA-event-timed runs with the L2 flushed before each
+(bench/side_by_side.py's Timer); the median pass is reported, so clock drift reaches every library alike (sequential
+sweeps of one build move a point by up to 10%: tools/dev/ab_round.sh).
+
+It also checks what a scheduling change must keep: O and LSE bit-identical to the first library's at every timed
+point (finite inputs), and O bit-identical (NaNs included) on small causal and windowed problems with inf, -inf and
+NaN scattered through V, which exercise the exact hidden-V path (docs/design/tensor-core-kernel.md).
+
+Usage (Hopper machine with PyTorch; each LIB is target flashcheck_shared of a build, the first is the baseline):
+    python3 tools/dev/ab_interleaved.py BASE.so VARIANT.so [...] [--dims 64,128] [--passes 5] [--iters 10]
+Build variants side by side from one tree with -DCMAKE_CUDA_FLAGS=-DSOME_SWITCH and, for a short compile,
+-DFLASHCHECK_KERNEL_FAMILIES=tensor_core; --dims keeps the points the built families serve.
+Prints one line per point: TFLOP/s per library, X/BASE per variant, bitwise same/DIFF; then per variant the
+geometric mean, minimum and maximum of X/BASE.
+"""
+import argparse
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+import side_by_side as sbs  # noqa: E402  (Flashcheck, Timer)
+
+DENSE = ((64, False, (512, 2048, 8192)), (64, True, (512, 1024, 2048, 4096, 16384)),
+         (128, False, (512, 1024, 4096, 8192, 16384)), (128, True, (512, 1024, 2048, 4096, 8192, 16384)),
+         (256, False, (512, 2048, 8192)), (256, True, (512, 1024, 2048, 8192)))
+WINDOWED = ((64, 4096, 256), (64, 8192, 256), (64, 8192, 1024), (64, 8192, 4096), (128, 8192, 256),
+            (128, 8192, 1024), (128, 8192, 4096), (128, 4096, 256), (256, 8192, 256), (256, 8192, 1024))
+
+
+def points(dims):
+    torch = sbs.torch
+    pts = [(torch.bfloat16, d, causal, n, None) for d, causal, ns in DENSE if d in dims for n in ns]
+    pts += [(torch.float16, 128, True, n, None) for n in (512, 2048) if 128 in dims]
+    pts += [(torch.bfloat16, d, True, n, w) for d, n, w in WINDOWED if d in dims]
+    return pts
+
+
+def nonfinite_check(libs, dims):
+    torch = sbs.torch
+    for d in dims:
+        for w in (None, 200):
+            g = torch.Generator(device="cuda").manual_seed(d)
+            b, h, n = 2, 3, 700
+            q, k, v = (torch.randn(b, h, n, d, dtype=torch.bfloat16, device="cuda", generator=g) for _ in range(3))
+            sel = torch.rand(q.shape, device="cuda", generator=g)
+            v[sel < 2e-4] = float("inf")
+            v[(sel >= 2e-4) & (sel < 4e-4)] = float("nan")
+            v[(sel >= 4e-4) & (sel < 5e-4)] = -float("inf")
+            outs = [(torch.empty_like(q), torch.empty(b, h, n, dtype=torch.float32, device="cuda")) for _ in libs]
+            feats = {"window": (w - 1, 0)} if w else {}
+            for lib, out in zip(libs, outs):
+                lib.bound_call(q, k, v, True, out, **feats)()
+            torch.cuda.synchronize()
+            nans = outs[0][0].isnan().sum().item()
+            bits = lambda t: t.nan_to_num(7.0, 8.0, 9.0)  # noqa: E731  (NaN and +-inf to distinct finite values)
+            same = [torch.equal(bits(o[0]), bits(outs[0][0])) for o in outs[1:]]
+            print(f"non-finite V, d={d} causal W={w}: NaN in O {nans} of {outs[0][0].numel()}; "
+                  f"same bits as the baseline: {same}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("libs", nargs="+", help="libflashcheck.so paths; the first is the baseline")
+    ap.add_argument("--dims", default="64,128,256", help="head dims to run (those the builds compile)")
+    ap.add_argument("--passes", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=10)
+    args = ap.parse_args()
+    if sbs.torch is None:
+        sys.exit("ab_interleaved.py needs PyTorch with CUDA")
+    if len(args.libs) < 2:
+        sys.exit("ab_interleaved.py: give a baseline and at least one variant")
+    torch = sbs.torch
+    dims = {int(x) for x in args.dims.split(",")}
+    libs = [sbs.Flashcheck(p) for p in args.libs]
+    timer = sbs.Timer(3, args.iters)
+    nonfinite_check(libs, sorted(dims))
+    ratios = {i: [] for i in range(1, len(libs))}
+    for dt, d, causal, n, w in points(dims):
+        h = 2048 // d
+        b = max(1, (32768 if w else 16384) // n)
+        g = torch.Generator(device="cuda").manual_seed(n + d)
+        q, k, v = (torch.randn(b, h, n, d, dtype=dt, device="cuda", generator=g) for _ in range(3))
+        outs = [(torch.empty_like(q), torch.empty(b, h, n, dtype=torch.float32, device="cuda")) for _ in libs]
+        feats = {"window": (w - 1, 0)} if w else {}
+        calls = [lib.bound_call(q, k, v, causal, out, **feats) for lib, out in zip(libs, outs)]
+        pairs = (w * (w + 1) // 2 + (n - w) * w) if w else (n * (n + 1) // 2 if causal else n * n)
+        flops = 4 * b * h * d * pairs
+        res = [[] for _ in libs]
+        for _ in range(args.passes):
+            for i, call in enumerate(calls):
+                res[i].append(flops / (timer.median_ms(call) * 1e-3) / 1e12)
+        med = [statistics.median(r) for r in res]
+        same = all(torch.equal(o[0], outs[0][0]) and torch.equal(o[1], outs[0][1]) for o in outs[1:])
+        for i in ratios:
+            ratios[i].append(med[i] / med[0])
+        print(f"{str(dt)[6:]} d={d} causal={causal} N={n} W={w}: " + " ".join(f"{m:.1f}" for m in med) +
+              " | " + " ".join(f"{m / med[0]:.3f}" for m in med[1:]) + f" bitwise={'same' if same else 'DIFF'}",
+              flush=True)
+        del q, k, v, outs, calls
+    for i, r in ratios.items():
+        print(f"{args.libs[i]}: geomean {statistics.geometric_mean(r):.3f} min {min(r):.3f} max {max(r):.3f}")
+
+
+if __name__ == "__main__":
+    main()
