@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/visibility.h"
 #include "families.h"
 #include "tile_config.h"
 
@@ -29,6 +30,19 @@ const char* family_name(DType dtype, int family) {
   return names[dtype == DType::kBF16 ? 1 : 0][i].c_str();
 }
 
+// The family's tall shape (tile_config.h) where this launch's Q tiles read enough K/V tiles for it to pay: always
+// without a mask that bounds the rows' keys, else when the middle Q tile of the first shape reads at least
+// kTallMinTiles K/V tiles.
+tensor_core::TileShape tile_shape_for(const Params& p, int family) {
+  const tensor_core::TileShape shape = tensor_core::tile_shape_sm90(family);
+  const tensor_core::TileShape tall = tensor_core::tall_tile_shape_sm90(family);
+  if (tall.block_m == 0) return shape;
+  const Visibility vis = make_visibility(p);
+  if (!vis.bounded_begin && !vis.bounded_end) return tall;
+  const int64_t middle = ceil_div(p.seqlen_q, int64_t{shape.block_m}) / 2 * shape.block_m;
+  return vis.tile_range(middle, shape.block_m, shape.block_n).count >= tensor_core::kTallMinTiles ? tall : shape;
+}
+
 }  // namespace
 
 bool tensor_core_select(const Params& p, KernelConfig* config) {
@@ -39,7 +53,7 @@ bool tensor_core_select(const Params& p, KernelConfig* config) {
   if (p.softmax_scale == 0.0f) return false;
   // 16-byte cp.async / vector stores need every row start 16-byte aligned.
   if (!rows_aligned(p, kChunkBytes)) return false;
-  const tensor_core::TileShape shape = tensor_core::tile_shape_sm90(family);
+  const tensor_core::TileShape shape = tile_shape_for(p, family);
   config->path = ComputePath::kTensorCore;
   config->block_m = shape.block_m;
   config->block_n = shape.block_n;

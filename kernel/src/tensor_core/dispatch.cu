@@ -49,6 +49,7 @@ KernelArgs tc_kernel::make_kernel_args(const Params& p, int block_m, const Instr
   if (args.has_softcap) args.scale_log2 = 1.0f;
   if (FLASHCHECK_INSTRUMENT && inst != nullptr) args.inst = *inst;
   args.total_k = args.cu_k != nullptr ? p.total_k : 0;
+  args.block_m = block_m;
   if (args.cu_q != nullptr) {
     args.q_tiles = tensor_core::packed_slots(p.total_q, p.batch, block_m);
     args.work_items = args.q_tiles * p.heads_q;

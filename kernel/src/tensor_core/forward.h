@@ -24,6 +24,7 @@ struct KernelArgs : ProblemArgs {
   // a softcap, whose capped scores are in log2 units already (and scale_log2 is then 1).
   float ref_to_natural = 0.0f;
   int64_t total_k = 0;  // packed K/V rows (with cu_k): the TMA maps' extent
+  int32_t block_m = 0;  // query rows per tile: which of the family's tile shapes runs (launch_forward)
   Instrumentation inst;  // device pointers; read only by kernels instantiated with instrumentation on
 };
 

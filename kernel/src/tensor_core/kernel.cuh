@@ -417,6 +417,12 @@ struct Forward {
   __device__ static bool nonfinite_lo(uint32_t x) { return (x & Ops::kExpLo) == Ops::kExpLo; }
   __device__ static bool nonfinite_hi(uint32_t x) { return (x & Ops::kExpHi) == Ops::kExpHi; }
 
+  // A V tile's 16-byte chunks over the kThreads threads that share it: passes of kThreads chunks, the last one
+  // partial where kThreads does not divide the tile (three warpgroups: 1024 chunks over 384 threads).
+  static constexpr int kHiddenChunks = Cfg::kBlockN * Cfg::kChunksPerRow;
+  static constexpr int kHiddenChunkPasses = (kHiddenChunks + Cfg::kThreads - 1) / Cfg::kThreads;
+  static constexpr bool kHiddenChunksEven = kHiddenChunks % Cfg::kThreads == 0;
+
   // Visits this thread's 16-byte chunks of the V rows that some row of the Q tile may not see (hidden_keys; keys
   // past seqlen_k are zeros): f(key in tile, chunk address, word, non-finite mask of the word's two halves).
   // tid: this thread's index among the kThreads threads that share the work (the CTA's, or the consumers').
@@ -425,12 +431,11 @@ struct Forward {
                                             F&& f) {
     const HiddenKeys hidden = hidden_keys(vis, q0, k0);
     const int64_t hi = min(k0 + Cfg::kBlockN, vis.seqlen_k) - k0;
-    constexpr int kPerThread = Cfg::kBlockN * Cfg::kChunksPerRow / Cfg::kThreads;
 #pragma unroll 1
-    for (int i = 0; i < kPerThread; ++i) {
+    for (int i = 0; i < kHiddenChunkPasses; ++i) {
       const int idx = tid + i * Cfg::kThreads;
       const int row = idx / Cfg::kChunksPerRow;
-      if (hidden.contains(row) && row < hi) {
+      if ((kHiddenChunksEven || idx < kHiddenChunks) && hidden.contains(row) && row < hi) {
         const uint32_t addr = v_smem + chunk_offset<Cfg::kBlockN>(row, idx % Cfg::kChunksPerRow);
         const uint4 w = ld_shared_v4(addr);
         const uint32_t words[4] = {w.x, w.y, w.z, w.w};
@@ -453,15 +458,14 @@ struct Forward {
     constexpr uint32_t kExp = Ops::kExpLo | Ops::kExpHi;
     constexpr uint32_t kExpLsb = (Ops::kExpLo & (0u - Ops::kExpLo)) * 0x10001u;
     constexpr uint32_t kSigns = 0x80008000u;
-    constexpr int kPerThread = Cfg::kBlockN * Cfg::kChunksPerRow / Cfg::kThreads;
     const HiddenKeys hidden = hidden_keys(vis, q0, k0);
     const int hi = static_cast<int>(min(k0 + Cfg::kBlockN, vis.seqlen_k) - k0);
     uint32_t acc = 0;
 #pragma unroll 2
-    for (int i = 0; i < kPerThread; ++i) {
+    for (int i = 0; i < kHiddenChunkPasses; ++i) {
       const int idx = tid + i * Cfg::kThreads;
       const int row = idx / Cfg::kChunksPerRow;
-      if (hidden.contains(row) && row < hi) {
+      if ((kHiddenChunksEven || idx < kHiddenChunks) && hidden.contains(row) && row < hi) {
         const uint4 w = ld_shared_v4(v_smem + chunk_offset<Cfg::kBlockN>(row, idx % Cfg::kChunksPerRow));
         acc |= ((w.x & kExp) + kExpLsb) | ((w.y & kExp) + kExpLsb) | ((w.z & kExp) + kExpLsb) | ((w.w & kExp) + kExpLsb);
       }

@@ -17,6 +17,7 @@
 #include <cuda.h>  // CUtensorMap and its enums (types only: the encoder is fetched through the runtime)
 #include <cudaTypedefs.h>
 
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -39,20 +40,27 @@ struct TmaMaps {  // CUtensorMap is 128-byte aligned itself
 #if defined(FLASHCHECK_TC_WGMMA)
 
 inline constexpr int kProducerThreads = kWarpsPerWarpgroup * kWarpSize;  // one warpgroup, one issuing thread
-// Registers per thread after setmaxnreg: the producer gives its share to the two consumer warpgroups. The sum
-// must equal what the launch allocated (__launch_bounds__(384, 1): 168 a thread), or setmaxnreg.inc waits
-// forever for registers that do not exist: 24 * 128 + 240 * 256 = 168 * 384.
-inline constexpr int kProducerRegs = 24;
-inline constexpr int kConsumerRegs = 240;
-inline constexpr int kLaunchRegs = 168;
+// Registers per thread after setmaxnreg: the producer gives its share to the consumer warpgroups. The sum must
+// equal what the launch allocated (__launch_bounds__(kThreads, 1)), or setmaxnreg.inc waits forever for registers
+// that do not exist. Two consumer warpgroups: 24 * 128 + 240 * 256 = 168 * 384; three: 32 * 128 + 160 * 384 =
+// 128 * 512.
+template <int kConsumerWarpgroups>
+struct RegisterSplit {
+  static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "two or three consumer warpgroups");
+  static constexpr int kProducer = kConsumerWarpgroups == 2 ? 24 : 32;
+  static constexpr int kConsumer = kConsumerWarpgroups == 2 ? 240 : 160;
+  static constexpr int kLaunch = kConsumerWarpgroups == 2 ? 168 : 128;
+};
+inline constexpr int kMaxConsumerWarpgroups = 3;
 // Named barriers (0 is __syncthreads): every consumer thread; one consumer warpgroup (id + warpgroup).
 inline constexpr int kBarConsumers = 1;
 inline constexpr int kBarWarpgroup = 2;
 // Ping-pong scheduling (WsForward's kPingPong): consumer warpgroup w issues its wgmma chains only on its turn,
-// named barrier kBarTurn + w, and hands the turn to the other warpgroup right after, so one warpgroup's softmax
-// runs while the other's chains occupy the tensor cores (FlashAttention-3's inter-warpgroup overlap). Where it
-// pays depends on the head dim and on how many K/V tiles an item reads (kTurnsOf, ws_ping_pong()).
-inline constexpr int kBarTurn = 4;
+// named barrier kBarTurn + w, and hands the turn to the next warpgroup (w + 1, round robin) right after, so one
+// warpgroup's softmax runs while another's chains occupy the tensor cores (FlashAttention-3's inter-warpgroup
+// overlap). Where it pays depends on the head dim and on how many K/V tiles an item reads (kTurnsOf,
+// ws_ping_pong()).
+inline constexpr int kBarTurn = kBarWarpgroup + kMaxConsumerWarpgroups;
 
 // How a consumer warpgroup stores O. Either way its Q rows go back to the producer after the item's last S, so
 // the next item's Q loads during this item's last P*V and epilogue (short items: +7-16% at N <= 2048 against O
@@ -64,13 +72,15 @@ inline constexpr int kBarTurn = 4;
 // d = 256 compiles both and picks per launch (ws_o_staging()); d = 64 and 128 use kOwnTile only.
 enum class OStaging { kOwnTile, kRegisters };
 
-// Which issue orders a family compiles, measured on the H100 against free issue (docs/design/tensor-core-kernel.md):
-// ping-pong always at d = 64 (+4-10% non-causal, -2% to +12% causal); at d = 128 chosen per launch
-// (ws_ping_pong(): +5-10% on items of 8 or more K/V tiles, 2-7% slower on shorter ones and on windows); never at
-// d = 256 (2-5% slower).
+// Which issue orders a tile shape compiles, measured on the H100 against free issue
+// (docs/design/tensor-core-kernel.md): ping-pong always at d = 64 (+4-10% non-causal, -2% to +12% causal); at
+// d = 128 chosen per launch (ws_ping_pong(): +5-10% on items of 8 or more K/V tiles, 2-7% slower on shorter ones and
+// on windows); never at d = 256 (2-5% slower) nor with three consumer warpgroups (d = 64's tall tiles: 0.75-1.11x
+// against 0.80-1.09x with free issue, and 168 bytes of spills at 160 registers).
 enum class Turns { kNever, kAlways, kChosen };
 template <class Cfg>
-inline constexpr Turns kTurnsOf = Cfg::kHeadDim == 64 ? Turns::kAlways : Cfg::kHeadDim == 128 ? Turns::kChosen : Turns::kNever;
+inline constexpr Turns kTurnsOf = Cfg::kBlockM > 2 * kWgmmaRows ? Turns::kNever
+                                 : Cfg::kHeadDim == 64            ? Turns::kAlways : Cfg::kHeadDim == 128 ? Turns::kChosen : Turns::kNever;
 
 template <typename T, class Cfg, OStaging kOStaging, bool kPingPong, bool kExtras, bool kSeq, bool kInstrument>
 struct WsForward {
@@ -81,16 +91,17 @@ struct WsForward {
   static constexpr int kConsumerThreads = Cfg::kThreads;
   static constexpr int kWarpgroupThreads = kWarpsPerWarpgroup * kWarpSize;
   static constexpr int kConsumerWarpgroups = kConsumerThreads / kWarpgroupThreads;
-  static_assert(!kPingPong || kConsumerWarpgroups == 2, "ping-pong: two consumer warpgroups take turns");
+  static_assert(kConsumerWarpgroups <= kMaxConsumerWarpgroups, "named barriers: one per consumer warpgroup");
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
+  using Regs = RegisterSplit<kConsumerWarpgroups>;
   static constexpr int kColumnBlocks = Cfg::kHeadDim / (kSwizzleRowBytes / kElementBytes);
   static constexpr int kColumnBlockElems = kSwizzleRowBytes / kElementBytes;  // 64
   static constexpr uint32_t kQRowsBytes = kWgmmaRows * Cfg::kHeadDim * kElementBytes;  // one warpgroup's Q rows
   static constexpr uint32_t kKVTileBytes = Cfg::kBlockN * Cfg::kHeadDim * kElementBytes;
   static_assert(Cfg::kWgmma && Cfg::kMTiles == 1, "warp-specialized kernel: wgmma tiles, 16 rows per warp");
   static_assert(Cfg::kBlockM == kConsumerWarpgroups * kWgmmaRows, "one consumer warpgroup per 64 query rows");
-  static_assert(kConsumerRegs * kConsumerThreads + kProducerRegs * kProducerThreads == kLaunchRegs * kThreads &&
-                    kLaunchRegs * kThreads <= kRegistersPerSm && kRegistersPerSm / kThreads / 8 * 8 == kLaunchRegs,
+  static_assert(Regs::kConsumer * kConsumerThreads + Regs::kProducer * kProducerThreads == Regs::kLaunch * kThreads &&
+                    Regs::kLaunch * kThreads <= kRegistersPerSm && kRegistersPerSm / kThreads / 8 * 8 == Regs::kLaunch,
                 "setmaxnreg: the warpgroups must share exactly the registers the launch allocates");
   static_assert(Cfg::kKVTileSmemBytes == static_cast<int>(kKVTileBytes), "K/V tiles are dense swizzled boxes");
   static constexpr int kOSmemBytes = kOStaging == OStaging::kOwnTile ? Cfg::kQSmemBytes : 0;
@@ -164,11 +175,11 @@ struct WsForward {
     }
     __syncthreads();
     if (tid < kProducerThreads) {
-      setmaxnreg_dec<kProducerRegs>();
+      setmaxnreg_dec<Regs::kProducer>();
       if (tid == 0) produce(a, maps, bars, lay);
       return;
     }
-    setmaxnreg_inc<kConsumerRegs>();
+    setmaxnreg_inc<Regs::kConsumer>();
     consume(a, maps, bars, lay, tid - kProducerThreads);
   }
 
@@ -355,15 +366,17 @@ struct WsForward {
     uint32_t tile = 0;
     uint32_t items = 0;
     uint32_t scans = 0;  // scan_v's count
-    // Turns alternate strictly: warpgroup 0 takes the first (warpgroup 1 hands it over up front) and, at the
-    // end, the one warpgroup 1 handed over after its last chains, so both barriers end with no arrival pending.
+    // Turns go round strictly: warpgroup 0 takes the first (the last warpgroup hands it over up front) and, at
+    // the end, the one the last warpgroup handed over after its last chains, so every barrier ends with no
+    // arrival pending. Each turn barrier counts the two warpgroups that meet there.
     const auto take_turn = [&] {
-      if constexpr (kPingPong) named_barrier_sync(kBarTurn + wg, kConsumerThreads);
+      if constexpr (kPingPong) named_barrier_sync(kBarTurn + wg, 2 * kWarpgroupThreads);
     };
     const auto pass_turn = [&] {
-      if constexpr (kPingPong) named_barrier_arrive(kBarTurn + 1 - wg, kConsumerThreads);
+      if constexpr (kPingPong)
+        named_barrier_arrive(kBarTurn + (wg + 1) % kConsumerWarpgroups, 2 * kWarpgroupThreads);
     };
-    if (wg == 1) pass_turn();
+    if (wg == kConsumerWarpgroups - 1) pass_turn();
     for (int64_t step = 0;; ++step) {
       const int64_t item = scheduled_item(blockIdx.x, step, gridDim.x);
       if (item >= a.work_items) break;
@@ -706,10 +719,8 @@ Status launch_ws(const KernelArgs& args, cudaStream_t stream, bool* launched) {
 
 #endif  // FLASHCHECK_TC_WGMMA
 
-template <typename T, int HeadDimPadded>
-Status launch_forward(const KernelArgs& args, cudaStream_t stream) {
-  using Cfg = Sm90Tile<HeadDimPadded>;
-  FC_UPLOAD_MUTANT(stream);
+template <typename T, class Cfg>
+Status launch_tiles(const KernelArgs& args, cudaStream_t stream) {
 #if defined(FLASHCHECK_TC_WGMMA)
   if constexpr (Cfg::kWarpSpecialized) {
     if (tensor_core_cp_async_forced()) return launch_with<T, Cfg>(args, stream);
@@ -719,6 +730,20 @@ Status launch_forward(const KernelArgs& args, cudaStream_t stream) {
   }
 #endif
   return launch_with<T, Cfg>(args, stream);
+}
+
+// The family's kernel for the tiles tensor_core_select() chose (args.block_m): its first shape or, where it has
+// one, its tall shape (tile_config.h).
+template <typename T, int HeadDimPadded>
+Status launch_forward(const KernelArgs& args, cudaStream_t stream) {
+  FC_UPLOAD_MUTANT(stream);
+  if (args.block_m == Sm90Tile<HeadDimPadded>::kBlockM) return launch_tiles<T, Sm90Tile<HeadDimPadded>>(args, stream);
+  if constexpr (tall_tile_shape_sm90(HeadDimPadded).block_m > 0) {
+    if (args.block_m == Sm90TallTile<HeadDimPadded>::kBlockM)
+      return launch_tiles<T, Sm90TallTile<HeadDimPadded>>(args, stream);
+  }
+  return {StatusCode::kUnsupported, "tensor_core: no hdim" + std::to_string(HeadDimPadded) + " tiles of block_m " +
+                                        std::to_string(args.block_m)};
 }
 
 }  // namespace tc_kernel

@@ -79,7 +79,8 @@ struct TileConfig {
   static_assert(kMTiles >= 1 && kMTiles <= 2, "one or two m16 tiles per warp (registers)");
   static_assert(BlockN % kMmaK == 0, "K/V tile must be whole k16 steps of P*V");
   static_assert((BlockM * kChunksPerRow) % kThreads == 0, "Q tile loads evenly over the threads");
-  static_assert((BlockN * kChunksPerRow) % kThreads == 0, "K/V tile loads evenly over the threads");
+  static_assert((BlockN * kChunksPerRow) % kThreads == 0 || (Wgmma && (kThreads / kChunksPerRow) % kSwizzleAtomRows == 0),
+                "K/V tile loads evenly over the threads, or (wgmma) in passes of whole swizzle atoms with a partial last");
   static_assert((kRowsPerWarp * kChunksPerRow) % kWarpSize == 0, "O rows of a warp store evenly over its lanes");
   static_assert(Stages >= 2, "the ring needs one tile computing and one arriving");
   static_assert(kSmemBytes <= kMaxSmemPerBlock, "shared memory exceeds the sm_90 per-block limit");
@@ -129,6 +130,24 @@ constexpr TileShape tile_shape_sm90(int head_dim_padded) {
   }
 }
 
+// A second shape for a family's launches whose Q tiles read many K/V tiles (tensor_core_select() chooses per launch),
+// or block_m 0 where the family has one shape. d = 64: three consumer warpgroups of 64 rows (192x128, 512 threads,
+// 160 registers a consumer thread) with free issue. Measured on the H100 against 128x128 with ping-pong (bf16,
+// docs/design/tensor-core-kernel.md): non-causal +5-9% at N = 512-8192, causal N = 16384 +9%, causal windows of
+// 4096 keys +7%; but causal N <= 2048 0.80-0.94x and windows of 256-1024 keys 0.82-0.98x (a 192-row diagonal
+// spans more masked keys). With ping-pong among the three warpgroups it ran 0.75-1.11x (168 bytes of spills).
+constexpr TileShape tall_tile_shape_sm90(int head_dim_padded) {
+#if defined(FLASHCHECK_TC_WGMMA)
+  if (head_dim_padded == 64) return {192, 128, 12, 2, true, Persist::kNever, true};
+#endif
+  (void)head_dim_padded;
+  return {0, 0, 0, 0};
+}
+// The K/V tiles the middle Q tile (of the family's first shape) must read before the tall shape pays on a launch
+// whose mask bounds the rows' keys (causal N = 4096: 17 tiles, +1%; N = 2048: 9, 0.94x); unmasked launches take
+// it at any length.
+inline constexpr int64_t kTallMinTiles = 16;
+
 // Families with compiled kernels; a head_dim runs in the smallest family that holds it (padded columns of
 // Q, K, V load as zeros and padded columns of O are never stored).
 inline constexpr int kFamilies[] = {32, 64, 96, 128, 192, 256};
@@ -145,5 +164,12 @@ using Sm90Tile = TileConfig<HeadDimPadded, tile_shape_sm90(HeadDimPadded).block_
                             tile_shape_sm90(HeadDimPadded).warps, tile_shape_sm90(HeadDimPadded).stages,
                             tile_shape_sm90(HeadDimPadded).wgmma, tile_shape_sm90(HeadDimPadded).persist,
                             tile_shape_sm90(HeadDimPadded).warp_specialized>;
+
+template <int HeadDimPadded>
+using Sm90TallTile = TileConfig<HeadDimPadded, tall_tile_shape_sm90(HeadDimPadded).block_m,
+                                tall_tile_shape_sm90(HeadDimPadded).block_n, tall_tile_shape_sm90(HeadDimPadded).warps,
+                                tall_tile_shape_sm90(HeadDimPadded).stages, tall_tile_shape_sm90(HeadDimPadded).wgmma,
+                                tall_tile_shape_sm90(HeadDimPadded).persist,
+                                tall_tile_shape_sm90(HeadDimPadded).warp_specialized>;
 
 }  // namespace flashcheck::tensor_core
