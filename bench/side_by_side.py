@@ -4,9 +4,11 @@ flashcheck is called through its C ABI (kernel/include/flashcheck/attention_c.h)
 libflashcheck.so, on PyTorch's current stream. Prints and writes (to --out, default bench/results, the
 committed result set that bench/README.md shows):
   side_by_side.json  every measurement
-  side_by_side.md    one table of TFLOP/s, one of accuracy (relative RMS error of O against float64 SDPA on
-                     the same rounded inputs), one of peak memory
+  side_by_side.md    one table of TFLOP/s, one of the heads sweep (bf16, d = 128, N = 4096, B = 1, H = 1..32),
+                     one of accuracy (relative RMS error of O against float64 SDPA on the same rounded inputs),
+                     one of peak memory
   tflops_bf16.png, tflops_fp16.png, tflops_fp32.png   TFLOP/s vs seq_len per head_dim, causal and not
+  heads.png          TFLOP/s vs heads (the heads sweep), causal and not
   memory.png         peak device memory vs seq_len, flashcheck beside standard attention (math backend)
 Timing: warm-up, then the median of CUDA-event-timed runs, L2 flushed before each, in --rounds interleaved
 passes over the backends (the median pass reported, the spread kept in the JSON); FLOPs = 4 B H N^2 d,
@@ -45,6 +47,8 @@ DEFAULT_OUT = os.path.join(BENCH_DIR, "results")
 
 TOKENS = 16384  # B * N
 MODEL_DIM = 2048  # H * d
+HEADS_SWEEP = (1, 2, 4, 8, 16, 32)  # the heads sweep (bf16, d = 128, N = 4096, B = 1)
+HEADS_QUICK = (1, 32)
 BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
             "math": "MATH"}  # column -> SDPBackend member
 COLUMNS = ["flashcheck"] + list(BACKENDS)
@@ -172,40 +176,49 @@ def runner(fc, name, q, k, v, causal, out):
     return lambda: sdpa(name, q, k, v, causal)
 
 
-def throughput(fc, timer, quick, rounds):
-    """TFLOP/s per backend and shape: `rounds` passes over the backends, each pass one median-of-iters
+def measure(fc, timer, rounds, dtype, d, causal, n, b, h):
+    """One shape's row: TFLOP/s per backend, `rounds` passes over the backends, each pass one median-of-iters
     measurement per backend, and the median of the passes reported (the backends interleave, so a clock or
     thermal drift over the run reaches them alike); `<name>_spread` is the largest pass over the smallest."""
-    rows = []
+    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=dtype) for _ in range(3))
+    out = (torch.empty_like(q), torch.empty(q.shape[:3], device="cuda", dtype=torch.float32))
+    flops = 4 * b * h * n * n * d * (0.5 if causal else 1.0)
+    row = {"dtype": str(dtype).split(".")[1], "d": d, "causal": causal, "N": n, "B": b, "H": h,
+           "flashcheck_kernel": fc.kernel_path(q, k, v, causal, out)}
+    passes = {name: [] for name in COLUMNS}
+    for _ in range(rounds):
+        for name in COLUMNS:
+            if (name == "math" and n > MATH_MAX_SEQLEN) or name + "_error" in row:
+                continue
+            try:
+                passes[name].append(flops / timer.median_ms(runner(fc, name, q, k, v, causal, out)) / 1e9)
+            except RuntimeError as ex:  # a backend that does not serve these inputs
+                row[name + "_error"] = str(ex).splitlines()[0][:120]
+    for name, tflops in passes.items():
+        row[name] = round(statistics.median(tflops), 1) if tflops else None
+        if len(tflops) > 1:
+            row[name + "_spread"] = round(max(tflops) / min(tflops), 3)
+    print(json.dumps(row), flush=True)
+    del q, k, v, out
+    torch.cuda.empty_cache()
+    return row
+
+
+def throughput(fc, timer, quick, rounds):
+    """The FlashAttention paper's grid (B*N = 16384, H*d = 2048), every shape measured by measure()."""
     seqlens = [1024, 4096] if quick else [512, 1024, 2048, 4096, 8192, 16384]
     grid = [(dt, d, causal, n) for dt in (torch.bfloat16, torch.float16) for d in (64, 128, 256)
             for causal in (False, True) for n in seqlens]
     grid += [(torch.float32, d, False, n) for d in (64, 128) for n in (1024, 4096)]
-    for dtype, d, causal, n in grid:
-        b, h = TOKENS // n, MODEL_DIM // d
-        q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=dtype) for _ in range(3))
-        out = (torch.empty_like(q), torch.empty(q.shape[:3], device="cuda", dtype=torch.float32))
-        flops = 4 * b * h * n * n * d * (0.5 if causal else 1.0)
-        row = {"dtype": str(dtype).split(".")[1], "d": d, "causal": causal, "N": n, "B": b, "H": h,
-               "flashcheck_kernel": fc.kernel_path(q, k, v, causal, out)}
-        passes = {name: [] for name in COLUMNS}
-        for _ in range(rounds):
-            for name in COLUMNS:
-                if (name == "math" and n > MATH_MAX_SEQLEN) or name + "_error" in row:
-                    continue
-                try:
-                    passes[name].append(flops / timer.median_ms(runner(fc, name, q, k, v, causal, out)) / 1e9)
-                except RuntimeError as ex:  # a backend that does not serve these inputs
-                    row[name + "_error"] = str(ex).splitlines()[0][:120]
-        for name, tflops in passes.items():
-            row[name] = round(statistics.median(tflops), 1) if tflops else None
-            if len(tflops) > 1:
-                row[name + "_spread"] = round(max(tflops) / min(tflops), 3)
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-        del q, k, v, out
-        torch.cuda.empty_cache()
-    return rows
+    return [measure(fc, timer, rounds, dtype, d, causal, n, TOKENS // n, MODEL_DIM // d) for dtype, d, causal, n in grid]
+
+
+def heads_sweep(fc, timer, quick, rounds):
+    """bf16, d = 128, N = 4096, B = 1, heads 1..32, causal and not: how throughput grows with the work per launch
+    when the grid alone (one head: 32 Q tiles for 132 SMs) cannot fill the GPU."""
+    heads = HEADS_QUICK if quick else HEADS_SWEEP
+    return [measure(fc, timer, rounds, torch.bfloat16, 128, causal, 4096, 1, h) for causal in (False, True)
+            for h in heads]
 
 
 def accuracy(fc, seed=0, dtypes=None, echo=True):
@@ -300,7 +313,7 @@ def fmt(x):
     return "" if x is None else str(x)
 
 
-def markdown(meta, tp, acc, mem):
+def markdown(meta, tp, heads, acc, mem):
     lines = [f"Device: {meta['device']}, PyTorch {meta['torch']}, CUDA {meta['cuda']}, cuDNN {meta['cudnn']}, "
              f"{meta['flashcheck']}.", "",
              "Throughput in TFLOP/s (4·B·H·N²·d, halved for causal): per backend the median of "
@@ -311,6 +324,12 @@ def markdown(meta, tp, acc, mem):
     for r in tp:
         lines.append(f"| {r['dtype']} | {r['d']} | {r['causal']} | {r['N']} | "
                      + " | ".join(fmt(r.get(c)) for c in COLUMNS) + f" | {r['flashcheck_kernel']} |")
+    lines += ["", "Heads sweep: bf16, d = 128, N = 4096, B = 1, H = " + ", ".join(str(h) for h in sorted({r["H"] for r in heads}))
+              + "; TFLOP/s as above.", "", "| causal | H | " + " | ".join(COLUMNS) + " | flashcheck kernel |",
+              "|---|---|" + "---|" * (len(COLUMNS) + 1)]
+    for r in heads:
+        lines.append(f"| {r['causal']} | {r['H']} | " + " | ".join(fmt(r.get(c)) for c in COLUMNS)
+                     + f" | {r['flashcheck_kernel']} |")
     lines += ["", "Accuracy: relative RMS error ‖O−O*‖/‖O*‖ against float64 SDPA on the same rounded inputs; "
               "B = 2, H = 4, inputs randn·amp (V randn). Empty: the backend does not serve the inputs.", "",
               "| dtype | N | d | causal | amp | " + " | ".join(COLUMNS) + " | flashcheck max_abs |",
@@ -327,7 +346,7 @@ def markdown(meta, tp, acc, mem):
     return "\n".join(lines) + "\n"
 
 
-def plots(tp, mem, out_dir):
+def plots(tp, heads, mem, out_dir):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -359,6 +378,24 @@ def plots(tp, mem, out_dir):
         fig.tight_layout()
         fig.savefig(os.path.join(out_dir, f"tflops_{SHORT_DTYPE[dtype]}.png"), dpi=110)
         plt.close(fig)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), squeeze=False)
+    for j, causal in enumerate((False, True)):
+        ax = axes[0][j]
+        sel = sorted((r for r in heads if r["causal"] == causal), key=lambda r: r["H"])
+        for name in COLUMNS:
+            pts = [(r["H"], r[name]) for r in sel if r.get(name)]
+            if pts:
+                color, marker, width = styles[name]
+                ax.plot(*zip(*pts), color=color, marker=marker, linewidth=width, label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"bf16 d=128 N=4096 B=1 {'causal' if causal else 'non-causal'}", fontsize=10)
+        ax.set_xlabel("heads H")
+        ax.set_ylabel("TFLOP/s")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, "heads.png"), dpi=110)
+    plt.close(fig)
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for name in ("flashcheck", "math"):
         pts = [(r["N"], r[name + "_mib"]) for r in mem if r.get(name + "_mib")]
@@ -411,15 +448,16 @@ def main():
     start = time.time()
     timer = Timer(args.warmup, args.iters)
     tp = throughput(fc, timer, args.quick, args.rounds)
+    heads = heads_sweep(fc, timer, args.quick, args.rounds)
     acc = accuracy(fc)
     mem = memory(fc, args.quick)
     meta["seconds"] = round(time.time() - start, 1)
     with open(os.path.join(args.out, "side_by_side.json"), "w") as f:
-        json.dump({"meta": meta, "throughput": tp, "accuracy": acc, "memory": mem}, f, indent=1)
-    md = markdown(meta, tp, acc, mem)
+        json.dump({"meta": meta, "throughput": tp, "heads_sweep": heads, "accuracy": acc, "memory": mem}, f, indent=1)
+    md = markdown(meta, tp, heads, acc, mem)
     with open(os.path.join(args.out, "side_by_side.md"), "w") as f:
         f.write(md)
-    plots(tp, mem, args.out)
+    plots(tp, heads, mem, args.out)
     print(md)
     print(f"side_by_side: {meta['seconds']} s", flush=True)
     return 0
