@@ -424,29 +424,36 @@ struct Forward {
   static constexpr bool kHiddenChunksEven = kHiddenChunks % Cfg::kThreads == 0;
 
   // Visits this thread's 16-byte chunks of the V rows that some row of the Q tile may not see (hidden_keys; keys
-  // past seqlen_k are zeros): f(key in tile, chunk address, word, non-finite mask of the word's two halves).
-  // tid: this thread's index among the kThreads threads that share the work (the CTA's, or the consumers').
-  template <typename F>
-  __device__ static void for_hidden_v_words(uint32_t v_smem, const Visibility& vis, int64_t q0, int64_t k0, int tid,
-                                            F&& f) {
+  // past seqlen_k are zeros): f(key in tile, chunk address). tid: this thread's index among the kThreads threads
+  // that share the work (the CTA's, or the consumers'); kUnroll: the loop's unroll factor.
+  template <int kUnroll, typename F>
+  __device__ static void for_hidden_v_chunks(uint32_t v_smem, const Visibility& vis, int64_t q0, int64_t k0, int tid,
+                                             F&& f) {
     const HiddenKeys hidden = hidden_keys(vis, q0, k0);
-    const int64_t hi = min(k0 + Cfg::kBlockN, vis.seqlen_k) - k0;
-#pragma unroll 1
+    const int hi = static_cast<int>(min(k0 + Cfg::kBlockN, vis.seqlen_k) - k0);
+#pragma unroll kUnroll
     for (int i = 0; i < kHiddenChunkPasses; ++i) {
       const int idx = tid + i * Cfg::kThreads;
       const int row = idx / Cfg::kChunksPerRow;
-      if ((kHiddenChunksEven || idx < kHiddenChunks) && hidden.contains(row) && row < hi) {
-        const uint32_t addr = v_smem + chunk_offset<Cfg::kBlockN>(row, idx % Cfg::kChunksPerRow);
-        const uint4 w = ld_shared_v4(addr);
-        const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const uint32_t x = words[k];
-          const uint32_t mask = (nonfinite_lo(x) ? 0x0000FFFFu : 0u) | (nonfinite_hi(x) ? 0xFFFF0000u : 0u);
-          f(row, addr + k * 4, x, mask);
-        }
-      }
+      if ((kHiddenChunksEven || idx < kHiddenChunks) && hidden.contains(row) && row < hi)
+        f(row, v_smem + chunk_offset<Cfg::kBlockN>(row, idx % Cfg::kChunksPerRow));
     }
+  }
+
+  // for_hidden_v_chunks per 32-bit word: f(key in tile, word address, word, non-finite mask of its two halves).
+  template <typename F>
+  __device__ static void for_hidden_v_words(uint32_t v_smem, const Visibility& vis, int64_t q0, int64_t k0, int tid,
+                                            F&& f) {
+    for_hidden_v_chunks<1>(v_smem, vis, q0, k0, tid, [&](int row, uint32_t addr) {
+      const uint4 w = ld_shared_v4(addr);
+      const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t x = words[k];
+        const uint32_t mask = (nonfinite_lo(x) ? 0x0000FFFFu : 0u) | (nonfinite_hi(x) ? 0xFFFF0000u : 0u);
+        f(row, addr + k * 4, x, mask);
+      }
+    });
   }
 
   // True if a V row that some row of the Q tile may not see holds inf or NaN, over this thread's chunks (tid of
@@ -458,18 +465,11 @@ struct Forward {
     constexpr uint32_t kExp = Ops::kExpLo | Ops::kExpHi;
     constexpr uint32_t kExpLsb = (Ops::kExpLo & (0u - Ops::kExpLo)) * 0x10001u;
     constexpr uint32_t kSigns = 0x80008000u;
-    const HiddenKeys hidden = hidden_keys(vis, q0, k0);
-    const int hi = static_cast<int>(min(k0 + Cfg::kBlockN, vis.seqlen_k) - k0);
     uint32_t acc = 0;
-#pragma unroll 2
-    for (int i = 0; i < kHiddenChunkPasses; ++i) {
-      const int idx = tid + i * Cfg::kThreads;
-      const int row = idx / Cfg::kChunksPerRow;
-      if ((kHiddenChunksEven || idx < kHiddenChunks) && hidden.contains(row) && row < hi) {
-        const uint4 w = ld_shared_v4(v_smem + chunk_offset<Cfg::kBlockN>(row, idx % Cfg::kChunksPerRow));
-        acc |= ((w.x & kExp) + kExpLsb) | ((w.y & kExp) + kExpLsb) | ((w.z & kExp) + kExpLsb) | ((w.w & kExp) + kExpLsb);
-      }
-    }
+    for_hidden_v_chunks<2>(v_smem, vis, q0, k0, tid, [&](int, uint32_t addr) {
+      const uint4 w = ld_shared_v4(addr);
+      acc |= ((w.x & kExp) + kExpLsb) | ((w.y & kExp) + kExpLsb) | ((w.z & kExp) + kExpLsb) | ((w.w & kExp) + kExpLsb);
+    });
     return (acc & kSigns) != 0;
   }
 
