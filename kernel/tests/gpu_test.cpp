@@ -18,6 +18,7 @@
 #include "flashcheck/attention.h"
 #include "flashcheck/host_model.h"
 #include "gpu_util.h"
+#include "tensor_core/tile_config.h"
 #include "test_problem.h"
 
 namespace flashcheck {
@@ -409,6 +410,51 @@ TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
     detail::tensor_core_force_cp_async(false);
     ASSERT_TRUE(forced.ok()) << what << ": " << forced.message();
     assert_bit_identical(tma, cp_async, what, "warp-specialized", "cp.async");
+    if (HasFatalFailure()) return;
+  }
+#endif
+}
+
+// d = 64 has two tile shapes on sm_90a (tensor_core/tile_config.h): 128x128, and 192x128 with three consumer
+// warpgroups, which tensor_core_select() takes for unmasked launches and long Q tiles. A row's sums run over the same
+// K/V tiles in the same order whatever the Q tile's height, so on finite inputs both return the same bits. Each
+// problem runs once as selected (the tall tiles) and once launched with the family's 128-row tiles.
+TEST(Gpu_F16Bf16, D64TileShapesGiveTheSameBits) {
+  SKIP_WITHOUT_DEVICE();
+  SKIP_WITHOUT_TENSOR_CORE();
+#if defined(FLASHCHECK_HAS_CUDA) && defined(FLASHCHECK_HAS_TENSOR_CORE)
+  struct Shape {
+    DType dtype;
+    int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+    Mask mask;
+  };
+  const Shape shapes[] = {
+      {DType::kF16, 2, 4, 2, 1000, 1000, 64, Mask::kNone},
+      {DType::kBF16, 1, 2, 2, 200, 777, 48, Mask::kNone},                  // padded columns
+      {DType::kBF16, 1, 4, 1, 700, 2900, 64, Mask::kCausalBottomRight},   // Q tiles of 16+ K/V tiles
+      {DType::kF16, 1, 2, 2, 4200, 4200, 64, Mask::kCausalTopLeft},
+  };
+  uint64_t seed = 7100;
+  for (const Shape& sh : shapes) {
+    const ProblemSpec spec{sh.dtype, sh.batch, sh.heads_q, sh.heads_kv, sh.seqlen_q, sh.seqlen_k, sh.head_dim,
+                           sh.mask, Layout::kBHSD, 0, ++seed};
+    Problem tall, standard;
+    test::make_problem(spec, &tall);
+    test::make_problem(spec, &standard);
+    const std::string what = spec.name();
+    KernelConfig config = select_config(tall.params);
+    ASSERT_EQ(config.path, ComputePath::kTensorCore) << what;
+    const int standard_rows = tensor_core::tile_shape_sm90(config.head_dim_padded).block_m;
+    if (config.block_m == standard_rows) {
+      if (sh.mask == Mask::kNone) GTEST_SKIP() << "this build has one d = 64 tile shape (no sm_90a wgmma)";
+      FAIL() << what << ": selected " << config.block_m << "-row tiles, expected the tall ones";
+    }
+    ASSERT_TRUE(test::run_on_device(&tall, [&](const Params& dp) { return run(dp); }).ok()) << what;
+    config.block_m = standard_rows;
+    const Status st = test::run_on_device(
+        &standard, [&](const Params& dp) { return detail::tensor_core_launch(dp, config, nullptr, nullptr); });
+    ASSERT_TRUE(st.ok()) << what << ": " << st.message();
+    assert_bit_identical(tall, standard, what, "192-row tiles", "128-row tiles");
     if (HasFatalFailure()) return;
   }
 #endif

@@ -1,7 +1,7 @@
 // Warp-specialized sm_90a forward kernel of the tensor-core family (FlashAttention-3's structure, written here):
 // one producer warpgroup whose single elected thread moves every tile with TMA (bulk tensor copies into the
-// 128-byte-swizzled layout the wgmma descriptors read), and two consumer warpgroups of 64 query rows each that
-// only compute. Full/empty mbarriers per shared-memory slot replace the per-tile __syncthreads of kernel.cuh, so
+// 128-byte-swizzled layout the wgmma descriptors read), and two consumer warpgroups of 64 query rows each (three
+// with d = 64's tall tiles, tile_config.h) that only compute. Full/empty mbarriers per shared-memory slot replace the per-tile __syncthreads of kernel.cuh, so
 // the consumers never wait for a load they could have overlapped and never wait for each other, and loads
 // run ahead across work items of a persistent CTA. Inside a consumer the wgmma chains are software-pipelined:
 // S(n) = Q K(n)^T is issued, then O += P(n-1) V(n-1), and the softmax of tile n runs while P V is still on the
