@@ -96,8 +96,8 @@ struct Forward {
     return slot;
   }
 
-  // cp.async of a (kRows, kHeadDim) tile from rows [row0, row0 + rows_valid) of one head; rows past rows_valid
-  // and columns past head_dim are zero-filled without being read.
+  // A (kRows, kHeadDim) tile from rows [row0, row0 + rows_valid) of one head: whole 16-byte chunks by cp.async;
+  // rows past rows_valid and columns past head_dim are zero-filled without being read (copy_chunk_16).
   template <int kRows>
   __device__ static void load_tile(uint32_t smem_tile, const T* head, int64_t row0, int64_t row_stride,
                                    int64_t rows_valid, const LoadSlot& slot) {
@@ -114,7 +114,7 @@ struct Forward {
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         if (kRows % kRowStep == 0 || slot.row + i * kRowStep < kRows) {
-          cp_async_16(dst + i * kRowStep * kRowBytes, src, slot.src_bytes);
+          copy_chunk_16(dst + i * kRowStep * kRowBytes, src, slot.src_bytes);
         }
         src += step;
       }
@@ -124,7 +124,7 @@ struct Forward {
         const int row = slot.row + i * kRowStep;
         if (kRows % kRowStep == 0 || row < kRows) {
           const bool live = row < rows_valid;
-          cp_async_16(dst + i * kRowStep * kRowBytes, live ? src : head, live ? slot.src_bytes : 0);
+          copy_chunk_16(dst + i * kRowStep * kRowBytes, live ? src : head, live ? slot.src_bytes : 0);
         }
         src += step;
       }
