@@ -346,12 +346,30 @@ def markdown(meta, tp, heads, acc, mem):
     return "\n".join(lines) + "\n"
 
 
+STYLES = {"flashcheck": ("k", "o", 2.5), "flash": ("tab:blue", "s", 1.2), "cudnn": ("tab:green", "^", 1.2),
+          "efficient": ("tab:orange", "v", 1.2), "math": ("tab:red", "x", 1.2)}  # plot color, marker, line width
+
+
+def tflops_panel(ax, rows, x_key, x_label, title):
+    """One panel: TFLOP/s of every backend against rows[x_key] (log2 axis)."""
+    rows = sorted(rows, key=lambda r: r[x_key])
+    for name in COLUMNS:
+        pts = [(r[x_key], r[name]) for r in rows if r.get(name)]
+        if pts:
+            color, marker, width = STYLES[name]
+            ax.plot(*zip(*pts), color=color, marker=marker, linewidth=width, label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel("TFLOP/s")
+    ax.grid(alpha=0.3)
+
+
 def plots(tp, heads, mem, out_dir):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    styles = {"flashcheck": ("k", "o", 2.5), "flash": ("tab:blue", "s", 1.2), "cudnn": ("tab:green", "^", 1.2),
-              "efficient": ("tab:orange", "v", 1.2), "math": ("tab:red", "x", 1.2)}
+    styles = STYLES
     for dtype in ("bfloat16", "float16", "float32"):
         rows = [r for r in tp if r["dtype"] == dtype]
         if not rows:
@@ -362,36 +380,16 @@ def plots(tp, heads, mem, out_dir):
                                  squeeze=False)
         for i, causal in enumerate(causals):
             for j, d in enumerate(dims):
-                ax = axes[i][j]
-                sel = sorted((r for r in rows if r["d"] == d and r["causal"] == causal), key=lambda r: r["N"])
-                for name in COLUMNS:
-                    pts = [(r["N"], r[name]) for r in sel if r.get(name)]
-                    if pts:
-                        color, marker, width = styles[name]
-                        ax.plot(*zip(*pts), color=color, marker=marker, linewidth=width, label=name)
-                ax.set_xscale("log", base=2)
-                ax.set_title(f"{dtype} d={d} {'causal' if causal else 'non-causal'}", fontsize=10)
-                ax.set_xlabel("seq_len N")
-                ax.set_ylabel("TFLOP/s")
-                ax.grid(alpha=0.3)
+                sel = [r for r in rows if r["d"] == d and r["causal"] == causal]
+                tflops_panel(axes[i][j], sel, "N", "seq_len N", f"{dtype} d={d} {'causal' if causal else 'non-causal'}")
         axes[0][0].legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(os.path.join(out_dir, f"tflops_{SHORT_DTYPE[dtype]}.png"), dpi=110)
         plt.close(fig)
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), squeeze=False)
     for j, causal in enumerate((False, True)):
-        ax = axes[0][j]
-        sel = sorted((r for r in heads if r["causal"] == causal), key=lambda r: r["H"])
-        for name in COLUMNS:
-            pts = [(r["H"], r[name]) for r in sel if r.get(name)]
-            if pts:
-                color, marker, width = styles[name]
-                ax.plot(*zip(*pts), color=color, marker=marker, linewidth=width, label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"bf16 d=128 N=4096 B=1 {'causal' if causal else 'non-causal'}", fontsize=10)
-        ax.set_xlabel("heads H")
-        ax.set_ylabel("TFLOP/s")
-        ax.grid(alpha=0.3)
+        sel = [r for r in heads if r["causal"] == causal]
+        tflops_panel(axes[0][j], sel, "H", "heads H", f"bf16 d=128 N=4096 B=1 {'causal' if causal else 'non-causal'}")
     axes[0][0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, "heads.png"), dpi=110)

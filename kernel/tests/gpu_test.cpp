@@ -294,6 +294,24 @@ void assert_bit_identical(const Problem& x, const Problem& y, const std::string&
 }
 #endif
 
+#if defined(FLASHCHECK_HAS_CUDA) && defined(FLASHCHECK_HAS_TENSOR_CORE)
+// A BHSD problem shape for the tests that run one problem two ways and compare the bits.
+struct TwoWayShape {
+  DType dtype;
+  int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+  Mask mask;
+};
+
+// Two copies of the problem of `sh` with inputs from `seed`; returns its name for messages.
+std::string make_problem_pair(const TwoWayShape& sh, uint64_t seed, Problem* x, Problem* y) {
+  const ProblemSpec spec{sh.dtype, sh.batch, sh.heads_q, sh.heads_kv, sh.seqlen_q, sh.seqlen_k, sh.head_dim,
+                         sh.mask, Layout::kBHSD, 0, seed};
+  test::make_problem(spec, x);
+  test::make_problem(spec, y);
+  return spec.name();
+}
+#endif
+
 // Persistent CTAs (tensor_core/schedule.h): with more work items than CTAs fit on the GPU, each CTA loops and
 // loads the next item's Q and first K/V tile during the current item's last tile. Scheduling must not change a
 // bit: the whole batch in one launch equals one launch per batch element (few items: one item per CTA).
@@ -380,12 +398,7 @@ TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
   SKIP_WITHOUT_DEVICE();
   SKIP_WITHOUT_TENSOR_CORE();
 #if defined(FLASHCHECK_HAS_CUDA) && defined(FLASHCHECK_HAS_TENSOR_CORE)
-  struct Shape {
-    DType dtype;
-    int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
-    Mask mask;
-  };
-  const Shape shapes[] = {
+  const TwoWayShape shapes[] = {
       {DType::kF16, 2, 4, 2, 300, 300, 64, Mask::kNone},
       {DType::kBF16, 2, 4, 4, 257, 511, 64, Mask::kCausalBottomRight},
       {DType::kF16, 2, 4, 1, 384, 384, 128, Mask::kCausalTopLeft},
@@ -396,13 +409,9 @@ TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
       {DType::kBF16, 1, 2, 2, 100, 1100, 200, Mask::kNone},               // O from registers, padded columns
   };
   uint64_t seed = 7000;
-  for (const Shape& sh : shapes) {
-    const ProblemSpec spec{sh.dtype, sh.batch, sh.heads_q, sh.heads_kv, sh.seqlen_q, sh.seqlen_k, sh.head_dim,
-                           sh.mask, Layout::kBHSD, 0, ++seed};
+  for (const TwoWayShape& sh : shapes) {
     Problem tma, cp_async;
-    test::make_problem(spec, &tma);
-    test::make_problem(spec, &cp_async);
-    const std::string what = spec.name();
+    const std::string what = make_problem_pair(sh, ++seed, &tma, &cp_async);
     ASSERT_EQ(select_config(tma.params).path, ComputePath::kTensorCore) << what;
     ASSERT_TRUE(test::run_on_device(&tma, [&](const Params& dp) { return run(dp); }).ok()) << what;
     detail::tensor_core_force_cp_async(true);
@@ -423,25 +432,16 @@ TEST(Gpu_F16Bf16, D64TileShapesGiveTheSameBits) {
   SKIP_WITHOUT_DEVICE();
   SKIP_WITHOUT_TENSOR_CORE();
 #if defined(FLASHCHECK_HAS_CUDA) && defined(FLASHCHECK_HAS_TENSOR_CORE)
-  struct Shape {
-    DType dtype;
-    int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
-    Mask mask;
-  };
-  const Shape shapes[] = {
+  const TwoWayShape shapes[] = {
       {DType::kF16, 2, 4, 2, 1000, 1000, 64, Mask::kNone},
       {DType::kBF16, 1, 2, 2, 200, 777, 48, Mask::kNone},                  // padded columns
       {DType::kBF16, 1, 4, 1, 700, 2900, 64, Mask::kCausalBottomRight},   // Q tiles of 16+ K/V tiles
       {DType::kF16, 1, 2, 2, 4200, 4200, 64, Mask::kCausalTopLeft},
   };
   uint64_t seed = 7100;
-  for (const Shape& sh : shapes) {
-    const ProblemSpec spec{sh.dtype, sh.batch, sh.heads_q, sh.heads_kv, sh.seqlen_q, sh.seqlen_k, sh.head_dim,
-                           sh.mask, Layout::kBHSD, 0, ++seed};
+  for (const TwoWayShape& sh : shapes) {
     Problem tall, standard;
-    test::make_problem(spec, &tall);
-    test::make_problem(spec, &standard);
-    const std::string what = spec.name();
+    const std::string what = make_problem_pair(sh, ++seed, &tall, &standard);
     KernelConfig config = select_config(tall.params);
     ASSERT_EQ(config.path, ComputePath::kTensorCore) << what;
     const int standard_rows = tensor_core::tile_shape_sm90(config.head_dim_padded).block_m;
