@@ -3,6 +3,7 @@
 // refused here (other dtypes, misaligned layouts, softmax_scale == 0) falls through to the next family.
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "common/visibility.h"
@@ -30,6 +31,8 @@ const char* family_name(DType dtype, int family) {
   return names[dtype == DType::kBF16 ? 1 : 0][i].c_str();
 }
 
+inline constexpr int64_t kMaxTallRuleSeqlen = std::numeric_limits<int32_t>::max();
+
 // The family's tall shape (tile_config.h) where this launch's Q tiles read enough K/V tiles for it to pay: always
 // without a mask that bounds the rows' keys, else when the middle Q tile of the first shape reads at least
 // kTallMinTiles K/V tiles.
@@ -39,6 +42,9 @@ tensor_core::TileShape tile_shape_for(const Params& p, int family) {
   if (tall.block_m == 0) return shape;
   const Visibility vis = make_visibility(p);
   if (!vis.bounded_begin && !vis.bounded_end) return tall;
+  // Sequences of 2^31 rows or more (valid params; the warp-specialized kernel addresses rows in 32 bits) keep the
+  // first shape, so that the tile arithmetic below stays inside int64.
+  if (p.seqlen_q > kMaxTallRuleSeqlen || p.seqlen_k > kMaxTallRuleSeqlen) return shape;
   const int64_t middle = ceil_div(p.seqlen_q, int64_t{shape.block_m}) / 2 * shape.block_m;
   return vis.tile_range(middle, shape.block_m, shape.block_n).count >= tensor_core::kTallMinTiles ? tall : shape;
 }
