@@ -159,17 +159,13 @@ constexpr int family_head_dim(int64_t head_dim) {
   return 0;
 }
 
+// The TileConfig of a head-dim family's tile shape.
+template <int HeadDimPadded, TileShape kShape>
+using TileOf = TileConfig<HeadDimPadded, kShape.block_m, kShape.block_n, kShape.warps, kShape.stages, kShape.wgmma,
+                          kShape.persist, kShape.warp_specialized>;
 template <int HeadDimPadded>
-using Sm90Tile = TileConfig<HeadDimPadded, tile_shape_sm90(HeadDimPadded).block_m, tile_shape_sm90(HeadDimPadded).block_n,
-                            tile_shape_sm90(HeadDimPadded).warps, tile_shape_sm90(HeadDimPadded).stages,
-                            tile_shape_sm90(HeadDimPadded).wgmma, tile_shape_sm90(HeadDimPadded).persist,
-                            tile_shape_sm90(HeadDimPadded).warp_specialized>;
-
+using Sm90Tile = TileOf<HeadDimPadded, tile_shape_sm90(HeadDimPadded)>;
 template <int HeadDimPadded>
-using Sm90TallTile = TileConfig<HeadDimPadded, tall_tile_shape_sm90(HeadDimPadded).block_m,
-                                tall_tile_shape_sm90(HeadDimPadded).block_n, tall_tile_shape_sm90(HeadDimPadded).warps,
-                                tall_tile_shape_sm90(HeadDimPadded).stages, tall_tile_shape_sm90(HeadDimPadded).wgmma,
-                                tall_tile_shape_sm90(HeadDimPadded).persist,
-                                tall_tile_shape_sm90(HeadDimPadded).warp_specialized>;
+using Sm90TallTile = TileOf<HeadDimPadded, tall_tile_shape_sm90(HeadDimPadded)>;
 
 }  // namespace flashcheck::tensor_core
