@@ -1,11 +1,11 @@
 // Warp-specialized sm_90a forward kernel of the tensor-core family (FlashAttention-3's structure, written here):
 // one producer warpgroup whose single elected thread moves every tile with TMA (bulk tensor copies into the
 // 128-byte-swizzled layout the wgmma descriptors read), and two consumer warpgroups of 64 query rows each (three
-// with d = 64's tall tiles, tile_config.h) that only compute. Full/empty mbarriers per shared-memory slot replace the per-tile __syncthreads of kernel.cuh, so
-// the consumers never wait for a load they could have overlapped and never wait for each other, and loads
-// run ahead across work items of a persistent CTA. Inside a consumer the wgmma chains are software-pipelined:
-// S(n) = Q K(n)^T is issued, then O += P(n-1) V(n-1), and the softmax of tile n runs while P V is still on the
-// tensor cores (only the O rescale waits for it).
+// with d = 64's tall tiles, tile_config.h) that only compute. Full/empty mbarriers per shared-memory slot replace
+// the per-tile __syncthreads of kernel.cuh, so the consumers never wait for a load they could have overlapped and
+// never wait for each other, and loads run ahead across work items of a persistent CTA. Inside a consumer the wgmma
+// chains are software-pipelined: S(n) = Q K(n)^T is issued, then O += P(n-1) V(n-1), and the softmax of tile n runs
+// while P V is still on the tensor cores (only the O rescale waits for it).
 //
 // Arithmetic is kernel.cuh's, call for call (the same Forward<> helpers: mask, softmax, P rounding, exact
 // hidden-V path, epilogue), in the same order per row, so both kernels return bit-identical O and LSE
@@ -75,12 +75,14 @@ enum class OStaging { kOwnTile, kRegisters };
 // Which issue orders a tile shape compiles, measured on the H100 against free issue
 // (docs/design/tensor-core-kernel.md): ping-pong always at d = 64 (+4-10% non-causal, -2% to +12% causal); at
 // d = 128 chosen per launch (ws_ping_pong(): +5-10% on items of 8 or more K/V tiles, 2-7% slower on shorter ones and
-// on windows); never at d = 256 (2-5% slower) nor with three consumer warpgroups (d = 64's tall tiles: 0.75-1.11x
+// on windows); never at d = 256 (0.70-0.99x) nor with three consumer warpgroups (d = 64's tall tiles: 0.75-1.11x
 // against 0.80-1.09x with free issue, and 168 bytes of spills at 160 registers).
 enum class Turns { kNever, kAlways, kChosen };
 template <class Cfg>
 inline constexpr Turns kTurnsOf = Cfg::kBlockM > 2 * kWgmmaRows ? Turns::kNever
-                                 : Cfg::kHeadDim == 64            ? Turns::kAlways : Cfg::kHeadDim == 128 ? Turns::kChosen : Turns::kNever;
+                                  : Cfg::kHeadDim == 64          ? Turns::kAlways
+                                  : Cfg::kHeadDim == 128         ? Turns::kChosen
+                                                                 : Turns::kNever;
 
 template <typename T, class Cfg, OStaging kOStaging, bool kPingPong, bool kExtras, bool kSeq, bool kInstrument>
 struct WsForward {
