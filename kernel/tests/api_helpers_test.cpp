@@ -7,6 +7,7 @@
 #include <string>
 
 #include "flashcheck/attention.h"
+#include "tensor_core/tile_config.h"
 
 namespace flashcheck {
 namespace {
@@ -73,6 +74,29 @@ TEST(Api, SelectConfigCoversEveryHeadDim) {
       EXPECT_NE(std::string(c.name), "");
     }
   }
+}
+
+// d = 64's two tile shapes on sm_90a builds (tensor_core/tile_config.h): the tall 192-row tiles for every launch
+// whose mask bounds no row's keys and for masked ones whose middle Q tile reads at least kTallMinTiles K/V tiles,
+// 128 rows otherwise. The generators and the report aim their tile-boundary shapes at what select_config returns.
+TEST(Api, SelectConfigTakesD64TallTilesForLongItems) {
+  const int tall = tensor_core::tall_tile_shape_sm90(64).block_m;
+  if (tall == 0) GTEST_SKIP() << "this build has one d = 64 tile shape (no sm_90a wgmma)";
+  const int standard = tensor_core::tile_shape_sm90(64).block_m;
+  const auto rows = [](int64_t sq, int64_t sk, Mask mask, int64_t left = -1, int64_t right = -1) {
+    Params p = make_params(DType::kBF16, 1, 2, 2, sq, sk, 64);
+    p.mask = mask;
+    p.window_left = left;
+    p.window_right = right;
+    return select_config(p).block_m;
+  };
+  EXPECT_EQ(rows(512, 512, Mask::kNone), tall);
+  EXPECT_EQ(rows(100, 700, Mask::kNone), tall);
+  EXPECT_EQ(rows(2048, 2048, Mask::kCausalTopLeft), standard);                  // middle Q tile: 9 K/V tiles
+  EXPECT_EQ(rows(4096, 4096, Mask::kCausalTopLeft), tall);                      // 17
+  EXPECT_EQ(rows(8192, 8192, Mask::kWindowBottomRight, 1023, 0), standard);     // 9
+  EXPECT_EQ(rows(8192, 8192, Mask::kWindowBottomRight, 4095, 0), tall);         // 33
+  EXPECT_EQ(rows(int64_t{1} << 40, 1 << 20, Mask::kCausalBottomRight), standard);  // rows past 32 bits
 }
 
 }  // namespace
