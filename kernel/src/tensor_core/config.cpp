@@ -8,6 +8,7 @@
 
 #include "common/visibility.h"
 #include "families.h"
+#include "schedule.h"
 #include "tile_config.h"
 
 namespace flashcheck::detail {
@@ -45,8 +46,9 @@ tensor_core::TileShape tile_shape_for(const Params& p, int family) {
   // Sequences of 2^31 rows or more (valid params; the warp-specialized kernel addresses rows in 32 bits) keep the
   // first shape, so that the tile arithmetic below stays inside int64.
   if (p.seqlen_q > kMaxTallRuleSeqlen || p.seqlen_k > kMaxTallRuleSeqlen) return shape;
-  const int64_t middle = ceil_div(p.seqlen_q, int64_t{shape.block_m}) / 2 * shape.block_m;
-  return vis.tile_range(middle, shape.block_m, shape.block_n).count >= tensor_core::kTallMinTiles ? tall : shape;
+  const int64_t reads =
+      tensor_core::middle_q_tile_reads(vis, ceil_div(p.seqlen_q, int64_t{shape.block_m}), shape.block_m, shape.block_n);
+  return reads >= tensor_core::kTallMinTiles ? tall : shape;
 }
 
 }  // namespace

@@ -571,7 +571,7 @@ inline constexpr bool kOwnOFree = WsForward<T, Cfg, OStaging::kOwnTile, false, f
 // K/V tiles the middle Q tile of the launch reads: the item length the per-launch choices below go by.
 template <class Cfg>
 int64_t middle_item_tiles(const KernelArgs& args) {
-  return args.vis.tile_range(args.q_tiles / 2 * Cfg::kBlockM, Cfg::kBlockM, Cfg::kBlockN).count;
+  return middle_q_tile_reads(args.vis, args.q_tiles, Cfg::kBlockM, Cfg::kBlockN);
 }
 
 // Turns::kChosen (d = 128): ping-pong where the middle Q tile reads at least kPingPongMinTiles K/V tiles and no

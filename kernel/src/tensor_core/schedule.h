@@ -43,6 +43,12 @@ constexpr int64_t packed_slots(int64_t total_q, int64_t batch, int64_t block_m) 
   return packed_slot_start(total_q, batch, block_m);
 }
 
+// K/V tiles the middle Q tile of a launch (q_tiles tiles of block_m rows) reads: the item length the per-launch
+// choices go by (tensor_core_select()'s tile shape; kernel_ws.cuh's issue order and O staging).
+constexpr int64_t middle_q_tile_reads(const Visibility& vis, int64_t q_tiles, int64_t block_m, int64_t block_n) {
+  return vis.tile_range(q_tiles / 2 * block_m, block_m, block_n).count;
+}
+
 // What plan_grid() needs of one launch.
 struct GridProblem {
   int64_t work_items = 0;  // q_tiles * batch * heads_q
