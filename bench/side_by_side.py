@@ -81,15 +81,19 @@ class FcParams(ctypes.Structure):
 
 
 class Flashcheck:
-    """flashcheck through attention_c.h: forward(q, k, v, causal) on [B, H, N, d] tensors, like SDPA."""
+    """flashcheck through attention_c.h: forward(q, k, v, causal) on [B, H, N, d] tensors, like SDPA. num_splits 0
+    leaves split-KV to flashcheck's heuristic (runs only where a launch has fewer Q tiles than the GPU has SMs)."""
 
-    def __init__(self, path):
+    def __init__(self, path, num_splits=0):
         self.lib = ctypes.CDLL(path)
+        self.num_splits = num_splits
         msg_args = [ctypes.c_char_p, ctypes.c_size_t]
         self.lib.fc_forward.argtypes = [ctypes.POINTER(FcParams), ctypes.c_void_p] + msg_args
         self.lib.fc_forward.restype = ctypes.c_int32
         self.lib.fc_select_config.argtypes = [ctypes.POINTER(FcParams)] + [ctypes.POINTER(ctypes.c_int32)] * 3 + msg_args
         self.lib.fc_select_config.restype = ctypes.c_int32
+        self.lib.fc_effective_splits.argtypes = [ctypes.POINTER(FcParams), ctypes.POINTER(ctypes.c_int32)] + msg_args
+        self.lib.fc_effective_splits.restype = ctypes.c_int32
         self.lib.fc_version.restype = ctypes.c_char_p
         self.msg = ctypes.create_string_buffer(512)
 
@@ -107,7 +111,7 @@ class Flashcheck:
                         q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
                         strides(q), strides(k), strides(v), strides(o), 1.0 / math.sqrt(d),
                         left, right, softcap, sink.data_ptr() if sink is not None else None,
-                        num_splits=1)
+                        num_splits=self.num_splits)
 
     def forward(self, q, k, v, causal=False, out=None, **features):
         o = torch.empty_like(q) if out is None else out[0]
@@ -131,14 +135,18 @@ class Flashcheck:
         return call
 
     def kernel_path(self, q, k, v, causal, out, **features):
-        """The kernel fc_forward picks for these tensors (out = (o, lse) buffers), e.g. 'split-tf32 64x32'."""
+        """The kernel fc_forward picks for these tensors (out = (o, lse) buffers), e.g. 'split-tf32 64x32', with
+        its split-KV runs where it splits ('tensor-core 128x128 x4 runs')."""
         p = self.params(q, k, v, out[0], out[1], causal, **features)
-        path, bm, bn = ctypes.c_int32(), ctypes.c_int32(), ctypes.c_int32()
+        path, bm, bn, splits = ctypes.c_int32(), ctypes.c_int32(), ctypes.c_int32(), ctypes.c_int32()
         status = self.lib.fc_select_config(ctypes.byref(p), ctypes.byref(path), ctypes.byref(bm), ctypes.byref(bn),
                                            self.msg, len(self.msg))
+        if status == 0:
+            status = self.lib.fc_effective_splits(ctypes.byref(p), ctypes.byref(splits), self.msg, len(self.msg))
         if status != 0:
             return f"error: {self.msg.value.decode()}"
-        return f"{FC_PATHS.get(path.value, '?')} {bm.value}x{bn.value}"
+        runs = f" x{splits.value} runs" if splits.value > 1 else ""
+        return f"{FC_PATHS.get(path.value, '?')} {bm.value}x{bn.value}{runs}"
 
 
 class Timer:

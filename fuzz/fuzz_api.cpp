@@ -2,7 +2,8 @@
 // return a Status (with a message when not ok) or succeed: no crash, no undefined behaviour, no write out of
 // bounds, no read of the (fake) tensor memory. The first byte picks the surface:
 //   0 C++ Params -> can_implement, select_config, visible_key_range, run_host_model's validation
-//   1 C ABI     -> fc_make_params, fc_can_implement, fc_select_config with exact-size message buffers
+//   1 C ABI     -> fc_make_params, fc_can_implement, fc_select_config, fc_effective_splits with exact-size message
+//                  buffers
 //   2 text      -> parse_case; for accepted lines format/parse round trip and make_inputs' validation
 //   (first byte >= 252) the inference path's index arrays -> can_implement, then the host model on accepted ones
 // Sizes and strides come from a menu of edge values (0, -1, INT64 extremes, 2^31, 2^62, ...) or raw bytes;
@@ -300,6 +301,11 @@ void check_c_abi(ByteReader& in) {
   require(select == status,
           "fc_select_config returned " + std::to_string(select) + ", fc_can_implement " + std::to_string(status));
   if (select == FC_OK) require(block_m > 0 && block_n > 0 && path >= 0 && path <= 2, "fc_select_config: bad config");
+  int32_t splits = -1;
+  const fc_status counted = fc_effective_splits(arg, &splits, msg.get(), msg_size);
+  require(counted == status,
+          "fc_effective_splits returned " + std::to_string(counted) + ", fc_can_implement " + std::to_string(status));
+  if (counted == FC_OK) require(splits >= 1, "fc_effective_splits: " + std::to_string(splits) + " runs");
 }
 
 void check_case_line(std::span<const uint8_t> bytes) {

@@ -151,6 +151,16 @@ fc_status fc_select_config(const fc_params* params, int32_t* path, int32_t* bloc
   });
 }
 
+fc_status fc_effective_splits(const fc_params* params, int32_t* splits, char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> Status {
+    if (params == nullptr) return null_params();
+    const flashcheck::Params p = to_cpp(*params);
+    if (Status st = flashcheck::can_implement(p); !st.ok()) return st;
+    if (splits != nullptr) *splits = flashcheck::effective_splits(p);
+    return {};
+  });
+}
+
 int32_t fc_device_available(void) { return flashcheck::device_available() ? 1 : 0; }
 
 const char* fc_version(void) { return "flashcheck 0.1.0"; }

@@ -16,19 +16,20 @@ KernelConfig select_config(const Params& params) {
   KernelConfig config;
   // The inference path (sequences, paged caches, split-KV) runs in the general family, which implements all of it
   // for every dtype and head_dim. The tensor-core family also serves contiguous sequences (varlen prefill: packed
-  // Q and K/V, seqused_k) unsplit; paged caches and split runs it leaves to the decode and general families, and
-  // the split-TF32 family serves dense problems only. (num_splits = 0 leaves the choice to the families: the
-  // tensor-core and split-TF32 ones then run unsplit.) The sizes tell it too, so that params whose index arrays are
-  // not bound yet (a case's params before its inputs exist) select what the bound ones run.
-  const bool paged_or_split = params.page_table != nullptr || params.page_size != 0 || params.num_splits > 1;
-  const bool inference_path = paged_or_split || params.cu_seqlens_q != nullptr || params.cu_seqlens_k != nullptr ||
-                              params.seqused_k != nullptr || params.total_q != 0 || params.total_k != 0;
+  // Q and K/V, seqused_k) and split-KV over contiguous K/V; paged caches it leaves to the decode and general
+  // families, and the split-TF32 family serves dense unsplit problems only (num_splits = 0 leaves the split count
+  // to the heuristic, pick_splits). The sizes tell it too, so that params whose index arrays are not bound yet (a
+  // case's params before its inputs exist) select what the bound ones run.
+  const bool paged = params.page_table != nullptr || params.page_size != 0;
+  const bool inference_path = paged || params.num_splits > 1 || params.cu_seqlens_q != nullptr ||
+                              params.cu_seqlens_k != nullptr || params.seqused_k != nullptr || params.total_q != 0 ||
+                              params.total_k != 0;
 #if defined(FLASHCHECK_HAS_DECODE)
   // Decoding shapes (every query row of a K/V head's query heads in one 16-row tile), dense or not.
   if (detail::decode_select(params, &config)) return config;
 #endif
 #if defined(FLASHCHECK_HAS_TENSOR_CORE)
-  if (!paged_or_split && detail::tensor_core_select(params, &config)) return config;
+  if (!paged && detail::tensor_core_select(params, &config)) return config;
 #endif
   if (!inference_path) {
 #if defined(FLASHCHECK_HAS_SPLIT_TF32)
@@ -44,10 +45,10 @@ int32_t pick_splits(const Params& params, int64_t sm_count) {
   if (params.num_splits != 0) return params.num_splits;
   const KernelConfig config = select_config(params);
   if (config.block_m < 1 || config.block_n < 1 || sm_count < 1) return 1;
-  if (config.path != ComputePath::kGeneralFp32 && !is_decode(config)) return 1;  // the families without split-KV
+  if (config.path == ComputePath::kSplitTf32) return 1;  // the family without split-KV
   // Enough work items fill the GPU unsplit. Otherwise split until about two blocks per SM run (the decode family:
-  // one wave of its warps), each run keeping at least two K/V tiles (fewer and the combine's traffic outweighs the
-  // parallelism).
+  // one wave of its warps; the tensor-core family: one wave of one CTA an SM), each run keeping at least two K/V
+  // tiles (fewer and the combine's traffic outweighs the parallelism).
   const int64_t items =
       ceil_div(params.seqlen_q, config.block_m) * (params.heads_q / std::max(config.heads_per_tile, 1)) * params.batch;
   const int64_t k_tiles = ceil_div(params.seqlen_k, config.block_n);
@@ -59,6 +60,11 @@ int32_t pick_splits(const Params& params, int64_t sm_count) {
     // hold three CTAs and others two (docs/design/inference-path.md).
     const int64_t target = sm_count * decode::resident_warps(config.head_dim_padded);
     return static_cast<int32_t>(std::clamp<int64_t>(target / items, 1, cap));
+  }
+  if (config.path == ComputePath::kTensorCore) {
+    // The warp-specialized kernel holds one CTA an SM: floor(SMs / items) runs per Q tile fill at most one wave
+    // (runs spilling into a second wave would end no sooner than the unsplit items).
+    return static_cast<int32_t>(std::clamp<int64_t>(sm_count / items, 1, cap));
   }
   const int64_t target = 2 * sm_count;
   if (items >= target) return 1;

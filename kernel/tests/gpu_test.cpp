@@ -48,14 +48,16 @@ Status launch_route(const Params& dp, Route route) {
   return detail::general_launch(dp, route_config(dp, Route::kGeneral), nullptr, nullptr);
 }
 
-// Runs spec on the GPU by `route` and on the host model with the same config, and compares: the GPU to the
-// model (NaN pattern identical, values within the sanity tolerance) and to the double reference.
-void check_against_model(const ProblemSpec& spec, Route route, Problem* gpu_out = nullptr) {
+// Runs spec (with num_splits) on the GPU by `route` and on the host model with the same config, and compares: the
+// GPU to the model (NaN pattern identical, values within the sanity tolerance) and to the double reference.
+void check_against_model(const ProblemSpec& spec, Route route, Problem* gpu_out = nullptr, int32_t num_splits = 1) {
   Problem gpu, model;
   test::make_problem(spec, &gpu);
   test::make_problem(spec, &model);
+  gpu.params.num_splits = model.params.num_splits = num_splits;
   const KernelConfig config = route_config(gpu.params, route);
-  const std::string what = spec.name() + " via " + to_string(route) + " (" + config.name + ")";
+  const std::string what = spec.name() + " splits " + std::to_string(effective_splits(gpu.params)) + " via " +
+                           to_string(route) + " (" + config.name + ")";
   const Status st = test::run_on_device(&gpu, [&](const Params& dp) { return launch_route(dp, route); });
   ASSERT_TRUE(st.ok()) << what << ": " << st.message();
   HostModelOptions options;
@@ -387,6 +389,57 @@ TEST(Gpu_F16Bf16, PersistentGridSmallShapes) {
   // d256 non-causal with 10 K/V tiles an item: O stored from registers (kernel_ws.cuh, OStaging::kRegisters),
   // padded columns (head_dim 200) and a Q tile with one real row: nothing written past row 129 or column 200.
   check_against_model({DType::kBF16, 1, 70, 35, 129, 600, 200, Mask::kNone, Layout::kBHSD, 0, 63}, Route::kRun);
+  // Split-KV on the tensor cores: 3 runs of Q tiles reading 1-6 K/V tiles (runs without tiles), partials of padded
+  // columns (head_dim 120) and of a Q tile with one real row.
+  check_against_model({DType::kF16, 1, 4, 2, 129, 700, 120, Mask::kCausalBottomRight, Layout::kBHSD, 0, 64},
+                      Route::kRun, nullptr, 3);
+#endif
+}
+
+// Split-KV on the tensor-core family (schedule.h, split_item; common/combine.cuh): each Q tile's K/V tiles run in
+// contiguous runs whose partials the combine merges. For a given split count both kernels give the same bits and a
+// rerun repeats them, and O and LSE agree with the model and the double reference: d = 64 on both tile shapes, 128,
+// 256 and padded columns, every mask, GQA, more runs than a Q tile has K/V tiles, and the heuristic's count (0).
+TEST(Gpu_F16Bf16, SplitKvAgreesWithTheModelOnBothKernels) {
+  SKIP_WITHOUT_DEVICE();
+  SKIP_WITHOUT_TENSOR_CORE();
+#if defined(FLASHCHECK_HAS_CUDA) && defined(FLASHCHECK_HAS_TENSOR_CORE)
+  const ProblemSpec specs[] = {
+      {DType::kBF16, 1, 2, 1, 300, 2000, 128, Mask::kNone, Layout::kBHSD, 0, 0},
+      {DType::kF16, 1, 2, 2, 500, 500, 64, Mask::kCausalTopLeft, Layout::kBHSD, 0, 0},
+      {DType::kBF16, 1, 1, 1, 1000, 1500, 64, Mask::kNone, Layout::kBSHD, 0, 0},  // 192-row tiles
+      {DType::kF16, 1, 4, 2, 129, 900, 256, Mask::kCausalBottomRight, Layout::kBHSD, 0, 0},
+      {DType::kBF16, 2, 2, 1, 260, 260, 40, Mask::kCausalBottomRight, Layout::kBHSD, 0, 0},
+  };
+  uint64_t seed = 7200;
+  int64_t checked = 0;
+  for (ProblemSpec spec : specs) {
+    spec.seed = ++seed;
+    for (const int32_t splits : {2, 7, 0}) {
+      Problem ws;
+      check_against_model(spec, Route::kRun, &ws, splits);
+      if (HasFatalFailure()) return;
+      const std::string what = spec.name() + " splits " + std::to_string(effective_splits(ws.params));
+      ASSERT_EQ(select_config(ws.params).path, ComputePath::kTensorCore) << what;
+      if (splits == 0) {
+        EXPECT_GT(effective_splits(ws.params), 1) << what << ": few Q tiles split";
+      }
+      Problem again, cp_async;
+      test::make_problem(spec, &again);
+      test::make_problem(spec, &cp_async);
+      again.params.num_splits = cp_async.params.num_splits = splits;
+      ASSERT_TRUE(test::run_on_device(&again, [&](const Params& dp) { return run(dp); }).ok()) << what;
+      assert_bit_identical(ws, again, what, "a run", "its rerun");
+      detail::tensor_core_force_cp_async(true);
+      const Status forced = test::run_on_device(&cp_async, [&](const Params& dp) { return run(dp); });
+      detail::tensor_core_force_cp_async(false);
+      ASSERT_TRUE(forced.ok()) << what << ": " << forced.message();
+      assert_bit_identical(ws, cp_async, what, "warp-specialized", "cp.async");
+      if (HasFatalFailure()) return;
+      ++checked;
+    }
+  }
+  RecordProperty("cases", std::to_string(checked));
 #endif
 }
 

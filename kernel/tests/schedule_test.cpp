@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor_core/schedule.h"
@@ -50,6 +52,61 @@ TEST(TensorCoreSchedule, KeyTilesFollowTheMask) {
   EXPECT_EQ(key_tiles(192, 64, 300, 100, Mask::kCausalBottomRight, 64), 1);
   // seqlen_k caps the visible keys.
   EXPECT_EQ(key_tiles(0, 128, 1000, 100, Mask::kCausalTopLeft, 64), 2);
+}
+
+// Split-KV: the runs of a Q tile (Visibility::TileRange::run) partition its visited tiles in order, each tile keeping
+// its kind, and plan_grid() weighs an item by its run (split_item: a Q tile's runs are consecutive items).
+TEST(TensorCoreSchedule, SplitRunsPartitionAQTilesTiles) {
+  struct Rule {
+    Mask mask;
+    int64_t left, right;
+  };
+  const Rule rules[] = {{Mask::kNone, -1, -1},
+                        {Mask::kCausalTopLeft, -1, -1},
+                        {Mask::kCausalBottomRight, -1, -1},
+                        {Mask::kWindowBottomRight, 200, 0},
+                        {Mask::kWindowTopLeft, 70, 300}};
+  int64_t runs_checked = 0;
+  for (const Rule& rule : rules) {
+    for (const auto& [seqlen_q, seqlen_k] : {std::pair<int64_t, int64_t>{1000, 1000}, {300, 1100}, {700, 129}}) {
+      const detail::Visibility vis = detail::make_visibility(rule.mask, seqlen_q, seqlen_k, rule.left, rule.right);
+      constexpr int64_t kBlockM = 128, kBlockN = 64;
+      const int64_t q_tiles = (seqlen_q + kBlockM - 1) / kBlockM;
+      for (int64_t splits : {1, 2, 3, 7, 40}) {
+        GridProblem problem;
+        problem.q_tiles = q_tiles;
+        problem.splits = splits;
+        problem.work_items = q_tiles * splits;
+        problem.vis = vis;
+        problem.block_m = kBlockM;
+        problem.block_n = kBlockN;
+        double longest_run = 0.0;
+        for (int64_t q_tile = 0; q_tile < q_tiles; ++q_tile) {
+          const int64_t q0 = q_tile * kBlockM;
+          const detail::Visibility::TileRange all = vis.tile_range(q0, std::min(kBlockM, seqlen_q - q0), kBlockN);
+          int64_t next = all.first;
+          for (int64_t split = 0; split < splits; ++split) {
+            const detail::Visibility::TileRange run = all.run(split, splits);
+            ASSERT_EQ(run.first, next) << "q tile " << q_tile << " split " << split << " of " << splits;
+            ASSERT_GE(run.count, all.count / splits);
+            ASSERT_LE(run.count, all.count / splits + 1);
+            for (int64_t n = 0; n < run.count; ++n) {
+              const int64_t m = run.first - all.first + n;  // the tile's index among the Q tile's
+              ASSERT_EQ(run.needs_mask(n), all.needs_mask(m)) << "split " << split << " tile " << n;
+              ASSERT_EQ(run.hides_keys(n), all.hides_keys(m)) << "split " << split << " tile " << n;
+            }
+            next += run.count;
+            longest_run = std::max(longest_run, static_cast<double>(run.count));
+            ++runs_checked;
+          }
+          ASSERT_EQ(next, all.first + all.count) << "q tile " << q_tile << " splits " << splits;
+        }
+        // One CTA per item: the busiest CTA holds the longest run.
+        EXPECT_EQ(busiest_cta_work(problem, problem.work_items), longest_run + kItemOverheadTiles);
+      }
+    }
+  }
+  RecordProperty("runs", std::to_string(runs_checked));
 }
 
 // The FA-paper grid shape: B * N = 16384 tokens, H * d = 2048.

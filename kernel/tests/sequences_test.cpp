@@ -11,6 +11,7 @@
 #include <functional>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flashcheck/attention.h"
@@ -201,6 +202,26 @@ TEST(SequencesValidation, EffectiveSplitsHeuristic) {
   step.batch = 1;
   step.seqlen_k = 256;  // 16 key tiles: runs of at least two
   EXPECT_EQ(effective_splits(step), 8);
+  // The tensor-core family runs one CTA an SM: a prefill of fewer Q tiles than SMs splits them into floor(132 /
+  // items) runs. One head of 4096 rows at d = 128 is 32 Q tiles of 128 rows (4 runs each), two heads 2 runs, four
+  // heads (128 items) one; causal alike.
+  for (const Mask mask : {Mask::kNone, Mask::kCausalBottomRight}) {
+    for (const auto& [heads, runs] : {std::pair<int64_t, int32_t>{1, 4}, {2, 2}, {4, 1}}) {
+      Params few = make_params(DType::kBF16, 1, heads, heads, 4096, 4096, 128, mask);
+      few.num_splits = 0;
+      ASSERT_EQ(select_config(few).path, ComputePath::kTensorCore);
+      EXPECT_EQ(effective_splits(few), runs) << heads << " heads, " << to_string(mask);
+    }
+  }
+  // Runs keep two K/V tiles: 300 keys are three tiles of 128, so one run.
+  Params short_keys = make_params(DType::kF16, 1, 1, 1, 4096, 300, 128);
+  short_keys.num_splits = 0;
+  EXPECT_EQ(effective_splits(short_keys), 1);
+  // An explicit split count runs on the tensor cores too (contiguous K/V); a paged cache does not.
+  Params explicit_split = make_params(DType::kF16, 2, 4, 2, 1000, 1000, 64);
+  explicit_split.num_splits = 3;
+  EXPECT_EQ(select_config(explicit_split).path, ComputePath::kTensorCore);
+  EXPECT_EQ(effective_splits(explicit_split), 3);
 }
 
 }  // namespace

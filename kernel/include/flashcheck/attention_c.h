@@ -73,6 +73,8 @@ fc_status fc_forward_prechecked(const fc_params* params, void* stream, char* msg
 /* The kernel configuration fc_forward would run: path (0 general fp32, 1 tensor core, 2 split tf32), tiles. */
 fc_status fc_select_config(const fc_params* params, int32_t* path, int32_t* block_m, int32_t* block_n,
                            char* msg, size_t msg_size);
+/* The split-KV run count fc_forward would use (attention.h effective_splits): num_splits, or the heuristic's for 0. */
+fc_status fc_effective_splits(const fc_params* params, int32_t* splits, char* msg, size_t msg_size);
 int32_t fc_device_available(void);
 const char* fc_version(void);
 

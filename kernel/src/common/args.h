@@ -132,8 +132,11 @@ struct ProblemArgs {
     return cu_q != nullptr ? h * total_q + cu_q[b] : (b * heads_q + h) * seqlen_q;
   }
 
-  // The K/V tiles [first, end) that run `split` of a Q tile visiting tiles [first, first + count) processes.
-  FLASHCHECK_HOST_DEVICE int64_t split_begin(int64_t count, int32_t split) const { return count * split / splits; }
+  // Run `split` of a Q tile visiting tiles [first, first + count) processes its tiles [first + split_begin(count,
+  // split), first + split_begin(count, split + 1)) (Visibility::TileRange::run_begin).
+  FLASHCHECK_HOST_DEVICE int64_t split_begin(int64_t count, int32_t split) const {
+    return Visibility::TileRange{0, count}.run_begin(split, splits);
+  }
 };
 
 // Which (batch, head, row) an LSE row is: the combine's map back from its flat rows.

@@ -60,6 +60,16 @@ struct Visibility {
     // On a tile that hides keys below seqlen_k from some row, those keys' values must not reach the rows
     // (0 * inf = NaN on the tensor cores): the families check their V rows.
     FLASHCHECK_HOST_DEVICE constexpr bool hides_keys(int64_t n) const { return n < full_begin || n >= clean_end; }
+    // Split-KV (attention.h): the visited tiles [run_begin(split), run_begin(split + 1)) of `splits` contiguous
+    // runs, and run `split` as a range of its own (its tiles keep their kinds).
+    FLASHCHECK_HOST_DEVICE constexpr int64_t run_begin(int64_t split, int64_t splits) const {
+      return count * split / splits;
+    }
+    FLASHCHECK_HOST_DEVICE constexpr TileRange run(int64_t split, int64_t splits) const {
+      const int64_t begin = run_begin(split, splits), end = run_begin(split + 1, splits);
+      const auto clamp = [&](int64_t n) { return n < begin ? int64_t{0} : (n > end ? end - begin : n - begin); };
+      return {first + begin, end - begin, clamp(full_begin), clamp(full_end), clamp(clean_end)};
+    }
   };
   FLASHCHECK_HOST_DEVICE constexpr TileRange tile_range(int64_t q0, int64_t q_rows, int64_t block_n) const {
     const auto clamp = [](int64_t x, int64_t hi) { return x < 0 ? 0 : (x > hi ? hi : x); };

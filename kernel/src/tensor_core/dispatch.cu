@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "common/combine.cuh"
 #include "families.h"
 #include "forward.h"
 #include "schedule.h"
@@ -40,10 +41,10 @@ Status launch_dtype(int family, const KernelArgs& args, cudaStream_t stream) {
 
 }  // namespace
 
-KernelArgs tc_kernel::make_kernel_args(const Params& p, int block_m, const Instrumentation* inst) {
+KernelArgs tc_kernel::make_kernel_args(const Params& p, int block_m, int32_t splits, const Instrumentation* inst) {
   Params positive = p;
   positive.softmax_scale = std::fabs(p.softmax_scale);
-  KernelArgs args{make_problem_args(positive, block_m)};
+  KernelArgs args{make_problem_args(positive, block_m, splits)};
   args.negate_q = p.softmax_scale < 0.0f;
   args.ref_to_natural = args.has_softcap ? detail::kLn2 : positive.softmax_scale;
   if (args.has_softcap) args.scale_log2 = 1.0f;
@@ -52,7 +53,7 @@ KernelArgs tc_kernel::make_kernel_args(const Params& p, int block_m, const Instr
   args.block_m = block_m;
   if (args.cu_q != nullptr) {
     args.q_tiles = tensor_core::packed_slots(p.total_q, p.batch, block_m);
-    args.work_items = args.q_tiles * p.heads_q;
+    args.work_items = args.q_tiles * p.heads_q * splits;
   }
   return args;
 }
@@ -64,11 +65,21 @@ std::atomic<bool> force_cp_async{false};
 void tensor_core_force_cp_async(bool on) { force_cp_async.store(on, std::memory_order_relaxed); }
 bool tensor_core_cp_async_forced() { return force_cp_async.load(std::memory_order_relaxed); }
 
+namespace {
+// Split-KV launches (effective_splits() > 1) run the family's kernel over every run, then the combine.
+template <typename T>
+Status launch_runs(const Params& p, const KernelConfig& config, cudaStream_t stream, const Instrumentation* inst) {
+  KernelArgs args = tc_kernel::make_kernel_args(p, config.block_m, effective_splits(p), inst);
+  return combine::launch_split<T, FLASHCHECK_INSTRUMENT != 0>(args, stream, inst, [&](const KernelArgs& run_args) {
+    return launch_dtype<T>(config.head_dim_padded, run_args, stream);
+  });
+}
+}  // namespace
+
 Status tensor_core_launch(const Params& p, const KernelConfig& config, void* stream, const Instrumentation* inst) {
-  const KernelArgs args = tc_kernel::make_kernel_args(p, config.block_m, inst);
   const auto cuda_stream = static_cast<cudaStream_t>(stream);
-  if (p.dtype == DType::kBF16) return launch_dtype<__nv_bfloat16>(config.head_dim_padded, args, cuda_stream);
-  return launch_dtype<__half>(config.head_dim_padded, args, cuda_stream);
+  if (p.dtype == DType::kBF16) return launch_runs<__nv_bfloat16>(p, config, cuda_stream, inst);
+  return launch_runs<__half>(p, config, cuda_stream, inst);
 }
 
 }  // namespace FLASHCHECK_KERNEL_VARIANT

@@ -29,8 +29,8 @@ struct KernelArgs : ProblemArgs {
 };
 
 // The argument block for params (dispatch.cu); q_tiles and work_items follow block_m (packed Q: the slots of
-// schedule.h's packed_slots per head).
-KernelArgs make_kernel_args(const Params& params, int block_m, const Instrumentation* inst);
+// schedule.h's packed_slots per head) and the split count (schedule.h, split_item).
+KernelArgs make_kernel_args(const Params& params, int block_m, int32_t splits, const Instrumentation* inst);
 
 // Defined per family in fwd_<dtype>_hdim<d>.cu; T is __half or __nv_bfloat16.
 template <typename T, int HeadDimPadded>

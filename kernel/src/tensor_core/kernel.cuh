@@ -552,12 +552,19 @@ struct Forward {
     int n_tiles;
     int full_begin, full_end;  // tiles [full_begin, full_end) need no mask
     int clean_end;             // tiles outside [full_begin, clean_end) hide keys below seqlen_k from some row
+    int split;                 // split-KV (kSeq variants): the run of the Q tile's tiles this item processes
     __device__ bool needs_mask(int n) const { return n < full_begin || n >= full_end; }
     __device__ bool hides_keys(int n) const { return n < full_begin || n >= clean_end; }
   };
 
   __device__ static Item item_at(const KernelArgs& a, int64_t item) {
     Item it;
+    it.split = 0;
+    if (kSeq && a.splits > 1) {  // schedule.h, split_item
+      const SplitItem at = split_item(item, a.splits);
+      item = at.unsplit;
+      it.split = static_cast<int>(at.split);
+    }
     int64_t q_tile;
     if (kSeq && a.cu_q != nullptr) {  // a.q_tiles slots per head (schedule.h, packed_slots)
       it.h = item / a.q_tiles;
@@ -600,7 +607,8 @@ struct Forward {
       it.first = it.n_tiles = it.full_begin = it.full_end = it.clean_end = 0;
       return it;
     }
-    const Visibility::TileRange tiles = it.vis.tile_range(it.q0, it.q_rows, Cfg::kBlockN);
+    Visibility::TileRange tiles = it.vis.tile_range(it.q0, it.q_rows, Cfg::kBlockN);
+    if (kSeq && a.splits > 1) tiles = tiles.run(it.split, a.splits);
     it.first = static_cast<int>(tiles.first);
     it.n_tiles = static_cast<int>(tiles.count);
     it.full_begin = static_cast<int>(tiles.full_begin);
@@ -622,6 +630,45 @@ struct Forward {
     write_lse(st, a, fin, it, it.q0 + warp_row0, lane);
   }
 
+  // A row's base in log2 units, what its l and accumulator are relative to: its reference (raw score units) times
+  // scale_log2.
+  __device__ static float ref_log2(float ref, const KernelArgs& a) {
+    return ref == kNegInf ? kNegInf : __fmul_rn(ref, a.scale_log2);
+  }
+
+  // Split-KV (kSeq variants, a.splits > 1): this thread's rows' state as it stands into run it.split's partials,
+  // which the combine merges (common/combine.cuh): the accumulator in fp32, the base in log2 units, l summed over
+  // the quad. row0 = the warp's first query row.
+  __device__ static void store_partials(const State& st, const KernelArgs& a, const Item& it, int64_t row0, int lane) {
+    const int quad_col = (lane % kQuad) * 2;
+    const bool pairs = a.head_dim % 2 == 0;  // a column pair is then 8-byte aligned
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const float l = quad_sum(st.row_sum[mt][hh]);
+        const int64_t row = row0 + mt * kMmaM + lane / kQuad + hh * kMmaN;
+        if (row >= it.vis.seqlen_q) continue;
+        const int64_t at = int64_t{it.split} * a.lse_rows + it.lse0 + row;
+        float* out = a.partial_acc + at * a.head_dim;
+#pragma unroll
+        for (int nt = 0; nt < kNO; ++nt) {
+          const int col = nt * kMmaN + quad_col;
+          const float x0 = st.acc_o[mt][nt][2 * hh], x1 = st.acc_o[mt][nt][2 * hh + 1];
+          if (pairs && col + 1 < a.head_dim) {
+            *reinterpret_cast<float2*>(out + col) = make_float2(x0, x1);
+          } else {
+            if (col < a.head_dim) out[col] = x0;
+            if (col + 1 < a.head_dim) out[col + 1] = x1;
+          }
+        }
+        if (lane % kQuad == 0) {
+          a.partial_m[at] = ref_log2(st.row_ref[mt][hh], a);
+          a.partial_l[at] = l;
+        }
+      }
+  }
+
   // The final state of this thread's rows (common/epilogue.h, finish_row): l summed over the quad (each quad holds
   // one row's partial sums), the sink of query head h merged in.
   struct Finals {
@@ -635,8 +682,7 @@ struct Forward {
         const float ref = st.row_ref[mt][hh];
         // m in natural units as a product rounded on its own: LSE's add then contracts with nothing, so every
         // variant of the kernel (kExtras) gives it the same bits.
-        const RowFinal r = finish_row(ref == kNegInf ? kNegInf : __fmul_rn(ref, a.scale_log2),
-                                      __fmul_rn(ref, a.ref_to_natural),
+        const RowFinal r = finish_row(ref_log2(ref, a), __fmul_rn(ref, a.ref_to_natural),
                                       quad_sum(st.row_sum[mt][hh]),
                                       kExtras && !FC_MUTANT(kTcSinkIgnored) ? a.sink : nullptr, h,
                                       [](float e) { return ex2_approx(e); });
@@ -696,8 +742,10 @@ struct Forward {
       }
     }
     if constexpr (kInstrument) {
-      if (tid == 0)
-        count_tile_kinds(a.inst, it.vis, it.q0, Cfg::kBlockM, Cfg::kBlockN, it.first, it.first + it.n_tiles);
+      if (tid == 0 && it.split == 0) {  // split runs: the Q tile's tiles are counted once, by its first run
+        const Visibility::TileRange all = it.vis.tile_range(it.q0, it.q_rows, Cfg::kBlockN);
+        count_tile_kinds(a.inst, it.vis, it.q0, Cfg::kBlockM, Cfg::kBlockN, all.first, all.first + all.count);
+      }
 #pragma unroll
       for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
@@ -705,9 +753,9 @@ struct Forward {
           st.moves[mt][hh] = 0;
           st.trace_slot[mt][hh] = -1;
           // Rows past seqlen_q of a partial Q tile are not rows of this head: their flat index is a row
-          // of the next head, whose trace they must not write.
+          // of the next head, whose trace they must not write. Traces follow unsplit rows only.
           const int64_t row = it.q0 + warp_row0 + mt * kMmaM + quad_row + hh * kMmaN;
-          if (row < it.vis.seqlen_q) st.trace_slot[mt][hh] = trace_slot(a.inst, it.lse0 + row);
+          if (row < it.vis.seqlen_q && a.splits == 1) st.trace_slot[mt][hh] = trace_slot(a.inst, it.lse0 + row);
         }
     }
   }
@@ -916,8 +964,15 @@ struct Forward {
       // no key with a finite score: O = 0 and LSE = -inf by contract, whatever acc holds.
       // The staging tile is the stage of the last K/V tile, free once every warp is past its P*V (Q may hold
       // the next item's tile already); an item without K/V tiles uses the stage the next item's tile 0 skips.
+      // Split runs write their partials instead (store_partials).
       const uint32_t o_smem = stage_smem(n_tiles > 0 ? parity + n_tiles - 1 : parity + 1);
       if (n_tiles > 0) __syncthreads();
+      if (kSeq && a.splits > 1) {
+        store_partials(st, a, it, q0 + warp_row0, lane);
+        prefetched = prefetch_next;
+        parity = (parity + n_tiles) & 1;
+        continue;
+      }
       T* o_head = head_of<T>(a.o, it.qb, it.h) + it.q_row0 * a.o.stride.row;
       stage_o_and_lse(st, a, o_smem, it, warp_row0, lane);
       __syncwarp();
@@ -957,11 +1012,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
   Forward<T, Cfg, kInstrument, kExtras, kSeq>::run(args, smem);
 }
 
-// Which variant a launch takes: the one with sequences, else the one with softcap and sink if it has either, else
-// the plain one. f(std::bool_constant<kExtras>, std::bool_constant<kSeq>).
+// Which variant a launch takes: the one with sequences (which also runs split-KV), else the one with softcap and
+// sink if it has either, else the plain one. f(std::bool_constant<kExtras>, std::bool_constant<kSeq>).
 template <class F>
 Status with_variant(const KernelArgs& args, F&& f) {
-  if (args.has_sequences()) return f(std::true_type{}, std::true_type{});
+  if (args.has_sequences() || args.splits > 1) return f(std::true_type{}, std::true_type{});
   if (args.has_softcap || args.sink != nullptr) return f(std::true_type{}, std::false_type{});
   return f(std::false_type{}, std::false_type{});
 }
@@ -1001,6 +1056,7 @@ GridProblem grid_problem(const KernelArgs& args) {
   GridProblem problem;
   problem.work_items = args.work_items;
   problem.q_tiles = args.q_tiles;
+  problem.splits = args.splits;
   problem.vis = args.vis;
   problem.block_m = Cfg::kBlockM;
   problem.block_n = Cfg::kBlockN;

@@ -479,9 +479,12 @@ struct WsForward {
       tile += static_cast<uint32_t>(c.n_tiles);
 
       // Epilogue. kRegisters: every thread on its own (store_o_direct). kOwnTile: once the previous item's store
-      // has read this warpgroup's rows of the O tile, O staged there, then one TMA store per 64-column block.
+      // has read this warpgroup's rows of the O tile, O staged there, then one TMA store per 64-column block. A
+      // split run writes its partials from the registers (every item of the launch alike).
       const Item it = F::item_at(a, item);
-      if constexpr (kOStaging == OStaging::kRegisters) {
+      if (kSeq && a.splits > 1) {
+        F::store_partials(st, a, it, it.q0 + warp_row0, lane);
+      } else if constexpr (kOStaging == OStaging::kRegisters) {
         store_o_direct(st, a, it, warp_row0, lane);
       } else {
         if (wg_tid == 0) tma_store_wait_read();

@@ -10,26 +10,32 @@
 namespace flashcheck::tensor_core {
 namespace {
 
+// Items per head: the work of an item depends only on its index modulo this.
+int64_t head_items(const GridProblem& p) { return p.q_tiles * p.splits; }
+
 double item_work(const GridProblem& p, int64_t item) {
-  const int64_t q_tile = q_tile_of_item(item, p.q_tiles);
+  const SplitItem at = split_item(item, p.splits);
+  const int64_t q_tile = q_tile_of_item(at.unsplit, p.q_tiles);
   const int64_t q0 = q_tile * p.block_m;
   const int64_t q_rows = std::min(p.block_m, p.vis.seqlen_q - q0);
-  return static_cast<double>(p.vis.tile_range(q0, q_rows, p.block_n).count) + kItemOverheadTiles;
+  return static_cast<double>(p.vis.tile_range(q0, q_rows, p.block_n).run(at.split, p.splits).count) +
+         kItemOverheadTiles;
 }
 
 }  // namespace
 
 double busiest_cta_work(const GridProblem& problem, int64_t grid) {
-  // An item's work depends only on its Q tile: one table of q_tiles entries.
-  std::vector<double> tile_work(static_cast<size_t>(problem.q_tiles));
-  for (int64_t i = 0; i < problem.q_tiles; ++i) tile_work[static_cast<size_t>(i)] = item_work(problem, i);
+  // An item's work depends only on its Q tile and run: one table of head_items entries.
+  const int64_t per_head = head_items(problem);
+  std::vector<double> tile_work(static_cast<size_t>(per_head));
+  for (int64_t i = 0; i < per_head; ++i) tile_work[static_cast<size_t>(i)] = item_work(problem, i);
   double busiest = 0.0;
   for (int64_t cta = 0; cta < grid; ++cta) {
     double work = 0.0;
     for (int64_t step = 0;; ++step) {
       const int64_t item = scheduled_item(cta, step, grid);
       if (item >= problem.work_items) break;
-      work += tile_work[static_cast<size_t>(item % problem.q_tiles)];
+      work += tile_work[static_cast<size_t>(item % per_head)];
     }
     busiest = std::max(busiest, work);
   }
@@ -57,6 +63,7 @@ int64_t plan_grid(const GridProblem& problem, int64_t resident_ctas) {
   const auto same = [&](const Entry& e) {
     const GridProblem& q = e.problem;
     return e.grid != 0 && e.resident == resident && q.work_items == items && q.q_tiles == problem.q_tiles &&
+           q.splits == problem.splits &&
            q.vis.seqlen_q == problem.vis.seqlen_q && q.vis.seqlen_k == problem.vis.seqlen_k &&
            q.vis.bounded_end == problem.vis.bounded_end && q.vis.end_offset == problem.vis.end_offset &&
            q.vis.bounded_begin == problem.vis.bounded_begin && q.vis.begin_offset == problem.vis.begin_offset &&
@@ -68,11 +75,12 @@ int64_t plan_grid(const GridProblem& problem, int64_t resident_ctas) {
       if (same(e)) return e.grid;
     }
   }
-  double total = 0.0;  // every head has the same Q tiles
+  double total = 0.0;  // every head has the same Q tiles and runs
   double longest = 0.0;
-  for (int64_t item = 0; item < problem.q_tiles; ++item) {
+  const int64_t per_head = head_items(problem);
+  for (int64_t item = 0; item < per_head; ++item) {
     const double w = item_work(problem, item);
-    total += w * static_cast<double>(items / problem.q_tiles);
+    total += w * static_cast<double>(items / per_head);
     longest = std::max(longest, w);
   }
   const double ideal = std::max(total / static_cast<double>(resident), longest);

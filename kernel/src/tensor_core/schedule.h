@@ -33,6 +33,14 @@ constexpr int64_t scheduled_item(int64_t cta, int64_t step, int64_t grid) {
 // tiles first (causal: the last one). The kernel and plan_grid() both read the order from here.
 constexpr int64_t q_tile_of_item(int64_t item, int64_t q_tiles) { return q_tiles - 1 - item % q_tiles; }
 
+// Split-KV (ProblemArgs::splits): a Q tile's runs are consecutive items, item = unsplit item * splits + split, so
+// the order above holds for the unsplit items and the runs of one Q tile start side by side.
+struct SplitItem {
+  int64_t unsplit = 0;
+  int64_t split = 0;
+};
+constexpr SplitItem split_item(int64_t item, int64_t splits) { return {item / splits, item % splits}; }
+
 // Packed Q (cu_seqlens_q): work items are, per query head, slots of Q tiles. Sequence b's tiles take the slots
 // [start(b), start(b) + ceil(seqlen_q(b) / block_m)) with start(b) = floor(cu_q[b] / block_m) + b: increasing in b
 // and disjoint (ceil(s / m) <= floor((x + s) / m) - floor(x / m) + 1), and all below start(batch) (cu_q[batch] =
@@ -51,8 +59,9 @@ constexpr int64_t middle_q_tile_reads(const Visibility& vis, int64_t q_tiles, in
 
 // What plan_grid() needs of one launch.
 struct GridProblem {
-  int64_t work_items = 0;  // q_tiles * batch * heads_q
+  int64_t work_items = 0;  // q_tiles * batch * heads_q * splits
   int64_t q_tiles = 0;
+  int64_t splits = 1;  // runs per Q tile (split_item)
   Visibility vis;  // which K/V tiles each Q tile reads (common/visibility.h)
   int64_t block_m = 0;
   int64_t block_n = 0;
