@@ -63,8 +63,10 @@ int32_t pick_splits(const Params& params, int64_t sm_count) {
   }
   if (config.path == ComputePath::kTensorCore) {
     // The warp-specialized kernel holds one CTA an SM: floor(SMs / items) runs per Q tile fill at most one wave
-    // (runs spilling into a second wave would end no sooner than the unsplit items).
-    return static_cast<int32_t>(std::clamp<int64_t>(sm_count / items, 1, cap));
+    // (runs spilling into a second wave would end no sooner than the unsplit items). The partials and the combine
+    // cost about as much as two runs save: split only into kMinTensorCoreRuns or more.
+    const int64_t runs = std::min(sm_count / items, cap);
+    return runs >= kMinTensorCoreRuns ? static_cast<int32_t>(runs) : 1;
   }
   const int64_t target = 2 * sm_count;
   if (items >= target) return 1;

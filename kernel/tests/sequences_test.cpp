@@ -203,20 +203,23 @@ TEST(SequencesValidation, EffectiveSplitsHeuristic) {
   step.seqlen_k = 256;  // 16 key tiles: runs of at least two
   EXPECT_EQ(effective_splits(step), 8);
   // The tensor-core family runs one CTA an SM: a prefill of fewer Q tiles than SMs splits them into floor(132 /
-  // items) runs. One head of 4096 rows at d = 128 is 32 Q tiles of 128 rows (4 runs each), two heads 2 runs, four
-  // heads (128 items) one; causal alike.
+  // items) runs, if that is at least kMinTensorCoreRuns. One head of 4096 rows at d = 128 is 32 Q tiles of 128 rows
+  // (4 runs each); two heads would take 2 runs, so stay unsplit, as four heads (128 items) do; causal alike.
   for (const Mask mask : {Mask::kNone, Mask::kCausalBottomRight}) {
-    for (const auto& [heads, runs] : {std::pair<int64_t, int32_t>{1, 4}, {2, 2}, {4, 1}}) {
+    for (const auto& [heads, runs] : {std::pair<int64_t, int32_t>{1, 4}, {2, 1}, {4, 1}}) {
       Params few = make_params(DType::kBF16, 1, heads, heads, 4096, 4096, 128, mask);
       few.num_splits = 0;
       ASSERT_EQ(select_config(few).path, ComputePath::kTensorCore);
       EXPECT_EQ(effective_splits(few), runs) << heads << " heads, " << to_string(mask);
     }
   }
-  // Runs keep two K/V tiles: 300 keys are three tiles of 128, so one run.
-  Params short_keys = make_params(DType::kF16, 1, 1, 1, 4096, 300, 128);
-  short_keys.num_splits = 0;
-  EXPECT_EQ(effective_splits(short_keys), 1);
+  // Runs keep two K/V tiles: 300 keys are three tiles of 128 (one run), 1000 keys eight (four runs), 700 keys six
+  // (three runs, the fewest the family splits into), 600 keys five (two runs: unsplit).
+  for (const auto& [keys, runs] : {std::pair<int64_t, int32_t>{300, 1}, {1000, 4}, {700, 3}, {600, 1}}) {
+    Params short_keys = make_params(DType::kF16, 1, 1, 1, 4096, keys, 128);
+    short_keys.num_splits = 0;
+    EXPECT_EQ(effective_splits(short_keys), runs) << keys << " keys";
+  }
   // An explicit split count runs on the tensor cores too (contiguous K/V); a paged cache does not.
   Params explicit_split = make_params(DType::kF16, 2, 4, 2, 1000, 1000, 64);
   explicit_split.num_splits = 3;
