@@ -57,7 +57,7 @@ inline constexpr int32_t kMaxAutoSplits = 128;
 inline constexpr int64_t kModelSmCount = 132;
 // The tensor-core family splits only into this many runs or more: on the H100 (bf16, N = 4096, one CTA an SM) two
 // runs ran at 0.93x / 0.98x of unsplit (non-causal / causal d = 128), three 1.12x (d = 64 causal), four to six
-// 1.36-1.81x (docs/design/tensor-core-kernel.md, "Split-KV").
+// 1.35-1.81x (docs/design/tensor-core-kernel.md, "Split-KV").
 inline constexpr int64_t kMinTensorCoreRuns = 3;
 int32_t pick_splits(const Params& params, int64_t sm_count);
 
