@@ -304,6 +304,14 @@ struct TwoWayShape {
   Mask mask;
 };
 
+// run() with the tensor-core family held to its cp.async kernel (detail::tensor_core_force_cp_async).
+Status run_cp_async(const Params& params) {
+  detail::tensor_core_force_cp_async(true);
+  const Status st = run(params);
+  detail::tensor_core_force_cp_async(false);
+  return st;
+}
+
 // Two copies of the problem of `sh` with inputs from `seed`; returns its name for messages.
 std::string make_problem_pair(const TwoWayShape& sh, uint64_t seed, Problem* x, Problem* y) {
   const ProblemSpec spec{sh.dtype, sh.batch, sh.heads_q, sh.heads_kv, sh.seqlen_q, sh.seqlen_k, sh.head_dim,
@@ -430,9 +438,7 @@ TEST(Gpu_F16Bf16, SplitKvAgreesWithTheModelOnBothKernels) {
       again.params.num_splits = cp_async.params.num_splits = splits;
       ASSERT_TRUE(test::run_on_device(&again, [&](const Params& dp) { return run(dp); }).ok()) << what;
       assert_bit_identical(ws, again, what, "a run", "its rerun");
-      detail::tensor_core_force_cp_async(true);
-      const Status forced = test::run_on_device(&cp_async, [&](const Params& dp) { return run(dp); });
-      detail::tensor_core_force_cp_async(false);
+      const Status forced = test::run_on_device(&cp_async, run_cp_async);
       ASSERT_TRUE(forced.ok()) << what << ": " << forced.message();
       assert_bit_identical(ws, cp_async, what, "warp-specialized", "cp.async");
       if (HasFatalFailure()) return;
@@ -467,9 +473,7 @@ TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
     const std::string what = make_problem_pair(sh, ++seed, &tma, &cp_async);
     ASSERT_EQ(select_config(tma.params).path, ComputePath::kTensorCore) << what;
     ASSERT_TRUE(test::run_on_device(&tma, [&](const Params& dp) { return run(dp); }).ok()) << what;
-    detail::tensor_core_force_cp_async(true);
-    const Status forced = test::run_on_device(&cp_async, [&](const Params& dp) { return run(dp); });
-    detail::tensor_core_force_cp_async(false);
+    const Status forced = test::run_on_device(&cp_async, run_cp_async);
     ASSERT_TRUE(forced.ok()) << what << ": " << forced.message();
     assert_bit_identical(tma, cp_async, what, "warp-specialized", "cp.async");
     if (HasFatalFailure()) return;
