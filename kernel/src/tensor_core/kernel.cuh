@@ -198,14 +198,20 @@ struct Forward {
   __device__ static void qk_chain(float (&s)[kM][kNS][4], uint32_t q_smem, uint32_t k_smem, int warpgroup) {
     static_assert(kM == 1, "wgmma: 16 rows per warp");
     constexpr uint32_t kAtomBytes = kSwizzleAtomRows * kSwizzleRowBytes;
-    const uint32_t q_rows = q_smem + warpgroup * kWgmmaRows * kSwizzleRowBytes;
+    // Each chain's descriptors are its first k16 step's plus constant offsets (descriptor_plus). ptxas keeps the
+    // loop-invariant Q descriptors in registers across the K/V loop: at d = 128 that pays, at d = 256 (sixteen of
+    // them beside O's 128 registers) it spills, so there the Q base is made opaque and the descriptors recomputed
+    // per tile (docs/design/tensor-core-kernel.md).
+    uint32_t q_rows = q_smem + warpgroup * kWgmmaRows * kSwizzleRowBytes;
+    if constexpr (Cfg::kHeadDim > 128) asm volatile("" : "+r"(q_rows));
+    const uint64_t a0 = sw128_descriptor(q_rows, kChunkBytes, kAtomBytes);
+    const uint64_t b0 = sw128_descriptor(k_smem, kChunkBytes, kAtomBytes);
 #pragma unroll
     for (int kk = 0; kk < Cfg::kHeadDim / kMmaK; ++kk) {
       const uint32_t k_bytes = (kk % 4) * kMmaK * kElementBytes;
-      const uint32_t a = q_rows + (kk / 4) * (Cfg::kBlockM * kSwizzleRowBytes) + k_bytes;
-      const uint32_t b = k_smem + (kk / 4) * (Cfg::kBlockN * kSwizzleRowBytes) + k_bytes;
-      wgmma::Mma<T, Cfg::kBlockN>::ss(s[0], sw128_descriptor(a, kChunkBytes, kAtomBytes),
-                                      sw128_descriptor(b, kChunkBytes, kAtomBytes), kk > 0 ? 1 : 0);
+      wgmma::Mma<T, Cfg::kBlockN>::ss(s[0], descriptor_plus(a0, (kk / 4) * (Cfg::kBlockM * kSwizzleRowBytes) + k_bytes),
+                                      descriptor_plus(b0, (kk / 4) * (Cfg::kBlockN * kSwizzleRowBytes) + k_bytes),
+                                      kk > 0 ? 1 : 0);
     }
     wgmma_commit();
   }
@@ -228,13 +234,12 @@ struct Forward {
   __device__ static void pv_chain(uint32_t (&pa)[kM][kNS / 2][4], State& st, uint32_t v_smem) {
     constexpr uint32_t kAtomBytes = kSwizzleAtomRows * kSwizzleRowBytes;
     constexpr uint32_t kColumnBlockBytes = Cfg::kBlockN * kSwizzleRowBytes;
+    // MN-major: the leading offset steps between 64-column blocks, the stride between 8-key atoms (the reading
+    // kernel_gpu_test confirmed on the H100 for every wgmma family).
+    const uint64_t b0 = sw128_descriptor(v_smem, kColumnBlockBytes, kAtomBytes);
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / kMmaK; ++kk) {
-      const uint32_t b = v_smem + kk * kMmaK * kSwizzleRowBytes;
-      // MN-major: the leading offset steps between 64-column blocks, the stride between 8-key atoms (the
-      // reading kernel_gpu_test confirmed on the H100 for every wgmma family).
-      const uint64_t desc = sw128_descriptor(b, kColumnBlockBytes, kAtomBytes);
-      wgmma::Mma<T, Cfg::kHeadDim>::rs(st.acc_o[0], pa[0][kk], desc, 1);
+      wgmma::Mma<T, Cfg::kHeadDim>::rs(st.acc_o[0], pa[0][kk], descriptor_plus(b0, kk * kMmaK * kSwizzleRowBytes), 1);
     }
     wgmma_commit();
   }

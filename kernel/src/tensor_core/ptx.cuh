@@ -134,6 +134,12 @@ __device__ __forceinline__ uint64_t sw128_descriptor(uint32_t addr, uint32_t lea
          (static_cast<uint64_t>(stride_bytes >> 4) << 32) | (uint64_t{1} << 62);
 }
 
+// The descriptor of the operand `bytes` further on (a multiple of 16): the start address field moves, the rest
+// stays. Shared addresses lie below 2^18, so the 14-bit field never carries into the reserved bits above it.
+__device__ __forceinline__ uint64_t descriptor_plus(uint64_t desc, uint32_t bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | (static_cast<uint32_t>(desc) + (bytes >> 4));
+}
+
 // ---- sm_90a warp-specialized pipeline (kernel_ws.cuh): mbarriers, TMA (bulk tensor copies), named barriers,
 // register reallocation between warpgroups. Shared addresses are 32-bit; tensor maps are generic addresses of
 // __grid_constant__ kernel parameters.
