@@ -4,11 +4,17 @@
 its local-memory traffic (STL/LDL: spills, or an array the compiler could not keep in registers, such as one
 read with a runtime index). A loop's static size counts every path through it; read the hot path with --dump.
 
-usage: tools/dev/sass_loops.py FILE [--function SUBSTRING] [--min-size N] [--dump START END]
+With --issue it lists instead each wgmma issue window: the wgmma instructions issued between two waits for
+wgmma (WARPGROUP.DEPBAR), from the last mbarrier wait before the first of them (the wait for the operands' tiles)
+to the last, with the named barriers (ping-pong turns) and the uniform-register moves in between: what a warp
+executes between getting its operands and handing the tensor cores its chains.
+
+usage: tools/dev/sass_loops.py FILE [--function SUBSTRING] [--min-size N] [--dump START END] [--issue]
   FILE            anything cuobjdump -sass reads (nvcc -cubin gives one quickly: see tools/dev/README.md)
   --function S    only functions whose mangled name contains S
   --min-size N    loops of at least N instructions (default 64)
   --dump A B      print instructions A..B (indices as listed) of the one selected function
+  --issue         the wgmma issue windows instead of the loops
 
 Needs cuobjdump and nvdisasm on PATH (the CUDA toolkit's; PyPI's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm
 wheels carry them for a machine without the toolkit).
@@ -26,7 +32,8 @@ FAMILIES = [("mma", ("HMMA", "HGMMA", "IMMA")), ("global->smem", ("LDGSTS", "UBL
             ("smem", ("LDS", "LDSM", "STS")), ("local", ("STL", "LDL")), ("mufu", ("MUFU",)),
             ("fp32", ("FMUL", "FADD", "FFMA", "FMNMX", "FSEL", "FSETP")),
             ("int", ("IMAD", "IADD3", "ISETP", "LOP3", "LEA", "SHF", "SEL", "VIADD")),
-            ("shfl/vote", ("SHFL", "VOTE")), ("branch", ("BRA", "BSSY", "BSYNC"))]
+            ("shfl/vote", ("SHFL", "VOTE")), ("branch", ("BRA", "BSSY", "BSYNC")),
+            ("to uniform", ("R2UR",)), ("uniform", ("UMOV", "UIADD3", "ULOP3", "USHF", "ULEA", "UIMAD"))]
 
 
 def functions(sass):
@@ -80,12 +87,31 @@ def loops(body, min_size):
     return sorted(widest.items())
 
 
+def issue_windows(body):
+    """(start, first wgmma, last wgmma, named-barrier syncs) per group of wgmma issued between two wgmma waits."""
+    windows, group, floor = [], [], 0
+    for i, (_, text) in enumerate(body + [(0, "WARPGROUP.DEPBAR.LE gsb0, 0x0")]):
+        op, full = opcode(text), text.split()
+        if op == "HGMMA":
+            group.append(i)
+        elif op == "WARPGROUP" and any(w.startswith("WARPGROUP.DEPBAR") for w in full):
+            if group:
+                waits = [j for j in range(floor, group[0]) if "SYNCS.PHASECHK" in body[j][1]]
+                start = waits[-1] if waits else group[0]
+                turns = [j - start for j in range(start, group[-1])
+                         if opcode(body[j][1]) == "BAR" and ".SYNC" in body[j][1]]
+                windows.append((start, group[0], group[-1], turns))
+            group, floor = [], i + 1
+    return windows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("file")
     ap.add_argument("--function", default="")
     ap.add_argument("--min-size", type=int, default=64)
     ap.add_argument("--dump", nargs=2, type=int, metavar=("START", "END"))
+    ap.add_argument("--issue", action="store_true")
     args = ap.parse_args()
     try:
         sass = subprocess.run(["cuobjdump", "-sass", args.file], check=True, capture_output=True, text=True).stdout
@@ -104,6 +130,14 @@ def main():
     for name, body in selected:
         total = mix(body)
         print(f"{name}\n  {len(body)} instructions, local memory {total['local']} (STL/LDL)")
+        if args.issue:
+            for start, first, last, turns in issue_windows(body):
+                counts = mix(body[start:last + 1])
+                shown = ", ".join(f"{f} {counts[f]}" for f, _ in FAMILIES if counts[f])
+                turn = f", turn barrier at +{', +'.join(map(str, turns))}" if turns else ""
+                print(f"  issue {start}-{last} ({last - start + 1} instructions, first wgmma at +{first - start}{turn}): "
+                      f"{shown}")
+            continue
         for head, tail in loops(body, args.min_size):
             counts = mix(body[head:tail + 1])
             shown = ", ".join(f"{f} {counts[f]}" for f, _ in FAMILIES if counts[f])
