@@ -12,6 +12,7 @@
 #include "common/dtype.cuh"
 #include "common/mutants.cuh"
 #include "families.h"
+#include "tensor_core/descriptor.h"
 
 // External-linkage helpers live in the build variant's namespace (families.h) like the kernels.
 namespace flashcheck::detail {
@@ -127,18 +128,9 @@ __device__ __forceinline__ void fence_operands(uint32_t (&a)[N][4]) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[j][e])::"memory");
 }
-// Shared-memory matrix descriptor of a 128-byte-swizzled operand (PTX ISA, wgmma matrix descriptor): start
-// address, leading and stride byte offsets (all >> 4), layout type 1 = 128-byte swizzle in bits 62-63.
-__device__ __forceinline__ uint64_t sw128_descriptor(uint32_t addr, uint32_t leading_bytes, uint32_t stride_bytes) {
-  return (static_cast<uint64_t>(addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(leading_bytes >> 4) << 16) |
-         (static_cast<uint64_t>(stride_bytes >> 4) << 32) | (uint64_t{1} << 62);
-}
-
-// The descriptor of the operand `bytes` further on (a multiple of 16): the start address field moves, the rest
-// stays. Shared addresses lie below 2^18, so the 14-bit field never carries into the reserved bits above it.
-__device__ __forceinline__ uint64_t descriptor_plus(uint64_t desc, uint32_t bytes) {
-  return (desc & 0xFFFFFFFF00000000ull) | (static_cast<uint32_t>(desc) + (bytes >> 4));
-}
+// wgmma shared-memory matrix descriptors (descriptor.h, host-visible for the CPU tier's check).
+using tensor_core::descriptor_plus;
+using tensor_core::sw128_descriptor;
 
 // ---- sm_90a warp-specialized pipeline (kernel_ws.cuh): mbarriers, TMA (bulk tensor copies), named barriers,
 // register reallocation between warpgroups. Shared addresses are 32-bit; tensor maps are generic addresses of
