@@ -14,8 +14,8 @@ Usage (Hopper machine with PyTorch; each LIB is target flashcheck_shared of a bu
     python3 tools/dev/ab_interleaved.py BASE.so VARIANT.so [...] [--dims 64,128] [--passes 5] [--iters 10]
 Build variants side by side from one tree with -DCMAKE_CUDA_FLAGS=-DSOME_SWITCH and, for a short compile,
 -DFLASHCHECK_KERNEL_FAMILIES=tensor_core; --dims keeps the points the built families serve.
-Prints one line per point: TFLOP/s per library, X/BASE per variant, bitwise same/DIFF; then per variant the
-geometric mean, minimum and maximum of X/BASE.
+Prints one line per point: TFLOP/s per library, X/BASE per variant, bitwise same/DIFF per variant; then per
+variant the geometric mean, minimum and maximum of X/BASE.
 """
 import argparse
 import os
@@ -95,11 +95,11 @@ def main():
             for i, call in enumerate(calls):
                 res[i].append(flops / (timer.median_ms(call) * 1e-3) / 1e12)
         med = [statistics.median(r) for r in res]
-        same = all(torch.equal(o[0], outs[0][0]) and torch.equal(o[1], outs[0][1]) for o in outs[1:])
+        same = ["same" if torch.equal(o[0], outs[0][0]) and torch.equal(o[1], outs[0][1]) else "DIFF" for o in outs[1:]]
         for i in ratios:
             ratios[i].append(med[i] / med[0])
         print(f"{str(dt)[6:]} d={d} causal={causal} N={n} W={w}: " + " ".join(f"{m:.1f}" for m in med) +
-              " | " + " ".join(f"{m / med[0]:.3f}" for m in med[1:]) + f" bitwise={'same' if same else 'DIFF'}",
+              " | " + " ".join(f"{m / med[0]:.3f}" for m in med[1:]) + f" bitwise={','.join(same)}",
               flush=True)
         del q, k, v, outs, calls
     for i, r in ratios.items():

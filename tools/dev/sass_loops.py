@@ -9,12 +9,17 @@ wgmma (WARPGROUP.DEPBAR), from the last mbarrier wait before the first of them (
 to the last, with the named barriers (ping-pong turns) and the uniform-register moves in between: what a warp
 executes between getting its operands and handing the tensor cores its chains.
 
+With --same-as OTHER it compares instead each function's instructions with OTHER's (branch labels aside): a change
+whose kernels compile to the same instructions needs no new GPU run to keep what the GPU tier measured.
+
 usage: tools/dev/sass_loops.py FILE [--function SUBSTRING] [--min-size N] [--dump START END] [--issue]
+                               [--same-as OTHER]
   FILE            anything cuobjdump -sass reads (nvcc -cubin gives one quickly: see tools/dev/README.md)
   --function S    only functions whose mangled name contains S
   --min-size N    loops of at least N instructions (default 64)
   --dump A B      print instructions A..B (indices as listed) of the one selected function
   --issue         the wgmma issue windows instead of the loops
+  --same-as OTHER the functions whose instructions differ from OTHER's (exit 1 if any does)
 
 Needs cuobjdump and nvdisasm on PATH (the CUDA toolkit's; PyPI's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm
 wheels carry them for a machine without the toolkit).
@@ -34,6 +39,13 @@ FAMILIES = [("mma", ("HMMA", "HGMMA", "IMMA")), ("global->smem", ("LDGSTS", "UBL
             ("int", ("IMAD", "IADD3", "ISETP", "LOP3", "LEA", "SHF", "SEL", "VIADD")),
             ("shfl/vote", ("SHFL", "VOTE")), ("branch", ("BRA", "BSSY", "BSYNC")),
             ("to uniform", ("R2UR",)), ("uniform", ("UMOV", "UIADD3", "ULOP3", "USHF", "ULEA", "UIMAD"))]
+
+
+def disassemble(path):
+    try:
+        return subprocess.run(["cuobjdump", "-sass", path], check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        sys.exit(f"sass_loops: cuobjdump -sass {path} failed: {getattr(e, 'stderr', '') or e}")
 
 
 def functions(sass):
@@ -105,6 +117,33 @@ def issue_windows(body):
     return windows
 
 
+LABEL = re.compile(r"\.L_x_\d+|0x[0-9a-f]+(?=\s*(?:$|;))")
+
+
+def same_as(selected, other_sass, function):
+    """Functions of `selected` whose instructions differ from the same-named function of other_sass, branch targets
+    and label numbers aside (they move when any function of the file grows). Returns the count that differ."""
+    other = {n: b for n, b in functions(other_sass) if function in n}
+    differ = 0
+    for name in sorted(set(other) | {n for n, _ in selected}):
+        mine = dict(selected).get(name)
+        theirs = other.get(name)
+        if mine is None or theirs is None:
+            print(f"only in {'the other file' if mine is None else 'this file'}: {name}")
+            differ += 1
+            continue
+        a = [LABEL.sub("L", t) if BRANCH.search(t) else t for _, t in mine]
+        b = [LABEL.sub("L", t) if BRANCH.search(t) else t for _, t in theirs]
+        if a != b:
+            first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            print(f"differs: {name}\n  {len(a)} against {len(b)} instructions; first difference at {first}: "
+                  f"{a[first] if first < len(a) else '(end)'} | {b[first] if first < len(b) else '(end)'}")
+            differ += 1
+    names = set(other) | {n for n, _ in selected}
+    print(f"{len(names) - differ} of {len(names)} functions the same")
+    return differ
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("file")
@@ -112,14 +151,14 @@ def main():
     ap.add_argument("--min-size", type=int, default=64)
     ap.add_argument("--dump", nargs=2, type=int, metavar=("START", "END"))
     ap.add_argument("--issue", action="store_true")
+    ap.add_argument("--same-as", metavar="OTHER")
     args = ap.parse_args()
-    try:
-        sass = subprocess.run(["cuobjdump", "-sass", args.file], check=True, capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        sys.exit(f"sass_loops: cuobjdump -sass {args.file} failed: {getattr(e, 'stderr', '') or e}")
+    sass = disassemble(args.file)
     selected = [(n, b) for n, b in functions(sass) if args.function in n]
     if not selected:
         sys.exit(f"sass_loops: no function with '{args.function}' in its name")
+    if args.same_as:
+        sys.exit(1 if same_as(selected, disassemble(args.same_as), args.function) else 0)
     if args.dump:
         if len(selected) != 1:
             sys.exit(f"sass_loops: --dump needs one function; --function matches {len(selected)}")
