@@ -199,9 +199,9 @@ struct Forward {
     static_assert(kM == 1, "wgmma: 16 rows per warp");
     constexpr uint32_t kAtomBytes = kSwizzleAtomRows * kSwizzleRowBytes;
     // Each chain's descriptors are its first k16 step's plus constant offsets (descriptor_plus). ptxas keeps the
-    // loop-invariant Q descriptors in registers across the K/V loop: at d = 128 that pays, at d = 256 (sixteen of
-    // them beside O's 128 registers) it spills, so there the Q base is made opaque and the descriptors recomputed
-    // per tile (docs/design/tensor-core-kernel.md).
+    // loop-invariant Q descriptors in registers across the K/V loop; at d = 256 (sixteen of them beside O's 128
+    // registers) that spills and slows short items, so there the Q base is made opaque and the descriptors
+    // recomputed per tile (docs/design/tensor-core-kernel.md).
     uint32_t q_rows = q_smem + warpgroup * kWgmmaRows * kSwizzleRowBytes;
     if constexpr (Cfg::kHeadDim > 128) asm volatile("" : "+r"(q_rows));
     const uint64_t a0 = sw128_descriptor(q_rows, kChunkBytes, kAtomBytes);
