@@ -123,23 +123,23 @@ LABEL = re.compile(r"\.L_x_\d+|0x[0-9a-f]+(?=\s*(?:$|;))")
 def same_as(selected, other_sass, function):
     """Functions of `selected` whose instructions differ from the same-named function of other_sass, branch targets
     and label numbers aside (they move when any function of the file grows). Returns the count that differ."""
+    mine_all = dict(selected)
     other = {n: b for n, b in functions(other_sass) if function in n}
+    names = sorted(set(other) | set(mine_all))
+    normalized = lambda body: [LABEL.sub("L", t) if BRANCH.search(t) else t for _, t in body]  # noqa: E731
     differ = 0
-    for name in sorted(set(other) | {n for n, _ in selected}):
-        mine = dict(selected).get(name)
-        theirs = other.get(name)
+    for name in names:
+        mine, theirs = mine_all.get(name), other.get(name)
         if mine is None or theirs is None:
             print(f"only in {'the other file' if mine is None else 'this file'}: {name}")
             differ += 1
             continue
-        a = [LABEL.sub("L", t) if BRANCH.search(t) else t for _, t in mine]
-        b = [LABEL.sub("L", t) if BRANCH.search(t) else t for _, t in theirs]
+        a, b = normalized(mine), normalized(theirs)
         if a != b:
             first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
             print(f"differs: {name}\n  {len(a)} against {len(b)} instructions; first difference at {first}: "
                   f"{a[first] if first < len(a) else '(end)'} | {b[first] if first < len(b) else '(end)'}")
             differ += 1
-    names = set(other) | {n for n, _ in selected}
     print(f"{len(names) - differ} of {len(names)} functions the same")
     return differ
 
