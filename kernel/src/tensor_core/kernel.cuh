@@ -204,6 +204,8 @@ struct Forward {
     // recomputed per tile (docs/design/tensor-core-kernel.md).
     uint32_t q_rows = q_smem + warpgroup * kWgmmaRows * kSwizzleRowBytes;
     if constexpr (Cfg::kHeadDim > 128) asm volatile("" : "+r"(q_rows));
+    q_rows = warp_uniform(q_rows);
+    k_smem = warp_uniform(k_smem);
     const uint64_t a0 = sw128_descriptor(q_rows, kChunkBytes, kAtomBytes);
     const uint64_t b0 = sw128_descriptor(k_smem, kChunkBytes, kAtomBytes);
 #pragma unroll
@@ -236,6 +238,7 @@ struct Forward {
     constexpr uint32_t kColumnBlockBytes = Cfg::kBlockN * kSwizzleRowBytes;
     // MN-major: the leading offset steps between 64-column blocks, the stride between 8-key atoms (the reading
     // kernel_gpu_test confirmed on the H100 for every wgmma family).
+    v_smem = warp_uniform(v_smem);
     const uint64_t b0 = sw128_descriptor(v_smem, kColumnBlockBytes, kAtomBytes);
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / kMmaK; ++kk) {

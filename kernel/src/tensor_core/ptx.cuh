@@ -128,6 +128,10 @@ __device__ __forceinline__ void fence_operands(uint32_t (&a)[N][4]) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[j][e])::"memory");
 }
+// A value every lane of the warp holds equal, stated so: lane 0's copy broadcast to all. ptxas then keeps it in a
+// uniform register, and the wgmma descriptors built from it need no per-operand R2UR moves. All 32 lanes must
+// call it (the wgmma callers are warp-wide .sync.aligned anyway).
+__device__ __forceinline__ uint32_t warp_uniform(uint32_t v) { return __shfl_sync(0xffffffffu, v, 0); }
 // wgmma shared-memory matrix descriptors (descriptor.h, host-visible for the CPU tier's check).
 using tensor_core::descriptor_plus;
 using tensor_core::sw128_descriptor;
