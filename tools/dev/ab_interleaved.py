@@ -13,7 +13,9 @@ NaN scattered through V, which exercise the exact hidden-V path (docs/design/ten
 Usage (Hopper machine with PyTorch; each LIB is target flashcheck_shared of a build, the first is the baseline):
     python3 tools/dev/ab_interleaved.py BASE.so VARIANT.so [...] [--dims 64,128] [--passes 5] [--iters 10]
 Build variants side by side from one tree with -DCMAKE_CUDA_FLAGS=-DSOME_SWITCH and, for a short compile,
--DFLASHCHECK_KERNEL_FAMILIES=tensor_core; --dims keeps the points the built families serve.
+-DFLASHCHECK_KERNEL_FAMILIES=tensor_core; --dims keeps the points the built families serve. --fp32 times fp32
+points instead (d = 64 and 128, N = 256..4096, causal and not: the split-TF32 wgmma kernel; build with
+-DFLASHCHECK_KERNEL_FAMILIES=split_tf32), with the same bitwise checks.
 Prints one line per point: TFLOP/s per library, X/BASE per variant, bitwise same/DIFF per variant; then per
 variant the geometric mean, minimum and maximum of X/BASE.
 """
@@ -32,21 +34,26 @@ WINDOWED = ((64, 4096, 256), (64, 8192, 256), (64, 8192, 1024), (64, 8192, 4096)
             (128, 8192, 1024), (128, 8192, 4096), (128, 4096, 256), (256, 8192, 256), (256, 8192, 1024))
 
 
-def points(dims):
+FP32 = ((False, (256, 1024, 4096)), (True, (1024, 4096)))
+
+
+def points(dims, fp32=False):
     torch = sbs.torch
+    if fp32:
+        return [(torch.float32, d, causal, n, None) for d in (64, 128) if d in dims for causal, ns in FP32 for n in ns]
     pts = [(torch.bfloat16, d, causal, n, None) for d, causal, ns in DENSE if d in dims for n in ns]
     pts += [(torch.float16, 128, True, n, None) for n in (512, 2048) if 128 in dims]
     pts += [(torch.bfloat16, d, True, n, w) for d, n, w in WINDOWED if d in dims]
     return pts
 
 
-def nonfinite_check(libs, dims):
+def nonfinite_check(libs, dims, dtype):
     torch = sbs.torch
     for d in dims:
         for w in (None, 200):
             g = torch.Generator(device="cuda").manual_seed(d)
             b, h, n = 2, 3, 700
-            q, k, v = (torch.randn(b, h, n, d, dtype=torch.bfloat16, device="cuda", generator=g) for _ in range(3))
+            q, k, v = (torch.randn(b, h, n, d, dtype=dtype, device="cuda", generator=g) for _ in range(3))
             sel = torch.rand(q.shape, device="cuda", generator=g)
             v[sel < 2e-4] = float("inf")
             v[(sel >= 2e-4) & (sel < 4e-4)] = float("nan")
@@ -69,6 +76,8 @@ def main():
     ap.add_argument("--dims", default="64,128,256", help="head dims to run (those the builds compile)")
     ap.add_argument("--passes", type=int, default=5)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--fp32", action="store_true",
+                    help="the fp32 points instead (split-TF32 kernels, d 64 and 128 of --dims)")
     args = ap.parse_args()
     if sbs.torch is None:
         sys.exit("ab_interleaved.py needs PyTorch with CUDA")
@@ -78,9 +87,10 @@ def main():
     dims = {int(x) for x in args.dims.split(",")}
     libs = [sbs.Flashcheck(p) for p in args.libs]
     timer = sbs.Timer(3, args.iters)
-    nonfinite_check(libs, sorted(dims))
+    nonfinite_check(libs, sorted(d for d in dims if not args.fp32 or d in (64, 128)),
+                    torch.float32 if args.fp32 else torch.bfloat16)
     ratios = {i: [] for i in range(1, len(libs))}
-    for dt, d, causal, n, w in points(dims):
+    for dt, d, causal, n, w in points(dims, args.fp32):
         h = 2048 // d
         b = max(1, (32768 if w else 16384) // n)
         g = torch.Generator(device="cuda").manual_seed(n + d)
