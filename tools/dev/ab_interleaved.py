@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Interleaved A/B of libflashcheck.so builds on one GPU, for fp16/bf16 kernel changes that must not change a bit.
+"""Interleaved A/B of libflashcheck.so builds on one GPU, for kernel changes that must not change a bit.
 
 Each point (bf16 unless noted; B*N = 16384 tokens dense, 32768 windowed; H*d = 2048) is timed on every library in
 turn, --passes times over, each time the median of --iters CUDA-event-timed runs with the L2 flushed before each
@@ -14,8 +14,10 @@ Usage (Hopper machine with PyTorch; each LIB is target flashcheck_shared of a bu
     python3 tools/dev/ab_interleaved.py BASE.so VARIANT.so [...] [--dims 64,128] [--passes 5] [--iters 10]
 Build variants side by side from one tree with -DCMAKE_CUDA_FLAGS=-DSOME_SWITCH and, for a short compile,
 -DFLASHCHECK_KERNEL_FAMILIES=tensor_core; --dims keeps the points the built families serve. --fp32 times fp32
-points instead (d = 64 and 128, N = 256..4096, causal and not: the split-TF32 wgmma kernel; build with
--DFLASHCHECK_KERNEL_FAMILIES=split_tf32), with the same bitwise checks.
+points instead (d = 64 and 128, N = 256..4096, causal and not: the split-TF32 wgmma kernel), with the same bitwise
+checks; build those with "-DFLASHCHECK_KERNEL_FAMILIES=tensor_core;split_tf32" (the wgmma kernels of both
+families share the tensor-core family's sm_90a switch) and, for a short compile, one entry in tile_config.h's
+kFamilies.
 Prints one line per point: TFLOP/s per library, X/BASE per variant, bitwise same/DIFF per variant; then per
 variant the geometric mean, minimum and maximum of X/BASE.
 """
