@@ -36,13 +36,14 @@ WINDOWED = ((64, 4096, 256), (64, 8192, 256), (64, 8192, 1024), (64, 8192, 4096)
             (128, 8192, 1024), (128, 8192, 4096), (128, 4096, 256), (256, 8192, 256), (256, 8192, 1024))
 
 
+FP32_DIMS = (64, 128)  # the split-TF32 wgmma kernel's head dims
 FP32 = ((False, (256, 1024, 4096)), (True, (1024, 4096)))
 
 
 def points(dims, fp32=False):
     torch = sbs.torch
     if fp32:
-        return [(torch.float32, d, causal, n, None) for d in (64, 128) if d in dims for causal, ns in FP32 for n in ns]
+        return [(torch.float32, d, causal, n, None) for d in FP32_DIMS if d in dims for causal, ns in FP32 for n in ns]
     pts = [(torch.bfloat16, d, causal, n, None) for d, causal, ns in DENSE if d in dims for n in ns]
     pts += [(torch.float16, 128, True, n, None) for n in (512, 2048) if 128 in dims]
     pts += [(torch.bfloat16, d, True, n, w) for d, n, w in WINDOWED if d in dims]
@@ -89,7 +90,7 @@ def main():
     dims = {int(x) for x in args.dims.split(",")}
     libs = [sbs.Flashcheck(p) for p in args.libs]
     timer = sbs.Timer(3, args.iters)
-    nonfinite_check(libs, sorted(d for d in dims if not args.fp32 or d in (64, 128)),
+    nonfinite_check(libs, sorted(d for d in dims if not args.fp32 or d in FP32_DIMS),
                     torch.float32 if args.fp32 else torch.bfloat16)
     ratios = {i: [] for i in range(1, len(libs))}
     for dt, d, causal, n, w in points(dims, args.fp32):
