@@ -44,7 +44,9 @@ using tc_kernel::setmaxnreg_inc;
 using tc_kernel::smem_address;
 using tc_kernel::st_shared_b32;
 using tc_kernel::st_shared_v4;
+using tc_kernel::descriptor_plus;
 using tc_kernel::sw128_descriptor;
+using tc_kernel::warp_uniform;
 using tc_kernel::wgmma_commit;
 using tc_kernel::wgmma_fence;
 using tc_kernel::wgmma_wait;
@@ -327,8 +329,13 @@ struct WgmmaForward {
     return wg::named_barrier_or(wg::kBarWarpgroup + w, wg::kWarpgroupThreads, bad);
   }
 
+  // A chain's base descriptor, opaque to the compiler: each step's descriptor is then descriptor_plus(base, offset),
+  // one uniform add. Seeing the layout bits, ptxas masks every such sum again (one more uniform instruction per
+  // operand and wgmma, 476 → 313 → 253 instructions in d = 128's S chain with the opaque base).
   __device__ static uint64_t desc(uint32_t addr) {
-    return wg::sw128_descriptor(addr, 16, wg::kSwizzleAtomBytes);
+    uint64_t d = wg::sw128_descriptor(addr, 16, wg::kSwizzleAtomBytes);
+    asm volatile("" : "+l"(d));
+    return d;
   }
 
   // Issues S = Q K^T for this warpgroup's rows as one commit group: the head dims in two halves, each its own
@@ -337,25 +344,26 @@ struct WgmmaForward {
   // ptxas would otherwise hoist every one of the 3 kQkSteps (and 3 kSTiles) descriptors out of the tile loop
   // into general registers and spill them.
   __device__ static void qk_issue(float (&sa)[kSTiles][4], float (&sb)[kSTiles][4], const Shared& sh, int w) {
-    const uint32_t q_hi = tc_kernel::ld_shared_b32(wg::smem_address(&sh.q_rows[w]));
-    const uint32_t k_hi = tc_kernel::ld_shared_b32(wg::smem_address(&sh.k_hi));
+    const uint32_t q_hi = wg::warp_uniform(tc_kernel::ld_shared_b32(wg::smem_address(&sh.q_rows[w])));
+    const uint32_t k_hi = wg::warp_uniform(tc_kernel::ld_shared_b32(wg::smem_address(&sh.k_hi)));
     const uint32_t q_lo = q_hi + kQTileBytes, k_lo = k_hi + kKTileBytes;
-    const auto q_at = [&](uint32_t part, int kk) {
-      return desc(part + static_cast<uint32_t>((kk / 4) * (kBlockM * wg::kSwizzleRowBytes) + (kk % 4) * wg::kStepBytes));
+    const uint64_t q_hi_desc = desc(q_hi), q_lo_desc = desc(q_lo), k_hi_desc = desc(k_hi), k_lo_desc = desc(k_lo);
+    const auto q_at = [&](uint64_t part, int kk) {
+      return wg::descriptor_plus(part, static_cast<uint32_t>((kk / 4) * (kBlockM * wg::kSwizzleRowBytes) + (kk % 4) * wg::kStepBytes));
     };
-    const auto k_at = [&](uint32_t part, int kk) {
-      return desc(part + static_cast<uint32_t>((kk / 4) * (kBlockN * wg::kSwizzleRowBytes) + (kk % 4) * wg::kStepBytes));
+    const auto k_at = [&](uint64_t part, int kk) {
+      return wg::descriptor_plus(part, static_cast<uint32_t>((kk / 4) * (kBlockN * wg::kSwizzleRowBytes) + (kk % 4) * wg::kStepBytes));
     };
     const auto half = [&](float(&s)[kSTiles][4], int kk0) {
 #pragma unroll
       for (int kk = kk0; kk < kk0 + kQkSteps / 2; ++kk) {
-        wgmma_tf32::Mma<kBlockN>::ss(s, q_at(q_lo, kk), k_at(FC_MUTANT(kTf32MissingLoTerm) ? k_lo : k_hi, kk),
-                                     kk == kk0 ? 0 : 1);
-        wgmma_tf32::Mma<kBlockN>::ss(s, q_at(q_hi, kk), k_at(k_lo, kk), 1);
+        wgmma_tf32::Mma<kBlockN>::ss(s, q_at(q_lo_desc, kk),
+                                     k_at(FC_MUTANT(kTf32MissingLoTerm) ? k_lo_desc : k_hi_desc, kk), kk == kk0 ? 0 : 1);
+        wgmma_tf32::Mma<kBlockN>::ss(s, q_at(q_hi_desc, kk), k_at(k_lo_desc, kk), 1);
       }
 #pragma unroll
       for (int kk = kk0; kk < kk0 + kQkSteps / 2; ++kk)
-        wgmma_tf32::Mma<kBlockN>::ss(s, q_at(q_hi, kk), k_at(k_hi, kk), 1);
+        wgmma_tf32::Mma<kBlockN>::ss(s, q_at(q_hi_desc, kk), k_at(k_hi_desc, kk), 1);
     };
     wg::fence_operands(sa);
     wg::fence_operands(sb);
@@ -385,11 +393,12 @@ struct WgmmaForward {
   static constexpr int kHalfTiles = kOTiles / 2;
   __device__ static void pv_issue(float (&ot)[kHalfTiles][4], uint32_t (&ph)[kSTiles][4], uint32_t (&pl)[kSTiles][4],
                                   const Shared& sh, int hd) {
-    const uint32_t v_hi = tc_kernel::ld_shared_b32(wg::smem_address(&sh.v_hi));
-    const uint32_t v_lo = v_hi + kVTileBytes;
-    const auto v_at = [&](uint32_t part, int j) {
-      return desc(part + static_cast<uint32_t>((j / 4) * (kHeadDim * wg::kSwizzleRowBytes) +
-                                               hd * (kHeadDim / 2) * wg::kSwizzleRowBytes + (j % 4) * wg::kStepBytes));
+    const uint32_t v_hi = wg::warp_uniform(tc_kernel::ld_shared_b32(wg::smem_address(&sh.v_hi)));
+    const uint64_t v_hi_desc = desc(v_hi), v_lo_desc = desc(v_hi + kVTileBytes);
+    const auto v_at = [&](uint64_t part, int j) {
+      return wg::descriptor_plus(part, static_cast<uint32_t>((j / 4) * (kHeadDim * wg::kSwizzleRowBytes) +
+                                                             hd * (kHeadDim / 2) * wg::kSwizzleRowBytes +
+                                                             (j % 4) * wg::kStepBytes));
     };
     wg::fence_operands(ot);
     wg::fence_operands(ph);
@@ -397,11 +406,11 @@ struct WgmmaForward {
     wg::wgmma_fence();
 #pragma unroll
     for (int j = 0; j < kSTiles; ++j) {
-      wgmma_tf32::Mma<kHeadDim / 2>::rs(ot, pl[j], v_at(v_hi, j), j == 0 ? 0 : 1);
-      wgmma_tf32::Mma<kHeadDim / 2>::rs(ot, ph[j], v_at(v_lo, j), 1);
+      wgmma_tf32::Mma<kHeadDim / 2>::rs(ot, pl[j], v_at(v_hi_desc, j), j == 0 ? 0 : 1);
+      wgmma_tf32::Mma<kHeadDim / 2>::rs(ot, ph[j], v_at(v_lo_desc, j), 1);
     }
 #pragma unroll
-    for (int j = 0; j < kSTiles; ++j) wgmma_tf32::Mma<kHeadDim / 2>::rs(ot, ph[j], v_at(v_hi, j), 1);
+    for (int j = 0; j < kSTiles; ++j) wgmma_tf32::Mma<kHeadDim / 2>::rs(ot, ph[j], v_at(v_hi_desc, j), 1);
     wg::wgmma_commit();
   }
 
