@@ -81,9 +81,10 @@ __device__ __forceinline__ float4 load_chunk(const float* base, int64_t row_stri
   if (d + 2 < head_dim) x.z = p[2];
   return x;
 }
+// (Non-short-circuit: four compares, no branches.)
 __device__ __forceinline__ bool splittable4(const float4& x) {
-  return fabsf(x.x) < kTf32Overflow && fabsf(x.y) < kTf32Overflow && fabsf(x.z) < kTf32Overflow &&
-         fabsf(x.w) < kTf32Overflow;
+  return (fabsf(x.x) < kTf32Overflow) & (fabsf(x.y) < kTf32Overflow) & (fabsf(x.z) < kTf32Overflow) &
+         (fabsf(x.w) < kTf32Overflow);
 }
 // Stores the split of x at `offset` of the hi and lo tiles (the same swizzled position in both).
 __device__ __forceinline__ void store_split4(uint32_t hi_tile, uint32_t lo_tile, uint32_t offset, const float4& x) {
@@ -187,7 +188,7 @@ struct WgmmaForward {
     __syncthreads();
     if (tid < wg::kWarpgroupThreads) {
       wg::setmaxnreg_dec<wg::kProducerRegs>();
-      produce(a, sh, lay, tid);
+      produce(a, sh, lay, static_cast<uint32_t>(tid));
       return;
     }
     wg::setmaxnreg_inc<wg::kConsumerRegs>();
@@ -201,34 +202,60 @@ struct WgmmaForward {
   // the consumers have released the slot. The raw copy of tile n + 1 of an operand is issued as soon as tile n
   // of it has been split, so global-memory latency stays off the consumers' path.
   static constexpr int kChunksPerThread = kBlockN * kChunksPerRow / wg::kWarpgroupThreads;
+  // The chunks of a tile producer thread p handles are c = p + 128 u, u < kChunksPerThread. In K's order (key
+  // c / kChunksPerRow, dims chunk c % kChunksPerRow) that is one dims chunk and every kKeyStep-th key. V's
+  // transposed order (one store instruction of a warp covers 8 keys x 4 dims, two-way bank conflicts at most):
+  // warp slot c / 32 = w + 4u and lane l = c % 32 give key 8 ((w + 4u) % kKeyGroups) + l % 8 and dims chunk
+  // 4 ((w + 4u) / kKeyGroups) + l / 8. Written per u (the loops are unrolled), so every index is a per-thread
+  // value plus a constant: the producer is one warp per scheduler and issues every instruction of the split.
+  static constexpr int kKeyStep = wg::kWarpgroupThreads / kChunksPerRow;
+  static constexpr int kKeyGroups = kBlockN / 8;
+  static_assert(wg::kWarpgroupThreads % kChunksPerRow == 0, "a producer thread keeps one dims chunk of K");
+  static_assert(kKeyGroups % 4 == 0, "the four producer warps start on key groups of one V chunk row");
+  static_assert(32 % kKeyStep == 0, "copy_raw steps V's rows in whole K key steps");
+  struct ChunkPos {
+    int key, dc;  // key of the tile, dims chunk (4 dims)
+  };
+  __device__ static ChunkPos k_pos(uint32_t ptid, int u) {
+    return {static_cast<int>(ptid / kChunksPerRow) + u * kKeyStep, static_cast<int>(ptid % kChunksPerRow)};
+  }
+  __device__ static ChunkPos v_pos(uint32_t ptid, int u) {
+    const int pwarp = static_cast<int>(ptid / kWarpSize), lane = static_cast<int>(ptid % kWarpSize);
+    return {(pwarp + (4 * u) % kKeyGroups) * 8 + lane % 8, (4 * u) / kKeyGroups * 4 + lane / 8};
+  }
+  template <bool kTransposed>
+  __device__ static ChunkPos chunk_pos(uint32_t ptid, int u) {
+    return kTransposed ? v_pos(ptid, u) : k_pos(ptid, u);
+  }
+  template <bool kTransposed>
   __device__ static void copy_raw(uint32_t raw, const float* head, int64_t row_stride, int64_t k0, int64_t rows_end,
-                                  int64_t head_dim, bool transposed_order, int ptid) {
-#pragma unroll 1
+                                  int64_t head_dim, uint32_t ptid) {
+    const int keys = static_cast<int>(min(rows_end - k0, int64_t{kBlockN}));  // keys of the tile the block sees
+    const int dims = static_cast<int>(head_dim);
+    const ChunkPos first = chunk_pos<kTransposed>(ptid, 0);
+    const float* row0 = head + (k0 + first.key) * row_stride;
+    const int64_t key_step = row_stride * kKeyStep;
+#pragma unroll
     for (int u = 0; u < kChunksPerThread; ++u) {
-      const int c = ptid + u * wg::kWarpgroupThreads;
-      const int key = transposed_order ? v_key(c) : c / kChunksPerRow;
-      const int d = (transposed_order ? v_chunk(c) : c % kChunksPerRow) * kFloat4Lanes;
-      const int64_t row = k0 + key;
-      const bool any = row < rows_end && d < head_dim;
-      const float* src = any ? head + row * row_stride + d : head;
-      const int bytes = any ? static_cast<int>(min(int64_t{kFloat4Lanes}, head_dim - d)) * 4 : 0;
-      tc_kernel::cp_async_16(raw + static_cast<uint32_t>(c) * 16u, src, bytes);
+      const ChunkPos pos = chunk_pos<kTransposed>(ptid, u);
+      const int d = pos.dc * kFloat4Lanes;
+      const bool any = pos.key < keys && d < dims;
+      // K: every kKeyStep-th key; V: rows 32 keys apart, a multiple of kKeyStep.
+      const float* row = row0 + ((pos.key - first.key) / kKeyStep) * key_step;
+      const float* src = any ? row + d : head;
+      const int bytes = any ? min(kFloat4Lanes, dims - d) * 4 : 0;
+      tc_kernel::cp_async_16(raw + (ptid + u * wg::kWarpgroupThreads) * 16u, src, bytes);
     }
     tc_kernel::cp_async_commit();
   }
-  __device__ static float4 raw_chunk(uint32_t raw, int c) {
-    const uint4 x = tc_kernel::ld_shared_v4(raw + static_cast<uint32_t>(c) * 16u);
+  __device__ static float4 raw_chunk(uint32_t raw, uint32_t ptid, int u) {
+    const uint4 x = tc_kernel::ld_shared_v4(raw + (ptid + u * wg::kWarpgroupThreads) * 16u);
     return make_float4(__uint_as_float(x.x), __uint_as_float(x.y), __uint_as_float(x.z), __uint_as_float(x.w));
   }
-  // V chunk c, transposed order: key 8 (wi % (kBlockN / 8)) + l % 8, dims 4 (4 (wi / (kBlockN / 8)) + l / 8) ..
-  // (wi = c / 32, l = c % 32), so that one store instruction of a warp covers 8 keys x 4 dims (two-way bank
-  // conflicts at most).
-  __device__ static int v_key(int c) { return (c / kWarpSize % (kBlockN / 8)) * 8 + c % 8; }
-  __device__ static int v_chunk(int c) { return (c / kWarpSize / (kBlockN / 8)) * 4 + c % kWarpSize / 8; }
 
-  __device__ static void produce(const SplitTf32Args<kInst>& a, Shared& sh, const Layout& lay, int ptid) {
-    const int lane = ptid % kWarpSize;
-    const int pwarp = ptid / kWarpSize;
+  __device__ static void produce(const SplitTf32Args<kInst>& a, Shared& sh, const Layout& lay, uint32_t ptid) {
+    const uint32_t lane = ptid % kWarpSize;
+    const uint32_t pwarp = ptid / kWarpSize;
     uint32_t tile = 0;
     for (int64_t work = blockIdx.x; work < a.work_items; work += gridDim.x) {
       const Item it = item_at(a, work);
@@ -236,19 +263,18 @@ struct WgmmaForward {
       const float* k_head = a.k.template head<const float>(it.b, it.h_kv);
       const float* v_head = a.v.template head<const float>(it.b, it.h_kv);
       const int64_t k_first = it.first * kBlockN;
-      copy_raw(lay.k_raw, k_head, a.k.stride.row, k_first, it.block_keys, a.head_dim, false, ptid);
-      copy_raw(lay.v_raw, v_head, a.v.stride.row, k_first, it.block_keys, a.head_dim, true, ptid);
+      copy_raw<false>(lay.k_raw, k_head, a.k.stride.row, k_first, it.block_keys, a.head_dim, ptid);
+      copy_raw<true>(lay.v_raw, v_head, a.v.stride.row, k_first, it.block_keys, a.head_dim, ptid);
       for (int64_t n = 0; n < it.k_tiles; ++n, ++tile) {
         const bool more = n + 1 < it.k_tiles;
         // K(n): committed before V(n), so one pending group (V(n)) may remain.
         tc_kernel::cp_async_wait<1>();
         wg::mbarrier_wait(wg::smem_address(&sh.k_empty), (tile & 1) ^ 1);
         bool bad = false;
-#pragma unroll 1
+#pragma unroll
         for (int u = 0; u < kChunksPerThread; ++u) {
-          const int c = ptid + u * wg::kWarpgroupThreads;
-          const float4 x = raw_chunk(lay.k_raw, c);
-          const int key = c / kChunksPerRow, dc = c % kChunksPerRow;
+          const float4 x = raw_chunk(lay.k_raw, ptid, u);
+          const auto [key, dc] = k_pos(ptid, u);
           bad |= !wg::splittable4(x);
           // Unsplittable values are stored split all the same: their scores come out NaN and are recomputed.
           wg::store_split4(lay.k_hi, lay.k_lo,
@@ -262,7 +288,7 @@ struct WgmmaForward {
         FC_PERTURB(kPerturbTf32Producer, tile);
         wg::mbarrier_arrive(wg::smem_address(&sh.k_full));
         if (more)
-          copy_raw(lay.k_raw, k_head, a.k.stride.row, k_first + (n + 1) * kBlockN, it.block_keys, a.head_dim, false, ptid);
+          copy_raw<false>(lay.k_raw, k_head, a.k.stride.row, k_first + (n + 1) * kBlockN, it.block_keys, a.head_dim, ptid);
 
         // V(n), transposed. Within each group of 8 keys the keys are stored in P's A-fragment order: k-slot s < 4
         // holds key 2s, slot s + 4 key 2s + 1 (the S accumulator element pair (2t, 2t + 1) of a lane is its A
@@ -274,11 +300,10 @@ struct WgmmaForward {
         }
         wg::mbarrier_wait(wg::smem_address(&sh.v_empty), (tile & 1) ^ 1);
         uint64_t bad_keys = 0;  // bit j: key j of the tile has a V value the split cannot carry
-#pragma unroll 1
+#pragma unroll
         for (int u = 0; u < kChunksPerThread; ++u) {
-          const int c = ptid + u * wg::kWarpgroupThreads;
-          const float4 x = raw_chunk(lay.v_raw, c);
-          const int key = v_key(c), dc = v_chunk(c);
+          const float4 x = raw_chunk(lay.v_raw, ptid, u);
+          const auto [key, dc] = v_pos(ptid, u);
           const int j8 = key % 8;
           const int pos = (key % wg::kSwizzleRowFloats) / 8 * 8 + (j8 % 2) * 4 + j8 / 2;
           const uint32_t block =
@@ -302,7 +327,7 @@ struct WgmmaForward {
         wg::fence_proxy_async_shared();
         wg::mbarrier_arrive(wg::smem_address(&sh.v_full));
         if (more)
-          copy_raw(lay.v_raw, v_head, a.v.stride.row, k_first + (n + 1) * kBlockN, it.block_keys, a.head_dim, true, ptid);
+          copy_raw<true>(lay.v_raw, v_head, a.v.stride.row, k_first + (n + 1) * kBlockN, it.block_keys, a.head_dim, ptid);
       }
     }
   }
