@@ -299,7 +299,9 @@ struct WgmmaForward {
           tc_kernel::cp_async_wait<0>();
         }
         wg::mbarrier_wait(wg::smem_address(&sh.v_empty), (tile & 1) ^ 1);
-        uint64_t bad_keys = 0;  // bit j: key j of the tile has a V value the split cannot carry
+        // A thread's V chunks lie on kKeyGroups / 4 keys (v_pos): one flag each, turned into key bits once.
+        constexpr int kThreadKeys = kKeyGroups / 4;
+        bool bad_key[kThreadKeys] = {};
 #pragma unroll
         for (int u = 0; u < kChunksPerThread; ++u) {
           const float4 x = raw_chunk(lay.v_raw, ptid, u);
@@ -308,18 +310,29 @@ struct WgmmaForward {
           const int pos = (key % wg::kSwizzleRowFloats) / 8 * 8 + (j8 % 2) * 4 + j8 / 2;
           const uint32_t block =
               static_cast<uint32_t>((key / wg::kSwizzleRowFloats) * (kHeadDim * wg::kSwizzleRowBytes));
-          if (!wg::splittable4(x)) bad_keys |= uint64_t{1} << key;
+          Tf32Split sp[kFloat4Lanes];
 #pragma unroll
-          for (int i = 0; i < kFloat4Lanes; ++i) {
-            const int d = dc * kFloat4Lanes + i;
-            const float v = float4_lane(x, i);
+          for (int i = 0; i < kFloat4Lanes; ++i) sp[i] = split_tf32(float4_lane(x, i));
+          if (!wg::splittable4(x)) {
+            bad_key[(4 * u) % kKeyGroups / 4] = true;
             // A value the split cannot carry enters as 0 (its key's p is 0 for every row that does not take
             // the exact path): never inf * 0 on the tensor cores.
-            const Tf32Split sp = fabsf(v) < kTf32Overflow ? split_tf32(v) : Tf32Split{0u, 0u};
-            const uint32_t offset = block + wg::swizzled(d, pos);
-            wg::st_shared_b32(lay.v_hi + offset, sp.hi);
-            wg::st_shared_b32(lay.v_lo + offset, sp.lo);
+#pragma unroll
+            for (int i = 0; i < kFloat4Lanes; ++i) {
+              if (!(fabsf(float4_lane(x, i)) < kTf32Overflow)) sp[i] = Tf32Split{0u, 0u};
+            }
           }
+#pragma unroll
+          for (int i = 0; i < kFloat4Lanes; ++i) {
+            const uint32_t offset = block + wg::swizzled(dc * kFloat4Lanes + i, pos);
+            wg::st_shared_b32(lay.v_hi + offset, sp[i].hi);
+            wg::st_shared_b32(lay.v_lo + offset, sp[i].lo);
+          }
+        }
+        uint64_t bad_keys = 0;  // bit j: key j of the tile has a V value the split cannot carry
+#pragma unroll
+        for (int k = 0; k < kThreadKeys; ++k) {
+          if (bad_key[k]) bad_keys |= uint64_t{1} << v_pos(ptid, k).key;
         }
         const uint32_t bad_lo = __reduce_or_sync(kFullWarpMask, static_cast<uint32_t>(bad_keys));
         const uint32_t bad_hi = __reduce_or_sync(kFullWarpMask, static_cast<uint32_t>(bad_keys >> 32));
