@@ -237,10 +237,10 @@ TEST(Gpu_AllDtypes, NanAtMaskedKeysDoesNotReachO) {
 }
 
 // A causal row is bit-identical whatever its hidden keys hold, even V values the tf32 split cannot carry
-// (|v| >= (2 - 2^-11) 2^127, inf): split-TF32 tiles holding such a value used to send every row to the exact
-// CUDA-core path, so rows that never see it changed in their last bits (H100 GPU tier, property
-// CausalRowsIgnoreInvisibleKeys, f32 sq=sk=6 d=64 causal-br v=nearmax(1)). The tensor-core families carry fp16
-// and bf16 values exactly, so their hidden non-finite V is checked the same way.
+// (|v| >= (2 - 2^-11) 2^127, inf): only the rows that see such a value take the split-TF32 exact CUDA-core path.
+// A tile-wide exact path would change the last bits of rows that never see it (the GPU property
+// CausalRowsIgnoreInvisibleKeys finds that at f32 sq=sk=6 d=64 causal-br v=nearmax(1)). The tensor-core families
+// carry fp16 and bf16 values exactly, so their hidden non-finite V is checked the same way.
 TEST(Gpu_AllDtypes, HiddenUnsplittableVLeavesCausalRowsBitIdentical) {
   SKIP_WITHOUT_DEVICE();
 #if defined(FLASHCHECK_HAS_CUDA)
