@@ -7,8 +7,10 @@ turn, --passes times over, each time the median of --iters CUDA-event-timed runs
 sweeps of one build move a point by up to 10%: tools/dev/ab_round.sh).
 
 It also checks what a scheduling change must keep: O and LSE bit-identical to the first library's at every timed
-point (finite inputs), and O bit-identical (NaNs included) on small causal and windowed problems with inf, -inf and
-NaN scattered through V, which exercise the exact hidden-V path (docs/design/tensor-core-kernel.md).
+point (finite inputs), O bit-identical (NaNs included) on small causal and windowed problems with inf, -inf and
+NaN scattered through V, which exercise the exact hidden-V path (docs/design/tensor-core-kernel.md), and O and LSE
+bit-identical on shapes the timed points miss: a head dim 24 below each family's (a tail chunk of dims) and
+sequence lengths 1, 33 and 333 (tails in every tile), causal and not.
 
 Usage (Hopper machine with PyTorch; each LIB is target flashcheck_shared of a build, the first is the baseline):
     python3 tools/dev/ab_interleaved.py BASE.so VARIANT.so [...] [--dims 64,128] [--passes 5] [--iters 10]
@@ -48,6 +50,32 @@ def points(dims, fp32=False):
     pts += [(torch.float16, 128, True, n, None) for n in (512, 2048) if 128 in dims]
     pts += [(torch.bfloat16, d, True, n, w) for d, n, w in WINDOWED if d in dims]
     return pts
+
+
+ODD_DIM_BELOW = 24  # odd_shape_check's head dim: each timed head dim less this, served by the same family
+ODD_SEQLENS = (1, 33, 333)
+
+
+def odd_shape_check(libs, dims, dtype):
+    torch = sbs.torch
+    for d in dims:
+        dd = d - ODD_DIM_BELOW
+        if dd < 1:
+            continue
+        diff = []
+        for n in ODD_SEQLENS:
+            for causal in (False, True):
+                g = torch.Generator(device="cuda").manual_seed(dd * 7919 + n)
+                b, h = 2, 3
+                q, k, v = (torch.randn(b, h, n, dd, dtype=dtype, device="cuda", generator=g) for _ in range(3))
+                outs = [(torch.empty_like(q), torch.empty(b, h, n, dtype=torch.float32, device="cuda")) for _ in libs]
+                for lib, out in zip(libs, outs):
+                    lib.bound_call(q, k, v, causal, out)()
+                torch.cuda.synchronize()
+                if not all(torch.equal(o[0], outs[0][0]) and torch.equal(o[1], outs[0][1]) for o in outs[1:]):
+                    diff.append(f"N={n} causal={causal}")
+        print(f"odd shapes, d={dd}, N in {ODD_SEQLENS}, causal and not: " +
+              ("same bits as the baseline" if not diff else "DIFF at " + ", ".join(diff)), flush=True)
 
 
 def nonfinite_check(libs, dims, dtype):
@@ -90,8 +118,10 @@ def main():
     dims = {int(x) for x in args.dims.split(",")}
     libs = [sbs.Flashcheck(p) for p in args.libs]
     timer = sbs.Timer(3, args.iters)
-    nonfinite_check(libs, sorted(d for d in dims if not args.fp32 or d in FP32_DIMS),
-                    torch.float32 if args.fp32 else torch.bfloat16)
+    checked = sorted(d for d in dims if not args.fp32 or d in FP32_DIMS)
+    check_dtype = torch.float32 if args.fp32 else torch.bfloat16
+    nonfinite_check(libs, checked, check_dtype)
+    odd_shape_check(libs, checked, check_dtype)
     ratios = {i: [] for i in range(1, len(libs))}
     for dt, d, causal, n, w in points(dims, args.fp32):
         h = 2048 // d
