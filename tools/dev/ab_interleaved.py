@@ -52,6 +52,27 @@ def points(dims, fp32=False):
     return pts
 
 
+def empty_outputs(libs, q):
+    """One (O, LSE) pair per library for inputs shaped like q ([B, H, N, d])."""
+    torch = sbs.torch
+    b, h, n, _ = q.shape
+    return [(torch.empty_like(q), torch.empty(b, h, n, dtype=torch.float32, device="cuda")) for _ in libs]
+
+
+def run_once(libs, q, k, v, causal, **feats):
+    """Each library's (O, LSE) on the same inputs, synchronized."""
+    outs = empty_outputs(libs, q)
+    for lib, out in zip(libs, outs):
+        lib.bound_call(q, k, v, causal, out, **feats)()
+    sbs.torch.cuda.synchronize()
+    return outs
+
+
+def same_bits(out, base):
+    """O and LSE bit-identical (finite outputs)."""
+    return sbs.torch.equal(out[0], base[0]) and sbs.torch.equal(out[1], base[1])
+
+
 ODD_DIM_BELOW = 24  # odd_shape_check's head dim: each timed head dim less this, served by the same family
 ODD_SEQLENS = (1, 33, 333)
 
@@ -68,11 +89,8 @@ def odd_shape_check(libs, dims, dtype):
                 g = torch.Generator(device="cuda").manual_seed(dd * 7919 + n)
                 b, h = 2, 3
                 q, k, v = (torch.randn(b, h, n, dd, dtype=dtype, device="cuda", generator=g) for _ in range(3))
-                outs = [(torch.empty_like(q), torch.empty(b, h, n, dtype=torch.float32, device="cuda")) for _ in libs]
-                for lib, out in zip(libs, outs):
-                    lib.bound_call(q, k, v, causal, out)()
-                torch.cuda.synchronize()
-                if not all(torch.equal(o[0], outs[0][0]) and torch.equal(o[1], outs[0][1]) for o in outs[1:]):
+                outs = run_once(libs, q, k, v, causal)
+                if not all(same_bits(o, outs[0]) for o in outs[1:]):
                     diff.append(f"N={n} causal={causal}")
         print(f"odd shapes, d={dd}, N in {ODD_SEQLENS}, causal and not: " +
               ("same bits as the baseline" if not diff else "DIFF at " + ", ".join(diff)), flush=True)
@@ -89,11 +107,7 @@ def nonfinite_check(libs, dims, dtype):
             v[sel < 2e-4] = float("inf")
             v[(sel >= 2e-4) & (sel < 4e-4)] = float("nan")
             v[(sel >= 4e-4) & (sel < 5e-4)] = -float("inf")
-            outs = [(torch.empty_like(q), torch.empty(b, h, n, dtype=torch.float32, device="cuda")) for _ in libs]
-            feats = {"window": (w - 1, 0)} if w else {}
-            for lib, out in zip(libs, outs):
-                lib.bound_call(q, k, v, True, out, **feats)()
-            torch.cuda.synchronize()
+            outs = run_once(libs, q, k, v, True, **({"window": (w - 1, 0)} if w else {}))
             nans = outs[0][0].isnan().sum().item()
             bits = lambda t: t.nan_to_num(7.0, 8.0, 9.0)  # noqa: E731  (NaN and +-inf to distinct finite values)
             same = [torch.equal(bits(o[0]), bits(outs[0][0])) for o in outs[1:]]
@@ -128,7 +142,7 @@ def main():
         b = max(1, (32768 if w else 16384) // n)
         g = torch.Generator(device="cuda").manual_seed(n + d)
         q, k, v = (torch.randn(b, h, n, d, dtype=dt, device="cuda", generator=g) for _ in range(3))
-        outs = [(torch.empty_like(q), torch.empty(b, h, n, dtype=torch.float32, device="cuda")) for _ in libs]
+        outs = empty_outputs(libs, q)
         feats = {"window": (w - 1, 0)} if w else {}
         calls = [lib.bound_call(q, k, v, causal, out, **feats) for lib, out in zip(libs, outs)]
         pairs = (w * (w + 1) // 2 + (n - w) * w) if w else (n * (n + 1) // 2 if causal else n * n)
@@ -138,7 +152,7 @@ def main():
             for i, call in enumerate(calls):
                 res[i].append(flops / (timer.median_ms(call) * 1e-3) / 1e12)
         med = [statistics.median(r) for r in res]
-        same = ["same" if torch.equal(o[0], outs[0][0]) and torch.equal(o[1], outs[0][1]) else "DIFF" for o in outs[1:]]
+        same = ["same" if same_bits(o, outs[0]) else "DIFF" for o in outs[1:]]
         for i in ratios:
             ratios[i].append(med[i] / med[0])
         print(f"{str(dt)[6:]} d={d} causal={causal} N={n} W={w}: " + " ".join(f"{m:.1f}" for m in med) +
