@@ -16,6 +16,7 @@
 
 #include "common/epilogue.h"
 #include "common/mutants.cuh"
+#include "common/row_quotient.cuh"
 #include "common/softmax.h"
 #include "forward.h"
 #include "ptx.cuh"
@@ -681,6 +682,8 @@ struct Forward {
   // one row's partial sums), the sink of query head h merged in.
   struct Finals {
     RowFinal row[kM][2];
+    RowQuotient quot[kM][2];
+    QuotientDomain domain;  // the divisors' part of fast_quotient's domain check (common/row_quotient.cuh)
   };
   __device__ static void row_finals(const State& st, const KernelArgs& a, int64_t h, Finals& fin) {
 #pragma unroll
@@ -695,26 +698,44 @@ struct Forward {
                                       kExtras && !FC_MUTANT(kTcSinkIgnored) ? a.sink : nullptr, h,
                                       [](float e) { return ex2_approx(e); });
         fin.row[mt][hh] = r;
+        fin.quot[mt][hh] = row_quotient(r.l);
+        fin.domain.divisor(r.l, r.keys_empty);
       }
   }
+  // O's element before the division: the accumulator times the sink's factor (final_output's product).
+  __device__ static float numerator(float acc, const RowFinal& r) { return mul_rn(acc, r.alpha); }
 
   // O = alpha * acc / l rounded to T (0 where l == 0) for the n8 column tiles [kNt0, kNt0 + kNtCount) of this
   // thread's rows: put(row within the warp's rows, n8 tile, first column within it, the packed pair).
+  // The quotients come from fast_quotient(); if any of the warp's lies outside its domain, the warp puts every
+  // element again from final_output()'s div_rn (the same bits where both apply: common/row_quotient.cuh). put()
+  // may shuffle within the warp, hence the warp-wide vote.
   template <int kNt0, int kNtCount, class Put>
   __device__ static void normalized_o(const State& st, const Finals& fin, int lane, Put&& put) {
     const int quad_row = lane / kQuad;
     const int quad_col = (lane % kQuad) * 2;
+    const auto each = [&](auto&& element) {
 #pragma unroll
-    for (int mt = 0; mt < kM; ++mt)
+      for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
+        for (int hh = 0; hh < 2; ++hh) {
 #pragma unroll
-        for (int nt = kNt0; nt < kNt0 + kNtCount; ++nt) {
-          const float o0 = final_output(st.acc_o[mt][nt][2 * hh], fin.row[mt][hh]);
-          const float o1 = final_output(st.acc_o[mt][nt][2 * hh + 1], fin.row[mt][hh]);
-          put(mt * kMmaM + quad_row + hh * kMmaN, nt, quad_col, Ops::pack(o0, o1));
+          for (int nt = kNt0; nt < kNt0 + kNtCount; ++nt) {
+            const float o0 = element(st.acc_o[mt][nt][2 * hh], mt, hh);
+            const float o1 = element(st.acc_o[mt][nt][2 * hh + 1], mt, hh);
+            put(mt * kMmaM + quad_row + hh * kMmaN, nt, quad_col, Ops::pack(o0, o1));
+          }
         }
-      }
+    };
+    QuotientDomain domain = fin.domain;
+    each([&](float acc, int mt, int hh) {
+      const float x = numerator(acc, fin.row[mt][hh]);
+      domain.numerator(x);
+      return fast_quotient(x, fin.quot[mt][hh]);
+    });
+    if (__any_sync(kFullWarp, !domain.holds())) {
+      each([&](float acc, int mt, int hh) { return final_output(acc, fin.row[mt][hh]); });
+    }
   }
 
   // LSE = m*|scale| + ln(l) (common/epilogue.h) of this thread's real rows; row0 = the warp's first query row.

@@ -110,10 +110,10 @@ struct WsForward {
   static constexpr int smem_bytes(int k_stages, int v_stages) {
     return Cfg::kQSmemBytes + kOSmemBytes + (k_stages + v_stages) * Cfg::kKVTileSmemBytes + Cfg::kSmemAlignSlack;
   }
-  static constexpr int kVStages = Cfg::kStages;
-  // Where the own O tile does not fit beside Cfg's stages, K keeps one slot: K(n) is free once S(n) has read
-  // it, and K(n + 1) loads during the softmax of n (d = 256 with kOwnTile).
-  static constexpr int kKStages = smem_bytes(Cfg::kStages, kVStages) <= kMaxSmemPerBlock ? Cfg::kStages : 1;
+  static constexpr int kVStages = ws_kv_stages(Cfg::kHeadDim, Cfg::kStages);
+  // Where the own O tile does not fit beside the V slots' count of K slots, K keeps one: K(n) is free once S(n) has
+  // read it, and K(n + 1) loads during the softmax of n (d = 256 with kOwnTile).
+  static constexpr int kKStages = smem_bytes(kVStages, kVStages) <= kMaxSmemPerBlock ? kVStages : 1;
   static constexpr int kSmemBytes = smem_bytes(kKStages, kVStages);
   static_assert(kSmemBytes <= kMaxSmemPerBlock, "warp-specialized tiles exceed the sm_90 per-block limit");
   // Arrivals that release a warpgroup's Q rows: each of its warps after its last S.
@@ -567,9 +567,10 @@ __global__ void __launch_bounds__(WsForward<T, Cfg, kOStaging, kPingPong, kExtra
   WsForward<T, Cfg, kOStaging, kPingPong, kExtras, kSeq, kInstrument>::run(args, maps, smem);
 }
 
-// The own O tile fits beside all of Cfg's K slots (d = 64, 128): the only staging compiled.
+// The own O tile fits beside as many K slots as V slots (d = 64, 128): the only staging compiled.
 template <typename T, class Cfg>
-inline constexpr bool kOwnOFree = WsForward<T, Cfg, OStaging::kOwnTile, false, false, false, false>::kKStages == Cfg::kStages;
+inline constexpr bool kOwnOFree = WsForward<T, Cfg, OStaging::kOwnTile, false, false, false, false>::kKStages ==
+                                  WsForward<T, Cfg, OStaging::kOwnTile, false, false, false, false>::kVStages;
 
 // K/V tiles the middle Q tile of the launch reads: the item length the per-launch choices below go by.
 template <class Cfg>
