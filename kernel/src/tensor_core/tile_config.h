@@ -134,7 +134,7 @@ constexpr TileShape tile_shape_sm90(int head_dim_padded) {
 // d = 64 takes four of each (K/V tiles of 16 KB: 160 KB with Q and the O tile at 128x128, 176 KB at 192x128): the
 // producer runs further ahead of the consumers' short tiles. Interleaved A/B on the H100 against two (bf16,
 // tools/dev/ab_interleaved.py, bit-identical): the 192x128 tiles +3-7% (non-causal N = 512-8192, causal N = 4096),
-// the 128x128 tiles (causal N <= 2048, windows) 0.97-1.02x. d = 128 and 256 have no room for more than two.
+// the 128x128 tiles (causal N <= 2048, windows of 256 and 1024 keys) 0.98-1.00x. d = 128 and 256 have no room for more than two.
 constexpr int ws_kv_stages(int head_dim_padded, int stages) { return head_dim_padded == 64 ? 4 : stages; }
 
 // A second shape for a family's launches whose Q tiles read many K/V tiles (tensor_core_select() chooses per launch),
