@@ -17,8 +17,8 @@ using detail::row_quotient;
 
 constexpr uint32_t kSignificands = 1u << 23;
 constexpr uint32_t kOneBits = 0x3f800000u;  // 1.0f
-constexpr int kDomainExponentMin = -60;     // log2 of kQuotientDomainMin
-constexpr int kDomainExponentEnd = 60;      // log2 of kQuotientDomainMax
+constexpr int kDomainExponentMin = -detail::kQuotientDomainExponent;  // log2 of kQuotientDomainMin
+constexpr int kDomainExponentEnd = detail::kQuotientDomainExponent;   // log2 of kQuotientDomainMax
 
 struct Result {
   unsigned long long mismatches;

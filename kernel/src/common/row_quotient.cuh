@@ -16,12 +16,14 @@
 
 #include <cuda_runtime.h>
 
+#include <bit>
 #include <cstdint>
 
 namespace flashcheck::detail {
 
-inline constexpr float kQuotientDomainMin = 0x1p-60f;  // |x| and l at or above
-inline constexpr float kQuotientDomainMax = 0x1p60f;   // |x| and l below
+inline constexpr int kQuotientDomainExponent = 60;
+inline constexpr float kQuotientDomainMax = static_cast<float>(uint64_t{1} << kQuotientDomainExponent);  // |x|, l below
+inline constexpr float kQuotientDomainMin = 1.0f / kQuotientDomainMax;  // |x| and l at or above
 
 // One row's divisor and its refined reciprocal.
 struct RowQuotient {
@@ -46,8 +48,8 @@ __device__ __forceinline__ float fast_quotient(float x, const RowQuotient& r) {
 // its lower end it is everything below one bound. Zeros and subnormals wrap around past it, infinities and NaN
 // (above every finite pattern) stay past it; a negative divisor is caught by its sign.
 struct QuotientDomain {
-  static constexpr uint32_t kLowBits = (127u - 60u) << 24;   // bits of kQuotientDomainMin, shifted left once
-  static constexpr uint32_t kHighBits = (127u + 60u) << 24;  // bits of kQuotientDomainMax, shifted left once
+  static constexpr uint32_t kLowBits = std::bit_cast<uint32_t>(kQuotientDomainMin) << 1;
+  static constexpr uint32_t kHighBits = std::bit_cast<uint32_t>(kQuotientDomainMax) << 1;
   uint32_t span = 0;  // max over values of (bits << 1) - kLowBits
   bool rows = true;   // no negative divisor, no row whose keys carried no weight (its O is 0 or NaN by rule)
 
