@@ -4,14 +4,12 @@
 // domain's exponent bounds it covers every quotient the fast path computes (docs/error-model.md).
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <limits>
 #include <string>
-#include <vector>
 
 #include "gpu_util.h"
+#include "quotient_domain_cases.h"
 #include "row_quotient_check.h"
 
 namespace flashcheck {
@@ -61,41 +59,7 @@ TEST(Gpu_RowQuotient, SampledDomainMatchesDivRn) {
 
 TEST(Gpu_RowQuotient, DomainAdmitsExactlyWhatTheArgumentCovers) {
   SKIP_WITHOUT_DEVICE();
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
-  const float lo = 0x1p-60f, hi = 0x1p60f;
-  const float below_hi = std::nextafter(hi, 0.0f), below_lo = std::nextafter(lo, 0.0f);
-  struct Case {
-    std::vector<float> xs;
-    float l;
-    bool keys_empty;
-    bool holds;
-  };
-  const Case cases[] = {
-      {{1.0f, -3.5f, lo, -lo, below_hi, -below_hi}, 1.0f, false, true},
-      {{1.0f}, lo, false, true},
-      {{1.0f}, below_hi, false, true},
-      {{}, 2.0f, false, true},
-      {{1.0f}, 2.0f, true, false},          // a row whose keys carried no weight
-      {{0.0f}, 1.0f, false, false},         // zeros keep their sign through div_rn only
-      {{-0.0f}, 1.0f, false, false},
-      {{below_lo}, 1.0f, false, false},
-      {{-below_lo}, 1.0f, false, false},
-      {{hi}, 1.0f, false, false},
-      {{-hi}, 1.0f, false, false},
-      {{kInf}, 1.0f, false, false},
-      {{-kInf}, 1.0f, false, false},
-      {{kNan}, 1.0f, false, false},
-      {{1.0f, kNan, 2.0f}, 1.0f, false, false},
-      {{0x1p-149f}, 1.0f, false, false},    // subnormal
-      {{1.0f}, below_lo, false, false},
-      {{1.0f}, hi, false, false},
-      {{1.0f}, 0.0f, false, false},
-      {{1.0f}, -1.0f, false, false},
-      {{1.0f}, kInf, false, false},
-      {{1.0f}, kNan, false, false},
-  };
-  for (const Case& c : cases) {
+  for (const test::QuotientDomainCase& c : test::quotient_domain_cases()) {
     bool holds = !c.holds;
     const Status st = test::quotient_domain_holds(c.xs.data(), static_cast<int>(c.xs.size()), c.l, c.keys_empty, &holds);
     ASSERT_TRUE(st.ok()) << st.message();

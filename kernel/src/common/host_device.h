@@ -42,6 +42,15 @@ FLASHCHECK_HOST_DEVICE inline float fmax_f32(float a, float b) {
 #endif
 }
 
+// The sign bit, of zeros and NaN too.
+FLASHCHECK_HOST_DEVICE inline bool signbit_f32(float x) {
+#if defined(__CUDA_ARCH__)
+  return signbit(x);
+#else
+  return std::signbit(x);
+#endif
+}
+
 // tanh in fp32: tanhf on the device (at most 2 ulp), std::tanh on the host.
 FLASHCHECK_HOST_DEVICE inline float tanh_f32(float x) {
 #if defined(__CUDA_ARCH__)

@@ -11,19 +11,14 @@
 //  - in the domain (|x| and l in [2^-60, 2^60), l > 0, x finite and non-zero) every intermediate is a normal number or
 //    an exact zero, so each rounding commutes with the powers of two that take (x, l) to [1, 2)^2, and so does
 //    div.rn's result: the exhaustive check covers the whole domain. Zeros (whose sign the sequence loses), NaN,
-//    infinities and the extreme exponents take div_rn itself.
+//    infinities and the extreme exponents take div_rn itself (the check: common/quotient_domain.h).
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <bit>
-#include <cstdint>
+#include "common/quotient_domain.h"
 
 namespace flashcheck::detail {
-
-inline constexpr int kQuotientDomainExponent = 60;
-inline constexpr float kQuotientDomainMax = static_cast<float>(uint64_t{1} << kQuotientDomainExponent);  // |x|, l below
-inline constexpr float kQuotientDomainMin = 1.0f / kQuotientDomainMax;  // |x| and l at or above
 
 // One row's divisor and its refined reciprocal.
 struct RowQuotient {
@@ -42,23 +37,5 @@ __device__ __forceinline__ float fast_quotient(float x, const RowQuotient& r) {
   const float q0 = __fmaf_rn(x, r.y, 0.0f);
   return __fmaf_rn(r.y, __fmaf_rn(-r.l, q0, x), q0);
 }
-
-// Whether every numerator and divisor a thread saw lies in the domain, one shift-add and one unsigned max per value:
-// with the sign shifted out, |v| in [2^-60, 2^60) is an unsigned interval of the bit patterns, and shifted down by
-// its lower end it is everything below one bound. Zeros and subnormals wrap around past it, infinities and NaN
-// (above every finite pattern) stay past it; a negative divisor is caught by its sign.
-struct QuotientDomain {
-  static constexpr uint32_t kLowBits = std::bit_cast<uint32_t>(kQuotientDomainMin) << 1;
-  static constexpr uint32_t kHighBits = std::bit_cast<uint32_t>(kQuotientDomainMax) << 1;
-  uint32_t span = 0;  // max over values of (bits << 1) - kLowBits
-  bool rows = true;   // no negative divisor, no row whose keys carried no weight (its O is 0 or NaN by rule)
-
-  __device__ __forceinline__ void numerator(float x) { span = max(span, (__float_as_uint(x) << 1) - kLowBits); }
-  __device__ __forceinline__ void divisor(float l, bool keys_empty) {
-    numerator(l);
-    rows = rows && !signbit(l) && !keys_empty;
-  }
-  __device__ __forceinline__ bool holds() const { return rows && span < kHighBits - kLowBits; }
-};
 
 }  // namespace flashcheck::detail
