@@ -1,5 +1,5 @@
 // The epilogue's quotients O = x / l, many per row and one l: div_rn's value bit for bit, at three FMAs an element
-// where the operands lie in a domain that the caller checks once per thread, instead of div.rn's expansion per
+// where the operands lie in a domain the caller checks (QuotientDomain), instead of div.rn's expansion per
 // element (a reciprocal, two FMAs to refine it, a range check and a branch around a slow path).
 //
 // Why the result is div_rn's (docs/error-model.md, "The quotient O = acc / l"):
