@@ -25,8 +25,9 @@ struct Result {
   unsigned long long first;  // (x bits << 32) | l bits of one mismatch, ~0 if none
 };
 
-__device__ void record(Result* r, float x, float l) {
-  atomicAdd(&r->mismatches, 1ull);
+// `count` mismatches, (x, l) one of them.
+__device__ void record(Result* r, float x, float l, uint32_t count = 1) {
+  atomicAdd(&r->mismatches, static_cast<unsigned long long>(count));
   const unsigned long long key =
       (static_cast<unsigned long long>(__float_as_uint(x)) << 32) | __float_as_uint(l);
   atomicMin(&r->first, key);
@@ -50,8 +51,7 @@ __global__ void significand_pairs(uint32_t x_begin, uint32_t x_end, Result* r) {
     }
   }
   if (bad != 0) {
-    atomicAdd(&r->mismatches, static_cast<unsigned long long>(bad) - 1);
-    record(r, bad_x, l);
+    record(r, bad_x, l, bad);
   }
 }
 
