@@ -118,10 +118,10 @@ __global__ void forward_kernel(fc_subject_problem p, const T* q, const T* k, con
   // The sink: one more logit in the denominator whose value row is zero (+inf: it takes all the weight).
   T* o_ptr = o + b * p.o_stride.batch + h * p.o_stride.head + i * p.o_stride.row;
   float* lse_ptr = lse + (b * p.heads_q + h) * p.seqlen_q + i;
-  if (sink != nullptr && sink[h] == INFINITY) {  // all the weight: O = 0 (acc * 0 keeps a NaN column NaN)
-    const bool nan_row = m != m;                 // a NaN score
+  if (sink != nullptr && sink[h] == INFINITY) {  // all the weight: LSE = +inf, O = 0 (acc * 0 keeps a NaN column NaN)
+    const bool nan_row = m != m;                 // a NaN score: O is NaN, LSE still +inf
     for (int64_t d = 0; d < d_count; ++d) store(o_ptr + d, nan_row ? NAN : acc[d] * 0.0f);
-    *lse_ptr = nan_row ? NAN : INFINITY;
+    *lse_ptr = INFINITY;
     return;
   }
   float alpha = 1.0f;

@@ -18,7 +18,9 @@
 //  * Softcap c > 0: each scaled score s becomes c * tanh(s / c) before the mask and the softmax; 0 is off.
 //  * Sink (optional, one fp32 logit per query head): it joins the softmax denominator as one more logit whose
 //    value row is zero: O = sum_j p_j v_j / (sum_j p_j + exp(sink - m)) with p_j = exp(s_j - m), and LSE
-//    includes it. A row with no visible key then gives O = 0 and LSE = sink; a sink of -inf is no sink.
+//    includes it. A row with no visible key then gives O = 0 and LSE = sink; a sink of -inf is no sink. A sink
+//    of +inf takes all the weight: LSE = +inf and O = 0, NaN where the accumulator is not finite (a NaN score,
+//    0 * inf); a NaN sink makes the row NaN.
 //  * A row with no visible key (fully masked, seqlen_k == 0, or every visible score == -inf) gives
 //    O = 0 and LSE = -inf (LSE = sink with a sink), never NaN.
 //  * batch == 0, heads == 0 or seqlen_q == 0 is a successful no-op (pointers may then be null).
