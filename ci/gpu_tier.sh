@@ -116,7 +116,7 @@ for step in "$@"; do
         "$LOGS/ctest_gpu.log" | tail -25 | tee -a "$LOGS/summary.txt"
       python3 ci/skip_reasons.py build/gpu/ctest-junit.xml 2>&1 | tee -a "$LOGS/summary.txt"
       cp build/gpu/ctest-junit.xml "$LOGS/" 2>/dev/null
-      python3 ci/classify_summary.py "$LOGS/ctest_gpu.log" Gpu_Properties. 2>&1 | tee -a "$LOGS/summary.txt" ;;
+      python3 ci/classify_summary.py --prefix Gpu_Properties. "$LOGS/ctest_gpu.log" 2>&1 | tee -a "$LOGS/summary.txt" ;;
     properties=*)
       # A long property run spread over the GPUs: each GPU property binary runs once per GPU, shard i of n on
       # GPU i, each its share of CASES per property from its own seed (FLASHCHECK_SHARD, properties/tier.h).
