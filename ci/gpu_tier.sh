@@ -2,7 +2,7 @@
 # The GPU tier in one call on a Hopper machine (the lent H100 or a GPU CI runner): build the `gpu` preset,
 # run ctest -L gpu (properties, kernel tests, regression findings), the sanitizer tier, and optionally the
 # fuzz kernel target and the benchmark. Logs go to $OUT (default ./out). Steps are chosen by arguments:
-#   ci/gpu_tier.sh [--gpus N|all] build tests properties=CASES report sanitizer fuzz=SECONDS |
+#   ci/gpu_tier.sh [--gpus N|all] build tests tests-pending properties=CASES report sanitizer fuzz=SECONDS |
 #                  fuzz-bg=SECONDS ... fuzz-wait  mutant=SECONDS bench
 # --gpus spreads the work over the runner's GPUs (default all): ctest through a CTest resource spec
 # (ci/resource_spec.sh) with -j scaled by the GPU count, the sharded property run one shard per GPU, the
@@ -17,6 +17,8 @@ steps, run in the order given:
   build            configure and build preset gpu (RapidCheck & co. from .devdeps without network)
   tests            ctest -L gpu over the GPUs (a resource spec, -j = GPUs x slots per GPU; JUnit XML:
                    build/gpu/ctest-junit.xml), property case counts and RC_CLASSIFY
+  tests-pending    the tests earlier `tests` / `tests-pending` runs (same FLASHCHECK_LOGS) did not start, stopped
+                   or failed (FLASHCHECK_TESTS_STOP_AFTER, a call's time limit), then the case counts over all runs
   properties=CASES the GPU property binaries with CASES cases per property, sharded over the GPUs
                    (FLASHCHECK_SHARD=i/n, one shard per GPU, base seed FLASHCHECK_SEED or the date)
   budget=SECONDS   the budgeted tier: every GPU property within SECONDS, in turns of equal time
@@ -34,7 +36,8 @@ steps, run in the order given:
   bench            the benchmark (bench/run_bench.sh)
 environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.sh), OUT, FLASHCHECK_LOGS,
   FLASHCHECK_PEERS=1 (build the SDPA subjects for `tests` too; `subjects` always does),
-  FLASHCHECK_TESTS_STOP_AFTER=SECONDS (no test of `tests` starts after SECONDS),
+  FLASHCHECK_TESTS_STOP_AFTER=SECONDS (no test of `tests` or `tests-pending` starts after SECONDS, and those
+  running then stop; `tests-pending` in a later call runs what they left),
   FLASHCHECK_SLOTS_PER_GPU (GPU tests sharing a GPU, default 6), FLASHCHECK_CTEST_JOBS (ctest -j, default
   GPUs x slots), FLASHCHECK_CTEST_ARGS (more ctest arguments for `tests`), FLASHCHECK_SEED (base seed of
   properties=CASES), FLASHCHECK_SUBJECT_CASES (cases per property in `subjects`, default 100)
@@ -92,31 +95,58 @@ for step in "$@"; do
         cmake --build --preset gpu -j "$jobs"; } >"$LOGS/build.log" 2>&1 \
         || { log "BUILD FAILED"; tail -50 "$LOGS/build.log"; exit 1; }
       grep -E "registers|spill" "$LOGS/build.log" | sort -u >"$LOGS/ptxas.txt" || true ;;
-    tests)
+    tests|tests-pending)
       ctest_jobs=${FLASHCHECK_CTEST_JOBS:-$((gpu_count * slots))}
-      log "ctest -L gpu on $gpu_count GPU(s), -j $ctest_jobs (resource spec $spec)"
+      # `tests` runs the selection (ctest -L gpu and FLASHCHECK_CTEST_ARGS); `tests-pending` runs what the earlier runs
+      # of this LOGS directory left pending: not started (FLASHCHECK_TESTS_STOP_AFTER), stopped at a timeout or failed
+      # (ci/pending_tests.py over their JUnit files). Each run keeps its own -V log and JUnit file, and the property
+      # summary reads them all, a later run's result replacing an earlier one's.
+      filter_args=()
+      if [ "$step" = tests ]; then
+        rm -f "$LOGS"/ctest_gpu.*.log "$LOGS"/ctest-junit.*.xml
+        run_tag=0
+        # shellcheck disable=SC2086
+        ctest --preset gpu -N ${FLASHCHECK_CTEST_ARGS:-} >"$LOGS/tests_listing.txt" 2>&1
+      else
+        [ -f "$LOGS/tests_listing.txt" ] || { log "tests-pending: no earlier \`tests\` run in $LOGS"; status=1; continue; }
+        regex=$(python3 ci/pending_tests.py --regex --listing "$LOGS/tests_listing.txt" "$LOGS"/ctest-junit.*.xml)
+        [ -n "$regex" ] || { log "tests-pending: no test pending"; continue; }
+        filter_args=(-R "$regex")
+        run_tag=$(ls "$LOGS"/ctest-junit.*.xml 2>/dev/null | wc -l)
+      fi
+      what=""
+      [ "$step" = tests-pending ] &&
+        what=": the $(python3 ci/pending_tests.py --listing "$LOGS/tests_listing.txt" "$LOGS"/ctest-junit.*.xml | wc -l) pending tests"
+      log "ctest -L gpu on $gpu_count GPU(s), -j $ctest_jobs (resource spec $spec)$what"
       # -V keeps the output of passing tests too: the RC_CLASSIFY distribution of the GPU properties.
       # JUnit XML beside the build for CI dashboards; the skipped tests with their reasons in the summary.
       # Each GPU test holds one of the spec's GPU slots and runs on that GPU (RESOURCE_GROUPS gpus:1).
       start_t=$(date +%s)
-      # FLASHCHECK_TESTS_STOP_AFTER=SECONDS: no test starts after that many seconds (ctest --stop-time), so a run
-      # with a wall-clock limit ends with its summary; the tests it did not start are listed as not run.
+      # FLASHCHECK_TESTS_STOP_AFTER=SECONDS: no test starts after that many seconds (ctest --stop-time; the ones
+      # running then are stopped too), so a run with a wall-clock limit ends with its summary; `tests-pending` in a
+      # later call runs what it left.
       stop_args=()
       if [[ -n "${FLASHCHECK_TESTS_STOP_AFTER:-}" ]]; then
         stop_args=(--stop-time "$(date -d "+${FLASHCHECK_TESTS_STOP_AFTER} seconds" +%H:%M:%S)")
       fi
+      ctest_log="$LOGS/ctest_gpu.$run_tag.log"
       # FLASHCHECK_CTEST_ARGS adds ctest arguments (say -E subject_ after the subjects step ran them).
       # shellcheck disable=SC2086
       ctest --preset gpu -V -j "$ctest_jobs" --resource-spec-file "$spec" "${stop_args[@]}" ${FLASHCHECK_CTEST_ARGS:-} \
-        --output-junit "$PWD/build/gpu/ctest-junit.xml" >"$LOGS/ctest_gpu.log" 2>&1 || status=1
+        "${filter_args[@]}" --output-junit "$PWD/build/gpu/ctest-junit.xml" >"$ctest_log" 2>&1 || status=1
+      cp build/gpu/ctest-junit.xml "$LOGS/ctest-junit.$run_tag.xml" 2>/dev/null
       log "ctest -L gpu took $(( $(date +%s) - start_t )) s; GPU test binaries per GPU id:" \
-        "$(grep -oE 'flashcheck: CTest GPU id [0-9]+' "$LOGS/ctest_gpu.log" | awk '{print $NF}' | sort -n | uniq -c |
+        "$(grep -oE 'flashcheck: CTest GPU id [0-9]+' "$ctest_log" | awk '{print $NF}' | sort -n | uniq -c |
            awk '{printf "%s%s:%s", (NR > 1 ? " " : ""), $2, $1}')"
       grep -E "tests passed|tests failed|Total Test time|\*\*\*Failed|\*\*\*Skipped|\*\*\*Timeout" \
-        "$LOGS/ctest_gpu.log" | tail -25 | tee -a "$LOGS/summary.txt"
+        "$ctest_log" | tail -25 | tee -a "$LOGS/summary.txt"
       python3 ci/skip_reasons.py build/gpu/ctest-junit.xml 2>&1 | tee -a "$LOGS/summary.txt"
-      cp build/gpu/ctest-junit.xml "$LOGS/" 2>/dev/null
-      python3 ci/classify_summary.py --prefix Gpu_Properties. "$LOGS/ctest_gpu.log" 2>&1 | tee -a "$LOGS/summary.txt" ;;
+      pending=$(python3 ci/pending_tests.py --listing "$LOGS/tests_listing.txt" "$LOGS"/ctest-junit.*.xml | wc -l)
+      [ "$pending" -gt 0 ] && log "$pending of $(grep -cE 'Test +#' "$LOGS/tests_listing.txt") tests not passed yet" \
+        "(not started, stopped or failed): ci/gpu_tier.sh tests-pending runs them"
+      # shellcheck disable=SC2046
+      python3 ci/classify_summary.py --prefix Gpu_Properties. $(ls -v "$LOGS"/ctest_gpu.*.log) 2>&1 |
+        tee -a "$LOGS/summary.txt" ;;
     properties=*)
       # A long property run spread over the GPUs: each GPU property binary runs once per GPU, shard i of n on
       # GPU i, each its share of CASES per property from its own seed (FLASHCHECK_SHARD, properties/tier.h).
