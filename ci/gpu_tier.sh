@@ -101,7 +101,7 @@ for step in "$@"; do
       # of this LOGS directory left pending: not started (FLASHCHECK_TESTS_STOP_AFTER), stopped at a timeout or failed
       # (ci/pending_tests.py over their JUnit files). Each run keeps its own -V log and JUnit file, and the property
       # summary reads them all, a later run's result replacing an earlier one's.
-      filter_args=()
+      filter_args=() what=""
       if [ "$step" = tests ]; then
         rm -f "$LOGS"/ctest_gpu.*.log "$LOGS"/ctest-junit.*.xml
         run_tag=0
@@ -112,11 +112,9 @@ for step in "$@"; do
         regex=$(python3 ci/pending_tests.py --regex --listing "$LOGS/tests_listing.txt" "$LOGS"/ctest-junit.*.xml)
         [ -n "$regex" ] || { log "tests-pending: no test pending"; continue; }
         filter_args=(-R "$regex")
+        what=": the $(python3 ci/pending_tests.py --listing "$LOGS/tests_listing.txt" "$LOGS"/ctest-junit.*.xml | wc -l) pending tests"
         run_tag=$(ls "$LOGS"/ctest-junit.*.xml 2>/dev/null | wc -l)
       fi
-      what=""
-      [ "$step" = tests-pending ] &&
-        what=": the $(python3 ci/pending_tests.py --listing "$LOGS/tests_listing.txt" "$LOGS"/ctest-junit.*.xml | wc -l) pending tests"
       log "ctest -L gpu on $gpu_count GPU(s), -j $ctest_jobs (resource spec $spec)$what"
       # -V keeps the output of passing tests too: the RC_CLASSIFY distribution of the GPU properties.
       # JUnit XML beside the build for CI dashboards; the skipped tests with their reasons in the summary.
