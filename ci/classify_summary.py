@@ -7,8 +7,8 @@ replaces the same run (property, binary, subject, budget) of an earlier one.
 Prints one line per property run (cases passed, skipped with its reason, FAILED, or did not finish), named by its
 binary and, for a subject, the subject's library; a test that passes without a RapidCheck count (the budgeted
 tier's run, or a test of fixed cases) is listed with the cases its [ BUDGET ] or [ COVERAGE ] lines report; then the
-RC_CLASSIFY distribution over the passed runs, weighted by each property's case count, per tag: a case carries its value family and any of the features
-window, softcap and sink, so the features' shares add to the families' 100%. CTest -V prefixes every line of
+RC_CLASSIFY distribution over the passed runs, weighted by each property's case count, per tag: a case carries its
+value family and any of the features window, softcap and sink, so the features' shares add to the families' 100%. CTest -V prefixes every line of
 test N with "N: "; lines are grouped by that prefix so parallel tests do not mix.
 """
 import argparse
