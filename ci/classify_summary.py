@@ -8,8 +8,8 @@ Prints one line per property run (cases passed, skipped with its reason, FAILED,
 binary and, for a subject, the subject's library; a test that passes without a RapidCheck count (the budgeted
 tier's run, or a test of fixed cases) is listed with the cases its [ BUDGET ] or [ COVERAGE ] lines report; then the
 RC_CLASSIFY distribution over the passed runs, weighted by each property's case count, per tag: a case carries its
-value family and any of the features window, softcap and sink, so the features' shares add to the families' 100%. CTest -V prefixes every line of
-test N with "N: "; lines are grouped by that prefix so parallel tests do not mix.
+value family and any of the features window, softcap and sink, so the features' shares add to the families' 100%.
+CTest -V prefixes every line of test N with "N: "; lines are grouped by that prefix so parallel tests do not mix.
 """
 import argparse
 import collections
@@ -145,8 +145,8 @@ def summarize(results, prefix, where_from):
         else:
             failed.append(name)
             print(f"  {name} [{where}]: {outcome or 'did not finish'}")
-    print(f"{len(results)} property runs, {total} cases passed, {other_passed} other runs passed (budgeted or fixed cases), "
-          f"{skipped} skipped, {len(failed)} failed or unfinished")
+    print(f"{len(results)} property runs, {total} cases passed, "
+          f"{other_passed} other runs passed (budgeted or fixed cases), {skipped} skipped, {len(failed)} failed or unfinished")
     print("RC_CLASSIFY over all passed cases (per tag; a case has one value family and any of window, softcap, sink):")
     for label, n in weighted.most_common():
         print(f"  {100.0 * n / total:6.2f}%  {label}  (~{round(n)} cases)")

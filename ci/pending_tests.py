@@ -4,8 +4,8 @@ the runs so far (ctest --output-junit FILE, one file per run, oldest first).
 
 usage: pending_tests.py --listing CTEST_N_OUTPUT [--regex] JUNIT_XML...
 A test is done once a run passed or skipped it; it is pending when no run started it (ctest --stop-time), or every
-run that did stopped it at its timeout, failed it or could not run it. ci/gpu_tier.sh writes the pending tests of its `tests` step
-and runs them with `tests-pending`, so a GPU tier split over calls of limited length still runs every test.
+run that did stopped it at its timeout, failed it or could not run it. ci/gpu_tier.sh counts the pending tests of its
+`tests` step and runs them with `tests-pending`, so a GPU tier split over calls of limited length runs every test.
 Prints one name per line in the listing's order, or with --regex one anchored CTest -R expression (empty when
 none is pending). Exit status 0, 2 on a missing or bad file.
 """
