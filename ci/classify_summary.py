@@ -146,7 +146,8 @@ def summarize(results, prefix, where_from):
             failed.append(name)
             print(f"  {name} [{where}]: {outcome or 'did not finish'}")
     print(f"{len(results)} property runs, {total} cases passed, "
-          f"{other_passed} other runs passed (budgeted or fixed cases), {skipped} skipped, {len(failed)} failed or unfinished")
+          f"{other_passed} other runs passed (budgeted or fixed cases), {skipped} skipped, "
+          f"{len(failed)} failed or unfinished")
     print("RC_CLASSIFY over all passed cases (per tag; a case has one value family and any of window, softcap, sink):")
     for label, n in weighted.most_common():
         print(f"  {100.0 * n / total:6.2f}%  {label}  (~{round(n)} cases)")
