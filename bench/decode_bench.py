@@ -5,8 +5,8 @@ keys per sequence (batch * cache up to 2M tokens), the cache contiguous or paged
 shuffled order). Achieved HBM bandwidth = K/V bytes read (batch * cache * heads_kv * d * 2 tensors * 2 bytes) / time,
 against the H100's 3.35 TB/s. flashcheck runs with num_splits = 0 (its heuristic) through fc_forward_prechecked
 (index arrays validated once with fc_can_implement, as a serving loop does). Beside it, PyTorch SDPA on the
-contiguous cache (enable_gqa: every backend that takes it), and FlexAttention (torch.compile'd, enable_gqa) at the
-points of batch * cache >= 256k tokens.
+contiguous cache (enable_gqa: every backend that takes it), and FlexAttention (torch.compile'd per shape, enable_gqa)
+at the points of batch * cache >= 256k tokens.
 
 Varlen prefill: one packed batch of mixed lengths (1 .. 16k tokens, causal) against the same number of tokens as one
 dense batch of equal-length sequences; TFLOP/s over the causal (query, key) pairs of each.
@@ -108,7 +108,10 @@ def sdpa_decode_call(backend, q, k_cache, v_cache):
 def flex_decode_call(q, k_cache, v_cache):
     from torch.nn.attention.flex_attention import flex_attention
     torch._dynamo.config.cache_size_limit = 1024
-    compiled = flex_decode_call.compiled = getattr(flex_decode_call, "compiled", None) or torch.compile(flex_attention)
+    torch._dynamo.config.accumulated_cache_size_limit = 4096
+    # dynamic=False: one static kernel per shape (bench/features_bench.py says why).
+    compiled = flex_decode_call.compiled = (getattr(flex_decode_call, "compiled", None) or
+                                            torch.compile(flex_attention, dynamic=False))
     qt, kt, vt = q.transpose(1, 2), k_cache.transpose(1, 2), v_cache.transpose(1, 2)
 
     def call():

@@ -31,7 +31,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import side_by_side as sbs  # noqa: E402  (Flashcheck, Timer)
 
-DENSE = ((64, False, (512, 2048, 8192)), (64, True, (512, 1024, 2048, 4096, 16384)),
+DENSE = ((64, False, (512, 2048, 8192, 16384)), (64, True, (512, 1024, 2048, 4096, 16384)),
          (128, False, (512, 1024, 4096, 8192, 16384)), (128, True, (512, 1024, 2048, 4096, 8192, 16384)),
          (256, False, (512, 2048, 8192)), (256, True, (512, 1024, 2048, 8192)))
 WINDOWED = ((64, 4096, 256), (64, 8192, 256), (64, 8192, 1024), (64, 8192, 4096), (128, 8192, 256),
@@ -123,6 +123,9 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--fp32", action="store_true",
                     help="the fp32 points instead (split-TF32 kernels, d 64 and 128 of --dims)")
+    ap.add_argument("--only", default="",
+                    help="time only the points whose label (e.g. 'd=128 causal=False N=8192') contains one of these "
+                         "','-separated substrings")
     args = ap.parse_args()
     if sbs.torch is None:
         sys.exit("ab_interleaved.py needs PyTorch with CUDA")
@@ -137,7 +140,11 @@ def main():
     nonfinite_check(libs, checked, check_dtype)
     odd_shape_check(libs, checked, check_dtype)
     ratios = {i: [] for i in range(1, len(libs))}
+    only = [x for x in args.only.split(",") if x]
     for dt, d, causal, n, w in points(dims, args.fp32):
+        label = f"{str(dt)[6:]} d={d} causal={causal} N={n} W={w}"
+        if only and not any(x in label for x in only):
+            continue
         h = 2048 // d
         b = max(1, (32768 if w else 16384) // n)
         g = torch.Generator(device="cuda").manual_seed(n + d)
@@ -155,7 +162,7 @@ def main():
         same = ["same" if same_bits(o, outs[0]) else "DIFF" for o in outs[1:]]
         for i in ratios:
             ratios[i].append(med[i] / med[0])
-        print(f"{str(dt)[6:]} d={d} causal={causal} N={n} W={w}: " + " ".join(f"{m:.1f}" for m in med) +
+        print(f"{label}: " + " ".join(f"{m:.1f}" for m in med) +
               " | " + " ".join(f"{m / med[0]:.3f}" for m in med[1:]) + f" bitwise={','.join(same)}",
               flush=True)
         del q, k, v, outs, calls
