@@ -14,6 +14,7 @@ sequence lengths 1, 33 and 333 (tails in every tile), causal and not.
 
 Usage (Hopper machine with PyTorch; each LIB is target flashcheck_shared of a build, the first is the baseline):
     python3 tools/dev/ab_interleaved.py BASE.so VARIANT.so [...] [--dims 64,128] [--passes 5] [--iters 10]
+        [--only 'causal=False,W=256']   (time only the points whose label contains one of the substrings)
 Build variants side by side from one tree with -DCMAKE_CUDA_FLAGS=-DSOME_SWITCH and, for a short compile,
 -DFLASHCHECK_KERNEL_FAMILIES=tensor_core; --dims keeps the points the built families serve. --fp32 times fp32
 points instead (d = 64 and 128, N = 256..4096, causal and not: the split-TF32 wgmma kernel), with the same bitwise
