@@ -148,6 +148,7 @@ def decode(fc, timer, quick, rounds, peers=True):
                         calls[f"sdpa {backend}"] = call
                     except RuntimeError:
                         torch.cuda.synchronize()
+                errors = {}
                 if b * n >= TARGET_TOKENS and not quick and peers:
                     try:
                         call = flex_decode_call(q, k, v)
@@ -155,13 +156,16 @@ def decode(fc, timer, quick, rounds, peers=True):
                         torch.cuda.synchronize()
                         calls["flex"] = call
                     except Exception as e:  # noqa: BLE001 (the compile's errors are many kinds)
-                        print(f"  flex: {type(e).__name__}: {str(e)[:120]}", file=sys.stderr)
+                        errors["flex"] = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+                        print(f"  flex: {errors['flex']}", file=sys.stderr)
                 passes = {name: [] for name in calls}
                 for _ in range(rounds):
                     for name, call in calls.items():
                         passes[name].append(timer.median_ms(call))
                 kv_bytes = b * n * hkv * HEAD_DIM * 2 * 2
                 row = {"heads_q": hq, "heads_kv": hkv, "batch": b, "cache": n, "kv_bytes": kv_bytes, "ms": {}, "tbps": {}}
+                if errors:
+                    row["errors"] = errors  # a peer that failed here: its cell reads "failed"
                 for name, times in passes.items():
                     ms = statistics.median(times)
                     row["ms"][name] = ms
@@ -240,7 +244,7 @@ def varlen(fc, timer, rounds, quick):
 def write_markdown(path, device, decode_rows, varlen_rows):
     names = []
     for r in decode_rows:
-        for n in r["tbps"]:
+        for n in [*r["tbps"], *r.get("errors", {})]:
             if n not in names:
                 names.append(n)
     lines = [f"Device: {device}.", "",
@@ -250,7 +254,8 @@ def write_markdown(path, device, decode_rows, varlen_rows):
              "|---|---|---|" + "---|" * len(names) + "---|"]
     for r in decode_rows:
         fc_best = max(v for k_, v in r["tbps"].items() if k_.startswith("flashcheck"))
-        cells = [f"{r['tbps'][n]:.2f}" if n in r["tbps"] else "" for n in names]
+        cells = [f"{r['tbps'][n]:.2f}" if n in r["tbps"] else "failed" if n in r.get("errors", {}) else ""
+                 for n in names]
         lines.append(f"| {r['heads_q']}/{r['heads_kv']} | {r['batch']} | {r['cache']} | " + " | ".join(cells) +
                      f" | {100 * fc_best / HBM_TBPS:.0f}% |")
     lines += ["", "Varlen prefill: causal, heads 16, d 128; TFLOP/s over the causal pairs.", "",
