@@ -34,7 +34,8 @@ steps, run in the order given:
                    every mutant of the catalogue, the kill table in $OUT/mutation.md (FLASHCHECK_MUTATION_ARGS:
                    more arguments, e.g. --repeat 10 --perturb 7)
   bench            the benchmark (bench/run_bench.sh)
-environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.sh), OUT, FLASHCHECK_LOGS,
+environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.sh; with fuzz_kernel alone in it,
+  FLASHCHECK_FUZZ_CPU_TARGETS= as well: ci/nightly_fuzz.sh), OUT, FLASHCHECK_LOGS,
   FLASHCHECK_PEERS=1 (build the SDPA subjects for `tests` too; `subjects` always does),
   FLASHCHECK_TESTS_STOP_AFTER=SECONDS (no test of `tests` or `tests-pending` starts after SECONDS, and those
   running then stop; `tests-pending` in a later call runs what they left),

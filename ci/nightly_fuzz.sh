@@ -23,8 +23,10 @@
 # profile per GPU; default: three quarters of the cores per GPU, split over the profiles with small weighing twice
 # the others, at least 1 each), FLASHCHECK_FUZZ_CORPUS (a corpus directory kept between nights, default
 # OUTDIR/corpus), FLASHCHECK_FUZZ_CPU_WORKERS (workers per CPU target; default: the cores left after the GPU
-# workers, split between the two CPU targets, at least 1 each), FLASHCHECK_FUZZ_MERGE_SECONDS (the time limit of
-# each target's corpus merge after the budget, default 300; the targets merge at once).
+# workers, split between the CPU targets, at least 1 each), FLASHCHECK_FUZZ_MERGE_SECONDS (the time limit of
+# each target's corpus merge after the budget, default 300; the targets merge at once), FLASHCHECK_FUZZ_CPU_TARGETS
+# (the CPU targets to run, default "fuzz_model fuzz_api"; empty: none, for a GPU machine that has fuzz_kernel alone,
+# e.g. where a copy of the packed binaries is capped in size: ci/pack_fuzz_bins.sh).
 # Exit status: 0 with no finding, 1 with findings, 2 on a usage or build error or a worker that could not fuzz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +42,8 @@ usage: ci/nightly_fuzz.sh [--gpus N|all] BUDGET_SECONDS OUTDIR
   schema in fuzz/README.md).
   --gpus N|all   the first N GPUs, or all of them (default; ci/resource_spec.sh --visible finds them)
 environment: FLASHCHECK_FUZZ_BUILD, FLASHCHECK_FUZZ_KERNEL_BUILD, FLASHCHECK_FUZZ_NO_BUILD=1, FLASHCHECK_FUZZ_PROFILES,
-  FLASHCHECK_FUZZ_KERNEL_WORKERS, FLASHCHECK_FUZZ_CORPUS, FLASHCHECK_FUZZ_CPU_WORKERS,
+  FLASHCHECK_FUZZ_KERNEL_WORKERS, FLASHCHECK_FUZZ_CORPUS, FLASHCHECK_FUZZ_CPU_WORKERS, FLASHCHECK_FUZZ_CPU_TARGETS
+  (default "fuzz_model fuzz_api"; empty: fuzz_kernel alone),
   FLASHCHECK_FUZZ_STATUS_SECONDS (status line period, default 60; 0: none), FLASHCHECK_FUZZ_MERGE_SECONDS (each
   target's corpus merge after the budget, default 300; one that runs out keeps its corpus unmerged)
 exit status: 0 no finding, 1 findings, 2 usage or build error, or a worker that could not fuzz (logs/*.nostart)
@@ -60,6 +63,11 @@ if [ $# -ne 2 ] || ! [[ $1 =~ ^[0-9]+$ ]] || ! [[ $gpus_arg == all || $gpus_arg 
   exit 2
 fi
 budget=$1
+read -r -a cpu_targets <<<"${FLASHCHECK_FUZZ_CPU_TARGETS-fuzz_model fuzz_api}"
+for t in "${cpu_targets[@]}"; do
+  [[ $t == fuzz_model || $t == fuzz_api ]] ||
+    { echo "nightly_fuzz.sh: FLASHCHECK_FUZZ_CPU_TARGETS: unknown target '$t' (fuzz_model, fuzz_api)" >&2; exit 2; }
+done
 out=$(mkdir -p "$2" && cd "$2" && pwd)
 build=${FLASHCHECK_FUZZ_BUILD:-$root/build/fuzz}
 kernel_build=${FLASHCHECK_FUZZ_KERNEL_BUILD:-$root/build/fuzz-kernel}
@@ -85,7 +93,11 @@ if [ "$gpus" -gt 0 ]; then
     kernel_targets+=("fuzz_kernel-$p")
   done
 fi
-targets=("${kernel_targets[@]}" fuzz_model fuzz_api)
+targets=("${kernel_targets[@]}" "${cpu_targets[@]}")
+if [ ${#targets[@]} -eq 0 ]; then
+  echo "nightly_fuzz.sh: nothing to fuzz: no GPU for fuzz_kernel and FLASHCHECK_FUZZ_CPU_TARGETS is empty" >&2
+  exit 2
+fi
 shown() { case $1 in fuzz_kernel-*) echo "fuzz_kernel:${1#fuzz_kernel-}" ;; *) echo "$1" ;; esac; }
 profile_of() { case $1 in fuzz_kernel-*) echo "${1#fuzz_kernel-}" ;; esac; }
 
@@ -103,7 +115,7 @@ build_in() {
     { echo "build failed: $out/$stem-build.log" >&2; return 1; }
 }
 if [ "${FLASHCHECK_FUZZ_NO_BUILD:-0}" != 1 ]; then
-  build_in "$build" cpu -- fuzz_model fuzz_api flashcheck-fuzz-decode || exit 2
+  build_in "$build" cpu -- "${cpu_targets[@]}" flashcheck-fuzz-decode || exit 2
   if [ ${#kernel_targets[@]} -gt 0 ]; then
     build_in "$kernel_build" kernel -DFLASHCHECK_FUZZ_SANITIZE= -- fuzz_kernel || exit 2
   fi
@@ -149,8 +161,11 @@ fi
 worker_split=$(for t in "${kernel_targets[@]}"; do printf '%s %s, ' "$(profile_of "$t")" "${workers_of[$t]}"; done)
 worker_split=${worker_split%, }
 all_kernel_workers=$(( gpus * kernel_workers ))
-cpu_workers=${FLASHCHECK_FUZZ_CPU_WORKERS:-$(( (cores - all_kernel_workers * kernel_threads) / 2 ))}
-[ "$cpu_workers" -lt 1 ] && cpu_workers=1
+cpu_workers=0
+if [ ${#cpu_targets[@]} -gt 0 ]; then
+  cpu_workers=${FLASHCHECK_FUZZ_CPU_WORKERS:-$(( (cores - all_kernel_workers * kernel_threads) / ${#cpu_targets[@]} ))}
+  [ "$cpu_workers" -lt 1 ] && cpu_workers=1
+fi
 
 mkdir -p "$out/logs" "$out/findings"
 rm -f "$out"/logs/*.nostart "$out"/logs/*.unmerged  # an earlier night's, in a reused OUTDIR
@@ -213,7 +228,7 @@ for t in "${kernel_targets[@]}"; do
     done
   done
 done
-for t in fuzz_model fuzz_api; do
+for t in "${cpu_targets[@]}"; do
   for ((w = 0; w < cpu_workers; ++w)); do
     worker "$t" "$t-cpu$w" CUDA_VISIBLE_DEVICES= & pids+=($!)
   done

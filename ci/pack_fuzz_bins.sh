@@ -2,8 +2,8 @@
 # Builds the clang fuzz binaries on a machine with clang and nvcc and packs them, debug info stripped and
 # xz-compressed, into DIR for a GPU machine without clang; --unpack restores them there (xz, or Python's lzma where
 # xz is missing). The nightly set is about 89 MB (fuzz_kernel 43 MB with its libomp, fuzz_api and fuzz_model 22 MB
-# each): where a copy to the GPU machine is capped at 64 MiB, fuzz_kernel and libomp travel alone and the CPU
-# targets fuzz where they were built.
+# each): where a copy to the GPU machine is capped at 64 MiB, fuzz_kernel and libomp travel alone, the nightly runs
+# there with FLASHCHECK_FUZZ_CPU_TARGETS empty, and the CPU targets fuzz where they were built.
 #
 #   ci/pack_fuzz_bins.sh [DIR]            preset `fuzz` in build/fuzz: fuzz_kernel, fuzz_kernel_mutant, fuzz_api,
 #                                         fuzz_model and the decoder into DIR (default .gpubin/fuzz), for
