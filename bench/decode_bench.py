@@ -106,12 +106,7 @@ def sdpa_decode_call(backend, q, k_cache, v_cache):
 
 
 def flex_decode_call(q, k_cache, v_cache):
-    from torch.nn.attention.flex_attention import flex_attention
-    torch._dynamo.config.cache_size_limit = 1024
-    torch._dynamo.config.accumulated_cache_size_limit = 4096
-    # dynamic=False: one static kernel per shape (bench/features_bench.py says why).
-    compiled = flex_decode_call.compiled = (getattr(flex_decode_call, "compiled", None) or
-                                            torch.compile(flex_attention, dynamic=False))
+    compiled = sbs.compiled_flex_attention()
     qt, kt, vt = q.transpose(1, 2), k_cache.transpose(1, 2), v_cache.transpose(1, 2)
 
     def call():
@@ -156,7 +151,7 @@ def decode(fc, timer, quick, rounds, peers=True):
                         torch.cuda.synchronize()
                         calls["flex"] = call
                     except Exception as e:  # noqa: BLE001 (the compile's errors are many kinds)
-                        errors["flex"] = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+                        errors["flex"] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:120]}"
                         print(f"  flex: {errors['flex']}", file=sys.stderr)
                 passes = {name: [] for name in calls}
                 for _ in range(rounds):

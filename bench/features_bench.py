@@ -41,16 +41,8 @@ def visible_pairs(n, window):
 
 
 def flex_runner(q, k, v, window, softcap):
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-    # Every (shape, mask_mod, score_mod) compiles its own kernel; past dynamo's default cache limit (8) it would
-    # fall back to eager FlexAttention, which materializes the scores.
-    torch._dynamo.config.cache_size_limit = 1024
-    torch._dynamo.config.accumulated_cache_size_limit = 4096
-    # dynamic=False: by default dynamo recompiles with symbolic sizes once a second shape arrives, and those
-    # kernels run FlexAttention up to 1.45x slower (bf16 d = 64 N = 8192 causal on an H100: 260 against 376 TFLOP/s);
-    # every shape here gets its own static kernel, FlexAttention's best.
-    compiled = flex_runner.compiled = (getattr(flex_runner, "compiled", None) or
-                                       torch.compile(flex_attention, dynamic=False))
+    from torch.nn.attention.flex_attention import create_block_mask
+    compiled = sbs.compiled_flex_attention()
     b, h, n, _ = q.shape
 
     def mask_mod(b_, h_, q_idx, kv_idx):
