@@ -58,7 +58,7 @@ inline constexpr int kBarWarpgroup = 2;
 // Ping-pong scheduling (WsForward's kPingPong): consumer warpgroup w issues its wgmma chains only on its turn,
 // named barrier kBarTurn + w, and hands the turn to the next warpgroup (w + 1, round robin) right after, so one
 // warpgroup's softmax runs while another's chains occupy the tensor cores (FlashAttention-3's inter-warpgroup
-// overlap). Where it pays depends on the head dim and on how many K/V tiles an item reads (kTurnsOf,
+// overlap). Where it pays depends on the head dim and on how many K/V tiles an item reads (kTurnsChosen,
 // ws_ping_pong()).
 inline constexpr int kBarTurn = kBarWarpgroup + kMaxConsumerWarpgroups;
 
@@ -72,17 +72,14 @@ inline constexpr int kBarTurn = kBarWarpgroup + kMaxConsumerWarpgroups;
 // d = 256 compiles both and picks per launch (ws_o_staging()); d = 64 and 128 use kOwnTile only.
 enum class OStaging { kOwnTile, kRegisters };
 
-// Which issue orders a tile shape compiles, measured on the H100 against free issue
-// (docs/design/tensor-core-kernel.md): ping-pong always at d = 64 (+4-10% non-causal, -2% to +12% causal); at
-// d = 128 chosen per launch (ws_ping_pong(): +5-10% on items of 8 or more K/V tiles, 2-7% slower on shorter ones and
-// on windows); never at d = 256 (0.70-0.99x) nor with three consumer warpgroups (d = 64's tall tiles: 0.75-1.11x
-// against 0.80-1.09x with free issue, and 168 bytes of spills at 160 registers).
-enum class Turns { kNever, kAlways, kChosen };
+// Which issue orders a tile shape compiles, measured against each other (docs/design/tensor-core-kernel.md): only
+// d = 128 takes turns, chosen per launch (ws_ping_pong(): +5-10% on items of 8 or more K/V tiles, 2-7% slower on
+// shorter ones and on windows). Free issue everywhere else: d = 64's 128x128 tiles, which serve masked launches with
+// short items (free issue +4-6% at causal N = 512-2048 and on windows of 256 and 1024 keys, H200), d = 256
+// (turns 0.70-0.99x) and three consumer warpgroups (d = 64's tall tiles: turns 0.75-1.11x against 0.80-1.09x free,
+// and 168 bytes of spills at 160 registers).
 template <class Cfg>
-inline constexpr Turns kTurnsOf = Cfg::kBlockM > 2 * kWgmmaRows ? Turns::kNever
-                                  : Cfg::kHeadDim == 64          ? Turns::kAlways
-                                  : Cfg::kHeadDim == 128         ? Turns::kChosen
-                                                                 : Turns::kNever;
+inline constexpr bool kTurnsChosen = Cfg::kBlockM == 2 * kWgmmaRows && Cfg::kHeadDim == 128;
 
 template <typename T, class Cfg, OStaging kOStaging, bool kPingPong, bool kExtras, bool kSeq, bool kInstrument>
 struct WsForward {
@@ -578,7 +575,7 @@ int64_t middle_item_tiles(const KernelArgs& args) {
   return middle_q_tile_reads(args.vis, args.q_tiles, Cfg::kBlockM, Cfg::kBlockN);
 }
 
-// Turns::kChosen (d = 128): ping-pong where the middle Q tile reads at least kPingPongMinTiles K/V tiles and no
+// kTurnsChosen (d = 128): ping-pong where the middle Q tile reads at least kPingPongMinTiles K/V tiles and no
 // window bounds the rows' first keys. Measured on the H100 (bf16; docs/design/tensor-core-kernel.md): non-causal N = 512 (4 tiles)
 // 0.98x, N >= 1024 +5-8%; causal N = 512 / 1024 0.94x / 0.99x, N = 2048-4096 +2%, N >= 8192 +6-10%; causal windows
 // of 256-4096 keys 0.93-0.97x.
@@ -688,12 +685,10 @@ Status launch_ws_kernel(const KernelArgs& args, const TmaMaps& maps, cudaStream_
 
 template <typename T, class Cfg, OStaging kOStaging>
 Status launch_ws_issue(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
-  if constexpr (kTurnsOf<Cfg> == Turns::kChosen) {
+  if constexpr (kTurnsChosen<Cfg>) {
     if (ws_ping_pong<Cfg>(args)) return launch_ws_kernel<T, Cfg, kOStaging, true>(args, maps, stream);
-    return launch_ws_kernel<T, Cfg, kOStaging, false>(args, maps, stream);
-  } else {
-    return launch_ws_kernel<T, Cfg, kOStaging, kTurnsOf<Cfg> == Turns::kAlways>(args, maps, stream);
   }
+  return launch_ws_kernel<T, Cfg, kOStaging, false>(args, maps, stream);
 }
 
 // The warp-specialized launch, or *launched = false (nothing done) where TMA cannot address the operands.

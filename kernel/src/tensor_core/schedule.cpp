@@ -13,13 +13,13 @@ namespace {
 // Items per head: the work of an item depends only on its index modulo this.
 int64_t head_items(const GridProblem& p) { return p.q_tiles * p.splits; }
 
-double item_work(const GridProblem& p, int64_t item) {
+// An item's K/V tiles (its run's, for a split launch), without overhead.
+double item_tiles(const GridProblem& p, int64_t item) {
   const SplitItem at = split_item(item, p.splits);
   const int64_t q_tile = q_tile_of_item(at.unsplit, p.q_tiles);
   const int64_t q0 = q_tile * p.block_m;
   const int64_t q_rows = std::min(p.block_m, p.vis.seqlen_q - q0);
-  return static_cast<double>(p.vis.tile_range(q0, q_rows, p.block_n).run(at.split, p.splits).count) +
-         kItemOverheadTiles;
+  return static_cast<double>(p.vis.tile_range(q0, q_rows, p.block_n).run(at.split, p.splits).count);
 }
 
 }  // namespace
@@ -28,7 +28,9 @@ double busiest_cta_work(const GridProblem& problem, int64_t grid) {
   // An item's work depends only on its Q tile and run: one table of head_items entries.
   const int64_t per_head = head_items(problem);
   std::vector<double> tile_work(static_cast<size_t>(per_head));
-  for (int64_t i = 0; i < per_head; ++i) tile_work[static_cast<size_t>(i)] = item_work(problem, i);
+  for (int64_t i = 0; i < per_head; ++i) {
+    tile_work[static_cast<size_t>(i)] = item_tiles(problem, i) + kItemOverheadTiles;
+  }
   double busiest = 0.0;
   for (int64_t cta = 0; cta < grid; ++cta) {
     double work = 0.0;
@@ -40,6 +42,20 @@ double busiest_cta_work(const GridProblem& problem, int64_t grid) {
     busiest = std::max(busiest, work);
   }
   return busiest;
+}
+
+double one_item_per_cta_time(const GridProblem& problem, int64_t resident_ctas) {
+  // Every head has the same Q tiles and runs.
+  const int64_t per_head = head_items(problem);
+  double total = 0.0;
+  double longest = 0.0;
+  for (int64_t item = 0; item < per_head; ++item) {
+    const double w = item_tiles(problem, item) + kOneItemOverheadTiles;
+    total += w;
+    longest = std::max(longest, w);
+  }
+  total *= static_cast<double>(problem.work_items / per_head);
+  return std::max(total / static_cast<double>(std::max<int64_t>(resident_ctas, 1)), longest);
 }
 
 int64_t plan_grid(const GridProblem& problem, int64_t resident_ctas) {
@@ -75,16 +91,8 @@ int64_t plan_grid(const GridProblem& problem, int64_t resident_ctas) {
       if (same(e)) return e.grid;
     }
   }
-  double total = 0.0;  // every head has the same Q tiles and runs
-  double longest = 0.0;
-  const int64_t per_head = head_items(problem);
-  for (int64_t item = 0; item < per_head; ++item) {
-    const double w = item_work(problem, item);
-    total += w * static_cast<double>(items / per_head);
-    longest = std::max(longest, w);
-  }
-  const double ideal = std::max(total / static_cast<double>(resident), longest);
-  const int64_t grid = busiest_cta_work(problem, resident) <= kPersistentSlack * ideal ? resident : one_per_item;
+  const int64_t grid =
+      busiest_cta_work(problem, resident) <= one_item_per_cta_time(problem, resident) ? resident : one_per_item;
   const std::lock_guard<std::mutex> lock(mutex);
   cache[next_slot] = Entry{problem, resident, grid};
   next_slot = (next_slot + 1) % cache.size();

@@ -9,9 +9,9 @@
 //    item it already loads the next item's Q and first K/V tile, so a short item's load latency hides behind
 //    the previous item's math (kernel.cuh). Steps alternate direction ("snake"): with causal masks a CTA that
 //    drew a long Q tile in one step draws a short one in the next.
-// plan_grid() picks persistent, where the tiles allow it, when the snake order keeps every CTA within
-// kPersistentSlack of a perfect split of the work, and one item per CTA otherwise (long causal sequences over
-// few heads, where the hardware's dynamic hand-out balances better).
+// plan_grid() picks persistent, where the tiles allow it, unless one item per CTA is estimated to finish first
+// (long causal sequences over few heads, where the snake order leaves some CTAs far more work than the hardware's
+// dynamic hand-out would).
 #pragma once
 
 #include <cstdint>
@@ -68,18 +68,27 @@ struct GridProblem {
   bool allow_persistent = true;  // false: one item per CTA whatever the order would give (tile_config.h, Persist)
 };
 
-// A persistent grid must keep its busiest CTA within this factor of the ideal (total work / CTAs, or the
-// longest item if that is longer). Work of an item = its K/V tiles + kItemOverheadTiles (prologue, epilogue).
-inline constexpr double kPersistentSlack = 1.05;
+// Work of an item, in K/V tiles' time: its K/V tiles plus the prologue and epilogue it cannot overlap. A persistent
+// CTA loads an item's Q and first K/V tile during the previous item's last tile (kItemOverheadTiles); a CTA of
+// its own waits for them (kOneItemOverheadTiles). The two are fitted to interleaved A/B of both grids on one
+// build (H200, bf16; docs/design/tensor-core-kernel.md): causal windows of 256 keys at d = 128, N = 4096 (items
+// of 3 K/V tiles, the snake order 6% over an even split) ran 1.28x persistent, long causal sequences 0.65-0.85x.
 inline constexpr double kItemOverheadTiles = 0.5;
+inline constexpr double kOneItemOverheadTiles = 1.7;
 // Beyond this many items the order is not simulated: one item per CTA.
 inline constexpr int64_t kPlanMaxItems = int64_t{1} << 17;
 
 // The grid for a launch with `resident_ctas` CTAs able to run at once (SMs x CTAs per SM), in [1, 2^31 - 1]
-// when work_items >= 1 (0 when there is no work).
+// when work_items >= 1 (0 when there is no work): persistent (resident_ctas) where busiest_cta_work() of that grid
+// is at most one_item_per_cta_time(), else one item per CTA.
 int64_t plan_grid(const GridProblem& problem, int64_t resident_ctas);
 
-// Work of the busiest CTA of a grid of `grid` CTAs under scheduled_item() (in tiles, overhead included).
+// Work of the busiest CTA of a grid of `grid` CTAs under scheduled_item() (in tiles, kItemOverheadTiles per item).
 double busiest_cta_work(const GridProblem& problem, int64_t grid);
+
+// Estimated time of one item per CTA on `resident_ctas` CTAs at once, in the same unit: the hardware hands the
+// next item to the first free CTA, so the launch takes about the total work over the CTAs, or the longest item if
+// that is longer (kOneItemOverheadTiles per item).
+double one_item_per_cta_time(const GridProblem& problem, int64_t resident_ctas);
 
 }  // namespace flashcheck::tensor_core
