@@ -75,7 +75,7 @@ enum class OStaging { kOwnTile, kRegisters };
 // Which issue orders a tile shape compiles, measured against each other (docs/design/tensor-core-kernel.md): only
 // d = 128 takes turns, chosen per launch (ws_ping_pong(): +5-10% on items of 8 or more K/V tiles, 2-7% slower on
 // shorter ones and on windows). Free issue everywhere else: d = 64's 128x128 tiles, which serve masked launches with
-// short items (free issue +4-6% at causal N = 512-2048 and on windows of 256 and 1024 keys, H200), d = 256
+// short items (free issue +4-6% at causal N = 512-2048, +3-7% on windows of 256 and 1024 keys; H200), d = 256
 // (turns 0.70-0.99x) and three consumer warpgroups (d = 64's tall tiles: turns 0.75-1.11x against 0.80-1.09x free,
 // and 168 bytes of spills at 160 registers).
 template <class Cfg>
