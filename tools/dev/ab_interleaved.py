@@ -167,6 +167,8 @@ def main():
               " | " + " ".join(f"{m / med[0]:.3f}" for m in med[1:]) + f" bitwise={','.join(same)}",
               flush=True)
         del q, k, v, outs, calls
+    if only and not ratios[1]:
+        sys.exit(f"ab_interleaved.py: --only '{args.only}' matches no timed point")
     for i, r in ratios.items():
         print(f"{args.libs[i]}: geomean {statistics.geometric_mean(r):.3f} min {min(r):.3f} max {max(r):.3f}")
 
