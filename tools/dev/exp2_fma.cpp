@@ -12,11 +12,11 @@
 // Chebyshev nodes), rounded to fp32.
 //
 //   g++ -std=c++20 -O2 -pthread tools/dev/exp2_fma.cpp -o /tmp/exp2_fma && /tmp/exp2_fma   # about 15 s on 2 cores
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <algorithm>
 #include <limits>
 #include <string_view>
 #include <thread>
