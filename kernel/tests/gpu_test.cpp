@@ -481,6 +481,56 @@ TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
 #endif
 }
 
+// The warp-specialized kernel runs masked launches without the hidden-V check and runs again, with it, every item
+// whose accumulators end inf or NaN (kernel_ws.cuh, "Non-finite V rows"). Here a V element at key 0, which every
+// row sees, lists every item of its K/V head (more items than CTAs: the redo launch loops), and NaN in keys hidden
+// from the first rows of their diagonal tiles takes the exact path inside the listed items; the redo launch's O and
+// LSE must be the cp.async kernel's, which checks every tile. Causal and windowed masks, GQA, d = 64/128/256 (d = 256
+// redoes with O from the registers), a split launch (few Q tiles: every run listed, then the combine) and
+// sequence tails.
+TEST(Gpu_F16Bf16, RedoOfListedItemsMatchesCpAsyncKernel) {
+  SKIP_WITHOUT_DEVICE();
+  SKIP_WITHOUT_TENSOR_CORE();
+#if defined(FLASHCHECK_HAS_CUDA) && defined(FLASHCHECK_HAS_TENSOR_CORE)
+  struct Case {
+    TwoWayShape shape;
+    int64_t window_left, window_right;
+  };
+  const Case cases[] = {
+      {{DType::kBF16, 2, 40, 8, 1000, 1000, 128, Mask::kCausalTopLeft}, -1, -1},  // 640 items, all listed
+      {{DType::kF16, 1, 24, 24, 700, 900, 64, Mask::kCausalBottomRight}, -1, -1},
+      {{DType::kBF16, 1, 16, 4, 1500, 1500, 256, Mask::kWindowTopLeft}, 300, 0},
+      {{DType::kF16, 1, 2, 1, 3000, 3000, 64, Mask::kCausalTopLeft}, -1, -1},  // 48 Q tiles: a split launch
+  };
+  uint64_t seed = 7200;
+  for (const Case& c : cases) {
+    const TwoWayShape& sh = c.shape;
+    Problem tma, cp_async;
+    std::string what = make_problem_pair(sh, ++seed, &tma, &cp_async);
+    if (c.window_left >= 0) what += " window " + std::to_string(c.window_left) + "," + std::to_string(c.window_right);
+    for (Problem* pr : {&tma, &cp_async}) {
+      pr->params.window_left = c.window_left;
+      pr->params.window_right = c.window_right;
+      for (int64_t b = 0; b < sh.batch; ++b)
+        for (int64_t hk = 0; hk < sh.heads_kv; ++hk) {
+          const auto put = [&](int64_t key, int64_t d, float x) {
+            Problem::set(pr->params, pr->v, pr->params.v_stride, b, hk, key % sh.seqlen_k, d % sh.head_dim, x);
+          };
+          if (hk % 2 == 0) put(0, 5 + hk, std::numeric_limits<float>::infinity());  // seen by every row
+          put(131 + 37 * hk, 2 * hk + 1, std::nanf(""));  // hidden from the first rows of its diagonal tile
+          put(257 + 64 * b, 3, -std::numeric_limits<float>::infinity());
+        }
+    }
+    ASSERT_EQ(select_config(tma.params).path, ComputePath::kTensorCore) << what;
+    ASSERT_TRUE(test::run_on_device(&tma, [&](const Params& dp) { return run(dp); }).ok()) << what;
+    const Status forced = test::run_on_device(&cp_async, run_cp_async);
+    ASSERT_TRUE(forced.ok()) << what << ": " << forced.message();
+    assert_bit_identical(tma, cp_async, what, "warp-specialized", "cp.async");
+    if (HasFatalFailure()) return;
+  }
+#endif
+}
+
 // d = 64 has two tile shapes on sm_90a (tensor_core/tile_config.h): 128x128, and 192x128 with three consumer
 // warpgroups, which tensor_core_select() takes for unmasked launches and long Q tiles. A row's sums run over the same
 // K/V tiles in the same order whatever the Q tile's height, so on finite inputs both return the same bits. Each

@@ -25,6 +25,10 @@ struct KernelArgs : ProblemArgs {
   float ref_to_natural = 0.0f;
   int64_t total_k = 0;  // packed K/V rows (with cu_k): the TMA maps' extent
   int32_t block_m = 0;  // query rows per tile: which of the family's tile shapes runs (launch_forward)
+  // The warp-specialized kernel's redo list (kernel_ws.cuh, launch_ws_variant): how many items are listed, and the
+  // items. Null where the launch lists none.
+  unsigned long long* redo_count = nullptr;
+  int64_t* redo_items = nullptr;
   Instrumentation inst;  // device pointers; read only by kernels instantiated with instrumentation on
 };
 

@@ -629,14 +629,16 @@ struct Forward {
   // Epilogue, first half: O = acc / l rounded to T into this warp's rows of a (kBlockM, kHeadDim) tile at o_smem
   // laid out like Q, and LSE = m*|scale| + ln(l) for the real rows, with the sink merged in (common/epilogue.h).
   // A row with l == 0 saw no key with a finite score: O = 0 and LSE = -inf by contract, whatever acc holds.
-  __device__ static void stage_o_and_lse(const State& st, const KernelArgs& a, uint32_t o_smem, const Item& it,
+  // Returns normalized_o's verdict: whether an accumulator of the warp is inf or NaN.
+  __device__ static bool stage_o_and_lse(const State& st, const KernelArgs& a, uint32_t o_smem, const Item& it,
                                          int warp_row0, int lane) {
     Finals fin;
     row_finals(st, a, it.h, fin);
-    normalized_o<0, kNO>(st, fin, lane, [&](int local_row, int nt, int col, uint32_t packed) {
+    const bool nonfinite = normalized_o<0, kNO>(st, fin, lane, [&](int local_row, int nt, int col, uint32_t packed) {
       st_shared_b32(o_smem + chunk_offset<Cfg::kBlockM>(warp_row0 + local_row, nt) + col * kElementBytes, packed);
     });
     write_lse(st, a, fin, it, it.q0 + warp_row0, lane);
+    return nonfinite;
   }
 
   // A row's base in log2 units, what its l and accumulator are relative to: its reference (raw score units) times
@@ -647,10 +649,17 @@ struct Forward {
 
   // Split-KV (kSeq variants, a.splits > 1): this thread's rows' state as it stands into run it.split's partials,
   // which the combine merges (common/combine.cuh): the accumulator in fp32, the base in log2 units, l summed over
-  // the quad. row0 = the warp's first query row.
-  __device__ static void store_partials(const State& st, const KernelArgs& a, const Item& it, int64_t row0, int lane) {
+  // the quad. row0 = the warp's first query row. Returns whether an accumulator of the warp is inf or NaN.
+  __device__ static bool store_partials(const State& st, const KernelArgs& a, const Item& it, int64_t row0, int lane) {
     const int quad_col = (lane % kQuad) * 2;
     const bool pairs = a.head_dim % 2 == 0;  // a column pair is then 8-byte aligned
+    bool nonfinite = false;
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNO; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) nonfinite |= !isfinite(st.acc_o[mt][nt][e]);
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
@@ -676,6 +685,7 @@ struct Forward {
           a.partial_l[at] = l;
         }
       }
+    return __any_sync(kFullWarp, nonfinite);
   }
 
   // The final state of this thread's rows (common/epilogue.h, finish_row): l summed over the quad (each quad holds
@@ -709,9 +719,11 @@ struct Forward {
   // thread's rows: put(row within the warp's rows, n8 tile, first column within it, the packed pair).
   // The quotients come from fast_quotient(); if any of the warp's lies outside its domain, the warp puts every
   // element again from final_output()'s div_rn (the same bits where both apply: common/row_quotient.cuh). put()
-  // may shuffle within the warp, hence the warp-wide vote.
+  // may shuffle within the warp, hence the warp-wide vote. Returns whether one of these accumulators of the warp is
+  // inf or NaN (warp-uniform), found on the second pass only: a non-finite accumulator makes its numerator leave the
+  // domain (alpha is finite and non-negative), so where the domain holds there is none.
   template <int kNt0, int kNtCount, class Put>
-  __device__ static void normalized_o(const State& st, const Finals& fin, int lane, Put&& put) {
+  __device__ static bool normalized_o(const State& st, const Finals& fin, int lane, Put&& put) {
     const int quad_row = lane / kQuad;
     const int quad_col = (lane % kQuad) * 2;
     const auto each = [&](auto&& element) {
@@ -733,9 +745,13 @@ struct Forward {
       domain.numerator(x);
       return fast_quotient(x, fin.quot[mt][hh]);
     });
-    if (__any_sync(kFullWarp, !domain.holds())) {
-      each([&](float acc, int mt, int hh) { return final_output(acc, fin.row[mt][hh]); });
-    }
+    if (!__any_sync(kFullWarp, !domain.holds())) return false;
+    bool nonfinite = false;
+    each([&](float acc, int mt, int hh) {
+      nonfinite |= !isfinite(acc);
+      return final_output(acc, fin.row[mt][hh]);
+    });
+    return __any_sync(kFullWarp, nonfinite);
   }
 
   // LSE = m*|scale| + ln(l) (common/epilogue.h) of this thread's real rows; row0 = the warp's first query row.

@@ -17,10 +17,12 @@
 #include <cuda.h>  // CUtensorMap and its enums (types only: the encoder is fetched through the runtime)
 #include <cudaTypedefs.h>
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 #include <utility>
 
+#include "common/combine.cuh"
 #include "kernel.cuh"
 
 namespace flashcheck::detail {
@@ -81,7 +83,8 @@ enum class OStaging { kOwnTile, kRegisters };
 template <class Cfg>
 inline constexpr bool kTurnsChosen = Cfg::kBlockM == 2 * kWgmmaRows && Cfg::kHeadDim == 128;
 
-template <typename T, class Cfg, OStaging kOStaging, bool kPingPong, bool kExtras, bool kSeq, bool kInstrument>
+template <typename T, class Cfg, OStaging kOStaging, bool kPingPong, bool kExtras, bool kSeq, bool kRedo,
+          bool kInstrument>
 struct WsForward {
   using F = Forward<T, Cfg, kInstrument, kExtras, kSeq>;
   using State = typename F::State;
@@ -147,6 +150,18 @@ struct WsForward {
 
   __device__ static uint32_t bar(const uint64_t& b) { return smem_address(&b); }
 
+  // The item of this CTA's step-th turn (a.work_items once it has none left): schedule.h's order, or in a redo
+  // launch the listed items, every gridDim.x-th from the CTA's index (the list's order does not matter: an item's
+  // result depends on the item alone).
+  __device__ static int64_t item_of_step(const KernelArgs& a, int64_t step) {
+    if constexpr (kRedo) {
+      const int64_t i = static_cast<int64_t>(blockIdx.x) + step * gridDim.x;
+      return i < static_cast<int64_t>(__ldg(a.redo_count)) ? __ldg(a.redo_items + i) : a.work_items;
+    } else {
+      return scheduled_item(blockIdx.x, step, gridDim.x);
+    }
+  }
+
   __device__ static void run(const KernelArgs& a, const TmaMaps& maps, uint8_t* smem) {
     __shared__ Barriers bars;
     const int tid = static_cast<int>(threadIdx.x);
@@ -193,7 +208,7 @@ struct WsForward {
     uint32_t tile = 0;   // K/V tiles of this CTA so far (mod 2^32)
     uint32_t items = 0;  // items of this CTA so far (uses of the Q slots)
     for (int64_t step = 0;; ++step) {
-      const int64_t item = scheduled_item(blockIdx.x, step, gridDim.x);
+      const int64_t item = item_of_step(a, step);
       if (item >= a.work_items) break;
       const Item it = F::item_at(a, item);
       if (it.q_rows <= 0) continue;  // an empty slot (packed Q): the consumers skip it too
@@ -298,6 +313,14 @@ struct WsForward {
   // Whether K/V tile m of the item holds keys below seqlen_k that some row of its Q tile may not see.
   __device__ static bool hides_keys(const ItemCtx& c, int m) { return m < c.full_begin || m >= c.clean_end; }
 
+  // Non-finite V rows that some row of the Q tile may not see (0 * inf = NaN on the tensor cores) are handled in two
+  // launches. The first (kRedo false) runs no check: such a row puts inf or NaN into every row's accumulator of
+  // its columns (each warpgroup runs every tile, so all of them), and an item whose accumulators end non-finite is
+  // listed (list_for_redo). The second (kRedo true, launch_ws_variant) runs the listed items again with the check
+  // below and overwrites their O and LSE; an item with no non-finite V in the tiles it reads ends finite and gets
+  // the same bits from both. The check's registers and instructions in the tile loop cost up to 17% at short
+  // causal sequences and narrow windows (docs/design/tensor-core-kernel.md).
+  //
   // The hidden-V check runs in two halves, so that neither stops the tensor cores:
   // - scan_v(m), right after S(m) is issued (S(m) and P(m-1) V(m-1) run meanwhile): each consumer thread scans its
   //   share of V(m)'s rows that some row of the Q tile may not see, for inf and NaN (kernel.cuh,
@@ -311,7 +334,7 @@ struct WsForward {
   // waited for scan k + 1, which each warp joins after reading scan k's).
   __device__ static void scan_v(const KernelArgs& a, const ItemCtx& c, Barriers& bars, const Layout& lay, int m,
                                 uint32_t scans, int ctid) {
-    if (!hides_keys(c, m)) return;
+    if (!kRedo || !hides_keys(c, m)) return;
     const uint32_t t = c.tile0 + static_cast<uint32_t>(m);
     mbarrier_wait(bar(bars.v_full[slot<kVStages>(t)]), phase<kVStages>(t));
     const bool bad = __any_sync(kFullWarp, F::hidden_v_nonfinite(
@@ -323,10 +346,10 @@ struct WsForward {
     }
   }
 
-  // Waits for V(m); zeros the rows past the sequence's keys of a last tile with other memory there (kv_tail); takes
-  // the exact path (kernel.cuh's exact_hidden_v, every consumer thread together) if scan_v found a non-finite
-  // hidden V row in tile m. Runs before P(m) V(m) is issued, with no wgmma in flight on O. Returns V(m)'s slot
-  // address.
+  // Waits for V(m); zeros the rows past the sequence's keys of a last tile with other memory there (kv_tail); in a
+  // redo launch, takes the exact path (kernel.cuh's exact_hidden_v, every consumer thread together) if scan_v found
+  // a non-finite hidden V row in tile m. Runs before P(m) V(m) is issued, with no wgmma in flight on O. Returns
+  // V(m)'s slot address.
   __device__ static uint32_t ready_v(const KernelArgs& a, const ItemCtx& c, Barriers& bars, const Layout& lay, int m,
                                      uint32_t& scans, State& st, int ctid) {
     const uint32_t t = c.tile0 + static_cast<uint32_t>(m);
@@ -338,7 +361,7 @@ struct WsForward {
       zero_v_rows(v_smem, static_cast<int>(vis.seqlen_k - k0), ctid);
       named_barrier_sync(kBarConsumers, kConsumerThreads);
     }
-    if (!hides_keys(c, m)) return v_smem;
+    if (!kRedo || !hides_keys(c, m)) return v_smem;
     mbarrier_wait(bar(bars.v_scanned), scans % 2);
     const bool bad = ld_shared_b32(smem_address(&bars.v_bad[scans % 2])) == scans + 1;
     ++scans;
@@ -377,7 +400,7 @@ struct WsForward {
     };
     if (wg == kConsumerWarpgroups - 1) pass_turn();
     for (int64_t step = 0;; ++step) {
-      const int64_t item = scheduled_item(blockIdx.x, step, gridDim.x);
+      const int64_t item = item_of_step(a, step);
       if (item >= a.work_items) break;
       ItemCtx c;
       State st;
@@ -479,14 +502,15 @@ struct WsForward {
       // has read this warpgroup's rows of the O tile, O staged there, then one TMA store per 64-column block. A
       // split run writes its partials from the registers (every item of the launch alike).
       const Item it = F::item_at(a, item);
+      bool nonfinite = false;  // warp-uniform: an accumulator of the warp is inf or NaN
       if (kSeq && a.splits > 1) {
-        F::store_partials(st, a, it, it.q0 + warp_row0, lane);
+        nonfinite = F::store_partials(st, a, it, it.q0 + warp_row0, lane);
       } else if constexpr (kOStaging == OStaging::kRegisters) {
-        store_o_direct(st, a, it, warp_row0, lane);
+        nonfinite = store_o_direct(st, a, it, warp_row0, lane);
       } else {
         if (wg_tid == 0) tma_store_wait_read();
         named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
-        F::stage_o_and_lse(st, a, lay.o, it, warp_row0, lane);
+        nonfinite = F::stage_o_and_lse(st, a, lay.o, it, warp_row0, lane);
         fence_proxy_async_shared();
         if (!FC_MUTANT(kWsOStagedWithoutBarrier)) named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
         if (kSeq && a.cu_q != nullptr && it.q0 + (wg + 1) * kWgmmaRows > it.vis.seqlen_q) {
@@ -501,10 +525,23 @@ struct WsForward {
           tma_store_commit();
         }
       }
+      if constexpr (!kRedo) {
+        if (warp == 0) list_for_redo(a, item, nonfinite, lane);
+      }
       ++items;
     }
     if (wg == 0) take_turn();
     if (kOStaging != OStaging::kRegisters && wg_tid == 0) tma_store_wait_all();
+  }
+
+  // Lists the item for the redo launch (a.redo_count set: launches whose mask hides keys) if its accumulators came
+  // out inf or NaN. Consumer warp 0 alone decides, once per item: a non-finite V element of a tile the item reads
+  // reaches every row's accumulator in its column (p = 0 or not, every warpgroup runs every tile), rows past the
+  // sequence and rows that see no key included, and nothing after makes it finite again.
+  __device__ static void list_for_redo(const KernelArgs& a, int64_t item, bool nonfinite, int lane) {
+    if (a.redo_count != nullptr && nonfinite && lane == 0) {
+      a.redo_items[atomicAdd(a.redo_count, 1ull)] = item;
+    }
   }
 
   // The staged O rows of warpgroup wg that belong to the sequence, 16 bytes per thread and step (head_dim % 8 == 0
@@ -527,17 +564,19 @@ struct WsForward {
   // and t ^ 1 of a quad swap one packed word so that each holds 4 consecutive columns: a quad then writes the
   // pair's 32 contiguous bytes of its row, whole sectors, with 8-byte stores. 4-byte stores straight from the
   // fragments cost 13-15% at d = 256, N = 512 (half sectors). encode_operand() admits
-  // only head_dim % 8 == 0, so 4 columns are real or padding together.
-  __device__ static void store_o_direct(const State& st, const KernelArgs& a, const Item& it, int warp_row0, int lane) {
+  // only head_dim % 8 == 0, so 4 columns are real or padding together. Returns whether an accumulator of the warp is
+  // inf or NaN.
+  __device__ static bool store_o_direct(const State& st, const KernelArgs& a, const Item& it, int warp_row0, int lane) {
     typename F::Finals fin;
     F::row_finals(st, a, it.h, fin);
     const int64_t row0 = it.q0 + warp_row0;
     T* o_rows = a.o.template head<T>(it.qb, it.h) + (it.q_row0 + row0) * a.o.stride.row;
     const int t = lane % kQuad;
     const bool odd = (t & 1) != 0;
+    bool nonfinite = false;
     const auto tile_pair = [&]<int kJ>() {  // n8 tiles 2 kJ and 2 kJ + 1
       uint32_t w[2][2];                     // [row half][tile]
-      F::template normalized_o<2 * kJ, 2>(st, fin, lane, [&](int r, int nt, int, uint32_t packed) {
+      nonfinite |= F::template normalized_o<2 * kJ, 2>(st, fin, lane, [&](int r, int nt, int, uint32_t packed) {
         w[r / kMmaN][nt - 2 * kJ] = packed;
       });
       const int c = (2 * kJ + (t & 1)) * kMmaN + (t & 2) * 2;  // even t: tile 2 kJ; odd t: tile 2 kJ + 1
@@ -553,21 +592,25 @@ struct WsForward {
       (tile_pair.template operator()<kJ>(), ...);
     }(std::make_integer_sequence<int, Cfg::kNTilesO / 2>{});
     F::write_lse(st, a, fin, it, row0, lane);
+    return nonfinite;
   }
 };
 
 // kInstrument is the last template argument (mangled Lb0E / Lb1E), as the symbol check expects.
-template <typename T, class Cfg, OStaging kOStaging, bool kPingPong, bool kExtras, bool kSeq, bool kInstrument>
-__global__ void __launch_bounds__(WsForward<T, Cfg, kOStaging, kPingPong, kExtras, kSeq, kInstrument>::kThreads, 1)
+template <typename T, class Cfg, OStaging kOStaging, bool kPingPong, bool kExtras, bool kSeq, bool kRedo,
+          bool kInstrument>
+__global__ void __launch_bounds__(WsForward<T, Cfg, kOStaging, kPingPong, kExtras, kSeq, kRedo, kInstrument>::kThreads,
+                                  1)
     tensor_core_ws_kernel(const __grid_constant__ KernelArgs args, const __grid_constant__ TmaMaps maps) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  WsForward<T, Cfg, kOStaging, kPingPong, kExtras, kSeq, kInstrument>::run(args, maps, smem);
+  WsForward<T, Cfg, kOStaging, kPingPong, kExtras, kSeq, kRedo, kInstrument>::run(args, maps, smem);
 }
 
 // The own O tile fits beside as many K slots as V slots (d = 64, 128): the only staging compiled.
 template <typename T, class Cfg>
-inline constexpr bool kOwnOFree = WsForward<T, Cfg, OStaging::kOwnTile, false, false, false, false>::kKStages ==
-                                  WsForward<T, Cfg, OStaging::kOwnTile, false, false, false, false>::kVStages;
+inline constexpr bool kOwnOFree =
+    WsForward<T, Cfg, OStaging::kOwnTile, false, false, false, false, false>::kKStages ==
+    WsForward<T, Cfg, OStaging::kOwnTile, false, false, false, false, false>::kVStages;
 
 // K/V tiles the middle Q tile of the launch reads: the item length the per-launch choices below go by.
 template <class Cfg>
@@ -658,22 +701,72 @@ bool encode_operand(CUtensorMap* map, const TensorArg& t, int64_t head_dim, int6
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, class Cfg, OStaging kOStaging, bool kPingPong, bool kExtras, bool kSeq>
-Status launch_ws_variant(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
-  using Ws = WsForward<T, Cfg, kOStaging, kPingPong, kExtras, kSeq, FLASHCHECK_INSTRUMENT != 0>;
-  constexpr auto kernel = tensor_core_ws_kernel<T, Cfg, kOStaging, kPingPong, kExtras, kSeq, FLASHCHECK_INSTRUMENT != 0>;
+// One launch of a compiled variant: the grid plan of the launch's items (schedule.h), or in a redo launch as many
+// CTAs as can run at once, up to one per item (how many are listed is known on the device only).
+template <typename T, class Cfg, OStaging kOStaging, bool kPingPong, bool kExtras, bool kSeq, bool kRedo>
+Status launch_ws_grid(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
+  using Ws = WsForward<T, Cfg, kOStaging, kPingPong, kExtras, kSeq, kRedo, FLASHCHECK_INSTRUMENT != 0>;
+  constexpr auto kernel =
+      tensor_core_ws_kernel<T, Cfg, kOStaging, kPingPong, kExtras, kSeq, kRedo, FLASHCHECK_INSTRUMENT != 0>;
   int64_t resident = 0;
   const Status st = resident_ctas<kernel>(Ws::kThreads, Ws::kSmemBytes, &resident);
   if (!st.ok()) return st;
-  GridProblem problem = grid_problem<Cfg>(args);
-  // The producer runs ahead across items whenever the schedule is balanced (packed Q: grid_problem's rule).
-  problem.allow_persistent = args.cu_q == nullptr;
-  const int64_t grid = capped_grid(plan_grid(problem, resident));
+  int64_t grid = 0;
+  if constexpr (kRedo) {
+    grid = capped_grid(std::min(resident, args.work_items));
+  } else {
+    GridProblem problem = grid_problem<Cfg>(args);
+    // The producer runs ahead across items whenever the schedule is balanced (packed Q: grid_problem's rule).
+    problem.allow_persistent = args.cu_q == nullptr;
+    grid = capped_grid(plan_grid(problem, resident));
+  }
   if (grid < 1) return Status::ok_status();
   kernel<<<dim3(static_cast<unsigned>(grid)), Ws::kThreads, Ws::kSmemBytes, stream>>>(args, maps);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return {StatusCode::kCudaError, cudaGetErrorString(err)};
   return Status::ok_status();
+}
+
+// The launch of a variant. Where the mask hides keys from some rows of a tile, in two launches (WsForward,
+// "Non-finite V rows"): the variant lists the items whose accumulators end inf or NaN, then the redo variant (the
+// hidden-V check compiled in; one per tile shape and O staging, with every feature's code: the arithmetic of the
+// variants is the same) runs them again. It runs with the first launch's staging: at d = 256, a redo launch of the
+// other one (192 against 224 KB of shared memory) made the next first launch 7% longer (causal N = 512, H200). The
+// list (a count and up to one entry per item) comes from flashcheck's workspace pool (common/combine.cuh), zeroed
+// on the stream, and goes back to the pool after the redo launch.
+template <typename T, class Cfg, OStaging kOStaging, bool kPingPong, bool kExtras, bool kSeq>
+Status launch_ws_variant(const KernelArgs& args, const TmaMaps& maps, cudaStream_t stream) {
+  if (!args.vis.bounded_begin && !args.vis.bounded_end)
+    return launch_ws_grid<T, Cfg, kOStaging, kPingPong, kExtras, kSeq, false>(args, maps, stream);
+  if (args.work_items < 1) return Status::ok_status();
+  const size_t bytes = sizeof(unsigned long long) + static_cast<size_t>(args.work_items) * sizeof(int64_t);
+  void* workspace = nullptr;
+  if (const cudaError_t err = combine::workspace_alloc(&workspace, bytes, stream); err != cudaSuccess) {
+    return {StatusCode::kCudaError,
+            std::string("tensor_core: allocating the redo list from flashcheck's pool failed: ") +
+                cudaGetErrorString(err)};
+  }
+  KernelArgs listed = args;
+  listed.redo_count = static_cast<unsigned long long*>(workspace);
+  listed.redo_items = reinterpret_cast<int64_t*>(listed.redo_count + 1);
+  Status st;
+  if (const cudaError_t err = cudaMemsetAsync(listed.redo_count, 0, sizeof(unsigned long long), stream);
+      err != cudaSuccess) {
+    st = {StatusCode::kCudaError,
+          std::string("tensor_core: clearing the redo list failed: ") + cudaGetErrorString(err)};
+  }
+  if (st.ok()) st = launch_ws_grid<T, Cfg, kOStaging, kPingPong, kExtras, kSeq, false>(listed, maps, stream);
+  if (st.ok()) {
+    KernelArgs redo = listed;
+    redo.inst.tile_kind_counts = nullptr;  // the first launch counted every item's tiles
+    st = launch_ws_grid<T, Cfg, kOStaging, false, true, true, true>(redo, maps, stream);
+  }
+  const cudaError_t freed = cudaFreeAsync(workspace, stream);
+  if (st.ok() && freed != cudaSuccess) {
+    st = {StatusCode::kCudaError, std::string("tensor_core: cudaFreeAsync of the redo list failed: ") +
+                                      cudaGetErrorString(freed)};
+  }
+  return st;
 }
 
 template <typename T, class Cfg, OStaging kOStaging, bool kPingPong>
