@@ -320,6 +320,16 @@ std::string make_problem_pair(const TwoWayShape& sh, uint64_t seed, Problem* x, 
   test::make_problem(spec, y);
   return spec.name();
 }
+
+// Runs `tma` as selected (the tensor-core family's warp-specialized kernel) and `cp_async` on its cp.async kernel,
+// then compares O and LSE bit for bit.
+void assert_kernels_agree(Problem* tma, Problem* cp_async, const std::string& what) {
+  ASSERT_EQ(select_config(tma->params).path, ComputePath::kTensorCore) << what;
+  ASSERT_TRUE(test::run_on_device(tma, [&](const Params& dp) { return run(dp); }).ok()) << what;
+  const Status forced = test::run_on_device(cp_async, run_cp_async);
+  ASSERT_TRUE(forced.ok()) << what << ": " << forced.message();
+  assert_bit_identical(*tma, *cp_async, what, "warp-specialized", "cp.async");
+}
 #endif
 
 // Persistent CTAs (tensor_core/schedule.h): with more work items than CTAs fit on the GPU, each CTA loops and
@@ -470,12 +480,7 @@ TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
   uint64_t seed = 7000;
   for (const TwoWayShape& sh : shapes) {
     Problem tma, cp_async;
-    const std::string what = make_problem_pair(sh, ++seed, &tma, &cp_async);
-    ASSERT_EQ(select_config(tma.params).path, ComputePath::kTensorCore) << what;
-    ASSERT_TRUE(test::run_on_device(&tma, [&](const Params& dp) { return run(dp); }).ok()) << what;
-    const Status forced = test::run_on_device(&cp_async, run_cp_async);
-    ASSERT_TRUE(forced.ok()) << what << ": " << forced.message();
-    assert_bit_identical(tma, cp_async, what, "warp-specialized", "cp.async");
+    assert_kernels_agree(&tma, &cp_async, make_problem_pair(sh, ++seed, &tma, &cp_async));
     if (HasFatalFailure()) return;
   }
 #endif
@@ -521,11 +526,7 @@ TEST(Gpu_F16Bf16, RedoOfListedItemsMatchesCpAsyncKernel) {
           put(257 + 64 * b, 3, -std::numeric_limits<float>::infinity());
         }
     }
-    ASSERT_EQ(select_config(tma.params).path, ComputePath::kTensorCore) << what;
-    ASSERT_TRUE(test::run_on_device(&tma, [&](const Params& dp) { return run(dp); }).ok()) << what;
-    const Status forced = test::run_on_device(&cp_async, run_cp_async);
-    ASSERT_TRUE(forced.ok()) << what << ": " << forced.message();
-    assert_bit_identical(tma, cp_async, what, "warp-specialized", "cp.async");
+    assert_kernels_agree(&tma, &cp_async, what);
     if (HasFatalFailure()) return;
   }
 #endif
