@@ -211,7 +211,9 @@ Status run_prechecked(const Params& params, void* stream = nullptr);
 
 // The split count run() uses for `params`: num_splits, or the heuristic's pick for 0 (from the shape and the
 // SM count of the current device; 1 without one). The workspace (fp32 accumulators, m and l per split and row)
-// is allocated on the stream (cudaMallocAsync) and freed after the combine.
+// is allocated on the stream (cudaMallocAsync) and freed after the combine. Causal and windowed fp16/bf16 launches
+// on the warp-specialized kernel take 8 bytes per work item (a Q tile of one head, or one run of it) from the same
+// pool for the launch's redo list (the items whose accumulators end inf or NaN, run again with the hidden-V check).
 int32_t effective_splits(const Params& params);
 
 // True if a CUDA device is usable by this process (false when built without CUDA).
