@@ -490,9 +490,9 @@ TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
 // whose accumulators end inf or NaN (kernel_ws.cuh, "Non-finite V rows"). Here a V element at key 0, which every
 // row sees, lists every item of its K/V head (more items than CTAs: the redo launch loops), and NaN in keys hidden
 // from the first rows of their diagonal tiles takes the exact path inside the listed items; the redo launch's O and
-// LSE must be the cp.async kernel's, which checks every tile. Causal and windowed masks, GQA, d = 64/128/256 (d = 256
-// redoes with O from the registers), a split launch (few Q tiles: every run listed, then the combine) and
-// sequence tails.
+// LSE must be the cp.async kernel's, which checks every tile. Causal and windowed masks, GQA, d = 64/128/256 (the
+// redo launch takes the first launch's O staging), a split launch (few Q tiles: every run listed, then the
+// combine) and sequence tails.
 TEST(Gpu_F16Bf16, RedoOfListedItemsMatchesCpAsyncKernel) {
   SKIP_WITHOUT_DEVICE();
   SKIP_WITHOUT_TENSOR_CORE();
