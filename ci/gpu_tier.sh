@@ -27,7 +27,8 @@ steps, run in the order given:
   subjects         the report and the GPU properties on flashcheck's kernel and on every subject built (the
                    example; SDPA flash, cudnn, efficient, math where libtorch was found), then the subject x
                    dtype table (tools/subject_table.py) in $OUT/subjects.md
-  sanitizer        ctest -L sanitizer (compute-sanitizer memcheck, racecheck, initcheck, synccheck)
+  sanitizer        ctest -L sanitizer (compute-sanitizer memcheck, racecheck, initcheck, synccheck), spread
+                   over the GPUs
   fuzz=SECONDS     fuzz_kernel for SECONDS;  fuzz-bg=SECONDS ... fuzz-wait: the same in the background
   mutant=SECONDS   the planted kernel bug from an empty corpus, its finding replayed
   mutants=SECONDS  build preset gpu-mutants and run tools/mutation_test.py: the budgeted tier for SECONDS on
@@ -41,7 +42,8 @@ environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.
   running then stop; `tests-pending` in a later call runs what they left),
   FLASHCHECK_SLOTS_PER_GPU (GPU tests sharing a GPU, default 6), FLASHCHECK_CTEST_JOBS (ctest -j, default
   GPUs x slots), FLASHCHECK_CTEST_ARGS (more ctest arguments for `tests`), FLASHCHECK_SEED (base seed of
-  properties=CASES), FLASHCHECK_SUBJECT_CASES (cases per property in `subjects`, default 100)
+  properties=CASES), FLASHCHECK_SUBJECT_CASES (cases per property in `subjects`, default 100),
+  FLASHCHECK_SANITIZER_PER_GPU (sanitizer tests sharing a GPU, default 2)
 USAGE
   [[ $# -eq 0 ]] && exit 2
   exit 0
@@ -245,8 +247,14 @@ for step in "$@"; do
       done
       python3 tools/subject_table.py "${table_args[@]}" | tee "$OUT/subjects.md" | tee -a "$LOGS/summary.txt" ;;
     sanitizer)
-      log "ctest -L sanitizer"
-      ctest --preset sanitizer --output-on-failure >"$LOGS/ctest_sanitizer.log" 2>&1 || status=1
+      # Each sanitizer test holds a GPU slot (RESOURCE_GROUPS gpus:1), FLASHCHECK_SANITIZER_PER_GPU (default 2)
+      # at a time per GPU: compute-sanitizer's host side is most of the time, so two share a GPU well.
+      san_jobs=$((gpu_count * ${FLASHCHECK_SANITIZER_PER_GPU:-2}))
+      start_t=$(date +%s)
+      log "ctest -L sanitizer on $gpu_count GPU(s), -j $san_jobs"
+      ctest --preset sanitizer -j "$san_jobs" --resource-spec-file "$spec" --output-on-failure \
+        >"$LOGS/ctest_sanitizer.log" 2>&1 || status=1
+      log "ctest -L sanitizer took $(( $(date +%s) - start_t )) s"
       tail -15 "$LOGS/ctest_sanitizer.log" | tee -a "$LOGS/summary.txt" ;;
     fuzz=*)
       secs="${step#fuzz=}"
