@@ -207,7 +207,8 @@ for step in "$@"; do
     report)
       log "verification report on the GPU kernel (flashcheck-report)"
       build/gpu/tools/flashcheck-report --backend gpu >"$LOGS/report.txt" 2>&1 || status=1
-      tail -22 "$LOGS/report.txt" | tee -a "$LOGS/summary.txt" ;;
+      # The tables (per dtype, per feature), the worst cases and the verdict line; not the progress lines.
+      grep -E "^(\||worst |(FAIL|PASS|UNSUPPORTED|OUTSIDE)[A-Z-]*: )" "$LOGS/report.txt" | tee -a "$LOGS/summary.txt" ;;
     subjects)
       # Every subject beside flashcheck's kernel, all at once (the oracle's threads split between them):
       # flashcheck-report --json and properties_gpu --gtest_output=xml per subject, then one table.
