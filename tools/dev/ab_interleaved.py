@@ -4,7 +4,10 @@
 Each point (bf16 unless noted; B*N = 16384 tokens dense, 32768 windowed; H*d = 2048) is timed on every library in
 turn, --passes times over, each time the median of --iters CUDA-event-timed runs with the L2 flushed before each
 (bench/side_by_side.py's Timer); the median pass is reported, so clock drift reaches every library alike (sequential
-sweeps of one build move a point by up to 10%: tools/dev/ab_round.sh).
+sweeps of one build move a point by up to 10%: tools/dev/ab_round.sh). --back-to-back times instead the mean of
+--iters calls run back to back with nothing between them (the steady state of repeated calls): launch gaps and
+what one call's launches leave to the next count there, and the flush between calls hides them (docs/design/
+tensor-core-kernel.md, "Two launches").
 
 It also checks what a scheduling change must keep: O and LSE bit-identical to the first library's at every timed
 point (finite inputs), O bit-identical (NaNs included) on small causal and windowed problems with inf, -inf and
@@ -15,6 +18,7 @@ sequence lengths 1, 33 and 333 (tails in every tile), causal and not.
 Usage (Hopper machine with PyTorch; each LIB is target flashcheck_shared of a build, the first is the baseline):
     python3 tools/dev/ab_interleaved.py BASE.so VARIANT.so [...] [--dims 64,128] [--passes 5] [--iters 10]
         [--only 'causal=False,W=256']   (time only the points whose label contains one of the substrings)
+        [--back-to-back]
 Build variants side by side from one tree with -DCMAKE_CUDA_FLAGS=-DSOME_SWITCH and, for a short compile,
 -DFLASHCHECK_KERNEL_FAMILIES=tensor_core; --dims keeps the points the built families serve. --fp32 times fp32
 points instead (d = 64 and 128, N = 256..4096, causal and not: the split-TF32 wgmma kernel), with the same bitwise
@@ -116,6 +120,20 @@ def nonfinite_check(libs, dims, dtype):
                   f"same bits as the baseline: {same}", flush=True)
 
 
+def back_to_back_ms(call, iters):
+    """Mean milliseconds of iters calls run back to back (CUDA events around all of them), after 3 warm-up calls."""
+    torch = sbs.torch
+    for _ in range(3):
+        call()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        call()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / iters
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("libs", nargs="+", help="libflashcheck.so paths; the first is the baseline")
@@ -127,6 +145,8 @@ def main():
     ap.add_argument("--only", default="",
                     help="time only the points whose label (e.g. 'd=128 causal=False N=8192') contains one of these "
                          "','-separated substrings")
+    ap.add_argument("--back-to-back", action="store_true",
+                    help="time the mean of --iters calls back to back, no L2 flush between them")
     args = ap.parse_args()
     if sbs.torch is None:
         sys.exit("ab_interleaved.py needs PyTorch with CUDA")
@@ -136,6 +156,7 @@ def main():
     dims = {int(x) for x in args.dims.split(",")}
     libs = [sbs.Flashcheck(p) for p in args.libs]
     timer = sbs.Timer(3, args.iters)
+    time_ms = (lambda call: back_to_back_ms(call, args.iters)) if args.back_to_back else timer.median_ms
     checked = sorted(d for d in dims if not args.fp32 or d in FP32_DIMS)
     check_dtype = torch.float32 if args.fp32 else torch.bfloat16
     nonfinite_check(libs, checked, check_dtype)
@@ -158,7 +179,7 @@ def main():
         res = [[] for _ in libs]
         for _ in range(args.passes):
             for i, call in enumerate(calls):
-                res[i].append(flops / (timer.median_ms(call) * 1e-3) / 1e12)
+                res[i].append(flops / (time_ms(call) * 1e-3) / 1e12)
         med = [statistics.median(r) for r in res]
         same = ["same" if same_bits(o, outs[0]) else "DIFF" for o in outs[1:]]
         for i in ratios:
