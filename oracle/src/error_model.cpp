@@ -504,6 +504,8 @@ void RmsCheck::add(double got, double reference, double exact, double abs_pv, do
   sum_sq_reference_ += std::max(emulated * emulated, std::isfinite(noise) ? noise * noise : 0.0);
   sum_sq_exact_ += value * value;
   ++count_;
+  if (!has_last_ || exact != last_exact_ || abs_pv != last_abs_pv_) ++draws_;
+  last_exact_ = exact, last_abs_pv_ = abs_pv, has_last_ = true;
 }
 
 void RmsCheck::merge(const RmsCheck& other) {
@@ -511,6 +513,8 @@ void RmsCheck::merge(const RmsCheck& other) {
   sum_sq_reference_ += other.sum_sq_reference_;
   sum_sq_exact_ += other.sum_sq_exact_;
   count_ += other.count_;
+  draws_ += other.draws_;
+  has_last_ = false;  // the next element is not a column beside the merged pool's last
 }
 
 double RmsCheck::rms_kernel() const {
@@ -524,10 +528,11 @@ double RmsCheck::rms_exact() const { return count_ > 0 ? std::sqrt(sum_sq_exact_
 double RmsCheck::rms_floor() const {
   if (count_ == 0) return 0.0;
   const double u_q = std::max(unit_roundoff(format_), kU32);
-  // The input-format term is a sampling allowance and shrinks as 1/sqrt(N); the fp32 term does not: a healthy fp32
-  // pipeline may differ from the reference by a few roundings in every element (exp argument, accumulation
-  // order, rescale, the division by l), and an RMS over N such elements does not shrink with N.
-  return kRmsFloorUlps * (u_q * rms_exact() / std::sqrt(static_cast<double>(count_)) + kRmsFp32Roundings * kU32);
+  // The input-format term is a sampling allowance and shrinks as 1/sqrt(D), D the independent draws (a row's
+  // equal columns round alike: one draw); the fp32 term does not: a healthy fp32 pipeline may differ from the
+  // reference by a few roundings in every element (exp argument, accumulation order, rescale, the division by
+  // l), and an RMS over N such elements does not shrink with N.
+  return kRmsFloorUlps * (u_q * rms_exact() / std::sqrt(static_cast<double>(draws_)) + kRmsFp32Roundings * kU32);
 }
 
 double RmsCheck::ratio() const {

@@ -1373,6 +1373,35 @@ TEST(ErrorModelVerdict, RmsCheckArithmetic) {
   EXPECT_NEAR(exact_reference.ratio(), 0x1p-23 / (kRmsFloorUlps * (1 + kRmsFp32Roundings) * 0x1p-24), 1e-12);
 }
 
+// The floor's draws: a row's columns with the same exact value and A_k (a constant V) are one computation, rounded
+// alike, so they count once. GPU finding gpu-nightly-rms-constant-v-output-rounding: bf16, four rows of 256 columns
+// of O* = 0.5 = A_k, one row one ulp low in every column (its value a hair below a rounding midpoint), the
+// reference exact.
+TEST(ErrorModelVerdict, RmsCheckFloorCountsEqualColumnsOnce) {
+  const double ulp_low = 0.5 - 0x1p-9;
+  RmsCheck pool(Format::kBF16);
+  for (int row = 0; row < 4; ++row) {
+    RmsCheck r(Format::kBF16);
+    for (int k = 0; k < 256; ++k) r.add(row == 1 ? ulp_low : 0.5, 0.5, 0.5, 0.5);
+    EXPECT_EQ(r.draws(), 1);
+    pool.merge(r);
+  }
+  EXPECT_EQ(pool.count(), 1024);
+  EXPECT_EQ(pool.draws(), 4);
+  EXPECT_NEAR(pool.rms_floor(), kRmsFloorUlps * (0x1p-8 / 2 + kRmsFp32Roundings * 0x1p-24), 1e-15);
+  EXPECT_LT(pool.ratio(), 1.0);
+  // Distinct columns stay distinct draws: the same errors over 1024 different values fail as before.
+  RmsCheck distinct(Format::kBF16);
+  for (int row = 0; row < 4; ++row) {
+    for (int k = 0; k < 256; ++k) {
+      const double exact = 0.5 + k * 0x1p-12;
+      distinct.add(row == 1 ? exact - 0x1p-9 : exact, exact, exact, exact);
+    }
+  }
+  EXPECT_EQ(distinct.draws(), 1024);
+  EXPECT_GT(distinct.ratio(), 1.0);
+}
+
 // The score noise: a reference element errs at least kRmsScoreRoundings u_32 sqrt(QS_k) / A_k, and no less than it did.
 TEST(ErrorModelVerdict, RmsCheckScoreNoiseFloorsTheReference) {
   const double kernel_err = 0x1p-4, score_sq = 0x1p40;  // noise kRmsScoreRoundings 2^-24 2^20 = 2^-3

@@ -128,13 +128,15 @@ inline constexpr double kTanhRelErr = 0x1p-22;
 // weighs alike and one row with large V cannot turn the pool into a single random draw:
 //   ratio = rms(e_kernel) / (kRmsFactor * rms(e_reference) + floor / sqrt(N)),   e = (value - exact) / A_k,
 //   |e_reference| at least the score noise kRmsScoreRoundings * u_32 * sqrt(QS_k) / A_k (RowResult::dev_pv_score_sq),
-//   floor = kRmsFloorUlps * (u_q * rms(|exact| / A_k) / sqrt(N) + kRmsFp32Roundings * u_32),
-//   u_q = max(unit_roundoff(format), u_32 = 2^-24).
+//   floor = kRmsFloorUlps * (u_q * rms(|exact| / A_k) / sqrt(D) + kRmsFp32Roundings * u_32),
+//   u_q = max(unit_roundoff(format), u_32 = 2^-24), D the independent draws among the N elements: an element
+//   whose exact value and A_k equal the one added before it (a row's columns under a constant V) is the same
+//   computation, rounded the same way, and no new draw.
 // Fail above 1. kRmsFactor = 2: the kernel computes with the same rounding points as the reference, so its
 // RMS error is the reference's up to summation order and tiling; twice that is a degradation (a format one
 // step coarser costs 8x or more). The floor keeps a small sample from failing on a few unlucky roundings
 // when the reference happens to be exact (O representable, or cancelling in the reference's order): about
-// one ulp of O, or one fp32 rounding of A_k, on one element; it vanishes as N grows. The score noise keeps a
+// one ulp of O, or one fp32 rounding of A_k, on one draw; it vanishes as the draws grow. The score noise keeps a
 // pool whose error comes from a few scores (one heavy row of a sampled verdict, whose weight error is one key's
 // score error against the rest) from failing where every member of the reference happens to round those few
 // scores luckily: each reference element errs at least as much as independent score errors of
@@ -153,16 +155,20 @@ class RmsCheck {
   void add(double got, double reference, double exact, double abs_pv, double score_sq = 0.0);
   void merge(const RmsCheck& other);
   int64_t count() const { return count_; }
+  int64_t draws() const { return draws_; }  // D of the floor
   double rms_kernel() const;     // rms((got - exact) / A_k)
   double rms_reference() const;  // rms((reference - exact) / A_k)
   double rms_exact() const;      // rms(|exact| / A_k), in [0, 1]: 1 when nothing cancels
-  double rms_floor() const;      // floor / sqrt(N) of the formula above
+  double rms_floor() const;      // floor of the formula above
   double ratio() const;          // 0 when nothing was added or the kernel is exact
 
  private:
   Format format_;
   double sum_sq_kernel_ = 0.0, sum_sq_reference_ = 0.0, sum_sq_exact_ = 0.0;
   int64_t count_ = 0;
+  int64_t draws_ = 0;
+  double last_exact_ = 0.0, last_abs_pv_ = 0.0;  // the element added before (count_ > 0 and no merge since)
+  bool has_last_ = false;
 };
 
 }  // namespace flashcheck::oracle
