@@ -126,7 +126,7 @@ inline constexpr double kTanhRelErr = 0x1p-22;
 // (pool the rows of one case: a single row's elements share one l error, too few independent draws). Errors
 // are taken relative to the element's scale A_k = sum_j p_j |v_jk| (RowResult::abs_pv), so that every row
 // weighs alike and one row with large V cannot turn the pool into a single random draw:
-//   ratio = rms(e_kernel) / (kRmsFactor * rms(e_reference) + floor / sqrt(N)),   e = (value - exact) / A_k,
+//   ratio = rms(e_kernel) / (kRmsFactor * rms(e_reference) + floor),   e = (value - exact) / A_k,
 //   |e_reference| at least the score noise kRmsScoreRoundings * u_32 * sqrt(QS_k) / A_k (RowResult::dev_pv_score_sq),
 //   floor = kRmsFloorUlps * (u_q * rms(|exact| / A_k) / sqrt(D) + kRmsFp32Roundings * u_32),
 //   u_q = max(unit_roundoff(format), u_32 = 2^-24), D the independent draws among the N elements: an element
