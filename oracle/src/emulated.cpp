@@ -1,6 +1,6 @@
 // emulated_row(): the same-precision reference of the statistical check: the online softmax at the path's
 // rounding points (softcap and sink merge included), tiled like the kernel, as an ensemble of implementations
-// (exp2 and tanh errors +-, P*V truncated
+// (exp2 and tanh errors +-, l summed along the keys and as a tree, P*V truncated
 // k at a time as Fasi, Higham, Mikaitis and Pranesh (PeerJ CS 2021) measured tensor cores, or in an FMA
 // chain) whose worst member per element is the reference. Scores likewise both ways on mma paths: as
 // round-to-nearest FMA chains and as the tensor core's truncated blocks, tf32 ties away (fp_emulation.h).
@@ -8,6 +8,7 @@
 // of large scores the bias is relative to each score and does not cancel: GPU finding
 // gpu-property-rms-fp32-peaked-scores, split-TF32 at 1.29x a reference without them.)
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -45,6 +46,13 @@ double tanh_error(const RowRef& row, int64_t key, double sign) {
 constexpr int64_t kSinkAlphaKey = std::numeric_limits<int64_t>::min();
 constexpr int64_t kSinkWeightKey = std::numeric_limits<int64_t>::min() + 1;
 
+// fp32 sum of p[0..n) as a pairwise tree: halves summed recursively, as reductions across lanes pair partial sums.
+float pairwise_sum(const float* p, int64_t n) {
+  if (n <= 1) return n == 1 ? p[0] : 0.0f;
+  const int64_t half = n / 2;
+  return pairwise_sum(p, half) + pairwise_sum(p + half, n - half);
+}
+
 // One member of the reference ensemble: the online softmax of families.h in its telescoping form (m in log2
 // units, alpha = exp2(r_old - r_new)) over tiles of `tile` keys, from the precomputed x_j = fl(s_j c), with
 // the exp2 error realization `sign` and the P*V accumulation `rounding`. x[j] is key key_begin + j; tiles
@@ -54,13 +62,20 @@ constexpr int64_t kSinkWeightKey = std::numeric_limits<int64_t>::min() + 1;
 // within kTensorCoreRefSlackLog2 of the running max), so the reference's rounding of P matches theirs value
 // for value. A sink (sink2 = fl(sink * log2 e); -inf: none) is merged into the final state as in the kernels'
 // epilogue: m' = max(r, sink2), alpha = exp2(r - m'), l' = l alpha + exp2(sink2 - m'), acc' = acc alpha.
-std::vector<double> softmax_pv(const RowRef& row, const std::vector<float>& x, const detail::Operands& v,
+// The row sum l is carried twice, both from the same fp32 P: summed along the keys as P*V's chain adds them, and
+// as a pairwise tree within each tile (as a warp's reductions sum it). A kernel that sums l in another order than
+// P*V leaves their errors uncancelled in O = acc / l: with a constant V and repeated weights the chain's roundings
+// add up in one direction (tens of u over 64 keys) while the tree's stay small, and the chain-only quotient would
+// be exact (GPU finding gpu-nightly-rms-constant-v-sum-order). Returns both quotients: [0] chain l, [1] tree l.
+std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vector<float>& x, const detail::Operands& v,
                                int64_t dim, int64_t key_begin, int64_t tile, int64_t tile_origin, float sink2,
                                Format format, Arithmetic path, double sign, detail::DotRounding rounding) {
   const int64_t n = static_cast<int64_t>(x.size());
   const float neg_inf = -std::numeric_limits<float>::infinity();
-  std::vector<double> out(static_cast<size_t>(dim), 0.0);
-  float m = neg_inf, ref = neg_inf, l = 0.0f;
+  std::array<std::vector<double>, 2> out;
+  out.fill(std::vector<double>(static_cast<size_t>(dim), 0.0));
+  float m = neg_inf, ref = neg_inf;
+  std::array<float, 2> l = {0.0f, 0.0f};  // [0] chain, [1] tree
   std::vector<float> acc(static_cast<size_t>(dim), 0.0f);
   // exp2 with the member's error; on the tensor-core path flushed to zero below fp32's normal range as
   // ex2.approx.ftz does (a row whose weights all lie there gives O = 0 on the hardware, and so here).
@@ -87,7 +102,8 @@ std::vector<double> softmax_pv(const RowRef& row, const std::vector<float>& x, c
       pj = exp2_at(x[static_cast<size_t>(j)] - m_use, key_begin + j);
       p_sum += pj;  // l takes fp32 P, before any rounding for P*V
     }
-    l = std::fma(l, alpha, p_sum);
+    l[0] = std::fma(l[0], alpha, p_sum);
+    l[1] = std::fma(l[1], alpha, pairwise_sum(p.data(), static_cast<int64_t>(p.size())));
     for (float& a : acc) a *= alpha;
     if (path == Arithmetic::kTensorCore) {
       for (float& pj : p) pj = detail::round_to(format, pj);
@@ -99,21 +115,24 @@ std::vector<double> softmax_pv(const RowRef& row, const std::vector<float>& x, c
   if (sink2 != neg_inf) {
     float alpha = 0.0f;
     if (sink2 == -neg_inf) {  // all the weight: O = 0 (a non-finite accumulator stays non-finite)
-      l = 1.0f;
+      l.fill(1.0f);
     } else if (std::isnan(sink2)) {
-      alpha = l = sink2;
+      alpha = sink2;
+      l.fill(sink2);
     } else {
       const float m_new = std::fmax(ref, sink2);
       const float origin = m_new == neg_inf ? 0.0f : m_new;
       alpha = exp2_at(ref - origin, kSinkAlphaKey);
       const float sink_p = exp2_at(sink2 - origin, kSinkWeightKey);
-      l = l * alpha + sink_p;
+      for (float& li : l) li = li * alpha + sink_p;
     }
     for (float& a : acc) a *= alpha;
   }
-  if (l == 0.0f) return out;  // no usable key and no sink: O = 0
-  for (int64_t d = 0; d < dim; ++d) {
-    out[static_cast<size_t>(d)] = detail::round_to(format, acc[static_cast<size_t>(d)] / l);
+  for (size_t s = 0; s < out.size(); ++s) {
+    if (l[s] == 0.0f) continue;  // no usable key and no sink: O = 0
+    for (int64_t d = 0; d < dim; ++d) {
+      out[s][static_cast<size_t>(d)] = detail::round_to(format, acc[static_cast<size_t>(d)] / l[s]);
+    }
   }
   return out;
 }
@@ -146,8 +165,8 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
   // The ensemble: both exp2 error realizations (antithetic), and on mma paths both ways of accumulating the
   // scores and P*V (the hardware's truncated blocks, a round-to-nearest chain), and on the split path the
   // hardware's own member besides: truncated blocks with the low parts read toward zero, in the scores and in
-  // P*V. Per element the member farthest from the exact value: never a lucky cancellation, and at least as noisy
-  // as any one healthy implementation.
+  // P*V; each member's O divided by l summed in two orders (softmax_pv). Per element the quotient farthest from
+  // the exact value: never a lucky cancellation, and at least as noisy as any one healthy implementation.
   const int64_t tile = block_n > 0 ? block_n : n;
   const int64_t tile_origin = block_n > 0 ? 0 : view.key_begin;  // one tile: it starts at the first visible key
   std::vector<detail::DotRounding> roundings = {detail::DotRounding::kNearestChain};
@@ -185,15 +204,17 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
     for (const detail::DotRounding rounding : roundings) {
       if (hardware(score_rounding) != hardware(rounding)) continue;  // the hardware's member is whole
       for (size_t r = 0; r < realizations.size(); ++r) {
-        const std::vector<double> member = softmax_pv(row, x[std::min(r, x_sets - 1)], v, dim, view.key_begin, tile,
-                                                      tile_origin, sink2, format, path, realizations[r], rounding);
-        if (out.empty()) {
-          out = member;
-          continue;
-        }
-        for (size_t e = 0; e < out.size(); ++e) {
-          const double want = exact->o[e];
-          if (std::fabs(member[e] - want) > std::fabs(out[e] - want)) out[e] = member[e];
+        for (const std::vector<double>& member : softmax_pv(row, x[std::min(r, x_sets - 1)], v, dim, view.key_begin,
+                                                            tile, tile_origin, sink2, format, path, realizations[r],
+                                                            rounding)) {
+          if (out.empty()) {
+            out = member;
+            continue;
+          }
+          for (size_t e = 0; e < out.size(); ++e) {
+            const double want = exact->o[e];
+            if (std::fabs(member[e] - want) > std::fabs(out[e] - want)) out[e] = member[e];
+          }
         }
       }
     }

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdio>
@@ -56,6 +57,7 @@ struct TiledModel {
   int32_t block_n = 64;
   int exp_bias = 0;  // exp2 and tanh errors: 0 none, +1 / -1 every result at its limit, 2 alternating by key
   Defect defect = Defect::kNone;
+  bool l_by_warp = false;  // l as the general kernel sums it (per lane over keys 32 apart, then a butterfly)
 };
 
 struct TiledRow {
@@ -141,7 +143,18 @@ TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
       for (int64_t j = t0; j < t1; ++j)
         p[static_cast<size_t>(j)] = exp2_model(s[static_cast<size_t>(j - t0)] - m_use, model.exp_bias, j);
     }
-    for (int64_t j = t0; j < t1; ++j) p_sum += p[static_cast<size_t>(j)];
+    if (model.l_by_warp) {
+      std::array<float, 32> lane{};
+      for (int64_t j = t0; j < t1; ++j) lane[static_cast<size_t>((j - t0) % 32)] += p[static_cast<size_t>(j)];
+      for (size_t offset = 16; offset > 0; offset /= 2) {
+        std::array<float, 32> next{};
+        for (size_t x = 0; x < lane.size(); ++x) next[x] = lane[x] + lane[x ^ offset];
+        lane = next;
+      }
+      p_sum = lane[0];
+    } else {
+      for (int64_t j = t0; j < t1; ++j) p_sum += p[static_cast<size_t>(j)];
+    }
     l = std::fma(l, alpha, p_sum);
     if (!(model.defect == Defect::kMissingRescale && last_tile)) {
       for (float& a : acc) a *= alpha;
@@ -1331,6 +1344,27 @@ TEST(ErrorModelDegraded, RmsCheckWithSoftcapAndSink) {
     EXPECT_LE(good.rms.ratio(), 1.0) << config_name(config);
     EXPECT_GT(bad.rms.ratio(), 1.0) << config_name(config);
   }
+}
+
+// Summed in different orders, P*V (one FMA chain per column) and l (the general kernel's lanes and butterfly) err
+// apart, and under a constant V with weights that repeat (a softcap over large scores leaves a few values) the
+// chain's roundings add up in one direction. The reference divides by a tree-summed l too, so this healthy order
+// passes; the quotient over l summed like P*V alone is exact here, and the kernel failed against it (GPU finding
+// gpu-nightly-rms-constant-v-sum-order).
+TEST(ErrorModelVerdict, RmsCheckCoversLSummedInAnotherOrderThanPV) {
+  TestProblem p = make_shape(Format::kF32, 16, 64, 32);
+  Rng rng(44);
+  fill(&p, 'q', [&](int64_t) { return rng.normal(0.0, 30.0); });
+  fill(&p, 'k', [&](int64_t e) { return -30.0 + 60.0 * static_cast<double>(e / p.head_dim) / 63.0; });
+  fill(&p, 'v', [](int64_t) { return 1.0; });
+  p.softcap = 2.0;
+  const TiledModel by_warp{Format::kF32, Arithmetic::kGeneralFp32, 64, 0, Defect::kNone, true};
+  const CaseOutcome outcome = run_case(p, by_warp, p.seqlen_q);
+  std::printf("constant V, l by warp: RMS kernel %.3g, reference %.3g, ratio %.3g\n", outcome.rms.rms_kernel(),
+              outcome.rms.rms_reference(), outcome.rms.ratio());
+  EXPECT_GT(outcome.rms.rms_kernel(), 8 * 0x1p-24);  // not vacuous: beyond the floor's fp32 term
+  EXPECT_LE(outcome.bound_ratio, 1.0);
+  EXPECT_LE(outcome.rms.ratio(), 1.0);
 }
 
 // ---- verdict helpers

@@ -106,8 +106,9 @@ double l_error_ratio(const RowResult& exact, const RowBound& bound, double kerne
 // x = fl(s * fl(scale * log2 e)) (with a softcap c, x = fl(fl(c log2 e) * tanh(fl(s * fl(scale / c)))), tanh with
 // a deterministic pseudo-random relative error of up to kTanhRelErr),
 // p = exp2(x - m) in fp32 with a deterministic pseudo-random relative error of up to kExp2RelErr (the GPU's
-// approximate exp2), l summed in fp32 from fp32 p, P rounded as the path rounds it, P*V in fp32, the sink merged
-// into the final state as the kernels' epilogue does, one division, O rounded to format. It is an
+// approximate exp2), l summed in fp32 from fp32 p (along the keys as P*V, and as a pairwise tree per tile: one
+// division by each), P rounded as the path rounds it, P*V in fp32, the sink merged into the final state as the
+// kernels' epilogue does, O rounded to format. It is an
 // ensemble: both signs of the exp2 and tanh error realizations and, on tensor-core paths, P*V accumulated both as the
 // hardware does (exact products added k at a time with truncation) and as an FMA chain (as the host model
 // does); per element the member farthest from the exact value (`exact`: the row's RowResult, computed with
