@@ -68,8 +68,9 @@ float pairwise_sum(const float* p, int64_t n) {
 // add up in one direction (tens of u over 64 keys) while the tree's stay small, and the chain-only quotient would
 // be exact (GPU finding gpu-nightly-rms-constant-v-sum-order). Returns both quotients: [0] chain l, [1] tree l.
 std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vector<float>& x, const detail::Operands& v,
-                               int64_t dim, int64_t key_begin, int64_t tile, int64_t tile_origin, float sink2,
-                               Format format, Arithmetic path, double sign, detail::DotRounding rounding) {
+                                              int64_t dim, int64_t key_begin, int64_t tile, int64_t tile_origin,
+                                              float sink2, Format format, Arithmetic path, double sign,
+                                              detail::DotRounding rounding) {
   const int64_t n = static_cast<int64_t>(x.size());
   const float neg_inf = -std::numeric_limits<float>::infinity();
   std::array<std::vector<double>, 2> out;
@@ -204,9 +205,9 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
     for (const detail::DotRounding rounding : roundings) {
       if (hardware(score_rounding) != hardware(rounding)) continue;  // the hardware's member is whole
       for (size_t r = 0; r < realizations.size(); ++r) {
-        for (const std::vector<double>& member : softmax_pv(row, x[std::min(r, x_sets - 1)], v, dim, view.key_begin,
-                                                            tile, tile_origin, sink2, format, path, realizations[r],
-                                                            rounding)) {
+        for (const std::vector<double>& member :
+             softmax_pv(row, x[std::min(r, x_sets - 1)], v, dim, view.key_begin, tile, tile_origin, sink2, format, path,
+                        realizations[r], rounding)) {
           if (out.empty()) {
             out = member;
             continue;
