@@ -50,6 +50,7 @@ enum class Mutant : int32_t {
   kDecodeCpAsyncWaitShort,
   kCombineUnscaled,
   kCombineEmptySplitsNan,
+  kWsRedoListShort,
   kCount
 };
 
@@ -128,6 +129,8 @@ inline constexpr MutantInfo kMutants[] = {
      "the combine adds the split runs' l and O without moving them onto the merged max"},
     {Mutant::kCombineEmptySplitsNan, "combine-empty-splits-nan", "combine", "fully masked rows",
      "the combine's factor is exp2(m_s - M) without the -inf origin rule: empty runs give NaN"},
+    {Mutant::kWsRedoListShort, "ws-redo-list-short", "ws", "masking of non-finite values",
+     "the redo launch runs every listed item but the last: that item keeps the first launch's inf or NaN"},
 };
 constexpr bool catalogue_in_id_order() {
   for (size_t i = 0; i < std::size(kMutants); ++i) {

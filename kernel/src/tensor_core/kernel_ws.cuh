@@ -150,13 +150,18 @@ struct WsForward {
 
   __device__ static uint32_t bar(const uint64_t& b) { return smem_address(&b); }
 
+  // How many items the first launch listed for the redo launch.
+  __device__ static int64_t listed_items(const KernelArgs& a) {
+    return static_cast<int64_t>(__ldg(a.redo_count)) - (FC_MUTANT(kWsRedoListShort) ? 1 : 0);
+  }
+
   // The item of this CTA's step-th turn (a.work_items once it has none left): schedule.h's order, or in a redo
   // launch the listed items, every gridDim.x-th from the CTA's index (the list's order does not matter: an item's
   // result depends on the item alone).
   __device__ static int64_t item_of_step(const KernelArgs& a, int64_t step) {
     if constexpr (kRedo) {
       const int64_t i = static_cast<int64_t>(blockIdx.x) + step * gridDim.x;
-      return i < static_cast<int64_t>(__ldg(a.redo_count)) ? __ldg(a.redo_items + i) : a.work_items;
+      return i < listed_items(a) ? __ldg(a.redo_items + i) : a.work_items;
     } else {
       return scheduled_item(blockIdx.x, step, gridDim.x);
     }
@@ -166,7 +171,7 @@ struct WsForward {
     if constexpr (kRedo) {
       // A redo CTA with no listed item (every one when none is listed) returns before it sets anything up: the
       // empty redo launch then takes 1.6 µs against 2.5 µs (docs/design/tensor-core-kernel.md, "Two launches").
-      if (static_cast<int64_t>(blockIdx.x) >= static_cast<int64_t>(__ldg(a.redo_count))) return;
+      if (static_cast<int64_t>(blockIdx.x) >= listed_items(a)) return;
     }
     __shared__ Barriers bars;
     const int tid = static_cast<int>(threadIdx.x);
