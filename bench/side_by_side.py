@@ -11,7 +11,9 @@ committed result set that bench/README.md shows):
   heads.png          TFLOP/s vs heads (the heads sweep), causal and not
   memory.png         peak device memory vs seq_len, flashcheck beside standard attention (math backend)
 Timing: warm-up, then the median of CUDA-event-timed runs, L2 flushed before each, in --rounds interleaved
-passes over the backends (the median pass reported, the spread kept in the JSON); FLOPs = 4 B H N^2 d,
+passes over the backends (the median pass reported, the spread kept in the JSON). --timing sync (default) times
+each run alone, so a backend's host cost beyond the flush counts; --timing queued queues the runs ahead of the GPU
+and counts GPU time only (Timer). FLOPs = 4 B H N^2 d,
 halved for causal. Grid: B*N = 16384 tokens, H*d = 2048 (the FlashAttention paper's), as in
 /work/shared/peers/sdpa_peers.py. PyTorch's is_causal is top-left aligned, so flashcheck runs
 FC_MASK_CAUSAL_TOP_LEFT (identical to bottom-right here, since seqlen_q == seqlen_k).
@@ -150,26 +152,38 @@ class Flashcheck:
 
 
 class Timer:
-    """Median of CUDA-event-timed runs after warm-up, with L2 flushed (a 2x-L2 memset) before each run."""
+    """Median of CUDA-event-timed runs after warm-up, with L2 flushed (a 2x-L2 memset) before each run.
 
-    def __init__(self, warmup, iters):
-        self.warmup, self.iters = warmup, iters
+    sync (the default): each run alone, an event, the call, an event, then a wait for it; whatever the host spends
+    on a call beyond the flush's GPU time lies between the events, as for a caller that waits on every call.
+    queued: the same flush, events and call for every run, queued behind a GPU sleep before the first starts, so
+    the host stays ahead of the GPU and the events time only what the GPU does."""
+
+    QUEUE_SLEEP_CYCLES = 2_000_000  # about 1 ms at 1.98 GHz: longer than the host takes to queue the runs
+
+    def __init__(self, warmup, iters, queued=False):
+        self.warmup, self.iters, self.queued = warmup, iters, queued
         l2 = torch.cuda.get_device_properties(0).L2_cache_size
         self.flush_buf = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
 
     def median_ms(self, fn):
         for _ in range(self.warmup):
             fn()
-        times = []
+        if self.queued:
+            torch.cuda.synchronize()
+            torch.cuda._sleep(self.QUEUE_SLEEP_CYCLES)
+        events = []
         for _ in range(self.iters):
             self.flush_buf.zero_()
             start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             fn()
             stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        times.sort()
+            if not self.queued:
+                stop.synchronize()
+            events.append((start, stop))
+        torch.cuda.synchronize()
+        times = sorted(start.elapsed_time(stop) for start, stop in events)
         return times[len(times) // 2]
 
 
@@ -341,7 +355,10 @@ def markdown(meta, tp, heads, acc, mem):
              f"{meta['flashcheck']}.", "",
              "Throughput in TFLOP/s (4·B·H·N²·d, halved for causal): per backend the median of "
              f"{meta.get('rounds', 1)} interleaved passes over the backends, each the median of {meta['iters']} runs after "
-             f"{meta['warmup']} warm-up runs, L2 flushed before each; B·N = 16384, H·d = 2048.",
+             f"{meta['warmup']} warm-up runs, L2 flushed before each"
+             + ("; runs queued ahead of the GPU (GPU time only)" if meta.get("timing") == "queued" else
+                "; each run timed alone (the host's cost beyond the flush included)")
+             + "; B·N = 16384, H·d = 2048.",
              "", "| dtype | d | causal | N | " + " | ".join(COLUMNS) + " | flashcheck kernel |",
              "|---|---|---|---|" + "---|" * (len(COLUMNS) + 1)]
     for r in tp:
@@ -445,6 +462,9 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3, help="interleaved passes over the backends per shape")
+    parser.add_argument("--timing", choices=("sync", "queued"), default="sync",
+                        help="sync: each run alone, the host's cost beyond the L2 flush counted; queued: runs queued "
+                             "ahead of the GPU, GPU time only (Timer)")
     parser.add_argument("--accuracy-seeds", type=int, default=0, metavar="N",
                         help="only the accuracy configurations, for seeds 0..N-1 (fp16/bf16), against each peer")
     args = parser.parse_args()
@@ -461,13 +481,13 @@ def main():
     meta = {"device": f"{props.name} ({props.multi_processor_count} SMs)", "torch": torch.__version__,
             "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
             "flashcheck": fc.lib.fc_version().decode(), "warmup": args.warmup, "iters": args.iters,
-            "rounds": args.rounds}
+            "rounds": args.rounds, "timing": args.timing}
     print(json.dumps(meta), flush=True)
     if args.accuracy_seeds > 0:
         accuracy_seeds(fc, args.accuracy_seeds, args.out)
         return 0
     start = time.time()
-    timer = Timer(args.warmup, args.iters)
+    timer = Timer(args.warmup, args.iters, queued=args.timing == "queued")
     tp = throughput(fc, timer, args.quick, args.rounds)
     heads = heads_sweep(fc, timer, args.quick, args.rounds)
     acc = accuracy(fc)

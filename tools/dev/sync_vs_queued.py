@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""flashcheck, cuDNN and FlashAttention-2 (PyTorch SDPA) timed two ways on the same tensors, fp16 and bf16 alike.
-
-- sync: bench/side_by_side.py's timer. L2 flushed, an event, one call, an event, then wait for it. Whatever the
-  host spends on a call beyond the flush's GPU time (a memset of twice the L2) lies between the events.
-- queued: the same flush, events and call, but the host queues every run behind a 2 ms GPU sleep before the
-  first starts. It stays ahead of the GPU, so the events time only what the GPU does.
+"""flashcheck, cuDNN and FlashAttention-2 (PyTorch SDPA) timed two ways on the same tensors, fp16 and bf16 alike,
+with bench/side_by_side.py's Timer in both of its modes:
+- sync (side_by_side.py's default): L2 flushed, an event, one call, an event, then wait for it. Whatever the host
+  spends on a call beyond the flush's GPU time (a memset of twice the L2) lies between the events.
+- queued: the same flush, events and call, but the host queues every run behind a GPU sleep before the first
+  starts. It stays ahead of the GPU, so the events time only what the GPU does.
 
 Where the two agree, a backend's host cost is hidden behind the flush. Where sync is lower, the host is in the
 figure, and how much of it can change from run to run. --accuracy adds each backend's relative RMS error of O
@@ -42,37 +42,7 @@ def main():
     import side_by_side as sbs
     warnings.filterwarnings("ignore", category=UserWarning)
     fc = sbs.Flashcheck(args.lib)
-    flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.uint8, device="cuda")
-
-    def sync_ms(fn):
-        for _ in range(3):
-            fn()
-        times = []
-        for _ in range(args.iters):
-            flush.zero_()
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        return statistics.median(times)
-
-    def queued_ms(fn):
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        torch.cuda._sleep(2_000_000)  # about 1 ms at 1.98 GHz: the host queues ahead of the GPU from here
-        events = []
-        for _ in range(args.iters):
-            flush.zero_()
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            stop.record()
-            events.append((start, stop))
-        torch.cuda.synchronize()
-        return statistics.median(start.elapsed_time(stop) for start, stop in events)
+    timers = {"sync": sbs.Timer(3, args.iters), "queued": sbs.Timer(3, args.iters, queued=True)}
 
     def rel_rms(dtype, d, causal, n):
         errs = {name: [] for name in BACKENDS}
@@ -104,8 +74,8 @@ def main():
             for _ in range(args.rounds):
                 for name in BACKENDS:
                     fn = sbs.runner(fc, name, q, k, v, causal, out)
-                    passes.setdefault(f"{tag}_{name}_sync", []).append(flops / sync_ms(fn) / 1e9)
-                    passes.setdefault(f"{tag}_{name}_queued", []).append(flops / queued_ms(fn) / 1e9)
+                    for mode, timer in timers.items():
+                        passes.setdefault(f"{tag}_{name}_{mode}", []).append(flops / timer.median_ms(fn) / 1e9)
             row.update({key: round(statistics.median(v), 1) for key, v in passes.items()})
             del q, k, v, out
             if args.accuracy:
