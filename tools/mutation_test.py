@@ -369,20 +369,16 @@ def main():
         print(f"{build}: the mutants are not compiled in (configure with the preset gpu-mutants)", file=sys.stderr)
         return 64
     mutants = catalogue["mutants"]
-    if args.only:
-        wanted = set(args.only.split(","))
-        unknown = wanted - {m["name"] for m in mutants}
+    for flag, names, keep in (("--only", args.only, True), ("--exclude", args.exclude, False)):
+        if not names:
+            continue
+        named = set(names.split(","))
+        unknown = named - {m["name"] for m in mutants}
         if unknown:
-            print(f"--only: not in the catalogue: {', '.join(sorted(unknown))}", file=sys.stderr)
+            where = "the catalogue" if keep else "the catalogue's selection"
+            print(f"{flag}: not in {where}: {', '.join(sorted(unknown))}", file=sys.stderr)
             return 64
-        mutants = [m for m in mutants if m["name"] in wanted]
-    if args.exclude:
-        unwanted = set(args.exclude.split(","))
-        unknown = unwanted - {m["name"] for m in mutants}
-        if unknown:
-            print(f"--exclude: not in the selection: {', '.join(sorted(unknown))}", file=sys.stderr)
-            return 64
-        mutants = [m for m in mutants if m["name"] not in unwanted]
+        mutants = [m for m in mutants if (m["name"] in named) == keep]
 
     # The production kernels (the model without a defect) must pass the same budgeted run first: a failure there
     # is a bug, not a kill.
