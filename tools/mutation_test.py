@@ -262,6 +262,19 @@ def self_test():
     return 0
 
 
+def command_args(argv):
+    """The run's arguments without the output paths (--markdown, --json and their values)."""
+    kept, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--markdown", "--json"):
+            skip = True
+        elif not a.startswith(("--markdown=", "--json=")):
+            kept.append(a)
+    return kept
+
+
 def save_json(path, meta, results):
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
@@ -394,7 +407,7 @@ def main():
         return 1
 
     meta = {"budget": args.budget, "seed": args.seed, "perturb": args.perturb, "device": device_name(), "model": args.model,
-            "args": " ".join(a for a in sys.argv[1:] if not a.startswith(("--markdown", "--json"))),
+            "args": " ".join(command_args(sys.argv[1:])),
             "production": production}
     results = []
     for m in mutants:
