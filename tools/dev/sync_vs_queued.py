@@ -8,7 +8,8 @@ with bench/side_by_side.py's Timer in both of its modes:
 
 Where the two agree, a backend's host cost is hidden behind the flush. Where sync is lower, the host is in the
 figure, and how much of it can change from run to run. --accuracy adds each backend's relative RMS error of O
-against float64 SDPA at the same points (B = 2, H = 4, three seeds, inputs randn * amp for amp 1, 4 and 8).
+against float64 SDPA at the same points (B = 2, H = 4, N at most 2048, three seeds, inputs randn * amp for amp
+1, 4 and 8).
 That tells whether a backend computes differently in fp16 than in bf16, say with an fp16 exponential.
 
 usage: python3 tools/dev/sync_vs_queued.py --lib build/gpu/bench/libflashcheck.so [--accuracy] [--rounds 3]
