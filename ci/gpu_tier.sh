@@ -32,8 +32,8 @@ steps, run in the order given:
   fuzz=SECONDS     fuzz_kernel for SECONDS;  fuzz-bg=SECONDS ... fuzz-wait: the same in the background
   mutant=SECONDS   the planted kernel bug from an empty corpus, its finding replayed
   mutants=SECONDS  build preset gpu-mutants and run tools/mutation_test.py: the budgeted tier for SECONDS on
-                   every mutant of the catalogue, the kill table in $OUT/mutation.md (FLASHCHECK_MUTATION_ARGS:
-                   more arguments, e.g. --repeat 10 --perturb 7)
+                   every mutant of the catalogue, split over the run's GPUs, the kill table in $OUT/mutation.md
+                   (FLASHCHECK_MUTATION_ARGS: more arguments, e.g. --repeat 10 --perturb 7 --exclude tc-offset-32bit)
   bench            the benchmark (bench/run_bench.sh)
 environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.sh; with fuzz_kernel alone in it,
   FLASHCHECK_FUZZ_CPU_TARGETS= as well: ci/nightly_fuzz.sh), OUT, FLASHCHECK_LOGS,
@@ -201,9 +201,12 @@ for step in "$@"; do
       log "mutation testing: build gpu-mutants, then the budgeted tier for ${secs}s per mutant"
       { cmake --preset gpu-mutants && cmake --build --preset gpu-mutants -j "$jobs"; } >"$LOGS/build-mutants.log" 2>&1 \
         || { log "BUILD FAILED (gpu-mutants)"; tail -50 "$LOGS/build-mutants.log"; exit 1; }
-      python3 tools/mutation_test.py --build build/gpu-mutants --budget "$secs" ${FLASHCHECK_MUTATION_ARGS:-} \
-        --markdown "$OUT/mutation.md" --json "$OUT/mutation.json" 2>&1 | tee "$LOGS/mutation.log" |
-        grep -E "^\[" | tee -a "$LOGS/summary.txt" || status=1 ;;
+      # The catalogue split over the run's GPUs (--gpus), one part per GPU at once, then one table.
+      gpu_env=()
+      [ "${#gpu_list[@]}" -gt 0 ] && gpu_env=(CUDA_VISIBLE_DEVICES="$(IFS=,; echo "${gpu_list[*]}")")
+      env "${gpu_env[@]}" python3 tools/mutation_test.py --build build/gpu-mutants --budget "$secs" \
+        --gpus "${#gpu_list[@]}" ${FLASHCHECK_MUTATION_ARGS:-} --markdown "$OUT/mutation.md" --json "$OUT/mutation.json" \
+        2>&1 | tee "$LOGS/mutation.log" | grep -E "^\[" | tee -a "$LOGS/summary.txt" || status=1 ;;
     report)
       log "verification report on the GPU kernel (flashcheck-report)"
       build/gpu/tools/flashcheck-report --backend gpu >"$LOGS/report.txt" 2>&1 || status=1

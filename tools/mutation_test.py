@@ -16,6 +16,7 @@ reports whether every run failed with the same case line (a race caught determin
 
     cmake --preset gpu-mutants && cmake --build --preset gpu-mutants
     python3 tools/mutation_test.py --build build/gpu-mutants --budget 60 --repeat 10 --exclude tc-offset-32bit
+    python3 tools/mutation_test.py ... --gpus 2      # in two parts at once, one per GPU, then one table
 
 Writes the table to --markdown (default: the kill-table section of docs/mutation-testing.md) and the raw results
 to --json (default bench/results/mutation.json).
@@ -34,6 +35,8 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -328,6 +331,73 @@ def merge(args):
     return finish(args, meta, results)
 
 
+def split_parts(names, n, json_path):
+    """names in n parts of about equal expected time: each mutant's wall time in the last results at json_path
+    (their median where a mutant has none), a race mutant's repeats and each run's replays on top; the longest
+    first, each to the part with the least so far."""
+    try:
+        last = {r["name"]: r for r in json.loads(Path(json_path).read_text())["results"]}
+    except (OSError, ValueError, KeyError):
+        last = {}
+    walls = sorted(r.get("wall_s", 0.0) for r in last.values()) or [10.0]
+    median = walls[len(walls) // 2]
+
+    def cost(name):
+        r = last.get(name, {})
+        return r.get("wall_s", median) + 12.0 + (45.0 if r.get("repeat_lines") else 0.0)
+
+    parts, loads = [[] for _ in range(n)], [0.0] * n
+    for name in sorted(names, key=cost, reverse=True):
+        i = loads.index(min(loads))
+        parts[i].append(name)
+        loads[i] += cost(name)
+    return [p for p in parts if p]
+
+
+def run_parts(args, names):
+    """--gpus N: this script once per part, at once, part i on GPU i, then --merge of the parts' results."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    gpus = visible.split(",") if visible else [str(i) for i in range(args.gpus)]
+    if len(gpus) < args.gpus:
+        print(f"--gpus {args.gpus}: CUDA_VISIBLE_DEVICES={visible} names {len(gpus)}", file=sys.stderr)
+        return 64
+    parts = split_parts(names, args.gpus, args.json)
+    with tempfile.TemporaryDirectory(prefix="mutation-parts-") as tmp:
+        procs, jsons = [], []
+        for i, part in enumerate(parts):
+            jsons.append(os.path.join(tmp, f"part{i}.json"))
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--build", args.build, "--budget", str(args.budget),
+                   "--seed", str(args.seed), "--repeat", str(args.repeat), "--perturb", str(args.perturb),
+                   "--only", ",".join(part), "--json", jsons[-1], "--markdown", os.path.join(tmp, f"part{i}.md")]
+            print(f"[part {i}] GPU {gpus[i]}: {len(part)} mutants", flush=True)
+            procs.append(subprocess.Popen(cmd + (["--model"] if args.model else []), stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True,
+                                          env=dict(os.environ, CUDA_VISIBLE_DEVICES=gpus[i])))
+
+        def relay(i, proc):  # a part's progress lines as they come (its own table and the rest go to its log)
+            with open(os.path.join(tmp, f"part{i}.log"), "w") as log:
+                for line in proc.stdout:
+                    log.write(line)
+                    if line.startswith("["):
+                        print(f"[part {i}] {line}", end="", flush=True)
+
+        relays = [threading.Thread(target=relay, args=(i, p)) for i, p in enumerate(procs)]
+        for t in relays:
+            t.start()
+        codes = [p.wait() for p in procs]
+        for t in relays:
+            t.join()
+        if not all(os.path.exists(j) for j in jsons):
+            for i, code in enumerate(codes):
+                if code != 0:
+                    print(f"[part {i}] exit {code}; the end of its output:\n"
+                          + Path(tmp, f"part{i}.log").read_text()[-4000:], file=sys.stderr)
+            print("a part wrote no results", file=sys.stderr)
+            return 1
+        args.merge = jsons
+        return merge(args)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=None,
@@ -348,6 +418,9 @@ def main():
     ap.add_argument("--json", default=None,
                     help="default: bench/results/mutation.json (with --model: bench/results/mutation_model.json)")
     ap.add_argument("--self-test", action="store_true", help="check the output parser and the table, then exit")
+    ap.add_argument("--gpus", type=int, default=1, metavar="N",
+                    help="split the selection into N parts run at once, part i on the i-th visible GPU "
+                         "(CUDA_VISIBLE_DEVICES), each its own production run first, then one table (--merge)")
     ap.add_argument("--merge", nargs="+", metavar="JSON",
                     help="no run: join the results of runs over parts of the catalogue (the same budget, seed and "
                          "perturbation; a later file's result for a mutant wins) into --json and the table")
@@ -392,6 +465,9 @@ def main():
             print(f"{flag}: not in {where}: {', '.join(sorted(unknown))}", file=sys.stderr)
             return 64
         mutants = [m for m in mutants if (m["name"] in named) == keep]
+
+    if args.gpus > 1:
+        return run_parts(args, [m["name"] for m in mutants])
 
     # The production kernels (the model without a defect) must pass the same budgeted run first: a failure there
     # is a bug, not a kill.
