@@ -186,6 +186,19 @@ class Timer:
         times = sorted(start.elapsed_time(stop) for start, stop in events)
         return times[len(times) // 2]
 
+    def back_to_back_ms(self, fn):
+        """Mean of iters calls run back to back, no flush between them (events around all of them), after the
+        warm-up: the steady state of repeated calls, launch gaps and what one call leaves to the next included."""
+        for _ in range(self.warmup):
+            fn()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(self.iters):
+            fn()
+        stop.record()
+        stop.synchronize()
+        return start.elapsed_time(stop) / self.iters
+
 
 def compiled_flex_attention():
     """FlexAttention torch.compile'd once per process, for the benchmarks that run it beside flashcheck.

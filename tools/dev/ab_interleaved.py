@@ -120,20 +120,6 @@ def nonfinite_check(libs, dims, dtype):
                   f"same bits as the baseline: {same}", flush=True)
 
 
-def back_to_back_ms(call, iters):
-    """Mean milliseconds of iters calls run back to back (CUDA events around all of them), after 3 warm-up calls."""
-    torch = sbs.torch
-    for _ in range(3):
-        call()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        call()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) / iters
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("libs", nargs="+", help="libflashcheck.so paths; the first is the baseline")
@@ -156,7 +142,7 @@ def main():
     dims = {int(x) for x in args.dims.split(",")}
     libs = [sbs.Flashcheck(p) for p in args.libs]
     timer = sbs.Timer(3, args.iters)
-    time_ms = (lambda call: back_to_back_ms(call, args.iters)) if args.back_to_back else timer.median_ms
+    time_ms = timer.back_to_back_ms if args.back_to_back else timer.median_ms
     checked = sorted(d for d in dims if not args.fp32 or d in FP32_DIMS)
     check_dtype = torch.float32 if args.fp32 else torch.bfloat16
     nonfinite_check(libs, checked, check_dtype)
