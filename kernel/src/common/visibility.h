@@ -46,6 +46,27 @@ struct Visibility {
 
   FLASHCHECK_HOST_DEVICE constexpr bool sees(int64_t i, int64_t j) const { return row_begin(i) <= j && j < row_end(i); }
 
+  // The rule over a block of rows and keys in 32-bit arithmetic, as the kernels' masks apply it to a tile of
+  // scores: for 0 <= d, c <= kRelSpan and {begin, end, keys} = rel_bounds(i, k),
+  //   sees(i + d, k + c)  iff  begin + d <= c && c < end + d && c < keys.
+  // Each bound is its exact offset (row i's first key - k, one past its last key - k, seqlen_k - k) where that lies
+  // within kRelSaturate, else saturated there: a saturated bound then decides every pair of the block alike, and
+  // where the rule clamps (a row's keys at 0 or seqlen_k) the other bounds decide as sees() does. Needs
+  // 0 <= i, 0 <= k and i + kRelSpan <= kVisibilityExtent (a test compares the two over every case of the proof).
+  struct RelBounds {
+    int32_t begin, end, keys;
+  };
+  static constexpr int32_t kRelSpan = 1 << 10;
+  static constexpr int32_t kRelSaturate = 1 << 20;
+  FLASHCHECK_HOST_DEVICE constexpr RelBounds rel_bounds(int64_t i, int64_t k) const {
+    const auto sat = [](int64_t x) {
+      return static_cast<int32_t>(x < -kRelSaturate ? -kRelSaturate : (x > kRelSaturate ? kRelSaturate : x));
+    };
+    const int64_t row = i < kVisibilityExtent ? i : kVisibilityExtent;
+    return {bounded_begin ? sat(row + begin_offset - k) : -kRelSaturate,
+            bounded_end ? sat(row + end_offset - k) : kRelSaturate, sat(seqlen_k - k)};
+  }
+
   // The K/V tiles of block_n keys that the Q rows [q0, q0 + q_rows) visit, and which of them need what. Tiles
   // outside [first, first + count) are skipped: no row of the Q tile sees any of their keys. Indices of the
   // member functions are relative to `first` (the processing order).

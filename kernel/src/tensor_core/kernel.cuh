@@ -263,27 +263,35 @@ struct Forward {
   }
 #endif
 
-  // Keys a row may use: [row_begin, row_end) (common/visibility.h). Select, not arithmetic: a NaN score at a
-  // hidden key becomes -inf.
+  // Keys a row may use: [row_begin, row_end) (common/visibility.h), through the rule's 32-bit form for the tile
+  // (rel_bounds: one compare per score against a row's bound where the rule bounds only the right edge, two
+  // with a left edge). Select, not arithmetic: a NaN score at a hidden key becomes -inf.
   __device__ static void apply_mask(float (&s)[kM][kNS][4], const Visibility& vis, int64_t row_base, int64_t k0,
                                     int quad_row, int quad_col) {
-    const auto rel = [&](int64_t key) {  // key - k0 - quad_col within [-1, kBlockN]
-      return static_cast<int>(max(min(key - k0 - quad_col, int64_t{Cfg::kBlockN}), int64_t{-1}));
+    static_assert(kM * kMmaM <= Visibility::kRelSpan && Cfg::kBlockN <= Visibility::kRelSpan);
+    const Visibility::RelBounds rb = vis.rel_bounds(row_base + quad_row, k0 + quad_col);
+    const auto mask_rows = [&](auto two_sided) {
+#pragma unroll
+      for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int d = mt * kMmaM + h * kMmaN;  // this row's offset from the thread's first
+          const int lo = rb.begin + d - (FC_MUTANT(kTcWindowLeftOffByOne) ? 1 : 0);
+          const int hi = min(rb.end + d, rb.keys);
+#pragma unroll
+          for (int nt = 0; nt < kNS; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int c = nt * kMmaN + e;  // key k0 + quad_col + c
+              if (c >= hi || (two_sided && c < lo)) s[mt][nt][2 * h + e] = kNegInf;
+            }
+        }
     };
-#pragma unroll
-    for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t row = row_base + mt * kMmaM + quad_row + h * kMmaN;
-        // Keys nt*8 + e of this thread's columns are visible iff lo <= nt*8 + e < hi: one unsigned compare.
-        const int lo = rel(vis.row_begin(row) - (FC_MUTANT(kTcWindowLeftOffByOne) ? 1 : 0));
-        const unsigned width = static_cast<unsigned>(max(rel(vis.row_end(row)), lo) - lo);
-#pragma unroll
-        for (int nt = 0; nt < kNS; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            if (static_cast<unsigned>(nt * kMmaN + e - lo) >= width) s[mt][nt][2 * h + e] = kNegInf;
-      }
+    if (vis.bounded_begin) {
+      mask_rows(std::true_type{});
+    } else {
+      mask_rows(std::false_type{});
+    }
   }
 
   // Softcap (common/softmax.h): each raw score becomes its capped value in log2 units, so softmax_stats then runs
@@ -755,19 +763,28 @@ struct Forward {
   }
 
   // LSE = m*|scale| + ln(l) (common/epilogue.h) of this thread's real rows; row0 = the warp's first query row.
+  // The quad's lanes share its rows' LSE: lane t writes the rows of pairs t, t + 4, ... of (mt, hh) (every lane
+  // holds every row's finals), so the logarithms run side by side instead of one after another in lane 0.
   __device__ static void write_lse(const State& st, const KernelArgs& a, const Finals& fin, const Item& it,
                                    int64_t row0, int lane) {
-    if (lane % kQuad != 0) return;
+    constexpr int kPairs = 2 * kM;
 #pragma unroll
-    for (int mt = 0; mt < kM; ++mt)
+    for (int p0 = 0; p0 < kPairs; p0 += kQuad) {
+      const int p = p0 + lane % kQuad;
+      if (p >= kPairs) continue;
+      RowFinal r = fin.row[0][0];
+      int moves = 0;
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int64_t row = row0 + mt * kMmaM + lane / kQuad + hh * kMmaN;
-        if (row >= it.vis.seqlen_q) continue;
-        const RowFinal& r = fin.row[mt][hh];
-        a.lse[it.lse0 + row] = row_lse(r.m_natural, r.l) * (FC_MUTANT(kTcLseLog2Units) ? kLog2e : 1.0f);
-        if constexpr (kInstrument) record_row(a.inst, it.lse0 + row, r.m_natural, r.l, st.moves[mt][hh]);
+      for (int q = 0; q < kPairs; ++q) {
+        if (q != p) continue;
+        r = fin.row[q / 2][q % 2];
+        if constexpr (kInstrument) moves = st.moves[q / 2][q % 2];
       }
+      const int64_t row = row0 + (p / 2) * kMmaM + lane / kQuad + (p % 2) * kMmaN;
+      if (row >= it.vis.seqlen_q) continue;
+      a.lse[it.lse0 + row] = row_lse(r.m_natural, r.l) * (FC_MUTANT(kTcLseLog2Units) ? kLog2e : 1.0f);
+      if constexpr (kInstrument) record_row(a.inst, it.lse0 + row, r.m_natural, r.l, moves);
+    }
   }
 
   // A fresh work item: O = 0, m = -inf, l = 0 (and, instrumented, the tile counts and trace slots of its rows).
