@@ -49,15 +49,22 @@ struct Visibility {
   // The rule over a block of rows and keys in 32-bit arithmetic, as the kernels' masks apply it to a tile of
   // scores: for 0 <= d, c <= kRelSpan and {begin, end, keys} = rel_bounds(i, k),
   //   sees(i + d, k + c)  iff  begin + d <= c && c < end + d && c < keys.
-  // Each bound is its exact offset (row i's first key - k, one past its last key - k, seqlen_k - k) where that lies
-  // within kRelSaturate, else saturated there: a saturated bound then decides every pair of the block alike, and
-  // where the rule clamps (a row's keys at 0 or seqlen_k) the other bounds decide as sees() does. Needs
-  // 0 <= i, 0 <= k and i + kRelSpan <= kVisibilityExtent (a test compares the two over every case of the proof).
+  // begin and end are the unclamped edges i + begin_offset - k and i + end_offset - k (row_begin and row_end before
+  // their clamp to [0, seqlen_k]), keys is seqlen_k - k, each saturated at +-kRelSaturate. Why that is exact:
+  // - the clamp at 0: a row whose edge lies below 0 sees from key 0 (every c >= 0 passes begin + d <= c, as it
+  //   passes the clamped bound) and, for the right edge, no key (c < end + d <= 0 fails, as it should);
+  // - the clamp at seqlen_k: keys at or past seqlen_k fail c < keys whatever the row's edges say, and below it the
+  //   clamped and unclamped right edges agree; a left edge past seqlen_k leaves the row no key either way;
+  // - saturation: kRelSaturate > kRelSpan >= c, d, so a bound saturated high passes every c (end) or fails it
+  //   (begin), and one saturated low the reverse, as the exact offset would.
+  // An unbounded side takes the saturated value that passes every key. Needs 0 <= i and 0 <= k; a test compares
+  // the two forms at the diagonal, the window edges, 0, seqlen_k and where the bounds saturate.
   struct RelBounds {
     int32_t begin, end, keys;
   };
   static constexpr int32_t kRelSpan = 1 << 10;
   static constexpr int32_t kRelSaturate = 1 << 20;
+  static_assert(kRelSaturate > 2 * kRelSpan, "a saturated bound must decide every pair of the block alike");
   FLASHCHECK_HOST_DEVICE constexpr RelBounds rel_bounds(int64_t i, int64_t k) const {
     const auto sat = [](int64_t x) {
       return static_cast<int32_t>(x < -kRelSaturate ? -kRelSaturate : (x > kRelSaturate ? kRelSaturate : x));
