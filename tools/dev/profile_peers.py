@@ -31,22 +31,22 @@ BACKENDS = ("flashcheck", "cudnn")
 SECTIONS = ("LaunchStats", "Occupancy", "SpeedOfLight", "ComputeWorkloadAnalysis", "SchedulerStats",
             "WarpStateStats", "MemoryWorkloadAnalysis")
 EXTRA_METRICS = ("sm__cycles_active.max", "sm__cycles_active.avg", "sm__cycles_active.min")
-# (column, raw metric, scale): what the table prints per kernel
+# (column, raw metric): what the table prints per kernel (None: derived in table())
 COLUMNS = [
-    ("us", "gpu__time_duration.sum", 1),
-    ("grid", "launch__grid_size", 1),
-    ("block", "launch__block_size", 1),
-    ("regs", "launch__registers_per_thread", 1),
-    ("smemKB", "launch__shared_mem_per_block_dynamic", 1),
-    ("busiest/avg", None, None),
-    ("kinst/SM", None, None),
-    ("tensor%", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", 1),
-    ("issue%", "smsp__issue_active.avg.pct_of_peak_sustained_active", 1),
-    ("eligible", "smsp__warps_eligible.avg.per_cycle_active", 1),
-    ("xu%", "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active", 1),
-    ("fma%", "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active", 1),
-    ("alu%", "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active", 1),
-    ("dram%", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 1),
+    ("us", "gpu__time_duration.sum"),
+    ("grid", "launch__grid_size"),
+    ("block", "launch__block_size"),
+    ("regs", "launch__registers_per_thread"),
+    ("smemKB", "launch__shared_mem_per_block_dynamic"),
+    ("busiest/avg", None),
+    ("kinst/SM", None),
+    ("tensor%", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
+    ("issue%", "smsp__issue_active.avg.pct_of_peak_sustained_active"),
+    ("eligible", "smsp__warps_eligible.avg.per_cycle_active"),
+    ("xu%", "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"),
+    ("fma%", "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active"),
+    ("alu%", "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active"),
+    ("dram%", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
 ]
 
 
@@ -118,7 +118,7 @@ def table(rows, points):
         if groups:
             groups[-1].append(row)
         prev = who
-    header = f"{'backend':10} {'kernel':24} " + " ".join(f"{c:>11}" for c, _, _ in COLUMNS)
+    header = f"{'backend':10} {'kernel':24} " + " ".join(f"{c:>11}" for c, _ in COLUMNS)
     for (d, causal, n), group in zip(points, groups):
         print(f"\n== d = {d} {'causal' if causal else 'non-causal'} N = {n}")
         print(header)
@@ -126,8 +126,8 @@ def table(rows, points):
         for row in group:
             who = backend_of(row["Kernel Name"])
             cells = []
-            for col, metric, scale in COLUMNS:
-                mx, avg = value(row, "sm__cycles_active.max"), value(row, "sm__cycles_active.avg")
+            mx, avg = value(row, "sm__cycles_active.max"), value(row, "sm__cycles_active.avg")
+            for col, metric in COLUMNS:
                 if col == "busiest/avg":
                     cells.append(f"{mx / avg:11.3f}" if mx and avg else f"{'-':>11}")
                     continue
@@ -136,7 +136,7 @@ def table(rows, points):
                     cells.append(f"{ipc * avg / 1e3:11.1f}" if ipc and avg else f"{'-':>11}")
                     continue
                 x = value(row, metric)
-                cells.append(f"{x * scale:11.1f}" if x is not None else f"{'-':>11}")
+                cells.append(f"{x:11.1f}" if x is not None else f"{'-':>11}")
             us = value(row, "gpu__time_duration.sum")
             total[who] = total.get(who, 0.0) + (us or 0.0)
             full = row["Kernel Name"]
@@ -148,6 +148,30 @@ def table(rows, points):
         if total.get("peer"):
             print(f"kernel time flashcheck / peer: {total.get('flashcheck', 0) / total['peer']:.3f} "
                   f"({total.get('flashcheck', 0):.1f} us / {total['peer']:.1f} us)")
+
+
+def profile(ncu, ncu_args, report, log, args, points, backends):
+    """This script's workload (--workload: points, backends) under ncu with ncu_args, into REPORT.ncu-rep."""
+    cmd = [ncu, "--profile-from-start", "off", *ncu_args, "-f", "-o", report, sys.executable,
+           os.path.abspath(__file__), "--workload", "--lib", args.lib, "--dtype", args.dtype, "--points", *points,
+           "--backends", *backends]
+    with open(log, "w") as f:
+        rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
+    if rc != 0:
+        print(f"ncu exited {rc}; see {log}", file=sys.stderr)
+    return rc
+
+
+def page(ncu, report, *page_args):
+    """A page of REPORT.ncu-rep as CSV text."""
+    return subprocess.run([ncu, "--import", report + ".ncu-rep", "--csv", "--page", *page_args], capture_output=True,
+                          text=True, check=True).stdout
+
+
+def raw_rows(text):
+    """The raw page's rows (one per kernel, in launch order) as dicts, each with its metrics' units under "units"."""
+    header, units, *data = list(csv.reader(io.StringIO(text)))
+    return [dict(zip(header, r), units=dict(zip(header, units))) for r in data]
 
 
 def main():
@@ -168,24 +192,16 @@ def main():
     out_dir = os.path.join(os.environ.get("OUT", "out"), "profile_peers")
     os.makedirs(out_dir, exist_ok=True)
     report = os.path.join(out_dir, "peers")
-    cmd = [ncu, "--profile-from-start", "off", "--target-processes", "all", "-f", "-o", report]
-    for s in SECTIONS:
-        cmd += ["--section", s]
-    cmd += ["--metrics", ",".join(EXTRA_METRICS)]
-    cmd += [sys.executable, os.path.abspath(__file__), "--workload", "--lib", args.lib, "--dtype", args.dtype,
-            "--points", *args.points]
-    log = os.path.join(out_dir, "ncu.log")
-    with open(log, "w") as f:
-        rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
+    ncu_args = ["--target-processes", "all", "--metrics", ",".join(EXTRA_METRICS)]
+    for section in SECTIONS:
+        ncu_args += ["--section", section]
+    rc = profile(ncu, ncu_args, report, os.path.join(out_dir, "ncu.log"), args, args.points, BACKENDS)
     if rc != 0:
-        print(f"ncu exited {rc}; see {log}", file=sys.stderr)
         return rc
-    raw = subprocess.run([ncu, "--import", report + ".ncu-rep", "--page", "raw", "--csv"], capture_output=True,
-                         text=True, check=True).stdout
+    raw = page(ncu, report, "raw")
     with open(os.path.join(out_dir, "raw.csv"), "w") as f:
         f.write(raw)
-    header, units, *data = list(csv.reader(io.StringIO(raw)))
-    rows = [dict(zip(header, r), units=dict(zip(header, units))) for r in data]
+    rows = raw_rows(raw)
     table(rows, parse_points(args.points))
     if args.opcodes:
         return opcodes(ncu, args, out_dir)
@@ -248,30 +264,20 @@ def opcodes(ncu, args, out_dir):
     counts, shapes = {}, {}
     for name in BACKENDS:
         report = os.path.join(out_dir, f"sass_{name}")
-        cmd = [ncu, "--profile-from-start", "off", "--kernel-name", MAIN_KERNEL[name], "--launch-count", "1",
-               "--section", "SourceCounters", "--metrics", "sm__cycles_active.avg,launch__block_size,device__attribute_multiprocessor_count",
-               "--import-source", "no", "-f", "-o", report,
-               sys.executable, os.path.abspath(__file__), "--workload", "--lib", args.lib, "--dtype", args.dtype,
-               "--points", args.points[0], "--backends", name]
-        with open(os.path.join(out_dir, f"ncu_{name}.log"), "w") as f:
-            rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
+        ncu_args = ["--kernel-name", MAIN_KERNEL[name], "--launch-count", "1", "--section", "SourceCounters",
+                    "--metrics", "sm__cycles_active.avg,launch__block_size,device__attribute_multiprocessor_count",
+                    "--import-source", "no"]
+        rc = profile(ncu, ncu_args, report, os.path.join(out_dir, f"ncu_{name}.log"), args, args.points[:1], [name])
         if rc != 0:
-            print(f"ncu exited {rc} for {name}", file=sys.stderr)
             return rc
-        page = subprocess.run([ncu, "--import", report + ".ncu-rep", "--page", "source", "--csv", "--print-source",
-                               "sass"], capture_output=True, text=True, check=True).stdout
         path = os.path.join(out_dir, f"sass_{name}.csv")
         with open(path, "w") as f:
-            f.write(page)
-        raw = subprocess.run([ncu, "--import", report + ".ncu-rep", "--page", "raw", "--csv"], capture_output=True,
-                             text=True, check=True).stdout
-        header, _, first = list(csv.reader(io.StringIO(raw)))[:3]
-        launch = dict(zip(header, first))
-        num = lambda key: float(launch[key].replace(",", ""))  # noqa: E731
+            f.write(page(ncu, report, "source", "--print-source", "sass"))
+        launch = raw_rows(page(ncu, report, "raw"))[0]
         lines = sass_page(path)
         counts[name] = opcode_counts(lines)
-        shapes[name] = (lines, num("launch__block_size") / 32, num("sm__cycles_active.avg"),
-                        num("device__attribute_multiprocessor_count"))
+        shapes[name] = (lines, value(launch, "launch__block_size") / 32, value(launch, "sm__cycles_active.avg"),
+                        value(launch, "device__attribute_multiprocessor_count"))
     fc, peer = counts["flashcheck"], counts["cudnn"]
     total_fc, total_peer = sum(fc.values()), sum(peer.values())
     print(f"\n== instructions executed (warp instructions, whole launch), {args.points[0]}")
