@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "byte_reader.h"
+#include "flashcheck/dtype.h"
 
 namespace flashcheck::fuzz {
 namespace {
@@ -382,8 +383,8 @@ bool within_profile(const Case& c, SizeProfile profile) {
          (bounds.max_keys <= 0 || case_key_rows(c) <= bounds.max_keys);
 }
 
-Case decode_case(std::span<const uint8_t> bytes, DecodeMode* mode, SizeProfile profile) {
-  // Text mode: printable ASCII up to the first newline that parses as a case line.
+Status decode_case(std::span<const uint8_t> bytes, Case* out, DecodeMode* mode, SizeProfile profile) {
+  // Text mode: printable ASCII up to the first newline, beginning with a dtype name and a blank.
   size_t end = 0;
   while (end < bytes.size() && bytes[end] != '\n') {
     const uint8_t ch = bytes[end];
@@ -391,15 +392,17 @@ Case decode_case(std::span<const uint8_t> bytes, DecodeMode* mode, SizeProfile p
     ++end;
   }
   if (end > 0 && (end == bytes.size() || bytes[end] == '\n')) {
-    Case c;
     const std::string_view line(reinterpret_cast<const char*>(bytes.data()), end);
-    if (parse_case(line, &c).ok()) {
+    const size_t first = line.find_first_not_of(' ');
+    const std::string_view word = first == std::string_view::npos ? std::string_view{} : line.substr(first);
+    if (dtype_from_name(word.substr(0, word.find(' ')))) {
       if (mode) *mode = DecodeMode::kText;
-      return c;
+      return parse_case(line, out);
     }
   }
   if (mode) *mode = DecodeMode::kBinary;
-  return decode_binary(bytes, profile);
+  *out = decode_binary(bytes, profile);
+  return Status::ok_status();
 }
 
 const char* to_string(DecodeMode mode) { return mode == DecodeMode::kText ? "text" : "binary"; }

@@ -57,11 +57,14 @@ int64_t case_rows(const Case& c);      // saturating
 int64_t case_key_rows(const Case& c);  // saturating
 bool within_profile(const Case& c, SizeProfile profile);
 
-// Decodes `bytes`. Text mode when the bytes up to the first newline parse as a case line (returned as parsed,
-// whatever the profile: the caller rejects one outside it); otherwise binary mode, which always succeeds and
-// gives a case inside `profile`. `mode` may be null. A crash file decodes to its case under the profile it ran
-// with (flashcheck-fuzz-decode reads FLASHCHECK_FUZZ_PROFILE too).
-Case decode_case(std::span<const uint8_t> bytes, DecodeMode* mode = nullptr, SizeProfile profile = SizeProfile::kAll);
+// Decodes `bytes` into *out. Text mode when the bytes up to the first newline are printable ASCII whose first
+// word is a dtype name, as in every case line: the line is parsed (returned as parsed, whatever the
+// profile: the caller rejects one outside it), and a line that does not parse is refused with parse_case's
+// message (kInvalidArgument), never read as binary: a case-line file with a typo is an error, not some other case.
+// Otherwise binary mode, which always succeeds and gives a case inside `profile`. `mode` may be null. A crash file
+// decodes to its case under the profile it ran with (flashcheck-fuzz-decode reads FLASHCHECK_FUZZ_PROFILE too).
+Status decode_case(std::span<const uint8_t> bytes, Case* out, DecodeMode* mode = nullptr,
+                   SizeProfile profile = SizeProfile::kAll);
 
 const char* to_string(DecodeMode mode);  // "binary", "text"
 

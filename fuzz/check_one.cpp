@@ -80,7 +80,8 @@ int check_one_timed(const TargetSpec& spec, const uint8_t* data, size_t size) {
     std::_Exit(kExitBadSubject);
   }
   DecodeMode mode;
-  Case c = decode_case({data, size}, &mode, spec.profile);
+  Case c;
+  if (!decode_case({data, size}, &c, &mode, spec.profile).ok()) return -1;  // a case line that does not parse
   if (!within_profile(c, spec.profile)) return -1;  // a case line outside the profile (binary cases lie inside)
   if (subject != nullptr) {
     if (!subject->supports(c).ok()) return -1;

@@ -3,15 +3,20 @@
 //   flashcheck-repro --backend gpu "$(flashcheck-fuzz-decode crash-1234)"
 // Cases over a target's cost limits are still printed, with a note on stderr (the target rejected them).
 // FLASHCHECK_FUZZ_PROFILE=small|medium decodes binary inputs as fuzz_kernel did under that size profile.
-// Exit status (flashcheck/outcome.h): 0 every file decoded to a valid case, 2 a decoded case is invalid (the
-// message names the field), 64 usage error, 66 a file cannot be read.
+// A file whose first line is meant as a case line (it begins with a dtype name) and does not parse is refused with
+// the parser's message: the fuzzers refuse such an input too, rather than read its bytes as a binary case.
+// Exit status (flashcheck/outcome.h): 0 every file decoded to a valid case, 2 a case line that does not parse or a
+// decoded case that is invalid (validate_for_run: the message names the field), 64 usage error, 66 a file cannot
+// be read.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
 #include "case_decoder.h"
+#include "flashcheck/admission.h"
 #include "flashcheck/cli.h"
 #include "flashcheck/outcome.h"
 
@@ -33,17 +38,26 @@ int main(int argc, char** argv) {
   }
   int status = exit_code(Outcome::kPass);
   for (const std::string& path : files) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
+    std::error_code ec;
+    std::ifstream in;
+    if (!std::filesystem::is_directory(path, ec)) in.open(path, std::ios::binary);
+    if (!in.is_open()) {
       std::fprintf(stderr, "flashcheck-fuzz-decode: cannot read %s\n", excerpt(path).c_str());
       status = kExitNoInput;
       continue;
     }
     const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
     fuzz::DecodeMode mode;
-    const Case c = fuzz::decode_case(bytes, &mode, profile);
+    Case c;
+    if (const Status parsed = fuzz::decode_case(bytes, &c, &mode, profile); !parsed.ok()) {
+      // A case line that does not parse: the fuzzers never ran it, and there is no case to print.
+      std::fprintf(stderr, "flashcheck-fuzz-decode: %s is a case line that does not parse: %s\n", excerpt(path).c_str(),
+                   parsed.message().c_str());
+      if (status == exit_code(Outcome::kPass)) status = exit_code(Outcome::kRejected);
+      continue;
+    }
     std::printf("%s\n", format_case(c).c_str());
-    if (const Status valid = validate_case(c); !valid.ok()) {
+    if (const Status valid = validate_for_run(c); !valid.ok()) {
       std::fprintf(stderr, "flashcheck-fuzz-decode: %s decodes (%s) to an invalid case: %s\n", excerpt(path).c_str(),
                    fuzz::to_string(mode), valid.message().c_str());
       if (status == exit_code(Outcome::kPass)) status = exit_code(Outcome::kRejected);

@@ -52,8 +52,10 @@ target=$1 seconds=$2 work=$3 seeds=$4 dict=$5
 rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
 [ "$seeds" = "-" ] && seeds="$work/corpus"
 log="$work/fuzz.log"
-# One process, no forking; rss/timeout limits so a runaway input is a finding rather than a hang.
-"$target" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 \
+# One process, no forking; rss/timeout limits so a runaway input is a finding rather than a hang
+# (FLASHCHECK_FUZZ_TIMEOUT seconds and FLASHCHECK_FUZZ_RSS_MB; fuzz_case holds every input to 1 s).
+"$target" -max_total_time="$seconds" -timeout="${FLASHCHECK_FUZZ_TIMEOUT:-30}" \
+  -rss_limit_mb="${FLASHCHECK_FUZZ_RSS_MB:-4096}" -print_final_stats=1 \
   -artifact_prefix="$work/artifacts/" -dict="$dict" "$work/corpus" "$seeds" >"$log" 2>&1
 rc=$?
 grep -m1 'nothing to fuzz, skipped' "$log" && exit 0

@@ -14,7 +14,7 @@
 namespace flashcheck::properties {
 namespace {
 
-// suite -> properties in registration order (the order of suite.inc).
+// suite -> properties in registration order (the order of property_table()).
 std::map<std::string, std::vector<std::pair<std::string, PropertyChunk>>, std::less<>>& registry() {
   static std::map<std::string, std::vector<std::pair<std::string, PropertyChunk>>, std::less<>> r;
   return r;

@@ -48,7 +48,40 @@ HostInputs copy_of(const HostInputs& in) {
   return out;
 }
 
-int64_t pick_key(int64_t lo, int64_t hi, int64_t block_n) {
+RelationDraws::RelationDraws(const Case& c, std::string_view relation) : state_(c.seed) {
+  for (const char ch : relation) state_ = (state_ ^ static_cast<uint8_t>(ch)) * 0x100000001b3ull;  // FNV-1a step
+}
+
+uint64_t RelationDraws::next() {
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+int64_t RelationDraws::uniform(int64_t n) {
+  return n <= 0 ? 0 : static_cast<int64_t>((static_cast<unsigned __int128>(next()) * static_cast<uint64_t>(n)) >> 64);
+}
+
+int64_t RelationDraws::below(const char* what, int64_t n) {
+  const int64_t x = uniform(n);
+  RC_LOG() << what << ": " << x << "\n";
+  return x;
+}
+
+bool RelationDraws::coin(const char* what) {
+  const bool x = (next() >> 63) != 0;
+  RC_LOG() << what << ": " << (x ? "yes" : "no") << "\n";
+  return x;
+}
+
+uint64_t RelationDraws::bits(const char* what) {
+  const uint64_t x = next();
+  RC_LOG() << what << ": " << x << "\n";
+  return x;
+}
+
+int64_t pick_key(RelationDraws& draws, const char* what, int64_t lo, int64_t hi, int64_t block_n) {
   if (hi <= lo) return lo;
   std::vector<int64_t> edges;
   for (int64_t t = 1; t * block_n - 1 <= hi + 1; ++t) {
@@ -56,9 +89,8 @@ int64_t pick_key(int64_t lo, int64_t hi, int64_t block_n) {
       if (x >= lo && x <= hi) edges.push_back(x);
     }
   }
-  auto random = rc::gen::inRange<int64_t>(lo, hi + 1);
-  if (edges.empty()) return *random;
-  return *rc::gen::weightedOneOf<int64_t>({{1, rc::gen::elementOf(edges)}, {1, random}});
+  if (!edges.empty() && draws.coin("key at a K-tile boundary")) return draws.pick(what, edges);
+  return lo + draws.below(what, hi - lo + 1);
 }
 
 void RelationWorst::add(double got, double want, double bound, const oracle::RowRef& r, int64_t col) {

@@ -5,8 +5,11 @@
 // and what differed.
 #pragma once
 
+#include <rapidcheck.h>
+
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "flashcheck/case.h"
@@ -53,8 +56,30 @@ inline float lse_at(const RunOutputs& out, const Params& p, const oracle::RowRef
   return out.lse[static_cast<size_t>(row_index(p, r.b, r.h, r.i))];
 }
 
-// A key index aimed at the K tiles: a tile boundary -1/0/+1 or anywhere in [lo, hi] (drawn inside a property).
-int64_t pick_key(int64_t lo, int64_t hi, int64_t block_n);
+// A relation's own choices (a permutation, the slice that changes, the row whose window bounds the band, the grid
+// cap): drawn from the case's seed and the relation's name by SplitMix64, never by RapidCheck, so that the case line
+// with property=NAME replays the relation as it ran (replay.h). Each draw is logged (RC_LOG) with what it chose.
+class RelationDraws {
+ public:
+  RelationDraws(const Case& c, std::string_view relation);
+  int64_t below(const char* what, int64_t n);  // uniform in [0, n); 0 when n <= 0
+  bool coin(const char* what);
+  uint64_t bits(const char* what);             // 64 fresh bits (a shuffle's seed)
+  template <typename T>
+  T pick(const char* what, const std::vector<T>& items) {  // one of `items`, uniformly (not empty)
+    const T& x = items[static_cast<size_t>(uniform(static_cast<int64_t>(items.size())))];
+    RC_LOG() << what << ": " << x << "\n";
+    return x;
+  }
+
+ private:
+  uint64_t next();
+  int64_t uniform(int64_t n);  // below() without the log
+  uint64_t state_;
+};
+
+// A key index aimed at the K tiles: a tile boundary -1/0/+1 or anywhere in [lo, hi], half and half.
+int64_t pick_key(RelationDraws& draws, const char* what, int64_t lo, int64_t hi, int64_t block_n);
 
 // One input element (tensor 'q', 'k' or 'v'), by logical index.
 double input_value(const HostInputs& in, char tensor, int64_t b, int64_t h, int64_t s, int64_t d);

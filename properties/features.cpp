@@ -15,6 +15,7 @@
 #include "flashcheck/mask_names.h"
 #include "generators.h"
 #include "properties.h"
+#include "replay.h"
 #include "tier.h"
 
 namespace flashcheck::properties {
@@ -71,9 +72,10 @@ void window_covering_all_keys_equals_no_mask() {
   // Each side unbounded or at least max(seqlen_q, seqlen_k): every row sees every key in either alignment.
   const int64_t longest = std::max(c.seqlen_q, c.seqlen_k);
   const std::vector<int64_t> sides = {-1, longest, longest + 1, 2 * longest + 3, int64_t{1} << 40};
-  const Mask mask = *gen::element(Mask::kWindowBottomRight, Mask::kWindowTopLeft).as("window mask");
-  const int64_t left = *gen::elementOf(sides).as("window_left");
-  const int64_t right = *gen::elementOf(sides).as("window_right");
+  RelationDraws draws(c, "WindowCoveringAllKeysEqualsNoMask");
+  const Mask mask = draws.coin("window mask (yes: top-left)") ? Mask::kWindowTopLeft : Mask::kWindowBottomRight;
+  const int64_t left = draws.pick("window_left", sides);
+  const int64_t right = draws.pick("window_right", sides);
   const HostInputs in = inputs_for(c);
   const HostInputs windowed = with_mask(c, in, mask, left, right);
   const RunOutputs a = run_backend(in);
@@ -98,9 +100,9 @@ void minus_inf_sink_equals_no_sink() {
   if (!c.sink || (c.sink->kind == DistKind::kConst && c.sink->a == -kInf)) c.sink = ValueSpec{DistKind::kNormal, 0, 2};
   note_case(c);
   // Some heads (at least one) get a sink of -inf; their rows must be the rows without a sink, bit for bit.
-  const std::vector<bool> minus_inf = *gen::container<std::vector<bool>>(static_cast<size_t>(c.heads_q),
-                                                                        gen::arbitrary<bool>())
-                                           .as("heads whose sink is -inf");
+  RelationDraws draws(c, "MinusInfSinkEqualsNoSink");
+  std::vector<bool> minus_inf(static_cast<size_t>(c.heads_q));
+  for (int64_t h = 0; h < c.heads_q; ++h) minus_inf[static_cast<size_t>(h)] = draws.coin("this head's sink is -inf");
   Case without = c;
   without.sink.reset();
   const HostInputs plain = inputs_for(without);
@@ -141,7 +143,7 @@ void sink_equals_extra_zero_value_key() {
   c.window_left = c.window_right = -1;
   if (c.head_dim == 256) c.head_dim = 255;  // room for the new column
   c.scale = std::ldexp(1.0f, -static_cast<int>(std::lround(std::log2(std::sqrt(static_cast<double>(c.head_dim))))));
-  c.sink = *gen_sink(false).as("sink");
+  if (replay_case() == nullptr) c.sink = *gen_sink(false).as("sink");  // a replayed case line carries its sink
   if (c.sink->kind == DistKind::kConst && c.sink->a == -kInf) c.sink = ValueSpec{DistKind::kNormal, 0, 2};
   note_case(c);
   HostInputs sunk = inputs_for(c);
@@ -255,15 +257,16 @@ void nan_outside_window_never_reaches_output() {
   o.masks = {Mask::kWindowBottomRight, Mask::kWindowTopLeft};
   const Case c = *gen_case(o);
   note_case(c);
-  const double poison = *gen::element(std::numeric_limits<double>::quiet_NaN(), kInf, -kInf).as("hidden value");
+  RelationDraws draws(c, "NanOutsideWindowNeverReachesOutput");
+  const double poison = draws.pick("hidden value", std::vector<double>{std::numeric_limits<double>::quiet_NaN(), kInf, -kInf});
   const HostInputs base = inputs_for(c);
   const Params& p = base.params;
   const KernelConfig config = select_config(p);
-  const int64_t i0 = *gen::inRange<int64_t>(0, p.seqlen_q).as("row whose window bounds the band");
+  const int64_t i0 = draws.below("row whose window bounds the band", p.seqlen_q);
   const KeyRange keys = visible_key_range(p, i0);
   const std::vector<int64_t> widen = {0, 1, config.block_n};
-  const int64_t j_lo = std::max<int64_t>(0, keys.begin - *gen::elementOf(widen).as("band's extra keys on the left"));
-  const int64_t j_hi = std::min(p.seqlen_k, keys.end + *gen::elementOf(widen).as("band's extra keys on the right"));
+  const int64_t j_lo = std::max<int64_t>(0, keys.begin - draws.pick("band's extra keys on the left", widen));
+  const int64_t j_hi = std::min(p.seqlen_k, keys.end + draws.pick("band's extra keys on the right", widen));
   RC_LOG() << "every K and V element of keys outside [" << j_lo << ", " << j_hi << ") set to " << poison << "\n";
   HostInputs poisoned = copy_of(base);
   int64_t poisoned_keys = 0;

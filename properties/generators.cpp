@@ -11,9 +11,11 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "flashcheck/mask_names.h"
+#include "replay.h"
 #include "tier.h"
 
 namespace flashcheck::properties {
@@ -134,6 +136,25 @@ int64_t case_work(const Case& c) {
 }
 
 // Brings batch and heads down until the case fits the budget (the seqlens were capped already).
+// One seqlen moved onto a subject's limits: at least the minimum, up to the next multiple, and down to the largest
+// multiple within the maximum.
+int64_t onto_limits(int64_t v, int64_t multiple, int64_t lo, int64_t hi) {
+  const int64_t m = std::max<int64_t>(multiple, 1);
+  v = std::max(v, lo);
+  v = (v + m - 1) / m * m;
+  if (hi > 0 && v > hi) v = hi / m * m;
+  return v;
+}
+
+Case fit_budget(Case c, const CaseLimits& limits);
+
+// The drawn seqlens onto the options' shape limits, then the tier's budget.
+Case fit_options(Case c, const CaseOptions& o) {
+  c.seqlen_q = onto_limits(c.seqlen_q, o.seqlen_q_multiple, o.seqlen_q_min, o.seqlen_q_max);
+  c.seqlen_k = onto_limits(c.seqlen_k, o.seqlen_k_multiple, o.seqlen_k_min, o.seqlen_k_max);
+  return fit_budget(c, o.limits);
+}
+
 Case fit_budget(Case c, const CaseLimits& limits) {
   auto over = [&] { return case_work(c) > limits.max_work || case_elements(c) > limits.max_elements; };
   while (over() && c.batch > 1) --c.batch;
@@ -247,10 +268,16 @@ rc::Gen<Case> gen_family(const Case& base, ValueFamily family, const KernelConfi
         return with(spec(DistKind::kUniform, 0.5, 1.5), spec(DistKind::kRamp, lohi.first, lohi.second), v); },
         gen::element(std::pair{-4.0, 4.0}, std::pair{0.0, 1.0}, std::pair{-1.0, 16.0}, std::pair{0.0, 64.0}), gen_v);
     case ValueFamily::kMaskedThenNegative: {
-      // Scores about -80 * sqrt(d) * scale: exp underflows in fp32 unless the running max starts at -inf. A
-      // window mask stays (its left edge masks leading tiles too); any other mask becomes causal.
-      return gen::apply([with](Mask mask, ValueSpec v) {
-        Case c = with(spec(DistKind::kUniform, 1, 2), spec(DistKind::kUniform, -100, -60), v);
+      // q in [1, 2] and k in [1.6 k_hi, k_hi] with k_hi <= -60 chosen so that every score scale * q.k lies at
+      // or below -100 (when scale > 0): exp underflows in fp32 unless the running max starts at -inf and stays
+      // there across tiles the row cannot see. A window mask stays (its left edge hides leading tiles too); any
+      // other mask becomes causal.
+      const double scale = static_cast<double>(base.softmax_scale());
+      const double d = static_cast<double>(std::max<int64_t>(base.head_dim, 1));
+      const double k_hi = scale > 0 ? std::min(-60.0, -100.0 / (scale * d)) : -60.0;
+      const double k_lo = std::max(1.6 * k_hi, -0.5 * dtype_max(base.dtype));
+      return gen::apply([with, k_lo, k_hi](Mask mask, ValueSpec v) {
+        Case c = with(spec(DistKind::kUniform, 1, 2), spec(DistKind::kUniform, k_lo, std::max(k_lo, k_hi)), v);
         if (!takes_window(c.mask)) c.mask = mask;
         return c; }, gen::element(Mask::kCausalTopLeft, Mask::kCausalBottomRight), gen_v);
     }
@@ -340,10 +367,17 @@ rc::Gen<Case> gen_family(const Case& base, ValueFamily family, const KernelConfi
   return gen::apply(with, gen_normal(), gen_normal(), gen_normal());
 }
 
-rc::Gen<ValueFamily> gen_family_choice(const CaseOptions& o) {
+rc::Gen<ValueFamily> gen_family_choice(const CaseOptions& o, const Case& c, const KernelConfig& cfg) {
   const bool causal_allowed = std::any_of(o.masks.begin(), o.masks.end(), [](Mask m) { return m != Mask::kNone; });
   const size_t special = o.special_values ? 2 : 0;
   const size_t ties = o.special_values ? 1 : 0;  // ties use finite injections
+  // A window with a left edge hides whole K tiles from some rows before their first key: there the masked tile then
+  // scores below -87 family takes 4 parts in 23 rather than one in 20, and half the cases of a window that reaches
+  // over several K tiles (gen_long_window), so that a running max that a hidden tile leaves wrong is met often (the
+  // coverage table's window reach).
+  const bool left_edge = takes_window(c.mask) && c.window_left >= 0;
+  const bool long_window = left_edge && c.window_left >= 2 * std::max<int32_t>(cfg.block_n, 1);
+  const size_t masked_then_negative = !causal_allowed ? 0 : long_window ? 20 : left_edge ? 4 : 1;
   return gen::weightedElement<ValueFamily>({
       {8, ValueFamily::kNormal},
       {2, ValueFamily::kUniform},
@@ -352,7 +386,7 @@ rc::Gen<ValueFamily> gen_family_choice(const CaseOptions& o) {
       {1, ValueFamily::kAllEqual},
       {1, ValueFamily::kDominantKey},
       {1, ValueFamily::kIncreasingLogits},
-      {causal_allowed ? 1u : 0u, ValueFamily::kMaskedThenNegative},
+      {masked_then_negative, ValueFamily::kMaskedThenNegative},
       {ties, ValueFamily::kTies},
       {1, ValueFamily::kNegativeZero},
       {special, ValueFamily::kSpecial},
@@ -361,7 +395,7 @@ rc::Gen<ValueFamily> gen_family_choice(const CaseOptions& o) {
 
 // ---- shapes ---------------------------------------------------------------------------------------------
 
-// The options' plain masks (none, causal) six times as often as their window masks.
+// The options' plain masks (none, causal) four times as often as their window masks.
 rc::Gen<Mask> gen_mask(const CaseOptions& o) {
   std::vector<Mask> plain, windowed;
   for (Mask m : o.masks) {
@@ -372,7 +406,7 @@ rc::Gen<Mask> gen_mask(const CaseOptions& o) {
   if (plain.empty() && windowed.empty()) return gen::elementOf(o.masks);
   if (windowed.empty()) return gen::elementOf(plain);
   if (plain.empty()) return gen::elementOf(windowed);
-  return gen::weightedOneOf<Mask>({{6, gen::elementOf(plain)}, {1, gen::elementOf(windowed)}});
+  return gen::weightedOneOf<Mask>({{4, gen::elementOf(plain)}, {1, gen::elementOf(windowed)}});
 }
 
 rc::Gen<Case> gen_frame(const CaseOptions& o) {
@@ -383,6 +417,67 @@ rc::Gen<Case> gen_frame(const CaseOptions& o) {
                           gen::set(&Case::pad, gen_pad(o)),                          //
                           gen::set(&Case::scale, gen_scale()),                       //
                           gen::set(&Case::seed, gen::inRange<uint64_t>(0, uint64_t{1} << 32)));
+}
+
+// The seqlens aimed at the tiles, then the window of a window mask.
+rc::Gen<Case> gen_seqlens_and_window(const Case& c, const CaseOptions& o, const KernelConfig& cfg) {
+  const int64_t row = c.head_dim + c.pad;
+  const int64_t min_q = o.nonempty ? 1 : 0;
+  const int64_t min_k = std::max<int64_t>(o.nonempty ? 1 : 0, o.min_seqlen_k);
+  const int64_t cap_q = std::max<int64_t>(
+      1, std::min({o.limits.max_seqlen, safe_div(o.limits.max_work, c.head_dim * std::max<int64_t>(min_k, 1)),
+                   safe_div(o.limits.max_elements, 4 * row)}));
+  auto seqlen_q = gen_seqlen(std::max<int32_t>(cfg.block_m, 1), cap_q, min_q);
+  return gen::mapcat(seqlen_q, [c, o, cfg, row, min_k](int64_t sq) {
+    const int64_t cap_k = std::max<int64_t>(
+        std::max<int64_t>(min_k, 1),
+        std::min({o.limits.max_seqlen, safe_div(o.limits.max_work, c.head_dim * std::max<int64_t>(sq, 1)),
+                  safe_div(o.limits.max_elements - 2 * sq * row, 2 * row)}));
+    auto independent = gen_seqlen(std::max<int32_t>(cfg.block_n, 1), cap_k, min_k);
+    const size_t equal_weight = (sq >= min_k && sq <= cap_k) ? 2 : 0;
+    auto seqlen_k = gen::weightedOneOf<int64_t>({{6, independent}, {equal_weight, gen::just(sq)}});
+    return gen::mapcat(seqlen_k, [c, o, sq, cfg](int64_t sk) {
+      Case out = c;
+      out.seqlen_q = sq;
+      out.seqlen_k = sk;
+      out = fit_options(out, o);
+      if (!takes_window(out.mask)) return gen::just(out);
+      return gen::map(gen_window(out, cfg), [out](std::pair<int64_t, int64_t> window) {
+        Case windowed = out;
+        windowed.window_left = window.first;
+        windowed.window_right = window.second;
+        return windowed;
+      });
+    });
+  });
+}
+
+// A window that reaches over three K tiles or more and whose left edge lies strictly inside a K tile after the
+// first for some rows: L = 2 block_n + r (0 < r < block_n), and keys enough that the last rows' first key falls
+// inside tile 1 or later. Rows spread over several Q tiles, so some row's Q tile visits a K tile wholly hidden from
+// that row before its first key. Bottom-right rows reach there from any seqlen_q; top-left ones need seqlen_q >=
+// seqlen_k, taken where the work allows it (else the window turns bottom-right). The keys may exceed the tier's
+// max_seqlen by up to a tile so that every family's tiles get such windows.
+rc::Gen<Case> gen_long_window(const Case& c, const CaseOptions& o, const KernelConfig& cfg) {
+  const int64_t bn = std::max<int32_t>(cfg.block_n, 2), bm = std::max<int32_t>(cfg.block_m, 1);
+  auto right = gen::weightedOneOf<int64_t>({{2, gen::just<int64_t>(-1)}, {2, gen::just<int64_t>(0)},
+                                           {1, range(1, bn + 1)}});
+  return gen::apply(
+      [c, o, bn, bm](int64_t r, int64_t extra_keys, int64_t right_side, int64_t rows_pick) {
+        Case out = c;
+        out.window_left = 2 * bn + r;
+        out.window_right = right_side;
+        out.seqlen_k = out.window_left + 1 + bn + extra_keys;
+        const int64_t row_work = std::max<int64_t>(1, out.seqlen_k * out.head_dim);
+        const int64_t max_rows = std::max<int64_t>(1, safe_div(o.limits.max_work, row_work));
+        if (out.mask == Mask::kWindowTopLeft && max_rows < out.seqlen_k) out.mask = Mask::kWindowBottomRight;
+        const std::array<int64_t, 5> rows{1, bm - 1, bm + 1, 2 * bm + 1, out.seqlen_k};
+        out.seqlen_q = out.mask == Mask::kWindowTopLeft
+                           ? out.seqlen_k
+                           : std::clamp<int64_t>(rows[static_cast<size_t>(rows_pick)], 1, std::min(max_rows, out.seqlen_k));
+        return fit_options(out, o);
+      },
+      range(1, bn - 1), range(1, bn - 1), right, range(0, 4));
 }
 
 rc::Gen<Case> gen_shape(const CaseOptions& o) {
@@ -400,35 +495,10 @@ rc::Gen<Case> gen_shape(const CaseOptions& o) {
     Case probe = c;
     probe.seqlen_q = probe.seqlen_k = 256;
     const KernelConfig cfg = select_config(case_params(probe));
-    const int64_t row = c.head_dim + c.pad;
-    const int64_t min_q = o.nonempty ? 1 : 0;
-    const int64_t min_k = std::max<int64_t>(o.nonempty ? 1 : 0, o.min_seqlen_k);
-    const int64_t cap_q = std::max<int64_t>(
-        1, std::min({o.limits.max_seqlen, safe_div(o.limits.max_work, c.head_dim * std::max<int64_t>(min_k, 1)),
-                     safe_div(o.limits.max_elements, 4 * row)}));
-    auto seqlen_q = gen_seqlen(std::max<int32_t>(cfg.block_m, 1), cap_q, min_q);
-    return gen::mapcat(seqlen_q, [c, o, cfg, row, min_k](int64_t sq) {
-      const int64_t cap_k = std::max<int64_t>(
-          std::max<int64_t>(min_k, 1),
-          std::min({o.limits.max_seqlen, safe_div(o.limits.max_work, c.head_dim * std::max<int64_t>(sq, 1)),
-                    safe_div(o.limits.max_elements - 2 * sq * row, 2 * row)}));
-      auto independent = gen_seqlen(std::max<int32_t>(cfg.block_n, 1), cap_k, min_k);
-      const size_t equal_weight = (sq >= min_k && sq <= cap_k) ? 2 : 0;
-      auto seqlen_k = gen::weightedOneOf<int64_t>({{6, independent}, {equal_weight, gen::just(sq)}});
-      return gen::mapcat(seqlen_k, [c, o, sq, cfg](int64_t sk) {
-        Case out = c;
-        out.seqlen_q = sq;
-        out.seqlen_k = sk;
-        out = fit_budget(out, o.limits);
-        if (!takes_window(out.mask)) return gen::just(out);
-        return gen::map(gen_window(out, cfg), [out](std::pair<int64_t, int64_t> window) {
-          Case windowed = out;
-          windowed.window_left = window.first;
-          windowed.window_right = window.second;
-          return windowed;
-        });
-      });
-    });
+    auto ordinary = gen_seqlens_and_window(c, o, cfg);
+    if (!takes_window(c.mask)) return ordinary;
+    // Two windowed cases in three reach over several K tiles (gen_long_window).
+    return gen::weightedOneOf<Case>({{1, ordinary}, {2, gen_long_window(c, o, cfg)}});
   });
 }
 
@@ -481,10 +551,17 @@ CaseOptions default_options() {
     o.allowed_masks = caps.masks;
     std::erase_if(o.masks, [&](Mask m) { return !(caps.masks & (1u << static_cast<int>(m))); });
     std::erase_if(o.layouts, [&](Layout l) {
-      return !(caps.layouts & (l == Layout::kBHSD ? FC_SUBJECT_LAYOUT_BHSD : FC_SUBJECT_LAYOUT_BSHD));
+      return !(caps.layouts & FC_SUBJECT_BIT(l == Layout::kBHSD ? FC_SUBJECT_LAYOUT_BHSD : FC_SUBJECT_LAYOUT_BSHD));
     });
     if (o.layouts.empty()) o.layouts = {Layout::kBHSD};  // strided only: padded rows of either order
-    o.padding = (caps.layouts & FC_SUBJECT_LAYOUT_STRIDED) != 0;
+    o.padding = (caps.layouts & FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED)) != 0;
+    const fc_subject_limits& l = subject->limits();
+    o.seqlen_q_multiple = std::max<int64_t>(l.seqlen_q_multiple, 1);
+    o.seqlen_k_multiple = std::max<int64_t>(l.seqlen_k_multiple, 1);
+    o.seqlen_q_min = l.seqlen_q_min;
+    o.seqlen_k_min = l.seqlen_k_min;
+    o.seqlen_q_max = l.seqlen_q_max;
+    o.seqlen_k_max = l.seqlen_k_max;
     o.gqa = caps.gqa != 0;
     o.softcap = caps.softcap != 0;
     o.sinks = caps.sink != 0;
@@ -579,10 +656,52 @@ rc::Gen<int64_t> gen_seqlen(int64_t tile, int64_t cap, int64_t min_value) {
   return shrinking_towards(g, std::max<int64_t>(min_value, 0));
 }
 
+std::string outside_options(const CaseOptions& o, const Case& c) {
+  const auto in = [](const auto& items, const auto& x) { return std::find(items.begin(), items.end(), x) != items.end(); };
+  if (!in(o.dtypes, c.dtype)) return std::string("dtype ") + to_string(c.dtype) + " is not among the property's dtypes";
+  if (!o.head_dims.empty() ? !in(o.head_dims, c.head_dim) : (c.head_dim < o.head_dim_min || c.head_dim > o.head_dim_max)) {
+    return "head_dim " + std::to_string(c.head_dim) + " is outside the property's head dims";
+  }
+  if (!in(o.masks, c.mask) || !(o.allowed_masks & (1u << static_cast<int>(c.mask)))) {
+    std::string masks;
+    for (Mask m : o.masks) masks += std::string(masks.empty() ? "" : ", ") + to_string(m);
+    return std::string("mask ") + to_string(c.mask) + ": the property takes " + masks;
+  }
+  if (!in(o.layouts, c.layout)) return std::string("layout ") + to_string(c.layout) + " is not among the property's";
+  if (c.pad > 0 && !o.padding) return "pad: the property takes contiguous rows only";
+  if (c.softcap > 0 && !o.softcap) return "softcap: the property takes no softcap";
+  if (c.sink && !o.sinks) return "sink: the property takes no sink";
+  if (!o.special_values) {
+    if (!c.inject.empty()) return "inject: the property takes finite values without injections";
+    if (c.sink && c.sink->kind == DistKind::kConst && (std::isnan(c.sink->a) || c.sink->a == kInf)) {
+      return "sink: the property takes no NaN or +inf sink";
+    }
+  }
+  const bool empty = c.batch == 0 || c.heads_q == 0 || c.seqlen_q == 0 || c.seqlen_k == 0;
+  if (o.nonempty && empty) return "the property needs a non-empty problem (b, hq, sq, sk >= 1)";
+  if (c.seqlen_k < o.min_seqlen_k) return "sk: the property needs at least " + std::to_string(o.min_seqlen_k) + " keys";
+  if (c.heads_kv > 0 && c.heads_q / c.heads_kv < o.min_group) {
+    return "hkv: the property needs at least " + std::to_string(o.min_group) + " query heads per K/V head";
+  }
+  if (!o.gqa && c.heads_q != c.heads_kv) return "hkv: the property takes hq == hkv only";
+  if (onto_limits(c.seqlen_q, o.seqlen_q_multiple, o.seqlen_q_min, o.seqlen_q_max) != c.seqlen_q ||
+      onto_limits(c.seqlen_k, o.seqlen_k_multiple, o.seqlen_k_min, o.seqlen_k_max) != c.seqlen_k) {
+    return "sq, sk: outside the subject's shape limits";
+  }
+  if (!c.seqs.empty()) return "seqs: the property draws dense cases";
+  return "";
+}
+
+rc::Gen<Case> replayed_case(const Case& c, const std::string& why) {
+  if (why.empty()) return gen::just(c);
+  return gen::map(gen::just(0), [why](int) -> Case { discard(kOutsidePropertyCases + why); });
+}
+
 rc::Gen<Case> gen_case(const CaseOptions& options) {
+  if (const Case* r = replay_case()) return replayed_case(*r, outside_options(options, *r));
   return gen_features(options, gen::mapcat(gen_shape(options), [options](Case c) {
     const KernelConfig cfg = select_config(case_params(c));
-    return gen::mapcat(gen_family_choice(options),
+    return gen::mapcat(gen_family_choice(options, c, cfg),
                        [c, cfg](ValueFamily family) { return gen_family(c, family, cfg); });
   }));
 }
@@ -590,6 +709,11 @@ rc::Gen<Case> gen_case(const CaseOptions& options) {
 rc::Gen<Case> gen_special_case(const CaseOptions& options) {
   CaseOptions o = options;
   o.nonempty = true;
+  if (const Case* r = replay_case()) {
+    std::string why = outside_options(o, *r);
+    if (why.empty() && r->inject.empty()) why = "inject: the property's cases inject NaN, inf, -0 or the largest value";
+    return replayed_case(*r, why);
+  }
   return gen_features(o, gen::mapcat(gen_shape(o), [](Case c) {
     const KernelConfig cfg = select_config(case_params(c));
     return gen_family(c, ValueFamily::kSpecial, cfg);
@@ -722,6 +846,48 @@ std::vector<std::string> feature_tags(const Case& c) {
     tags.push_back("sink=" + kind);
   }
   return tags;
+}
+
+namespace {
+
+// The range [lo, hi] a value spec draws from when it is bounded (uniform, const), else nullopt.
+std::optional<std::pair<double, double>> spec_range(const ValueSpec& v) {
+  if (v.kind == DistKind::kUniform) return std::pair{v.a, v.b};
+  if (v.kind == DistKind::kConst && std::isfinite(v.a)) return std::pair{v.a, v.a};
+  return std::nullopt;
+}
+
+// An upper bound of every score scale * q.k from the value specs, or +inf where they do not bound it from above.
+double score_upper_bound(const Case& c) {
+  const auto q = spec_range(c.q), k = spec_range(c.k);
+  const double scale = static_cast<double>(c.softmax_scale());
+  const bool injected = std::any_of(c.inject.begin(), c.inject.end(), [](const Injection& x) { return x.tensor != 'v'; });
+  if (!q || !k || injected || c.softcap > 0 || !(scale > 0) || q->first < 0 || k->second > 0) return kInf;
+  return scale * static_cast<double>(c.head_dim) * q->first * k->second;
+}
+
+}  // namespace
+
+WindowReach window_reach(const Case& c) {
+  WindowReach r;
+  if (!takes_window(c.mask) || !c.seqs.empty()) return r;
+  const Params p = case_params(c);
+  const KernelConfig cfg = select_config(p);
+  const int64_t bm = std::max<int32_t>(cfg.block_m, 1), bn = std::max<int32_t>(cfg.block_n, 1);
+  r.tiles = std::string(to_string(cfg.path)) + " " + std::to_string(bm) + "x" + std::to_string(bn);
+  const bool low_scores = score_upper_bound(c) < -90.0;
+  for (int64_t m0 = 0; m0 < c.seqlen_q; m0 += bm) {
+    int64_t first_tile = -1;  // the Q tile's first visited K tile: that of its first row with a key
+    for (int64_t i = m0; i < std::min(m0 + bm, c.seqlen_q); ++i) {
+      const KeyRange keys = visible_key_range(p, i);
+      if (keys.size() == 0) continue;
+      const int64_t begin_tile = keys.begin / bn;
+      if (first_tile < 0) first_tile = begin_tile;
+      r.hidden_tile_then_low_scores |= low_scores && begin_tile > first_tile;
+      r.left_edge_inside_later_tile |= begin_tile >= 1 && keys.begin % bn != 0 && (keys.end - 1) / bn - begin_tile >= 2;
+    }
+  }
+  return r;
 }
 
 std::vector<std::string> shape_tags(const Case& c) {

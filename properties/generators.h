@@ -56,7 +56,7 @@ const char* to_string(ValueFamily family);
 // The family a case belongs to, recovered from its value specs and injections (so shrunk cases are named too).
 ValueFamily value_family(const Case& c);
 
-// What a property needs from its cases. Window masks among `masks` come in about one case in seven, their
+// What a property needs from its cases. Window masks among `masks` come in about one case in five, their
 // windows from gen_window; a softcap in about one in seven, a sink in about one in six.
 struct CaseOptions {
   CaseLimits limits;
@@ -76,6 +76,11 @@ struct CaseOptions {
   std::vector<Layout> layouts{Layout::kBHSD, Layout::kBSHD};
   bool padding = true;             // pad > 0 (strides other than contiguous)
   bool gqa = true;                 // heads_q != heads_kv
+  // A subject's shape limits (fc_subject_limits): seqlens are drawn, then moved onto them (multiples, minima,
+  // maxima; 0 and 1 mean no limit).
+  int64_t seqlen_q_multiple = 1, seqlen_k_multiple = 1;
+  int64_t seqlen_q_min = 0, seqlen_k_min = 0;
+  int64_t seqlen_q_max = 0, seqlen_k_max = 0;
 };
 // The active limits, everything allowed; with a subject (FLASHCHECK_SUBJECT) what its capabilities allow.
 CaseOptions default_options();
@@ -83,6 +88,14 @@ CaseOptions default_options();
 rc::Gen<Case> gen_case(const CaseOptions& options);
 // Always the kSpecial family, on a non-empty shape, 1-4 injections.
 rc::Gen<Case> gen_special_case(const CaseOptions& options);
+// Why `c` is not a case gen_case(options) draws, naming the field (a mask the options leave out, a softcap, sink or
+// injection they do not allow, a shape below their minima, a dtype, head_dim or layout outside a subject's
+// capabilities), or "" when it is one. Sizes are not held to the limits. While a case line is replayed (replay.h)
+// gen_case and gen_special_case return its case where this is "" and discard it naming the field otherwise.
+std::string outside_options(const CaseOptions& options, const Case& c);
+// The replayed case as a generator of one value, or a discard with `why` (kOutsidePropertyCases + why) when `why` is
+// not empty: what the narrower generators of the properties return while a case line is replayed.
+rc::Gen<Case> replayed_case(const Case& c, const std::string& why);
 // One seqlen aimed at `tile` (0, 1, 2, tile-1, tile, tile+1, multiples +-1, primes, random), at most `cap`.
 rc::Gen<int64_t> gen_seqlen(int64_t tile, int64_t cap, int64_t min_value);
 rc::Gen<int64_t> gen_head_dim();
@@ -101,6 +114,19 @@ rc::Gen<ValueSpec> gen_sink(bool special_values);
 
 // Feature words (window kind, softcap kind, sink kind) for the coverage table.
 std::vector<std::string> feature_tags(const Case& c);
+
+// How a windowed case reaches across K tiles at its kernel's tile sizes, for the coverage table's "window reach":
+// the tiles where a left edge's bugs live.
+struct WindowReach {
+  std::string tiles;  // "<compute path> <block_m>x<block_n>"; empty when the case has no window mask
+  // Some row's window spans three K tiles or more and its first key lies strictly inside a K tile after the first.
+  bool left_edge_inside_later_tile = false;
+  // Some row's Q tile visits a K tile wholly hidden from the row before its first key, and every score of the
+  // case lies below -90 by construction of its values (q >= q_lo >= 0, k <= k_hi <= 0, no injection into Q or K,
+  // no softcap): a running max that the hidden tile leaves wrong underflows every weight there.
+  bool hidden_tile_then_low_scores = false;
+};
+WindowReach window_reach(const Case& c);
 
 // Case-shape words for the coverage table (seqlen relative to the tile, GQA kind, layout, ...).
 std::vector<std::string> shape_tags(const Case& c);

@@ -16,6 +16,7 @@
 #include "checks.h"
 #include "generators.h"
 #include "properties.h"
+#include "replay.h"
 #include "tier.h"
 
 namespace flashcheck::properties {
@@ -93,8 +94,9 @@ void permuting_keys_leaves_output_unchanged() {
   o.masks = {Mask::kNone};  // under a causal mask the key order is the visibility
   const Case c = *gen_case(o);
   note_case(c);
-  const int kind = *gen::element(0, 1, 2).as("permutation (0 reverse, 1 rotate by a K tile, 2 shuffle)");
-  const uint64_t perm_seed = *gen::inRange<uint64_t>(0, 1u << 20).as("shuffle seed");
+  RelationDraws draws(c, "PermutingKeysLeavesOutputUnchanged");
+  const int64_t kind = draws.below("permutation (0 reverse, 1 rotate by a K tile, 2 shuffle)", 3);
+  const uint64_t perm_seed = draws.bits("shuffle seed");
 
   const HostInputs base = inputs_for(c);
   const Params& p = base.params;
@@ -138,8 +140,9 @@ void shifting_keys_shifts_only_lse() {
   o.sinks = false;
   const Case c = *gen_case(o);
   note_case(c);
-  const int pattern = *gen::element(0, 1, 2).as("shift vector (0 constant, 1 random, 2 one-hot)");
-  const uint64_t shift_seed = *gen::inRange<uint64_t>(0, 1u << 20).as("shift seed");
+  RelationDraws draws(c, "ShiftingKeysShiftsOnlyLse");
+  const int64_t pattern = draws.below("shift vector (0 constant, 1 random, 2 one-hot)", 3);
+  const uint64_t shift_seed = draws.bits("shift seed");
 
   HostInputs base = inputs_for(c);
   const Params& p = base.params;
@@ -205,9 +208,10 @@ void affine_values_give_affine_output() {
   o.sinks = false;
   const Case c = *gen_case(o);
   note_case(c);
-  double a = *gen::element(1.0, -1.0, 2.0, 0.5, -4.0, 0.25).as("a (power of two)");
-  bool with_offset = *gen::weightedElement<bool>({{2, false}, {3, true}}).as("b != 0");
-  const uint64_t offset_seed = *gen::inRange<uint64_t>(0, 1u << 20).as("offset seed");
+  RelationDraws draws(c, "AffineValuesGiveAffineOutput");
+  double a = draws.pick("a (power of two)", std::vector<double>{1.0, -1.0, 2.0, 0.5, -4.0, 0.25});
+  bool with_offset = draws.below("b != 0 (0, 1: no; 2, 3, 4: yes)", 5) >= 2;
+  const uint64_t offset_seed = draws.bits("offset seed");
 
   HostInputs base = inputs_for(c);
   const Params& p = base.params;
@@ -329,14 +333,16 @@ void batches_and_heads_are_independent(const Case& given) {
   // One K/V slice (b, kv head) changes when that leaves a slice untouched, and one Q slice (b, q head),
   // outside the changed K/V group when at least two such slices exist (so one stays untouched).
   const bool change_kv = p.batch * p.heads_kv >= 2;
-  const int64_t kv_b = change_kv ? *gen::inRange<int64_t>(0, p.batch).as("changed K/V batch") : -1;
-  const int64_t kv_h = change_kv ? *gen::inRange<int64_t>(0, p.heads_kv).as("changed K/V head") : -1;
+  RelationDraws draws(c, "BatchesAndHeadsAreIndependent");
+  const int64_t kv_b = change_kv ? draws.below("changed K/V batch", p.batch) : -1;
+  const int64_t kv_h = change_kv ? draws.below("changed K/V head", p.heads_kv) : -1;
   auto in_kv_group = [&](int64_t b, int64_t h) { return b == kv_b && h / group_of(p) == kv_h; };
   std::vector<std::pair<int64_t, int64_t>> outside, inside;
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h) (in_kv_group(b, h) ? inside : outside).emplace_back(b, h);
   const auto& q_candidates = outside.size() >= 2 ? outside : inside;
-  const auto [q_b, q_h] = *gen::elementOf(q_candidates).as("changed Q (batch, head)");
+  const auto [q_b, q_h] = q_candidates[static_cast<size_t>(
+      draws.below("changed Q (batch, head), index among the candidates", static_cast<int64_t>(q_candidates.size())))];
   HostInputs changed = copy_of(base);
   if (change_kv) {
     for (int64_t j = 0; j < p.seqlen_k; ++j)
@@ -371,7 +377,8 @@ void causal_rows_ignore_invisible_keys() {
   const HostInputs base = inputs_for(c);
   const Params& p = base.params;
   const KernelConfig config = select_config(p);
-  const int64_t j0 = pick_key(0, p.seqlen_k - 1, config.block_n);
+  RelationDraws draws(c, "CausalRowsIgnoreInvisibleKeys");
+  const int64_t j0 = pick_key(draws, "first changed key", 0, p.seqlen_k - 1, config.block_n);
   RC_LOG() << "K and V rows of keys >= " << j0 << " replaced\n";
   HostInputs changed = copy_of(base);
   copy_keys(changed, alternative_inputs(c), j0, p.seqlen_k);
@@ -410,11 +417,12 @@ void nan_in_masked_keys_never_reaches_output() {
   o.masks = {Mask::kCausalBottomRight, Mask::kCausalTopLeft};
   const Case c = *gen_case(o);
   note_case(c);
-  const double poison = *gen::element(std::numeric_limits<double>::quiet_NaN(), kInf, -kInf).as("hidden value");
+  RelationDraws draws(c, "NanInMaskedKeysNeverReachesOutput");
+  const double poison = draws.pick("hidden value", std::vector<double>{std::numeric_limits<double>::quiet_NaN(), kInf, -kInf});
   const HostInputs base = inputs_for(c);
   const Params& p = base.params;
   const KernelConfig config = select_config(p);
-  const int64_t j0 = pick_key(0, p.seqlen_k - 1, config.block_n);
+  const int64_t j0 = pick_key(draws, "first poisoned key", 0, p.seqlen_k - 1, config.block_n);
   RC_LOG() << "every K and V element of keys >= " << j0 << " set to " << poison << "\n";
   HostInputs poisoned = copy_of(base);
   for (int64_t b = 0; b < p.batch; ++b)
@@ -477,7 +485,8 @@ void merge_of_key_halves_equals_whole() {
   const HostInputs whole = inputs_for(c);
   const Params& p = whole.params;
   const KernelConfig config = select_config(p);
-  const int64_t split = pick_key(1, p.seqlen_k - 1, config.block_n);
+  RelationDraws draws(c, "MergeOfKeyHalvesEqualsWhole");
+  const int64_t split = pick_key(draws, "first key of the second half", 1, p.seqlen_k - 1, config.block_n);
   RC_LOG() << "keys split at " << split << "\n";
   auto half = [&](int64_t from, int64_t to) {
     Case hc = c;
@@ -568,8 +577,9 @@ void repeated_runs_are_bit_identical(const Case& c) {
 void small_grids_give_the_same_bits() {
   // Half the cases have items of several K/V tiles (a window of the pipeline turns over within an item, and an
   // early release of Q or a slot then meets the next item's loads); the other half are arbitrary.
+  // (The half is a choice of generation only: a replayed case is taken as it is.)
   CaseOptions options = default_options();
-  const bool long_items = *rc::gen::arbitrary<bool>();
+  const bool long_items = replay_case() == nullptr && *rc::gen::arbitrary<bool>();
   if (long_items) {
     options.nonempty = true;
     options.min_seqlen_k = std::min<int64_t>(options.limits.max_seqlen, 257);
@@ -581,7 +591,8 @@ void small_grids_give_the_same_bits() {
   const RunOutputs full = run_backend(in);
   // One to three CTAs: every CTA then runs many work items in turn, through the hand-offs between items (the next
   // item's Q and K/V loaded during this one's last tile, slots released and refilled across items).
-  const int64_t cap = *rc::gen::inRange<int64_t>(1, 4);
+  RelationDraws draws(c, "SmallGridsGiveTheSameBits");
+  const int64_t cap = 1 + draws.below("grid cap - 1", 3);
   RC_LOG() << "grid capped at " << cap << " CTA(s)\n";
   struct CapGuard {
     explicit CapGuard(int64_t n) { testing::set_grid_cap(n); }

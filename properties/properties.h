@@ -1,11 +1,31 @@
-// The properties, each written once against the active tier's backend (tier.h) and instantiated as a
-// RapidCheck test in every tier by suite.inc. A property that needs a narrower case family than
-// Arbitrary<Case> draws its case inside (the counterexample still prints as a case line).
+// The properties, each written once against the active tier's backend (tier.h) and listed once in
+// property_table(), from which suite.h registers a RapidCheck test per property in every tier and
+// flashcheck-repro replays a case line's property=NAME. Every property draws its case inside (gen_case and the
+// narrower generators, generators.h), which a replayed case line takes the place of (replay.h); the relation's own
+// choices come from the case's seed (RelationDraws, checks.h), so the line alone reruns the relation.
 #pragma once
+
+#include <span>
+#include <string_view>
 
 #include "flashcheck/case.h"
 
 namespace flashcheck::properties {
+
+// The binary a property runs in on the GPU: the production kernel, or the instrumented one (per-tile m/l traces;
+// inputs past the L2 cache). The host model runs both.
+enum class PropertyBinary { kProduction, kInstrumented };
+
+struct PropertyInfo {
+  const char* name;       // the test name in every tier (<Suite>.<name>) and a case line's property=NAME
+  PropertyBinary binary;
+  void (*body)();         // draws its case, runs the relation, asserts with RC_ASSERT
+};
+
+// Every property, in the order the tiers run them.
+std::span<const PropertyInfo> property_table();
+// The row named `name`, or null.
+const PropertyInfo* find_property(std::string_view name);
 
 // 1. O and LSE within the error-model bound of the exact oracle, plus the statistical RMS check.
 void oracle_agreement(const Case& c);

@@ -43,7 +43,7 @@ echo "$checked README lines printed by the property binary"
 reproduce=$(grep -oE 'reproduce=[A-Za-z0-9+/]+' "$work/block")
 env -u FLASHCHECK_CASES -u FLASHCHECK_SHARD -u FLASHCHECK_SEED FLASHCHECK_PLANT=missing-rescale \
   RC_PARAMS="$reproduce" "$properties" "${args[@]:1}" >"$work/replay" 2>&1 || true
-grep -E '^\("|^  - ' "$work/block" >"$work/expected"
+grep -E '^"|^  - ' "$work/block" >"$work/expected"
 while IFS= read -r line; do
   grep -qxF -- "$line" "$work/replay" || fail "the README's reproduce string no longer replays: '$line' missing"
 done <"$work/expected"
@@ -53,7 +53,7 @@ echo "the reproduce string replays the same case and failures"
 repro_line=$(grep -m1 -E '^build/ci/tools/flashcheck-repro --backend model --defect missing-rescale "' "$readme") ||
   fail "no flashcheck-repro replay line in $readme"
 case_line=$(sed -E 's/^[^"]*"([^"]*)".*/\1/' <<<"$repro_line")
-grep -qF "(\"$case_line\")" "$work/block" || fail "the repro line's case differs from the block's: $case_line"
+grep -qxF "case line: $case_line" "$work/block" || fail "the repro line's case differs from the block's: $case_line"
 "$repro" --backend model --defect missing-rescale "$case_line" >"$work/repro" 2>&1 || true
 grep -E '^  - ' "$work/block" | while IFS= read -r line; do
   grep -qxF -- "$line" "$work/repro" || fail "flashcheck-repro prints other numbers than README: '$line'"

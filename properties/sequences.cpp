@@ -18,6 +18,7 @@
 #include "checks.h"
 #include "generators.h"
 #include "properties.h"
+#include "replay.h"
 #include "tier.h"
 
 namespace flashcheck::properties {
@@ -46,7 +47,27 @@ int64_t draw_length(int64_t tile, int64_t cap) {
 
 // A case of the inference path: the dtype, heads, head_dim, mask, window, softcap, sink and values of a generated
 // dense case, its batch replaced by sequences of their own lengths.
+// Why a replayed case is not one gen_sequence_case(needs) draws, or "".
+std::string outside_needs(const SequenceNeeds& needs, const Case& c) {
+  CaseOptions o = default_options();
+  o.special_values = false;
+  Case dense = c;
+  dense.seqs.clear();
+  if (std::string why = outside_options(o, dense); !why.empty()) return why;
+  if (c.seqs.empty()) return "seqs: the property's cases are sequences (varlen, paged, split)";
+  if (needs.paged && c.page == 0) return "page: the property's cases are paged";
+  const bool slots = c.page > 0 || std::any_of(c.seqs.begin(), c.seqs.end(), [](const Sequence& s) { return s.extra > 0; });
+  if (needs.poisoned && !slots) return "seqs: the property's cases have poisoned slots (+E, or a paged cache)";
+  if (needs.several && (c.seqs.size() < 2 || std::all_of(c.seqs.begin(), c.seqs.end(), [](const Sequence& s) { return s.q == 0; }))) {
+    return "seqs: the property's cases have two sequences or more, one with query rows";
+  }
+  if (needs.split && c.splits == 1) return "splits: the property's cases are split (splits != 1)";
+  if (needs.unsplit && c.splits != 1) return "splits: the property's cases are unsplit (splits = 1)";
+  return "";
+}
+
 Case gen_sequence_case(const SequenceNeeds& needs) {
+  if (const Case* r = replay_case()) return *replayed_case(*r, outside_needs(needs, *r));
   CaseOptions o = default_options();
   o.special_values = false;  // injections address dense positions; the poisons are this property's special values
   Case c = *gen_case(o);
@@ -185,7 +206,8 @@ void other_sequences_leave_a_row_unchanged() {
     if (c.seqs[static_cast<size_t>(b)].q > 0) with_rows.push_back(b);
   }
   RC_PRE(!with_rows.empty());
-  const int64_t b = *gen::elementOf(with_rows).as("the sequence kept");
+  RelationDraws draws(c, "OtherSequencesLeaveARowUnchanged");
+  const int64_t b = draws.pick("the sequence kept", with_rows);
   Case alone = c;
   for (int64_t other = 0; other < c.batch; ++other) {
     if (other != b) alone.seqs[static_cast<size_t>(other)] = Sequence{};

@@ -1,13 +1,10 @@
-// GPU tier: the properties against the production kernel (CTest label gpu; skipped without a device).
-// 20 properties x 750 cases = 15,000 cases by default; FLASHCHECK_CASES or RC_PARAMS=max_success=N override.
+// GPU tier: the production kernel's properties (CTest label gpu; skipped without a device), 750 cases each;
+// FLASHCHECK_CASES or RC_PARAMS=max_success=N override.
+#include "suite.h"
 #include "tier.h"
 
 namespace {
-const bool kTierInstalled =
-    flashcheck::properties::install_tier({.backend = flashcheck::Backend::kGpu, .default_cases = 750});
+namespace fp = flashcheck::properties;
+const bool kTierInstalled = fp::install_tier({.backend = flashcheck::Backend::kGpu, .default_cases = 750});
+const bool kSuiteRegistered = fp::register_suite("Gpu_Properties", /*production=*/true, /*instrumented=*/false);
 }  // namespace
-
-#define FLASHCHECK_SUITE Gpu_Properties
-#define FLASHCHECK_SUITE_PRODUCTION 1
-#define FLASHCHECK_SUITE_INSTRUMENTED 0
-#include "suite.inc"

@@ -1,13 +1,11 @@
-// GPU tier, instrumented build: the online-softmax invariants from the per-tile (m, l) traces of
-// flashcheck_kernel_instrumented (CTest label gpu; skipped without a device).
+// GPU tier, instrumented build: the properties of the instrumented kind (the online-softmax invariants from the
+// per-tile (m, l) traces of flashcheck_kernel_instrumented; inputs past the L2 cache), CTest label gpu, skipped
+// without a device.
+#include "suite.h"
 #include "tier.h"
 
 namespace {
-const bool kTierInstalled =
-    flashcheck::properties::install_tier({.backend = flashcheck::Backend::kGpu, .default_cases = 750});
+namespace fp = flashcheck::properties;
+const bool kTierInstalled = fp::install_tier({.backend = flashcheck::Backend::kGpu, .default_cases = 750});
+const bool kSuiteRegistered = fp::register_suite("Gpu_Properties", /*production=*/false, /*instrumented=*/true);
 }  // namespace
-
-#define FLASHCHECK_SUITE Gpu_Properties
-#define FLASHCHECK_SUITE_PRODUCTION 0
-#define FLASHCHECK_SUITE_INSTRUMENTED 1
-#include "suite.inc"

@@ -7,13 +7,16 @@
 #include <rapidcheck.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -22,6 +25,7 @@
 #include "flashcheck/attention.h"
 #include "flashcheck/mask_names.h"
 #include "flashcheck/shard.h"
+#include "budget.h"
 #include "generators.h"
 
 namespace flashcheck::properties {
@@ -36,6 +40,11 @@ std::string& tier_error_storage() {
   static std::string error;
   return error;
 }
+// Why FLASHCHECK_SUBJECT could not be loaded ("" when it was, or is unset).
+std::string& subject_load_error() {
+  static std::string error;
+  return error;
+}
 // The shard plan, printed once before the tests: "[ SHARD ] 1/4: ...".
 std::string& shard_note() {
   static std::string note;
@@ -47,6 +56,8 @@ struct Coverage {
   int64_t cases = 0;
   std::map<std::string, int64_t> words;
   std::map<std::string, std::pair<int64_t, int64_t>> informative;  // dtype -> (informative O checks, O checks)
+  // window_reach per tile shape: windowed cases, left edges inside a later tile, hidden tiles then low scores
+  std::map<std::string, std::array<int64_t, 3>> reach;
 };
 Coverage& coverage() {
   static Coverage c;
@@ -74,6 +85,16 @@ void print_coverage(std::ostream& os, const std::string& test) {
     }
     os << '\n';
   }
+  if (!cov.reach.empty()) {
+    os << "  window reach, per compute path and tile shape (of its windowed cases: a row's window over 3+ K tiles with "
+          "its left edge inside a later tile; a row whose Q tile visits a K tile hidden from it first, every score "
+          "below -90):\n";
+    for (const auto& [tiles, n] : cov.reach) {
+      os << "    " << std::left << std::setw(24) << tiles << std::right << ' ' << n[0] << " windowed: left edge inside a later tile "
+         << std::fixed << std::setprecision(0) << 100.0 * double(n[1]) / double(n[0]) << "%, hidden first tile then low scores "
+         << 100.0 * double(n[2]) / double(n[0]) << "%\n";
+    }
+  }
   if (!cov.informative.empty()) {
     os << "  informative O checks (bound below max|v| of the column, docs/error-model.md section 4.9):";
     for (const auto& [dtype, counts] : cov.informative) {
@@ -91,6 +112,12 @@ class CoverageListener : public ::testing::EmptyTestEventListener {
     print_coverage(std::cout, std::string(info.test_suite_name()) + "." + info.name());
   }
   void OnTestProgramStart(const ::testing::UnitTest&) override {
+    // A subject that cannot be loaded: no test could run on it, and a run that names one must not pass (the tools'
+    // exit status for it, README "Exit codes").
+    if (!subject_load_error().empty()) {
+      std::cerr << "flashcheck: " << subject_load_error() << "\n";
+      std::exit(kExitBadSubject);
+    }
     if (g_subject != nullptr) std::cout << "[ SUBJECT  ] " << g_subject->describe() << "\n";
     if (!shard_note().empty()) std::cout << "[ SHARD    ] " << shard_note() << "\n";
   }
@@ -125,9 +152,25 @@ void append_param(std::string* params, const std::string& param) {
 // fixes the seed of an unsharded run (the same run as shard 0/1). RC_PARAMS=reproduce=... replays one case
 // and wins over both.
 void complete_rc_params(int default_cases) {
-  const int cases = env_int("FLASHCHECK_CASES", default_cases);
+  int cases = env_int("FLASHCHECK_CASES", default_cases);
   const char* current = std::getenv("RC_PARAMS");
   std::string params = current ? current : "";
+  // RC_PARAMS' max_success=N is the case count, as FLASHCHECK_CASES is: taken out here, so that it combines with
+  // FLASHCHECK_SEED and FLASHCHECK_SHARD (which plan the seed and each shard's share of the cases).
+  {
+    std::istringstream words(params);
+    std::string kept;
+    for (std::string word; words >> word;) {
+      int n = 0;
+      if (word.rfind("max_success=", 0) == 0 && std::from_chars(word.data() + 12, word.data() + word.size(), n).ec == std::errc() &&
+          n > 0) {
+        cases = n;
+        continue;
+      }
+      append_param(&kept, word);
+    }
+    params = kept;
+  }
   const char* shard_text = std::getenv("FLASHCHECK_SHARD");
   const char* seed_text = std::getenv("FLASHCHECK_SEED");
   const bool sharded = (shard_text != nullptr && *shard_text != '\0') || (seed_text != nullptr && *seed_text != '\0');
@@ -144,10 +187,9 @@ void complete_rc_params(int default_cases) {
       tier_error_storage() = std::string("FLASHCHECK_SEED='") + seed_text + "' is not a decimal uint64";
       return;
     }
-    if (params.find("max_success") != std::string::npos || params.find("seed") != std::string::npos) {
+    if (params.find("seed=") != std::string::npos) {
       tier_error_storage() =
-          "FLASHCHECK_SHARD/FLASHCHECK_SEED plan max_success and seed: give the cases per property in "
-          "FLASHCHECK_CASES and the base seed in FLASHCHECK_SEED, not in RC_PARAMS";
+          "FLASHCHECK_SHARD/FLASHCHECK_SEED plan the seed: give the base seed in FLASHCHECK_SEED, not in RC_PARAMS";
       return;
     }
     const int64_t share = shard_cases(cases, shard);
@@ -162,7 +204,6 @@ void complete_rc_params(int default_cases) {
     setenv("RC_PARAMS", params.c_str(), 1);
     return;
   }
-  if (params.find("max_success") != std::string::npos) return;
   append_param(&params, "max_success=" + std::to_string(cases));
   setenv("RC_PARAMS", params.c_str(), 1);
 }
@@ -176,9 +217,14 @@ bool install_tier(const TierSetup& setup) {
   const bool small = limits != nullptr && std::string_view(limits) == "cpu";
   set_active_limits(setup.backend == Backend::kGpu && !small ? gpu_limits() : cpu_limits());
   complete_rc_params(setup.default_cases);
-  std::string subject_error;
-  g_subject = subject_from_environment(&subject_error);
-  if (!subject_error.empty()) tier_error_storage() = subject_error;
+  g_subject = subject_from_environment(&subject_load_error());
+  if (!subject_load_error().empty()) tier_error_storage() = subject_load_error();
+  // A device subject with no device to run it on: every test fails rather than skips, so that a CI gate that
+  // names a subject never passes having run nothing.
+  if (g_subject != nullptr && g_subject->on_device() && !device_available()) {
+    tier_error_storage() = "FLASHCHECK_SUBJECT " + g_subject->name() +
+                           " takes device memory and no CUDA device is available: no property can run on it here";
+  }
   ::testing::UnitTest::GetInstance()->listeners().Append(new CoverageListener);
   return true;
 }
@@ -223,8 +269,14 @@ const char* property_skip_reason(const char* name) {
   };
   const Need needs[] = {
       {"GqaEqualsRepeatedHeads", caps.gqa != 0, "flashcheck-skip: needs GQA, which this subject does not declare"},
-      {"LayoutsAgreeBitForBit", caps.layouts == (FC_SUBJECT_LAYOUT_BHSD | FC_SUBJECT_LAYOUT_BSHD | FC_SUBJECT_LAYOUT_STRIDED),
+      {"LayoutsAgreeBitForBit", caps.layouts == (FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD) | FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD) |
+                                                 FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED)),
        "flashcheck-skip: needs the bhsd, bshd and strided layouts"},
+      // Relations whose second run has other key counts: the halves of the keys, or one more key.
+      {"MergeOfKeyHalvesEqualsWhole", g_subject->limits().seqlen_k_multiple <= 1 && g_subject->limits().seqlen_k_min <= 1,
+       "flashcheck-skip: its halves' key counts lie outside the subject's shape limits (fc_subject_limits_v1)"},
+      {"SinkEqualsExtraZeroValueKey", g_subject->limits().seqlen_k_multiple <= 1 && g_subject->limits().seqlen_k_max == 0,
+       "flashcheck-skip: its one more key lies outside the subject's shape limits (fc_subject_limits_v1)"},
       {"PermutingKeysLeavesOutputUnchanged", unmasked, "flashcheck-skip: needs mask none"},
       {"MergeOfKeyHalvesEqualsWhole", unmasked, "flashcheck-skip: needs mask none"},
       {"CausalRowsIgnoreInvisibleKeys", causal, "flashcheck-skip: needs a causal mask"},
@@ -261,7 +313,12 @@ const char* skip_reason() {
   return nullptr;
 }
 
+namespace {
+std::optional<ModelDefect> g_replay_defect;  // configure_replay's defect, in place of FLASHCHECK_PLANT
+}  // namespace
+
 ModelDefect planted_defect() {
+  if (g_replay_defect) return *g_replay_defect;
   static const ModelDefect defect = [] {
     const char* value = std::getenv("FLASHCHECK_PLANT");
     if (value == nullptr || *value == '\0' || g_subject != nullptr) return ModelDefect::kNone;
@@ -272,6 +329,42 @@ ModelDefect planted_defect() {
   }();
   return defect;
 }
+
+void configure_replay(Backend backend, ModelDefect defect, const LoadedSubject* subject) {
+  g_backend = backend;
+  g_subject = subject;
+  g_replay_defect = defect;
+  set_active_limits(backend == Backend::kGpu ? gpu_limits() : cpu_limits());
+}
+
+namespace {
+const char* g_current_property = nullptr;
+std::string g_discard_reason;
+using ShrinkClock = std::chrono::steady_clock;
+std::optional<ShrinkClock::time_point> g_shrink_start;
+}  // namespace
+
+CurrentProperty::CurrentProperty(const char* name) : previous_(g_current_property) { g_current_property = name; }
+CurrentProperty::~CurrentProperty() { g_current_property = previous_; }
+
+double shrink_seconds() {
+  static const double seconds = [] {
+    const char* text = std::getenv("FLASHCHECK_SHRINK_SECONDS");
+    double value = 0.0;
+    if (text == nullptr || *text == '\0' || !parse_budget(text, &value)) return 60.0;
+    return value;
+  }();
+  return seconds;
+}
+void begin_shrinking() { g_shrink_start = ShrinkClock::now(); }
+void end_shrinking() { g_shrink_start.reset(); }
+
+void discard(const std::string& reason) {
+  g_discard_reason = reason;
+  RC_DISCARD(reason);
+}
+const std::string& discard_reason() { return g_discard_reason; }
+void clear_discard_reason() { g_discard_reason.clear(); }
 
 namespace {
 std::string g_last_case_line;  // the case note_case() saw last (a crash report names it)
@@ -345,13 +438,18 @@ bool known_deviation(const Case& c) {
 const std::string& last_case_line() { return g_last_case_line; }
 
 void note_case(const Case& c) {
-  Case shown = c;  // the line names the subject under test, so that it replays against it
+  if (g_shrink_start && std::chrono::duration<double>(ShrinkClock::now() - *g_shrink_start).count() > shrink_seconds()) {
+    RC_DISCARD("shrinking is past FLASHCHECK_SHRINK_SECONDS");
+  }
+  // The line names the property that ran and the subject under test, so that it replays the relation against it.
+  Case shown = c;
+  if (g_current_property != nullptr) shown.property = g_current_property;
   if (g_subject != nullptr && shown.subject.empty()) shown.subject = g_subject->name();
   g_last_case_line = format_case(shown);
   RC_LOG() << "case line: " << g_last_case_line << "\n";
   if (known_deviation(c)) {
     ++coverage().words["known-peer-deviation=discarded"];
-    RC_DISCARD("a known peer deviation (FLASHCHECK_KNOWN_DEVIATIONS)");
+    discard("a known peer deviation (FLASHCHECK_KNOWN_DEVIATIONS)");
   }
   const ValueFamily family = value_family(c);
   RC_CLASSIFY(true, to_string(family));
@@ -363,6 +461,12 @@ void note_case(const Case& c) {
   ++cov.words[std::string("values=") + to_string(family)];
   for (const std::string& tag : shape_tags(c)) ++cov.words[tag];
   for (const std::string& tag : feature_tags(c)) ++cov.words[tag];
+  if (const WindowReach reach = window_reach(c); !reach.tiles.empty()) {
+    std::array<int64_t, 3>& n = cov.reach[reach.tiles];
+    ++n[0];
+    n[1] += reach.left_edge_inside_later_tile ? 1 : 0;
+    n[2] += reach.hidden_tile_then_low_scores ? 1 : 0;
+  }
 }
 
 void note_coverage(const std::string& word) { ++coverage().words[word]; }

@@ -47,10 +47,41 @@ const char* tier_error();
 // names, e.g. missing-rescale) makes the host-model backend run with that defect. Ignored on the GPU.
 ModelDefect planted_defect();
 
-// Every property calls this first: logs the case line (printed with any failure, above RapidCheck's
-// reproduce string), names the value family and the features (window, softcap, sink) in RC_CLASSIFY and
-// records the shape and the features' kinds for the coverage table.
+// Every property calls this first: logs the case line with property=NAME of the running property (printed with
+// any failure, above RapidCheck's reproduce string; flashcheck-repro reruns the relation from it), names the value
+// family and the features (window, softcap, sink) in RC_CLASSIFY and records the shape and the features' kinds for
+// the coverage table. While shrinking is past its time (below) it discards the case at once.
 void note_case(const Case& c);
+
+// The property running now, for the case lines note_case() logs (suite.h and replay.h set it).
+class CurrentProperty {
+ public:
+  explicit CurrentProperty(const char* name);
+  ~CurrentProperty();
+  CurrentProperty(const CurrentProperty&) = delete;
+  CurrentProperty& operator=(const CurrentProperty&) = delete;
+
+ private:
+  const char* previous_;
+};
+
+// Shrinking's time limit: FLASHCHECK_SHRINK_SECONDS (default 60). A property's listener starts the clock when a case
+// first fails and stops it when the run ends; past the limit every shrink candidate is discarded (note_case), so
+// RapidCheck ends with the smallest failing case found so far.
+double shrink_seconds();
+void begin_shrinking();
+void end_shrinking();
+
+// Discards the running case with a reason that a replay (replay.h) reports; reasons that start with
+// kOutsidePropertyCases mean the case is not one the property draws (REJECTED), others that the property skips it.
+inline constexpr const char* kOutsidePropertyCases = "property: ";
+[[noreturn]] void discard(const std::string& reason);
+const std::string& discard_reason();
+void clear_discard_reason();
+
+// flashcheck-repro's tier: the backend a replayed property runs on, the host model's planted defect (kNone: none)
+// and the subject (or null). Replaces install_tier for a process that runs no gtest.
+void configure_replay(Backend backend, ModelDefect defect, const LoadedSubject* subject);
 // Whether `c` falls in the known-peer-deviation class `name` (FLASHCHECK_KNOWN_DEVIATIONS: masked-nonfinite-v,
 // nonpositive-scale, subnormal-v, nonfinite-qk, masked-overflow-qk; note_case() discards such cases on a subject
 // that lists them); false for a name that is no class.

@@ -6,12 +6,15 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "flashcheck/admission.h"
 #include "flashcheck/budget.h"
 #include "flashcheck/cli.h"
 #include "flashcheck/device.h"
@@ -22,6 +25,11 @@
 #include "flashcheck/progress.h"
 #include "flashcheck/outcome.h"
 #include "flashcheck/verdict.h"
+#if FLASHCHECK_REPRO_PROPERTIES
+#include "properties.h"
+#include "replay.h"
+#include "tier.h"
+#endif
 
 namespace {
 
@@ -43,6 +51,7 @@ struct Options {
   bool device_inputs = false;
   std::string subject_path;
   std::unique_ptr<LoadedSubject> subject;  // --subject: every case runs on it instead of the backends
+  std::string property;                    // --property NAME: the relation every line reruns
 };
 
 int usage_error(const std::string& message) {
@@ -88,6 +97,9 @@ int parse_args(int argc, char** argv, Options* options) {
   app.add_option("--subject", options->subject_path,
                  "run on the subject library at PATH (flashcheck/subject.h) instead of flashcheck's kernel or model");
   app.add_option("--file", options->file, "one case line per line; blank lines and lines starting with '#' are skipped");
+  app.add_option("--property", options->property,
+                 "rerun this property's relation on every case line (as a line's property=NAME does), instead of the "
+                 "oracle check alone");
   app.add_option("case", words, "the case line (quoted, or its words as separate arguments), e.g. \"bf16 b=2 hq=8 "
                                 "hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) "
                                 "seed=42\"");
@@ -116,6 +128,11 @@ int parse_args(int argc, char** argv, Options* options) {
       !s.ok()) {
     return usage_error(s.message());
   }
+  // FLASHCHECK_SUBJECT names the subject as it does for the property binaries; --subject, when given, wins.
+  if (const char* env = std::getenv("FLASHCHECK_SUBJECT"); options->subject_path.empty() && env != nullptr && *env) {
+    options->subject_path = env;
+    std::fprintf(stderr, "flashcheck-repro: subject from FLASHCHECK_SUBJECT=%s\n", excerpt(env).c_str());
+  }
   if (!options->subject_path.empty() && (!backend.empty() || options->defect != ModelDefect::kNone ||
                                           options->device_inputs)) {
     return usage_error("--subject runs the subject: it takes no --backend, --defect or --device-inputs");
@@ -141,6 +158,7 @@ int parse_args(int argc, char** argv, Options* options) {
   options->judge.tier = options->tier;
   return -1;
 }
+
 
 // The worst O element's row beside the oracle's: a few columns around the worst one, and LSE.
 void print_worst_row(const Verdict& v, const HostInputs& inputs, const RunOutputs& out, oracle::Tier tier) {
@@ -199,6 +217,52 @@ struct Replayed {
   bool wrong_subject = false;  // the line names a subject other than the one loaded (or one when none is)
 };
 
+#if FLASHCHECK_REPRO_PROPERTIES
+// A case line with property=NAME: that property's relation rerun on the case (properties/replay.h), on each backend
+// (or the subject), instead of the oracle check alone. The relation builds its own runs, so its verdict is the
+// property's: PASS, FAIL with what differed, REJECTED when the case is not one the property draws.
+Replayed replay_relation(const Case& c, const std::string& line, const Options& options) {
+  namespace fp = flashcheck::properties;
+  const fp::PropertyInfo* property = fp::find_property(c.property);
+  if (property == nullptr) {
+    std::string names;
+    for (const fp::PropertyInfo& p : fp::property_table()) names += std::string(names.empty() ? "" : ", ") + p.name;
+    const Status s{StatusCode::kInvalidArgument, "property: no property named " + c.property + " (" + names + ")"};
+    std::printf("%s\n", refused(line, s).report().c_str());
+    return {outcome_of(s.code())};
+  }
+  Replayed result;
+  const std::vector<Backend> backends = options.subject ? std::vector<Backend>{Backend::kGpu} : options.backends;
+  for (Backend backend : backends) {
+    const std::string where = options.subject ? "subject " + options.subject->name() : std::string("backend ") + to_string(backend);
+    std::printf("== %s, property %s%s\n", where.c_str(), property->name,
+                options.defect != ModelDefect::kNone ? (std::string(" with defect ") + to_string(options.defect)).c_str() : "");
+    if (!options.subject && backend == Backend::kGpu && !device_available()) {
+      std::fprintf(stderr, "flashcheck-repro: --backend gpu: no CUDA device available\n");
+      return {Outcome::kPass, true};
+    }
+    if (!options.subject && backend == Backend::kGpu && property->binary == fp::PropertyBinary::kInstrumented) {
+      const Status s{StatusCode::kUnsupported,
+                     std::string("property: ") + property->name + " runs on the instrumented kernel: replay it with "
+                     "--backend model, or in properties_gpu_instrumented with its reproduce string"};
+      std::printf("%s\n", refused(line, s).report().c_str());
+      result.outcome = most_severe(result.outcome, outcome_of(s.code()));
+      continue;
+    }
+    fp::configure_replay(options.subject ? (options.subject->on_device() ? Backend::kGpu : Backend::kHostModel) : backend,
+                         options.defect, options.subject.get());
+    const fp::CurrentProperty current(property->name);
+    const fp::ReplayResult r = fp::replay_property(*property, c);
+    std::printf("case line: %s\nverdict: %s", line.c_str(), to_string(r.outcome));
+    if (r.outcome == Outcome::kPass) std::printf(" (the relation held)\n\n");
+    if (r.outcome == Outcome::kFail) std::printf(" (the relation failed)\n%s\n\n", r.message.c_str());
+    if (r.outcome == Outcome::kRejected || r.outcome == Outcome::kUnsupported) std::printf(" (%s)\n\n", r.message.c_str());
+    result.outcome = most_severe(result.outcome, r.outcome);
+  }
+  return result;
+}
+#endif
+
 // Host inputs past this many bytes are generated on the device.
 int64_t host_inputs_limit(const Options& options) { return std::max(options.memory_cap, kHostInputsLimit); }
 
@@ -231,38 +295,14 @@ Replayed replay_on_device(const Case& c, const std::string& line, const Options&
   return result;
 }
 
-Replayed replay(const std::string& line, const Options& options) {
+Replayed replay(const std::string& given, const Options& options) {
   Case c;
-  if (Status s = parse_case(line, &c); !s.ok()) {
-    std::printf("%s\n", refused(line, s).report().c_str());
+  if (Status s = parse_case(given, &c); !s.ok()) {
+    std::printf("%s\n", refused(given, s).report().c_str());
     return {outcome_of(s.code())};
   }
-  // Past the host's memory (or asked for): inputs on the device, before any host estimate or allocation. The limit
-  // is the memory cap, and never below make_inputs' own default: a low cap rejects a case the host would build.
-  if (!options.subject && (options.device_inputs || needs_device_inputs(c, host_inputs_limit(options)))) {
-    if (Status s = check_device_inputs_case(c); !s.ok()) {
-      std::printf("%s\n", refused(line, s).report().c_str());
-      return {outcome_of(s.code())};
-    }
-    return replay_on_device(c, line, options);
-  }
-  // Minutes or gigabytes: say so first; over the memory cap: rejected before anything is allocated.
-  BudgetOptions budget_options;
-  budget_options.full_check_limit = options.judge.full_check_limit;
-  budget_options.random_rows = options.judge.random_rows;
-  budget_options.host_model =
-      std::find(options.backends.begin(), options.backends.end(), Backend::kHostModel) != options.backends.end();
-  const Budget budget = estimate_budget(c, budget_options);
-  if (Status s = check_memory(budget, options.memory_cap); !s.ok()) {
-    std::printf("%s\n", refused(line, s).report().c_str());
-    return {outcome_of(s.code())};
-  }
-  if (budget.is_large()) std::fprintf(stderr, "flashcheck-repro: warning: this case needs %s\n", budget.summary().c_str());
-  HostInputs inputs;
-  if (Status s = make_inputs(c, &inputs, options.memory_cap); !s.ok()) {
-    std::printf("%s\n", refused(line, s).report().c_str());
-    return {outcome_of(s.code())};
-  }
+  if (!options.property.empty()) c.property = options.property;
+  const std::string line = options.property.empty() ? given : format_case(c);
   // A finding replays against the subject it was found on; a line without subject= runs on whatever is chosen.
   const std::string loaded = options.subject ? options.subject->name() : "";
   if (!c.subject.empty() && c.subject != loaded) {
@@ -271,6 +311,46 @@ Replayed replay(const std::string& line, const Options& options) {
     Replayed r;
     r.wrong_subject = true;
     return r;
+  }
+  // Parse, validate every field, route, estimate, admit: before anything is allocated (admission.h).
+  AdmitOptions admit;
+  admit.memory_cap = options.memory_cap;
+  admit.host_inputs_limit = host_inputs_limit(options);
+  admit.device_inputs = options.device_inputs;
+  admit.host_model =
+      std::find(options.backends.begin(), options.backends.end(), Backend::kHostModel) != options.backends.end();
+  admit.budget.full_check_limit = options.judge.full_check_limit;
+  admit.budget.random_rows = options.judge.random_rows;
+  admit.subject = options.subject.get();
+  Admission admission;
+  if (Status s = admit_case(c, admit, &admission); !s.ok()) {
+    std::printf("%s\n", refused(line, s).report().c_str());
+    return {outcome_of(s.code())};
+  }
+  if (!c.property.empty()) {
+#if FLASHCHECK_REPRO_PROPERTIES
+    if (admission.route == InputRoute::kDevice) {
+      const Status s{StatusCode::kUnsupported, "property: a relation's runs take host inputs; this case needs device inputs"};
+      std::printf("%s\n", refused(line, s).report().c_str());
+      return {outcome_of(s.code())};
+    }
+    return replay_relation(c, line, options);
+#else
+    const Status s{StatusCode::kUnsupported, "property: this flashcheck-repro is built without the property tests "
+                                             "(FLASHCHECK_TESTS=OFF): it cannot rerun a relation"};
+    std::printf("%s\n", refused(line, s).report().c_str());
+    return {outcome_of(s.code())};
+#endif
+  }
+  if (admission.route == InputRoute::kDevice) return replay_on_device(c, line, options);
+  // Minutes or gigabytes: say so first.
+  if (admission.budget.is_large()) {
+    std::fprintf(stderr, "flashcheck-repro: warning: this case needs %s\n", admission.budget.summary().c_str());
+  }
+  HostInputs inputs;
+  if (Status s = make_inputs(c, &inputs, options.memory_cap); !s.ok()) {
+    std::printf("%s\n", refused(line, s).report().c_str());
+    return {outcome_of(s.code())};
   }
   Replayed result;
   if (options.subject) {
@@ -330,8 +410,10 @@ int main(int argc, char** argv) {
     return r.unavailable ? kExitUnavailable : exit_code(r.outcome);
   }
 
-  std::ifstream file(options.file);
-  if (!file) {
+  std::error_code ec;
+  std::ifstream file;
+  if (!std::filesystem::is_directory(options.file, ec)) file.open(options.file);
+  if (!file.is_open()) {
     std::fprintf(stderr, "flashcheck-repro: cannot open '%s'\n", excerpt(options.file).c_str());
     return kExitNoInput;
   }

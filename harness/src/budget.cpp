@@ -23,6 +23,7 @@ namespace flashcheck {
 namespace {
 
 constexpr double kDouble = sizeof(double);
+constexpr double kGiB = double(int64_t{1} << 30);
 constexpr double kFastScratchPerKey = 6 * kDouble + 1;  // score hi/lo, |q.k|, flush, gap, weight; the usable flag
 constexpr double kScoresPerKey = 3 * sizeof(float);     // the emulated reference's scores and x for both realizations
 constexpr double kVerdictDoublesPerElement = 10;        // exact o, abs_pv, bound o, o_trivial, emulated, ... per column
@@ -30,20 +31,35 @@ constexpr double kOrderedSumVectors = 10;               // ordered_sums: pv_* an
 constexpr int64_t kVerdictChunkRows = 1024;             // verdict.cpp kChunkRows
 constexpr int64_t kFullCheckStrideRows = int64_t{1} << 16;  // rows of one head visited to sum a full check's terms
 
-// The visible keys of query row i (the oracle's closed form; visibility needs no data).
-int64_t visible_count(const oracle::Problem& problem, int64_t i) { return oracle::visible_keys(problem, i).size(); }
-
 }  // namespace
 
 std::string Budget::memory_summary() const {
   char text[160];
-  std::snprintf(text, sizeof(text), "about %.1f GB (inputs %.1f, outputs %.1f, oracle %.1f over %d thread%s, verdict %.1f)",
-                total_bytes / 1e9, input_bytes / 1e9, output_bytes / 1e9, oracle_bytes / 1e9, threads,
-                threads == 1 ? "" : "s", verdict_bytes / 1e9);
+  if (!rows_estimated) {
+    std::snprintf(text, sizeof(text), "at least %.1f GiB (inputs %.1f, outputs %.1f; the oracle's share not estimated)",
+                  total_bytes / kGiB, input_bytes / kGiB, output_bytes / kGiB);
+    return text;
+  }
+  std::snprintf(text, sizeof(text), "about %.1f GiB (inputs %.1f, outputs %.1f, oracle %.1f over %d thread%s, verdict %.1f)",
+                total_bytes / kGiB, input_bytes / kGiB, output_bytes / kGiB, oracle_bytes / kGiB, threads,
+                threads == 1 ? "" : "s", verdict_bytes / kGiB);
   return text;
 }
 
+// A count as people read one: 1,100 up to a billion, 2.1e+11 beyond.
+std::string count_text(double n) {
+  if (!(n < 1e9)) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.2g", n);
+    return text;
+  }
+  std::string digits = std::to_string(static_cast<int64_t>(n));
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
+  return digits;
+}
+
 std::string Budget::summary() const {
+  if (!rows_estimated) return memory_summary();
   char time[48];
   if (seconds < 90) {
     std::snprintf(time, sizeof(time), "%.0f s", seconds);
@@ -52,19 +68,26 @@ std::string Budget::summary() const {
   } else {
     std::snprintf(time, sizeof(time), "%.1f h", seconds / 3600);
   }
-  char model[48] = "";
-  if (model_terms > 0) std::snprintf(model, sizeof(model), ", %.2g host model terms", model_terms);
-  char text[160];
-  std::snprintf(text, sizeof(text), " and about %s (%.2g oracle terms%s)", time, oracle_terms, model);
-  return memory_summary() + text;
+  const std::string model = model_terms > 0 ? ", " + count_text(model_terms) + " host model terms" : "";
+  return memory_summary() + " and about " + time + " (" + count_text(elements) + " input elements, " +
+         count_text(oracle_terms) + " oracle terms" + model + ")";
 }
 
 Budget estimate_budget(const Case& c, const BudgetOptions& options) {
   Budget b;
+  // A case whose shape the kernel's contract refuses has sizes that may not even fit int64: nothing to estimate.
   if (!validate_case(c).ok()) return b;
   const Params params = case_params(c);
+  if (!validate_shape(params).ok()) return b;
   const KernelConfig config = select_config(params);
-  const oracle::Problem problem = oracle_problem(params, {}, {}, {}, {});
+  const bool has_seqs = !c.seqs.empty();
+  // The oracle's view of the shape, with each sequence's own lengths: rows past a sequence's q are never checked.
+  std::vector<int64_t> seqlens_q, seqlens_k;
+  for (const Sequence& s : c.seqs) {
+    seqlens_q.push_back(s.q);
+    seqlens_k.push_back(s.k);
+  }
+  const oracle::Problem problem = oracle_problem(params, {}, {}, {}, {}, seqlens_q, seqlens_k);
   const double batch = double(c.batch), heads_q = double(c.heads_q), heads_kv = double(c.heads_kv);
   const double sq = double(c.seqlen_q), sk = double(c.seqlen_k), d = double(c.head_dim);
   const double row_elems = d + double(c.pad);
@@ -74,7 +97,6 @@ Budget estimate_budget(const Case& c, const BudgetOptions& options) {
   // Inputs (inputs.cpp make_inputs): encoded padded tensors and the decoded copies, and the sink. With sequences
   // the encoded rows are the packed ones (Q, O, LSE) and the packed or paged ones (K, V), plus the index arrays;
   // the decoded copies and the canonical outputs stay [B, H, S, D] with S the maxima.
-  const bool has_seqs = !c.seqs.empty();
   const double q_rows = has_seqs ? heads_q * double(params.total_q) : rows_total;
   const double kv_rows = heads_kv * (!has_seqs      ? batch * sk
                                      : c.page > 0 ? double(params.num_pages) * double(params.page_size)
@@ -90,38 +112,52 @@ Budget estimate_budget(const Case& c, const BudgetOptions& options) {
                    8 * double(kGuardBytes);
   // The host model reads Q, K and V in place; the runner keeps copies of their bytes to compare after the call.
   if (options.host_model) b.output_bytes += (q_rows + 2 * kv_rows) * row_elems * esize;
+  // Drawn elements: every canonical element of Q, K and V (rows past a sequence's length included).
+  b.elements = q_elems + 2 * kv_elems;
+  b.total_bytes = b.input_bytes + b.output_bytes;
+  // Over the cap on the buffers alone: rejected without looking at rows, whose count a hostile line can make
+  // astronomical (the row loops below are linear in the rows of a head).
+  if (options.memory_cap > 0 && b.total_bytes > double(options.memory_cap)) return b;
+  b.rows_estimated = true;
 
-  // The checked rows (oracle::sample_rows) and their terms. A full check sums one head's rows (every head sees
-  // the same keys), visiting at most kFullCheckStrideRows of them evenly for a very long one.
-  double terms_one_head = 0;
-  int64_t longest = 0;
-  if (rows_total <= double(options.full_check_limit)) {
-    const int64_t stride = std::max<int64_t>(1, c.seqlen_q / kFullCheckStrideRows);
-    for (int64_t i = 0; i < c.seqlen_q; i += stride) {
-      const int64_t n = visible_count(problem, i);
-      terms_one_head += double(n) * double(std::min(stride, c.seqlen_q - i)) * d;
-      longest = std::max(longest, n);
+  // The checked rows (oracle::sample_rows) and their terms. A full check sums one head's rows of each sequence
+  // (every head sees the same keys), visiting at most kFullCheckStrideRows of them evenly for a very long one.
+  const int64_t sequences = has_seqs ? c.batch : 1;
+  const auto sequence_rows = [&](int64_t s) { return has_seqs ? c.seqs[static_cast<size_t>(s)].q : c.seqlen_q; };
+  // sum over the sequences' rows of visible keys (one head each), and the longest row
+  const auto head_terms = [&](int64_t* longest_out) {
+    double terms = 0;
+    for (int64_t s = 0; s < sequences; ++s) {
+      const int64_t rows = sequence_rows(s);
+      const int64_t stride = std::max<int64_t>(1, rows / kFullCheckStrideRows);
+      for (int64_t i = 0; i < rows; i += stride) {
+        const int64_t n = oracle::visible_keys(problem, s, i).size();
+        terms += double(n) * double(std::min(stride, rows - i));
+        if (longest_out) *longest_out = std::max(*longest_out, n);
+      }
     }
-    b.rows_checked = static_cast<int64_t>(rows_total);
-    b.oracle_terms = terms_one_head * batch * heads_q;
+    return terms * d * (has_seqs ? 1.0 : batch);
+  };
+  const double checkable_rows = has_seqs ? heads_q * double(params.total_q) : rows_total;
+  double terms_all_heads = 0;
+  int64_t longest = 0;
+  if (checkable_rows <= double(options.full_check_limit)) {
+    terms_all_heads = head_terms(&longest) * heads_q;
+    b.rows_checked = static_cast<int64_t>(checkable_rows);
+    b.oracle_terms = terms_all_heads;
   } else {
     const std::vector<oracle::RowRef> rows = oracle::sample_rows(problem, config.block_m, config.block_n, c.seed,
                                                                  options.full_check_limit, options.random_rows);
     for (const oracle::RowRef& row : rows) {
-      const int64_t n = visible_count(problem, row.i);
+      const int64_t n = oracle::visible_keys(problem, row.b, row.i).size();
       b.oracle_terms += double(n) * d;
       longest = std::max(longest, n);
     }
     b.rows_checked = static_cast<int64_t>(rows.size());
-    if (options.host_model) {
-      const int64_t stride = std::max<int64_t>(1, c.seqlen_q / kFullCheckStrideRows);
-      for (int64_t i = 0; i < c.seqlen_q; i += stride) {
-        terms_one_head += double(visible_count(problem, i)) * double(std::min(stride, c.seqlen_q - i)) * d;
-      }
-    }
+    if (options.host_model) terms_all_heads = head_terms(nullptr) * heads_q;
   }
   b.longest_row = longest;
-  if (options.host_model) b.model_terms = terms_one_head * batch * heads_q;
+  if (options.host_model) b.model_terms = terms_all_heads;
 
   // The oracle's working set per thread at the longest row: the fast tier's per-key scratch, and with the RMS
   // check the emulated reference's fp32 K and V (value, hi, lo and lo toward zero on the split-tf32 path), its scores
@@ -141,10 +177,12 @@ Budget estimate_budget(const Case& c, const BudgetOptions& options) {
       double(std::min<int64_t>(b.rows_checked, kVerdictChunkRows)) * d * kVerdictDoublesPerElement * kDouble;
   b.total_bytes = b.input_bytes + b.output_bytes + b.oracle_bytes + b.verdict_bytes;
 
-  // Time: the verdict's terms spread over the threads, the host model's on one.
+  // Time: drawing the inputs and touching the buffers, the verdict's terms spread over the threads, the host
+  // model's on one.
   const double rate = kTermsPerSecond * d / (d + kHalfRateDim);
   const double verdict_cost = 1 + (options.check_rms ? kEmulatedCostFactor : 0);
-  b.seconds = b.oracle_terms * verdict_cost / (rate * b.threads) + b.model_terms * kModelCostFactor / rate;
+  b.seconds = b.elements / kElementsPerSecond + (b.input_bytes + b.output_bytes) / kBytesPerSecond +
+              b.oracle_terms * verdict_cost / (rate * b.threads) + b.model_terms * kModelCostFactor / rate;
   return b;
 }
 
@@ -200,8 +238,8 @@ Status memory_cap_from_environment(int64_t* cap) {
 Status check_memory(const Budget& budget, int64_t cap) {
   if (budget.total_bytes <= double(cap)) return {};
   char text[128];
-  std::snprintf(text, sizeof(text), "over the cap of %.1f GB; raise it with --memory-cap SIZE or ",
-                double(cap) / 1e9);
+  std::snprintf(text, sizeof(text), "over the cap of %.1f GiB; raise it with --memory-cap SIZE or ",
+                double(cap) / kGiB);
   return {StatusCode::kInvalidArgument,
           "memory: the case needs " + budget.memory_summary() + ", " + text + "FLASHCHECK_MEMORY_CAP=SIZE (e.g. 64G)"};
 }

@@ -719,6 +719,10 @@ std::string format_case(const Case& c) {
       out += format_injection(c.inject[i]);
     }
   }
+  if (!c.property.empty()) {
+    out += " property=";
+    out += c.property;
+  }
   if (!c.subject.empty()) {
     out += " subject=";
     out += c.subject;
@@ -734,6 +738,13 @@ bool is_subject_name(std::string_view name) {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
            ch == '_' || ch == '-';
   });
+}
+
+bool is_property_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxPropertyName) return false;
+  const auto letter = [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'); };
+  return letter(name[0]) &&
+         std::all_of(name.begin(), name.end(), [&](char ch) { return letter(ch) || (ch >= '0' && ch <= '9'); });
 }
 
 std::string excerpt(std::string_view text, size_t limit) {
@@ -784,6 +795,8 @@ Status validate_case(const Case& c) {
     const std::string problem = check_injection(c, inj);
     if (!problem.empty()) return invalid("inject " + format_injection(inj) + ": " + problem);
   }
+  if (!c.property.empty() && !is_property_name(c.property)) return invalid("property=" + excerpt(c.property, 80) + ": not a property name");
+  if (!c.subject.empty() && !is_subject_name(c.subject)) return invalid("subject=" + excerpt(c.subject, 80) + ": not a subject name");
   return Status::ok_status();
 }
 
@@ -799,10 +812,10 @@ Status parse_case(std::string_view line, Case* out) {
   }
   c.dtype = *dtype;
 
-  constexpr std::array<const char*, 23> kKeys = {"b",      "hq",     "hkv",  "sq",     "sk",      "d",
-                                                 "mask",   "window", "layout", "pad",  "seqs",    "page",
-                                                 "poison", "splits", "scale",  "softcap", "q",     "k",
-                                                 "v",      "sink",   "inject", "subject", "seed"};
+  constexpr std::array<const char*, 24> kKeys = {"b",      "hq",     "hkv",    "sq",       "sk",      "d",
+                                                 "mask",   "window", "layout", "pad",      "seqs",    "page",
+                                                 "poison", "splits", "scale",  "softcap",  "q",       "k",
+                                                 "v",      "sink",   "inject", "property", "subject", "seed"};
   constexpr size_t kHkvKey = 2, kMaskKey = 6, kWindowKey = 7;
   static_assert(std::string_view(kKeys[kHkvKey]) == "hkv" && std::string_view(kKeys[kMaskKey]) == "mask" &&
                 std::string_view(kKeys[kWindowKey]) == "window");
@@ -932,6 +945,13 @@ Status parse_case(std::string_view line, Case* out) {
         if (ok) c.inject.push_back(inj);
         if (semi == std::string_view::npos) break;
         start = semi + 1;
+      }
+    } else if (k == "property") {
+      ok = is_property_name(value);
+      if (ok) {
+        c.property = std::string(value);
+      } else {
+        reason = "a property name is a letter then up to 63 letters and digits (e.g. PagedEqualsPackedBitForBit)";
       }
     } else if (k == "subject") {
       ok = is_subject_name(value);

@@ -7,8 +7,10 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <string_view>
+#include <tuple>
 
 #include "flashcheck/case.h"
 #include "flashcheck/mask_names.h"
@@ -54,7 +56,7 @@ bool is_bool(int32_t x) { return x == 0 || x == 1; }
 // Params' strides are contiguous for `layout` over head_dim elements per row.
 bool contiguous(const Params& p, const Strides& s, int64_t heads, int64_t seqlen, uint32_t layout) {
   const int64_t d = p.head_dim;
-  if (layout == FC_SUBJECT_LAYOUT_BHSD) return s.row == d && s.head == seqlen * d && s.batch == heads * seqlen * d;
+  if (layout == FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD)) return s.row == d && s.head == seqlen * d && s.batch == heads * seqlen * d;
   return s.head == d && s.row == heads * d && s.batch == seqlen * heads * d;  // BSHD
 }
 
@@ -92,7 +94,9 @@ Status validate(const std::string& path, const fc_subject& s) {
   const fc_subject_capabilities& c = s.capabilities;
   if (s.name == nullptr || !is_subject_name(s.name)) return bad(path, "name: 1 to 64 of A-Z a-z 0-9 . _ -");
   if (s.forward == nullptr) return bad(path, "forward: null");
-  if (c.dtypes == 0 || (c.dtypes & ~7u) != 0) return bad(path, "capabilities.dtypes: a non-empty set of FC_SUBJECT_DTYPE_* bits");
+  if (c.dtypes == 0 || (c.dtypes & ~7u) != 0) {
+    return bad(path, "capabilities.dtypes: a non-empty set of FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_*)");
+  }
   if (c.head_dims != nullptr) {
     if (c.head_dim_count < 1) return bad(path, "capabilities.head_dim_count: at least 1 with a head_dims list");
     for (int32_t i = 0; i < c.head_dim_count; ++i) {
@@ -101,8 +105,10 @@ Status validate(const std::string& path, const fc_subject& s) {
   } else if (c.head_dim_min < 1 || c.head_dim_max > kMaxHeadDim || c.head_dim_min > c.head_dim_max) {
     return bad(path, "capabilities.head_dim_min/max: 1 <= min <= max <= 256");
   }
-  if (c.masks == 0 || (c.masks & ~31u) != 0) return bad(path, "capabilities.masks: a non-empty set of (1 << FC_SUBJECT_MASK_*)");
-  if (c.layouts == 0 || (c.layouts & ~7u) != 0) return bad(path, "capabilities.layouts: a non-empty set of FC_SUBJECT_LAYOUT_*");
+  if (c.masks == 0 || (c.masks & ~31u) != 0) return bad(path, "capabilities.masks: a non-empty set of FC_SUBJECT_BIT(FC_SUBJECT_MASK_*)");
+  if (c.layouts == 0 || (c.layouts & ~7u) != 0) {
+    return bad(path, "capabilities.layouts: a non-empty set of FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_*)");
+  }
   if (!is_bool(c.gqa) || !is_bool(c.lse) || !is_bool(c.softcap) || !is_bool(c.sink)) {
     return bad(path, "capabilities.gqa, lse, softcap, sink: 0 or 1");
   }
@@ -169,8 +175,14 @@ LoadedSubject::~LoadedSubject() {
 Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubject>* out) {
   out->reset();
   if (path.empty()) return bad("''", "empty path");
+  // A path that names a file is that file, written with or without a directory: dlopen() alone would search the
+  // library path for a bare "libmy_kernel.so" and miss the one in the working directory.
+  std::error_code ec;
+  const bool is_file = std::filesystem::is_regular_file(path, ec);
+  if (!is_file && std::filesystem::exists(path, ec)) return bad(path, "not a regular file (a shared library is)");
+  const std::string open_path = is_file ? std::filesystem::absolute(path, ec).string() : path;
   // RTLD_LOCAL: a subject's own copy of flashcheck (the host-model subject links the model) stays its own.
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(open_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
     return bad(path, std::string("cannot load: ") + (why ? why : "dlopen failed"));
@@ -192,6 +204,20 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
                          std::to_string(FC_SUBJECT_ABI_VERSION) + " (rebuild the subject against this flashcheck/subject.h)");
   }
   if (Status st = validate(path, *descriptor); !st.ok()) return st;
+  // The optional shape limits: checked like the capabilities.
+  if (void* limits_symbol = dlsym(handle, FC_SUBJECT_LIMITS_ENTRY_POINT)) {
+    const fc_subject_limits* limits = reinterpret_cast<fc_subject_limits_fn>(limits_symbol)();
+    if (limits == nullptr) return bad(path, FC_SUBJECT_LIMITS_ENTRY_POINT "() returned null");
+    const fc_subject_limits& l = *limits;
+    if (l.seqlen_q_multiple < 0 || l.seqlen_k_multiple < 0 || l.seqlen_q_min < 0 || l.seqlen_k_min < 0 ||
+        l.seqlen_q_max < 0 || l.seqlen_k_max < 0) {
+      return bad(path, "limits: every field >= 0 (0: no limit)");
+    }
+    if ((l.seqlen_q_max > 0 && l.seqlen_q_max < l.seqlen_q_min) || (l.seqlen_k_max > 0 && l.seqlen_k_max < l.seqlen_k_min)) {
+      return bad(path, "limits: a maximum below its minimum");
+    }
+    s->limits_ = l;
+  }
   s->subject_ = descriptor;
   s->name_ = descriptor->name;
   for (const DTypeInfo& info : kDTypes) {
@@ -248,9 +274,9 @@ Status LoadedSubject::supports(const Params& p) const {
   }
   if (p.softcap > 0 && !c.softcap) return unsupported("softcap", "no softcap");
   if (p.sink != nullptr && !c.sink) return unsupported("sink", "no sink logits");
-  if (!(c.layouts & FC_SUBJECT_LAYOUT_STRIDED)) {
+  if (!(c.layouts & FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED))) {
     bool fits = false;
-    for (uint32_t layout : {uint32_t{FC_SUBJECT_LAYOUT_BHSD}, uint32_t{FC_SUBJECT_LAYOUT_BSHD}}) {
+    for (uint32_t layout : {FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD), FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD)}) {
       if (!(c.layouts & layout)) continue;
       fits = fits || (contiguous(p, p.q_stride, p.heads_q, p.seqlen_q, layout) &&
                       contiguous(p, p.o_stride, p.heads_q, p.seqlen_q, layout) &&
@@ -259,10 +285,22 @@ Status LoadedSubject::supports(const Params& p) const {
     }
     if (!fits) {
       return unsupported("layout", std::string("strides not contiguous in ") +
-                                       ((c.layouts & FC_SUBJECT_LAYOUT_BHSD) && (c.layouts & FC_SUBJECT_LAYOUT_BSHD)
+                                       ((c.layouts & FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD)) &&
+                                                (c.layouts & FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD))
                                             ? "bhsd or bshd"
-                                            : (c.layouts & FC_SUBJECT_LAYOUT_BHSD) ? "bhsd" : "bshd"));
+                                            : (c.layouts & FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD)) ? "bhsd" : "bshd"));
     }
+  }
+  // The shape limits (fc_subject_limits_v1), where the subject declares them.
+  const fc_subject_limits& l = limits_;
+  for (const auto& [field, value, multiple, lo, hi] :
+       {std::tuple{"seqlen_q", p.seqlen_q, l.seqlen_q_multiple, l.seqlen_q_min, l.seqlen_q_max},
+        std::tuple{"seqlen_k", p.seqlen_k, l.seqlen_k_multiple, l.seqlen_k_min, l.seqlen_k_max}}) {
+    if (multiple > 1 && value % multiple != 0) {
+      return unsupported(field, std::to_string(value) + " is not a multiple of " + std::to_string(multiple));
+    }
+    if (value < lo) return unsupported(field, std::to_string(value) + " is below the minimum " + std::to_string(lo));
+    if (hi > 0 && value > hi) return unsupported(field, std::to_string(value) + " is above the maximum " + std::to_string(hi));
   }
   return Status::ok_status();
 }
@@ -291,9 +329,20 @@ std::string LoadedSubject::describe() const {
   std::string out = "subject " + name_ + " (" + path_ + "): " + (on_device() ? "device" : "host") + " memory; " +
                     list_dtypes(c.dtypes) + "; head_dim " + head_dims_text(c) + "; masks " + list_masks(c.masks) +
                     "; layouts";
-  if (c.layouts & FC_SUBJECT_LAYOUT_BHSD) out += " bhsd";
-  if (c.layouts & FC_SUBJECT_LAYOUT_BSHD) out += " bshd";
-  if (c.layouts & FC_SUBJECT_LAYOUT_STRIDED) out += " strided";
+  if (c.layouts & FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD)) out += " bhsd";
+  if (c.layouts & FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD)) out += " bshd";
+  if (c.layouts & FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED)) out += " strided";
+  const fc_subject_limits& l = limits_;
+  if (has_limits()) {
+    out += "; shape limits";
+    const auto side = [&](const char* name, int64_t multiple, int64_t lo, int64_t hi) {
+      if (multiple > 1) out += std::string(" ") + name + " % " + std::to_string(multiple) + " == 0";
+      if (lo > 0) out += std::string(" ") + name + " >= " + std::to_string(lo);
+      if (hi > 0) out += std::string(" ") + name + " <= " + std::to_string(hi);
+    };
+    side("seqlen_q", l.seqlen_q_multiple, l.seqlen_q_min, l.seqlen_q_max);
+    side("seqlen_k", l.seqlen_k_multiple, l.seqlen_k_min, l.seqlen_k_max);
+  }
   out += std::string("; gqa ") + (c.gqa ? "yes" : "no") + ", lse " + (c.lse ? "yes" : "no") + ", softcap " +
          (c.softcap ? "yes" : "no") + ", sink " + (c.sink ? "yes" : "no") + "; arithmetic";
   for (const DTypeInfo& info : kDTypes) {

@@ -4,6 +4,8 @@
 // the case line and gives, per check, the worst ratio with its index and the values there.
 #include "flashcheck/verdict.h"
 
+#include "flashcheck/dtype.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
@@ -362,6 +364,10 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
   const bool stats = options.check_stats && outputs.row_m.size() == output_rows && outputs.row_l.size() == output_rows;
 
   const double eps = 2 * oracle::unit_roundoff(to_oracle(params.dtype));
+  // Errors in eps are counted at the scale A_k, but never below the dtype's smallest normal: under it the output's
+  // spacing is the subnormal one, and an error of one subnormal step would read as millions of eps of a tiny A_k.
+  const DTypeInfo* dtype_info = find_dtype(params.dtype);
+  const double min_normal = dtype_info ? std::ldexp(1.0, 1 - dtype_info->format.bias()) : 0.0;
 
   oracle::RmsCheck rms(to_oracle(params.dtype));
   double sum_err_eps2 = 0.0;
@@ -423,7 +429,8 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
       v.lse_informative += std::isfinite(bound.lse) && bound.lse < bound.lse_trivial ? 1 : 0;
     }
 
-    // Error in units of eps * A_k (A_k = sum_j p_j |v_jk|, the scale the error follows), and the RMS pool.
+    // Error in units of eps * max(A_k, smallest normal) (A_k = sum_j p_j |v_jk|, the scale the error follows), and
+    // the RMS pool.
     const std::vector<double>& emulated = prep.emulated;  // the emulated reference (prepare_chunk), with check_rms
     oracle::RmsCheck row_rms(to_oracle(params.dtype));
     for (int64_t k = 0; k < head_dim; ++k) {
@@ -434,7 +441,7 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
       if (!std::isfinite(want) || !oracle::first_order_accurate(exact)) continue;
       const double err = std::fabs(got_o[k] - want);
       if (exact.abs_pv[kk] > 0 && std::isfinite(err)) {
-        const double err_eps = err / (eps * exact.abs_pv[kk]);
+        const double err_eps = err / (eps * std::max(exact.abs_pv[kk], min_normal));
         v.max_err_eps = std::max(v.max_err_eps, err_eps);
         sum_err_eps2 += err_eps * err_eps;
         ++err_eps_count;

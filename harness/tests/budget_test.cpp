@@ -110,9 +110,45 @@ TEST(Budget, OverTheCapIsRejectedWithHowToRaiseIt) {
   const Status over = check_memory(b, int64_t{1} << 30);
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(over.message().find("over the cap of 1.1 GB"), std::string::npos) << over.message();
+  EXPECT_NE(over.message().find("over the cap of 1.0 GiB"), std::string::npos) << over.message();
   EXPECT_NE(over.message().find("--memory-cap"), std::string::npos);
   EXPECT_NE(over.message().find("FLASHCHECK_MEMORY_CAP"), std::string::npos);
+}
+
+// The estimate costs time in the sequences and one head's rows, never in the sizes a line names: a bound of 2^40
+// query rows over a batch of three short sequences is refused on its buffers alone, at once.
+TEST(Budget, StopsAtTheBuffersWhenTheyAloneAreOverTheCap) {
+  BudgetOptions options;
+  options.memory_cap = int64_t{1} << 30;
+  const Budget b = estimate_budget(
+      case_of("f16 b=1 hq=4 hkv=2 sq=1099511627776 sk=20 d=64 seqs=3:10 seed=9"), options);
+  EXPECT_FALSE(b.rows_estimated);
+  EXPECT_GT(b.total_bytes, 1e15);
+  EXPECT_EQ(b.rows_checked, 0);
+  const Status over = check_memory(b, options.memory_cap);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.message().find("at least"), std::string::npos) << over.message();
+  // Under the cap the rows are estimated, each sequence at its own length.
+  const Budget fits = estimate_budget(case_of("f16 b=2 hq=4 hkv=2 sq=300 sk=20 d=64 seqs=3:10,2:20 seed=9"), options);
+  EXPECT_TRUE(fits.rows_estimated);
+  EXPECT_EQ(fits.rows_checked, 4 * (3 + 2));
+}
+
+// Drawing the inputs counts: millions of elements take seconds before any oracle term.
+TEST(Budget, CountsTheTimeOfDrawingTheInputs) {
+  const Budget b = estimate_budget(case_of("f32 b=1 hq=1 hkv=1 sq=1 sk=4000000 d=8 seed=1"));
+  EXPECT_DOUBLE_EQ(b.elements, 8 + 2 * 4000000.0 * 8);
+  EXPECT_GT(b.seconds, b.elements / kElementsPerSecond);
+}
+
+// A shape the kernel's contract refuses has nothing to estimate.
+TEST(Budget, RefusedShapesAreNotEstimated) {
+  for (const char* line : {"f32 b=1 hq=2 hkv=2147483648 sq=4 sk=4 d=4 seed=1", "f32 b=1 hq=1 sq=4 sk=4 d=1048576 seed=1",
+                           "f16 b=1 hq=4 hkv=2 sq=9223372036854775807 sk=20 d=64 seqs=3:10 seed=9"}) {
+    const Budget b = estimate_budget(case_of(line));
+    EXPECT_EQ(b.total_bytes, 0.0) << line;
+    EXPECT_FALSE(b.rows_estimated) << line;
+  }
 }
 
 }  // namespace

@@ -224,6 +224,10 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
     const int64_t tile_begin = (tiles.first + kt) * block_n;
     const int64_t k0 = cap_masked ? tile_begin : std::max(tile_begin, keys.begin);
     const int64_t k_end = cap_masked ? tile_begin + block_n : std::min(tile_begin + block_n, keys.end);
+    if (setup.defect == ModelDefect::kHiddenTileMaxZero && keys.size() > 0 && tile_begin + block_n <= keys.begin &&
+        row.ref == kNegInf) {
+      row.m = row.ref = 0.0f;  // a tile wholly hidden from the row, before its first key: the origin as its max
+    }
     if (k0 < k_end) {
       // Scores: fp32 dot products (an FMA chain over head dims; split: three tf32 terms per product). Only
       // visible keys are computed, so K and V at masked keys never enter.
@@ -408,6 +412,13 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
             }
             if (options.defect == ModelDefect::kCausalOffByOne && vis.bounded_end && keys.end < keys_read) {
               keys.end += 1;
+            }
+            // ModelDefect::kWindowLeftFirstTileOnly: the tiles after the Q tile's first that every row sees to their
+            // end go unmasked, so a row whose left edge lies in one of them takes them from the first one's start.
+            if (options.defect == ModelDefect::kWindowLeftFirstTileOnly && vis.bounded_begin && tiles.full_end > 1) {
+              const int64_t unmasked_begin = (tiles.first + 1) * block_n;
+              const int64_t unmasked_end = (tiles.first + tiles.full_end) * block_n;
+              if (keys.begin > unmasked_begin && keys.begin <= unmasked_end) keys.begin = unmasked_begin;
             }
             RowResult row;
             float m_log2 = 0.0f;

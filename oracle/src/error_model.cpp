@@ -65,6 +65,9 @@ constexpr double kTwoRoundings = 2 * kU32 + kU32 * kU32;
 // log2 e) or fl(c log2 e)): a sink of magnitude |z| and keys of max |m| disagree by kTwoRoundings (|z| + |m|).
 // An fp32 tanh, product or sink * log2 e below 2^-126 may be flushed: kFlushResult absolute per rounding.
 constexpr double kFlushResult = 0x1p-126;
+// A product rounded to nearest on fp32's subnormal grid is off by at most half its spacing 2^-149.
+constexpr double kHalfSubnormalSpacing = 0x1p-150;
+constexpr double kLog2e = 1.44269504088896340736;  // log2 e, nearest double
 
 struct PathModel {
   double score_unit = kU32, score_terms = 0;  // |t - q.k| <= gamma(score_terms, score_unit) (1 + split) + split
@@ -272,8 +275,16 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // With a softcap the scaled score is the argument of tanh, s * fl(scale / c), two roundings of it; tanh is
   // 1-Lipschitz, so the capped score errs by no more than its argument (times c), and the roundings after tanh
   // (its error, the product by fl(c log2 e)) are cap_round below, at most kCapRound min(c, S_j) per key.
-  const double b_s = capped ? (a_s * (1 + kTwoRoundings) + kTwoRoundings) * (1 + 8 * u) : (a_s + u) * (1 + a_s);
-  const double b_g = kGapUnits * u;
+  // The folded scale, fl(scale log2 e) (or fl(scale / c) under a softcap), is rounded once on the host in IEEE
+  // arithmetic. Below fp32's smallest normal that rounding is half a subnormal spacing, 2^-150, which relative to
+  // the folded value exceeds the u its normal roundings count: the excess is a common relative error of every
+  // logit (like the gaps' roundings) or, under a softcap, of tanh's argument (a score error, tanh being
+  // 1-Lipschitz), and of m.
+  const double folded = capped ? std::fabs(exact.scale) / cap : std::fabs(exact.scale) * kLog2e;
+  const double fold_rel = folded > 0 && folded < 0x1p-126 ? kHalfSubnormalSpacing / folded : 0.0;
+  const double b_s = capped ? ((a_s * (1 + kTwoRoundings) + kTwoRoundings) * (1 + 8 * u) + fold_rel) * (1 + fold_rel)
+                            : (a_s + u) * (1 + a_s);
+  const double b_g = kGapUnits * u + (capped ? 0.0 : fold_rel);
   const double s_max = exact.score_abs_max;
   const double flush = capped ? exact.score_flush_max * (1 + 16 * u) : exact.score_flush_max;
   const double cap_round =
@@ -422,10 +433,14 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   }
 
   // m: the computed max is within the largest score error of the exact max (a sink's own conversion is part of
-  // the next term); then the unit conversion, four roundings of |m| (and a flushed subnormal sink each way).
+  // the next term); then the unit conversion, four roundings of |m| (and a flushed subnormal sink each way), each
+  // of them absolute where its result is subnormal (flushed or on the subnormal grid: kFlushResult), and the
+  // folded scale's subnormal rounding (fold_rel, relative to |m|).
   const double m_abs = std::fabs(exact.m);
   const double sink_flush = has_sink ? 2 * kFlushResult : 0.0;
-  b.m = kSafety * (score_err_max + kMConversionUnits * u * (m_abs + score_err_max) + sink_flush) + exact.m_err;
+  b.m = kSafety * (score_err_max + (kMConversionUnits * u + (capped ? 0.0 : fold_rel)) * (m_abs + score_err_max) +
+                   kMConversionUnits * kFlushResult + sink_flush) +
+        exact.m_err;
   b.m_below = m_below;
 
   // l relative to exp(m_kernel): as the weights, plus the gap between the kernel's internal base and the

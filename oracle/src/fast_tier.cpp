@@ -146,6 +146,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   r.row = view.row;
   r.visible = view.visible;
   r.seqlen_k = view.seqlen_k;
+  r.scale = view.scale;
   r.softcap = view.softcap;
   r.sink = view.sink;
   const int64_t dim = view.head_dim;

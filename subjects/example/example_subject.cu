@@ -172,10 +172,12 @@ int forward(const fc_subject_problem* p, const fc_subject_buffers* buf, void* st
 const fc_subject kSubject = {
     FC_SUBJECT_ABI_VERSION,
     "example",
-    {/*dtypes=*/(1u << FC_SUBJECT_DTYPE_F32) | (1u << FC_SUBJECT_DTYPE_F16) | (1u << FC_SUBJECT_DTYPE_BF16),
+    {/*dtypes=*/FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F32) | FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F16) |
+         FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_BF16),
      /*head_dim_min=*/1, /*head_dim_max=*/kMaxHeadDim, /*head_dims=*/nullptr, /*head_dim_count=*/0,
      /*masks=*/0x1f,
-     /*layouts=*/FC_SUBJECT_LAYOUT_BHSD | FC_SUBJECT_LAYOUT_BSHD | FC_SUBJECT_LAYOUT_STRIDED,
+     /*layouts=*/FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD) | FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD) |
+         FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED),
      /*gqa=*/1, /*lse=*/1, /*softcap=*/1, /*sink=*/1, FC_SUBJECT_MEMORY_DEVICE, /*instrumented=*/0},
     {/*arithmetic=*/{FC_SUBJECT_ARITH_GENERAL_FP32, FC_SUBJECT_ARITH_GENERAL_FP32, FC_SUBJECT_ARITH_GENERAL_FP32},
      /*score_accumulation=*/{FC_SUBJECT_FMT_FP32, FC_SUBJECT_FMT_FP32, FC_SUBJECT_FMT_FP32},
@@ -187,4 +189,5 @@ const fc_subject kSubject = {
 
 }  // namespace
 
-extern "C" FC_SUBJECT_EXPORT const fc_subject* fc_subject_v1(void) { return &kSubject; }
+// Declared in flashcheck/subject.h with C linkage and default visibility.
+const fc_subject* fc_subject_v1(void) { return &kSubject; }

@@ -7,6 +7,8 @@
 //   1  host-model-missing-rescale    the same with a planted defect: the last K/V tile skips O's rescale
 //   2  host-model-restricted         f16 only, head_dim 8..32, causal-br, contiguous bhsd, no GQA, softcap, sink
 //                                    or LSE output, arithmetic undeclared (judged by the generic bound)
+//   3  host-model-tiled              everything flashcheck computes, within shape limits (fc_subject_limits_v1):
+//                                    seqlen_q a multiple of 16, seqlen_k a multiple of 32 and at least 32
 #include <vector>
 
 #include "flashcheck/attention.h"
@@ -54,13 +56,16 @@ int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers
                                                                    : FC_SUBJECT_ERROR;
 }
 
-constexpr uint32_t kAllDtypes = (1u << FC_SUBJECT_DTYPE_F32) | (1u << FC_SUBJECT_DTYPE_F16) | (1u << FC_SUBJECT_DTYPE_BF16);
+constexpr uint32_t kAllDtypes =
+    FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F32) | FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F16) | FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_BF16);
 constexpr uint32_t kAllMasks = 0x1f;
-constexpr uint32_t kAllLayouts = FC_SUBJECT_LAYOUT_BHSD | FC_SUBJECT_LAYOUT_BSHD | FC_SUBJECT_LAYOUT_STRIDED;
+constexpr uint32_t kAllLayouts = FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD) | FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD) |
+                                 FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED);
 
 constexpr fc_subject_capabilities kCapabilities =
-    kRestricted ? fc_subject_capabilities{1u << FC_SUBJECT_DTYPE_F16, 8, 32, nullptr, 0,
-                                          1u << FC_SUBJECT_MASK_CAUSAL_BOTTOM_RIGHT, FC_SUBJECT_LAYOUT_BHSD,
+    kRestricted ? fc_subject_capabilities{FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F16), 8, 32, nullptr, 0,
+                                          FC_SUBJECT_BIT(FC_SUBJECT_MASK_CAUSAL_BOTTOM_RIGHT),
+                                          FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD),
                                           /*gqa=*/0, /*lse=*/0, /*softcap=*/0, /*sink=*/0, FC_SUBJECT_MEMORY_HOST,
                                           /*instrumented=*/0}
                 : fc_subject_capabilities{kAllDtypes, 1, 256, nullptr, 0, kAllMasks, kAllLayouts, 1, 1, 1, 1,
@@ -78,10 +83,19 @@ constexpr fc_subject_arithmetic kArithmetic =
 
 constexpr const char* kName = FC_HOST_SUBJECT_VARIANT == 1   ? "host-model-missing-rescale"
                               : FC_HOST_SUBJECT_VARIANT == 2 ? "host-model-restricted"
+                              : FC_HOST_SUBJECT_VARIANT == 3 ? "host-model-tiled"
                                                              : "host-model";
 
 const fc_subject kSubject = {FC_SUBJECT_ABI_VERSION, kName, kCapabilities, kArithmetic, forward};
 
 }  // namespace
 
-extern "C" FC_SUBJECT_EXPORT const fc_subject* fc_subject_v1(void) { return &kSubject; }
+const fc_subject* fc_subject_v1(void) { return &kSubject; }
+
+#if FC_HOST_SUBJECT_VARIANT == 3
+// seqlen_q % 16, seqlen_k % 32, seqlen_k >= 32; no maxima.
+const fc_subject_limits* fc_subject_limits_v1(void) {
+  static constexpr fc_subject_limits kLimits{16, 32, 0, 32, 0, 0};
+  return &kLimits;
+}
+#endif

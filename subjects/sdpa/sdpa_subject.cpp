@@ -131,7 +131,7 @@ std::vector<int32_t> multiples_of_8(int32_t max) {
 }
 const std::vector<int32_t> kHeadDims = multiples_of_8(kBackend == kCudnn ? 128 : 256);
 
-constexpr uint32_t kHalfTypes = (1u << FC_SUBJECT_DTYPE_F16) | (1u << FC_SUBJECT_DTYPE_BF16);
+constexpr uint32_t kHalfTypes = FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F16) | FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_BF16);
 constexpr int32_t kTc = FC_SUBJECT_ARITH_TENSOR_CORE;
 constexpr int32_t kUndeclared = FC_SUBJECT_ARITH_UNDECLARED;
 
@@ -141,7 +141,7 @@ fc_subject make_subject() {
   s.name = kBackend == kFlash ? "sdpa-flash" : kBackend == kCudnn ? "sdpa-cudnn" : kBackend == kEfficient ? "sdpa-efficient"
                                                                                                          : "sdpa-math";
   fc_subject_capabilities& c = s.capabilities;
-  c.dtypes = (kBackend == kFlash || kBackend == kCudnn) ? kHalfTypes : kHalfTypes | (1u << FC_SUBJECT_DTYPE_F32);
+  c.dtypes = (kBackend == kFlash || kBackend == kCudnn) ? kHalfTypes : kHalfTypes | FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F32);
   if (kBackend == kMath) {
     c.head_dim_min = 1;
     c.head_dim_max = 256;
@@ -149,8 +149,9 @@ fc_subject make_subject() {
     c.head_dims = kHeadDims.data();
     c.head_dim_count = static_cast<int32_t>(kHeadDims.size());
   }
-  c.masks = (1u << FC_SUBJECT_MASK_NONE) | (1u << FC_SUBJECT_MASK_CAUSAL_TOP_LEFT);
-  c.layouts = FC_SUBJECT_LAYOUT_BHSD | FC_SUBJECT_LAYOUT_BSHD | FC_SUBJECT_LAYOUT_STRIDED;
+  c.masks = FC_SUBJECT_BIT(FC_SUBJECT_MASK_NONE) | FC_SUBJECT_BIT(FC_SUBJECT_MASK_CAUSAL_TOP_LEFT);
+  c.layouts = FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD) | FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD) |
+              FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED);
   c.gqa = 1;
   c.lse = 0;
   c.softcap = 0;
@@ -171,4 +172,4 @@ const fc_subject kSubject = make_subject();
 
 }  // namespace
 
-extern "C" FC_SUBJECT_EXPORT const fc_subject* fc_subject_v1(void) { return &kSubject; }
+const fc_subject* fc_subject_v1(void) { return &kSubject; }

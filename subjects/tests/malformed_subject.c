@@ -13,7 +13,7 @@ static int forward(const fc_subject_problem* problem, const fc_subject_buffers* 
 
 #ifndef MALFORMED_NO_ENTRY
 static fc_subject subject = {FC_SUBJECT_ABI_VERSION, "malformed",
-                             {1u << FC_SUBJECT_DTYPE_F16, 1, 128, 0, 0, 1u, FC_SUBJECT_LAYOUT_BHSD, 0, 1, 0, 0,
+                             {FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F16), 1, 128, 0, 0, 1u, FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD), 0, 1, 0, 0,
                               FC_SUBJECT_MEMORY_HOST, 0},
                              {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}, 0},
                              forward};

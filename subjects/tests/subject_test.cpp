@@ -115,6 +115,23 @@ TEST(Subject, OutsideTheCapabilitiesIsUnsupportedNeverPass) {
   EXPECT_EQ(run_line(*subject, "f16 b=1 hq=3 hkv=2 sq=8 sk=8 d=32 mask=causal-br" + tail).outcome, Outcome::kRejected);
 }
 
+// Shape limits (fc_subject_limits_v1): a case outside them is UNSUPPORTED naming the seqlen, one inside runs.
+TEST(Subject, ShapeLimitsAreCheckedLikeTheCapabilities) {
+  const auto subject = load_ok(FC_SUBJECT_TILED);
+  ASSERT_TRUE(subject);
+  EXPECT_TRUE(subject->has_limits());
+  EXPECT_NE(subject->describe().find("seqlen_k % 32 == 0 seqlen_k >= 32"), std::string::npos) << subject->describe();
+  const std::string tail = " d=16 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=5";
+  for (const auto& [line, field] : {std::pair{"f16 b=1 hq=2 sq=16 sk=48" + tail, "seqlen_k: 48 is not a multiple of 32"},
+                                    std::pair{"f16 b=1 hq=2 sq=17 sk=64" + tail, "seqlen_q: 17 is not a multiple of 16"},
+                                    std::pair{"f16 b=1 hq=2 sq=16 sk=0" + tail, "seqlen_k: 0 is below the minimum 32"}}) {
+    const Verdict v = run_line(*subject, line);
+    EXPECT_EQ(v.outcome, Outcome::kUnsupported) << v.report();
+    EXPECT_EQ(v.reason.rfind(field, 0), 0u) << v.reason;
+  }
+  EXPECT_EQ(run_line(*subject, "f16 b=1 hq=2 sq=32 sk=96" + tail).outcome, Outcome::kPass);
+}
+
 TEST(Subject, UndeclaredArithmeticIsJudgedByTheGenericBoundAndOAlone) {
   const auto subject = load_ok(FC_SUBJECT_RESTRICTED);
   ASSERT_TRUE(subject);

@@ -51,7 +51,10 @@ expect 78 "report, malformed subject" -- "$report" --subject "$malformed"
 narrow=${line/d=33/d=16}  # inside the restricted subject's capabilities (d 8..32, no GQA, causal-br)
 narrow=${narrow/hkv=1/hkv=2}; narrow=${narrow/mask=none/mask=causal-br}
 printf '%s\n' "${narrow/f32/f16}" "${narrow/f32/bf16}" >> "$out/cases"
-expect 3 "report --json, restricted subject" -- "$report" --subject "$restricted" --cases "$out/cases" --json "$out/r.json"
+# The f16 line runs and passes, the others lie outside the capabilities: a pass within them, not "nothing ran".
+expect 0 "report --json, restricted subject" -- "$report" --subject "$restricted" --cases "$out/cases" --json "$out/r.json"
+grep -q "^PASS within capabilities: 0 of 3 cases failed, 0 rejected, 2 unsupported" "$out/stdout" ||
+  { echo "FAIL: report does not say it passed within the capabilities"; failures=$((failures + 1)); }
 expect 1 "report --json, planted defect" -- "$report" --subject "$defective" --cases "$out/cases" --json "$out/d.json"
 expect 0 "subject_table.py" -- python3 "$subject_table" "$out/r.json" "$out/d.json" --known "host-model-missing-rescale=planted"
 cp "$out/stdout" "$out/table"

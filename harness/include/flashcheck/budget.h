@@ -26,6 +26,10 @@ inline constexpr double kHalfRateDim = 2.0;
 inline constexpr double kEmulatedCostFactor = 12.0;
 // The host model's cost of one term of every row (it computes them all, the verdict only the checked ones).
 inline constexpr double kModelCostFactor = 4.0;
+// Drawing one input element (a Philox call, a log and a cos, the dtype rounding; inputs.cpp): 32M fp32 elements in
+// 5 s on the development machine. And touching the buffers (page faults, poison and copies): about 1 GB/s.
+inline constexpr double kElementsPerSecond = 6e6;
+inline constexpr double kBytesPerSecond = 1e9;
 
 // Warn above these (the tools' "minutes or gigabytes").
 inline constexpr double kWarnSeconds = 60.0;
@@ -39,6 +43,9 @@ struct BudgetOptions {
   bool check_rms = true;            // the emulated reference runs (JudgeOptions::check_rms)
   bool host_model = false;          // the case runs on the host model (its run costs host time and memory)
   int threads = 0;                  // oracle threads; 0: oracle::max_threads()
+  // > 0: a case whose buffers alone exceed this many bytes is estimated no further (rows_estimated false): the
+  // tools reject it without the row loops, which a hostile line can make as long as it likes.
+  int64_t memory_cap = 0;
 };
 
 struct Budget {
@@ -50,6 +57,8 @@ struct Budget {
   double oracle_bytes = 0;
   double verdict_bytes = 0;  // the chunk of prepared rows (exact row, bound, emulated reference) and running sums
   double total_bytes = 0;
+  double elements = 0;       // canonical elements of Q, K and V drawn by make_inputs
+  bool rows_estimated = false;  // false: over BudgetOptions::memory_cap on the buffers alone; rows and time not estimated
   int threads = 1;               // oracle threads in use (no more than checked rows)
   int64_t rows_checked = 0;
   int64_t longest_row = 0;       // visible keys of the longest checked row
@@ -57,13 +66,16 @@ struct Budget {
   double model_terms = 0;        // terms of every row (host model only; else 0)
   double seconds = 0;            // estimated wall time of the model's run and the verdict
   bool is_large() const { return seconds >= kWarnSeconds || total_bytes >= kWarnBytes; }
-  // "about 7.6 GB (inputs 1.9, outputs 0.0, oracle 5.6 over 2 threads, verdict 0.1)"
+  // "about 7.6 GiB (inputs 1.9, outputs 0.0, oracle 5.6 over 2 threads, verdict 0.1)"; "at least ..." when the
+  // rows were not estimated
   std::string memory_summary() const;
-  // memory_summary() and "and about 3 min (2.1e+11 oracle terms)"
+  // memory_summary() and "and about 3 min (1,048,576 input elements, 2.1e+11 oracle terms)"
   std::string summary() const;
 };
 
-// The estimate for a case that validates (validate_case); any other case gives an empty Budget.
+// The estimate for a case that validates (validate_case, and validate_shape of its Params); any other case gives an
+// empty Budget. Its cost is linear in the sequences and in the rows of one head of each, and it stops after the
+// buffers when they alone exceed options.memory_cap.
 Budget estimate_budget(const Case& c, const BudgetOptions& options = {});
 
 // "17179869184", "16G", "16GiB", "512M", "1.5G" (binary units K, M, G, T, with an optional "iB" or "B").
@@ -76,5 +88,8 @@ Status memory_cap_from_environment(int64_t* cap);
 // kInvalidArgument over the cap: the estimate, the cap and how to raise it (--memory-cap or
 // FLASHCHECK_MEMORY_CAP); ok otherwise.
 Status check_memory(const Budget& budget, int64_t cap);
+
+// A count as people read one: "1,100" below a billion, "2.1e+11" from there on.
+std::string count_text(double n);
 
 }  // namespace flashcheck

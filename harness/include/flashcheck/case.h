@@ -3,7 +3,7 @@
 //   bf16 b=2 hq=8 hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) seed=42
 // format_case(parse_case(s)) == s for every canonical line; parse errors name the offending token.
 // Canonical order: dtype b hq hkv sq sk d mask [window] [layout] [pad] [seqs] [page] [poison] [splits] [scale]
-// [softcap] q k v [sink] [inject] [subject] seed. window=L,R comes with mask=window-br / window-tl and only with
+// [softcap] q k v [sink] [inject] [property] [subject] seed. window=L,R comes with mask=window-br / window-tl and only with
 // them (each side -1 = unbounded, or >= 0).
 // Optional keys (omitted when default): layout=bshd, pad=N (extra elements after every head_dim vector of Q, K,
 // V, O), seqs=Q:K[+E],... (one entry per sequence: the inference path's variable lengths; b must equal their count,
@@ -105,6 +105,11 @@ struct Case {
   // absent; const(-inf) is a sink that must change nothing.
   std::optional<ValueSpec> sink;
   std::vector<Injection> inject;
+  // The property whose relation the case falsified (properties/properties.h), so that flashcheck-repro reruns that
+  // relation, not only the oracle check: a relation between two runs (paged against packed, grouped against
+  // repeated heads) can fail where each run alone is within its bound. Empty: the case alone. Inputs never depend
+  // on it.
+  std::string property;
   // The subject the case ran on (flashcheck/loaded_subject.h), so a finding replays against the same one; empty:
   // flashcheck's own kernel or host model. Inputs never depend on it.
   std::string subject;
@@ -139,6 +144,9 @@ int64_t sequence_pages(const Sequence& s, int64_t page);
 // A subject name as case lines carry it: 1 to kMaxSubjectName characters of [A-Za-z0-9._-].
 inline constexpr size_t kMaxSubjectName = 64;
 bool is_subject_name(std::string_view name);
+// A property name as case lines carry it: a letter, then letters and digits, kMaxPropertyName at most.
+inline constexpr size_t kMaxPropertyName = 64;
+bool is_property_name(std::string_view name);
 
 // Canonical line for `c`. Numbers are printed in the shortest form that reads back to the same value.
 std::string format_case(const Case& c);

@@ -37,7 +37,8 @@ class LoadedSubject {
   const std::string& path() const { return path_; }
   bool on_device() const { return subject_->capabilities.memory == FC_SUBJECT_MEMORY_DEVICE; }
 
-  // Ok, or kUnsupported naming the field outside the capabilities ("head_dim: 200 outside subject x's 1..128").
+  // Ok, or kUnsupported naming the field outside the capabilities or the shape limits ("head_dim: 200 not among
+  // 1..128 (subject x)", "seqlen_k: 17 is not a multiple of 32 (subject x)").
   Status supports(const Params& params) const;
   // The same for a case (its sink and its sequences, whose pointers case_params leaves null, count).
   Status supports(const Case& c) const;
@@ -47,6 +48,12 @@ class LoadedSubject {
   // undeclared; only row sampling and the reference's tiling use it then).
   KernelConfig config(DType dtype) const;
   bool generic_bound(DType dtype) const { return !declared_[static_cast<size_t>(dtype)]; }
+  // The shape limits the library declares (fc_subject_limits_v1; every field 0 where it declares none).
+  const fc_subject_limits& limits() const { return limits_; }
+  bool has_limits() const {
+    return limits_.seqlen_q_multiple > 1 || limits_.seqlen_k_multiple > 1 || limits_.seqlen_q_min > 0 ||
+           limits_.seqlen_k_min > 0 || limits_.seqlen_q_max > 0 || limits_.seqlen_k_max > 0;
+  }
   bool tiling_declared() const { return subject_->arithmetic.key_tile > 0; }
 
   // One line: name, memory kind, dtypes, head dims, masks, layouts, features, arithmetic per dtype.
@@ -62,6 +69,7 @@ class LoadedSubject {
   std::array<bool, 3> declared_{};           // per dtype: an arithmetic class of the error model, after mapping
   std::array<ComputePath, 3> path_of_{};     // per dtype: the class as a compute path
   std::array<std::string, 3> config_name_;   // KernelConfig::name per dtype (stable storage)
+  fc_subject_limits limits_{};
 };
 
 // Runs `inputs` on `subject` through the guarded runner. A case the subject does not support ends with status

@@ -34,6 +34,8 @@ enum class ModelDefect : int32_t {
   kSplitEmptyNan = 15,
   kTf32MissingLoTerm = 16,
   kMaxShortReduction = 17,
+  kWindowLeftFirstTileOnly = 18,
+  kHiddenTileMaxZero = 19,
 };
 
 struct ModelDefectInfo {
@@ -84,6 +86,12 @@ inline constexpr ModelDefectInfo kModelDefects[] = {
     {ModelDefect::kMaxShortReduction, "max-short-reduction", "reduction",
      "a tile's max covers only the column pairs one step of a quad's reduction reaches (keys 0-3 of every 8), so m "
      "can lie below the row max"},
+    {ModelDefect::kWindowLeftFirstTileOnly, "window-left-first-tile-only", "mask off by one",
+     "only a Q tile's first visited K/V tile is masked at the window's left edge: a row whose left edge lies inside "
+     "a later tile that every row sees to its end takes that tile's keys from its start"},
+    {ModelDefect::kHiddenTileMaxZero, "hidden-tile-max-zero", "online-softmax rescale",
+     "a visited K/V tile wholly hidden from a row sets its running max to the exponent origin 0 instead of keeping "
+     "-inf: the row's later scores below about -87 underflow to weight 0"},
 };
 const char* to_string(ModelDefect defect);
 // The defect named `name` (a kModelDefects name, "none" included), or false.

@@ -51,6 +51,8 @@ enum class Mutant : int32_t {
   kCombineUnscaled,
   kCombineEmptySplitsNan,
   kWsRedoListShort,
+  kTcWindowLeftFirstTileOnly,
+  kTcHiddenTileMaxZero,
   kCount
 };
 
@@ -131,6 +133,12 @@ inline constexpr MutantInfo kMutants[] = {
      "the combine's factor is exp2(m_s - M) without the -inf origin rule: empty runs give NaN"},
     {Mutant::kWsRedoListShort, "ws-redo-list-short", "ws", "masking of non-finite values",
      "the redo launch runs every listed item but the last: that item keeps the first launch's inf or NaN"},
+    {Mutant::kTcWindowLeftFirstTileOnly, "tc-window-left-first-tile-only", "tensor_core", "mask off by one",
+     "only a Q tile's first K/V tile is masked at the window's left edge: a row whose left edge lies inside a later "
+     "tile sees the keys before it there"},
+    {Mutant::kTcHiddenTileMaxZero, "tc-hidden-tile-max-zero", "tensor_core", "online-softmax rescale",
+     "a K/V tile wholly hidden from a row sets its running max to the exponent origin 0 instead of keeping -inf: "
+     "later scores below about -87 underflow to weight 0"},
 };
 constexpr bool catalogue_in_id_order() {
   for (size_t i = 0; i < std::size(kMutants); ++i) {

@@ -327,7 +327,7 @@ struct Forward {
         for (int nt = 0; nt < kNS; ++nt) tile_max = fmaxf(tile_max, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
         tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullWarp, tile_max, 1));
         if (!FC_MUTANT(kTcQuadMaxShortReduction)) tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullWarp, tile_max, 2));
-        const float mx = fmaxf(st.row_max[mt][h], tile_max);
+        float mx = fmaxf(st.row_max[mt][h], tile_max);
         // A row with no usable key yet has m = -inf: subtract 0 instead, so exp2(-inf - m) = 0 rather than
         // exp2(-inf + inf) = NaN. The old reference of -inf gives alpha = exp2(-inf) = 0 (O and l are 0 then).
         // R = fl(ref*c), and every exponent below is fl(x*c) - R with the product rounded on its own
@@ -336,8 +336,8 @@ struct Forward {
         // leave the rounding error of R in every exponent: up to half an ulp of ref*c, which for
         // |ref*c| >= 2^24 is a factor of 2 or more on P (and inf/0 near FLT_MAX).
         const float old_ref = st.row_ref[mt][h];
-        const float ref =
-            tile_reference(tile_max, mx, old_ref, [scale_log2](float u) { return __fmul_rn(u, scale_log2); });
+        float ref = tile_reference(tile_max, mx, old_ref, [scale_log2](float u) { return __fmul_rn(u, scale_log2); });
+        if (FC_MUTANT(kTcHiddenTileMaxZero) && ref == kNegInf) ref = mx = 0.0f;
         ref_scaled[mt][h] = ref == kNegInf ? 0.0f : __fmul_rn(ref, scale_log2);
         alpha[mt][h] = ex2_approx(__fmul_rn(old_ref, scale_log2) - ref_scaled[mt][h]);
         any_rescale |= alpha[mt][h] != 1.0f;
@@ -628,7 +628,7 @@ struct Forward {
     if (kSeq && a.splits > 1) tiles = tiles.run(it.split, a.splits);
     it.first = static_cast<int>(tiles.first);
     it.n_tiles = static_cast<int>(tiles.count);
-    it.full_begin = static_cast<int>(tiles.full_begin);
+    it.full_begin = static_cast<int>(FC_MUTANT(kTcWindowLeftFirstTileOnly) && tiles.full_begin > 1 ? 1 : tiles.full_begin);
     it.full_end = static_cast<int>(tiles.full_end);
     it.clean_end = static_cast<int>(tiles.clean_end);
     return it;

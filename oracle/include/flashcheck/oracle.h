@@ -73,7 +73,8 @@ struct RowResult {
   double score_flush_max = 0.0;      // max_j of what flush-to-zero arithmetic can drop from score j:
                                      // |scale| (sum of |q_k k_jk| over products with an operand below 2^-114
                                      // or a magnitude below 2^-126, plus head_dim * 2^-126)
-  // The row's softcap and sink, and the sink's place in the row (for the bound).
+  // The row's scale, softcap and sink, and the sink's place in the row (for the bound).
+  double scale = 0.0;                                     // the problem's softmax scale
   double softcap = 0.0;                                   // c > 0: the scores above are capped; 0: none
   double sink = -std::numeric_limits<double>::infinity();  // the sink logit of the row's head; -inf: none
   double sink_p = 0.0;                                    // p_s = exp(sink - m) / l, the sink's share of l

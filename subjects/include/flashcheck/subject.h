@@ -21,13 +21,19 @@
  * goes through the harness's guards: O and LSE are poisoned before the call and must be overwritten,
  * canary regions around every output must survive, Q, K, V and the sink must be unchanged after it.
  *
- * Example (subjects/example/README.md has the walk-through):
+ * Example (subjects/example/README.md has the walk-through and the build command):
  *
+ *     #include "flashcheck/subject.h"   // declares fc_subject_v1 with C linkage, for C and C++ alike
  *     static int forward(const fc_subject_problem* p, const fc_subject_buffers* b, void* stream,
  *                        char* err, size_t err_len) { ...launch on (cudaStream_t)stream... return FC_SUBJECT_OK; }
  *     static const fc_subject kSubject = {FC_SUBJECT_ABI_VERSION, "my-kernel", {...capabilities...},
  *                                         {...arithmetic...}, forward};
- *     FC_SUBJECT_EXPORT const fc_subject* fc_subject_v1(void) { return &kSubject; }
+ *     const fc_subject* fc_subject_v1(void) { return &kSubject; }
+ *
+ * A row of a problem whose every visible score is -inf (or that sees no key) gives O = 0 and LSE = -inf: the
+ * classic online softmax computes exp(-inf - (-inf)) = NaN there; subtract 0 instead while the running max is
+ * -inf. Known differences of a peer from these semantics can be declared to the property tier
+ * (FLASHCHECK_KNOWN_DEVIATIONS, README "Your kernel under test") so that they are discarded, never passed.
  */
 #ifndef FLASHCHECK_SUBJECT_H_
 #define FLASHCHECK_SUBJECT_H_
@@ -43,7 +49,10 @@ extern "C" {
 #define FC_SUBJECT_ENTRY_POINT "fc_subject_v1"
 #define FC_SUBJECT_EXPORT __attribute__((visibility("default")))
 
-/* Bit sets of the capabilities, one bit per value: (1u << FC_DTYPE_F16) etc. */
+/* The capabilities' sets (dtypes, masks, layouts) are bit sets with one bit per value: FC_SUBJECT_BIT(value), i.e.
+ * 1u << value, for every value the subject takes, e.g. FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F16) |
+ * FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_BF16). Every FC_SUBJECT_* value below is a small integer, never a bit. */
+#define FC_SUBJECT_BIT(value) (1u << (value))
 enum { FC_SUBJECT_DTYPE_F32 = 0, FC_SUBJECT_DTYPE_F16 = 1, FC_SUBJECT_DTYPE_BF16 = 2 }; /* = FC_DTYPE_* */
 enum {
   FC_SUBJECT_MASK_NONE = 0,
@@ -53,9 +62,9 @@ enum {
   FC_SUBJECT_MASK_WINDOW_TOP_LEFT = 4
 }; /* = FC_MASK_* */
 enum {
-  FC_SUBJECT_LAYOUT_BHSD = 1u << 0,   /* contiguous [B, H, S, D] */
-  FC_SUBJECT_LAYOUT_BSHD = 1u << 1,   /* contiguous [B, S, H, D] */
-  FC_SUBJECT_LAYOUT_STRIDED = 1u << 2 /* any element strides (padded rows): the harness's pad=N cases */
+  FC_SUBJECT_LAYOUT_BHSD = 0,   /* contiguous [B, H, S, D] */
+  FC_SUBJECT_LAYOUT_BSHD = 1,   /* contiguous [B, S, H, D] */
+  FC_SUBJECT_LAYOUT_STRIDED = 2 /* any element strides (padded rows): the harness's pad=N cases */
 };
 enum { FC_SUBJECT_MEMORY_DEVICE = 0, FC_SUBJECT_MEMORY_HOST = 1 };
 
@@ -69,13 +78,13 @@ enum {
 
 /* What the subject computes. A case is run only when every field admits it. */
 typedef struct fc_subject_capabilities {
-  uint32_t dtypes;           /* bit set of FC_SUBJECT_DTYPE_* */
+  uint32_t dtypes;           /* bit set: FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_*) */
   int32_t head_dim_min;      /* inclusive, >= 1 */
   int32_t head_dim_max;      /* inclusive, <= 256 (flashcheck's own limit) */
   const int32_t* head_dims;  /* if non-null: exactly these head dims (head_dim_count of them), min/max ignored */
   int32_t head_dim_count;
-  uint32_t masks;            /* bit set of (1u << FC_SUBJECT_MASK_*): a window bit means any window sides */
-  uint32_t layouts;          /* bit set of FC_SUBJECT_LAYOUT_* */
+  uint32_t masks;            /* bit set: FC_SUBJECT_BIT(FC_SUBJECT_MASK_*); a window bit means any window sides */
+  uint32_t layouts;          /* bit set: FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_*) */
   int32_t gqa;               /* 1: heads_q a multiple of heads_kv > 1 apart; 0: heads_q == heads_kv only */
   int32_t lse;               /* 1: writes LSE; 0: LSE is not produced (the harness judges O alone) */
   int32_t softcap;           /* 1: softcap > 0 supported */
@@ -129,7 +138,8 @@ typedef struct fc_subject_problem {
 } fc_subject_problem;
 
 /* The tensors, in the memory kind the capabilities declare. lse: [batch, heads_q, seqlen_q] fp32,
- * contiguous. sink: [heads_q] fp32 or NULL. */
+ * contiguous. sink: [heads_q] fp32 or NULL. The harness guards them (poison, canaries, hashes); a subject that needs
+ * scratch memory allocates its own (and may keep it between calls): it must not write anywhere else. */
 typedef struct fc_subject_buffers {
   const void* q;
   const void* k;
@@ -152,6 +162,29 @@ typedef struct fc_subject {
 } fc_subject;
 
 typedef const fc_subject* (*fc_subject_entry_fn)(void);
+
+/* The entry point every subject library defines (with this declaration in scope, a C++ definition gets C linkage). */
+FC_SUBJECT_EXPORT const fc_subject* fc_subject_v1(void);
+
+/* Optional: the shapes the subject computes, where they are narrower than flashcheck's (a kernel whose tiles need
+ * seqlen_k a multiple of 32, say). A library that exports
+ *
+ *     const fc_subject_limits* fc_subject_limits_v1(void);
+ *
+ * has its limits checked like its capabilities: a case outside them is UNSUPPORTED for the subject, and the
+ * generators of the property tests and the report's sweep draw only shapes inside them, so that a narrow subject's
+ * refusals are not discards. Each field 0 means no limit. */
+#define FC_SUBJECT_LIMITS_ENTRY_POINT "fc_subject_limits_v1"
+typedef struct fc_subject_limits {
+  int64_t seqlen_q_multiple; /* seqlen_q a multiple of this (0 or 1: any) */
+  int64_t seqlen_k_multiple; /* seqlen_k a multiple of this (0 or 1: any) */
+  int64_t seqlen_q_min;      /* seqlen_q at least this */
+  int64_t seqlen_k_min;      /* seqlen_k at least this */
+  int64_t seqlen_q_max;      /* seqlen_q at most this (0: no bound) */
+  int64_t seqlen_k_max;      /* seqlen_k at most this (0: no bound) */
+} fc_subject_limits;
+typedef const fc_subject_limits* (*fc_subject_limits_fn)(void);
+FC_SUBJECT_EXPORT const fc_subject_limits* fc_subject_limits_v1(void);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,62 @@
+// property_table() (properties.h): every property once, in the order the tiers run them. The properties that take
+// any case draw it from default_options(), what Arbitrary<Case> gives.
+#include <algorithm>
+#include <array>
+
+#include "generators.h"
+#include "properties.h"
+
+namespace flashcheck::properties {
+namespace {
+
+constexpr PropertyBinary kProd = PropertyBinary::kProduction;
+constexpr PropertyBinary kInst = PropertyBinary::kInstrumented;
+
+Case any_case() { return *gen_case(default_options()); }
+
+constexpr std::array kTable = {
+    PropertyInfo{"OracleAgreement", kProd, [] { oracle_agreement(any_case()); }},
+    PropertyInfo{"MemorySafety", kProd, [] { memory_safety(any_case()); }},
+    PropertyInfo{"SpecialValuesFollowSemantics", kProd, special_values_follow_semantics},
+    PropertyInfo{"PermutingKeysLeavesOutputUnchanged", kProd, permuting_keys_leaves_output_unchanged},
+    PropertyInfo{"ShiftingKeysShiftsOnlyLse", kProd, shifting_keys_shifts_only_lse},
+    PropertyInfo{"AffineValuesGiveAffineOutput", kProd, affine_values_give_affine_output},
+    PropertyInfo{"OutputWithinValueRange", kProd, [] { output_within_value_range(any_case()); }},
+    PropertyInfo{"BatchesAndHeadsAreIndependent", kProd, [] { batches_and_heads_are_independent(any_case()); }},
+    PropertyInfo{"CausalRowsIgnoreInvisibleKeys", kProd, causal_rows_ignore_invisible_keys},
+    PropertyInfo{"NanInMaskedKeysNeverReachesOutput", kProd, nan_in_masked_keys_never_reaches_output},
+    PropertyInfo{"GqaEqualsRepeatedHeads", kProd, gqa_equals_repeated_heads},
+    PropertyInfo{"MergeOfKeyHalvesEqualsWhole", kProd, merge_of_key_halves_equals_whole},
+    PropertyInfo{"LayoutsAgreeBitForBit", kProd, [] { layouts_agree_bit_for_bit(any_case()); }},
+    PropertyInfo{"RepeatedRunsAreBitIdentical", kProd, [] { repeated_runs_are_bit_identical(any_case()); }},
+    PropertyInfo{"SmallGridsGiveTheSameBits", kProd, small_grids_give_the_same_bits},
+    PropertyInfo{"WindowCoveringAllKeysEqualsNoMask", kProd, window_covering_all_keys_equals_no_mask},
+    PropertyInfo{"WindowMinusOneZeroEqualsCausal", kProd, window_minus_one_zero_equals_causal},
+    PropertyInfo{"MinusInfSinkEqualsNoSink", kProd, minus_inf_sink_equals_no_sink},
+    PropertyInfo{"SinkEqualsExtraZeroValueKey", kProd, sink_equals_extra_zero_value_key},
+    PropertyInfo{"LargeSoftcapEqualsNoSoftcap", kProd, large_softcap_equals_no_softcap},
+    PropertyInfo{"NanOutsideWindowNeverReachesOutput", kProd, nan_outside_window_never_reaches_output},
+    PropertyInfo{"SequencesAgreeWithOracle", kProd, sequences_agree_with_oracle},
+    PropertyInfo{"SequencesAreMemorySafe", kProd, sequences_are_memory_safe},
+    PropertyInfo{"PoisonNeverReachesOutput", kProd, poison_never_reaches_output},
+    PropertyInfo{"PagedEqualsPackedBitForBit", kProd, paged_equals_packed_bit_for_bit},
+    PropertyInfo{"OtherSequencesLeaveARowUnchanged", kProd, other_sequences_leave_a_row_unchanged},
+    PropertyInfo{"SplitsRepeatAndAgreeWithUnsplit", kProd, splits_repeat_and_agree_with_unsplit},
+    PropertyInfo{"OnlineSoftmaxInvariants", kInst, [] { online_softmax_invariants(any_case()); }},
+    PropertyInfo{"SequenceOnlineSoftmaxInvariants", kInst, sequence_online_softmax_invariants},
+    // Inputs past the L2 cache take seconds a case: with the instrumented binary's properties rather than the
+    // production binary's, so that the production binary's budgeted run spends its minute on the quick ones; the
+    // instrumented binary's full and budgeted runs reach it.
+    PropertyInfo{"LargeInputsAgreeAndRepeat", kInst, large_inputs_agree_and_repeat},
+};
+
+}  // namespace
+
+std::span<const PropertyInfo> property_table() { return kTable; }
+
+const PropertyInfo* find_property(std::string_view name) {
+  const auto* found = std::find_if(kTable.begin(), kTable.end(), [&](const PropertyInfo& p) { return p.name == name; });
+  return found == kTable.end() ? nullptr : &*found;
+}
+
+}  // namespace flashcheck::properties
