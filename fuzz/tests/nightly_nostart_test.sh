@@ -23,7 +23,7 @@ chmod +x "$work/bin/fuzz_api" "$work/bin/fuzz_model"
 [ "$seconds" -ge 10 ] || { echo "nightly_nostart_test.sh: SECONDS must be at least 10" >&2; exit 2; }
 start=$(date +%s)
 CUDA_VISIBLE_DEVICES= FLASHCHECK_FUZZ_MERGE_SECONDS=2 FLASHCHECK_FUZZ_NO_BUILD=1 FLASHCHECK_FUZZ_BUILD="$work/bin" FLASHCHECK_FUZZ_CPU_WORKERS=1 \
-  FLASHCHECK_FUZZ_STATUS_SECONDS=0 bash "$src/ci/nightly_fuzz.sh" --gpus all "$seconds" "$work/out" >"$work/nightly.log" 2>&1
+  FLASHCHECK_FUZZ_STATUS_SECONDS=0 FLASHCHECK_FUZZ_CPU_TARGETS="fuzz_model fuzz_api" bash "$src/ci/nightly_fuzz.sh" --gpus all "$seconds" "$work/out" >"$work/nightly.log" 2>&1
 rc=$?
 elapsed=$(( $(date +%s) - start ))
 fail() { echo "FAIL: $*" >&2; tail -30 "$work/nightly.log" >&2; exit 1; }
@@ -50,7 +50,7 @@ echo "exit $rc after ${elapsed}s"
 printf '#!/bin/sh\ncase "$*" in *-merge=1*) exit 0 ;; esac\necho "INFO: Seed: 1"\n%s\nexit 79\n' \
   'echo "fuzz_model: drawing the inputs on the device failed: cudaErrorLaunchFailure" >&2' >"$work/bin/fuzz_model"
 CUDA_VISIBLE_DEVICES= FLASHCHECK_FUZZ_MERGE_SECONDS=2 FLASHCHECK_FUZZ_NO_BUILD=1 FLASHCHECK_FUZZ_BUILD="$work/bin" FLASHCHECK_FUZZ_CPU_WORKERS=1 \
-  FLASHCHECK_FUZZ_STATUS_SECONDS=0 bash "$src/ci/nightly_fuzz.sh" --gpus all 8 "$work/out79" >"$work/nightly79.log" 2>&1
+  FLASHCHECK_FUZZ_STATUS_SECONDS=0 FLASHCHECK_FUZZ_CPU_TARGETS="fuzz_model fuzz_api" bash "$src/ci/nightly_fuzz.sh" --gpus all 8 "$work/out79" >"$work/nightly79.log" 2>&1
 rc=$?
 [ "$rc" -eq 2 ] || fail "with a worker exiting 79, nightly_fuzz.sh exited $rc, not 2"
 [ "$(grep -c '^=== run ' "$work/out79/logs/fuzz_model-cpu0.log")" -eq 1 ] || fail "the worker exiting 79 was retried"

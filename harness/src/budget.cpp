@@ -122,7 +122,7 @@ Budget estimate_budget(const Case& c, const BudgetOptions& options) {
 
   // The checked rows (oracle::sample_rows) and their terms. A full check sums one head's rows of each sequence
   // (every head sees the same keys), visiting at most kFullCheckStrideRows of them evenly for a very long one.
-  const int64_t sequences = has_seqs ? c.batch : 1;
+  const int64_t sequences = has_seqs ? c.batch : (c.batch > 0 && c.heads_q > 0 ? 1 : 0);  // an empty batch: no rows
   const auto sequence_rows = [&](int64_t s) { return has_seqs ? c.seqs[static_cast<size_t>(s)].q : c.seqlen_q; };
   // sum over the sequences' rows of visible keys (one head each), and the longest row
   const auto head_terms = [&](int64_t* longest_out) {

@@ -281,7 +281,10 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // logit (like the gaps' roundings) or, under a softcap, of tanh's argument (a score error, tanh being
   // 1-Lipschitz), and of m.
   const double folded = capped ? std::fabs(exact.scale) / cap : std::fabs(exact.scale) * kLog2e;
-  const double fold_rel = folded > 0 && folded < 0x1p-126 ? kHalfSubnormalSpacing / folded : 0.0;
+  // (A quotient below half the smallest subnormal keeps that subnormal rather than 0, common/softmax.h: off by less
+  // than a whole spacing.)
+  const double fold_spacing = folded < kHalfSubnormalSpacing ? 2 * kHalfSubnormalSpacing : kHalfSubnormalSpacing;
+  const double fold_rel = folded > 0 && folded < 0x1p-126 ? fold_spacing / folded : 0.0;
   const double b_s = capped ? ((a_s * (1 + kTwoRoundings) + kTwoRoundings) * (1 + 8 * u) + fold_rel) * (1 + fold_rel)
                             : (a_s + u) * (1 + a_s);
   const double b_g = kGapUnits * u + (capped ? 0.0 : fold_rel);

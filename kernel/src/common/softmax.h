@@ -5,6 +5,7 @@
 // What differs per family (which exp2, where P is rounded, how l is summed) is its rounding points (families.h).
 #pragma once
 
+#include <cmath>
 #include <limits>
 
 #include "common/host_device.h"
@@ -31,8 +32,15 @@ struct Softcap {
   float tanh_scale = 0.0f;  // scale / c
   float cap_log2 = 0.0f;    // c * log2 e
 };
+// A nonzero scale whose quotient by c rounds to 0 (|scale / c| below half the smallest subnormal) keeps the
+// smallest subnormal of its sign instead: an infinite score times 0 would be NaN where the softcap maps it to -+c
+// (attention.h); finite scores stay within the error model's folded-scale term (docs/error-model.md §4.6).
 inline Softcap make_softcap(float softmax_scale, float softcap) {
-  return {softmax_scale / softcap, softcap * kLog2e};
+  float tanh_scale = softmax_scale / softcap;
+  if (tanh_scale == 0.0f && softmax_scale != 0.0f) {
+    tanh_scale = std::copysign(std::numeric_limits<float>::denorm_min(), softmax_scale);
+  }
+  return {tanh_scale, softcap * kLog2e};
 }
 FLASHCHECK_HOST_DEVICE inline float capped_score_log2(float s, const Softcap& cap) {
   return mul_rn(cap.cap_log2, tanh_f32(mul_rn(s, cap.tanh_scale)));
