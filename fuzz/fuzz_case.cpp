@@ -28,8 +28,10 @@ namespace {
 // What an admitted case may build: far below -rss_limit_mb, so that a case the estimate lets through and that then
 // needs more is caught by the bound check below rather than by the sanitizer's allocator.
 constexpr int64_t kMemoryCap = int64_t{32} << 20;
-// Cases of at most this many host-model terms (a visible key times a head_dim element, every row) run the model and
-// the verdict: a millisecond or so under the sanitizers.
+// Cases of at most this many input elements are built (make_inputs draws an element in about a microsecond under
+// the sanitizers), and of at most this many host-model terms (a visible key times a head_dim element, every row)
+// run the model and the verdict: a millisecond or so each, far inside the second every input is held to.
+constexpr double kInputElements = 1 << 17;
 constexpr double kModelTerms = 1 << 14;
 
 [[noreturn]] void violation(std::string_view line, const std::string& what) {
@@ -74,6 +76,7 @@ int check_line(std::string_view line) {
     finding(c, "admitted, but the kernel's contract refuses it: " + s.message());
   }
   if (admission.route != InputRoute::kHost) return 0;  // past the host's memory: the device route sizes its own work
+  if (admission.budget.elements > kInputElements) return 0;
   HostInputs inputs;
   if (Status s = make_inputs(c, &inputs, kMemoryCap); !s.ok()) finding(c, "admitted, but make_inputs refused it: " + s.message());
   const double built = double(inputs.q.size() + inputs.k.size() + inputs.v.size()) +

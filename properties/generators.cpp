@@ -136,22 +136,12 @@ int64_t case_work(const Case& c) {
 }
 
 // Brings batch and heads down until the case fits the budget (the seqlens were capped already).
-// One seqlen moved onto a subject's limits: at least the minimum, up to the next multiple, and down to the largest
-// multiple within the maximum.
-int64_t onto_limits(int64_t v, int64_t multiple, int64_t lo, int64_t hi) {
-  const int64_t m = std::max<int64_t>(multiple, 1);
-  v = std::max(v, lo);
-  v = (v + m - 1) / m * m;
-  if (hi > 0 && v > hi) v = hi / m * m;
-  return v;
-}
-
 Case fit_budget(Case c, const CaseLimits& limits);
 
 // The drawn seqlens onto the options' shape limits, then the tier's budget.
 Case fit_options(Case c, const CaseOptions& o) {
-  c.seqlen_q = onto_limits(c.seqlen_q, o.seqlen_q_multiple, o.seqlen_q_min, o.seqlen_q_max);
-  c.seqlen_k = onto_limits(c.seqlen_k, o.seqlen_k_multiple, o.seqlen_k_min, o.seqlen_k_max);
+  c.seqlen_q = seqlen_onto_limits(c.seqlen_q, o.seqlen_q_multiple, o.seqlen_q_min, o.seqlen_q_max);
+  c.seqlen_k = seqlen_onto_limits(c.seqlen_k, o.seqlen_k_multiple, o.seqlen_k_min, o.seqlen_k_max);
   return fit_budget(c, o.limits);
 }
 
@@ -454,7 +444,7 @@ rc::Gen<Case> gen_seqlens_and_window(const Case& c, const CaseOptions& o, const 
 
 // A window that reaches over three K tiles or more and whose left edge lies strictly inside a K tile after the
 // first for some rows: L = 2 block_n + r (0 < r < block_n), and keys enough that the last rows' first key falls
-// inside tile 1 or later. Rows spread over several Q tiles, so some row's Q tile visits a K tile wholly hidden from
+// inside tile 1 or later (often just inside, so that a short decoding step's rows straddle the boundary). Rows spread over several Q tiles, so some row's Q tile visits a K tile wholly hidden from
 // that row before its first key. Bottom-right rows reach there from any seqlen_q; top-left ones need seqlen_q >=
 // seqlen_k, taken where the work allows it (else the window turns bottom-right). The keys may exceed the tier's
 // max_seqlen by up to a tile so that every family's tiles get such windows.
@@ -462,22 +452,27 @@ rc::Gen<Case> gen_long_window(const Case& c, const CaseOptions& o, const KernelC
   const int64_t bn = std::max<int32_t>(cfg.block_n, 2), bm = std::max<int32_t>(cfg.block_m, 1);
   auto right = gen::weightedOneOf<int64_t>({{2, gen::just<int64_t>(-1)}, {2, gen::just<int64_t>(0)},
                                            {1, range(1, bn + 1)}});
+  // The last row's first key lies extra_keys into tile 1 (0: on its boundary); a few keys only, and a decoding step of
+  // 2 or 4 rows (one
+  // Q tile with the group's rows) has rows on both sides of the boundary.
+  auto extra_keys = gen::weightedOneOf<int64_t>({{1, range(0, std::min<int64_t>(2, bn - 1))}, {1, range(1, bn - 1)}});
+  auto rows_pick = gen::weightedOneOf<int64_t>({{2, gen::element<int64_t>(1, 2)}, {3, range(0, 6)}});
   return gen::apply(
-      [c, o, bn, bm](int64_t r, int64_t extra_keys, int64_t right_side, int64_t rows_pick) {
+      [c, o, bn, bm](int64_t r, int64_t extra, int64_t right_side, int64_t rows_pick) {
         Case out = c;
         out.window_left = 2 * bn + r;
         out.window_right = right_side;
-        out.seqlen_k = out.window_left + 1 + bn + extra_keys;
+        out.seqlen_k = out.window_left + 1 + bn + extra;
         const int64_t row_work = std::max<int64_t>(1, out.seqlen_k * out.head_dim);
         const int64_t max_rows = std::max<int64_t>(1, safe_div(o.limits.max_work, row_work));
         if (out.mask == Mask::kWindowTopLeft && max_rows < out.seqlen_k) out.mask = Mask::kWindowBottomRight;
-        const std::array<int64_t, 5> rows{1, bm - 1, bm + 1, 2 * bm + 1, out.seqlen_k};
+        const std::array<int64_t, 7> rows{1, 2, 4, bm - 1, bm + 1, 2 * bm + 1, out.seqlen_k};
         out.seqlen_q = out.mask == Mask::kWindowTopLeft
                            ? out.seqlen_k
                            : std::clamp<int64_t>(rows[static_cast<size_t>(rows_pick)], 1, std::min(max_rows, out.seqlen_k));
         return fit_options(out, o);
       },
-      range(1, bn - 1), range(1, bn - 1), right, range(0, 4));
+      range(1, bn - 1), extra_keys, right, rows_pick);
 }
 
 rc::Gen<Case> gen_shape(const CaseOptions& o) {
@@ -684,8 +679,8 @@ std::string outside_options(const CaseOptions& o, const Case& c) {
     return "hkv: the property needs at least " + std::to_string(o.min_group) + " query heads per K/V head";
   }
   if (!o.gqa && c.heads_q != c.heads_kv) return "hkv: the property takes hq == hkv only";
-  if (onto_limits(c.seqlen_q, o.seqlen_q_multiple, o.seqlen_q_min, o.seqlen_q_max) != c.seqlen_q ||
-      onto_limits(c.seqlen_k, o.seqlen_k_multiple, o.seqlen_k_min, o.seqlen_k_max) != c.seqlen_k) {
+  if (seqlen_onto_limits(c.seqlen_q, o.seqlen_q_multiple, o.seqlen_q_min, o.seqlen_q_max) != c.seqlen_q ||
+      seqlen_onto_limits(c.seqlen_k, o.seqlen_k_multiple, o.seqlen_k_min, o.seqlen_k_max) != c.seqlen_k) {
     return "sq, sk: outside the subject's shape limits";
   }
   if (!c.seqs.empty()) return "seqs: the property draws dense cases";
@@ -874,7 +869,11 @@ WindowReach window_reach(const Case& c) {
   const Params p = case_params(c);
   const KernelConfig cfg = select_config(p);
   const int64_t bm = std::max<int32_t>(cfg.block_m, 1), bn = std::max<int32_t>(cfg.block_n, 1);
-  r.tiles = std::string(to_string(cfg.path)) + " " + std::to_string(bm) + "x" + std::to_string(bn);
+  // The decode family's Q tile holds a K/V head's query rows, as many as the group and the step have: its K tile is
+  // its tile size.
+  const bool decode = std::string_view(cfg.name).rfind("decode", 0) == 0;
+  r.tiles = decode ? "decode, K tile " + std::to_string(bn)
+                   : std::string(to_string(cfg.path)) + " " + std::to_string(bm) + "x" + std::to_string(bn);
   const bool low_scores = score_upper_bound(c) < -90.0;
   for (int64_t m0 = 0; m0 < c.seqlen_q; m0 += bm) {
     int64_t first_tile = -1;  // the Q tile's first visited K tile: that of its first row with a key

@@ -118,7 +118,7 @@ std::vector<std::string> feature_tags(const Case& c);
 // How a windowed case reaches across K tiles at its kernel's tile sizes, for the coverage table's "window reach":
 // the tiles where a left edge's bugs live.
 struct WindowReach {
-  std::string tiles;  // "<compute path> <block_m>x<block_n>"; empty when the case has no window mask
+  std::string tiles;  // "<compute path> <block_m>x<block_n>" ("decode, K tile <block_n>"); empty without a window
   // Some row's window spans three K tiles or more and its first key lies strictly inside a K tile after the first.
   bool left_edge_inside_later_tile = false;
   // Some row's Q tile visits a K tile wholly hidden from the row before its first key, and every score of the

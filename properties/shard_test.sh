@@ -32,6 +32,11 @@ env FLASHCHECK_CASES=9 RC_PARAMS="seed=7" "$bin" "$filter" >"$work/plain" 2>&1
 diff <(grep -A30 "COVERAGE" "$work/one" | grep -vE "[0-9]+ ms") <(grep -A30 "COVERAGE" "$work/plain" | grep -vE "[0-9]+ ms") ||
   fail "shard 0/1 differs from the plain run with seed=7"
 
+# RC_PARAMS' max_success is the case count, as FLASHCHECK_CASES is, and combines with FLASHCHECK_SEED.
+env -u FLASHCHECK_CASES RC_PARAMS="max_success=3" FLASHCHECK_SEED=7 "$bin" "$filter" >"$work/rc" 2>&1 ||
+  { cat "$work/rc"; fail "RC_PARAMS=max_success=3 with FLASHCHECK_SEED"; }
+grep -q "OK, passed 3 tests" "$work/rc" || { cat "$work/rc"; fail "RC_PARAMS=max_success=3 with FLASHCHECK_SEED ran other than 3 cases"; }
+
 for bad in "FLASHCHECK_SHARD=2/2" "FLASHCHECK_SHARD=1" "FLASHCHECK_SEED=x"; do
   if run "$bad" >"$work/bad"; then fail "$bad accepted"; fi
   grep -q "${bad%%=*}" "$work/bad" || { cat "$work/bad"; fail "$bad: the failure does not name the variable"; }

@@ -454,13 +454,8 @@ std::optional<Case> fit_to(const LoadedSubject& subject, Case c) {
   if (!caps.sink) c.sink.reset();
   // The shape limits: each seqlen up to the next multiple, within the minimum and the maximum.
   const fc_subject_limits& l = subject.limits();
-  const auto onto = [](int64_t v, int64_t multiple, int64_t lo, int64_t hi) {
-    const int64_t m = std::max<int64_t>(multiple, 1);
-    v = (std::max(v, lo) + m - 1) / m * m;
-    return hi > 0 && v > hi ? hi / m * m : v;
-  };
-  c.seqlen_q = onto(c.seqlen_q, l.seqlen_q_multiple, l.seqlen_q_min, l.seqlen_q_max);
-  c.seqlen_k = onto(c.seqlen_k, l.seqlen_k_multiple, l.seqlen_k_min, l.seqlen_k_max);
+  c.seqlen_q = seqlen_onto_limits(c.seqlen_q, l.seqlen_q_multiple, l.seqlen_q_min, l.seqlen_q_max);
+  c.seqlen_k = seqlen_onto_limits(c.seqlen_k, l.seqlen_k_multiple, l.seqlen_k_min, l.seqlen_k_max);
   Case check;
   if (!parse_case(format_case(c), &check).ok()) c.inject.clear();
   return c;
@@ -727,6 +722,9 @@ int main(int argc, char** argv) {
                 static_cast<long long>(s.elements), informative, static_cast<long long>(s.fully_masked_cases), s.worst_o,
                 s.worst_lse, s.max_err_eps);
   }
+  std::printf("(max O err (eps): the largest O error in units of eps * max(A_k, the dtype's smallest normal), A_k = "
+              "sum_j p_j |v_jk|; a score's rounding grows with its magnitude, so rows of large logits err by many eps "
+              "inside their bound: the ratio to the bound is the check)\n");
   for (const auto& [dtype, s] : summary) {
     if (!s.worst_case.empty()) std::printf("worst O case %s: %s\n", to_string(dtype), s.worst_case.c_str());
   }

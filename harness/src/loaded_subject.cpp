@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -352,6 +353,12 @@ std::string LoadedSubject::describe() const {
   }
   out += "; key tile " + (tiling_declared() ? std::to_string(subject_->arithmetic.key_tile) : std::string("undeclared"));
   return out;
+}
+
+int64_t seqlen_onto_limits(int64_t seqlen, int64_t multiple, int64_t minimum, int64_t maximum) {
+  const int64_t m = std::max<int64_t>(multiple, 1);
+  const int64_t v = (std::max(seqlen, minimum) + m - 1) / m * m;
+  return maximum > 0 && v > maximum ? maximum / m * m : v;
 }
 
 RunOutputs run_case(const HostInputs& inputs, const LoadedSubject& subject, const RunOptions& options) {

@@ -50,8 +50,10 @@ struct RowMap {
   // Calls fn(b, h, i) for every row, in canonical order.
   template <typename Fn>
   void for_each_row(Fn&& fn) const {
+    if (heads <= 0) return;  // no batch loop over problems without rows: batches may number billions too
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t rows = length(b);
+      if (rows == 0) continue;  // no head loop over a sequence without rows: heads may number billions
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t i = 0; i < rows; ++i) fn(b, h, i);
     }

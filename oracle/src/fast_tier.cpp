@@ -292,12 +292,16 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   }
   r.nonfinite_input = any_nonfinite;
   // fp32 scores, the scaled x = s * scale * log2(e), and x - m must stay below FLT_MAX in the kernel. With a softcap
-  // x is at most c log2(e); the argument s * scale / c takes the place of the scaled score.
+  // x is at most c log2(e); the argument s * scale / c takes the place of the scaled score. The folded factor itself,
+  // fl(scale log2 e) or fl(scale / c), must be an fp32 number too: past FLT_MAX it is inf, and a score of exactly 0
+  // times inf is NaN in the kernel where the exact score is 0.
+  const bool keys = view.visible > 0;
   if (capped) {
     r.score_overflow = r.score_overflow || max_abs_dot * std::max(1.0, abs_scale / cap) > kOverflowGuard ||
-                       cap * kLog2e > kOverflowGuard;
+                       cap * kLog2e > kOverflowGuard || (keys && abs_scale / cap > kOverflowGuard);
   } else {
-    r.score_overflow = r.score_overflow || max_abs_dot * std::max(1.0, abs_scale * kLog2e) > kOverflowGuard;
+    r.score_overflow = r.score_overflow || max_abs_dot * std::max(1.0, abs_scale * kLog2e) > kOverflowGuard ||
+                       (keys && abs_scale * kLog2e > kOverflowGuard);
   }
 
   if (r.nonfinite_score) {

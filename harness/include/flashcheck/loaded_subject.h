@@ -72,6 +72,11 @@ class LoadedSubject {
   fc_subject_limits limits_{};
 };
 
+// A seqlen moved onto a subject's shape limits (fc_subject_limits: 0 and 1 mean none): at least the minimum, up to
+// the next multiple, and down to the largest multiple within the maximum. The generators and the report's sweep
+// draw shapes this way.
+int64_t seqlen_onto_limits(int64_t seqlen, int64_t multiple, int64_t minimum, int64_t maximum);
+
 // Runs `inputs` on `subject` through the guarded runner. A case the subject does not support ends with status
 // kUnsupported before its forward is called; instrumentation (row m, l, traces) is kUnsupported for every
 // subject. RunOutputs carry the subject's name and how the verdict judges it (generic_bound, tiling_declared,

@@ -88,8 +88,9 @@ struct RowResult {
   bool nonfinite_input = false;  // a NaN/Inf entered a visible score or a visible V row
   bool nonfinite_score = false;  // a visible score is NaN or +inf
   bool score_overflow = false;   // |scale|*log2(e) or 1 times sum_k |q_k k_jk| exceeds FLT_MAX/4 (with a
-                                 // softcap c: |scale|/c or 1 times it, or c*log2(e)), or |sink|*log2(e) does:
-                                 // the kernel's fp32 scores (or x - m) may overflow: outside its domain
+                                 // softcap c: |scale|/c or 1 times it, or c*log2(e)), or |sink|*log2(e) does, or
+                                 // (a row with keys) the folded |scale|*log2(e) or |scale|/c itself does: the
+                                 // kernel's fp32 scores (or x - m) may overflow: outside its domain
   bool accum_overflow = false;   // sum_j |v_jk| exceeds FLT_MAX/4: the fp32 accumulator may overflow
 };
 
