@@ -40,6 +40,9 @@ rc::Gen<int64_t> range(int64_t lo, int64_t hi_inclusive) {
   return gen::inRange<int64_t>(lo, hi_inclusive + 1);
 }
 
+// The decode family's configurations (kernel/src/decode/select.cpp names them decode_<dtype>_hdim<family>).
+bool is_decode_config(const KernelConfig& cfg) { return std::string_view(cfg.name).rfind("decode", 0) == 0; }
+
 ValueSpec spec(DistKind kind, double a = 0.0, double b = 1.0) { return ValueSpec{kind, a, b}; }
 
 // Sigma log-uniform over five decades (1e-3 .. 50, three steps per decade), ordered so shrinking moves
@@ -444,35 +447,47 @@ rc::Gen<Case> gen_seqlens_and_window(const Case& c, const CaseOptions& o, const 
 
 // A window that reaches over three K tiles or more and whose left edge lies strictly inside a K tile after the
 // first for some rows: L = 2 block_n + r (0 < r < block_n), and keys enough that the last rows' first key falls
-// inside tile 1 or later (often just inside, so that a short decoding step's rows straddle the boundary). Rows spread over several Q tiles, so some row's Q tile visits a K tile wholly hidden from
+// inside tile 1 or later. Rows spread over several Q tiles, so some row's Q tile visits a K tile wholly hidden from
 // that row before its first key. Bottom-right rows reach there from any seqlen_q; top-left ones need seqlen_q >=
 // seqlen_k, taken where the work allows it (else the window turns bottom-right). The keys may exceed the tier's
-// max_seqlen by up to a tile so that every family's tiles get such windows.
+// max_seqlen by up to a tile so that every family's tiles get such windows. A single query row that the decode family
+// takes becomes, two times in three, a decoding step of 2 to 16 rows (as many as its tile holds), three in four with
+// keys added so that the step's rows straddle a boundary of its K tiles: the later rows' Q tile then visits a K tile
+// hidden from them. The other cases are drawn as if the step were not there (its own draw, last).
 rc::Gen<Case> gen_long_window(const Case& c, const CaseOptions& o, const KernelConfig& cfg) {
   const int64_t bn = std::max<int32_t>(cfg.block_n, 2), bm = std::max<int32_t>(cfg.block_m, 1);
   auto right = gen::weightedOneOf<int64_t>({{2, gen::just<int64_t>(-1)}, {2, gen::just<int64_t>(0)},
                                            {1, range(1, bn + 1)}});
-  // The last row's first key lies extra_keys into tile 1 (0: on its boundary); a few keys only, and a decoding step of
-  // 2 or 4 rows (one
-  // Q tile with the group's rows) has rows on both sides of the boundary.
-  auto extra_keys = gen::weightedOneOf<int64_t>({{1, range(0, std::min<int64_t>(2, bn - 1))}, {1, range(1, bn - 1)}});
-  auto rows_pick = gen::weightedOneOf<int64_t>({{2, gen::element<int64_t>(1, 2)}, {3, range(0, 6)}});
   return gen::apply(
-      [c, o, bn, bm](int64_t r, int64_t extra, int64_t right_side, int64_t rows_pick) {
+      [c, o, bn, bm](int64_t r, int64_t extra_keys, int64_t right_side, int64_t rows_pick, int64_t step) {
         Case out = c;
         out.window_left = 2 * bn + r;
         out.window_right = right_side;
-        out.seqlen_k = out.window_left + 1 + bn + extra;
+        out.seqlen_k = out.window_left + 1 + bn + extra_keys;
         const int64_t row_work = std::max<int64_t>(1, out.seqlen_k * out.head_dim);
         const int64_t max_rows = std::max<int64_t>(1, safe_div(o.limits.max_work, row_work));
         if (out.mask == Mask::kWindowTopLeft && max_rows < out.seqlen_k) out.mask = Mask::kWindowBottomRight;
-        const std::array<int64_t, 7> rows{1, 2, 4, bm - 1, bm + 1, 2 * bm + 1, out.seqlen_k};
+        const std::array<int64_t, 5> rows{1, bm - 1, bm + 1, 2 * bm + 1, out.seqlen_k};
         out.seqlen_q = out.mask == Mask::kWindowTopLeft
                            ? out.seqlen_k
                            : std::clamp<int64_t>(rows[static_cast<size_t>(rows_pick)], 1, std::min(max_rows, out.seqlen_k));
-        return fit_options(out, o);
+        const Case fitted = fit_options(out, o);
+        if (step < 2 || fitted.seqlen_q != 1 || fitted.mask != Mask::kWindowBottomRight) return fitted;
+        const KernelConfig one_row = select_config(case_params(fitted));
+        if (!is_decode_config(one_row) || one_row.block_m < 2) return fitted;
+        Case steps = fitted;
+        steps.seqlen_q = 2 + (step - 2) % (one_row.block_m - 1);
+        if (extra_keys % 4 != 0) {  // the first row's first key 1 to rows - 1 keys before a K-tile boundary
+          const int64_t tile = std::max<int32_t>(one_row.block_n, 1);
+          const int64_t before = 1 + (extra_keys / 4) % (steps.seqlen_q - 1);
+          const int64_t first_key = steps.seqlen_k - steps.seqlen_q - steps.window_left;
+          steps.seqlen_k += ((-before - first_key) % tile + tile) % tile;
+        }
+        steps = fit_options(steps, o);
+        return is_decode_config(select_config(case_params(steps))) ? steps : fitted;
       },
-      range(1, bn - 1), extra_keys, right, rows_pick);
+      range(1, bn - 1), range(1, bn - 1), right, range(0, 4),
+      gen::weightedOneOf<int64_t>({{1, gen::just<int64_t>(1)}, {2, range(2, 16)}}));
 }
 
 rc::Gen<Case> gen_shape(const CaseOptions& o) {
@@ -871,8 +886,7 @@ WindowReach window_reach(const Case& c) {
   const int64_t bm = std::max<int32_t>(cfg.block_m, 1), bn = std::max<int32_t>(cfg.block_n, 1);
   // The decode family's Q tile holds a K/V head's query rows, as many as the group and the step have: its K tile is
   // its tile size.
-  const bool decode = std::string_view(cfg.name).rfind("decode", 0) == 0;
-  r.tiles = decode ? "decode, K tile " + std::to_string(bn)
+  r.tiles = is_decode_config(cfg) ? "decode, K tile " + std::to_string(bn)
                    : std::string(to_string(cfg.path)) + " " + std::to_string(bm) + "x" + std::to_string(bn);
   const bool low_scores = score_upper_bound(c) < -90.0;
   for (int64_t m0 = 0; m0 < c.seqlen_q; m0 += bm) {
