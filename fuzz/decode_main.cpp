@@ -9,7 +9,6 @@
 // decoded case that is invalid (validate_for_run: the message names the field), 64 usage error, 66 a file cannot
 // be read.
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -38,10 +37,8 @@ int main(int argc, char** argv) {
   }
   int status = exit_code(Outcome::kPass);
   for (const std::string& path : files) {
-    std::error_code ec;
     std::ifstream in;
-    if (!std::filesystem::is_directory(path, ec)) in.open(path, std::ios::binary);
-    if (!in.is_open()) {
+    if (!cli::open_input_file(path, &in, std::ios::binary)) {
       std::fprintf(stderr, "flashcheck-fuzz-decode: cannot read %s\n", excerpt(path).c_str());
       status = kExitNoInput;
       continue;

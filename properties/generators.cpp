@@ -139,15 +139,6 @@ int64_t case_work(const Case& c) {
 }
 
 // Brings batch and heads down until the case fits the budget (the seqlens were capped already).
-Case fit_budget(Case c, const CaseLimits& limits);
-
-// The drawn seqlens onto the options' shape limits, then the tier's budget.
-Case fit_options(Case c, const CaseOptions& o) {
-  c.seqlen_q = seqlen_onto_limits(c.seqlen_q, o.seqlen_q_multiple, o.seqlen_q_min, o.seqlen_q_max);
-  c.seqlen_k = seqlen_onto_limits(c.seqlen_k, o.seqlen_k_multiple, o.seqlen_k_min, o.seqlen_k_max);
-  return fit_budget(c, o.limits);
-}
-
 Case fit_budget(Case c, const CaseLimits& limits) {
   auto over = [&] { return case_work(c) > limits.max_work || case_elements(c) > limits.max_elements; };
   while (over() && c.batch > 1) --c.batch;
@@ -158,6 +149,13 @@ Case fit_budget(Case c, const CaseLimits& limits) {
   }
   while (over() && c.heads_q > c.heads_kv) c.heads_q -= c.heads_kv;  // smaller group
   return c;
+}
+
+// The drawn seqlens onto the options' shape limits, then the tier's budget.
+Case fit_options(Case c, const CaseOptions& o) {
+  c.seqlen_q = seqlen_onto_limits(c.seqlen_q, o.seqlen_q_multiple, o.seqlen_q_min, o.seqlen_q_max);
+  c.seqlen_k = seqlen_onto_limits(c.seqlen_k, o.seqlen_k_multiple, o.seqlen_k_min, o.seqlen_k_max);
+  return fit_budget(c, o.limits);
 }
 
 // ---- values ---------------------------------------------------------------------------------------------
@@ -886,8 +884,9 @@ WindowReach window_reach(const Case& c) {
   const int64_t bm = std::max<int32_t>(cfg.block_m, 1), bn = std::max<int32_t>(cfg.block_n, 1);
   // The decode family's Q tile holds a K/V head's query rows, as many as the group and the step have: its K tile is
   // its tile size.
-  r.tiles = is_decode_config(cfg) ? "decode, K tile " + std::to_string(bn)
-                   : std::string(to_string(cfg.path)) + " " + std::to_string(bm) + "x" + std::to_string(bn);
+  r.tiles = is_decode_config(cfg)
+                ? "decode, K tile " + std::to_string(bn)
+                : std::string(to_string(cfg.path)) + " " + std::to_string(bm) + "x" + std::to_string(bn);
   const bool low_scores = score_upper_bound(c) < -90.0;
   for (int64_t m0 = 0; m0 < c.seqlen_q; m0 += bm) {
     int64_t first_tile = -1;  // the Q tile's first visited K tile: that of its first row with a key

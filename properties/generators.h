@@ -127,6 +127,16 @@ struct WindowReach {
   bool hidden_tile_then_low_scores = false;
 };
 WindowReach window_reach(const Case& c);
+// Window reach counted over cases (the coverage table, the generators' tests): windowed cases, and of them those
+// with each class.
+struct WindowReachTally {
+  int64_t windowed = 0, left_edge_inside_later_tile = 0, hidden_tile_then_low_scores = 0;
+  void add(const WindowReach& r) {
+    ++windowed;
+    left_edge_inside_later_tile += r.left_edge_inside_later_tile ? 1 : 0;
+    hidden_tile_then_low_scores += r.hidden_tile_then_low_scores ? 1 : 0;
+  }
+};
 
 // Case-shape words for the coverage table (seqlen relative to the tile, GQA kind, layout, ...).
 std::vector<std::string> shape_tags(const Case& c);

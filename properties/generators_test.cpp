@@ -11,32 +11,24 @@
 namespace flashcheck::properties {
 namespace {
 
-struct Reach {
-  int64_t windowed = 0, left_edge = 0, hidden_low = 0;
-};
-
 // The window reach of `count` cases of gen_case(default_options()) under `limits`, per tile shape.
-std::map<std::string, Reach> reach_of_draws(const CaseLimits& limits, int count) {
+std::map<std::string, WindowReachTally> reach_of_draws(const CaseLimits& limits, int count) {
   set_active_limits(limits);
   const rc::Gen<Case> gen = gen_case(default_options());
-  std::map<std::string, Reach> table;
+  std::map<std::string, WindowReachTally> table;
   for (int i = 0; i < count; ++i) {
     const Case c = gen(rc::Random(0x5eed0000u + static_cast<uint64_t>(i)), i % 100).value();
     const WindowReach w = window_reach(c);
-    if (w.tiles.empty()) continue;
-    Reach& r = table[w.tiles];
-    ++r.windowed;
-    r.left_edge += w.left_edge_inside_later_tile;
-    r.hidden_low += w.hidden_tile_then_low_scores;
+    if (!w.tiles.empty()) table[w.tiles].add(w);
   }
   return table;
 }
 
-std::string describe(const std::map<std::string, Reach>& table) {
+std::string describe(const std::map<std::string, WindowReachTally>& table) {
   std::ostringstream out;
   for (const auto& [tiles, r] : table) {
-    out << "  " << tiles << ": " << r.windowed << " windowed, left edge inside a later tile " << r.left_edge
-        << ", hidden first tile then low scores " << r.hidden_low << "\n";
+    out << "  " << tiles << ": " << r.windowed << " windowed, left edge inside a later tile " << r.left_edge_inside_later_tile
+        << ", hidden first tile then low scores " << r.hidden_tile_then_low_scores << "\n";
   }
   return out.str();
 }
@@ -45,7 +37,7 @@ std::string describe(const std::map<std::string, Reach>& table) {
 // three K tiles or more and its left edge inside a later tile, at least 5% with a hidden first tile then every score
 // below -90; and each kernel family among them.
 void expect_reach(const CaseLimits& limits, const char* tier) {
-  const std::map<std::string, Reach> table = reach_of_draws(limits, 20000);
+  const std::map<std::string, WindowReachTally> table = reach_of_draws(limits, 20000);
   for (const char* family : {"decode, K tile 16", "decode, K tile 32", "general-fp32", "split-tf32", "tensor-core"}) {
     int64_t windowed = 0;
     for (const auto& [tiles, r] : table) windowed += tiles.rfind(family, 0) == 0 ? r.windowed : 0;
@@ -53,8 +45,8 @@ void expect_reach(const CaseLimits& limits, const char* tier) {
   }
   for (const auto& [tiles, r] : table) {
     if (r.windowed < 40) continue;
-    EXPECT_GE(100 * r.left_edge, 15 * r.windowed) << tier << ": " << tiles << "\n" << describe(table);
-    EXPECT_GE(100 * r.hidden_low, 5 * r.windowed) << tier << ": " << tiles << "\n" << describe(table);
+    EXPECT_GE(100 * r.left_edge_inside_later_tile, 15 * r.windowed) << tier << ": " << tiles << "\n" << describe(table);
+    EXPECT_GE(100 * r.hidden_tile_then_low_scores, 5 * r.windowed) << tier << ": " << tiles << "\n" << describe(table);
   }
 }
 

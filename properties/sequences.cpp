@@ -45,15 +45,19 @@ int64_t draw_length(int64_t tile, int64_t cap) {
   });
 }
 
-// A case of the inference path: the dtype, heads, head_dim, mask, window, softcap, sink and values of a generated
-// dense case, its batch replaced by sequences of their own lengths.
-// Why a replayed case is not one gen_sequence_case(needs) draws, or "".
-std::string outside_needs(const SequenceNeeds& needs, const Case& c) {
+// The dense cases the sequence cases start from: injections address dense positions, and the poisons are the
+// sequence properties' special values.
+CaseOptions dense_options() {
   CaseOptions o = default_options();
   o.special_values = false;
+  return o;
+}
+
+// Why a replayed case is not one gen_sequence_case(needs) draws, or "".
+std::string outside_needs(const SequenceNeeds& needs, const Case& c) {
   Case dense = c;
   dense.seqs.clear();
-  if (std::string why = outside_options(o, dense); !why.empty()) return why;
+  if (std::string why = outside_options(dense_options(), dense); !why.empty()) return why;
   if (c.seqs.empty()) return "seqs: the property's cases are sequences (varlen, paged, split)";
   if (needs.paged && c.page == 0) return "page: the property's cases are paged";
   const bool slots = c.page > 0 || std::any_of(c.seqs.begin(), c.seqs.end(), [](const Sequence& s) { return s.extra > 0; });
@@ -66,10 +70,11 @@ std::string outside_needs(const SequenceNeeds& needs, const Case& c) {
   return "";
 }
 
+// A case of the inference path: the dtype, heads, head_dim, mask, window, softcap, sink and values of a generated
+// dense case, its batch replaced by sequences of their own lengths.
 Case gen_sequence_case(const SequenceNeeds& needs) {
   if (const Case* r = replay_case()) return *replayed_case(*r, outside_needs(needs, *r));
-  CaseOptions o = default_options();
-  o.special_values = false;  // injections address dense positions; the poisons are this property's special values
+  const CaseOptions o = dense_options();
   Case c = *gen_case(o);
   const CaseLimits& limits = o.limits;
   const int64_t group = std::max<int64_t>(c.heads_q / std::max<int64_t>(c.heads_kv, 1), 1);

@@ -151,13 +151,12 @@ int64_t check_property(const std::string& suite, const PropertyInfo& property, c
 }
 
 bool register_suite(const char* suite, bool production, bool instrumented) {
-  const auto runs_here = [&](std::string_view name) {
-    const PropertyInfo* p = find_property(name);
-    return p != nullptr && (p->binary == PropertyBinary::kProduction ? production : instrumented);
+  const std::string suite_name = suite;
+  const auto runs_here = [&](const PropertyInfo& p) {
+    return p.binary == PropertyBinary::kProduction ? production : instrumented;
   };
   for (const PropertyInfo& property : property_table()) {
-    if (!runs_here(property.name)) continue;
-    const std::string suite_name = suite;
+    if (!runs_here(property)) continue;
     register_property(suite_name, property.name,
                       [suite_name, &property](const ChunkParams& params, std::string* failure) {
                         return check_property(suite_name, property, params, failure);
@@ -166,11 +165,11 @@ bool register_suite(const char* suite, bool production, bool instrumented) {
                             [suite_name, &property]() -> ::testing::Test* { return new PropertyTest(suite_name, property); });
   }
   for (const KnownCase& known : kKnownCases) {
-    if (!runs_here(known.property)) continue;
+    const PropertyInfo* property = find_property(known.property);
+    if (property == nullptr || !runs_here(*property)) continue;
     ::testing::RegisterTest(suite, known.test, nullptr, nullptr, __FILE__, __LINE__,
                             [&known]() -> ::testing::Test* { return new KnownCaseTest(known); });
   }
-  const std::string suite_name = suite;
   ::testing::RegisterTest(suite, "Budgeted", nullptr, nullptr, __FILE__, __LINE__,
                           [suite_name]() -> ::testing::Test* { return new BudgetedTest(suite_name); });
   return true;

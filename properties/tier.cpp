@@ -7,7 +7,6 @@
 #include <rapidcheck.h>
 
 #include <algorithm>
-#include <array>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -56,8 +55,7 @@ struct Coverage {
   int64_t cases = 0;
   std::map<std::string, int64_t> words;
   std::map<std::string, std::pair<int64_t, int64_t>> informative;  // dtype -> (informative O checks, O checks)
-  // window_reach per tile shape: windowed cases, left edges inside a later tile, hidden tiles then low scores
-  std::map<std::string, std::array<int64_t, 3>> reach;
+  std::map<std::string, WindowReachTally> reach;  // window_reach per tile shape
 };
 Coverage& coverage() {
   static Coverage c;
@@ -90,9 +88,10 @@ void print_coverage(std::ostream& os, const std::string& test) {
           "its left edge inside a later tile; a row whose Q tile visits a K tile hidden from it first, every score "
           "below -90):\n";
     for (const auto& [tiles, n] : cov.reach) {
-      os << "    " << std::left << std::setw(24) << tiles << std::right << ' ' << n[0] << " windowed: left edge inside a later tile "
-         << std::fixed << std::setprecision(0) << 100.0 * double(n[1]) / double(n[0]) << "%, hidden first tile then low scores "
-         << 100.0 * double(n[2]) / double(n[0]) << "%\n";
+      os << "    " << std::left << std::setw(24) << tiles << std::right << ' ' << n.windowed
+         << " windowed: left edge inside a later tile " << std::fixed << std::setprecision(0)
+         << 100.0 * double(n.left_edge_inside_later_tile) / double(n.windowed) << "%, hidden first tile then low scores "
+         << 100.0 * double(n.hidden_tile_then_low_scores) / double(n.windowed) << "%\n";
     }
   }
   if (!cov.informative.empty()) {
@@ -461,12 +460,7 @@ void note_case(const Case& c) {
   ++cov.words[std::string("values=") + to_string(family)];
   for (const std::string& tag : shape_tags(c)) ++cov.words[tag];
   for (const std::string& tag : feature_tags(c)) ++cov.words[tag];
-  if (const WindowReach reach = window_reach(c); !reach.tiles.empty()) {
-    std::array<int64_t, 3>& n = cov.reach[reach.tiles];
-    ++n[0];
-    n[1] += reach.left_edge_inside_later_tile ? 1 : 0;
-    n[2] += reach.hidden_tile_then_low_scores ? 1 : 0;
-  }
+  if (const WindowReach reach = window_reach(c); !reach.tiles.empty()) cov.reach[reach.tiles].add(reach);
 }
 
 void note_coverage(const std::string& word) { ++coverage().words[word]; }

@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -543,10 +542,8 @@ int main(int argc, char** argv) {
   std::vector<Case> cases;
   std::vector<CaseRecord> records;  // one per case, in order, for the JSON (rejected lines of --cases first)
   if (!cases_file.empty()) {
-    std::error_code ec;
     std::ifstream in;
-    if (!std::filesystem::is_directory(cases_file, ec)) in.open(cases_file);
-    if (!in.is_open()) {
+    if (!cli::open_input_file(cases_file, &in)) {
       std::fprintf(stderr, "flashcheck-report: cannot open %s\n", excerpt(cases_file).c_str());
       return kExitNoInput;
     }
@@ -650,7 +647,7 @@ int main(int argc, char** argv) {
     admit.subject = subject.get();
     Admission admission;
     if (Status st = admit_case(c, admit, &admission); !st.ok()) {
-      refuse(st.message().rfind("memory:", 0) == 0 ? "budget" : "case", st);
+      refuse(admission.over_memory_cap ? "budget" : "case", st);
       continue;
     }
     if (admission.route == InputRoute::kDevice) {

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -158,7 +157,6 @@ int parse_args(int argc, char** argv, Options* options) {
   options->judge.tier = options->tier;
   return -1;
 }
-
 
 // The worst O element's row beside the oracle's: a few columns around the worst one, and LSE.
 void print_worst_row(const Verdict& v, const HostInputs& inputs, const RunOutputs& out, oracle::Tier tier) {
@@ -410,10 +408,8 @@ int main(int argc, char** argv) {
     return r.unavailable ? kExitUnavailable : exit_code(r.outcome);
   }
 
-  std::error_code ec;
   std::ifstream file;
-  if (!std::filesystem::is_directory(options.file, ec)) file.open(options.file);
-  if (!file.is_open()) {
+  if (!cli::open_input_file(options.file, &file)) {
     std::fprintf(stderr, "flashcheck-repro: cannot open '%s'\n", excerpt(options.file).c_str());
     return kExitNoInput;
   }

@@ -25,26 +25,26 @@ Status admit_case(std::string_view line, const AdmitOptions& options, Admission*
 }
 
 Status admit_case(const Case& c, const AdmitOptions& options, Admission* out) {
-  out->c = c;
-  out->route = InputRoute::kHost;
-  out->budget = Budget{};
+  *out = Admission{.c = c};
   if (Status s = validate_for_run(c, options.subject); !s.ok()) return s;
   // Past the host's memory (or asked for): inputs on the device, sized by the device route itself. The limit is the
   // caller's, never below make_inputs' own default, so a low memory cap rejects rather than reroutes.
-  const bool dense = check_device_inputs_case(c).ok();
-  if (options.subject == nullptr && dense &&
-      (options.device_inputs || needs_device_inputs(c, std::max(options.host_inputs_limit, kHostInputsLimit)))) {
-    out->route = InputRoute::kDevice;
-    return Status::ok_status();
-  }
-  if (options.device_inputs && options.subject == nullptr) {
-    if (Status s = check_device_inputs_case(c); !s.ok()) return s;
+  if (options.subject == nullptr) {
+    const Status device_case = check_device_inputs_case(c);  // dense, as the device route takes them
+    if (device_case.ok() &&
+        (options.device_inputs || needs_device_inputs(c, std::max(options.host_inputs_limit, kHostInputsLimit)))) {
+      out->route = InputRoute::kDevice;
+      return Status::ok_status();
+    }
+    if (options.device_inputs) return device_case;
   }
   BudgetOptions budget = options.budget;
   budget.memory_cap = options.memory_cap;
   budget.host_model = options.host_model;
   out->budget = estimate_budget(c, budget);
-  return check_memory(out->budget, options.memory_cap);
+  Status memory = check_memory(out->budget, options.memory_cap);
+  out->over_memory_cap = !memory.ok();
+  return memory;
 }
 
 }  // namespace flashcheck

@@ -67,7 +67,6 @@ constexpr double kTwoRoundings = 2 * kU32 + kU32 * kU32;
 constexpr double kFlushResult = 0x1p-126;
 // A product rounded to nearest on fp32's subnormal grid is off by at most half its spacing 2^-149.
 constexpr double kHalfSubnormalSpacing = 0x1p-150;
-constexpr double kLog2e = 1.44269504088896340736;  // log2 e, nearest double
 
 struct PathModel {
   double score_unit = kU32, score_terms = 0;  // |t - q.k| <= gamma(score_terms, score_unit) (1 + split) + split
@@ -280,7 +279,7 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // the folded value exceeds the u its normal roundings count: the excess is a common relative error of every
   // logit (like the gaps' roundings) or, under a softcap, of tanh's argument (a score error, tanh being
   // 1-Lipschitz), and of m.
-  const double folded = capped ? std::fabs(exact.scale) / cap : std::fabs(exact.scale) * kLog2e;
+  const double folded = capped ? std::fabs(exact.scale) / cap : std::fabs(exact.scale) * detail::kLog2e;
   // (A quotient below half the smallest subnormal keeps that subnormal rather than 0, common/softmax.h: off by less
   // than a whole spacing.)
   const double fold_spacing = folded < kHalfSubnormalSpacing ? 2 * kHalfSubnormalSpacing : kHalfSubnormalSpacing;

@@ -42,6 +42,7 @@ struct Admission {
   Case c;
   InputRoute route = InputRoute::kHost;
   Budget budget;  // estimated for the host route (empty for the device route, which sizes its own work)
+  bool over_memory_cap = false;  // refused by check_memory (the budget), not by a field or a capability
 };
 
 // parse_case, then admit_case below. kInvalidArgument names the token of a line that does not parse.

@@ -4,6 +4,10 @@
 // Tools include this header only; the harness and the libraries never see CLI11.
 #pragma once
 
+#include <filesystem>
+#include <fstream>
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 #include "flashcheck/budget.h"
@@ -40,6 +44,16 @@ inline int parse(CLI::App& app, int argc, char** argv) {
     return kExitUsage;
   }
   return -1;
+}
+
+// Opens an input file the tools read (--file, --cases, a fuzz input): false for one that cannot be read, a directory
+// included (an ifstream opens a directory on Linux and reads nothing), so that every tool answers kExitNoInput.
+inline bool open_input_file(const std::string& path, std::ifstream* in,
+                            std::ios::openmode mode = std::ios::in) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return false;
+  in->open(path, mode);
+  return in->is_open();
 }
 
 }  // namespace flashcheck::cli
