@@ -79,7 +79,8 @@ class FcParams(ctypes.Structure):
                 ("cu_seqlens_k", ctypes.c_void_p), ("total_k", ctypes.c_int64),
                 ("seqused_k", ctypes.c_void_p), ("page_table", ctypes.c_void_p),
                 ("page_size", ctypes.c_int64), ("num_pages", ctypes.c_int64), ("max_pages_per_seq", ctypes.c_int64),
-                ("num_splits", ctypes.c_int32)]
+                ("num_splits", ctypes.c_int32),
+                ("head_dim_v", ctypes.c_int64)]  # 0: V and O have head_dim columns
 
 
 class Flashcheck:

@@ -18,7 +18,7 @@ install(TARGETS flashcheck_api flashcheck_kernel flashcheck_model flashcheck_att
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernel/include/flashcheck DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        COMPONENT flashcheck FILES_MATCHING PATTERN "*.h")
+        COMPONENT flashcheck FILES_MATCHING PATTERN "*.h" PATTERN "*.def")
 install(EXPORT flashcheckTargets NAMESPACE flashcheck:: DESTINATION ${FLASHCHECK_INSTALL_CMAKEDIR}
         COMPONENT flashcheck)
 

@@ -18,9 +18,12 @@
 #include <initializer_list>
 #include <limits>
 #include <string_view>
+#include <vector>
 
 #include "byte_reader.h"
 #include "flashcheck/dtype.h"
+#include "flashcheck/mask_names.h"
+#include "flashcheck/kernel_facts.h"
 
 namespace flashcheck::fuzz {
 namespace {
@@ -181,8 +184,25 @@ std::pair<int64_t, int64_t> tile_sizes(const Case& c) {
   probe.seqlen_q = probe.seqlen_k = 128;
   probe.pad = 0;
   probe.scale.reset();
-  const KernelConfig config = select_config(case_params(probe));
+  const KernelConfig config = kernel_config(case_params(probe));
   return {config.block_m > 0 ? config.block_m : 64, config.block_n > 0 ? config.block_n : 64};
+}
+
+// The masks that take no window (masks.def order), picked by a byte; window masks come from the window byte.
+Mask plain_mask(uint8_t byte) {
+  std::vector<Mask> plain;
+  for (const MaskName& m : kMaskNames) {
+    if (!m.takes_window) plain.push_back(m.mask);
+  }
+  return plain[byte % plain.size()];
+}
+
+// The window mask of an alignment.
+Mask window_mask(Alignment alignment) {
+  for (const MaskName& m : kMaskNames) {
+    if (m.takes_window && m.alignment == alignment) return m.mask;
+  }
+  return Mask::kNone;  // masks.def has a window mask of each alignment
 }
 
 Case decode_binary(std::span<const uint8_t> bytes, SizeProfile profile) {
@@ -190,8 +210,8 @@ Case decode_binary(std::span<const uint8_t> bytes, SizeProfile profile) {
   const bool wide = profile == SizeProfile::kMedium;
   ByteReader in(bytes);
   Case c;
-  c.dtype = static_cast<DType>(in.u8() % 3);
-  c.mask = static_cast<Mask>(in.u8() % 3);
+  c.dtype = kDTypes[in.u8() % kDTypes.size()].dtype;
+  c.mask = plain_mask(in.u8());
   const uint8_t flags = in.u8();
   c.layout = (flags & 1) ? Layout::kBSHD : Layout::kBHSD;
   c.pad = pick(kPads, static_cast<uint8_t>(flags >> 1));
@@ -244,8 +264,7 @@ Case decode_binary(std::span<const uint8_t> bytes, SizeProfile profile) {
   const uint8_t window_mode = in.u8(), left = in.u8(), right = in.u8();
   if (window_mode % 4 != 0) {
     // A window mask of the case's alignment (none counts as top-left), aimed at the K tiles.
-    c.mask = (window_mode % 4 == 1 || c.mask == Mask::kCausalBottomRight) ? Mask::kWindowBottomRight
-                                                                          : Mask::kWindowTopLeft;
+    c.mask = window_mask(window_mode % 4 == 1 ? Alignment::kBottomRight : find_mask(c.mask)->alignment);
     const int64_t longest = std::max(c.seqlen_q, c.seqlen_k);
     c.window_left = window_side_from(left, block_n, longest);
     c.window_right = window_side_from(right, block_n, longest);
@@ -282,6 +301,13 @@ Case decode_binary(std::span<const uint8_t> bytes, SizeProfile profile) {
     constexpr std::array<int32_t, 5> kSplits{1, 2, 3, 17, 0};
     c.splits = pick(kSplits, in.u8());
   }
+  // V's and O's own head dim (a missing byte: equal dims) in one input of eight; V's injections move inside it.
+  if (const uint8_t dv_byte = in.u8(); dv_byte >= 224) {
+    c.head_dim_v = pick(kHeadDims, dv_byte);
+    for (Injection& inj : c.inject) {
+      if (inj.tensor == 'v') inj.d %= c.head_dim_v;
+    }
+  }
   return c;
 }
 
@@ -310,16 +336,17 @@ int64_t saturating_sum(std::initializer_list<int64_t> terms) {
 }  // namespace
 
 int64_t case_work(const Case& c) {
-  return saturating_product({c.batch, c.heads_q, c.seqlen_q, c.seqlen_k, c.head_dim});
+  return saturating_product({c.batch, c.heads_q, c.seqlen_q, c.seqlen_k, std::max(c.head_dim, c.value_dim())});
 }
 
 int64_t case_elements(const Case& c) {
   // Rows are padded by `pad` elements; count it so a huge pad cannot slip through.
-  const int64_t row = saturating_sum({c.head_dim, std::max<int64_t>(c.pad, 0)});
+  const int64_t pad = std::max<int64_t>(c.pad, 0);
+  const int64_t row = saturating_sum({c.head_dim, pad}), value_row = saturating_sum({c.value_dim(), pad});
   const int64_t q_rows = saturating_product({c.batch, c.heads_q, c.seqlen_q});
   const int64_t kv_rows = saturating_product({c.batch, c.heads_kv, c.seqlen_k});
-  const int64_t rows = saturating_sum({q_rows, q_rows, kv_rows, kv_rows});  // Q, O, K, V
-  return saturating_product({rows, row});
+  const int64_t rows = saturating_sum({q_rows, kv_rows});  // Q and K; O and V have value rows as many
+  return saturating_sum({saturating_product({rows, row}), saturating_product({rows, value_row})});
 }
 
 bool within_limits(const Case& c, const DecodeLimits& limits) {

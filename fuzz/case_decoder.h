@@ -2,7 +2,7 @@
 // Two modes, chosen by the bytes alone so a crash file always decodes to the same case:
 //   text   : the input is a case line (parse_case accepts it up to the first newline): findings stay readable;
 //   binary : anything else; a structure-aware reading in which every byte string is a valid case (missing
-//            bytes read as zero), aimed at tile boundaries through select_config's block sizes.
+//            bytes read as zero), aimed at tile boundaries through kernel_config's block sizes.
 // Cost is bounded per target (DecodeLimits): a case over the limits is rejected, never run. A size profile
 // (SizeProfile) bounds the GPU target's cases further: the binary decoder clamps its sizes into the profile (every
 // byte string still decodes, to a case inside it), a case line outside it is rejected.

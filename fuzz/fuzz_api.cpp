@@ -337,8 +337,8 @@ void check_sequence_indices(ByteReader& in) {
   constexpr int64_t kHeads = 2, kDim = 8;
   const int64_t batch = 1 + in.u8() % 4;
   const bool paged = in.u8() & 1;
-  Params p = make_params(DType::kF32, batch, kHeads, 1, 0, 0, kDim, static_cast<Mask>(in.u8() % 5), Layout::kBSHD);
-  if (p.mask == Mask::kWindowBottomRight || p.mask == Mask::kWindowTopLeft) {
+  Params p = make_params(DType::kF32, batch, kHeads, 1, 0, 0, kDim, kMaskNames[in.u8() % kMaskNames.size()].mask, Layout::kBSHD);
+  if (takes_window(p.mask)) {
     p.window_left = static_cast<int64_t>(in.u8() % 6) - 1;
     p.window_right = static_cast<int64_t>(in.u8() % 6) - 1;
   }

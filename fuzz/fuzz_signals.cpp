@@ -7,6 +7,8 @@
 #include <span>
 #include <vector>
 
+#include "flashcheck/dtype.h"
+
 namespace flashcheck::fuzz {
 namespace {
 
@@ -43,7 +45,7 @@ void add(int slot, uint64_t count) {
 
 void record_specials_of(std::span<const double> values, DType dtype, int tensor) {
   // Smallest normal and largest finite value of the dtype.
-  const double min_normal = dtype == DType::kF16 ? 0x1p-14 : 0x1p-126;  // bf16 shares fp32's exponent range
+  const double min_normal = find_dtype(dtype)->min_normal();
   const double max_finite = dtype_max(dtype);
   uint64_t counts[kSpecialKinds] = {};
   for (double x : values) {

@@ -42,7 +42,7 @@ void memory_safety(const Case& c) {
            << out.damaged_buffer << (out.canaries_intact ? "" : " at byte offset " + std::to_string(out.first_damaged_canary))
            << ", inputs " << (out.inputs_unchanged ? "unchanged" : "modified") << "\n";
   // Not vacuous: the runner decoded every element it poisoned.
-  RC_ASSERT(static_cast<int64_t>(out.o.size()) == rows * p.head_dim);
+  RC_ASSERT(static_cast<int64_t>(out.o.size()) == rows * value_head_dim(p));
   RC_ASSERT(static_cast<int64_t>(out.lse.size()) == rows);
   RC_ASSERT(out.unwritten_o == 0);
   RC_ASSERT(out.unwritten_lse == 0);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "flashcheck/device.h"
+#include "flashcheck/kernel_facts.h"
 #include "flashcheck/oracle_bridge.h"
 #include "tier.h"
 
@@ -179,7 +180,7 @@ void assert_verdict(const Verdict& verdict) {
 
 double input_value(const HostInputs& in, char tensor, int64_t b, int64_t h, int64_t s, int64_t d) {
   const TensorRef t = tensor_ref(const_cast<HostInputs&>(in), tensor);
-  return (*t.exact)[static_cast<size_t>(((b * t.heads + h) * t.seqlen + s) * in.params.head_dim + d)];
+  return (*t.exact)[static_cast<size_t>(((b * t.heads + h) * t.seqlen + s) * columns_of(in.params, tensor) + d)];
 }
 
 void set_input_value(HostInputs& in, char tensor, int64_t b, int64_t h, int64_t s, int64_t d, double value) {
@@ -192,14 +193,30 @@ void set_input_value(HostInputs& in, char tensor, int64_t b, int64_t h, int64_t 
   const int64_t offset = (b * t.strides.batch + h * t.strides.head + s * t.strides.row + d) * esize;
   // Host byte order, as make_inputs stores it.
   std::memcpy(t.bytes->data() + offset, &bits, static_cast<size_t>(esize));
-  (*t.exact)[static_cast<size_t>(((b * t.heads + h) * t.seqlen + s) * in.params.head_dim + d)] = stored;
+  (*t.exact)[static_cast<size_t>(((b * t.heads + h) * t.seqlen + s) * columns_of(in.params, tensor) + d)] = stored;
+}
+
+void copy_key(HostInputs& dst, int64_t b, int64_t g, int64_t j, const HostInputs& src, int64_t b_src, int64_t g_src,
+              int64_t j_src) {
+  for (char tensor : {'k', 'v'}) {
+    const int64_t columns = std::min(columns_of(dst.params, tensor), columns_of(src.params, tensor));
+    for (int64_t d = 0; d < columns; ++d) {
+      set_input_value(dst, tensor, b, g, j, d, input_value(src, tensor, b_src, g_src, j_src, d));
+    }
+  }
+}
+
+void fill_key(HostInputs& in, int64_t b, int64_t g, int64_t j, double value) {
+  for (char tensor : {'k', 'v'}) {
+    for (int64_t d = 0; d < columns_of(in.params, tensor); ++d) set_input_value(in, tensor, b, g, j, d, value);
+  }
 }
 
 ExactRow exact_row(const HostInputs& in, const KernelConfig& config, const oracle::RowRef& row) {
   ExactRow r;
   const oracle::Problem problem = in.problem();
   r.exact = oracle::compute_row(problem, row, oracle::Tier::kFast);
-  r.bound = oracle_bound(problem, row, r.exact, in.params, config, effective_splits(in.params));
+  r.bound = oracle_bound(problem, row, r.exact, in.params, config, kernel_splits(in.params));
   return r;
 }
 
@@ -208,7 +225,7 @@ ExactRow exact_row_without_sink(const HostInputs& in, const KernelConfig& config
   problem.sink = {};
   ExactRow r;
   r.exact = oracle::compute_row(problem, row, oracle::Tier::kFast);
-  r.bound = oracle_bound(problem, row, r.exact, in.params, config, effective_splits(in.params));
+  r.bound = oracle_bound(problem, row, r.exact, in.params, config, kernel_splits(in.params));
   return r;
 }
 
@@ -247,8 +264,8 @@ void assert_bit_identical(const std::string& what, const RunOutputs& a, const Ru
                << " vs " << b.lse[static_cast<size_t>(r)] << "\n";
       RC_FAIL(what + ": LSE not bit-identical");
     }
-    for (int64_t d = 0; d < p.head_dim; ++d) {
-      const size_t i = static_cast<size_t>(r * p.head_dim + d);
+    for (int64_t d = 0; d < value_head_dim(p); ++d) {
+      const size_t i = static_cast<size_t>(r * value_head_dim(p) + d);
       if (!same_bits(a.o[i], b.o[i])) {
         RC_LOG() << what << ": O differs at row " << describe_row(ref) << " col " << d << ": " << a.o[i] << " vs "
                  << b.o[i] << "\n";
@@ -286,7 +303,7 @@ void assert_same_kernel_bits_or_within_bounds(const std::string& what, const Hos
         RC_FAIL(what + ": a finite output where the semantics make it non-finite");
       }
     };
-    for (int64_t d = 0; d < p.head_dim; ++d) {
+    for (int64_t d = 0; d < value_head_dim(p); ++d) {
       const size_t k = static_cast<size_t>(d);
       if (std::isnan(ea.exact.o[k])) {
         both_nonfinite(o_at(a, p, r, d), o_at(b, p, r, d), d);
@@ -320,8 +337,8 @@ void assert_blind_rows_unchanged(const std::string& what, const HostInputs& clea
   for (int64_t flat = 0; flat < rows; ++flat) {
     if (!blind[static_cast<size_t>(flat)]) continue;
     const oracle::RowRef r = row_ref(p, flat);
-    const bool empty = visible_key_range(p, r.i).size() == 0;
-    for (int64_t d = -1; d < p.head_dim; ++d) {  // d = -1: LSE
+    const bool empty = judged_visible_keys(p, r.i).size() == 0;
+    for (int64_t d = -1; d < value_head_dim(p); ++d) {  // d = -1: LSE
       const double x = d < 0 ? lse_at(a, p, r) : o_at(a, p, r, d);
       const double y = d < 0 ? lse_at(b, p, r) : o_at(b, p, r, d);
       const bool differs = empty ? !same_bits(x, y) : std::isfinite(x) && !std::isfinite(y);
@@ -341,7 +358,7 @@ void assert_blind_rows_unchanged(const std::string& what, const HostInputs& clea
     if (!blind[static_cast<size_t>(row_index(p, r.b, r.h, r.i))]) continue;
     const ExactRow e = exact_row(clean, a.config, r);  // a blind row's visible keys are the same in both runs
     if (e.exact.visible == 0 || e.bound.unconstrained) continue;
-    for (int64_t d = 0; d < p.head_dim; ++d) {
+    for (int64_t d = 0; d < value_head_dim(p); ++d) {
       worst.add(o_at(b, p, r, d), o_at(a, p, r, d), 2.0 * e.bound.o[static_cast<size_t>(d)], r, d);
     }
     worst.add(lse_at(b, p, r), lse_at(a, p, r), 2.0 * e.bound.lse, r, -1);

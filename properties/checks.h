@@ -16,6 +16,7 @@
 #include "flashcheck/error_model.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/oracle.h"
+#include "flashcheck/oracle_bridge.h"  // judged_visible_keys: which keys a row sees, for judging
 #include "flashcheck/runner.h"
 #include "flashcheck/verdict.h"
 #include "generators.h"
@@ -39,10 +40,10 @@ JudgeOptions judge_options();
 // Logs the verdict report and asserts the verdict passed.
 void assert_verdict(const Verdict& verdict);
 
-// Canonical indices: O [B, Hq, Sq, D], row statistics [B, Hq, Sq].
+// Canonical indices: O [B, Hq, Sq, Dv] (Dv = value_head_dim: O has V's columns), row statistics [B, Hq, Sq].
 inline int64_t row_index(const Params& p, int64_t b, int64_t h, int64_t i) { return (b * p.heads_q + h) * p.seqlen_q + i; }
 inline int64_t o_index(const Params& p, int64_t b, int64_t h, int64_t i, int64_t d) {
-  return row_index(p, b, h, i) * p.head_dim + d;
+  return row_index(p, b, h, i) * value_head_dim(p) + d;
 }
 
 // Rows of the problem, flattened: flat index (b * heads_q + h) * seqlen_q + i -> (b, h, i).
@@ -81,12 +82,20 @@ class RelationDraws {
 // A key index aimed at the K tiles: a tile boundary -1/0/+1 or anywhere in [lo, hi], half and half.
 int64_t pick_key(RelationDraws& draws, const char* what, int64_t lo, int64_t hi, int64_t block_n);
 
+// Columns of tensor 'q', 'k' (head_dim) or 'v' (value_head_dim).
+inline int64_t columns_of(const Params& p, char tensor) { return tensor == 'v' ? value_head_dim(p) : p.head_dim; }
 // One input element (tensor 'q', 'k' or 'v'), by logical index.
 double input_value(const HostInputs& in, char tensor, int64_t b, int64_t h, int64_t s, int64_t d);
 // Sets one element: `value` must be representable in the dtype (or NaN / +-inf / -0.0).
 void set_input_value(HostInputs& in, char tensor, int64_t b, int64_t h, int64_t s, int64_t d, double value);
 // Sets the sink of query head h (the case must have a sink): `value` must be an fp32 value (or NaN / +-inf).
 void set_sink_value(HostInputs& in, int64_t h, double value);
+// Key j of K/V head (b, g) of `dst` becomes key j_src of head (b_src, g_src) of `src`: K's and V's own columns (the
+// first ones both have, where the two differ in width).
+void copy_key(HostInputs& dst, int64_t b, int64_t g, int64_t j, const HostInputs& src, int64_t b_src, int64_t g_src,
+              int64_t j_src);
+// Every K and V element of key j of head (b, g) becomes `value`.
+void fill_key(HostInputs& in, int64_t b, int64_t g, int64_t j, double value);
 // Applies fn(value) -> value to every element of one tensor (the result is rounded to the dtype).
 template <typename Fn>
 void transform_tensor(HostInputs& in, char tensor, Fn&& fn);
@@ -151,7 +160,7 @@ void transform_tensor(HostInputs& in, char tensor, Fn&& fn) {
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t s = 0; s < seqlen; ++s)
-        for (int64_t d = 0; d < p.head_dim; ++d) {
+        for (int64_t d = 0; d < columns_of(p, tensor); ++d) {
           const double x = input_value(in, tensor, b, h, s, d);
           set_input_value(in, tensor, b, h, s, d, round_to_dtype(p.dtype, fn(x)));
         }

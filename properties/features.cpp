@@ -50,7 +50,7 @@ double max_abs_score(const HostInputs& in) {
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h)
       for (int64_t i = 0; i < p.seqlen_q; ++i) {
-        const KeyRange keys = visible_key_range(p, i);
+        const KeyRange keys = judged_visible_keys(p, i);
         for (int64_t j = keys.begin; j < keys.end; ++j) {
           double dot = 0.0;
           for (int64_t d = 0; d < p.head_dim; ++d) {
@@ -158,7 +158,7 @@ void sink_equals_extra_zero_value_key() {
   }
 
   Case keyed_case = c;
-  keyed_case.head_dim = c.head_dim + 1;
+  keyed_case.head_dim = c.head_dim + 1;  // Q's and K's new column (and V's, zero, where V has head_dim columns)
   keyed_case.seqlen_k = c.seqlen_k + 1;
   keyed_case.sink.reset();
   keyed_case.inject.clear();
@@ -172,15 +172,13 @@ void sink_equals_extra_zero_value_key() {
         set_input_value(keyed, 'q', b, h, i, d_new, y[static_cast<size_t>(h)]);
       }
     for (int64_t g = 0; g < p.heads_kv; ++g) {
-      for (int64_t d = 0; d <= d_new; ++d) {
-        set_input_value(keyed, 'k', b, g, 0, d, d == d_new ? 1.0 : 0.0);
-        set_input_value(keyed, 'v', b, g, 0, d, 0.0);
+      fill_key(keyed, b, g, 0, 0.0);
+      set_input_value(keyed, 'k', b, g, 0, d_new, 1.0);
+      for (int64_t j = 0; j < p.seqlen_k; ++j) {
+        copy_key(keyed, b, g, j + 1, sunk, b, g, j);  // K's first d_new columns, V's columns of the sunk case
+        set_input_value(keyed, 'k', b, g, j + 1, d_new, 0.0);
+        if (value_head_dim(pk) > value_head_dim(p)) set_input_value(keyed, 'v', b, g, j + 1, d_new, 0.0);
       }
-      for (int64_t j = 0; j < p.seqlen_k; ++j)
-        for (int64_t d = 0; d <= d_new; ++d) {
-          set_input_value(keyed, 'k', b, g, j + 1, d, d == d_new ? 0.0 : input_value(sunk, 'k', b, g, j, d));
-          set_input_value(keyed, 'v', b, g, j + 1, d, d == d_new ? 0.0 : input_value(sunk, 'v', b, g, j, d));
-        }
     }
   }
 
@@ -191,12 +189,12 @@ void sink_equals_extra_zero_value_key() {
   RelationWorst worst;
   int64_t compared = 0;
   for (const oracle::RowRef& r : rows_to_check(sunk, out_sink.config, c.seed)) {
-    if (visible_key_range(pk, r.i).begin != 0 || visible_key_range(pk, r.i).size() == 0) continue;  // no new key
+    if (judged_visible_keys(pk, r.i).begin != 0 || judged_visible_keys(pk, r.i).size() == 0) continue;  // no new key
     const ExactRow e_sink = exact_row(sunk, out_sink.config, r);
     const ExactRow e_key = exact_row(keyed, out_key.config, r);
     if (e_sink.bound.unconstrained || e_key.bound.unconstrained) continue;
     ++compared;
-    for (int64_t d = 0; d < p.head_dim; ++d) {
+    for (int64_t d = 0; d < value_head_dim(p); ++d) {
       const size_t k = static_cast<size_t>(d);
       worst.add(o_at(out_sink, p, r, d), o_at(out_key, pk, r, d), e_sink.bound.o[k] + e_key.bound.o[k], r, d);
     }
@@ -239,7 +237,7 @@ void large_softcap_equals_no_softcap() {
     const ExactRow ea = exact_row(in, a.config, r);
     const ExactRow eb = exact_row(capped, b.config, r);
     if (ea.bound.unconstrained || eb.bound.unconstrained) continue;
-    for (int64_t d = 0; d < p.head_dim; ++d) {
+    for (int64_t d = 0; d < value_head_dim(p); ++d) {
       const size_t k = static_cast<size_t>(d);
       const double moved = 2.0 * score_change * ea.exact.max_abs_v;
       worst.add(o_at(b, p, r, d), o_at(a, p, r, d), ea.bound.o[k] + eb.bound.o[k] + moved, r, d);
@@ -261,9 +259,9 @@ void nan_outside_window_never_reaches_output() {
   const double poison = draws.pick("hidden value", std::vector<double>{std::numeric_limits<double>::quiet_NaN(), kInf, -kInf});
   const HostInputs base = inputs_for(c);
   const Params& p = base.params;
-  const KernelConfig config = select_config(p);
+  const KernelConfig config = kernel_config(p);
   const int64_t i0 = draws.below("row whose window bounds the band", p.seqlen_q);
-  const KeyRange keys = visible_key_range(p, i0);
+  const KeyRange keys = judged_visible_keys(p, i0);
   const std::vector<int64_t> widen = {0, 1, config.block_n};
   const int64_t j_lo = std::max<int64_t>(0, keys.begin - draws.pick("band's extra keys on the left", widen));
   const int64_t j_hi = std::min(p.seqlen_k, keys.end + draws.pick("band's extra keys on the right", widen));
@@ -274,11 +272,7 @@ void nan_outside_window_never_reaches_output() {
     if (j >= j_lo && j < j_hi) continue;
     ++poisoned_keys;
     for (int64_t b = 0; b < p.batch; ++b)
-      for (int64_t g = 0; g < p.heads_kv; ++g)
-        for (int64_t d = 0; d < p.head_dim; ++d) {
-          set_input_value(poisoned, 'k', b, g, j, d, poison);
-          set_input_value(poisoned, 'v', b, g, j, d, poison);
-        }
+      for (int64_t g = 0; g < p.heads_kv; ++g) fill_key(poisoned, b, g, j, poison);
   }
   note_coverage(poisoned_keys > 0 ? "poisoned=some-keys" : "poisoned=none");
   const RunOutputs a = run_backend(base);
@@ -286,7 +280,7 @@ void nan_outside_window_never_reaches_output() {
   const int64_t rows = p.batch * p.heads_q * p.seqlen_q;
   std::vector<bool> blind(static_cast<size_t>(rows));
   for (int64_t flat = 0; flat < rows; ++flat) {
-    const KeyRange k = visible_key_range(p, flat % p.seqlen_q);
+    const KeyRange k = judged_visible_keys(p, flat % p.seqlen_q);
     blind[static_cast<size_t>(flat)] = k.size() == 0 || (k.begin >= j_lo && k.end <= j_hi);
   }
   assert_blind_rows_unchanged("rows whose window keeps out keys holding " + std::to_string(poison), base, a, b, blind,

@@ -1,6 +1,6 @@
 // Case generators. A case is built in stages, each a RapidCheck generator so that every stage shrinks:
 //   frame (dtype, head_dim, mask, layout, pad, scale, seed) -> heads and batch -> seqlens aimed at the
-//   tiles select_config() reports for that frame -> sizes clamped to the tier's budget -> the window of a
+//   tiles kernel_config() reports for that frame -> sizes clamped to the tier's budget -> the window of a
 //   window mask, aimed at the same tiles -> values -> softcap and sink.
 // Hand-picked edge values are mixed with random ones by weightedOneOf; the special values (NaN, +-Inf,
 // -0.0, subnormals, near-max) are written here, RapidCheck never produces them on its own.
@@ -14,7 +14,9 @@
 #include <string>
 #include <utility>
 
+#include "flashcheck/dtype.h"
 #include "flashcheck/mask_names.h"
+#include "flashcheck/oracle_bridge.h"  // judged_visible_keys
 #include "replay.h"
 #include "tier.h"
 
@@ -53,10 +55,10 @@ rc::Gen<double> gen_sigma() {
   return gen::map(gen::inRange<size_t>(0, kSigmas.size()), [](size_t i) { return kSigmas[i]; });
 }
 
+// The options' dtypes, each as often as its row's case weight (dtypes.def).
 rc::Gen<DType> gen_dtype(const CaseOptions& o) {
-  if (o.dtypes.size() == 3) return gen::weightedElement<DType>({{1, DType::kF32}, {2, DType::kF16}, {2, DType::kBF16}});
-  std::vector<DType> pool;  // fp16 and bf16 twice as often as fp32, as above
-  for (DType d : o.dtypes) pool.insert(pool.end(), d == DType::kF32 ? 1 : 2, d);
+  std::vector<DType> pool;  // each dtype case_weight times
+  for (DType d : o.dtypes) pool.insert(pool.end(), find_dtype(d)->case_weight, d);
   return gen::elementOf(pool);
 }
 
@@ -130,12 +132,13 @@ int64_t safe_div(int64_t a, int64_t b) { return b <= 0 ? a : a / b; }
 
 // Elements of Q, K, V and O with padding.
 int64_t case_elements(const Case& c) {
-  const int64_t row = c.head_dim + c.pad;
-  return c.batch * (2 * c.heads_q * c.seqlen_q + 2 * c.heads_kv * c.seqlen_k) * row;
+  const int64_t rows = c.heads_q * c.seqlen_q + c.heads_kv * c.seqlen_k;  // Q and O; K and V
+  return c.batch * rows * (c.head_dim + c.value_dim() + 2 * c.pad);
 }
 
+// Multiply-adds of Q K^T and P V, halved: Q K^T's alone when the head dims are equal.
 int64_t case_work(const Case& c) {
-  return c.batch * c.heads_q * c.seqlen_q * std::max<int64_t>(c.seqlen_k, 1) * c.head_dim;
+  return c.batch * c.heads_q * c.seqlen_q * std::max<int64_t>(c.seqlen_k, 1) * ((c.head_dim + c.value_dim()) / 2);
 }
 
 // Brings batch and heads down until the case fits the budget (the seqlens were capped already).
@@ -182,8 +185,9 @@ rc::Gen<Injection> gen_injection(const Case& c, const std::vector<double>& value
                      [seqlen](int64_t x) { return std::min(x, seqlen - 1); })},
         {hidden_weight, range(seqlen / 2, seqlen - 1)},
     });
+    const int64_t columns = t == 'v' ? c.value_dim() : c.head_dim;
     auto d = gen::weightedOneOf<int64_t>(
-        {{3, range(0, c.head_dim - 1)}, {1, gen::just<int64_t>(0)}, {1, gen::just<int64_t>(c.head_dim - 1)}});
+        {{3, range(0, columns - 1)}, {1, gen::just<int64_t>(0)}, {1, gen::just<int64_t>(columns - 1)}});
     return gen::apply(
         [t](int64_t b, int64_t h, int64_t s_, int64_t d_, double value) { return Injection{t, b, h, s_, d_, value}; },
         range(0, c.batch - 1), range(0, heads - 1), shrinking_towards(s, 0), shrinking_towards(d, 0),
@@ -386,28 +390,44 @@ rc::Gen<ValueFamily> gen_family_choice(const CaseOptions& o, const Case& c, cons
 
 // ---- shapes ---------------------------------------------------------------------------------------------
 
-// The options' plain masks (none, causal) four times as often as their window masks.
+// The options' allowed masks, each as often as its row's case weight (masks.def).
 rc::Gen<Mask> gen_mask(const CaseOptions& o) {
-  std::vector<Mask> plain, windowed;
+  std::vector<Mask> pool;  // each allowed mask case_weight times
   for (Mask m : o.masks) {
-    if (o.allowed_masks & (1u << static_cast<int>(m))) (takes_window(m) ? windowed : plain).push_back(m);
+    if (o.allowed_masks & (1u << static_cast<int>(m))) pool.insert(pool.end(), find_mask(m)->case_weight, m);
   }
   // None allowed: the property's own masks, which the subject answers with UNSUPPORTED (discarded); the tier
   // skips the properties that need a mask the subject lacks (property_skip_reason).
-  if (plain.empty() && windowed.empty()) return gen::elementOf(o.masks);
-  if (windowed.empty()) return gen::elementOf(plain);
-  if (plain.empty()) return gen::elementOf(windowed);
-  return gen::weightedOneOf<Mask>({{4, gen::elementOf(plain)}, {1, gen::elementOf(windowed)}});
+  if (pool.empty()) return gen::elementOf(o.masks);
+  return gen::elementOf(pool);
+}
+
+// V's and O's own width in one case in CaseOptions::unequal_head_dims_in: half of them a (head_dim, head_dim_v)
+// pair models ship, half the drawn head_dim with any other head_dim_v; the rest head_dim_v = 0 (equal).
+rc::Gen<Case> gen_value_dim(Case c, int64_t one_in) {
+  using Pair = std::pair<int64_t, int64_t>;
+  const rc::Gen<Pair> shipped = gen::element(Pair{192, 128}, Pair{128, 64}, Pair{64, 128}, Pair{256, 128});
+  const int64_t head_dim = c.head_dim;
+  const rc::Gen<Pair> other = gen::map(gen_head_dim(), [head_dim](int64_t dv) { return Pair{head_dim, dv}; });
+  const rc::Gen<Pair> pair = gen::weightedOneOf<Pair>({{static_cast<size_t>(2 * (one_in - 1)), gen::just(Pair{head_dim, 0})}, {1, shipped}, {1, other}});
+  return gen::map(pair, [c](Pair dims) {
+    Case out = c;
+    out.head_dim = dims.first;
+    out.head_dim_v = dims.second;
+    return out;
+  });
 }
 
 rc::Gen<Case> gen_frame(const CaseOptions& o) {
-  return gen::build<Case>(gen::set(&Case::dtype, gen_dtype(o)),                      //
-                          gen::set(&Case::head_dim, gen_head_dim(o)),                //
-                          gen::set(&Case::mask, gen_mask(o)),                        //
-                          gen::set(&Case::layout, gen_layout(o)),
-                          gen::set(&Case::pad, gen_pad(o)),                          //
-                          gen::set(&Case::scale, gen_scale()),                       //
-                          gen::set(&Case::seed, gen::inRange<uint64_t>(0, uint64_t{1} << 32)));
+  rc::Gen<Case> frame = gen::build<Case>(gen::set(&Case::dtype, gen_dtype(o)),        //
+                                         gen::set(&Case::head_dim, gen_head_dim(o)),  //
+                                         gen::set(&Case::mask, gen_mask(o)),          //
+                                         gen::set(&Case::layout, gen_layout(o)),
+                                         gen::set(&Case::pad, gen_pad(o)),            //
+                                         gen::set(&Case::scale, gen_scale()),         //
+                                         gen::set(&Case::seed, gen::inRange<uint64_t>(0, uint64_t{1} << 32)));
+  if (o.unequal_head_dims_in <= 0) return frame;
+  return gen::mapcat(frame, [one_in = o.unequal_head_dims_in](Case c) { return gen_value_dim(c, one_in); });
 }
 
 // The seqlens aimed at the tiles, then the window of a window mask.
@@ -471,7 +491,7 @@ rc::Gen<Case> gen_long_window(const Case& c, const CaseOptions& o, const KernelC
                            : std::clamp<int64_t>(rows[static_cast<size_t>(rows_pick)], 1, std::min(max_rows, out.seqlen_k));
         const Case fitted = fit_options(out, o);
         if (step < 2 || fitted.seqlen_q != 1 || fitted.mask != Mask::kWindowBottomRight) return fitted;
-        const KernelConfig one_row = select_config(case_params(fitted));
+        const KernelConfig one_row = kernel_config(case_params(fitted));
         if (!is_decode_config(one_row) || one_row.block_m < 2) return fitted;
         Case steps = fitted;
         steps.seqlen_q = 2 + (step - 2) % (one_row.block_m - 1);
@@ -482,7 +502,7 @@ rc::Gen<Case> gen_long_window(const Case& c, const CaseOptions& o, const KernelC
           steps.seqlen_k += ((-before - first_key) % tile + tile) % tile;
         }
         steps = fit_options(steps, o);
-        return is_decode_config(select_config(case_params(steps))) ? steps : fitted;
+        return is_decode_config(kernel_config(case_params(steps))) ? steps : fitted;
       },
       range(1, bn - 1), range(1, bn - 1), right, range(0, 4),
       gen::weightedOneOf<int64_t>({{1, gen::just<int64_t>(1)}, {2, range(2, 16)}}));
@@ -502,7 +522,7 @@ rc::Gen<Case> gen_shape(const CaseOptions& o) {
     // The tiles the kernel would use for this dtype and head_dim (seqlens stand in until chosen).
     Case probe = c;
     probe.seqlen_q = probe.seqlen_k = 256;
-    const KernelConfig cfg = select_config(case_params(probe));
+    const KernelConfig cfg = kernel_config(case_params(probe));
     auto ordinary = gen_seqlens_and_window(c, o, cfg);
     if (!takes_window(c.mask)) return ordinary;
     // Two windowed cases in three reach over several K tiles (gen_long_window).
@@ -526,6 +546,17 @@ rc::Gen<Case> gen_features(const CaseOptions& o, rc::Gen<Case> cases) {
 }
 
 }  // namespace
+
+std::vector<Mask> every_mask() {
+  std::vector<Mask> out;
+  for (const MaskName& m : kMaskNames) out.push_back(m.mask);
+  return out;
+}
+std::vector<DType> every_dtype() {
+  std::vector<DType> out;
+  for (const DTypeInfo& d : kDTypes) out.push_back(d.dtype);
+  return out;
+}
 
 CaseLimits cpu_limits() {
   // The host model runs ~1e8 emulated multiply-adds per second; the oracle checks every row of cases this
@@ -557,6 +588,7 @@ CaseOptions default_options() {
       o.head_dim_max = caps.head_dim_max;
     }
     o.allowed_masks = caps.masks;
+    o.unequal_head_dims_in = 0;  // the subject ABI's problem has one head_dim
     std::erase_if(o.masks, [&](Mask m) { return !(caps.masks & (1u << static_cast<int>(m))); });
     std::erase_if(o.layouts, [&](Layout l) {
       return !(caps.layouts & FC_SUBJECT_BIT(l == Layout::kBHSD ? FC_SUBJECT_LAYOUT_BHSD : FC_SUBJECT_LAYOUT_BSHD));
@@ -708,7 +740,7 @@ rc::Gen<Case> replayed_case(const Case& c, const std::string& why) {
 rc::Gen<Case> gen_case(const CaseOptions& options) {
   if (const Case* r = replay_case()) return replayed_case(*r, outside_options(options, *r));
   return gen_features(options, gen::mapcat(gen_shape(options), [options](Case c) {
-    const KernelConfig cfg = select_config(case_params(c));
+    const KernelConfig cfg = kernel_config(case_params(c));
     return gen::mapcat(gen_family_choice(options, c, cfg),
                        [c, cfg](ValueFamily family) { return gen_family(c, family, cfg); });
   }));
@@ -723,7 +755,7 @@ rc::Gen<Case> gen_special_case(const CaseOptions& options) {
     return replayed_case(*r, why);
   }
   return gen_features(o, gen::mapcat(gen_shape(o), [](Case c) {
-    const KernelConfig cfg = select_config(case_params(c));
+    const KernelConfig cfg = kernel_config(case_params(c));
     return gen_family(c, ValueFamily::kSpecial, cfg);
   }));
 }
@@ -818,8 +850,8 @@ std::vector<std::string> feature_tags(const Case& c) {
   std::vector<std::string> tags;
   if (takes_window(c.mask) && c.seqlen_q > 0) {
     const Params p = case_params(c);
-    const KernelConfig cfg = select_config(p);
-    const KeyRange first = visible_key_range(p, 0), last = visible_key_range(p, c.seqlen_q - 1);
+    const KernelConfig cfg = kernel_config(p);
+    const KeyRange first = judged_visible_keys(p, 0), last = judged_visible_keys(p, c.seqlen_q - 1);
     auto on_tile_edge = [&](int64_t side) {
       const int64_t r = cfg.block_n > 0 ? (side + 1) % cfg.block_n : -1;
       return side >= cfg.block_n - 1 && r <= 2;
@@ -880,7 +912,7 @@ WindowReach window_reach(const Case& c) {
   WindowReach r;
   if (!takes_window(c.mask) || !c.seqs.empty()) return r;
   const Params p = case_params(c);
-  const KernelConfig cfg = select_config(p);
+  const KernelConfig cfg = kernel_config(p);
   const int64_t bm = std::max<int32_t>(cfg.block_m, 1), bn = std::max<int32_t>(cfg.block_n, 1);
   // The decode family's Q tile holds a K/V head's query rows, as many as the group and the step have: its K tile is
   // its tile size.
@@ -891,7 +923,7 @@ WindowReach window_reach(const Case& c) {
   for (int64_t m0 = 0; m0 < c.seqlen_q; m0 += bm) {
     int64_t first_tile = -1;  // the Q tile's first visited K tile: that of its first row with a key
     for (int64_t i = m0; i < std::min(m0 + bm, c.seqlen_q); ++i) {
-      const KeyRange keys = visible_key_range(p, i);
+      const KeyRange keys = judged_visible_keys(p, i);
       if (keys.size() == 0) continue;
       const int64_t begin_tile = keys.begin / bn;
       if (first_tile < 0) first_tile = begin_tile;
@@ -903,7 +935,7 @@ WindowReach window_reach(const Case& c) {
 }
 
 std::vector<std::string> shape_tags(const Case& c) {
-  const KernelConfig cfg = select_config(case_params(c));
+  const KernelConfig cfg = kernel_config(case_params(c));
   auto relation = [](int64_t s, int64_t tile) -> std::string {
     if (s <= 2) return std::to_string(s);
     if (tile <= 0) return "other";

@@ -1,6 +1,6 @@
 // Generators of cases for the property tests: rc::Arbitrary<Case> and the narrower generators some
 // properties need (masks, GQA, injected special values). Shapes, and sliding windows' edges, aim at the
-// kernel's own tile sizes, queried from select_config() for the generated dtype and head_dim, never
+// kernel's own tile sizes, queried from kernel_config() for the generated dtype and head_dim, never
 // hard-coded here. Windows, softcaps and sinks are mixed into a minority of cases. Sizes are bounded by the
 // active tier's CaseLimits so the CPU tier stays inside the CI budget.
 // RapidCheck makes no special values by itself: every NaN, Inf, -0.0, subnormal and near-max value
@@ -17,6 +17,7 @@
 
 #include "flashcheck/attention.h"
 #include "flashcheck/case.h"
+#include "flashcheck/kernel_facts.h"
 
 namespace flashcheck::properties {
 
@@ -56,12 +57,15 @@ const char* to_string(ValueFamily family);
 // The family a case belongs to, recovered from its value specs and injections (so shrunk cases are named too).
 ValueFamily value_family(const Case& c);
 
-// What a property needs from its cases. Window masks among `masks` come in about one case in five, their
-// windows from gen_window; a softcap in about one in seven, a sink in about one in six.
+// Every row of the tables, in table order.
+std::vector<Mask> every_mask();
+std::vector<DType> every_dtype();
+
+// What a property needs from its cases. Masks and dtypes come as often as their rows' case weights (masks.def,
+// dtypes.def: with every mask allowed, window masks in about one case in five), windows from gen_window; a softcap in about one in seven, a sink in about one in six.
 struct CaseOptions {
   CaseLimits limits;
-  std::vector<Mask> masks{Mask::kNone, Mask::kCausalBottomRight, Mask::kCausalTopLeft, Mask::kWindowBottomRight,
-                          Mask::kWindowTopLeft};
+  std::vector<Mask> masks = every_mask();
   bool softcap = true;            // allow a softcap
   bool sinks = true;              // allow a sink (NaN and +inf sinks only with special_values too)
   bool special_values = true;     // allow the kSpecial family (and finite injections)
@@ -69,13 +73,15 @@ struct CaseOptions {
   int64_t min_group = 1;          // heads_q / heads_kv at least this (GQA property: 2)
   int64_t min_seqlen_k = 0;
   // A subject's capabilities (tier.h, active_subject()); the defaults admit everything flashcheck computes.
-  std::vector<DType> dtypes{DType::kF32, DType::kF16, DType::kBF16};
+  std::vector<DType> dtypes = every_dtype();
   std::vector<int64_t> head_dims;  // exactly these, when not empty; else head_dim_min..head_dim_max
   int64_t head_dim_min = 1, head_dim_max = 256;
-  uint32_t allowed_masks = 0x1f;   // (1 << Mask) bits: `masks` is filtered by them
+  uint32_t allowed_masks = ~0u;    // (1 << Mask) bits: `masks` is filtered by them
   std::vector<Layout> layouts{Layout::kBHSD, Layout::kBSHD};
   bool padding = true;             // pad > 0 (strides other than contiguous)
   bool gqa = true;                 // heads_q != heads_kv
+  // head_dim_v != head_dim in one case in this many (>= 1; 0: never, as for a subject: the subject ABI has one head_dim)
+  int64_t unequal_head_dims_in = 8;
   // A subject's shape limits (fc_subject_limits): seqlens are drawn, then moved onto them (multiples, minima,
   // maxima; 0 and 1 mean no limit).
   int64_t seqlen_q_multiple = 1, seqlen_k_multiple = 1;

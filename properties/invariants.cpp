@@ -90,14 +90,15 @@ void online_softmax_invariants(const Case& given) {
     return it->second;
   };
 
-  // Final statistics of every row.
+  // Final statistics of every row, with each sequence's own rows and keys as the oracle counts them.
+  const oracle::Problem judged = in.problem();
   for (int64_t flat = 0; flat < rows; ++flat) {
     const size_t r = static_cast<size_t>(flat);
     // Each sequence's own rows and keys (its rows past seqlen_q(b) are not rows of the problem).
     const int64_t b = flat / (p.heads_q * p.seqlen_q), i = flat % p.seqlen_q;
-    if (i >= sequence_q_len(p, b)) continue;
+    if (i >= oracle::sequence_seqlen_q(judged, b)) continue;
     const double m = out.row_m[r], l = out.row_l[r], lse = out.lse[r];
-    const int64_t visible = visible_key_range(p, b, i).size();
+    const int64_t visible = judged_visible_keys(judged, b, i).size();
     const double sink = sink_of(flat);
     const bool has_sink = sink != -INFINITY;
     rows_with_sink += has_sink ? 1 : 0;
@@ -112,8 +113,8 @@ void online_softmax_invariants(const Case& given) {
         expect(m == -INFINITY && l == 0.0 && lse == -INFINITY, p, flat,
                "no visible key needs m = -inf, l = 0, LSE = -inf:" + vals);
       }
-      for (int64_t d = 0; d < p.head_dim; ++d) {
-        expect(out.o[r * static_cast<size_t>(p.head_dim) + static_cast<size_t>(d)] == 0.0, p, flat, "no visible key needs O = 0");
+      for (int64_t d = 0; d < value_head_dim(p); ++d) {
+        expect(out.o[r * static_cast<size_t>(value_head_dim(p)) + static_cast<size_t>(d)] == 0.0, p, flat, "no visible key needs O = 0");
       }
       continue;
     }

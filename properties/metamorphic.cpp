@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "checks.h"
+#include "flashcheck/dtype.h"
 #include "generators.h"
 #include "properties.h"
 #include "replay.h"
@@ -45,14 +46,8 @@ HostInputs alternative_inputs(const Case& c) {
   return inputs_for(alt);
 }
 
-int precision_bits(DType dtype) {
-  switch (dtype) {
-    case DType::kF16: return 11;
-    case DType::kBF16: return 8;
-    default: return 24;
-  }
-}
-double min_normal(DType dtype) { return dtype == DType::kF16 ? 0x1p-14 : 0x1p-126; }
+int precision_bits(DType dtype) { return find_dtype(dtype)->significand_bits(); }
+double min_normal(DType dtype) { return find_dtype(dtype)->min_normal(); }
 
 double max_abs(const std::vector<double>& xs) {
   double m = 0.0;
@@ -78,11 +73,7 @@ void copy_keys(HostInputs& dst, const HostInputs& src, int64_t from, int64_t to)
   const Params& p = dst.params;
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t g = 0; g < p.heads_kv; ++g)
-      for (int64_t j = from; j < to; ++j)
-        for (int64_t d = 0; d < p.head_dim; ++d) {
-          set_input_value(dst, 'k', b, g, j, d, input_value(src, 'k', b, g, j, d));
-          set_input_value(dst, 'v', b, g, j, d, input_value(src, 'v', b, g, j, d));
-        }
+      for (int64_t j = from; j < to; ++j) copy_key(dst, b, g, j, src, b, g, j);
 }
 
 int64_t group_of(const Params& p) { return p.heads_q / p.heads_kv; }
@@ -100,7 +91,7 @@ void permuting_keys_leaves_output_unchanged() {
 
   const HostInputs base = inputs_for(c);
   const Params& p = base.params;
-  const KernelConfig config = select_config(p);
+  const KernelConfig config = kernel_config(p);
   std::vector<int64_t> perm(static_cast<size_t>(p.seqlen_k));
   std::iota(perm.begin(), perm.end(), 0);
   if (kind == 0) std::reverse(perm.begin(), perm.end());
@@ -112,12 +103,7 @@ void permuting_keys_leaves_output_unchanged() {
   HostInputs permuted = copy_of(base);
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t g = 0; g < p.heads_kv; ++g)
-      for (int64_t j = 0; j < p.seqlen_k; ++j)
-        for (int64_t d = 0; d < p.head_dim; ++d) {
-          const int64_t to = perm[static_cast<size_t>(j)];
-          set_input_value(permuted, 'k', b, g, to, d, input_value(base, 'k', b, g, j, d));
-          set_input_value(permuted, 'v', b, g, to, d, input_value(base, 'v', b, g, j, d));
-        }
+      for (int64_t j = 0; j < p.seqlen_k; ++j) copy_key(permuted, b, g, perm[static_cast<size_t>(j)], base, b, g, j);
 
   const RunOutputs a = run_backend(base);
   const RunOutputs b = run_backend(permuted);
@@ -125,7 +111,7 @@ void permuting_keys_leaves_output_unchanged() {
   for (const oracle::RowRef& r : rows_to_check(base, a.config, c.seed)) {
     const ExactRow e = exact_row(base, a.config, r);  // the exact row is the same for both orders
     if (e.bound.unconstrained) continue;
-    for (int64_t d = 0; d < p.head_dim; ++d) {
+    for (int64_t d = 0; d < value_head_dim(p); ++d) {
       worst.add(o_at(b, p, r, d), o_at(a, p, r, d), 2.0 * e.bound.o[static_cast<size_t>(d)], r, d);
     }
     worst.add(lse_at(b, p, r), lse_at(a, p, r), 2.0 * e.bound.lse, r, -1);
@@ -189,7 +175,7 @@ void shifting_keys_shifts_only_lse() {
       continue;
     }
     if (eb.bound.unconstrained || es.bound.unconstrained) continue;
-    for (int64_t d = 0; d < p.head_dim; ++d) {
+    for (int64_t d = 0; d < value_head_dim(p); ++d) {
       const size_t k = static_cast<size_t>(d);
       worst.add(o_at(out_shift, p, r, d), o_at(out_base, p, r, d), eb.bound.o[k] + es.bound.o[k], r, d);
     }
@@ -242,7 +228,7 @@ void affine_values_give_affine_output() {
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t g = 0; g < p.heads_kv; ++g)
       for (int64_t j = 0; j < p.seqlen_k; ++j)
-        for (int64_t d = 0; d < p.head_dim; ++d) {
+        for (int64_t d = 0; d < value_head_dim(p); ++d) {
           set_input_value(scaled, 'v', b, g, j, d, a * input_value(base, 'v', b, g, j, d) + b_offset);
         }
 
@@ -265,14 +251,14 @@ void affine_values_give_affine_output() {
     const ExactRow eb = exact_row(base, out_base.config, r);
     if (eb.exact.visible == 0) {
       // No visible key: O = 0 whatever V holds.
-      for (int64_t d = 0; d < p.head_dim; ++d) worst.add(o_at(out_scaled, p, r, d), 0.0, 0.0, r, d);
+      for (int64_t d = 0; d < value_head_dim(p); ++d) worst.add(o_at(out_scaled, p, r, d), 0.0, 0.0, r, d);
       continue;
     }
     // Outside the error model's domain (e.g. an accumulator overflow) there is no claim on either run: two
     // NaNs there are no failure. Inside it O must be finite, so a NaN on either side is (Worst::add).
     if (eb.bound.unconstrained) continue;
     std::optional<ExactRow> es;  // the scaled row, computed only where a comparison needs it
-    for (int64_t d = 0; d < p.head_dim; ++d) {
+    for (int64_t d = 0; d < value_head_dim(p); ++d) {
       const double o = o_at(out_base, p, r, d), o2 = o_at(out_scaled, p, r, d);
       const size_t k = static_cast<size_t>(d);
       if (!std::isfinite(o)) {  // the clean run itself left the domain's finite O: fails against the oracle
@@ -305,8 +291,8 @@ void output_within_value_range(const Case& c) {
     const double sink = in.sink.empty() ? -kInf : in.sink_exact[static_cast<size_t>(r.h)];
     if (std::isnan(sink)) continue;
     const int64_t g = r.h / group_of(p);
-    const KeyRange keys = visible_key_range(p, r.i);
-    for (int64_t d = 0; d < p.head_dim; ++d) {
+    const KeyRange keys = judged_visible_keys(p, r.i);
+    for (int64_t d = 0; d < value_head_dim(p); ++d) {
       double lo = sink == -kInf ? kInf : 0.0, hi = sink == -kInf ? -kInf : 0.0;
       for (int64_t j = keys.begin; j < keys.end; ++j) {
         const double v = input_value(in, 'v', r.b, g, j, d);
@@ -345,11 +331,7 @@ void batches_and_heads_are_independent(const Case& given) {
       draws.below("changed Q (batch, head), index among the candidates", static_cast<int64_t>(q_candidates.size())))];
   HostInputs changed = copy_of(base);
   if (change_kv) {
-    for (int64_t j = 0; j < p.seqlen_k; ++j)
-      for (int64_t d = 0; d < p.head_dim; ++d) {
-        set_input_value(changed, 'k', kv_b, kv_h, j, d, input_value(alt, 'k', kv_b, kv_h, j, d));
-        set_input_value(changed, 'v', kv_b, kv_h, j, d, input_value(alt, 'v', kv_b, kv_h, j, d));
-      }
+    for (int64_t j = 0; j < p.seqlen_k; ++j) copy_key(changed, kv_b, kv_h, j, alt, kv_b, kv_h, j);
   }
   for (int64_t i = 0; i < p.seqlen_q; ++i)
     for (int64_t d = 0; d < p.head_dim; ++d) set_input_value(changed, 'q', q_b, q_h, i, d, input_value(alt, 'q', q_b, q_h, i, d));
@@ -376,7 +358,7 @@ void causal_rows_ignore_invisible_keys() {
   note_case(c);
   const HostInputs base = inputs_for(c);
   const Params& p = base.params;
-  const KernelConfig config = select_config(p);
+  const KernelConfig config = kernel_config(p);
   RelationDraws draws(c, "CausalRowsIgnoreInvisibleKeys");
   const int64_t j0 = pick_key(draws, "first changed key", 0, p.seqlen_k - 1, config.block_n);
   RC_LOG() << "K and V rows of keys >= " << j0 << " replaced\n";
@@ -389,7 +371,7 @@ void causal_rows_ignore_invisible_keys() {
   std::vector<bool> blind(static_cast<size_t>(rows));
   int64_t compared = 0;
   for (int64_t flat = 0; flat < rows; ++flat) {
-    const bool sees_none = visible_key_range(p, flat % p.seqlen_q).end <= j0;
+    const bool sees_none = judged_visible_keys(p, flat % p.seqlen_q).end <= j0;
     blind[static_cast<size_t>(flat)] = sees_none;
     compared += sees_none ? 1 : 0;
   }
@@ -421,23 +403,19 @@ void nan_in_masked_keys_never_reaches_output() {
   const double poison = draws.pick("hidden value", std::vector<double>{std::numeric_limits<double>::quiet_NaN(), kInf, -kInf});
   const HostInputs base = inputs_for(c);
   const Params& p = base.params;
-  const KernelConfig config = select_config(p);
+  const KernelConfig config = kernel_config(p);
   const int64_t j0 = pick_key(draws, "first poisoned key", 0, p.seqlen_k - 1, config.block_n);
   RC_LOG() << "every K and V element of keys >= " << j0 << " set to " << poison << "\n";
   HostInputs poisoned = copy_of(base);
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t g = 0; g < p.heads_kv; ++g)
-      for (int64_t j = j0; j < p.seqlen_k; ++j)
-        for (int64_t d = 0; d < p.head_dim; ++d) {
-          set_input_value(poisoned, 'k', b, g, j, d, poison);
-          set_input_value(poisoned, 'v', b, g, j, d, poison);
-        }
+      for (int64_t j = j0; j < p.seqlen_k; ++j) fill_key(poisoned, b, g, j, poison);
   const RunOutputs a = run_backend(base);
   const RunOutputs b = run_backend(poisoned);
   const int64_t rows = p.batch * p.heads_q * p.seqlen_q;
   std::vector<bool> blind(static_cast<size_t>(rows));
   for (int64_t flat = 0; flat < rows; ++flat) {
-    blind[static_cast<size_t>(flat)] = visible_key_range(p, flat % p.seqlen_q).end <= j0;
+    blind[static_cast<size_t>(flat)] = judged_visible_keys(p, flat % p.seqlen_q).end <= j0;
   }
   assert_blind_rows_unchanged("rows whose hidden keys hold " + std::to_string(poison), base, a, b, blind, c.seed);
 }
@@ -459,11 +437,7 @@ void gqa_equals_repeated_heads() {
     for (int64_t h = 0; h < p.heads_q; ++h) {
       for (int64_t i = 0; i < p.seqlen_q; ++i)
         for (int64_t d = 0; d < p.head_dim; ++d) set_input_value(repeated, 'q', b, h, i, d, input_value(grouped, 'q', b, h, i, d));
-      for (int64_t j = 0; j < p.seqlen_k; ++j)
-        for (int64_t d = 0; d < p.head_dim; ++d) {
-          set_input_value(repeated, 'k', b, h, j, d, input_value(grouped, 'k', b, h / group_of(p), j, d));
-          set_input_value(repeated, 'v', b, h, j, d, input_value(grouped, 'v', b, h / group_of(p), j, d));
-        }
+      for (int64_t j = 0; j < p.seqlen_k; ++j) copy_key(repeated, b, h, j, grouped, b, h / group_of(p), j);
     }
   const RunOutputs a = run_backend(grouped);
   const RunOutputs b = run_backend(repeated);
@@ -484,7 +458,7 @@ void merge_of_key_halves_equals_whole() {
   note_case(c);
   const HostInputs whole = inputs_for(c);
   const Params& p = whole.params;
-  const KernelConfig config = select_config(p);
+  const KernelConfig config = kernel_config(p);
   RelationDraws draws(c, "MergeOfKeyHalvesEqualsWhole");
   const int64_t split = pick_key(draws, "first key of the second half", 1, p.seqlen_k - 1, config.block_n);
   RC_LOG() << "keys split at " << split << "\n";
@@ -498,11 +472,7 @@ void merge_of_key_halves_equals_whole() {
         for (int64_t i = 0; i < p.seqlen_q; ++i)
           for (int64_t d = 0; d < p.head_dim; ++d) set_input_value(h, 'q', b, hq, i, d, input_value(whole, 'q', b, hq, i, d));
       for (int64_t g = 0; g < p.heads_kv; ++g)
-        for (int64_t j = from; j < to; ++j)
-          for (int64_t d = 0; d < p.head_dim; ++d) {
-            set_input_value(h, 'k', b, g, j - from, d, input_value(whole, 'k', b, g, j, d));
-            set_input_value(h, 'v', b, g, j - from, d, input_value(whole, 'v', b, g, j, d));
-          }
+        for (int64_t j = from; j < to; ++j) copy_key(h, b, g, j - from, whole, b, g, j);
     }
     return h;
   };
@@ -525,7 +495,7 @@ void merge_of_key_halves_equals_whole() {
     const double lse_merged = top + std::log(x1 + x2);
     const double lse_bound = e.bound.lse + w1 * e1.bound.lse + w2 * e2.bound.lse + 1e-12 * std::fabs(lse_merged);
     worst.add(lse_at(out, p, r), lse_merged, lse_bound, r, -1);
-    for (int64_t d = 0; d < p.head_dim; ++d) {
+    for (int64_t d = 0; d < value_head_dim(p); ++d) {
       const size_t k = static_cast<size_t>(d);
       const double o1 = o_at(out1, p, r, d), o2 = o_at(out2, p, r, d);
       const double merged = w1 * o1 + w2 * o2;
@@ -600,6 +570,122 @@ void small_grids_give_the_same_bits() {
   } guard(cap);
   const RunOutputs small = run_backend(in);
   assert_bit_identical("grid of " + std::to_string(cap) + " CTA(s) vs the full grid", full, small, in.params);
+}
+
+// ---- V's and O's own width (head_dim_v)
+
+void head_dim_v_of_head_dim_is_the_default() {
+  CaseOptions o = default_options();
+  o.unequal_head_dims_in = 0;
+  const Case c = *gen_case(o);
+  note_case(c);
+  Case spelled = c;
+  spelled.head_dim_v = c.head_dim;
+  const HostInputs in = inputs_for(c);
+  const HostInputs in_spelled = inputs_for(spelled);
+  RC_ASSERT(in.hash() == in_spelled.hash());  // the same bytes: head_dim_v = head_dim lays V and O out as before
+  const RunOutputs a = run_backend(in);
+  const RunOutputs b = run_backend(in_spelled);
+  RC_ASSERT(std::string_view(a.config.name) == b.config.name);
+  assert_bit_identical("head_dim_v = head_dim vs head_dim_v = 0", a, b, in.params);
+}
+
+// The case of a relation between O's columns: finite values, V of a width of its own in half the cases (none for a
+// subject, whose problem has one head_dim).
+namespace {
+struct ColumnRelation {
+  Case c;
+  RelationDraws draws;
+  HostInputs base;
+  int64_t dv;  // O's columns
+};
+ColumnRelation column_relation(const char* property) {
+  CaseOptions o = finite_options();
+  if (o.unequal_head_dims_in > 0) o.unequal_head_dims_in = 2;
+  const Case c = *gen_case(o);
+  note_case(c);
+  HostInputs base = inputs_for(c);
+  const int64_t dv = value_head_dim(base.params);
+  return {c, RelationDraws(c, property), std::move(base), dv};
+}
+}  // namespace
+
+// O's column c is sum_j p_j v_jc / l: a permutation of V's columns permutes O's. Bit for bit where each column is its
+// own fp32 chain over the keys (the general path and the host model's every path); within twice the bound on the
+// tensor-core and split-tf32 paths, whose hardware sums the columns of one tile in one instruction.
+void permuting_v_columns_permutes_o() {
+  ColumnRelation rel = column_relation("PermutingVColumnsPermutesO");
+  const HostInputs& base = rel.base;
+  const Params& p = base.params;
+  const int64_t dv = rel.dv;
+  std::vector<int64_t> perm(static_cast<size_t>(dv));  // O's column c moves to perm[c]
+  std::iota(perm.begin(), perm.end(), 0);
+  SplitMix rng{rel.draws.bits("column shuffle seed")};
+  for (int64_t j = dv - 1; j > 0; --j) std::swap(perm[static_cast<size_t>(j)], perm[static_cast<size_t>(rng.below(j + 1))]);
+  HostInputs permuted = copy_of(base);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t g = 0; g < p.heads_kv; ++g)
+      for (int64_t j = 0; j < p.seqlen_k; ++j)
+        for (int64_t d = 0; d < dv; ++d) {
+          set_input_value(permuted, 'v', b, g, j, perm[static_cast<size_t>(d)], input_value(base, 'v', b, g, j, d));
+        }
+  const RunOutputs a = run_backend(base);
+  const RunOutputs b = run_backend(permuted);
+  const bool bitwise = active_subject() == nullptr &&
+                       (active_backend() == Backend::kHostModel || a.config.path == ComputePath::kGeneralFp32);
+  note_coverage(bitwise ? "compared=bit-identical" : std::string("compared=bounded-") + to_string(a.config.path));
+  RelationWorst worst;
+  for (const oracle::RowRef& r : rows_to_check(base, a.config, rel.c.seed)) {
+    const ExactRow e = exact_row(base, a.config, r);
+    if (!bitwise && e.bound.unconstrained) continue;
+    for (int64_t d = 0; d < dv; ++d) {
+      const double x = o_at(a, p, r, d), y = o_at(b, p, r, perm[static_cast<size_t>(d)]);
+      if (bitwise) {
+        if (!same_bits(x, y)) {
+          RC_LOG() << "O col " << d << " at row " << describe_row(r) << ": " << x << ", permuted to col "
+                   << perm[static_cast<size_t>(d)] << ": " << y << "\n";
+          RC_FAIL("O(V with permuted columns) is not O(V) with its columns permuted");
+        }
+        continue;
+      }
+      worst.add(y, x, 2.0 * e.bound.o[static_cast<size_t>(d)], r, d);
+    }
+    RC_ASSERT(same_bits(lse_at(a, p, r), lse_at(b, p, r)));  // LSE does not read V
+  }
+  if (!bitwise) assert_worst(worst, "O(V with permuted columns) vs O(V) permuted");
+}
+
+// O's column c reads V's column c alone: V with other values in one column leaves every other column of O, and
+// LSE, bit for bit as they were.
+void o_columns_are_independent() {
+  ColumnRelation rel = column_relation("OColumnsAreIndependent");
+  const HostInputs& base = rel.base;
+  const Params& p = base.params;
+  const int64_t dv = rel.dv;
+  const int64_t changed_column = rel.draws.below("the V column that changes", dv);
+  const HostInputs alt = alternative_inputs(rel.c);
+  HostInputs changed = copy_of(base);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t g = 0; g < p.heads_kv; ++g)
+      for (int64_t j = 0; j < p.seqlen_k; ++j) {
+        set_input_value(changed, 'v', b, g, j, changed_column, input_value(alt, 'v', b, g, j, changed_column));
+      }
+  const RunOutputs a = run_backend(base);
+  const RunOutputs b = run_backend(changed);
+  const int64_t rows = p.batch * p.heads_q * p.seqlen_q;
+  for (int64_t flat = 0; flat < rows; ++flat) {
+    const oracle::RowRef r = row_ref(p, flat);
+    for (int64_t d = -1; d < dv; ++d) {  // d = -1: LSE
+      if (d == changed_column) continue;
+      const double x = d < 0 ? lse_at(a, p, r) : o_at(a, p, r, d);
+      const double y = d < 0 ? lse_at(b, p, r) : o_at(b, p, r, d);
+      if (!same_bits(x, y)) {
+        RC_LOG() << (d < 0 ? std::string("LSE") : "O col " + std::to_string(d)) << " at row " << describe_row(r)
+                 << ": " << x << " vs " << y << " after V's column " << changed_column << " changed\n";
+        RC_FAIL("an O column (or LSE) changed with another column of V");
+      }
+    }
+  }
 }
 
 }  // namespace flashcheck::properties

@@ -47,6 +47,9 @@ void merge_of_key_halves_equals_whole();
 void layouts_agree_bit_for_bit(const Case& c);
 void repeated_runs_are_bit_identical(const Case& c);
 void small_grids_give_the_same_bits();
+void head_dim_v_of_head_dim_is_the_default();
+void permuting_v_columns_permutes_o();
+void o_columns_are_independent();
 
 // 4. Memory safety: poisoned outputs fully overwritten, canaries intact, inputs unchanged.
 void memory_safety(const Case& c);

@@ -87,7 +87,7 @@ Case gen_sequence_case(const SequenceNeeds& needs) {
   probe.seqlen_q = max_q;
   probe.seqlen_k = std::max<int64_t>(limits.max_seqlen, 1);
   probe.seqs = {{max_q, probe.seqlen_k, 0}};
-  const KernelConfig cfg = select_config(case_params(probe));
+  const KernelConfig cfg = kernel_config(case_params(probe));
   const int64_t block_m = std::max<int32_t>(cfg.block_m, 1), block_n = std::max<int32_t>(cfg.block_n, 1);
   const int64_t long_one = *gen::inRange<int64_t>(-1, sequences).as("the long sequence (-1: none)");
   c.seqs.clear();
@@ -241,7 +241,7 @@ void splits_repeat_and_agree_with_unsplit() {
     const ExactRow u = exact_row(in_whole, unsplit.config, r);
     if (a.bound.unconstrained || u.bound.unconstrained) continue;
     worst.add(lse_at(split, in.params, r), lse_at(unsplit, in.params, r), a.bound.lse + u.bound.lse, r, -1);
-    for (int64_t d = 0; d < in.params.head_dim; ++d) {
+    for (int64_t d = 0; d < value_head_dim(in.params); ++d) {
       worst.add(o_at(split, in.params, r, d), o_at(unsplit, in.params, r, d),
                 a.bound.o[static_cast<size_t>(d)] + u.bound.o[static_cast<size_t>(d)], r, d);
     }

@@ -89,7 +89,7 @@ void special_values_follow_semantics() {
     const int64_t g = h / group;
     const double sink = in.sink.empty() ? -INFINITY : in.sink_exact[static_cast<size_t>(h)];
     for (int64_t i = 0; i < p.seqlen_q; ++i) {
-      const KeyRange keys = visible_key_range(p, i);
+      const KeyRange keys = judged_visible_keys(p, i);
       const int64_t visible = keys.size();
       RowClass kind = classify_row(in, b, h, i, keys);
       // Outside the domain by the error model of the run's path (the tensor-core path's accumulator limit and
@@ -113,7 +113,7 @@ void special_values_follow_semantics() {
       if (std::isnan(sink) || sink == INFINITY) {
         note_coverage(std::isnan(sink) ? "row=NaN sink" : "row=+inf sink");
         expect_lse(std::isnan(sink) ? std::isnan(lse) : lse == INFINITY, std::isnan(sink) ? "NaN" : "+inf");
-        for (int64_t d = 0; d < p.head_dim; ++d) {
+        for (int64_t d = 0; d < value_head_dim(p); ++d) {
           const double o = out.o[static_cast<size_t>(o_index(p, b, h, i, d))];
           expect(std::isnan(sink) ? std::isnan(o) : (o == 0.0 || std::isnan(o)), d, o,
                  std::isnan(sink) ? "NaN" : "0 (NaN where the accumulator is not finite)");
@@ -130,7 +130,7 @@ void special_values_follow_semantics() {
         case RowClass::kOverflow: break;
       }
       if (kind == RowClass::kOverflow) continue;
-      for (int64_t d = 0; d < p.head_dim; ++d) {
+      for (int64_t d = 0; d < value_head_dim(p); ++d) {
         const double o = out.o[static_cast<size_t>(o_index(p, b, h, i, d))];
         bool v_nan = false, v_pos = false, v_neg = false;
         for (int64_t j = keys.begin; j < keys.end; ++j) {

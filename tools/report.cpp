@@ -34,9 +34,12 @@
 #include "flashcheck/case.h"
 #include "flashcheck/cli.h"
 #include "flashcheck/device.h"
+#include "flashcheck/dtype.h"
 #include "flashcheck/inputs.h"
+#include "flashcheck/kernel_facts.h"
 #include "flashcheck/loaded_subject.h"
 #include "flashcheck/mask_names.h"
+#include "flashcheck/oracle_bridge.h"
 #include "flashcheck/progress.h"
 #include "flashcheck/outcome.h"
 #include "flashcheck/runner.h"
@@ -46,13 +49,14 @@ namespace flashcheck {
 namespace {
 
 constexpr std::array<int64_t, 8> kHeadDims{1, 8, 40, 64, 96, 128, 200, 256};
-constexpr std::array<DType, 3> kDtypes{DType::kF32, DType::kF16, DType::kBF16};
 constexpr int64_t kDefaultRandomPerDtype = 150;
 constexpr int64_t kDefaultRandomFeaturesPerDtype = 50;
 constexpr int64_t kDefaultRandomSequencesPerDtype = 40;
 constexpr uint32_t kReportStream = 0x7265;  // Philox stream id of the report's own draws ("re")
 constexpr uint64_t kFeatureDrawsKey = 0x77696e64;  // added to the seed for the feature cases' draws ("wind")
 constexpr uint64_t kSequenceDrawsKey = 0x73657173;  // the same for the inference path's cases ("seqs")
+constexpr uint64_t kValueDimDrawsKey = 0x64762020;  // the same for the head_dim_v != head_dim cases ("dv  ")
+constexpr int64_t kDefaultRandomValueDimsPerDtype = 24;
 
 // Deterministic draws for the random part of the sweep (same cases on every machine).
 class Draws {
@@ -81,7 +85,7 @@ class Draws {
 
 // Tiles the kernel would use for this dtype/head_dim (contiguous layout), so the sweep aims at them.
 KernelConfig tiles_for(DType dtype, int64_t head_dim) {
-  return select_config(make_params(dtype, 1, 1, 1, 128, 128, head_dim));
+  return kernel_config(make_params(dtype, 1, 1, 1, 128, 128, head_dim));
 }
 
 Case base_case(DType dtype, int64_t d, uint64_t seed) {
@@ -224,6 +228,63 @@ std::vector<Case> random_sequence_cases(DType dtype, int64_t count, Draws& draws
   return cases;
 }
 
+// Cases whose V and O have a width of their own (head_dim_v != head_dim): the pairs models ship half the time, any
+// other pair of the sweep's head dims otherwise; dense, split-KV or sequences (packed or paged), rows near the tiles.
+std::vector<Case> random_value_dim_cases(DType dtype, int64_t count, Draws& draws, uint64_t seed_base) {
+  using Pair = std::pair<int64_t, int64_t>;
+  constexpr std::array<Pair, 4> kShipped{{{192, 128}, {128, 64}, {64, 128}, {256, 128}}};
+  constexpr std::array<int64_t, 8> kDims{8, 32, 40, 64, 96, 128, 200, 256};
+  constexpr std::array<Mask, 4> kMasks{Mask::kNone, Mask::kCausalBottomRight, Mask::kCausalTopLeft,
+                                       Mask::kWindowBottomRight};
+  constexpr std::array<int64_t, 5> kOffsets{-1, 0, 1, 2, -3};
+  std::vector<Case> cases;
+  for (int64_t n = 0; n < count; ++n) {
+    Pair dims = draws.below(2) == 0 ? draws.pick(kShipped) : Pair{draws.pick(kDims), draws.pick(kDims)};
+    if (dims.second == dims.first) dims.second = dims.first == 128 ? 64 : 128;
+    Case c = base_case(dtype, dims.first, seed_base + static_cast<uint64_t>(n));
+    c.head_dim_v = dims.second;
+    const KernelConfig t = tiles_for(dtype, dims.first);
+    const auto near_tile = [&](int64_t block) {
+      return std::max<int64_t>(1, block * (1 + draws.below(2)) + draws.pick(kOffsets));
+    };
+    c.heads_kv = 1 + draws.below(2);
+    c.heads_q = c.heads_kv * (1 + draws.below(3));
+    c.mask = draws.pick(kMasks);
+    if (c.mask == Mask::kWindowBottomRight) {
+      c.window_left = t.block_n + draws.pick(kOffsets);
+      c.window_right = 0;
+    }
+    switch (draws.below(4)) {
+      case 0:  // split-KV
+        c.seqlen_q = near_tile(t.block_m);
+        c.seqlen_k = 2 * near_tile(t.block_n);
+        c.splits = 3;
+        break;
+      case 1: {  // sequences, paged half the time
+        const int64_t sequences = 1 + draws.below(3);
+        for (int64_t b = 0; b < sequences; ++b) {
+          Sequence s;
+          s.q = draws.below(2) == 0 ? 1 : near_tile(t.block_m);
+          s.k = near_tile(t.block_n);
+          c.seqs.push_back(s);
+          c.seqlen_q = std::max(c.seqlen_q, s.q);
+          c.seqlen_k = std::max(c.seqlen_k, s.capacity());
+        }
+        c.batch = sequences;
+        if (draws.below(2) == 0) c.page = t.block_n;
+        break;
+      }
+      default:  // dense
+        c.batch = 1 + draws.below(2);
+        c.seqlen_q = near_tile(t.block_m);
+        c.seqlen_k = near_tile(t.block_n);
+        break;
+    }
+    cases.push_back(c);
+  }
+  return cases;
+}
+
 // The random part: shapes near tile multiples, GQA ratios, masks, layouts and value scales drawn from `draws`.
 std::vector<Case> random_cases(DType dtype, int64_t count, Draws& draws, uint64_t seed_base) {
   constexpr std::array<int64_t, 12> kDims{1, 8, 16, 32, 40, 64, 80, 96, 128, 160, 200, 256};
@@ -325,15 +386,17 @@ struct DtypeSummary {
   std::string worst_case;
   Worsts window, softcap, sink;   // the cases with each feature (a case may have several)
   Worsts varlen, paged, split;    // the inference path's: sequences, a paged cache, num_splits != 1
+  Worsts dv;                      // head_dim_v != head_dim
 };
 
 // The per-feature tallies, in the order the tables and the JSON list them.
-constexpr std::array<std::pair<const char*, Worsts DtypeSummary::*>, 6> kFeatures{{{"window", &DtypeSummary::window},
+constexpr std::array<std::pair<const char*, Worsts DtypeSummary::*>, 7> kFeatures{{{"window", &DtypeSummary::window},
                                                                                   {"softcap", &DtypeSummary::softcap},
                                                                                   {"sink", &DtypeSummary::sink},
                                                                                   {"varlen", &DtypeSummary::varlen},
                                                                                   {"paged", &DtypeSummary::paged},
-                                                                                  {"split", &DtypeSummary::split}}};
+                                                                                  {"split", &DtypeSummary::split},
+                                                                                  {"dv", &DtypeSummary::dv}}};
 
 // One case's result as the JSON lists it; `verdict` only for cases that ran.
 struct CaseRecord {
@@ -413,7 +476,7 @@ nlohmann::json report_json(const std::string& backend, const std::string& subjec
 }
 
 bool has_fully_masked_row(const Case& c) {
-  return c.mask != Mask::kNone && visible_key_range(case_params(c), 0).size() == 0;
+  return c.mask != Mask::kNone && judged_visible_keys(case_params(c), 0).size() == 0;
 }
 
 // A sweep case moved inside a subject's capabilities: the nearest head_dim it takes, its first mask of the same
@@ -469,6 +532,7 @@ int main(int argc, char** argv) {
   int64_t random_per_dtype = kDefaultRandomPerDtype;
   int64_t random_features_per_dtype = kDefaultRandomFeaturesPerDtype;
   int64_t random_sequences_per_dtype = kDefaultRandomSequencesPerDtype;
+  int64_t random_value_dims_per_dtype = kDefaultRandomValueDimsPerDtype;
   uint64_t seed = 20261122;
   std::string cases_file;
   bool verbose = false;
@@ -490,6 +554,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--random-sequences", random_sequences_per_dtype,
                  "random cases per dtype of the inference path (varlen, paged K/V, split-KV)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--random-dv", random_value_dims_per_dtype,
+                 "random cases per dtype whose V and O have a head dim of their own (head_dim_v != head_dim)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--seed", seed, "seed of the random cases' draws (a decimal uint64)")->capture_default_str();
@@ -565,17 +633,23 @@ int main(int argc, char** argv) {
     Draws draws(seed);
     Draws feature_draws(seed + kFeatureDrawsKey);
     Draws sequence_draws(seed + kSequenceDrawsKey);
-    for (DType dtype : kDtypes) {
+    Draws value_dim_draws(seed + kValueDimDrawsKey);
+    for (const DTypeInfo& row : kDTypes) {
+      const DType dtype = row.dtype;
       std::vector<Case> s = structured_cases(dtype);
       std::vector<Case> r = random_cases(dtype, random_per_dtype, draws, seed + 1000);
       std::vector<Case> f = random_feature_cases(dtype, random_features_per_dtype, feature_draws, seed + 2000);
       // A subject takes no sequences (the subject ABI has no index arrays): its sweep has none.
       std::vector<Case> q =
           random_sequence_cases(dtype, subject ? 0 : random_sequences_per_dtype, sequence_draws, seed + 3000);
+      // A subject's problem has one head_dim (the subject ABI): its sweep has no head_dim_v of its own either.
+      std::vector<Case> v =
+          random_value_dim_cases(dtype, subject ? 0 : random_value_dims_per_dtype, value_dim_draws, seed + 4000);
       cases.insert(cases.end(), s.begin(), s.end());
       cases.insert(cases.end(), r.begin(), r.end());
       cases.insert(cases.end(), f.begin(), f.end());
       cases.insert(cases.end(), q.begin(), q.end());
+      cases.insert(cases.end(), v.begin(), v.end());
     }
   }
   // On a subject the sweep is moved inside its capabilities (fit_to; duplicates and cases of other dtypes
@@ -626,6 +700,7 @@ int main(int argc, char** argv) {
     if (!c.seqs.empty()) features.push_back(&s.varlen);
     if (c.page > 0) features.push_back(&s.paged);
     if (c.splits != 1) features.push_back(&s.split);
+    if (c.value_dim() != c.head_dim) features.push_back(&s.dv);
     ++s.cases;
     for (Worsts* w : features) ++w->cases;
     s.fully_masked_cases += has_fully_masked_row(c) ? 1 : 0;

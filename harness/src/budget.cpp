@@ -89,8 +89,9 @@ Budget estimate_budget(const Case& c, const BudgetOptions& options) {
   }
   const oracle::Problem problem = oracle_problem(params, {}, {}, {}, {}, seqlens_q, seqlens_k);
   const double batch = double(c.batch), heads_q = double(c.heads_q), heads_kv = double(c.heads_kv);
-  const double sq = double(c.seqlen_q), sk = double(c.seqlen_k), d = double(c.head_dim);
-  const double row_elems = d + double(c.pad);
+  const double sq = double(c.seqlen_q), sk = double(c.seqlen_k), d = double(c.head_dim), dv = double(c.value_dim());
+  const double row_elems = d + double(c.pad), v_row_elems = dv + double(c.pad);
+  const double term_dim = (d + dv) / 2;  // a visible key's elements per term (oracle::row_terms)
   const double esize = double(dtype_size(c.dtype));
   const double rows_total = batch * heads_q * sq;
 
@@ -104,16 +105,18 @@ Budget estimate_budget(const Case& c, const BudgetOptions& options) {
   const double index_bytes = has_seqs ? (3 * batch + 2 + batch * double(params.max_pages_per_seq) +
                                          double(params.num_pages)) * sizeof(int32_t) + 2 * batch * sizeof(int64_t)
                                       : 0.0;
-  const double q_elems = rows_total * d, kv_elems = batch * heads_kv * sk * d;
-  b.input_bytes = (q_rows + 2 * kv_rows) * row_elems * esize + (q_elems + 2 * kv_elems) * kDouble +
+  const double q_elems = rows_total * d, k_elems = batch * heads_kv * sk * d, v_elems = batch * heads_kv * sk * dv;
+  const double o_elems = rows_total * dv;
+  const double qkv_encoded = ((q_rows + kv_rows) * row_elems + kv_rows * v_row_elems) * esize;
+  b.input_bytes = qkv_encoded + (q_elems + k_elems + v_elems) * kDouble +
                   (c.sink ? heads_q * (sizeof(float) + 2 * kDouble) : 0.0) + 2 * index_bytes;
-  // Outputs (runner.cpp): O's image padded like Q, O decoded, and LSE, m, l as fp32 images and vectors.
-  b.output_bytes = q_rows * row_elems * esize + q_elems * kDouble + (q_rows + rows_total) * 3 * sizeof(float) +
+  // Outputs (runner.cpp): O's image padded like Q (V's row width), O decoded, and LSE, m, l as fp32 images and vectors.
+  b.output_bytes = q_rows * v_row_elems * esize + o_elems * kDouble + (q_rows + rows_total) * 3 * sizeof(float) +
                    8 * double(kGuardBytes);
   // The host model reads Q, K and V in place; the runner keeps copies of their bytes to compare after the call.
-  if (options.host_model) b.output_bytes += (q_rows + 2 * kv_rows) * row_elems * esize;
+  if (options.host_model) b.output_bytes += qkv_encoded;
   // Drawn elements: every canonical element of Q, K and V (rows past a sequence's length included).
-  b.elements = q_elems + 2 * kv_elems;
+  b.elements = q_elems + k_elems + v_elems;
   b.total_bytes = b.input_bytes + b.output_bytes;
   // Over the cap on the buffers alone: rejected without looking at rows, whose count a hostile line can make
   // astronomical (the row loops below are linear in the rows of a head).
@@ -136,7 +139,7 @@ Budget estimate_budget(const Case& c, const BudgetOptions& options) {
         if (longest_out) *longest_out = std::max(*longest_out, n);
       }
     }
-    return terms * d * (has_seqs ? 1.0 : batch);
+    return terms * term_dim * (has_seqs ? 1.0 : batch);
   };
   const double checkable_rows = has_seqs ? heads_q * double(params.total_q) : rows_total;
   double terms_all_heads = 0;
@@ -150,7 +153,7 @@ Budget estimate_budget(const Case& c, const BudgetOptions& options) {
                                                                  options.full_check_limit, options.random_rows);
     for (const oracle::RowRef& row : rows) {
       const int64_t n = oracle::visible_keys(problem, row.b, row.i).size();
-      b.oracle_terms += double(n) * d;
+      b.oracle_terms += double(n) * term_dim;
       longest = std::max(longest, n);
     }
     b.rows_checked = static_cast<int64_t>(rows.size());
@@ -164,9 +167,9 @@ Budget estimate_budget(const Case& c, const BudgetOptions& options) {
   // and P*V's block sums.
   const double n = double(longest);
   const double operand_copies = config.path == ComputePath::kSplitTf32 ? 4 : 1;
-  double per_thread = n * kFastScratchPerKey + kOrderedSumVectors * d * kDouble;
+  double per_thread = n * kFastScratchPerKey + kOrderedSumVectors * dv * kDouble;
   if (options.check_rms) {
-    per_thread += n * (kScoresPerKey + 2 * operand_copies * d * sizeof(float)) + 3 * d * kDouble;
+    per_thread += n * (kScoresPerKey + operand_copies * (d + dv) * sizeof(float)) + 3 * dv * kDouble;
   }
   // One double per K/V tile at most for the running sums.
   per_thread += std::ceil(n / std::max<double>(1, config.block_n)) * kDouble;
@@ -174,12 +177,12 @@ Budget estimate_budget(const Case& c, const BudgetOptions& options) {
   b.threads = static_cast<int>(std::clamp<int64_t>(b.rows_checked, 1, std::max(threads, 1)));
   b.oracle_bytes = per_thread * b.threads + n * kFastScratchPerKey;
   b.verdict_bytes =
-      double(std::min<int64_t>(b.rows_checked, kVerdictChunkRows)) * d * kVerdictDoublesPerElement * kDouble;
+      double(std::min<int64_t>(b.rows_checked, kVerdictChunkRows)) * dv * kVerdictDoublesPerElement * kDouble;
   b.total_bytes = b.input_bytes + b.output_bytes + b.oracle_bytes + b.verdict_bytes;
 
   // Time: drawing the inputs and touching the buffers, the verdict's terms spread over the threads, the host
   // model's on one.
-  const double rate = kTermsPerSecond * d / (d + kHalfRateDim);
+  const double rate = kTermsPerSecond * term_dim / (term_dim + kHalfRateDim);
   const double verdict_cost = 1 + (options.check_rms ? kEmulatedCostFactor : 0);
   b.seconds = b.elements / kElementsPerSecond + (b.input_bytes + b.output_bytes) / kBytesPerSecond +
               b.oracle_terms * verdict_cost / (rate * b.threads) + b.model_terms * kModelCostFactor / rate;

@@ -384,7 +384,7 @@ std::string check_injection(const Case& c, const Injection& inj) {
   const Axis axes[4] = {{"batch", inj.b, c.batch, "b"},
                         {"head", inj.h, heads, is_q ? "hq" : "hkv"},
                         {"row", inj.s, seqlen, is_q ? "sq" : "sk"},
-                        {"column", inj.d, c.head_dim, "d"}};
+                        {"column", inj.d, inj.tensor == 'v' ? c.value_dim() : c.head_dim, inj.tensor == 'v' ? "dv" : "d"}};
   for (const Axis& axis : axes) {
     if (axis.index < 0 || axis.index >= axis.size) {
       return std::string(axis.name) + " index " + std::to_string(axis.index) + " outside " + axis.key + "=" +
@@ -607,13 +607,19 @@ float Case::softmax_scale() const {
 
 Params case_params(const Case& c) {
   Params p = make_params(c.dtype, c.batch, c.heads_q, c.heads_kv, c.seqlen_q, c.seqlen_k, c.head_dim, c.mask, c.layout);
-  int64_t row_elements = 0;
-  if (__builtin_add_overflow(c.head_dim, c.pad, &row_elements)) row_elements = std::numeric_limits<int64_t>::max();
-  // Padding appends `pad` elements to every head_dim vector: the contiguous strides of head_dim + pad.
+  p.head_dim_v = c.head_dim_v;
+  // Padding appends `pad` elements to every row: the contiguous strides of head_dim + pad (Q, K) and
+  // value_dim() + pad (V, O).
+  const auto padded = [&](int64_t columns) {
+    int64_t elements = 0;
+    return __builtin_add_overflow(columns, c.pad, &elements) ? std::numeric_limits<int64_t>::max() : elements;
+  };
+  const int64_t row_elements = padded(c.head_dim);
+  const int64_t value_row_elements = padded(c.value_dim());
   p.q_stride = contiguous_strides(c.layout, c.heads_q, c.seqlen_q, row_elements);
   p.k_stride = contiguous_strides(c.layout, c.heads_kv, c.seqlen_k, row_elements);
-  p.v_stride = p.k_stride;
-  p.o_stride = p.q_stride;
+  p.v_stride = contiguous_strides(c.layout, c.heads_kv, c.seqlen_k, value_row_elements);
+  p.o_stride = contiguous_strides(c.layout, c.heads_q, c.seqlen_q, value_row_elements);
   p.softmax_scale = c.softmax_scale();
   p.window_left = c.window_left;
   p.window_right = c.window_right;
@@ -623,8 +629,8 @@ Params case_params(const Case& c) {
 
   // Packed rows: the layout of one batch entry over all the sequences' rows (head-major for bhsd: each head's
   // rows of every sequence, then the next head's), .batch unused.
-  const auto packed = [&](int64_t heads, int64_t rows) {
-    Strides s = contiguous_strides(c.layout, heads, rows, row_elements);
+  const auto packed = [&](int64_t heads, int64_t rows, int64_t columns) {
+    Strides s = contiguous_strides(c.layout, heads, rows, columns);
     s.batch = 0;
     return s;
   };
@@ -634,15 +640,17 @@ Params case_params(const Case& c) {
     total_k = saturating_add(total_k, s.capacity());
   }
   p.total_q = total_q;
-  p.q_stride = packed(c.heads_q, total_q);
-  p.o_stride = p.q_stride;
+  p.q_stride = packed(c.heads_q, total_q, row_elements);
+  p.o_stride = packed(c.heads_q, total_q, value_row_elements);
   if (c.page <= 0) {
     p.total_k = total_k;
-    p.k_stride = packed(c.heads_kv, total_k);
+    p.k_stride = packed(c.heads_kv, total_k, row_elements);
+    p.v_stride = packed(c.heads_kv, total_k, value_row_elements);
   } else {
     // One page is the layout of one batch entry of page rows: .batch is the page stride.
     p.page_size = c.page;
     p.k_stride = contiguous_strides(c.layout, c.heads_kv, c.page, row_elements);
+    p.v_stride = contiguous_strides(c.layout, c.heads_kv, c.page, value_row_elements);
     int64_t pages = 1;  // the spare page
     p.max_pages_per_seq = 1;
     for (const Sequence& s : c.seqs) {
@@ -652,7 +660,6 @@ Params case_params(const Case& c) {
     }
     p.num_pages = pages;
   }
-  p.v_stride = p.k_stride;
   return p;
 }
 
@@ -663,6 +670,10 @@ std::string format_case(const Case& c) {
   for (const auto& [key, value] : sizes) {
     out += key;
     append_int(&out, value);
+  }
+  if (c.head_dim_v != 0) {
+    out += " dv=";
+    append_int(&out, c.head_dim_v);
   }
   out += " mask=";
   out += mask_name(c.mask);
@@ -774,7 +785,7 @@ std::string excerpt(std::string_view text, size_t limit) {
 Status validate_case(const Case& c) {
   const std::pair<const char*, int64_t> sizes[] = {{"b", c.batch},     {"hq", c.heads_q}, {"hkv", c.heads_kv},
                                                   {"sq", c.seqlen_q}, {"sk", c.seqlen_k}, {"d", c.head_dim},
-                                                  {"pad", c.pad}};
+                                                  {"dv", c.head_dim_v}, {"pad", c.pad}};
   for (const auto& [key, value] : sizes) {
     if (value < 0) return invalid(std::string(key) + "=" + std::to_string(value) + ": must be non-negative");
   }
@@ -812,11 +823,12 @@ Status parse_case(std::string_view line, Case* out) {
   }
   c.dtype = *dtype;
 
-  constexpr std::array<const char*, 24> kKeys = {"b",      "hq",     "hkv",    "sq",       "sk",      "d",
-                                                 "mask",   "window", "layout", "pad",      "seqs",    "page",
-                                                 "poison", "splits", "scale",  "softcap",  "q",       "k",
-                                                 "v",      "sink",   "inject", "property", "subject", "seed"};
-  constexpr size_t kHkvKey = 2, kMaskKey = 6, kWindowKey = 7;
+  constexpr std::array<const char*, 25> kKeys = {"b",       "hq",      "hkv",    "sq",     "sk",     "d",
+                                                 "dv",      "mask",    "window", "layout", "pad",    "seqs",
+                                                 "page",    "poison",  "splits", "scale",  "softcap", "q",
+                                                 "k",       "v",       "sink",   "inject", "property", "subject",
+                                                 "seed"};
+  constexpr size_t kHkvKey = 2, kMaskKey = 7, kWindowKey = 8;
   static_assert(std::string_view(kKeys[kHkvKey]) == "hkv" && std::string_view(kKeys[kMaskKey]) == "mask" &&
                 std::string_view(kKeys[kWindowKey]) == "window");
   const auto key_index_of = [&](std::string_view key) {
@@ -846,13 +858,14 @@ Status parse_case(std::string_view line, Case* out) {
     std::string reason;
     bool ok = true;
     const std::string_view k = key;
-    if (k == "b" || k == "hq" || k == "hkv" || k == "sq" || k == "sk" || k == "d" || k == "pad") {
+    if (k == "b" || k == "hq" || k == "hkv" || k == "sq" || k == "sk" || k == "d" || k == "dv" || k == "pad") {
       int64_t* field = k == "b"     ? &c.batch
                        : k == "hq"  ? &c.heads_q
                        : k == "hkv" ? &c.heads_kv
                        : k == "sq"  ? &c.seqlen_q
                        : k == "sk"  ? &c.seqlen_k
                        : k == "d"   ? &c.head_dim
+                       : k == "dv"  ? &c.head_dim_v
                                     : &c.pad;
       ok = parse_size(value, field, &reason);
     } else if (k == "mask") {

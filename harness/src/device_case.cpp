@@ -22,6 +22,9 @@ Status check_device_inputs_case(const Case& c) {
   if (!c.seqs.empty()) return {StatusCode::kInvalidArgument, std::string("seqs") + kDenseOnly};
   if (c.page > 0) return {StatusCode::kInvalidArgument, std::string("page") + kDenseOnly};
   if (c.poison != Poison::kNaN) return {StatusCode::kInvalidArgument, std::string("poison") + kDenseOnly};
+  if (c.value_dim() != c.head_dim) {
+    return {StatusCode::kInvalidArgument, "dv: device inputs are generated for head_dim_v = head_dim only"};
+  }
   if (!c.subject.empty()) {
     return {StatusCode::kInvalidArgument, "subject: device inputs run flashcheck's own kernel, not a subject"};
   }

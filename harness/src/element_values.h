@@ -7,12 +7,19 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
-#include "common/host_device.h"  // FLASHCHECK_HOST_DEVICE: the one host/device qualifier (kernel/src/common)
-#include "flashcheck/case.h"     // DistKind
-#include "flashcheck/dtype.h"    // BinaryFormat, detail::codec::convert
-#include "flashcheck/inputs.h"   // Stream
+#include "flashcheck/case.h"    // DistKind
+#include "flashcheck/dtype.h"   // BinaryFormat, detail::codec::convert
+#include "flashcheck/inputs.h"  // Stream
+
+// Every function here is compiled twice: by nvcc for the device draw and by the host compiler for the host one.
+#if defined(__CUDACC__)
+#define FLASHCHECK_ELEMENT_FN __host__ __device__
+#else
+#define FLASHCHECK_ELEMENT_FN
+#endif
 
 namespace flashcheck::elements {
 
@@ -25,7 +32,7 @@ inline constexpr uint32_t kPhiloxWeyl0 = 0x9E3779B9u;  // golden ratio
 inline constexpr uint32_t kPhiloxWeyl1 = 0xBB67AE85u;  // sqrt(3) - 1
 inline constexpr int kPhiloxRounds = 10;
 
-FLASHCHECK_HOST_DEVICE inline void philox4x32(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4]) {
+FLASHCHECK_ELEMENT_FN inline void philox4x32(const uint32_t counter[4], const uint32_t key[2], uint32_t out[4]) {
   uint32_t x0 = counter[0], x1 = counter[1], x2 = counter[2], x3 = counter[3];
   uint32_t k0 = key[0], k1 = key[1];
   for (int round = 0; round < kPhiloxRounds; ++round) {
@@ -49,7 +56,7 @@ FLASHCHECK_HOST_DEVICE inline void philox4x32(const uint32_t counter[4], const u
 }
 
 // The high 64 bits of a * b.
-FLASHCHECK_HOST_DEVICE inline uint64_t mul_hi64(uint64_t a, uint64_t b) {
+FLASHCHECK_ELEMENT_FN inline uint64_t mul_hi64(uint64_t a, uint64_t b) {
 #if defined(__CUDA_ARCH__)
   return __umul64hi(a, b);
 #else
@@ -58,9 +65,9 @@ FLASHCHECK_HOST_DEVICE inline uint64_t mul_hi64(uint64_t a, uint64_t b) {
 }
 
 // Uniform integer in [0, n) from 64 random bits, by multiply-high (no modulo bias worth the name).
-FLASHCHECK_HOST_DEVICE inline uint64_t below(uint64_t random64, uint64_t n) { return mul_hi64(random64, n); }
+FLASHCHECK_ELEMENT_FN inline uint64_t below(uint64_t random64, uint64_t n) { return mul_hi64(random64, n); }
 
-FLASHCHECK_HOST_DEVICE inline double sqrt_rn(double x) {
+FLASHCHECK_ELEMENT_FN inline double sqrt_rn(double x) {
 #if defined(__CUDA_ARCH__)
   return __dsqrt_rn(x);
 #else
@@ -77,7 +84,7 @@ inline constexpr double kTwoPi = 0x1.921fb54442d18p+2;
 
 // sum_k coeffs[k] * x2^k by Horner's rule, highest degree first.
 template <int N>
-FLASHCHECK_HOST_DEVICE inline double horner(const double (&coeffs)[N], double x2) {
+FLASHCHECK_ELEMENT_FN inline double horner(const double (&coeffs)[N], double x2) {
   double acc = coeffs[N - 1];
   for (int k = N - 1; k-- > 0;) acc = acc * x2 + coeffs[k];
   return acc;
@@ -86,7 +93,7 @@ FLASHCHECK_HOST_DEVICE inline double horner(const double (&coeffs)[N], double x2
 // 2 * atanh(s) / (2 s) = 1 + s^2/3 + s^4/5 + ...: coefficients 1/(2k+1), k = 0..12. With |s| <= 0.1716
 // (m in [sqrt(1/2), sqrt(2))) the first omitted term, s^27/27, is below 2^-70 relative. The coefficient tables are
 // local to each series (a namespace-scope host array is not addressable from device code).
-FLASHCHECK_HOST_DEVICE inline double atanh_series(double x2) {
+FLASHCHECK_ELEMENT_FN inline double atanh_series(double x2) {
   const double coeffs[] = {
       1.0,
       0x1.5555555555555p-2,  // 1/3
@@ -106,7 +113,7 @@ FLASHCHECK_HOST_DEVICE inline double atanh_series(double x2) {
 }
 
 // Taylor coefficients on |x| <= pi/4; the first omitted terms (x^20/20!, x^21/21!) are below 2^-66.
-FLASHCHECK_HOST_DEVICE inline double cos_series(double x2) {
+FLASHCHECK_ELEMENT_FN inline double cos_series(double x2) {
   const double coeffs[] = {
       1.0,
       -0x1.0000000000000p-1,   // -1/2!
@@ -121,7 +128,7 @@ FLASHCHECK_HOST_DEVICE inline double cos_series(double x2) {
   };
   return horner(coeffs, x2);
 }
-FLASHCHECK_HOST_DEVICE inline double sin_series(double x2) {
+FLASHCHECK_ELEMENT_FN inline double sin_series(double x2) {
   const double coeffs[] = {
       1.0,
       -0x1.5555555555555p-3,   // -1/3!
@@ -138,7 +145,7 @@ FLASHCHECK_HOST_DEVICE inline double sin_series(double x2) {
 }
 
 // x = m * 2^exponent with m in [1/2, 1), for finite x > 0 (subnormals included), as std::frexp gives it.
-FLASHCHECK_HOST_DEVICE inline double split_exponent(double x, int* exponent) {
+FLASHCHECK_ELEMENT_FN inline double split_exponent(double x, int* exponent) {
   uint64_t bits = std::bit_cast<uint64_t>(x);
   int bias_shift = 0;
   if ((bits >> 52) == 0) {  // subnormal: scale into the normal range first (exact)
@@ -150,7 +157,7 @@ FLASHCHECK_HOST_DEVICE inline double split_exponent(double x, int* exponent) {
 }
 
 // Natural log for finite x > 0.
-FLASHCHECK_HOST_DEVICE inline double det_log(double x) {
+FLASHCHECK_ELEMENT_FN inline double det_log(double x) {
   int exponent = 0;
   double m = split_exponent(x, &exponent);  // m in [1/2, 1)
   if (m < kSqrtHalf) {
@@ -165,7 +172,7 @@ FLASHCHECK_HOST_DEVICE inline double det_log(double x) {
 }
 
 // cos(2*pi*turns) for turns in [0, 1).
-FLASHCHECK_HOST_DEVICE inline double det_cos_2pi(double turns) {
+FLASHCHECK_ELEMENT_FN inline double det_cos_2pi(double turns) {
   // Nearest quarter turn n, remainder r in [-1/8, 1/8] turns. turns*8 and n*0.25 are exact, and so is
   // turns - n*0.25 (both are multiples of 2^-53 below 1 in magnitude).
   const int64_t octant = static_cast<int64_t>(turns * 8.0);
@@ -196,18 +203,18 @@ inline constexpr int kDoubleMantissaBits = 53;
 struct Draw {
   uint32_t w[4];
   // Uniforms from 53 bits of each 64-bit half: u0 in [0,1) and u0_open in (0,1] from (w0,w1), u1 from (w2,w3).
-  FLASHCHECK_HOST_DEVICE uint64_t random64() const { return uint64_t{w[0]} << 32 | w[1]; }
-  FLASHCHECK_HOST_DEVICE uint64_t bits0() const { return random64() >> (64 - kDoubleMantissaBits); }
-  FLASHCHECK_HOST_DEVICE uint64_t bits1() const { return (uint64_t{w[2]} << 32 | w[3]) >> (64 - kDoubleMantissaBits); }
-  FLASHCHECK_HOST_DEVICE double u0() const { return static_cast<double>(bits0()) * kTwoPow53Inv; }
-  FLASHCHECK_HOST_DEVICE double u0_open() const { return static_cast<double>(bits0() + 1) * kTwoPow53Inv; }
-  FLASHCHECK_HOST_DEVICE double u1() const { return static_cast<double>(bits1()) * kTwoPow53Inv; }
-  FLASHCHECK_HOST_DEVICE bool negative() const { return (w[3] & 1u) != 0; }  // the low bit of w3 is unused by u1
+  FLASHCHECK_ELEMENT_FN uint64_t random64() const { return uint64_t{w[0]} << 32 | w[1]; }
+  FLASHCHECK_ELEMENT_FN uint64_t bits0() const { return random64() >> (64 - kDoubleMantissaBits); }
+  FLASHCHECK_ELEMENT_FN uint64_t bits1() const { return (uint64_t{w[2]} << 32 | w[3]) >> (64 - kDoubleMantissaBits); }
+  FLASHCHECK_ELEMENT_FN double u0() const { return static_cast<double>(bits0()) * kTwoPow53Inv; }
+  FLASHCHECK_ELEMENT_FN double u0_open() const { return static_cast<double>(bits0() + 1) * kTwoPow53Inv; }
+  FLASHCHECK_ELEMENT_FN double u1() const { return static_cast<double>(bits1()) * kTwoPow53Inv; }
+  FLASHCHECK_ELEMENT_FN bool negative() const { return (w[3] & 1u) != 0; }  // the low bit of w3 is unused by u1
   // Standard normal by Box-Muller; u0_open > 0 keeps log finite (|z| <= sqrt(106 ln 2) ~ 8.6).
-  FLASHCHECK_HOST_DEVICE double normal() const { return sqrt_rn(-2.0 * det_log(u0_open())) * det_cos_2pi(u1()); }
+  FLASHCHECK_ELEMENT_FN double normal() const { return sqrt_rn(-2.0 * det_log(u0_open())) * det_cos_2pi(u1()); }
 };
 
-FLASHCHECK_HOST_DEVICE inline Draw draw(uint64_t seed, uint32_t stream, uint64_t index) {
+FLASHCHECK_ELEMENT_FN inline Draw draw(uint64_t seed, uint32_t stream, uint64_t index) {
   const uint32_t counter[4] = {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), stream, 0};
   const uint32_t key[2] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
   Draw d;
@@ -230,19 +237,19 @@ struct ElementRule {
 };
 
 // The dominant row of slice (b, h) = bh (b * heads + h) for DistKind::kDominant; -1 for every other kind.
-FLASHCHECK_HOST_DEVICE inline int64_t dominant_row(const ElementRule& rule, int64_t bh) {
+FLASHCHECK_ELEMENT_FN inline int64_t dominant_row(const ElementRule& rule, int64_t bh) {
   if (rule.kind != DistKind::kDominant || rule.seqlen <= 0) return -1;
   const Draw pick = draw(rule.seed, rule.dominant_stream, static_cast<uint64_t>(bh));
   return static_cast<int64_t>(below(pick.random64(), static_cast<uint64_t>(rule.seqlen)));
 }
 
 // 2^e as a double for e in the normal range (exact).
-FLASHCHECK_HOST_DEVICE inline double power_of_two(int e) {
+FLASHCHECK_ELEMENT_FN inline double power_of_two(int e) {
   return std::bit_cast<double>(static_cast<uint64_t>(e + 1023) << 52);
 }
 
 // Nonzero subnormal of `format`, uniform significand, random sign.
-FLASHCHECK_HOST_DEVICE inline double subnormal(BinaryFormat format, const Draw& d) {
+FLASHCHECK_ELEMENT_FN inline double subnormal(BinaryFormat format, const Draw& d) {
   const int min_exp = 1 - format.bias();  // smallest normal exponent
   const uint64_t significand = 1 + below(d.random64(), (uint64_t{1} << format.frac_bits) - 1);
   // significand * 2^(min_exp - frac_bits): a power-of-two scaling, exact (the result is a normal double).
@@ -252,7 +259,7 @@ FLASHCHECK_HOST_DEVICE inline double subnormal(BinaryFormat format, const Draw& 
 
 // The value, in double before the dtype rounding, of the element at row s and canonical flat index `index`
 // ([b, h, s, d] of the [B, H, S, D] array) of a slice whose dominant row is `dominant` (dominant_row()).
-FLASHCHECK_HOST_DEVICE inline double element_value(const ElementRule& rule, int64_t s, int64_t index, int64_t dominant) {
+FLASHCHECK_ELEMENT_FN inline double element_value(const ElementRule& rule, int64_t s, int64_t index, int64_t dominant) {
   if (rule.kind == DistKind::kConst) return rule.a;
   if (rule.kind == DistKind::kNegZero) return -0.0;
   const Draw r = draw(rule.seed, rule.stream, static_cast<uint64_t>(index));
@@ -282,12 +289,12 @@ FLASHCHECK_HOST_DEVICE inline double element_value(const ElementRule& rule, int6
 }
 
 // x rounded once to `format`, as its bits: dtype.h's codec (encode_dtype is this with the dtype's format).
-FLASHCHECK_HOST_DEVICE inline uint32_t encode_bits(BinaryFormat format, double x) {
+FLASHCHECK_ELEMENT_FN inline uint32_t encode_bits(BinaryFormat format, double x) {
   return static_cast<uint32_t>(detail::codec::convert(kBinary64, std::bit_cast<uint64_t>(x), format));
 }
 
 // The element's bits in the rule's format.
-FLASHCHECK_HOST_DEVICE inline uint32_t element_bits(const ElementRule& rule, int64_t s, int64_t index, int64_t dominant) {
+FLASHCHECK_ELEMENT_FN inline uint32_t element_bits(const ElementRule& rule, int64_t s, int64_t index, int64_t dominant) {
   return encode_bits(rule.format, element_value(rule, s, index, dominant));
 }
 

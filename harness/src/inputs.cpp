@@ -171,7 +171,8 @@ bool checked_product(std::initializer_list<int64_t> factors, int64_t* out) {
 // The sizes of a validated case's host inputs, in elements and bytes; fits = false past 2^63 bytes.
 struct InputSizes {
   bool fits = false;
-  int64_t q_padded = 0, kv_padded = 0, q_elems = 0, kv_elems = 0, total = 0;
+  int64_t q_padded = 0, kv_padded = 0, v_padded = 0, q_elems = 0, kv_elems = 0, v_elems = 0, total = 0;
+  int64_t o_padded = 0, o_elems = 0;  // O's buffer and canonical elements (the runner's, not counted in total)
 };
 
 InputSizes input_sizes(const Case& c, const Params& params) {
@@ -180,28 +181,35 @@ InputSizes input_sizes(const Case& c, const Params& params) {
   // Bytes: encoded tensors (padded layout) plus the decoded canonical copies (8 bytes per element), and the
   // sink's fp32 values with their copies (its own check: heads_q may be huge where batch is 0). With sequences the
   // encoded tensors hold their packed or paged rows, and the index arrays (with the page shuffle's scratch) count.
-  int64_t row_elems = 0, q_padded = 0, kv_padded = 0, q_elems = 0, kv_elems = 0, encoded = 0, decoded = 0, total = 0;
+  int64_t row_elems = 0, v_row_elems = 0, q_padded = 0, kv_padded = 0, v_padded = 0, q_elems = 0, kv_elems = 0,
+          v_elems = 0, o_padded = 0, o_elems = 0, encoded = 0, decoded = 0, total = 0;
   const int64_t sink_count = c.sink ? c.heads_q : 0;
   int64_t sink_bytes = 0, index_bytes = 0;
-  bool fits = checked_add(c.head_dim, c.pad, &row_elems);
+  bool fits = checked_add(c.head_dim, c.pad, &row_elems) && checked_add(c.value_dim(), c.pad, &v_row_elems);
   if (!has_seqs) {
     fits = fits && checked_product({c.batch, c.heads_q, c.seqlen_q, row_elems}, &q_padded) &&
-           checked_product({c.batch, c.heads_kv, c.seqlen_k, row_elems}, &kv_padded);
+           checked_product({c.batch, c.heads_kv, c.seqlen_k, row_elems}, &kv_padded) &&
+           checked_product({c.batch, c.heads_kv, c.seqlen_k, v_row_elems}, &v_padded) &&
+           checked_product({c.batch, c.heads_q, c.seqlen_q, v_row_elems}, &o_padded);
   } else {
     const int64_t batch = static_cast<int64_t>(c.seqs.size());
     const int64_t kv_rows = c.page > 0 ? params.num_pages * params.page_size : params.total_k;  // int32 * int32
     int64_t table = 0;
     fits = fits && checked_product({params.total_q, c.heads_q, row_elems}, &q_padded) &&
            checked_product({kv_rows, c.heads_kv, row_elems}, &kv_padded) &&
+           checked_product({kv_rows, c.heads_kv, v_row_elems}, &v_padded) &&
+           checked_product({params.total_q, c.heads_q, v_row_elems}, &o_padded) &&
            checked_mul(batch, params.max_pages_per_seq, &table) &&
            checked_product({3 * batch + 2 + table + params.num_pages, int64_t{sizeof(int32_t)}}, &index_bytes) &&
            checked_add(index_bytes, 2 * batch * int64_t{sizeof(int64_t)}, &index_bytes);
   }
   fits = fits && checked_product({c.batch, c.heads_q, c.seqlen_q, c.head_dim}, &q_elems) &&
          checked_product({c.batch, c.heads_kv, c.seqlen_k, c.head_dim}, &kv_elems) &&
-         checked_add(q_padded, kv_padded, &encoded) && checked_add(encoded, kv_padded, &encoded) &&
+         checked_product({c.batch, c.heads_kv, c.seqlen_k, c.value_dim()}, &v_elems) &&
+         checked_product({c.batch, c.heads_q, c.seqlen_q, c.value_dim()}, &o_elems) &&
+         checked_add(q_padded, kv_padded, &encoded) && checked_add(encoded, v_padded, &encoded) &&
          checked_mul(encoded, esize, &encoded) && checked_add(q_elems, kv_elems, &decoded) &&
-         checked_add(decoded, kv_elems, &decoded) && checked_mul(decoded, int64_t{sizeof(double)}, &decoded) &&
+         checked_add(decoded, v_elems, &decoded) && checked_mul(decoded, int64_t{sizeof(double)}, &decoded) &&
          checked_add(encoded, decoded, &total) &&
          checked_mul(sink_count, int64_t{sizeof(float) + sizeof(double)}, &sink_bytes) &&
          checked_add(total, sink_bytes, &total) && checked_add(total, index_bytes, &total);
@@ -209,8 +217,12 @@ InputSizes input_sizes(const Case& c, const Params& params) {
   sizes.fits = fits;
   sizes.q_padded = q_padded;
   sizes.kv_padded = kv_padded;
+  sizes.v_padded = v_padded;
   sizes.q_elems = q_elems;
   sizes.kv_elems = kv_elems;
+  sizes.v_elems = v_elems;
+  sizes.o_padded = o_padded;
+  sizes.o_elems = o_elems;
   sizes.total = total;
   return sizes;
 }
@@ -276,18 +288,19 @@ void make_sink(const Case& c, std::vector<float>* sink, std::vector<double>* sin
 void regenerate_rows(const Case& c, char tensor, int64_t b, int64_t h, int64_t s_begin, int64_t s_end, double* out) {
   const elements::ElementRule rule = elements::tensor_rule(c, tensor);
   const int64_t heads = tensor == 'q' ? c.heads_q : c.heads_kv;
+  const int64_t columns = tensor == 'v' ? c.value_dim() : c.head_dim;
   const int64_t dominant = elements::dominant_row(rule, b * heads + h);
   for (int64_t s = s_begin; s < s_end; ++s) {
-    const int64_t row_index = ((b * heads + h) * rule.seqlen + s) * c.head_dim;
-    double* const row = out + (s - s_begin) * c.head_dim;
-    for (int64_t d = 0; d < c.head_dim; ++d) {
+    const int64_t row_index = ((b * heads + h) * rule.seqlen + s) * columns;
+    double* const row = out + (s - s_begin) * columns;
+    for (int64_t d = 0; d < columns; ++d) {
       row[d] = decode_dtype(c.dtype, elements::element_bits(rule, s, row_index + d, dominant));
     }
   }
   // Injections override the drawn values, as make_inputs applies them.
   for (const Injection& inj : c.inject) {
     if (inj.tensor != tensor || inj.b != b || inj.h != h || inj.s < s_begin || inj.s >= s_end) continue;
-    out[(inj.s - s_begin) * c.head_dim + inj.d] = decode_dtype(c.dtype, encode_dtype(c.dtype, inj.value));
+    out[(inj.s - s_begin) * columns + inj.d] = decode_dtype(c.dtype, encode_dtype(c.dtype, inj.value));
   }
 }
 
@@ -298,8 +311,8 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes, DrawOn dra
   const bool has_seqs = !c.seqs.empty();
   const InputSizes sizes = input_sizes(c, params);
   const bool fits = sizes.fits;
-  const int64_t total = sizes.total, q_padded = sizes.q_padded, kv_padded = sizes.kv_padded;
-  const int64_t q_elems = sizes.q_elems, kv_elems = sizes.kv_elems;
+  const int64_t total = sizes.total, q_padded = sizes.q_padded, kv_padded = sizes.kv_padded, v_padded = sizes.v_padded;
+  const int64_t q_elems = sizes.q_elems, kv_elems = sizes.kv_elems, v_elems = sizes.v_elems;
   if (!fits || total > max_bytes) {
     return {StatusCode::kInvalidArgument,
             "case inputs need " + (fits ? std::to_string(total) + " bytes" : std::string("more than 2^63 bytes")) +
@@ -312,10 +325,12 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes, DrawOn dra
 
   in.q.resize(static_cast<size_t>(q_padded * esize));
   in.k.resize(static_cast<size_t>(kv_padded * esize));
-  in.v.resize(static_cast<size_t>(kv_padded * esize));
+  in.v.resize(static_cast<size_t>(v_padded * esize));
   in.q_exact.resize(static_cast<size_t>(q_elems));
   in.k_exact.resize(static_cast<size_t>(kv_elems));
-  in.v_exact.resize(static_cast<size_t>(kv_elems));
+  in.v_exact.resize(static_cast<size_t>(v_elems));
+  in.o_padded = sizes.o_padded;
+  in.o_elements = sizes.o_elems;
   for (auto* bytes : {&in.q, &in.k, &in.v}) fill_poison(c.dtype, c.poison, bytes);
 
   TensorShape q_shape{c.batch, c.heads_q, c.seqlen_q, c.head_dim, in.params.q_stride};
@@ -332,7 +347,11 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes, DrawOn dra
       kv_shape.row0 = &in.cu_seqlens_k;
     }
   }
-  const std::pair<char, const TensorShape*> tensors[] = {{'q', &q_shape}, {'k', &kv_shape}, {'v', &kv_shape}};
+  // V: K's rows (sequences, pages) with value_dim() columns and its own strides.
+  TensorShape v_shape = kv_shape;
+  v_shape.head_dim = c.value_dim();
+  v_shape.strides = in.params.v_stride;
+  const std::pair<char, const TensorShape*> tensors[] = {{'q', &q_shape}, {'k', &kv_shape}, {'v', &v_shape}};
   for (const auto& [tensor, shape] : tensors) {
     std::vector<uint8_t>& bytes = tensor == 'q' ? in.q : tensor == 'k' ? in.k : in.v;
     std::vector<double>& exact = tensor == 'q' ? in.q_exact : tensor == 'k' ? in.k_exact : in.v_exact;
@@ -347,7 +366,7 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes, DrawOn dra
 
   for (const Injection& inj : c.inject) {
     const bool is_q = inj.tensor == 'q';
-    const TensorShape& t = is_q ? q_shape : kv_shape;
+    const TensorShape& t = is_q ? q_shape : inj.tensor == 'k' ? kv_shape : v_shape;
     std::vector<uint8_t>& bytes = is_q ? in.q : inj.tensor == 'k' ? in.k : in.v;
     std::vector<double>& exact = is_q ? in.q_exact : inj.tensor == 'k' ? in.k_exact : in.v_exact;
     const uint32_t bits = encode_dtype(c.dtype, inj.value);

@@ -32,7 +32,8 @@ struct ClassPoints {
   int32_t arith;
   ComputePath path;
   int32_t score, p, o;
-  bool for_f32, for_half;  // the dtypes the class applies to
+  bool for_fp32_inputs, for_tensor_core_inputs;  // the dtypes the class applies to (DTypeInfo::tensor_core_input)
+  bool applies_to(const DTypeInfo& info) const { return info.tensor_core_input ? for_tensor_core_inputs : for_fp32_inputs; }
 };
 constexpr ClassPoints kClasses[] = {
     {FC_SUBJECT_ARITH_GENERAL_FP32, ComputePath::kGeneralFp32, FC_SUBJECT_FMT_FP32, FC_SUBJECT_FMT_FP32,
@@ -42,6 +43,25 @@ constexpr ClassPoints kClasses[] = {
     {FC_SUBJECT_ARITH_SPLIT_TF32, ComputePath::kSplitTf32, FC_SUBJECT_FMT_TF32X3, FC_SUBJECT_FMT_TF32X3,
      FC_SUBJECT_FMT_FP32, true, false},
 };
+
+// The subject ABI repeats the C ABI's codes so that a subject builds without flashcheck's headers: the same
+// numbers, row by row of dtypes.def and masks.def.
+#define FC_DTYPE_ROW(c_suffix, enumerator, code, ...) \
+  static_assert(FC_SUBJECT_DTYPE_##c_suffix == (code), "subject.h: FC_SUBJECT_DTYPE_" #c_suffix " != FC_DTYPE_" #c_suffix);
+#include "flashcheck/dtypes.def"
+#undef FC_DTYPE_ROW
+#define FC_MASK_ROW(c_suffix, enumerator, code, ...) \
+  static_assert(FC_SUBJECT_MASK_##c_suffix == (code), "subject.h: FC_SUBJECT_MASK_" #c_suffix " != FC_MASK_" #c_suffix);
+#include "flashcheck/masks.def"
+#undef FC_MASK_ROW
+
+// Every value's bit of a table (the capabilities' dtypes and masks sets).
+template <typename Table>
+constexpr uint32_t all_bits(const Table& table) {
+  uint32_t bits = 0;
+  for (const auto& row : table) bits |= FC_SUBJECT_BIT(row.c_code);
+  return bits;
+}
 
 const char* arith_name(int32_t arith) {
   switch (arith) {
@@ -95,7 +115,7 @@ Status validate(const std::string& path, const fc_subject& s) {
   const fc_subject_capabilities& c = s.capabilities;
   if (s.name == nullptr || !is_subject_name(s.name)) return bad(path, "name: 1 to 64 of A-Z a-z 0-9 . _ -");
   if (s.forward == nullptr) return bad(path, "forward: null");
-  if (c.dtypes == 0 || (c.dtypes & ~7u) != 0) {
+  if (c.dtypes == 0 || (c.dtypes & ~all_bits(kDTypes)) != 0) {
     return bad(path, "capabilities.dtypes: a non-empty set of FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_*)");
   }
   if (c.head_dims != nullptr) {
@@ -106,7 +126,7 @@ Status validate(const std::string& path, const fc_subject& s) {
   } else if (c.head_dim_min < 1 || c.head_dim_max > kMaxHeadDim || c.head_dim_min > c.head_dim_max) {
     return bad(path, "capabilities.head_dim_min/max: 1 <= min <= max <= 256");
   }
-  if (c.masks == 0 || (c.masks & ~31u) != 0) return bad(path, "capabilities.masks: a non-empty set of FC_SUBJECT_BIT(FC_SUBJECT_MASK_*)");
+  if (c.masks == 0 || (c.masks & ~all_bits(kMaskNames)) != 0) return bad(path, "capabilities.masks: a non-empty set of FC_SUBJECT_BIT(FC_SUBJECT_MASK_*)");
   if (c.layouts == 0 || (c.layouts & ~7u) != 0) {
     return bad(path, "capabilities.layouts: a non-empty set of FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_*)");
   }
@@ -133,7 +153,7 @@ Status validate(const std::string& path, const fc_subject& s) {
     if (arith == FC_SUBJECT_ARITH_UNDECLARED || !(c.dtypes & (1u << d))) continue;
     for (const ClassPoints& k : kClasses) {
       if (k.arith != arith) continue;
-      if (!(info.dtype == DType::kF32 ? k.for_f32 : k.for_half)) {
+      if (!k.applies_to(info)) {
         return bad(path, std::string("arithmetic.arithmetic[") + info.name + "]: " + arith_name(arith) +
                              " does not apply to " + info.name);
       }
@@ -228,8 +248,7 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     // Undeclared class, declared rounding points: the class whose points they are, if one applies to the dtype.
     if (arith == FC_SUBJECT_ARITH_UNDECLARED) {
       for (const ClassPoints& k : kClasses) {
-        const bool applies = info.dtype == DType::kF32 ? k.for_f32 : k.for_half;
-        if (applies && a.score_accumulation[d] == k.score && a.p_rounding[d] == k.p && a.o_accumulation[d] == k.o) {
+        if (k.applies_to(info) && a.score_accumulation[d] == k.score && a.p_rounding[d] == k.p && a.o_accumulation[d] == k.o) {
           arith = k.arith;
         }
       }
@@ -250,8 +269,7 @@ Status LoadedSubject::supports(const Params& p) const {
   auto unsupported = [&](const std::string& field, const std::string& what) {
     return Status{StatusCode::kUnsupported, field + ": " + what + " (subject " + name_ + ")"};
   };
-  const int dtype = static_cast<int>(p.dtype);
-  if (dtype < 0 || dtype > 2 || !(c.dtypes & (1u << dtype))) {
+  if (find_dtype(p.dtype) == nullptr || !(c.dtypes & FC_SUBJECT_BIT(find_dtype(p.dtype)->c_code))) {
     return unsupported("dtype", std::string(to_string(p.dtype)) + " not among " + list_dtypes(c.dtypes));
   }
   bool head_dim_ok = false;
@@ -261,8 +279,12 @@ Status LoadedSubject::supports(const Params& p) const {
     head_dim_ok = p.head_dim >= c.head_dim_min && p.head_dim <= c.head_dim_max;
   }
   if (!head_dim_ok) return unsupported("head_dim", std::to_string(p.head_dim) + " not among " + head_dims_text(c));
-  const int mask = static_cast<int>(p.mask);
-  if (mask < 0 || mask > 4 || !(c.masks & (1u << mask))) {
+  // The subject ABI's problem has one head_dim for Q, K, V and O.
+  if (value_head_dim(p) != p.head_dim) {
+    return unsupported("head_dim_v", std::to_string(value_head_dim(p)) + " != head_dim " + std::to_string(p.head_dim) +
+                                         ": the subject ABI (version 1) has one head_dim for Q, K, V and O");
+  }
+  if (find_mask(p.mask) == nullptr || !(c.masks & FC_SUBJECT_BIT(find_mask(p.mask)->c_code))) {
     return unsupported("mask", std::string(mask_text(p.mask)) + " not among " + list_masks(c.masks));
   }
   if (p.heads_q != p.heads_kv && !c.gqa) {

@@ -1,31 +1,30 @@
-// Translation from the kernel's types to the oracle's (oracle_bridge.h). Each switch names every enumerator,
-// so a new mask, dtype or compute path fails to compile (-Wswitch) until it is translated here; values out of
-// range are a caller's bug and throw.
+// Translation from the kernel's types to the oracle's (oracle_bridge.h): masks through their rows of masks.def
+// (window sides and alignment), dtypes by name, compute paths by a switch that names every enumerator (-Wswitch);
+// values out of range are a caller's bug and throw.
 #include "flashcheck/oracle_bridge.h"
 
 #include <stdexcept>
 #include <string>
 
+#include "flashcheck/dtype.h"
+#include "flashcheck/mask_names.h"
+
 namespace flashcheck {
 
 oracle::Format to_oracle(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return oracle::Format::kF32;
-    case DType::kF16: return oracle::Format::kF16;
-    case DType::kBF16: return oracle::Format::kBF16;
-  }
-  throw std::invalid_argument("to_oracle: unknown DType " + std::to_string(static_cast<int>(dtype)));
+  const DTypeInfo* info = find_dtype(dtype);
+  const std::optional<oracle::Format> format = info != nullptr ? oracle::format_from_name(info->name) : std::nullopt;
+  if (!format) throw std::invalid_argument("to_oracle: no oracle format for DType " + std::to_string(static_cast<int>(dtype)));
+  return *format;
 }
 
 oracle::Visibility to_oracle(Mask mask, int64_t window_left, int64_t window_right) {
-  switch (mask) {
-    case Mask::kNone: return oracle::kAllKeys;
-    case Mask::kCausalTopLeft: return oracle::kCausalTopLeft;
-    case Mask::kCausalBottomRight: return oracle::kCausalBottomRight;
-    case Mask::kWindowTopLeft: return {window_left, window_right, oracle::Alignment::kTopLeft};
-    case Mask::kWindowBottomRight: return {window_left, window_right, oracle::Alignment::kBottomRight};
-  }
-  throw std::invalid_argument("to_oracle: unknown Mask " + std::to_string(static_cast<int>(mask)));
+  const MaskName* entry = find_mask(mask);
+  if (entry == nullptr) throw std::invalid_argument("to_oracle: unknown Mask " + std::to_string(static_cast<int>(mask)));
+  const WindowSides sides = window_sides(*entry, window_left, window_right);
+  const oracle::Alignment alignment =
+      entry->alignment == Alignment::kBottomRight ? oracle::Alignment::kBottomRight : oracle::Alignment::kTopLeft;
+  return {sides.left, sides.right, alignment};
 }
 
 oracle::Arithmetic to_oracle(ComputePath path) {
@@ -47,6 +46,7 @@ oracle::Problem oracle_problem(const Params& params, std::span<const double> q, 
   p.seqlen_q = params.seqlen_q;
   p.seqlen_k = params.seqlen_k;
   p.head_dim = params.head_dim;
+  p.head_dim_v = value_head_dim(params);
   p.visibility = to_oracle(params.mask, params.window_left, params.window_right);
   p.scale = static_cast<double>(params.softmax_scale);
   p.softcap = static_cast<double>(params.softcap);
@@ -57,6 +57,20 @@ oracle::Problem oracle_problem(const Params& params, std::span<const double> q, 
   p.k = k;
   p.v = v;
   return p;
+}
+
+namespace {
+
+KeyRange to_key_range(oracle::KeySpan keys) { return {keys.begin, keys.end}; }
+
+}  // namespace
+
+KeyRange judged_visible_keys(const Params& params, int64_t row) {
+  return to_key_range(oracle::visible_keys(oracle_problem(params, {}, {}, {}), row));
+}
+
+KeyRange judged_visible_keys(const oracle::Problem& problem, int64_t batch_index, int64_t row) {
+  return to_key_range(oracle::visible_keys(problem, batch_index, row));
 }
 
 oracle::RowBound oracle_bound(const oracle::Problem& problem, oracle::RowRef row, const oracle::RowResult& exact,

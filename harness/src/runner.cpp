@@ -29,7 +29,7 @@ constexpr int64_t kMaxRowsWithoutO = int64_t{1} << 24;
 // ([B, Hq, Sq]), and where the kernel keeps each (instrument.h): LSE, m and l at (b * Hq + h) * Sq + i, or at
 // h * total_q + cu_seqlens_q[b] + i when Q is packed; O's element at its strides, dense or packed.
 struct RowMap {
-  int64_t batch = 0, heads = 0, seqlen = 0, head_dim = 0;
+  int64_t batch = 0, heads = 0, seqlen = 0, o_columns = 0;  // O's columns: value_head_dim
   const std::vector<int32_t>* cu_q = nullptr;  // packed Q: [batch + 1]; null: dense
   int64_t total_q = 0;
 
@@ -46,6 +46,15 @@ struct RowMap {
     const int64_t row = packed() ? ((*cu_q)[static_cast<size_t>(b)] + i) * strides.row
                                  : b * strides.batch + i * strides.row;
     return (row + h * strides.head + d) * esize;
+  }
+  // Whether O's last element lies inside `payload` bytes (strides non-negative, as case_params makes them).
+  bool o_fits(const Strides& strides, int64_t esize, int64_t payload) const {
+    if (batch <= 0 || heads <= 0 || o_columns <= 0 || (!packed() && seqlen <= 0)) return true;
+    int64_t last_b = batch - 1;
+    while (packed() && last_b > 0 && length(last_b) == 0) --last_b;  // packed: batch entries of cu_seqlens_q
+    const int64_t last_i = length(last_b) - 1;
+    if (last_i < 0) return true;
+    return o_offset(strides, esize, last_b, heads - 1, last_i, o_columns - 1) + esize <= payload;
   }
   // Calls fn(b, h, i) for every row, in canonical order.
   template <typename Fn>
@@ -65,8 +74,8 @@ struct RowMap {
 template <typename Fn>
 void for_each_o_element(const RowMap& rows, const Strides& strides, int64_t esize, Fn&& fn) {
   rows.for_each_row([&](int64_t b, int64_t h, int64_t i) {
-    const int64_t index = rows.canonical_row(b, h, i) * rows.head_dim;
-    for (int64_t d = 0; d < rows.head_dim; ++d) fn(index + d, rows.o_offset(strides, esize, b, h, i, d));
+    const int64_t index = rows.canonical_row(b, h, i) * rows.o_columns;
+    for (int64_t d = 0; d < rows.o_columns; ++d) fn(index + d, rows.o_offset(strides, esize, b, h, i, d));
   });
 }
 
@@ -194,13 +203,7 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
 
   const DType dtype = params.dtype;
   const int64_t esize = dtype_size(dtype);
-  // O is laid out like Q (make_inputs sets the same strides), so Q's buffer size is O's, padding included.
-  if (params.o_stride.batch != params.q_stride.batch || params.o_stride.head != params.q_stride.head ||
-      params.o_stride.row != params.q_stride.row) {
-    out.status = {StatusCode::kInvalidArgument, "run_case: O strides must equal Q strides (as make_inputs sets them)"};
-    return out;
-  }
-  RowMap rows{params.batch, params.heads_q, params.seqlen_q, params.head_dim};
+  RowMap rows{params.batch, params.heads_q, params.seqlen_q, value_head_dim(params)};
   if (!inputs.cu_seqlens_q.empty()) {
     // Packed Q: the runner walks the rows by the inputs' own prefix sums (as make_inputs builds them), so they must
     // describe the buffers it allocates.
@@ -214,8 +217,14 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
     rows.cu_q = &inputs.cu_seqlens_q;
     rows.total_q = params.total_q;
   }
-  const int64_t o_payload = static_cast<int64_t>(inputs.q.size());
-  const int64_t o_elements = static_cast<int64_t>(inputs.q_exact.size());
+  // O's buffer as make_inputs sized it (HostInputs::o_padded); its strides must stay inside it.
+  const int64_t o_payload = inputs.o_padded * esize;
+  const int64_t o_elements = inputs.o_elements;
+  if (!rows.o_fits(params.o_stride, esize, o_payload)) {
+    out.status = {StatusCode::kInvalidArgument, "run_case: O's strides reach past the O buffer make_inputs sized "
+                                                "(HostInputs::o_padded)"};
+    return out;
+  }
   // Rows of the canonical outputs ([B, Hq, Sq]) and of LSE (and m, l) as the kernel writes them (heads_q * total_q
   // with packed Q, never more). With head_dim >= 1 they are bounded by O's element count, which make_inputs
   // bounded; with head_dim = 0 (an invalid case the backend must reject) they are not, so a huge row count

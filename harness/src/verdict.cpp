@@ -120,7 +120,7 @@ constexpr double kSinkDomain = 0x1p126 / 1.4426950408889634;
 // logit: O = 0 still, LSE = m = s (the kernel's m is s taken to log2 units and back, two fp32 roundings with
 // two rounded constants, so within 8u |s| plus a subnormal's absolute rounding), l = 1 exactly; a NaN sink
 // gives a NaN row, +inf gives O = 0 and LSE = m = +inf.
-void judge_empty_row(const oracle::RowRef& row, int64_t flat, const RunOutputs& out, int64_t head_dim, double sink,
+void judge_empty_row(const oracle::RowRef& row, int64_t flat, const RunOutputs& out, int64_t value_dim, double sink,
                      bool stats, Verdict* v) {
   ++v->empty_rows;
   const bool nan_sink = std::isnan(sink);
@@ -128,8 +128,8 @@ void judge_empty_row(const oracle::RowRef& row, int64_t flat, const RunOutputs& 
     ++v->no_claim_rows;
     return;
   }
-  for (int64_t k = 0; k < head_dim; ++k) {
-    const double got = out.o[static_cast<size_t>(flat * head_dim + k)];
+  for (int64_t k = 0; k < value_dim; ++k) {
+    const double got = out.o[static_cast<size_t>(flat * value_dim + k)];
     const bool ok = nan_sink ? std::isnan(got) : got == 0.0;
     record(&v->o, ok ? 0.0 : kInf, row, k, got, nan_sink ? sink : 0.0, 0.0);
   }
@@ -189,8 +189,9 @@ struct RowChunk {
 
 // The arithmetic classes a subject that declares none may compute in, for its dtype (docs/error-model.md §3.1).
 std::vector<oracle::Arithmetic> generic_classes(DType dtype) {
-  if (dtype == DType::kF32) return {oracle::Arithmetic::kGeneralFp32, oracle::Arithmetic::kSplitTf32};
-  return {oracle::Arithmetic::kGeneralFp32, oracle::Arithmetic::kTensorCore};
+  const DTypeInfo* info = find_dtype(dtype);
+  if (info != nullptr && info->tensor_core_input) return {oracle::Arithmetic::kGeneralFp32, oracle::Arithmetic::kTensorCore};
+  return {oracle::Arithmetic::kGeneralFp32, oracle::Arithmetic::kSplitTf32};
 }
 
 }  // namespace
@@ -324,8 +325,8 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
   v.canaries_intact = outputs.canaries_intact;
   v.inputs_unchanged = outputs.inputs_unchanged;
 
-  const int64_t head_dim = problem.head_dim;
-  // The outputs are canonical [B, Hq, Sq(, D)] of `problem`.
+  const int64_t value_dim = oracle::value_dim(problem);  // O's columns
+  // The outputs are canonical [B, Hq, Sq(, value_dim)] of `problem`.
   const int64_t canonical_rows = problem.batch * problem.heads_q * problem.seqlen_q;
   v.rows_total = rows_total;
 
@@ -355,7 +356,7 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
                                 static_cast<long long>(outputs.unwritten_lse), outputs.lse.size()));
   }
   const size_t output_rows = static_cast<size_t>(std::max<int64_t>(canonical_rows, 0));
-  if (outputs.o.size() != output_rows * static_cast<size_t>(std::max<int64_t>(head_dim, 0)) ||
+  if (outputs.o.size() != output_rows * static_cast<size_t>(std::max<int64_t>(value_dim, 0)) ||
       outputs.lse.size() != output_rows) {
     v.failures.push_back("outputs do not match the case's shape (o or lse has the wrong size)");
     v.pass = false;
@@ -367,7 +368,7 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
   // Errors in eps are counted at the scale A_k, but never below the dtype's smallest normal: under it the output's
   // spacing is the subnormal one, and an error of one subnormal step would read as millions of eps of a tiny A_k.
   const DTypeInfo* dtype_info = find_dtype(params.dtype);
-  const double min_normal = dtype_info ? std::ldexp(1.0, 1 - dtype_info->format.bias()) : 0.0;
+  const double min_normal = dtype_info ? dtype_info->min_normal() : 0.0;
 
   oracle::RmsCheck rms(to_oracle(params.dtype));
   double sum_err_eps2 = 0.0;
@@ -388,11 +389,11 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
     const int64_t flat = (at.b * problem.heads_q + at.h) * problem.seqlen_q + at.i;
     const double sink = problem.sink.empty() ? -kInf : problem.sink[static_cast<size_t>(at.h)];
     if (prep.empty) {  // no usable key (prepare_chunk)
-      judge_empty_row(row, flat, outputs, head_dim, sink, stats, &v);
+      judge_empty_row(row, flat, outputs, value_dim, sink, stats, &v);
       continue;
     }
     const oracle::RowBound& bound = prep.bound;
-    const double* got_o = outputs.o.data() + flat * head_dim;
+    const double* got_o = outputs.o.data() + flat * value_dim;
     const double got_lse = outputs.lse[static_cast<size_t>(flat)];
     if (bound.unconstrained) ++v.unconstrained_rows;
     if (bound.vacuous) {
@@ -407,7 +408,7 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
 
     // O per element and LSE, with the oracle's semantics: NaN in the oracle means "must be non-finite"
     // (NaN propagates, it is never silently dropped); outside the domain finite values carry no claim.
-    for (int64_t k = 0; k < head_dim; ++k) {
+    for (int64_t k = 0; k < value_dim; ++k) {
       const size_t kk = static_cast<size_t>(k);
       record(&v.o, oracle::error_ratio(got_o[k], exact.o[kk], bound.o[kk], bound.unconstrained), row, k, got_o[k],
              exact.o[kk], bound.o[kk]);
@@ -418,7 +419,7 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
              exact.lse, bound.lse);
     }
     if (bound.unconstrained) continue;
-    for (int64_t k = 0; k < head_dim; ++k) {
+    for (int64_t k = 0; k < value_dim; ++k) {
       const size_t kk = static_cast<size_t>(k);
       if (!std::isfinite(exact.o[kk])) continue;
       ++v.o_claims;
@@ -433,7 +434,7 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
     // the RMS pool.
     const std::vector<double>& emulated = prep.emulated;  // the emulated reference (prepare_chunk), with check_rms
     oracle::RmsCheck row_rms(to_oracle(params.dtype));
-    for (int64_t k = 0; k < head_dim; ++k) {
+    for (int64_t k = 0; k < value_dim; ++k) {
       const size_t kk = static_cast<size_t>(k);
       const double want = exact.o[kk];
       // A row whose oracle O is not first-order accurate (scores ~1e23 and beyond) has no meaningful error

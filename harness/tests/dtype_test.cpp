@@ -7,7 +7,11 @@
 // takes_window against can_implement).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <bit>
+#include <iterator>
+#include <optional>
+#include <utility>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -16,6 +20,7 @@
 #include "flashcheck/dtype.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/mask_names.h"
+#include "flashcheck/oracle_bridge.h"
 
 namespace flashcheck {
 namespace {
@@ -176,6 +181,64 @@ TEST(DTypeTable, NamesSizesAndLookupsComeFromOneRowPerDtype) {
   EXPECT_FALSE(takes_window(static_cast<Mask>(7)));
   EXPECT_EQ(mask_from_name("causal"), std::nullopt);
   EXPECT_STREQ(to_string(static_cast<Mask>(7)), "invalid-mask");
+}
+
+// The rows themselves against attention.h's formulas, written out by hand: the kernel's rule and the oracle
+// bridge both read a mask's alignment and fixed window from its row, so a wrong row would pass their cross-check.
+TEST(MaskTable, EachRowSeesTheKeysAttentionHDefines) {
+  struct Expected {
+    const char* name;
+    int64_t window_left, window_right;
+    std::array<std::pair<int64_t, int64_t>, 3> keys;  // [begin, end) of rows 0, 1, 2 with seqlen_q 3, seqlen_k 5
+  };
+  const Expected expected[] = {
+      {"none", -1, -1, {{{0, 5}, {0, 5}, {0, 5}}}},
+      {"causal-br", -1, -1, {{{0, 3}, {0, 4}, {0, 5}}}},  // j <= i + 2
+      {"causal-tl", -1, -1, {{{0, 1}, {0, 2}, {0, 3}}}},  // j <= i
+      {"window-br", 1, 0, {{{1, 3}, {2, 4}, {3, 5}}}},    // i + 1 <= j <= i + 2
+      {"window-tl", 1, 0, {{{0, 1}, {0, 2}, {1, 3}}}},    // i - 1 <= j <= i
+  };
+  ASSERT_EQ(std::size(expected), kMaskNames.size());
+  for (const Expected& e : expected) {
+    const std::optional<Mask> mask = mask_from_name(e.name);
+    ASSERT_TRUE(mask.has_value()) << e.name;
+    Params p = make_params(DType::kF32, 1, 1, 1, 3, 5, 8, *mask);
+    p.window_left = e.window_left;
+    p.window_right = e.window_right;
+    oracle::Problem problem;
+    problem.batch = problem.heads_q = problem.heads_kv = 1;
+    problem.seqlen_q = 3;
+    problem.seqlen_k = 5;
+    problem.head_dim = 8;
+    problem.visibility = to_oracle(*mask, e.window_left, e.window_right);
+    for (int64_t i = 0; i < 3; ++i) {
+      const KeyRange kernel = visible_key_range(p, i);
+      const oracle::KeySpan judged = oracle::visible_keys(problem, i);
+      EXPECT_EQ(std::pair(kernel.begin, kernel.end), e.keys[i]) << e.name << " row " << i << " (kernel's rule)";
+      EXPECT_EQ(std::pair(judged.begin, judged.end), e.keys[i]) << e.name << " row " << i << " (oracle bridge)";
+    }
+  }
+}
+
+TEST(DTypeTable, RowsCarryTheFormatsIeee754Defines) {
+  struct Expected {
+    const char* name;
+    int significand_bits;
+    double min_normal;
+    bool tensor_core_input;
+  };
+  const Expected expected[] = {{"f32", 24, 0x1p-126, false}, {"f16", 11, 0x1p-14, true}, {"bf16", 8, 0x1p-126, true}};
+  ASSERT_EQ(std::size(expected), kDTypes.size());
+  for (const Expected& e : expected) {
+    const std::optional<DType> dtype = dtype_from_name(e.name);
+    ASSERT_TRUE(dtype.has_value()) << e.name;
+    const DTypeInfo& info = *find_dtype(*dtype);
+    EXPECT_EQ(info.significand_bits(), e.significand_bits) << e.name;
+    EXPECT_EQ(info.min_normal(), e.min_normal) << e.name;
+    EXPECT_EQ(info.tensor_core_input, e.tensor_core_input) << e.name;
+    EXPECT_EQ(info.c_code, static_cast<int32_t>(info.dtype)) << e.name;
+    EXPECT_STREQ(oracle::to_string(to_oracle(info.dtype)), e.name);
+  }
 }
 
 // ---- from float: the host model's conversions

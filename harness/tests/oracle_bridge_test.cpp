@@ -1,9 +1,10 @@
 // The translation from the kernel's types to the oracle's (oracle_bridge.h), and the places where the two
 // sides hold the same rule or constant independently: the kernel's visibility rule (visible_key_range)
 // against the oracle's predicate on every (i, j) of all small shapes and of random larger ones, for every mask
-// and sliding windows of both alignments, and the tensor-core reference slack (the kernel's kRefSlackLog2, the
-// oracle's kTensorCoreRefSlackLog2). With sequences: the problem carries each sequence's lengths, and the two
-// rules agree row by row of every sequence.
+// and sliding windows of both alignments, and the tensor-core reference slack (the kernel's, public in
+// instrument.h, and the oracle's kTensorCoreRefSlackLog2). With sequences: the problem carries each sequence's
+// lengths, and the two rules agree row by row of every sequence. The keys the suite judges by
+// (judged_visible_keys) meet the predicate on the same (i, j).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "families.h"  // kernel/src: detail::kRefSlackLog2, the kernel's own constant
 #include "flashcheck/attention.h"
 #include "flashcheck/case.h"
 #include "flashcheck/inputs.h"
+#include "flashcheck/instrument.h"  // kTensorCoreRefSlackLog2, the kernel's own constant
 #include "flashcheck/oracle_bridge.h"
 
 namespace flashcheck {
@@ -48,14 +49,19 @@ std::string where(const Params& p, int64_t i) {
 }
 
 // Row i under both rules: the kernel's key range [begin, end) and the oracle's predicate, key by key (and
-// the predicate false just outside the keys). Returns false at the first disagreement, with a gtest failure.
+// the predicate false just outside the keys), and the judged range against the predicate too. Returns false at
+// the first disagreement, with a gtest failure.
 bool rules_agree_on_row(const Params& params, const oracle::Problem& problem, int64_t i) {
   const KeyRange range = visible_key_range(params, i);
+  const KeyRange judged = judged_visible_keys(params, i);
   for (int64_t j = -1; j <= params.seqlen_k; ++j) {
     const bool kernel_sees = range.begin <= j && j < range.end;
-    if (kernel_sees != oracle::visible(problem, i, j)) {
-      ADD_FAILURE() << where(params, i) << " j=" << j << ": kernel "
-                    << kernel_sees << " (keys [" << range.begin << ", " << range.end << ")), oracle " << !kernel_sees;
+    const bool judged_sees = judged.begin <= j && j < judged.end;
+    const bool oracle_sees = oracle::visible(problem, i, j);
+    if (kernel_sees != oracle_sees || judged_sees != oracle_sees) {
+      ADD_FAILURE() << where(params, i) << " j=" << j << ": kernel " << kernel_sees << " (keys [" << range.begin
+                    << ", " << range.end << ")), judged " << judged_sees << " (keys [" << judged.begin << ", "
+                    << judged.end << ")), oracle " << oracle_sees;
       return false;
     }
   }
@@ -265,9 +271,12 @@ TEST(Visibility, KernelSequenceRuleEqualsOraclePredicate) {
     for (int64_t b = 0; b < c.batch; ++b) {
       for (int64_t i = 0; i < c.seqs[static_cast<size_t>(b)].q; ++i, ++rows) {
         const KeyRange range = visible_key_range(in.params, b, i);
+        const KeyRange judged = judged_visible_keys(problem, b, i);
         for (int64_t j = -1; j <= c.seqlen_k; ++j) {
           const bool kernel_sees = range.begin <= j && j < range.end;
+          const bool judged_sees = judged.begin <= j && j < judged.end;
           ASSERT_EQ(kernel_sees, oracle::visible(problem, b, i, j)) << format_case(c) << " b=" << b << " i=" << i << " j=" << j;
+          ASSERT_EQ(judged_sees, kernel_sees) << format_case(c) << " b=" << b << " i=" << i << " j=" << j;
         }
       }
     }
@@ -277,7 +286,7 @@ TEST(Visibility, KernelSequenceRuleEqualsOraclePredicate) {
 
 TEST(OracleConstants, TensorCoreRefSlackEqualsKernelRefSlack) {
   // The oracle keeps its own copy (it includes nothing of the kernel); this is where the two must meet.
-  EXPECT_EQ(oracle::kTensorCoreRefSlackLog2, static_cast<double>(detail::kRefSlackLog2));
+  EXPECT_EQ(oracle::kTensorCoreRefSlackLog2, static_cast<double>(kTensorCoreRefSlackLog2));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Small pieces of the public API (attention.h) that need no device: names of masks (from the mask name
-// table) and compute paths, contiguous strides, make_params() and visible_key_range(), the kernels'
-// visibility rule exposed for callers and tests. dtype names and sizes: dtype.cpp, from the dtype table.
+// table) and compute paths, contiguous strides, make_params(), set_head_dim_v() and visible_key_range(), the
+// kernels' visibility rule exposed for callers and tests. dtype names and sizes: dtype.cpp, from the dtype table.
 #include <cmath>
 #include <limits>
 
@@ -52,12 +52,18 @@ Params make_params(DType dtype, int64_t batch, int64_t heads_q, int64_t heads_kv
   p.seqlen_k = seqlen_k;
   p.head_dim = head_dim;
   p.q_stride = contiguous_strides(layout, heads_q, seqlen_q, head_dim);
-  p.o_stride = p.q_stride;
   p.k_stride = contiguous_strides(layout, heads_kv, seqlen_k, head_dim);
-  p.v_stride = p.k_stride;
+  set_head_dim_v(&p, p.head_dim_v, layout);
   // 1/sqrt(d) computed in double and rounded once, so every platform gets the same float.
   p.softmax_scale = head_dim > 0 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))) : 0.0f;
   return p;
+}
+
+void set_head_dim_v(Params* params, int64_t head_dim_v, Layout layout) {
+  params->head_dim_v = head_dim_v;
+  const int64_t columns = value_head_dim(*params);
+  params->v_stride = contiguous_strides(layout, params->heads_kv, params->seqlen_k, columns);
+  params->o_stride = contiguous_strides(layout, params->heads_q, params->seqlen_q, columns);
 }
 
 KeyRange visible_key_range(const Params& params, int64_t row) {

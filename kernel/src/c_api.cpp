@@ -39,6 +39,7 @@ flashcheck::Params to_cpp(const fc_params& c) {
   p.seqlen_q = c.seqlen_q;
   p.seqlen_k = c.seqlen_k;
   p.head_dim = c.head_dim;
+  p.head_dim_v = c.head_dim_v;
   p.q = c.q;
   p.k = c.k;
   p.v = c.v;
@@ -115,6 +116,7 @@ fc_status fc_make_params(int32_t dtype, int64_t batch, int64_t heads_q, int64_t 
     out->softcap = p.softcap;
     out->sink = p.sink;
     out->num_splits = p.num_splits;
+    out->head_dim_v = p.head_dim_v;
     return {};
   });
 }

@@ -19,7 +19,8 @@ KernelConfig select_config(const Params& params) {
   // Q and K/V, seqused_k) and split-KV over contiguous K/V; paged caches it leaves to the decode and general
   // families, and the split-TF32 family serves dense unsplit problems only (num_splits = 0 leaves the split count
   // to the heuristic, pick_splits). The sizes tell it too, so that params whose index arrays are not bound yet (a
-  // case's params before its inputs exist) select what the bound ones run.
+  // case's params before its inputs exist) select what the bound ones run. V and O of other columns than Q and K
+  // (head_dim_v != head_dim) run in the general family too: every other family's select refuses them.
   const bool paged = params.page_table != nullptr || params.page_size != 0;
   const bool inference_path = paged || params.num_splits > 1 || params.cu_seqlens_q != nullptr ||
                               params.cu_seqlens_k != nullptr || params.seqused_k != nullptr || params.total_q != 0 ||

@@ -2,7 +2,8 @@
 // same order as the GPU, the same skipping of tiles no row sees (common/visibility.h), the same online-softmax
 // rules (common/softmax.h) and epilogue (common/epilogue.h) in fp32 (float, never double; compiled with
 // -ffp-contract=off, every FMA spelled out as std::fma where the kernel fuses) and the same rounding points per
-// compute path (families.h). Deliberate defects (ModelDefect) alter exactly one step each. Fills the
+// compute path (families.h). Scores run over Q's and K's head_dim columns, P V and O over V's value_head_dim
+// columns, in the same order either way. Deliberate defects (ModelDefect) alter exactly one step each. Fills the
 // Instrumentation from host pointers.
 #include <algorithm>
 #include <cmath>
@@ -112,7 +113,7 @@ void store_element(DType dtype, void* base, int64_t offset, float x) {
   std::memcpy(bytes + offset * int64_t{sizeof(uint16_t)}, &bits, sizeof(uint16_t));
 }
 
-// Rows [0, rows) of one head of a tensor, decoded to fp32: (rows, head_dim) row-major. For the split-TF32
+// Rows [0, rows) of one head of a tensor, decoded to fp32: (rows, columns) row-major. For the split-TF32
 // path also the hi and lo parts, x = hi + lo with hi = tf32(x), lo = tf32(x - hi).
 // Values the split cannot carry: for a non-finite x, lo = x - tf32(x) is NaN, and near FLT_MAX tf32(x)
 // rounds up to inf. The kernel sends any tile holding such a value ((2 - 2^-11) * 2^127 and up, inf, NaN)
@@ -128,9 +129,8 @@ struct HeadRows {
 // Element type of the dtype's storage: rows are addressed as the kernels address them (RowSource), in elements.
 // slot_mask: ModelDefect::kPageSlotMask's addressing of a paged row.
 template <typename T>
-void load_rows(const Params& p, const detail::RowSource<const T>& src, int64_t rows, bool slot_mask,
+void load_rows(const Params& p, const detail::RowSource<const T>& src, int64_t rows, int64_t d_count, bool slot_mask,
                std::vector<float>* out) {
-  const int64_t d_count = p.head_dim;
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = src.row(r);
     if (slot_mask && src.pages != nullptr) {
@@ -141,10 +141,10 @@ void load_rows(const Params& p, const detail::RowSource<const T>& src, int64_t r
 }
 
 // Rows [0, rows) of head h of sequence b of tensor `t` (Q: `query`, its packed or dense rows; K/V: contiguous or
-// paged), the addressing of common/args.h.
+// paged), the addressing of common/args.h; d_count columns (head_dim for Q and K, value_head_dim for V).
 void load_head(const Params& p, const detail::ProblemArgs& a, const detail::TensorArg& t, bool query, int64_t b,
-               int64_t h, int64_t rows, bool split, HeadRows* out, ModelDefect defect = ModelDefect::kNone) {
-  const int64_t d_count = p.head_dim;
+               int64_t h, int64_t rows, int64_t d_count, bool split, HeadRows* out,
+               ModelDefect defect = ModelDefect::kNone) {
   out->value.resize(static_cast<size_t>(rows * d_count));
   const auto load = [&](auto element) {
     using T = decltype(element);
@@ -155,7 +155,12 @@ void load_head(const Params& p, const detail::ProblemArgs& a, const detail::Tens
     } else {
       src = a.template kv_rows<const T>(t, b, h);
     }
-    load_rows(p, src, rows, defect == ModelDefect::kPageSlotMask, &out->value);
+    load_rows(p, src, rows, d_count, defect == ModelDefect::kPageSlotMask, &out->value);
+    // ModelDefect::kValueWidthFromHeadDim: V's columns past Q's and K's head_dim read as the zero padding.
+    if (defect == ModelDefect::kValueWidthFromHeadDim && &t == &a.v) {
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t d = p.head_dim; d < d_count; ++d) out->value[static_cast<size_t>(r * d_count + d)] = 0.0f;
+    }
   };
   if (p.dtype == DType::kF32) {
     load(float{});
@@ -208,7 +213,8 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
                   KeyRange keys, const detail::Visibility::TileRange& tiles, int64_t tile_keys_end, int64_t run_begin,
                   int64_t run_end, int trace_slot, std::vector<float>* acc) {
   const Params& p = setup.params;
-  const int64_t d_count = p.head_dim;
+  const int64_t d_count = p.head_dim;          // scores: Q's and K's columns
+  const int64_t dv_count = value_head_dim(p);  // P V and O: V's columns
   const int64_t block_n = setup.config.block_n;
   // Q is loaded only when some key is visible; a row with none never reads it (and q may be null).
   const float* q_val = keys.size() > 0 ? q.value.data() + q_row * d_count : nullptr;
@@ -218,7 +224,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
   const bool cap_masked = setup.defect == ModelDefect::kSoftcapAfterMask && setup.has_softcap;
   const int64_t loaded_keys = d_count > 0 ? static_cast<int64_t>(k.value.size()) / d_count : 0;
   std::vector<float> x(static_cast<size_t>(cap_masked ? block_n : std::min(block_n, keys.size())));  // s, then p
-  acc->assign(static_cast<size_t>(d_count), 0.0f);
+  acc->assign(static_cast<size_t>(dv_count), 0.0f);
 
   for (int64_t kt = run_begin; kt < run_end; ++kt) {
     const int64_t tile_begin = (tiles.first + kt) * block_n;
@@ -274,15 +280,15 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
       row.ref = ref;
       for (int64_t j = k0; j < std::min(k_end, loaded_keys); ++j) {
         const float p_pv = round_p(setup.p_format, x[j - k0]);
-        const float* v_val = v.value.data() + j * d_count;
+        const float* v_val = v.value.data() + j * dv_count;
         if (setup.split) {
           const float p_hi = round_to_tf32(p_pv);
           const float p_lo = round_to_tf32(p_pv - p_hi);
-          for (int64_t d = 0; d < d_count; ++d) {
-            (*acc)[d] = split_fma(p_hi, p_lo, v.hi[j * d_count + d], v.lo[j * d_count + d], (*acc)[d]);
+          for (int64_t d = 0; d < dv_count; ++d) {
+            (*acc)[d] = split_fma(p_hi, p_lo, v.hi[j * dv_count + d], v.lo[j * dv_count + d], (*acc)[d]);
           }
         } else {
-          for (int64_t d = 0; d < d_count; ++d) (*acc)[d] = std::fma(p_pv, v_val[d], (*acc)[d]);
+          for (int64_t d = 0; d < dv_count; ++d) (*acc)[d] = std::fma(p_pv, v_val[d], (*acc)[d]);
         }
       }
     }
@@ -291,7 +297,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
       // finite.
       for (int64_t j = tile_begin; j < std::min(tile_begin + block_n, tile_keys_end); ++j) {
         if (j >= keys.begin && j < keys.end) continue;
-        for (int64_t d = 0; d < d_count; ++d) (*acc)[d] = std::fma(0.0f, v.value[j * d_count + d], (*acc)[d]);
+        for (int64_t d = 0; d < dv_count; ++d) (*acc)[d] = std::fma(0.0f, v.value[j * dv_count + d], (*acc)[d]);
       }
     }
     if (setup.defect == ModelDefect::kOAccumInDtype) {
@@ -358,6 +364,8 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
   const int32_t splits = detail::pick_splits(params, detail::kModelSmCount);
   const detail::ProblemArgs a = detail::make_problem_args(params, block_m, splits);
   const int64_t heads_per_kv = params.heads_q / params.heads_kv;
+  const int64_t dim = params.head_dim;
+  const int64_t dim_v = value_head_dim(params);
   const auto exp2 = [](float e) { return std::exp2(e); };
 
   HeadRows q_rows, k_rows, v_rows, k_other, v_other;
@@ -382,17 +390,18 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
     const int64_t keys_read = vis.row_end(sq - 1);  // keys any row reads: the last row sees the most
     for (int64_t h_kv = 0; h_kv < params.heads_kv; ++h_kv) {
       if (keys_read > 0) {
-        load_head(params, a, a.k, false, b, h_kv, keys_read, setup.split, &k_rows, options.defect);
-        load_head(params, a, a.v, false, b, h_kv, keys_read, setup.split, &v_rows, options.defect);
+        load_head(params, a, a.k, false, b, h_kv, keys_read, dim, setup.split, &k_rows, options.defect);
+        load_head(params, a, a.v, false, b, h_kv, keys_read, dim_v, setup.split, &v_rows, options.defect);
       }
       for (int64_t h = h_kv * heads_per_kv; h < (h_kv + 1) * heads_per_kv; ++h) {
-        if (keys_read > 0) load_head(params, a, a.q, true, b, h, sq, setup.split, &q_rows);
+        if (keys_read > 0) load_head(params, a, a.q, true, b, h, sq, dim, setup.split, &q_rows);
         // ModelDefect::kGqaHeadModulo: K/V of head h mod heads_kv.
         const HeadRows* k_head = &k_rows;
         const HeadRows* v_head = &v_rows;
         if (options.defect == ModelDefect::kGqaHeadModulo && h % params.heads_kv != h_kv && keys_read > 0) {
-          load_head(params, a, a.k, false, b, h % params.heads_kv, keys_read, setup.split, &k_other, options.defect);
-          load_head(params, a, a.v, false, b, h % params.heads_kv, keys_read, setup.split, &v_other, options.defect);
+          const int64_t h_other = h % params.heads_kv;
+          load_head(params, a, a.k, false, b, h_other, keys_read, dim, setup.split, &k_other, options.defect);
+          load_head(params, a, a.v, false, b, h_other, keys_read, dim_v, setup.split, &v_other, options.defect);
           k_head = &k_other;
           v_head = &v_other;
         }
@@ -439,13 +448,13 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
               }
               m_log2 = detail::merged_base(run_m.data(), splits, 1);
               row.l = 0.0f;
-              acc.assign(static_cast<size_t>(params.head_dim), 0.0f);
+              acc.assign(static_cast<size_t>(dim_v), 0.0f);
               for (int32_t sp = 0; sp < splits; ++sp) {
                 float factor = detail::run_factor(run_m[sp], m_log2, exp2);
                 if (options.defect == ModelDefect::kSplitMergeUnscaled) factor = 1.0f;
                 if (options.defect == ModelDefect::kSplitEmptyNan) factor = std::exp2(run_m[sp] - m_log2);
                 row.l = std::fma(runs[sp].l, factor, row.l);
-                for (int64_t d = 0; d < params.head_dim; ++d) acc[d] = std::fma(run_acc[sp][d], factor, acc[d]);
+                for (int64_t d = 0; d < dim_v; ++d) acc[d] = std::fma(run_acc[sp][d], factor, acc[d]);
               }
             }
 
@@ -457,7 +466,7 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
             const int64_t o_row = (a.cu_q != nullptr ? (a.cu_q[b] + i) * params.o_stride.row
                                                      : b * params.o_stride.batch + i * params.o_stride.row) +
                                   h * params.o_stride.head;
-            for (int64_t d = 0; d < params.head_dim; ++d) {
+            for (int64_t d = 0; d < dim_v; ++d) {
               store_element(params.dtype, params.o, o_row + d,
                             divide_empty ? acc[d] / fin.l : detail::final_output(acc[d], fin));
             }

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "flashcheck/attention.h"
+#include "flashcheck/dtype.h"
+#include "flashcheck/mask_names.h"
 #include "families.h"
 
 namespace flashcheck {
@@ -21,6 +23,25 @@ inline constexpr int64_t kMaxHeadDim = 256;
 inline constexpr int32_t kMaxSplits = 256;
 
 Status invalid(const std::string& message) { return {StatusCode::kInvalidArgument, message}; }
+
+// "a, b or c": the names of a table's rows that pass `keep` (dtype.h, mask_names.h), for messages.
+template <typename Table, typename Keep>
+std::string known_names(const Table& table, Keep keep) {
+  std::vector<const char*> names;
+  for (const auto& row : table) {
+    if (keep(row)) names.push_back(row.name);
+  }
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += std::string(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+template <typename Table>
+std::string known_names(const Table& table) {
+  return known_names(table, [](const auto&) { return true; });
+}
+std::string window_mask_names() {
+  return known_names(kMaskNames, [](const MaskName& m) { return m.takes_window; });
+}
 
 template <typename... Args>
 std::string cat(const Args&... args) {
@@ -38,7 +59,7 @@ struct TensorView {
   const char* name;
   const void* ptr;
   int64_t element_bytes;
-  std::array<int64_t, 4> extent;  // batch, heads, seqlen, head_dim
+  std::array<int64_t, 4> extent;  // batch, heads, seqlen, columns (head_dim, or value_head_dim for V and O)
   std::array<int64_t, 4> stride;
 };
 
@@ -154,30 +175,33 @@ Status validate_sequence_pointers(const Params& p) {
   return Status::ok_status();
 }
 
-// The four tensors as (extent, stride) views: dense [batch, heads, seqlen, head_dim]; packed sequences
-// [1, heads, total, head_dim]; a paged cache [num_pages, heads_kv, page_size, head_dim] (attention.h).
+// The four tensors as (extent, stride) views: dense [batch, heads, seqlen, columns]; packed sequences
+// [1, heads, total, columns]; a paged cache [num_pages, heads_kv, page_size, columns] (attention.h), where Q and K
+// have head_dim columns and V and O value_head_dim.
 struct TensorViews {
   TensorView o, q, k, v;
 };
 TensorViews tensor_views(const Params& p) {
   const int64_t elem = dtype_size(p.dtype);
+  const int64_t dim_v = value_head_dim(p);
   const auto view = [&](const char* name, const void* ptr, const Strides& s, int64_t batch, int64_t heads, int64_t rows,
-                        bool packed) {
-    return TensorView{name, ptr, elem, {packed ? 1 : batch, heads, rows, p.head_dim}, {packed ? 0 : s.batch, s.head, s.row, 1}};
+                        int64_t columns, bool packed) {
+    return TensorView{name, ptr, elem, {packed ? 1 : batch, heads, rows, columns},
+                      {packed ? 0 : s.batch, s.head, s.row, 1}};
   };
   const bool packed = q_packed(p);
   const int64_t q_rows = packed ? p.total_q : p.seqlen_q;
-  TensorViews v{view("o", p.o, p.o_stride, p.batch, p.heads_q, q_rows, packed),
-                view("q", p.q, p.q_stride, p.batch, p.heads_q, q_rows, packed),
+  TensorViews v{view("o", p.o, p.o_stride, p.batch, p.heads_q, q_rows, dim_v, packed),
+                view("q", p.q, p.q_stride, p.batch, p.heads_q, q_rows, p.head_dim, packed),
                 {}, {}};
   if (kv_paged(p)) {
-    v.k = view("k", p.k, p.k_stride, p.num_pages, p.heads_kv, p.page_size, false);
-    v.v = view("v", p.v, p.v_stride, p.num_pages, p.heads_kv, p.page_size, false);
+    v.k = view("k", p.k, p.k_stride, p.num_pages, p.heads_kv, p.page_size, p.head_dim, false);
+    v.v = view("v", p.v, p.v_stride, p.num_pages, p.heads_kv, p.page_size, dim_v, false);
   } else {
     const bool packed_kv = kv_packed(p);
     const int64_t kv_rows = packed_kv ? p.total_k : p.seqlen_k;
-    v.k = view("k", p.k, p.k_stride, p.batch, p.heads_kv, kv_rows, packed_kv);
-    v.v = view("v", p.v, p.v_stride, p.batch, p.heads_kv, kv_rows, packed_kv);
+    v.k = view("k", p.k, p.k_stride, p.batch, p.heads_kv, kv_rows, p.head_dim, packed_kv);
+    v.v = view("v", p.v, p.v_stride, p.batch, p.heads_kv, kv_rows, dim_v, packed_kv);
   }
   return v;
 }
@@ -293,21 +317,20 @@ Status check_indices(const Params& p) {
 }
 
 Status validate_shape(const Params& p) {
-  if (p.dtype != DType::kF32 && p.dtype != DType::kF16 && p.dtype != DType::kBF16) {
+  if (find_dtype(p.dtype) == nullptr) {
+    return {StatusCode::kUnsupported, cat("dtype: unsupported value ", static_cast<int32_t>(p.dtype), " (expected ",
+                                          known_names(kDTypes), ")")};
+  }
+  if (find_mask(p.mask) == nullptr) {
     return {StatusCode::kUnsupported,
-            cat("dtype: unsupported value ", static_cast<int32_t>(p.dtype), " (expected f32, f16 or bf16)")};
+            cat("mask: unsupported value ", static_cast<int32_t>(p.mask), " (expected ", known_names(kMaskNames), ")")};
   }
-  if (p.mask != Mask::kNone && p.mask != Mask::kCausalBottomRight && p.mask != Mask::kCausalTopLeft &&
-      p.mask != Mask::kWindowBottomRight && p.mask != Mask::kWindowTopLeft) {
-    return {StatusCode::kUnsupported, cat("mask: unsupported value ", static_cast<int32_t>(p.mask),
-                                          " (expected none, causal-br, causal-tl, window-br or window-tl)")};
-  }
-  const bool windowed = p.mask == Mask::kWindowBottomRight || p.mask == Mask::kWindowTopLeft;
+  const bool windowed = takes_window(p.mask);
   for (const auto& [name, value] : {std::pair{"window_left", p.window_left}, std::pair{"window_right", p.window_right}}) {
     if (value < -1) return invalid(cat(name, ": must be -1 (unbounded) or >= 0 (got ", value, ")"));
     if (!windowed && value != -1) {
       return invalid(cat(name, ": only the window masks take a window (got ", value, " with mask ", to_string(p.mask),
-                         "; use window-br or window-tl)"));
+                         "; use ", window_mask_names(), ")"));
     }
   }
   if (!(p.softcap >= 0.0f) || !std::isfinite(p.softcap)) {
@@ -323,6 +346,9 @@ Status validate_shape(const Params& p) {
   if (p.head_dim < 1 || p.head_dim > kMaxHeadDim) {
     return invalid(cat("head_dim: must be in 1..", kMaxHeadDim, " (got ", p.head_dim, ")"));
   }
+  if (p.head_dim_v < 0 || p.head_dim_v > kMaxHeadDim) {
+    return invalid(cat("head_dim_v: must be 0 (= head_dim) or in 1..", kMaxHeadDim, " (got ", p.head_dim_v, ")"));
+  }
   if (p.heads_q > 0 && p.heads_kv < 1) {
     return invalid(cat("heads_kv: must be >= 1 when heads_q > 0 (got ", p.heads_kv, ")"));
   }
@@ -333,23 +359,25 @@ Status validate_shape(const Params& p) {
   if (!std::isfinite(p.softmax_scale)) {
     return invalid(cat("softmax_scale: must be finite (got ", p.softmax_scale, ")"));
   }
+  // Q and K over head_dim columns, O and V over head_dim_v (equal to head_dim unless set).
   int64_t rows = 0;
-  int64_t elements = 0;
-  if (!mul_ok(p.batch, p.heads_q, &rows) || !mul_ok(rows, p.seqlen_q, &rows) ||
-      !mul_ok(rows, p.head_dim, &elements)) {
-    return invalid(cat("sizes: batch*heads_q*seqlen_q*head_dim overflows int64 (batch=", p.batch,
-                       ", heads_q=", p.heads_q, ", seqlen_q=", p.seqlen_q, ", head_dim=", p.head_dim, ")"));
-  }
-  int64_t kv_elements = 0;
-  if (!mul_ok(p.batch, p.heads_kv, &kv_elements) || !mul_ok(kv_elements, p.seqlen_k, &kv_elements) ||
-      !mul_ok(kv_elements, p.head_dim, &kv_elements)) {
-    return invalid(cat("sizes: batch*heads_kv*seqlen_k*head_dim overflows int64 (batch=", p.batch,
-                       ", heads_kv=", p.heads_kv, ", seqlen_k=", p.seqlen_k, ", head_dim=", p.head_dim, ")"));
-  }
-  if (q_packed(p)) {
-    int64_t packed = 0;
-    if (!mul_ok(p.heads_q, p.total_q, &packed) || !mul_ok(packed, p.head_dim, &packed)) {
-      return invalid(cat("total_q: heads_q*total_q*head_dim overflows int64 (total_q=", p.total_q, ")"));
+  for (const auto& [dim_name, dim] : {std::pair{"head_dim", p.head_dim}, std::pair{"head_dim_v", value_head_dim(p)}}) {
+    int64_t elements = 0;
+    if (!mul_ok(p.batch, p.heads_q, &rows) || !mul_ok(rows, p.seqlen_q, &rows) || !mul_ok(rows, dim, &elements)) {
+      return invalid(cat("sizes: batch*heads_q*seqlen_q*", dim_name, " overflows int64 (batch=", p.batch, ", heads_q=",
+                         p.heads_q, ", seqlen_q=", p.seqlen_q, ", ", dim_name, "=", dim, ")"));
+    }
+    int64_t kv_elements = 0;
+    if (!mul_ok(p.batch, p.heads_kv, &kv_elements) || !mul_ok(kv_elements, p.seqlen_k, &kv_elements) ||
+        !mul_ok(kv_elements, dim, &kv_elements)) {
+      return invalid(cat("sizes: batch*heads_kv*seqlen_k*", dim_name, " overflows int64 (batch=", p.batch,
+                         ", heads_kv=", p.heads_kv, ", seqlen_k=", p.seqlen_k, ", ", dim_name, "=", dim, ")"));
+    }
+    if (q_packed(p)) {
+      int64_t packed = 0;
+      if (!mul_ok(p.heads_q, p.total_q, &packed) || !mul_ok(packed, dim, &packed)) {
+        return invalid(cat("total_q: heads_q*total_q*", dim_name, " overflows int64 (total_q=", p.total_q, ")"));
+      }
     }
   }
   if (rows == 0 || lse_rows(p) == 0) return Status::ok_status();  // documented no-op: nothing is read or written

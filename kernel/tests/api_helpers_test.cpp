@@ -1,11 +1,14 @@
-// Part of kernel_model_test (cpu): the small API helpers (names, sizes, strides, make_params), the one
-// definition of the causal masks, and select_config's tiles, which tests and generators aim at.
+// Part of kernel_model_test (cpu): the small API helpers (names, sizes, strides, make_params, set_head_dim_v), the
+// one definition of the causal masks, and select_config's tiles, which tests and generators aim at.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
+#include "families.h"
 #include "flashcheck/attention.h"
 #include "tensor_core/tile_config.h"
 
@@ -42,6 +45,69 @@ TEST(Api, ContiguousStridesAndMakeParams) {
   EXPECT_EQ(p.softmax_scale, 0.125f);
   EXPECT_EQ(p.mask, Mask::kCausalTopLeft);
   EXPECT_EQ(p.q, nullptr);
+}
+
+// make_params leaves head_dim_v 0 (V and O of head_dim columns); set_head_dim_v gives V and O their own columns and
+// contiguous strides for them, and 0 restores make_params' strides.
+TEST(Api, SetHeadDimVRecomputesVAndOStrides) {
+  for (Layout layout : {Layout::kBHSD, Layout::kBSHD}) {
+    const Params made = make_params(DType::kBF16, 2, 8, 2, 11, 13, 192, Mask::kNone, layout);
+    EXPECT_EQ(made.head_dim_v, 0);
+    EXPECT_EQ(value_head_dim(made), 192);
+    Params p = made;
+    set_head_dim_v(&p, 128, layout);
+    EXPECT_EQ(p.head_dim_v, 128);
+    EXPECT_EQ(value_head_dim(p), 128);
+    const Strides v = contiguous_strides(layout, 2, 13, 128), o = contiguous_strides(layout, 8, 11, 128);
+    EXPECT_EQ(p.v_stride.batch, v.batch);
+    EXPECT_EQ(p.v_stride.head, v.head);
+    EXPECT_EQ(p.v_stride.row, v.row);
+    EXPECT_EQ(p.o_stride.batch, o.batch);
+    EXPECT_EQ(p.o_stride.head, o.head);
+    EXPECT_EQ(p.o_stride.row, o.row);
+    EXPECT_EQ(p.q_stride.row, made.q_stride.row);  // Q and K keep head_dim's
+    EXPECT_EQ(p.k_stride.batch, made.k_stride.batch);
+    EXPECT_EQ(p.softmax_scale, made.softmax_scale);  // 1/sqrt(head_dim): the dot products' length
+    set_head_dim_v(&p, 0, layout);
+    EXPECT_EQ(value_head_dim(p), 192);
+    EXPECT_EQ(p.v_stride.batch, made.v_stride.batch);
+    EXPECT_EQ(p.v_stride.row, made.v_stride.row);
+    EXPECT_EQ(p.o_stride.head, made.o_stride.head);
+    EXPECT_EQ(p.o_stride.row, made.o_stride.row);
+  }
+}
+
+// Unequal head dims run in the general family, padded to the family of the larger; head_dim_v = head_dim spelled
+// out selects what head_dim_v = 0 selects (tensor-core, split-TF32, decode and general shapes, split or not).
+TEST(Api, SelectConfigOfUnequalHeadDims) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (int64_t d = 1; d <= 256; d += 7) {
+      for (int64_t dv : {int64_t{1}, int64_t{8}, int64_t{64}, int64_t{128}, int64_t{192}, int64_t{256}}) {
+        for (const auto& [sq, splits] : {std::pair<int64_t, int32_t>{128, 1}, {1, 1}, {1, 4}}) {
+          Params p = make_params(dtype, 1, 2, 2, sq, 512, d);
+          p.num_splits = splits;
+          const KernelConfig zero = select_config(p);
+          set_head_dim_v(&p, d, Layout::kBHSD);
+          const KernelConfig spelled = select_config(p);
+          EXPECT_STREQ(spelled.name, zero.name) << d;
+          EXPECT_EQ(spelled.block_m, zero.block_m) << d;
+          EXPECT_EQ(spelled.block_n, zero.block_n) << d;
+          EXPECT_EQ(spelled.heads_per_tile, zero.heads_per_tile) << d;
+          if (dv == d) continue;
+          set_head_dim_v(&p, dv, Layout::kBHSD);
+          const KernelConfig unequal = select_config(p);
+          KernelConfig widest;  // the general family's tiles of equal head dims, the larger of the two
+          detail::general_select(make_params(dtype, 1, 2, 2, sq, 512, std::max(d, dv)), &widest);
+          const std::string what = std::to_string(d) + "," + std::to_string(dv) + " " + unequal.name;
+          EXPECT_EQ(unequal.path, ComputePath::kGeneralFp32) << what;
+          EXPECT_GE(unequal.head_dim_padded, std::max(d, dv)) << what;
+          EXPECT_STREQ(unequal.name, widest.name) << what;
+          EXPECT_EQ(unequal.block_m, widest.block_m) << what;
+          EXPECT_EQ(unequal.block_n, widest.block_n) << what;
+        }
+      }
+    }
+  }
 }
 
 // visible_key_range against the definitions written out: top-left j <= i, bottom-right j <= i + sk - sq.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -62,6 +63,7 @@ fc_params to_c(const Params& p) {
   c.seqlen_q = p.seqlen_q;
   c.seqlen_k = p.seqlen_k;
   c.head_dim = p.head_dim;
+  c.head_dim_v = p.head_dim_v;
   c.q = p.q;
   c.k = p.k;
   c.v = p.v;
@@ -118,6 +120,13 @@ std::vector<Rule> rules() {
       {"HeadDimZero", [](Params& p) { p.head_dim = 0; }, StatusCode::kInvalidArgument, "head_dim: must be in 1..256 (got 0)"},
       {"HeadDimTooLarge", [](Params& p) { p.head_dim = 257; }, StatusCode::kInvalidArgument, "head_dim: must be in 1..256 (got 257)"},
       {"HeadDimNegative", [](Params& p) { p.head_dim = -8; }, StatusCode::kInvalidArgument, "head_dim: must be in 1..256"},
+      {"HeadDimVNegative", [](Params& p) { p.head_dim_v = -1; }, StatusCode::kInvalidArgument,
+       "head_dim_v: must be 0 (= head_dim) or in 1..256 (got -1)"},
+      {"HeadDimVTooLarge", [](Params& p) { p.head_dim_v = 257; }, StatusCode::kInvalidArgument,
+       "head_dim_v: must be 0 (= head_dim) or in 1..256 (got 257)"},
+      // O's rows hold head_dim_v columns: strides for head_dim's 8 overlap rows of 16.
+      {"HeadDimVWiderThanOStrides", [](Params& p) { p.head_dim_v = 2 * kHeadDim; }, StatusCode::kInvalidArgument,
+       "o_stride: output elements overlap (row stride 8 < 16"},
       {"HeadsNotMultiple", [](Params& p) { p.heads_kv = 3; }, StatusCode::kInvalidArgument, "heads_q: must be a multiple of heads_kv"},
       {"ScaleNaN", [](Params& p) { p.softmax_scale = std::nanf(""); }, StatusCode::kInvalidArgument, "softmax_scale: must be finite"},
       {"ScaleInf", [](Params& p) { p.softmax_scale = INFINITY; }, StatusCode::kInvalidArgument, "softmax_scale: must be finite"},
@@ -127,6 +136,13 @@ std::vector<Rule> rules() {
        "batch*heads_q*seqlen_q*head_dim overflows int64"},
       {"KvOverflow", [](Params& p) { p.seqlen_k = kHuge; }, StatusCode::kInvalidArgument,
        "batch*heads_kv*seqlen_k*head_dim overflows int64"},
+      // K's elements fit int64 (head_dim 8), V's of 256 columns do not.
+      {"VOverflowWithHeadDimV",
+       [](Params& p) {
+         p.seqlen_k = std::numeric_limits<int64_t>::max() / (kBatch * kHeadsKv * 2 * kHeadDim);
+         p.head_dim_v = 256;
+       },
+       StatusCode::kInvalidArgument, "sizes: batch*heads_kv*seqlen_k*head_dim_v overflows int64"},
       {"MisalignedQ", [](Params& p) { p.q = misaligned(p.q); }, StatusCode::kInvalidArgument, "q: pointer"},
       {"MisalignedK", [](Params& p) { p.k = misaligned(p.k); }, StatusCode::kInvalidArgument, "k: pointer"},
       {"MisalignedV", [](Params& p) { p.v = misaligned(p.v); }, StatusCode::kInvalidArgument, "v: pointer"},
@@ -318,6 +334,65 @@ TEST(ApiValidation, CAbiMakeParamsValidatesTheShape) {
     EXPECT_EQ(std::string(msg).rfind(bad.field, 0), 0u) << msg;
     EXPECT_EQ(c.batch, 42);
   }
+}
+
+// V's and O's extents have head_dim_v columns: rows of 4 may be 4 apart (8 apart only for head_dim's 8), and V of
+// 16 columns reaches 8 elements further than V of head_dim's 8 would. One arena holds every tensor, so that the
+// only overlaps are the ones placed.
+TEST(ApiValidation, HeadDimVSizesVAndO) {
+  std::vector<uint16_t> arena(4096, 0);
+  std::vector<float> lse(kBatch * kHeadsQ * kSeqQ, 0.0f);
+  const auto place = [&](Params* p) {
+    p->q = arena.data();
+    p->k = arena.data() + 512;
+    p->v = arena.data() + 1024;
+    p->o = arena.data() + 2048;
+    p->lse = lse.data();
+  };
+  Params narrow = make_params(DType::kBF16, kBatch, kHeadsQ, kHeadsKv, kSeqQ, kSeqK, kHeadDim);
+  set_head_dim_v(&narrow, kHeadDim / 2, Layout::kBHSD);
+  place(&narrow);
+  EXPECT_EQ(narrow.o_stride.row, kHeadDim / 2);
+  EXPECT_TRUE(can_implement(narrow).ok()) << can_implement(narrow).message();
+  narrow.head_dim_v = 0;  // the same strides for O rows of head_dim columns overlap
+  EXPECT_NE(can_implement(narrow).message().find("o_stride: output elements overlap"), std::string::npos)
+      << can_implement(narrow).message();
+
+  Params wide = make_params(DType::kBF16, kBatch, kHeadsQ, kHeadsKv, kSeqQ, kSeqK, kHeadDim);
+  set_head_dim_v(&wide, 2 * kHeadDim, Layout::kBHSD);
+  place(&wide);
+  EXPECT_TRUE(can_implement(wide).ok()) << can_implement(wide).message();
+  const int64_t v_elements = kBatch * kHeadsKv * kSeqK * 2 * kHeadDim;
+  wide.o = arena.data() + 1024 + v_elements;  // right after V: no overlap
+  EXPECT_TRUE(can_implement(wide).ok()) << can_implement(wide).message();
+  wide.o = arena.data() + 1024 + v_elements - kHeadDim;  // over V's last row's columns 8..15
+  EXPECT_EQ(can_implement(wide).message(), "o: overlaps input v");
+}
+
+// head_dim_v is fc_params' last field (the fields before it keep their offsets), fc_make_params sets it 0, and the
+// C ABI passes it on: V and O of other columns than Q and K select the general family.
+TEST(ApiValidation, CAbiHeadDimVIsTheLastField) {
+  static_assert(offsetof(fc_params, head_dim_v) > offsetof(fc_params, num_splits));
+  static_assert(offsetof(fc_params, head_dim_v) + sizeof(int64_t) == sizeof(fc_params));
+  fc_params c{};
+  c.head_dim_v = 99;
+  char msg[256];
+  ASSERT_EQ(fc_make_params(FC_DTYPE_BF16, 1, 2, 1, 3, 4, 16, FC_MASK_NONE, FC_LAYOUT_BHSD, &c, msg, sizeof msg), FC_OK)
+      << msg;
+  EXPECT_EQ(c.head_dim_v, 0);
+
+  Fixture f;
+  int32_t path = -1;
+  fc_params equal = to_c(f.params);
+  ASSERT_EQ(fc_select_config(&equal, &path, nullptr, nullptr, msg, sizeof msg), FC_OK) << msg;
+  EXPECT_EQ(path, static_cast<int32_t>(select_config(f.params).path));
+  f.params.head_dim_v = kHeadDim / 2;  // rows of the fixture's O and V stay apart
+  fc_params unequal = to_c(f.params);
+  ASSERT_EQ(fc_select_config(&unequal, &path, nullptr, nullptr, msg, sizeof msg), FC_OK) << msg;
+  EXPECT_EQ(path, static_cast<int32_t>(ComputePath::kGeneralFp32));
+  unequal.head_dim_v = 300;
+  EXPECT_EQ(fc_can_implement(&unequal, msg, sizeof msg), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(msg).rfind("head_dim_v: ", 0), 0u) << msg;
 }
 
 TEST(ApiValidation, VisibleKeysNamesTheAlignment) {

@@ -1,13 +1,15 @@
 // The inference path on the GPU (attention.h, "Sequences"): the decode, general and tensor-core families against the
 // host model on varlen, paged and split problems with NaN in every slot no sequence owns, and the exact relations: a
 // paged cache gives the bits of the same keys laid out contiguously (in one family), split runs are deterministic,
-// and a decoding step or a prefill of a packed batch gives each sequence's bits alone.
+// and a decoding step or a prefill of a packed batch gives each sequence's bits alone; V and O of other columns than
+// Q and K (head_dim_v) in the general family.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "families.h"
@@ -225,6 +227,60 @@ TEST(GpuSequences, PrefillOfAPackedBatchOnTheTensorCoresEqualsEachSequenceAlone)
             if (HasFatalFailure()) return;
             ++checked;
           }
+  RecordProperty("cases", std::to_string(checked));
+#endif
+}
+
+// V and O of other columns than Q and K (head_dim_v) on the inference path, in the general family: varlen Q with
+// packed or paged K/V (NaN past every sequence), prefill and decoding shapes, unsplit and in three runs, against the
+// host model; a paged cache gives the bits of the packed one.
+TEST(GpuSequences, UnequalHeadDimsMatchTheModelAndPagedGivesTheBitsOfPacked) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  int64_t checked = 0;
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+    for (const auto& [d, dv] : kUnequalHeadDims) {
+      for (const bool decoding : {true, false}) {
+        for (const int32_t splits : {1, 3}) {
+          const std::string base = std::string(to_string(dtype)) + " d=" + std::to_string(d) + " dv=" +
+                                   std::to_string(dv) + (decoding ? " decode" : " prefill") + " splits=" +
+                                   std::to_string(splits);
+          Buffers packed_out;
+          for (const int64_t page : {int64_t{0}, int64_t{3}, int64_t{16}}) {
+            const std::string what = base + " page=" + std::to_string(page);
+            Buffers host, gpu;
+            build_packed(dtype, d, Mask::kCausalBottomRight, decoding ? kDecodeSeqs : kSeqs, 2, page, splits, &host,
+                         dv);
+            ASSERT_EQ(select_config(host.params).path, ComputePath::kGeneralFp32) << what;
+            const Status st = run_gpu(host, &gpu);
+            ASSERT_TRUE(st.ok()) << what << ": " << st.message();
+            ASSERT_TRUE(run_host_model(host.params).ok()) << what;
+            const double tol = dtype == DType::kF32 ? 2e-5 : dtype == DType::kF16 ? 4e-3 : 3e-2;
+            const int64_t n = host.params.total_q * kHeadsQ * dv;
+            for (int64_t i = 0; i < n; ++i) {
+              const float a = element(dtype, gpu.o, i), m = element(dtype, host.o, i);
+              ASSERT_TRUE(std::isfinite(a)) << what << ": O element " << i << " = " << a;
+              ASSERT_NEAR(a, m, tol) << what << ": O element " << i;
+            }
+            for (int64_t i = 0; i < kHeadsQ * host.params.total_q; ++i) {
+              if (std::isinf(host.lse[i])) {
+                ASSERT_EQ(gpu.lse[i], host.lse[i]) << what << ": LSE " << i;
+              } else {
+                ASSERT_NEAR(gpu.lse[i], host.lse[i], 1e-3) << what << ": LSE " << i;
+              }
+            }
+            if (page == 0) {
+              packed_out = std::move(gpu);
+            } else {
+              EXPECT_EQ(gpu.o, packed_out.o) << what;
+              EXPECT_EQ(0, std::memcmp(gpu.lse.data(), packed_out.lse.data(), gpu.lse.size() * 4)) << what;
+            }
+            ++checked;
+          }
+        }
+      }
+    }
+  }
   RecordProperty("cases", std::to_string(checked));
 #endif
 }

@@ -1,6 +1,7 @@
 // kernel_gpu_test (gpu): the CUDA kernels against the host model and the double reference on the model
 // test's shapes, through the public run() (whatever family select_config picks) and through the general
-// family directly (it serves every input, so it is tested even where another family is preferred).
+// family directly (it serves every input, so it is tested even where another family is preferred), V and O of
+// other columns than Q and K (head_dim_v) included.
 // Exact where the contract is exact: fully masked rows, NaN at masked keys, no-op sizes write nothing.
 // Every test skips with a reason when no CUDA device is available.
 #include <gtest/gtest.h>
@@ -79,7 +80,7 @@ void check_against_model(const ProblemSpec& spec, Route route, Problem* gpu_out 
           ADD_FAILURE() << what << ": LSE(" << b << "," << h << "," << i << ") = " << lse << ", reference " << ref.lse
                         << ", model " << model.lse_at(b, h, i);
         }
-        for (int64_t d = 0; d < p.head_dim; ++d) {
+        for (int64_t d = 0; d < value_head_dim(p); ++d) {
           const float o = gpu.o_at(b, h, i, d);
           const float o_model = model.o_at(b, h, i, d);
           bool ok = false;
@@ -178,6 +179,95 @@ TEST(Gpu_F32, ManyHeadsBeyondGridYLimit) {
   SKIP_WITHOUT_DEVICE();
 #if defined(FLASHCHECK_HAS_CUDA)
   check_against_model({DType::kF32, 3, 30000, 1, 2, 3, 4, Mask::kNone, Layout::kBHSD, 0, 5}, Route::kRun);
+#endif
+}
+
+// ---- V and O of other columns than Q and K (head_dim_v)
+
+// Unequal head dims, through run() (which selects the general family for them) and general_launch(): the model and
+// the reference agree at the tile boundaries, every mask, unsplit and in three split runs, with GQA, the BSHD
+// layout and rows that are not 16-byte aligned.
+TEST(Gpu_UnequalHeadDims, MatchTheModelAndTheReference) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  uint64_t seed = 600;
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (const auto& [head_dim, head_dim_v] : test::kUnequalHeadDims) {
+      const KernelConfig config = test::unequal_config(dtype, head_dim, head_dim_v);
+      ASSERT_EQ(config.path, ComputePath::kGeneralFp32) << config.name;
+      const int64_t bm = config.block_m, bn = config.block_n;
+      for (Mask mask : {Mask::kNone, Mask::kCausalTopLeft, Mask::kCausalBottomRight}) {
+        for (const auto& [sq, sk] : {std::pair<int64_t, int64_t>{1, 1}, {bm + 1, 2 * bn + 1}, {2, 3 * bn + 5}}) {
+          for (int32_t splits : {1, 3}) {
+            for (Route route : {Route::kRun, Route::kGeneral}) {
+              check_against_model({dtype, 1, 2, 1, sq, sk, head_dim, mask, Layout::kBHSD, 0, ++seed, head_dim_v},
+                                  route, nullptr, splits);
+              if (HasFailure()) return;
+            }
+          }
+        }
+      }
+      for (int32_t splits : {1, 3}) {
+        check_against_model({dtype, 2, 4, 2, 37, 45, head_dim, Mask::kCausalBottomRight, Layout::kBSHD, 3, ++seed,
+                             head_dim_v},
+                            Route::kRun, nullptr, splits);
+        if (HasFailure()) return;
+      }
+    }
+  }
+#endif
+}
+
+// The unequal problem on the GPU is its zero-padded equal twin (test_problem.h) in the general family, bit for bit:
+// both pad to the same family, so every score, weight and accumulator column is computed alike; unsplit and split,
+// with 16-byte loads (row pad 0, where the strides allow) and element loads (row pad 3).
+TEST(Gpu_UnequalHeadDims, ZeroPaddedTwinGivesTheSameBits) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  uint64_t seed = 700;
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (const auto& [head_dim, head_dim_v] : test::kUnequalHeadDims) {
+      for (int64_t row_pad : {int64_t{0}, int64_t{3}}) {
+        for (int32_t splits : {1, 3}) {
+          const ProblemSpec spec{dtype, 2, 4, 2, 70, 150, head_dim, Mask::kCausalBottomRight, Layout::kBHSD, row_pad,
+                                 ++seed, head_dim_v};
+          Problem unequal, twin;
+          test::make_problem(spec, &unequal);
+          unequal.params.num_splits = splits;
+          test::make_zero_padded_twin(spec, unequal, &twin);
+          const std::string what = spec.name() + " splits " + std::to_string(splits);
+          ASSERT_STREQ(route_config(unequal.params, Route::kGeneral).name,
+                       route_config(twin.params, Route::kGeneral).name)
+              << what;
+          test::expect_same_bits_on_device(
+              &unequal, &twin, [](const Params& dp) { return launch_route(dp, Route::kGeneral); }, what);
+        }
+      }
+    }
+  }
+#endif
+}
+
+// head_dim_v = head_dim spelled out runs what head_dim_v = 0 runs (every family: tensor-core, split-TF32, decode and
+// general shapes, split or not), bit for bit.
+TEST(Gpu_UnequalHeadDims, HeadDimVEqualToHeadDimIsZeroBitForBit) {
+  SKIP_WITHOUT_DEVICE();
+#if defined(FLASHCHECK_HAS_CUDA)
+  uint64_t seed = 800;
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (int64_t head_dim : {int64_t{8}, int64_t{40}, int64_t{64}, int64_t{128}, int64_t{256}}) {
+      for (const auto& [sq, sk] : {std::pair<int64_t, int64_t>{130, 200}, {1, 300}}) {  // prefill, decoding step
+        for (int32_t splits : {1, 3}) {
+          const ProblemSpec zero{dtype, 1, 4, 2, sq, sk, head_dim, Mask::kCausalBottomRight, Layout::kBSHD, 0, ++seed};
+          Problem a, b;
+          const std::string what =
+              test::make_spelled_pair(zero, splits, &a, &b) + " (" + select_config(a.params).name + ")";
+          ASSERT_STREQ(select_config(a.params).name, select_config(b.params).name) << what;
+          test::expect_same_bits_on_device(&a, &b, [](const Params& dp) { return run(dp); }, what);
+        }
+      }
+    }
+  }
 #endif
 }
 
@@ -281,7 +371,7 @@ void assert_bit_identical(const Problem& x, const Problem& y, const std::string&
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < p.heads_q; ++h)
       for (int64_t s = 0; s < p.seqlen_q; ++s)
-        for (int64_t d = 0; d < p.head_dim; ++d) {
+        for (int64_t d = 0; d < value_head_dim(p); ++d) {
           const float xv = Problem::get(p, x.o, p.o_stride, b, h, s, d);
           const float yv = Problem::get(y.params, y.o, y.params.o_stride, b, h, s, d);
           ASSERT_EQ(std::memcmp(&xv, &yv, sizeof(float)), 0)

@@ -129,6 +129,16 @@ Status run_on_device(Problem* pr, Launch&& launch) {
   return Status::ok_status();
 }
 
+// Runs both problems through `launch` and expects their outputs bit for bit alike (`what` names them).
+template <typename Launch>
+void expect_same_bits_on_device(Problem* a, Problem* b, Launch&& launch, const std::string& what) {
+  for (Problem* pr : {a, b}) {
+    const Status st = run_on_device(pr, launch);
+    ASSERT_TRUE(st.ok()) << what << ": " << st.message();
+  }
+  EXPECT_EQ(first_bit_difference(*a, *b), "") << what;
+}
+
 }  // namespace flashcheck::test
 
 #endif  // FLASHCHECK_HAS_CUDA

@@ -1,11 +1,14 @@
 // kernel_model_test (cpu): the host model of the tiled algorithm against a naive double reference on
 // shapes aimed at tile boundaries (0, 1, 2, tile-1, tile, tile+1, seqlen_q > seqlen_k), both causal
-// alignments, GQA/MQA and strided layouts; the exact semantics (fully masked rows, NaN at masked keys),
-// the instrumentation counters, the deliberate defects and the host number formats.
+// alignments, GQA/MQA, strided layouts and V and O of other columns than Q and K (head_dim_v); the exact
+// semantics (fully masked rows, NaN at masked keys), the instrumentation counters, the deliberate defects and
+// the host number formats.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <tuple>
@@ -43,7 +46,7 @@ int compare_with_reference(const Problem& pr, ComputePath path, const std::strin
           ADD_FAILURE() << what << ": LSE row (" << b << "," << h << "," << i << ") = " << lse << ", reference "
                         << ref.lse;
         }
-        for (int64_t d = 0; d < p.head_dim; ++d) {
+        for (int64_t d = 0; d < value_head_dim(p); ++d) {
           const double o = pr.o_at(b, h, i, d);
           const double err = std::fabs(o - ref.o[d]);
           const bool ok = ref.keys == 0 ? o == 0.0 : err <= test::o_tolerance(p, path, ref, ref.o[d]);
@@ -186,6 +189,87 @@ TEST(Model_Paths, TensorCoreReferenceIsTheTileMaxWithinTheSlack) {
       EXPECT_NEAR(row_m, second > 0 ? second : 4.0f, 1e-5f) << what;
       EXPECT_NEAR(pr.lse[0], row_m + std::log(row_l), 1e-5f) << what;
       EXPECT_EQ(compare_with_reference(pr, ComputePath::kTensorCore, what), 0);
+    }
+  }
+}
+
+// ---- V and O of other columns than Q and K (head_dim_v)
+
+// Unequal head dims run in the general family padded to the larger of the two, and the model agrees with the
+// double reference at the tile boundaries, every mask, unsplit and in three split runs.
+TEST(Model_UnequalHeadDims, AgreeWithTheReferenceAtTileBoundaries) {
+  uint64_t seed = 300;
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (const auto& [head_dim, head_dim_v] : test::kUnequalHeadDims) {
+      const KernelConfig config = test::unequal_config(dtype, head_dim, head_dim_v);
+      ASSERT_EQ(config.path, ComputePath::kGeneralFp32) << head_dim << "," << head_dim_v;
+      ASSERT_GE(config.head_dim_padded, std::max(head_dim, head_dim_v)) << config.name;
+      const int64_t bm = config.block_m, bn = config.block_n;
+      const std::vector<std::pair<int64_t, int64_t>> seqlens{{1, 0}, {1, 1}, {2, 1}, {bm - 1, bn + 1}, {bm, bn},
+                                                             {bm + 1, 2 * bn + 1}, {2, 3 * bn + 5}};
+      for (Mask mask : {Mask::kNone, Mask::kCausalTopLeft, Mask::kCausalBottomRight}) {
+        for (const auto& [sq, sk] : seqlens) {
+          for (int32_t splits : {1, 3}) {
+            ProblemSpec spec{dtype, 1, 2, 1, sq, sk, head_dim, mask, Layout::kBSHD, 0, ++seed, head_dim_v};
+            Problem pr;
+            test::make_problem(spec, &pr);
+            pr.params.num_splits = splits;
+            const std::string what = spec.name() + " splits " + std::to_string(splits);
+            const Status st = run_host_model(pr.params);
+            ASSERT_TRUE(st.ok()) << what << ": " << st.message();
+            ASSERT_EQ(compare_with_reference(pr, config.path, what), 0) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The unequal problem is its zero-padded equal twin (test_problem.h) in the same tiles, bit for bit: the model
+// computes V's and O's columns as it computes them for equal head dims.
+TEST(Model_UnequalHeadDims, ZeroPaddedTwinGivesTheSameBits) {
+  uint64_t seed = 400;
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (const auto& [head_dim, head_dim_v] : test::kUnequalHeadDims) {
+      for (int32_t splits : {1, 3}) {
+        ProblemSpec spec{dtype, 2, 4, 2, 37, 150, head_dim, Mask::kCausalBottomRight, Layout::kBHSD, 3, ++seed,
+                         head_dim_v};
+        Problem pr, twin;
+        test::make_problem(spec, &pr);
+        pr.params.num_splits = splits;
+        test::make_zero_padded_twin(spec, pr, &twin);
+        HostModelOptions same_tiles;
+        same_tiles.override_config = true;
+        same_tiles.config = select_config(pr.params);
+        ASSERT_TRUE(run_host_model(pr.params).ok()) << spec.name();
+        ASSERT_TRUE(run_host_model(twin.params, same_tiles).ok()) << spec.name();
+        EXPECT_EQ(test::first_bit_difference(pr, twin), "") << spec.name() << " splits " << splits;
+      }
+    }
+  }
+}
+
+// head_dim_v = head_dim spelled out is head_dim_v = 0: the same family and tiles (tensor-core, split-TF32 and
+// decode shapes included) and the same bits, dense and split.
+TEST(Model_UnequalHeadDims, HeadDimVEqualToHeadDimIsZeroBitForBit) {
+  uint64_t seed = 500;
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (int64_t head_dim : {int64_t{1}, int64_t{8}, int64_t{40}, int64_t{64}, int64_t{128}, int64_t{256}}) {
+      for (const auto& [sq, sk] : {std::pair<int64_t, int64_t>{37, 70}, {1, 300}}) {  // prefill, decoding step
+        for (int32_t splits : {1, 3}) {
+          ProblemSpec zero{dtype, 1, 4, 2, sq, sk, head_dim, Mask::kCausalBottomRight, Layout::kBSHD, 0, ++seed};
+          Problem a, b;
+          const std::string what = test::make_spelled_pair(zero, splits, &a, &b);
+          const KernelConfig ca = select_config(a.params), cb = select_config(b.params);
+          EXPECT_STREQ(ca.name, cb.name) << what;
+          EXPECT_EQ(ca.block_m, cb.block_m) << what;
+          EXPECT_EQ(ca.block_n, cb.block_n) << what;
+          ASSERT_TRUE(run_host_model(a.params).ok()) << what;
+          ASSERT_TRUE(run_host_model(b.params).ok()) << what;
+          EXPECT_EQ(a.o, b.o) << what;
+          EXPECT_EQ(0, std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * sizeof(float))) << what;
+        }
+      }
     }
   }
 }

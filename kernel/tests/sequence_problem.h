@@ -1,6 +1,7 @@
 // Host buffers of inference-path problems for the kernel folder's tests: a variable-length batch packed (Q, O and
 // optionally K/V), K/V in a paged cache with a shuffled page order, NaN in every slot no sequence owns, and each
-// sequence alone as a dense problem. Logical element (b, h, s, d) has the same value in every layout.
+// sequence alone as a dense problem. Logical element (b, h, s, d) has the same value in every layout. Q and K have
+// d columns, V and O d_v (0: d).
 #pragma once
 
 #include <algorithm>
@@ -55,28 +56,34 @@ struct Buffers {
 };
 
 // Sequence b alone as a dense batch-1 problem.
-inline void build_dense(DType dtype, int64_t d, Mask mask, const SeqLens& len, int64_t b, Buffers* out) {
+inline void build_dense(DType dtype, int64_t d, Mask mask, const SeqLens& len, int64_t b, Buffers* out,
+                        int64_t d_v = 0) {
   Params& p = out->params;
   p = make_params(dtype, 1, kHeadsQ, kHeadsKv, len.q, len.k, d, mask, Layout::kBSHD);
+  set_head_dim_v(&p, d_v, Layout::kBSHD);
+  const int64_t dv = value_head_dim(p);
   if (mask == Mask::kWindowBottomRight || mask == Mask::kWindowTopLeft) {
     p.window_left = 5;
     p.window_right = 2;
   }
   const int64_t e = dtype_size(dtype);
   out->q.assign(static_cast<size_t>(std::max<int64_t>(1, len.q * kHeadsQ * d * e)), 0);
-  out->o.assign(out->q.size(), 0xff);
+  out->o.assign(static_cast<size_t>(std::max<int64_t>(1, len.q * kHeadsQ * dv * e)), 0xff);
   out->k.assign(static_cast<size_t>(std::max<int64_t>(1, len.k * kHeadsKv * d * e)), 0);
-  out->v.assign(out->k.size(), 0);
+  out->v.assign(static_cast<size_t>(std::max<int64_t>(1, len.k * kHeadsKv * dv * e)), 0);
   out->lse.assign(static_cast<size_t>(std::max<int64_t>(1, kHeadsQ * len.q)), std::nanf(""));
   for (int64_t h = 0; h < kHeadsQ; ++h)
     for (int64_t s = 0; s < len.q; ++s)
       for (int64_t x = 0; x < d; ++x) put(dtype, out->q, s * p.q_stride.row + h * p.q_stride.head + x, logical(0, b, h, s, x));
   for (int64_t h = 0; h < kHeadsKv; ++h)
-    for (int64_t s = 0; s < len.k; ++s)
+    for (int64_t s = 0; s < len.k; ++s) {
       for (int64_t x = 0; x < d; ++x) {
         put(dtype, out->k, s * p.k_stride.row + h * p.k_stride.head + x, logical(1, b, h, s, x));
+      }
+      for (int64_t x = 0; x < dv; ++x) {
         put(dtype, out->v, s * p.v_stride.row + h * p.v_stride.head + x, logical(2, b, h, s, x));
       }
+    }
   p.q = out->q.data();
   p.k = out->k.data();
   p.v = out->v.data();
@@ -88,7 +95,7 @@ inline void build_dense(DType dtype, int64_t d, Mask mask, const SeqLens& len, i
 // keys (seqused_k then says where they end), or paged with `page_size` keys a page in a shuffled page order with a
 // NaN spare page, NaN in the unused slots and out-of-range table entries past each sequence's pages.
 inline void build_packed(DType dtype, int64_t d, Mask mask, const std::vector<SeqLens>& seqs, int64_t extra, int64_t page_size,
-                  int32_t splits, Buffers* out) {
+                  int32_t splits, Buffers* out, int64_t d_v = 0) {
   Params& p = out->params;
   const int64_t batch = static_cast<int64_t>(seqs.size());
   int64_t max_q = 0, max_k = 0;
@@ -97,6 +104,8 @@ inline void build_packed(DType dtype, int64_t d, Mask mask, const std::vector<Se
     max_k = std::max(max_k, s.k + extra);
   }
   p = make_params(dtype, batch, kHeadsQ, kHeadsKv, max_q, max_k, d, mask, Layout::kBSHD);
+  p.head_dim_v = d_v;
+  const int64_t dv = value_head_dim(p);
   if (mask == Mask::kWindowBottomRight || mask == Mask::kWindowTopLeft) {
     p.window_left = 5;
     p.window_right = 2;
@@ -107,9 +116,9 @@ inline void build_packed(DType dtype, int64_t d, Mask mask, const std::vector<Se
   for (const SeqLens& s : seqs) out->cu_q.push_back(out->cu_q.back() + static_cast<int32_t>(s.q));
   p.total_q = out->cu_q.back();
   p.q_stride = {0, d, kHeadsQ * d};
-  p.o_stride = p.q_stride;
+  p.o_stride = {0, dv, kHeadsQ * dv};
   out->q.assign(static_cast<size_t>(std::max<int64_t>(1, p.total_q * kHeadsQ * d * e)), 0);
-  out->o.assign(out->q.size(), 0xff);
+  out->o.assign(static_cast<size_t>(std::max<int64_t>(1, p.total_q * kHeadsQ * dv * e)), 0xff);
   out->lse.assign(static_cast<size_t>(std::max<int64_t>(1, kHeadsQ * p.total_q)), std::nanf(""));
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < kHeadsQ; ++h)
@@ -118,17 +127,19 @@ inline void build_packed(DType dtype, int64_t d, Mask mask, const std::vector<Se
           put(dtype, out->q, (out->cu_q[b] + s) * p.q_stride.row + h * d + x, logical(0, b, h, s, x));
   out->used.clear();
   for (const SeqLens& s : seqs) out->used.push_back(static_cast<int32_t>(s.k));
-  // Row j of sequence b's K/V: its offset in the buffers (in elements, head 0).
-  std::vector<std::vector<int64_t>> row_offset(static_cast<size_t>(batch));
-  const int64_t row_elems = kHeadsKv * d;
+  // Row j of sequence b's K/V: its row in the buffers (K's offset in elements is that times K's row, V's times V's).
+  std::vector<std::vector<int64_t>> kv_row(static_cast<size_t>(batch));
+  const int64_t row_elems = kHeadsKv * d, v_row_elems = kHeadsKv * dv;
+  int64_t kv_rows = 0;
   if (page_size == 0) {
     out->cu_k.assign(1, 0);
     for (const SeqLens& s : seqs) out->cu_k.push_back(out->cu_k.back() + static_cast<int32_t>(s.k + extra));
     p.total_k = out->cu_k.back();
     p.k_stride = {0, d, row_elems};
-    out->k.assign(static_cast<size_t>(std::max<int64_t>(1, p.total_k * row_elems * e)), 0);
+    p.v_stride = {0, dv, v_row_elems};
+    kv_rows = std::max<int64_t>(1, p.total_k);
     for (int64_t b = 0; b < batch; ++b)
-      for (int64_t j = 0; j < seqs[b].k + extra; ++j) row_offset[b].push_back((out->cu_k[b] + j) * row_elems);
+      for (int64_t j = 0; j < seqs[b].k + extra; ++j) kv_row[b].push_back(out->cu_k[b] + j);
     p.cu_seqlens_k = out->cu_k.data();
     if (extra > 0) p.seqused_k = out->used.data();
   } else {
@@ -150,7 +161,7 @@ inline void build_packed(DType dtype, int64_t d, Mask mask, const std::vector<Se
       const int64_t n = (seqs[b].k + extra + page_size - 1) / page_size;
       for (int64_t i = 0; i < n; ++i) out->pages[b * max_pages + i] = order[next++];
       for (int64_t j = 0; j < seqs[b].k + extra; ++j) {
-        row_offset[b].push_back(out->pages[b * max_pages + j / page_size] * page_size * row_elems + (j % page_size) * row_elems);
+        kv_row[b].push_back(out->pages[b * max_pages + j / page_size] * page_size + j % page_size);
       }
     }
     p.page_table = out->pages.data();
@@ -158,19 +169,24 @@ inline void build_packed(DType dtype, int64_t d, Mask mask, const std::vector<Se
     p.num_pages = num_pages;
     p.max_pages_per_seq = max_pages;
     p.k_stride = {page_size * row_elems, d, row_elems};
+    p.v_stride = {page_size * v_row_elems, dv, v_row_elems};
     p.seqused_k = out->used.data();
-    out->k.assign(static_cast<size_t>(num_pages * page_size * row_elems * e), 0);
+    kv_rows = num_pages * page_size;
   }
-  p.v_stride = p.k_stride;
+  out->k.assign(static_cast<size_t>(kv_rows * row_elems * e), 0);
+  out->v.assign(static_cast<size_t>(kv_rows * v_row_elems * e), 0);
   fill_nan(dtype, out->k);
-  out->v = out->k;
+  fill_nan(dtype, out->v);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < kHeadsKv; ++h)
-      for (int64_t j = 0; j < seqs[b].k; ++j)
+      for (int64_t j = 0; j < seqs[b].k; ++j) {
         for (int64_t x = 0; x < d; ++x) {
-          put(dtype, out->k, row_offset[b][j] + h * d + x, logical(1, b, h, j, x));
-          put(dtype, out->v, row_offset[b][j] + h * d + x, logical(2, b, h, j, x));
+          put(dtype, out->k, kv_row[b][j] * row_elems + h * d + x, logical(1, b, h, j, x));
         }
+        for (int64_t x = 0; x < dv; ++x) {
+          put(dtype, out->v, kv_row[b][j] * v_row_elems + h * dv + x, logical(2, b, h, j, x));
+        }
+      }
   p.cu_seqlens_q = out->cu_q.data();
   p.q = out->q.data();
   p.k = out->k.data();
@@ -179,7 +195,8 @@ inline void build_packed(DType dtype, int64_t d, Mask mask, const std::vector<Se
   p.lse = out->lse.data();
 }
 
-// O and LSE of sequence b, head h, row i of a packed problem and of the same row run alone are the same bits.
+// O and LSE of sequence b, head h, row i of a packed problem and of the same row run alone are the same bits; d is
+// O's columns.
 inline void expect_same_rows(const Buffers& packed, const Buffers& alone, int64_t b, const SeqLens& len, int64_t d,
                       const std::string& what) {
   const int64_t e = dtype_size(packed.params.dtype);

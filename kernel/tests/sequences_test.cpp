@@ -1,7 +1,8 @@
 // The inference path on the host model (attention.h, "Sequences"): a packed variable-length batch equals each
 // sequence run on its own, bit for bit; a paged cache equals the same keys laid out contiguously, bit for bit,
 // whatever the page size and page order, with NaN in every slot no sequence owns; split-KV is deterministic and
-// within fp32 accuracy of the unsplit result; and can_implement names every malformed index array.
+// within fp32 accuracy of the unsplit result, V and O of other columns than Q and K included; and can_implement
+// names every malformed index array.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -118,6 +119,48 @@ INSTANTIATE_TEST_SUITE_P(Masks, SequencesModel,
                                             ::testing::Values(Mask::kNone, Mask::kCausalBottomRight, Mask::kCausalTopLeft,
                                                               Mask::kWindowBottomRight),
                                             ::testing::Bool()));
+
+// V and O of other columns than Q and K (head_dim_v) on the inference path, in the general family: a packed batch
+// (K/V packed with NaN rows past seqused_k, unsplit and in three runs) gives each sequence's bits alone, and a paged
+// cache the bits of the contiguous one, prefill and decoding shapes alike.
+TEST(SequencesModel_UnequalHeadDims, VarlenAndPagedEqualEachSequenceAlone) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const auto& [d, dv] : kUnequalHeadDims) {
+      for (const bool decoding : {true, false}) {
+        const std::vector<SeqLens>& batch = decoding ? kDecodeSeqs : kSeqs;
+        for (const int32_t splits : {1, 3}) {
+          const std::string what = std::string(to_string(dtype)) + " d " + std::to_string(d) + " dv " +
+                                   std::to_string(dv) + (decoding ? " decode" : " prefill") + " splits " +
+                                   std::to_string(splits);
+          Buffers packed;
+          build_packed(dtype, d, Mask::kCausalBottomRight, batch, 2, 0, splits, &packed, dv);
+          ASSERT_EQ(select_config(packed.params).path, ComputePath::kGeneralFp32) << what;
+          const Status st = run_host_model(packed.params);
+          ASSERT_TRUE(st.ok()) << what << ": " << st.message();
+          HostModelOptions same_family;
+          same_family.override_config = true;
+          same_family.config = select_config(packed.params);
+          for (size_t b = 0; b < batch.size(); ++b) {
+            if (batch[b].q == 0) continue;
+            Buffers alone;
+            build_dense(dtype, d, Mask::kCausalBottomRight, batch[b], static_cast<int64_t>(b), &alone, dv);
+            alone.params.num_splits = splits;
+            ASSERT_TRUE(run_host_model(alone.params, same_family).ok()) << what;
+            expect_same_rows(packed, alone, static_cast<int64_t>(b), batch[b], dv, what);
+          }
+          for (const int64_t page : {int64_t{3}, int64_t{16}}) {
+            Buffers paged;
+            build_packed(dtype, d, Mask::kCausalBottomRight, batch, 2, page, splits, &paged, dv);
+            ASSERT_TRUE(run_host_model(paged.params, same_family).ok()) << what;
+            EXPECT_EQ(paged.o, packed.o) << what << " page " << page;
+            EXPECT_EQ(0, std::memcmp(paged.lse.data(), packed.lse.data(), paged.lse.size() * 4))
+                << what << " page " << page;
+          }
+        }
+      }
+    }
+  }
+}
 
 TEST(SequencesSelect, DecodingShapesRunInTheDecodeFamily) {
   Buffers b;

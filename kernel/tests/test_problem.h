@@ -1,7 +1,8 @@
 // Test fixtures for the kernel folder: host buffers for one attention problem with deterministic inputs
 // (splitmix64 hash of the element index, no std:: distributions), a naive double-precision reference
-// (four passes: max, exp-sum, normalise, weighted V), and the sanity tolerances of these tests. The real
-// error model lives in oracle/; these tolerances only need to separate fp32-accurate results from bugs.
+// (four passes: max, exp-sum, normalise, weighted V), the sanity tolerances of these tests, and the zero-padded
+// equal-head-dims twin of a problem whose V and O have other columns than Q and K. The real error model lives in
+// oracle/; these tolerances only need to separate fp32-accurate results from bugs.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <tuple>
+#include <utility>
 
 #include "flashcheck/attention.h"
 #include "host_numeric.h"
@@ -91,10 +93,10 @@ struct Problem {
   float lse_at(int64_t b, int64_t h, int64_t s) const { return lse[(b * params.heads_q + h) * params.seqlen_q + s]; }
 };
 
-// Bytes a strided tensor spans.
-inline int64_t span_bytes(const Params& p, const Strides& st, int64_t heads, int64_t seqlen) {
+// Bytes a strided tensor of `columns` columns spans.
+inline int64_t span_bytes(const Params& p, const Strides& st, int64_t heads, int64_t seqlen, int64_t columns) {
   if (p.batch == 0 || heads == 0 || seqlen == 0) return 0;
-  const int64_t last = (p.batch - 1) * st.batch + (heads - 1) * st.head + (seqlen - 1) * st.row + p.head_dim - 1;
+  const int64_t last = (p.batch - 1) * st.batch + (heads - 1) * st.head + (seqlen - 1) * st.row + columns - 1;
   return (last + 1) * dtype_size(p.dtype);
 }
 
@@ -105,12 +107,13 @@ struct ProblemSpec {
   Layout layout = Layout::kBHSD;
   int64_t row_pad = 0;  // extra elements per row (non-contiguous rows, not 16-byte aligned when odd)
   uint64_t seed = 1;
+  int64_t head_dim_v = 0;  // V's and O's columns; 0: head_dim
 
   std::string name() const {
     return std::string(to_string(dtype)) + " b" + std::to_string(batch) + " hq" + std::to_string(heads_q) + " hkv" +
            std::to_string(heads_kv) + " sq" + std::to_string(seqlen_q) + " sk" + std::to_string(seqlen_k) + " d" +
-           std::to_string(head_dim) + " " + to_string(mask) + (layout == Layout::kBSHD ? " bshd" : " bhsd") +
-           " pad" + std::to_string(row_pad);
+           std::to_string(head_dim) + (head_dim_v != 0 ? " dv" + std::to_string(head_dim_v) : "") + " " +
+           to_string(mask) + (layout == Layout::kBSHD ? " bshd" : " bhsd") + " pad" + std::to_string(row_pad);
   }
 };
 
@@ -122,19 +125,22 @@ inline Strides padded_strides(Layout layout, int64_t heads, int64_t seqlen, int6
 }
 
 // Inputs uniform in [-1, 1) rounded to the dtype (each tensor hashed with its own seed stream); O and LSE
-// filled with NaN so unwritten elements show.
+// filled with NaN so unwritten elements show. Element (b, h, s, d) of K and V shares one hash index.
 inline void make_problem(const ProblemSpec& spec, Problem* pr) {
   Params& p = pr->params;
   p = make_params(spec.dtype, spec.batch, spec.heads_q, spec.heads_kv, spec.seqlen_q, spec.seqlen_k, spec.head_dim,
                   spec.mask, spec.layout);
+  p.head_dim_v = spec.head_dim_v;
+  const int64_t dim_v = value_head_dim(p);
   p.q_stride = padded_strides(spec.layout, spec.heads_q, spec.seqlen_q, spec.head_dim, spec.row_pad);
-  p.o_stride = p.q_stride;
+  p.o_stride = padded_strides(spec.layout, spec.heads_q, spec.seqlen_q, dim_v, spec.row_pad);
   p.k_stride = padded_strides(spec.layout, spec.heads_kv, spec.seqlen_k, spec.head_dim, spec.row_pad);
-  p.v_stride = p.k_stride;
-  pr->q.assign(static_cast<size_t>(span_bytes(p, p.q_stride, spec.heads_q, spec.seqlen_q)), 0);
-  pr->o.assign(pr->q.size(), 0xff);  // 0xffff / 0xffffffff: NaN in every dtype
-  pr->k.assign(static_cast<size_t>(span_bytes(p, p.k_stride, spec.heads_kv, spec.seqlen_k)), 0);
-  pr->v.assign(pr->k.size(), 0);
+  p.v_stride = padded_strides(spec.layout, spec.heads_kv, spec.seqlen_k, dim_v, spec.row_pad);
+  pr->q.assign(static_cast<size_t>(span_bytes(p, p.q_stride, spec.heads_q, spec.seqlen_q, spec.head_dim)), 0);
+  // 0xffff / 0xffffffff: NaN in every dtype
+  pr->o.assign(static_cast<size_t>(span_bytes(p, p.o_stride, spec.heads_q, spec.seqlen_q, dim_v)), 0xff);
+  pr->k.assign(static_cast<size_t>(span_bytes(p, p.k_stride, spec.heads_kv, spec.seqlen_k, spec.head_dim)), 0);
+  pr->v.assign(static_cast<size_t>(span_bytes(p, p.v_stride, spec.heads_kv, spec.seqlen_k, dim_v)), 0);
   pr->lse.assign(static_cast<size_t>(spec.batch * spec.heads_q * spec.seqlen_q), std::nanf(""));
   uint64_t index = 0;
   for (int64_t b = 0; b < spec.batch; ++b) {
@@ -147,9 +153,13 @@ inline void make_problem(const ProblemSpec& spec, Problem* pr) {
     }
     for (int64_t h = 0; h < spec.heads_kv; ++h) {
       for (int64_t s = 0; s < spec.seqlen_k; ++s) {
-        for (int64_t d = 0; d < spec.head_dim; ++d) {
-          Problem::set(p, pr->k, p.k_stride, b, h, s, d, static_cast<float>(hash_uniform(spec.seed * 3 + 1, index)));
-          Problem::set(p, pr->v, p.v_stride, b, h, s, d, static_cast<float>(hash_uniform(spec.seed * 3 + 2, index)));
+        for (int64_t d = 0; d < std::max(spec.head_dim, dim_v); ++d) {
+          if (d < spec.head_dim) {
+            Problem::set(p, pr->k, p.k_stride, b, h, s, d, static_cast<float>(hash_uniform(spec.seed * 3 + 1, index)));
+          }
+          if (d < dim_v) {
+            Problem::set(p, pr->v, p.v_stride, b, h, s, d, static_cast<float>(hash_uniform(spec.seed * 3 + 2, index)));
+          }
           ++index;
         }
       }
@@ -160,6 +170,83 @@ inline void make_problem(const ProblemSpec& spec, Problem* pr) {
   p.v = pr->v.empty() ? nullptr : pr->v.data();
   p.o = pr->o.empty() ? nullptr : pr->o.data();
   p.lse = pr->lse.empty() ? nullptr : pr->lse.data();
+}
+
+// (head_dim, head_dim_v) pairs with V and O of other columns than Q and K: DeepSeek's MLA split (192, 128), V wider
+// (64, 128), V narrower (128, 64), and odd sizes inside one head_dim family (3, 5).
+inline const std::vector<std::pair<int64_t, int64_t>> kUnequalHeadDims{{192, 128}, {64, 128}, {128, 64}, {3, 5}};
+// `zero` (head_dim_v 0) into *a and the same problem with head_dim_v = head_dim spelled out into *b, both split into
+// `splits` runs; the spelled problem's name.
+inline std::string make_spelled_pair(const ProblemSpec& zero, int32_t splits, Problem* a, Problem* b) {
+  ProblemSpec spelled = zero;
+  spelled.head_dim_v = zero.head_dim;
+  make_problem(zero, a);
+  make_problem(spelled, b);
+  a->params.num_splits = b->params.num_splits = splits;
+  return spelled.name() + " splits " + std::to_string(splits);
+}
+
+// The configuration select_config picks for (head_dim, head_dim_v) of `dtype` (a one-row shape: the tiles do not
+// depend on the sequence lengths of the general family).
+inline KernelConfig unequal_config(DType dtype, int64_t head_dim, int64_t head_dim_v) {
+  Params shape = make_params(dtype, 1, 1, 1, 1, 1, head_dim);
+  set_head_dim_v(&shape, head_dim_v, Layout::kBHSD);
+  return select_config(shape);
+}
+
+// The equal-head-dims twin of `pr` (made from `spec`): head_dim = head_dim_v = the larger of the two, Q and K zero
+// past spec.head_dim, V zero past spec.head_dim_v, the same scale and split count. Zero columns add exact zeros to
+// every dot product and accumulator, so where both run with the same tiles the twin's O holds pr's O in its first
+// head_dim_v columns and its LSE is pr's, bit for bit.
+inline void make_zero_padded_twin(const ProblemSpec& spec, const Problem& pr, Problem* twin) {
+  ProblemSpec twin_spec = spec;
+  twin_spec.head_dim = std::max(spec.head_dim, value_head_dim(pr.params));
+  twin_spec.head_dim_v = 0;
+  make_problem(twin_spec, twin);
+  Params& t = twin->params;
+  t.softmax_scale = pr.params.softmax_scale;
+  t.num_splits = pr.params.num_splits;
+  const int64_t dim = pr.params.head_dim, dim_v = value_head_dim(pr.params);
+  for (int64_t b = 0; b < spec.batch; ++b) {
+    for (int64_t d = 0; d < twin_spec.head_dim; ++d) {
+      for (int64_t h = 0; h < spec.heads_q; ++h) {
+        for (int64_t s = 0; s < spec.seqlen_q; ++s) {
+          Problem::set(t, twin->q, t.q_stride, b, h, s, d, d < dim ? pr.q_at(b, h, s, d) : 0.0f);
+        }
+      }
+      for (int64_t h = 0; h < spec.heads_kv; ++h) {
+        for (int64_t s = 0; s < spec.seqlen_k; ++s) {
+          Problem::set(t, twin->k, t.k_stride, b, h, s, d, d < dim ? pr.k_at(b, h, s, d) : 0.0f);
+          Problem::set(t, twin->v, t.v_stride, b, h, s, d, d < dim_v ? pr.v_at(b, h, s, d) : 0.0f);
+        }
+      }
+    }
+  }
+}
+
+// Where `x`'s O (its head_dim_v columns) and LSE differ in any bit from the first columns of `twin`'s: the first
+// such element, or "" where none does.
+inline std::string first_bit_difference(const Problem& x, const Problem& twin) {
+  const Params& p = x.params;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      for (int64_t i = 0; i < p.seqlen_q; ++i) {
+        const float lx = x.lse_at(b, h, i), lt = twin.lse_at(b, h, i);
+        if (std::memcmp(&lx, &lt, sizeof(float)) != 0) {
+          return "LSE(" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + ") " +
+                 std::to_string(lx) + " vs " + std::to_string(lt);
+        }
+        for (int64_t d = 0; d < value_head_dim(p); ++d) {
+          const float ox = x.o_at(b, h, i, d), ot = twin.o_at(b, h, i, d);
+          if (std::memcmp(&ox, &ot, sizeof(float)) != 0) {
+            return "O(" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," +
+                   std::to_string(d) + ") " + std::to_string(ox) + " vs " + std::to_string(ot);
+          }
+        }
+      }
+    }
+  }
+  return "";
 }
 
 // Exact-ish result of one row in double: O, LSE, and the scales the tolerances need.
@@ -175,7 +262,7 @@ inline ReferenceRow reference_row(const Problem& pr, int64_t b, int64_t h, int64
   const int64_t h_kv = h / (p.heads_q / p.heads_kv);
   ReferenceRow ref;
   ref.keys = visible_key_range(p, i).end;
-  ref.o.assign(static_cast<size_t>(p.head_dim), 0.0);
+  ref.o.assign(static_cast<size_t>(value_head_dim(p)), 0.0);
   if (ref.keys == 0) {
     ref.lse = -std::numeric_limits<double>::infinity();
     return ref;
@@ -192,7 +279,7 @@ inline ReferenceRow reference_row(const Problem& pr, int64_t b, int64_t h, int64
   for (int64_t j = 0; j < ref.keys; ++j) sum += std::exp(s[j] - m);
   for (int64_t j = 0; j < ref.keys; ++j) {
     const double w = std::exp(s[j] - m) / sum;
-    for (int64_t d = 0; d < p.head_dim; ++d) {
+    for (int64_t d = 0; d < value_head_dim(p); ++d) {
       const double vd = pr.v_at(b, h_kv, j, d);
       ref.o[d] += w * vd;
       ref.max_abs_v = std::max(ref.max_abs_v, std::fabs(vd));

@@ -66,18 +66,19 @@ float pairwise_sum(const float* p, int64_t n) {
 // as a pairwise tree within each tile (as a warp's reductions sum it). A kernel that sums l in another order than
 // P*V leaves their errors uncancelled in O = acc / l: with a constant V and repeated weights the chain's roundings
 // add up in one direction (tens of u over 64 keys) while the tree's stay small, and the chain-only quotient would
-// be exact (GPU finding gpu-nightly-rms-constant-v-sum-order). Returns both quotients: [0] chain l, [1] tree l.
+// be exact (GPU finding gpu-nightly-rms-constant-v-sum-order). V rows hold dim_v values. Returns both quotients,
+// [dim_v] each: [0] chain l, [1] tree l.
 std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vector<float>& x, const detail::Operands& v,
-                                              int64_t dim, int64_t key_begin, int64_t tile, int64_t tile_origin,
+                                              int64_t dim_v, int64_t key_begin, int64_t tile, int64_t tile_origin,
                                               float sink2, Format format, Arithmetic path, double sign,
                                               detail::DotRounding rounding) {
   const int64_t n = static_cast<int64_t>(x.size());
   const float neg_inf = -std::numeric_limits<float>::infinity();
   std::array<std::vector<double>, 2> out;
-  out.fill(std::vector<double>(static_cast<size_t>(dim), 0.0));
+  out.fill(std::vector<double>(static_cast<size_t>(dim_v), 0.0));
   float m = neg_inf, ref = neg_inf;
   std::array<float, 2> l = {0.0f, 0.0f};  // [0] chain, [1] tree
-  std::vector<float> acc(static_cast<size_t>(dim), 0.0f);
+  std::vector<float> acc(static_cast<size_t>(dim_v), 0.0f);
   // exp2 with the member's error; on the tensor-core path flushed to zero below fp32's normal range as
   // ex2.approx.ftz does (a row whose weights all lie there gives O = 0 on the hardware, and so here).
   const auto exp2_at = [&](float arg, int64_t key) {
@@ -109,7 +110,7 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
     if (path == Arithmetic::kTensorCore) {
       for (float& pj : p) pj = detail::round_to(format, pj);
     }
-    detail::accumulate_pv(acc.data(), detail::make_operands(std::move(p), path), v, t0, t1, dim, path, rounding);
+    detail::accumulate_pv(acc.data(), detail::make_operands(std::move(p), path), v, t0, t1, dim_v, path, rounding);
     m = m_new;
     ref = ref_new;
   }
@@ -131,7 +132,7 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
   }
   for (size_t s = 0; s < out.size(); ++s) {
     if (l[s] == 0.0f) continue;  // no usable key and no sink: O = 0
-    for (int64_t d = 0; d < dim; ++d) {
+    for (int64_t d = 0; d < dim_v; ++d) {
       out[s][static_cast<size_t>(d)] = detail::round_to(format, acc[static_cast<size_t>(d)] / l[s]);
     }
   }
@@ -143,8 +144,9 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
 std::vector<double> emulated_row(const Problem& problem, RowRef row, Format format, Arithmetic path, int32_t block_n,
                                  const RowResult* exact) {
   const detail::RowView view = detail::view_row(problem, row);
-  const int64_t dim = view.head_dim, n = view.visible;
-  if (n == 0) return std::vector<double>(static_cast<size_t>(dim), 0.0);
+  // Scores over dim (Q's and K's columns), O over dim_v (V's).
+  const int64_t dim = view.head_dim, dim_v = view.head_dim_v, n = view.visible;
+  if (n == 0) return std::vector<double>(static_cast<size_t>(dim_v), 0.0);
   RowResult computed;
   if (exact == nullptr) {
     computed = compute_row(problem, row, Tier::kFast);
@@ -156,7 +158,7 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
   const auto floats = [](const double* values, int64_t count) { return std::vector<float>(values, values + count); };
   const detail::Operands q = detail::make_operands(floats(view.q, dim), path);
   const detail::Operands k = detail::make_operands(floats(view.k, n * dim), path);
-  const detail::Operands v = detail::make_operands(floats(view.v, n * dim), path);
+  const detail::Operands v = detail::make_operands(floats(view.v, n * dim_v), path);
   const float scale = static_cast<float>(view.scale);
   const float scale_log2 = scale * detail::kLog2eF;
   const bool capped = view.softcap > 0;
@@ -206,8 +208,8 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
       if (hardware(score_rounding) != hardware(rounding)) continue;  // the hardware's member is whole
       for (size_t r = 0; r < realizations.size(); ++r) {
         for (const std::vector<double>& member :
-             softmax_pv(row, x[std::min(r, x_sets - 1)], v, dim, view.key_begin, tile, tile_origin, sink2, format, path,
-                        realizations[r], rounding)) {
+             softmax_pv(row, x[std::min(r, x_sets - 1)], v, dim_v, view.key_begin, tile, tile_origin, sink2, format,
+                        path, realizations[r], rounding)) {
           if (out.empty()) {
             out = member;
             continue;

@@ -89,6 +89,8 @@ double half_subnormal(Format format) {
   return 0.0;
 }
 
+// head_dim is the score dot products' length (Q's and K's columns). The P*V chains run over the keys, one per column of
+// V, so V's width enters no chain length: it only sets how many columns are bounded.
 PathModel path_model(Format format, Arithmetic path, int64_t head_dim, int64_t n, int64_t tiles) {
   const double d = static_cast<double>(head_dim), keys = static_cast<double>(n), t = static_cast<double>(tiles);
   PathModel pm;
@@ -213,7 +215,7 @@ double unit_roundoff(Format format) {
 RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32_t block_n, int64_t head_dim,
                    const OrderedSums* sums, int32_t splits) {
   RowBound b;
-  const size_t dim = exact.o.size();
+  const size_t dim = exact.o.size();  // O's columns, head_dim_v: every per-column ingredient has as many
   b.o.assign(dim, 0.0);
   // The row's running sums, where they were computed for it (ordered_sums of the same row). They model the unsplit
   // order: split-KV runs restart the running max and the partial sums at every run boundary (§4.10), so a split row

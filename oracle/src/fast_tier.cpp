@@ -68,14 +68,14 @@ constexpr int64_t kAbsBits = 0x7fffffffffffffff;
 #define FLASHCHECK_VECTOR_CLONES
 #endif
 
-// One key's ingredients of pass 4 across the head dims: sum_j p_j |v_jk|, p_j |v_jk - O_k|, p_j S_j |v_jk - O_k|,
-// p_j gap_j |v_jk - O_k|, (p_j N_j (v_jk - O_k))^2.
+// One key's ingredients of pass 4 across V's head_dim_v columns: sum_j p_j |v_jk|, p_j |v_jk - O_k|,
+// p_j S_j |v_jk - O_k|, p_j gap_j |v_jk - O_k|, (p_j N_j (v_jk - O_k))^2.
 FLASHCHECK_VECTOR_CLONES void add_ingredients(const double* __restrict v, const double* __restrict o, double p,
-                                              double p_s, double p_g, double p_noise, int64_t dim,
+                                              double p_s, double p_g, double p_noise, int64_t dim_v,
                                               double* __restrict abs_pv, double* __restrict dev_pv,
                                               double* __restrict dev_pv_score, double* __restrict dev_pv_gap,
                                               double* __restrict dev_pv_score_sq) {
-  for (int64_t k = 0; k < dim; ++k) {
+  for (int64_t k = 0; k < dim_v; ++k) {
     const double dev = std::fabs(v[k] - o[k]);
     abs_pv[k] += p * std::fabs(v[k]);
     dev_pv[k] += p * dev;
@@ -85,8 +85,9 @@ FLASHCHECK_VECTOR_CLONES void add_ingredients(const double* __restrict v, const 
   }
 }
 
-void size_result(RowResult* r, int64_t head_dim) {
-  const size_t d = static_cast<size_t>(head_dim);
+// Every per-column vector of the result has O's head_dim_v entries.
+void size_result(RowResult* r, int64_t head_dim_v) {
+  const size_t d = static_cast<size_t>(head_dim_v);
   for (std::vector<double>* vec :
        {&r->o, &r->abs_pv, &r->dev_pv, &r->dev_pv_score, &r->dev_pv_gap, &r->dev_pv_score_sq, &r->abs_v_sum,
         &r->o_err}) {
@@ -149,9 +150,10 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   r.scale = view.scale;
   r.softcap = view.softcap;
   r.sink = view.sink;
-  const int64_t dim = view.head_dim;
+  // Scores run over dim (Q's and K's columns); V, O and every per-column ingredient over dim_v.
+  const int64_t dim = view.head_dim, dim_v = view.head_dim_v;
   const int64_t n = view.visible;
-  size_result(&r, dim);
+  size_result(&r, dim_v);
   // The sink: -inf is none; NaN is a NaN logit; the kernel takes it to log2 units in fp32 (sink * log2 e), where
   // beyond the guard it, or its distance to the max, may overflow.
   const bool has_sink = !(view.sink == -kInf);
@@ -178,11 +180,11 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   bool any_nonfinite = false;
   for (int64_t k = 0; k < dim; ++k) any_nonfinite = any_nonfinite || !std::isfinite(q[k]);
   double* __restrict abs_v_sum = r.abs_v_sum.data();
-  double* __restrict col_nonfinite = zeroed_scratch_of(&scratch->col_nonfinite, dim);
-  double* __restrict col_max = zeroed_scratch_of(&scratch->col_max, dim);
+  double* __restrict col_nonfinite = zeroed_scratch_of(&scratch->col_nonfinite, dim_v);
+  double* __restrict col_max = zeroed_scratch_of(&scratch->col_max, dim_v);
   for (int64_t j = 0; j < n; ++j) {
-    const double* __restrict vj = view.v + j * dim;
-    for (int64_t k = 0; k < dim; ++k) {
+    const double* __restrict vj = view.v + j * dim_v;
+    for (int64_t k = 0; k < dim_v; ++k) {
       const double a = std::fabs(vj[k]);
       abs_v_sum[k] += a;
       col_max[k] = std::max(col_max[k], a);  // a NaN never enters: std::max keeps the first operand then
@@ -190,12 +192,12 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
     }
   }
   double max_abs_v = 0.0;
-  for (int64_t k = 0; k < dim; ++k) {
+  for (int64_t k = 0; k < dim_v; ++k) {
     max_abs_v = std::max(max_abs_v, col_max[k]);
     any_nonfinite = any_nonfinite || std::isnan(col_nonfinite[k]);
   }
   r.max_abs_v = max_abs_v;
-  for (int64_t k = 0; k < dim; ++k) {
+  for (int64_t k = 0; k < dim_v; ++k) {
     if (!std::isnan(col_nonfinite[k]) && abs_v_sum[k] > kOverflowGuard) r.accum_overflow = true;
   }
 
@@ -367,22 +369,22 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
 
   // Pass 3: O_k = (sum_j w_j v_jk) / l. w_j = wh + wl (Veltkamp), wh * v and wl * v exact; the wh terms go
   // through TwoSum, the wl terms (below 2^-26 of them) straight into the compensation. Vectorised over k.
-  double* __restrict acc_sum = zeroed_scratch_of(&scratch->acc_sum, dim);
-  double* __restrict acc_comp = zeroed_scratch_of(&scratch->acc_comp, dim);
+  double* __restrict acc_sum = zeroed_scratch_of(&scratch->acc_sum, dim_v);
+  double* __restrict acc_comp = zeroed_scratch_of(&scratch->acc_comp, dim_v);
   for (int64_t j = 0; j < n; ++j) {
     const double wj = w[j];
     if (!usable[j] || wj == 0.0) continue;
     double wh = 0.0, wl = 0.0;
     split_26(wj, &wh, &wl);
-    const double* __restrict vj = view.v + j * dim;
-    for (int64_t k = 0; k < dim; ++k) {
+    const double* __restrict vj = view.v + j * dim_v;
+    for (int64_t k = 0; k < dim_v; ++k) {
       double s = 0.0, e = 0.0;
       two_sum(acc_sum[k], wh * vj[k], &s, &e);
       acc_sum[k] = s;
       acc_comp[k] += e + wl * vj[k];
     }
   }
-  for (int64_t k = 0; k < dim; ++k) {
+  for (int64_t k = 0; k < dim_v; ++k) {
     const size_t kk = static_cast<size_t>(k);
     r.o[kk] = std::isnan(col_nonfinite[k]) ? kNaN : (acc_sum[kk] + acc_comp[kk]) / l;
   }
@@ -405,7 +407,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
     r.score_gap_weighted += p * g;
     r.score_flush_max = std::max(r.score_flush_max, abs_scale * flush[j]);
     if (p == 0.0) continue;
-    add_ingredients(view.v + j * dim, o, p, p * s_abs, p * g, p * noise[j], dim, abs_pv, dev_pv, dev_pv_score,
+    add_ingredients(view.v + j * dim_v, o, p, p * s_abs, p * g, p * noise[j], dim_v, abs_pv, dev_pv, dev_pv_score,
                     dev_pv_gap, dev_pv_score_sq);
   }
   // The sink: value row 0, so |v - O| = |O|; no score condition; its gap joins the gap sum (the gap maximum stays
@@ -414,14 +416,14 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
     const double p = r.sink_p;
     r.score_gap_weighted += p * sink_gap;
     if (p > 0.0) {
-      for (int64_t k = 0; k < dim; ++k) {
+      for (int64_t k = 0; k < dim_v; ++k) {
         dev_pv[k] += p * std::fabs(o[k]);
         dev_pv_gap[k] += p * sink_gap * std::fabs(o[k]);
       }
     }
   }
 
-  // This tier's error (docs/error-model.md). Scores: |s~ - s| <= (gamma_D^2 + 4u^2) S_j, capped scores
+  // This tier's error (docs/error-model.md). Scores: |s~ - s| <= (gamma_D^2 + 4u^2) S_j (D = head_dim), capped scores
   // kCapUnits u min(c, S_j) more. Weights, relative to the common shift: exp within 1 ulp (2u), argument within
   // u gap_j + 2 score errors. The sink is one more term of l (exact logit, same weight error).
   const double nd = static_cast<double>(n + (has_sink ? 1 : 0));
@@ -439,7 +441,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   const auto underflow_abs = [&](size_t kk) {
     return 2 * kDoubleDenormMin * std::min(nd * r.max_abs_v, r.abs_v_sum[kk]) / l;
   };
-  for (int64_t k = 0; k < dim; ++k) {
+  for (int64_t k = 0; k < dim_v; ++k) {
     const size_t kk = static_cast<size_t>(k);
     r.o_err[kk] = kSecondOrder *
                   ((weight_const * r.dev_pv[kk] + weight_gap * r.dev_pv_gap[kk]) / (1 - weight_mean) +

@@ -17,7 +17,7 @@ namespace flashcheck::oracle::detail {
 
 template <class Real>
 struct FourPassRow {
-  std::vector<Real> o;  // [head_dim]
+  std::vector<Real> o;  // [head_dim_v]
   Real m, l, lse;
 };
 
@@ -26,12 +26,13 @@ FourPassRow<Real> four_pass(const RowView& view, std::span<const char> usable) {
   using std::exp;
   using std::log;
   using std::tanh;
-  const int64_t dim = view.head_dim;
+  const int64_t dim = view.head_dim, dim_v = view.head_dim_v;
   const int64_t n = view.visible;
   FourPassRow<Real> out;
   std::vector<Real> s(static_cast<size_t>(n));
 
-  // Pass 1: s_j = scale * sum_k q_k k_jk (capped: c tanh(s_j / c)), and m = the max over the s_j and the sink.
+  // Pass 1: s_j = scale * sum_k q_k k_jk over head_dim (capped: c tanh(s_j / c)), and m = the max over the s_j
+  // and the sink.
   const Real cap(view.softcap);
   const bool has_sink = std::isfinite(view.sink);
   out.m = has_sink ? Real(view.sink) : -std::numeric_limits<Real>::infinity();
@@ -53,12 +54,12 @@ FourPassRow<Real> four_pass(const RowView& view, std::span<const char> usable) {
   for (int64_t j = 0; j < n; ++j) {
     if (usable[static_cast<size_t>(j)]) s[static_cast<size_t>(j)] = exp(s[static_cast<size_t>(j)] - out.m) / out.l;
   }
-  // Pass 4: O_k = sum_j p_j v_jk.
-  out.o.assign(static_cast<size_t>(dim), Real(0));
+  // Pass 4: O_k = sum_j p_j v_jk over head_dim_v columns.
+  out.o.assign(static_cast<size_t>(dim_v), Real(0));
   for (int64_t j = 0; j < n; ++j) {
     if (!usable[static_cast<size_t>(j)]) continue;
-    for (int64_t k = 0; k < dim; ++k)
-      out.o[static_cast<size_t>(k)] += s[static_cast<size_t>(j)] * Real(view.v[j * dim + k]);
+    for (int64_t k = 0; k < dim_v; ++k)
+      out.o[static_cast<size_t>(k)] += s[static_cast<size_t>(j)] * Real(view.v[j * dim_v + k]);
   }
   return out;
 }

@@ -38,10 +38,10 @@ RowResult gold_row(const RowView& view) {
   }
 
   // Gold's error: the rounding to double of what it reports (u of the value) plus its 113-bit analysis:
-  // scores within gamma_D S_j, capped scores (kCapUnits + 2 kGoldTanhUlps(y)) u min(c, S_j) more (the quotient
-  // s / c, tanh, the product by c), weights within two exp errors (each kGoldFunctionUlps plus
-  // kGoldExpUlpsPerUnit per unit of gap_j) and the argument's rounding (u gap_j) relative. The sink is one more
-  // term of l.
+  // scores within gamma_D S_j (D = head_dim, the dot products' length, whatever O's head_dim_v), capped scores
+  // (kCapUnits + 2 kGoldTanhUlps(y)) u min(c, S_j) more (the quotient s / c, tanh, the product by c), weights
+  // within two exp errors (each kGoldFunctionUlps plus kGoldExpUlpsPerUnit per unit of gap_j) and the argument's
+  // rounding (u gap_j) relative. The sink is one more term of l.
   const double nd = static_cast<double>(r.visible + (std::isfinite(r.sink) ? 1 : 0));
   double score_err = gamma_n(static_cast<double>(view.head_dim), kQuadUnit) * r.score_abs_max;
   if (r.softcap > 0) {

@@ -34,7 +34,7 @@ int64_t row_terms(const Problem& problem, RowRef row) {
       row.i >= sequence_seqlen_q(problem, row.b)) {
     return 0;
   }
-  return visible_keys(problem, row.b, row.i).size() * problem.head_dim;
+  return visible_keys(problem, row.b, row.i).size() * ((problem.head_dim + value_dim(problem)) / 2);
 }
 
 int max_threads() {

@@ -17,12 +17,12 @@ namespace flashcheck::oracle {
 OrderedSums ordered_sums(const Problem& problem, RowRef row, const RowResult& exact, int32_t block_n) {
   OrderedSums out;
   const detail::RowView view = detail::view_row(problem, row);
-  const int64_t n = view.visible, dim = view.head_dim;
+  const int64_t n = view.visible, dim = view.head_dim, dim_v = view.head_dim_v;  // scores over dim, V over dim_v
   if (n == 0 || !(exact.l > 0) || !std::isfinite(exact.l) || !std::isfinite(exact.m) || exact.nonfinite_input ||
       exact.nonfinite_score || exact.score_overflow || exact.accum_overflow) {
     return out;
   }
-  // The weights' relative error: the double dot product (d roundings of at most S, the row's largest |score|),
+  // The weights' relative error: the double dot product (head_dim roundings of at most S, the row's largest |score|),
   // the argument s - m, exp and the division by l; they qualify below 2^-20 and every ingredient is scaled by
   // exp of that error (the same bound applies to each weight, so to every sum of them).
   const double weight_err = (static_cast<double>(dim) + 4) * 0x1p-52 * (exact.score_abs_max + std::fabs(exact.m)) +
@@ -33,7 +33,7 @@ OrderedSums ordered_sums(const Problem& problem, RowRef row, const RowResult& ex
   const double g_double = 2 * static_cast<double>(n + 2) * 0x1p-53;
   const double safety = std::exp(weight_err) * (1 + g_double) * (1 + 0x1p-40);
   const int64_t tile = block_n > 0 ? block_n : std::max<int64_t>(n, 1);
-  const size_t d = static_cast<size_t>(dim);
+  const size_t d = static_cast<size_t>(dim_v);
   out.pv_keys.assign(d, 0.0);
   out.pv_tiles.assign(d, 0.0);
   out.pv_rescale.assign(d, 0.0);
@@ -54,7 +54,7 @@ OrderedSums ordered_sums(const Problem& problem, RowRef row, const RowResult& ex
     s_tile_start = s;
     for (int64_t j = j0; j < j1; ++j) {
       const double* kj = view.k + j * dim;
-      const double* vj = view.v + j * dim;
+      const double* vj = view.v + j * dim_v;
       double dot = 0.0;
       for (int64_t k = 0; k < dim; ++k) dot += view.q[k] * kj[k];
       double score = view.scale * dot;

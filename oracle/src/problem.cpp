@@ -111,6 +111,13 @@ const char* to_string(Format format) {
   return "unknown";
 }
 
+std::optional<Format> format_from_name(std::string_view name) {
+  for (Format format : {Format::kF32, Format::kF16, Format::kBF16}) {
+    if (name == to_string(format)) return format;
+  }
+  return std::nullopt;
+}
+
 const char* to_string(Arithmetic arithmetic) {
   switch (arithmetic) {
     case Arithmetic::kGeneralFp32: return "general-fp32";

@@ -16,15 +16,25 @@ RowView view_row(const Problem& p, RowRef row) {
     throw std::out_of_range("oracle: row (" + std::to_string(row.b) + ", " + std::to_string(row.h) + ", " +
                             std::to_string(row.i) + ") is outside the problem");
   }
+  if (p.head_dim_v < 0) {
+    throw std::invalid_argument("oracle: head_dim_v = " + std::to_string(p.head_dim_v) +
+                                " is negative; it must be >= 0 (0: equal to head_dim)");
+  }
   if (p.heads_kv <= 0 || p.heads_q % p.heads_kv != 0 || p.head_dim <= 0 || p.seqlen_k < 0) {
     throw std::out_of_range("oracle: the problem's heads_kv, head_dim or seqlen_k is invalid");
   }
-  const int64_t q_size = p.batch * p.heads_q * p.seqlen_q * p.head_dim;
-  const int64_t kv_size = p.batch * p.heads_kv * p.seqlen_k * p.head_dim;
-  if (static_cast<int64_t>(p.q.size()) < q_size || static_cast<int64_t>(p.k.size()) < kv_size ||
-      static_cast<int64_t>(p.v.size()) < kv_size) {
-    throw std::out_of_range("oracle: the problem's q, k or v span is shorter than its shape");
-  }
+  // Q and K rows hold head_dim values, V rows value_dim(): a V sized for the other width is a short span here.
+  const int64_t dim_v = value_dim(p);
+  const auto check_span = [](std::span<const double> span, const char* name, int64_t size, const char* shape) {
+    if (static_cast<int64_t>(span.size()) < size) {
+      throw std::out_of_range(std::string("oracle: the problem's ") + name + " span has " +
+                              std::to_string(span.size()) + " values, shorter than its shape " + shape + " (" +
+                              std::to_string(size) + ")");
+    }
+  };
+  check_span(p.q, "q", p.batch * p.heads_q * p.seqlen_q * p.head_dim, "[batch, heads_q, seqlen_q, head_dim]");
+  check_span(p.k, "k", p.batch * p.heads_kv * p.seqlen_k * p.head_dim, "[batch, heads_kv, seqlen_k, head_dim]");
+  check_span(p.v, "v", p.batch * p.heads_kv * p.seqlen_k * dim_v, "[batch, heads_kv, seqlen_k, head_dim_v]");
   if (!p.sink.empty() && static_cast<int64_t>(p.sink.size()) < p.heads_q) {
     throw std::out_of_range("oracle: the problem's sink span is shorter than heads_q");
   }
@@ -34,6 +44,7 @@ RowView view_row(const Problem& p, RowRef row) {
   RowView view;
   view.row = row;
   view.head_dim = p.head_dim;
+  view.head_dim_v = dim_v;
   view.seqlen_k = sequence_seqlen_k(p, row.b);
   view.scale = p.scale;
   view.softcap = p.softcap;
@@ -44,9 +55,9 @@ RowView view_row(const Problem& p, RowRef row) {
   const int64_t h_kv = row.h / (p.heads_q / p.heads_kv);
   view.q = p.q.data() + ((row.b * p.heads_q + row.h) * p.seqlen_q + row.i) * p.head_dim;
   // The arrays are sized by the longest sequence: seqlen_q and seqlen_k, not the row's own lengths.
-  const int64_t kv_offset = ((row.b * p.heads_kv + h_kv) * p.seqlen_k + keys.begin) * p.head_dim;
-  view.k = p.k.data() + kv_offset;
-  view.v = p.v.data() + kv_offset;
+  const int64_t key_offset = (row.b * p.heads_kv + h_kv) * p.seqlen_k + keys.begin;
+  view.k = p.k.data() + key_offset * p.head_dim;
+  view.v = p.v.data() + key_offset * dim_v;
   return view;
 }
 

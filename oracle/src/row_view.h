@@ -1,8 +1,9 @@
 // One query row's inputs inside a Problem: the query vector, the visible keys' K and V rows (query head h
-// reads K/V head h / (heads_q / heads_kv)), the softcap and the sink logit of head h. The visible keys are
-// visible_keys() of oracle_problem.h for the row's own sequence, a contiguous range; k and v point at its first key,
-// so the tiers and the emulated reference index keys 0..visible-1 of the range and never read a key the row does not
-// see (nor one past its sequence's length).
+// reads K/V head h / (heads_q / heads_kv)), the softcap and the sink logit of head h. Q and K rows have head_dim
+// values, V rows head_dim_v (the problem's value_dim()): scores run over the first, O over the second. The visible
+// keys are visible_keys() of oracle_problem.h for the row's own sequence, a contiguous range; k and v point at its
+// first key, so the tiers and the emulated reference index keys 0..visible-1 of the range and never read a key the
+// row does not see (nor one past its sequence's length).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,8 @@ namespace flashcheck::oracle::detail {
 
 struct RowView {
   RowRef row;
-  int64_t head_dim = 0;
+  int64_t head_dim = 0;    // Q's and K's columns: the length of each score's dot product
+  int64_t head_dim_v = 0;  // V's and O's columns (value_dim() of the problem, never 0)
   int64_t key_begin = 0;  // keys [key_begin, key_begin + visible) of the problem are visible
   int64_t visible = 0;
   int64_t seqlen_k = 0;   // keys of the row's own sequence
@@ -23,13 +25,13 @@ struct RowView {
   double sink = -std::numeric_limits<double>::infinity();  // the sink logit of the row's head; -inf: none
   const double* q = nullptr;  // [head_dim]
   const double* k = nullptr;  // [visible, head_dim], row stride head_dim, from key key_begin
-  const double* v = nullptr;  // [visible, head_dim]
+  const double* v = nullptr;  // [visible, head_dim_v], row stride head_dim_v, from key key_begin
 };
 
 // Throws std::out_of_range when `row` is outside the problem (i at or past its sequence's seqlens_q included) or its
-// spans are shorter than its shape says, and std::invalid_argument for a softcap that is negative, infinite or NaN
-// or per-sequence lengths that are not [batch] entries within the problem's seqlen_q / seqlen_k (a caller's bug,
-// not a property of the kernel under test).
+// spans are shorter than its shape says (v by value_dim()), and std::invalid_argument for a negative head_dim_v, a
+// softcap that is negative, infinite or NaN or per-sequence lengths that are not [batch] entries within the
+// problem's seqlen_q / seqlen_k (a caller's bug, not a property of the kernel under test).
 RowView view_row(const Problem& problem, RowRef row);
 
 }  // namespace flashcheck::oracle::detail

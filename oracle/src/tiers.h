@@ -54,8 +54,8 @@ struct FastScratch {
   std::vector<double> gap, w;              // [visible] m - s_j and exp(-gap_j)
   std::vector<char> usable;                // [visible] the key's score is finite (a -inf score carries zero weight)
   std::vector<double> k_block;             // (head_dim, lanes): K of a few keys, transposed
-  std::vector<double> col_nonfinite;       // [head_dim] NaN where a V column holds a non-finite value, else 0
-  std::vector<double> col_max, acc_sum, acc_comp;  // [head_dim]
+  std::vector<double> col_nonfinite;       // [head_dim_v] NaN where a V column holds a non-finite value, else 0
+  std::vector<double> col_max, acc_sum, acc_comp;  // [head_dim_v]
 };
 
 // The calling thread's scratch.

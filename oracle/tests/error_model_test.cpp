@@ -3,8 +3,8 @@
 // sink merge included, and the library's emulated reference), with exp2 and tanh errors pushed to the documented
 // limit, in full rows, windows and rows without keys; monotonicity in head_dim, seqlen and tile count; fair
 // judgement of rows whose O cancels to zero; split-KV rows (runs and their combine emulated in fp32) against the split
-// bound; the statistical check and the bound on healthy and degraded tiled models; and the verdict helpers'
-// non-finite semantics.
+// bound; unequal head dims (scores over head_dim, O and its bounds over head_dim_v); the statistical check and the
+// bound on healthy and degraded tiled models; and the verdict helpers' non-finite semantics.
 #include "flashcheck/error_model.h"
 
 #include <gtest/gtest.h>
@@ -89,17 +89,19 @@ float tanh_model(float y, int bias, int64_t key) {
   return std::nextafter(t, sign > 0 ? 2.0f : -2.0f);
 }
 
+// Scores over Q's and K's head_dim columns, P*V and O over V's value_dim() columns.
 TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
-  const int64_t dim = tp.head_dim;
+  const int64_t dim = tp.head_dim, dim_v = tp.value_dim();
   const KeySpan keys = visible_keys(tp.view(), row.i);
   const int64_t n = keys.size();
   const int64_t h_kv = row.h / (tp.heads_q / tp.heads_kv);
+  const int64_t first_key = (row.b * tp.heads_kv + h_kv) * tp.seqlen_k + keys.begin;
   const double* q64 = tp.q.data() + ((row.b * tp.heads_q + row.h) * tp.seqlen_q + row.i) * dim;
-  const double* k64 = tp.k.data() + ((row.b * tp.heads_kv + h_kv) * tp.seqlen_k + keys.begin) * dim;
-  const double* v64 = tp.v.data() + ((row.b * tp.heads_kv + h_kv) * tp.seqlen_k + keys.begin) * dim;
+  const double* k64 = tp.k.data() + first_key * dim;
+  const double* v64 = tp.v.data() + first_key * dim_v;
   const detail::Operands q = detail::make_operands(std::vector<float>(q64, q64 + dim), model.path);
   const detail::Operands k = detail::make_operands(std::vector<float>(k64, k64 + n * dim), model.path);
-  const detail::Operands v = detail::make_operands(std::vector<float>(v64, v64 + n * dim), model.path);
+  const detail::Operands v = detail::make_operands(std::vector<float>(v64, v64 + n * dim_v), model.path);
   const bool fma_form = model.path == Arithmetic::kTensorCore;  // p = exp2(fma(s, c, -fl(m c))), m raw
   const float scale = static_cast<float>(tp.scale);
   // Softcap (common/softmax.h): x = fl(fl(cap log2 e) * tanh(fl(s * fl(scale / cap)))), in log2 units already, so
@@ -115,7 +117,7 @@ TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
     return cap_log2 * tanh_model(dot * tanh_scale, model.exp_bias, key);
   };
   float m_run = -std::numeric_limits<float>::infinity(), l = 0.0f;
-  std::vector<float> acc(static_cast<size_t>(dim), 0.0f), p(static_cast<size_t>(n));
+  std::vector<float> acc(static_cast<size_t>(dim_v), 0.0f), p(static_cast<size_t>(n));
   // K/V tiles sit at multiples of block_n in key index, as in the kernel: a row whose keys start past key 0
   // (a window's left edge) has a short first tile.
   for (int64_t t0 = 0, t1 = 0; t0 < n; t0 = t1) {
@@ -165,7 +167,7 @@ TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
       if (model.defect == Defect::kPOneFormatCoarser) pj = coarser(model, pj);
     }
     detail::accumulate_pv(acc.data(), detail::make_operands(std::vector<float>(p.begin() + t0, p.begin() + t1), model.path),
-                          v, t0, t1, dim, model.path, detail::DotRounding::kTruncatedBlocksLowTowardZero);
+                          v, t0, t1, dim_v, model.path, detail::DotRounding::kTruncatedBlocksLowTowardZero);
     if (model.defect == Defect::kOAccumInDtype) {
       for (float& a : acc) a = detail::round_to(model.format, a);
     }
@@ -194,9 +196,9 @@ TiledRow run_tiled(const TestProblem& tp, RowRef row, const TiledModel& model) {
     m_natural = m_new * detail::kLn2F;
   }
   TiledRow out;
-  out.o.assign(static_cast<size_t>(dim), 0.0);
+  out.o.assign(static_cast<size_t>(dim_v), 0.0);
   const bool empty = l == 0.0f;
-  for (int64_t d = 0; d < dim; ++d) {
+  for (int64_t d = 0; d < dim_v; ++d) {
     out.o[static_cast<size_t>(d)] = empty ? 0.0 : detail::round_to(model.format, acc[static_cast<size_t>(d)] / l);
   }
   out.m = m_natural;
@@ -285,9 +287,10 @@ std::vector<NamedScenario> scenarios() {
          });
          std::vector<double> vals(p->v.size());
          for (double& b : vals) b = rng->normal(0, 4);
+         const int64_t dim_v = p->value_dim();
          fill(p, 'v', [&](int64_t e) {
-           const int64_t j = e / p->head_dim;
-           const double x = vals[static_cast<size_t>((j / 2 * 2) * p->head_dim + e % p->head_dim)];
+           const int64_t j = e / dim_v;
+           const double x = vals[static_cast<size_t>((j / 2 * 2) * dim_v + e % dim_v)];
            return j % 2 == 0 ? x : -x;
          });
        }},
@@ -613,6 +616,21 @@ struct Sweep {
   }
 };
 
+// Runs `fill(config, sweep)` for every configuration with a sweep of its own and prints each sweep's worst ratio under
+// `label`; the rows checked in all.
+template <typename Fill>
+int64_t sweep_configs(const char* label, Fill&& fill) {
+  int64_t rows = 0;
+  for (const Config& config : kConfigs) {
+    Sweep sweep;
+    fill(config, sweep);
+    std::printf("%-18s %s: worst ratio %.3g at %s\n", config_name(config).c_str(), label, sweep.worst,
+                sweep.worst_where.c_str());
+    rows += sweep.rows;
+  }
+  return rows;
+}
+
 // Windows whose keys start past key 0: the row's first K tile is partial (the kernel's tiles sit at multiples of
 // block_n in key index), and rows at the edges see one key, or none.
 TEST(ErrorModelBound, HoldsForWindowRowsPastKeyZero) {
@@ -623,9 +641,7 @@ TEST(ErrorModelBound, HoldsForWindowRowsPastKeyZero) {
                                 {40, 9, Alignment::kTopLeft},
                                 {0, 0, Alignment::kBottomRight},
                                 {70, -1, Alignment::kBottomRight}};
-  int64_t rows = 0;
-  for (const Config& config : kConfigs) {
-    Sweep sweep;
+  const int64_t rows = sweep_configs("windows", [&](const Config& config, Sweep& sweep) {
     for (const Visibility& window : windows) {
       for (const size_t scenario : {size_t{0}, size_t{3}, size_t{4}}) {  // normal, ramp, dominant
         for (const int32_t block_n : {16, 64}) {
@@ -639,10 +655,7 @@ TEST(ErrorModelBound, HoldsForWindowRowsPastKeyZero) {
         }
       }
     }
-    std::printf("%-18s windows: worst ratio %.3g at %s\n", config_name(config).c_str(), sweep.worst,
-                sweep.worst_where.c_str());
-    rows += sweep.rows;
-  }
+  });
   EXPECT_GT(rows, 1000);
 }
 
@@ -651,9 +664,7 @@ TEST(ErrorModelBound, HoldsForWindowRowsPastKeyZero) {
 TEST(ErrorModelBound, HoldsWithASoftcap) {
   Rng rng(777);
   const std::vector<NamedScenario> all = scenarios();
-  int64_t rows = 0;
-  for (const Config& config : kConfigs) {
-    Sweep sweep;
+  const int64_t rows = sweep_configs("softcap", [&](const Config& config, Sweep& sweep) {
     for (const NamedScenario& scenario : all) {
       for (const double cap : {0.25, 2.0, 20.0}) {
         for (const int64_t seqlen_k : {1, 5, 65, 200}) {
@@ -673,10 +684,7 @@ TEST(ErrorModelBound, HoldsWithASoftcap) {
         }
       }
     }
-    std::printf("%-18s softcap: worst ratio %.3g at %s\n", config_name(config).c_str(), sweep.worst,
-                sweep.worst_where.c_str());
-    rows += sweep.rows;
-  }
+  });
   EXPECT_GT(rows, 4000);
 }
 
@@ -687,9 +695,7 @@ TEST(ErrorModelBound, HoldsWithASink) {
   const std::vector<NamedScenario> all = scenarios();
   const double offsets[] = {2000.0, 30.0, 0.5, 0.0, -3.0, -40.0, -2000.0};
   constexpr int64_t kHeads = 7;
-  int64_t rows = 0;
-  for (const Config& config : kConfigs) {
-    Sweep sweep;
+  const int64_t rows = sweep_configs("sink", [&](const Config& config, Sweep& sweep) {
     for (const size_t scenario : {size_t{0}, size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{6}}) {
       for (const double cap : {0.0, 3.0}) {
         for (const int64_t seqlen_k : {1, 65, 200}) {
@@ -718,10 +724,7 @@ TEST(ErrorModelBound, HoldsWithASink) {
         }
       }
     }
-    std::printf("%-18s sink: worst ratio %.3g at %s\n", config_name(config).c_str(), sweep.worst,
-                sweep.worst_where.c_str());
-    rows += sweep.rows;
-  }
+  });
   EXPECT_GT(rows, 2000);
 }
 
@@ -954,7 +957,7 @@ TEST(ErrorModelBound, CancellingRowsAreJudgedOnTheirScaleNotOnO) {
   fill(&p, 'v', [&](int64_t) { return rng.normal(0, 4); });
   const RowResult uncentred = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
   for (size_t e = 0; e < p.v.size(); ++e) {
-    p.v[e] = testing::round_to(Format::kF16, p.v[e] - uncentred.o[e % static_cast<size_t>(p.head_dim)]);
+    p.v[e] = testing::round_to(Format::kF16, p.v[e] - uncentred.o[e % static_cast<size_t>(p.value_dim())]);
   }
   const RowResult exact = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
   const RowBound bound = bound_row(exact, Format::kF16, Arithmetic::kTensorCore, 64, 64);
@@ -991,12 +994,12 @@ TiledRow run_split(const TestProblem& tp, RowRef row, int32_t block_n, int32_t s
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   constexpr int64_t kCombineKey = -(int64_t{1} << 40);  // exp2 error keys of the combine's alpha_s
   const Problem problem = tp.view();
-  const int64_t dim = tp.head_dim;
+  const int64_t dim = tp.head_dim, dim_v = tp.value_dim();
   const KeySpan keys = visible_keys(problem, row.b, row.i);
   const int64_t h_kv = row.h / (tp.heads_q / tp.heads_kv);
   const double* q = tp.q.data() + ((row.b * tp.heads_q + row.h) * tp.seqlen_q + row.i) * dim;
-  const double* k = tp.k.data() + (row.b * tp.heads_kv + h_kv) * tp.seqlen_k * dim;  // [seqlen_k, head_dim]
-  const double* v = tp.v.data() + (row.b * tp.heads_kv + h_kv) * tp.seqlen_k * dim;
+  const double* k = tp.k.data() + (row.b * tp.heads_kv + h_kv) * tp.seqlen_k * dim;    // [seqlen_k, head_dim]
+  const double* v = tp.v.data() + (row.b * tp.heads_kv + h_kv) * tp.seqlen_k * dim_v;  // [seqlen_k, head_dim_v]
   const float scale = static_cast<float>(tp.scale), cap = static_cast<float>(tp.softcap);
   const float c = scale * detail::kLog2eF, cap_log2 = cap * detail::kLog2eF, tanh_scale = scale / cap;
   const auto logit = [&](int64_t j) {
@@ -1012,7 +1015,7 @@ TiledRow run_split(const TestProblem& tp, RowRef row, int32_t block_n, int32_t s
   std::vector<Run> runs(static_cast<size_t>(splits));
   for (int32_t s = 0; s < splits; ++s) {
     Run& run = runs[static_cast<size_t>(s)];
-    run.acc.assign(static_cast<size_t>(dim), 0.0f);
+    run.acc.assign(static_cast<size_t>(dim_v), 0.0f);
     for (int64_t t = tiles * s / splits; t < tiles * (s + 1) / splits; ++t) {
       const int64_t k0 = std::max(t * block_n, keys.begin), k1 = std::min((t + 1) * block_n, keys.end);
       if (k0 >= k1) continue;  // none of the row's keys: its state stays (p = 0, alpha = exp2(0) = 1)
@@ -1029,9 +1032,9 @@ TiledRow run_split(const TestProblem& tp, RowRef row, int32_t block_n, int32_t s
       run.l = std::fma(run.l, alpha, p_sum);
       for (float& a : run.acc) a *= alpha;
       for (int64_t j = k0; j < k1; ++j) {
-        for (int64_t d = 0; d < dim; ++d) {
+        for (int64_t d = 0; d < dim_v; ++d) {
           float& a = run.acc[static_cast<size_t>(d)];
-          a = std::fma(p[static_cast<size_t>(j - k0)], static_cast<float>(v[j * dim + d]), a);
+          a = std::fma(p[static_cast<size_t>(j - k0)], static_cast<float>(v[j * dim_v + d]), a);
         }
       }
       run.m = m_new;
@@ -1048,7 +1051,7 @@ TiledRow run_split(const TestProblem& tp, RowRef row, int32_t block_n, int32_t s
       const Run& run = runs[static_cast<size_t>(s)];
       const float alpha = exp2_model(run.m - origin, exp_bias, kCombineKey - s);
       merged.l = std::fma(run.l, alpha, merged.l);
-      for (int64_t d = 0; d < dim; ++d) {
+      for (int64_t d = 0; d < dim_v; ++d) {
         merged.acc[static_cast<size_t>(d)] =
             std::fma(run.acc[static_cast<size_t>(d)], alpha, merged.acc[static_cast<size_t>(d)]);
       }
@@ -1068,8 +1071,8 @@ TiledRow run_split(const TestProblem& tp, RowRef row, int32_t block_n, int32_t s
   }
   // A row whose keys carried no weight gives O = 0, beside a sink too.
   TiledRow out;
-  out.o.assign(static_cast<size_t>(dim), 0.0);
-  for (int64_t d = 0; d < dim && merged.l != 0.0f; ++d) {
+  out.o.assign(static_cast<size_t>(dim_v), 0.0);
+  for (int64_t d = 0; d < dim_v && merged.l != 0.0f; ++d) {
     out.o[static_cast<size_t>(d)] = detail::round_to(tp.format, merged.acc[static_cast<size_t>(d)] / l);
   }
   out.m = m_natural;
@@ -1365,6 +1368,228 @@ TEST(ErrorModelVerdict, RmsCheckCoversLSummedInAnotherOrderThanPV) {
   EXPECT_GT(outcome.rms.rms_kernel(), 8 * 0x1p-24);  // not vacuous: beyond the floor's fp32 term
   EXPECT_LE(outcome.bound_ratio, 1.0);
   EXPECT_LE(outcome.rms.ratio(), 1.0);
+}
+
+// ---- unequal head dims: scores over Q's and K's head_dim columns, O and its bounds over V's head_dim_v
+
+// One row's every bound, for the bound-for-bound comparisons below: bound_row on the config's path with and without
+// the running sums, unsplit and in three runs (the split bound takes no sums: three entries, not four), the running
+// sums themselves, and the emulated reference.
+struct RowBounds {
+  std::vector<RowBound> bounds;
+  OrderedSums sums;
+  std::vector<double> emulated;
+};
+RowBounds row_bounds(const TestProblem& p, RowRef row, const Config& config) {
+  constexpr int32_t kBlockN = 16;
+  const Problem problem = p.view();
+  const RowResult exact = compute_row(problem, row, Tier::kFast);
+  RowBounds out;
+  out.sums = ordered_sums(problem, row, exact, kBlockN);
+  const OrderedSums& sums = out.sums;
+  for (const OrderedSums* with : {static_cast<const OrderedSums*>(nullptr), &sums}) {
+    out.bounds.push_back(bound_row(exact, config.format, config.path, kBlockN, p.head_dim, with));
+  }
+  out.bounds.push_back(bound_row(exact, config.format, config.path, kBlockN, p.head_dim, nullptr, 3));
+  out.emulated = emulated_row(problem, row, config.format, config.path, kBlockN, &exact);
+  return out;
+}
+
+// The per-column vectors of the running sums, and whether their scalars agree bit for bit.
+std::vector<const std::vector<double>*> sums_columns(const OrderedSums& s) {
+  return {&s.pv_keys, &s.pv_tiles, &s.pv_rescale, &s.pv_prefix_keys, &s.pv_prefix_tiles, &s.v_col_max};
+}
+bool same_sums_scalars(const OrderedSums& a, const OrderedSums& b) {
+  bool same = a.valid == b.valid && a.keys == b.keys && a.tiles == b.tiles && same_bits(a.l_tile_sums, b.l_tile_sums) &&
+              same_bits(a.l_after_tiles, b.l_after_tiles) && same_bits(a.l_chain, b.l_chain) &&
+              a.tile_rises.size() == b.tile_rises.size();
+  for (size_t t = 0; same && t < a.tile_rises.size(); ++t) same = same_bits(a.tile_rises[t], b.tile_rises[t]);
+  return same;
+}
+bool same_row_bounds_scalars(const RowBound& a, const RowBound& b) {
+  return same_bits(a.lse, b.lse) && same_bits(a.m, b.m) && same_bits(a.m_below, b.m_below) &&
+         same_bits(a.l_rel, b.l_rel) && same_bits(a.lse_trivial, b.lse_trivial) && a.unconstrained == b.unconstrained &&
+         a.vacuous == b.vacuous;
+}
+
+// Rows of unequal_dims_problem: each sequence's first and last, on different heads of both K/V heads.
+constexpr RowRef kUnequalRows[] = {{0, 0, 0}, {0, 3, 4}, {1, 1, 0}, {1, 2, 2}};
+
+std::string unequal_where(const Config& config, int64_t head_dim, int64_t head_dim_v, RowRef row) {
+  return config_name(config) + " d=" + std::to_string(head_dim) + " dv=" + std::to_string(head_dim_v) + " row " +
+         std::to_string(row.b) + "," + std::to_string(row.h) + "," + std::to_string(row.i);
+}
+
+// head_dim_v = head_dim set explicitly is the default, 0, bit for bit: every bound, the running sums and the emulated
+// reference, with a softcap and sinks.
+TEST(ErrorModelUnequalHeadDims, HeadDimVOfHeadDimGivesTheDefaultBoundsBitForBit) {
+  for (const Config& config : kConfigs) {
+    for (const int64_t head_dim : {3, 64}) {
+      TestProblem explicit_dims = testing::unequal_dims_problem(config.format, head_dim, head_dim, 30 + head_dim);
+      explicit_dims.softcap = 20.0;
+      explicit_dims.sink = {0.5, -1.0, 2.0, -kInf};
+      TestProblem implicit_dims = explicit_dims;
+      implicit_dims.head_dim_v = 0;
+      for (const RowRef row : kUnequalRows) {
+        const std::string where = unequal_where(config, head_dim, head_dim, row);
+        const RowBounds a = row_bounds(explicit_dims, row, config), b = row_bounds(implicit_dims, row, config);
+        for (size_t i = 0; i < a.bounds.size(); ++i) EXPECT_TRUE(same_bound(a.bounds[i], b.bounds[i])) << where;
+        ASSERT_TRUE(a.sums.valid) << where;
+        EXPECT_TRUE(same_sums_scalars(a.sums, b.sums)) << where;
+        const auto a_columns = sums_columns(a.sums), b_columns = sums_columns(b.sums);
+        for (size_t v = 0; v < a_columns.size(); ++v) {
+          ASSERT_EQ(a_columns[v]->size(), b_columns[v]->size()) << where;
+          for (size_t c = 0; c < a_columns[v]->size(); ++c) {
+            EXPECT_TRUE(same_bits((*a_columns[v])[c], (*b_columns[v])[c])) << where;
+          }
+        }
+        ASSERT_EQ(a.emulated.size(), b.emulated.size()) << where;
+        for (size_t c = 0; c < a.emulated.size(); ++c) EXPECT_TRUE(same_bits(a.emulated[c], b.emulated[c])) << where;
+      }
+    }
+  }
+}
+
+// Column c of the bound is V column c's: a permutation of V's columns permutes every bound of O (and its trivial
+// bound), the running sums' columns and the emulated reference, bit for bit, and leaves LSE, m and l's bounds as they
+// are.
+TEST(ErrorModelUnequalHeadDims, PermutingVColumnsPermutesTheBounds) {
+  Rng rng(515);
+  for (const Config& config : kConfigs) {
+    for (const auto& [head_dim, head_dim_v] : testing::kUnequalHeadDims) {
+      const TestProblem p = testing::unequal_dims_problem(config.format, head_dim, head_dim_v, 40 + head_dim_v);
+      std::vector<int64_t> permutation(static_cast<size_t>(head_dim_v));
+      for (int64_t c = 0; c < head_dim_v; ++c) permutation[static_cast<size_t>(c)] = c;
+      for (int64_t c = head_dim_v - 1; c > 0; --c) {
+        std::swap(permutation[static_cast<size_t>(c)], permutation[static_cast<size_t>(rng.below(c + 1))]);
+      }
+      const TestProblem permuted = testing::with_v_columns(p, permutation);
+      for (const RowRef row : kUnequalRows) {
+        const std::string where = unequal_where(config, head_dim, head_dim_v, row);
+        const RowBounds a = row_bounds(p, row, config), b = row_bounds(permuted, row, config);
+        // (column c of the permuted problem, column permutation[c] of the original)
+        const auto same_permuted = [&](const std::vector<double>& original, const std::vector<double>& moved) {
+          bool same = original.size() == permutation.size() && moved.size() == permutation.size();
+          for (size_t c = 0; same && c < moved.size(); ++c) {
+            same = same_bits(moved[c], original[static_cast<size_t>(permutation[c])]);
+          }
+          return same;
+        };
+        for (size_t i = 0; i < a.bounds.size(); ++i) {
+          EXPECT_TRUE(same_permuted(a.bounds[i].o, b.bounds[i].o)) << where << " bound " << i;
+          EXPECT_TRUE(same_permuted(a.bounds[i].o_trivial, b.bounds[i].o_trivial)) << where << " bound " << i;
+          EXPECT_TRUE(same_row_bounds_scalars(a.bounds[i], b.bounds[i])) << where << " bound " << i;
+        }
+        ASSERT_TRUE(a.sums.valid) << where;
+        EXPECT_TRUE(same_sums_scalars(a.sums, b.sums)) << where;
+        const auto a_columns = sums_columns(a.sums), b_columns = sums_columns(b.sums);
+        for (size_t v = 0; v < a_columns.size(); ++v) {
+          EXPECT_TRUE(same_permuted(*a_columns[v], *b_columns[v])) << where << " running sums " << v;
+        }
+        EXPECT_TRUE(same_permuted(a.emulated, b.emulated)) << where << " emulated";
+      }
+    }
+  }
+}
+
+// The bound of O's first c columns is that of a V of only those columns, bit for bit, on these rows of the first-order
+// regime (the hull, like the trivial bound without running sums, reads max_j |v_jk| over all columns: of the trivial
+// bounds only the one from the running sums is compared), and so are the running sums' first columns and the emulated
+// reference's; LSE, m and l's bounds do not depend on V's width.
+TEST(ErrorModelUnequalHeadDims, TruncatedVGivesTheFirstColumnsBounds) {
+  for (const Config& config : kConfigs) {
+    for (const auto& [head_dim, head_dim_v] : testing::kUnequalHeadDims) {
+      const TestProblem p = testing::unequal_dims_problem(config.format, head_dim, head_dim_v, 60 + head_dim);
+      const int64_t width = std::max<int64_t>(1, head_dim_v / 2);
+      std::vector<int64_t> first(static_cast<size_t>(width));
+      for (int64_t c = 0; c < width; ++c) first[static_cast<size_t>(c)] = c;
+      const TestProblem truncated = testing::with_v_columns(p, first);
+      for (const RowRef row : kUnequalRows) {
+        const std::string where = unequal_where(config, head_dim, head_dim_v, row) + " first " + std::to_string(width);
+        const RowBounds a = row_bounds(p, row, config), b = row_bounds(truncated, row, config);
+        for (size_t i = 0; i < a.bounds.size(); ++i) {
+          ASSERT_EQ(static_cast<int64_t>(b.bounds[i].o.size()), width) << where;
+          for (size_t c = 0; c < first.size(); ++c) {
+            EXPECT_TRUE(same_bits(a.bounds[i].o[c], b.bounds[i].o[c])) << where << " bound " << i << " col " << c;
+          }
+          EXPECT_TRUE(same_row_bounds_scalars(a.bounds[i], b.bounds[i])) << where << " bound " << i;
+        }
+        ASSERT_TRUE(a.sums.valid) << where;
+        EXPECT_TRUE(same_sums_scalars(a.sums, b.sums)) << where;
+        const auto a_columns = sums_columns(a.sums), b_columns = sums_columns(b.sums);
+        for (size_t c = 0; c < first.size(); ++c) {
+          EXPECT_TRUE(same_bits(a.emulated[c], b.emulated[c])) << where << " emulated col " << c;
+          EXPECT_TRUE(same_bits(a.bounds[1].o_trivial[c], b.bounds[1].o_trivial[c])) << where << " col " << c;
+          for (size_t v = 0; v < a_columns.size(); ++v) {
+            EXPECT_TRUE(same_bits((*a_columns[v])[c], (*b_columns[v])[c])) << where << " running sums " << v;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Unequal widths on every path: every bound of a row with keys finite and positive (O's per column of V, LSE, m, l),
+// the tiled fp32 model and the emulated reference within it, over the value scenarios, with softcaps and sinks on
+// some rows. The scores' error grows with head_dim, not head_dim_v: the bound with the dot products' length taken
+// from V's width is smaller where head_dim is the larger.
+TEST(ErrorModelUnequalHeadDims, BoundsHoldForTiledModelsOfEveryPath) {
+  Rng rng(1928);
+  const std::vector<NamedScenario> all = scenarios();
+  const int64_t rows = sweep_configs("unequal head dims", [&](const Config& config, Sweep& sweep) {
+    for (const auto& [head_dim, head_dim_v] : testing::kUnequalHeadDims) {
+      for (const NamedScenario& scenario : all) {
+        for (const int64_t seqlen_k : {1, 65, 200}) {
+          const int32_t block_n = rng.below(2) == 0 ? 16 : 64;
+          const Visibility visibility = rng.below(3) == 0 ? kCausalBottomRight : kAllKeys;
+          TestProblem p = make_shape(config.format, 2, seqlen_k, head_dim, visibility, 1, 1, 1, head_dim_v);
+          scenario.fill_values(&p, &rng);
+          if (rng.below(4) == 0) p.softcap = 5.0;
+          if (rng.below(4) == 0) p.sink = {testing::round_to(Format::kF32, rng.normal(0, 3))};
+          TiledModel model{config.format, config.path, block_n, static_cast<int>(rng.below(4)) - 1};
+          if (model.exp_bias < 0 && rng.below(2) == 0) model.exp_bias = 2;
+          const std::string what = std::string(scenario.name) + " dv=" + std::to_string(head_dim_v) +
+                                   " sk=" + std::to_string(seqlen_k) + (p.softcap > 0 ? " cap" : "") +
+                                   (p.sink.empty() ? "" : " sink");
+          for (int64_t i = 0; i < 2; ++i) {
+            const RowRef row{0, 0, i};
+            sweep.check(p, row, config, model, what);
+            const RowResult exact = compute_row(p.view(), row, Tier::kFast);
+            const RowBound bound = bound_row(exact, config.format, config.path, block_n, head_dim);
+            ASSERT_EQ(static_cast<int64_t>(bound.o.size()), head_dim_v) << what;
+            ASSERT_EQ(static_cast<int64_t>(bound.o_trivial.size()), head_dim_v) << what;
+            if (bound.unconstrained || exact.visible == 0) continue;
+            for (const double b : bound.o) EXPECT_TRUE(std::isfinite(b) && b > 0) << config_name(config) << " " << what;
+            EXPECT_TRUE(std::isfinite(bound.lse) && bound.lse > 0) << config_name(config) << " " << what;
+            EXPECT_TRUE(std::isfinite(bound.m) && bound.m > 0) << config_name(config) << " " << what;
+            EXPECT_TRUE(bound.l_rel > 0) << config_name(config) << " " << what;
+            if (head_dim > head_dim_v && exact.score_abs_max > 0.1) {
+              const RowBound mixed_up = bound_row(exact, config.format, config.path, block_n, head_dim_v);
+              EXPECT_LT(mixed_up.lse, bound.lse) << config_name(config) << " " << what;
+            }
+          }
+        }
+      }
+    }
+  });
+  EXPECT_GT(rows, 2000);
+}
+
+// The statistical check with unequal widths: a healthy tiled model of DeepSeek's (192, 128) stays within the emulated
+// reference, and P one format coarser is seen on long rows as with equal widths.
+TEST(ErrorModelUnequalHeadDims, RmsCheckCatchesPOneFormatCoarser) {
+  Rng rng(192128);
+  TestProblem p = make_shape(Format::kF16, 8, 2048, 192, kAllKeys, 1, 1, 1, 128);
+  scenarios()[0].fill_values(&p, &rng);
+  const TiledModel healthy{Format::kF16, Arithmetic::kTensorCore, 64, 0};
+  TiledModel coarse = healthy;
+  coarse.defect = Defect::kPOneFormatCoarser;
+  const CaseOutcome good = run_case(p, healthy, 8), bad = run_case(p, coarse, 8);
+  std::printf("d=192 dv=128, seqlen_k 2048: healthy bound ratio %.3g, RMS ratio %.3g; P coarser: RMS ratio %.3g\n",
+              good.bound_ratio, good.rms.ratio(), bad.rms.ratio());
+  EXPECT_LE(good.bound_ratio, 1.0);
+  EXPECT_LE(good.rms.ratio(), 1.0);
+  EXPECT_GT(bad.rms.ratio(), 1.0);
 }
 
 // ---- verdict helpers

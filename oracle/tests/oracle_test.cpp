@@ -3,7 +3,9 @@
 // +-inf and NaN included), the fast tier against gold within the fast tier's own documented error on random and
 // ill-conditioned rows, the accuracy of gold's exp/log/tanh, row sampling, the visibility rule (closed form
 // against the predicate, windows), per-sequence lengths (each sequence of a varlen batch equals the same data as a
-// problem of its own; unused rows never read), and the throughput quoted in docs/error-model.md.
+// problem of its own; unused rows never read), unequal head dims (V and O of head_dim_v columns: against plain
+// long-double loops, head_dim_v = head_dim as the default, V's columns permuted or cut off), and the throughput quoted
+// in docs/error-model.md.
 #include "flashcheck/oracle.h"
 
 #include <gtest/gtest.h>
@@ -92,6 +94,15 @@ void expect_tiers_agree(const TestProblem& p, RowRef row, const std::string& wha
 }
 
 // ---- closed forms
+
+// Format names are the oracle's vocabulary for the harness's dtype rows (oracle_bridge looks formats up by name).
+TEST(OracleFormats, NamesRoundTrip) {
+  for (Format format : {Format::kF32, Format::kF16, Format::kBF16}) {
+    EXPECT_EQ(format_from_name(to_string(format)), format) << to_string(format);
+  }
+  EXPECT_EQ(format_from_name("f64"), std::nullopt);
+  EXPECT_EQ(format_from_name(""), std::nullopt);
+}
 
 TEST(OracleClosedForm, EqualLogitsGiveTheMeanOfVAndLseSPlusLnN) {
   for (const Format format : {Format::kF32, Format::kF16, Format::kBF16}) {
@@ -1301,6 +1312,233 @@ TEST(OracleSampling, PerSequenceRowsOnlyAndEachSequencesStructure) {
   }
   EXPECT_GT(between, 0);
   EXPECT_EQ(random, sample_rows(p.view(), kBlockM, kBlockN, 5, 1024, 3000));
+}
+
+// ---- unequal head dims: scores over Q's and K's head_dim columns, O over V's head_dim_v
+
+// Row (b, h, i) by the formulas, in plain loops and long double: s_j = scale sum_{d < head_dim} q_d k_jd over the keys
+// the oracle's predicate shows, m = max_j s_j, l = sum_j e^(s_j - m), O_c = sum_j e^(s_j - m) v_jc / l for
+// c < head_dim_v, LSE = m + ln l; with A_c = sum_j p_j |v_jc| and max_j S_j, S_j = |scale| sum_d |q_d k_jd|.
+struct PlainRow {
+  std::vector<long double> o, abs_pv;
+  long double lse = 0, score_abs_max = 0;
+};
+PlainRow plain_row(const TestProblem& tp, RowRef row) {
+  const Problem problem = tp.view();
+  const int64_t dim = tp.head_dim, dim_v = tp.value_dim(), group = tp.heads_q / tp.heads_kv;
+  const double* q = tp.q.data() + ((row.b * tp.heads_q + row.h) * tp.seqlen_q + row.i) * dim;
+  std::vector<int64_t> kv_rows;
+  std::vector<long double> s;
+  PlainRow out;
+  for (int64_t j = 0; j < tp.seqlen_k; ++j) {
+    if (!visible(problem, row.b, row.i, j)) continue;
+    const int64_t kv_row = (row.b * tp.heads_kv + row.h / group) * tp.seqlen_k + j;
+    long double dot = 0, abs_dot = 0;
+    for (int64_t d = 0; d < dim; ++d) {
+      const long double product = static_cast<long double>(q[d]) * tp.k[static_cast<size_t>(kv_row * dim + d)];
+      dot += product;
+      abs_dot += std::fabs(product);
+    }
+    kv_rows.push_back(kv_row);
+    s.push_back(static_cast<long double>(tp.scale) * dot);
+    out.score_abs_max = std::max(out.score_abs_max, std::fabs(static_cast<long double>(tp.scale)) * abs_dot);
+  }
+  const long double m = *std::max_element(s.begin(), s.end());
+  long double l = 0;
+  for (const long double sj : s) l += std::exp(sj - m);
+  out.o.assign(static_cast<size_t>(dim_v), 0);
+  out.abs_pv.assign(static_cast<size_t>(dim_v), 0);
+  for (size_t j = 0; j < s.size(); ++j) {
+    const long double p = std::exp(s[j] - m) / l;
+    for (int64_t c = 0; c < dim_v; ++c) {
+      const double v = tp.v[static_cast<size_t>(kv_rows[j] * dim_v + c)];
+      out.o[static_cast<size_t>(c)] += p * v;
+      out.abs_pv[static_cast<size_t>(c)] += p * std::fabs(v);
+    }
+  }
+  out.lse = m + std::log(l);
+  return out;
+}
+
+// Every valid row of a problem with per-sequence lengths.
+std::vector<RowRef> valid_rows(const TestProblem& p) {
+  std::vector<RowRef> rows;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      for (int64_t i = 0; i < p.seqlens_q[static_cast<size_t>(b)]; ++i) rows.push_back({b, h, i});
+    }
+  }
+  return rows;
+}
+
+// The two tiers against the plain loops within their own error (the loops' long double rounding is far below 2^-40
+// of A_c), every result sized by head_dim_v, the scores' condition over head_dim, and the work counted over both.
+TEST(OracleUnequalHeadDims, OEqualsAPlainLoopInLongDouble) {
+  constexpr double kLoopError = 0x1p-40;
+  for (const auto& [head_dim, head_dim_v] : testing::kUnequalHeadDims) {
+    const TestProblem p = testing::unequal_dims_problem(Format::kBF16, head_dim, head_dim_v, 50 + head_dim_v);
+    const Problem problem = p.view();
+    const std::string dims = "d=" + std::to_string(head_dim) + " dv=" + std::to_string(head_dim_v);
+    for (const RowRef& row : valid_rows(p)) {
+      const PlainRow want = plain_row(p, row);
+      const std::string where = dims + " row " + std::to_string(row.b) + "," + std::to_string(row.h) + "," +
+                                std::to_string(row.i);
+      for (const Tier tier : kTiers) {
+        const RowResult r = compute_row(problem, row, tier);
+        for (const std::vector<double>* column :
+             {&r.o, &r.o_err, &r.abs_pv, &r.dev_pv, &r.dev_pv_score, &r.dev_pv_gap, &r.dev_pv_score_sq, &r.abs_v_sum}) {
+          ASSERT_EQ(static_cast<int64_t>(column->size()), head_dim_v) << where;
+        }
+        for (int64_t c = 0; c < head_dim_v; ++c) {
+          const size_t cc = static_cast<size_t>(c);
+          const double a = static_cast<double>(want.abs_pv[cc]), o = static_cast<double>(want.o[cc]);
+          EXPECT_LE(std::fabs(r.o[cc] - o), r.o_err[cc] + kLoopError * a)
+              << where << " " << label(tier) << " col " << c;
+          EXPECT_LE(std::fabs(r.abs_pv[cc] - a), kLoopError * a) << where << " col " << c;
+        }
+        const double lse = static_cast<double>(want.lse), s_max = static_cast<double>(want.score_abs_max);
+        EXPECT_LE(std::fabs(r.lse - lse), r.lse_err + kLoopError * (1 + std::fabs(lse))) << where << " " << label(tier);
+        EXPECT_LE(std::fabs(r.score_abs_max - s_max), kLoopError * s_max) << where;
+        EXPECT_FALSE(r.nonfinite_input) << where << " (a NaN of an unused row or key was read)";
+      }
+      EXPECT_EQ(row_terms(problem, row), compute_row(problem, row, Tier::kFast).visible * ((head_dim + head_dim_v) / 2))
+          << where;
+    }
+  }
+}
+
+// Results of the same tier, field by field, bit for bit.
+void expect_same_fields(const RowResult& a, const RowResult& b, const std::string& what) {
+  expect_same_row(a, b, what);
+  ASSERT_EQ(a.dev_pv_score.size(), b.dev_pv_score.size()) << what;
+  for (size_t k = 0; k < a.dev_pv_score.size(); ++k) {
+    EXPECT_TRUE(same_bits(a.dev_pv_score[k], b.dev_pv_score[k])) << what << " col " << k;
+  }
+  EXPECT_TRUE(same_bits(a.m_lo, b.m_lo) && same_bits(a.m_err, b.m_err) && same_bits(a.l_rel_err, b.l_rel_err) &&
+              same_bits(a.max_abs_v, b.max_abs_v) && same_bits(a.score_abs_max, b.score_abs_max) &&
+              same_bits(a.score_abs_weighted, b.score_abs_weighted) && same_bits(a.score_gap_max, b.score_gap_max) &&
+              same_bits(a.sink_p, b.sink_p))
+      << what;
+}
+
+// head_dim_v = head_dim set explicitly is the default, 0, bit for bit: every field of every row in both tiers, and
+// the work counted.
+TEST(OracleUnequalHeadDims, HeadDimVOfHeadDimIsTheDefaultBitForBit) {
+  for (const int64_t head_dim : {1, 3, 64, 128}) {
+    TestProblem explicit_dims = testing::unequal_dims_problem(Format::kF16, head_dim, head_dim, 70 + head_dim);
+    explicit_dims.softcap = 20.0;
+    explicit_dims.sink = {0.5, -1.0, 2.0, -kInf};
+    TestProblem implicit_dims = explicit_dims;
+    implicit_dims.head_dim_v = 0;
+    const Problem with = explicit_dims.view(), without = implicit_dims.view();
+    const std::vector<RowRef> rows = valid_rows(explicit_dims);
+    for (const Tier tier : kTiers) {
+      const std::vector<RowResult> a = compute_rows(with, rows, tier), b = compute_rows(without, rows, tier);
+      for (size_t r = 0; r < rows.size(); ++r) {
+        expect_same_fields(a[r], b[r],
+                           "d=" + std::to_string(head_dim) + " " + label(tier) + " row " + std::to_string(r));
+      }
+    }
+    for (const RowRef& row : rows) EXPECT_EQ(row_terms(with, row), row_terms(without, row));
+  }
+}
+
+// Column c of O reads column c of V and nothing else: a permutation of V's columns permutes O and every per-column
+// field, bit for bit, and leaves LSE, m, l and the scalar fields as they are.
+TEST(OracleUnequalHeadDims, PermutingVColumnsPermutesO) {
+  Rng rng(88);
+  for (const auto& [head_dim, head_dim_v] : testing::kUnequalHeadDims) {
+    const TestProblem p = testing::unequal_dims_problem(Format::kF32, head_dim, head_dim_v, 90 + head_dim);
+    std::vector<int64_t> permutation(static_cast<size_t>(head_dim_v));
+    for (int64_t c = 0; c < head_dim_v; ++c) permutation[static_cast<size_t>(c)] = c;
+    for (int64_t c = head_dim_v - 1; c > 0; --c) {
+      std::swap(permutation[static_cast<size_t>(c)], permutation[static_cast<size_t>(rng.below(c + 1))]);
+    }
+    const TestProblem permuted = testing::with_v_columns(p, permutation);
+    for (const RowRef& row : valid_rows(p)) {
+      for (const Tier tier : kTiers) {
+        const RowResult a = compute_row(p.view(), row, tier), b = compute_row(permuted.view(), row, tier);
+        const std::string where = "d=" + std::to_string(head_dim) + " dv=" + std::to_string(head_dim_v) + " " +
+                                  label(tier) + " row " + std::to_string(row.b) + "," + std::to_string(row.h) + "," +
+                                  std::to_string(row.i);
+        // The permuted row's column c is the original's column permutation[c]: put it back there.
+        RowResult unpermuted = b;
+        for (const auto& [from, to] :
+             {std::pair{&b.o, &unpermuted.o}, std::pair{&b.o_err, &unpermuted.o_err},
+              std::pair{&b.abs_pv, &unpermuted.abs_pv}, std::pair{&b.dev_pv, &unpermuted.dev_pv},
+              std::pair{&b.dev_pv_score, &unpermuted.dev_pv_score}, std::pair{&b.dev_pv_gap, &unpermuted.dev_pv_gap},
+              std::pair{&b.dev_pv_score_sq, &unpermuted.dev_pv_score_sq},
+              std::pair{&b.abs_v_sum, &unpermuted.abs_v_sum}}) {
+          for (size_t c = 0; c < permutation.size(); ++c) (*to)[static_cast<size_t>(permutation[c])] = (*from)[c];
+        }
+        expect_same_fields(a, unpermuted, where);
+      }
+    }
+  }
+}
+
+// O's first c columns, and every per-column field of them, are those of a V of only those columns, bit for bit; LSE,
+// m and l do not depend on V's width at all.
+TEST(OracleUnequalHeadDims, TruncatedVGivesTheFirstColumnsOfO) {
+  for (const auto& [head_dim, head_dim_v] : testing::kUnequalHeadDims) {
+    const TestProblem p = testing::unequal_dims_problem(Format::kBF16, head_dim, head_dim_v, 110 + head_dim);
+    for (const int64_t width : {int64_t{1}, std::max<int64_t>(1, head_dim_v / 2), head_dim_v - 1}) {
+      std::vector<int64_t> first(static_cast<size_t>(width));
+      for (int64_t c = 0; c < width; ++c) first[static_cast<size_t>(c)] = c;
+      const TestProblem truncated = testing::with_v_columns(p, first);
+      for (const RowRef& row : valid_rows(p)) {
+        for (const Tier tier : kTiers) {
+          const RowResult a = compute_row(p.view(), row, tier), b = compute_row(truncated.view(), row, tier);
+          const std::string where = "d=" + std::to_string(head_dim) + " dv=" + std::to_string(head_dim_v) +
+                                    " first " + std::to_string(width) + " " + label(tier) + " row " +
+                                    std::to_string(row.b) + "," + std::to_string(row.h) + "," + std::to_string(row.i);
+          ASSERT_EQ(static_cast<int64_t>(b.o.size()), width) << where;
+          for (const auto& [wide, narrow] :
+               {std::pair{&a.o, &b.o}, std::pair{&a.o_err, &b.o_err}, std::pair{&a.abs_pv, &b.abs_pv},
+                std::pair{&a.dev_pv, &b.dev_pv}, std::pair{&a.dev_pv_score, &b.dev_pv_score},
+                std::pair{&a.dev_pv_gap, &b.dev_pv_gap}, std::pair{&a.dev_pv_score_sq, &b.dev_pv_score_sq},
+                std::pair{&a.abs_v_sum, &b.abs_v_sum}}) {
+            for (size_t c = 0; c < static_cast<size_t>(width); ++c) {
+              EXPECT_TRUE(same_bits((*wide)[c], (*narrow)[c])) << where << " col " << c;
+            }
+          }
+          // The tier's own score error runs over head_dim, which the truncation keeps.
+          EXPECT_TRUE(same_bits(a.lse, b.lse) && same_bits(a.m, b.m) && same_bits(a.m_lo, b.m_lo) &&
+                      same_bits(a.l, b.l) && same_bits(a.lse_err, b.lse_err) && same_bits(a.m_err, b.m_err) &&
+                      same_bits(a.l_rel_err, b.l_rel_err) && same_bits(a.score_abs_max, b.score_abs_max) &&
+                      same_bits(a.score_flush_max, b.score_flush_max))
+              << where;
+        }
+      }
+    }
+  }
+}
+
+// A negative head_dim_v is a caller's bug named by its field, from every entry point; a V sized for the other width
+// is a short span. A V of head_dim_v columns narrower than Q and K is a valid problem, and without head_dim_v the same
+// V is too short.
+TEST(OracleUnequalHeadDims, NegativeHeadDimVAndShortVAreNamed) {
+  TestProblem p = testing::unequal_dims_problem(Format::kF16, 128, 64, 5);
+  const std::vector<RowRef> rows = {{0, 0, 0}, {1, 3, 2}};
+  EXPECT_NO_THROW(compute_rows(p.view(), rows, Tier::kFast));
+  p.head_dim_v = -64;
+  const Problem negative = p.view();
+  const std::string message = invalid_argument_of([&] { compute_row(negative, rows[0], Tier::kFast); });
+  EXPECT_NE(message.find("head_dim_v = -64"), std::string::npos) << message;
+  EXPECT_EQ(invalid_argument_of([&] { compute_rows(negative, rows, Tier::kGold); }), message);
+  EXPECT_EQ(invalid_argument_of([&] { emulated_row(negative, rows[1], Format::kF16, Arithmetic::kTensorCore, 64); }),
+            message);
+  p.head_dim_v = 0;  // V holds 64 columns per key, Q and K 128: V is half the size this shape needs
+  const Problem unset = p.view();
+  try {
+    compute_row(unset, rows[0], Tier::kFast);
+    ADD_FAILURE() << "a V of 64 columns passed for head_dim_v = head_dim = 128";
+  } catch (const std::out_of_range& e) {
+    EXPECT_NE(std::string(e.what()).find("v span"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("head_dim_v"), std::string::npos) << e.what();
+  }
+  p.head_dim_v = 192;
+  EXPECT_THROW(compute_row(p.view(), rows[0], Tier::kFast), std::out_of_range);
 }
 
 TEST(OracleThroughput, FastAndGoldAtSeqlen4096HeadDim128) {

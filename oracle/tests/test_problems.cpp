@@ -2,6 +2,7 @@
 // splitmix64 generator with Box-Muller normals, and problem construction.
 #include "test_problems.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -65,6 +66,7 @@ Problem TestProblem::view() const {
   p.seqlen_q = seqlen_q;
   p.seqlen_k = seqlen_k;
   p.head_dim = head_dim;
+  p.head_dim_v = head_dim_v;
   p.visibility = visibility;
   p.scale = scale;
   p.softcap = softcap;
@@ -78,7 +80,7 @@ Problem TestProblem::view() const {
 }
 
 TestProblem make_shape(Format format, int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim, Visibility visibility,
-                       int64_t batch, int64_t heads_q, int64_t heads_kv) {
+                       int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t head_dim_v) {
   TestProblem p;
   p.format = format;
   p.batch = batch;
@@ -87,11 +89,12 @@ TestProblem make_shape(Format format, int64_t seqlen_q, int64_t seqlen_k, int64_
   p.seqlen_q = seqlen_q;
   p.seqlen_k = seqlen_k;
   p.head_dim = head_dim;
+  p.head_dim_v = head_dim_v;
   p.visibility = visibility;
   p.scale = static_cast<double>(static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))));
   p.q.assign(static_cast<size_t>(batch * heads_q * seqlen_q * head_dim), 0.0);
   p.k.assign(static_cast<size_t>(batch * heads_kv * seqlen_k * head_dim), 0.0);
-  p.v.assign(p.k.size(), 0.0);
+  p.v.assign(static_cast<size_t>(batch * heads_kv * seqlen_k * p.value_dim()), 0.0);
   return p;
 }
 
@@ -105,6 +108,42 @@ void fill_normal(TestProblem* p, uint64_t seed, double q_sigma, double k_sigma, 
   fill(p, 'q', [&](int64_t) { return rng.normal(0.0, q_sigma); });
   fill(p, 'k', [&](int64_t) { return rng.normal(0.0, k_sigma); });
   fill(p, 'v', [&](int64_t) { return rng.normal(0.0, v_sigma); });
+}
+
+TestProblem unequal_dims_problem(Format format, int64_t head_dim, int64_t head_dim_v, uint64_t seed) {
+  TestProblem p = make_shape(format, 5, 37, head_dim, kCausalBottomRight, 2, 4, 2, head_dim_v);
+  Rng rng(seed);
+  fill(&p, 'q', [&](int64_t) { return rng.normal(0.0, 1.5); });
+  fill(&p, 'k', [&](int64_t) { return rng.normal(0.0, 1.5); });
+  const int64_t dim_v = p.value_dim();
+  fill(&p, 'v', [&](int64_t e) { return rng.normal(0.0, 1.0 + static_cast<double>(e % dim_v) / 8.0); });
+  p.seqlens_q = {5, 3};
+  p.seqlens_k = {37, 20};
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t h = 0; h < p.heads_q; ++h) {
+    const auto row = p.q.begin() + ((p.heads_q + h) * p.seqlen_q + p.seqlens_q[1]) * head_dim;
+    std::fill(row, row + (p.seqlen_q - p.seqlens_q[1]) * head_dim, kNaN);
+  }
+  for (int64_t h = 0; h < p.heads_kv; ++h) {
+    const int64_t first_unused = (p.heads_kv + h) * p.seqlen_k + p.seqlens_k[1], unused = p.seqlen_k - p.seqlens_k[1];
+    std::fill(p.k.begin() + first_unused * head_dim, p.k.begin() + (first_unused + unused) * head_dim, kNaN);
+    std::fill(p.v.begin() + first_unused * dim_v, p.v.begin() + (first_unused + unused) * dim_v, kNaN);
+  }
+  return p;
+}
+
+TestProblem with_v_columns(const TestProblem& p, const std::vector<int64_t>& columns) {
+  TestProblem out = p;
+  const int64_t dim_v = p.value_dim(), width = static_cast<int64_t>(columns.size());
+  out.head_dim_v = width;
+  const int64_t rows = static_cast<int64_t>(p.v.size()) / dim_v;
+  out.v.assign(static_cast<size_t>(rows * width), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < width; ++c) {
+      out.v[static_cast<size_t>(r * width + c)] = p.v[static_cast<size_t>(r * dim_v + columns[static_cast<size_t>(c)])];
+    }
+  }
+  return out;
 }
 
 }  // namespace flashcheck::oracle::testing

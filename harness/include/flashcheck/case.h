@@ -2,11 +2,11 @@
 // distributions, injected special values, seed), e.g.
 //   bf16 b=2 hq=8 hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) seed=42
 // format_case(parse_case(s)) == s for every canonical line; parse errors name the offending token.
-// Canonical order: dtype b hq hkv sq sk d mask [window] [layout] [pad] [seqs] [page] [poison] [splits] [scale]
+// Canonical order: dtype b hq hkv sq sk d [dv] mask [window] [layout] [pad] [seqs] [page] [poison] [splits] [scale]
 // [softcap] q k v [sink] [inject] [property] [subject] seed. window=L,R comes with mask=window-br / window-tl and only with
 // them (each side -1 = unbounded, or >= 0).
-// Optional keys (omitted when default): layout=bshd, pad=N (extra elements after every head_dim vector of Q, K,
-// V, O), seqs=Q:K[+E],... (one entry per sequence: the inference path's variable lengths; b must equal their count,
+// Optional keys (omitted when default): dv=N (V's and O's head dim, Params::head_dim_v; 0 or absent = d),
+// layout=bshd, pad=N (extra elements after every row of Q, K, V, O), seqs=Q:K[+E],... (one entry per sequence: the inference path's variable lengths; b must equal their count,
 // sq and sk bound them), page=P (K/V in pages of P keys; needs seqs), poison=inf|zero (what fills memory no kernel may read;
 // needs seqs; default nan), splits=N (Params::num_splits; default 1, 0 = the kernel's heuristic), scale=X
 // (softmax scale; default 1/sqrt(d) rounded to fp32), softcap=C (finite, > 0; default 0 = off), sink=DIST (one
@@ -84,12 +84,13 @@ const char* to_string(Poison poison);  // "nan", "inf", "zero"
 struct Case {
   DType dtype = DType::kF32;
   int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1, head_dim = 1;
+  int64_t head_dim_v = 0;             // dv=: V's and O's columns (Params::head_dim_v); 0: head_dim
   Mask mask = Mask::kNone;
   // The window of mask=window-br / window-tl (attention.h): keys a - window_left .. a + window_right of the
   // aligned diagonal a, -1 = unbounded on that side; both -1 with every other mask.
   int64_t window_left = -1, window_right = -1;
   Layout layout = Layout::kBHSD;
-  int64_t pad = 0;                    // extra elements after every head_dim vector of Q, K, V and O
+  int64_t pad = 0;                    // extra elements after every row of Q, K, V and O
   // Sequences (attention.h, "Sequences"); empty: dense. With sequences batch == seqs.size(), seqlen_q bounds every
   // q and seqlen_k every capacity (k + extra), as Params' do; Q and O are packed (cu_seqlens_q), K and V packed
   // over the capacities (cu_seqlens_k) or paged, and seqused_k gives each sequence's k.
@@ -119,12 +120,13 @@ struct Case {
   // division are correctly rounded, so this is the same number everywhere); 1 when head_dim <= 0, so that
   // can_implement complains about head_dim and nothing else.
   float softmax_scale() const;
+  int64_t value_dim() const { return head_dim_v > 0 ? head_dim_v : head_dim; }  // V's and O's columns
   friend bool operator==(const Case&, const Case&) = default;
 };
 
 // The kernel's Params for a case, the one translation every caller uses (make_inputs, generators, the
 // fuzz decoder, tools): dtype, shape, mask and window; strides contiguous in the case's layout over
-// head_dim + pad elements per row (O laid out like Q); softmax_scale(); softcap; num_splits = splits. Pointers
+// head_dim + pad elements per row of Q and K, value_dim() + pad of V and O (O laid out like Q); softmax_scale(); softcap; num_splits = splits. Pointers
 // null, the sink's and the index arrays' too: their values live in HostInputs, which points params at them (the
 // runner at its guarded copies). Sizes saturate rather than overflow, so can_implement names the field of an
 // impossible case. With sequences (R = head_dim + pad, H the tensor's heads):

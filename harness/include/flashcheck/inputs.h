@@ -63,9 +63,12 @@ struct HostInputs {
   // valid row's (Q) or a used key's (K, V) holds the case's poison: padding, a sequence's extra slots, the unused
   // tail of its last page, the spare page.
   std::vector<uint8_t> q, k, v;
-  // The values decoded, contiguous [B, H, S, D] with S = seqlen_q / seqlen_k (the maxima); rows past a
-  // sequence's own q or k are 0.
+  // The values decoded, contiguous [B, H, S, D] with S = seqlen_q / seqlen_k (the maxima) and D = head_dim (Q, K)
+  // or value_dim() (V); rows past a sequence's own q or k are 0.
   std::vector<double> q_exact, k_exact, v_exact;
+  // O's buffer in the case's layout (params.o_stride: laid out like Q over value_dim() + pad elements per row) and
+  // its canonical elements [B, Hq, Sq, value_dim()]: what the runner allocates and decodes.
+  int64_t o_padded = 0, o_elements = 0;
   std::vector<float> sink;            // [heads_q] fp32 sink logits; empty: the case has no sink
   std::vector<double> sink_exact;     // the same values as doubles
   // Index arrays of a case with sequences (attention.h, "Sequences"); each empty where the case has none:

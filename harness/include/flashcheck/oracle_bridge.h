@@ -1,10 +1,12 @@
 // The one place where the kernel's vocabulary meets the oracle's: DType -> oracle::Format, Mask and window ->
-// oracle::Visibility, ComputePath -> oracle::Arithmetic, Params + decoded inputs -> oracle::Problem, and the
-// error model's and the emulated reference's calls for a kernel configuration. The oracle knows nothing of
-// the kernel; everything that judges kernel output against it (verdict, properties, tools, tests) translates
-// here, so a translation mistake has one place to hide and one test (oracle_bridge_test) to meet.
+// oracle::Visibility, ComputePath -> oracle::Arithmetic, Params + decoded inputs -> oracle::Problem, the keys a row
+// sees by the oracle's predicate, and the error model's and the emulated reference's calls for a kernel
+// configuration. The oracle knows nothing of the kernel; everything that judges kernel output against it (verdict,
+// properties, tools, tests) translates here, so a translation mistake has one place to hide and one test
+// (oracle_bridge_test) to meet.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -28,6 +30,14 @@ oracle::Arithmetic to_oracle(ComputePath path);
 oracle::Problem oracle_problem(const Params& params, std::span<const double> q, std::span<const double> k,
                                std::span<const double> v, std::span<const double> sink = {},
                                std::span<const int64_t> seqlens_q = {}, std::span<const int64_t> seqlens_k = {});
+
+// The keys query row `row` sees, for judging: the oracle's closed form (oracle::visible_keys) of the visibility
+// `params` describes, never the kernel's rule (visible_key_range), so a property that decides from visibility what
+// to expect cannot share a mistake with the kernel. Every sequence as dense: seqlen_q rows, seqlen_k keys.
+KeyRange judged_visible_keys(const Params& params, int64_t row);
+// Row `row` of sequence `batch_index` of `problem` (oracle_problem, HostInputs::problem), aligned with that
+// sequence's own lengths where the problem carries them.
+KeyRange judged_visible_keys(const oracle::Problem& problem, int64_t batch_index, int64_t row);
 
 // The error model's bound for row `row` of `problem` that `config` computed on `params`' inputs in `splits`
 // split-KV runs (RunOutputs::splits, effective_splits): unsplit, with the running sums of the row in the kernel's key

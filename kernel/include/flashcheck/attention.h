@@ -30,17 +30,20 @@
 //  * Offsets are 64-bit: tensors over 2^31 elements work.
 //  * Scores are computed in fp32 from the dtype's inputs; a score whose magnitude exceeds FLT_MAX is
 //    outside the kernel's domain (its row may be non-finite).
+//  * Head dims. Q and K have head_dim columns (the dot products' length), V and O have value_head_dim(params)
+//    columns: head_dim_v, or head_dim where head_dim_v is 0 (the default). Each is 1..256 and they may differ
+//    (e.g. 192 and 128, the split of DeepSeek's MLA heads).
 //
 // Sequences (the inference path; all off by default, which is the dense layout above):
-//  * Varlen Q: with cu_seqlens_q, Q and O are packed [total_q, heads_q, head_dim] (q_stride / o_stride .row and
-//    .head; .batch unused) and sequence b owns rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1, its
-//    seqlen_q(b) = cu_seqlens_q[b + 1] - cu_seqlens_q[b] rows (0 allowed); LSE is [heads_q, total_q]. Params'
-//    seqlen_q is then an upper bound of every seqlen_q(b) (it sizes the launch).
-//  * Varlen K/V: with cu_seqlens_k, K and V are packed [total_k, heads_kv, head_dim] the same way, sequence b's
-//    keys at rows cu_seqlens_k[b] .. cu_seqlens_k[b + 1] - 1.
-//  * Paged K/V: with page_table, K and V are [num_pages, page_size, heads_kv, head_dim] (k_stride / v_stride
-//    .batch = the page stride, .row, .head), and key j of sequence b is row j % page_size of page
-//    page_table[b * max_pages_per_seq + j / page_size]; any page_size >= 1. Only the pages holding keys below
+//  * Varlen Q: with cu_seqlens_q, Q and O are packed [total_q, heads_q, head_dim] (O: head_dim_v columns;
+//    q_stride / o_stride .row and .head; .batch unused) and sequence b owns rows cu_seqlens_q[b] ..
+//    cu_seqlens_q[b + 1] - 1, its seqlen_q(b) = cu_seqlens_q[b + 1] - cu_seqlens_q[b] rows (0 allowed); LSE is
+//    [heads_q, total_q]. Params' seqlen_q is then an upper bound of every seqlen_q(b) (it sizes the launch).
+//  * Varlen K/V: with cu_seqlens_k, K and V are packed [total_k, heads_kv, head_dim] the same way (V: head_dim_v
+//    columns), sequence b's keys at rows cu_seqlens_k[b] .. cu_seqlens_k[b + 1] - 1.
+//  * Paged K/V: with page_table, K and V are [num_pages, page_size, heads_kv, head_dim] (V: head_dim_v columns;
+//    k_stride / v_stride .batch = the page stride, .row, .head), and key j of sequence b is row j % page_size of
+//    page page_table[b * max_pages_per_seq + j / page_size]; any page_size >= 1. Only the pages holding keys below
 //    seqlen_k(b) are read: other table entries may hold anything.
 //  * seqlen_k(b), the keys of sequence b: seqused_k[b] where given (required with page_table), else
 //    cu_seqlens_k[b + 1] - cu_seqlens_k[b], else seqlen_k. Memory past seqlen_k(b) (the rest of a packed
@@ -62,13 +65,19 @@
 
 namespace flashcheck {
 
-enum class DType : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
+// kF32, kF16, kBF16: one enumerator per row of flashcheck/dtypes.def (dtype.h reads the rest of each row).
+enum class DType : int32_t {
+#define FC_DTYPE_ROW(c_suffix, enumerator, code, ...) enumerator = code,
+#include "flashcheck/dtypes.def"
+#undef FC_DTYPE_ROW
+};
+// kNone, kCausalBottomRight, kCausalTopLeft, kWindowBottomRight (window_left / window_right, aligned like
+// kCausalBottomRight), kWindowTopLeft (aligned like kCausalTopLeft): one enumerator per row of flashcheck/masks.def
+// (mask_names.h reads the rest of each row).
 enum class Mask : int32_t {
-  kNone = 0,
-  kCausalBottomRight = 1,
-  kCausalTopLeft = 2,
-  kWindowBottomRight = 3,  // window_left / window_right, aligned like kCausalBottomRight
-  kWindowTopLeft = 4,      // window_left / window_right, aligned like kCausalTopLeft
+#define FC_MASK_ROW(c_suffix, enumerator, code, ...) enumerator = code,
+#include "flashcheck/masks.def"
+#undef FC_MASK_ROW
 };
 // Memory order of the four logical axes, used by make_params() to fill strides.
 enum class Layout : int32_t { kBHSD = 0, kBSHD = 1 };
@@ -88,11 +97,12 @@ struct Params {
   int64_t heads_kv = 0;  // heads_q % heads_kv == 0; query head h reads K/V head h / (heads_q / heads_kv)
   int64_t seqlen_q = 0;
   int64_t seqlen_k = 0;
-  int64_t head_dim = 0;  // 1..256
-  const void* q = nullptr;  // [batch, heads_q,  seqlen_q, head_dim] in dtype, strides q_stride
-  const void* k = nullptr;  // [batch, heads_kv, seqlen_k, head_dim] in dtype, strides k_stride
-  const void* v = nullptr;  // [batch, heads_kv, seqlen_k, head_dim] in dtype, strides v_stride
-  void* o = nullptr;        // [batch, heads_q,  seqlen_q, head_dim] in dtype, strides o_stride
+  int64_t head_dim = 0;    // 1..256: Q's and K's columns
+  int64_t head_dim_v = 0;  // 0 (= head_dim) or 1..256: V's and O's columns (value_head_dim; set_head_dim_v)
+  const void* q = nullptr;  // [batch, heads_q,  seqlen_q, head_dim]   in dtype, strides q_stride
+  const void* k = nullptr;  // [batch, heads_kv, seqlen_k, head_dim]   in dtype, strides k_stride
+  const void* v = nullptr;  // [batch, heads_kv, seqlen_k, head_dim_v] in dtype, strides v_stride
+  void* o = nullptr;        // [batch, heads_q,  seqlen_q, head_dim_v] in dtype, strides o_stride
   float* lse = nullptr;     // [batch, heads_q, seqlen_q] fp32, contiguous, natural log
   Strides q_stride, k_stride, v_stride, o_stride;
   float softmax_scale = 0.0f;  // any finite value; make_params() sets 1/sqrt(head_dim)
@@ -142,11 +152,20 @@ int64_t dtype_size(DType dtype);
 const char* to_string(DType dtype);  // "f32", "f16", "bf16"
 const char* to_string(Mask mask);    // "none", "causal-br", "causal-tl", "window-br", "window-tl"
 
-// Contiguous strides for `layout`, the default softmax scale; pointers left null.
+// Contiguous strides for `layout`, the default softmax scale; pointers left null. head_dim_v is 0: V and O have
+// head_dim columns (set_head_dim_v gives them others).
 Params make_params(DType dtype, int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q,
                    int64_t seqlen_k, int64_t head_dim, Mask mask = Mask::kNone,
                    Layout layout = Layout::kBHSD);
 Strides contiguous_strides(Layout layout, int64_t heads, int64_t seqlen, int64_t head_dim);
+
+// V's and O's columns: head_dim_v, or head_dim where head_dim_v is 0.
+inline int64_t value_head_dim(const Params& params) {
+  return params.head_dim_v != 0 ? params.head_dim_v : params.head_dim;
+}
+// Sets head_dim_v and recomputes v_stride and o_stride as contiguous_strides of `layout` with value_head_dim
+// columns (make_params' V and O strides hold head_dim columns). Q's and K's strides are left as they are.
+void set_head_dim_v(Params* params, int64_t head_dim_v, Layout layout);
 
 // The keys a query row sees: [begin, end), empty when end <= begin.
 struct KeyRange {

@@ -12,13 +12,18 @@
 extern "C" {
 #endif
 
-enum { FC_DTYPE_F32 = 0, FC_DTYPE_F16 = 1, FC_DTYPE_BF16 = 2 };
+/* FC_DTYPE_F32 = 0, FC_DTYPE_F16 = 1, FC_DTYPE_BF16 = 2: one per row of flashcheck/dtypes.def. */
 enum {
-  FC_MASK_NONE = 0,
-  FC_MASK_CAUSAL_BOTTOM_RIGHT = 1,
-  FC_MASK_CAUSAL_TOP_LEFT = 2,
-  FC_MASK_WINDOW_BOTTOM_RIGHT = 3,
-  FC_MASK_WINDOW_TOP_LEFT = 4
+#define FC_DTYPE_ROW(c_suffix, enumerator, code, ...) FC_DTYPE_##c_suffix = code,
+#include "flashcheck/dtypes.def"
+#undef FC_DTYPE_ROW
+};
+/* FC_MASK_NONE = 0, FC_MASK_CAUSAL_BOTTOM_RIGHT = 1, FC_MASK_CAUSAL_TOP_LEFT = 2, FC_MASK_WINDOW_BOTTOM_RIGHT = 3,
+ * FC_MASK_WINDOW_TOP_LEFT = 4: one per row of flashcheck/masks.def. */
+enum {
+#define FC_MASK_ROW(c_suffix, enumerator, code, ...) FC_MASK_##c_suffix = code,
+#include "flashcheck/masks.def"
+#undef FC_MASK_ROW
 };
 enum { FC_LAYOUT_BHSD = 0, FC_LAYOUT_BSHD = 1 };
 enum {
@@ -57,10 +62,13 @@ typedef struct fc_params {
   const int32_t* page_table; /* [batch, max_pages_per_seq] */
   int64_t page_size, num_pages, max_pages_per_seq;
   int32_t num_splits; /* >= 1, or 0: heuristic; fc_make_params sets 1 */
+  /* V's and O's columns: 0 (= head_dim; fc_make_params sets 0) or 1..256. Last, so that the fields before it keep
+   * their offsets; v_stride and o_stride count elements of rows of this many columns. */
+  int64_t head_dim_v;
 } fc_params;
 
-/* Contiguous strides for `layout`, softmax_scale = 1/sqrt(head_dim), no window (-1, -1), softcap 0; pointers
- * null. */
+/* Contiguous strides for `layout`, softmax_scale = 1/sqrt(head_dim), no window (-1, -1), softcap 0, head_dim_v 0
+ * (V and O of head_dim columns); pointers null. */
 fc_status fc_make_params(int32_t dtype, int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q,
                          int64_t seqlen_k, int64_t head_dim, int32_t mask, int32_t layout, fc_params* out,
                          char* msg, size_t msg_size);

@@ -28,18 +28,34 @@ struct BinaryFormat {
 inline constexpr BinaryFormat kBinary64{11, 52};
 inline constexpr BinaryFormat kBinary32{8, 23};
 
+// How an element's bits encode a value.
+enum class ElementKind : int32_t {
+  kIeee = 0,  // IEEE 754 interchange format: all-ones exponent is inf (zero fraction) or NaN
+};
+
 struct DTypeInfo {
   DType dtype;
-  const char* name;    // "f32", "f16", "bf16": case lines, reports, to_string(DType)
-  int64_t size_bytes;  // dtype_size(DType)
+  const char* name;         // "f32", "f16", "bf16": case lines, reports, to_string(DType), the oracle's format
+  int32_t c_code;           // FC_DTYPE_* (attention_c.h) and FC_SUBJECT_DTYPE_* (subject.h)
+  int64_t size_bytes;       // dtype_size(DType)
+  ElementKind kind;
   BinaryFormat format;
+  bool tensor_core_input;   // tensor cores take it as it is (kTensorCore); else fp32 (kSplitTf32)
+  int case_weight;          // relative share of generated cases
+  constexpr int significand_bits() const { return format.frac_bits + 1; }  // implicit bit included
+  constexpr double min_normal() const {  // 2^(1 - bias), exactly
+    double x = 1.0;
+    for (int e = 1; e < format.bias(); ++e) x /= 2.0;
+    return x;
+  }
 };
-inline constexpr std::array<DTypeInfo, 3> kDTypes = {{
-    {DType::kF32, "f32", 4, kBinary32},
-    {DType::kF16, "f16", 2, {5, 10}},
-    {DType::kBF16, "bf16", 2, {8, 7}},
-}};
-
+inline constexpr std::array kDTypes = {
+#define FC_DTYPE_ROW(c_suffix, enumerator, code, name, size_bytes, kind, exp_bits, frac_bits, tensor_core, weight) \
+  DTypeInfo{DType::enumerator, name,  code, size_bytes, ElementKind::kind, BinaryFormat{exp_bits, frac_bits},    \
+            tensor_core != 0,  weight},
+#include "flashcheck/dtypes.def"
+#undef FC_DTYPE_ROW
+};
 // The row of `dtype`, or null for a value outside the enum.
 constexpr const DTypeInfo* find_dtype(DType dtype) {
   for (const DTypeInfo& info : kDTypes) {

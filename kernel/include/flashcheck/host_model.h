@@ -36,6 +36,7 @@ enum class ModelDefect : int32_t {
   kMaxShortReduction = 17,
   kWindowLeftFirstTileOnly = 18,
   kHiddenTileMaxZero = 19,
+  kValueWidthFromHeadDim = 20,
 };
 
 struct ModelDefectInfo {
@@ -92,6 +93,9 @@ inline constexpr ModelDefectInfo kModelDefects[] = {
     {ModelDefect::kHiddenTileMaxZero, "hidden-tile-max-zero", "online-softmax rescale",
      "a visited K/V tile wholly hidden from a row sets its running max to the exponent origin 0 instead of keeping "
      "-inf: the row's later scores below about -87 underflow to weight 0"},
+    {ModelDefect::kValueWidthFromHeadDim, "value-width-from-head-dim", "unequal head dims",
+     "V is read over Q's and K's head_dim columns instead of head_dim_v: with head_dim_v > head_dim O's last "
+     "columns come out zero"},
 };
 const char* to_string(ModelDefect defect);
 // The defect named `name` (a kModelDefects name, "none" included), or false.

@@ -21,11 +21,16 @@ enum class TileKind : int32_t {
 inline constexpr int kTileKindCount = 4;
 inline constexpr int kRescaleBuckets = 8;  // bucket b counts rows whose running max moved r times, b = min(bit_width(r), 7)
 
+// The tensor-core path's reference slack (log2 units): a tile's own max serves as the reference of its p where it
+// lies within this of the running max, so that path's reported m lies up to kTensorCoreRefSlackLog2 * ln 2 below the
+// row max and its l up to 2^kTensorCoreRefSlackLog2 above the running-max formulation's.
+inline constexpr float kTensorCoreRefSlackLog2 = 8.0f;
+
 // All pointers are optional (null = not recorded). For the GPU they are device pointers, for the host
 // model host pointers. Per-row arrays are [batch, heads_q, seqlen_q] contiguous, like LSE.
 struct Instrumentation {
   // final base m of l (natural-log units): the running max of scale*score, or on the tensor-core path the
-  // reference of the last tile, up to 8 ln 2 below it (kernel/src/families.h); -inf for rows with no visible key
+  // reference of the last tile, up to kTensorCoreRefSlackLog2 * ln 2 below it; -inf for rows with no visible key
   float* row_m = nullptr;
   float* row_l = nullptr;  // final running sum: sum_j exp(s_j - m); 0 for rows with no visible key
   // Per-row arrays (row_m, row_l) and trace_rows use LSE's row index: (b * heads_q + h) * seqlen_q + i, or

@@ -53,6 +53,8 @@ enum class Mutant : int32_t {
   kWsRedoListShort,
   kTcWindowLeftFirstTileOnly,
   kTcHiddenTileMaxZero,
+  kGeneralValueWidthFromHeadDim,
+  kCombineValueStrideFromHeadDim,
   kCount
 };
 
@@ -139,6 +141,11 @@ inline constexpr MutantInfo kMutants[] = {
     {Mutant::kTcHiddenTileMaxZero, "tc-hidden-tile-max-zero", "tensor_core", "online-softmax rescale",
      "a K/V tile wholly hidden from a row sets its running max to the exponent origin 0 instead of keeping -inf: "
      "later scores below about -87 underflow to weight 0"},
+    {Mutant::kGeneralValueWidthFromHeadDim, "general-value-width-from-head-dim", "general", "unequal head dims",
+     "V tiles load Q's and K's head_dim columns instead of head_dim_v: with head_dim_v > head_dim O's last columns "
+     "come out zero (and a row past V's end is read)"},
+    {Mutant::kCombineValueStrideFromHeadDim, "combine-value-stride-from-head-dim", "combine", "unequal head dims",
+     "the combine steps through the split runs' accumulators by head_dim instead of head_dim_v"},
 };
 constexpr bool catalogue_in_id_order() {
   for (size_t i = 0; i < std::size(kMutants); ++i) {

@@ -13,7 +13,7 @@
 
 namespace flashcheck::detail {
 
-// One [batch, heads, seqlen, head_dim] tensor: its base and element strides (head_dim's stride is 1).
+// One [batch, heads, seqlen, columns] tensor: its base and element strides (the columns' stride is 1).
 struct TensorArg {
   const void* ptr = nullptr;
   Strides stride;
@@ -56,7 +56,10 @@ struct ProblemArgs {
   int64_t group_size = 0;  // heads_q / heads_kv: query head h reads K/V head h / group_size
   int64_t seqlen_q = 0;
   int64_t seqlen_k = 0;
-  int64_t head_dim = 0;    // unpadded: columns at or beyond it load as zeros and are never stored
+  int64_t head_dim = 0;    // Q's and K's columns, unpadded: columns at or beyond it load as zeros
+  // V's and O's columns (value_head_dim), unpadded: V's columns at or beyond it load as zeros, O's are never stored.
+  // Only the general family serves head_dim_v != head_dim (select_config); the others read head_dim for V and O.
+  int64_t head_dim_v = 0;
   Visibility vis;
   float softmax_scale = 0.0f;
   float scale_log2 = 0.0f;  // fold_scale(softmax_scale)
@@ -79,7 +82,7 @@ struct ProblemArgs {
   // Split-KV: each Q tile's visited K/V tiles run in `splits` contiguous runs; with splits > 1 each run's state
   // goes to the partials (PartialState) and the combine writes O and LSE.
   int32_t splits = 1;
-  float* partial_acc = nullptr;  // [splits, lse_rows, head_dim]
+  float* partial_acc = nullptr;  // [splits, lse_rows, head_dim_v]
   float* partial_m = nullptr;    // [splits, lse_rows] log2 units: what the run's l and accumulator are relative to
   float* partial_l = nullptr;    // [splits, lse_rows]
   int64_t lse_rows = 0;          // rows of LSE: batch * heads_q * seqlen_q, or heads_q * total_q when Q is packed
@@ -178,6 +181,7 @@ inline ProblemArgs make_problem_args(const Params& params, int64_t block_m, int3
   a.seqlen_q = params.seqlen_q;
   a.seqlen_k = params.seqlen_k;
   a.head_dim = params.head_dim;
+  a.head_dim_v = value_head_dim(params);
   a.vis = make_visibility(params);
   a.softmax_scale = params.softmax_scale;
   a.scale_log2 = fold_scale(params.softmax_scale);

@@ -1,8 +1,9 @@
 // Split-KV's second launch: merges each row's runs (the partials the split runs wrote) in split order with the
 // online softmax's own rescale (common/epilogue.h, merged_base / run_factor) and writes O and LSE through the shared
 // epilogue, so a split row ends exactly as an unsplit row whose tiles changed their max at the run boundaries.
-// One block per row, threads over head_dim; deterministic (a fixed order of every sum). The workspace it reads is
-// allocated and freed on the launch's stream around the two launches (launch_split), from flashcheck's own pool.
+// One block per row, threads over O's columns (head_dim_v); deterministic (a fixed order of every sum). The workspace
+// it reads is allocated and freed on the launch's stream around the two launches (launch_split), from flashcheck's own
+// pool.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -55,9 +56,10 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const ProblemArgs arg
     const RowIndex at = lse_row_index(args, flat);
     const RowFinal fin = finish_row(merged, mul_rn(merged, kLn2), l_sum, args.sink, at.h, exp2);
     T* o_row = args.template q_rows<T>(args.o, at.b, at.h) + at.i * args.o.stride.row;
-    for (int64_t d = threadIdx.x; d < args.head_dim; d += kThreads) {
-      const float* column = args.partial_acc + flat * args.head_dim + d;
-      const int64_t run_stride = args.lse_rows * args.head_dim;
+    for (int64_t d = threadIdx.x; d < args.head_dim_v; d += kThreads) {
+      const int64_t row_floats = FC_MUTANT(kCombineValueStrideFromHeadDim) ? args.head_dim : args.head_dim_v;
+      const float* column = args.partial_acc + flat * row_floats + d;
+      const int64_t run_stride = args.lse_rows * row_floats;
       float acc = 0.0f;
       int32_t s = 0;
       for (; s + kUnroll <= splits; s += kUnroll) {
@@ -77,9 +79,10 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(const ProblemArgs arg
   }
 }
 
-// Bytes of the partials for `args` (splits * lse_rows rows of head_dim + 2 floats).
+// Bytes of the partials for `args` (splits * lse_rows rows of head_dim_v + 2 floats).
 inline int64_t workspace_bytes(const ProblemArgs& args) {
-  return static_cast<int64_t>(args.splits) * args.lse_rows * (args.head_dim + 2) * static_cast<int64_t>(sizeof(float));
+  return static_cast<int64_t>(args.splits) * args.lse_rows * (args.head_dim_v + 2) *
+         static_cast<int64_t>(sizeof(float));
 }
 
 // The partials' memory pool of the current device, owned by flashcheck and created on first use: its release
@@ -135,7 +138,7 @@ Status launch_split(Args& args, cudaStream_t stream, const Instrumentation* inst
                                         cudaGetErrorString(err)};
   }
   args.partial_acc = static_cast<float*>(workspace);
-  args.partial_m = args.partial_acc + static_cast<int64_t>(args.splits) * args.lse_rows * args.head_dim;
+  args.partial_m = args.partial_acc + static_cast<int64_t>(args.splits) * args.lse_rows * args.head_dim_v;
   args.partial_l = args.partial_m + static_cast<int64_t>(args.splits) * args.lse_rows;
   Status st = launch_runs(args);
   if (st.ok()) {

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "common/host_device.h"
+#include "flashcheck/instrument.h"  // kTensorCoreRefSlackLog2
 
 namespace flashcheck::detail {
 
@@ -18,9 +19,9 @@ inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Tensor-core family: how far (log2 units) a tile's own max may lie below the running max and still serve as the
 // reference of that tile's p. O, l and the rescale factors grow by at most 2^kRefSlackLog2 over the running-max
-// formulation. The oracle's m check allows the reported m this far below the max (it keeps its own copy of the
-// constant; a harness test holds the two equal).
-inline constexpr float kRefSlackLog2 = 8.0f;
+// formulation. Public (instrument.h), since the instrumentation's m and l follow from it. The oracle's m check allows
+// the reported m this far below the max (it keeps its own copy of the constant; a harness test holds the two equal).
+inline constexpr float kRefSlackLog2 = kTensorCoreRefSlackLog2;
 
 // softmax_scale folded into exp2's argument: scale * log2(e), rounded once in fp32.
 FLASHCHECK_HOST_DEVICE constexpr float fold_scale(float softmax_scale) { return softmax_scale * kLog2e; }

@@ -11,6 +11,7 @@
 #include "common/host_device.h"
 #include "flashcheck/attention.h"
 #include "flashcheck/instrument.h"
+#include "flashcheck/mask_names.h"
 
 namespace flashcheck::detail {
 
@@ -127,6 +128,25 @@ struct Visibility {
   }
 };
 
+// A mask's row of masks.def as the kernel reads it, in host and device code alike (the table itself is host
+// data): the window sides it applies (Params' for a window mask, else the row's fixed ones) and its alignment.
+struct MaskRule {
+  int64_t left = -1;
+  int64_t right = -1;
+  bool bottom_right = false;
+};
+constexpr MaskRule mask_rule(Mask mask, int64_t window_left, int64_t window_right) {
+  switch (mask) {
+#define FC_MASK_ROW(c_suffix, enumerator, code, name, takes_window, alignment, left, right, weight)                 \
+  case Mask::enumerator:                                                                                       \
+    return {takes_window ? window_left : left, takes_window ? window_right : right,                            \
+            Alignment::alignment == Alignment::kBottomRight};
+#include "flashcheck/masks.def"
+#undef FC_MASK_ROW
+  }
+  return {};  // outside the enum (can_implement rejects it first): every key
+}
+
 // The visibility rule of a mask (attention.h's definitions): causal is the window (-1, 0) of its alignment, so
 // both spellings give the same rule and so the same bits.
 constexpr Visibility make_visibility(Mask mask, int64_t seqlen_q, int64_t seqlen_k, int64_t window_left = -1,
@@ -134,17 +154,15 @@ constexpr Visibility make_visibility(Mask mask, int64_t seqlen_q, int64_t seqlen
   Visibility v;
   v.seqlen_q = seqlen_q;
   v.seqlen_k = seqlen_k;
-  if (mask == Mask::kNone) return v;
-  const bool causal = mask == Mask::kCausalTopLeft || mask == Mask::kCausalBottomRight;
-  const bool bottom_right = mask == Mask::kCausalBottomRight || mask == Mask::kWindowBottomRight;
+  const MaskRule rule = mask_rule(mask, window_left, window_right);
   // A side of seqlen_q + seqlen_k or more reaches past every key from every row: the same as unbounded, and
   // capped there so that no offset overflows (sizes themselves capped at kVisibilityExtent).
   const int64_t sq = seqlen_q < kVisibilityExtent ? seqlen_q : kVisibilityExtent;
   const int64_t sk = seqlen_k < kVisibilityExtent ? seqlen_k : kVisibilityExtent;
   const int64_t reach = sq + sk;
-  const int64_t left = causal ? -1 : (window_left > reach ? reach : window_left);
-  const int64_t right = causal ? 0 : (window_right > reach ? reach : window_right);
-  const int64_t shift = bottom_right ? sk - sq : 0;  // the aligned diagonal: a(i) = i + shift
+  const int64_t left = rule.left > reach ? reach : rule.left;
+  const int64_t right = rule.right > reach ? reach : rule.right;
+  const int64_t shift = rule.bottom_right ? sk - sq : 0;  // the aligned diagonal: a(i) = i + shift
   v.bounded_begin = left >= 0;
   v.begin_offset = v.bounded_begin ? shift - left : 0;
   v.bounded_end = right >= 0;

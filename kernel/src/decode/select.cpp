@@ -1,7 +1,7 @@
 // decode_select(): which problems the decode family serves (decode/kernel.cuh): fp16/bf16 with every query row of a
 // K/V head's query heads in one 16-row tile (heads_q / heads_kv <= 16 and seqlen_q <= 16 / that group), head_dim a
-// whole number of 16-byte chunks up to 256, every row start 16-byte aligned. Dense, varlen and paged alike; anything
-// else falls through to the next family.
+// whole number of 16-byte chunks up to 256 and V and O of as many columns (head_dim_v 0 or head_dim), every row start
+// 16-byte aligned. Dense, varlen and paged alike; anything else falls through to the next family.
 #include <array>
 #include <cstdint>
 #include <string>
@@ -31,6 +31,8 @@ const char* family_name(DType dtype, int family) {
 bool decode_select(const Params& p, KernelConfig* config) {
   if (p.dtype != DType::kF16 && p.dtype != DType::kBF16) return false;
   if (p.head_dim < 1 || p.head_dim % decode::kChunkElems != 0 || p.heads_kv < 1) return false;
+  // V's and O's tiles have Q's and K's head dims here; other head_dim_v the general family serves.
+  if (value_head_dim(p) != p.head_dim) return false;
   const int family = decode::family_head_dim(p.head_dim);
   const int64_t group = p.heads_q / p.heads_kv;
   if (family == 0 || group < 1 || group > decode::kRows) return false;

@@ -1,8 +1,10 @@
 // The general CUDA-core FlashAttention forward kernel: one fused launch, Q tile outer, K/V tiles inner, online
 // softmax in fp32 with the rounding points of families.h (fp32 scores, fp32 P, fp32 accumulation, O = acc / l
 // rounded to the dtype once). Serves every input can_implement() accepts: any element-aligned strides, GQA/MQA,
-// both causal alignments, seqlen_k = 0, 64-bit offsets. A work item runs as named steps: load_q, then per K/V
-// tile load_kv, scores, softmax_update and accumulate_pv, then store_row. Included once per dtype (.cu).
+// both causal alignments, seqlen_k = 0, 64-bit offsets, V and O of other columns than Q and K (head_dim_v: every
+// tile is padded to the family of the larger, Q and K zero past head_dim, V past head_dim_v). A work item runs as
+// named steps: load_q, then per K/V tile load_kv, scores, softmax_update and accumulate_pv, then store_row. Included
+// once per dtype (.cu).
 // Instrumentation is compiled in only when FLASHCHECK_INSTRUMENT=1 (flashcheck_kernel_instrumented).
 #pragma once
 
@@ -56,11 +58,11 @@ __device__ __forceinline__ float float4_lane(const float4& v, int i) {
 }
 
 // Copies rows [row0, row0 + kRows) of a (seqlen, head_dim) slice (contiguous or paged: RowSource) into a
-// (kRows, RowStride) fp32 smem tile.
-// Rows at or past `rows_end` and dims past head_dim become 0, so padded dims add nothing to dot products
-// and keys the tile's rows cannot see are never read from global memory. With `vector_loads` (base and
-// strides 16-byte aligned, decided on the host) each thread moves 16-byte chunks; otherwise elements, which
-// serves any element-aligned layout.
+// (kRows, RowStride) fp32 smem tile; `head_dim` is the slice's own columns (head_dim_v for V).
+// Rows at or past `rows_end` and dims past head_dim become 0, so padded dims add nothing to dot products or to
+// O's accumulator, and keys the tile's rows cannot see are never read from global memory. With `vector_loads`
+// (base and strides 16-byte aligned, decided on the host) each thread moves 16-byte chunks; otherwise elements,
+// which serves any element-aligned layout.
 template <typename Cfg, typename T, int kRows, int RowStride>
 __device__ __forceinline__ void load_tile(float* tile_smem, const RowSource<const T>& rows, int64_t row0,
                                           int64_t rows_end, int64_t head_dim, bool vector_loads) {
@@ -233,11 +235,11 @@ __device__ __forceinline__ void store_partials(const GeneralArgs<kInst>& args, c
   for (int r = 0; r < Cfg::kRowsPerWarp; ++r) {
     const int64_t row = row0 + r;
     if (row >= seqlen_q) continue;
-    float* acc = args.partial_acc + (block + row) * args.head_dim;
+    float* acc = args.partial_acc + (block + row) * args.head_dim_v;
 #pragma unroll
     for (int t = 0; t < Cfg::kDimsPerLane; ++t) {
       const int d = lane + t * kWarpSize;
-      if (d < args.head_dim) acc[d] = w.acc[r][t];
+      if (d < args.head_dim_v) acc[d] = w.acc[r][t];
     }
     if (lane == 0) {
       args.partial_m[block + row] = w.m[r];
@@ -260,7 +262,7 @@ __device__ __forceinline__ void store_rows(const GeneralArgs<kInst>& args, const
 #pragma unroll
     for (int t = 0; t < Cfg::kDimsPerLane; ++t) {
       const int d = lane + t * kWarpSize;
-      if (d < args.head_dim) {
+      if (d < args.head_dim_v) {
         const float o = FC_MUTANT(kGeneralEmptyRowDivide) ? w.acc[r][t] / fin.l : final_output(w.acc[r][t], fin);
         o_head[row * args.o.stride.row + d] = DeviceDtype<T>::store(o);
       }
@@ -352,7 +354,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
       const int64_t k0 = (tiles.first + kt) * Cfg::kBlockN;
       __syncthreads();  // every warp is done with the previous K/V tile
       load_tile<Cfg, T, Cfg::kBlockN, Cfg::kKRowStride>(k_smem, k_rows, k0, block_keys, args.head_dim, args.vector_loads);
-      load_tile<Cfg, T, Cfg::kBlockN, Cfg::kHeadDim>(v_smem, v_rows, k0, block_keys, args.head_dim, args.vector_loads);
+      load_tile<Cfg, T, Cfg::kBlockN, Cfg::kHeadDim>(
+          v_smem, v_rows, k0, block_keys, FC_MUTANT(kGeneralValueWidthFromHeadDim) ? args.head_dim : args.head_dim_v,
+          args.vector_loads);
       FC_PERTURB(kPerturbGeneralLoad, kt);
       if (!FC_MUTANT(kGeneralMissingTileBarrier)) __syncthreads();
 
@@ -434,7 +438,8 @@ Status launch_general_dtype(const Params& params, const KernelConfig& config, cu
       config.head_dim_padded != expected.head_dim_padded) {
     return {StatusCode::kUnsupported, std::string("general: config ") + config.name +
                                           " does not match a compiled tile configuration for head_dim " +
-                                          std::to_string(params.head_dim)};
+                                          std::to_string(params.head_dim) + ", head_dim_v " +
+                                          std::to_string(value_head_dim(params))};
   }
   switch (config.head_dim_padded) {
     case GeneralConfigFor<32>::kHeadDim: return launch_general_config<GeneralConfigFor<32>, T>(params, stream, inst);

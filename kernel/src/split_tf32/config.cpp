@@ -1,7 +1,7 @@
 // split_tf32_select(): which fp32 inputs the split-TF32 family serves, and with which tiles. Host code
 // without CUDA, so the host model and the CPU tier see the tiles the GPU would run. The kernel moves Q, K, V
-// and O in 16-byte chunks, so it needs 16-byte aligned bases and strides in whole chunks; anything else
-// falls through to the general family.
+// and O in 16-byte chunks, so it needs 16-byte aligned bases and strides in whole chunks, and V and O of head_dim
+// columns (head_dim_v 0 or head_dim); anything else falls through to the general family.
 #include <cstdint>
 
 #include "../families.h"
@@ -28,6 +28,8 @@ KernelConfig split_tf32_config(const char* name, const char* wgmma_name = nullpt
 
 bool split_tf32_select(const Params& p, KernelConfig* config) {
   if (p.dtype != DType::kF32 || p.head_dim < 1 || p.head_dim > 256) return false;
+  // V's and O's tiles have Q's and K's head dims here; other head_dim_v the general family serves.
+  if (value_head_dim(p) != p.head_dim) return false;
   if (!rows_aligned(p, kChunkBytes)) return false;
   switch (split_tf32_tiles::split_tf32_tile_choice(p.head_dim).head_dim_padded) {
     case 32: *config = split_tf32_config<32>("split_tf32_hd32"); break;

@@ -1,6 +1,7 @@
 // tensor_core_select(): which fp16/bf16 inputs the tensor-core family serves, and with which tiles.
 // Host code without CUDA, so the host model and the CPU tier see the tiles the GPU would run. Anything
-// refused here (other dtypes, misaligned layouts, softmax_scale == 0) falls through to the next family.
+// refused here (other dtypes, head_dim_v != head_dim, misaligned layouts, softmax_scale == 0) falls through to the
+// next family.
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -55,6 +56,8 @@ tensor_core::TileShape tile_shape_for(const Params& p, int family) {
 
 bool tensor_core_select(const Params& p, KernelConfig* config) {
   if (p.dtype != DType::kF16 && p.dtype != DType::kBF16) return false;
+  // V's and O's tiles have Q's and K's head dims here; other head_dim_v the general family serves.
+  if (value_head_dim(p) != p.head_dim) return false;
   const int family = tensor_core::family_head_dim(p.head_dim);
   if (p.head_dim < 1 || family == 0) return false;
   // scale == 0 would make a masked score's exponent -inf * 0 = NaN; the general family serves it.

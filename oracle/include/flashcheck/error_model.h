@@ -13,7 +13,7 @@
 namespace flashcheck::oracle {
 
 struct RowBound {
-  std::vector<double> o;       // [head_dim] absolute bound on |O_k - O*_k|
+  std::vector<double> o;       // [head_dim_v] absolute bound on |O_k - O*_k|
   double lse = 0.0;            // absolute bound on |LSE - LSE*|
   double m = 0.0;              // absolute bound on the distance of m from [m* - m_below, m*]
   double m_below = 0.0;        // how far below the max the kernel's m may lie (natural units): the tensor-core
@@ -26,13 +26,13 @@ struct RowBound {
   // column, a sink adding the value 0), so with a bound of o_trivial[k] = max_j |v_jk| (or above) a kernel that
   // writes zeros passes; LSE* lies in [m, m + ln(n + 1)], and a bound of lse_trivial = max(ln(n + 1), ln 2) admits
   // any point of that range (or l off by a factor 2). Checks with bounds at or above these are uninformative.
-  std::vector<double> o_trivial;
+  std::vector<double> o_trivial;  // [head_dim_v]
   double lse_trivial = 0.0;
 };
 
 // The tensor-core path rounds P relative to a tile's own max where that lies within this many log2 units of the
-// running max (the kernel's own constant, kRefSlackLog2 in kernel/src/families.h; a harness test checks that the
-// two agree). Its reported m (LSE = m + ln l) is that reference, up to this far below the max, and its
+// running max (the kernel's own constant, kTensorCoreRefSlackLog2 in flashcheck/instrument.h; a harness test checks
+// that the two agree). Its reported m (LSE = m + ln l) is that reference, up to this far below the max, and its
 // accumulators run up to 2^this above the running-max formulation's.
 inline constexpr double kTensorCoreRefSlackLog2 = 8.0;
 
@@ -44,16 +44,16 @@ inline constexpr double kTensorCoreRefSlackLog2 = 8.0;
 // sum over t's keys of p_j. Each is an upper bound (the ingredients' own evaluation is covered).
 struct OrderedSums {
   bool valid = false;                   // false: not computed (non-finite inputs or scores, overflow)
-  std::vector<double> pv_keys;          // [head_dim] sum_t n_t M_t
-  std::vector<double> pv_tiles;         // [head_dim] sum_t M_t
-  std::vector<double> pv_rescale;       // [head_dim] sum_t |S_t0|
-  std::vector<double> pv_prefix_keys;   // [head_dim] sum_t n_t P_t
-  std::vector<double> pv_prefix_tiles;  // [head_dim] sum_t P_t
+  std::vector<double> pv_keys;          // [head_dim_v] sum_t n_t M_t
+  std::vector<double> pv_tiles;         // [head_dim_v] sum_t M_t
+  std::vector<double> pv_rescale;       // [head_dim_v] sum_t |S_t0|
+  std::vector<double> pv_prefix_keys;   // [head_dim_v] sum_t n_t P_t
+  std::vector<double> pv_prefix_tiles;  // [head_dim_v] sum_t P_t
   double l_tile_sums = 0.0;             // sum_t (n_t - 1) L_t
   double l_after_tiles = 0.0;           // sum_t (L_0 + ... + L_t)
   double l_chain = 0.0;                 // sum_t (n_t + 1) (L_0 + ... + L_t)
   int64_t keys = 0, tiles = 0;          // visible keys, tiles holding one
-  std::vector<double> v_col_max;        // [head_dim] max over the visible keys of |v_jk|
+  std::vector<double> v_col_max;        // [head_dim_v] max over the visible keys of |v_jk|
   // Tiles after the first whose max of the exact scores comes within kRiseWindow of the running max of the tiles
   // before (or passes it): that difference (natural-log units, > 0 when it rises). Only such a tile can move a
   // kernel's running max, whose scores are within far less of the exact ones; a tile that leaves it unchanged
@@ -64,8 +64,10 @@ struct OrderedSums {
 OrderedSums ordered_sums(const Problem& problem, RowRef row, const RowResult& exact, int32_t block_n);
 
 // Bound for one row as computed in `arithmetic` on inputs of `format`, processed in K/V tiles of `block_n`;
-// head_dim is the length of the score dot products. The row's softcap and sink (RowResult) are part of it. The
-// bound includes the oracle tier's own error; it is never negative or NaN.
+// head_dim is the length of the score dot products: the problem's head_dim (Q's and K's columns), never its
+// head_dim_v. O's columns, and so the bound's, are exact.o's (V's head_dim_v): column k of O is bounded from V's
+// column k (the ingredients of RowResult) and from score errors over head_dim. The row's softcap and sink
+// (RowResult) are part of it. The bound includes the oracle tier's own error; it is never negative or NaN.
 // With `sums` (ordered_sums of the row for the same block_n) the accumulations of P*V and l are bounded from the
 // running sums as well, the smaller bound taken (§4.9): what keeps long rows within reach. A row where neither gives
 // a finite bound (the sums' rounding can reach the size of the sum itself) is `vacuous`: outside the domain.
@@ -113,7 +115,7 @@ double l_error_ratio(const RowResult& exact, const RowBound& bound, double kerne
 // hardware does (exact products added k at a time with truncation) and as an FMA chain (as the host model
 // does); per element the member farthest from the exact value (`exact`: the row's RowResult, computed with
 // the fast tier when null) is returned. So every healthy implementation, GPU or host model, stays within the
-// RMS factor of it, without lucky cancellations in the reference. Returns O [head_dim] as doubles (0 for
+// RMS factor of it, without lucky cancellations in the reference. Returns O [head_dim_v] as doubles (0 for
 // rows with no usable key; NaN where the emulation is non-finite).
 std::vector<double> emulated_row(const Problem& problem, RowRef row, Format format, Arithmetic arithmetic,
                                  int32_t block_n = 0, const RowResult* exact = nullptr);

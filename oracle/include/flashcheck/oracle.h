@@ -41,37 +41,39 @@ enum class Tier : int32_t { kGold = 0, kFast = 1 };
 const char* to_string(Tier tier);  // "gold", "fast"
 
 // Notation of the fields: s_j = scale * q.k_j over the visible keys j (with a softcap c: c tanh(scale * q.k_j / c)),
-// m = max_j s_j, w_j = exp(s_j - m), l = sum_j w_j, p_j = w_j / l, S_j = |scale| * sum_k |q_k k_jk| (the condition
-// of score j, before the cap), gap_j = m - s_j. With a sink it is one more logit s_sink whose value row is zero
-// and whose S is 0: m and l include it, and every sum over j below includes its term (in dev_pv p_s |O_k|, in
-// dev_pv_gap p_s gap_s |O_k|, in the gap sums and maxima its gap); abs_pv, abs_v_sum and max_abs_v do not change.
+// m = max_j s_j, w_j = exp(s_j - m), l = sum_j w_j, p_j = w_j / l, S_j = |scale| * sum_d |q_d k_jd| (the condition
+// of score j, before the cap), gap_j = m - s_j. Dot products run over Q's and K's head_dim columns d; O and every
+// per-column field below over V's columns k, value_dim(problem) of them (head_dim_v). With a sink it is one more
+// logit s_sink whose value row is zero and whose S is 0: m and l include it, and every sum over j below includes its
+// term (in dev_pv p_s |O_k|, in dev_pv_gap p_s gap_s |O_k|, in the gap sums and maxima its gap); abs_pv, abs_v_sum
+// and max_abs_v do not change.
 struct RowResult {
   RowRef row;
   int64_t visible = 0;    // number of visible keys
   int64_t seqlen_k = 0;   // keys of the row's own sequence: the kernel visits at most ceil(seqlen_k / block_n) tiles
-  std::vector<double> o;  // [head_dim]; 0 for rows with no usable key; NaN = "must be non-finite"
+  std::vector<double> o;  // [head_dim_v]; 0 for rows with no usable key; NaN = "must be non-finite"
   double lse = 0.0;       // natural log; -inf for rows with no usable key
   double m = 0.0;         // max_j s_j over visible keys (s = scale * q.k); -inf if none
   double m_lo = 0.0;      // m + m_lo is the max to ~2^-100 relative (l relative to the kernel's m needs it)
   double l = 0.0;         // sum_j exp(s_j - m); 0 if none
-  // Ingredients of the bound (error_model.h). Per head_dim element k:
+  // Ingredients of the bound (error_model.h). Per column k of O (head_dim_v of them):
   std::vector<double> abs_pv;        // A_k  = sum_j p_j |v_jk|
   std::vector<double> dev_pv;        // D_k  = sum_j p_j |v_jk - O_k|          (weight errors move O by this)
   std::vector<double> dev_pv_score;  // DS_k = sum_j p_j S_j |v_jk - O_k|      (score errors, per key)
   std::vector<double> dev_pv_gap;    // DG_k = sum_j p_j gap_j |v_jk - O_k|    (exponent-argument rounding)
-  // QS_k = sum_j (p_j N_j (v_jk - O_k))^2, N_j = |s_j| + |scale| sqrt(sum_k (q_k k_jk)^2) (with a softcap
+  // QS_k = sum_j (p_j N_j (v_jk - O_k))^2, N_j = |s_j| + |scale| sqrt(sum_d (q_d k_jd)^2) (with a softcap
   // min(c, N_j)): the squared first-order effect on O_k of independent score errors of N_j each, the magnitude
   // an fp32 sum of the products and its scaling round at when the products' signs are random (the RMS check's
   // score noise, RmsCheck::add; S_j, the worst case, would swamp the reference on rows of cancelling products).
   std::vector<double> dev_pv_score_sq;
   std::vector<double> abs_v_sum;     // sum_j |v_jk| over visible keys, unweighted (absolute underflow floors)
-  double max_abs_v = 0.0;            // max over visible j, k of |v_jk|
+  double max_abs_v = 0.0;            // max over visible j and V's columns k of |v_jk|
   double score_abs_max = 0.0;        // max_j S_j: per-score error scale (dot product condition)
   double score_abs_weighted = 0.0;   // sum_j p_j S_j
   double score_gap_max = 0.0;        // max_j gap_j over keys with a finite score
   double score_gap_weighted = 0.0;   // sum_j p_j gap_j
   double score_flush_max = 0.0;      // max_j of what flush-to-zero arithmetic can drop from score j:
-                                     // |scale| (sum of |q_k k_jk| over products with an operand below 2^-114
+                                     // |scale| (sum of |q_d k_jd| over products with an operand below 2^-114
                                      // or a magnitude below 2^-126, plus head_dim * 2^-126)
   // The row's scale, softcap and sink, and the sink's place in the row (for the bound).
   double scale = 0.0;                                     // the problem's softmax scale
@@ -80,7 +82,7 @@ struct RowResult {
   double sink_p = 0.0;                                    // p_s = exp(sink - m) / l, the sink's share of l
   double keys_m = -std::numeric_limits<double>::infinity();  // max over the keys alone; m = max(keys_m, sink)
   // This tier's own error (bounds on |reported - exact|); bound_row adds them, so verdicts stay honest.
-  std::vector<double> o_err;  // [head_dim]
+  std::vector<double> o_err;  // [head_dim_v]
   double lse_err = 0.0;
   double m_err = 0.0;
   double l_rel_err = 0.0;  // relative, for l_given_m()
@@ -99,12 +101,12 @@ struct RowResult {
 // keep their bounds. Only the hull bound and no statistical check apply to such a row.
 inline bool first_order_accurate(const RowResult& r) { return r.l_rel_err < std::numeric_limits<double>::infinity(); }
 
-// The exact result of one row. Deterministic; the fast tier costs O(seqlen_k * head_dim) double operations,
-// the gold tier that many 113-bit operations (see docs/error-model.md for throughput).
+// The exact result of one row. Deterministic; the fast tier costs O(seqlen_k * (head_dim + head_dim_v)) double
+// operations, the gold tier that many 113-bit operations (see docs/error-model.md for throughput).
 RowResult compute_row(const Problem& problem, RowRef row, Tier tier);
 
-// Work done so far of a long computation, (done, total) in the caller's units (compute_rows: terms, one
-// visible key times one head_dim element of a row). Called from the calling thread only.
+// Work done so far of a long computation, (done, total) in the caller's units (compute_rows: terms, row_terms()).
+// Called from the calling thread only.
 using ProgressFn = std::function<void(int64_t done, int64_t total)>;
 
 struct RowsOptions {
@@ -126,8 +128,9 @@ std::vector<RowResult> compute_rows(const Problem& problem, std::span<const RowR
 // The threads compute_rows() uses with threads = 0 (1 where the oracle is built without OpenMP).
 int max_threads();
 
-// The terms of one row: visible keys times head_dim (one q.k product and one p.v product each); 0 for a row outside
-// the problem (past its sequence's length included).
+// The terms of one row: visible keys times (head_dim + head_dim_v) / 2, its q.k and p.v products counted in pairs
+// (visible keys times head_dim where the two are equal: one q.k product and one p.v product each); 0 for a row
+// outside the problem (past its sequence's length included).
 int64_t row_terms(const Problem& problem, RowRef row);
 
 // Rows to check for a problem. Only valid rows: with per-sequence lengths, sequence b's rows are i <

@@ -7,14 +7,17 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace flashcheck::oracle {
 
 // Binary formats of the inputs and of O: significand bits (implicit bit included) 24 / 11 / 8.
 enum class Format : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
 const char* to_string(Format format);  // "f32", "f16", "bf16"
+std::optional<Format> format_from_name(std::string_view name);  // to_string's inverse; nullopt for others
 
 // Where an implementation rounds (docs/error-model.md §3 has one bound per class):
 enum class Arithmetic : int32_t {
@@ -46,9 +49,14 @@ inline constexpr Visibility kCausalBottomRight{-1, 0, Alignment::kBottomRight}; 
 std::string to_string(const Visibility& visibility);
 
 // Inputs as doubles (exact for every Format), contiguous [B, H, S, D] whatever layout they came from. Query
-// head h reads K/V head h / (heads_q / heads_kv) (grouped-query attention).
+// head h reads K/V head h / (heads_q / heads_kv) (grouped-query attention). Q and K have head_dim columns (the
+// length of the score dot products); V, and so O, have value_dim() columns, which may differ (DeepSeek's 192 and
+// 128).
 struct Problem {
   int64_t batch = 0, heads_q = 0, heads_kv = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0;
+  // V's and O's columns; 0 means head_dim, so a problem that never sets it keeps one width for all four. Negative
+  // is a caller's bug (std::invalid_argument naming the field).
+  int64_t head_dim_v = 0;
   Visibility visibility = kAllKeys;
   double scale = 0.0;         // the softmax scale (an fp32 value), exactly
   // Softcap c > 0 (an fp32 value): the scaled score s = scale * q.k becomes c * tanh(s / c) before the softmax
@@ -67,8 +75,13 @@ struct Problem {
   std::span<const int64_t> seqlens_k;  // [batch] or empty
   std::span<const double> q;  // [batch, heads_q, seqlen_q, head_dim]
   std::span<const double> k;  // [batch, heads_kv, seqlen_k, head_dim]
-  std::span<const double> v;  // [batch, heads_kv, seqlen_k, head_dim]
+  std::span<const double> v;  // [batch, heads_kv, seqlen_k, value_dim]
 };
+
+// The columns of V and O: head_dim_v, or head_dim where it is 0.
+inline int64_t value_dim(const Problem& problem) {
+  return problem.head_dim_v > 0 ? problem.head_dim_v : problem.head_dim;
+}
 
 // Sequence b's own lengths: seqlens_q[b] and seqlens_k[b], or seqlen_q and seqlen_k where the span is empty.
 // Throw std::out_of_range for b outside [0, batch), and std::invalid_argument naming the field for a span that is
