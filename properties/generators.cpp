@@ -403,13 +403,20 @@ rc::Gen<Mask> gen_mask(const CaseOptions& o) {
 }
 
 // V's and O's own width in one case in CaseOptions::unequal_head_dims_in: half of them a (head_dim, head_dim_v)
-// pair models ship, half the drawn head_dim with any other head_dim_v; the rest head_dim_v = 0 (equal).
-rc::Gen<Case> gen_value_dim(Case c, int64_t one_in) {
+// pair models ship, half the drawn head_dim with another head_dim_v; the rest head_dim_v = 0 (equal). Under a
+// subject's head dims and value dims only the second kind, inside them.
+rc::Gen<Case> gen_value_dim(Case c, const CaseOptions& o) {
   using Pair = std::pair<int64_t, int64_t>;
-  const rc::Gen<Pair> shipped = gen::element(Pair{192, 128}, Pair{128, 64}, Pair{64, 128}, Pair{256, 128});
+  const bool every_pair = o.head_dims.empty() && o.head_dim_min == 1 && o.head_dim_max == 256 &&
+                          o.head_dim_v_min == 1 && o.head_dim_v_max == 256;
   const int64_t head_dim = c.head_dim;
-  const rc::Gen<Pair> other = gen::map(gen_head_dim(), [head_dim](int64_t dv) { return Pair{head_dim, dv}; });
-  const rc::Gen<Pair> pair = gen::weightedOneOf<Pair>({{static_cast<size_t>(2 * (one_in - 1)), gen::just(Pair{head_dim, 0})}, {1, shipped}, {1, other}});
+  const rc::Gen<int64_t> dv = every_pair ? gen_head_dim() : range(o.head_dim_v_min, o.head_dim_v_max);
+  const rc::Gen<Pair> other = gen::map(dv, [head_dim](int64_t v) { return Pair{head_dim, v}; });
+  const rc::Gen<Pair> shipped = gen::element(Pair{192, 128}, Pair{128, 64}, Pair{64, 128}, Pair{256, 128});
+  const auto equal_weight = static_cast<size_t>(2 * (o.unequal_head_dims_in - 1));
+  const rc::Gen<Pair> pair =
+      every_pair ? gen::weightedOneOf<Pair>({{equal_weight, gen::just(Pair{head_dim, 0})}, {1, shipped}, {1, other}})
+                 : gen::weightedOneOf<Pair>({{equal_weight, gen::just(Pair{head_dim, 0})}, {2, other}});
   return gen::map(pair, [c](Pair dims) {
     Case out = c;
     out.head_dim = dims.first;
@@ -427,7 +434,7 @@ rc::Gen<Case> gen_frame(const CaseOptions& o) {
                                          gen::set(&Case::scale, gen_scale()),         //
                                          gen::set(&Case::seed, gen::inRange<uint64_t>(0, uint64_t{1} << 32)));
   if (o.unequal_head_dims_in <= 0) return frame;
-  return gen::mapcat(frame, [one_in = o.unequal_head_dims_in](Case c) { return gen_value_dim(c, one_in); });
+  return gen::mapcat(frame, [o](Case c) { return gen_value_dim(c, o); });
 }
 
 // The seqlens aimed at the tiles, then the window of a window mask.
@@ -588,7 +595,13 @@ CaseOptions default_options() {
       o.head_dim_max = caps.head_dim_max;
     }
     o.allowed_masks = caps.masks;
-    o.unequal_head_dims_in = 0;  // the subject ABI's problem has one head_dim
+    // V's own width only for a library that declares the range it reads (fc_subject_value_dims_v1).
+    if (const auto& dims = subject->value_dims()) {
+      o.head_dim_v_min = dims->head_dim_v_min;
+      o.head_dim_v_max = dims->head_dim_v_max;
+    } else {
+      o.unequal_head_dims_in = 0;
+    }
     std::erase_if(o.masks, [&](Mask m) { return !(caps.masks & (1u << static_cast<int>(m))); });
     std::erase_if(o.layouts, [&](Layout l) {
       return !(caps.layouts & FC_SUBJECT_BIT(l == Layout::kBHSD ? FC_SUBJECT_LAYOUT_BHSD : FC_SUBJECT_LAYOUT_BSHD));

@@ -80,8 +80,9 @@ struct CaseOptions {
   std::vector<Layout> layouts{Layout::kBHSD, Layout::kBSHD};
   bool padding = true;             // pad > 0 (strides other than contiguous)
   bool gqa = true;                 // heads_q != heads_kv
-  // head_dim_v != head_dim in one case in this many (>= 1; 0: never, as for a subject: the subject ABI has one head_dim)
+  // head_dim_v != head_dim in one case in this many (>= 1; 0: never, as for a subject that declares no value dims)
   int64_t unequal_head_dims_in = 8;
+  int64_t head_dim_v_min = 1, head_dim_v_max = 256;  // a subject's value dims (fc_subject_value_dims_v1)
   // A subject's shape limits (fc_subject_limits): seqlens are drawn, then moved onto them (multiples, minima,
   // maxima; 0 and 1 mean no limit).
   int64_t seqlen_q_multiple = 1, seqlen_k_multiple = 1;

@@ -479,7 +479,8 @@ bool has_fully_masked_row(const Case& c) {
   return c.mask != Mask::kNone && judged_visible_keys(case_params(c), 0).size() == 0;
 }
 
-// A sweep case moved inside a subject's capabilities: the nearest head_dim it takes, its first mask of the same
+// A sweep case moved inside a subject's capabilities: the nearest head_dim it takes, head_dim_v inside its value
+// dims (equal to head_dim without them), its first mask of the same
 // kind (window or not), heads_kv = heads_q without GQA, a layout it takes without padding, no softcap or sink it
 // lacks, seqlens onto its shape limits; injections that no longer fit the shape are dropped. Nullopt when its dtype is not among the subject's.
 std::optional<Case> fit_to(const LoadedSubject& subject, Case c) {
@@ -493,6 +494,11 @@ std::optional<Case> fit_to(const LoadedSubject& subject, Case c) {
     c.head_dim = best;
   } else {
     c.head_dim = std::clamp<int64_t>(c.head_dim, caps.head_dim_min, caps.head_dim_max);
+  }
+  if (const auto& dims = subject.value_dims(); dims && c.head_dim_v != 0) {
+    c.head_dim_v = std::clamp<int64_t>(c.head_dim_v, dims->head_dim_v_min, dims->head_dim_v_max);
+  } else {
+    c.head_dim_v = 0;
   }
   if (!(caps.masks & (1u << static_cast<int>(c.mask)))) {
     std::optional<Mask> same_kind, other;
@@ -642,9 +648,10 @@ int main(int argc, char** argv) {
       // A subject takes no sequences (the subject ABI has no index arrays): its sweep has none.
       std::vector<Case> q =
           random_sequence_cases(dtype, subject ? 0 : random_sequences_per_dtype, sequence_draws, seed + 3000);
-      // A subject's problem has one head_dim (the subject ABI): its sweep has no head_dim_v of its own either.
-      std::vector<Case> v =
-          random_value_dim_cases(dtype, subject ? 0 : random_value_dims_per_dtype, value_dim_draws, seed + 4000);
+      // V's own width on a subject only where the library declares the range it reads (fc_subject_value_dims_v1).
+      const bool value_dims = subject == nullptr || subject->value_dims().has_value();
+      std::vector<Case> v = random_value_dim_cases(dtype, value_dims ? random_value_dims_per_dtype : 0,
+                                                   value_dim_draws, seed + 4000);
       cases.insert(cases.end(), s.begin(), s.end());
       cases.insert(cases.end(), r.begin(), r.end());
       cases.insert(cases.end(), f.begin(), f.end());

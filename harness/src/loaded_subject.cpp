@@ -74,9 +74,8 @@ const char* arith_name(int32_t arith) {
 
 bool is_bool(int32_t x) { return x == 0 || x == 1; }
 
-// Params' strides are contiguous for `layout` over head_dim elements per row.
-bool contiguous(const Params& p, const Strides& s, int64_t heads, int64_t seqlen, uint32_t layout) {
-  const int64_t d = p.head_dim;
+// Strides contiguous for `layout` over d elements per row.
+bool contiguous(const Strides& s, int64_t d, int64_t heads, int64_t seqlen, uint32_t layout) {
   if (layout == FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD)) return s.row == d && s.head == seqlen * d && s.batch == heads * seqlen * d;
   return s.head == d && s.row == heads * d && s.batch == seqlen * heads * d;  // BSHD
 }
@@ -239,6 +238,15 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     }
     s->limits_ = l;
   }
+  // The optional head_dim_v range.
+  if (void* dims_symbol = dlsym(handle, FC_SUBJECT_VALUE_DIMS_ENTRY_POINT)) {
+    const fc_subject_value_dims* dims = reinterpret_cast<fc_subject_value_dims_fn>(dims_symbol)();
+    if (dims == nullptr) return bad(path, FC_SUBJECT_VALUE_DIMS_ENTRY_POINT "() returned null");
+    if (dims->head_dim_v_min < 1 || dims->head_dim_v_max > kMaxHeadDim || dims->head_dim_v_min > dims->head_dim_v_max) {
+      return bad(path, "value dims: 1 <= head_dim_v_min <= head_dim_v_max <= 256");
+    }
+    s->value_dims_ = *dims;
+  }
   s->subject_ = descriptor;
   s->name_ = descriptor->name;
   for (const DTypeInfo& info : kDTypes) {
@@ -279,10 +287,16 @@ Status LoadedSubject::supports(const Params& p) const {
     head_dim_ok = p.head_dim >= c.head_dim_min && p.head_dim <= c.head_dim_max;
   }
   if (!head_dim_ok) return unsupported("head_dim", std::to_string(p.head_dim) + " not among " + head_dims_text(c));
-  // The subject ABI's problem has one head_dim for Q, K, V and O.
-  if (value_head_dim(p) != p.head_dim) {
-    return unsupported("head_dim_v", std::to_string(value_head_dim(p)) + " != head_dim " + std::to_string(p.head_dim) +
-                                         ": the subject ABI (version 1) has one head_dim for Q, K, V and O");
+  // V's and O's own width: only for a library that declares the range it reads (fc_subject_value_dims_v1).
+  if (const int64_t dv = value_head_dim(p); dv != p.head_dim) {
+    if (!value_dims_) {
+      return unsupported("head_dim_v", std::to_string(dv) + " != head_dim " + std::to_string(p.head_dim) +
+                                           ": the library declares no value dims (" FC_SUBJECT_VALUE_DIMS_ENTRY_POINT ")");
+    }
+    if (dv < value_dims_->head_dim_v_min || dv > value_dims_->head_dim_v_max) {
+      return unsupported("head_dim_v", std::to_string(dv) + " outside " + std::to_string(value_dims_->head_dim_v_min) +
+                                           ".." + std::to_string(value_dims_->head_dim_v_max));
+    }
   }
   if (find_mask(p.mask) == nullptr || !(c.masks & FC_SUBJECT_BIT(find_mask(p.mask)->c_code))) {
     return unsupported("mask", std::string(mask_text(p.mask)) + " not among " + list_masks(c.masks));
@@ -301,10 +315,11 @@ Status LoadedSubject::supports(const Params& p) const {
     bool fits = false;
     for (uint32_t layout : {FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD), FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD)}) {
       if (!(c.layouts & layout)) continue;
-      fits = fits || (contiguous(p, p.q_stride, p.heads_q, p.seqlen_q, layout) &&
-                      contiguous(p, p.o_stride, p.heads_q, p.seqlen_q, layout) &&
-                      contiguous(p, p.k_stride, p.heads_kv, p.seqlen_k, layout) &&
-                      contiguous(p, p.v_stride, p.heads_kv, p.seqlen_k, layout));
+      const int64_t d = p.head_dim, dv = value_head_dim(p);
+      fits = fits || (contiguous(p.q_stride, d, p.heads_q, p.seqlen_q, layout) &&
+                      contiguous(p.o_stride, dv, p.heads_q, p.seqlen_q, layout) &&
+                      contiguous(p.k_stride, d, p.heads_kv, p.seqlen_k, layout) &&
+                      contiguous(p.v_stride, dv, p.heads_kv, p.seqlen_k, layout));
     }
     if (!fits) {
       return unsupported("layout", std::string("strides not contiguous in ") +
@@ -350,7 +365,11 @@ KernelConfig LoadedSubject::config(DType dtype) const {
 std::string LoadedSubject::describe() const {
   const fc_subject_capabilities& c = subject_->capabilities;
   std::string out = "subject " + name_ + " (" + path_ + "): " + (on_device() ? "device" : "host") + " memory; " +
-                    list_dtypes(c.dtypes) + "; head_dim " + head_dims_text(c) + "; masks " + list_masks(c.masks) +
+                    list_dtypes(c.dtypes) + "; head_dim " + head_dims_text(c) + "; head_dim_v " +
+                    (value_dims_ ? std::to_string(value_dims_->head_dim_v_min) + ".." +
+                                       std::to_string(value_dims_->head_dim_v_max)
+                                 : std::string("= head_dim")) +
+                    "; masks " + list_masks(c.masks) +
                     "; layouts";
   if (c.layouts & FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD)) out += " bhsd";
   if (c.layouts & FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD)) out += " bshd";

@@ -9,6 +9,7 @@
 //                                    or LSE output, arithmetic undeclared (judged by the generic bound)
 //   3  host-model-tiled              everything flashcheck computes, within shape limits (fc_subject_limits_v1):
 //                                    seqlen_q a multiple of 16, seqlen_k a multiple of 32 and at least 32
+// Every variant but the restricted one reads V and O of their own width (fc_subject_value_dims_v1, 1..256).
 #include <vector>
 
 #include "flashcheck/attention.h"
@@ -97,5 +98,13 @@ const fc_subject* fc_subject_v1(void) { return &kSubject; }
 const fc_subject_limits* fc_subject_limits_v1(void) {
   static constexpr fc_subject_limits kLimits{16, 32, 0, 32, 0, 0};
   return &kLimits;
+}
+#endif
+
+#if FC_HOST_SUBJECT_VARIANT != 2
+// The model reads head_dim_v (params_of): every width flashcheck computes.
+const fc_subject_value_dims* fc_subject_value_dims_v1(void) {
+  static constexpr fc_subject_value_dims kValueDims{1, 256};
+  return &kValueDims;
 }
 #endif

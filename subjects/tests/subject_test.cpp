@@ -132,6 +132,29 @@ TEST(Subject, ShapeLimitsAreCheckedLikeTheCapabilities) {
   EXPECT_EQ(run_line(*subject, "f16 b=1 hq=2 sq=32 sk=96" + tail).outcome, Outcome::kPass);
 }
 
+// V and O of their own width (fc_subject_value_dims_v1): a library that declares the range gets head_dim_v in the
+// problem and is judged on it; one that declares none answers UNSUPPORTED naming head_dim_v, never a pass.
+TEST(Subject, UnequalHeadDimsNeedTheValueDimsDeclaration) {
+  const auto declared = load_ok(FC_SUBJECT_HOST_MODEL);
+  const auto undeclared = load_ok(FC_SUBJECT_RESTRICTED);
+  ASSERT_TRUE(declared && undeclared);
+  ASSERT_TRUE(declared->value_dims().has_value());
+  EXPECT_FALSE(undeclared->value_dims().has_value());
+  EXPECT_NE(declared->describe().find("head_dim_v 1..256"), std::string::npos) << declared->describe();
+  const std::string tail = " q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=5";
+  for (const char* dims : {"d=192 dv=128", "d=64 dv=128", "d=3 dv=5"}) {
+    const Verdict v = run_line(*declared, std::string("bf16 b=1 hq=4 hkv=2 sq=70 sk=130 ") + dims + " mask=causal-br" + tail);
+    EXPECT_EQ(v.outcome, Outcome::kPass) << v.report();
+    EXPECT_GT(v.elements_checked, 0);
+  }
+  const Verdict v = run_line(*undeclared, "f16 b=1 hq=2 hkv=2 sq=8 sk=8 d=32 dv=16 mask=causal-br" + tail);
+  EXPECT_EQ(v.outcome, Outcome::kUnsupported) << v.report();
+  EXPECT_EQ(v.reason.rfind("head_dim_v:", 0), 0u) << v.reason;
+  // head_dim_v spelled equal to head_dim is no unequal width: the library without the declaration runs it.
+  EXPECT_EQ(run_line(*undeclared, "f16 b=1 hq=2 hkv=2 sq=8 sk=8 d=32 dv=32 mask=causal-br" + tail).outcome,
+            Outcome::kPass);
+}
+
 TEST(Subject, UndeclaredArithmeticIsJudgedByTheGenericBoundAndOAlone) {
   const auto subject = load_ok(FC_SUBJECT_RESTRICTED);
   ASSERT_TRUE(subject);

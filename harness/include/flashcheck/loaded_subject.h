@@ -8,6 +8,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "flashcheck/attention.h"
@@ -48,6 +49,8 @@ class LoadedSubject {
   // undeclared; only row sampling and the reference's tiling use it then).
   KernelConfig config(DType dtype) const;
   bool generic_bound(DType dtype) const { return !declared_[static_cast<size_t>(dtype)]; }
+  // The head_dim_v range the library declares (fc_subject_value_dims_v1), or none: head_dim_v == head_dim only.
+  const std::optional<fc_subject_value_dims>& value_dims() const { return value_dims_; }
   // The shape limits the library declares (fc_subject_limits_v1; every field 0 where it declares none).
   const fc_subject_limits& limits() const { return limits_; }
   bool has_limits() const {
@@ -70,6 +73,7 @@ class LoadedSubject {
   std::array<ComputePath, 3> path_of_{};     // per dtype: the class as a compute path
   std::array<std::string, 3> config_name_;   // KernelConfig::name per dtype (stable storage)
   fc_subject_limits limits_{};
+  std::optional<fc_subject_value_dims> value_dims_;
 };
 
 // A seqlen moved onto a subject's shape limits (fc_subject_limits: 0 and 1 mean none): at least the minimum, up to

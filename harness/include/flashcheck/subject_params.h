@@ -30,6 +30,7 @@ inline fc_subject_problem problem_of(const Params& p) {
   out.window_left = p.window_left;
   out.window_right = p.window_right;
   out.softcap = p.softcap;
+  out.head_dim_v = value_head_dim(p);
   return out;
 }
 
@@ -58,6 +59,7 @@ inline Params params_of(const fc_subject_problem& p, const fc_subject_buffers& b
   out.window_left = p.window_left;
   out.window_right = p.window_right;
   out.softcap = p.softcap;
+  out.head_dim_v = p.head_dim_v;
   return out;
 }
 

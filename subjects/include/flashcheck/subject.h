@@ -135,6 +135,10 @@ typedef struct fc_subject_problem {
   float softmax_scale;
   int64_t window_left, window_right; /* window masks only; -1 = unbounded */
   float softcap;                     /* > 0: scores become softcap * tanh(score / softcap); 0: off */
+  /* V's and O's columns: V is [.., seqlen_k, head_dim_v], O [.., seqlen_q, head_dim_v]. Always set; it differs
+   * from head_dim only for a library that exports fc_subject_value_dims_v1 (below). The last field: a subject built
+   * against a header without it reads the problem as before. */
+  int64_t head_dim_v;
 } fc_subject_problem;
 
 /* The tensors, in the memory kind the capabilities declare. lse: [batch, heads_q, seqlen_q] fp32,
@@ -185,6 +189,22 @@ typedef struct fc_subject_limits {
 } fc_subject_limits;
 typedef const fc_subject_limits* (*fc_subject_limits_fn)(void);
 FC_SUBJECT_EXPORT const fc_subject_limits* fc_subject_limits_v1(void);
+
+/* Optional: V and O with a head dim of their own (head_dim_v != head_dim: DeepSeek's (192, 128) and the like). A
+ * library that exports
+ *
+ *     const fc_subject_value_dims* fc_subject_value_dims_v1(void);
+ *
+ * reads fc_subject_problem.head_dim_v and is given cases whose head_dim_v lies in [head_dim_v_min, head_dim_v_max]
+ * (its head_dim still within the capabilities); without it every case it is given has head_dim_v == head_dim, and
+ * an unequal one is UNSUPPORTED for the subject. */
+#define FC_SUBJECT_VALUE_DIMS_ENTRY_POINT "fc_subject_value_dims_v1"
+typedef struct fc_subject_value_dims {
+  int32_t head_dim_v_min; /* inclusive, >= 1 */
+  int32_t head_dim_v_max; /* inclusive, <= 256 */
+} fc_subject_value_dims;
+typedef const fc_subject_value_dims* (*fc_subject_value_dims_fn)(void);
+FC_SUBJECT_EXPORT const fc_subject_value_dims* fc_subject_value_dims_v1(void);
 
 #ifdef __cplusplus
 }
