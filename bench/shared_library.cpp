@@ -9,5 +9,5 @@ extern "C" const void* const fc_abi_entry_points[] = {
     reinterpret_cast<const void*>(&fc_make_params),      reinterpret_cast<const void*>(&fc_can_implement),
     reinterpret_cast<const void*>(&fc_forward),          reinterpret_cast<const void*>(&fc_select_config),
     reinterpret_cast<const void*>(&fc_device_available), reinterpret_cast<const void*>(&fc_version),
-    reinterpret_cast<const void*>(&fc_effective_splits),
+    reinterpret_cast<const void*>(&fc_effective_splits), reinterpret_cast<const void*>(&fc_set_head_dim_v),
 };

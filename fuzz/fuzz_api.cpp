@@ -16,6 +16,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -136,12 +137,14 @@ Params params_from(ByteReader& in) {
   for (int64_t* field : {&p.batch, &p.heads_q, &p.heads_kv, &p.seqlen_q, &p.seqlen_k, &p.head_dim}) {
     *field = size_value(in);
   }
+  std::optional<Layout> contiguous;  // the layout of contiguous strides, where they are
   if (in.u8() & 1) {  // half the time contiguous strides, so the checks after the sizes are reached
     const Layout layout = (in.u8() & 1) ? Layout::kBSHD : Layout::kBHSD;
     auto small = [](int64_t x) { return x >= 0 && x <= (int64_t{1} << 20); };
     if (small(p.heads_q) && small(p.heads_kv) && small(p.seqlen_q) && small(p.seqlen_k) && small(p.head_dim)) {
       p.q_stride = p.o_stride = contiguous_strides(layout, p.heads_q, p.seqlen_q, p.head_dim);
       p.k_stride = p.v_stride = contiguous_strides(layout, p.heads_kv, p.seqlen_k, p.head_dim);
+      contiguous = layout;
     }
   } else {
     for (Strides* s : {&p.q_stride, &p.k_stride, &p.v_stride, &p.o_stride}) {
@@ -161,6 +164,13 @@ Params params_from(ByteReader& in) {
   p.window_right = window_value(in);
   p.softcap = softcap_value(in);
   p.sink = static_cast<const float*>(pointer_value(in));
+  // V's and O's own width: 0 (equal) where the bytes end; contiguous V and O strides follow it where Q's and K's are.
+  const int64_t head_dim_v = size_value(in);
+  if (contiguous && head_dim_v >= 0 && head_dim_v <= (int64_t{1} << 20)) {
+    set_head_dim_v(&p, head_dim_v, *contiguous);
+  } else {
+    p.head_dim_v = head_dim_v;
+  }
   return p;
 }
 
@@ -210,6 +220,7 @@ fc_params to_c(const Params& p) {
   c.window_left = p.window_left, c.window_right = p.window_right;
   c.softcap = p.softcap;
   c.sink = p.sink;
+  c.head_dim_v = p.head_dim_v;
   c.cu_seqlens_q = p.cu_seqlens_q;
   c.total_q = p.total_q;
   c.cu_seqlens_k = p.cu_seqlens_k;
@@ -337,7 +348,8 @@ void check_sequence_indices(ByteReader& in) {
   constexpr int64_t kHeads = 2, kDim = 8;
   const int64_t batch = 1 + in.u8() % 4;
   const bool paged = in.u8() & 1;
-  Params p = make_params(DType::kF32, batch, kHeads, 1, 0, 0, kDim, kMaskNames[in.u8() % kMaskNames.size()].mask, Layout::kBSHD);
+  const Mask mask = kMaskNames[in.u8() % kMaskNames.size()].mask;
+  Params p = make_params(DType::kF32, batch, kHeads, 1, 0, 0, kDim, mask, Layout::kBSHD);
   if (takes_window(p.mask)) {
     p.window_left = static_cast<int64_t>(in.u8() % 6) - 1;
     p.window_right = static_cast<int64_t>(in.u8() % 6) - 1;

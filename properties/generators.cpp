@@ -439,17 +439,19 @@ rc::Gen<Case> gen_frame(const CaseOptions& o) {
 
 // The seqlens aimed at the tiles, then the window of a window mask.
 rc::Gen<Case> gen_seqlens_and_window(const Case& c, const CaseOptions& o, const KernelConfig& cfg) {
-  const int64_t row = c.head_dim + c.pad;
+  // A row's elements and work, averaged over Q and O (K and V): head_dim and head_dim_v.
+  const int64_t dim = (c.head_dim + c.value_dim() + 1) / 2;
+  const int64_t row = dim + c.pad;
   const int64_t min_q = o.nonempty ? 1 : 0;
   const int64_t min_k = std::max<int64_t>(o.nonempty ? 1 : 0, o.min_seqlen_k);
   const int64_t cap_q = std::max<int64_t>(
-      1, std::min({o.limits.max_seqlen, safe_div(o.limits.max_work, c.head_dim * std::max<int64_t>(min_k, 1)),
+      1, std::min({o.limits.max_seqlen, safe_div(o.limits.max_work, dim * std::max<int64_t>(min_k, 1)),
                    safe_div(o.limits.max_elements, 4 * row)}));
   auto seqlen_q = gen_seqlen(std::max<int32_t>(cfg.block_m, 1), cap_q, min_q);
-  return gen::mapcat(seqlen_q, [c, o, cfg, row, min_k](int64_t sq) {
+  return gen::mapcat(seqlen_q, [c, o, cfg, dim, row, min_k](int64_t sq) {
     const int64_t cap_k = std::max<int64_t>(
         std::max<int64_t>(min_k, 1),
-        std::min({o.limits.max_seqlen, safe_div(o.limits.max_work, c.head_dim * std::max<int64_t>(sq, 1)),
+        std::min({o.limits.max_seqlen, safe_div(o.limits.max_work, dim * std::max<int64_t>(sq, 1)),
                   safe_div(o.limits.max_elements - 2 * sq * row, 2 * row)}));
     auto independent = gen_seqlen(std::max<int32_t>(cfg.block_n, 1), cap_k, min_k);
     const size_t equal_weight = (sq >= min_k && sq <= cap_k) ? 2 : 0;
@@ -714,6 +716,12 @@ std::string outside_options(const CaseOptions& o, const Case& c) {
   if (!in(o.dtypes, c.dtype)) return std::string("dtype ") + to_string(c.dtype) + " is not among the property's dtypes";
   if (!o.head_dims.empty() ? !in(o.head_dims, c.head_dim) : (c.head_dim < o.head_dim_min || c.head_dim > o.head_dim_max)) {
     return "head_dim " + std::to_string(c.head_dim) + " is outside the property's head dims";
+  }
+  if (c.value_dim() != c.head_dim) {
+    if (o.unequal_head_dims_in <= 0) return "dv=" + std::to_string(c.head_dim_v) + ": the property's cases have dv = d";
+    if (c.head_dim_v < o.head_dim_v_min || c.head_dim_v > o.head_dim_v_max) {
+      return "dv=" + std::to_string(c.head_dim_v) + " is outside the property's head_dim_v range";
+    }
   }
   if (!in(o.masks, c.mask) || !(o.allowed_masks & (1u << static_cast<int>(c.mask)))) {
     std::string masks;

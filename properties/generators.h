@@ -62,7 +62,8 @@ std::vector<Mask> every_mask();
 std::vector<DType> every_dtype();
 
 // What a property needs from its cases. Masks and dtypes come as often as their rows' case weights (masks.def,
-// dtypes.def: with every mask allowed, window masks in about one case in five), windows from gen_window; a softcap in about one in seven, a sink in about one in six.
+// dtypes.def: with every mask allowed, window masks in about one case in five), windows from gen_window; a softcap
+// in about one in seven, a sink in about one in six.
 struct CaseOptions {
   CaseLimits limits;
   std::vector<Mask> masks = every_mask();

@@ -114,7 +114,8 @@ void online_softmax_invariants(const Case& given) {
                "no visible key needs m = -inf, l = 0, LSE = -inf:" + vals);
       }
       for (int64_t d = 0; d < value_head_dim(p); ++d) {
-        expect(out.o[r * static_cast<size_t>(value_head_dim(p)) + static_cast<size_t>(d)] == 0.0, p, flat, "no visible key needs O = 0");
+        const size_t at = r * static_cast<size_t>(value_head_dim(p)) + static_cast<size_t>(d);
+        expect(out.o[at] == 0.0, p, flat, "no visible key needs O = 0");
       }
       continue;
     }

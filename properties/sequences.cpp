@@ -112,7 +112,8 @@ Case gen_sequence_case(const SequenceNeeds& needs) {
       total += s.q * s.capacity();
       elements += s.q * c.heads_q * 2 + s.capacity() * c.heads_kv * 2;
     }
-    return std::pair{total * c.heads_q * c.head_dim, elements * c.head_dim};
+    const int64_t dim = (c.head_dim + c.value_dim() + 1) / 2;  // Q and O, K and V: head_dim and head_dim_v
+    return std::pair{total * c.heads_q * dim, elements * dim};
   };
   // Shorten the key runs (then the query rows) until it fits.
   while (work().first > limits.max_work || work().second > limits.max_elements) {

@@ -229,8 +229,10 @@ std::vector<Case> random_sequence_cases(DType dtype, int64_t count, Draws& draws
 }
 
 // Cases whose V and O have a width of their own (head_dim_v != head_dim): the pairs models ship half the time, any
-// other pair of the sweep's head dims otherwise; dense, split-KV or sequences (packed or paged), rows near the tiles.
-std::vector<Case> random_value_dim_cases(DType dtype, int64_t count, Draws& draws, uint64_t seed_base) {
+// other pair of the sweep's head dims otherwise; dense, split-KV or sequences (packed or paged; dense in their place
+// when `sequences` is false: a subject's problem has no index arrays), rows near the tiles.
+std::vector<Case> random_value_dim_cases(DType dtype, int64_t count, Draws& draws, uint64_t seed_base,
+                                         bool sequences) {
   using Pair = std::pair<int64_t, int64_t>;
   constexpr std::array<Pair, 4> kShipped{{{192, 128}, {128, 64}, {64, 128}, {256, 128}}};
   constexpr std::array<int64_t, 8> kDims{8, 32, 40, 64, 96, 128, 200, 256};
@@ -261,8 +263,13 @@ std::vector<Case> random_value_dim_cases(DType dtype, int64_t count, Draws& draw
         c.splits = 3;
         break;
       case 1: {  // sequences, paged half the time
-        const int64_t sequences = 1 + draws.below(3);
-        for (int64_t b = 0; b < sequences; ++b) {
+        const int64_t count_seqs = 1 + draws.below(3);
+        if (!sequences) {
+          c.seqlen_q = near_tile(t.block_m);
+          c.seqlen_k = near_tile(t.block_n);
+          break;
+        }
+        for (int64_t b = 0; b < count_seqs; ++b) {
           Sequence s;
           s.q = draws.below(2) == 0 ? 1 : near_tile(t.block_m);
           s.k = near_tile(t.block_n);
@@ -270,7 +277,7 @@ std::vector<Case> random_value_dim_cases(DType dtype, int64_t count, Draws& draw
           c.seqlen_q = std::max(c.seqlen_q, s.q);
           c.seqlen_k = std::max(c.seqlen_k, s.capacity());
         }
-        c.batch = sequences;
+        c.batch = count_seqs;
         if (draws.below(2) == 0) c.page = t.block_n;
         break;
       }
@@ -651,7 +658,7 @@ int main(int argc, char** argv) {
       // V's own width on a subject only where the library declares the range it reads (fc_subject_value_dims_v1).
       const bool value_dims = subject == nullptr || subject->value_dims().has_value();
       std::vector<Case> v = random_value_dim_cases(dtype, value_dims ? random_value_dims_per_dtype : 0,
-                                                   value_dim_draws, seed + 4000);
+                                                   value_dim_draws, seed + 4000, subject == nullptr);
       cases.insert(cases.end(), s.begin(), s.end());
       cases.insert(cases.end(), r.begin(), r.end());
       cases.insert(cases.end(), f.begin(), f.end());

@@ -171,9 +171,10 @@ void print_worst_row(const Verdict& v, const HostInputs& inputs, const RunOutput
               bound.unconstrained ? ", outside the error model's domain" : "");
   std::printf("  %6s %18s %18s %12s %10s\n", "col", "kernel", "oracle", "bound", "ratio");
   const int64_t first = std::max<int64_t>(0, v.o.col - kColumnsAroundWorst);
-  const int64_t last = std::min<int64_t>(problem.head_dim - 1, v.o.col + kColumnsAroundWorst);
+  const int64_t columns = oracle::value_dim(problem);  // O's
+  const int64_t last = std::min<int64_t>(columns - 1, v.o.col + kColumnsAroundWorst);
   for (int64_t k = first; k <= last; ++k) {
-    const double got = out.o[static_cast<size_t>(flat * problem.head_dim + k)];
+    const double got = out.o[static_cast<size_t>(flat * columns + k)];
     const double want = exact.o[static_cast<size_t>(k)];
     const double b = bound.o.empty() ? 0.0 : bound.o[static_cast<size_t>(k)];
     std::printf("  %6lld %18.9g %18.9g %12.3g %10.3g%s\n", static_cast<long long>(k), got, want, b,
@@ -198,9 +199,10 @@ void print_rms_row(const Verdict& v, const HostInputs& inputs, const RunOutputs&
               static_cast<long long>(row.b), static_cast<long long>(row.h), static_cast<long long>(row.i),
               static_cast<long long>(exact.visible));
   std::printf("  %6s %18s %18s %18s %12s %12s\n", "col", "kernel", "oracle", "reference", "kernel err", "ref err");
-  for (int64_t k = 0; k < std::min(problem.head_dim, kRmsRowColumns); ++k) {
+  const int64_t columns = oracle::value_dim(problem);  // O's
+  for (int64_t k = 0; k < std::min(columns, kRmsRowColumns); ++k) {
     const size_t kk = static_cast<size_t>(k);
-    const double got = out.o[static_cast<size_t>(flat * problem.head_dim + k)];
+    const double got = out.o[static_cast<size_t>(flat * columns + k)];
     const double a = exact.abs_pv[kk] > 0 ? exact.abs_pv[kk] : 1.0;
     std::printf("  %6lld %18.9g %18.9g %18.9g %12.3g %12.3g\n", static_cast<long long>(k), got, exact.o[kk],
                 reference[kk], (got - exact.o[kk]) / a, (reference[kk] - exact.o[kk]) / a);

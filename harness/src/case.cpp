@@ -373,7 +373,7 @@ std::string check_injection(const Case& c, const Injection& inj) {
   if (inj.tensor != 'q' && inj.tensor != 'k' && inj.tensor != 'v') {
     return std::string("tensor '") + inj.tensor + "' is not q, k or v";
   }
-  const bool is_q = inj.tensor == 'q';
+  const bool is_q = inj.tensor == 'q', is_v = inj.tensor == 'v';
   const int64_t heads = is_q ? c.heads_q : c.heads_kv;
   const int64_t seqlen = is_q ? c.seqlen_q : c.seqlen_k;
   struct Axis {
@@ -384,7 +384,7 @@ std::string check_injection(const Case& c, const Injection& inj) {
   const Axis axes[4] = {{"batch", inj.b, c.batch, "b"},
                         {"head", inj.h, heads, is_q ? "hq" : "hkv"},
                         {"row", inj.s, seqlen, is_q ? "sq" : "sk"},
-                        {"column", inj.d, inj.tensor == 'v' ? c.value_dim() : c.head_dim, inj.tensor == 'v' ? "dv" : "d"}};
+                        {"column", inj.d, is_v ? c.value_dim() : c.head_dim, is_v ? "dv" : "d"}};
   for (const Axis& axis : axes) {
     if (axis.index < 0 || axis.index >= axis.size) {
       return std::string(axis.name) + " index " + std::to_string(axis.index) + " outside " + axis.key + "=" +

@@ -244,13 +244,14 @@ Status draw_on_device(const Case& c, char tensor, std::vector<uint8_t>* bits) {
   if (!device_available()) return {StatusCode::kNoDevice, "no CUDA device available"};
   const int64_t heads = tensor == 'q' ? c.heads_q : c.heads_kv;
   const int64_t seqlen = tensor == 'q' ? c.seqlen_q : c.seqlen_k;
+  const int64_t columns = tensor == 'v' ? c.value_dim() : c.head_dim;
   const int esize = static_cast<int>(dtype_size(c.dtype));
   bits->clear();
   // An empty tensor has nothing to draw, however large its other extents.
-  if (c.batch == 0 || heads == 0 || seqlen == 0 || c.head_dim == 0) return Status::ok_status();
+  if (c.batch == 0 || heads == 0 || seqlen == 0 || columns == 0) return Status::ok_status();
   int64_t count = 0, bytes = 0;
-  if (c.batch < 0 || heads < 0 || seqlen < 0 || c.head_dim < 0 || __builtin_mul_overflow(c.batch, heads, &count) ||
-      __builtin_mul_overflow(count, seqlen, &count) || __builtin_mul_overflow(count, c.head_dim, &count) ||
+  if (c.batch < 0 || heads < 0 || seqlen < 0 || columns < 0 || __builtin_mul_overflow(c.batch, heads, &count) ||
+      __builtin_mul_overflow(count, seqlen, &count) || __builtin_mul_overflow(count, columns, &count) ||
       __builtin_mul_overflow(count, int64_t{esize}, &bytes)) {
     return {StatusCode::kInvalidArgument, std::string("draw_on_device: tensor ") + tensor + " has more than 2^63 bytes"};
   }
@@ -269,7 +270,7 @@ Status draw_on_device(const Case& c, char tensor, std::vector<uint8_t>* bits) {
     scratch.bytes = bits->size();
     scratch.device = device;
   }
-  draw_kernel<<<blocks_for(count), kThreads>>>(elements::tensor_rule(c, tensor), seqlen, c.head_dim, count, esize,
+  draw_kernel<<<blocks_for(count), kThreads>>>(elements::tensor_rule(c, tensor), seqlen, columns, count, esize,
                                                static_cast<uint8_t*>(scratch.ptr));
   FLASHCHECK_CUDA_TRY(cudaGetLastError(), std::string("draw ") + tensor);
   FLASHCHECK_CUDA_TRY(cudaMemcpy(bits->data(), scratch.ptr, bits->size(), cudaMemcpyDeviceToHost),

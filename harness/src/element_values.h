@@ -336,3 +336,5 @@ inline ElementRule sink_rule(const Case& c, const ValueSpec& spec) {
 }
 
 }  // namespace flashcheck::elements
+
+#undef FLASHCHECK_ELEMENT_FN

@@ -33,7 +33,9 @@ struct ClassPoints {
   ComputePath path;
   int32_t score, p, o;
   bool for_fp32_inputs, for_tensor_core_inputs;  // the dtypes the class applies to (DTypeInfo::tensor_core_input)
-  bool applies_to(const DTypeInfo& info) const { return info.tensor_core_input ? for_tensor_core_inputs : for_fp32_inputs; }
+  bool applies_to(const DTypeInfo& info) const {
+    return info.tensor_core_input ? for_tensor_core_inputs : for_fp32_inputs;
+  }
 };
 constexpr ClassPoints kClasses[] = {
     {FC_SUBJECT_ARITH_GENERAL_FP32, ComputePath::kGeneralFp32, FC_SUBJECT_FMT_FP32, FC_SUBJECT_FMT_FP32,
@@ -46,14 +48,19 @@ constexpr ClassPoints kClasses[] = {
 
 // The subject ABI repeats the C ABI's codes so that a subject builds without flashcheck's headers: the same
 // numbers, row by row of dtypes.def and masks.def.
-#define FC_DTYPE_ROW(c_suffix, enumerator, code, ...) \
-  static_assert(FC_SUBJECT_DTYPE_##c_suffix == (code), "subject.h: FC_SUBJECT_DTYPE_" #c_suffix " != FC_DTYPE_" #c_suffix);
+#define FC_DTYPE_ROW(c_suffix, enumerator, code, ...)  \
+  static_assert(FC_SUBJECT_DTYPE_##c_suffix == (code), \
+                "subject.h: FC_SUBJECT_DTYPE_" #c_suffix " != FC_DTYPE_" #c_suffix);
 #include "flashcheck/dtypes.def"
 #undef FC_DTYPE_ROW
 #define FC_MASK_ROW(c_suffix, enumerator, code, ...) \
   static_assert(FC_SUBJECT_MASK_##c_suffix == (code), "subject.h: FC_SUBJECT_MASK_" #c_suffix " != FC_MASK_" #c_suffix);
 #include "flashcheck/masks.def"
 #undef FC_MASK_ROW
+
+// fc_subject_arithmetic's per-dtype arrays are the version-1 ABI's: one entry per dtype row of that version.
+static_assert(kDTypes.size() == std::size(fc_subject_arithmetic{}.arithmetic),
+              "a dtype row beyond the subject ABI's arithmetic arrays needs the ABI's next version");
 
 // Every value's bit of a table (the capabilities' dtypes and masks sets).
 template <typename Table>
@@ -353,7 +360,7 @@ Status LoadedSubject::supports(const Case& c) const {
 }
 
 KernelConfig LoadedSubject::config(DType dtype) const {
-  const size_t d = static_cast<size_t>(dtype) < 3 ? static_cast<size_t>(dtype) : 0;
+  const size_t d = static_cast<size_t>(dtype) < kDTypes.size() ? static_cast<size_t>(dtype) : 0;
   KernelConfig config;
   config.path = path_of_[d];
   config.block_n = tiling_declared() ? subject_->arithmetic.key_tile : kDefaultKeyTile;

@@ -14,13 +14,17 @@ namespace flashcheck {
 oracle::Format to_oracle(DType dtype) {
   const DTypeInfo* info = find_dtype(dtype);
   const std::optional<oracle::Format> format = info != nullptr ? oracle::format_from_name(info->name) : std::nullopt;
-  if (!format) throw std::invalid_argument("to_oracle: no oracle format for DType " + std::to_string(static_cast<int>(dtype)));
+  if (!format) {
+    throw std::invalid_argument("to_oracle: no oracle format for DType " + std::to_string(static_cast<int>(dtype)));
+  }
   return *format;
 }
 
 oracle::Visibility to_oracle(Mask mask, int64_t window_left, int64_t window_right) {
   const MaskName* entry = find_mask(mask);
-  if (entry == nullptr) throw std::invalid_argument("to_oracle: unknown Mask " + std::to_string(static_cast<int>(mask)));
+  if (entry == nullptr) {
+    throw std::invalid_argument("to_oracle: unknown Mask " + std::to_string(static_cast<int>(mask)));
+  }
   const WindowSides sides = window_sides(*entry, window_left, window_right);
   const oracle::Alignment alignment =
       entry->alignment == Alignment::kBottomRight ? oracle::Alignment::kBottomRight : oracle::Alignment::kTopLeft;

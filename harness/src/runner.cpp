@@ -41,20 +41,30 @@ struct RowMap {
   int64_t kernel_row(int64_t b, int64_t h, int64_t i) const {
     return packed() ? h * total_q + (*cu_q)[static_cast<size_t>(b)] + i : canonical_row(b, h, i);
   }
-  // Byte offset of element (b, h, i, d) of an output laid out like Q with `strides`.
+  // Byte offset of element (b, h, i, d) of an output of `strides` over Q's rows (dense or packed).
   int64_t o_offset(const Strides& strides, int64_t esize, int64_t b, int64_t h, int64_t i, int64_t d) const {
     const int64_t row = packed() ? ((*cu_q)[static_cast<size_t>(b)] + i) * strides.row
                                  : b * strides.batch + i * strides.row;
     return (row + h * strides.head + d) * esize;
   }
-  // Whether O's last element lies inside `payload` bytes (strides non-negative, as case_params makes them).
+  // Whether O's last element lies inside `payload` bytes: strides non-negative and its offset without overflow.
   bool o_fits(const Strides& strides, int64_t esize, int64_t payload) const {
     if (batch <= 0 || heads <= 0 || o_columns <= 0 || (!packed() && seqlen <= 0)) return true;
+    if (strides.batch < 0 || strides.head < 0 || strides.row < 0) return false;
     int64_t last_b = batch - 1;
     while (packed() && last_b > 0 && length(last_b) == 0) --last_b;  // packed: batch entries of cu_seqlens_q
     const int64_t last_i = length(last_b) - 1;
     if (last_i < 0) return true;
-    return o_offset(strides, esize, last_b, heads - 1, last_i, o_columns - 1) + esize <= payload;
+    const int64_t last_row = packed() ? (*cu_q)[static_cast<size_t>(last_b)] + last_i : last_i;
+    int64_t offset = 0, term = 0;
+    const bool ok = !__builtin_mul_overflow(packed() ? 0 : last_b, strides.batch, &offset) &&
+                    !__builtin_mul_overflow(last_row, strides.row, &term) &&
+                    !__builtin_add_overflow(offset, term, &offset) &&
+                    !__builtin_mul_overflow(heads - 1, strides.head, &term) &&
+                    !__builtin_add_overflow(offset, term, &offset) &&
+                    !__builtin_add_overflow(offset, o_columns, &offset) &&
+                    !__builtin_mul_overflow(offset, esize, &offset);
+    return ok && offset <= payload;
   }
   // Calls fn(b, h, i) for every row, in canonical order.
   template <typename Fn>

@@ -190,7 +190,9 @@ struct RowChunk {
 // The arithmetic classes a subject that declares none may compute in, for its dtype (docs/error-model.md §3.1).
 std::vector<oracle::Arithmetic> generic_classes(DType dtype) {
   const DTypeInfo* info = find_dtype(dtype);
-  if (info != nullptr && info->tensor_core_input) return {oracle::Arithmetic::kGeneralFp32, oracle::Arithmetic::kTensorCore};
+  if (info != nullptr && info->tensor_core_input) {
+    return {oracle::Arithmetic::kGeneralFp32, oracle::Arithmetic::kTensorCore};
+  }
   return {oracle::Arithmetic::kGeneralFp32, oracle::Arithmetic::kSplitTf32};
 }
 

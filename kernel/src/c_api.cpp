@@ -165,6 +165,23 @@ fc_status fc_effective_splits(const fc_params* params, int32_t* splits, char* ms
 
 int32_t fc_device_available(void) { return flashcheck::device_available() ? 1 : 0; }
 
-const char* fc_version(void) { return "flashcheck 0.1.0"; }
+const char* fc_version(void) { return "flashcheck " FLASHCHECK_VERSION; }
+
+fc_status fc_set_head_dim_v(fc_params* params, int64_t head_dim_v, int32_t layout, char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> Status {
+    if (params == nullptr) return null_params();
+    if (layout != FC_LAYOUT_BHSD && layout != FC_LAYOUT_BSHD) {
+      return {StatusCode::kInvalidArgument, "layout: expected FC_LAYOUT_BHSD (0) or FC_LAYOUT_BSHD (1), got " +
+                                                std::to_string(layout)};
+    }
+    flashcheck::Params p = to_cpp(*params);
+    flashcheck::set_head_dim_v(&p, head_dim_v, static_cast<flashcheck::Layout>(layout));
+    if (Status st = flashcheck::validate_shape(p); !st.ok()) return st;
+    params->head_dim_v = p.head_dim_v;
+    params->v_stride = to_c(p.v_stride);
+    params->o_stride = to_c(p.o_stride);
+    return {};
+  });
+}
 
 }  // extern "C"

@@ -32,7 +32,9 @@ std::string known_names(const Table& table, Keep keep) {
     if (keep(row)) names.push_back(row.name);
   }
   std::string out;
-  for (size_t i = 0; i < names.size(); ++i) out += std::string(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  for (size_t i = 0; i < names.size(); ++i) {
+    out += std::string(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  }
   return out;
 }
 template <typename Table>

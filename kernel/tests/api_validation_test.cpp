@@ -393,6 +393,19 @@ TEST(ApiValidation, CAbiHeadDimVIsTheLastField) {
   unequal.head_dim_v = 300;
   EXPECT_EQ(fc_can_implement(&unequal, msg, sizeof msg), FC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(std::string(msg).rfind("head_dim_v: ", 0), 0u) << msg;
+
+  // fc_set_head_dim_v: the field and V's and O's contiguous strides, as set_head_dim_v; a bad width named.
+  ASSERT_EQ(fc_set_head_dim_v(&c, 8, FC_LAYOUT_BSHD, msg, sizeof msg), FC_OK) << msg;
+  Params expected = make_params(DType::kBF16, 1, 2, 1, 3, 4, 16, Mask::kNone, Layout::kBHSD);
+  set_head_dim_v(&expected, 8, Layout::kBSHD);
+  EXPECT_EQ(c.head_dim_v, 8);
+  EXPECT_EQ(c.v_stride.row, expected.v_stride.row);
+  EXPECT_EQ(c.v_stride.head, expected.v_stride.head);
+  EXPECT_EQ(c.o_stride.batch, expected.o_stride.batch);
+  EXPECT_EQ(c.q_stride.row, expected.q_stride.row);  // Q and K keep theirs
+  EXPECT_EQ(fc_set_head_dim_v(&c, 257, FC_LAYOUT_BHSD, msg, sizeof msg), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(msg).rfind("head_dim_v: ", 0), 0u) << msg;
+  EXPECT_EQ(c.head_dim_v, 8);  // unchanged on refusal
 }
 
 TEST(ApiValidation, VisibleKeysNamesTheAlignment) {

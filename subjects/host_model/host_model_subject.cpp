@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "flashcheck/attention.h"
+#include "flashcheck/dtype.h"
 #include "flashcheck/host_model.h"
+#include "flashcheck/mask_names.h"
 #include "flashcheck/subject.h"
 #include "flashcheck/subject_params.h"
 
@@ -57,9 +59,15 @@ int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers
                                                                    : FC_SUBJECT_ERROR;
 }
 
-constexpr uint32_t kAllDtypes =
-    FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F32) | FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F16) | FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_BF16);
-constexpr uint32_t kAllMasks = 0x1f;
+// Every row of flashcheck's dtype and mask tables: the model computes them all.
+template <typename Table>
+constexpr uint32_t all_codes(const Table& table) {
+  uint32_t bits = 0;
+  for (const auto& row : table) bits |= FC_SUBJECT_BIT(row.c_code);
+  return bits;
+}
+constexpr uint32_t kAllDtypes = all_codes(flashcheck::kDTypes);
+constexpr uint32_t kAllMasks = all_codes(flashcheck::kMaskNames);
 constexpr uint32_t kAllLayouts = FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD) | FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD) |
                                  FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED);
 

@@ -143,7 +143,8 @@ TEST(Subject, UnequalHeadDimsNeedTheValueDimsDeclaration) {
   EXPECT_NE(declared->describe().find("head_dim_v 1..256"), std::string::npos) << declared->describe();
   const std::string tail = " q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=5";
   for (const char* dims : {"d=192 dv=128", "d=64 dv=128", "d=3 dv=5"}) {
-    const Verdict v = run_line(*declared, std::string("bf16 b=1 hq=4 hkv=2 sq=70 sk=130 ") + dims + " mask=causal-br" + tail);
+    const std::string line = std::string("bf16 b=1 hq=4 hkv=2 sq=70 sk=130 ") + dims + " mask=causal-br" + tail;
+    const Verdict v = run_line(*declared, line);
     EXPECT_EQ(v.outcome, Outcome::kPass) << v.report();
     EXPECT_GT(v.elements_checked, 0);
   }

@@ -6,8 +6,8 @@
 // [softcap] q k v [sink] [inject] [property] [subject] seed. window=L,R comes with mask=window-br / window-tl and only with
 // them (each side -1 = unbounded, or >= 0).
 // Optional keys (omitted when default): dv=N (V's and O's head dim, Params::head_dim_v; 0 or absent = d),
-// layout=bshd, pad=N (extra elements after every row of Q, K, V, O), seqs=Q:K[+E],... (one entry per sequence: the inference path's variable lengths; b must equal their count,
-// sq and sk bound them), page=P (K/V in pages of P keys; needs seqs), poison=inf|zero (what fills memory no kernel may read;
+// layout=bshd, pad=N (extra elements after every row of Q, K, V, O), seqs=Q:K[+E],... (one entry per sequence:
+// the inference path's variable lengths; b must equal their count, sq and sk bound them), page=P (K/V in pages of P keys; needs seqs), poison=inf|zero (what fills memory no kernel may read;
 // needs seqs; default nan), splits=N (Params::num_splits; default 1, 0 = the kernel's heuristic), scale=X
 // (softmax scale; default 1/sqrt(d) rounded to fp32), softcap=C (finite, > 0; default 0 = off), sink=DIST (one
 // fp32 sink logit per query head, drawn like q, k, v; absent = no sink), inject=q[b,h,s,d]:nan;k[...]:-inf;...
@@ -126,10 +126,11 @@ struct Case {
 
 // The kernel's Params for a case, the one translation every caller uses (make_inputs, generators, the
 // fuzz decoder, tools): dtype, shape, mask and window; strides contiguous in the case's layout over
-// head_dim + pad elements per row of Q and K, value_dim() + pad of V and O (O laid out like Q); softmax_scale(); softcap; num_splits = splits. Pointers
+// head_dim + pad elements per row of Q and K, value_dim() + pad of V and O (O laid out like Q); softmax_scale();
+// softcap; num_splits = splits. Pointers
 // null, the sink's and the index arrays' too: their values live in HostInputs, which points params at them (the
 // runner at its guarded copies). Sizes saturate rather than overflow, so can_implement names the field of an
-// impossible case. With sequences (R = head_dim + pad, H the tensor's heads):
+// impossible case. With sequences (R = head_dim + pad for Q and K, value_dim() + pad for V and O; H the tensor's heads):
 //   Q, O    packed, total_q = sum of q: bshd .row = H * R, .head = R; bhsd (head-major over the packed tokens)
 //           .head = total_q * R, .row = R; .batch = 0. LSE is [heads_q, total_q].
 //   K, V    unpaged: packed the same way over the capacities, total_k = sum of (k + extra).

@@ -1,6 +1,7 @@
 // What the kernel reports about how it would run a problem: its configuration (compute path, tile sizes, query heads
 // per tile, name) and its split-KV count. Generators aim shapes at these tiles, the error model follows the kernel's
-// tiles and split runs; properties, fuzz targets and tools ask here, never the kernel's API directly. Which keys a
+// tiles and split runs; properties, fuzz targets and tools ask here rather than the kernel's API (fuzz_api, which
+// fuzzes that API itself, is the exception). Which keys a
 // row sees, for judging, is not a kernel fact: it is the oracle's predicate (judged_visible_keys, oracle_bridge.h).
 #pragma once
 

@@ -13,6 +13,7 @@
 
 #include "flashcheck/attention.h"
 #include "flashcheck/case.h"
+#include "flashcheck/dtype.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/runner.h"
 #include "flashcheck/subject.h"
@@ -69,9 +70,9 @@ class LoadedSubject {
   void* handle_ = nullptr;
   const fc_subject* subject_ = nullptr;
   std::string name_, path_;
-  std::array<bool, 3> declared_{};           // per dtype: an arithmetic class of the error model, after mapping
-  std::array<ComputePath, 3> path_of_{};     // per dtype: the class as a compute path
-  std::array<std::string, 3> config_name_;   // KernelConfig::name per dtype (stable storage)
+  std::array<bool, kDTypes.size()> declared_{};          // per dtype: an arithmetic class of the error model
+  std::array<ComputePath, kDTypes.size()> path_of_{};    // per dtype: the class as a compute path
+  std::array<std::string, kDTypes.size()> config_name_;  // KernelConfig::name per dtype (stable storage)
   fc_subject_limits limits_{};
   std::optional<fc_subject_value_dims> value_dims_;
 };

@@ -196,7 +196,7 @@ struct KernelConfig {
   ComputePath path = ComputePath::kGeneralFp32;
   int32_t block_m = 0;   // query rows per tile (of one head)
   int32_t block_n = 0;   // keys per K/V tile
-  int32_t head_dim_padded = 0;
+  int32_t head_dim_padded = 0;  // the family's padded head dim; the general family pads max(head_dim, head_dim_v)
   const char* name = "";
   // Query heads sharing one tile: the decode family packs the heads of one K/V head (GQA) into its 16 rows.
   int32_t heads_per_tile = 1;

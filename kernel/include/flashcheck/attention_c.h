@@ -62,8 +62,10 @@ typedef struct fc_params {
   const int32_t* page_table; /* [batch, max_pages_per_seq] */
   int64_t page_size, num_pages, max_pages_per_seq;
   int32_t num_splits; /* >= 1, or 0: heuristic; fc_make_params sets 1 */
-  /* V's and O's columns: 0 (= head_dim; fc_make_params sets 0) or 1..256. Last, so that the fields before it keep
-   * their offsets; v_stride and o_stride count elements of rows of this many columns. */
+  /* V's and O's columns: 0 (= head_dim; fc_make_params sets 0) or 1..256; v_stride and o_stride count elements of
+   * rows of this many columns (fc_set_head_dim_v sets all three). The last field, since version 0.2.0
+   * (fc_version()): the fields before it keep their offsets, and a caller built against an earlier header, whose
+   * struct ends before it, rebuilds against this one. */
   int64_t head_dim_v;
 } fc_params;
 
@@ -72,6 +74,8 @@ typedef struct fc_params {
 fc_status fc_make_params(int32_t dtype, int64_t batch, int64_t heads_q, int64_t heads_kv, int64_t seqlen_q,
                          int64_t seqlen_k, int64_t head_dim, int32_t mask, int32_t layout, fc_params* out,
                          char* msg, size_t msg_size);
+/* head_dim_v, and v_stride and o_stride contiguous for `layout` over head_dim_v columns (0: head_dim's). */
+fc_status fc_set_head_dim_v(fc_params* params, int64_t head_dim_v, int32_t layout, char* msg, size_t msg_size);
 fc_status fc_can_implement(const fc_params* params, char* msg, size_t msg_size);
 /* stream: a cudaStream_t, or NULL for the legacy default stream. */
 fc_status fc_forward(const fc_params* params, void* stream, char* msg, size_t msg_size);

@@ -143,7 +143,7 @@ inline constexpr MutantInfo kMutants[] = {
      "later scores below about -87 underflow to weight 0"},
     {Mutant::kGeneralValueWidthFromHeadDim, "general-value-width-from-head-dim", "general", "unequal head dims",
      "V tiles load Q's and K's head_dim columns instead of head_dim_v: with head_dim_v > head_dim O's last columns "
-     "come out zero (and a row past V's end is read)"},
+     "come out zero (with head_dim_v < head_dim the loads read past V's rows)"},
     {Mutant::kCombineValueStrideFromHeadDim, "combine-value-stride-from-head-dim", "combine", "unequal head dims",
      "the combine steps through the split runs' accumulators by head_dim instead of head_dim_v"},
 };

@@ -136,8 +136,8 @@ typedef struct fc_subject_problem {
   int64_t window_left, window_right; /* window masks only; -1 = unbounded */
   float softcap;                     /* > 0: scores become softcap * tanh(score / softcap); 0: off */
   /* V's and O's columns: V is [.., seqlen_k, head_dim_v], O [.., seqlen_q, head_dim_v]. Always set; it differs
-   * from head_dim only for a library that exports fc_subject_value_dims_v1 (below). The last field: a subject built
-   * against a header without it reads the problem as before. */
+   * from head_dim only for a library that exports fc_subject_value_dims_v1 (below), which needs a harness whose
+   * subject.h has this field. The last field: a subject that does not read it needs no rebuild. */
   int64_t head_dim_v;
 } fc_subject_problem;
 
