@@ -62,14 +62,6 @@ constexpr ClassPoints kClasses[] = {
 static_assert(kDTypes.size() == std::size(fc_subject_arithmetic{}.arithmetic),
               "a dtype row beyond the subject ABI's arithmetic arrays needs the ABI's next version");
 
-// Every value's bit of a table (the capabilities' dtypes and masks sets).
-template <typename Table>
-constexpr uint32_t all_bits(const Table& table) {
-  uint32_t bits = 0;
-  for (const auto& row : table) bits |= FC_SUBJECT_BIT(row.c_code);
-  return bits;
-}
-
 const char* arith_name(int32_t arith) {
   switch (arith) {
     case FC_SUBJECT_ARITH_GENERAL_FP32: return "general-fp32";
@@ -121,7 +113,7 @@ Status validate(const std::string& path, const fc_subject& s) {
   const fc_subject_capabilities& c = s.capabilities;
   if (s.name == nullptr || !is_subject_name(s.name)) return bad(path, "name: 1 to 64 of A-Z a-z 0-9 . _ -");
   if (s.forward == nullptr) return bad(path, "forward: null");
-  if (c.dtypes == 0 || (c.dtypes & ~all_bits(kDTypes)) != 0) {
+  if (c.dtypes == 0 || (c.dtypes & ~subject_bits(kDTypes)) != 0) {
     return bad(path, "capabilities.dtypes: a non-empty set of FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_*)");
   }
   if (c.head_dims != nullptr) {
@@ -132,7 +124,7 @@ Status validate(const std::string& path, const fc_subject& s) {
   } else if (c.head_dim_min < 1 || c.head_dim_max > kMaxHeadDim || c.head_dim_min > c.head_dim_max) {
     return bad(path, "capabilities.head_dim_min/max: 1 <= min <= max <= 256");
   }
-  if (c.masks == 0 || (c.masks & ~all_bits(kMaskNames)) != 0) return bad(path, "capabilities.masks: a non-empty set of FC_SUBJECT_BIT(FC_SUBJECT_MASK_*)");
+  if (c.masks == 0 || (c.masks & ~subject_bits(kMaskNames)) != 0) return bad(path, "capabilities.masks: a non-empty set of FC_SUBJECT_BIT(FC_SUBJECT_MASK_*)");
   if (c.layouts == 0 || (c.layouts & ~7u) != 0) {
     return bad(path, "capabilities.layouts: a non-empty set of FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_*)");
   }

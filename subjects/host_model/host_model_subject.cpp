@@ -60,14 +60,8 @@ int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers
 }
 
 // Every row of flashcheck's dtype and mask tables: the model computes them all.
-template <typename Table>
-constexpr uint32_t all_codes(const Table& table) {
-  uint32_t bits = 0;
-  for (const auto& row : table) bits |= FC_SUBJECT_BIT(row.c_code);
-  return bits;
-}
-constexpr uint32_t kAllDtypes = all_codes(flashcheck::kDTypes);
-constexpr uint32_t kAllMasks = all_codes(flashcheck::kMaskNames);
+constexpr uint32_t kAllDtypes = flashcheck::subject_bits(flashcheck::kDTypes);
+constexpr uint32_t kAllMasks = flashcheck::subject_bits(flashcheck::kMaskNames);
 constexpr uint32_t kAllLayouts = FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD) | FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD) |
                                  FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED);
 

@@ -8,6 +8,14 @@
 
 namespace flashcheck {
 
+// The subject capability bit set of every row of a table (kDTypes, kMaskNames): FC_SUBJECT_BIT of each row's code.
+template <typename Table>
+constexpr uint32_t subject_bits(const Table& table) {
+  uint32_t bits = 0;
+  for (const auto& row : table) bits |= FC_SUBJECT_BIT(row.c_code);
+  return bits;
+}
+
 inline fc_subject_strides subject_strides(const Strides& s) { return {s.batch, s.head, s.row}; }
 inline Strides params_strides(const fc_subject_strides& s) { return {s.batch, s.head, s.row}; }
 
