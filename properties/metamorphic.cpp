@@ -387,7 +387,7 @@ void causal_rows_ignore_invisible_keys() {
 // one) is computed on the exact fp32 CUDA-core path (split_tf32/kernel.cuh), so a row that shares such a tile
 // with hidden poisoned keys gets its visible keys' products in other arithmetic. On the fp16/bf16 tensor-core
 // path a causal diagonal tile whose hidden V rows hold inf/NaN has those halves zeroed before P*V
-// (tensor_core/kernel.cuh, exact_hidden_v): a hidden key then adds +0 where the clean run added p * v = +-0,
+// (tensor_core/hidden_v.cuh, exact_hidden_v): a hidden key then adds +0 where the clean run added p * v = +-0,
 // the same sum except for the sign of an exact zero. (The general path never multiplies a hidden key and
 // stays bit-identical; so does the host model, which computes a row's visible keys only.) There the check is:
 // every output of a blind row that is finite in the clean run is finite in the poisoned run, rows with no

@@ -658,7 +658,7 @@ TEST(Gpu_F16Bf16, D64TileShapesGiveTheSameBits) {
 #endif
 }
 
-// The exact path for non-finite hidden V (tensor_core/kernel.cuh, exact_hidden_v), column by column. An inf and a
+// The exact path for non-finite hidden V (tensor_core/hidden_v.cuh, exact_hidden_v), column by column. An inf and a
 // NaN sit in V rows that the first rows of their causal diagonal tile may not see. A row that sees one is
 // non-finite in that column only. Every other (row, column) is bit-identical to the run with the finite values
 // there, and so is every LSE: each O column reads only its own V column, and the path zeroes just the non-finite

@@ -94,8 +94,10 @@ __device__ __forceinline__ void store_split4(uint32_t hi_tile, uint32_t lo_tile,
 }
 }  // namespace wg
 
-template <typename Cfg, bool kExtras, bool kInst>
-struct WgmmaForward {
+// The shape of one split-TF32 wgmma kernel (tile sizes, shared-memory layout and barriers, work items), which its
+// producer and consumer parts share.
+template <typename Cfg, bool kInst>
+struct WgmmaShape {
   static constexpr int kHeadDim = Cfg::kHeadDim;
   static constexpr int kBlockM = Cfg::kBlockM;
   static constexpr int kBlockN = Cfg::kBlockN;
@@ -161,39 +163,19 @@ struct WgmmaForward {
     it.block_keys = a.vis.row_end(rows_end - 1);
     return it;
   }
+};
 
-  __device__ static void run(const SplitTf32Args<kInst>& a, uint8_t* smem) {
-    __shared__ Shared sh;
-    const int tid = static_cast<int>(threadIdx.x);
-    Layout lay;
-    const uint32_t base = (wg::smem_address(smem) + 1023u) & ~1023u;
-    lay.q_hi = base;
-    lay.q_lo = lay.q_hi + kQTileBytes;
-    lay.k_hi = lay.q_lo + kQTileBytes;
-    lay.k_lo = lay.k_hi + kKTileBytes;
-    lay.v_hi = lay.k_lo + kKTileBytes;
-    lay.v_lo = lay.v_hi + kVTileBytes;
-    lay.k_raw = lay.v_lo + kVTileBytes;
-    lay.v_raw = lay.k_raw + kKTileBytes;
-    if (tid == 0) {
-      wg::mbarrier_init(wg::smem_address(&sh.k_full), wg::kWarpgroupThreads);
-      wg::mbarrier_init(wg::smem_address(&sh.v_full), wg::kWarpgroupThreads);
-      // Every consumer thread arrives on the empty barriers (each reads the producer's flag words first).
-      wg::mbarrier_init(wg::smem_address(&sh.k_empty), kConsumerThreads);
-      wg::mbarrier_init(wg::smem_address(&sh.v_empty), kConsumerThreads);
-      for (int w = 0; w < 2; ++w) sh.q_rows[w] = lay.q_hi + w * kWgmmaRowsTf32 * wg::kSwizzleRowBytes;
-      sh.k_hi = lay.k_hi;
-      sh.v_hi = lay.v_hi;
-    }
-    __syncthreads();
-    if (tid < wg::kWarpgroupThreads) {
-      wg::setmaxnreg_dec<wg::kProducerRegs>();
-      produce(a, sh, lay, static_cast<uint32_t>(tid));
-      return;
-    }
-    wg::setmaxnreg_inc<wg::kConsumerRegs>();
-    consume(a, sh, lay, tid - wg::kWarpgroupThreads);
-  }
+// The producer warpgroup: every K/V tile of every item of this CTA, split into hi/lo tiles.
+template <typename Cfg, bool kInst>
+struct WgmmaProducer : WgmmaShape<Cfg, kInst> {
+  using Shape = WgmmaShape<Cfg, kInst>;
+  using typename Shape::Shared;
+  using typename Shape::Layout;
+  using typename Shape::Item;
+  using Shape::kHeadDim;
+  using Shape::kBlockN;
+  using Shape::kChunksPerRow;
+  using Shape::item_at;
 
   // ---- producer: every K/V tile of every item of this CTA, split into the hi/lo tiles. Each tile first lands
   // raw (cp.async, 16-byte chunks, zero-filled past the keys the block sees and past head_dim) in a staging
@@ -344,6 +326,26 @@ struct WgmmaForward {
       }
     }
   }
+};
+
+// The consumers' products: Q split into hi/lo tiles, S = Q K^T as two chains per half of the head dims, P split
+// in registers and O += P V per K/V tile and half of the head dims (the rounding of the file's header).
+template <typename Cfg, bool kInst>
+struct WgmmaGemms : WgmmaShape<Cfg, kInst> {
+  using Shape = WgmmaShape<Cfg, kInst>;
+  using typename Shape::Shared;
+  using typename Shape::Layout;
+  using typename Shape::Item;
+  using Shape::kHeadDim;
+  using Shape::kBlockM;
+  using Shape::kBlockN;
+  using Shape::kSTiles;
+  using Shape::kQkSteps;
+  using Shape::kOTiles;
+  using Shape::kChunksPerRow;
+  using Shape::kQTileBytes;
+  using Shape::kKTileBytes;
+  using Shape::kVTileBytes;
 
   // ---- consumers
   // Splits this warpgroup's 64 Q rows of the item into the hi/lo tiles; true if any value the split cannot carry.
@@ -452,6 +454,18 @@ struct WgmmaForward {
     wg::wgmma_commit();
   }
 
+};
+
+// The consumers' exact paths: scores the split cannot carry recomputed as fp32 FMA chains, and rows that see a V
+// value the split cannot carry take fp32 FMAs on CUDA cores for that tile.
+template <typename Cfg, bool kInst>
+struct WgmmaExact : WgmmaShape<Cfg, kInst> {
+  using Shape = WgmmaShape<Cfg, kInst>;
+  using typename Shape::Item;
+  using Shape::kBlockN;
+  using Shape::kSTiles;
+  using Shape::kOTiles;
+
   // Per consumer thread: its two rows (half 0: row g, half 1: row g + 8 of its warp's 16) and their state.
   struct Rows {
     const float* v_head;  // this item's V head (the exact path reads it)
@@ -531,6 +545,63 @@ struct WgmmaForward {
     for (int j = 0; j < kSTiles; ++j)
       for (int e = 0; e < 4; ++e) x->p[j][e] = exact_row[e / 2] ? 0.0f : x->p[j][e];
   }
+};
+
+template <typename Cfg, bool kExtras, bool kInst>
+struct WgmmaForward : WgmmaShape<Cfg, kInst> {
+  using Shape = WgmmaShape<Cfg, kInst>;
+  using Producer = WgmmaProducer<Cfg, kInst>;
+  using Gemms = WgmmaGemms<Cfg, kInst>;
+  using Exact = WgmmaExact<Cfg, kInst>;
+  using Rows = typename Exact::Rows;
+  using Scores = typename Exact::Scores;
+  using ExactV = typename Exact::ExactV;
+  static constexpr int kHalfTiles = Gemms::kHalfTiles;
+  using typename Shape::Shared;
+  using typename Shape::Layout;
+  using typename Shape::Item;
+  using Shape::kBlockM;
+  using Shape::kBlockN;
+  using Shape::kConsumerThreads;
+  using Shape::kSTiles;
+  using Shape::kOTiles;
+  using Shape::kQTileBytes;
+  using Shape::kKTileBytes;
+  using Shape::kVTileBytes;
+  using Shape::item_at;
+
+  __device__ static void run(const SplitTf32Args<kInst>& a, uint8_t* smem) {
+    __shared__ Shared sh;
+    const int tid = static_cast<int>(threadIdx.x);
+    Layout lay;
+    const uint32_t base = (wg::smem_address(smem) + 1023u) & ~1023u;
+    lay.q_hi = base;
+    lay.q_lo = lay.q_hi + kQTileBytes;
+    lay.k_hi = lay.q_lo + kQTileBytes;
+    lay.k_lo = lay.k_hi + kKTileBytes;
+    lay.v_hi = lay.k_lo + kKTileBytes;
+    lay.v_lo = lay.v_hi + kVTileBytes;
+    lay.k_raw = lay.v_lo + kVTileBytes;
+    lay.v_raw = lay.k_raw + kKTileBytes;
+    if (tid == 0) {
+      wg::mbarrier_init(wg::smem_address(&sh.k_full), wg::kWarpgroupThreads);
+      wg::mbarrier_init(wg::smem_address(&sh.v_full), wg::kWarpgroupThreads);
+      // Every consumer thread arrives on the empty barriers (each reads the producer's flag words first).
+      wg::mbarrier_init(wg::smem_address(&sh.k_empty), kConsumerThreads);
+      wg::mbarrier_init(wg::smem_address(&sh.v_empty), kConsumerThreads);
+      for (int w = 0; w < 2; ++w) sh.q_rows[w] = lay.q_hi + w * kWgmmaRowsTf32 * wg::kSwizzleRowBytes;
+      sh.k_hi = lay.k_hi;
+      sh.v_hi = lay.v_hi;
+    }
+    __syncthreads();
+    if (tid < wg::kWarpgroupThreads) {
+      wg::setmaxnreg_dec<wg::kProducerRegs>();
+      Producer::produce(a, sh, lay, static_cast<uint32_t>(tid));
+      return;
+    }
+    wg::setmaxnreg_inc<wg::kConsumerRegs>();
+    consume(a, sh, lay, tid - wg::kWarpgroupThreads);
+  }
 
   __device__ static void consume(const SplitTf32Args<kInst>& a, Shared& sh, const Layout& lay, int ctid) {
     constexpr float kNegInf = -INFINITY;
@@ -568,7 +639,7 @@ struct WgmmaForward {
           count_tile_kinds(a.inst, a.vis, it.m0, kBlockM, kBlockN, it.first, it.first + it.k_tiles);
         }
       }
-      const bool q_exact = it.k_tiles > 0 && stage_q(a, lay, it, w, wtid);
+      const bool q_exact = it.k_tiles > 0 && Gemms::stage_q(a, lay, it, w, wtid);
 
       float s[kSTiles][4], sb[kSTiles][4];  // S(n) in two halves of the head dims, then P(n) in s
       // After S(n) has completed: releases K(n), s = S_a + S_b (RN), recomputes unrepresentable scores, then the
@@ -588,9 +659,9 @@ struct WgmmaForward {
         // branch over the tile; taken only when Q or K holds such a value).
         if ((q_exact || k_exact) && !FC_MUTANT(kTf32UnsplittableNotRecomputed)) {
           Scores tmp;
-          copy_tiles(s, tmp.s);
-          recompute_scores(&tmp, a, it, r, k0, t);
-          copy_tiles(tmp.s, s);
+          Exact::copy_tiles(s, tmp.s);
+          Exact::recompute_scores(&tmp, a, it, r, k0, t);
+          Exact::copy_tiles(tmp.s, s);
         }
         float alpha[2];
         online_softmax_tile<kInst, kExtras>(s, r.m, r.l_part, r.moves, alpha, k0,
@@ -607,11 +678,11 @@ struct WgmmaForward {
         const uint64_t bad_keys = sh.v_bad[0] | sh.v_bad[1] | sh.v_bad[2] | sh.v_bad[3];
         if (bad_keys == 0) return;
         ExactV tmp;
-        copy_tiles(s, tmp.p);
-        copy_tiles(acc, tmp.acc);
-        exact_v_path(&tmp, a, r, (it.first + n) * kBlockN, bad_keys, lane);
-        copy_tiles(tmp.p, s);
-        copy_tiles(tmp.acc, acc);
+        Exact::copy_tiles(s, tmp.p);
+        Exact::copy_tiles(acc, tmp.acc);
+        Exact::exact_v_path(&tmp, a, r, (it.first + n) * kBlockN, bad_keys, lane);
+        Exact::copy_tiles(tmp.p, s);
+        Exact::copy_tiles(tmp.acc, acc);
       };
 
       const auto trace = [&](int64_t n) { trace_rows<kInst>(a, r.trace_slot, r.m, r.l_part, n, t); };
@@ -630,16 +701,16 @@ struct WgmmaForward {
         FC_PERTURB(kPerturbTf32Consumer, tile);
         exact_v(n);
         uint32_t ph[kSTiles][4], pl[kSTiles][4];
-        split_p(s, ph, pl);
+        Gemms::split_p(s, ph, pl);
         float ot[kHalfTiles][4];
-        pv_issue(ot, ph, pl, sh, 0);
+        Gemms::pv_issue(ot, ph, pl, sh, 0);
         wg::wgmma_wait<0>();
         wg::fence_operands(ot);
         add_half(ot, 0);
-        pv_issue(ot, ph, pl, sh, 1);
+        Gemms::pv_issue(ot, ph, pl, sh, 1);
         if constexpr (kNext) {
           wg::mbarrier_wait(wg::smem_address(&sh.k_full), (tile + 1) & 1);
-          qk_issue(s, sb, sh, w);
+          Gemms::qk_issue(s, sb, sh, w);
           wg::wgmma_wait<1>();
         } else {
           wg::wgmma_wait<0>();
@@ -660,7 +731,7 @@ struct WgmmaForward {
       };
       if (it.k_tiles > 0) {
         wg::mbarrier_wait(wg::smem_address(&sh.k_full), tile & 1);
-        qk_issue(s, sb, sh, w);
+        Gemms::qk_issue(s, sb, sh, w);
         wg::wgmma_wait<0>();
         wg::fence_operands(s);
         wg::fence_operands(sb);

@@ -7,14 +7,14 @@
 // chains are software-pipelined: S(n) = Q K(n)^T is issued, then O += P(n-1) V(n-1), and the softmax of tile n runs
 // while P V is still on the tensor cores (only the O rescale waits for it).
 //
-// Arithmetic is kernel.cuh's, call for call (the same Forward<> helpers: mask, softmax, P rounding, exact
-// hidden-V path, epilogue), in the same order per row, so both kernels return bit-identical O and LSE
+// Arithmetic is kernel.cuh's, call for call (the same parts: mainloop.cuh, mask.cuh, softmax_step.cuh,
+// hidden_v.cuh, epilogue.cuh), in the same order per row, so both kernels return bit-identical O and LSE
 // (kernel_gpu_test: Gpu_F16Bf16.WarpSpecializedMatchesCpAsyncKernel); the error model (families.h) does not
 // change. Used where TMA can address the tensors (encode_operand(): 16-byte rows, i.e. head_dim % 8 == 0, on
 // top of the family's aligned bases and strides); other launches run kernel.cuh.
 #pragma once
 
-#include <cuda.h>  // CUtensorMap and its enums (types only: the encoder is fetched through the runtime)
+#include <cuda.h>
 #include <cudaTypedefs.h>
 
 #include <algorithm>
@@ -24,148 +24,51 @@
 
 #include "common/combine.cuh"
 #include "kernel.cuh"
+#include "ws_hidden_v.cuh"
+#include "ws_pipeline.cuh"
+#include "ws_producer.cuh"
 
 namespace flashcheck::detail {
 inline namespace FLASHCHECK_KERNEL_VARIANT {
 namespace tc_kernel {
 
-// The four operands as TMA sees them: (head_dim, seqlen, heads, batch) with the tensors' own strides; boxes of
-// 64 columns (one 128-byte swizzle row) by a tile's rows. Passed as a __grid_constant__ kernel parameter.
-struct TmaMaps {  // CUtensorMap is 128-byte aligned itself
-  CUtensorMap q;  // box (64, 64): one consumer warpgroup's Q rows
-  CUtensorMap k;  // box (64, kBlockN)
-  CUtensorMap v;  // box (64, kBlockN)
-  CUtensorMap o;  // box (64, 64): one consumer warpgroup's O rows (TMA store: rows and columns past the tensor
-                  // are not written)
-};
-
 #if defined(FLASHCHECK_TC_WGMMA)
-
-inline constexpr int kProducerThreads = kWarpsPerWarpgroup * kWarpSize;  // one warpgroup, one issuing thread
-// Registers per thread after setmaxnreg: the producer gives its share to the consumer warpgroups. The sum must
-// equal what the launch allocated (__launch_bounds__(kThreads, 1)), or setmaxnreg.inc waits forever for registers
-// that do not exist. Two consumer warpgroups: 24 * 128 + 240 * 256 = 168 * 384; three: 32 * 128 + 160 * 384 =
-// 128 * 512.
-template <int kConsumerWarpgroups>
-struct RegisterSplit {
-  static_assert(kConsumerWarpgroups == 2 || kConsumerWarpgroups == 3, "two or three consumer warpgroups");
-  static constexpr int kProducer = kConsumerWarpgroups == 2 ? 24 : 32;
-  static constexpr int kConsumer = kConsumerWarpgroups == 2 ? 240 : 160;
-  static constexpr int kLaunch = kConsumerWarpgroups == 2 ? 168 : 128;
-};
-inline constexpr int kMaxConsumerWarpgroups = 3;
-// Named barriers (0 is __syncthreads): every consumer thread; one consumer warpgroup (id + warpgroup).
-inline constexpr int kBarConsumers = 1;
-inline constexpr int kBarWarpgroup = 2;
-// Ping-pong scheduling (WsForward's kPingPong): consumer warpgroup w issues its wgmma chains only on its turn,
-// named barrier kBarTurn + w, and hands the turn to the next warpgroup (w + 1, round robin) right after, so one
-// warpgroup's softmax runs while another's chains occupy the tensor cores (FlashAttention-3's inter-warpgroup
-// overlap). Where it pays depends on the head dim and on how many K/V tiles an item reads (kTurnsChosen,
-// ws_ping_pong()).
-inline constexpr int kBarTurn = kBarWarpgroup + kMaxConsumerWarpgroups;
-
-// How a consumer warpgroup stores O. Either way its Q rows go back to the producer after the item's last S, so
-// the next item's Q loads during this item's last P*V and epilogue (short items: +7-16% at N <= 2048 against O
-// staged in the Q rows).
-//  - kOwnTile: O staged in a tile of its own laid out like Q and stored by TMA: the store is asynchronous, but
-//    where the tile does not fit beside Cfg's K slots (d = 256: 64 KB Q + 4 x 32 KB K/V + 64 KB O), K keeps one.
-//  - kRegisters: each thread stores its O straight from the accumulators (store_o_direct): no shared memory, so
-//    all of Cfg's K slots, but the consumer issues the stores itself.
-// d = 256 compiles both and picks per launch (ws_o_staging()); d = 64 and 128 use kOwnTile only.
-enum class OStaging { kOwnTile, kRegisters };
-
-// Which issue orders a tile shape compiles, measured against each other (docs/design/tensor-core-kernel.md): only
-// d = 128 takes turns, chosen per launch (ws_ping_pong(): +5-10% on items of 8 or more K/V tiles, 2-7% slower on
-// shorter ones and on windows). Free issue everywhere else: d = 64's 128x128 tiles, which serve masked launches with
-// short items (free issue +4-6% at causal N = 512-2048, +3-7% on windows of 256 and 1024 keys; H200), d = 256
-// (turns 0.70-0.99x) and three consumer warpgroups (d = 64's tall tiles: turns 0.75-1.11x against 0.80-1.09x free,
-// and 168 bytes of spills at 160 registers).
-template <class Cfg>
-inline constexpr bool kTurnsChosen = Cfg::kBlockM == 2 * kWgmmaRows && Cfg::kHeadDim == 128;
 
 template <typename T, class Cfg, OStaging kOStaging, bool kPingPong, bool kExtras, bool kSeq, bool kRedo,
           bool kInstrument>
-struct WsForward {
+struct WsForward : WsHiddenV<T, Cfg, kOStaging, kSeq, kRedo> {
+  using Pipe = WsPipeline<Cfg, kOStaging, kRedo>;
+  using HiddenWs = WsHiddenV<T, Cfg, kOStaging, kSeq, kRedo>;
+  using Producer = WsProducer<Cfg, kOStaging, kSeq, kRedo>;
+  using typename Pipe::Barriers;
+  using typename Pipe::Layout;
+  using typename Pipe::Regs;
+  using typename HiddenWs::ItemCtx;
+  using Pipe::bar;
+  using Pipe::item_of_step;
+  using Pipe::kColumnBlockElems;
+  using Pipe::kColumnBlocks;
+  using Pipe::kConsumerThreads;
+  using Pipe::kConsumerWarpgroups;
+  using Pipe::kKStages;
+  using Pipe::kQReleaseArrivals;
+  using Pipe::kSmemBytes;
+  using Pipe::kThreads;
+  using Pipe::kVStages;
+  using Pipe::listed_items;
+  using Pipe::release;
+  using HiddenWs::ready_v;
+  using HiddenWs::scan_v;
   using F = Forward<T, Cfg, kInstrument, kExtras, kSeq>;
   using State = typename F::State;
-  using Item = typename F::Item;
-  static constexpr int kNS = Cfg::kNTilesS;
-  static constexpr int kConsumerThreads = Cfg::kThreads;
-  static constexpr int kWarpgroupThreads = kWarpsPerWarpgroup * kWarpSize;
-  static constexpr int kConsumerWarpgroups = kConsumerThreads / kWarpgroupThreads;
-  static_assert(kConsumerWarpgroups <= kMaxConsumerWarpgroups, "named barriers: one per consumer warpgroup");
-  static constexpr int kThreads = kConsumerThreads + kProducerThreads;
-  using Regs = RegisterSplit<kConsumerWarpgroups>;
-  static constexpr int kColumnBlocks = Cfg::kHeadDim / (kSwizzleRowBytes / kElementBytes);
-  static constexpr int kColumnBlockElems = kSwizzleRowBytes / kElementBytes;  // 64
-  static constexpr uint32_t kQRowsBytes = kWgmmaRows * Cfg::kHeadDim * kElementBytes;  // one warpgroup's Q rows
-  static constexpr uint32_t kKVTileBytes = Cfg::kBlockN * Cfg::kHeadDim * kElementBytes;
-  static_assert(Cfg::kWgmma && Cfg::kMTiles == 1, "warp-specialized kernel: wgmma tiles, 16 rows per warp");
-  static_assert(Cfg::kBlockM == kConsumerWarpgroups * kWgmmaRows, "one consumer warpgroup per 64 query rows");
-  static_assert(Regs::kConsumer * kConsumerThreads + Regs::kProducer * kProducerThreads == Regs::kLaunch * kThreads &&
-                    Regs::kLaunch * kThreads <= kRegistersPerSm && kRegistersPerSm / kThreads / 8 * 8 == Regs::kLaunch,
-                "setmaxnreg: the warpgroups must share exactly the registers the launch allocates");
-  static_assert(Cfg::kKVTileSmemBytes == static_cast<int>(kKVTileBytes), "K/V tiles are dense swizzled boxes");
-  static constexpr int kOSmemBytes = kOStaging == OStaging::kOwnTile ? Cfg::kQSmemBytes : 0;
-  static constexpr int smem_bytes(int k_stages, int v_stages) {
-    return Cfg::kQSmemBytes + kOSmemBytes + (k_stages + v_stages) * Cfg::kKVTileSmemBytes + Cfg::kSmemAlignSlack;
-  }
-  static constexpr int kVStages = ws_kv_stages(Cfg::kHeadDim, Cfg::kStages);
-  // Where the own O tile does not fit beside the V slots' count of K slots, K keeps one: K(n) is free once S(n) has
-  // read it, and K(n + 1) loads during the softmax of n (d = 256 with kOwnTile).
-  static constexpr int kKStages = smem_bytes(kVStages, kVStages) <= kMaxSmemPerBlock ? kVStages : 1;
-  static constexpr int kSmemBytes = smem_bytes(kKStages, kVStages);
-  static_assert(kSmemBytes <= kMaxSmemPerBlock, "warp-specialized tiles exceed the sm_90 per-block limit");
-  // Arrivals that release a warpgroup's Q rows: each of its warps after its last S.
-  static constexpr int kQReleaseArrivals = kWarpsPerWarpgroup;
-
-  // mbarriers: *_full completes when TMA has written a slot (one arrival with the byte count, then the bytes);
-  // *_empty when every consumer that reads the slot is done with it. Slot s of K holds tile t with
-  // t % kKStages == s, for the t-th K/V tile of this CTA over all its items (V alike); Q rows of warpgroup w
-  // are slot w.
-  struct Barriers {
-    uint64_t q_full[kConsumerWarpgroups];
-    uint64_t q_empty[kConsumerWarpgroups];
-    uint64_t k_full[kKStages];
-    uint64_t k_empty[kKStages];
-    uint64_t v_full[kVStages];
-    uint64_t v_empty[kVStages];
-    // Scans of hidden V rows (scan_v), counted per CTA: scan k completes phase k of v_scanned, and a warp that
-    // finds inf or NaN stamps v_bad[k % 2] with k + 1.
-    uint64_t v_scanned;
-    uint32_t v_bad[2];
-  };
-
-  // Shared memory: Q (kBlockM rows: warpgroup w's rows w*64.. in every 64-column block), then kKStages K tiles,
-  // then kVStages V tiles, then (kOwnTile) O laid out like Q; all 1024-byte aligned (the 128-byte swizzle atom).
-  struct Layout {
-    uint32_t q, k, v, o;
-    __device__ uint32_t k_slot(int s) const { return k + static_cast<uint32_t>(s) * Cfg::kKVTileSmemBytes; }
-    __device__ uint32_t v_slot(int s) const { return v + static_cast<uint32_t>(s) * Cfg::kKVTileSmemBytes; }
-    // Column block cb of warpgroup w's 64 rows of the Q (or O: base o) tile.
-    __device__ uint32_t rows(uint32_t base, int w, int cb) const {
-      return base + static_cast<uint32_t>(cb) * (Cfg::kBlockM * kSwizzleRowBytes) + w * kWgmmaRows * kSwizzleRowBytes;
-    }
-  };
-
-  __device__ static uint32_t bar(const uint64_t& b) { return smem_address(&b); }
-
-  // How many items the first launch listed for the redo launch.
-  __device__ static int64_t listed_items(const KernelArgs& a) {
-    return static_cast<int64_t>(__ldg(a.redo_count)) - (FC_MUTANT(kWsRedoListShort) ? 1 : 0);
-  }
-
-  // The item of this CTA's step-th turn (a.work_items once it has none left): schedule.h's order, or in a redo
-  // launch the listed items, every gridDim.x-th from the CTA's index (the list's order does not matter: an item's
-  // result depends on the item alone).
-  __device__ static int64_t item_of_step(const KernelArgs& a, int64_t step) {
-    if constexpr (kRedo) {
-      const int64_t i = static_cast<int64_t>(blockIdx.x) + step * gridDim.x;
-      return i < listed_items(a) ? __ldg(a.redo_items + i) : a.work_items;
-    } else {
-      return scheduled_item(blockIdx.x, step, gridDim.x);
-    }
-  }
+  using Item = WorkItem;
+  using Sched = typename F::Sched;
+  using Loads = typename F::Loads;
+  using Gemms = typename F::Gemms;
+  using Mask = typename F::Mask;
+  using Softmax = typename F::Softmax;
+  using Hidden = typename F::Hidden;
+  using Epi = typename F::Epi;  static constexpr int kNS = Cfg::kNTilesS;
 
   __device__ static void run(const KernelArgs& a, const TmaMaps& maps, uint8_t* smem) {
     if constexpr (kRedo) {
@@ -200,192 +103,22 @@ struct WsForward {
     __syncthreads();
     if (tid < kProducerThreads) {
       setmaxnreg_dec<Regs::kProducer>();
-      if (tid == 0) produce(a, maps, bars, lay);
+      if (tid == 0) Producer::produce(a, maps, bars, lay);
       return;
     }
     setmaxnreg_inc<Regs::kConsumer>();
     consume(a, maps, bars, lay, tid - kProducerThreads);
   }
 
-  // The producer: for each item of this CTA (schedule.h order), Q rows per consumer warpgroup and K/V tiles,
-  // each into its slot once the slot's previous contents are released. K(0) goes first: in a persistent CTA its
-  // slot frees before the Q rows do (they hold the previous item's O until its store has read them).
-  __device__ static void produce(const KernelArgs& a, const TmaMaps& maps, Barriers& bars, const Layout& lay) {
-    prefetch_tensor_map(&maps.q);
-    prefetch_tensor_map(&maps.k);
-    prefetch_tensor_map(&maps.v);
-    prefetch_tensor_map(&maps.o);
-    uint32_t tile = 0;   // K/V tiles of this CTA so far (mod 2^32)
-    uint32_t items = 0;  // items of this CTA so far (uses of the Q slots)
-    for (int64_t step = 0;; ++step) {
-      const int64_t item = item_of_step(a, step);
-      if (item >= a.work_items) break;
-      const Item it = F::item_at(a, item);
-      if (it.q_rows <= 0) continue;  // an empty slot (packed Q): the consumers skip it too
-      const int qb = static_cast<int>(it.qb);
-      const int kb = static_cast<int>(it.kb);
-      const int hk = static_cast<int>(it.hk);
-      const auto load_q = [&] {
-        for (int w = 0; w < kConsumerWarpgroups; ++w) {
-          mbarrier_wait(bar(bars.q_empty[w]), (items & 1) ^ 1);
-          if (it.n_tiles == 0) {  // nothing to read: the slot only carries the item's O (zeros)
-            mbarrier_arrive(bar(bars.q_full[w]));
-            continue;
-          }
-          FC_PERTURB(kPerturbWsProducerQ, items);
-          mbarrier_arrive_expect_tx(bar(bars.q_full[w]), kQRowsBytes);
-          for (int cb = 0; cb < kColumnBlocks; ++cb)
-            tma_load_4d(lay.rows(lay.q, w, cb), &maps.q, bar(bars.q_full[w]), cb * kColumnBlockElems,
-                        static_cast<int>(it.q_row0 + it.q0) + w * kWgmmaRows, static_cast<int>(it.h), qb);
-        }
-      };
-      if (it.n_tiles == 0) load_q();
-      for (int n = 0; n < it.n_tiles; ++n, ++tile) {
-        const int s = slot<kKStages>(tile);
-        const int row = static_cast<int>(it.k_row0) + (it.first + n) * Cfg::kBlockN;
-        mbarrier_wait(bar(bars.k_empty[s]), phase<kKStages>(tile) ^ 1);
-        FC_PERTURB(kPerturbWsProducerK, tile);
-        mbarrier_arrive_expect_tx(bar(bars.k_full[s]), kKVTileBytes);
-        for (int cb = 0; cb < kColumnBlocks; ++cb)
-          tma_load_4d(lay.k_slot(s) + cb * (Cfg::kBlockN * kSwizzleRowBytes), &maps.k, bar(bars.k_full[s]),
-                      cb * kColumnBlockElems, row, hk, kb);
-        if (n == 0) load_q();
-        const int sv = slot<kVStages>(tile);
-        mbarrier_wait(bar(bars.v_empty[sv]), phase<kVStages>(tile) ^ 1);
-        FC_PERTURB(kPerturbWsProducerV, tile);
-        mbarrier_arrive_expect_tx(bar(bars.v_full[sv]), kKVTileBytes);
-        for (int cb = 0; cb < kColumnBlocks; ++cb)
-          tma_load_4d(lay.v_slot(sv) + cb * (Cfg::kBlockN * kSwizzleRowBytes), &maps.v, bar(bars.v_full[sv]),
-                      cb * kColumnBlockElems, row, hk, kb);
-      }
-      ++items;
-    }
-  }
-
   // Flips the sign bits of this warpgroup's Q rows (softmax_scale < 0; exact), before any wgmma reads them.
   __device__ static void negate_q_rows(const Layout& lay, int wg, int wg_tid) {
     constexpr int kChunks = kWgmmaRows * Cfg::kChunksPerRow;
     for (int i = wg_tid; i < kChunks; i += kWarpgroupThreads) {
-      F::negate_chunk(lay.q + F::template chunk_offset<Cfg::kBlockM>(wg * kWgmmaRows + i / Cfg::kChunksPerRow,
+      Loads::negate_chunk(lay.q + F::template chunk_offset<Cfg::kBlockM>(wg * kWgmmaRows + i / Cfg::kChunksPerRow,
                                                                   i % Cfg::kChunksPerRow));
     }
     fence_proxy_async_shared();
     named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
-  }
-
-  // What a consumer thread carries through one item's K/V loop (32-bit: the launch keeps seqlens below 2^31).
-  struct ItemCtx {
-    int q0;       // first query row of the Q tile
-    int first;    // its K/V tile n is tile first + n
-    int n_tiles;  // K/V tiles it reads
-    int full_begin, full_end, clean_end;  // Item's: which tiles need a mask, which hide keys from some row
-    uint32_t tile0;     // CTA-wide index of its first K/V tile (mod 2^32: slot and parity read its low bits)
-    int seqlen_q, seqlen_k;  // the item's sequence's lengths (kSeq; vis_of() builds its rule from them)
-    // With sequences the rows of the last K/V tile past the sequence's keys are other memory (the next sequence,
-    // slots past seqused_k), not TMA's zeros: its V rows there are zeroed before P V reads them, so that the tile
-    // holds what a dense launch's does (the scores there are masked; P is 0 but 0 * inf = NaN).
-    bool kv_tail;
-  };
-  // The item's visibility: the launch's without kSeq; else rebuilt from the lengths where it is used (kept in
-  // registers across the K/V loop it cost the consumers 20 more bytes of spills at d = 128: 120 against 100, all of
-  // them at item boundaries). The lengths are made opaque at each use so that the rule is not hoisted out of the loop.
-  __device__ static Visibility vis_of(const KernelArgs& a, const ItemCtx& c) {
-    if constexpr (kSeq) {
-      int sq = c.seqlen_q, sk = c.seqlen_k;
-      asm volatile("" : "+r"(sq), "+r"(sk));
-      return make_visibility(a.mask, sq, sk, a.window_left, a.window_right);
-    } else {
-      return a.vis;
-    }
-  }
-
-  // Zeros rows [row0, kBlockN) of a V tile (every consumer thread its share), visible to wgmma after a barrier.
-  __device__ static void zero_v_rows(uint32_t v_smem, int row0, int ctid) {
-    const int chunks = (Cfg::kBlockN - row0) * Cfg::kChunksPerRow;
-    for (int i = ctid; i < chunks; i += kConsumerThreads) {
-      st_shared_v4(v_smem + F::template chunk_offset<Cfg::kBlockN>(row0 + i / Cfg::kChunksPerRow, i % Cfg::kChunksPerRow),
-                   make_uint4(0u, 0u, 0u, 0u));
-    }
-    fence_proxy_async_shared();
-  }
-  static_assert((kKStages & (kKStages - 1)) == 0 && (kVStages & (kVStages - 1)) == 0,
-                "slot and phase come from the low bits of a wrapping tile count");
-
-  template <int kSlots>
-  __device__ static int slot(uint32_t t) {
-    return static_cast<int>(t % kSlots);
-  }
-  template <int kSlots>
-  __device__ static uint32_t phase(uint32_t t) {
-    return (t / kSlots) & 1;
-  }
-
-  // Whether K/V tile m of the item holds keys below seqlen_k that some row of its Q tile may not see.
-  __device__ static bool hides_keys(const ItemCtx& c, int m) { return m < c.full_begin || m >= c.clean_end; }
-
-  // Non-finite V rows that some row of the Q tile may not see (0 * inf = NaN on the tensor cores) are handled in two
-  // launches. The first (kRedo false) runs no check: such a row puts inf or NaN into every row's accumulator of
-  // its columns (each warpgroup runs every tile, so all of them), and an item whose accumulators end non-finite is
-  // listed (list_for_redo). The second (kRedo true, launch_ws_variant) runs the listed items again with the check
-  // below and overwrites their O and LSE; an item with no non-finite V in the tiles it reads ends finite and gets
-  // the same bits from both. Without the check in the tile loop, short causal sequences and narrow windows run
-  // 1.09-1.23x faster, the redo launch included (docs/design/tensor-core-kernel.md).
-  //
-  // The hidden-V check runs in two halves, so that neither stops the tensor cores:
-  // - scan_v(m), right after S(m) is issued (S(m) and P(m-1) V(m-1) run meanwhile): each consumer thread scans its
-  //   share of V(m)'s rows that some row of the Q tile may not see, for inf and NaN (kernel.cuh,
-  //   hidden_v_nonfinite); a warp that finds one stamps v_bad, and every warp arrives on v_scanned;
-  // - ready_v(m), before P(m) V(m) is issued (one tile later): the verdict, once every warp's scan is in.
-  // A CTA-wide vote (a named barrier) in place of the second half held both consumer warpgroups in step at every
-  // such tile: up to 25% slower on short causal sequences and narrow windows (docs/design/tensor-core-kernel.md).
-  // Scans are counted per CTA (`scans`, the same in every consumer thread: the tiles that hide keys are the
-  // item's): scan k completes phase k of v_scanned and stamps v_bad[k % 2] with k + 1, so neither needs
-  // resetting. A warp stamps v_bad[k % 2] again only at scan k + 2, after every warp has read scan k's verdict (it
-  // waited for scan k + 1, which each warp joins after reading scan k's).
-  __device__ static void scan_v(const KernelArgs& a, const ItemCtx& c, Barriers& bars, const Layout& lay, int m,
-                                uint32_t scans, int ctid) {
-    if (!kRedo || !hides_keys(c, m)) return;
-    const uint32_t t = c.tile0 + static_cast<uint32_t>(m);
-    mbarrier_wait(bar(bars.v_full[slot<kVStages>(t)]), phase<kVStages>(t));
-    const bool bad = __any_sync(kFullWarp, F::hidden_v_nonfinite(
-                                               lay.v_slot(slot<kVStages>(t)), vis_of(a, c), c.q0,
-                                               int64_t{c.first + m} * Cfg::kBlockN, ctid));
-    if (ctid % kWarpSize == 0) {
-      if (bad) st_shared_b32(smem_address(&bars.v_bad[scans % 2]), scans + 1);
-      mbarrier_arrive(bar(bars.v_scanned));
-    }
-  }
-
-  // Waits for V(m); zeros the rows past the sequence's keys of a last tile with other memory there (kv_tail); in a
-  // redo launch, takes the exact path (kernel.cuh's exact_hidden_v, every consumer thread together) if scan_v found
-  // a non-finite hidden V row in tile m. Runs before P(m) V(m) is issued, with no wgmma in flight on O. Returns
-  // V(m)'s slot address.
-  __device__ static uint32_t ready_v(const KernelArgs& a, const ItemCtx& c, Barriers& bars, const Layout& lay, int m,
-                                     uint32_t& scans, State& st, int ctid) {
-    const uint32_t t = c.tile0 + static_cast<uint32_t>(m);
-    mbarrier_wait(bar(bars.v_full[slot<kVStages>(t)]), phase<kVStages>(t));
-    const uint32_t v_smem = lay.v_slot(slot<kVStages>(t));
-    const int64_t k0 = int64_t{c.first + m} * Cfg::kBlockN;
-    const Visibility vis = vis_of(a, c);
-    if (kSeq && c.kv_tail && m + 1 == c.n_tiles) {
-      zero_v_rows(v_smem, static_cast<int>(vis.seqlen_k - k0), ctid);
-      named_barrier_sync(kBarConsumers, kConsumerThreads);
-    }
-    if (!kRedo || !hides_keys(c, m)) return v_smem;
-    mbarrier_wait(bar(bars.v_scanned), scans % 2);
-    const bool bad = ld_shared_b32(smem_address(&bars.v_bad[scans % 2])) == scans + 1;
-    ++scans;
-    if (bad && !FC_MUTANT(kTcHiddenVExactPathSkipped)) {
-      const int warp = ctid / kWarpSize;
-      F::exact_hidden_v(st, v_smem, vis, c.q0, warp * Cfg::kRowsPerWarp, k0, ctid % kWarpSize, ctid,
-                        [] { named_barrier_sync(kBarConsumers, kConsumerThreads); });
-    }
-    return v_smem;
-  }
-
-  template <int kSlots>
-  __device__ static void release(uint64_t (&empty)[kSlots], uint32_t t, int lane) {
-    if (lane == 0) mbarrier_arrive(bar(empty[slot<kSlots>(t)]));
   }
 
   __device__ static void consume(const KernelArgs& a, const TmaMaps& maps, Barriers& bars, const Layout& lay,
@@ -415,7 +148,7 @@ struct WsForward {
       ItemCtx c;
       State st;
       {
-        const Item it = F::item_at(a, item);
+        const Item it = Sched::item_at(a, item);
         if (it.q_rows <= 0) continue;  // an empty slot (packed Q): the producer skips it too
         c.q0 = static_cast<int>(it.q0);
         c.first = it.first;
@@ -428,7 +161,7 @@ struct WsForward {
         c.seqlen_k = static_cast<int>(it.vis.seqlen_k);
         c.kv_tail = (a.cu_k != nullptr || a.used_k != nullptr) && it.n_tiles > 0 &&
                     int64_t{it.first + it.n_tiles} * Cfg::kBlockN > it.vis.seqlen_k;
-        F::init_state(st, a, it, warp_row0, lane, ctid);
+        Softmax::init_state(st, a, it, warp_row0, lane, ctid);
       }
       mbarrier_wait(bar(bars.q_full[wg]), items & 1);
       if (a.negate_q && c.n_tiles > 0) negate_q_rows(lay, wg, wg_tid);
@@ -446,7 +179,7 @@ struct WsForward {
           v_prev = ready_v(a, c, bars, lay, n - 1, scans, st, ctid);
           if (FC_MUTANT(kWsVReleasedEarly)) release(bars.v_empty, t - 1, lane);
         }
-        if (!FC_MUTANT(kWsKFullNotAwaited)) mbarrier_wait(bar(bars.k_full[slot<kKStages>(t)]), phase<kKStages>(t));
+        if (!FC_MUTANT(kWsKFullNotAwaited)) mbarrier_wait(bar(bars.k_full[Pipe::template slot<kKStages>(t)]), Pipe::template phase<kKStages>(t));
         float sc[1][kNS][4];  // S(n), then p
         FC_PERTURB(kPerturbWsConsumerS, t);
         if constexpr (!kFirst) {
@@ -457,14 +190,14 @@ struct WsForward {
           fence_operands(st.acc_o[0]);
           fence_operands(pa[0]);
           wgmma_fence();
-          F::qk_chain(sc, lay.q, lay.k_slot(slot<kKStages>(t)), wg);
-          F::pv_chain(pa, st, v_prev);
+          Gemms::qk_chain(sc, lay.q, lay.k_slot(Pipe::template slot<kKStages>(t)), wg);
+          Gemms::pv_chain(pa, st, v_prev);
           pass_turn();
           scan_v(a, c, bars, lay, n, scans, ctid);
           wgmma_wait<1>();  // S(n) was committed first; P(n-1) V(n-1) may still run
         } else {
           take_turn();
-          F::qk_wgmma_issue(sc, lay.q, lay.k_slot(slot<kKStages>(t)), wg);
+          Gemms::qk_wgmma_issue(sc, lay.q, lay.k_slot(Pipe::template slot<kKStages>(t)), wg);
           pass_turn();
           scan_v(a, c, bars, lay, n, scans, ctid);
           wgmma_wait<0>();
@@ -474,24 +207,24 @@ struct WsForward {
         if (n + 1 == (FC_MUTANT(kWsQReleasedEarly) ? 1 : c.n_tiles) && lane == 0)
           mbarrier_arrive(bar(bars.q_empty[wg]));  // last S read Q
         if constexpr (kExtras) {
-          if (a.has_softcap && !FC_MUTANT(kTcSoftcapAfterMask)) F::cap_scores(sc, a);
+          if (a.has_softcap && !FC_MUTANT(kTcSoftcapAfterMask)) Mask::cap_scores(sc, a);
         }
         if ((n < c.full_begin || n >= c.full_end) && !(FC_MUTANT(kTcLastTileUnmasked) && n + 1 == c.n_tiles))
-          F::apply_mask(sc, vis_of(a, c), c.q0 + warp_row0, int64_t{c.first + n} * Cfg::kBlockN, lane / kQuad, (lane % kQuad) * 2);
+          Mask::apply_mask(sc, HiddenWs::vis_of(a, c), c.q0 + warp_row0, int64_t{c.first + n} * Cfg::kBlockN, lane / kQuad, (lane % kQuad) * 2);
         if constexpr (kExtras) {
-          if (a.has_softcap && FC_MUTANT(kTcSoftcapAfterMask)) F::cap_scores(sc, a);
+          if (a.has_softcap && FC_MUTANT(kTcSoftcapAfterMask)) Mask::cap_scores(sc, a);
         }
         float alpha[1][2];
-        const bool rescale = F::softmax_stats(sc, st, a.scale_log2, alpha);
+        const bool rescale = Softmax::softmax_stats(sc, st, a.scale_log2, alpha);
         if constexpr (!kFirst) {
           wgmma_wait<0>();
           fence_operands(st.acc_o[0]);
           fence_operands(pa[0]);
           if (!FC_MUTANT(kWsVReleasedEarly)) release(bars.v_empty, t - 1, lane);
         }
-        F::rescale_o(st, alpha, rescale);
-        F::pack_p(sc, pa);
-        F::trace_tile(st, a, n, lane);
+        Softmax::rescale_o(st, alpha, rescale);
+        Softmax::pack_p(sc, pa);
+        Softmax::trace_tile(st, a, n, lane);
       };
       if (c.n_tiles > 0) {
         tile_step.template operator()<true>(0);
@@ -499,7 +232,7 @@ struct WsForward {
         const uint32_t v_last = ready_v(a, c, bars, lay, c.n_tiles - 1, scans, st, ctid);
         FC_PERTURB(kPerturbWsConsumerPv, tile + c.n_tiles);
         take_turn();
-        F::pv_wgmma_issue(pa, st, v_last);
+        Gemms::pv_wgmma_issue(pa, st, v_last);
         pass_turn();
         wgmma_wait<0>();
         fence_operands(st.acc_o[0]);
@@ -511,21 +244,21 @@ struct WsForward {
       // Epilogue. kRegisters: every thread on its own (store_o_direct). kOwnTile: once the previous item's store
       // has read this warpgroup's rows of the O tile, O staged there, then one TMA store per 64-column block. A
       // split run writes its partials from the registers (every item of the launch alike).
-      const Item it = F::item_at(a, item);
+      const Item it = Sched::item_at(a, item);
       bool nonfinite = false;  // warp-uniform: an accumulator of the warp is inf or NaN
       if (kSeq && a.splits > 1) {
-        nonfinite = F::store_partials(st, a, it, it.q0 + warp_row0, lane);
+        nonfinite = Epi::store_partials(st, a, it, it.q0 + warp_row0, lane);
       } else if constexpr (kOStaging == OStaging::kRegisters) {
-        nonfinite = store_o_direct(st, a, it, warp_row0, lane);
+        nonfinite = Epi::store_o_direct(st, a, it, warp_row0, lane);
       } else {
         if (wg_tid == 0) tma_store_wait_read();
         named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
-        nonfinite = F::stage_o_and_lse(st, a, lay.o, it, warp_row0, lane);
+        nonfinite = Epi::stage_o_and_lse(st, a, lay.o, it, warp_row0, lane);
         fence_proxy_async_shared();
         if (!FC_MUTANT(kWsOStagedWithoutBarrier)) named_barrier_sync(kBarWarpgroup + wg, kWarpgroupThreads);
         if (kSeq && a.cu_q != nullptr && it.q0 + (wg + 1) * kWgmmaRows > it.vis.seqlen_q) {
           // Packed Q: TMA would store the rows past the sequence over the next sequence's.
-          store_staged_rows(a, lay, it, wg, wg_tid);
+          Epi::store_staged_rows(a, lay.o, it, wg, wg_tid);
         } else if (wg_tid == 0) {
           FC_PERTURB(kPerturbWsStoreO, items);
           for (int cb = 0; cb < kColumnBlocks; ++cb)
@@ -554,56 +287,6 @@ struct WsForward {
     }
   }
 
-  // The staged O rows of warpgroup wg that belong to the sequence, 16 bytes per thread and step (head_dim % 8 == 0
-  // here: encode_operand()).
-  __device__ static void store_staged_rows(const KernelArgs& a, const Layout& lay, const Item& it, int wg, int wg_tid) {
-    const int64_t row0 = it.q0 + wg * kWgmmaRows;
-    T* o_rows = a.o.template head<T>(it.qb, it.h) + (it.q_row0 + row0) * a.o.stride.row;
-    const int rows = static_cast<int>(max(min(it.vis.seqlen_q - row0, int64_t{kWgmmaRows}), int64_t{0}));
-    const int chunks = static_cast<int>(a.head_dim) / kChunkElems;
-    for (int i = wg_tid; i < rows * chunks; i += kWarpgroupThreads) {
-      const int r = i / chunks;
-      const int ch = i - r * chunks;
-      const uint4 v = ld_shared_v4(lay.o + F::template chunk_offset<Cfg::kBlockM>(wg * kWgmmaRows + r, ch));
-      *reinterpret_cast<uint4*>(o_rows + r * a.o.stride.row + ch * kChunkElems) = v;
-    }
-  }
-
-  // O of this thread's rows straight from the accumulators, normalized and rounded as stage_o_and_lse does (the
-  // same helpers, so O is bit-identical to the other stagings and to kernel.cuh). Per pair of n8 tiles, lanes t
-  // and t ^ 1 of a quad swap one packed word so that each holds 4 consecutive columns: a quad then writes the
-  // pair's 32 contiguous bytes of its row, whole sectors, with 8-byte stores. 4-byte stores straight from the
-  // fragments cost 13-15% at d = 256, N = 512 (half sectors). encode_operand() admits
-  // only head_dim % 8 == 0, so 4 columns are real or padding together. Returns whether an accumulator of the warp is
-  // inf or NaN.
-  __device__ static bool store_o_direct(const State& st, const KernelArgs& a, const Item& it, int warp_row0, int lane) {
-    typename F::Finals fin;
-    F::row_finals(st, a, it.h, fin);
-    const int64_t row0 = it.q0 + warp_row0;
-    T* o_rows = a.o.template head<T>(it.qb, it.h) + (it.q_row0 + row0) * a.o.stride.row;
-    const int t = lane % kQuad;
-    const bool odd = (t & 1) != 0;
-    bool nonfinite = false;
-    const auto tile_pair = [&]<int kJ>() {  // n8 tiles 2 kJ and 2 kJ + 1
-      uint32_t w[2][2];                     // [row half][tile]
-      nonfinite |= F::template normalized_o<2 * kJ, 2>(st, fin, lane, [&](int r, int nt, int, uint32_t packed) {
-        w[r / kMmaN][nt - 2 * kJ] = packed;
-      });
-      const int c = (2 * kJ + (t & 1)) * kMmaN + (t & 2) * 2;  // even t: tile 2 kJ; odd t: tile 2 kJ + 1
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const uint32_t recv = __shfl_xor_sync(kFullWarp, odd ? w[hh][0] : w[hh][1], 1);
-        const uint2 v = odd ? make_uint2(recv, w[hh][1]) : make_uint2(w[hh][0], recv);
-        const int r = lane / kQuad + hh * kMmaN;
-        if ((row0 + r < it.vis.seqlen_q || FC_MUTANT(kTcOStorePastSeqlen)) && c < a.head_dim) *reinterpret_cast<uint2*>(o_rows + r * a.o.stride.row + c) = v;
-      }
-    };
-    [&]<int... kJ>(std::integer_sequence<int, kJ...>) {
-      (tile_pair.template operator()<kJ>(), ...);
-    }(std::make_integer_sequence<int, Cfg::kNTilesO / 2>{});
-    F::write_lse(st, a, fin, it, row0, lane);
-    return nonfinite;
-  }
 };
 
 // kInstrument is the last template argument (mangled Lb0E / Lb1E), as the symbol check expects.
