@@ -1,11 +1,13 @@
-"""flashcheck beside PyTorch's SDPA backends (flash, cudnn, efficient, math) on the same tensors, in one run.
+"""flashcheck beside PyTorch's SDPA backends (flash, cudnn, efficient, math) and, where the fa3-fwd wheel imports,
+FlashAttention-3 (bf16; on [B, N, H, d] copies of the same tensors) in one run.
 
 flashcheck is called through its C ABI (kernel/include/flashcheck/attention_c.h) loaded with ctypes from
 libflashcheck.so, on PyTorch's current stream. Prints and writes (to --out, default bench/results, the
 committed result set that bench/README.md shows):
   side_by_side.json  every measurement
   side_by_side.md    one table of TFLOP/s, one of the heads sweep (bf16, d = 128, N = 4096, B = 1, H = 1..32),
-                     one of accuracy (relative RMS error of O against float64 SDPA on the same rounded inputs),
+                     one of unequal head dims (d for Q and K, dv for V and O: (192, 128) beside (192, 192) over
+                     N = 1k-16k, and (128, 64), (64, 128), (256, 128) at N = 4096; bf16, H = 16), one of accuracy (relative RMS error of O against float64 SDPA on the same rounded inputs),
                      one of peak memory
   tflops_bf16.png, tflops_fp16.png, tflops_fp32.png   TFLOP/s vs seq_len per head_dim, causal and not
   heads.png          TFLOP/s vs heads (the heads sweep), causal and not
@@ -13,7 +15,7 @@ committed result set that bench/README.md shows):
 Timing: warm-up, then the median of CUDA-event-timed runs, L2 flushed before each, in --rounds interleaved
 passes over the backends (the median pass reported, the spread kept in the JSON). --timing sync (default) times
 each run alone, so a backend's host cost beyond the flush counts; --timing queued queues the runs ahead of the GPU
-and counts GPU time only (Timer). FLOPs = 4 B H N^2 d,
+and counts GPU time only (Timer). FLOPs = 4 B H N^2 d (2 B H N^2 (d + dv) with unequal head dims),
 halved for causal. Grid: B*N = 16384 tokens, H*d = 2048 (the FlashAttention paper's), as in
 /work/shared/peers/sdpa_peers.py. PyTorch's is_causal is top-left aligned, so flashcheck runs
 FC_MASK_CAUSAL_TOP_LEFT (identical to bottom-right here, since seqlen_q == seqlen_k).
@@ -53,7 +55,9 @@ HEADS_SWEEP = (1, 2, 4, 8, 16, 32)  # the heads sweep (bf16, d = 128, N = 4096, 
 HEADS_QUICK = (1, 32)
 BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
             "math": "MATH"}  # column -> SDPBackend member
-COLUMNS = ["flashcheck"] + list(BACKENDS)
+COLUMNS = ["flashcheck"] + list(BACKENDS)  # and "fa3" after flashcheck where the fa3-fwd wheel imports (main)
+FA3 = None  # (flash_attn_func, version) of the fa3-fwd wheel, or None
+SECTIONS = ("throughput", "heads", "value_dims", "accuracy", "memory")
 MATH_MAX_SEQLEN = 4096  # the unfused backend's N^2 scores make longer sequences slow (as in the peer run)
 FC_DTYPE = {"float32": 0, "float16": 1, "bfloat16": 2}
 FC_MASK_NONE, FC_MASK_CAUSAL_TOP_LEFT, FC_MASK_WINDOW_TOP_LEFT = 0, 2, 4
@@ -109,15 +113,16 @@ class Flashcheck:
         b, h, n, d = q.shape
         mask = FC_MASK_WINDOW_TOP_LEFT if window else (FC_MASK_CAUSAL_TOP_LEFT if causal else FC_MASK_NONE)
         left, right = window if window else (-1, -1)
+        dv = v.shape[3]
         return FcParams(FC_DTYPE[str(q.dtype).split(".")[1]], mask,
                         b, h, k.shape[1], n, k.shape[2], d,
                         q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
                         strides(q), strides(k), strides(v), strides(o), 1.0 / math.sqrt(d),
                         left, right, softcap, sink.data_ptr() if sink is not None else None,
-                        num_splits=self.num_splits)
+                        num_splits=self.num_splits, head_dim_v=dv if dv != d else 0)
 
     def forward(self, q, k, v, causal=False, out=None, **features):
-        o = torch.empty_like(q) if out is None else out[0]
+        o = torch.empty(*q.shape[:3], v.shape[3], device=q.device, dtype=q.dtype) if out is None else out[0]
         lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32) if out is None else out[1]
         self.bound_call(q, k, v, causal, (o, lse), **features)()
         return o
@@ -221,28 +226,62 @@ def sdpa(backend, q, k, v, causal):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
-def runner(fc, name, q, k, v, causal, out):
+def import_fa3():
+    """FlashAttention-3's forward (flash_attn_func on [B, N, H, d] tensors) from the fa3-fwd wheel, a build of
+    FlashAttention's hopper/ tree (bf16 and fp8 forward), and the wheel's version; None where it does not import."""
+    try:
+        from fa3_fwd_interface import flash_attn_func
+        from importlib.metadata import version
+        return flash_attn_func, version("fa3-fwd")
+    except Exception:  # noqa: BLE001 (absent, or built for another GPU or PyTorch)
+        return None
+
+
+def runner(fc, name, q, k, v, causal, out, nhd=None):
+    """The timed call of one backend. nhd: the inputs in [B, N, H, d] (FlashAttention-3's layout), transposed once
+    outside the timed region."""
     if name == "flashcheck":
         return fc.bound_call(q, k, v, causal, out)
+    if name == "fa3":
+        if FA3 is None or q.dtype != torch.bfloat16:
+            raise RuntimeError("fa3: the fa3-fwd wheel is absent or has no kernel for this dtype")
+        nhd = nhd or tuple(t.transpose(1, 2).contiguous() for t in (q, k, v))
+        return lambda: FA3[0](*nhd, causal=causal)
     return lambda: sdpa(name, q, k, v, causal)
 
 
-def measure(fc, timer, rounds, dtype, d, causal, n, b, h):
+def output(fc, name, q, k, v, causal):
+    """One backend's O for [B, H, N, d] inputs, in that layout."""
+    if name == "flashcheck":
+        return fc.forward(q, k, v, causal)
+    if name == "fa3":
+        r = runner(fc, name, q, k, v, causal, None)()
+        return (r[0] if isinstance(r, tuple) else r).transpose(1, 2)
+    return sdpa(name, q, k, v, causal)
+
+
+def measure(fc, timer, rounds, dtype, d, causal, n, b, h, dv=None):
     """One shape's row: TFLOP/s per backend, `rounds` passes over the backends, each pass one median-of-iters
     measurement per backend, and the median of the passes reported (the backends interleave, so a clock or
-    thermal drift over the run reaches them alike); `<name>_spread` is the largest pass over the smallest."""
-    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=dtype) for _ in range(3))
-    out = (torch.empty_like(q), torch.empty(q.shape[:3], device="cuda", dtype=torch.float32))
-    flops = 4 * b * h * n * n * d * (0.5 if causal else 1.0)
+    thermal drift over the run reaches them alike); `<name>_spread` is the largest pass over the smallest.
+    dv: V's and O's head dim where it differs from d (FLOPs 2*B*H*N^2*(d + dv), halved for causal)."""
+    dv = d if dv is None else dv
+    q, k = (torch.randn(b, h, n, d, device="cuda", dtype=dtype) for _ in range(2))
+    v = torch.randn(b, h, n, dv, device="cuda", dtype=dtype)
+    out = (torch.empty(b, h, n, dv, device="cuda", dtype=dtype), torch.empty(q.shape[:3], device="cuda", dtype=torch.float32))
+    nhd = tuple(t.transpose(1, 2).contiguous() for t in (q, k, v)) if "fa3" in COLUMNS else None
+    flops = 2 * b * h * n * n * (d + dv) * (0.5 if causal else 1.0)
     row = {"dtype": str(dtype).split(".")[1], "d": d, "causal": causal, "N": n, "B": b, "H": h,
            "flashcheck_kernel": fc.kernel_path(q, k, v, causal, out)}
+    if dv != d:
+        row["dv"] = dv
     passes = {name: [] for name in COLUMNS}
     for _ in range(rounds):
         for name in COLUMNS:
             if (name == "math" and n > MATH_MAX_SEQLEN) or name + "_error" in row:
                 continue
             try:
-                passes[name].append(flops / timer.median_ms(runner(fc, name, q, k, v, causal, out)) / 1e9)
+                passes[name].append(flops / timer.median_ms(runner(fc, name, q, k, v, causal, out, nhd)) / 1e9)
             except RuntimeError as ex:  # a backend that does not serve these inputs
                 row[name + "_error"] = str(ex).splitlines()[0][:120]
     for name, tflops in passes.items():
@@ -250,7 +289,7 @@ def measure(fc, timer, rounds, dtype, d, causal, n, b, h):
         if len(tflops) > 1:
             row[name + "_spread"] = round(max(tflops) / min(tflops), 3)
     print(json.dumps(row), flush=True)
-    del q, k, v, out
+    del q, k, v, out, nhd
     torch.cuda.empty_cache()
     return row
 
@@ -272,6 +311,20 @@ def heads_sweep(fc, timer, quick, rounds):
             for h in heads]
 
 
+# V's and O's head dim unlike Q's and K's: DeepSeek's (192, 128) beside (192, 192), its equal-dims twin, over N, and
+# the other pairs models ship at N = 4096; bf16, B*N = 16384, H = 16.
+VALUE_DIM_PAIRS = ((192, 128), (192, 192))
+VALUE_DIM_OTHERS = ((128, 64), (64, 128), (256, 128))
+
+
+def value_dims(fc, timer, quick, rounds):
+    seqlens = [4096] if quick else [1024, 2048, 4096, 8192, 16384]
+    grid = [(d, dv, causal, n) for d, dv in VALUE_DIM_PAIRS for causal in (False, True) for n in seqlens]
+    grid += [(d, dv, causal, 4096) for d, dv in VALUE_DIM_OTHERS for causal in (False, True)]
+    return [measure(fc, timer, rounds, torch.bfloat16, d, causal, n, TOKENS // n, 16, dv=dv)
+            for d, dv, causal, n in grid]
+
+
 def accuracy(fc, seed=0, dtypes=None, echo=True):
     """Relative RMS error ||O - O*|| / ||O*|| against float64 SDPA on the same rounded inputs (peer configs)."""
     dtypes = dtypes or (torch.bfloat16, torch.float16, torch.float32)
@@ -290,7 +343,7 @@ def accuracy(fc, seed=0, dtypes=None, echo=True):
             row = {"dtype": str(dtype).split(".")[1], "N": n, "d": d, "causal": causal, "amp": amp}
             for name in COLUMNS:
                 try:
-                    o = (fc.forward(q, k, v, causal) if name == "flashcheck" else sdpa(name, q, k, v, causal)).double()
+                    o = output(fc, name, q, k, v, causal).double()
                     err = o - ref
                     row[name] = {"rel_rms": float(err.norm() / ref.norm()), "max_abs": float(err.abs().max()),
                                  "nan": bool(torch.isnan(o).any())}
@@ -364,7 +417,7 @@ def fmt(x):
     return "" if x is None else str(x)
 
 
-def markdown(meta, tp, heads, acc, mem):
+def markdown(meta, tp, heads, acc, mem, dims=()):
     lines = [f"Device: {meta['device']}, PyTorch {meta['torch']}, CUDA {meta['cuda']}, cuDNN {meta['cudnn']}, "
              f"{meta['flashcheck']}.", "",
              "Throughput in TFLOP/s (4·B·H·N²·d, halved for causal): per backend the median of "
@@ -372,35 +425,52 @@ def markdown(meta, tp, heads, acc, mem):
              f"{meta['warmup']} warm-up runs, L2 flushed before each"
              + ("; runs queued ahead of the GPU (GPU time only)" if meta.get("timing") == "queued" else
                 "; each run timed alone (the host's cost beyond the flush included)")
-             + "; B·N = 16384, H·d = 2048.",
-             "", "| dtype | d | causal | N | " + " | ".join(COLUMNS) + " | flashcheck kernel |",
-             "|---|---|---|---|" + "---|" * (len(COLUMNS) + 1)]
+             + "; B·N = 16384, H·d = 2048."]
+    if tp:
+        lines += ["", "| dtype | d | causal | N | " + " | ".join(COLUMNS) + " | flashcheck kernel |",
+                  "|---|---|---|---|" + "---|" * (len(COLUMNS) + 1)]
     for r in tp:
         lines.append(f"| {r['dtype']} | {r['d']} | {r['causal']} | {r['N']} | "
                      + " | ".join(fmt(r.get(c)) for c in COLUMNS) + f" | {r['flashcheck_kernel']} |")
-    lines += ["", "Heads sweep: bf16, d = 128, N = 4096, B = 1, H = " + ", ".join(str(h) for h in sorted({r["H"] for r in heads}))
-              + "; TFLOP/s as above.", "", "| causal | H | " + " | ".join(COLUMNS) + " | flashcheck kernel |",
-              "|---|---|" + "---|" * (len(COLUMNS) + 1)]
+    if heads:
+        lines += ["", "Heads sweep: bf16, d = 128, N = 4096, B = 1, H = " + ", ".join(str(h) for h in sorted({r["H"] for r in heads}))
+                  + "; TFLOP/s as above.", "", "| causal | H | " + " | ".join(COLUMNS) + " | flashcheck kernel |",
+                  "|---|---|" + "---|" * (len(COLUMNS) + 1)]
     for r in heads:
         lines.append(f"| {r['causal']} | {r['H']} | " + " | ".join(fmt(r.get(c)) for c in COLUMNS)
                      + f" | {r['flashcheck_kernel']} |")
-    lines += ["", "Accuracy: relative RMS error ‖O−O*‖/‖O*‖ against float64 SDPA on the same rounded inputs; "
-              "B = 2, H = 4, inputs randn·amp (V randn). Empty: the backend does not serve the inputs.", "",
-              "| dtype | N | d | causal | amp | " + " | ".join(COLUMNS) + " | flashcheck max_abs |",
-              "|---|---|---|---|---|" + "---|" * (len(COLUMNS) + 1)]
+    if acc:
+        lines += ["", "Accuracy: relative RMS error ‖O−O*‖/‖O*‖ against float64 SDPA on the same rounded inputs; "
+                  "B = 2, H = 4, inputs randn·amp (V randn). Empty: the backend does not serve the inputs.", "",
+                  "| dtype | N | d | causal | amp | " + " | ".join(COLUMNS) + " | flashcheck max_abs |",
+                  "|---|---|---|---|---|" + "---|" * (len(COLUMNS) + 1)]
     for r in acc:
         cells = [("NaN!" if r[c]["nan"] else f"{r[c]['rel_rms']:.3g}") if r.get(c) else "" for c in COLUMNS]
         fc_max = f"{r['flashcheck']['max_abs']:.3g}" if r.get("flashcheck") else ""
         lines.append(f"| {r['dtype']} | {r['N']} | {r['d']} | {r['causal']} | {r['amp']} | " + " | ".join(cells)
                      + f" | {fc_max} |")
-    lines += ["", "Peak device memory of one forward (MiB, torch.cuda.max_memory_allocated, inputs included), "
-              "bf16, d = 128, B = 1, H = 16.", "", "| N | flashcheck | math |", "|---|---|---|"]
+    if dims:
+        lines += ["", "Unequal head dims (d for Q and K, dv for V and O): bf16, B·N = 16384, H = 16; TFLOP/s as above with "
+                  "2·B·H·N²·(d + dv) FLOPs; per FLOP: flashcheck's throughput over its own at (192, 192), same N and "
+                  "mask. Empty: the backend does not serve the inputs.", "",
+                  "| d | dv | causal | N | " + " | ".join(COLUMNS) + " | per FLOP | flashcheck kernel |",
+                  "|---|---|---|---|" + "---|" * (len(COLUMNS) + 2)]
+        twin = {(r["causal"], r["N"]): r.get("flashcheck") for r in dims if r["d"] == 192 and "dv" not in r}
+        for r in dims:
+            base = twin.get((r["causal"], r["N"])) if r["d"] == 192 and r.get("dv") else None
+            per_flop = f"{r['flashcheck'] / base:.2f}" if base and r.get("flashcheck") else ""
+            lines.append(f"| {r['d']} | {r.get('dv', r['d'])} | {r['causal']} | {r['N']} | "
+                         + " | ".join(fmt(r.get(c)) for c in COLUMNS) + f" | {per_flop} | {r['flashcheck_kernel']} |")
+    if mem:
+        lines += ["", "Peak device memory of one forward (MiB, torch.cuda.max_memory_allocated, inputs included), "
+                  "bf16, d = 128, B = 1, H = 16.", "", "| N | flashcheck | math |", "|---|---|---|"]
     for r in mem:
         lines.append(f"| {r['N']} | {fmt(r.get('flashcheck_mib'))} | {fmt(r.get('math_mib'))} |")
     return "\n".join(lines) + "\n"
 
 
-STYLES = {"flashcheck": ("k", "o", 2.5), "flash": ("tab:blue", "s", 1.2), "cudnn": ("tab:green", "^", 1.2),
+STYLES = {"flashcheck": ("k", "o", 2.5), "fa3": ("tab:purple", "D", 1.2), "flash": ("tab:blue", "s", 1.2),
+          "cudnn": ("tab:green", "^", 1.2),
           "efficient": ("tab:orange", "v", 1.2), "math": ("tab:red", "x", 1.2)}  # plot color, marker, line width
 
 
@@ -479,11 +549,19 @@ def main():
     parser.add_argument("--timing", choices=("sync", "queued"), default="sync",
                         help="sync: each run alone, the host's cost beyond the L2 flush counted; queued: runs queued "
                              "ahead of the GPU, GPU time only (Timer)")
+    parser.add_argument("--only", default="", metavar="SECTIONS",
+                        help="comma-separated sections to run (throughput, heads, value_dims, accuracy, memory); "
+                             "all by default. A partial run writes its tables to --out, which must then be given")
     parser.add_argument("--accuracy-seeds", type=int, default=0, metavar="N",
                         help="only the accuracy configurations, for seeds 0..N-1 (fp16/bf16), against each peer")
     args = parser.parse_args()
     if torch is None:
         parser.error("needs PyTorch with CUDA (import torch failed)")
+    sections = set(filter(None, args.only.split(","))) or set(SECTIONS)
+    if sections - set(SECTIONS):
+        parser.error(f"--only: unknown section(s) {sorted(sections - set(SECTIONS))}; sections: {', '.join(SECTIONS)}")
+    if sections != set(SECTIONS) and os.path.abspath(args.out) == os.path.abspath(DEFAULT_OUT):
+        parser.error("--only writes a partial result set: give --out (bench/results holds the whole one)")
     os.makedirs(args.out, exist_ok=True)
     # A backend that cannot serve the inputs raises (recorded as an empty cell) after warning why; the
     # warnings would bury the tables.
@@ -491,28 +569,36 @@ def main():
     warnings.filterwarnings("ignore", category=UserWarning, message=".*(not used|runtime disabled|Expected query|does not support).*")
     torch.backends.cuda.matmul.allow_tf32 = False  # the math backend in true fp32 for the fp32 rows
     fc = Flashcheck(args.lib)
+    global FA3
+    FA3 = import_fa3()
+    if FA3 is not None:
+        COLUMNS.insert(1, "fa3")
     props = torch.cuda.get_device_properties(0)
     meta = {"device": f"{props.name} ({props.multi_processor_count} SMs)", "torch": torch.__version__,
             "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
             "flashcheck": fc.lib.fc_version().decode(), "warmup": args.warmup, "iters": args.iters,
-            "rounds": args.rounds, "timing": args.timing}
+            "rounds": args.rounds, "timing": args.timing, "fa3": FA3[1] if FA3 else None,
+            "sections": [name for name in SECTIONS if name in sections]}
     print(json.dumps(meta), flush=True)
     if args.accuracy_seeds > 0:
         accuracy_seeds(fc, args.accuracy_seeds, args.out)
         return 0
     start = time.time()
     timer = Timer(args.warmup, args.iters, queued=args.timing == "queued")
-    tp = throughput(fc, timer, args.quick, args.rounds)
-    heads = heads_sweep(fc, timer, args.quick, args.rounds)
-    acc = accuracy(fc)
-    mem = memory(fc, args.quick)
+    tp = throughput(fc, timer, args.quick, args.rounds) if "throughput" in sections else []
+    heads = heads_sweep(fc, timer, args.quick, args.rounds) if "heads" in sections else []
+    dims = value_dims(fc, timer, args.quick, args.rounds) if "value_dims" in sections else []
+    acc = accuracy(fc) if "accuracy" in sections else []
+    mem = memory(fc, args.quick) if "memory" in sections else []
     meta["seconds"] = round(time.time() - start, 1)
     with open(os.path.join(args.out, "side_by_side.json"), "w") as f:
-        json.dump({"meta": meta, "throughput": tp, "heads_sweep": heads, "accuracy": acc, "memory": mem}, f, indent=1)
-    md = markdown(meta, tp, heads, acc, mem)
+        json.dump({"meta": meta, "throughput": tp, "heads_sweep": heads, "value_dims": dims, "accuracy": acc,
+                   "memory": mem}, f, indent=1)
+    md = markdown(meta, tp, heads, acc, mem, dims)
     with open(os.path.join(args.out, "side_by_side.md"), "w") as f:
         f.write(md)
-    plots(tp, heads, mem, args.out)
+    if tp or heads or mem:
+        plots(tp, heads, mem, args.out)
     print(md)
     print(f"side_by_side: {meta['seconds']} s", flush=True)
     return 0

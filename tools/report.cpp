@@ -83,9 +83,12 @@ class Draws {
   uint64_t index_ = 0;
 };
 
-// Tiles the kernel would use for this dtype/head_dim (contiguous layout), so the sweep aims at them.
-KernelConfig tiles_for(DType dtype, int64_t head_dim) {
-  return kernel_config(make_params(dtype, 1, 1, 1, 128, 128, head_dim));
+// Tiles the kernel would use for this dtype/head_dim (and head_dim_v, 0 = head_dim; contiguous layout), so the sweep
+// aims at them.
+KernelConfig tiles_for(DType dtype, int64_t head_dim, int64_t head_dim_v = 0) {
+  Params p = make_params(dtype, 1, 1, 1, 128, 128, head_dim);
+  if (head_dim_v != 0) set_head_dim_v(&p, head_dim_v, Layout::kBHSD);
+  return kernel_config(p);
 }
 
 Case base_case(DType dtype, int64_t d, uint64_t seed) {
@@ -245,7 +248,7 @@ std::vector<Case> random_value_dim_cases(DType dtype, int64_t count, Draws& draw
     if (dims.second == dims.first) dims.second = dims.first == 128 ? 64 : 128;
     Case c = base_case(dtype, dims.first, seed_base + static_cast<uint64_t>(n));
     c.head_dim_v = dims.second;
-    const KernelConfig t = tiles_for(dtype, dims.first);
+    const KernelConfig t = tiles_for(dtype, dims.first, dims.second);
     const auto near_tile = [&](int64_t block) {
       return std::max<int64_t>(1, block * (1 + draws.below(2)) + draws.pick(kOffsets));
     };

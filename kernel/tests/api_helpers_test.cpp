@@ -77,7 +77,8 @@ TEST(Api, SetHeadDimVRecomputesVAndOStrides) {
   }
 }
 
-// Unequal head dims run in the general family, padded to the family of the larger; head_dim_v = head_dim spelled
+// Unequal head dims run in the tensor-core family's value pairs (fp16/bf16 where the two dims' families form one of
+// kValuePairs), else in the general family, padded to the family of the larger; head_dim_v = head_dim spelled
 // out selects what head_dim_v = 0 selects (tensor-core, split-TF32, decode and general shapes, split or not).
 TEST(Api, SelectConfigOfUnequalHeadDims) {
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
@@ -96,6 +97,18 @@ TEST(Api, SelectConfigOfUnequalHeadDims) {
           if (dv == d) continue;
           set_head_dim_v(&p, dv, Layout::kBHSD);
           const KernelConfig unequal = select_config(p);
+          const int family = tensor_core::family_head_dim(d), family_v = tensor_core::family_head_dim(dv);
+          if (dtype != DType::kF32 && d % 8 == 0 && dv % 8 == 0 && family != family_v &&
+              tensor_core::is_value_pair(family, family_v)) {
+            const std::string pair = std::string(dtype == DType::kBF16 ? "bf16" : "f16") + "_hdim" +
+                                     std::to_string(family) + "_dv" + std::to_string(family_v);
+            EXPECT_EQ(unequal.path, ComputePath::kTensorCore) << pair;
+            EXPECT_EQ(std::string(unequal.name), "tensor_core_" + pair);
+            EXPECT_EQ(unequal.head_dim_padded, family) << pair;
+            EXPECT_EQ(unequal.block_m, tensor_core::value_pair_shape_sm90(family).block_m) << pair;
+            EXPECT_EQ(unequal.block_n, tensor_core::value_pair_shape_sm90(family).block_n) << pair;
+            continue;
+          }
           KernelConfig widest;  // the general family's tiles of equal head dims, the larger of the two
           detail::general_select(make_params(dtype, 1, 2, 2, sq, 512, std::max(d, dv)), &widest);
           const std::string what = std::to_string(d) + "," + std::to_string(dv) + " " + unequal.name;

@@ -184,9 +184,9 @@ TEST(Gpu_F32, ManyHeadsBeyondGridYLimit) {
 
 // ---- V and O of other columns than Q and K (head_dim_v)
 
-// Unequal head dims, through run() (which selects the general family for them) and general_launch(): the model and
-// the reference agree at the tile boundaries, every mask, unsplit and in three split runs, with GQA, the BSHD
-// layout and rows that are not 16-byte aligned.
+// Unequal head dims, through run() (the tensor-core family's value pairs for fp16/bf16, else the general family) and
+// general_launch(): the model and the reference agree at the tile boundaries, every mask, unsplit and in three split
+// runs, with GQA and the BSHD layout.
 TEST(Gpu_UnequalHeadDims, MatchTheModelAndTheReference) {
   SKIP_WITHOUT_DEVICE();
 #if defined(FLASHCHECK_HAS_CUDA)
@@ -194,7 +194,9 @@ TEST(Gpu_UnequalHeadDims, MatchTheModelAndTheReference) {
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
     for (const auto& [head_dim, head_dim_v] : test::kUnequalHeadDims) {
       const KernelConfig config = test::unequal_config(dtype, head_dim, head_dim_v);
-      ASSERT_EQ(config.path, ComputePath::kGeneralFp32) << config.name;
+      ASSERT_EQ(config.path, test::tensor_core_pair(dtype, head_dim, head_dim_v) ? ComputePath::kTensorCore
+                                                                                 : ComputePath::kGeneralFp32)
+          << config.name;
       const int64_t bm = config.block_m, bn = config.block_n;
       for (Mask mask : {Mask::kNone, Mask::kCausalTopLeft, Mask::kCausalBottomRight}) {
         for (const auto& [sq, sk] : {std::pair<int64_t, int64_t>{1, 1}, {bm + 1, 2 * bn + 1}, {2, 3 * bn + 5}}) {
@@ -392,6 +394,7 @@ struct TwoWayShape {
   DType dtype;
   int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
   Mask mask;
+  int64_t head_dim_v = 0;  // 0: head_dim
 };
 
 // run() with the tensor-core family held to its cp.async kernel (detail::tensor_core_force_cp_async).
@@ -405,7 +408,7 @@ Status run_cp_async(const Params& params) {
 // Two copies of the problem of `sh` with inputs from `seed`; returns its name for messages.
 std::string make_problem_pair(const TwoWayShape& sh, uint64_t seed, Problem* x, Problem* y) {
   const ProblemSpec spec{sh.dtype, sh.batch, sh.heads_q, sh.heads_kv, sh.seqlen_q, sh.seqlen_k, sh.head_dim,
-                         sh.mask, Layout::kBHSD, 0, seed};
+                         sh.mask, Layout::kBHSD, 0, seed, sh.head_dim_v};
   test::make_problem(spec, x);
   test::make_problem(spec, y);
   return spec.name();
@@ -550,9 +553,10 @@ TEST(Gpu_F16Bf16, SplitKvAgreesWithTheModelOnBothKernels) {
 }
 
 // The warp-specialized kernel (kernel_ws.cuh) and the cp.async kernel (kernel.cuh, forced through
-// detail::tensor_core_force_cp_async) compute O and LSE bit for bit on the same inputs: both apply the same
-// Forward<> arithmetic in the same order per row. Covers d = 64/128/256, GQA, all three masks, and both of
-// d = 256's O stores (own O tile for short items, straight from registers for long ones).
+// detail::tensor_core_force_cp_async) compute O and LSE bit for bit on the same inputs: both apply the same parts
+// (mainloop, mask, softmax step, epilogue) in the same order per row. Covers d = 64/128/256 and the value pairs
+// (192, 128), (64, 128), (128, 64), (256, 128), GQA, all three masks, and both O stores of d = 256 and of (192, 128)
+// (own O tile for short items, straight from registers for long ones).
 TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
   SKIP_WITHOUT_DEVICE();
   SKIP_WITHOUT_TENSOR_CORE();
@@ -566,6 +570,12 @@ TEST(Gpu_F16Bf16, WarpSpecializedMatchesCpAsyncKernel) {
       {DType::kF16, 1, 2, 2, 300, 2500, 256, Mask::kNone},                // 40 K/V tiles an item: O from registers
       {DType::kBF16, 1, 2, 1, 130, 4200, 256, Mask::kCausalBottomRight},  // O from registers, causal
       {DType::kBF16, 1, 2, 2, 100, 1100, 200, Mask::kNone},               // O from registers, padded columns
+      {DType::kBF16, 2, 4, 2, 300, 700, 192, Mask::kCausalBottomRight, 128},  // own O tile, one K slot
+      {DType::kF16, 1, 4, 4, 200, 3000, 192, Mask::kNone, 128},               // O from registers, two K slots
+      {DType::kBF16, 1, 2, 1, 130, 900, 184, Mask::kCausalTopLeft, 120},      // padded columns of both
+      {DType::kBF16, 2, 4, 1, 257, 511, 64, Mask::kNone, 128},
+      {DType::kF16, 2, 4, 2, 384, 384, 128, Mask::kCausalTopLeft, 64},
+      {DType::kBF16, 1, 2, 2, 300, 1100, 256, Mask::kCausalBottomRight, 128},
   };
   uint64_t seed = 7000;
   for (const TwoWayShape& sh : shapes) {

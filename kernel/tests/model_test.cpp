@@ -195,15 +195,17 @@ TEST(Model_Paths, TensorCoreReferenceIsTheTileMaxWithinTheSlack) {
 
 // ---- V and O of other columns than Q and K (head_dim_v)
 
-// Unequal head dims run in the general family padded to the larger of the two, and the model agrees with the
-// double reference at the tile boundaries, every mask, unsplit and in three split runs.
+// Unequal head dims run in the tensor-core family's value pairs (fp16/bf16) or in the general family padded to the
+// larger of the two, and the model agrees with the double reference at the tile boundaries, every mask, unsplit and
+// in three split runs.
 TEST(Model_UnequalHeadDims, AgreeWithTheReferenceAtTileBoundaries) {
   uint64_t seed = 300;
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
     for (const auto& [head_dim, head_dim_v] : test::kUnequalHeadDims) {
       const KernelConfig config = test::unequal_config(dtype, head_dim, head_dim_v);
-      ASSERT_EQ(config.path, ComputePath::kGeneralFp32) << head_dim << "," << head_dim_v;
-      ASSERT_GE(config.head_dim_padded, std::max(head_dim, head_dim_v)) << config.name;
+      const bool pair = test::tensor_core_pair(dtype, head_dim, head_dim_v);
+      ASSERT_EQ(config.path, pair ? ComputePath::kTensorCore : ComputePath::kGeneralFp32) << config.name;
+      ASSERT_GE(config.head_dim_padded, pair ? head_dim : std::max(head_dim, head_dim_v)) << config.name;
       const int64_t bm = config.block_m, bn = config.block_n;
       const std::vector<std::pair<int64_t, int64_t>> seqlens{{1, 0}, {1, 1}, {2, 1}, {bm - 1, bn + 1}, {bm, bn},
                                                              {bm + 1, 2 * bn + 1}, {2, 3 * bn + 5}};

@@ -120,7 +120,8 @@ INSTANTIATE_TEST_SUITE_P(Masks, SequencesModel,
                                                               Mask::kWindowBottomRight),
                                             ::testing::Bool()));
 
-// V and O of other columns than Q and K (head_dim_v) on the inference path, in the general family: a packed batch
+// V and O of other columns than Q and K (head_dim_v) on the inference path (the tensor-core value pairs' tiles for
+// bf16, the general family's for fp32): a packed batch
 // (K/V packed with NaN rows past seqused_k, unsplit and in three runs) gives each sequence's bits alone, and a paged
 // cache the bits of the contiguous one, prefill and decoding shapes alike.
 TEST(SequencesModel_UnequalHeadDims, VarlenAndPagedEqualEachSequenceAlone) {
@@ -134,7 +135,9 @@ TEST(SequencesModel_UnequalHeadDims, VarlenAndPagedEqualEachSequenceAlone) {
                                    std::to_string(splits);
           Buffers packed;
           build_packed(dtype, d, Mask::kCausalBottomRight, batch, 2, 0, splits, &packed, dv);
-          ASSERT_EQ(select_config(packed.params).path, ComputePath::kGeneralFp32) << what;
+          ASSERT_EQ(select_config(packed.params).path,
+                    tensor_core_pair(dtype, d, dv) ? ComputePath::kTensorCore : ComputePath::kGeneralFp32)
+              << what;
           const Status st = run_host_model(packed.params);
           ASSERT_TRUE(st.ok()) << what << ": " << st.message();
           HostModelOptions same_family;

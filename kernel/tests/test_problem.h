@@ -17,6 +17,8 @@
 #include <gtest/gtest.h>
 
 #include <tuple>
+
+#include "tensor_core/tile_config.h"
 #include <utility>
 
 #include "flashcheck/attention.h"
@@ -173,8 +175,23 @@ inline void make_problem(const ProblemSpec& spec, Problem* pr) {
 }
 
 // (head_dim, head_dim_v) pairs with V and O of other columns than Q and K: DeepSeek's MLA split (192, 128), V wider
-// (64, 128), V narrower (128, 64), and odd sizes inside one head_dim family (3, 5).
-inline const std::vector<std::pair<int64_t, int64_t>> kUnequalHeadDims{{192, 128}, {64, 128}, {128, 64}, {3, 5}};
+// (64, 128), V narrower (128, 64) and (256, 128) (fp16/bf16: the tensor-core family's value pairs), and odd sizes
+// inside one head_dim family (3, 5: the general family).
+inline const std::vector<std::pair<int64_t, int64_t>> kUnequalHeadDims{
+    {192, 128}, {64, 128}, {128, 64}, {256, 128}, {3, 5}};
+
+// Whether select_config serves unequal head dims (d, dv) of `dtype` with contiguous rows in the tensor-core family
+// (a value pair of tile_config.h, sm_90a; rows 16-byte aligned: both dims multiples of 8), not in the general family.
+inline bool tensor_core_pair(DType dtype, int64_t d, int64_t dv) {
+#if defined(FLASHCHECK_TC_WGMMA)
+  const int family = tensor_core::family_head_dim(d), family_v = tensor_core::family_head_dim(dv);
+  return dtype != DType::kF32 && d != dv && d % 8 == 0 && dv % 8 == 0 && family != family_v &&
+         tensor_core::is_value_pair(family, family_v);
+#else
+  (void)dtype, (void)d, (void)dv;
+  return false;
+#endif
+}
 // `zero` (head_dim_v 0) into *a and the same problem with head_dim_v = head_dim spelled out into *b, both split into
 // `splits` runs; the spelled problem's name.
 inline std::string make_spelled_pair(const ProblemSpec& zero, int32_t splits, Problem* a, Problem* b) {

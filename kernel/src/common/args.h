@@ -58,7 +58,8 @@ struct ProblemArgs {
   int64_t seqlen_k = 0;
   int64_t head_dim = 0;    // Q's and K's columns, unpadded: columns at or beyond it load as zeros
   // V's and O's columns (value_head_dim), unpadded: V's columns at or beyond it load as zeros, O's are never stored.
-  // Only the general family serves head_dim_v != head_dim (select_config); the others read head_dim for V and O.
+  // head_dim_v != head_dim runs in the general family and the tensor-core family's value pairs (select_config); the
+  // others read head_dim for V and O.
   int64_t head_dim_v = 0;
   Visibility vis;
   float softmax_scale = 0.0f;

@@ -1,7 +1,7 @@
 // tensor_core_select(): which fp16/bf16 inputs the tensor-core family serves, and with which tiles.
 // Host code without CUDA, so the host model and the CPU tier see the tiles the GPU would run. Anything
-// refused here (other dtypes, head_dim_v != head_dim, misaligned layouts, softmax_scale == 0) falls through to the
-// next family.
+// refused here (other dtypes, head_dim_v != head_dim outside the value pairs, misaligned layouts,
+// softmax_scale == 0) falls through to the next family.
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -33,6 +33,24 @@ const char* family_name(DType dtype, int family) {
   return names[dtype == DType::kBF16 ? 1 : 0][i].c_str();
 }
 
+// "tensor_core_<dtype>_hdim<family>_dv<family_v>" for every pair of kValuePairs.
+const char* pair_name(DType dtype, int family, int family_v) {
+  using Names = std::array<std::string, std::size(tensor_core::kValuePairs)>;
+  static const std::array<Names, 2> names = [] {
+    std::array<Names, 2> all;
+    for (size_t i = 0; i < std::size(tensor_core::kValuePairs); ++i) {
+      const std::string dims = std::to_string(tensor_core::kValuePairs[i].head_dim) + "_dv" +
+                               std::to_string(tensor_core::kValuePairs[i].head_dim_v);
+      all[0][i] = "tensor_core_f16_hdim" + dims;
+      all[1][i] = "tensor_core_bf16_hdim" + dims;
+    }
+    return all;
+  }();
+  size_t i = 0;
+  while (tensor_core::kValuePairs[i].head_dim != family || tensor_core::kValuePairs[i].head_dim_v != family_v) ++i;
+  return names[dtype == DType::kBF16 ? 1 : 0][i].c_str();
+}
+
 inline constexpr int64_t kMaxTallRuleSeqlen = std::numeric_limits<int32_t>::max();
 
 // The family's tall shape (tile_config.h) where this launch's Q tiles read enough K/V tiles for it to pay: always
@@ -56,20 +74,28 @@ tensor_core::TileShape tile_shape_for(const Params& p, int family) {
 
 bool tensor_core_select(const Params& p, KernelConfig* config) {
   if (p.dtype != DType::kF16 && p.dtype != DType::kBF16) return false;
-  // V's and O's tiles have Q's and K's head dims here; other head_dim_v the general family serves.
-  if (value_head_dim(p) != p.head_dim) return false;
   const int family = tensor_core::family_head_dim(p.head_dim);
   if (p.head_dim < 1 || family == 0) return false;
+  // Unequal head dims: the value pairs' kernels (sm_90a), where the two dims' families form one of kValuePairs;
+  // the general family serves the others (unequal dims within one family among them).
+  const bool unequal = value_head_dim(p) != p.head_dim;
+  const int family_v = unequal ? tensor_core::family_head_dim(value_head_dim(p)) : family;
+#if defined(FLASHCHECK_TC_WGMMA)
+  if (unequal && !tensor_core::is_value_pair(family, family_v)) return false;
+#else
+  if (unequal) return false;
+#endif
   // scale == 0 would make a masked score's exponent -inf * 0 = NaN; the general family serves it.
   if (p.softmax_scale == 0.0f) return false;
   // 16-byte cp.async / vector stores need every row start 16-byte aligned.
   if (!rows_aligned(p, kChunkBytes)) return false;
-  const tensor_core::TileShape shape = tile_shape_for(p, family);
+  const tensor_core::TileShape shape =
+      unequal ? tensor_core::value_pair_shape_sm90(family) : tile_shape_for(p, family);
   config->path = ComputePath::kTensorCore;
   config->block_m = shape.block_m;
   config->block_n = shape.block_n;
   config->head_dim_padded = family;
-  config->name = family_name(p.dtype, family);
+  config->name = unequal ? pair_name(p.dtype, family, family_v) : family_name(p.dtype, family);
   return true;
 }
 

@@ -34,8 +34,25 @@ Status launch_family(int family, const KernelArgs& args, cudaStream_t stream, st
   return st;
 }
 
+// The launch function of the value pair (family, family_v), one of tile_config.h's kValuePairs.
+template <typename T, size_t... kI>
+Status launch_pair(int family, int family_v, const KernelArgs& args, cudaStream_t stream, std::index_sequence<kI...>) {
+  Status st{StatusCode::kUnsupported, "tensor_core: no kernel for head_dim family " + std::to_string(family) +
+                                          " with head_dim_v family " + std::to_string(family_v)};
+  constexpr auto& kPairs = tensor_core::kValuePairs;
+  ((family == kPairs[kI].head_dim && family_v == kPairs[kI].head_dim_v
+        ? (st = tc_kernel::launch_forward_pair<T, kPairs[kI].head_dim, kPairs[kI].head_dim_v>(args, stream), true)
+        : false) ||
+   ...);
+  return st;
+}
+
 template <typename T>
-Status launch_dtype(int family, const KernelArgs& args, cudaStream_t stream) {
+Status launch_dtype(int family, int family_v, const KernelArgs& args, cudaStream_t stream) {
+  if (family_v != family) {
+    return launch_pair<T>(family, family_v, args, stream,
+                          std::make_index_sequence<std::size(tensor_core::kValuePairs)>{});
+  }
   return launch_family<T>(family, args, stream, std::make_index_sequence<std::size(tensor_core::kFamilies)>{});
 }
 
@@ -70,8 +87,11 @@ namespace {
 template <typename T>
 Status launch_runs(const Params& p, const KernelConfig& config, cudaStream_t stream, const Instrumentation* inst) {
   KernelArgs args = tc_kernel::make_kernel_args(p, config.block_m, effective_splits(p), inst);
+  // V's family: the config's where the dims are equal (tensor_core_select serves unequal dims in value pairs only).
+  const int family_v = value_head_dim(p) == p.head_dim ? config.head_dim_padded
+                                                       : tensor_core::family_head_dim(value_head_dim(p));
   return combine::launch_split<T, FLASHCHECK_INSTRUMENT != 0>(args, stream, inst, [&](const KernelArgs& run_args) {
-    return launch_dtype<T>(config.head_dim_padded, run_args, stream);
+    return launch_dtype<T>(config.head_dim_padded, family_v, run_args, stream);
   });
 }
 }  // namespace

@@ -51,7 +51,7 @@ struct Epilogue : Fragments<T, Cfg> {
   // the quad. row0 = the warp's first query row. Returns whether an accumulator of the warp is inf or NaN.
   __device__ static bool store_partials(const State& st, const KernelArgs& a, const Item& it, int64_t row0, int lane) {
     const int quad_col = (lane % kQuad) * 2;
-    const bool pairs = a.head_dim % 2 == 0;  // a column pair is then 8-byte aligned
+    const bool pairs = Base::value_cols(a) % 2 == 0;  // a column pair is then 8-byte aligned
     bool nonfinite = false;
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
@@ -67,16 +67,16 @@ struct Epilogue : Fragments<T, Cfg> {
         const int64_t row = row0 + mt * kMmaM + lane / kQuad + hh * kMmaN;
         if (row >= it.vis.seqlen_q) continue;
         const int64_t at = int64_t{it.split} * a.lse_rows + it.lse0 + row;
-        float* out = a.partial_acc + at * a.head_dim;
+        float* out = a.partial_acc + at * Base::value_cols(a);
 #pragma unroll
         for (int nt = 0; nt < kNO; ++nt) {
           const int col = nt * kMmaN + quad_col;
           const float x0 = st.acc_o[mt][nt][2 * hh], x1 = st.acc_o[mt][nt][2 * hh + 1];
-          if (pairs && col + 1 < a.head_dim) {
+          if (pairs && col + 1 < Base::value_cols(a)) {
             *reinterpret_cast<float2*>(out + col) = make_float2(x0, x1);
           } else {
-            if (col < a.head_dim) out[col] = x0;
-            if (col + 1 < a.head_dim) out[col + 1] = x1;
+            if (col < Base::value_cols(a)) out[col] = x0;
+            if (col + 1 < Base::value_cols(a)) out[col + 1] = x1;
           }
         }
         if (lane % kQuad == 0) {
@@ -185,23 +185,23 @@ struct Epilogue : Fragments<T, Cfg> {
     T* o_head = Base::template head_of<T>(a.o, it.qb, it.h) + it.q_row0 * a.o.stride.row;
     stage_o_and_lse(st, a, o_smem, it, warp_row0, lane);
     __syncwarp();
-    constexpr int kStorePerLane = Cfg::kRowsPerWarp * Cfg::kChunksPerRow / kWarpSize;
+    constexpr int kStorePerLane = Cfg::kRowsPerWarp * Cfg::kChunksPerRowV / kWarpSize;
 #pragma unroll
     for (int i = 0; i < kStorePerLane; ++i) {
       const int idx = lane + i * kWarpSize;
-      const int local_row = warp_row0 + idx / Cfg::kChunksPerRow;
-      const int col = (idx % Cfg::kChunksPerRow) * kChunkElems;
+      const int local_row = warp_row0 + idx / Cfg::kChunksPerRowV;
+      const int col = (idx % Cfg::kChunksPerRowV) * kChunkElems;
       const int64_t row = it.q0 + local_row;
-      if ((row >= it.vis.seqlen_q && !FC_MUTANT(kTcOStorePastSeqlen)) || col >= a.head_dim) continue;
+      if ((row >= it.vis.seqlen_q && !FC_MUTANT(kTcOStorePastSeqlen)) || col >= Base::value_cols(a)) continue;
       const uint32_t src = o_smem + Base::template chunk_offset<Cfg::kBlockM>(local_row, col / kChunkElems);
       T* dst = o_head + row * a.o.stride.row + col;
-      if (col + kChunkElems <= a.head_dim) {
+      if (col + kChunkElems <= Base::value_cols(a)) {
         *reinterpret_cast<uint4*>(dst) = ld_shared_v4(src);
       } else {
-        for (int c = 0; c < a.head_dim - col; c += 2) {  // padded family: only the real columns
+        for (int c = 0; c < Base::value_cols(a) - col; c += 2) {  // padded family: only the real columns
           const float2 pair = Ops::unpack(ld_shared_b32(src + c * kElementBytes));
           dst[c] = T(pair.x);
-          if (c + 1 < a.head_dim - col) dst[c + 1] = T(pair.y);
+          if (c + 1 < Base::value_cols(a) - col) dst[c + 1] = T(pair.y);
         }
       }
     }
@@ -215,7 +215,7 @@ struct Epilogue : Fragments<T, Cfg> {
     const int64_t row0 = it.q0 + wg * kWgmmaRows;
     T* o_rows = a.o.template head<T>(it.qb, it.h) + (it.q_row0 + row0) * a.o.stride.row;
     const int rows = static_cast<int>(max(min(it.vis.seqlen_q - row0, int64_t{kWgmmaRows}), int64_t{0}));
-    const int chunks = static_cast<int>(a.head_dim) / kChunkElems;
+    const int chunks = static_cast<int>(Base::value_cols(a)) / kChunkElems;
     for (int i = wg_tid; i < rows * chunks; i += kWarpgroupThreads) {
       const int r = i / chunks;
       const int ch = i - r * chunks;
@@ -250,7 +250,7 @@ struct Epilogue : Fragments<T, Cfg> {
         const uint32_t recv = __shfl_xor_sync(kFullWarp, odd ? w[hh][0] : w[hh][1], 1);
         const uint2 v = odd ? make_uint2(recv, w[hh][1]) : make_uint2(w[hh][0], recv);
         const int r = lane / kQuad + hh * kMmaN;
-        if ((row0 + r < it.vis.seqlen_q || FC_MUTANT(kTcOStorePastSeqlen)) && c < a.head_dim) *reinterpret_cast<uint2*>(o_rows + r * a.o.stride.row + c) = v;
+        if ((row0 + r < it.vis.seqlen_q || FC_MUTANT(kTcOStorePastSeqlen)) && c < Base::value_cols(a)) *reinterpret_cast<uint2*>(o_rows + r * a.o.stride.row + c) = v;
       }
     };
     [&]<int... kJ>(std::integer_sequence<int, kJ...>) {

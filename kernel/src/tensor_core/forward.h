@@ -39,6 +39,9 @@ KernelArgs make_kernel_args(const Params& params, int block_m, int32_t splits, c
 // Defined per family in fwd_<dtype>_hdim<d>.cu; T is __half or __nv_bfloat16.
 template <typename T, int HeadDimPadded>
 Status launch_forward(const KernelArgs& args, cudaStream_t stream);
+// Defined per value pair (tile_config.h, kValuePairs) in fwd_<dtype>_hdim<d>_dv<dv>.cu.
+template <typename T, int HeadDimPadded, int HeadDimVPadded>
+Status launch_forward_pair(const KernelArgs& args, cudaStream_t stream);
 
 }  // namespace tc_kernel
 }  // namespace FLASHCHECK_KERNEL_VARIANT

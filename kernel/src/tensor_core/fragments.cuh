@@ -47,6 +47,16 @@ struct Fragments {
     }
   }
 
+  // V's and O's columns of the launch, unpadded: head_dim_v for a value pair's kernel (tile_config.h, kValuePairs),
+  // head_dim otherwise (the equal families serve head_dim_v == head_dim only: tensor_core_select).
+  __device__ static int64_t value_cols(const KernelArgs& a) {
+    if constexpr (Cfg::kHeadDimV != Cfg::kHeadDim) {
+      return FC_MUTANT(kTcValueColumnsFromHeadDim) ? a.head_dim : a.head_dim_v;
+    } else {
+      return a.head_dim;
+    }
+  }
+
   // Per-thread registers of one CTA work item.
   struct State {
     float acc_o[kM][kNO][4];  // (kRowsPerWarp, kHeadDim) of this warp, C-fragment layout, fp32

@@ -36,7 +36,7 @@ struct HiddenV : Fragments<T, Cfg> {
 
   // A V tile's 16-byte chunks over the kThreads threads that share it: passes of kThreads chunks, the last one
   // partial where kThreads does not divide the tile (three warpgroups: 1024 chunks over 384 threads).
-  static constexpr int kHiddenChunks = Cfg::kBlockN * Cfg::kChunksPerRow;
+  static constexpr int kHiddenChunks = Cfg::kBlockN * Cfg::kChunksPerRowV;
   static constexpr int kHiddenChunkPasses = (kHiddenChunks + Cfg::kThreads - 1) / Cfg::kThreads;
   static constexpr bool kHiddenChunksEven = kHiddenChunks % Cfg::kThreads == 0;
 
@@ -51,9 +51,9 @@ struct HiddenV : Fragments<T, Cfg> {
 #pragma unroll kUnroll
     for (int i = 0; i < kHiddenChunkPasses; ++i) {
       const int idx = tid + i * Cfg::kThreads;
-      const int row = idx / Cfg::kChunksPerRow;
+      const int row = idx / Cfg::kChunksPerRowV;
       if ((kHiddenChunksEven || idx < kHiddenChunks) && hidden.contains(row) && row < hi)
-        f(row, v_smem + Base::template chunk_offset<Cfg::kBlockN>(row, idx % Cfg::kChunksPerRow));
+        f(row, v_smem + Base::template chunk_offset<Cfg::kBlockN>(row, idx % Cfg::kChunksPerRowV));
     }
   }
 

@@ -58,7 +58,7 @@ struct Forward : Fragments<T, Cfg> {
     // (kBlockM, kHeadDim) Q; swizzled tiles start on a 1024-byte boundary.
     constexpr uint32_t kAlign = Cfg::kSmemAlignSlack > 0 ? Cfg::kSmemAlignSlack : 1;
     const uint32_t q_smem = (smem_address(smem) + kAlign - 1) / kAlign * kAlign;
-    const uint32_t kv_smem = q_smem + Cfg::kQSmemBytes;  // kStages x [(kBlockN, kHeadDim) K, same V]
+    const uint32_t kv_smem = q_smem + Cfg::kQSmemBytes;  // kStages x [(kBlockN, kHeadDim) K, (kBlockN, kHeadDimV) V]
     // Per-lane ldmatrix row addresses (see the fragment layouts of mma.m16n8k16): A takes rows 0-15 with the
     // two 8-column halves in lanes 0-15 / 16-31; K (B, not transposed) keys 0-7 / 8-15 in lanes 0-15 / 16-31
     // and the k halves alternating by 8 lanes; V (B, transposed) keys 0-15 by lane%16, columns by lane/16.
@@ -66,11 +66,12 @@ struct Forward : Fragments<T, Cfg> {
     const uint32_t k_lane_off = (lane % 8 + 8 * (lane / 16)) * kPitch + ((lane / 8) % 2) * kChunkBytes;
     const uint32_t v_lane_off = (lane % 16) * kPitch + (lane / 16) * kChunkBytes;
     const typename Loads::LoadSlot slot = Loads::load_slot(static_cast<int>(a.head_dim));
+    const typename Loads::LoadSlot slot_v = Loads::value_slot(a, slot);
 
     // The K/V ring of two stages runs across work items: tile n of an item sits in stage (parity + n) % 2, and
     // during an item's last tile the other stage receives the next item's tile 0 (schedule.h).
     static_assert(Cfg::kStages == 2, "the ring that runs across work items has two stages");
-    static_assert(Cfg::kQSmemBytes <= Cfg::kStageSmemBytes, "O is staged in the stage of the last K/V tile");
+    static_assert(Cfg::kOSmemBytes <= Cfg::kStageSmemBytes, "O is staged in the stage of the last K/V tile");
     const auto stage_smem = [&](int tile) { return kv_smem + static_cast<uint32_t>(tile & 1) * Cfg::kStageSmemBytes; };
     int parity = 0;           // stage of the current item's tile 0
     bool prefetched = false;  // the previous item already issued this item's Q and K/V tile 0
@@ -90,7 +91,7 @@ struct Forward : Fragments<T, Cfg> {
         copies.filled(Loads::kSlotQ);
         copies.commit();
         FC_PERTURB(kPerturbCpAsyncIssue, step);
-        Loads::load_kv(a, it, 0, stage_smem(parity), slot);
+        Loads::load_kv(a, it, 0, stage_smem(parity), slot, slot_v);
         copies.filled(Loads::stage_slot(parity));
         copies.commit();
       }
@@ -103,7 +104,8 @@ struct Forward : Fragments<T, Cfg> {
 
       for (int n = 0; n < n_tiles; ++n) {
         const uint32_t k_smem = stage_smem(parity + n);
-        const uint32_t v_smem = k_smem + Cfg::kKVTileSmemBytes;
+        const uint32_t v_smem =
+            k_smem + (FC_MUTANT(kTcValueTileAtKeyTileWidth) ? Cfg::kVTileSmemBytes : Cfg::kKTileSmemBytes);
         const int64_t k0 = int64_t{it.first + n} * Cfg::kBlockN;
         // Q (at n == 0), K(n) and V(n) landed: nothing else is in flight.
         if (FC_MUTANT(kTcCpAsyncWaitShort)) {
@@ -122,9 +124,9 @@ struct Forward : Fragments<T, Cfg> {
         __syncthreads();
         const bool last = n + 1 == n_tiles;
         if (!last) {
-          Loads::load_kv(a, it, n + 1, stage_smem(parity + n + 1), slot);
+          Loads::load_kv(a, it, n + 1, stage_smem(parity + n + 1), slot, slot_v);
         } else if (prefetch_next) {
-          Loads::load_kv(a, Sched::item_at(a, next_item), 0, stage_smem(parity + n + 1), slot);
+          Loads::load_kv(a, Sched::item_at(a, next_item), 0, stage_smem(parity + n + 1), slot, slot_v);
         }
         if (!last || prefetch_next) {
           copies.filled(Loads::stage_slot(parity + n + 1));

@@ -47,7 +47,7 @@ struct WsForward : WsHiddenV<T, Cfg, kOStaging, kSeq, kRedo> {
   using Pipe::bar;
   using Pipe::item_of_step;
   using Pipe::kColumnBlockElems;
-  using Pipe::kColumnBlocks;
+  using Pipe::kColumnBlocksV;
   using Pipe::kConsumerThreads;
   using Pipe::kConsumerWarpgroups;
   using Pipe::kKStages;
@@ -81,8 +81,8 @@ struct WsForward : WsHiddenV<T, Cfg, kOStaging, kSeq, kRedo> {
     Layout lay;
     lay.q = (smem_address(smem) + Cfg::kSmemAlignSlack - 1) / Cfg::kSmemAlignSlack * Cfg::kSmemAlignSlack;
     lay.k = lay.q + Cfg::kQSmemBytes;
-    lay.v = lay.k + kKStages * Cfg::kKVTileSmemBytes;
-    lay.o = lay.v + kVStages * Cfg::kKVTileSmemBytes;  // kOwnTile only
+    lay.v = lay.k + kKStages * (FC_MUTANT(kTcValueTileAtKeyTileWidth) ? Cfg::kVTileSmemBytes : Cfg::kKTileSmemBytes);
+    lay.o = lay.v + kVStages * Cfg::kVTileSmemBytes;  // kOwnTile only
     if (tid == 0) {
       for (int w = 0; w < kConsumerWarpgroups; ++w) {
         mbarrier_init(bar(bars.q_full[w]), 1);
@@ -261,7 +261,7 @@ struct WsForward : WsHiddenV<T, Cfg, kOStaging, kSeq, kRedo> {
           Epi::store_staged_rows(a, lay.o, it, wg, wg_tid);
         } else if (wg_tid == 0) {
           FC_PERTURB(kPerturbWsStoreO, items);
-          for (int cb = 0; cb < kColumnBlocks; ++cb)
+          for (int cb = 0; cb < kColumnBlocksV; ++cb)
             tma_store_4d(&maps.o, lay.rows(lay.o, wg, cb), cb * kColumnBlockElems,
                          static_cast<int>(it.q_row0 + it.q0) + wg * kWgmmaRows, static_cast<int>(it.h),
                          static_cast<int>(it.qb));
@@ -490,8 +490,8 @@ Status launch_ws(const KernelArgs& args, cudaStream_t stream, bool* launched) {
   TmaMaps maps;
   if (!encode_operand<T>(&maps.q, args.q, args.head_dim, q_rows, args.heads_q, q_batch, kWgmmaRows) ||
       !encode_operand<T>(&maps.k, args.k, args.head_dim, k_rows, heads_kv, k_batch, Cfg::kBlockN) ||
-      !encode_operand<T>(&maps.v, args.v, args.head_dim, k_rows, heads_kv, k_batch, Cfg::kBlockN) ||
-      !encode_operand<T>(&maps.o, args.o, args.head_dim, q_rows, args.heads_q, q_batch, kWgmmaRows)) {
+      !encode_operand<T>(&maps.v, args.v, args.head_dim_v, k_rows, heads_kv, k_batch, Cfg::kBlockN) ||
+      !encode_operand<T>(&maps.o, args.o, args.head_dim_v, q_rows, args.heads_q, q_batch, kWgmmaRows)) {
     return Status::ok_status();
   }
   *launched = true;
@@ -530,6 +530,19 @@ Status launch_forward(const KernelArgs& args, cudaStream_t stream) {
       return launch_tiles<T, Sm90TallTile<HeadDimPadded>>(args, stream);
   }
   return {StatusCode::kUnsupported, "tensor_core: no hdim" + std::to_string(HeadDimPadded) + " tiles of block_m " +
+                                        std::to_string(args.block_m)};
+}
+
+// The kernel of a value pair (tile_config.h, kValuePairs): V and O of HeadDimVPadded columns, sm_90a only.
+template <typename T, int HeadDimPadded, int HeadDimVPadded>
+Status launch_forward_pair(const KernelArgs& args, cudaStream_t stream) {
+#if defined(FLASHCHECK_TC_WGMMA)
+  FC_UPLOAD_MUTANT(stream);
+  using Cfg = Sm90PairTile<HeadDimPadded, HeadDimVPadded>;
+  if (args.block_m == Cfg::kBlockM) return launch_tiles<T, Cfg>(args, stream);
+#endif
+  return {StatusCode::kUnsupported, "tensor_core: no hdim" + std::to_string(HeadDimPadded) + " dv" +
+                                        std::to_string(HeadDimVPadded) + " tiles of block_m " +
                                         std::to_string(args.block_m)};
 }
 

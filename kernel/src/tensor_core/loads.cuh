@@ -17,9 +17,11 @@ struct TileLoads : Fragments<T, Cfg> {
   using Item = WorkItem;
   using Base::kRowBytes;
 
-  // Which 16-byte chunks a thread copies: one column chunk, rows kRowStep apart. Threads past
-  // kRowStep * kChunksPerRow idle (only when kThreads is no multiple of the chunk count, e.g. head_dim 96).
-  static constexpr int kRowStep = Cfg::kThreads / Cfg::kChunksPerRow;
+  // Which 16-byte chunks a thread copies of a tile whose rows are kChunks chunks (Q and K: kChunksPerRow; V:
+  // kChunksPerRowV): one column chunk, rows kRowStep<kChunks> apart. Threads past kRowStep * kChunks idle (only when
+  // kThreads is no multiple of the chunk count, e.g. head_dim 96).
+  template <int kChunks = Cfg::kChunksPerRow>
+  static constexpr int kRowStep = Cfg::load_row_step(kChunks);
   struct LoadSlot {
     int row;        // first row of this thread, or a row past every tile if the thread idles
     int chunk;      // column chunk
@@ -27,46 +29,56 @@ struct TileLoads : Fragments<T, Cfg> {
     int col;        // element offset of the chunk in a row; 0 for a chunk wholly past head_dim
   };
 
+  template <int kChunks = Cfg::kChunksPerRow>
   __device__ static LoadSlot load_slot(int head_dim) {
     const int tid = static_cast<int>(threadIdx.x);
     LoadSlot slot;
-    slot.chunk = tid % Cfg::kChunksPerRow;
-    slot.row = tid < kRowStep * Cfg::kChunksPerRow ? tid / Cfg::kChunksPerRow : Cfg::kBlockM;
+    slot.chunk = tid % kChunks;
+    slot.row = tid < kRowStep<kChunks> * kChunks ? tid / kChunks : Cfg::kBlockM;
     const int cols = min(max(head_dim - slot.chunk * kChunkElems, 0), kChunkElems);
     slot.src_bytes = cols * kElementBytes;
     slot.col = cols > 0 ? slot.chunk * kChunkElems : 0;  // a valid address even when nothing is read
     return slot;
   }
 
+  // V's slot: Q's and K's where V's rows have their width, else V's own over value_cols columns.
+  __device__ static LoadSlot value_slot(const KernelArgs& a, const LoadSlot& slot) {
+    if constexpr (Cfg::kChunksPerRowV == Cfg::kChunksPerRow) {
+      return slot;
+    } else {
+      return load_slot<Cfg::kChunksPerRowV>(static_cast<int>(Base::value_cols(a)));
+    }
+  }
+
   // A (kRows, kHeadDim) tile from rows [row0, row0 + rows_valid) of one head: whole 16-byte chunks by cp.async;
   // rows past rows_valid and columns past head_dim are zero-filled without being read (copy_chunk_16).
-  template <int kRows>
+  template <int kRows, int kChunks = Cfg::kChunksPerRow>
   __device__ static void load_tile(uint32_t smem_tile, const T* head, int64_t row0, int64_t row_stride,
                                    int64_t rows_valid, const LoadSlot& slot) {
-    constexpr int kPasses = (kRows + kRowStep - 1) / kRowStep;
+    constexpr int kPasses = (kRows + kRowStep<kChunks> - 1) / kRowStep<kChunks>;
     // The 64-bit address math is redone per tile on purpose (opaque stride): hoisted out of the K/V loop,
     // one pointer per chunk would hold 2 registers each across the loop and push the accumulators to spills.
     int64_t stride = row_stride;
     asm volatile("" : "+l"(stride));
     const T* src = head + (row0 + slot.row) * stride + slot.col;
-    const int64_t step = kRowStep * stride;
-    // Passes are kRowStep rows apart, a whole number of swizzle atoms: the swizzle is the same in every pass.
+    const int64_t step = kRowStep<kChunks> * stride;
+    // Passes are kRowStep<kChunks> rows apart, a whole number of swizzle atoms: the swizzle is the same in every pass.
     const uint32_t dst = smem_tile + Base::template chunk_offset<kRows>(slot.row, slot.chunk);
     if (rows_valid >= kRows) {  // whole tile: only the column predicate, constant per thread
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
-        if (kRows % kRowStep == 0 || slot.row + i * kRowStep < kRows) {
-          copy_chunk_16(dst + i * kRowStep * kRowBytes, src, slot.src_bytes);
+        if (kRows % kRowStep<kChunks> == 0 || slot.row + i * kRowStep<kChunks> < kRows) {
+          copy_chunk_16(dst + i * kRowStep<kChunks> * kRowBytes, src, slot.src_bytes);
         }
         src += step;
       }
     } else {
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
-        const int row = slot.row + i * kRowStep;
-        if (kRows % kRowStep == 0 || row < kRows) {
+        const int row = slot.row + i * kRowStep<kChunks>;
+        if (kRows % kRowStep<kChunks> == 0 || row < kRows) {
           const bool live = row < rows_valid;
-          copy_chunk_16(dst + i * kRowStep * kRowBytes, live ? src : head, live ? slot.src_bytes : 0);
+          copy_chunk_16(dst + i * kRowStep<kChunks> * kRowBytes, live ? src : head, live ? slot.src_bytes : 0);
         }
         src += step;
       }
@@ -87,10 +99,10 @@ struct TileLoads : Fragments<T, Cfg> {
   // Flips the sign bit of the Q chunks this thread loaded (its own cp.async writes are visible to it after
   // the wait). Exact, so scores are exactly negated.
   __device__ static void negate_own_q_chunks(uint32_t q_smem, const LoadSlot& slot) {
-    constexpr int kPasses = (Cfg::kBlockM + kRowStep - 1) / kRowStep;
+    constexpr int kPasses = (Cfg::kBlockM + kRowStep<> - 1) / kRowStep<>;
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
-      const int row = slot.row + i * kRowStep;
+      const int row = slot.row + i * kRowStep<>;
       if (row < Cfg::kBlockM) negate_chunk(q_smem + Base::template chunk_offset<Cfg::kBlockM>(row, slot.chunk));
     }
   }
@@ -113,15 +125,17 @@ struct TileLoads : Fragments<T, Cfg> {
     cp_async_commit();
   }
 
-  // cp.async of the item's K/V tile n (n < n_tiles) into one ring stage: K, then V, one commit group.
-  __device__ static void load_kv(const KernelArgs& a, const Item& it, int n, uint32_t stage, const LoadSlot& slot) {
+  // cp.async of the item's K/V tile n (n < n_tiles) into one ring stage: K, then V (slot_v: value_slot), one commit
+  // group.
+  __device__ static void load_kv(const KernelArgs& a, const Item& it, int n, uint32_t stage, const LoadSlot& slot,
+                                 const LoadSlot& slot_v) {
     const T* k_head = head_of<const T>(a.k, it.kb, it.hk);
     const T* v_head = head_of<const T>(a.v, it.kb, it.hk);
     const int64_t k0 = int64_t{it.first + n} * Cfg::kBlockN;
     // Rows past the sequence's keys are zero-filled, never read (with sequences, other memory lies there).
     load_tile<Cfg::kBlockN>(stage, k_head, it.k_row0 + k0, a.k.stride.row, it.vis.seqlen_k - k0, slot);
-    load_tile<Cfg::kBlockN>(stage + Cfg::kKVTileSmemBytes, v_head, it.k_row0 + k0, a.v.stride.row,
-                            it.vis.seqlen_k - k0, slot);
+    load_tile<Cfg::kBlockN, Cfg::kChunksPerRowV>(stage + Cfg::kKTileSmemBytes, v_head, it.k_row0 + k0, a.v.stride.row,
+                                                 it.vis.seqlen_k - k0, slot_v);
     cp_async_commit();
   }
 };

@@ -101,7 +101,7 @@ struct Mainloop : Fragments<T, Cfg> {
     const uint64_t b0 = sw128_descriptor(v_smem, kColumnBlockBytes, kAtomBytes);
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / kMmaK; ++kk) {
-      wgmma::Mma<T, Cfg::kHeadDim>::rs(st.acc_o[0], pa[0][kk], descriptor_plus(b0, kk * kMmaK * kSwizzleRowBytes), 1);
+      wgmma::Mma<T, Cfg::kHeadDimV>::rs(st.acc_o[0], pa[0][kk], descriptor_plus(b0, kk * kMmaK * kSwizzleRowBytes), 1);
     }
     wgmma_commit();
   }

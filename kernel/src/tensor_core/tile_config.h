@@ -28,10 +28,12 @@ inline constexpr int kSwizzleAtomRows = 8;    // 8 rows x 128 bytes = one 1024-b
 // When the launch may use persistent CTAs that carry loads across work items (schedule.h).
 enum class Persist { kNever, kCausal, kAlways };
 
+// HeadDimV: V's and O's padded head dim, where it differs from Q's and K's (a value pair of kValuePairs below).
 template <int HeadDim, int BlockM, int BlockN, int Warps, int Stages, bool Wgmma = false,
-          Persist PersistMode = Persist::kNever, bool WarpSpecialized = false>
+          Persist PersistMode = Persist::kNever, bool WarpSpecialized = false, int HeadDimV = HeadDim>
 struct TileConfig {
-  static constexpr int kHeadDim = HeadDim;  // padded head_dim: the family
+  static constexpr int kHeadDim = HeadDim;    // padded head_dim of Q and K: the family
+  static constexpr int kHeadDimV = HeadDimV;  // padded head dim of V and O
   static constexpr int kBlockM = BlockM;    // query rows per CTA
   static constexpr int kBlockN = BlockN;    // keys per K/V tile
   static constexpr int kWarps = Warps;
@@ -48,16 +50,26 @@ struct TileConfig {
   static constexpr int kRowsPerWarp = BlockM / Warps;     // warps split the Q tile by rows
   static constexpr int kMTiles = kRowsPerWarp / kMmaM;    // m16 tiles per warp: B fragments reused kMTiles times
   static constexpr int kNTilesS = BlockN / kMmaN;         // n8 tiles of S per m16 tile
-  static constexpr int kNTilesO = HeadDim / kMmaN;        // n8 tiles of O per m16 tile
-  static constexpr int kChunksPerRow = HeadDim / kChunkElems;
+  static constexpr int kNTilesO = HeadDimV / kMmaN;       // n8 tiles of O per m16 tile
+  static constexpr int kChunksPerRow = HeadDim / kChunkElems;    // of a Q or K row
+  static constexpr int kChunksPerRowV = HeadDimV / kChunkElems;  // of a V or O row
   // Odd row pitch in 16-byte chunks: the 8 rows one ldmatrix phase reads fall in 8 distinct 4-bank groups,
   // and a cp.async phase writes 128 contiguous bytes, so neither conflicts. Padding works for every family
   // (an XOR swizzle needs a power-of-two chunk count; 96 and 160 have none).
   static constexpr int kSmemRowChunks = Wgmma ? kChunksPerRow : (kChunksPerRow | 1);
+  // Rows apart that one thread's cp.async chunks of a tile of `chunks` chunks a row lie (loads.cuh): all threads
+  // over the row's chunks, in whole swizzle atoms on wgmma tiles so that every pass has the same swizzle (d = 192:
+  // 256 threads over 24 chunks step 8 rows, and 64 threads idle).
+  static constexpr int load_row_step(int chunks) {
+    return Wgmma ? Warps * kWarpSize / chunks / kSwizzleAtomRows * kSwizzleAtomRows : Warps * kWarpSize / chunks;
+  }
   static constexpr int kSmemRowBytes = kSmemRowChunks * kChunkBytes;
-  static constexpr int kQSmemBytes = BlockM * kSmemRowBytes;    // (kBlockM, kHeadDim); O is staged in a K/V stage
-  static constexpr int kKVTileSmemBytes = BlockN * kSmemRowBytes;  // (kBlockN, kHeadDim)
-  static constexpr int kStageSmemBytes = 2 * kKVTileSmemBytes;     // K then V
+  static constexpr int kSmemRowBytesV = (Wgmma ? kChunksPerRowV : (kChunksPerRowV | 1)) * kChunkBytes;
+  static constexpr int kQSmemBytes = BlockM * kSmemRowBytes;       // (kBlockM, kHeadDim)
+  static constexpr int kOSmemBytes = BlockM * kSmemRowBytesV;      // (kBlockM, kHeadDimV): O staged, laid out like Q
+  static constexpr int kKTileSmemBytes = BlockN * kSmemRowBytes;   // (kBlockN, kHeadDim)
+  static constexpr int kVTileSmemBytes = BlockN * kSmemRowBytesV;  // (kBlockN, kHeadDimV)
+  static constexpr int kStageSmemBytes = kKTileSmemBytes + kVTileSmemBytes;  // K then V
   // Swizzle atoms must start on 1024-byte boundaries: the kernel aligns the dynamic shared memory itself.
   static constexpr int kSmemAlignSlack = Wgmma ? 1024 : 0;
   static constexpr int kSmemBytes = kQSmemBytes + Stages * kStageSmemBytes + kSmemAlignSlack;
@@ -79,13 +91,17 @@ struct TileConfig {
   static_assert(kMTiles >= 1 && kMTiles <= 2, "one or two m16 tiles per warp (registers)");
   static_assert(BlockN % kMmaK == 0, "K/V tile must be whole k16 steps of P*V");
   static_assert((BlockM * kChunksPerRow) % kThreads == 0, "Q tile loads evenly over the threads");
-  static_assert((BlockN * kChunksPerRow) % kThreads == 0 || (Wgmma && (kThreads / kChunksPerRow) % kSwizzleAtomRows == 0),
+  static_assert((BlockN * kChunksPerRow) % kThreads == 0 || (Wgmma && load_row_step(kChunksPerRow) > 0),
                 "K/V tile loads evenly over the threads, or (wgmma) in passes of whole swizzle atoms with a partial last");
-  static_assert((kRowsPerWarp * kChunksPerRow) % kWarpSize == 0, "O rows of a warp store evenly over its lanes");
+  static_assert((BlockN * kChunksPerRowV) % kThreads == 0 || (Wgmma && load_row_step(kChunksPerRowV) > 0),
+                "V tile loads as K's do");
+  static_assert((kRowsPerWarp * kChunksPerRowV) % kWarpSize == 0, "O rows of a warp store evenly over its lanes");
+  static_assert(HeadDimV == HeadDim || (Wgmma && HeadDimV % 64 == 0),
+                "unequal head dims: wgmma tiles only (the padded mma.sync rows have one pitch for K and V)");
   static_assert(Stages >= 2, "the ring needs one tile computing and one arriving");
   static_assert(kSmemBytes <= kMaxSmemPerBlock, "shared memory exceeds the sm_90 per-block limit");
   static_assert(!Wgmma || (HeadDim % 64 == 0 && BlockN % 64 == 0 && BlockM == Warps / kWarpsPerWarpgroup * kWgmmaRows &&
-                           (Warps * kWarpSize / kChunksPerRow) % kSwizzleAtomRows == 0),
+                           load_row_step(kChunksPerRow) > 0),
                 "wgmma tiles: whole 64-element column blocks, 64 rows per warpgroup, load passes in whole atoms");
 };
 
@@ -135,7 +151,9 @@ constexpr TileShape tile_shape_sm90(int head_dim_padded) {
 // producer runs further ahead of the consumers' short tiles. Interleaved A/B on the H100 against two (bf16,
 // tools/dev/ab_interleaved.py, bit-identical): the 192x128 tiles +3-7% (non-causal N = 512-8192, causal N = 4096),
 // the 128x128 tiles (causal N <= 2048, windows of 256 and 1024 keys) 0.98-1.00x. d = 128 and 256 have no room for more than two.
-constexpr int ws_kv_stages(int head_dim_padded, int stages) { return head_dim_padded == 64 ? 4 : stages; }
+constexpr int ws_kv_stages(int head_dim_padded, int head_dim_v_padded, int stages) {
+  return head_dim_padded == 64 && head_dim_v_padded == 64 ? 4 : stages;
+}
 
 // A second shape for a family's launches whose Q tiles read many K/V tiles (tensor_core_select() chooses per launch),
 // or block_m 0 where the family has one shape. d = 64: three consumer warpgroups of 64 rows (192x128, 512 threads,
@@ -159,6 +177,31 @@ inline constexpr int64_t kTallMinTiles = 16;
 // Q, K, V load as zeros and padded columns of O are never stored).
 inline constexpr int kFamilies[] = {32, 64, 96, 128, 192, 256};
 
+// Pairs of families (Q and K's, V and O's) with compiled kernels where head_dim_v's family differs from head_dim's:
+// the pairs models ship (DeepSeek's 192/128 and the halved and doubled value widths). Written on one line: the
+// build generates one instantiation unit per pair and dtype from it (kernel/CMakeLists.txt). sm_90a only.
+struct ValuePair {
+  int head_dim;
+  int head_dim_v;
+};
+inline constexpr ValuePair kValuePairs[] = {{192, 128}, {128, 64}, {64, 128}, {256, 128}};
+
+constexpr bool is_value_pair(int family, int family_v) {
+  for (ValuePair pair : kValuePairs) {
+    if (pair.head_dim == family && pair.head_dim_v == family_v) return true;
+  }
+  return false;
+}
+
+// The tiles of a value pair (sm_90a, warp-specialized where TMA can address the tensors). S is (128, kBlockN) and O
+// (128, head_dim_v) in registers, as for the equal families: 128x128 tiles where O holds at most 128 columns, K/V
+// tiles of 64 keys for Q and K of 256 columns (d = 256's). (192, 128): two K slots of 48 KB beside Q (48 KB) and two
+// V slots fit with O staged from the registers; the own O tile costs a K slot (kernel_ws.cuh, ws_o_staging).
+constexpr TileShape value_pair_shape_sm90(int family) {
+  return family == 256 ? TileShape{128, 64, 8, 2, true, Persist::kCausal, true}
+                       : TileShape{128, 128, 8, 2, true, Persist::kAlways, true};
+}
+
 constexpr int family_head_dim(int64_t head_dim) {
   for (int family : kFamilies) {
     if (head_dim <= family) return family;
@@ -167,12 +210,14 @@ constexpr int family_head_dim(int64_t head_dim) {
 }
 
 // The TileConfig of a head-dim family's tile shape.
-template <int HeadDimPadded, TileShape kShape>
+template <int HeadDimPadded, TileShape kShape, int HeadDimVPadded = HeadDimPadded>
 using TileOf = TileConfig<HeadDimPadded, kShape.block_m, kShape.block_n, kShape.warps, kShape.stages, kShape.wgmma,
-                          kShape.persist, kShape.warp_specialized>;
+                          kShape.persist, kShape.warp_specialized, HeadDimVPadded>;
 template <int HeadDimPadded>
 using Sm90Tile = TileOf<HeadDimPadded, tile_shape_sm90(HeadDimPadded)>;
 template <int HeadDimPadded>
 using Sm90TallTile = TileOf<HeadDimPadded, tall_tile_shape_sm90(HeadDimPadded)>;
+template <int HeadDimPadded, int HeadDimVPadded>
+using Sm90PairTile = TileOf<HeadDimPadded, value_pair_shape_sm90(HeadDimPadded), HeadDimVPadded>;
 
 }  // namespace flashcheck::tensor_core

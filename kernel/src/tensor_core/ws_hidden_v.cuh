@@ -51,9 +51,9 @@ struct WsHiddenV : WsPipeline<Cfg, kOStaging, kRedo> {
 
   // Zeros rows [row0, kBlockN) of a V tile (every consumer thread its share), visible to wgmma after a barrier.
   __device__ static void zero_v_rows(uint32_t v_smem, int row0, int ctid) {
-    const int chunks = (Cfg::kBlockN - row0) * Cfg::kChunksPerRow;
+    const int chunks = (Cfg::kBlockN - row0) * Cfg::kChunksPerRowV;
     for (int i = ctid; i < chunks; i += kConsumerThreads) {
-      st_shared_v4(v_smem + Fragments<T, Cfg>::template chunk_offset<Cfg::kBlockN>(row0 + i / Cfg::kChunksPerRow, i % Cfg::kChunksPerRow),
+      st_shared_v4(v_smem + Fragments<T, Cfg>::template chunk_offset<Cfg::kBlockN>(row0 + i / Cfg::kChunksPerRowV, i % Cfg::kChunksPerRowV),
                    make_uint4(0u, 0u, 0u, 0u));
     }
     fence_proxy_async_shared();

@@ -76,21 +76,26 @@ struct WsPipeline {
   static_assert(kConsumerWarpgroups <= kMaxConsumerWarpgroups, "named barriers: one per consumer warpgroup");
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   using Regs = RegisterSplit<kConsumerWarpgroups>;
-  static constexpr int kColumnBlocks = Cfg::kHeadDim / (kSwizzleRowBytes / kElementBytes);
   static constexpr int kColumnBlockElems = kSwizzleRowBytes / kElementBytes;  // 64
+  static constexpr int kColumnBlocks = Cfg::kHeadDim / kColumnBlockElems;      // of Q and K rows
+  static constexpr int kColumnBlocksV = Cfg::kHeadDimV / kColumnBlockElems;    // of V and O rows
   static constexpr uint32_t kQRowsBytes = kWgmmaRows * Cfg::kHeadDim * kElementBytes;  // one warpgroup's Q rows
-  static constexpr uint32_t kKVTileBytes = Cfg::kBlockN * Cfg::kHeadDim * kElementBytes;
+  static constexpr uint32_t kKTileBytes = Cfg::kBlockN * Cfg::kHeadDim * kElementBytes;
+  static constexpr uint32_t kVTileBytes = Cfg::kBlockN * Cfg::kHeadDimV * kElementBytes;
   static_assert(Cfg::kWgmma && Cfg::kMTiles == 1, "warp-specialized kernel: wgmma tiles, 16 rows per warp");
   static_assert(Cfg::kBlockM == kConsumerWarpgroups * kWgmmaRows, "one consumer warpgroup per 64 query rows");
   static_assert(Regs::kConsumer * kConsumerThreads + Regs::kProducer * kProducerThreads == Regs::kLaunch * kThreads &&
                     Regs::kLaunch * kThreads <= kRegistersPerSm && kRegistersPerSm / kThreads / 8 * 8 == Regs::kLaunch,
                 "setmaxnreg: the warpgroups must share exactly the registers the launch allocates");
-  static_assert(Cfg::kKVTileSmemBytes == static_cast<int>(kKVTileBytes), "K/V tiles are dense swizzled boxes");
-  static constexpr int kOSmemBytes = kOStaging == OStaging::kOwnTile ? Cfg::kQSmemBytes : 0;
+  static_assert(Cfg::kKTileSmemBytes == static_cast<int>(kKTileBytes) &&
+                    Cfg::kVTileSmemBytes == static_cast<int>(kVTileBytes),
+                "K/V tiles are dense swizzled boxes");
+  static constexpr int kOSmemBytes = kOStaging == OStaging::kOwnTile ? Cfg::kOSmemBytes : 0;
   static constexpr int smem_bytes(int k_stages, int v_stages) {
-    return Cfg::kQSmemBytes + kOSmemBytes + (k_stages + v_stages) * Cfg::kKVTileSmemBytes + Cfg::kSmemAlignSlack;
+    return Cfg::kQSmemBytes + kOSmemBytes + k_stages * Cfg::kKTileSmemBytes + v_stages * Cfg::kVTileSmemBytes +
+           Cfg::kSmemAlignSlack;
   }
-  static constexpr int kVStages = ws_kv_stages(Cfg::kHeadDim, Cfg::kStages);
+  static constexpr int kVStages = ws_kv_stages(Cfg::kHeadDim, Cfg::kHeadDimV, Cfg::kStages);
   // Where the own O tile does not fit beside the V slots' count of K slots, K keeps one: K(n) is free once S(n) has
   // read it, and K(n + 1) loads during the softmax of n (d = 256 with kOwnTile).
   static constexpr int kKStages = smem_bytes(kVStages, kVStages) <= kMaxSmemPerBlock ? kVStages : 1;
@@ -120,8 +125,8 @@ struct WsPipeline {
   // then kVStages V tiles, then (kOwnTile) O laid out like Q; all 1024-byte aligned (the 128-byte swizzle atom).
   struct Layout {
     uint32_t q, k, v, o;
-    __device__ uint32_t k_slot(int s) const { return k + static_cast<uint32_t>(s) * Cfg::kKVTileSmemBytes; }
-    __device__ uint32_t v_slot(int s) const { return v + static_cast<uint32_t>(s) * Cfg::kKVTileSmemBytes; }
+    __device__ uint32_t k_slot(int s) const { return k + static_cast<uint32_t>(s) * Cfg::kKTileSmemBytes; }
+    __device__ uint32_t v_slot(int s) const { return v + static_cast<uint32_t>(s) * Cfg::kVTileSmemBytes; }
     // Column block cb of warpgroup w's 64 rows of the Q (or O: base o) tile.
     __device__ uint32_t rows(uint32_t base, int w, int cb) const {
       return base + static_cast<uint32_t>(cb) * (Cfg::kBlockM * kSwizzleRowBytes) + w * kWgmmaRows * kSwizzleRowBytes;

@@ -23,7 +23,9 @@ struct WsProducer : WsPipeline<Cfg, kOStaging, kRedo> {
   using Pipe::kColumnBlocks;
   using Pipe::kConsumerWarpgroups;
   using Pipe::kKStages;
-  using Pipe::kKVTileBytes;
+  using Pipe::kColumnBlocksV;
+  using Pipe::kKTileBytes;
+  using Pipe::kVTileBytes;
   using Pipe::kQRowsBytes;
   using Pipe::kVStages;
 
@@ -65,7 +67,7 @@ struct WsProducer : WsPipeline<Cfg, kOStaging, kRedo> {
         const int row = static_cast<int>(it.k_row0) + (it.first + n) * Cfg::kBlockN;
         mbarrier_wait(bar(bars.k_empty[s]), Pipe::template phase<kKStages>(tile) ^ 1);
         FC_PERTURB(kPerturbWsProducerK, tile);
-        mbarrier_arrive_expect_tx(bar(bars.k_full[s]), kKVTileBytes);
+        mbarrier_arrive_expect_tx(bar(bars.k_full[s]), kKTileBytes);
         for (int cb = 0; cb < kColumnBlocks; ++cb)
           tma_load_4d(lay.k_slot(s) + cb * (Cfg::kBlockN * kSwizzleRowBytes), &maps.k, bar(bars.k_full[s]),
                       cb * kColumnBlockElems, row, hk, kb);
@@ -73,8 +75,8 @@ struct WsProducer : WsPipeline<Cfg, kOStaging, kRedo> {
         const int sv = Pipe::template slot<kVStages>(tile);
         mbarrier_wait(bar(bars.v_empty[sv]), Pipe::template phase<kVStages>(tile) ^ 1);
         FC_PERTURB(kPerturbWsProducerV, tile);
-        mbarrier_arrive_expect_tx(bar(bars.v_full[sv]), kKVTileBytes);
-        for (int cb = 0; cb < kColumnBlocks; ++cb)
+        mbarrier_arrive_expect_tx(bar(bars.v_full[sv]), kVTileBytes);
+        for (int cb = 0; cb < kColumnBlocksV; ++cb)
           tma_load_4d(lay.v_slot(sv) + cb * (Cfg::kBlockN * kSwizzleRowBytes), &maps.v, bar(bars.v_full[sv]),
                       cb * kColumnBlockElems, row, hk, kb);
       }
