@@ -149,11 +149,11 @@ inline constexpr MutantInfo kMutants[] = {
     {Mutant::kCombineValueStrideFromHeadDim, "combine-value-stride-from-head-dim", "combine", "unequal head dims",
      "the combine steps through the split runs' accumulators by head_dim instead of head_dim_v"},
     {Mutant::kTcValueColumnsFromHeadDim, "tc-value-columns-from-head-dim", "tensor_core", "unequal head dims",
-     "a value pair's kernel stores O's rows and split-KV's partials over head_dim columns instead of head_dim_v: "
-     "past O's rows with head_dim_v < head_dim, O's last columns unwritten with head_dim_v > head_dim"},
+     "a value pair's kernel stores O and split-KV's partials over head_dim columns instead of head_dim_v"},
     {Mutant::kTcValueTileAtKeyTileWidth, "tc-value-tile-at-key-tile-width", "tensor_core", "unequal head dims",
-     "the cp.async kernel of a value pair reads V at an offset of V's tile size after K instead of K's: P V reads "
-     "part of K (or of the gap after V) as V"},
+     "a value pair's kernel places V one V tile after K instead of one K tile: P V reads part of K, or of what "
+     "follows V, as V (the cp.async kernel's stage; the warp-specialized kernel's V slots then overlap K's or the "
+     "O tile)"},
 };
 constexpr bool catalogue_in_id_order() {
   for (size_t i = 0; i < std::size(kMutants); ++i) {

@@ -163,20 +163,16 @@ struct WgmmaShape {
     it.block_keys = a.vis.row_end(rows_end - 1);
     return it;
   }
+
+  // The parts, defined below as WgmmaShape<Cfg, kInst>::Part so that they name these members without qualification.
+  struct Producer;  // the producer warpgroup
+  struct Gemms;     // the consumers' products
+  struct Exact;     // the consumers' exact paths
 };
 
 // The producer warpgroup: every K/V tile of every item of this CTA, split into hi/lo tiles.
 template <typename Cfg, bool kInst>
-struct WgmmaProducer : WgmmaShape<Cfg, kInst> {
-  using Shape = WgmmaShape<Cfg, kInst>;
-  using typename Shape::Shared;
-  using typename Shape::Layout;
-  using typename Shape::Item;
-  using Shape::kHeadDim;
-  using Shape::kBlockN;
-  using Shape::kChunksPerRow;
-  using Shape::item_at;
-
+struct WgmmaShape<Cfg, kInst>::Producer {
   // ---- producer: every K/V tile of every item of this CTA, split into the hi/lo tiles. Each tile first lands
   // raw (cp.async, 16-byte chunks, zero-filled past the keys the block sees and past head_dim) in a staging
   // buffer of its own operand; each producer thread later reads back exactly the chunks it copied (no barrier:
@@ -331,22 +327,7 @@ struct WgmmaProducer : WgmmaShape<Cfg, kInst> {
 // The consumers' products: Q split into hi/lo tiles, S = Q K^T as two chains per half of the head dims, P split
 // in registers and O += P V per K/V tile and half of the head dims (the rounding of the file's header).
 template <typename Cfg, bool kInst>
-struct WgmmaGemms : WgmmaShape<Cfg, kInst> {
-  using Shape = WgmmaShape<Cfg, kInst>;
-  using typename Shape::Shared;
-  using typename Shape::Layout;
-  using typename Shape::Item;
-  using Shape::kHeadDim;
-  using Shape::kBlockM;
-  using Shape::kBlockN;
-  using Shape::kSTiles;
-  using Shape::kQkSteps;
-  using Shape::kOTiles;
-  using Shape::kChunksPerRow;
-  using Shape::kQTileBytes;
-  using Shape::kKTileBytes;
-  using Shape::kVTileBytes;
-
+struct WgmmaShape<Cfg, kInst>::Gemms {
   // ---- consumers
   // Splits this warpgroup's 64 Q rows of the item into the hi/lo tiles; true if any value the split cannot carry.
   __device__ static bool stage_q(const SplitTf32Args<kInst>& a, const Layout& lay, const Item& it, int w, int wtid) {
@@ -459,13 +440,7 @@ struct WgmmaGemms : WgmmaShape<Cfg, kInst> {
 // The consumers' exact paths: scores the split cannot carry recomputed as fp32 FMA chains, and rows that see a V
 // value the split cannot carry take fp32 FMAs on CUDA cores for that tile.
 template <typename Cfg, bool kInst>
-struct WgmmaExact : WgmmaShape<Cfg, kInst> {
-  using Shape = WgmmaShape<Cfg, kInst>;
-  using typename Shape::Item;
-  using Shape::kBlockN;
-  using Shape::kSTiles;
-  using Shape::kOTiles;
-
+struct WgmmaShape<Cfg, kInst>::Exact {
   // Per consumer thread: its two rows (half 0: row g, half 1: row g + 8 of its warp's 16) and their state.
   struct Rows {
     const float* v_head;  // this item's V head (the exact path reads it)
@@ -550,9 +525,9 @@ struct WgmmaExact : WgmmaShape<Cfg, kInst> {
 template <typename Cfg, bool kExtras, bool kInst>
 struct WgmmaForward : WgmmaShape<Cfg, kInst> {
   using Shape = WgmmaShape<Cfg, kInst>;
-  using Producer = WgmmaProducer<Cfg, kInst>;
-  using Gemms = WgmmaGemms<Cfg, kInst>;
-  using Exact = WgmmaExact<Cfg, kInst>;
+  using typename Shape::Producer;
+  using typename Shape::Gemms;
+  using typename Shape::Exact;
   using Rows = typename Exact::Rows;
   using Scores = typename Exact::Scores;
   using ExactV = typename Exact::ExactV;

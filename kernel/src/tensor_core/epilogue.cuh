@@ -15,16 +15,9 @@ namespace flashcheck::detail {
 inline namespace FLASHCHECK_KERNEL_VARIANT {
 namespace tc_kernel {
 
-template <typename T, class Cfg, bool kInstrument, bool kExtras>
-struct Epilogue : Fragments<T, Cfg> {
-  using Base = Fragments<T, Cfg>;
-  using typename Base::Ops;
-  using typename Base::State;
-  using Item = WorkItem;
-  using Base::kM;
-  using Base::kNO;
-  using Base::quad_sum;
-
+template <typename T, class Cfg>
+template <bool kInstrument, bool kExtras>
+struct Fragments<T, Cfg>::Epilogue {
   // Epilogue, first half: O = acc / l rounded to T into this warp's rows of a (kBlockM, kHeadDim) tile at o_smem
   // laid out like Q, and LSE = m*|scale| + ln(l) for the real rows, with the sink merged in (common/epilogue.h).
   // A row with l == 0 saw no key with a finite score: O = 0 and LSE = -inf by contract, whatever acc holds.
@@ -34,7 +27,7 @@ struct Epilogue : Fragments<T, Cfg> {
     Finals fin;
     row_finals(st, a, it.h, fin);
     const bool nonfinite = normalized_o<0, kNO>(st, fin, lane, [&](int local_row, int nt, int col, uint32_t packed) {
-      st_shared_b32(o_smem + Base::template chunk_offset<Cfg::kBlockM>(warp_row0 + local_row, nt) + col * kElementBytes, packed);
+      st_shared_b32(o_smem + chunk_offset<Cfg::kBlockM>(warp_row0 + local_row, nt) + col * kElementBytes, packed);
     });
     write_lse(st, a, fin, it, it.q0 + warp_row0, lane);
     return nonfinite;
@@ -51,7 +44,7 @@ struct Epilogue : Fragments<T, Cfg> {
   // the quad. row0 = the warp's first query row. Returns whether an accumulator of the warp is inf or NaN.
   __device__ static bool store_partials(const State& st, const KernelArgs& a, const Item& it, int64_t row0, int lane) {
     const int quad_col = (lane % kQuad) * 2;
-    const bool pairs = Base::value_cols(a) % 2 == 0;  // a column pair is then 8-byte aligned
+    const bool pairs = value_cols(a) % 2 == 0;  // a column pair is then 8-byte aligned
     bool nonfinite = false;
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
@@ -67,16 +60,16 @@ struct Epilogue : Fragments<T, Cfg> {
         const int64_t row = row0 + mt * kMmaM + lane / kQuad + hh * kMmaN;
         if (row >= it.vis.seqlen_q) continue;
         const int64_t at = int64_t{it.split} * a.lse_rows + it.lse0 + row;
-        float* out = a.partial_acc + at * Base::value_cols(a);
+        float* out = a.partial_acc + at * value_cols(a);
 #pragma unroll
         for (int nt = 0; nt < kNO; ++nt) {
           const int col = nt * kMmaN + quad_col;
           const float x0 = st.acc_o[mt][nt][2 * hh], x1 = st.acc_o[mt][nt][2 * hh + 1];
-          if (pairs && col + 1 < Base::value_cols(a)) {
+          if (pairs && col + 1 < value_cols(a)) {
             *reinterpret_cast<float2*>(out + col) = make_float2(x0, x1);
           } else {
-            if (col < Base::value_cols(a)) out[col] = x0;
-            if (col + 1 < Base::value_cols(a)) out[col + 1] = x1;
+            if (col < value_cols(a)) out[col] = x0;
+            if (col + 1 < value_cols(a)) out[col + 1] = x1;
           }
         }
         if (lane % kQuad == 0) {
@@ -182,7 +175,7 @@ struct Epilogue : Fragments<T, Cfg> {
   // (kBlockM, kHeadDim) tile at o_smem, then 16-byte stores of the real columns of the real rows.
   __device__ static void stage_and_store_o(const State& st, const KernelArgs& a, const Item& it, uint32_t o_smem,
                                            int warp_row0, int lane) {
-    T* o_head = Base::template head_of<T>(a.o, it.qb, it.h) + it.q_row0 * a.o.stride.row;
+    T* o_head = head_of<T>(a.o, it.qb, it.h) + it.q_row0 * a.o.stride.row;
     stage_o_and_lse(st, a, o_smem, it, warp_row0, lane);
     __syncwarp();
     constexpr int kStorePerLane = Cfg::kRowsPerWarp * Cfg::kChunksPerRowV / kWarpSize;
@@ -192,16 +185,16 @@ struct Epilogue : Fragments<T, Cfg> {
       const int local_row = warp_row0 + idx / Cfg::kChunksPerRowV;
       const int col = (idx % Cfg::kChunksPerRowV) * kChunkElems;
       const int64_t row = it.q0 + local_row;
-      if ((row >= it.vis.seqlen_q && !FC_MUTANT(kTcOStorePastSeqlen)) || col >= Base::value_cols(a)) continue;
-      const uint32_t src = o_smem + Base::template chunk_offset<Cfg::kBlockM>(local_row, col / kChunkElems);
+      if ((row >= it.vis.seqlen_q && !FC_MUTANT(kTcOStorePastSeqlen)) || col >= value_cols(a)) continue;
+      const uint32_t src = o_smem + chunk_offset<Cfg::kBlockM>(local_row, col / kChunkElems);
       T* dst = o_head + row * a.o.stride.row + col;
-      if (col + kChunkElems <= Base::value_cols(a)) {
+      if (col + kChunkElems <= value_cols(a)) {
         *reinterpret_cast<uint4*>(dst) = ld_shared_v4(src);
       } else {
-        for (int c = 0; c < Base::value_cols(a) - col; c += 2) {  // padded family: only the real columns
+        for (int c = 0; c < value_cols(a) - col; c += 2) {  // padded family: only the real columns
           const float2 pair = Ops::unpack(ld_shared_b32(src + c * kElementBytes));
           dst[c] = T(pair.x);
-          if (c + 1 < Base::value_cols(a) - col) dst[c + 1] = T(pair.y);
+          if (c + 1 < value_cols(a) - col) dst[c + 1] = T(pair.y);
         }
       }
     }
@@ -215,11 +208,11 @@ struct Epilogue : Fragments<T, Cfg> {
     const int64_t row0 = it.q0 + wg * kWgmmaRows;
     T* o_rows = a.o.template head<T>(it.qb, it.h) + (it.q_row0 + row0) * a.o.stride.row;
     const int rows = static_cast<int>(max(min(it.vis.seqlen_q - row0, int64_t{kWgmmaRows}), int64_t{0}));
-    const int chunks = static_cast<int>(Base::value_cols(a)) / kChunkElems;
+    const int chunks = static_cast<int>(value_cols(a)) / kChunkElems;
     for (int i = wg_tid; i < rows * chunks; i += kWarpgroupThreads) {
       const int r = i / chunks;
       const int ch = i - r * chunks;
-      const uint4 v = ld_shared_v4(o_tile + Base::template chunk_offset<Cfg::kBlockM>(wg * kWgmmaRows + r, ch));
+      const uint4 v = ld_shared_v4(o_tile + chunk_offset<Cfg::kBlockM>(wg * kWgmmaRows + r, ch));
       *reinterpret_cast<uint4*>(o_rows + r * a.o.stride.row + ch * kChunkElems) = v;
     }
   }
@@ -250,7 +243,7 @@ struct Epilogue : Fragments<T, Cfg> {
         const uint32_t recv = __shfl_xor_sync(kFullWarp, odd ? w[hh][0] : w[hh][1], 1);
         const uint2 v = odd ? make_uint2(recv, w[hh][1]) : make_uint2(w[hh][0], recv);
         const int r = lane / kQuad + hh * kMmaN;
-        if ((row0 + r < it.vis.seqlen_q || FC_MUTANT(kTcOStorePastSeqlen)) && c < Base::value_cols(a)) *reinterpret_cast<uint2*>(o_rows + r * a.o.stride.row + c) = v;
+        if ((row0 + r < it.vis.seqlen_q || FC_MUTANT(kTcOStorePastSeqlen)) && c < value_cols(a)) *reinterpret_cast<uint2*>(o_rows + r * a.o.stride.row + c) = v;
       }
     };
     [&]<int... kJ>(std::integer_sequence<int, kJ...>) {

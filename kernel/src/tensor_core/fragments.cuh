@@ -2,7 +2,7 @@
 // (kernel.cuh, kernel_ws.cuh): the C-fragment shape of S and O (mma.m16n8 and wgmma accumulators alike: each quad of
 // lanes holds two rows, rows quad_row and quad_row + 8 of an m16 tile, two columns per n8 tile), the per-thread state
 // of one work item, the byte layout of Q, K, V and O tiles in shared memory, and a head's address in a tensor. The
-// parts (loads.cuh, mainloop.cuh, mask.cuh, softmax_step.cuh, hidden_v.cuh, epilogue.cuh) derive from Fragments.
+// parts (loads.cuh, mainloop.cuh, mask.cuh, softmax_step.cuh, hidden_v.cuh, epilogue.cuh) are its nested classes.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 
 #include "common/mutants.cuh"
 #include "forward.h"
+#include "scheduler.cuh"
 #include "ptx.cuh"
 #include "tile_config.h"
 
@@ -75,6 +76,16 @@ struct Fragments {
     x += __shfl_xor_sync(kFullWarp, x, 2);
     return x;
   }
+
+  // The parts of the kernels, each defined in its own file as Fragments<T, Cfg>::Part so that it names these
+  // members without qualification.
+  using Item = WorkItem;
+  struct TileLoads;                                           // loads.cuh
+  struct Mainloop;                                            // mainloop.cuh
+  struct MaskStep;                                            // mask.cuh
+  template <bool kInstrument> struct SoftmaxStep;             // softmax_step.cuh
+  struct HiddenV;                                             // hidden_v.cuh
+  template <bool kInstrument, bool kExtras> struct Epilogue;  // epilogue.cuh
 
   // Element (b, h, row 0, dim 0) of t (64-bit offsets; the mutant tc-offset-32bit wraps them at 2^32).
   template <typename P>

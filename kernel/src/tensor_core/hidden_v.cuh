@@ -10,14 +10,7 @@ inline namespace FLASHCHECK_KERNEL_VARIANT {
 namespace tc_kernel {
 
 template <typename T, class Cfg>
-struct HiddenV : Fragments<T, Cfg> {
-  using Base = Fragments<T, Cfg>;
-  using typename Base::Ops;
-  using typename Base::State;
-  using Base::kM;
-  using Base::kNO;
-  using Base::kWg;
-
+struct Fragments<T, Cfg>::HiddenV {
   // The keys of the tile at k0, counted from k0, that some row of the Q tile at q0 may not see:
   // [0, left_end) (before the last row's first key) and [right_begin, kBlockN) (from the first row's end on).
   struct HiddenKeys {
@@ -53,7 +46,7 @@ struct HiddenV : Fragments<T, Cfg> {
       const int idx = tid + i * Cfg::kThreads;
       const int row = idx / Cfg::kChunksPerRowV;
       if ((kHiddenChunksEven || idx < kHiddenChunks) && hidden.contains(row) && row < hi)
-        f(row, v_smem + Base::template chunk_offset<Cfg::kBlockN>(row, idx % Cfg::kChunksPerRowV));
+        f(row, v_smem + chunk_offset<Cfg::kBlockN>(row, idx % Cfg::kChunksPerRowV));
     }
   }
 
@@ -124,7 +117,7 @@ struct HiddenV : Fragments<T, Cfg> {
       bool poison[kM][2][2] = {};  // [mt][row half][column]
       for (int j = 0; j < rel_max; ++j) {
         if (!hidden.contains(j)) continue;
-        const uint32_t x = ld_shared_b32(v_smem + Base::template chunk_offset<Cfg::kBlockN>(j, nt) + quad_col * kElementBytes);
+        const uint32_t x = ld_shared_b32(v_smem + chunk_offset<Cfg::kBlockN>(j, nt) + quad_col * kElementBytes);
         const bool bad_lo = nonfinite_lo(x);
         const bool bad_hi = nonfinite_hi(x);
 #pragma unroll

@@ -41,12 +41,12 @@ struct Forward : Fragments<T, Cfg> {
   using Base::kWg;
   // The parts, each in its own file.
   using Sched = Scheduler<Cfg, kSeq>;
-  using Loads = TileLoads<T, Cfg>;
-  using Gemms = Mainloop<T, Cfg>;
-  using Mask = MaskStep<T, Cfg>;
-  using Softmax = SoftmaxStep<T, Cfg, kInstrument>;
-  using Hidden = HiddenV<T, Cfg>;
-  using Epi = Epilogue<T, Cfg, kInstrument, kExtras>;
+  using Loads = typename Base::TileLoads;
+  using Gemms = typename Base::Mainloop;
+  using Mask = typename Base::MaskStep;
+  using Softmax = typename Base::template SoftmaxStep<kInstrument>;
+  using Hidden = typename Base::HiddenV;
+  using Epi = typename Base::template Epilogue<kInstrument, kExtras>;
   using Item = WorkItem;
 
   __device__ static void run(const KernelArgs& a, uint8_t* smem) {

@@ -12,11 +12,7 @@ inline namespace FLASHCHECK_KERNEL_VARIANT {
 namespace tc_kernel {
 
 template <typename T, class Cfg>
-struct TileLoads : Fragments<T, Cfg> {
-  using Base = Fragments<T, Cfg>;
-  using Item = WorkItem;
-  using Base::kRowBytes;
-
+struct Fragments<T, Cfg>::TileLoads {
   // Which 16-byte chunks a thread copies of a tile whose rows are kChunks chunks (Q and K: kChunksPerRow; V:
   // kChunksPerRowV): one column chunk, rows kRowStep<kChunks> apart. Threads past kRowStep * kChunks idle (only when
   // kThreads is no multiple of the chunk count, e.g. head_dim 96).
@@ -46,7 +42,7 @@ struct TileLoads : Fragments<T, Cfg> {
     if constexpr (Cfg::kChunksPerRowV == Cfg::kChunksPerRow) {
       return slot;
     } else {
-      return load_slot<Cfg::kChunksPerRowV>(static_cast<int>(Base::value_cols(a)));
+      return load_slot<Cfg::kChunksPerRowV>(static_cast<int>(value_cols(a)));
     }
   }
 
@@ -63,7 +59,7 @@ struct TileLoads : Fragments<T, Cfg> {
     const T* src = head + (row0 + slot.row) * stride + slot.col;
     const int64_t step = kRowStep<kChunks> * stride;
     // Passes are kRowStep<kChunks> rows apart, a whole number of swizzle atoms: the swizzle is the same in every pass.
-    const uint32_t dst = smem_tile + Base::template chunk_offset<kRows>(slot.row, slot.chunk);
+    const uint32_t dst = smem_tile + chunk_offset<kRows>(slot.row, slot.chunk);
     if (rows_valid >= kRows) {  // whole tile: only the column predicate, constant per thread
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
@@ -103,7 +99,7 @@ struct TileLoads : Fragments<T, Cfg> {
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
       const int row = slot.row + i * kRowStep<>;
-      if (row < Cfg::kBlockM) negate_chunk(q_smem + Base::template chunk_offset<Cfg::kBlockM>(row, slot.chunk));
+      if (row < Cfg::kBlockM) negate_chunk(q_smem + chunk_offset<Cfg::kBlockM>(row, slot.chunk));
     }
   }
 

@@ -14,15 +14,7 @@ inline namespace FLASHCHECK_KERNEL_VARIANT {
 namespace tc_kernel {
 
 template <typename T, class Cfg>
-struct Mainloop : Fragments<T, Cfg> {
-  using Base = Fragments<T, Cfg>;
-  using typename Base::Ops;
-  using typename Base::State;
-  using Base::kM;
-  using Base::kNS;
-  using Base::kNO;
-  using Base::kPitch;
-
+struct Fragments<T, Cfg>::Mainloop {
   // S = Q K^T for this warp's rows: (kRowsPerWarp, kBlockN) fp32.
   __device__ static void qk(float (&s)[kM][kNS][4], uint32_t q_lane, uint32_t k_lane) {
 #pragma unroll

@@ -10,11 +10,7 @@ inline namespace FLASHCHECK_KERNEL_VARIANT {
 namespace tc_kernel {
 
 template <typename T, class Cfg>
-struct MaskStep : Fragments<T, Cfg> {
-  using Base = Fragments<T, Cfg>;
-  using Base::kM;
-  using Base::kNS;
-
+struct Fragments<T, Cfg>::MaskStep {
   // Keys a row may use: [row_begin, row_end) (common/visibility.h), through the rule's 32-bit form for the tile
   // (rel_bounds: one compare per score against a row's bound where the rule bounds only the right edge, two
   // with a left edge). Select, not arithmetic: a NaN score at a hidden key becomes -inf.

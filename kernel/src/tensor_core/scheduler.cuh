@@ -14,6 +14,8 @@ namespace flashcheck::detail {
 inline namespace FLASHCHECK_KERNEL_VARIANT {
 namespace tc_kernel {
 
+using namespace ::flashcheck::tensor_core;  // the schedule (schedule.h) and tile constants
+
 // One work item: Q tile q_tile of (sequence b, query head h), in the order of schedule.h, with what the item
 // reads of its sequence. Dense problems (and the variants without kSeq) take the launch's own lengths and
 // visibility; with sequences (attention.h, contiguous ones: the tensor-core family runs no paged cache) each

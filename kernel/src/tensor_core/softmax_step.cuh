@@ -12,17 +12,9 @@ namespace flashcheck::detail {
 inline namespace FLASHCHECK_KERNEL_VARIANT {
 namespace tc_kernel {
 
-template <typename T, class Cfg, bool kInstrument>
-struct SoftmaxStep : Fragments<T, Cfg> {
-  using Base = Fragments<T, Cfg>;
-  using typename Base::Ops;
-  using typename Base::State;
-  using Item = WorkItem;
-  using Base::kM;
-  using Base::kNS;
-  using Base::kNO;
-  using Base::quad_sum;
-
+template <typename T, class Cfg>
+template <bool kInstrument>
+struct Fragments<T, Cfg>::SoftmaxStep {
   // Online softmax update without touching O: new running max and reference, alpha = exp2(old ref - new ref)
   // per row, l rescaled and s replaced by p in fp32. Returns whether any alpha of the warp differs from 1
   // (warp-uniform); O takes alpha in rescale_o(). Split so that O may still be in flight on the tensor cores

@@ -18,7 +18,7 @@ struct WsHiddenV : WsPipeline<Cfg, kOStaging, kRedo> {
   using typename Pipe::Barriers;
   using typename Pipe::Layout;
   using State = typename Fragments<T, Cfg>::State;
-  using Hidden = HiddenV<T, Cfg>;
+  using Hidden = typename Fragments<T, Cfg>::HiddenV;
   using Pipe::bar;
   using Pipe::kConsumerThreads;
   using Pipe::kVStages;

@@ -63,25 +63,31 @@ struct WsProducer : WsPipeline<Cfg, kOStaging, kRedo> {
       };
       if (it.n_tiles == 0) load_q();
       for (int n = 0; n < it.n_tiles; ++n, ++tile) {
-        const int s = Pipe::template slot<kKStages>(tile);
         const int row = static_cast<int>(it.k_row0) + (it.first + n) * Cfg::kBlockN;
-        mbarrier_wait(bar(bars.k_empty[s]), Pipe::template phase<kKStages>(tile) ^ 1);
-        FC_PERTURB(kPerturbWsProducerK, tile);
-        mbarrier_arrive_expect_tx(bar(bars.k_full[s]), kKTileBytes);
-        for (int cb = 0; cb < kColumnBlocks; ++cb)
-          tma_load_4d(lay.k_slot(s) + cb * (Cfg::kBlockN * kSwizzleRowBytes), &maps.k, bar(bars.k_full[s]),
-                      cb * kColumnBlockElems, row, hk, kb);
+        load_kv_tile<kPerturbWsProducerK, kColumnBlocks, kKTileBytes>(bars.k_full, bars.k_empty, lay.k,
+                                                                      Cfg::kKTileSmemBytes, &maps.k, tile, row, hk, kb);
         if (n == 0) load_q();
-        const int sv = Pipe::template slot<kVStages>(tile);
-        mbarrier_wait(bar(bars.v_empty[sv]), Pipe::template phase<kVStages>(tile) ^ 1);
-        FC_PERTURB(kPerturbWsProducerV, tile);
-        mbarrier_arrive_expect_tx(bar(bars.v_full[sv]), kVTileBytes);
-        for (int cb = 0; cb < kColumnBlocksV; ++cb)
-          tma_load_4d(lay.v_slot(sv) + cb * (Cfg::kBlockN * kSwizzleRowBytes), &maps.v, bar(bars.v_full[sv]),
-                      cb * kColumnBlockElems, row, hk, kb);
+        load_kv_tile<kPerturbWsProducerV, kColumnBlocksV, kVTileBytes>(bars.v_full, bars.v_empty, lay.v,
+                                                                       Cfg::kVTileSmemBytes, &maps.v, tile, row, hk, kb);
       }
       ++items;
     }
+  }
+
+  // The CTA's K/V tile `tile` of one operand (K or V: kStages slots at `slots`, `slot_bytes` apart, with their
+  // barriers) into its slot once the slot's previous contents are released: kBlocks TMA boxes of 64 columns of key
+  // rows [row, row + kBlockN) of K/V head (hk, kb) from `map`, kBytes in all.
+  template <PerturbSite kSite, int kBlocks, uint32_t kBytes, int kStages>
+  __device__ static void load_kv_tile(uint64_t (&full)[kStages], uint64_t (&empty)[kStages], uint32_t slots,
+                                      uint32_t slot_bytes, const CUtensorMap* map, uint32_t tile, int row, int hk,
+                                      int kb) {
+    const int s = Pipe::template slot<kStages>(tile);
+    mbarrier_wait(bar(empty[s]), Pipe::template phase<kStages>(tile) ^ 1);
+    FC_PERTURB(kSite, tile);
+    mbarrier_arrive_expect_tx(bar(full[s]), kBytes);
+    const uint32_t dst = slots + static_cast<uint32_t>(s) * slot_bytes;
+    for (int cb = 0; cb < kBlocks; ++cb)
+      tma_load_4d(dst + cb * (Cfg::kBlockN * kSwizzleRowBytes), map, bar(full[s]), cb * kColumnBlockElems, row, hk, kb);
   }
 };
 
