@@ -21,6 +21,9 @@
 #include "common/epilogue.h"
 #include "common/mutants.cuh"
 #include "common/softmax.h"
+#include "decode/device.cuh"
+#include "decode/hidden_v.cuh"
+#include "decode/loads.cuh"
 #include "decode/tiles.h"
 #include "families.h"
 #include "tensor_core/ptx.cuh"
@@ -28,22 +31,6 @@
 namespace flashcheck::detail {
 inline namespace FLASHCHECK_KERNEL_VARIANT {
 namespace decode_kernel {
-
-using namespace ::flashcheck::decode;
-using tc_kernel::cp_async_16;
-using tc_kernel::cp_async_commit;
-using tc_kernel::cp_async_wait;
-using tc_kernel::DtypeOps;
-using tc_kernel::ex2_approx;
-using tc_kernel::ld_shared_v4;
-using tc_kernel::ldmatrix_x4;
-using tc_kernel::ldmatrix_x4_trans;
-using tc_kernel::smem_address;
-using tc_kernel::st_shared_v4;
-
-inline constexpr bool kInstrument = FLASHCHECK_INSTRUMENT;
-inline constexpr uint32_t kFullWarp = 0xFFFFFFFFu;
-inline constexpr int kLanes = 32;
 
 struct NoInstrumentation {};
 
@@ -67,98 +54,8 @@ template <typename T, class Tile, bool kInst>
 struct Warp {
   using Ops = DtypeOps<T>;
 
-  // Where rows [k0, k0 + kBlockN) of a tile live in a paged cache: page and slot of row r, resolved once a tile by
-  // lane r % 32 (32-bit arithmetic: a paged sequence's capacity fits int32), handed to the copying lanes by shuffle.
-  // Unused for contiguous K/V.
-  struct TileRows {
-    int32_t page[Tile::kRowsPerLane];
-    int32_t slot[Tile::kRowsPerLane];
-  };
-  __device__ static void resolve_rows(const RowSource<const T>& rows, int64_t k0, int64_t keys_end, int lane,
-                                      TileRows& out) {
-#pragma unroll
-    for (int i = 0; i < Tile::kRowsPerLane; ++i) {
-      const int64_t key = k0 + lane + i * kLanes;
-      out.page[i] = 0;
-      out.slot[i] = 0;
-      if (rows.pages != nullptr && key < keys_end) {
-        const uint32_t j = static_cast<uint32_t>(key);
-        const uint32_t size = static_cast<uint32_t>(rows.page_size);
-        const uint32_t index = j / size;
-        out.page[i] = rows.pages[index];
-        out.slot[i] = static_cast<int32_t>(FC_MUTANT(kDecodePageSlotMask) ? j & (size - 1) : j - index * size);
-      }
-    }
-  }
-
-  // Rows [k0, k0 + kBlockN) of a K or V head into a tile (swizzled chunks), zero-filled at or past `keys_end` and past
-  // head_dim, never reading there. Lane l copies chunk l % kChunksPerRow of every (32 / kChunksPerRow)-th row.
-  __device__ static void load_kv(uint32_t tile, const RowSource<const T>& rows, const TileRows& where, int64_t k0,
-                                 int64_t keys_end, int64_t head_dim, int lane) {
-    constexpr int kRowStep = kLanes / Tile::kChunksPerRow < 1 ? 1 : kLanes / Tile::kChunksPerRow;
-    const int ch = lane % Tile::kChunksPerRow;
-    const int r0 = lane / Tile::kChunksPerRow;
-    const bool col_live = ch * kChunkElems < head_dim;
-#pragma unroll
-    for (int t = 0; t < Tile::kChunkIters; ++t) {
-      const int r = r0 + t * kRowStep;
-      const int64_t key = k0 + r;
-      const bool live = col_live && key < keys_end;
-      int64_t offset = key * rows.row_stride;
-      if (rows.pages != nullptr) {
-        const int i = (t * kRowStep) / kLanes;  // r / 32: r0 < kRowStep, and kRowStep divides 32
-        const int32_t page = __shfl_sync(kFullWarp, where.page[i], r % kLanes);
-        const int32_t slot = __shfl_sync(kFullWarp, where.slot[i], r % kLanes);
-        offset = page * rows.page_stride + slot * rows.row_stride;
-      }
-      const T* src = live ? rows.base + offset + ch * kChunkElems : rows.base;
-      cp_async_16(tile + Tile::chunk(r, ch), src, live ? kChunkBytes : 0);
-    }
-  }
-
-  // K and V rows [k0, k0 + kBlockN) into a stage (K, then V). A whole tile whose rows are row_stride apart
-  // (contiguous K/V, or one page holding the whole tile: page_size a multiple of kBlockN) takes one base pointer
-  // per tensor, advanced by a constant per copy; any other tile goes through load_kv row by row. `where` holds this
-  // tile's rows as resolve_rows() gave them for the same k0 (lane 0: row k0), as for load_kv.
-  __device__ static void load_tile(uint32_t stage, const RowSource<const T>& k_rows, const RowSource<const T>& v_rows,
-                                   const TileRows& where, int64_t k0, int64_t keys_end, int64_t head_dim, int lane) {
-    if (k0 + Tile::kBlockN > keys_end || (k_rows.pages != nullptr && k_rows.page_size % Tile::kBlockN != 0)) {
-      load_kv(stage, k_rows, where, k0, keys_end, head_dim, lane);
-      load_kv(stage + Tile::kTileBytes, v_rows, where, k0, keys_end, head_dim, lane);
-      return;
-    }
-    constexpr int kRowStep = kLanes / Tile::kChunksPerRow < 1 ? 1 : kLanes / Tile::kChunksPerRow;
-    const int ch = lane % Tile::kChunksPerRow;
-    const int r0 = lane / Tile::kChunksPerRow;
-    const bool col_live = ch * kChunkElems < head_dim;
-    // Opaque strides: the compiler would otherwise hold one pointer per copy across the K/V loop.
-    int64_t k_stride = k_rows.row_stride, v_stride = v_rows.row_stride;
-    asm volatile("" : "+l"(k_stride), "+l"(v_stride));
-    int64_t k_first = k0 * k_stride, v_first = k0 * v_stride;
-    if (k_rows.pages != nullptr) {  // row k0 is lane 0's first resolved row; K and V share the page table
-      const int64_t page = __shfl_sync(kFullWarp, where.page[0], 0);
-      const int64_t slot = __shfl_sync(kFullWarp, where.slot[0], 0);
-      k_first = page * k_rows.page_stride + slot * k_stride;
-      v_first = page * v_rows.page_stride + slot * v_stride;
-    }
-    // A lane past head_dim copies nothing (zero bytes from a valid address that never moves).
-    const int64_t lane_offset = ch * kChunkElems;
-    const T* k_src = col_live ? k_rows.base + k_first + r0 * k_stride + lane_offset : k_rows.base;
-    const T* v_src = col_live ? v_rows.base + v_first + r0 * v_stride + lane_offset : v_rows.base;
-    const int64_t k_step = col_live ? kRowStep * k_stride : 0;
-    const int64_t v_step = col_live ? kRowStep * v_stride : 0;
-    const int bytes = col_live ? kChunkBytes : 0;
-#pragma unroll
-    for (int t = 0; t < Tile::kChunkIters; ++t) {
-      cp_async_16(stage + Tile::chunk(r0 + t * kRowStep, ch), k_src, bytes);
-      k_src += k_step;
-    }
-#pragma unroll
-    for (int t = 0; t < Tile::kChunkIters; ++t) {
-      cp_async_16(stage + Tile::kTileBytes + Tile::chunk(r0 + t * kRowStep, ch), v_src, bytes);
-      v_src += v_step;
-    }
-  }
+  using Loads = DecodeLoads<T, Tile>;    // decode/loads.cuh
+  using HiddenV = DecodeHiddenV<T, Tile>;  // decode/hidden_v.cuh
 
   // Byte offsets, within a row r with r % 8 == x, of the chunk pairs 2s + c a lane's ldmatrix rows read. The swizzle
   // (Tile::slot) changes only the low three bits of a chunk index, so pair s = 4j + m sits at at[m] + j * 128
@@ -228,7 +125,7 @@ struct Warp {
     // Q and V ldmatrix rows: row % 8 == lane % 8, pair half lane / 16; K rows: the same rows, half (lane / 8) % 2.
     const PairOffsets qv_pairs = pair_offsets(lane % 8, lane / 16);
     const PairOffsets k_pairs = pair_offsets(lane % 8, (lane / 8) % 2);
-    TileRows rows_next;              // page and slot of the next tile to copy (paged caches)
+    typename Loads::TileRows rows_next;              // page and slot of the next tile to copy (paged caches)
     constexpr int kS = Tile::kStages;
     // The slots copies fill (CpAsyncShadow, common/mutants.cuh): the kS stages, then Q. Perturbed builds: a slot
     // read before a wait guaranteed its copies reads NaN (the lanes all commit and wait alike).
@@ -240,8 +137,8 @@ struct Warp {
       detail::poison_if_premature(copies.premature(slot), base, bytes, lane, kLanes, [] { __syncwarp(); });
     };
     const auto tile_key = [&](int64_t kt) { return (tiles.first + kt) * Tile::kBlockN; };
-    const auto copy_tile = [&](int64_t kt, const TileRows& where) {
-      load_tile(stage_of(kt), k_rows, v_rows, where, tile_key(kt), keys_end, a.head_dim, lane);
+    const auto copy_tile = [&](int64_t kt, const typename Loads::TileRows& where) {
+      Loads::load_tile(stage_of(kt), k_rows, v_rows, where, tile_key(kt), keys_end, a.head_dim, lane);
     };
     if (run_end > run_begin) {
       // Q (the 16 packed rows, zeros for rows that are not rows of the problem) passes through the last stage into
@@ -263,7 +160,7 @@ struct Warp {
       for (int s = 0; s < kS - 1; ++s) {
         if (run_begin + s < run_end) {
           FC_PERTURB(kPerturbCpAsyncIssue, s);
-          resolve_rows(k_rows, tile_key(run_begin + s), keys_end, lane, rows_next);
+          Loads::resolve_rows(k_rows, tile_key(run_begin + s), keys_end, lane, rows_next);
           copy_tile(run_begin + s, rows_next);
           copies.filled(stage_slot(run_begin + s));
         }
@@ -278,7 +175,7 @@ struct Warp {
         ldmatrix_x4(qa[ks], q_stage + (lane % 16) * Tile::kPitchBytes + qv_pairs(ks));
       }
       __syncwarp();  // Q is in registers: its stage takes tile kS - 1
-      if (run_begin + kS - 1 < run_end) resolve_rows(k_rows, tile_key(run_begin + kS - 1), keys_end, lane, rows_next);
+      if (run_begin + kS - 1 < run_end) Loads::resolve_rows(k_rows, tile_key(run_begin + kS - 1), keys_end, lane, rows_next);
     }
 
     for (int64_t kt = run_begin; kt < run_end; ++kt) {
@@ -288,7 +185,7 @@ struct Warp {
       if (kt + kS - 1 < run_end) {
         copy_tile(kt + kS - 1, rows_next);
         copies.filled(stage_slot(kt + kS - 1));
-        if (kt + kS < run_end) resolve_rows(k_rows, tile_key(kt + kS), keys_end, lane, rows_next);
+        if (kt + kS < run_end) Loads::resolve_rows(k_rows, tile_key(kt + kS), keys_end, lane, rows_next);
       }
       cp_async_commit();
       copies.commit();
@@ -382,7 +279,7 @@ struct Warp {
       // Keys this tile hides from some row (below keys_end) whose V row holds inf or NaN: 0 * inf must not reach
       // the rows that do not see them. Such a row is added on the CUDA cores (p rounded to T, as P V takes it) to
       // the rows that see it and zeroed for the mma.
-      if (tiles.hides_keys(kt)) hidden_nonfinite_v(v_tile, k0, keys_end, all_begin, all_end, kb, ke, s, acc, lane);
+      if (tiles.hides_keys(kt)) HiddenV::hidden_nonfinite_v(v_tile, k0, keys_end, all_begin, all_end, kb, ke, s, acc, lane);
 
       // O += P V with P rounded to T.
 #pragma unroll
@@ -459,71 +356,6 @@ struct Warp {
         for (int g = 0; g < group; ++g) {
           count_tile_kinds(a.inst, vis, 0, a.rows_per_head, Tile::kBlockN, tiles.first, tiles.first + tiles.count);
         }
-      }
-    }
-  }
-
-  // See the call site. Lane j % 32 checks keys j of the tile; a key visible to every valid row, or at or past
-  // keys_end (zero-filled, never read), needs nothing.
-  __device__ static void hidden_nonfinite_v(uint32_t v_tile, int64_t k0, int64_t keys_end, int64_t all_begin,
-                                            int64_t all_end, const int64_t (&kb)[2], const int64_t (&ke)[2],
-                                            const float (&p)[Tile::kNS][4], float (&acc)[Tile::kNO][4], int lane) {
-#pragma unroll
-    for (int base = 0; base < Tile::kBlockN; base += kLanes) {
-      const int r = base + lane;
-      const int64_t key = k0 + r;
-      bool bad = false;
-      if (r < Tile::kBlockN && key < keys_end && (key < all_begin || key >= all_end)) {
-        for (int ch = 0; ch < Tile::kChunksPerRow; ++ch) {
-          const uint4 w = ld_shared_v4(v_tile + r * Tile::kPitchBytes + ch * kChunkBytes);  // the row's chunks, any order
-          for (const uint32_t word : {w.x, w.y, w.z, w.w}) {
-            bad |= (word & DeviceDtype<T>::kExpLo) == DeviceDtype<T>::kExpLo ||
-                   (word & DeviceDtype<T>::kExpHi) == DeviceDtype<T>::kExpHi;
-          }
-        }
-      }
-      uint32_t marked = __ballot_sync(kFullWarp, bad);
-      while (marked != 0) {
-        const int rr = base + __ffs(marked) - 1;
-        marked &= marked - 1;
-        // p of (this lane's rows, key rr): held by the quad lane of column rr % 8 / 2, element rr % 2.
-        const int nt_key = rr / 8;
-        const int src = (lane & ~3) | ((rr % 8) / 2);
-        float pk[2];
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          // Selected by opaque selects over constant indices: an indexed read would put p (and the scores of
-          // every tile) in local memory.
-          float mine = 0.0f;
-#pragma unroll
-          for (int nt = 0; nt < Tile::kNS; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const uint32_t hit = nt == nt_key && e == rr % 2;
-              asm("{\n .reg .pred q;\n setp.ne.u32 q, %3, 0;\n selp.f32 %0, %1, %2, q;\n}"
-                  : "=f"(mine)
-                  : "f"(p[nt][2 * hh + e]), "f"(mine), "r"(hit));
-            }
-          const float got = __shfl_sync(kFullWarp, mine, src);
-          const float2 rounded = DeviceDtype<T>::unpack(DeviceDtype<T>::pack(got, 0.0f));
-          pk[hh] = rounded.x;
-        }
-        const int64_t key = k0 + rr;
-        const uint32_t row = v_tile + rr * Tile::kPitchBytes;  // the row's chunks, in swizzled order
-#pragma unroll
-        for (int nt = 0; nt < Tile::kNO; ++nt) {
-          const float2 v = DeviceDtype<T>::unpack(tc_kernel::ld_shared_b32(v_tile + Tile::chunk(rr, nt) + (lane % 4) * 4));
-#pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            if (key >= kb[hh] && key < ke[hh]) {
-              acc[nt][2 * hh] = fmaf(pk[hh], v.x, acc[nt][2 * hh]);
-              acc[nt][2 * hh + 1] = fmaf(pk[hh], v.y, acc[nt][2 * hh + 1]);
-            }
-          }
-        }
-        __syncwarp();  // every lane has read the row before it is zeroed
-        for (int ch = lane; ch < Tile::kChunksPerRow; ch += kLanes) st_shared_v4(row + ch * kChunkBytes, make_uint4(0, 0, 0, 0));
-        __syncwarp();
       }
     }
   }
