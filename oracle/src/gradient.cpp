@@ -1,0 +1,155 @@
+// exact_gradient(): the gradient of attention in the gold tier's 113-bit arithmetic, row by row as gradient.h
+// writes it: a row's scores, weights and O in quad, its D and dS, then its dQ (rounded to double once) and its
+// share of dK, dV and dsink, accumulated in quad per key and per head and rounded once at the end.
+#include "flashcheck/gradient.h"
+
+#include <boost/multiprecision/cpp_bin_float.hpp>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "row_view.h"
+
+namespace flashcheck::oracle {
+namespace {
+
+using Quad = boost::multiprecision::cpp_bin_float_quad;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+bool all_finite(const double* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) return false;
+  }
+  return true;
+}
+
+// One row's part of the gradient: its dQ row (written), its D (returned), and its shares of dK, dV and the sink's
+// gradient (added to the quad accumulators of its K/V head and query head). `k_acc`, `v_acc` point at the
+// accumulators of the row's first visible key.
+struct RowShare {
+  double d = 0.0;
+  bool nonfinite = false;  // the row's inputs hold inf or NaN: its dQ is NaN, its keys' dK and dV too
+};
+
+RowShare row_gradient(const detail::RowView& view, const double* d_o, double* dq, Quad* k_acc, Quad* v_acc,
+                      Quad* sink_acc) {
+  const int64_t dim = view.head_dim, dim_v = view.head_dim_v, n = view.visible;
+  const bool has_sink = view.sink != -std::numeric_limits<double>::infinity();
+  RowShare share;
+  share.nonfinite = !all_finite(view.q, dim) || !all_finite(view.k, n * dim) || !all_finite(view.v, n * dim_v) ||
+                    !all_finite(d_o, dim_v) || std::isnan(view.sink);
+  if (share.nonfinite) {
+    for (int64_t c = 0; c < dim; ++c) dq[c] = kNaN;
+    share.d = kNaN;
+    return share;
+  }
+  for (int64_t c = 0; c < dim; ++c) dq[c] = 0.0;
+  if (n == 0 && !has_sink) return share;  // no usable key: P = 0, nothing flows back
+  if (view.sink == std::numeric_limits<double>::infinity()) return share;  // the sink takes all weight: O = 0, D = 0
+
+  // Scores, capped where a softcap is set; their max with the sink's logit.
+  std::vector<Quad> s(static_cast<size_t>(n));
+  Quad m = has_sink ? Quad(view.sink) : Quad(-std::numeric_limits<double>::infinity());
+  for (int64_t j = 0; j < n; ++j) {
+    Quad dot = 0;
+    for (int64_t c = 0; c < dim; ++c) dot += Quad(view.q[c]) * Quad(view.k[j * dim + c]);
+    Quad t = Quad(view.scale) * dot;
+    if (view.softcap > 0) t = Quad(view.softcap) * tanh(t / Quad(view.softcap));
+    s[static_cast<size_t>(j)] = t;
+    if (t > m) m = t;
+  }
+  Quad l = has_sink ? exp(Quad(view.sink) - m) : Quad(0);
+  for (const Quad& t : s) l += exp(t - m);
+  // P, O and D.
+  std::vector<Quad> p(static_cast<size_t>(n));
+  std::vector<Quad> o(static_cast<size_t>(dim_v), Quad(0));
+  for (int64_t j = 0; j < n; ++j) {
+    const Quad pj = exp(s[static_cast<size_t>(j)] - m) / l;
+    p[static_cast<size_t>(j)] = pj;
+    for (int64_t c = 0; c < dim_v; ++c) o[static_cast<size_t>(c)] += pj * Quad(view.v[j * dim_v + c]);
+  }
+  Quad d = 0;
+  for (int64_t c = 0; c < dim_v; ++c) d += Quad(d_o[c]) * o[static_cast<size_t>(c)];
+  share.d = static_cast<double>(d);
+  if (has_sink) *sink_acc -= exp(Quad(view.sink) - m) / l * d;
+  // dS, dT; dQ; the row's shares of dK and dV.
+  std::vector<Quad> dq_acc(static_cast<size_t>(dim), Quad(0));
+  for (int64_t j = 0; j < n; ++j) {
+    const Quad pj = p[static_cast<size_t>(j)];
+    Quad dp = 0;
+    for (int64_t c = 0; c < dim_v; ++c) dp += Quad(d_o[c]) * Quad(view.v[j * dim_v + c]);
+    Quad dt = pj * (dp - d);
+    if (view.softcap > 0) {
+      const Quad capped = s[static_cast<size_t>(j)] / Quad(view.softcap);
+      dt *= Quad(1) - capped * capped;
+    }
+    const Quad scaled = Quad(view.scale) * dt;
+    for (int64_t c = 0; c < dim; ++c) {
+      dq_acc[static_cast<size_t>(c)] += scaled * Quad(view.k[j * dim + c]);
+      k_acc[j * dim + c] += scaled * Quad(view.q[c]);
+    }
+    for (int64_t c = 0; c < dim_v; ++c) v_acc[j * dim_v + c] += pj * Quad(d_o[c]);
+  }
+  for (int64_t c = 0; c < dim; ++c) dq[c] = static_cast<double>(dq_acc[static_cast<size_t>(c)]);
+  return share;
+}
+
+}  // namespace
+
+Gradient exact_gradient(const Problem& problem, std::span<const double> d_o) {
+  check_sequence_lengths(problem);
+  const int64_t dim = problem.head_dim, dim_v = value_dim(problem);
+  const int64_t rows = problem.batch * problem.heads_q * problem.seqlen_q;
+  if (static_cast<int64_t>(d_o.size()) != rows * dim_v) {
+    throw std::invalid_argument("oracle: d_o has " + std::to_string(d_o.size()) + " values; the problem's O has " +
+                                std::to_string(rows * dim_v));
+  }
+  const int64_t keys = problem.batch * problem.heads_kv * problem.seqlen_k;
+  Gradient g;
+  g.dq.assign(static_cast<size_t>(rows * dim), 0.0);
+  g.d.assign(static_cast<size_t>(rows), 0.0);
+  std::vector<Quad> k_acc(static_cast<size_t>(keys * dim), Quad(0));
+  std::vector<Quad> v_acc(static_cast<size_t>(keys * dim_v), Quad(0));
+  std::vector<char> k_nan(static_cast<size_t>(keys), 0);
+  std::vector<Quad> sink_acc(problem.sink.size(), Quad(0));
+  std::vector<char> sink_nan(problem.sink.size(), 0);
+  const int64_t group = problem.heads_kv > 0 ? problem.heads_q / problem.heads_kv : 1;
+  for (int64_t b = 0; b < problem.batch; ++b) {
+    const int64_t rows_b = sequence_seqlen_q(problem, b);
+    for (int64_t h = 0; h < problem.heads_q; ++h) {
+      for (int64_t i = 0; i < rows_b; ++i) {
+        const detail::RowView view = detail::view_row(problem, {b, h, i});
+        const int64_t row = (b * problem.heads_q + h) * problem.seqlen_q + i;
+        const int64_t key0 = (b * problem.heads_kv + h / group) * problem.seqlen_k + view.key_begin;
+        Quad unused_sink = 0;
+        Quad* sink = problem.sink.empty() ? &unused_sink : &sink_acc[static_cast<size_t>(h)];
+        const RowShare share = row_gradient(view, d_o.data() + row * dim_v, g.dq.data() + row * dim,
+                                            k_acc.data() + key0 * dim, v_acc.data() + key0 * dim_v, sink);
+        g.d[static_cast<size_t>(row)] = share.d;
+        if (share.nonfinite) {
+          for (int64_t j = 0; j < view.visible; ++j) k_nan[static_cast<size_t>(key0 + j)] = 1;
+          if (!problem.sink.empty()) sink_nan[static_cast<size_t>(h)] = 1;
+        }
+      }
+    }
+  }
+  g.dk.resize(k_acc.size());
+  g.dv.resize(v_acc.size());
+  for (int64_t key = 0; key < keys; ++key) {
+    const bool nan = k_nan[static_cast<size_t>(key)] != 0;
+    for (int64_t c = 0; c < dim; ++c) {
+      const size_t at = static_cast<size_t>(key * dim + c);
+      g.dk[at] = nan ? kNaN : static_cast<double>(k_acc[at]);
+    }
+    for (int64_t c = 0; c < dim_v; ++c) {
+      const size_t at = static_cast<size_t>(key * dim_v + c);
+      g.dv[at] = nan ? kNaN : static_cast<double>(v_acc[at]);
+    }
+  }
+  g.dsink.resize(sink_acc.size());
+  for (size_t h = 0; h < sink_acc.size(); ++h) g.dsink[h] = sink_nan[h] != 0 ? kNaN : static_cast<double>(sink_acc[h]);
+  return g;
+}
+
+}  // namespace flashcheck::oracle
