@@ -52,6 +52,9 @@ struct Fragments<T, Cfg>::TileLoads {
   __device__ static void load_tile(uint32_t smem_tile, const T* head, int64_t row0, int64_t row_stride,
                                    int64_t rows_valid, const LoadSlot& slot) {
     constexpr int kPasses = (kRows + kRowStep<kChunks> - 1) / kRowStep<kChunks>;
+    // Every pass lies inside the tile for every thread: the passes divide it and no thread idles (an idle thread's
+    // first row is past every tile, load_slot).
+    constexpr bool kWholePasses = kRows % kRowStep<kChunks> == 0 && kRowStep<kChunks> * kChunks == Cfg::kThreads;
     // The 64-bit address math is redone per tile on purpose (opaque stride): hoisted out of the K/V loop,
     // one pointer per chunk would hold 2 registers each across the loop and push the accumulators to spills.
     int64_t stride = row_stride;
@@ -63,7 +66,7 @@ struct Fragments<T, Cfg>::TileLoads {
     if (rows_valid >= kRows) {  // whole tile: only the column predicate, constant per thread
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
-        if (kRows % kRowStep<kChunks> == 0 || slot.row + i * kRowStep<kChunks> < kRows) {
+        if (kWholePasses || slot.row + i * kRowStep<kChunks> < kRows) {
           copy_chunk_16(dst + i * kRowStep<kChunks> * kRowBytes, src, slot.src_bytes);
         }
         src += step;
@@ -72,7 +75,7 @@ struct Fragments<T, Cfg>::TileLoads {
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int row = slot.row + i * kRowStep<kChunks>;
-        if (kRows % kRowStep<kChunks> == 0 || row < kRows) {
+        if (kWholePasses || row < kRows) {
           const bool live = row < rows_valid;
           copy_chunk_16(dst + i * kRowStep<kChunks> * kRowBytes, live ? src : head, live ? slot.src_bytes : 0);
         }
