@@ -50,6 +50,10 @@ FAILED_RE = re.compile(r"^(\w+) failed \(chunk (\d+) of (\d+) cases, seed (\d+),
                        r"at ([0-9.]+) s of the budget\)", re.M)
 CASE_RE = re.compile(r"^case line: (.+)$", re.M)
 REPRO_RE = re.compile(r"reproduce=([A-Za-z0-9_\-]+)")
+# A case that leaves the CUDA context unusable (an illegal address, a trap) ends the process; the harness prints the
+# case line first (properties/checks.cpp): a kill by the property the line names, at the run's end.
+STICKY_RE = re.compile(r"the CUDA context is lost: (.*?) on\ncase line: (.+)$", re.M)
+PROPERTY_RE = re.compile(r"\bproperty=(\w+)")
 BUDGET_LINE_RE = re.compile(r"^\[ BUDGET   \] (\d+) cases in ([0-9.]+) s", re.M)
 PROPERTY_LINE_RE = re.compile(r"^\[ BUDGET   \] (\w+)\s+(\d+) cases in\s+([0-9.]+) s", re.M)
 
@@ -59,7 +63,14 @@ def parse_failure(output):
     the reproduce string (None where absent)."""
     m = FAILED_RE.search(output)
     if not m:
-        return None
+        sticky = STICKY_RE.search(output)
+        prop = PROPERTY_RE.search(sticky.group(2)) if sticky else None
+        if not prop:
+            return None
+        # No chunk report: the case is the last one run, the seconds the run's own (budgeted() fills them in).
+        return {"property": prop.group(1), "chunk": None, "chunk_cases": None, "chunk_seed": None,
+                "passing_cases": 0, "seconds": None,
+                "case_line": sticky.group(2).strip(), "reproduce": None, "binary_note": " (CUDA context lost)"}
     tail = output[m.end():]
     cases = CASE_RE.findall(tail)
     repro = REPRO_RE.search(tail)
@@ -224,6 +235,14 @@ def self_test():
               "seconds": 2.5, "case_line": "f16 b=1 hq=1 sq=8 sk=8 d=64 seed=5", "reproduce": "BAS_x-9"}
     if k != expect:
         print(f"parse_failure: got {k}, want {expect}")
+        return 1
+    sticky = parse_failure(
+        "[ BUDGET   ] Gpu_Properties: 60 s over 30 properties, base seed 0\n\nflashcheck: the CUDA context is lost: gpu "
+        "failed with a sticky error (kernel execution: cudaErrorIllegalAddress: an illegal memory access was "
+        "encountered) on\ncase line: f16 b=1 hq=3 sq=513 sk=257 d=64 dv=128 property=MemorySafety seed=7\n"
+        "no further case can run in this process; replay that line with flashcheck-repro\n")
+    if not sticky or sticky["property"] != "MemorySafety" or not sticky["case_line"].endswith("seed=7"):
+        print(f"parse_failure: a lost CUDA context with its case line parsed as {sticky}")
         return 1
     if parse_failure("[ BUDGET   ] 10 cases in 60.0 s (budget 60 s)\n") is not None:
         print("parse_failure: a passing run parsed as a failure")
@@ -490,6 +509,8 @@ def main():
         r = dict(m)
         code, out, wall, cases = budgeted(binary, suite, m["name"], args.budget, args.seed, args.budget + 300)
         kill = parse_failure(out) if code not in (0, None) else None
+        if kill and kill["seconds"] is None:
+            kill["seconds"] = wall
         used = binary
         if code is None:
             r["note"] = f"hang (no result within {args.budget + 300:g} s)"
@@ -502,8 +523,8 @@ def main():
             cases += cases2
             kill = parse_failure(out2) if code2 not in (0, None) else None
             if kill:
-                kill["seconds"] += wall
-                kill["binary_note"] = " (instrumented)"
+                kill["seconds"] = (wall2 if kill["seconds"] is None else kill["seconds"]) + wall
+                kill["binary_note"] = " (instrumented)" + kill.get("binary_note", "")
                 used = inst_binary
         r["cases"] = cases
         r["wall_s"] = round(wall, 1)
