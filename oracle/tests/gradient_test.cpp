@@ -14,21 +14,10 @@
 #include <vector>
 
 #include "flashcheck/oracle.h"
+#include "test_problems.h"
 
 namespace flashcheck::oracle {
 namespace {
-
-// Deterministic inputs: splitmix64 mapped to [-1, 1).
-struct Draws {
-  uint64_t state;
-  double next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * 0x1p-52 - 1.0;
-  }
-};
 
 // A problem that owns its tensors.
 struct Owned {
@@ -66,11 +55,11 @@ Owned make(const Shape& s, uint64_t seed, double spread = 1.5) {
   o.p.visibility = s.visibility;
   o.p.scale = 0.5;
   o.p.softcap = s.softcap;
-  Draws draws{seed};
+  testing::Rng draws(seed);
   const int64_t dv = value_dim(o.p);
   const auto fill = [&](std::vector<double>* t, int64_t n, double amp) {
     t->resize(static_cast<size_t>(n));
-    for (double& x : *t) x = amp * draws.next();
+    for (double& x : *t) x = amp * draws.uniform(-1.0, 1.0);
   };
   fill(&o.q, s.batch * s.heads_q * s.seqlen_q * s.head_dim, spread);
   fill(&o.k, s.batch * s.heads_kv * s.seqlen_k * s.head_dim, spread);
