@@ -11,8 +11,8 @@
 
 #include "common/mutants.cuh"
 #include "forward.h"
-#include "scheduler.cuh"
 #include "ptx.cuh"
+#include "scheduler.cuh"
 #include "tile_config.h"
 
 namespace flashcheck::detail {
