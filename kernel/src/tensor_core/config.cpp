@@ -2,10 +2,10 @@
 // Host code without CUDA, so the host model and the CPU tier see the tiles the GPU would run. Anything
 // refused here (other dtypes, head_dim_v != head_dim outside the value pairs, misaligned layouts,
 // softmax_scale == 0) falls through to the next family.
-#include <array>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "common/visibility.h"
 #include "families.h"
@@ -17,38 +17,28 @@ namespace {
 
 using tensor_core::kChunkBytes;
 
-// "tensor_core_<dtype>_hdim<family>" for every family of kFamilies, built once (the names outlive every call).
-const char* family_name(DType dtype, int family) {
-  using Names = std::array<std::string, std::size(tensor_core::kFamilies)>;
-  static const std::array<Names, 2> names = [] {
-    std::array<Names, 2> all;
-    for (size_t i = 0; i < std::size(tensor_core::kFamilies); ++i) {
-      all[0][i] = "tensor_core_f16_hdim" + std::to_string(tensor_core::kFamilies[i]);
-      all[1][i] = "tensor_core_bf16_hdim" + std::to_string(tensor_core::kFamilies[i]);
+// "tensor_core_<dtype>_hdim<family>" for every family of kFamilies and "..._hdim<family>_dv<family_v>" for every
+// pair of kValuePairs, built once (the names outlive every call). (family, family_v) is listed: family_v == family
+// for a family of equal dims, a pair of kValuePairs otherwise (tensor_core_select).
+const char* config_name(DType dtype, int family, int family_v) {
+  struct Entry {
+    int family, family_v;
+    std::string name[2];  // f16, bf16
+  };
+  static const std::vector<Entry> names = [] {
+    std::vector<Entry> all;
+    const auto add = [&](int f, int fv, const std::string& dims) {
+      all.push_back({f, fv, {"tensor_core_f16_hdim" + dims, "tensor_core_bf16_hdim" + dims}});
+    };
+    for (int f : tensor_core::kFamilies) add(f, f, std::to_string(f));
+    for (tensor_core::ValuePair pair : tensor_core::kValuePairs) {
+      add(pair.head_dim, pair.head_dim_v, std::to_string(pair.head_dim) + "_dv" + std::to_string(pair.head_dim_v));
     }
     return all;
   }();
   size_t i = 0;
-  while (tensor_core::kFamilies[i] != family) ++i;  // family comes from family_head_dim(): it is listed
-  return names[dtype == DType::kBF16 ? 1 : 0][i].c_str();
-}
-
-// "tensor_core_<dtype>_hdim<family>_dv<family_v>" for every pair of kValuePairs.
-const char* pair_name(DType dtype, int family, int family_v) {
-  using Names = std::array<std::string, std::size(tensor_core::kValuePairs)>;
-  static const std::array<Names, 2> names = [] {
-    std::array<Names, 2> all;
-    for (size_t i = 0; i < std::size(tensor_core::kValuePairs); ++i) {
-      const std::string dims = std::to_string(tensor_core::kValuePairs[i].head_dim) + "_dv" +
-                               std::to_string(tensor_core::kValuePairs[i].head_dim_v);
-      all[0][i] = "tensor_core_f16_hdim" + dims;
-      all[1][i] = "tensor_core_bf16_hdim" + dims;
-    }
-    return all;
-  }();
-  size_t i = 0;
-  while (tensor_core::kValuePairs[i].head_dim != family || tensor_core::kValuePairs[i].head_dim_v != family_v) ++i;
-  return names[dtype == DType::kBF16 ? 1 : 0][i].c_str();
+  while (names[i].family != family || names[i].family_v != family_v) ++i;
+  return names[i].name[dtype == DType::kBF16 ? 1 : 0].c_str();
 }
 
 inline constexpr int64_t kMaxTallRuleSeqlen = std::numeric_limits<int32_t>::max();
@@ -95,7 +85,7 @@ bool tensor_core_select(const Params& p, KernelConfig* config) {
   config->block_m = shape.block_m;
   config->block_n = shape.block_n;
   config->head_dim_padded = family;
-  config->name = unequal ? pair_name(p.dtype, family, family_v) : family_name(p.dtype, family);
+  config->name = config_name(p.dtype, family, family_v);
   return true;
 }
 
