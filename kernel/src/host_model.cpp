@@ -54,7 +54,9 @@ bool parse_model_defect(std::string_view name, ModelDefect* defect) {
 
 namespace {
 
+using detail::host::load_element;
 using detail::host::round_to;
+using detail::host::store_element;
 using detail::host::round_to_e4m3;
 using detail::host::round_to_tf32;
 using detail::kLn2;
@@ -88,29 +90,6 @@ float round_p(PFormat format, float p) {
     case PFormat::kE4M3: return round_to_e4m3(p);
   }
   return p;
-}
-
-float load_element(DType dtype, const void* base, int64_t offset) {
-  const auto* bytes = static_cast<const unsigned char*>(base);
-  if (dtype == DType::kF32) {
-    float x;
-    std::memcpy(&x, bytes + offset * int64_t{sizeof(float)}, sizeof(float));
-    return x;
-  }
-  uint16_t bits;
-  std::memcpy(&bits, bytes + offset * int64_t{sizeof(uint16_t)}, sizeof(uint16_t));
-  return dtype == DType::kF16 ? detail::host::f16_bits_to_float(bits) : detail::host::bf16_bits_to_float(bits);
-}
-
-void store_element(DType dtype, void* base, int64_t offset, float x) {
-  auto* bytes = static_cast<unsigned char*>(base);
-  if (dtype == DType::kF32) {
-    std::memcpy(bytes + offset * int64_t{sizeof(float)}, &x, sizeof(float));
-    return;
-  }
-  const uint16_t bits =
-      dtype == DType::kF16 ? detail::host::float_to_f16_bits(x) : detail::host::float_to_bf16_bits(x);
-  std::memcpy(bytes + offset * int64_t{sizeof(uint16_t)}, &bits, sizeof(uint16_t));
 }
 
 // Rows [0, rows) of one head of a tensor, decoded to fp32: (rows, columns) row-major. For the split-TF32

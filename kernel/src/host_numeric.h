@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "flashcheck/attention.h"
 #include "flashcheck/dtype.h"
@@ -53,6 +54,30 @@ inline float round_to_e4m3(float x) {
   const float rounded = std::nearbyint(magnitude / ulp) * ulp;  // default mode: ties to even; scaling is exact
   if (rounded > kMaxFinite) return std::nanf("");
   return x < 0.0f ? -rounded : rounded;
+}
+
+// Element `offset` of a dtype tensor at `base`, decoded to fp32; and x rounded to the dtype and stored there.
+inline float load_element(DType dtype, const void* base, int64_t offset) {
+  const auto* bytes = static_cast<const unsigned char*>(base);
+  if (dtype == DType::kF32) {
+    float x;
+    std::memcpy(&x, bytes + offset * int64_t{sizeof(float)}, sizeof(float));
+    return x;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, bytes + offset * int64_t{sizeof(uint16_t)}, sizeof(uint16_t));
+  return dtype == DType::kF16 ? detail::host::f16_bits_to_float(bits) : detail::host::bf16_bits_to_float(bits);
+}
+
+inline void store_element(DType dtype, void* base, int64_t offset, float x) {
+  auto* bytes = static_cast<unsigned char*>(base);
+  if (dtype == DType::kF32) {
+    std::memcpy(bytes + offset * int64_t{sizeof(float)}, &x, sizeof(float));
+    return;
+  }
+  const uint16_t bits =
+      dtype == DType::kF16 ? detail::host::float_to_f16_bits(x) : detail::host::float_to_bf16_bits(x);
+  std::memcpy(bytes + offset * int64_t{sizeof(uint16_t)}, &bits, sizeof(uint16_t));
 }
 
 }  // namespace flashcheck::detail::host

@@ -2,6 +2,7 @@
 // CPU tier sees the same errors) and then report kNoDevice (the documented no-op sizes still succeed); device_available() is false.
 #include "families.h"
 #include "flashcheck/attention.h"
+#include "flashcheck/backward.h"
 #include "flashcheck/instrument.h"
 
 namespace flashcheck {
@@ -22,6 +23,12 @@ Status run_instrumented(const Params& params, const Instrumentation& inst, void*
 Status run(const Params& params, void* stream) { return no_device(params); }
 Status run_prechecked(const Params& params, void* stream) { return no_device(params); }
 bool device_available() { return false; }
+Status run_backward(const BackwardParams& params, void*) {
+  if (Status st = can_implement_backward(params); !st.ok()) return st;
+  const Params& p = params.forward;
+  if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0) return Status::ok_status();  // no-op
+  return {StatusCode::kNoDevice, "flashcheck was built without CUDA (FLASHCHECK_CUDA=OFF)"};
+}
 int32_t effective_splits(const Params& params) { return detail::pick_splits(params, detail::kModelSmCount); }
 #endif
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "flashcheck/attention.h"
+#include "flashcheck/backward.h"
 #include "flashcheck/dtype.h"
 #include "flashcheck/mask_names.h"
 #include "families.h"
@@ -478,6 +479,85 @@ Status detail::check_layout(const Params& p) {
       // Outputs may not alias inputs: the kernel reads K/V tiles after other blocks have written O.
       if (ranges_overlap(p.o, o_bytes, in.ptr, span * elem)) return invalid(cat("o: overlaps input ", in.name));
       if (ranges_overlap(p.lse, lse_bytes, in.ptr, span * elem)) return invalid(cat("lse: overlaps input ", in.name));
+    }
+  }
+  return Status::ok_status();
+}
+
+BackwardParams make_backward_params(const Params& forward) {
+  BackwardParams b;
+  b.forward = forward;
+  b.d_o_stride = forward.o_stride;
+  b.dq_stride = forward.q_stride;
+  b.dk_stride = forward.k_stride;
+  b.dv_stride = forward.v_stride;
+  return b;
+}
+
+Status can_implement_backward(const BackwardParams& b) {
+  const Params& p = b.forward;
+  if (kv_paged(p)) {
+    return {StatusCode::kUnsupported, "page_table: paged K/V is forward-only (the backward pass reads dense or packed K/V)"};
+  }
+  if (p.num_splits != 1) {
+    return {StatusCode::kUnsupported, cat("num_splits: split-KV is forward-only (the backward pass takes 1, got ",
+                                          p.num_splits, ")")};
+  }
+  if (Status st = can_implement(p); !st.ok()) return st;
+  if (b.dsink != nullptr && p.sink == nullptr) return invalid("dsink: given without a sink (forward.sink is null)");
+  const int64_t rows = lse_rows(p);
+  if (p.batch * p.heads_q * p.seqlen_q == 0 || rows == 0) return Status::ok_status();  // documented no-op
+  const int64_t elem = dtype_size(p.dtype);
+  const TensorViews views = tensor_views(p);
+  const auto like = [](TensorView t, const char* name, const void* ptr, const Strides& s) {
+    t.name = name;
+    t.ptr = ptr;
+    t.stride = {t.extent[0] == 1 && t.stride[0] == 0 ? 0 : s.batch, s.head, s.row, 1};
+    return t;
+  };
+  const std::array<std::pair<TensorView, const Strides*>, 4> grads{{{like(views.o, "d_o", b.d_o, b.d_o_stride), &b.d_o_stride},
+                                                                    {like(views.q, "dq", b.dq, b.dq_stride), &b.dq_stride},
+                                                                    {like(views.k, "dk", b.dk, b.dk_stride), &b.dk_stride},
+                                                                    {like(views.v, "dv", b.dv, b.dv_stride), &b.dv_stride}}};
+  struct Range {
+    const char* name;
+    const void* ptr;
+    int64_t bytes;
+  };
+  std::vector<Range> inputs, outputs;
+  for (const TensorView& in : {views.q, views.k, views.v, views.o}) {
+    int64_t span = 0;
+    if (in.ptr != nullptr && span_elements(in, &span).ok()) inputs.push_back({in.name, in.ptr, span * elem});
+  }
+  inputs.push_back({"lse", p.lse, rows * static_cast<int64_t>(sizeof(float))});
+  if (p.sink != nullptr) inputs.push_back({"sink", p.sink, p.heads_q * static_cast<int64_t>(sizeof(float))});
+  for (size_t g = 0; g < grads.size(); ++g) {
+    const auto& [view, strides] = grads[g];
+    if (view.ptr == nullptr) return invalid(cat(view.name, ": null pointer"));
+    if (reinterpret_cast<uintptr_t>(view.ptr) % static_cast<uintptr_t>(elem) != 0) {
+      return invalid(cat(view.name, ": pointer ", view.ptr, " is not aligned to its element size (", elem, " bytes)"));
+    }
+    if (Status st = check_strides(view.name, *strides); !st.ok()) return st;
+    int64_t span = 0;
+    if (Status st = span_elements(view, &span); !st.ok()) return st;
+    if (g > 0) {  // dq, dk, dv: outputs
+      if (Status st = check_no_self_overlap(view); !st.ok()) return st;
+      outputs.push_back({view.name, view.ptr, span * elem});
+    } else {
+      inputs.push_back({view.name, view.ptr, span * elem});
+    }
+  }
+  if (b.dsink != nullptr) outputs.push_back({"dsink", b.dsink, p.heads_q * static_cast<int64_t>(sizeof(float))});
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    for (const Range& in : inputs) {
+      if (ranges_overlap(outputs[o].ptr, outputs[o].bytes, in.ptr, in.bytes)) {
+        return invalid(cat(outputs[o].name, ": overlaps input ", in.name));
+      }
+    }
+    for (size_t other = 0; other < o; ++other) {
+      if (ranges_overlap(outputs[o].ptr, outputs[o].bytes, outputs[other].ptr, outputs[other].bytes)) {
+        return invalid(cat(outputs[o].name, ": overlaps output ", outputs[other].name));
+      }
     }
   }
   return Status::ok_status();

@@ -8,11 +8,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "flashcheck/error_model.h"
 #include "flashcheck/oracle.h"
 #include "test_problems.h"
 
@@ -255,6 +258,231 @@ TEST(ExactGradient, WrongDoSizeIsNamed) {
     FAIL() << "no exception";
   } catch (const std::invalid_argument& ex) {
     EXPECT_NE(std::string(ex.what()).find("d_o"), std::string::npos) << ex.what();
+  }
+}
+
+// ---- gradient_check(): the fast tier against the gold gradient, the bound against an fp32 emulation of a kernel.
+
+// Every input of `o` rounded to `format` (what a kernel of that format reads).
+void round_inputs(Owned* o, Format format) {
+  for (std::vector<double>* t : {&o->q, &o->k, &o->v, &o->d_o}) {
+    for (double& x : *t) x = testing::round_to(format, x);
+  }
+  for (double& x : o->sink) x = static_cast<double>(static_cast<float>(x));
+  o->bind();
+}
+
+// The forward's outputs as a kernel would write them: O rounded to the format, LSE to fp32, plus `o_ulps` units of
+// the format's roundoff on every O element (a forward that rounds worse than nearest).
+struct Forward {
+  std::vector<double> o, lse;
+};
+Forward forward_of(const Owned& o, Format format, double o_ulps = 0.0) {
+  const int64_t dv = value_dim(o.p), rows = o.p.batch * o.p.heads_q * o.p.seqlen_q;
+  Forward f{std::vector<double>(static_cast<size_t>(rows * dv), 0.0), std::vector<double>(static_cast<size_t>(rows), 0.0)};
+  for (int64_t b = 0; b < o.p.batch; ++b) {
+    for (int64_t h = 0; h < o.p.heads_q; ++h) {
+      for (int64_t i = 0; i < sequence_seqlen_q(o.p, b); ++i) {
+        const RowResult r = compute_row(o.p, {b, h, i}, Tier::kGold);
+        const int64_t row = (b * o.p.heads_q + h) * o.p.seqlen_q + i;
+        f.lse[static_cast<size_t>(row)] = static_cast<double>(static_cast<float>(r.lse));
+        for (int64_t c = 0; c < dv; ++c) {
+          const double x = r.o[static_cast<size_t>(c)];
+          f.o[static_cast<size_t>(row * dv + c)] =
+              testing::round_to(format, x * (1 + o_ulps * unit_roundoff(format) * (c % 2 == 0 ? 1 : -1)));
+        }
+      }
+    }
+  }
+  return f;
+}
+
+// A backward kernel of `arithmetic` written from backward.h's formulas in fp32, rows in forward or reverse order
+// (so dK, dV and dsink sum in another order), dQ's terms in key order or reversed.
+Gradient emulate(const Owned& o, const Forward& f, const BackwardArithmetic& arith, bool reverse) {
+  const Problem& p = o.p;
+  const int64_t dim = p.head_dim, dv = value_dim(p), group = p.heads_q / p.heads_kv;
+  const bool tc = arith.arithmetic == Arithmetic::kTensorCore;
+  const auto op = [&](float x) { return tc ? static_cast<float>(testing::round_to(arith.format, x)) : x; };
+  const auto out = [&](float x) { return testing::round_to(arith.format, x); };
+  const float log2e = 1.4426950408889634f;
+  const float scale_log2 = static_cast<float>(p.scale) * log2e;
+  Gradient g;
+  g.dq.assign(static_cast<size_t>(p.batch * p.heads_q * p.seqlen_q * dim), 0.0);
+  std::vector<float> dk(static_cast<size_t>(p.batch * p.heads_kv * p.seqlen_k * dim), 0.0f);
+  std::vector<float> dvv(static_cast<size_t>(p.batch * p.heads_kv * p.seqlen_k * dv), 0.0f);
+  std::vector<float> ds(p.sink.size(), 0.0f);
+  std::vector<int64_t> order;
+  for (int64_t r = 0; r < p.batch * p.heads_q * p.seqlen_q; ++r) order.push_back(r);
+  if (reverse) std::reverse(order.begin(), order.end());
+  for (const int64_t row : order) {
+    const int64_t i = row % p.seqlen_q, h = (row / p.seqlen_q) % p.heads_q, b = row / (p.seqlen_q * p.heads_q);
+    if (i >= sequence_seqlen_q(p, b)) continue;
+    const float lse2 = static_cast<float>(f.lse[static_cast<size_t>(row)]) * log2e;
+    float d = 0.0f;
+    for (int64_t c = 0; c < dv; ++c) {
+      d = std::fma(static_cast<float>(o.d_o[static_cast<size_t>(row * dv + c)]), static_cast<float>(f.o[static_cast<size_t>(row * dv + c)]), d);
+    }
+    std::vector<float> dq(static_cast<size_t>(dim), 0.0f);
+    const int64_t kv = b * p.heads_kv + h / group;
+    std::vector<int64_t> keys;
+    for (int64_t j = 0; j < sequence_seqlen_k(p, b); ++j) {
+      if (visible(p, b, i, j)) keys.push_back(j);
+    }
+    if (reverse) std::reverse(keys.begin(), keys.end());
+    for (const int64_t j : keys) {
+      const double* q = o.q.data() + row * dim;
+      const double* k = o.k.data() + (kv * p.seqlen_k + j) * dim;
+      const double* v = o.v.data() + (kv * p.seqlen_k + j) * dv;
+      const double* g_o = o.d_o.data() + row * dv;
+      float dot = 0.0f, dp = 0.0f;
+      for (int64_t c = 0; c < dim; ++c) dot = std::fma(static_cast<float>(q[c]), static_cast<float>(k[c]), dot);
+      for (int64_t c = 0; c < dv; ++c) dp = std::fma(static_cast<float>(g_o[c]), static_cast<float>(v[c]), dp);
+      float x = dot * scale_log2, t = 0.0f;
+      if (p.softcap > 0) {
+        t = std::tanh(dot * static_cast<float>(p.scale / p.softcap));
+        x = static_cast<float>(p.softcap) * log2e * t;
+      }
+      const float pw = lse2 == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp2(x - lse2);
+      float dt = pw * (dp - d);
+      if (p.softcap > 0) dt = dt * (1.0f - t * t);
+      dt = op(dt);
+      const float pv = op(pw);
+      for (int64_t c = 0; c < dim; ++c) {
+        dq[static_cast<size_t>(c)] = std::fma(dt, static_cast<float>(k[c]), dq[static_cast<size_t>(c)]);
+        float& acc = dk[static_cast<size_t>((kv * p.seqlen_k + j) * dim + c)];
+        acc = std::fma(dt, static_cast<float>(q[c]), acc);
+      }
+      for (int64_t c = 0; c < dv; ++c) {
+        float& acc = dvv[static_cast<size_t>((kv * p.seqlen_k + j) * dv + c)];
+        acc = std::fma(pv, static_cast<float>(g_o[c]), acc);
+      }
+    }
+    for (int64_t c = 0; c < dim; ++c) g.dq[static_cast<size_t>(row * dim + c)] = out(dq[static_cast<size_t>(c)] * static_cast<float>(p.scale));
+    if (!p.sink.empty() && p.sink[static_cast<size_t>(h)] != -std::numeric_limits<double>::infinity()) {
+      ds[static_cast<size_t>(h)] -= std::exp2(static_cast<float>(p.sink[static_cast<size_t>(h)]) * log2e - lse2) * d;
+    }
+  }
+  for (float x : dk) g.dk.push_back(out(x * static_cast<float>(p.scale)));
+  for (float x : dvv) g.dv.push_back(out(x));
+  for (float x : ds) g.dsink.push_back(x);
+  return g;
+}
+
+struct Worst {
+  double ratio = 0.0;
+  std::string where;
+};
+void track(Worst* w, const char* name, std::span<const double> got, std::span<const double> want,
+           std::span<const double> bound) {
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_EQ(bound.size(), want.size());
+  for (size_t at = 0; at < got.size(); ++at) {
+    const double ratio = error_ratio(got[at], want[at], bound[at], false);
+    if (!(ratio <= w->ratio)) {
+      w->ratio = std::isnan(ratio) ? std::numeric_limits<double>::infinity() : ratio;
+      w->where = std::string(name) + "[" + std::to_string(at) + "] got " + std::to_string(got[at]) + " want " +
+                 std::to_string(want[at]) + " bound " + std::to_string(bound[at]);
+    }
+  }
+}
+
+const std::vector<Shape>& bound_shapes() {
+  static const std::vector<Shape> all{
+      {"plain", 1, 2, 2, 9, 40, 16, 0, kAllKeys, 0.0, false, {}, {}},
+      {"causal-br dv", 1, 2, 1, 12, 33, 24, 8, kCausalBottomRight, 0.0, false, {}, {}},
+      {"window gqa", 2, 4, 2, 17, 17, 8, 0, Visibility{5, 2, Alignment::kTopLeft}, 0.0, false, {}, {}},
+      {"softcap sink", 1, 2, 1, 10, 30, 12, 16, kCausalTopLeft, 2.5, true, {}, {}},
+      {"sequences", 2, 2, 1, 8, 20, 8, 0, kCausalBottomRight, 0.0, true, {8, 3}, {20, 6}},
+  };
+  return all;
+}
+
+// The fast tier's values against the gold gradient, within a few units of double's roundoff of their magnitudes.
+TEST(GradientCheck, FastTierMatchesTheGoldGradient) {
+  uint64_t seed = 40;
+  for (const Shape& s : bound_shapes()) {
+    Owned o = make(s, ++seed, 2.0);
+    round_inputs(&o, Format::kBF16);
+    const Gradient gold = exact_gradient(o.p, o.d_o);
+    const Forward f = forward_of(o, Format::kBF16);
+    const GradientCheck check = gradient_check(o.p, o.d_o, {f.o, f.lse}, {Arithmetic::kGeneralFp32, Format::kBF16});
+    const auto close = [&](const char* name, const std::vector<double>& a, const std::vector<double>& b) {
+      ASSERT_EQ(a.size(), b.size()) << s.name << " " << name;
+      double scale = 1e-300;
+      for (double x : b) scale = std::max(scale, std::fabs(x));
+      for (size_t at = 0; at < a.size(); ++at) {
+        EXPECT_NEAR(a[at], b[at], 1e-12 * scale) << s.name << " " << name << "[" << at << "]";
+      }
+    };
+    close("dq", check.exact.dq, gold.dq);
+    close("dk", check.exact.dk, gold.dk);
+    close("dv", check.exact.dv, gold.dv);
+    close("dsink", check.exact.dsink, gold.dsink);
+    close("d", check.exact.d, gold.d);
+  }
+}
+
+// The bound holds for fp32 emulations of both arithmetic classes in both summation orders, on every format, with
+// the forward's O rounded to nearest and with O a few units off; and it is informative: the worst element comes
+// within a factor 200 of it (the bound is worst-case; the emulation's errors are typical).
+TEST(GradientCheck, BoundHoldsForEmulatedKernelsAndIsNotVacuous) {
+  uint64_t seed = 60;
+  for (const Format format : {Format::kF32, Format::kF16, Format::kBF16}) {
+    for (const Arithmetic arithmetic : {Arithmetic::kGeneralFp32, Arithmetic::kTensorCore}) {
+      if (format == Format::kF32 && arithmetic == Arithmetic::kTensorCore) continue;
+      Worst worst;
+      for (const Shape& s : bound_shapes()) {
+        for (const double o_ulps : {0.0, 3.0}) {
+          Owned o = make(s, ++seed, 2.0);
+          round_inputs(&o, format);
+          const Forward f = forward_of(o, format, o_ulps);
+          const BackwardArithmetic arith{arithmetic, format};
+          const GradientCheck check = gradient_check(o.p, o.d_o, {f.o, f.lse}, arith);
+          for (const bool reverse : {false, true}) {
+            const Gradient got = emulate(o, f, arith, reverse);
+            const std::string tag = s.name + (reverse ? " reversed" : "") + " O+" + std::to_string(o_ulps) + "u ";
+            track(&worst, (tag + "dq").c_str(), got.dq, check.exact.dq, check.dq);
+            track(&worst, (tag + "dk").c_str(), got.dk, check.exact.dk, check.dk);
+            track(&worst, (tag + "dv").c_str(), got.dv, check.exact.dv, check.dv);
+            track(&worst, (tag + "dsink").c_str(), got.dsink, check.exact.dsink, check.dsink);
+          }
+        }
+      }
+      const std::string what = std::string(to_string(format)) + " " + to_string(arithmetic) + ": worst " + worst.where;
+      EXPECT_LE(worst.ratio, 1.0) << what;
+      EXPECT_GE(worst.ratio, 1.0 / 200) << what;
+      std::printf("[ GRADIENT ] %s ratio %.4f\n", what.c_str(), worst.ratio);
+    }
+  }
+}
+
+// A kernel that drops D (dS = P dP) or the softcap's derivative is caught by the bound on these shapes.
+TEST(GradientCheck, BoundCatchesDroppedTerms) {
+  Owned o = make(bound_shapes()[3], 77, 2.0);
+  round_inputs(&o, Format::kBF16);
+  const Forward f = forward_of(o, Format::kBF16);
+  const BackwardArithmetic arith{Arithmetic::kGeneralFp32, Format::kBF16};
+  const GradientCheck check = gradient_check(o.p, o.d_o, {f.o, f.lse}, arith);
+  Forward zero_o = f;  // D = dO.0 = 0: what a kernel without D computes
+  for (double& x : zero_o.o) x = 0.0;
+  const Gradient wrong = emulate(o, zero_o, arith, false);
+  Worst worst;
+  track(&worst, "dq", wrong.dq, check.exact.dq, check.dq);
+  track(&worst, "dk", wrong.dk, check.exact.dk, check.dk);
+  EXPECT_GT(worst.ratio, 1.0) << worst.where;
+}
+
+// Sizes are named.
+TEST(GradientCheck, WrongSizesAreNamed) {
+  Owned o = make(shapes()[0], 5);
+  const Forward f = forward_of(o, Format::kF32);
+  std::vector<double> short_lse(f.lse.begin(), f.lse.end() - 1);
+  try {
+    (void)gradient_check(o.p, o.d_o, {f.o, short_lse}, {});
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("forward.lse"), std::string::npos) << e.what();
   }
 }
 

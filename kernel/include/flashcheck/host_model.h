@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "flashcheck/attention.h"
+#include "flashcheck/backward.h"
 #include "flashcheck/instrument.h"
 
 namespace flashcheck {
@@ -37,6 +38,15 @@ enum class ModelDefect : int32_t {
   kWindowLeftFirstTileOnly = 18,
   kHiddenTileMaxZero = 19,
   kValueWidthFromHeadDim = 20,
+  // The backward pass's (run_backward_host_model).
+  kBwdDsWithoutD = 21,
+  kBwdSoftcapDerivativeDropped = 22,
+  kBwdDkScaleMissing = 23,
+  kBwdLseWrongRow = 24,
+  kBwdGqaGroupShort = 25,
+  kBwdPaddedTailNotZeroed = 26,
+  kBwdDqMissingTile = 27,
+  kBwdHiddenKeysInDq = 28,
 };
 
 struct ModelDefectInfo {
@@ -96,6 +106,24 @@ inline constexpr ModelDefectInfo kModelDefects[] = {
     {ModelDefect::kValueWidthFromHeadDim, "value-width-from-head-dim", "unequal head dims",
      "V is read over Q's and K's head_dim columns instead of head_dim_v: with head_dim_v > head_dim O's last "
      "columns come out zero"},
+    {ModelDefect::kBwdDsWithoutD, "bwd-ds-without-d", "backward: softmax gradient",
+     "dS = P dP: the row's D = dO.O is never subtracted"},
+    {ModelDefect::kBwdSoftcapDerivativeDropped, "bwd-softcap-derivative-dropped", "backward: softcap",
+     "with a softcap, dT = dS: the factor 1 - tanh^2 of the cap's chain rule is dropped"},
+    {ModelDefect::kBwdDkScaleMissing, "bwd-dk-scale-missing", "backward: scale",
+     "dK = sum_i dT_ij q_i without the softmax scale"},
+    {ModelDefect::kBwdLseWrongRow, "bwd-lse-wrong-row", "backward: row indexing",
+     "P of row i is recomputed from LSE of row i + 1 (the sequence's last row keeps its own)"},
+    {ModelDefect::kBwdGqaGroupShort, "bwd-gqa-group-short", "GQA/MQA head mapping",
+     "dK and dV sum over the first heads_q / heads_kv - 1 query heads of the group: the last head is left out"},
+    {ModelDefect::kBwdPaddedTailNotZeroed, "bwd-padded-tail-not-zeroed", "backward: padded tails",
+     "dK and dV rows of a K/V tile past the sequence's keys (the packed slots up to the next sequence) are never "
+     "written"},
+    {ModelDefect::kBwdDqMissingTile, "bwd-dq-missing-tile", "backward: dQ accumulation",
+     "a row's dQ misses the partial sum of the last K/V tile it sees, where it sees more than one"},
+    {ModelDefect::kBwdHiddenKeysInDq, "bwd-hidden-keys-in-dq", "backward: masking",
+     "dQ's partial sums take every key of a visited K/V tile below seqlen_k, hidden ones included, with dT "
+     "computed as if visible"},
 };
 const char* to_string(ModelDefect defect);
 // The defect named `name` (a kModelDefects name, "none" included), or false.
@@ -111,5 +139,11 @@ struct HostModelOptions {
 
 // Validates with can_implement(), then computes O and LSE into params.o / params.lse (host memory).
 Status run_host_model(const Params& params, const HostModelOptions& options = {});
+
+// The backward pass (backward.h) in host memory: validates with can_implement_backward(), then writes dQ, dK, dV
+// (and dsink) with the kernels' arithmetic (backward/arith.h) in their order, dQ's tile partials added in tile
+// order (what the deterministic mode does). options.defect may name a backward defect (kBwd*); config and
+// instrumentation are not used.
+Status run_backward_host_model(const BackwardParams& params, const HostModelOptions& options = {});
 
 }  // namespace flashcheck

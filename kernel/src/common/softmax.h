@@ -43,8 +43,10 @@ inline Softcap make_softcap(float softmax_scale, float softcap) {
   }
   return {tanh_scale, softcap * kLog2e};
 }
+// tanh(scale * s / c), the capped score over c: the backward pass's softcap derivative is 1 - that squared.
+FLASHCHECK_HOST_DEVICE inline float capped_tanh(float s, const Softcap& cap) { return tanh_f32(mul_rn(s, cap.tanh_scale)); }
 FLASHCHECK_HOST_DEVICE inline float capped_score_log2(float s, const Softcap& cap) {
-  return mul_rn(cap.cap_log2, tanh_f32(mul_rn(s, cap.tanh_scale)));
+  return mul_rn(cap.cap_log2, capped_tanh(s, cap));
 }
 
 // The value exponents are taken relative to. While a row has seen no usable key, m = -inf and exp2(x - m) would

@@ -37,4 +37,40 @@ struct Gradient {
 // Cost: (batch * heads_q * seqlen_q * seqlen_k) * (2 head_dim + 2 value_dim) 113-bit operations at most.
 Gradient exact_gradient(const Problem& problem, std::span<const double> d_o);
 
+// Where a backward kernel rounds (docs/error-model.md §6, "The backward pass"):
+//   kGeneralFp32  scores, P, dP, D, dS and every sum in fp32, rounded to nearest;
+//   kTensorCore   the same, with P rounded to `format` before dV = P^T dO and dS (after the softcap's factor) before
+//                 dQ = dS K and dK = dS^T Q, and the GEMMs' fp32 accumulation truncating (one ulp per rounding).
+// Either way the kernel recomputes x = fl(fl(q.k) fl(scale log2 e)) (with a softcap fl(c log2 e) tanh(fl(q.k
+// fl(scale / c)))) and P = exp2(fl(x - fl(LSE log2 e))) from the forward's LSE, D = dO.O from the forward's O, dQ
+// and dK as fl(scale * sum), and rounds dQ, dK, dV to `format` once; dsink stays fp32.
+struct BackwardArithmetic {
+  Arithmetic arithmetic = Arithmetic::kGeneralFp32;
+  Format format = Format::kF32;  // of Q, K, V, O, dO, and of dQ, dK, dV
+};
+
+// What a backward kernel reads besides the problem and dO: the forward's O as it was written (in the problem's
+// format, decoded; [batch, heads_q, seqlen_q, value_dim]) and its LSE (fp32 values; [batch, heads_q, seqlen_q]).
+// Their distance from the exact O and LSE enters the bound as measured, not as the forward's worst case.
+struct ForwardResult {
+  std::span<const double> o;
+  std::span<const double> lse;
+};
+
+// The gradient in the fast tier (double, the forward's fast tier for O and LSE) and a bound on each element of
+// |kernel - exact| for a kernel of `arithmetic` given `forward`: the first-order propagation of every rounding the
+// kernel makes (docs/error-model.md §6), with the forward's measured errors of O and LSE carried in, any summation
+// order (atomics included) covered, the fast tier's own error added. An element whose bound is +inf carries no
+// claim: a row whose given O or LSE is non-finite where the exact one is finite (the forward failed there), and the
+// keys and sink it reaches.
+struct GradientCheck {
+  Gradient exact;                         // NaN: must be non-finite (gradient.h's semantics)
+  std::vector<double> dq, dk, dv, dsink;  // bounds, shaped like exact's
+  // The largest summation lengths met: keys of a row (dQ), rows of a key over its group (dK, dV), rows of a head
+  // (dsink). For the report.
+  int64_t max_keys = 0, max_rows = 0;
+};
+GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o, const ForwardResult& forward,
+                             const BackwardArithmetic& arithmetic);
+
 }  // namespace flashcheck::oracle

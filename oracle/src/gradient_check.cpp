@@ -1,0 +1,287 @@
+// gradient_check(): the gradient of attention in double and the backward error model of docs/error-model.md §6,
+// in one pass over the rows. Per row the forward's fast tier gives O* and LSE* (with their own errors); per visible
+// key the score, P, dP, dS and the softcap's factor are recomputed in double beside the bound on how far the
+// kernel's fp32 value of each may lie from them; the sums of dQ (over the row's keys), dK and dV (over the rows of a
+// key, every query head of its group) and dsink (over the rows of a head) carry three accumulators each: the value,
+// the propagated errors of their terms, and the magnitudes the summation's own rounding scales with.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "eft.h"
+#include "flashcheck/error_model.h"
+#include "flashcheck/gradient.h"
+#include "row_view.h"
+
+namespace flashcheck::oracle {
+namespace {
+
+using detail::gamma_n;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kU32 = 0x1p-24;   // fp32 round to nearest
+constexpr double kUMma = 0x1p-23;  // tensor-core accumulation truncates: one ulp
+constexpr double kU64 = 0x1p-53;   // the fast tier's own roundings
+// Underflow: every fp32 rounding may lose up to this much absolutely (subnormal spacing, or a flush to zero).
+constexpr double kFloor = 0x1p-126;
+// exp2f and tanhf of the kernel: within 2 ulp (CUDA C Programming Guide, Mathematical Functions), the same
+// allowance as the forward's (error_model.h).
+constexpr double kExpRel = kExp2RelErr;
+constexpr double kTanhRel = kTanhRelErr;
+
+// Half the spacing of a format's subnormals: what rounding a value below its smallest normal can lose absolutely.
+double half_subnormal(Format format) {
+  switch (format) {
+    case Format::kF32: return 0x1p-150;
+    case Format::kF16: return 0x1p-25;
+    case Format::kBF16: return 0x1p-134;
+  }
+  return 0x1p-25;
+}
+
+bool all_finite(const double* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) return false;
+  }
+  return true;
+}
+
+// One output element's three accumulators: sum (the value), err (the propagated errors of its terms), mag (the
+// magnitudes its summation's roundings scale with), and the number of terms.
+struct Acc {
+  double sum = 0.0, err = 0.0, mag = 0.0;
+  int64_t terms = 0;
+  bool nan = false, unconstrained = false;
+};
+
+// The bound of a finished sum computed in fp32 (unit `unit`) with `extra` more roundings per term (the final scale
+// multiply), then rounded to the output format (unit u_out); `fast` is the fast tier's relative error of each term.
+double finish(const Acc& a, double scale_abs, double unit, int64_t extra, double u_out, double out_floor, double fast) {
+  if (a.unconstrained) return kInf;
+  const double n = static_cast<double>(a.terms + extra);
+  const double sum_err =
+      scale_abs * (a.err + gamma_n(n, unit) * a.mag + (fast + gamma_n(n + 8, kU64)) * a.mag) + n * kFloor;
+  return sum_err + u_out * (std::abs(scale_abs * a.sum) + sum_err) + out_floor + kFloor;
+}
+
+}  // namespace
+
+GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o, const ForwardResult& forward,
+                             const BackwardArithmetic& arithmetic) {
+  check_sequence_lengths(problem);
+  const int64_t dim = problem.head_dim, dim_v = value_dim(problem);
+  const int64_t rows = problem.batch * problem.heads_q * problem.seqlen_q;
+  const auto check_size = [](const char* field, size_t got, int64_t want) {
+    if (static_cast<int64_t>(got) != want) {
+      throw std::invalid_argument(std::string("oracle: ") + field + " has " + std::to_string(got) +
+                                  " values; the problem needs " + std::to_string(want));
+    }
+  };
+  check_size("d_o", d_o.size(), rows * dim_v);
+  check_size("forward.o", forward.o.size(), rows * dim_v);
+  check_size("forward.lse", forward.lse.size(), rows);
+  const bool tensor_core = arithmetic.arithmetic == Arithmetic::kTensorCore;
+  const double u_acc = tensor_core ? kUMma : kU32;       // the GEMMs' accumulation
+  const double u_out = unit_roundoff(arithmetic.format);  // dQ, dK, dV rounded once
+  const double u_op = tensor_core ? u_out : 0.0;          // P and dS rounded before their GEMMs
+  const double out_floor = half_subnormal(arithmetic.format);
+  const double op_floor = tensor_core ? out_floor : 0.0;
+
+  const int64_t keys = problem.batch * problem.heads_kv * problem.seqlen_k;
+  const int64_t group = problem.heads_kv > 0 ? problem.heads_q / problem.heads_kv : 1;
+  std::vector<Acc> dk(static_cast<size_t>(keys * dim)), dv(static_cast<size_t>(keys * dim_v));
+  std::vector<Acc> sink(problem.sink.size());
+  std::vector<Acc> dq_row(static_cast<size_t>(dim));
+  GradientCheck out;
+  out.exact.dq.assign(static_cast<size_t>(rows * dim), 0.0);
+  out.exact.d.assign(static_cast<size_t>(rows), 0.0);
+  out.dq.assign(static_cast<size_t>(rows * dim), 0.0);
+  std::vector<double> s(static_cast<size_t>(problem.seqlen_k));
+  const double scale_abs = std::abs(problem.scale);
+  // The fast tier's relative error of each term's P (its double scores and the forward's double LSE), per row.
+  double fast_max = 0.0;
+
+  for (int64_t b = 0; b < problem.batch; ++b) {
+    const int64_t rows_b = sequence_seqlen_q(problem, b);
+    for (int64_t h = 0; h < problem.heads_q; ++h) {
+      for (int64_t i = 0; i < rows_b; ++i) {
+        const RowRef ref{b, h, i};
+        const detail::RowView view = detail::view_row(problem, ref);
+        const int64_t row = (b * problem.heads_q + h) * problem.seqlen_q + i;
+        const int64_t key0 = (b * problem.heads_kv + h / group) * problem.seqlen_k + view.key_begin;
+        const int64_t n = view.visible;
+        const double* dout = d_o.data() + row * dim_v;
+        const double* o_given = forward.o.data() + row * dim_v;
+        const double lse_given = forward.lse[static_cast<size_t>(row)];
+        double* dq = out.exact.dq.data() + row * dim;
+        double* dq_bound = out.dq.data() + row * dim;
+        Acc* sink_acc = problem.sink.empty() ? nullptr : &sink[static_cast<size_t>(h)];
+        out.max_keys = std::max(out.max_keys, n);
+        const auto each_key = [&](auto&& f) {
+          for (int64_t j = 0; j < n; ++j) f(j, dk.data() + (key0 + j) * dim, dv.data() + (key0 + j) * dim_v);
+        };
+        // Non-finite inputs: what the gold tier calls "must be non-finite".
+        if (!all_finite(view.q, dim) || !all_finite(view.k, n * dim) || !all_finite(view.v, n * dim_v) ||
+            !all_finite(dout, dim_v) || std::isnan(view.sink)) {
+          std::fill(dq, dq + dim, kNaN);
+          out.exact.d[static_cast<size_t>(row)] = kNaN;
+          each_key([&](int64_t, Acc* k, Acc* v) {
+            for (int64_t c = 0; c < dim; ++c) k[c].nan = true;
+            for (int64_t c = 0; c < dim_v; ++c) v[c].nan = true;
+          });
+          if (sink_acc != nullptr) sink_acc->nan = true;
+          continue;
+        }
+        const RowResult fwd = compute_row(problem, ref, Tier::kFast);
+        // No usable key and no sink (LSE* = -inf), or a sink of +inf (LSE* = +inf): P = 0 and O = 0, so nothing
+        // flows back, and a kernel given the same LSE computes exactly that (exp2(x + inf) is skipped, exp2(x - inf)
+        // is 0). Given another LSE it computes something else: the forward failed there, and no claim is made.
+        const bool given_ok = all_finite(o_given, dim_v) || !std::isfinite(fwd.lse);
+        if (!std::isfinite(fwd.lse) || !std::isfinite(lse_given) || !given_ok) {
+          const bool consistent = fwd.lse == lse_given && given_ok;
+          if (!consistent) {
+            std::fill(dq_bound, dq_bound + dim, kInf);
+            each_key([&](int64_t, Acc* k, Acc* v) {
+              for (int64_t c = 0; c < dim; ++c) k[c].unconstrained = true;
+              for (int64_t c = 0; c < dim_v; ++c) v[c].unconstrained = true;
+            });
+            if (sink_acc != nullptr) sink_acc->unconstrained = true;
+          }
+          continue;
+        }
+        // The forward's error, measured: LSE's, and O's as D = dO.O carries it.
+        const double lse = fwd.lse;
+        const double d_lse = std::abs(lse_given - lse) + fwd.lse_err;
+        double d_exact = 0.0, d_dev = 0.0, d_mag = 0.0, d_fast = 0.0, d_oerr = 0.0;
+        for (int64_t c = 0; c < dim_v; ++c) {
+          d_exact += dout[c] * fwd.o[static_cast<size_t>(c)];
+          d_dev += dout[c] * (o_given[c] - fwd.o[static_cast<size_t>(c)]);
+          d_mag += std::abs(dout[c] * o_given[c]);
+          d_fast += std::abs(dout[c]) * (fwd.o_err[static_cast<size_t>(c)] + std::abs(fwd.o[static_cast<size_t>(c)]));
+          d_oerr += std::abs(dout[c]) * fwd.o_err[static_cast<size_t>(c)];
+        }
+        out.exact.d[static_cast<size_t>(row)] = d_exact;
+        // |D^ - D*|: the given O's deviation (and the fast tier's error of O* within it, twice: in d_dev and in
+        // d_exact), the fp32 dot product's roundings, the fast tier's own.
+        const double e_d = std::abs(d_dev) + 2 * d_oerr + gamma_n(static_cast<double>(dim_v), kU32) * d_mag +
+                           gamma_n(static_cast<double>(dim_v + 4), kU64) * d_fast + static_cast<double>(dim_v) * kFloor;
+        // x - LSE log2 e: LSE's product with fl(log2 e) (2u) and the subtraction (u of |s - LSE|).
+        const double lse_round = 2 * kU32 * std::abs(lse_given);
+        for (Acc& a : dq_row) a = Acc{};
+        double s_max_abs = 0.0;
+        for (int64_t j = 0; j < n; ++j) {
+          const double* kj = view.k + j * dim;
+          const double* vj = view.v + j * dim_v;
+          double dot = 0.0, cond = 0.0;
+          for (int64_t c = 0; c < dim; ++c) {
+            dot += view.q[c] * kj[c];
+            cond += std::abs(view.q[c] * kj[c]);
+          }
+          const double raw = problem.scale * dot;
+          const double raw_cond = scale_abs * cond;  // S_ij
+          const bool capped = view.softcap > 0.0;
+          const double tau = capped ? std::tanh(raw / view.softcap) : 0.0;
+          const double score = capped ? view.softcap * tau : raw;
+          s_max_abs = std::max(s_max_abs, raw_cond);
+          // The kernel's score: the dot product's roundings, then the scale's (or the softcap's) in log2 units.
+          const double e_raw = gamma_n(static_cast<double>(dim), u_acc) * raw_cond + static_cast<double>(dim) * kFloor;
+          const double e_s = e_raw + 3 * kU32 * std::abs(raw) + (capped ? (kTanhRel + 2 * kU32) * std::abs(score) : 0.0);
+          const double gap = std::abs(score - lse);
+          const double delta = e_s + d_lse + lse_round + kU32 * (gap + e_s + d_lse + lse_round);
+          const double fast_rel = gamma_n(static_cast<double>(dim + 8), kU64) * (raw_cond + std::abs(lse) + 1.0);
+          fast_max = std::max(fast_max, fast_rel);
+          const double r = std::expm1(delta + fast_rel) * (1 + kExpRel) + kExpRel;
+          const double p = std::exp(score - lse);
+          const double e_p = r * p + kFloor;
+          const double p_hi = p + e_p;
+          double dp = 0.0, dp_mag = 0.0;
+          for (int64_t c = 0; c < dim_v; ++c) {
+            dp += dout[c] * vj[c];
+            dp_mag += std::abs(dout[c] * vj[c]);
+          }
+          const double e_dp = gamma_n(static_cast<double>(dim_v), u_acc) * dp_mag +
+                              gamma_n(static_cast<double>(dim_v + 4), kU64) * dp_mag + static_cast<double>(dim_v) * kFloor;
+          const double w = dp - d_exact;
+          const double e_w = e_dp + e_d + kU32 * (std::abs(w) + e_dp + e_d);
+          const double ds = p * w;
+          const double e_ds = e_p * std::abs(w) + p_hi * e_w + kU32 * p_hi * (std::abs(w) + e_w) + kFloor;
+          double dt = ds, e_dt = e_ds;
+          if (capped) {
+            const double g = 1.0 - tau * tau;
+            const double e_tau = (e_raw + 2 * kU32 * std::abs(raw)) / view.softcap + kTanhRel * std::abs(tau) + kFloor;
+            const double e_g = (2 * std::abs(tau) * e_tau + e_tau * e_tau) * (1 + 2 * kU32) + 2 * kU32;
+            dt = ds * g;
+            e_dt = e_ds * (g + e_g) + std::abs(ds) * e_g + kU32 * (std::abs(ds) + e_ds) * (g + e_g) + kFloor;
+          }
+          // P and dS rounded to the input format before their GEMMs (tensor-core class).
+          const double e_pv = e_p + u_op * p_hi + op_floor;
+          e_dt += u_op * (std::abs(dt) + e_dt) + op_floor;
+          const double dt_hi = std::abs(dt) + e_dt, pv_hi = p + e_pv;
+          for (int64_t c = 0; c < dim; ++c) {
+            Acc& a = dq_row[static_cast<size_t>(c)];
+            a.sum += dt * kj[c];
+            a.err += e_dt * std::abs(kj[c]);
+            a.mag += dt_hi * std::abs(kj[c]);
+            ++a.terms;
+            Acc& kk = dk[static_cast<size_t>((key0 + j) * dim + c)];
+            kk.sum += dt * view.q[c];
+            kk.err += e_dt * std::abs(view.q[c]);
+            kk.mag += dt_hi * std::abs(view.q[c]);
+            ++kk.terms;
+          }
+          for (int64_t c = 0; c < dim_v; ++c) {
+            Acc& vv = dv[static_cast<size_t>((key0 + j) * dim_v + c)];
+            vv.sum += p * dout[c];
+            vv.err += e_pv * std::abs(dout[c]);
+            vv.mag += pv_hi * std::abs(dout[c]);
+            ++vv.terms;
+          }
+        }
+        for (int64_t c = 0; c < dim; ++c) {
+          const Acc& a = dq_row[static_cast<size_t>(c)];
+          dq[c] = problem.scale * a.sum;
+          dq_bound[c] = finish(a, scale_abs, u_acc, 1, u_out, out_floor, fast_max);
+        }
+        if (sink_acc != nullptr && view.sink != -kInf) {
+          // dsink_h = -sum_i exp(sink - LSE_i) D_i, the kernel's exp2 of fl(fl(sink log2 e) - fl(LSE log2 e)).
+          const double p_s = std::exp(view.sink - lse);
+          const double delta = d_lse + lse_round + 2 * kU32 * std::abs(view.sink) +
+                               kU32 * (std::abs(view.sink - lse) + d_lse + lse_round + 2 * kU32 * std::abs(view.sink));
+          const double e_ps = (std::expm1(delta + gamma_n(8, kU64) * (std::abs(lse) + 1)) * (1 + kExpRel) + kExpRel) * p_s + kFloor;
+          sink_acc->sum -= p_s * d_exact;
+          sink_acc->err += e_ps * std::abs(d_exact) + (p_s + e_ps) * e_d;
+          sink_acc->mag += (p_s + e_ps) * (std::abs(d_exact) + e_d);
+          ++sink_acc->terms;
+        }
+      }
+    }
+  }
+  out.exact.dk.resize(dk.size());
+  out.dk.resize(dk.size());
+  for (size_t at = 0; at < dk.size(); ++at) {
+    const Acc& a = dk[at];
+    out.exact.dk[at] = a.nan ? kNaN : problem.scale * a.sum;
+    out.dk[at] = a.nan ? 0.0 : finish(a, scale_abs, u_acc, 1, u_out, out_floor, fast_max);
+    out.max_rows = std::max(out.max_rows, a.terms);
+  }
+  out.exact.dv.resize(dv.size());
+  out.dv.resize(dv.size());
+  for (size_t at = 0; at < dv.size(); ++at) {
+    const Acc& a = dv[at];
+    out.exact.dv[at] = a.nan ? kNaN : a.sum;
+    out.dv[at] = a.nan ? 0.0 : finish(a, 1.0, u_acc, 0, u_out, out_floor, fast_max);
+  }
+  out.exact.dsink.resize(sink.size());
+  out.dsink.resize(sink.size());
+  for (size_t h = 0; h < sink.size(); ++h) {
+    const Acc& a = sink[h];
+    out.exact.dsink[h] = a.nan ? kNaN : a.sum;
+    out.dsink[h] = a.nan ? 0.0 : finish(a, 1.0, kU32, 1, kU32, half_subnormal(Format::kF32), fast_max);
+  }
+  return out;
+}
+
+}  // namespace flashcheck::oracle
