@@ -239,6 +239,9 @@ std::string check_window(const Case& c) {
   return {};
 }
 
+// Why dout= is refused without grad=1, for the parser and validate_case alike.
+constexpr const char* kDoutNeedsGrad = "needs grad=1 (dO is the upstream gradient of the backward pass)";
+
 // Empty when the softcap is one the API takes: finite and >= 0 (0 = off).
 std::string check_softcap(float softcap) {
   if (!std::isfinite(softcap) || softcap < 0.0f) return "softcap must be finite and >= 0 (0 = off)";
@@ -723,6 +726,13 @@ std::string format_case(const Case& c) {
     out += " sink=";
     append_spec(&out, *c.sink);
   }
+  if (c.grad) out += " grad=1";
+  // dout= with every grad=1 line, so the line says dO's distribution; without grad only when not the default, so
+  // that an invalid Case prints what parse_case then rejects.
+  if (c.grad || c.dout != ValueSpec{}) {
+    out += " dout=";
+    append_spec(&out, c.dout);
+  }
   if (!c.inject.empty()) {
     out += " inject=";
     for (size_t i = 0; i < c.inject.size(); ++i) {
@@ -796,11 +806,16 @@ Status validate_case(const Case& c) {
   if (const std::string problem = check_softcap(c.softcap); !problem.empty()) return invalid(problem);
   if (const KeyProblem problem = check_sequences(c); !problem.message.empty()) return invalid(problem.message);
   const std::pair<const char*, const ValueSpec*> specs[] = {
-      {"q", &c.q}, {"k", &c.k}, {"v", &c.v}, {"sink", c.sink ? &*c.sink : nullptr}};
+      {"q", &c.q}, {"k", &c.k}, {"v", &c.v}, {"sink", c.sink ? &*c.sink : nullptr}, {"dout", &c.dout}};
   for (const auto& [key, spec] : specs) {
     if (spec == nullptr) continue;
     const std::string problem = check_spec(*spec);
     if (!problem.empty()) return invalid(std::string(key) + "=" + to_string(spec->kind) + ": " + problem);
+  }
+  if (!c.grad && c.dout != ValueSpec{}) {
+    std::string spec;
+    append_spec(&spec, c.dout);
+    return invalid("dout=" + spec + ": " + kDoutNeedsGrad);
   }
   for (const Injection& inj : c.inject) {
     const std::string problem = check_injection(c, inj);
@@ -823,14 +838,14 @@ Status parse_case(std::string_view line, Case* out) {
   }
   c.dtype = *dtype;
 
-  constexpr std::array<const char*, 25> kKeys = {"b",       "hq",      "hkv",    "sq",     "sk",     "d",
-                                                 "dv",      "mask",    "window", "layout", "pad",    "seqs",
-                                                 "page",    "poison",  "splits", "scale",  "softcap", "q",
-                                                 "k",       "v",       "sink",   "inject", "property", "subject",
-                                                 "seed"};
-  constexpr size_t kHkvKey = 2, kMaskKey = 7, kWindowKey = 8;
+  constexpr std::array<const char*, 27> kKeys = {"b",       "hq",      "hkv",    "sq",     "sk",       "d",
+                                                 "dv",      "mask",    "window", "layout", "pad",      "seqs",
+                                                 "page",    "poison",  "splits", "scale",  "softcap",  "q",
+                                                 "k",       "v",       "sink",   "grad",   "dout",     "inject",
+                                                 "property", "subject", "seed"};
+  constexpr size_t kHkvKey = 2, kMaskKey = 7, kWindowKey = 8, kDoutKey = 22;
   static_assert(std::string_view(kKeys[kHkvKey]) == "hkv" && std::string_view(kKeys[kMaskKey]) == "mask" &&
-                std::string_view(kKeys[kWindowKey]) == "window");
+                std::string_view(kKeys[kWindowKey]) == "window" && std::string_view(kKeys[kDoutKey]) == "dout");
   const auto key_index_of = [&](std::string_view key) {
     size_t index = 0;
     while (index < kKeys.size() && key != kKeys[index]) ++index;
@@ -942,6 +957,15 @@ Status parse_case(std::string_view line, Case* out) {
       ValueSpec spec;
       ok = parse_spec(value, &spec, &reason);
       if (ok) c.sink = spec;
+    } else if (k == "grad") {
+      ok = value == "0" || value == "1";
+      if (ok) {
+        c.grad = value == "1";
+      } else {
+        reason = "must be 1 (check the backward pass too) or 0 (forward only, the default)";
+      }
+    } else if (k == "dout") {
+      ok = parse_spec(value, &c.dout, &reason);
     } else if (k == "inject") {
       inject_token = token;
       if (value.empty()) {
@@ -990,6 +1014,9 @@ Status parse_case(std::string_view line, Case* out) {
     return invalid(where(key_token[kWindowKey]) + ": window: only mask=window-br or mask=window-tl take a window (mask is " +
                    mask_name(c.mask) + ")");
   }
+
+  // dO exists only in the backward pass: checked once grad is known, whichever came first.
+  if (seen[kDoutKey] && !c.grad) return invalid(where(key_token[kDoutKey]) + ": dout " + kDoutNeedsGrad);
 
   // Sequences against b, sq and sk, page and poison against sequences: once the whole shape is known, pointing at
   // the token of the key the problem is about (or at seqs when that key was left out).

@@ -1,7 +1,8 @@
 // Input generation for a case on the host: every element by the one definition of element_values.h (Philox4x32-10
 // at (seed, tensor stream, canonical element index), the case's distribution in double, rounded once to the dtype),
 // or Q, K and V's elements drawn by the same definition on the device (DrawOn::kDevice), then injections; stored in
-// the case's layout (dense, or with sequences packed or paged) over a buffer of poison.
+// the case's layout (dense, or with sequences packed or paged) over a buffer of poison. A grad case's dO is drawn
+// the same way on the host and laid out like O.
 // Compiled with -ffp-contract=off: only + - * / sqrt and detmath, evaluated in source order, so the bytes
 // (and the golden hashes) are identical on every machine, and the device generator's (device_inputs.cu).
 #include <cmath>
@@ -57,6 +58,19 @@ struct TensorShape {
   }
   int64_t canonical(int64_t b, int64_t h, int64_t s) const { return ((b * heads + h) * seqlen + s) * head_dim; }
 };
+
+// The rule of dO: Case::dout over O's canonical [batch, heads_q, seqlen_q, value_dim()] array, in the case's dtype,
+// on streams of its own; Q's rule but for the distribution and the streams (the same dtype, seed and S = seqlen_q,
+// so a ramp runs along the query rows and dominant picks one query row per (b, h)).
+elements::ElementRule dout_rule(const Case& c) {
+  elements::ElementRule rule = elements::tensor_rule(c, 'q');
+  rule.kind = c.dout.kind;
+  rule.a = c.dout.a;
+  rule.b = c.dout.b;
+  rule.stream = static_cast<uint32_t>(Stream::kDOut);
+  rule.dominant_stream = static_cast<uint32_t>(Stream::kDominantRowDOut);
+  return rule;
+}
 
 // Fills `bytes` (layout) and `exact` (canonical) for one tensor of `dtype` (the case's, or fp32 for the sink) by its
 // rule (element_values.h, the definition the device generator shares), or from `drawn`, the canonical elements'
@@ -175,16 +189,28 @@ struct InputSizes {
   int64_t o_padded = 0, o_elems = 0;  // O's buffer and canonical elements (the runner's, not counted in total)
 };
 
+// The bytes of dO's two copies (encoded like O, decoded canonical) with grad, 0 without; false past 2^63.
+bool dout_bytes(const Case& c, int64_t o_padded, int64_t o_elems, int64_t* out) {
+  int64_t encoded = 0, decoded = 0;
+  if (!c.grad) {
+    *out = 0;
+    return true;
+  }
+  return checked_mul(o_padded, dtype_size(c.dtype), &encoded) &&
+         checked_mul(o_elems, int64_t{sizeof(double)}, &decoded) && checked_add(encoded, decoded, out);
+}
+
 InputSizes input_sizes(const Case& c, const Params& params) {
   const int64_t esize = dtype_size(c.dtype);
   const bool has_seqs = !c.seqs.empty();
   // Bytes: encoded tensors (padded layout) plus the decoded canonical copies (8 bytes per element), and the
   // sink's fp32 values with their copies (its own check: heads_q may be huge where batch is 0). With sequences the
   // encoded tensors hold their packed or paged rows, and the index arrays (with the page shuffle's scratch) count.
+  // With grad, dO's copies count: O's buffer and canonical elements.
   int64_t row_elems = 0, v_row_elems = 0, q_padded = 0, kv_padded = 0, v_padded = 0, q_elems = 0, kv_elems = 0,
           v_elems = 0, o_padded = 0, o_elems = 0, encoded = 0, decoded = 0, total = 0;
   const int64_t sink_count = c.sink ? c.heads_q : 0;
-  int64_t sink_bytes = 0, index_bytes = 0;
+  int64_t sink_bytes = 0, index_bytes = 0, d_o_bytes = 0;
   bool fits = checked_add(c.head_dim, c.pad, &row_elems) && checked_add(c.value_dim(), c.pad, &v_row_elems);
   if (!has_seqs) {
     fits = fits && checked_product({c.batch, c.heads_q, c.seqlen_q, row_elems}, &q_padded) &&
@@ -212,7 +238,8 @@ InputSizes input_sizes(const Case& c, const Params& params) {
          checked_add(decoded, v_elems, &decoded) && checked_mul(decoded, int64_t{sizeof(double)}, &decoded) &&
          checked_add(encoded, decoded, &total) &&
          checked_mul(sink_count, int64_t{sizeof(float) + sizeof(double)}, &sink_bytes) &&
-         checked_add(total, sink_bytes, &total) && checked_add(total, index_bytes, &total);
+         checked_add(total, sink_bytes, &total) && checked_add(total, index_bytes, &total) &&
+         dout_bytes(c, o_padded, o_elems, &d_o_bytes) && checked_add(total, d_o_bytes, &total);
   InputSizes sizes;
   sizes.fits = fits;
   sizes.q_padded = q_padded;
@@ -251,6 +278,8 @@ uint64_t HostInputs::hash() const {
   for (const std::vector<int32_t>* array : {&cu_seqlens_q, &cu_seqlens_k, &seqused_k, &page_table}) {
     h = fnv1a64(reinterpret_cast<const uint8_t*>(array->data()), array->size() * sizeof(int32_t), h);
   }
+  // Empty without grad: a forward case's hash covers its forward inputs alone.
+  if (!d_o.empty()) h = fnv1a64(d_o.data(), d_o.size(), h);
   return h;
 }
 
@@ -363,6 +392,17 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes, DrawOn dra
              draw_on == DrawOn::kDevice ? &drawn : nullptr);
   }
   make_sink(c, &in.sink, &in.sink_exact);
+  if (c.grad) {
+    // dO: O's layout (packed like O with sequences) over a buffer of poison, drawn on the host whatever `draw_on`
+    // says (the device draw covers Q, K and V); injections name q, k or v, never dO.
+    in.d_o.resize(static_cast<size_t>(sizes.o_padded * esize));
+    in.d_o_exact.resize(static_cast<size_t>(sizes.o_elems));
+    fill_poison(c.dtype, c.poison, &in.d_o);
+    TensorShape o_shape{c.batch, c.heads_q, c.seqlen_q, c.value_dim(), in.params.o_stride};
+    o_shape.lengths = q_shape.lengths;
+    o_shape.row0 = q_shape.row0;
+    generate(dout_rule(c), c.dtype, o_shape, &in.d_o, &in.d_o_exact);
+  }
 
   for (const Injection& inj : c.inject) {
     const bool is_q = inj.tensor == 'q';

@@ -1,7 +1,7 @@
 // Case codec: canonical lines round-trip byte for byte, random Cases round-trip through their line (windows,
-// softcaps, sinks, sequences, pages, poison and splits included), hand-written lines canonicalise, case_params
-// carries the window and softcap and lays out sequences, and every kind of malformed line is rejected with a
-// message that names the token, its column and the reason.
+// softcaps, sinks, grad and dout, sequences, pages, poison and splits included), hand-written lines canonicalise,
+// case_params carries the window and softcap and lays out sequences, and every kind of malformed line is rejected
+// with a message that names the token, its column and the reason.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -49,6 +49,13 @@ const std::vector<std::string> kCanonicalLines = {
     "v=normal(0,1) seed=0",
     "f32 b=1 hq=2 hkv=2 sq=64 sk=64 d=32 mask=causal-tl splits=0 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1",
     "f16 b=2 hq=2 hkv=2 sq=3 sk=3 d=8 mask=none layout=bshd splits=7 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1",
+    // The backward pass: grad=1 and dO's distribution, always written, after the sink and before the injections.
+    ("bf16 b=2 hq=8 hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) grad=1 "
+    "dout=normal(0,1) seed=42"),
+    ("f16 b=2 hq=2 hkv=1 sq=9 sk=40 d=16 dv=8 mask=window-tl window=4,0 layout=bshd pad=2 seqs=9:33+7,1:0 page=16 "
+    "poison=inf splits=3 scale=0.25 softcap=30 q=normal(0,1) k=normal(0,1) v=normal(0,1) sink=normal(0,1) grad=1 "
+    "dout=dominant(0.5,20) inject=k[0,0,32,15]:-inf;q[1,1,0,0]:nan property=SequencesAgreeWithOracle seed=5"),
+    "f32 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) grad=1 dout=const(-0) seed=0",
 };
 
 TEST(CaseCodec, CanonicalLinesRoundTrip) {
@@ -114,7 +121,8 @@ TEST(CaseCodec, RandomCasesRoundTrip) {
     c.pad = static_cast<int64_t>(next() % 3);
     if (next() % 2) c.scale = std::bit_cast<float>(static_cast<uint32_t>(next()) & 0x7F7FFFFFu);  // finite
     if (next() % 2) c.sink.emplace();
-    for (ValueSpec* spec : {&c.q, &c.k, &c.v, c.sink ? &*c.sink : nullptr}) {
+    c.grad = next() % 2 != 0;
+    for (ValueSpec* spec : {&c.q, &c.k, &c.v, c.sink ? &*c.sink : nullptr, c.grad ? &c.dout : nullptr}) {
       if (spec == nullptr) continue;
       spec->kind = static_cast<DistKind>(next() % kDistKindCount);
       const double x = std::fabs(finite_double()) * 0x1p-2, y = std::fabs(finite_double()) * 0x1p-2;
@@ -179,6 +187,36 @@ TEST(CaseCodec, WindowSoftcapAndSinkCanonicalise) {
   EXPECT_EQ(c.softcap, 0.0f);
   EXPECT_FALSE(std::signbit(c.softcap));
   EXPECT_EQ(format_case(c), "f32 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=0");
+}
+
+// grad=1 brings dout= with it: the default normal(0,1) when the line leaves it out, written in the canonical line
+// either way; grad=0 is the default, left out; the two keys come in any order.
+TEST(CaseCodec, GradAndDoutCanonicalise) {
+  Case c;
+  ASSERT_TRUE(parse_case("f16 grad=1 d=8 seed=0", &c).ok());
+  EXPECT_TRUE(c.grad);
+  EXPECT_EQ(c.dout, (ValueSpec{DistKind::kNormal, 0.0, 1.0}));
+  EXPECT_EQ(format_case(c), "f16 b=1 hq=1 hkv=1 sq=1 sk=1 d=8 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+                            "grad=1 dout=normal(0,1) seed=0");
+  ASSERT_TRUE(parse_case("f16 inject=q[0,0,0,0]:1 dout=uniform(-2,2.50) sink=const(-INF) grad=1 seed=0", &c).ok());
+  EXPECT_EQ(c.dout, (ValueSpec{DistKind::kUniform, -2.0, 2.5}));
+  EXPECT_EQ(format_case(c), "f16 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+                            "sink=const(-inf) grad=1 dout=uniform(-2,2.5) inject=q[0,0,0,0]:1 seed=0");
+  // grad=0 is forward only: the same Case as a line without it.
+  Case forward, plain;
+  ASSERT_TRUE(parse_case("f32 grad=0 seed=3", &forward).ok());
+  ASSERT_TRUE(parse_case("f32 seed=3", &plain).ok());
+  EXPECT_FALSE(forward.grad);
+  EXPECT_EQ(forward, plain);
+  EXPECT_EQ(format_case(forward), "f32 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none q=normal(0,1) k=normal(0,1) "
+                                  "v=normal(0,1) seed=3");
+  // grad and dout take part in equality.
+  Case grad = plain;
+  grad.grad = true;
+  EXPECT_NE(grad, plain);
+  Case other_dout = grad;
+  other_dout.dout = ValueSpec{DistKind::kNormal, 0.0, 2.0};
+  EXPECT_NE(other_dout, grad);
 }
 
 TEST(CaseCodec, CaseParamsCarryWindowAndSoftcap) {
@@ -471,6 +509,35 @@ TEST(CaseCodec, ParseErrorsNameTokenColumnAndReason) {
   }
 }
 
+TEST(CaseCodec, GradAndDoutErrorsNameTheirKey) {
+  const BadLine kBad[] = {
+      {"f16 dout=normal(0,1)", "'dout=normal(0,1)' at column 5: dout needs grad=1"},
+      {"f16 dout=uniform(-1,1) d=8", "'dout=uniform(-1,1)' at column 5: dout needs grad=1"},
+      {"f16 grad=0 dout=normal(0,2)", "'dout=normal(0,2)' at column 12: dout needs grad=1"},
+      {"f16 grad=2", "'grad=2' at column 5: must be 1 (check the backward pass too) or 0"},
+      {"f16 grad=", "'grad=' at column 5: must be 1"},
+      {"f16 grad=true", "'grad=true' at column 5: must be 1"},
+      {"f16 grad=01", "'grad=01' at column 5: must be 1"},
+      {"f16 grad=-1", "'grad=-1' at column 5: must be 1"},
+      {"f16 grad=1 grad=1", "duplicate key 'grad' at column 12"},
+      {"f16 grad=1 dout=normal(0,-1)", "'dout=normal(0,-1)' at column 12: sigma must be finite and >= 0"},
+      {"f16 grad=1 dout=gauss(0,1)", "'dout=gauss(0,1)' at column 12: unknown distribution 'gauss'"},
+      {"f16 grad=1 dout=const(1) dout=const(2)", "duplicate key 'dout' at column 26"},
+      {"f16 grad=1 inject=o[0,0,0,0]:1", "must look like q[b,h,s,d]:value (tensor q, k or v)"},
+      {"f16 gradient=1", "unknown key 'gradient' at column 5"},
+      {"f16 gradient=1", "sink grad dout inject"},  // the known keys, in canonical order
+  };
+  for (const BadLine& bad : kBad) {
+    Case c;
+    c.seed = 99;
+    const Status status = parse_case(std::string(bad.line) + " seed=1", &c);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << bad.line;
+    EXPECT_NE(status.message().find(bad.message), std::string::npos)
+        << "line: " << bad.line << "\nmessage: " << status.message() << "\nexpected: " << bad.message;
+    EXPECT_EQ(c.seed, 99u) << "*out must be untouched on failure: " << bad.line;
+  }
+}
+
 TEST(CaseCodec, SeedIsRequired) {
   // No silent default: a line without seed= (or a bare dtype) is an error that names the field.
   Case c;
@@ -532,6 +599,22 @@ TEST(CaseCodec, ValidateCaseChecksProgrammaticCases) {
   c = Case{};
   c.sink = ValueSpec{DistKind::kUniform, 2.0, 1.0};
   EXPECT_NE(validate_case(c).message().find("sink=uniform: lo must be <= hi"), std::string::npos);
+  // dout: its parameters, and only with grad (its default is no dout at all: it is what a forward case holds).
+  c = Case{};
+  c.dout = ValueSpec{DistKind::kUniform, -1.0, 1.0};
+  EXPECT_NE(validate_case(c).message().find("dout=uniform(-1,1): needs grad=1"), std::string::npos)
+      << validate_case(c).message();
+  EXPECT_NE(format_case(c).find(" dout=uniform(-1,1) "), std::string::npos);  // printed, so that parse_case refuses it
+  Case reparsed;
+  EXPECT_NE(parse_case(format_case(c), &reparsed).message().find("dout needs grad=1"), std::string::npos);
+  c.grad = true;
+  EXPECT_TRUE(validate_case(c).ok()) << validate_case(c).message();
+  c.dout = ValueSpec{DistKind::kNormal, 0.0, -1.0};
+  EXPECT_NE(validate_case(c).message().find("dout=normal: sigma must be finite and >= 0"), std::string::npos)
+      << validate_case(c).message();
+  c = Case{};
+  c.grad = true;
+  EXPECT_TRUE(validate_case(c).ok()) << validate_case(c).message();
   // Sequences, pages, poison and splits.
   const auto message = [](const Case& x) { return validate_case(x).message(); };
   c = Case{};

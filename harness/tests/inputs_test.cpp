@@ -2,7 +2,8 @@
 // (the bytes must be identical on every machine and compiler), each distribution's documented shape,
 // layouts and NaN padding, injections, the sink's per-head values, the memory limit, and sequences: the dense
 // case's values in packed and paged layouts, poison in every slot no kernel may read, the page table's shuffle,
-// the index arrays.
+// the index arrays; and a grad case's dO: laid out like O, on a stream of its own, leaving Q, K, V and every
+// forward hash alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -121,6 +122,15 @@ TEST(Inputs, GoldenHashes) {
       {"bf16 b=1 hq=5 hkv=5 sq=3 sk=3 d=8 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) sink=dominant(1,100) "
        "seed=77",
        0xadd4c17f0ffae977ull},
+      // grad=0 is the forward case (the first line's hash); grad=1 adds dO's bytes.
+      {"f32 b=1 hq=2 hkv=1 sq=7 sk=9 d=16 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) grad=0 seed=1",
+       0x70e5f2538ec72b3bull},
+      {"f32 b=1 hq=2 hkv=1 sq=7 sk=9 d=16 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) grad=1 "
+       "dout=normal(0,1) seed=1",
+       0xa6be2a2302516222ull},
+      {"bf16 b=2 hq=4 hkv=2 sq=9 sk=11 d=32 dv=16 mask=causal-br layout=bshd pad=3 q=normal(0,1) k=normal(0,1) "
+       "v=normal(0,1) grad=1 dout=dominant(1,30) seed=6",
+       0x26d1373f9c6577c5ull},
   };
   for (const Golden& golden : kGolden) {
     const HostInputs in = inputs_for(golden.line);
@@ -350,7 +360,7 @@ TEST(Inputs, IndexArraysFollowTheCase) {
   EXPECT_NE(paged.hash(), paged_hash);
 }
 
-// FNV-1a 64 of the encoded tensors, the sink and the index arrays of fixed lines with sequences: the packed and
+// FNV-1a 64 of the encoded tensors, the sink, the index arrays and dO of fixed lines with sequences: the packed and
 // paged layouts, the poison and the page shuffle are bit for bit the same on every machine.
 TEST(Inputs, GoldenHashesWithSequences) {
   struct Golden {
@@ -367,6 +377,9 @@ TEST(Inputs, GoldenHashesWithSequences) {
       {"f16 b=4 hq=1 hkv=1 sq=5 sk=12 d=8 mask=window-tl window=2,0 seqs=5:12,1:1,0:0,2:3+9 page=3 poison=zero "
        "splits=3 q=uniform(-2,2) k=normal(0,1) v=normal(0,1) sink=normal(0,1) seed=9",
        0x83108e79a3918f6eull},
+      {"f16 b=3 hq=2 hkv=1 sq=7 sk=9 d=16 mask=causal-br pad=1 seqs=7:9,0:2,3:5+4 poison=inf q=normal(0,1) "
+       "k=normal(0,1) v=normal(0,1) grad=1 dout=uniform(-1,1) seed=1",
+       0xb2f1c8b008e6dfb5ull},
   };
   for (const Golden& golden : kGolden) {
     const HostInputs in = inputs_for(golden.line);
@@ -597,6 +610,149 @@ TEST(Inputs, SinkDistributionsAreFp32s) {
   EXPECT_EQ(big, 1);
   // 0.1 as fp32, not as f16.
   EXPECT_EQ(inputs_for(shape + "const(0.1)").sink_exact[3], static_cast<double>(0.1f));
+}
+
+// ---- dO, the upstream gradient of a grad case.
+
+// Where element [b, h, s, d] of O (and dO) lies: the test's own reading of case.h's layouts, dense or packed.
+int64_t o_offset(const HostInputs& in, int64_t b, int64_t h, int64_t s, int64_t d) {
+  const Strides& st = in.params.o_stride;
+  if (in.cu_seqlens_q.empty()) return b * st.batch + h * st.head + s * st.row + d;
+  return (in.cu_seqlens_q[static_cast<size_t>(b)] + s) * st.row + h * st.head + d;
+}
+
+// dO is laid out exactly like O (its strides, its o_padded elements, packed like O with sequences), every element
+// where o_stride puts it and equal to its decoded copy, rows past a sequence's q are 0 in the copy, and every other
+// slot holds the case's poison, as the inputs' padding does. The same line gives the same bytes.
+TEST(Inputs, DOutIsLaidOutLikeO) {
+  const std::string shape = "f16 b=3 hq=4 hkv=2 sq=9 sk=12 d=8 dv=6 mask=none";
+  const std::string rest = " q=normal(0,1) k=normal(0,1) v=normal(0,1) grad=1 dout=normal(0,2) seed=21";
+  const HostInputs dense = inputs_for(shape + rest);
+  const int64_t dense_q_len[3] = {9, 9, 9}, seq_q_len[3] = {9, 0, 5};
+  for (const std::string layout : {"", " layout=bshd pad=3", " pad=1 seqs=9:5+7,0:0,5:12",
+                                   " layout=bshd pad=2 seqs=9:5+7,0:0,5:12 page=3 poison=inf",
+                                   " seqs=9:5+7,0:0,5:12 poison=zero"}) {
+    const std::string line = shape + layout + rest;
+    const HostInputs in = inputs_for(line);
+    const DType dt = in.params.dtype;
+    const int64_t esize = dtype_size(dt);
+    const bool has_seqs = !in.cu_seqlens_q.empty();
+    const int64_t* q_len = has_seqs ? seq_q_len : dense_q_len;
+    ASSERT_EQ(static_cast<int64_t>(in.d_o.size()), in.o_padded * esize) << line;
+    ASSERT_EQ(static_cast<int64_t>(in.d_o_exact.size()), in.o_elements) << line;
+    ASSERT_EQ(in.o_elements, 3 * 4 * 9 * 6) << line;
+    const Poison poison = line.find("poison=inf") != std::string::npos    ? Poison::kInf
+                          : line.find("poison=zero") != std::string::npos ? Poison::kZero
+                                                                           : Poison::kNaN;
+    const uint32_t want_poison = poison == Poison::kNaN ? kInputPadBits16
+                                 : poison == Poison::kInf ? encode_dtype(dt, std::numeric_limits<double>::infinity())
+                                                          : 0u;
+    std::vector<bool> is_element(in.d_o.size() / static_cast<size_t>(esize), false);
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t h = 0; h < 4; ++h)
+        for (int64_t s = 0; s < 9; ++s)
+          for (int64_t d = 0; d < 6; ++d) {
+            const size_t index = static_cast<size_t>(((b * 4 + h) * 9 + s) * 6 + d);
+            if (s >= q_len[b]) {
+              ASSERT_EQ(double_bits(in.d_o_exact[index]), double_bits(0.0)) << line;
+              continue;
+            }
+            const int64_t offset = o_offset(in, b, h, s, d);
+            ASSERT_FALSE(is_element[static_cast<size_t>(offset)]) << line << ": two elements at " << offset;
+            is_element[static_cast<size_t>(offset)] = true;
+            const uint32_t bits = element_bits(in, in.d_o, offset);
+            ASSERT_EQ(double_bits(decode_dtype(dt, bits)), double_bits(in.d_o_exact[index]))
+                << line << " [" << b << "," << h << "," << s << "," << d << "]";
+            // A case with sequences holds the dense case's dO inside its sequences (the values do not depend on
+            // the layout).
+            ASSERT_EQ(double_bits(in.d_o_exact[index]), double_bits(dense.d_o_exact[index])) << line;
+          }
+    int64_t data = 0;
+    for (size_t i = 0; i < is_element.size(); ++i) {
+      if (is_element[i]) {
+        ++data;
+        continue;
+      }
+      ASSERT_EQ(element_bits(in, in.d_o, static_cast<int64_t>(i)), want_poison) << line << ": dO element " << i;
+    }
+    EXPECT_EQ(data, (has_seqs ? 9 + 0 + 5 : 27) * 4 * 6) << line;
+    // Deterministic: the same line, the same dO.
+    const HostInputs again = inputs_for(line);
+    EXPECT_EQ(again.d_o, in.d_o) << line;
+    EXPECT_EQ(again.d_o_exact, in.d_o_exact) << line;
+  }
+}
+
+// Without grad nothing of dO exists; with it dO changes nothing else: Q, K, V, the sink and the index arrays are the
+// same bytes whatever dO's distribution, and the hash is the forward case's continued over dO's bytes.
+TEST(Inputs, DOutLeavesTheForwardInputsAlone) {
+  const std::string line = "bf16 b=2 hq=4 hkv=2 sq=17 sk=19 d=16 mask=causal-br layout=bshd pad=2 q=normal(0,1) "
+                           "k=normal(0,1) v=normal(0,1) sink=normal(0,1)";
+  const HostInputs forward = inputs_for(line + " seed=8");
+  EXPECT_TRUE(forward.d_o.empty() && forward.d_o_exact.empty());
+  for (const char* dout : {" grad=1", " grad=1 dout=uniform(-5,5)", " grad=1 dout=dominant(1,100)"}) {
+    const HostInputs grad = inputs_for(line + dout + " seed=8");
+    EXPECT_EQ(grad.q, forward.q) << dout;
+    EXPECT_EQ(grad.k, forward.k) << dout;
+    EXPECT_EQ(grad.v, forward.v) << dout;
+    EXPECT_EQ(grad.q_exact, forward.q_exact) << dout;
+    EXPECT_EQ(grad.sink, forward.sink) << dout;
+    EXPECT_FALSE(grad.d_o.empty()) << dout;
+    EXPECT_EQ(grad.hash(), fnv1a64(grad.d_o.data(), grad.d_o.size(), forward.hash())) << dout;
+  }
+  // Injections name q, k or v: they never touch dO.
+  const std::string small = "f32 b=1 hq=2 hkv=1 sq=4 sk=4 d=8 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+                            "grad=1 dout=normal(0,1)";
+  const HostInputs plain = inputs_for(small + " seed=2");
+  const HostInputs injected = inputs_for(small + " inject=q[0,1,3,7]:nan;v[0,0,0,0]:inf seed=2");
+  EXPECT_EQ(injected.d_o, plain.d_o);
+  EXPECT_NE(injected.q, plain.q);
+  // dO has a stream of its own: the same distribution and shape as Q (d = dv, hq) draws other values.
+  EXPECT_EQ(plain.d_o_exact.size(), plain.q_exact.size());
+  EXPECT_NE(plain.d_o_exact, plain.q_exact);
+}
+
+// dout's distributions are q's: the moments of normal, a ramp along the query rows, one dominant query row per
+// (b, h), the dtype's rounding.
+TEST(Inputs, DOutDistributions) {
+  const std::string shape = "f32 b=2 hq=3 hkv=1 sq=64 sk=4 d=4 dv=32 mask=none grad=1 seed=5 dout=";
+  const HostInputs normal = inputs_for(shape + "normal(1,2)");
+  double sum = 0.0;
+  for (double x : normal.d_o_exact) sum += x;
+  EXPECT_NEAR(sum / static_cast<double>(normal.d_o_exact.size()), 1.0, 0.15);  // 12288 draws: standard error 0.018
+  const HostInputs ramp = inputs_for(shape + "ramp(-1,1)");
+  EXPECT_NEAR(ramp.d_o_exact[0], -1.0, 0.01);
+  EXPECT_NEAR(ramp.d_o_exact[63 * 32], 1.0, 0.01);
+  const HostInputs dominant = inputs_for(shape + "dominant(1,1000)");
+  for (int64_t bh = 0; bh < 6; ++bh) {
+    int big_rows = 0;
+    for (int64_t s = 0; s < 64; ++s) {
+      double norm2 = 0.0;
+      for (int64_t d = 0; d < 32; ++d) norm2 += std::pow(dominant.d_o_exact[static_cast<size_t>((bh * 64 + s) * 32 + d)], 2);
+      big_rows += norm2 > 1e4 ? 1 : 0;
+    }
+    EXPECT_EQ(big_rows, 1) << "(b,h) " << bh;
+  }
+  // Rounded to the case's dtype: 0.1 as f16.
+  const HostInputs f16 = inputs_for("f16 d=4 grad=1 dout=const(0.1) seed=0");
+  for (double x : f16.d_o_exact) EXPECT_EQ(x, round_to_dtype(DType::kF16, 0.1));
+}
+
+// host_inputs_bytes counts dO's encoded buffer (O's o_padded elements) and its decoded copy; make_inputs holds to it.
+TEST(Inputs, DOutCountsAgainstTheMemoryLimit) {
+  for (const char* layout : {" pad=3", " pad=1 seqs=9:5+7,0:0,5:12"}) {
+    const std::string shape = std::string("bf16 b=3 hq=4 hkv=2 sq=9 sk=12 d=8 dv=6 mask=none") + layout;
+    Case forward, grad;
+    ASSERT_TRUE(parse_case(shape + " seed=1", &forward).ok());
+    ASSERT_TRUE(parse_case(shape + " grad=1 seed=1", &grad).ok());
+    HostInputs in;
+    ASSERT_TRUE(make_inputs(grad, &in).ok());
+    const int64_t d_o_bytes = in.o_padded * 2 + in.o_elements * 8;
+    EXPECT_EQ(static_cast<int64_t>(in.d_o.size() + in.d_o_exact.size() * sizeof(double)), d_o_bytes) << layout;
+    EXPECT_EQ(host_inputs_bytes(grad), host_inputs_bytes(forward) + d_o_bytes) << layout;
+    EXPECT_NE(make_inputs(grad, &in, host_inputs_bytes(grad) - 1).message().find("host memory"), std::string::npos);
+    EXPECT_TRUE(make_inputs(grad, &in, host_inputs_bytes(grad)).ok()) << layout;
+  }
 }
 
 TEST(Inputs, EmptyShapesAndMemoryLimit) {

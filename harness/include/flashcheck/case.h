@@ -3,14 +3,16 @@
 //   bf16 b=2 hq=8 hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) seed=42
 // format_case(parse_case(s)) == s for every canonical line; parse errors name the offending token.
 // Canonical order: dtype b hq hkv sq sk d [dv] mask [window] [layout] [pad] [seqs] [page] [poison] [splits] [scale]
-// [softcap] q k v [sink] [inject] [property] [subject] seed. window=L,R comes with mask=window-br / window-tl and only with
-// them (each side -1 = unbounded, or >= 0).
+// [softcap] q k v [sink] [grad dout] [inject] [property] [subject] seed. window=L,R comes with mask=window-br /
+// window-tl and only with them (each side -1 = unbounded, or >= 0).
 // Optional keys (omitted when default): dv=N (V's and O's head dim, Params::head_dim_v; 0 or absent = d),
 // layout=bshd, pad=N (extra elements after every row of Q, K, V, O), seqs=Q:K[+E],... (one entry per sequence:
 // the inference path's variable lengths; b must equal their count, sq and sk bound them), page=P (K/V in pages of P keys; needs seqs), poison=inf|zero (what fills memory no kernel may read;
 // needs seqs; default nan), splits=N (Params::num_splits; default 1, 0 = the kernel's heuristic), scale=X
 // (softmax scale; default 1/sqrt(d) rounded to fp32), softcap=C (finite, > 0; default 0 = off), sink=DIST (one
-// fp32 sink logit per query head, drawn like q, k, v; absent = no sink), inject=q[b,h,s,d]:nan;k[...]:-inf;...
+// fp32 sink logit per query head, drawn like q, k, v; absent = no sink), grad=1 (the case checks the backward pass,
+// dQ, dK and dV, too; absent or grad=0 = forward only) with dout=DIST (dO's distribution, like q, k, v; default
+// normal(0,1), always written with grad=1, allowed only with it), inject=q[b,h,s,d]:nan;k[...]:-inf;...
 // A line without seqs, page, poison and splits is a dense case.
 #pragma once
 
@@ -105,7 +107,12 @@ struct Case {
   // nearmax and subnormal mean fp32's; a ramp runs along the heads and dominant picks one head. No sink if
   // absent; const(-inf) is a sink that must change nothing.
   std::optional<ValueSpec> sink;
-  std::vector<Injection> inject;
+  // The backward pass: with grad the case checks dQ, dK and dV as well as O, from an upstream gradient dO drawn
+  // like q, k, v (Stream::kDOut, laid out like O) from `dout`; without it `dout` keeps its default (the parser and
+  // validate_case reject any other) and nothing of the backward pass is drawn.
+  bool grad = false;
+  ValueSpec dout;                     // dO's distribution: normal(0,1) unless the line gives dout=
+  std::vector<Injection> inject;      // q, k and v only: dO takes no injections
   // The property whose relation the case falsified (properties/properties.h), so that flashcheck-repro reruns that
   // relation, not only the oracle check: a relation between two runs (paged against packed, grouped against
   // repeated heads) can fail where each run alone is within its bound. Empty: the case alone. Inputs never depend
@@ -159,7 +166,8 @@ std::string format_case(const Case& c);
 // key at most once. Missing keys take the defaults of Case, except hkv which defaults to hq, and seed, which
 // every line must give (a missing seed is an error, never seed 0 by default). The parser
 // checks its own fields (syntax, non-negative sizes that fit int64, known names, distribution parameters,
-// injection indices inside the shape, a window exactly with the window masks, a finite softcap >= 0);
+// injection indices inside the shape, a window exactly with the window masks, a finite softcap >= 0, grad 0 or 1,
+// dout only with grad=1);
 // whether the kernel supports the shape is can_implement's business, so d=0 or hq % hkv != 0 parse fine.
 // *out is written only on success.
 Status parse_case(std::string_view line, Case* out);
@@ -169,8 +177,8 @@ Status parse_case(std::string_view line, Case* out);
 std::string excerpt(std::string_view text, size_t limit = 200);
 
 // Checks a programmatically built Case the way parse_case checks a line (sizes, parameters, injections,
-// window, softcap, sink, and seqs / page / poison / splits: their agreement with b, sq and sk, and index arrays
-// that fit int32), naming the key of the field that is wrong.
+// window, softcap, sink, dout and its agreement with grad, and seqs / page / poison / splits: their agreement with
+// b, sq and sk, and index arrays that fit int32), naming the key of the field that is wrong.
 Status validate_case(const Case& c);
 
 }  // namespace flashcheck

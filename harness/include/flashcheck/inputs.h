@@ -26,12 +26,14 @@ enum class Stream : uint32_t {
   kQ = 1,
   kK = 2,
   kV = 3,
-  kSink = 4,              // index = query head
-  kPageOrder = 5,         // index = i of the Fisher-Yates shuffle of the physical pages (i = num_pages - 1 .. 1)
-  kDominantRowQ = 0x101,  // index = b * H + h: which row of (b, h) is dominant
+  kSink = 4,                 // index = query head
+  kPageOrder = 5,            // index = i of the Fisher-Yates shuffle of the physical pages (i = num_pages - 1 .. 1)
+  kDOut = 6,                 // dO of a grad case: index = canonical [B, Hq, Sq, value_dim] position, as O's elements
+  kDominantRowQ = 0x101,     // index = b * H + h: which row of (b, h) is dominant
   kDominantRowK = 0x102,
   kDominantRowV = 0x103,
-  kDominantSink = 0x104,  // index 0: which head's sink is dominant
+  kDominantSink = 0x104,     // index 0: which head's sink is dominant
+  kDominantRowDOut = 0x106,  // index = b * Hq + h: which row of dO's (b, h) is dominant
 };
 
 // Deterministic elementary functions (same bits on every platform; accurate to a few ulp).
@@ -71,6 +73,13 @@ struct HostInputs {
   int64_t o_padded = 0, o_elements = 0;
   std::vector<float> sink;            // [heads_q] fp32 sink logits; empty: the case has no sink
   std::vector<double> sink_exact;     // the same values as doubles
+  // dO, the upstream gradient of a grad case (Case::grad; both empty without it): drawn like Q, K and V from
+  // Case::dout (Stream::kDOut, the case's dtype, no injections) and always on the host. d_o is dtype-encoded and
+  // laid out exactly like O (params.o_stride, o_padded elements; packed like O with sequences), its padding holding
+  // the case's poison as the inputs' padding does; d_o_exact is canonical [B, Hq, Sq, value_dim()], 0 past a
+  // sequence's own q.
+  std::vector<uint8_t> d_o;
+  std::vector<double> d_o_exact;
   // Index arrays of a case with sequences (attention.h, "Sequences"); each empty where the case has none:
   //   cu_seqlens_q  [batch + 1] prefix sums of the q rows (every case with seqs)
   //   cu_seqlens_k  [batch + 1] prefix sums of the capacities k + extra (unpaged K/V)
@@ -81,8 +90,8 @@ struct HostInputs {
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k, seqused_k, page_table;
   std::vector<int64_t> seqlens_q, seqlens_k;  // [batch] per sequence: q, and k (the used keys); empty when dense
   oracle::Problem problem() const;    // view for the oracle (oracle_problem of oracle_bridge.h, spans into *_exact)
-  // FNV-1a 64 over q, k, v bytes, then the sink's, then the index arrays' (golden-hash tests; for a case without a
-  // sink or sequences, the bytes of q, k and v alone).
+  // FNV-1a 64 over q, k, v bytes, then the sink's, then the index arrays', then d_o's (golden-hash tests; for a
+  // case without a sink, sequences or grad, the bytes of q, k and v alone: grad leaves every forward hash alone).
   uint64_t hash() const;
   // Points params.q/k/v/sink and the index arrays at this object's vectors (null for an empty one).
   void bind();
@@ -98,12 +107,13 @@ inline constexpr int64_t kHostInputsLimit = int64_t{4} << 30;
 enum class DrawOn { kHost, kDevice };
 
 // Builds the inputs; fails with a message for a case that does not validate (validate_case) or whose
-// buffers exceed `max_bytes` of host memory (encoded plus decoded copies, index arrays included), and with
+// buffers exceed `max_bytes` of host memory (encoded plus decoded copies, index arrays and dO included), and with
 // draw_on_device's status where `draw_on` is kDevice and the device draw fails.
 Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes = kHostInputsLimit,
                    DrawOn draw_on = DrawOn::kHost);
 
-// The bytes make_inputs needs for `c` (encoded plus decoded copies, the sink, index arrays), or -1 past 2^63.
+// The bytes make_inputs needs for `c` (encoded plus decoded copies, the sink, index arrays, and dO's two copies
+// with grad), or -1 past 2^63.
 // `c` must validate.
 int64_t host_inputs_bytes(const Case& c);
 
