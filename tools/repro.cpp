@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "flashcheck/admission.h"
+#include "flashcheck/backward_check.h"
 #include "flashcheck/budget.h"
 #include "flashcheck/cli.h"
 #include "flashcheck/device.h"
@@ -367,6 +368,23 @@ Replayed replay(const std::string& given, const Options& options) {
     if (out.status.ok()) print_worst_row(v, inputs, out, options.tier);
     std::printf("\n");
     return {v.outcome};
+  }
+  if (c.grad) {
+    for (Backend backend : options.backends) {
+      BackwardRunOptions run;
+      run.defect = options.defect;
+      const BackwardOutputs out = run_backward_case(inputs, backend, run);
+      if (out.status.code() == StatusCode::kNoDevice) {
+        std::fprintf(stderr, "flashcheck-repro: --backend gpu: %s\n", out.status.message().c_str());
+        return {Outcome::kPass, true};
+      }
+      const BackwardVerdict v = judge_backward(c, inputs, out);
+      std::printf("== backend %s, backward%s\n%s\n", to_string(backend),
+                  options.defect != ModelDefect::kNone ? (std::string(" with defect ") + to_string(options.defect)).c_str() : "",
+                  v.report().c_str());
+      result.outcome = most_severe(result.outcome, v.outcome);
+    }
+    return result;
   }
   for (Backend backend : options.backends) {
     RunOptions run;

@@ -5,8 +5,10 @@
 // Every buffer of a run lives in one slot of a DevicePool: the caller's (kept between runs, grow only) or
 // one of the run's own, freed when it ends. Without CUDA (FLASHCHECK_HARNESS_CUDA=0) every run is kNoDevice.
 #include <array>
+#include <cstring>
 #include <string>
 
+#include "flashcheck/backward.h"
 #include "flashcheck/instrument.h"
 #include "flashcheck/runner.h"
 #include "runner_internal.h"
@@ -29,7 +31,7 @@ namespace {
 // The buffers of a run, one device allocation each.
 enum class Slot : int {
   kQ, kK, kV, kTraceRows, kO, kLse, kM, kL, kTileKinds, kRescale, kTraceM, kTraceL, kSink,
-  kCuSeqlensQ, kCuSeqlensK, kSequsedK, kPageTable, kCount
+  kCuSeqlensQ, kCuSeqlensK, kSequsedK, kPageTable, kDOut, kDq, kDk, kDv, kDsink, kCount
 };
 }  // namespace
 
@@ -208,9 +210,72 @@ Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images,
   return call_status;
 }
 
+Status backward_on_gpu(const HostInputs& inputs, BackwardParams params, BackwardImages* images, void* stream_ptr,
+                       std::vector<const char*>* changed) {
+  const auto stream = static_cast<cudaStream_t>(stream_ptr);
+  DeviceRun device(nullptr, stream);
+  const auto as_bytes = [](const auto& values) {
+    return std::pair{static_cast<const void*>(values.data()), values.size() * sizeof(values[0])};
+  };
+  struct Input {
+    Slot slot;
+    std::pair<const void*, size_t> bytes;
+    const char* name;
+  };
+  const Input uploaded[] = {{Slot::kQ, as_bytes(inputs.q), "q"},
+                            {Slot::kK, as_bytes(inputs.k), "k"},
+                            {Slot::kV, as_bytes(inputs.v), "v"},
+                            {Slot::kDOut, as_bytes(inputs.d_o), "d_o"},
+                            {Slot::kSink, as_bytes(inputs.sink), "sink"},
+                            {Slot::kCuSeqlensQ, as_bytes(inputs.cu_seqlens_q), "cu_seqlens_q"},
+                            {Slot::kCuSeqlensK, as_bytes(inputs.cu_seqlens_k), "cu_seqlens_k"},
+                            {Slot::kSequsedK, as_bytes(inputs.seqused_k), "seqused_k"}};
+  for (const Input& in : uploaded) FLASHCHECK_RETURN_IF_ERROR(device.upload(in.slot, in.bytes.first, in.bytes.second, in.name));
+  struct Image {
+    Slot slot;
+    std::vector<uint8_t>* image;
+    const char* name;
+  };
+  const Image round_trip[] = {{Slot::kO, &images->o, "O image"},     {Slot::kLse, &images->lse, "LSE image"},
+                              {Slot::kDq, &images->dq, "dQ image"},  {Slot::kDk, &images->dk, "dK image"},
+                              {Slot::kDv, &images->dv, "dV image"},  {Slot::kDsink, &images->dsink, "dsink image"}};
+  for (const Image& im : round_trip) FLASHCHECK_RETURN_IF_ERROR(device.upload(im.slot, *im.image, im.name));
+  Params& p = params.forward;
+  p.q = device.data(Slot::kQ);
+  p.k = device.data(Slot::kK);
+  p.v = device.data(Slot::kV);
+  p.sink = reinterpret_cast<const float*>(device.data(Slot::kSink));
+  p.cu_seqlens_q = reinterpret_cast<const int32_t*>(device.data(Slot::kCuSeqlensQ));
+  p.cu_seqlens_k = reinterpret_cast<const int32_t*>(device.data(Slot::kCuSeqlensK));
+  p.seqused_k = reinterpret_cast<const int32_t*>(device.data(Slot::kSequsedK));
+  p.o = device.payload(Slot::kO);
+  p.lse = device.payload<float>(Slot::kLse);
+  params.d_o = device.data(Slot::kDOut);
+  params.dq = device.payload(Slot::kDq);
+  params.dk = device.payload(Slot::kDk);
+  params.dv = device.payload(Slot::kDv);
+  params.dsink = device.payload<float>(Slot::kDsink);
+  const Status call_status = run_backward(params, stream);
+  if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return cuda_status(e, "run_backward");
+  if (!call_status.ok()) return call_status;
+  for (const Image& im : round_trip) FLASHCHECK_RETURN_IF_ERROR(device.download(im.slot, im.image, im.name));
+  for (const Input& in : uploaded) {
+    std::vector<uint8_t> after(in.bytes.second);
+    FLASHCHECK_RETURN_IF_ERROR(device.download(in.slot, &after, in.name));
+    if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return cuda_status(e, "download");
+    if (in.bytes.second > 0 && std::memcmp(after.data(), in.bytes.first, in.bytes.second) != 0) changed->push_back(in.name);
+  }
+  if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return cuda_status(e, "download");
+  return Status::ok_status();
+}
+
 #else  // no CUDA
 
 Status run_on_gpu(const HostInputs&, Params, OutputImages*, const RunOptions&, QkvChanged*) {
+  return {StatusCode::kNoDevice, "flashcheck was built without CUDA (FLASHCHECK_CUDA=OFF): no GPU backend"};
+}
+
+Status backward_on_gpu(const HostInputs&, BackwardParams, BackwardImages*, void*, std::vector<const char*>*) {
   return {StatusCode::kNoDevice, "flashcheck was built without CUDA (FLASHCHECK_CUDA=OFF): no GPU backend"};
 }
 

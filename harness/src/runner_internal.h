@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "flashcheck/attention.h"
+#include "flashcheck/backward.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/runner.h"
 
@@ -42,5 +43,18 @@ inline uint8_t* payload(std::vector<uint8_t>& image) { return image.empty() ? nu
 // pointers are replaced by device pointers.
 Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images, const RunOptions& options,
                   QkvChanged* qkv_changed);
+
+// The backward pass's images (backward_check.cpp): the forward's O and LSE, read; dQ, dK, dV and dsink (empty without a
+// sink), written.
+struct BackwardImages {
+  std::vector<uint8_t> o, lse, dq, dk, dv, dsink;
+};
+
+// Uploads the inputs (Q, K, V, dO, the sink, the index arrays) and the images, runs run_backward(params) on `stream`
+// with params' pointers replaced by the device copies, synchronises, downloads the images, and appends to *changed
+// the name of every input ("q", "k", "v", "d_o", "sink", and the index arrays) whose device copy no longer holds the
+// inputs' bytes.
+Status backward_on_gpu(const HostInputs& inputs, BackwardParams params, BackwardImages* images, void* stream,
+                       std::vector<const char*>* changed);
 
 }  // namespace flashcheck::detail

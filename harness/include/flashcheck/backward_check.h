@@ -1,0 +1,70 @@
+// The backward pass through the harness: run a grad=1 case (case.h) on a backend, then judge its gradients.
+//
+// run_backward_case() runs the forward (run_case, with its guards) and hands what it wrote, O and LSE, to the
+// backward pass with the case's dO: the way training runs them. dQ, dK, dV (and dsink with a sink) are poisoned
+// (kPoisonBits*) inside kGuardBytes canary regions before the call and scanned after: every element of a valid row
+// or key slot must be written, the canaries intact, the inputs (Q, K, V, dO, O, LSE, the sink) unchanged. Key slots
+// of a packed sequence past its keys must come back 0.
+//
+// judge_backward() compares the gradients with the oracle's (gradient_check, oracle/gradient.h: the exact gradient
+// in double and a per-element bound from the kernel's arithmetic with the forward's measured O and LSE errors) as
+// ratios error / bound, threshold 1, and reports the forward's verdict beside them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashcheck/case.h"
+#include "flashcheck/host_model.h"
+#include "flashcheck/inputs.h"
+#include "flashcheck/runner.h"
+#include "flashcheck/verdict.h"
+
+namespace flashcheck {
+
+struct BackwardRunOptions {
+  ModelDefect defect = ModelDefect::kNone;  // host model only: a forward or a backward defect
+  bool deterministic = false;               // BackwardParams::deterministic
+  void* stream = nullptr;                   // GPU: cudaStream_t
+};
+
+struct BackwardOutputs {
+  Status status;       // of the forward, the backward and the copies
+  RunOutputs forward;  // the forward's run (O and LSE decoded, its guards)
+  // Canonical whatever the layout: dq [B, Hq, Sq, D], dk [B, Hkv, Sk, D], dv [B, Hkv, Sk, Dv], dsink [Hq] (empty
+  // without a sink); rows past a sequence's own q or k are 0.
+  std::vector<double> dq, dk, dv, dsink;
+  int64_t unwritten = 0;      // gradient elements of valid rows and key slots still holding the poison
+  int64_t tail_nonzero = 0;   // dK and dV elements of key slots past a sequence's keys that are not 0
+  bool canaries_intact = true;
+  bool inputs_unchanged = true;
+  const char* damaged_buffer = "";  // "dq", "dk", "dv", "dsink", or "dq padding" ...; "" while intact
+  const char* modified_input = "";  // "q", "k", "v", "d_o", "o", "lse", "sink"; "" while unchanged
+};
+
+// Runs `inputs` (a grad=1 case: inputs.d_o present) forward and backward on `backend`. Never throws; failures are
+// in BackwardOutputs::status (kInvalidArgument for inputs without dO).
+BackwardOutputs run_backward_case(const HostInputs& inputs, Backend backend, const BackwardRunOptions& options = {});
+
+struct BackwardVerdict {
+  bool pass = true;
+  Outcome outcome = Outcome::kPass;
+  std::string reason;     // the refusing status message (REJECTED, UNSUPPORTED)
+  std::string case_line;
+  Verdict forward;        // the forward's verdict on the O and LSE the backward read
+  std::vector<std::string> failures;
+  // Worst error / bound per gradient: `where` is the row (b, h, i) for dQ, the key (b, h_kv, j) for dK and dV, and
+  // (0, h, 0) for dsink; col the column.
+  Worst dq, dk, dv, dsink;
+  int64_t unwritten = 0, tail_nonzero = 0;
+  bool canaries_intact = true, inputs_unchanged = true;
+  int64_t max_keys = 0, max_rows = 0;  // the longest sums met (gradient_check)
+  std::string report() const;          // the case line first
+};
+
+// Judges `outputs` of run_backward_case on `inputs` (built from `c`); the arithmetic class is the kernel's
+// (general fp32 for flashcheck's backward kernels and host model).
+BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const BackwardOutputs& outputs);
+
+}  // namespace flashcheck

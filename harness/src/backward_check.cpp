@@ -1,0 +1,351 @@
+// run_backward_case() and judge_backward() (backward_check.h). The runner keeps every buffer the backward pass reads
+// or writes as an image, kGuardBytes | payload | kGuardBytes (runner_internal.h): O and LSE rebuilt in the kernel's
+// layout from the forward's decoded outputs (decoding and encoding a dtype value are exact, so the backward reads the
+// forward's bits), dQ, dK, dV and dsink poisoned. The host model writes the payloads in place; the GPU round-trips
+// the images (backward_on_gpu, runner_gpu.cpp).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "flashcheck/backward.h"
+#include "flashcheck/backward_check.h"
+#include "flashcheck/dtype.h"
+#include "flashcheck/gradient.h"
+#include "flashcheck/oracle_bridge.h"
+#include "runner_internal.h"
+
+namespace flashcheck {
+namespace {
+
+using detail::BackwardImages;
+using detail::payload;
+
+// Element offsets (in elements) of a case's Q-like rows (Q, O, dO, dQ: dense or packed over cu_seqlens_q) and
+// K-like key slots (K, V, dK, dV: dense or packed over cu_seqlens_k).
+struct Rows {
+  const HostInputs& in;
+  int64_t q_rows(int64_t b) const {
+    return in.cu_seqlens_q.empty() ? in.params.seqlen_q : in.cu_seqlens_q[b + 1] - in.cu_seqlens_q[b];
+  }
+  int64_t keys(int64_t b) const { return in.seqlens_k.empty() ? in.params.seqlen_k : in.seqlens_k[static_cast<size_t>(b)]; }
+  int64_t slots(int64_t b) const {
+    return in.cu_seqlens_k.empty() ? in.params.seqlen_k : in.cu_seqlens_k[b + 1] - in.cu_seqlens_k[b];
+  }
+  int64_t q_offset(const Strides& s, int64_t b, int64_t h, int64_t i) const {
+    return in.cu_seqlens_q.empty() ? b * s.batch + h * s.head + i * s.row : h * s.head + (in.cu_seqlens_q[b] + i) * s.row;
+  }
+  int64_t k_offset(const Strides& s, int64_t b, int64_t h, int64_t j) const {
+    return in.cu_seqlens_k.empty() ? b * s.batch + h * s.head + j * s.row : h * s.head + (in.cu_seqlens_k[b] + j) * s.row;
+  }
+  int64_t lse_row(int64_t b, int64_t h, int64_t i) const {
+    const Params& p = in.params;
+    return in.cu_seqlens_q.empty() ? (b * p.heads_q + h) * p.seqlen_q + i : h * p.total_q + in.cu_seqlens_q[b] + i;
+  }
+};
+
+// Element `at` of a dtype payload: the dtype table's codec (exact both ways for the dtype's values).
+double load(DType dtype, const uint8_t* base, int64_t at) {
+  const int64_t size = dtype_size(dtype);
+  uint32_t bits = 0;
+  std::memcpy(&bits, base + at * size, static_cast<size_t>(size));
+  return decode_dtype(dtype, bits);
+}
+void store(DType dtype, uint8_t* base, int64_t at, double x) {
+  const uint32_t bits = encode_dtype(dtype, x);
+  std::memcpy(base + at * dtype_size(dtype), &bits, static_cast<size_t>(dtype_size(dtype)));
+}
+
+std::vector<uint8_t> guarded(int64_t payload_bytes) {
+  return std::vector<uint8_t>(static_cast<size_t>(2 * kGuardBytes + payload_bytes), kCanaryByte);
+}
+
+void poison(std::vector<uint8_t>* image, int64_t esize) {
+  const uint32_t bits32 = kPoisonBits32;
+  const uint16_t bits16 = kPoisonBits16;
+  for (size_t at = kGuardBytes; at + kGuardBytes < image->size(); at += static_cast<size_t>(esize)) {
+    std::memcpy(image->data() + at, esize == 4 ? static_cast<const void*>(&bits32) : &bits16, static_cast<size_t>(esize));
+  }
+}
+
+bool holds_poison(const uint8_t* at, int64_t esize) {
+  const uint32_t bits32 = kPoisonBits32;
+  const uint16_t bits16 = kPoisonBits16;
+  return std::memcmp(at, esize == 4 ? static_cast<const void*>(&bits32) : &bits16, static_cast<size_t>(esize)) == 0;
+}
+
+bool guards_intact(const std::vector<uint8_t>& image) {
+  const auto canary = [](uint8_t x) { return x == kCanaryByte; };
+  return image.empty() || (std::all_of(image.begin(), image.begin() + kGuardBytes, canary) &&
+                           std::all_of(image.end() - kGuardBytes, image.end(), canary));
+}
+
+// A gradient image decoded to canonical order: calls element(b, h, r, offset) over the valid rows (r < rows(b)) and
+// slot(b, h, r, offset) for slots past them (r < slots(b)); marks every element it visits.
+struct Decoder {
+  DType dtype;
+  int64_t esize, columns, heads;
+  const std::vector<uint8_t>& image;
+  std::vector<char> seen;
+  Decoder(DType dt, int64_t cols, int64_t h, const std::vector<uint8_t>& img)
+      : dtype(dt), esize(dtype_size(dt)), columns(cols), heads(h), image(img),
+        seen(img.size() > 2 * kGuardBytes ? (img.size() - 2 * kGuardBytes) / static_cast<size_t>(esize) : 0, 0) {}
+  double value(int64_t offset) const { return load(dtype, image.data() + kGuardBytes, offset); }
+  const uint8_t* bytes(int64_t offset) const { return image.data() + kGuardBytes + offset * esize; }
+  // Elements of the payload no valid row or slot covers still hold the poison.
+  bool padding_untouched() const {
+    for (size_t e = 0; e < seen.size(); ++e) {
+      if (seen[e] == 0 && !holds_poison(bytes(static_cast<int64_t>(e)), esize)) return false;
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+BackwardOutputs run_backward_case(const HostInputs& inputs, Backend backend, const BackwardRunOptions& options) {
+  BackwardOutputs out;
+  if (inputs.d_o.empty() && inputs.o_elements > 0) {
+    out.status = {StatusCode::kInvalidArgument, "run_backward_case: the inputs carry no dO (the case needs grad=1)"};
+    return out;
+  }
+  RunOptions forward_options;
+  forward_options.model.defect = options.defect;
+  forward_options.stream = options.stream;
+  out.forward = run_case(inputs, backend, forward_options);
+  if (!out.forward.status.ok()) {
+    out.status = out.forward.status;
+    return out;
+  }
+  HostInputs in = inputs;  // the copy the backward reads: its bytes are compared with the inputs' after the call
+  in.bind();
+  const Params& p = in.params;
+  const Rows layout{in};
+  const int64_t esize = dtype_size(p.dtype), dim = p.head_dim, dim_v = value_head_dim(p);
+  const int64_t lse_rows = in.cu_seqlens_q.empty() ? p.batch * p.heads_q * p.seqlen_q : p.heads_q * p.total_q;
+
+  // The forward's O and LSE in the kernel's layout.
+  BackwardImages images;
+  images.o = guarded(in.o_padded * esize);
+  images.lse = guarded(lse_rows * int64_t{sizeof(float)});
+  for (int64_t e = 0; e < in.o_padded; ++e) {
+    store(p.dtype, payload(images.o), e, std::nan(""));
+  }
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      for (int64_t i = 0; i < layout.q_rows(b); ++i) {
+        const int64_t canonical = (b * p.heads_q + h) * p.seqlen_q + i;
+        const int64_t at = layout.q_offset(p.o_stride, b, h, i);
+        for (int64_t c = 0; c < dim_v; ++c) {
+          store(p.dtype, payload(images.o), at + c, out.forward.o[static_cast<size_t>(canonical * dim_v + c)]);
+        }
+        const float lse = out.forward.lse[static_cast<size_t>(canonical)];
+        std::memcpy(payload(images.lse) + layout.lse_row(b, h, i) * int64_t{sizeof(float)}, &lse, sizeof(float));
+      }
+    }
+  }
+  const std::vector<uint8_t> o_before = images.o, lse_before = images.lse;
+  images.dq = guarded(static_cast<int64_t>(in.q.size()));
+  images.dk = guarded(static_cast<int64_t>(in.k.size()));
+  images.dv = guarded(static_cast<int64_t>(in.v.size()));
+  if (!in.sink.empty()) images.dsink = guarded(p.heads_q * int64_t{sizeof(float)});
+  for (std::vector<uint8_t>* image : {&images.dq, &images.dk, &images.dv}) poison(image, esize);
+  if (!images.dsink.empty()) poison(&images.dsink, sizeof(float));
+
+  BackwardParams bp = make_backward_params(p);
+  bp.forward.o = payload(images.o);
+  bp.forward.lse = reinterpret_cast<float*>(payload(images.lse));
+  bp.d_o = in.d_o.empty() ? nullptr : in.d_o.data();
+  bp.dq = payload(images.dq);
+  bp.dk = payload(images.dk);
+  bp.dv = payload(images.dv);
+  bp.dsink = reinterpret_cast<float*>(payload(images.dsink));
+  bp.deterministic = options.deterministic;
+  std::vector<const char*> changed;
+  if (backend == Backend::kHostModel) {
+    HostModelOptions model;
+    model.defect = options.defect;
+    out.status = run_backward_host_model(bp, model);
+    const std::pair<const char*, bool> compared[] = {
+        {"q", in.q != inputs.q},     {"k", in.k != inputs.k},       {"v", in.v != inputs.v},
+        {"d_o", in.d_o != inputs.d_o}, {"sink", in.sink != inputs.sink}, {"o", images.o != o_before},
+        {"lse", images.lse != lse_before}};
+    for (const auto& [name, differs] : compared) {
+      if (differs) changed.push_back(name);
+    }
+  } else {
+    out.status = detail::backward_on_gpu(in, bp, &images, options.stream, &changed);
+    if (images.o != o_before) changed.push_back("o");
+    if (images.lse != lse_before) changed.push_back("lse");
+  }
+  if (!out.status.ok()) return out;
+  if (!changed.empty()) {
+    out.inputs_unchanged = false;
+    out.modified_input = changed.front();
+  }
+
+  // Decode, count the unwritten, check the tails and the padding.
+  const auto note_damage = [&](const char* buffer) {
+    if (out.canaries_intact) out.damaged_buffer = buffer;
+    out.canaries_intact = false;
+  };
+  const std::pair<const char*, const std::vector<uint8_t>*> all[] = {
+      {"dq", &images.dq}, {"dk", &images.dk}, {"dv", &images.dv}, {"dsink", &images.dsink}};
+  for (const auto& [name, image] : all) {
+    if (!guards_intact(*image)) note_damage(name);
+  }
+  Decoder dq(p.dtype, dim, p.heads_q, images.dq);
+  out.dq.assign(static_cast<size_t>(p.batch * p.heads_q * p.seqlen_q * dim), 0.0);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      for (int64_t i = 0; i < layout.q_rows(b); ++i) {
+        const int64_t at = layout.q_offset(p.q_stride, b, h, i);
+        for (int64_t c = 0; c < dim; ++c) {
+          dq.seen[static_cast<size_t>(at + c)] = 1;
+          if (holds_poison(dq.bytes(at + c), esize)) ++out.unwritten;
+          out.dq[static_cast<size_t>(((b * p.heads_q + h) * p.seqlen_q + i) * dim + c)] = dq.value(at + c);
+        }
+      }
+    }
+  }
+  if (!dq.padding_untouched()) note_damage("dq padding");
+  const auto decode_keys = [&](Decoder& d, const Strides& strides, std::vector<double>* canonical, const char* pad_name) {
+    canonical->assign(static_cast<size_t>(p.batch * p.heads_kv * p.seqlen_k * d.columns), 0.0);
+    for (int64_t b = 0; b < p.batch; ++b) {
+      for (int64_t h = 0; h < p.heads_kv; ++h) {
+        for (int64_t j = 0; j < layout.slots(b); ++j) {
+          const int64_t at = layout.k_offset(strides, b, h, j);
+          for (int64_t c = 0; c < d.columns; ++c) {
+            d.seen[static_cast<size_t>(at + c)] = 1;
+            if (holds_poison(d.bytes(at + c), esize)) {
+              ++out.unwritten;
+              continue;
+            }
+            const double x = d.value(at + c);
+            if (j < layout.keys(b)) {
+              (*canonical)[static_cast<size_t>(((b * p.heads_kv + h) * p.seqlen_k + j) * d.columns + c)] = x;
+            } else if (x != 0.0) {
+              ++out.tail_nonzero;
+            }
+          }
+        }
+      }
+    }
+    if (!d.padding_untouched()) note_damage(pad_name);
+  };
+  Decoder dk(p.dtype, dim, p.heads_kv, images.dk), dv(p.dtype, dim_v, p.heads_kv, images.dv);
+  decode_keys(dk, p.k_stride, &out.dk, "dk padding");
+  decode_keys(dv, p.v_stride, &out.dv, "dv padding");
+  if (!images.dsink.empty()) {
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      const uint8_t* at = payload(images.dsink) + h * int64_t{sizeof(float)};
+      if (holds_poison(at, sizeof(float))) ++out.unwritten;
+      float x;
+      std::memcpy(&x, at, sizeof(float));
+      out.dsink.push_back(x);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// One gradient tensor against the oracle: the worst ratio with its place (rows of `row_len` elements, rows
+// numbered (b, h, i) by `heads` and `rows`), the count over 1.
+void judge_tensor(const char* name, const std::vector<double>& got, const std::vector<double>& want,
+                  const std::vector<double>& bound, int64_t heads, int64_t rows, int64_t row_len, Worst* worst,
+                  std::vector<std::string>* failures) {
+  for (size_t at = 0; at < want.size(); ++at) {
+    const double ratio = oracle::error_ratio(got[at], want[at], bound[at], !std::isfinite(bound[at]));
+    ++worst->checked;
+    const bool over = !(ratio <= 1.0);
+    if (over) ++worst->over;
+    const double r = std::isnan(ratio) ? std::numeric_limits<double>::infinity() : ratio;
+    if (worst->col < 0 || r > worst->ratio) {
+      const int64_t element = static_cast<int64_t>(at), row = element / row_len;
+      worst->ratio = r;
+      worst->where = {row / (heads * rows), (row / rows) % heads, row % rows};
+      worst->col = element % row_len;
+      worst->got = got[at];
+      worst->want = want[at];
+      worst->bound = bound[at];
+    }
+  }
+  if (worst->over > 0) {
+    std::ostringstream line;
+    line << name << ": " << worst->over << " of " << worst->checked << " elements over their bound; worst ratio "
+         << worst->ratio << " at (" << worst->where.b << ", " << worst->where.h << ", " << worst->where.i << ") column "
+         << worst->col << ": got " << worst->got << ", want " << worst->want << ", bound " << worst->bound;
+    failures->push_back(line.str());
+  }
+}
+
+}  // namespace
+
+BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const BackwardOutputs& outputs) {
+  BackwardVerdict v;
+  v.case_line = format_case(c);
+  if (!outputs.status.ok()) {
+    v.pass = false;
+    v.outcome = outcome_of(outputs.status.code());
+    v.reason = outputs.status.message();
+    v.failures.push_back(std::string(to_string(v.outcome)) + ": " + v.reason);
+    return v;
+  }
+  v.forward = judge(c, inputs, outputs.forward);
+  if (!v.forward.pass) v.failures.push_back("forward: " + (v.forward.failures.empty() ? std::string("FAIL") : v.forward.failures.front()));
+  const Params& p = inputs.params;
+  const oracle::Problem problem = inputs.problem();
+  std::vector<double> lse(outputs.forward.lse.begin(), outputs.forward.lse.end());
+  const oracle::GradientCheck check =
+      oracle::gradient_check(problem, inputs.d_o_exact, {outputs.forward.o, lse},
+                             {oracle::Arithmetic::kGeneralFp32, to_oracle(p.dtype)});
+  v.max_keys = check.max_keys;
+  v.max_rows = check.max_rows;
+  judge_tensor("dQ", outputs.dq, check.exact.dq, check.dq, p.heads_q, p.seqlen_q, p.head_dim, &v.dq, &v.failures);
+  judge_tensor("dK", outputs.dk, check.exact.dk, check.dk, p.heads_kv, p.seqlen_k, p.head_dim, &v.dk, &v.failures);
+  judge_tensor("dV", outputs.dv, check.exact.dv, check.dv, p.heads_kv, p.seqlen_k, value_head_dim(p), &v.dv, &v.failures);
+  if (!check.exact.dsink.empty()) {
+    judge_tensor("dsink", outputs.dsink, check.exact.dsink, check.dsink, p.heads_q, 1, 1, &v.dsink, &v.failures);
+  }
+  v.unwritten = outputs.unwritten;
+  v.tail_nonzero = outputs.tail_nonzero;
+  v.canaries_intact = outputs.canaries_intact;
+  v.inputs_unchanged = outputs.inputs_unchanged;
+  if (v.unwritten > 0) v.failures.push_back(std::to_string(v.unwritten) + " gradient elements never written");
+  if (v.tail_nonzero > 0) v.failures.push_back(std::to_string(v.tail_nonzero) + " dK/dV elements of key slots past a sequence's keys are not 0");
+  if (!v.canaries_intact) v.failures.push_back(std::string("guard damaged: ") + outputs.damaged_buffer);
+  if (!v.inputs_unchanged) v.failures.push_back(std::string("input modified: ") + outputs.modified_input);
+  v.pass = v.failures.empty();
+  v.outcome = v.pass ? Outcome::kPass : Outcome::kFail;
+  return v;
+}
+
+std::string BackwardVerdict::report() const {
+  std::ostringstream r;
+  r << "case: " << case_line << "\n";
+  r << "verdict: " << to_string(outcome);
+  if (!reason.empty()) r << " (" << reason << ")";
+  r << "\n";
+  if (!reason.empty()) return r.str();
+  r << "forward: " << to_string(forward.outcome) << ", worst O error/bound " << forward.o.ratio << ", LSE " << forward.lse.ratio
+    << "\n";
+  const auto line = [&](const char* name, const Worst& w) {
+    if (w.checked == 0) return;
+    r << name << ": worst error/bound " << w.ratio << " at (" << w.where.b << ", " << w.where.h << ", " << w.where.i
+      << ") column " << w.col << " (got " << w.got << ", want " << w.want << ", bound " << w.bound << "); " << w.over
+      << " of " << w.checked << " over\n";
+  };
+  line("dQ", dq);
+  line("dK", dk);
+  line("dV", dv);
+  line("dsink", dsink);
+  r << "sums: up to " << max_keys << " keys per dQ row, " << max_rows << " rows per dK/dV key\n";
+  for (const std::string& f : failures) r << "  FAIL " << f << "\n";
+  return r.str();
+}
+
+}  // namespace flashcheck

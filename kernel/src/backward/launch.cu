@@ -1,0 +1,102 @@
+// run_backward(): validates, allocates the workspace on the stream (D per row; dQ's fp32 accumulator in atomic
+// mode), and launches the kernels of backward/kernel.cuh for the dtype and the head dims' tier (64, 128, 256).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "backward/kernel.cuh"
+#include "flashcheck/backward.h"
+
+namespace flashcheck {
+namespace detail::backward {
+namespace {
+
+Status cuda_status(cudaError_t err, const char* what) {
+  if (err == cudaSuccess) return Status::ok_status();
+  return {StatusCode::kCudaError, std::string("run_backward: ") + what + ": " + cudaGetErrorString(err)};
+}
+
+unsigned blocks_for(int64_t threads_needed) { return static_cast<unsigned>(ceil_div(threads_needed, kThreads)); }
+
+template <typename T, int kDimMax>
+Status launch(const Args& a, cudaStream_t stream) {
+  const size_t smem = Smem::bytes(a.head_dim, a.head_dim_v);
+  for (const void* kernel : {reinterpret_cast<const void*>(&key_tile_kernel<T, kDimMax>),
+                             reinterpret_cast<const void*>(&query_tile_kernel<T, kDimMax>)}) {
+    if (Status st = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     static_cast<int>(smem)), "shared memory opt-in");
+        !st.ok()) {
+      return st;
+    }
+  }
+  preprocess_kernel<T><<<blocks_for(a.lse_rows), kThreads, 0, stream>>>(a);
+  key_tile_kernel<T, kDimMax><<<dim3(static_cast<unsigned>(a.key_tiles), static_cast<unsigned>(a.heads_q / a.group_size),
+                                     static_cast<unsigned>(a.batch)),
+                                kThreads, smem, stream>>>(a);
+  if (a.deterministic) {
+    query_tile_kernel<T, kDimMax><<<dim3(static_cast<unsigned>(a.q_tiles), static_cast<unsigned>(a.heads_q),
+                                         static_cast<unsigned>(a.batch)),
+                                    kThreads, smem, stream>>>(a);
+  } else {
+    store_dq_kernel<T><<<blocks_for(a.lse_rows * a.head_dim), kThreads, 0, stream>>>(a);
+  }
+  if (a.dsink != nullptr) dsink_kernel<<<static_cast<unsigned>(ceil_div(a.heads_q, 32)), 32, 0, stream>>>(a);
+  return cuda_status(cudaGetLastError(), "launch");
+}
+
+template <typename T>
+Status launch_dtype(const Args& a, cudaStream_t stream) {
+  const int64_t widest = a.head_dim > a.head_dim_v ? a.head_dim : a.head_dim_v;
+  if (widest <= 64) return launch<T, 64>(a, stream);
+  if (widest <= 128) return launch<T, 128>(a, stream);
+  return launch<T, 256>(a, stream);
+}
+
+}  // namespace
+}  // namespace detail::backward
+
+Status run_backward(const BackwardParams& bp, void* stream) {
+  namespace bw = detail::backward;
+  if (Status st = can_implement_backward(bp); !st.ok()) return st;
+  const Params& p = bp.forward;
+  if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0) return Status::ok_status();  // no-op
+  if (!device_available()) return {StatusCode::kNoDevice, "no CUDA device is available to this process"};
+  if (p.batch > 65535 || p.heads_q > 65535) {
+    return {StatusCode::kUnsupported, "batch: the backward kernels take at most 65535 sequences and query heads"};
+  }
+  bw::Args a;
+  static_cast<detail::ProblemArgs&>(a) = detail::make_problem_args(p, bw::kBlockRows);
+  a.d_o = {bp.d_o, bp.d_o_stride};
+  a.dq = {bp.dq, bp.dq_stride};
+  a.dk = {bp.dk, bp.dk_stride};
+  a.dv = {bp.dv, bp.dv_stride};
+  a.dsink = bp.dsink;
+  a.deterministic = bp.deterministic;
+  a.key_tiles = detail::ceil_div(p.seqlen_k, bw::kBlockKeys);
+  if (a.key_tiles == 0) a.key_tiles = 1;  // dK and dV hold no row, but dQ's pass still writes 0
+  const auto s = static_cast<cudaStream_t>(stream);
+  float* workspace = nullptr;
+  const int64_t dq_floats = a.deterministic ? 0 : a.lse_rows * p.head_dim;
+  const size_t bytes = sizeof(float) * static_cast<size_t>(a.lse_rows + dq_floats);
+  if (Status st = bw::cuda_status(cudaMallocAsync(reinterpret_cast<void**>(&workspace), bytes, s), "workspace"); !st.ok()) {
+    return st;
+  }
+  a.d = workspace;
+  a.dq_acc = a.deterministic ? nullptr : workspace + a.lse_rows;
+  Status st = dq_floats > 0 ? bw::cuda_status(cudaMemsetAsync(a.dq_acc, 0, sizeof(float) * static_cast<size_t>(dq_floats), s),
+                                              "zeroing dQ's accumulator")
+                            : Status::ok_status();
+  if (st.ok()) {
+    switch (p.dtype) {
+      case DType::kF32: st = bw::launch_dtype<float>(a, s); break;
+      case DType::kF16: st = bw::launch_dtype<__half>(a, s); break;
+      case DType::kBF16: st = bw::launch_dtype<__nv_bfloat16>(a, s); break;
+    }
+  }
+  const Status freed = bw::cuda_status(cudaFreeAsync(workspace, s), "freeing the workspace");
+  return st.ok() ? freed : st;
+}
+
+}  // namespace flashcheck
