@@ -74,4 +74,12 @@ void paged_equals_packed_bit_for_bit();
 void other_sequences_leave_a_row_unchanged();
 void splits_repeat_and_agree_with_unsplit();
 
+// Property 8 (backward.cpp): the backward pass, grad=1 cases.
+void gradients_agree_with_oracle();
+void gradients_are_linear_in_dout();
+void deterministic_gradients_repeat();
+void grouped_key_gradients_sum_repeated_heads();
+void nan_in_hidden_keys_never_reaches_gradients();
+void key_gradients_sum_to_zero();
+
 }  // namespace flashcheck::properties

@@ -247,6 +247,9 @@ const char* property_skip_reason(const char* name) {
            "case on the host model)";
   }
   if (g_subject == nullptr) return nullptr;
+  if (property.starts_with("Gradient") || property.find("Gradients") != std::string_view::npos) {
+    return "flashcheck-skip: the subject ABI carries no backward pass (gradients are checked on flashcheck's kernels)";
+  }
   if (property.starts_with("Sequence") || property == "PoisonNeverReachesOutput" ||
       property == "PagedEqualsPackedBitForBit" || property == "OtherSequencesLeaveARowUnchanged" ||
       property == "SplitsRepeatAndAgreeWithUnsplit") {

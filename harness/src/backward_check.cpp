@@ -285,6 +285,12 @@ void judge_tensor(const char* name, const std::vector<double>& got, const std::v
 
 }  // namespace
 
+oracle::GradientCheck backward_bounds(const HostInputs& inputs, const BackwardOutputs& outputs) {
+  const std::vector<double> lse(outputs.forward.lse.begin(), outputs.forward.lse.end());
+  return oracle::gradient_check(inputs.problem(), inputs.d_o_exact, {outputs.forward.o, lse},
+                                {oracle::Arithmetic::kGeneralFp32, to_oracle(inputs.params.dtype)});
+}
+
 BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const BackwardOutputs& outputs) {
   BackwardVerdict v;
   v.case_line = format_case(c);
@@ -298,11 +304,7 @@ BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const Ba
   v.forward = judge(c, inputs, outputs.forward);
   if (!v.forward.pass) v.failures.push_back("forward: " + (v.forward.failures.empty() ? std::string("FAIL") : v.forward.failures.front()));
   const Params& p = inputs.params;
-  const oracle::Problem problem = inputs.problem();
-  std::vector<double> lse(outputs.forward.lse.begin(), outputs.forward.lse.end());
-  const oracle::GradientCheck check =
-      oracle::gradient_check(problem, inputs.d_o_exact, {outputs.forward.o, lse},
-                             {oracle::Arithmetic::kGeneralFp32, to_oracle(p.dtype)});
+  const oracle::GradientCheck check = backward_bounds(inputs, outputs);
   v.max_keys = check.max_keys;
   v.max_rows = check.max_rows;
   judge_tensor("dQ", outputs.dq, check.exact.dq, check.dq, p.heads_q, p.seqlen_q, p.head_dim, &v.dq, &v.failures);

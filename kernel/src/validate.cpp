@@ -505,8 +505,11 @@ Status can_implement_backward(const BackwardParams& b) {
   }
   if (Status st = can_implement(p); !st.ok()) return st;
   if (b.dsink != nullptr && p.sink == nullptr) return invalid("dsink: given without a sink (forward.sink is null)");
+  if (p.batch * p.heads_q == 0) return Status::ok_status();  // documented no-op
+  // Without query rows dQ and dO hold nothing, and without keys dK and dV: those pointers may then be null.
   const int64_t rows = lse_rows(p);
-  if (p.batch * p.heads_q * p.seqlen_q == 0 || rows == 0) return Status::ok_status();  // documented no-op
+  const bool has_rows = p.seqlen_q > 0 && rows > 0;
+  const bool has_keys = p.seqlen_k > 0 && !(kv_packed(p) && p.total_k == 0);
   const int64_t elem = dtype_size(p.dtype);
   const TensorViews views = tensor_views(p);
   const auto like = [](TensorView t, const char* name, const void* ptr, const Strides& s) {
@@ -527,12 +530,14 @@ Status can_implement_backward(const BackwardParams& b) {
   std::vector<Range> inputs, outputs;
   for (const TensorView& in : {views.q, views.k, views.v, views.o}) {
     int64_t span = 0;
-    if (in.ptr != nullptr && span_elements(in, &span).ok()) inputs.push_back({in.name, in.ptr, span * elem});
+    const bool empty = std::any_of(in.extent.begin(), in.extent.end(), [](int64_t e) { return e <= 0; });
+    if (in.ptr != nullptr && !empty && span_elements(in, &span).ok()) inputs.push_back({in.name, in.ptr, span * elem});
   }
-  inputs.push_back({"lse", p.lse, rows * static_cast<int64_t>(sizeof(float))});
+  if (has_rows) inputs.push_back({"lse", p.lse, rows * static_cast<int64_t>(sizeof(float))});
   if (p.sink != nullptr) inputs.push_back({"sink", p.sink, p.heads_q * static_cast<int64_t>(sizeof(float))});
   for (size_t g = 0; g < grads.size(); ++g) {
     const auto& [view, strides] = grads[g];
+    if (!(g < 2 ? has_rows : has_keys)) continue;  // d_o, dq: rows; dk, dv: keys
     if (view.ptr == nullptr) return invalid(cat(view.name, ": null pointer"));
     if (reinterpret_cast<uintptr_t>(view.ptr) % static_cast<uintptr_t>(elem) != 0) {
       return invalid(cat(view.name, ": pointer ", view.ptr, " is not aligned to its element size (", elem, " bytes)"));

@@ -27,6 +27,9 @@ constexpr double kUMma = 0x1p-23;  // tensor-core accumulation truncates: one ul
 constexpr double kU64 = 0x1p-53;   // the fast tier's own roundings
 // Underflow: every fp32 rounding may lose up to this much absolutely (subnormal spacing, or a flush to zero).
 constexpr double kFloor = 0x1p-126;
+constexpr double kFp32Max = 0x1.fffffep127;
+// Intermediates of fp32 arithmetic stay below this, or the pair is outside the domain (as the forward's guard).
+constexpr double kOverflowGuard = kFp32Max / 4;
 // exp2f and tanhf of the kernel: within 2 ulp (CUDA C Programming Guide, Mathematical Functions), the same
 // allowance as the forward's (error_model.h).
 constexpr double kExpRel = kExp2RelErr;
@@ -40,6 +43,16 @@ double half_subnormal(Format format) {
     case Format::kBF16: return 0x1p-134;
   }
   return 0x1p-25;
+}
+
+// The smallest magnitude a format rounds to infinity: its largest finite value plus half an ulp of it.
+double overflow_threshold(Format format) {
+  switch (format) {
+    case Format::kF32: return 0x1.ffffffp127;
+    case Format::kF16: return 65520.0;
+    case Format::kBF16: return 0x1.ffp127;
+  }
+  return 65520.0;
 }
 
 bool all_finite(const double* x, int64_t n) {
@@ -59,11 +72,15 @@ struct Acc {
 
 // The bound of a finished sum computed in fp32 (unit `unit`) with `extra` more roundings per term (the final scale
 // multiply), then rounded to the output format (unit u_out); `fast` is the fast tier's relative error of each term.
-double finish(const Acc& a, double scale_abs, double unit, int64_t extra, double u_out, double out_floor, double fast) {
-  if (a.unconstrained) return kInf;
+double finish(const Acc& a, double scale_abs, double unit, int64_t extra, double u_out, double out_floor, double fast,
+              double out_max) {
+  // Outside the domain: an fp32 sum that may overflow, or a gradient beyond the output format's range (which it
+  // rounds to +-inf, as IEEE says).
+  if (a.unconstrained || scale_abs * a.mag >= kOverflowGuard) return kInf;
   const double n = static_cast<double>(a.terms + extra);
   const double sum_err =
       scale_abs * (a.err + gamma_n(n, unit) * a.mag + (fast + gamma_n(n + 8, kU64)) * a.mag) + n * kFloor;
+  if (std::abs(scale_abs * a.sum) + sum_err >= out_max) return kInf;
   return sum_err + u_out * (std::abs(scale_abs * a.sum) + sum_err) + out_floor + kFloor;
 }
 
@@ -89,6 +106,7 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
   const double u_op = tensor_core ? u_out : 0.0;          // P and dS rounded before their GEMMs
   const double out_floor = half_subnormal(arithmetic.format);
   const double op_floor = tensor_core ? out_floor : 0.0;
+  const double out_max = overflow_threshold(arithmetic.format);
 
   const int64_t keys = problem.batch * problem.heads_kv * problem.seqlen_k;
   const int64_t group = problem.heads_kv > 0 ? problem.heads_q / problem.heads_kv : 1;
@@ -193,9 +211,10 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
           const double delta = e_s + d_lse + lse_round + kU32 * (gap + e_s + d_lse + lse_round);
           const double fast_rel = gamma_n(static_cast<double>(dim + 8), kU64) * (raw_cond + std::abs(lse) + 1.0);
           fast_max = std::max(fast_max, fast_rel);
-          const double r = std::expm1(delta + fast_rel) * (1 + kExpRel) + kExpRel;
           const double p = std::exp(score - lse);
-          const double e_p = r * p + kFloor;
+          // |P^ - P| <= P (e^delta (1 + eps) - 1), written so that a P that underflows never meets an infinite factor;
+          // P^ is an fp32 value, so never further than FLT_MAX from P.
+          const double e_p = std::min(std::exp(score - lse + delta + fast_rel) * (1 + kExpRel) - p, p + kFp32Max) + kFloor;
           const double p_hi = p + e_p;
           double dp = 0.0, dp_mag = 0.0;
           for (int64_t c = 0; c < dim_v; ++c) {
@@ -215,6 +234,18 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
             const double e_g = (2 * std::abs(tau) * e_tau + e_tau * e_tau) * (1 + 2 * kU32) + 2 * kU32;
             dt = ds * g;
             e_dt = e_ds * (g + e_g) + std::abs(ds) * e_g + kU32 * (std::abs(ds) + e_ds) * (g + e_g) + kFloor;
+          }
+          // fp32 intermediates that may overflow (dO.v, dO.O, the scores, dT): outside the domain, for the row's dQ and
+          // the key's dK and dV alike.
+          const bool overflow = std::exp(score - lse + delta + fast_rel) >= kOverflowGuard || dp_mag >= kOverflowGuard || d_mag >= kOverflowGuard || raw_cond >= kOverflowGuard ||
+                                !(std::abs(dt) + e_dt < kOverflowGuard);
+          if (overflow) {
+            for (int64_t c = 0; c < dim; ++c) {
+              dq_row[static_cast<size_t>(c)].unconstrained = true;
+              dk[static_cast<size_t>((key0 + j) * dim + c)].unconstrained = true;
+            }
+            for (int64_t c = 0; c < dim_v; ++c) dv[static_cast<size_t>((key0 + j) * dim_v + c)].unconstrained = true;
+            if (sink_acc != nullptr) sink_acc->unconstrained = true;
           }
           // P and dS rounded to the input format before their GEMMs (tensor-core class).
           const double e_pv = e_p + u_op * p_hi + op_floor;
@@ -243,14 +274,16 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
         for (int64_t c = 0; c < dim; ++c) {
           const Acc& a = dq_row[static_cast<size_t>(c)];
           dq[c] = problem.scale * a.sum;
-          dq_bound[c] = finish(a, scale_abs, u_acc, 1, u_out, out_floor, fast_max);
+          dq_bound[c] = finish(a, scale_abs, u_acc, 1, u_out, out_floor, fast_max, out_max);
         }
         if (sink_acc != nullptr && view.sink != -kInf) {
           // dsink_h = -sum_i exp(sink - LSE_i) D_i, the kernel's exp2 of fl(fl(sink log2 e) - fl(LSE log2 e)).
           const double p_s = std::exp(view.sink - lse);
           const double delta = d_lse + lse_round + 2 * kU32 * std::abs(view.sink) +
                                kU32 * (std::abs(view.sink - lse) + d_lse + lse_round + 2 * kU32 * std::abs(view.sink));
-          const double e_ps = (std::expm1(delta + gamma_n(8, kU64) * (std::abs(lse) + 1)) * (1 + kExpRel) + kExpRel) * p_s + kFloor;
+          const double e_ps = std::min(std::exp(view.sink - lse + delta + gamma_n(8, kU64) * (std::abs(lse) + 1)) *
+                                               (1 + kExpRel) - p_s,
+                                           p_s + kFp32Max) + kFloor;
           sink_acc->sum -= p_s * d_exact;
           sink_acc->err += e_ps * std::abs(d_exact) + (p_s + e_ps) * e_d;
           sink_acc->mag += (p_s + e_ps) * (std::abs(d_exact) + e_d);
@@ -264,7 +297,7 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
   for (size_t at = 0; at < dk.size(); ++at) {
     const Acc& a = dk[at];
     out.exact.dk[at] = a.nan ? kNaN : problem.scale * a.sum;
-    out.dk[at] = a.nan ? 0.0 : finish(a, scale_abs, u_acc, 1, u_out, out_floor, fast_max);
+    out.dk[at] = a.nan ? 0.0 : finish(a, scale_abs, u_acc, 1, u_out, out_floor, fast_max, out_max);
     out.max_rows = std::max(out.max_rows, a.terms);
   }
   out.exact.dv.resize(dv.size());
@@ -272,14 +305,14 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
   for (size_t at = 0; at < dv.size(); ++at) {
     const Acc& a = dv[at];
     out.exact.dv[at] = a.nan ? kNaN : a.sum;
-    out.dv[at] = a.nan ? 0.0 : finish(a, 1.0, u_acc, 0, u_out, out_floor, fast_max);
+    out.dv[at] = a.nan ? 0.0 : finish(a, 1.0, u_acc, 0, u_out, out_floor, fast_max, out_max);
   }
   out.exact.dsink.resize(sink.size());
   out.dsink.resize(sink.size());
   for (size_t h = 0; h < sink.size(); ++h) {
     const Acc& a = sink[h];
     out.exact.dsink[h] = a.nan ? kNaN : a.sum;
-    out.dsink[h] = a.nan ? 0.0 : finish(a, 1.0, kU32, 1, kU32, half_subnormal(Format::kF32), fast_max);
+    out.dsink[h] = a.nan ? 0.0 : finish(a, 1.0, kU32, 1, kU32, half_subnormal(Format::kF32), fast_max, overflow_threshold(Format::kF32));
   }
   return out;
 }

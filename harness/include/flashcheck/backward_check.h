@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "flashcheck/case.h"
+#include "flashcheck/gradient.h"
 #include "flashcheck/host_model.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/runner.h"
@@ -62,6 +63,10 @@ struct BackwardVerdict {
   int64_t max_keys = 0, max_rows = 0;  // the longest sums met (gradient_check)
   std::string report() const;          // the case line first
 };
+
+// The oracle's gradient and bounds for `outputs` of run_backward_case on `inputs`: gradient_check with the O and LSE
+// the backward read and the kernel's arithmetic class (general fp32 for flashcheck's backward kernels and host model).
+oracle::GradientCheck backward_bounds(const HostInputs& inputs, const BackwardOutputs& outputs);
 
 // Judges `outputs` of run_backward_case on `inputs` (built from `c`); the arithmetic class is the kernel's
 // (general fp32 for flashcheck's backward kernels and host model).

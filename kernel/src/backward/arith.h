@@ -84,11 +84,11 @@ FLASHCHECK_HOST_DEVICE inline float score_grad(float p, float dp, float d, float
   return softcap ? mul_rn(ds, 1.0f - mul_rn(t, t)) : ds;
 }
 
-// A row's term of dsink: -exp2(sink log2 e - LSE log2 e) D; a sink of +inf (LSE = +inf) takes all the weight and
-// passes nothing back.
+// A row's term of dsink: -exp2(sink log2 e - LSE log2 e) D; a sink of -inf is none, and a sink of +inf (LSE = +inf)
+// takes all the weight and passes nothing back.
 template <class Exp2>
 FLASHCHECK_HOST_DEVICE float sink_term(float sink, float lse2, float d, Exp2&& exp2) {
-  if (lse2 == -kNegInf) return 0.0f;
+  if (sink == kNegInf || lse2 == -kNegInf) return 0.0f;
   return -mul_rn(exp2(mul_rn(sink, kLog2e) - lse2), d);
 }
 

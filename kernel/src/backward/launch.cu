@@ -31,15 +31,15 @@ Status launch(const Args& a, cudaStream_t stream) {
       return st;
     }
   }
-  preprocess_kernel<T><<<blocks_for(a.lse_rows), kThreads, 0, stream>>>(a);
+  if (a.lse_rows > 0) preprocess_kernel<T><<<blocks_for(a.lse_rows), kThreads, 0, stream>>>(a);
   key_tile_kernel<T, kDimMax><<<dim3(static_cast<unsigned>(a.key_tiles), static_cast<unsigned>(a.heads_q / a.group_size),
                                      static_cast<unsigned>(a.batch)),
                                 kThreads, smem, stream>>>(a);
-  if (a.deterministic) {
+  if (a.deterministic && a.q_tiles > 0) {
     query_tile_kernel<T, kDimMax><<<dim3(static_cast<unsigned>(a.q_tiles), static_cast<unsigned>(a.heads_q),
                                          static_cast<unsigned>(a.batch)),
                                     kThreads, smem, stream>>>(a);
-  } else {
+  } else if (!a.deterministic && a.lse_rows > 0) {
     store_dq_kernel<T><<<blocks_for(a.lse_rows * a.head_dim), kThreads, 0, stream>>>(a);
   }
   if (a.dsink != nullptr) dsink_kernel<<<static_cast<unsigned>(ceil_div(a.heads_q, 32)), 32, 0, stream>>>(a);
@@ -61,7 +61,7 @@ Status run_backward(const BackwardParams& bp, void* stream) {
   namespace bw = detail::backward;
   if (Status st = can_implement_backward(bp); !st.ok()) return st;
   const Params& p = bp.forward;
-  if (p.batch == 0 || p.heads_q == 0 || p.seqlen_q == 0) return Status::ok_status();  // no-op
+  if (p.batch == 0 || p.heads_q == 0) return Status::ok_status();  // no-op
   if (!device_available()) return {StatusCode::kNoDevice, "no CUDA device is available to this process"};
   if (p.batch > 65535 || p.heads_q > 65535) {
     return {StatusCode::kUnsupported, "batch: the backward kernels take at most 65535 sequences and query heads"};
@@ -79,7 +79,7 @@ Status run_backward(const BackwardParams& bp, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
   float* workspace = nullptr;
   const int64_t dq_floats = a.deterministic ? 0 : a.lse_rows * p.head_dim;
-  const size_t bytes = sizeof(float) * static_cast<size_t>(a.lse_rows + dq_floats);
+  const size_t bytes = sizeof(float) * static_cast<size_t>(a.lse_rows + dq_floats + 1);
   if (Status st = bw::cuda_status(cudaMallocAsync(reinterpret_cast<void**>(&workspace), bytes, s), "workspace"); !st.ok()) {
     return st;
   }

@@ -1,0 +1,335 @@
+// Property 8: the backward pass (flashcheck/backward.h) against the oracle's gradient and against itself. Every case
+// is a grad=1 case: a dense case of the tier's shapes (finite values, every mask, softcap, sink, GQA, unequal head
+// dims), or in one case in four packed varlen sequences with key slots past their keys; run forward and backward on
+// the tier's backend (run_backward_case) and judged by judge_backward (oracle/gradient.h's bound).
+#include <rapidcheck.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <tuple>
+#include <string>
+#include <vector>
+
+#include "checks.h"
+#include "flashcheck/backward_check.h"
+#include "flashcheck/dtype.h"
+#include "properties.h"
+#include "replay.h"
+#include "tier.h"
+
+namespace flashcheck::properties {
+namespace {
+
+namespace gen = rc::gen;
+
+// What a backward property needs of its cases.
+struct GradNeeds {
+  bool dense = false;     // no sequences (the relation edits dense positions)
+  int64_t min_group = 1;  // heads_q / heads_kv at least this
+  bool plain = false;     // no softcap, no sink (identities of the plain softmax)
+  bool unmasked = false;  // mask none
+};
+
+CaseOptions grad_options(const GradNeeds& needs) {
+  CaseOptions o = finite_options();
+  o.special_values = false;
+  o.nonempty = true;
+  o.min_group = needs.min_group;
+  if (needs.plain) {
+    o.softcap = false;
+    o.sinks = false;
+  }
+  if (needs.unmasked) o.masks = {Mask::kNone};
+  // The backward pass does about 2.5 times the forward's work, and the oracle's gradient all of it per case.
+  o.limits.max_work = std::max<int64_t>(o.limits.max_work / 4, 1);
+  return o;
+}
+
+// Why a replayed line is not one grad_case(needs) draws, or "".
+std::string outside_grad(const GradNeeds& needs, const Case& c) {
+  if (!c.grad) return "grad: the property's cases check the backward pass (grad=1)";
+  if (c.page > 0 || c.splits != 1) return "page: paged K/V and split-KV are forward-only";
+  if (needs.dense && !c.seqs.empty()) return "seqs: the property draws dense cases";
+  Case dense = c;
+  dense.seqs.clear();
+  dense.grad = false;
+  dense.dout = ValueSpec{};
+  return outside_options(grad_options(needs), dense);
+}
+
+Case grad_case(const GradNeeds& needs = {}) {
+  if (const Case* r = replay_case()) return *replayed_case(*r, outside_grad(needs, *r));
+  Case c = *gen_case(grad_options(needs));
+  c.grad = true;
+  c.dout = *gen::weightedOneOf<ValueSpec>({
+      {3, gen::map(gen::inRange(-3, 3), [](int e) { return ValueSpec{DistKind::kNormal, 0.0, std::ldexp(1.0, e)}; })},
+      {1, gen::just(ValueSpec{DistKind::kUniform, -1.0, 1.0})},
+      {1, gen::just(ValueSpec{DistKind::kDominant, 0.1, 10.0})},
+  }).as("dout");
+  // Packed sequences, some with key slots past their keys (whose dK and dV must come back 0).
+  if (!needs.dense && *gen::weightedElement<bool>({{3, false}, {1, true}}).as("varlen")) {
+    const int64_t sequences = *gen::inRange<int64_t>(1, 4).as("sequences");
+    c.seqs.clear();
+    for (int64_t b = 0; b < sequences; ++b) {
+      Sequence s;
+      s.q = *gen::inRange<int64_t>(0, c.seqlen_q + 1);
+      s.k = *gen::inRange<int64_t>(0, c.seqlen_k + 1);
+      s.extra = *gen::element<int64_t>(0, 0, 1, 7);
+      c.seqs.push_back(s);
+    }
+    c.batch = sequences;
+    c.seqlen_q = 0;
+    c.seqlen_k = 0;
+    for (const Sequence& s : c.seqs) {
+      c.seqlen_q = std::max(c.seqlen_q, s.q);
+      c.seqlen_k = std::max(c.seqlen_k, s.capacity());
+    }
+    c.inject.clear();
+    note_coverage("grad=varlen");
+  } else {
+    note_coverage("grad=dense");
+  }
+  return c;
+}
+
+BackwardOutputs run_grad(const HostInputs& in, bool deterministic = false) {
+  BackwardRunOptions options;
+  options.defect = planted_defect();
+  options.deterministic = deterministic;
+  BackwardOutputs out = run_backward_case(in, active_backend(), options);
+  if (out.status.code() == StatusCode::kUnsupported) RC_DISCARD(out.status.message());
+  if (!out.status.ok()) RC_LOG() << "run_backward_case on " << to_string(active_backend()) << ": " << out.status.message() << "\n";
+  RC_ASSERT(out.status.ok());
+  return out;
+}
+
+BackwardVerdict judged(const Case& c, const HostInputs& in, const BackwardOutputs& out) {
+  const BackwardVerdict v = judge_backward(c, in, out);
+  RC_LOG() << v.report();
+  return v;
+}
+
+// A gradient element of a case with power-of-two-scaled dO: 2^e times the first run's, bit for bit, where no value on
+// the way is subnormal in fp32 or in the dtype (their grids are absolute, not relative): the case draws no subnormal
+// inputs and the element is at least twice the dtype's smallest normal and 2^-102. Elsewhere the two runs lie within their
+// bounds of exact values that scale exactly: |scaled - 2^e base| <= bound(scaled) + 2^e bound(base). Elements whose
+// bound is infinite in either run (outside the error model's domain) make no claim.
+void assert_scaled(const char* what, const std::vector<double>& base, const std::vector<double>& scaled, double factor,
+                   DType dtype, bool subnormal_inputs, const std::vector<double>& bound_base,
+                   const std::vector<double>& bound_scaled) {
+  RC_ASSERT(base.size() == scaled.size());
+  const double min_normal = find_dtype(dtype)->min_normal();
+  for (size_t at = 0; at < base.size(); ++at) {
+    if (!std::isfinite(bound_base[at]) || !std::isfinite(bound_scaled[at])) continue;
+    const double want = base[at] * factor;
+    // fp32 intermediates (a tiny P's products) round on fp32's absolute subnormal grid: an element 2^24 times above
+    // it is past their reach.
+    const bool exact = !subnormal_inputs && std::fabs(base[at]) >= std::max(2 * min_normal, 0x1p-102);
+    const double slack = exact ? 0.0 : bound_scaled[at] + factor * bound_base[at];
+    if (!(std::fabs(scaled[at] - want) <= slack)) {
+      RC_LOG() << what << "[" << at << "]: " << scaled[at] << " with dO scaled by " << factor << ", " << base[at]
+               << " without (" << (exact ? "bit for bit" : "within the bounds") << ")\n";
+      RC_FAIL("gradients are not linear in dO");
+    }
+  }
+}
+
+}  // namespace
+
+void gradients_agree_with_oracle() {
+  const Case c = grad_case();
+  note_case(c);
+  const HostInputs in = inputs_for(c);
+  const BackwardOutputs out = run_grad(in);
+  const BackwardVerdict v = judged(c, in, out);
+  RC_ASSERT(v.pass);
+}
+
+void gradients_are_linear_in_dout() {
+  const Case c = grad_case();
+  note_case(c);
+  HostInputs in = inputs_for(c);
+  const BackwardOutputs base = run_grad(in);
+  RelationDraws draws(c, "GradientsAreLinearInDout");
+  // Up, not down: halving a subnormal dO element would round it.
+  const double factor = std::ldexp(1.0, 1 + static_cast<int>(draws.below("exponent of the factor - 1", 3)));
+  HostInputs scaled = copy_of(in);
+  for (size_t at = 0; at < scaled.d_o_exact.size(); ++at) scaled.d_o_exact[at] *= factor;
+  // dO's bytes in its layout: every element (padding NaN included) decoded, scaled and encoded again.
+  const int64_t esize = dtype_size(c.dtype);
+  for (size_t at = 0; at + static_cast<size_t>(esize) <= scaled.d_o.size(); at += static_cast<size_t>(esize)) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, scaled.d_o.data() + at, static_cast<size_t>(esize));
+    const double x = decode_dtype(c.dtype, bits);
+    if (!std::isfinite(x)) continue;
+    bits = encode_dtype(c.dtype, x * factor);
+    if (decode_dtype(c.dtype, bits) != x * factor) RC_DISCARD("dO times the factor leaves the dtype's range");
+    std::memcpy(scaled.d_o.data() + at, &bits, static_cast<size_t>(esize));
+  }
+  const BackwardOutputs out = run_grad(scaled);
+  const oracle::GradientCheck bb = backward_bounds(in, base), bs = backward_bounds(scaled, out);
+  const bool subnormal = c.q.kind == DistKind::kSubnormal || c.k.kind == DistKind::kSubnormal ||
+                         c.v.kind == DistKind::kSubnormal || c.dout.kind == DistKind::kSubnormal;
+  note_coverage(subnormal ? "linear=within-bounds" : "linear=bit-exact");
+  assert_scaled("dQ", base.dq, out.dq, factor, c.dtype, subnormal, bb.dq, bs.dq);
+  assert_scaled("dK", base.dk, out.dk, factor, c.dtype, subnormal, bb.dk, bs.dk);
+  assert_scaled("dV", base.dv, out.dv, factor, c.dtype, subnormal, bb.dv, bs.dv);
+}
+
+void deterministic_gradients_repeat() {
+  const Case c = grad_case();
+  note_case(c);
+  const HostInputs in = inputs_for(c);
+  const BackwardOutputs a = run_grad(in, true), b = run_grad(in, true);
+  for (const auto& [name, x, y] : {std::tuple{"dQ", &a.dq, &b.dq}, std::tuple{"dK", &a.dk, &b.dk},
+                                   std::tuple{"dV", &a.dv, &b.dv}, std::tuple{"dsink", &a.dsink, &b.dsink}}) {
+    RC_ASSERT(x->size() == y->size());
+    for (size_t at = 0; at < x->size(); ++at) {
+      if (!same_bits((*x)[at], (*y)[at])) {
+        RC_LOG() << name << "[" << at << "]: " << (*x)[at] << " then " << (*y)[at] << "\n";
+        RC_FAIL("deterministic mode gave two results");
+      }
+    }
+  }
+  RC_ASSERT(judged(c, in, a).pass);
+}
+
+void grouped_key_gradients_sum_repeated_heads() {
+  GradNeeds needs;
+  needs.dense = true;
+  needs.min_group = 2;
+  const Case c = grad_case(needs);
+  note_case(c);
+  const HostInputs grouped = inputs_for(c);
+  const Params& p = grouped.params;
+  const int64_t group = p.heads_q / p.heads_kv;
+  Case repeated_case = c;
+  repeated_case.heads_kv = c.heads_q;
+  HostInputs repeated = inputs_for(repeated_case);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      for (int64_t j = 0; j < p.seqlen_k; ++j) copy_key(repeated, b, h, j, grouped, b, h / group, j);
+    }
+  }
+  const BackwardOutputs a = run_grad(grouped), r = run_grad(repeated);
+  RC_ASSERT(judged(c, grouped, a).pass);
+  RC_ASSERT(judged(repeated_case, repeated, r).pass);
+  // dK and dV of K/V head g against the sums over the group's repeated heads: both runs lie within their bounds of the
+  // same exact values, so they differ by at most the grouped element's bound plus the repeated elements' bounds.
+  const oracle::GradientCheck bg = backward_bounds(grouped, a), br = backward_bounds(repeated, r);
+  const auto within = [&](const char* name, const std::vector<double>& g, const std::vector<double>& rep,
+                          const std::vector<double>& bound_g, const std::vector<double>& bound_rep, int64_t cols) {
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t kv = 0; kv < p.heads_kv; ++kv)
+        for (int64_t j = 0; j < p.seqlen_k; ++j)
+          for (int64_t col = 0; col < cols; ++col) {
+            const size_t at = static_cast<size_t>(((b * p.heads_kv + kv) * p.seqlen_k + j) * cols + col);
+            double sum = 0.0, slack = bound_g[at];
+            for (int64_t m = 0; m < group; ++m) {
+              const size_t r_at = static_cast<size_t>(((b * p.heads_q + kv * group + m) * p.seqlen_k + j) * cols + col);
+              sum += rep[r_at];
+              slack += bound_rep[r_at];
+            }
+            slack += 1e-15 * std::fabs(sum);  // the double sum here
+            if (!std::isfinite(slack)) continue;  // outside the domain: no claim
+            if (!(std::fabs(g[at] - sum) <= slack)) {
+              RC_LOG() << name << " of K/V head " << kv << " key " << j << " column " << col << ": " << g[at]
+                       << " grouped, " << sum << " summed over the repeated heads (slack " << slack << ")\n";
+              RC_FAIL("GQA's key gradients are not the repeated heads' sums");
+            }
+          }
+  };
+  within("dK", a.dk, r.dk, bg.dk, br.dk, p.head_dim);
+  within("dV", a.dv, r.dv, bg.dv, br.dv, value_head_dim(p));
+}
+
+void nan_in_hidden_keys_never_reaches_gradients() {
+  GradNeeds needs;
+  needs.dense = true;
+  const Case c = grad_case(needs);
+  note_case(c);
+  HostInputs clean = inputs_for(c);
+  const Params& p = clean.params;
+  // Keys no row sees (the oracle's predicate): NaN in K and V there.
+  const oracle::Problem problem = clean.problem();
+  std::vector<int64_t> hidden;
+  for (int64_t j = 0; j < p.seqlen_k; ++j) {
+    bool seen = false;
+    for (int64_t i = 0; i < p.seqlen_q && !seen; ++i) seen = oracle::visible(problem, i, j);
+    if (!seen) hidden.push_back(j);
+  }
+  if (hidden.empty()) RC_DISCARD("every key is seen by some row");
+  note_coverage("hidden-keys=some");
+  HostInputs poisoned = copy_of(clean);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t g = 0; g < p.heads_kv; ++g)
+      for (int64_t j : hidden) fill_key(poisoned, b, g, j, std::nan(""));
+  const BackwardOutputs a = run_grad(clean), b = run_grad(poisoned);
+  for (const auto& [name, x, y] : {std::tuple{"dQ", &a.dq, &b.dq}, std::tuple{"dK", &a.dk, &b.dk},
+                                   std::tuple{"dV", &a.dv, &b.dv}, std::tuple{"dsink", &a.dsink, &b.dsink}}) {
+    for (size_t at = 0; at < x->size(); ++at) {
+      if (!same_bits((*x)[at], (*y)[at])) {
+        RC_LOG() << name << "[" << at << "]: " << (*x)[at] << " clean, " << (*y)[at] << " with NaN in hidden keys\n";
+        RC_FAIL("NaN in keys no row sees reached a gradient");
+      }
+    }
+  }
+}
+
+void key_gradients_sum_to_zero() {
+  GradNeeds needs;
+  needs.dense = true;
+  needs.plain = true;
+  const Case c = grad_case(needs);
+  note_case(c);
+  const HostInputs in = inputs_for(c);
+  const BackwardOutputs out = run_grad(in);
+  RC_ASSERT(judged(c, in, out).pass);
+  // sum_j dS_ij = 0 for every row, so sum_j dK_j = 0 per K/V head; and sum_j dV_j = sum_i dO_i over the rows with a
+  // visible key (sum_j P_ij = 1 without a sink). Each within the sum of its elements' bounds.
+  const Params& p = in.params;
+  const oracle::Problem problem = in.problem();
+  const oracle::GradientCheck bounds = backward_bounds(in, out);
+  const int64_t group = p.heads_q / p.heads_kv;
+  const auto key_sum = [&](const std::vector<double>& g, const std::vector<double>& bound, int64_t cols, int64_t b,
+                           int64_t kv, int64_t col, double* slack) {
+    double sum = 0.0;
+    for (int64_t j = 0; j < p.seqlen_k; ++j) {
+      const size_t at = static_cast<size_t>(((b * p.heads_kv + kv) * p.seqlen_k + j) * cols + col);
+      sum += g[at];
+      *slack += bound[at] + 1e-15 * std::fabs(g[at]);
+    }
+    return sum;
+  };
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t kv = 0; kv < p.heads_kv; ++kv) {
+      for (int64_t col = 0; col < p.head_dim; ++col) {
+        double slack = 0.0;
+        const double sum = key_sum(out.dk, bounds.dk, p.head_dim, b, kv, col, &slack);
+        if (!std::isfinite(slack)) continue;  // an element outside the domain: no claim on the sum
+        if (!(std::fabs(sum) <= slack)) {
+          RC_LOG() << "sum over keys of dK, K/V head " << kv << " column " << col << ": " << sum << " (slack " << slack << ")\n";
+          RC_FAIL("key gradients do not sum to zero");
+        }
+      }
+      const int64_t dim_v = value_head_dim(p);
+      for (int64_t col = 0; col < dim_v; ++col) {
+        double slack = 0.0, want = 0.0;
+        const double sum = key_sum(out.dv, bounds.dv, dim_v, b, kv, col, &slack);
+        if (!std::isfinite(slack)) continue;
+        for (int64_t m = 0; m < group; ++m)
+          for (int64_t i = 0; i < p.seqlen_q; ++i) {
+            if (oracle::visible_keys(problem, i).size() == 0) continue;
+            want += in.d_o_exact[static_cast<size_t>(((b * p.heads_q + kv * group + m) * p.seqlen_q + i) * dim_v + col)];
+          }
+        if (!(std::fabs(sum - want) <= slack + 1e-15 * std::fabs(want))) {
+          RC_LOG() << "sum over keys of dV, K/V head " << kv << " column " << col << ": " << sum << ", sum of dO "
+                   << want << " (slack " << slack << ")\n";
+          RC_FAIL("value gradients do not sum to dO");
+        }
+      }
+    }
+}
+
+}  // namespace flashcheck::properties
