@@ -52,7 +52,12 @@ std::string outside_grad(const GradNeeds& needs, const Case& c) {
   if (c.page > 0 || c.splits != 1) return "page: paged K/V and split-KV are forward-only";
   if (needs.dense && !c.seqs.empty()) return "seqs: the property draws dense cases";
   Case dense = c;
-  dense.seqs.clear();
+  if (!dense.seqs.empty()) {  // the dense case it came from had at least one row and key (its sequences may not)
+    dense.batch = 1;
+    dense.seqlen_q = std::max<int64_t>(dense.seqlen_q, 1);
+    dense.seqlen_k = std::max<int64_t>(dense.seqlen_k, 1);
+    dense.seqs.clear();
+  }
   dense.grad = false;
   dense.dout = ValueSpec{};
   return outside_options(grad_options(needs), dense);
