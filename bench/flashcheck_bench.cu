@@ -1,8 +1,9 @@
-// flashcheck_bench: throughput of flashcheck::run() over a sweep of (dtype, head_dim, seq_len, heads, mask),
-// next to a dense bf16 GEMM ceiling (cuBLAS, 8192^3) measured in the same process. Each point: random
-// normal inputs (never zeros), warm-up, then the median of event-timed runs with L2 flushed before each
-// run; FLOPs = 4 B H N^2 d, halved for causal masks. Peak device memory is the growth of used device memory
-// over the baseline. Writes JSON (--out) and a one-line-per-point table to stdout. Usage: --help.
+// flashcheck_bench: throughput of flashcheck::run() (or, with --pass backward, of run_backward() on the forward's
+// O and LSE) over a sweep of (dtype, head_dim, seq_len, heads, mask), next to a dense bf16 GEMM ceiling (cuBLAS,
+// 8192^3) measured in the same process. Each point: random normal inputs (never zeros), warm-up, then the median of
+// event-timed runs with L2 flushed before each run; FLOPs = 4 B H N^2 d, halved for causal masks, and 2.5 times that
+// for the backward pass (its five GEMMs against the forward's two). Peak device memory is the growth of used device
+// memory over the baseline. Writes JSON (--out) and a one-line-per-point table to stdout. Usage: --help.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "flashcheck/attention.h"
+#include "flashcheck/backward.h"
 
 namespace {
 
@@ -159,6 +161,8 @@ struct Options {
   std::string grid = "paper";  // paper | quick
   int warmup = 3;
   int iters = 10;
+  bool backward = false;       // --pass backward
+  bool deterministic = false;  // --deterministic: the backward pass's deterministic mode
 };
 
 // The FA-paper grid (B*N = 16384, H*d = 2048) for fp16/bf16 and the fp32 points of the peer measurements,
@@ -192,9 +196,13 @@ bool parse(int argc, char** argv, Options* opt) {
     else if (a == "--grid" && has_value) opt->grid = argv[++i];
     else if (a == "--warmup" && has_value) opt->warmup = std::atoi(argv[++i]);
     else if (a == "--iters" && has_value) opt->iters = std::atoi(argv[++i]);
+    else if (a == "--pass" && has_value && (std::string(argv[i + 1]) == "forward" || std::string(argv[i + 1]) == "backward"))
+      opt->backward = std::string(argv[++i]) == "backward";
+    else if (a == "--deterministic") opt->deterministic = true;
     else {
       std::fprintf(stderr,
-                   "usage: flashcheck_bench [--out FILE.json] [--grid paper|quick] [--warmup N] [--iters N]\n");
+                   "usage: flashcheck_bench [--out FILE.json] [--grid paper|quick] [--warmup N] [--iters N]\n"
+                   "                        [--pass forward|backward] [--deterministic]\n");
       return false;
     }
   }
@@ -241,13 +249,17 @@ int main(int argc, char** argv) {
                                        pt.mask);
     const int64_t elems = pt.batch * pt.heads * pt.seqlen * pt.head_dim;
     const int64_t bytes = elems * flashcheck::dtype_size(pt.dtype);
-    void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;
+    void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *d_o = nullptr, *dq = nullptr, *dk = nullptr,
+         *dv = nullptr;
     float* lse = nullptr;
     FC_CUDA(chk, cudaMalloc(&q, bytes));
     FC_CUDA(chk, cudaMalloc(&k, bytes));
     FC_CUDA(chk, cudaMalloc(&v, bytes));
     FC_CUDA(chk, cudaMalloc(&o, bytes));
     FC_CUDA(chk, cudaMalloc(&lse, pt.batch * pt.heads * pt.seqlen * sizeof(float)));
+    if (opt.backward) {
+      for (void** grad : {&d_o, &dq, &dk, &dv}) FC_CUDA(chk, cudaMalloc(grad, bytes));
+    }
     if (!chk.ok) break;
     fill(q, pt.dtype, elems, 1);
     fill(k, pt.dtype, elems, 2);
@@ -259,20 +271,32 @@ int main(int argc, char** argv) {
     p.lse = lse;
     const flashcheck::KernelConfig config = flashcheck::select_config(p);
     Status status;
-    auto forward = [&] {
-      if (status.ok()) status = flashcheck::run(p, nullptr);
+    flashcheck::BackwardParams bp = flashcheck::make_backward_params(p);
+    if (opt.backward) {
+      fill(d_o, pt.dtype, elems, 4);
+      status = flashcheck::run(p, nullptr);  // O and LSE, what the backward pass reads
+      bp.forward = p;
+      bp.d_o = d_o;
+      bp.dq = dq;
+      bp.dk = dk;
+      bp.dv = dv;
+      bp.deterministic = opt.deterministic;
+    }
+    auto pass = [&] {
+      if (status.ok()) status = opt.backward ? flashcheck::run_backward(bp, nullptr) : flashcheck::run(p, nullptr);
     };
     auto flush = [&] { FC_CUDA(chk, cudaMemsetAsync(flush_buf, 0, flush_bytes)); };
-    const float ms = median_ms(chk, opt.warmup, opt.iters, forward, flush);
+    const float ms = median_ms(chk, opt.warmup, opt.iters, pass, flush);
     const size_t peak = used_device_bytes(chk) - baseline;
     const bool causal = pt.mask != Mask::kNone;
-    const double flops = 4.0 * pt.batch * pt.heads * double(pt.seqlen) * pt.seqlen * pt.head_dim * (causal ? 0.5 : 1.0);
+    const double flops = (opt.backward ? 2.5 : 1.0) * 4.0 * pt.batch * pt.heads * double(pt.seqlen) * pt.seqlen *
+                         pt.head_dim * (causal ? 0.5 : 1.0);
     const double tflops = status.ok() && chk.ok ? flops / (ms * 1e9) : NAN;
     if (!status.ok()) ++failures;
     std::printf("%-4s d=%3lld N=%5lld B=%3lld H=%2lld %-9s %-22s %8.3f ms %7.1f TFLOP/s %5.1f%% of GEMM  peak %6.0f MiB%s%s\n",
                 flashcheck::to_string(pt.dtype), static_cast<long long>(pt.head_dim),
                 static_cast<long long>(pt.seqlen), static_cast<long long>(pt.batch), static_cast<long long>(pt.heads),
-                flashcheck::to_string(pt.mask), config.name, ms, tflops, 100.0 * tflops / ceiling,
+                flashcheck::to_string(pt.mask), opt.backward ? (opt.deterministic ? "backward-deterministic" : "backward") : config.name, ms, tflops, 100.0 * tflops / ceiling,
                 peak / 1048576.0, status.ok() ? "" : "  FAILED: ", status.ok() ? "" : status.message().c_str());
     std::fprintf(json,
                  "%s\n    {\"dtype\": \"%s\", \"head_dim\": %lld, \"seqlen\": %lld, \"batch\": %lld, \"heads\": %lld, "
@@ -280,7 +304,8 @@ int main(int argc, char** argv) {
                  "\"ms\": %.4f, \"tflops\": %.2f, \"fraction_of_gemm\": %.4f, \"peak_bytes\": %zu, \"ok\": %s}",
                  first ? "" : ",", flashcheck::to_string(pt.dtype), static_cast<long long>(pt.head_dim),
                  static_cast<long long>(pt.seqlen), static_cast<long long>(pt.batch),
-                 static_cast<long long>(pt.heads), flashcheck::to_string(pt.mask), config.name,
+                 static_cast<long long>(pt.heads), flashcheck::to_string(pt.mask),
+                 opt.backward ? (opt.deterministic ? "backward-deterministic" : "backward") : config.name,
                  flashcheck::to_string(config.path), config.block_m, config.block_n, ms,
                  std::isfinite(tflops) ? tflops : 0.0, std::isfinite(tflops) ? tflops / ceiling : 0.0, peak,
                  status.ok() ? "true" : "false");
@@ -290,6 +315,7 @@ int main(int argc, char** argv) {
     cudaFree(v);
     cudaFree(o);
     cudaFree(lse);
+    for (void* grad : {d_o, dq, dk, dv}) cudaFree(grad);
   }
   std::fprintf(json, "\n  ]\n}\n");
   std::fclose(json);
