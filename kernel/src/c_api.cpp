@@ -8,6 +8,7 @@
 #include <string>
 
 #include "flashcheck/attention.h"
+#include "flashcheck/backward.h"
 
 namespace {
 
@@ -77,6 +78,22 @@ fc_status guarded(char* msg, size_t msg_size, Fn&& fn) {
 }
 
 Status null_params() { return {StatusCode::kInvalidArgument, "params: null pointer"}; }
+
+flashcheck::BackwardParams to_cpp(const fc_backward_params& c) {
+  flashcheck::BackwardParams b;
+  b.forward = to_cpp(c.forward);
+  b.d_o = c.d_o;
+  b.dq = c.dq;
+  b.dk = c.dk;
+  b.dv = c.dv;
+  b.d_o_stride = to_cpp(c.d_o_stride);
+  b.dq_stride = to_cpp(c.dq_stride);
+  b.dk_stride = to_cpp(c.dk_stride);
+  b.dv_stride = to_cpp(c.dv_stride);
+  b.dsink = c.dsink;
+  b.deterministic = c.deterministic != 0;
+  return b;
+}
 
 }  // namespace
 
@@ -181,6 +198,32 @@ fc_status fc_set_head_dim_v(fc_params* params, int64_t head_dim_v, int32_t layou
     params->v_stride = to_c(p.v_stride);
     params->o_stride = to_c(p.o_stride);
     return {};
+  });
+}
+
+fc_status fc_make_backward_params(const fc_params* forward, fc_backward_params* out, char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> Status {
+    if (forward == nullptr) return {StatusCode::kInvalidArgument, "forward: null pointer"};
+    if (out == nullptr) return {StatusCode::kInvalidArgument, "out: null pointer"};
+    *out = fc_backward_params{};
+    out->forward = *forward;
+    out->d_o_stride = forward->o_stride;
+    out->dq_stride = forward->q_stride;
+    out->dk_stride = forward->k_stride;
+    out->dv_stride = forward->v_stride;
+    return {};
+  });
+}
+
+fc_status fc_can_implement_backward(const fc_backward_params* params, char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> Status {
+    return params == nullptr ? null_params() : flashcheck::can_implement_backward(to_cpp(*params));
+  });
+}
+
+fc_status fc_backward(const fc_backward_params* params, void* stream, char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> Status {
+    return params == nullptr ? null_params() : flashcheck::run_backward(to_cpp(*params), stream);
   });
 }
 

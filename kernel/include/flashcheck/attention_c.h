@@ -87,6 +87,24 @@ fc_status fc_select_config(const fc_params* params, int32_t* path, int32_t* bloc
                            char* msg, size_t msg_size);
 /* The split-KV run count fc_forward would use (attention.h effective_splits): num_splits, or the heuristic's for 0. */
 fc_status fc_effective_splits(const fc_params* params, int32_t* splits, char* msg, size_t msg_size);
+/* The backward pass (flashcheck/backward.h): `forward` as given to fc_forward (its o and lse are read here); dO in
+ * o's layout, dQ in q's, dK in k's, dV in v's (*_stride: elements); dsink [heads_q] fp32 with a sink, or NULL;
+ * deterministic != 0: dQ bit-identical from run to run. */
+typedef struct fc_backward_params {
+  fc_params forward;
+  const void* d_o;
+  void* dq;
+  void* dk;
+  void* dv;
+  fc_strides d_o_stride, dq_stride, dk_stride, dv_stride;
+  float* dsink;
+  int32_t deterministic;
+} fc_backward_params;
+/* forward copied, d_o_stride = o_stride, dq_stride = q_stride, dk_stride = k_stride, dv_stride = v_stride; pointers
+ * null, deterministic 0. */
+fc_status fc_make_backward_params(const fc_params* forward, fc_backward_params* out, char* msg, size_t msg_size);
+fc_status fc_can_implement_backward(const fc_backward_params* params, char* msg, size_t msg_size);
+fc_status fc_backward(const fc_backward_params* params, void* stream, char* msg, size_t msg_size);
 int32_t fc_device_available(void);
 const char* fc_version(void);
 

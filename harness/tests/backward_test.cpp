@@ -1,0 +1,171 @@
+// The backward pass through the harness on the host model (run_backward_case, judge_backward), its validation
+// (can_implement_backward, the C ABI's twin) and its guards: planted backward defects fail the verdict, key slots a
+// defect leaves unwritten are counted, refused params name their field.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "flashcheck/attention_c.h"
+#include "flashcheck/backward.h"
+#include "flashcheck/backward_check.h"
+#include "flashcheck/case.h"
+#include "flashcheck/inputs.h"
+
+namespace flashcheck {
+namespace {
+
+Case parsed(const std::string& line) {
+  Case c;
+  const Status st = parse_case(line, &c);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return c;
+}
+
+BackwardVerdict check(const std::string& line, ModelDefect defect = ModelDefect::kNone, bool deterministic = false) {
+  const Case c = parsed(line);
+  HostInputs in;
+  EXPECT_TRUE(make_inputs(c, &in).ok());
+  BackwardRunOptions options;
+  options.defect = defect;
+  options.deterministic = deterministic;
+  return judge_backward(c, in, run_backward_case(in, Backend::kHostModel, options));
+}
+
+const std::vector<std::string>& lines() {
+  static const std::vector<std::string> all{
+      "bf16 b=1 hq=2 hkv=1 sq=40 sk=70 d=64 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) grad=1 "
+      "dout=normal(0,1) seed=3",
+      "bf16 b=1 hq=4 hkv=2 sq=70 sk=90 d=64 dv=32 mask=window-tl window=20,5 softcap=5 q=normal(0,1) k=normal(0,1) "
+      "v=normal(0,1) sink=normal(0,1) grad=1 dout=normal(0,1) seed=5",
+      "f16 b=2 hq=2 hkv=1 sq=30 sk=53 d=40 mask=causal-br seqs=30:40+7,20:50+3 q=normal(0,1) k=normal(0,1) "
+      "v=normal(0,1) grad=1 dout=normal(0,1) seed=9",
+      "f32 b=1 hq=3 hkv=3 sq=33 sk=65 d=24 mask=none layout=bshd pad=3 q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+      "grad=1 dout=uniform(-1,1) seed=2",
+  };
+  return all;
+}
+
+TEST(Backward, HostModelAgreesWithTheOracle) {
+  for (const std::string& line : lines()) {
+    for (const bool deterministic : {false, true}) {
+      const BackwardVerdict v = check(line, ModelDefect::kNone, deterministic);
+      EXPECT_TRUE(v.pass) << v.report();
+      EXPECT_GT(v.dq.checked, 0) << line;
+      EXPECT_GT(v.dk.checked, 0) << line;
+      EXPECT_GT(v.dv.checked, 0) << line;
+      // Informative: the worst element comes within a factor 100 of its bound.
+      EXPECT_GT(std::max({v.dq.ratio, v.dk.ratio, v.dv.ratio}), 0.01) << v.report();
+    }
+  }
+}
+
+TEST(Backward, PlantedDefectsFail) {
+  const std::string line = lines()[1];
+  for (const ModelDefect defect : {ModelDefect::kBwdDsWithoutD, ModelDefect::kBwdSoftcapDerivativeDropped,
+                                   ModelDefect::kBwdDkScaleMissing, ModelDefect::kBwdLseWrongRow,
+                                   ModelDefect::kBwdGqaGroupShort, ModelDefect::kBwdDqMissingTile,
+                                   ModelDefect::kBwdHiddenKeysInDq}) {
+    const BackwardVerdict v = check(line, defect);
+    EXPECT_FALSE(v.pass) << to_string(defect) << "\n" << v.report();
+    EXPECT_NE(v.report().find(line.substr(0, 20)), std::string::npos);
+  }
+  // Key slots past a sequence's keys left unwritten: the runner's poison says so.
+  const BackwardVerdict tail = check(lines()[2], ModelDefect::kBwdPaddedTailNotZeroed);
+  EXPECT_FALSE(tail.pass);
+  EXPECT_GT(tail.unwritten, 0) << tail.report();
+}
+
+TEST(Backward, ForwardOnlyCasesAreRefused) {
+  const Case c = parsed("f16 b=1 hq=1 hkv=1 sq=8 sk=8 d=8 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1");
+  HostInputs in;
+  ASSERT_TRUE(make_inputs(c, &in).ok());
+  const BackwardOutputs out = run_backward_case(in, Backend::kHostModel);
+  EXPECT_EQ(out.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status.message().find("grad=1"), std::string::npos) << out.status.message();
+  // Paged K/V and split-KV are forward-only: UNSUPPORTED, naming the field.
+  for (const std::string& line :
+       {std::string("f16 b=1 hq=1 hkv=1 sq=8 sk=16 d=8 mask=none seqs=8:16 page=4 q=normal(0,1) k=normal(0,1) "
+                    "v=normal(0,1) grad=1 dout=normal(0,1) seed=1"),
+        std::string("f16 b=1 hq=1 hkv=1 sq=8 sk=16 d=8 mask=none seqs=8:16 splits=2 q=normal(0,1) k=normal(0,1) "
+                    "v=normal(0,1) grad=1 dout=normal(0,1) seed=1")}) {
+    const BackwardVerdict v = check(line);
+    EXPECT_EQ(v.outcome, Outcome::kUnsupported) << v.report();
+    EXPECT_TRUE(v.reason.find("page_table") != std::string::npos || v.reason.find("num_splits") != std::string::npos)
+        << v.reason;
+  }
+}
+
+// Params the backward refuses, each naming its field.
+TEST(Backward, ValidationNamesTheField) {
+  std::vector<uint16_t> q(64), k(64), v(64), o(64), d_o(64), dq(64), dk(64), dv(64);
+  std::vector<float> lse(8), sink(1), dsink(1);
+  Params p = make_params(DType::kF16, 1, 1, 1, 8, 8, 8);
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.o = o.data();
+  p.lse = lse.data();
+  const auto base = [&] {
+    BackwardParams b = make_backward_params(p);
+    b.d_o = d_o.data();
+    b.dq = dq.data();
+    b.dk = dk.data();
+    b.dv = dv.data();
+    return b;
+  };
+  EXPECT_TRUE(can_implement_backward(base()).ok()) << can_implement_backward(base()).message();
+  const auto refused = [&](BackwardParams b, const char* field) {
+    const Status st = can_implement_backward(b);
+    EXPECT_FALSE(st.ok()) << field;
+    EXPECT_EQ(st.message().rfind(field, 0), 0u) << st.message();
+  };
+  BackwardParams b = base();
+  b.d_o = nullptr;
+  refused(b, "d_o");
+  b = base();
+  b.dk = nullptr;
+  refused(b, "dk");
+  b = base();
+  b.dq = q.data();  // an output over an input
+  refused(b, "dq");
+  b = base();
+  b.dv = dk.data();  // two outputs over each other
+  refused(b, "dv");
+  b = base();
+  b.dsink = dsink.data();  // without a sink
+  refused(b, "dsink");
+  b = base();
+  b.dk_stride.row = -1;
+  refused(b, "dk_stride");
+  b = base();
+  b.forward.num_splits = 2;
+  refused(b, "num_splits");
+  b = base();
+  b.forward.sink = sink.data();
+  b.dsink = dsink.data();
+  EXPECT_TRUE(can_implement_backward(b).ok()) << can_implement_backward(b).message();
+  // batch 0 is a no-op, pointers or not.
+  b = make_backward_params(make_params(DType::kF16, 0, 1, 1, 8, 8, 8));
+  EXPECT_TRUE(can_implement_backward(b).ok());
+}
+
+TEST(Backward, CAbiTwin) {
+  fc_params forward;
+  char msg[256];
+  ASSERT_EQ(fc_make_params(FC_DTYPE_BF16, 1, 2, 1, 16, 16, 32, FC_MASK_NONE, FC_LAYOUT_BHSD, &forward, msg, sizeof msg),
+            FC_OK)
+      << msg;
+  fc_backward_params b;
+  ASSERT_EQ(fc_make_backward_params(&forward, &b, msg, sizeof msg), FC_OK) << msg;
+  EXPECT_EQ(b.dq_stride.row, forward.q_stride.row);
+  EXPECT_EQ(b.d_o_stride.head, forward.o_stride.head);
+  EXPECT_EQ(fc_can_implement_backward(&b, msg, sizeof msg), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(msg).rfind("q:", 0), 0u) << msg;  // the forward's own checks come first
+  EXPECT_EQ(fc_backward(nullptr, nullptr, msg, sizeof msg), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(msg).find("params"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace flashcheck
