@@ -1,4 +1,4 @@
-// gradient_check(): the gradient of attention in double and the backward error model of docs/error-model.md §6,
+// gradient_check(): the gradient of attention in double and the backward error model of docs/error-model.md §10,
 // in one pass over the rows. Per row the forward's fast tier gives O* and LSE* (with their own errors); per visible
 // key the score, P, dP, dS and the softcap's factor are recomputed in double beside the bound on how far the
 // kernel's fp32 value of each may lie from them; the sums of dQ (over the row's keys), dK and dV (over the rows of a

@@ -12,7 +12,7 @@
 // gets dQ = 0; a key no row sees, and every key slot of a packed sequence past its seqused_k, gets dK = dV = 0; a
 // value the mask hides (NaN included) never reaches a gradient.
 //
-// Arithmetic (docs/error-model.md §6, the general class): scores, P, dP, D and dS in fp32 on CUDA cores, every sum
+// Arithmetic (docs/error-model.md §10, the general class): scores, P, dP, D and dS in fp32 on CUDA cores, every sum
 // accumulated in fp32, dQ, dK and dV rounded to the dtype once. dQ's partial sums over each K/V tile are added
 // with fp32 atomics by default (their order varies from run to run, within the error model's bound);
 // `deterministic` computes dQ in a pass of its own over the K/V tiles in order, bit-identical from run to run.

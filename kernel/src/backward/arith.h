@@ -2,7 +2,7 @@
 // (backward/host_model.cpp): the argument block, the tiles, which rows a K/V tile's keys are seen by, and the
 // per-(row, key) chain score -> P -> dS -> dT. Plain C++ with host/device qualifiers.
 //
-// Rounding points (docs/error-model.md §6, the general class): x = fl(fl(q.k) fl(scale log2 e)) (softcap: fl(c log2 e)
+// Rounding points (docs/error-model.md §10, the general class): x = fl(fl(q.k) fl(scale log2 e)) (softcap: fl(c log2 e)
 // tanh(fl(q.k fl(scale / c)))), P = exp2(fl(x - fl(LSE log2 e))), dP = fl(dO.v) and D = fl(dO.O) as FMA chains in
 // column order, dS = fl(P fl(dP - D)), dT = fl(dS fl(1 - fl(t t))) with the softcap's t, dV_j = FMA chain of P_ij dO_i
 // and dK_j of dT_ij q_i over the rows in order (every query head of the group in turn), dQ_i = partial FMA chains of

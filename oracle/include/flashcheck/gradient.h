@@ -37,7 +37,7 @@ struct Gradient {
 // Cost: (batch * heads_q * seqlen_q * seqlen_k) * (2 head_dim + 2 value_dim) 113-bit operations at most.
 Gradient exact_gradient(const Problem& problem, std::span<const double> d_o);
 
-// Where a backward kernel rounds (docs/error-model.md §6, "The backward pass"):
+// Where a backward kernel rounds (docs/error-model.md §10, "The backward pass"):
 //   kGeneralFp32  scores, P, dP, D, dS and every sum in fp32, rounded to nearest;
 //   kTensorCore   the same, with P rounded to `format` before dV = P^T dO and dS (after the softcap's factor) before
 //                 dQ = dS K and dK = dS^T Q, and the GEMMs' fp32 accumulation truncating (one ulp per rounding).
@@ -59,7 +59,7 @@ struct ForwardResult {
 
 // The gradient in the fast tier (double, the forward's fast tier for O and LSE) and a bound on each element of
 // |kernel - exact| for a kernel of `arithmetic` given `forward`: the first-order propagation of every rounding the
-// kernel makes (docs/error-model.md §6), with the forward's measured errors of O and LSE carried in, any summation
+// kernel makes (docs/error-model.md §10), with the forward's measured errors of O and LSE carried in, any summation
 // order (atomics included) covered, the fast tier's own error added. An element whose bound is +inf carries no
 // claim: a row whose given O or LSE is non-finite where the exact one is finite (the forward failed there), and the
 // keys and sink it reaches.
