@@ -29,6 +29,7 @@
 
 #include "flashcheck/attention.h"
 #include "flashcheck/admission.h"
+#include "flashcheck/backward_check.h"
 #include "flashcheck/budget.h"
 #include "flashcheck/device_inputs.h"
 #include "flashcheck/case.h"
@@ -57,6 +58,7 @@ constexpr uint64_t kFeatureDrawsKey = 0x77696e64;  // added to the seed for the 
 constexpr uint64_t kSequenceDrawsKey = 0x73657173;  // the same for the inference path's cases ("seqs")
 constexpr uint64_t kValueDimDrawsKey = 0x64762020;  // the same for the head_dim_v != head_dim cases ("dv  ")
 constexpr int64_t kDefaultRandomValueDimsPerDtype = 24;
+constexpr int64_t kDefaultBackwardPerDtype = 16;
 
 // Deterministic draws for the random part of the sweep (same cases on every machine).
 class Draws {
@@ -100,6 +102,53 @@ Case base_case(DType dtype, int64_t d, uint64_t seed) {
   c.v = {DistKind::kUniform, -1.0, 1.0};
   c.seed = seed;
   return c;
+}
+
+// The backward section: grad=1 cases over the features the backward pass serves (masks of both alignments, windows,
+// softcap, sinks, GQA, unequal head dims, packed varlen with slots past the keys), head dims 24 to 256, seqlens at
+// and off the backward kernels' 32-row and 32-key tiles. `count` cases per dtype, each shape with its own seed.
+std::vector<Case> backward_cases(DType dtype, int64_t count, uint64_t seed_base) {
+  struct Shape {
+    int64_t b, hq, hkv, sq, sk, d, dv;
+    Mask mask;
+    int64_t window_left, window_right;
+    float softcap;
+    bool sink, varlen;
+  };
+  static const Shape kShapes[] = {
+      {1, 2, 1, 40, 70, 64, 0, Mask::kCausalBottomRight, -1, -1, 0.0f, false, false},
+      {2, 4, 2, 129, 257, 128, 0, Mask::kCausalTopLeft, -1, -1, 0.0f, false, false},
+      {1, 4, 2, 70, 90, 64, 32, Mask::kWindowTopLeft, 20, 5, 5.0f, true, false},
+      {1, 3, 3, 33, 65, 24, 0, Mask::kNone, -1, -1, 0.0f, false, false},
+      {3, 2, 1, 64, 96, 40, 0, Mask::kCausalBottomRight, -1, -1, 0.0f, false, true},
+      {1, 2, 1, 100, 160, 256, 128, Mask::kNone, -1, -1, 0.0f, false, false},
+      {1, 8, 1, 96, 96, 96, 0, Mask::kWindowBottomRight, 31, 0, 30.0f, true, false},
+      {2, 2, 2, 31, 33, 192, 128, Mask::kCausalBottomRight, -1, -1, 0.0f, true, false},
+  };
+  constexpr int64_t kShapeCount = static_cast<int64_t>(sizeof kShapes / sizeof kShapes[0]);
+  std::vector<Case> cases;
+  for (int64_t n = 0; n < count; ++n) {
+    const Shape& s = kShapes[n % kShapeCount];
+    Case c = base_case(dtype, s.d, seed_base + static_cast<uint64_t>(n));
+    c.batch = s.b;
+    c.heads_q = s.hq;
+    c.heads_kv = s.hkv;
+    c.seqlen_q = s.sq;
+    c.seqlen_k = s.sk;
+    c.head_dim_v = s.dv;
+    c.mask = s.mask;
+    c.window_left = s.window_left;
+    c.window_right = s.window_right;
+    c.softcap = s.softcap;
+    if (s.sink) c.sink = ValueSpec{DistKind::kNormal, 0.0, 1.0};
+    if (s.varlen) {
+      for (int64_t b = 0; b < s.b; ++b) c.seqs.push_back({s.sq - 17 * b, s.sk - 29 * b, b});
+    }
+    c.grad = true;
+    c.dout = {DistKind::kNormal, 0.0, 1.0};
+    cases.push_back(c);
+  }
+  return cases;
 }
 
 // The structured part: per head_dim, the tile-boundary shapes the acceptance list names.
@@ -549,6 +598,7 @@ int main(int argc, char** argv) {
   int64_t random_features_per_dtype = kDefaultRandomFeaturesPerDtype;
   int64_t random_sequences_per_dtype = kDefaultRandomSequencesPerDtype;
   int64_t random_value_dims_per_dtype = kDefaultRandomValueDimsPerDtype;
+  int64_t backward_per_dtype = kDefaultBackwardPerDtype;
   uint64_t seed = 20261122;
   std::string cases_file;
   bool verbose = false;
@@ -576,6 +626,11 @@ int main(int argc, char** argv) {
                  "random cases per dtype whose V and O have a head dim of their own (head_dim_v != head_dim)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--backward", backward_per_dtype,
+                 "grad=1 cases per dtype in the backward section (dQ, dK, dV and dsink against the oracle's bound; "
+                 "none with --subject or --cases)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", seed, "seed of the random cases' draws (a decimal uint64)")->capture_default_str();
   app.add_option("--cases", cases_file, "run the case lines of FILE (one per line, '#' comments) instead of the sweep");
   app.add_flag("--verbose", verbose, "print a line for every passing case too");
@@ -834,6 +889,64 @@ int main(int argc, char** argv) {
       if (!w.worst_case.empty()) std::printf("worst O case %s %s: %s\n", to_string(dtype), name, w.worst_case.c_str());
     }
   }
+  // The backward section: the generated grad=1 cases (or the grad=1 lines of --cases), forward then backward on the
+  // backend, judged by judge_backward.
+  struct BackwardSummary {
+    int64_t cases = 0, failures = 0;
+    double worst_dq = 0, worst_dk = 0, worst_dv = 0, worst_dsink = 0;
+    std::string worst_case;
+    double worst = -1;
+  };
+  std::map<DType, BackwardSummary> backward_summary;
+  std::vector<Case> grad_cases;
+  if (!cases_file.empty()) {
+    for (const Case& c : cases) {
+      if (c.grad) grad_cases.push_back(c);
+    }
+  } else if (!subject) {
+    for (const DTypeInfo& row : kDTypes) {
+      const std::vector<Case> g = backward_cases(row.dtype, backward_per_dtype, seed + 5000);
+      grad_cases.insert(grad_cases.end(), g.begin(), g.end());
+    }
+  }
+  Outcome backward_outcome = Outcome::kPass;
+  if (!grad_cases.empty() && not_run == 0) {
+    std::printf("\nbackward pass: %zu grad=1 cases\n", grad_cases.size());
+    for (const Case& c : grad_cases) {
+      BackwardSummary& b = backward_summary[c.dtype];
+      ++b.cases;
+      HostInputs inputs;
+      Status st = make_inputs(c, &inputs, memory_cap);
+      const BackwardVerdict v = st.ok() ? judge_backward(c, inputs, run_backward_case(inputs, backend))
+                                        : BackwardVerdict{false, outcome_of(st.code()), st.message(), format_case(c)};
+      backward_outcome = most_severe(backward_outcome, v.outcome);
+      if (!v.pass) {
+        ++b.failures;
+        ++failures;
+        std::printf("FAIL (backward)\n%s\n", v.report().c_str());
+      } else if (verbose) {
+        std::printf("pass  dQ %.3f  dK %.3f  dV %.3f  %s\n", v.dq.ratio, v.dk.ratio, v.dv.ratio, v.case_line.c_str());
+      }
+      b.worst_dq = std::max(b.worst_dq, v.dq.ratio);
+      b.worst_dk = std::max(b.worst_dk, v.dk.ratio);
+      b.worst_dv = std::max(b.worst_dv, v.dv.ratio);
+      b.worst_dsink = std::max(b.worst_dsink, v.dsink.ratio);
+      const double worst = std::max({v.dq.ratio, v.dk.ratio, v.dv.ratio, v.dsink.ratio});
+      if (worst > b.worst) {
+        b.worst = worst;
+        b.worst_case = v.case_line;
+      }
+    }
+    std::printf("\n| dtype | backward cases | failed | worst dQ err/bound | worst dK err/bound | worst dV err/bound | "
+                "worst dsink err/bound |\n|---|---|---|---|---|---|---|\n");
+    for (const auto& [dtype, b] : backward_summary) {
+      std::printf("| %s | %lld | %lld | %.4f | %.4f | %.4f | %.4f |\n", to_string(dtype), static_cast<long long>(b.cases),
+                  static_cast<long long>(b.failures), b.worst_dq, b.worst_dk, b.worst_dv, b.worst_dsink);
+    }
+    for (const auto& [dtype, b] : backward_summary) {
+      if (!b.worst_case.empty()) std::printf("worst backward case %s: %s\n", to_string(dtype), b.worst_case.c_str());
+    }
+  }
   std::array<int64_t, kOutcomeCount> counts{};
   // A subject is judged inside its capabilities: cases outside them are counted, not held against it, so a narrow
   // subject that passed everything it ran passes ("PASS within capabilities"), and one that ran nothing is
@@ -846,6 +959,7 @@ int main(int argc, char** argv) {
     if (!subject || r.outcome != Outcome::kUnsupported) overall = most_severe(overall, r.outcome);
   }
   if (ran == 0) overall = Outcome::kUnsupported;  // nothing ran, nothing passed
+  overall = most_severe(overall, backward_outcome);
   const bool within_capabilities =
       subject && overall == Outcome::kPass && counts[static_cast<size_t>(Outcome::kUnsupported)] > 0;
   std::printf("\n%s: %lld of %zu cases failed, %lld rejected, %lld unsupported, %lld outside the domain (%.1f s)%s\n",
@@ -855,12 +969,28 @@ int main(int argc, char** argv) {
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kUnsupported)]),
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kOutsideDomain)]), seconds,
               not_run > 0 ? ("; " + std::to_string(not_run) + " not run: the CUDA context was lost").c_str() : "");
+  if (!backward_summary.empty()) {
+    int64_t backward_failed = 0, backward_total = 0;
+    for (const auto& [dtype, b] : backward_summary) {
+      backward_failed += b.failures;
+      backward_total += b.cases;
+    }
+    std::printf("backward: %lld of %lld grad=1 cases failed (counted in the failures above)\n",
+                static_cast<long long>(backward_failed), static_cast<long long>(backward_total));
+  }
   if (!json_path.empty()) {
     const bool lse_written = !subject || subject->descriptor().capabilities.lse != 0;
     const nlohmann::json doc = report_json(backend_text, subject ? subject->name() : "", lse_written, seconds, not_run, overall,
                                            counts, summary, paths, records);
+    nlohmann::json with_backward = doc;
+    for (const auto& [dtype, b] : backward_summary) {
+      with_backward["backward"][to_string(dtype)] = {{"cases", b.cases},       {"failures", b.failures},
+                                                     {"worst_dq", b.worst_dq}, {"worst_dk", b.worst_dk},
+                                                     {"worst_dv", b.worst_dv}, {"worst_dsink", b.worst_dsink},
+                                                     {"worst_case", b.worst_case}};
+    }
     std::ofstream out(json_path);
-    out << doc.dump(1) << "\n";
+    out << with_backward.dump(1) << "\n";
     if (!out) {
       std::fprintf(stderr, "flashcheck-report: cannot write %s\n", excerpt(json_path).c_str());
       return kExitNoInput;
