@@ -29,6 +29,8 @@ struct DecodeLimits {
 inline constexpr DecodeLimits kModelLimits{int64_t{1} << 20, int64_t{1} << 18};
 // GPU kernel: the kernel is cheap, input generation and the sampled oracle rows on the host dominate.
 inline constexpr DecodeLimits kKernelLimits{int64_t{1} << 32, int64_t{1} << 22};
+// The host memory a fuzz target's make_inputs may take.
+inline constexpr int64_t kMaxInputBytes = int64_t{1} << 30;
 
 // Saturating cost measures (a parsed case line can name sizes near INT64_MAX).
 int64_t case_work(const Case& c);

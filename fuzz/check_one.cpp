@@ -18,7 +18,6 @@ namespace flashcheck::fuzz {
 namespace {
 
 // Refused inputs of a case line stay out of the corpus; a binary-decoded case is valid by construction.
-constexpr int64_t kMaxInputBytes = int64_t{1} << 30;
 // The exit status when the device cannot draw a case's inputs (DrawOn::kDevice): no case is to blame, so it is no
 // finding; the process stops with the reason on stderr.
 constexpr int kExitDrawFailed = 79;

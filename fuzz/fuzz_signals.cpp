@@ -33,7 +33,9 @@ constexpr int kSlotWorst = kSlotSpecials + kTensors * kSpecialKinds;     // wors
 constexpr int kSlotPerCheck = kSlotWorst + kRatioBuckets;                // check x ratio bucket, one-hot
 constexpr int kSlotVerdict = kSlotPerCheck + kChecks * kRatioBuckets;    // unconstrained rows, failures
 constexpr int kSlotFeatures = kSlotVerdict + 2;                          // softcap, sink, one-hot
-constexpr int kSlotEnd = kSlotFeatures + 2;
+constexpr int kGradients = 4;                                            // dQ, dK, dV, dsink
+constexpr int kSlotGradients = kSlotFeatures + 2;                        // gradient x ratio bucket, one-hot
+constexpr int kSlotEnd = kSlotGradients + kGradients * kRatioBuckets;
 constexpr int kCounterBytes = (kSlotEnd + 63) / 64 * 64;
 
 alignas(64) __attribute__((section("__libfuzzer_extra_counters"), used)) uint8_t g_counters[kCounterBytes];
@@ -117,6 +119,15 @@ void record_verdict(const Verdict& verdict) {
   }
   add(kSlotVerdict, static_cast<uint64_t>(std::max<int64_t>(verdict.unconstrained_rows, 0)));
   add(kSlotVerdict + 1, verdict.pass ? 0 : 1);
+}
+
+void record_backward_verdict(const BackwardVerdict& verdict) {
+  record_verdict(verdict.forward);
+  int gradient = 0;
+  for (const Worst* w : {&verdict.dq, &verdict.dk, &verdict.dv, &verdict.dsink}) {
+    add(kSlotGradients + gradient * kRatioBuckets + ratio_bucket(w->ratio), 1);
+    ++gradient;
+  }
 }
 
 }  // namespace flashcheck::fuzz

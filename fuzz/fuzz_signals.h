@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "flashcheck/attention.h"
+#include "flashcheck/backward_check.h"
 #include "flashcheck/case.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/instrument.h"
@@ -26,6 +27,9 @@ void record_specials(const Case& c, const HostInputs& inputs);
 // verdict's shape (unconstrained rows, failure): inputs that push the error upward reach new buckets and stay in the
 // corpus.
 void record_verdict(const Verdict& verdict);
+// The same for a backward verdict: the forward's, then one log2 bucket of the worst ratio per gradient (dQ, dK, dV,
+// dsink), so inputs that push any gradient's error toward its bound stay in the corpus.
+void record_backward_verdict(const BackwardVerdict& verdict);
 
 // The one-hot bucket of a ratio: 0 for 0, 1..kRatioBuckets-3 for log2 from -kRatioLog2Floor upward,
 // kRatioBuckets-2 for +inf, kRatioBuckets-1 for NaN.

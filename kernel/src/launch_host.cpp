@@ -26,7 +26,7 @@ bool device_available() { return false; }
 Status run_backward(const BackwardParams& params, void*) {
   if (Status st = can_implement_backward(params); !st.ok()) return st;
   const Params& p = params.forward;
-  if (p.batch == 0 || p.heads_q == 0) return Status::ok_status();  // no-op
+  if ((p.batch == 0 || p.heads_q == 0) && params.dsink == nullptr) return Status::ok_status();  // no-op
   return {StatusCode::kNoDevice, "flashcheck was built without CUDA (FLASHCHECK_CUDA=OFF)"};
 }
 int32_t effective_splits(const Params& params) { return detail::pick_splits(params, detail::kModelSmCount); }

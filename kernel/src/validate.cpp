@@ -505,6 +505,9 @@ Status can_implement_backward(const BackwardParams& b) {
   }
   if (Status st = can_implement(p); !st.ok()) return st;
   if (b.dsink != nullptr && p.sink == nullptr) return invalid("dsink: given without a sink (forward.sink is null)");
+  if (reinterpret_cast<uintptr_t>(b.dsink) % sizeof(float) != 0) {
+    return invalid(cat("dsink: pointer ", static_cast<const void*>(b.dsink), " is not aligned to 4 bytes"));
+  }
   if (p.batch * p.heads_q == 0) return Status::ok_status();  // documented no-op
   // Without query rows dQ and dO hold nothing, and without keys dK and dV: those pointers may then be null.
   const int64_t rows = lse_rows(p);

@@ -4,6 +4,7 @@
 #include "flashcheck/gradient.h"
 
 #include <boost/multiprecision/cpp_bin_float.hpp>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -29,7 +30,9 @@ bool all_finite(const double* x, int64_t n) {
 // accumulators of the row's first visible key.
 struct RowShare {
   double d = 0.0;
-  bool nonfinite = false;  // the row's inputs hold inf or NaN: its dQ is NaN, its keys' dK and dV too
+  bool nonfinite = false;  // the row sees keys and its inputs hold inf or NaN: its dQ is NaN, its keys' dK and dV too
+  bool values_nonfinite = false;  // only V rows it sees hold inf or NaN: its dQ, its keys' dK are NaN, their dV not
+  bool sink_nan = false;   // its head's sink gradient is NaN (any of the above, dO non-finite, a NaN sink)
 };
 
 RowShare row_gradient(const detail::RowView& view, const double* d_o, double* dq, Quad* k_acc, Quad* v_acc,
@@ -37,14 +40,19 @@ RowShare row_gradient(const detail::RowView& view, const double* d_o, double* dq
   const int64_t dim = view.head_dim, dim_v = view.head_dim_v, n = view.visible;
   const bool has_sink = view.sink != -std::numeric_limits<double>::infinity();
   RowShare share;
-  share.nonfinite = !all_finite(view.q, dim) || !all_finite(view.k, n * dim) || !all_finite(view.v, n * dim_v) ||
-                    !all_finite(d_o, dim_v) || std::isnan(view.sink);
-  if (share.nonfinite) {
-    for (int64_t c = 0; c < dim; ++c) dq[c] = kNaN;
+  // A row that sees no key depends on no q and writes O = 0: its dQ is 0 whatever Q holds, and only dO (through D)
+  // or a NaN sink reach the sink's gradient.
+  // Non-finite values in the V rows it sees (and nowhere else) leave P and so dV finite: they reach O, D, dS, dQ, dK.
+  const bool dout_finite = all_finite(d_o, dim_v);
+  share.nonfinite = n > 0 && (!all_finite(view.q, dim) || !all_finite(view.k, n * dim) || !dout_finite ||
+                              std::isnan(view.sink));
+  share.values_nonfinite = n > 0 && !share.nonfinite && !all_finite(view.v, n * dim_v);
+  share.sink_nan = share.nonfinite || (has_sink && (share.values_nonfinite || !dout_finite || std::isnan(view.sink)));
+  for (int64_t c = 0; c < dim; ++c) dq[c] = share.nonfinite || share.values_nonfinite ? kNaN : 0.0;
+  if (share.nonfinite || (n == 0 && (share.sink_nan || !dout_finite))) {
     share.d = kNaN;
     return share;
   }
-  for (int64_t c = 0; c < dim; ++c) dq[c] = 0.0;
   if (n == 0 && !has_sink) return share;  // no usable key: P = 0, nothing flows back
   if (view.sink == std::numeric_limits<double>::infinity()) return share;  // the sink takes all weight: O = 0, D = 0
 
@@ -68,6 +76,13 @@ RowShare row_gradient(const detail::RowView& view, const double* d_o, double* dq
     const Quad pj = exp(s[static_cast<size_t>(j)] - m) / l;
     p[static_cast<size_t>(j)] = pj;
     for (int64_t c = 0; c < dim_v; ++c) o[static_cast<size_t>(c)] += pj * Quad(view.v[j * dim_v + c]);
+  }
+  if (share.values_nonfinite) {  // dV only: the rest is NaN
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t c = 0; c < dim_v; ++c) v_acc[j * dim_v + c] += p[static_cast<size_t>(j)] * Quad(d_o[c]);
+    }
+    share.d = kNaN;
+    return share;
   }
   Quad d = 0;
   for (int64_t c = 0; c < dim_v; ++c) d += Quad(d_o[c]) * o[static_cast<size_t>(c)];
@@ -127,24 +142,28 @@ Gradient exact_gradient(const Problem& problem, std::span<const double> d_o) {
         const RowShare share = row_gradient(view, d_o.data() + row * dim_v, g.dq.data() + row * dim,
                                             k_acc.data() + key0 * dim, v_acc.data() + key0 * dim_v, sink);
         g.d[static_cast<size_t>(row)] = share.d;
-        if (share.nonfinite) {
-          for (int64_t j = 0; j < view.visible; ++j) k_nan[static_cast<size_t>(key0 + j)] = 1;
-          if (!problem.sink.empty()) sink_nan[static_cast<size_t>(h)] = 1;
+        if (share.nonfinite || share.values_nonfinite) {
+          for (int64_t j = 0; j < view.visible; ++j) {
+            char& flag = k_nan[static_cast<size_t>(key0 + j)];
+            flag = std::max<char>(flag, share.nonfinite ? 2 : 1);
+          }
         }
+        if (share.sink_nan && !problem.sink.empty()) sink_nan[static_cast<size_t>(h)] = 1;
       }
     }
   }
   g.dk.resize(k_acc.size());
   g.dv.resize(v_acc.size());
   for (int64_t key = 0; key < keys; ++key) {
-    const bool nan = k_nan[static_cast<size_t>(key)] != 0;
+    // 1: dK is NaN (a row saw non-finite values); 2: dV too (a row's scores or dO are non-finite).
+    const char nan = k_nan[static_cast<size_t>(key)];
     for (int64_t c = 0; c < dim; ++c) {
       const size_t at = static_cast<size_t>(key * dim + c);
-      g.dk[at] = nan ? kNaN : static_cast<double>(k_acc[at]);
+      g.dk[at] = nan >= 1 ? kNaN : static_cast<double>(k_acc[at]);
     }
     for (int64_t c = 0; c < dim_v; ++c) {
       const size_t at = static_cast<size_t>(key * dim_v + c);
-      g.dv[at] = nan ? kNaN : static_cast<double>(v_acc[at]);
+      g.dv[at] = nan >= 2 ? kNaN : static_cast<double>(v_acc[at]);
     }
   }
   g.dsink.resize(sink_acc.size());

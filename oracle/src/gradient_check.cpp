@@ -76,7 +76,8 @@ double finish(const Acc& a, double scale_abs, double unit, int64_t extra, double
               double out_max) {
   // Outside the domain: an fp32 sum that may overflow, or a gradient beyond the output format's range (which it
   // rounds to +-inf, as IEEE says).
-  if (a.unconstrained || scale_abs * a.mag >= kOverflowGuard) return kInf;
+  // The kernel sums in fp32 before it scales: both the sum and the scaled sum must stay in range.
+  if (a.unconstrained || std::max(scale_abs, 1.0) * a.mag >= kOverflowGuard) return kInf;
   const double n = static_cast<double>(a.terms + extra);
   const double sum_err =
       scale_abs * (a.err + gamma_n(n, unit) * a.mag + (fast + gamma_n(n + 8, kU64)) * a.mag) + n * kFloor;
@@ -141,23 +142,36 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
         const auto each_key = [&](auto&& f) {
           for (int64_t j = 0; j < n; ++j) f(j, dk.data() + (key0 + j) * dim, dv.data() + (key0 + j) * dim_v);
         };
-        // Non-finite inputs: what the gold tier calls "must be non-finite".
-        if (!all_finite(view.q, dim) || !all_finite(view.k, n * dim) || !all_finite(view.v, n * dim_v) ||
-            !all_finite(dout, dim_v) || std::isnan(view.sink)) {
-          std::fill(dq, dq + dim, kNaN);
+        // Non-finite inputs: what the gold tier calls "must be non-finite" (a row without keys: only its sink's).
+        // Non-finite V rows alone leave P, and so dV, finite (gradient.h).
+        const bool dout_finite = all_finite(dout, dim_v);
+        const bool nonfinite = n > 0 && (!all_finite(view.q, dim) || !all_finite(view.k, n * dim) || !dout_finite ||
+                                         std::isnan(view.sink));
+        const bool values_nonfinite = n > 0 && !nonfinite && !all_finite(view.v, n * dim_v);
+        const bool sink_nan =
+            nonfinite || (view.sink != -kInf && (values_nonfinite || !dout_finite || std::isnan(view.sink)));
+        if (nonfinite || (n == 0 && (sink_nan || !dout_finite))) {
+          std::fill(dq, dq + dim, nonfinite ? kNaN : 0.0);
+          std::fill(dq_bound, dq_bound + dim, nonfinite ? kInf : 0.0);
           out.exact.d[static_cast<size_t>(row)] = kNaN;
-          each_key([&](int64_t, Acc* k, Acc* v) {
-            for (int64_t c = 0; c < dim; ++c) k[c].nan = true;
-            for (int64_t c = 0; c < dim_v; ++c) v[c].nan = true;
-          });
-          if (sink_acc != nullptr) sink_acc->nan = true;
+          if (nonfinite) {
+            each_key([&](int64_t, Acc* k, Acc* v) {
+              for (int64_t c = 0; c < dim; ++c) k[c].nan = true;
+              for (int64_t c = 0; c < dim_v; ++c) v[c].nan = true;
+            });
+          }
+          if (sink_acc != nullptr && sink_nan) sink_acc->nan = true;
           continue;
         }
         const RowResult fwd = compute_row(problem, ref, Tier::kFast);
         // No usable key and no sink (LSE* = -inf), or a sink of +inf (LSE* = +inf): P = 0 and O = 0, so nothing
         // flows back, and a kernel given the same LSE computes exactly that (exp2(x + inf) is skipped, exp2(x - inf)
         // is 0). Given another LSE it computes something else: the forward failed there, and no claim is made.
-        const bool given_ok = all_finite(o_given, dim_v) || !std::isfinite(fwd.lse);
+        bool given_ok = true;  // the given O is finite wherever the exact one is
+        for (int64_t c = 0; c < dim_v; ++c) {
+          given_ok = given_ok && (std::isfinite(o_given[c]) || !std::isfinite(fwd.o[static_cast<size_t>(c)]));
+        }
+        given_ok = given_ok || !std::isfinite(fwd.lse);
         if (!std::isfinite(fwd.lse) || !std::isfinite(lse_given) || !given_ok) {
           const bool consistent = fwd.lse == lse_given && given_ok;
           if (!consistent) {
@@ -237,8 +251,9 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
           }
           // fp32 intermediates that may overflow (dO.v, dO.O, the scores, dT): outside the domain, for the row's dQ and
           // the key's dK and dV alike.
-          const bool overflow = std::exp(score - lse + delta + fast_rel) >= kOverflowGuard || dp_mag >= kOverflowGuard || d_mag >= kOverflowGuard || raw_cond >= kOverflowGuard ||
-                                !(std::abs(dt) + e_dt < kOverflowGuard);
+          const bool overflow = std::exp(score - lse + delta + fast_rel) >= kOverflowGuard || dp_mag >= kOverflowGuard ||
+                                d_mag >= kOverflowGuard || raw_cond >= kOverflowGuard ||
+                                std::abs(dt) + e_dt >= kOverflowGuard;
           if (overflow) {
             for (int64_t c = 0; c < dim; ++c) {
               dq_row[static_cast<size_t>(c)].unconstrained = true;
@@ -273,8 +288,16 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
         }
         for (int64_t c = 0; c < dim; ++c) {
           const Acc& a = dq_row[static_cast<size_t>(c)];
-          dq[c] = problem.scale * a.sum;
-          dq_bound[c] = finish(a, scale_abs, u_acc, 1, u_out, out_floor, fast_max, out_max);
+          dq[c] = values_nonfinite ? kNaN : problem.scale * a.sum;
+          dq_bound[c] = values_nonfinite ? kInf : finish(a, scale_abs, u_acc, 1, u_out, out_floor, fast_max, out_max);
+        }
+        if (values_nonfinite) {
+          out.exact.d[static_cast<size_t>(row)] = kNaN;
+          each_key([&](int64_t, Acc* k, Acc*) {
+            for (int64_t c = 0; c < dim; ++c) k[c].nan = true;
+          });
+          if (sink_acc != nullptr) sink_acc->nan = true;
+          continue;
         }
         if (sink_acc != nullptr && view.sink != -kInf) {
           // dsink_h = -sum_i exp(sink - LSE_i) D_i, the kernel's exp2 of fl(fl(sink log2 e) - fl(LSE log2 e)).
@@ -297,7 +320,7 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
   for (size_t at = 0; at < dk.size(); ++at) {
     const Acc& a = dk[at];
     out.exact.dk[at] = a.nan ? kNaN : problem.scale * a.sum;
-    out.dk[at] = a.nan ? 0.0 : finish(a, scale_abs, u_acc, 1, u_out, out_floor, fast_max, out_max);
+    out.dk[at] = a.nan ? kInf : finish(a, scale_abs, u_acc, 1, u_out, out_floor, fast_max, out_max);
     out.max_rows = std::max(out.max_rows, a.terms);
   }
   out.exact.dv.resize(dv.size());
@@ -305,14 +328,14 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
   for (size_t at = 0; at < dv.size(); ++at) {
     const Acc& a = dv[at];
     out.exact.dv[at] = a.nan ? kNaN : a.sum;
-    out.dv[at] = a.nan ? 0.0 : finish(a, 1.0, u_acc, 0, u_out, out_floor, fast_max, out_max);
+    out.dv[at] = a.nan ? kInf : finish(a, 1.0, u_acc, 0, u_out, out_floor, fast_max, out_max);
   }
   out.exact.dsink.resize(sink.size());
   out.dsink.resize(sink.size());
   for (size_t h = 0; h < sink.size(); ++h) {
     const Acc& a = sink[h];
     out.exact.dsink[h] = a.nan ? kNaN : a.sum;
-    out.dsink[h] = a.nan ? 0.0 : finish(a, 1.0, kU32, 1, kU32, half_subnormal(Format::kF32), fast_max, overflow_threshold(Format::kF32));
+    out.dsink[h] = a.nan ? kInf : finish(a, 1.0, kU32, 1, kU32, half_subnormal(Format::kF32), fast_max, overflow_threshold(Format::kF32));
   }
   return out;
 }

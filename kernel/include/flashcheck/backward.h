@@ -10,7 +10,8 @@
 // Masks, windows, softcap, sinks and varlen sequences (cu_seqlens_q / cu_seqlens_k / seqused_k) mean what they mean
 // in attention.h; paged K/V and split-KV are forward-only. A row with no visible key (LSE = -inf without a sink)
 // gets dQ = 0; a key no row sees, and every key slot of a packed sequence past its seqused_k, gets dK = dV = 0; a
-// value the mask hides (NaN included) never reaches a gradient.
+// value the mask hides (NaN included) never reaches a gradient. batch = 0 or heads_q = 0 writes dsink = 0 (a sum over
+// no rows) where given and nothing else.
 //
 // Arithmetic (docs/error-model.md §10, the general class): scores, P, dP, D and dS in fp32 on CUDA cores, every sum
 // accumulated in fp32, dQ, dK and dV rounded to the dtype once. dQ's partial sums over each K/V tile are added

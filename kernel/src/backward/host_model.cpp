@@ -34,7 +34,10 @@ int64_t k_offset(const bw::Args& a, const Strides& s, int64_t b, int64_t h, int6
 Status run_backward_host_model(const BackwardParams& bp, const HostModelOptions& options) {
   if (Status st = can_implement_backward(bp); !st.ok()) return st;
   const Params& p = bp.forward;
-  if (p.batch == 0 || p.heads_q == 0) return Status::ok_status();
+  if (p.batch == 0 || p.heads_q == 0) {  // no rows: dsink (a sum over them) is 0, nothing else exists
+    if (bp.dsink != nullptr) std::fill(bp.dsink, bp.dsink + p.heads_q, 0.0f);
+    return Status::ok_status();
+  }
   bw::Args a;
   static_cast<detail::ProblemArgs&>(a) = detail::make_problem_args(p, bw::kBlockRows);
   const ModelDefect defect = options.defect;

@@ -20,34 +20,36 @@ namespace flashcheck::detail::backward {
 
 __device__ __forceinline__ float exp2_f32(float x) { return exp2f(x); }
 
-// Shared memory of a CTA: the K/V tile's rows and the rows of Q and dO it takes at a time, P and dT of their pairs
-// (rows padded by one against bank conflicts), each row's LSE in log2 units and D. Sized by the problem's own dims.
+// Shared memory of a CTA: the K/V tile's rows and the rows of Q and dO it takes at a time, P and dT of their pairs,
+// each row's LSE in log2 units and D. Every row is padded by one float, so that the 32 lanes of a warp reading one
+// column of 32 rows (the pairs' dot products) hit 32 banks. Sized by the problem's own dims.
 struct Smem {
   float *k, *v, *q, *g, *p, *t, *lse2, *d;
+  int ks, vs;  // row strides of K and Q (dim + 1) and of V and dO (dim_v + 1)
   static constexpr int kPairStride = kBlockKeys + 1;
-  __device__ Smem(float* base, int dim, int dim_v) {
+  __device__ Smem(float* base, int dim, int dim_v) : ks(dim + 1), vs(dim_v + 1) {
     k = base;
-    v = k + kBlockKeys * dim;
-    q = v + kBlockKeys * dim_v;
-    g = q + kBlockRows * dim;
-    p = g + kBlockRows * dim_v;
+    v = k + kBlockKeys * ks;
+    q = v + kBlockKeys * vs;
+    g = q + kBlockRows * ks;
+    p = g + kBlockRows * vs;
     t = p + kBlockRows * kPairStride;
     lse2 = t + kBlockRows * kPairStride;
     d = lse2 + kBlockRows;
   }
   static size_t bytes(int64_t dim, int64_t dim_v) {
-    return sizeof(float) * static_cast<size_t>((kBlockKeys + kBlockRows) * (dim + dim_v) +
+    return sizeof(float) * static_cast<size_t>((kBlockKeys + kBlockRows) * (dim + 1 + dim_v + 1) +
                                                2 * kBlockRows * kPairStride + 2 * kBlockRows);
   }
 };
 
-// `count` rows of `columns` values from `src` (row(i) gives row i) into dst[count rows][columns] as fp32; rows at or
-// past `count` of the block's `block` rows are zero.
+// `count` rows of `columns` values from `src` (row(i) gives row i) into dst's rows of `columns + 1` floats as fp32;
+// rows at or past `count` of the block's `block` rows are zero.
 template <typename T, class Row>
 __device__ void load_block(float* dst, int block, int count, int columns, Row&& row) {
   for (int idx = threadIdx.x; idx < block * columns; idx += kThreads) {
     const int r = idx / columns, c = idx % columns;
-    dst[idx] = r < count ? DeviceDtype<T>::load(row(r) + c) : 0.0f;
+    dst[r * (columns + 1) + c] = r < count ? DeviceDtype<T>::load(row(r) + c) : 0.0f;
   }
 }
 
@@ -83,8 +85,8 @@ __device__ inline void pair_terms(const Args& a, const Smem& s, const Visibility
     float p = 0.0f, dt = 0.0f;
     if (r < rows && j < keys && vis.sees(i0 + r, k0 + j)) {
       float dot = 0.0f, dp = 0.0f;
-      for (int c = 0; c < dim; ++c) dot = fmaf(s.q[r * dim + c], s.k[j * dim + c], dot);
-      for (int c = 0; c < dim_v; ++c) dp = fmaf(s.g[r * dim_v + c], s.v[j * dim_v + c], dp);
+      for (int c = 0; c < dim; ++c) dot = fmaf(s.q[r * s.ks + c], s.k[j * s.ks + c], dot);
+      for (int c = 0; c < dim_v; ++c) dp = fmaf(s.g[r * s.vs + c], s.v[j * s.vs + c], dp);
       const Score sc = score_log2(dot, a);
       p = weight(sc.x, s.lse2[r], exp2_f32);
       dt = score_grad(p, dp, s.d[r], sc.t, a.has_softcap);
@@ -96,12 +98,12 @@ __device__ inline void pair_terms(const Args& a, const Smem& s, const Visibility
 
 // Row r's partial sum of dT k over the tile's keys in column c, and whether the row sees any of them.
 __device__ inline bool dq_partial(const Smem& s, const Visibility& vis, int64_t i0, int r, int64_t k0, int keys, int c,
-                                  int dim, float* part) {
+                                  float* part) {
   bool any = false;
   float acc = 0.0f;
   for (int j = 0; j < keys; ++j) {
     if (!vis.sees(i0 + r, k0 + j)) continue;
-    acc = fmaf(s.t[r * Smem::kPairStride + j], s.k[j * dim + c], acc);
+    acc = fmaf(s.t[r * Smem::kPairStride + j], s.k[j * s.ks + c], acc);
     any = true;
   }
   *part = acc;
@@ -152,13 +154,13 @@ __global__ void __launch_bounds__(kThreads) key_tile_kernel(Args a) {
         if (idx < kBlockKeys * dim) {
           const int j = idx / dim, c = idx % dim;
           for (int r = 0; r < rows; ++r) {
-            if (j < keys && seq.vis.sees(i0 + r, k0 + j)) acc_k[m] = fmaf(s.t[r * Smem::kPairStride + j], s.q[r * dim + c], acc_k[m]);
+            if (j < keys && seq.vis.sees(i0 + r, k0 + j)) acc_k[m] = fmaf(s.t[r * Smem::kPairStride + j], s.q[r * s.ks + c], acc_k[m]);
           }
         }
         if (idx < kBlockKeys * dim_v) {
           const int j = idx / dim_v, c = idx % dim_v;
           for (int r = 0; r < rows; ++r) {
-            if (j < keys && seq.vis.sees(i0 + r, k0 + j)) acc_v[m] = fmaf(s.p[r * Smem::kPairStride + j], s.g[r * dim_v + c], acc_v[m]);
+            if (j < keys && seq.vis.sees(i0 + r, k0 + j)) acc_v[m] = fmaf(s.p[r * Smem::kPairStride + j], s.g[r * s.vs + c], acc_v[m]);
           }
         }
       }
@@ -167,7 +169,7 @@ __global__ void __launch_bounds__(kThreads) key_tile_kernel(Args a) {
         for (int idx = threadIdx.x; idx < rows * dim; idx += kThreads) {
           const int r = idx / dim, c = idx % dim;
           float part;
-          if (dq_partial(s, seq.vis, i0, r, k0, keys, c, dim, &part)) atomicAdd(a.dq_acc + (rb + i0 + r) * a.head_dim + c, part);
+          if (dq_partial(s, seq.vis, i0, r, k0, keys, c, &part)) atomicAdd(a.dq_acc + (rb + i0 + r) * a.head_dim + c, part);
         }
       }
     }
@@ -208,7 +210,7 @@ __global__ void __launch_bounds__(kThreads) query_tile_kernel(Args a) {
     for (int m = 0; m < kAcc; ++m) {
       const int idx = static_cast<int>(threadIdx.x) + m * kThreads;
       float part;
-      if (idx < rows * dim && dq_partial(s, seq.vis, i0, idx / dim, k0, keys, idx % dim, dim, &part)) acc[m] += part;
+      if (idx < rows * dim && dq_partial(s, seq.vis, i0, idx / dim, k0, keys, idx % dim, &part)) acc[m] += part;
     }
   }
   T* dq = a.q_rows<T>(a.dq, b, h);

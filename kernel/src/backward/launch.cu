@@ -61,7 +61,12 @@ Status run_backward(const BackwardParams& bp, void* stream) {
   namespace bw = detail::backward;
   if (Status st = can_implement_backward(bp); !st.ok()) return st;
   const Params& p = bp.forward;
-  if (p.batch == 0 || p.heads_q == 0) return Status::ok_status();  // no-op
+  if (p.batch == 0 || p.heads_q == 0) {  // no rows: dsink (a sum over them) is 0, nothing else exists
+    if (bp.dsink == nullptr || p.heads_q == 0) return Status::ok_status();
+    return detail::backward::cuda_status(
+        cudaMemsetAsync(bp.dsink, 0, sizeof(float) * static_cast<size_t>(p.heads_q), static_cast<cudaStream_t>(stream)),
+        "zeroing dsink");
+  }
   if (!device_available()) return {StatusCode::kNoDevice, "no CUDA device is available to this process"};
   if (p.batch > 65535 || p.heads_q > 65535) {
     return {StatusCode::kUnsupported, "batch: the backward kernels take at most 65535 sequences and query heads"};

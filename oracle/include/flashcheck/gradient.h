@@ -10,9 +10,11 @@
 //   dQ_i = scale sum_j dT_ij k_j;   dK_j = scale sum_i dT_ij q_i;   dsink_h = -sum_(b,i) P_i,sink D_i.
 // Sums over i run over every query head of the K/V head's group (GQA) and, for the sink, over every sequence.
 // A row with no usable key and no sink has P = 0: it adds nothing and its dQ is 0; a sink of +inf takes all the
-// weight (O = 0, D = 0) and nothing flows back either. Where the row's Q or dO, a K or V row it sees, or its sink
-// holds inf or NaN (a sink of -inf is none), the gradients it touches are NaN ("must be non-finite"): its dQ and D,
-// dK and dV of every key it sees, and its head's sink gradient.
+// weight (O = 0, D = 0) and nothing flows back either. Where a row that sees keys has inf or NaN in its Q or dO, in a
+// K or V row it sees, or as its sink (a sink of -inf is none), the gradients it touches are NaN ("must be
+// non-finite"): its dQ and D, dK and dV of every key it sees, and its head's sink gradient. A row that sees no key
+// depends on no q: its dQ is 0 whatever Q holds, and a non-finite dO (through D) or a NaN sink reach only the sink's
+// gradient.
 #pragma once
 
 #include <span>
@@ -62,7 +64,9 @@ struct ForwardResult {
 // kernel makes (docs/error-model.md §10), with the forward's measured errors of O and LSE carried in, any summation
 // order (atomics included) covered, the fast tier's own error added. An element whose bound is +inf carries no
 // claim: a row whose given O or LSE is non-finite where the exact one is finite (the forward failed there), and the
-// keys and sink it reaches.
+// keys and sink it reaches; fp32 overflow on the way, or a gradient past the format's range; and every element a
+// non-finite input reaches (exact: NaN), since whether a key of zero weight (a score of -inf) multiplies its inf
+// into a NaN is the kernel's order of operations, not the math's.
 struct GradientCheck {
   Gradient exact;                         // NaN: must be non-finite (gradient.h's semantics)
   std::vector<double> dq, dk, dv, dsink;  // bounds, shaped like exact's
