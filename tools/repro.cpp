@@ -42,6 +42,7 @@ struct Options {
   std::vector<Backend> backends;
   oracle::Tier tier = oracle::Tier::kFast;
   ModelDefect defect = ModelDefect::kNone;
+  bool deterministic = false;  // grad=1 lines: the backward pass's deterministic mode
   JudgeOptions judge;
   std::string file;
   std::string line;  // the case line given on the command line (arguments joined by blanks)
@@ -75,6 +76,8 @@ int parse_args(int argc, char** argv, Options* options) {
   app.add_option("--defect", defect, "host model only: run with this planted defect")
       ->check(CLI::IsMember(defect_names))
       ->capture_default_str();
+  app.add_flag("--deterministic", options->deterministic,
+               "grad=1 lines: run the backward pass in its deterministic mode (dQ without atomics)");
   app.add_option("--rows", rows, "all rows, or N: every row when there are at most N, else boundary rows plus N seeded "
                                  "random rows (default 4096 / 64)")
       ->check(CLI::Validator(
@@ -373,6 +376,7 @@ Replayed replay(const std::string& given, const Options& options) {
     for (Backend backend : options.backends) {
       BackwardRunOptions run;
       run.defect = options.defect;
+      run.deterministic = options.deterministic;
       const BackwardOutputs out = run_backward_case(inputs, backend, run);
       if (out.status.code() == StatusCode::kNoDevice) {
         std::fprintf(stderr, "flashcheck-repro: --backend gpu: %s\n", out.status.message().c_str());
