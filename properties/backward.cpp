@@ -83,13 +83,7 @@ Case grad_case(const GradNeeds& needs = {}) {
       s.extra = *gen::element<int64_t>(0, 0, 1, 7);
       c.seqs.push_back(s);
     }
-    c.batch = sequences;
-    c.seqlen_q = 0;
-    c.seqlen_k = 0;
-    for (const Sequence& s : c.seqs) {
-      c.seqlen_q = std::max(c.seqlen_q, s.q);
-      c.seqlen_k = std::max(c.seqlen_k, s.capacity());
-    }
+    fit_to_sequences(&c);
     c.inject.clear();
     note_coverage("grad=varlen");
   } else {

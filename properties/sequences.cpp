@@ -145,13 +145,7 @@ Case gen_sequence_case(const SequenceNeeds& needs) {
   } else {
     c.splits = *gen::weightedOneOf<int32_t>({{2, gen::just<int32_t>(1)}, {3, gen::elementOf(splits)}}).as("splits");
   }
-  c.batch = sequences;
-  c.seqlen_q = 0;
-  c.seqlen_k = 0;
-  for (const Sequence& s : c.seqs) {
-    c.seqlen_q = std::max(c.seqlen_q, s.q);
-    c.seqlen_k = std::max(c.seqlen_k, s.capacity());
-  }
+  fit_to_sequences(&c);
   note_coverage(std::string("seq=") + (c.page > 0 ? "paged" : "packed") + (decoding ? "-decode" : "-prefill"));
   note_coverage(std::string("seq-splits=") + (c.splits == 1 ? "1" : c.splits == 0 ? "auto" : "n"));
   return c;

@@ -11,23 +11,18 @@
 #include "flashcheck/backward_check.h"
 #include "flashcheck/case.h"
 #include "flashcheck/inputs.h"
+#include "backward_lines.h"
 
 namespace flashcheck {
 namespace {
 
-const std::vector<std::string>& lines() {
-  static const std::vector<std::string> all{
-      "bf16 b=1 hq=4 hkv=2 sq=70 sk=90 d=64 dv=32 mask=window-tl window=20,5 softcap=5 q=normal(0,1) k=normal(0,1) "
-      "v=normal(0,1) sink=normal(0,1) grad=1 dout=normal(0,1) seed=5",
-      "f16 b=2 hq=2 hkv=1 sq=30 sk=53 d=40 mask=causal-br seqs=30:40+7,20:50+3 q=normal(0,1) k=normal(0,1) "
-      "v=normal(0,1) grad=1 dout=normal(0,1) seed=9",
-      "f32 b=1 hq=3 hkv=3 sq=33 sk=65 d=24 mask=none layout=bshd pad=3 q=normal(0,1) k=normal(0,1) v=normal(0,1) "
-      "grad=1 dout=uniform(-1,1) seed=2",
-      "bf16 b=2 hq=8 hkv=2 sq=600 sk=600 d=128 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) grad=1 "
-      "dout=normal(0,1) seed=11",
-      "f16 b=1 hq=4 hkv=4 sq=300 sk=500 d=256 dv=128 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) grad=1 "
-      "dout=normal(0,1) seed=12",
-  };
+// The host model's lines, and two larger ones: many 32-key tiles, head dims 128 and 256 / 128.
+std::vector<std::string> lines() {
+  std::vector<std::string> all = testing::backward_lines();
+  all.push_back("bf16 b=2 hq=8 hkv=2 sq=600 sk=600 d=128 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+                "grad=1 dout=normal(0,1) seed=11");
+  all.push_back("f16 b=1 hq=4 hkv=4 sq=300 sk=500 d=256 dv=128 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+                "grad=1 dout=normal(0,1) seed=12");
   return all;
 }
 

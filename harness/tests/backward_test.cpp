@@ -12,6 +12,7 @@
 #include "flashcheck/backward_check.h"
 #include "flashcheck/case.h"
 #include "flashcheck/inputs.h"
+#include "backward_lines.h"
 
 namespace flashcheck {
 namespace {
@@ -33,19 +34,7 @@ BackwardVerdict check(const std::string& line, ModelDefect defect = ModelDefect:
   return judge_backward(c, in, run_backward_case(in, Backend::kHostModel, options));
 }
 
-const std::vector<std::string>& lines() {
-  static const std::vector<std::string> all{
-      "bf16 b=1 hq=2 hkv=1 sq=40 sk=70 d=64 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) grad=1 "
-      "dout=normal(0,1) seed=3",
-      "bf16 b=1 hq=4 hkv=2 sq=70 sk=90 d=64 dv=32 mask=window-tl window=20,5 softcap=5 q=normal(0,1) k=normal(0,1) "
-      "v=normal(0,1) sink=normal(0,1) grad=1 dout=normal(0,1) seed=5",
-      "f16 b=2 hq=2 hkv=1 sq=30 sk=53 d=40 mask=causal-br seqs=30:40+7,20:50+3 q=normal(0,1) k=normal(0,1) "
-      "v=normal(0,1) grad=1 dout=normal(0,1) seed=9",
-      "f32 b=1 hq=3 hkv=3 sq=33 sk=65 d=24 mask=none layout=bshd pad=3 q=normal(0,1) k=normal(0,1) v=normal(0,1) "
-      "grad=1 dout=uniform(-1,1) seed=2",
-  };
-  return all;
-}
+const std::vector<std::string>& lines() { return testing::backward_lines(); }
 
 TEST(Backward, HostModelAgreesWithTheOracle) {
   for (const std::string& line : lines()) {

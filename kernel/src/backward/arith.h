@@ -37,6 +37,12 @@ struct Args : ProblemArgs {
   }
 };
 
+// The keys of the K/V tile at key k0 below seqlen_k, 0..kBlockKeys.
+FLASHCHECK_HOST_DEVICE constexpr int keys_in_tile(int64_t seqlen_k, int64_t k0) {
+  const int64_t left = seqlen_k - k0;
+  return static_cast<int>(left < 0 ? 0 : (left > kBlockKeys ? kBlockKeys : left));
+}
+
 // The query rows [begin, end) that see some key of [k0, k1) (k0 < k1): row_begin and row_end never decrease with i,
 // so they are contiguous, found by bisection.
 struct RowSpan {

@@ -73,7 +73,7 @@ Status run_backward_host_model(const BackwardParams& bp, const HostModelOptions&
     for (int64_t h_kv = 0; h_kv < p.heads_kv; ++h_kv) {
       for (int64_t k0 = 0; k0 < capacity; k0 += bw::kBlockKeys) {
         const int64_t slots = std::min<int64_t>(bw::kBlockKeys, capacity - k0);
-        const int64_t keys = std::clamp<int64_t>(seq.seqlen_k - k0, 0, bw::kBlockKeys);
+        const int64_t keys = bw::keys_in_tile(seq.seqlen_k, k0);
         for (int64_t j = 0; j < keys; ++j) {
           const int64_t k_at = k_offset(a, p.k_stride, b, h_kv, k0 + j), v_at = k_offset(a, p.v_stride, b, h_kv, k0 + j);
           for (int64_t c = 0; c < dim; ++c) k_tile[static_cast<size_t>(j * dim + c)] = load_element(dt, p.k, k_at + c);

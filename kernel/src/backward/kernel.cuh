@@ -132,8 +132,7 @@ __global__ void __launch_bounds__(kThreads) key_tile_kernel(Args a) {
   const int dim = static_cast<int>(a.head_dim), dim_v = static_cast<int>(a.head_dim_v);
   const Smem s(smem, dim, dim_v);
   const int slots = static_cast<int>(capacity - k0 < kBlockKeys ? capacity - k0 : kBlockKeys);
-  const int64_t left = seq.seqlen_k - k0;
-  const int keys = static_cast<int>(left < 0 ? 0 : (left > kBlockKeys ? kBlockKeys : left));
+  const int keys = keys_in_tile(seq.seqlen_k, k0);
   load_tile<T>(a, s, b, h_kv, k0, keys);
   constexpr int kAcc = kBlockKeys * kDimMax / kThreads;
   float acc_k[kAcc], acc_v[kAcc];
@@ -199,8 +198,8 @@ __global__ void __launch_bounds__(kThreads) query_tile_kernel(Args a) {
   for (int m = 0; m < kAcc; ++m) acc[m] = 0.0f;
   const TileSpan tiles = tiles_seen(seq.vis, i0, i0 + rows);
   for (int64_t tile = tiles.first; tile < tiles.end; ++tile) {
-    const int64_t k0 = tile * kBlockKeys, left = seq.seqlen_k - k0;
-    const int keys = static_cast<int>(left < 0 ? 0 : (left > kBlockKeys ? kBlockKeys : left));
+    const int64_t k0 = tile * kBlockKeys;
+    const int keys = keys_in_tile(seq.seqlen_k, k0);
     __syncthreads();  // the previous tile is consumed
     load_tile<T>(a, s, b, h_kv, k0, keys);
     __syncthreads();
