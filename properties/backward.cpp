@@ -297,6 +297,48 @@ void nan_in_hidden_keys_never_reaches_gradients() {
   if (!same_forward) RC_ASSERT(judged(c, poisoned, b).pass);
 }
 
+void permuting_keys_permutes_key_gradients() {
+  GradNeeds needs;
+  needs.dense = true;
+  needs.unmasked = true;  // under a mask the key order is the visibility
+  const Case c = grad_case(needs);
+  note_case(c);
+  RelationDraws draws(c, "PermutingKeysPermutesKeyGradients");
+  const HostInputs base = inputs_for(c);
+  const Params& p = base.params;
+  const std::vector<int64_t> perm = draw_key_permutation(draws, p.seqlen_k, 32);  // the backward's K/V tile
+  HostInputs permuted = copy_of(base);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t g = 0; g < p.heads_kv; ++g)
+      for (int64_t j = 0; j < p.seqlen_k; ++j) copy_key(permuted, b, g, perm[static_cast<size_t>(j)], base, b, g, j);
+  const BackwardOutputs a = run_grad(base), b = run_grad(permuted);
+  // Key j's dK and dV move to key perm[j]; dQ stays. Each run within its bound of the same exact values.
+  const oracle::GradientCheck ba = backward_bounds(base, a), bb = backward_bounds(permuted, b);
+  const auto within = [&](const char* name, double got, double want, double bound) {
+    if (!std::isfinite(bound)) return;  // no claim (outside the domain)
+    if (!(std::fabs(got - want) <= bound)) {
+      RC_LOG() << name << ": " << got << " permuted, " << want << " not (slack " << bound << ")\n";
+      RC_FAIL("permuting the keys did not permute dK and dV (or changed dQ)");
+    }
+  };
+  for (size_t at = 0; at < a.dq.size(); ++at) within("dQ", b.dq[at], a.dq[at], ba.dq[at] + bb.dq[at]);
+  for (int64_t b_ = 0; b_ < p.batch; ++b_)
+    for (int64_t g = 0; g < p.heads_kv; ++g)
+      for (int64_t j = 0; j < p.seqlen_k; ++j) {
+        const int64_t from = (b_ * p.heads_kv + g) * p.seqlen_k + j;
+        const int64_t to = (b_ * p.heads_kv + g) * p.seqlen_k + perm[static_cast<size_t>(j)];
+        for (int64_t col = 0; col < p.head_dim; ++col) {
+          const size_t x = static_cast<size_t>(from * p.head_dim + col), y = static_cast<size_t>(to * p.head_dim + col);
+          within("dK", b.dk[y], a.dk[x], ba.dk[x] + bb.dk[y]);
+        }
+        const int64_t dim_v = value_head_dim(p);
+        for (int64_t col = 0; col < dim_v; ++col) {
+          const size_t x = static_cast<size_t>(from * dim_v + col), y = static_cast<size_t>(to * dim_v + col);
+          within("dV", b.dv[y], a.dv[x], ba.dv[x] + bb.dv[y]);
+        }
+      }
+}
+
 void key_gradients_sum_to_zero() {
   GradNeeds needs;
   needs.dense = true;

@@ -3,11 +3,13 @@
 
 #include <rapidcheck.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <numeric>
 #include <sstream>
 
 #include "flashcheck/device.h"
@@ -364,6 +366,20 @@ void assert_blind_rows_unchanged(const std::string& what, const HostInputs& clea
     worst.add(lse_at(b, p, r), lse_at(a, p, r), 2.0 * e.bound.lse, r, -1);
   }
   assert_worst(worst, (what + " (" + to_string(a.config.path) + ": non-finite tiles on their exact path), poisoned vs clean").c_str());
+}
+
+std::vector<int64_t> draw_key_permutation(RelationDraws& draws, int64_t keys, int64_t block_n) {
+  const int64_t kind = draws.below("permutation (0 reverse, 1 rotate by a K tile, 2 shuffle)", 3);
+  const uint64_t perm_seed = draws.bits("shuffle seed");
+  std::vector<int64_t> perm(static_cast<size_t>(keys));
+  std::iota(perm.begin(), perm.end(), 0);
+  if (kind == 0) std::reverse(perm.begin(), perm.end());
+  if (kind == 1 && keys > 0) std::rotate(perm.begin(), perm.begin() + (block_n % keys), perm.end());
+  if (kind == 2) {
+    SplitMix rng{perm_seed};
+    for (int64_t j = keys - 1; j > 0; --j) std::swap(perm[static_cast<size_t>(j)], perm[static_cast<size_t>(rng.below(j + 1))]);
+  }
+  return perm;
 }
 
 }  // namespace flashcheck::properties

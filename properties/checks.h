@@ -79,6 +79,20 @@ class RelationDraws {
   uint64_t state_;
 };
 
+// Deterministic derived randomness (permutations, shift vectors): splitmix64.
+struct SplitMix {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  int64_t below(int64_t n) { return n <= 0 ? 0 : static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
+};
+// A permutation of `keys` key indices (key j moves to perm[j]): reversed, rotated by a K tile of `block_n`, or
+// shuffled, as `draws` decides (logged).
+std::vector<int64_t> draw_key_permutation(RelationDraws& draws, int64_t keys, int64_t block_n);
 // A key index aimed at the K tiles: a tile boundary -1/0/+1 or anywhere in [lo, hi], half and half.
 int64_t pick_key(RelationDraws& draws, const char* what, int64_t lo, int64_t hi, int64_t block_n);
 

@@ -26,18 +26,6 @@ namespace {
 namespace gen = rc::gen;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Deterministic derived randomness (permutations, shift vectors): splitmix64.
-struct SplitMix {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int64_t below(int64_t n) { return n <= 0 ? 0 : static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
-};
-
 // Values of another case with the same shape (new seed): what "changing" a slice changes it to.
 HostInputs alternative_inputs(const Case& c) {
   Case alt = c;
@@ -86,20 +74,10 @@ void permuting_keys_leaves_output_unchanged() {
   const Case c = *gen_case(o);
   note_case(c);
   RelationDraws draws(c, "PermutingKeysLeavesOutputUnchanged");
-  const int64_t kind = draws.below("permutation (0 reverse, 1 rotate by a K tile, 2 shuffle)", 3);
-  const uint64_t perm_seed = draws.bits("shuffle seed");
-
   const HostInputs base = inputs_for(c);
   const Params& p = base.params;
   const KernelConfig config = kernel_config(p);
-  std::vector<int64_t> perm(static_cast<size_t>(p.seqlen_k));
-  std::iota(perm.begin(), perm.end(), 0);
-  if (kind == 0) std::reverse(perm.begin(), perm.end());
-  if (kind == 1) std::rotate(perm.begin(), perm.begin() + (config.block_n % p.seqlen_k), perm.end());
-  if (kind == 2) {
-    SplitMix rng{perm_seed};
-    for (int64_t j = p.seqlen_k - 1; j > 0; --j) std::swap(perm[static_cast<size_t>(j)], perm[static_cast<size_t>(rng.below(j + 1))]);
-  }
+  const std::vector<int64_t> perm = draw_key_permutation(draws, p.seqlen_k, config.block_n);
   HostInputs permuted = copy_of(base);
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t g = 0; g < p.heads_kv; ++g)

@@ -81,5 +81,6 @@ void deterministic_gradients_repeat();
 void grouped_key_gradients_sum_repeated_heads();
 void nan_in_hidden_keys_never_reaches_gradients();
 void key_gradients_sum_to_zero();
+void permuting_keys_permutes_key_gradients();
 
 }  // namespace flashcheck::properties

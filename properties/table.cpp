@@ -51,6 +51,7 @@ constexpr std::array kTable = {
     PropertyInfo{"GroupedKeyGradientsSumRepeatedHeads", kProd, grouped_key_gradients_sum_repeated_heads},
     PropertyInfo{"NanInHiddenKeysNeverReachesGradients", kProd, nan_in_hidden_keys_never_reaches_gradients},
     PropertyInfo{"KeyGradientsSumToZero", kProd, key_gradients_sum_to_zero},
+    PropertyInfo{"PermutingKeysPermutesKeyGradients", kProd, permuting_keys_permutes_key_gradients},
     PropertyInfo{"OnlineSoftmaxInvariants", kInst, [] { online_softmax_invariants(any_case()); }},
     PropertyInfo{"SequenceOnlineSoftmaxInvariants", kInst, sequence_online_softmax_invariants},
     // Inputs past the L2 cache take seconds a case: with the instrumented binary's properties rather than the
