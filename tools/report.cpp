@@ -892,7 +892,7 @@ int main(int argc, char** argv) {
   // The backward section: the generated grad=1 cases (or the grad=1 lines of --cases), forward then backward on the
   // backend, judged by judge_backward.
   struct BackwardSummary {
-    int64_t cases = 0, failures = 0;
+    int64_t cases = 0, failures = 0, claims = 0, informative = 0;
     double worst_dq = 0, worst_dk = 0, worst_dv = 0, worst_dsink = 0;
     std::string worst_case;
     double worst = -1;
@@ -927,6 +927,10 @@ int main(int argc, char** argv) {
       } else if (verbose) {
         std::printf("pass  dQ %.3f  dK %.3f  dV %.3f  %s\n", v.dq.ratio, v.dk.ratio, v.dv.ratio, v.case_line.c_str());
       }
+      for (const BackwardVerdict::Informative* info : {&v.dq_info, &v.dk_info, &v.dv_info}) {
+        b.claims += info->claims;
+        b.informative += info->informative;
+      }
       b.worst_dq = std::max(b.worst_dq, v.dq.ratio);
       b.worst_dk = std::max(b.worst_dk, v.dk.ratio);
       b.worst_dv = std::max(b.worst_dv, v.dv.ratio);
@@ -937,11 +941,13 @@ int main(int argc, char** argv) {
         b.worst_case = v.case_line;
       }
     }
-    std::printf("\n| dtype | backward cases | failed | worst dQ err/bound | worst dK err/bound | worst dV err/bound | "
-                "worst dsink err/bound |\n|---|---|---|---|---|---|---|\n");
+    std::printf("\n| dtype | backward cases | failed | informative dQ/dK/dV checks | worst dQ err/bound | worst dK err/bound | "
+                "worst dV err/bound | worst dsink err/bound |\n|---|---|---|---|---|---|---|---|\n");
     for (const auto& [dtype, b] : backward_summary) {
-      std::printf("| %s | %lld | %lld | %.4f | %.4f | %.4f | %.4f |\n", to_string(dtype), static_cast<long long>(b.cases),
-                  static_cast<long long>(b.failures), b.worst_dq, b.worst_dk, b.worst_dv, b.worst_dsink);
+      const double informative = b.claims > 0 ? 100.0 * double(b.informative) / double(b.claims) : 100.0;
+      std::printf("| %s | %lld | %lld | %.1f%% | %.4f | %.4f | %.4f | %.4f |\n", to_string(dtype),
+                  static_cast<long long>(b.cases), static_cast<long long>(b.failures), informative, b.worst_dq,
+                  b.worst_dk, b.worst_dv, b.worst_dsink);
     }
     for (const auto& [dtype, b] : backward_summary) {
       if (!b.worst_case.empty()) std::printf("worst backward case %s: %s\n", to_string(dtype), b.worst_case.c_str());
@@ -985,6 +991,7 @@ int main(int argc, char** argv) {
     nlohmann::json with_backward = doc;
     for (const auto& [dtype, b] : backward_summary) {
       with_backward["backward"][to_string(dtype)] = {{"cases", b.cases},       {"failures", b.failures},
+                                                     {"claims", b.claims},     {"informative", b.informative},
                                                      {"worst_dq", b.worst_dq}, {"worst_dk", b.worst_dk},
                                                      {"worst_dv", b.worst_dv}, {"worst_dsink", b.worst_dsink},
                                                      {"worst_case", b.worst_case}};

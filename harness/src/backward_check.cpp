@@ -262,9 +262,13 @@ namespace {
 // numbered (b, h, i) by `heads` and `rows`), the count over 1.
 void judge_tensor(const char* name, const std::vector<double>& got, const std::vector<double>& want,
                   const std::vector<double>& bound, int64_t heads, int64_t rows, int64_t row_len, Worst* worst,
-                  std::vector<std::string>* failures) {
+                  BackwardVerdict::Informative* info, std::vector<std::string>* failures) {
   for (size_t at = 0; at < want.size(); ++at) {
     if (!(bound[at] < std::numeric_limits<double>::infinity())) continue;  // no claim (gradient_check)
+    if (std::isfinite(want[at])) {
+      ++info->claims;
+      if (bound[at] < std::fabs(want[at])) ++info->informative;
+    }
     const double ratio = oracle::error_ratio(got[at], want[at], bound[at], false);
     ++worst->checked;
     const bool over = !(ratio <= 1.0);
@@ -313,11 +317,12 @@ BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const Ba
   const oracle::GradientCheck check = backward_bounds(inputs, outputs);
   v.max_keys = check.max_keys;
   v.max_rows = check.max_rows;
-  judge_tensor("dQ", outputs.dq, check.exact.dq, check.dq, p.heads_q, p.seqlen_q, p.head_dim, &v.dq, &v.failures);
-  judge_tensor("dK", outputs.dk, check.exact.dk, check.dk, p.heads_kv, p.seqlen_k, p.head_dim, &v.dk, &v.failures);
-  judge_tensor("dV", outputs.dv, check.exact.dv, check.dv, p.heads_kv, p.seqlen_k, value_head_dim(p), &v.dv, &v.failures);
+  judge_tensor("dQ", outputs.dq, check.exact.dq, check.dq, p.heads_q, p.seqlen_q, p.head_dim, &v.dq, &v.dq_info, &v.failures);
+  judge_tensor("dK", outputs.dk, check.exact.dk, check.dk, p.heads_kv, p.seqlen_k, p.head_dim, &v.dk, &v.dk_info, &v.failures);
+  judge_tensor("dV", outputs.dv, check.exact.dv, check.dv, p.heads_kv, p.seqlen_k, value_head_dim(p), &v.dv, &v.dv_info,
+               &v.failures);
   if (!check.exact.dsink.empty()) {
-    judge_tensor("dsink", outputs.dsink, check.exact.dsink, check.dsink, p.heads_q, 1, 1, &v.dsink, &v.failures);
+    judge_tensor("dsink", outputs.dsink, check.exact.dsink, check.dsink, p.heads_q, 1, 1, &v.dsink, &v.dsink_info, &v.failures);
   }
   v.unwritten = outputs.unwritten;
   v.tail_nonzero = outputs.tail_nonzero;
@@ -341,16 +346,16 @@ std::string BackwardVerdict::report() const {
   if (!reason.empty()) return r.str();
   r << "forward: " << to_string(forward.outcome) << ", worst O error/bound " << forward.o.ratio << ", LSE " << forward.lse.ratio
     << "\n";
-  const auto line = [&](const char* name, const Worst& w) {
+  const auto line = [&](const char* name, const Worst& w, const Informative& info) {
     if (w.checked == 0) return;
     r << name << ": worst error/bound " << w.ratio << " at (" << w.where.b << ", " << w.where.h << ", " << w.where.i
       << ") column " << w.col << " (got " << w.got << ", want " << w.want << ", bound " << w.bound << "); " << w.over
-      << " of " << w.checked << " over\n";
+      << " of " << w.checked << " over; informative " << 100.0 * info.fraction() << "%\n";
   };
-  line("dQ", dq);
-  line("dK", dk);
-  line("dV", dv);
-  line("dsink", dsink);
+  line("dQ", dq, dq_info);
+  line("dK", dk, dk_info);
+  line("dV", dv, dv_info);
+  line("dsink", dsink, dsink_info);
   r << "sums: up to " << max_keys << " keys per dQ row, " << max_rows << " rows per dK/dV key\n";
   for (const std::string& f : failures) r << "  FAIL " << f << "\n";
   return r.str();

@@ -58,6 +58,13 @@ struct BackwardVerdict {
   // Worst error / bound per gradient: `where` is the row (b, h, i) for dQ, the key (b, h_kv, j) for dK and dV, and
   // (0, h, 0) for dsink; col the column.
   Worst dq, dk, dv, dsink;
+  // Informative claims per gradient (dQ, dK, dV, dsink): of the elements with a finite bound and a finite exact value,
+  // those whose bound is below |exact| (a kernel that writes zeros fails them).
+  struct Informative {
+    int64_t claims = 0, informative = 0;
+    double fraction() const { return claims > 0 ? double(informative) / double(claims) : 1.0; }
+  };
+  Informative dq_info, dk_info, dv_info, dsink_info;
   int64_t unwritten = 0, tail_nonzero = 0;
   bool canaries_intact = true, inputs_unchanged = true;
   int64_t max_keys = 0, max_rows = 0;  // the longest sums met (gradient_check)
