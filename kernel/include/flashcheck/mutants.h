@@ -57,6 +57,10 @@ enum class Mutant : int32_t {
   kCombineValueStrideFromHeadDim,
   kTcValueColumnsFromHeadDim,
   kTcValueTileAtKeyTileWidth,
+  kBwdDsWithoutD,
+  kBwdDkScaleMissing,
+  kBwdDqMissingTile,
+  kBwdPaddedTailNotZeroed,
   kCount
 };
 
@@ -64,7 +68,7 @@ struct MutantInfo {
   Mutant id;
   const char* name;         // what FLASHCHECK_MUTANT takes
   const char* family;       // general, tensor_core (cp.async and warp-specialized), ws (warp-specialized only),
-                            // split_tf32, decode, combine (split-KV's merge)
+                            // split_tf32, decode, combine (split-KV's merge), backward
   const char* bug_class;    // the class of bug it stands for
   const char* description;  // what the guarded code does wrong
 };
@@ -154,6 +158,16 @@ inline constexpr MutantInfo kMutants[] = {
      "a value pair's kernel places V one V tile after K instead of one K tile: P V reads part of K, or of what "
      "follows V, as V (the cp.async kernel's stage; the warp-specialized kernel's V slots then overlap K's or the "
      "O tile)"},
+    {Mutant::kBwdDsWithoutD, "backward-ds-without-d", "backward", "backward: softmax gradient",
+     "dS = P dP: the row's D = dO.O is never subtracted"},
+    {Mutant::kBwdDkScaleMissing, "backward-dk-scale-missing", "backward", "backward: scale",
+     "dK is stored as sum_i dT_ij q_i without the softmax scale"},
+    {Mutant::kBwdDqMissingTile, "backward-dq-missing-tile", "backward", "backward: dQ accumulation",
+     "in atomic mode a row's partial sum of dQ over the last K/V tile it sees is never added, where it sees more "
+     "than one"},
+    {Mutant::kBwdPaddedTailNotZeroed, "backward-padded-tail-not-zeroed", "backward", "backward: padded tails",
+     "dK and dV rows of a K/V tile past the sequence's keys (packed slots up to the next sequence) are never "
+     "written"},
 };
 constexpr bool catalogue_in_id_order() {
   for (size_t i = 0; i < std::size(kMutants); ++i) {

@@ -15,6 +15,7 @@
 
 #include "backward/arith.h"
 #include "common/dtype.cuh"
+#include "common/mutants.cuh"
 
 namespace flashcheck::detail::backward {
 
@@ -89,7 +90,7 @@ __device__ inline void pair_terms(const Args& a, const Smem& s, const Visibility
       for (int c = 0; c < dim_v; ++c) dp = fmaf(s.g[r * s.vs + c], s.v[j * s.vs + c], dp);
       const Score sc = score_log2(dot, a);
       p = weight(sc.x, s.lse2[r], exp2_f32);
-      dt = score_grad(p, dp, s.d[r], sc.t, a.has_softcap);
+      dt = score_grad(p, dp, FC_MUTANT(kBwdDsWithoutD) ? 0.0f : s.d[r], sc.t, a.has_softcap);
     }
     s.p[r * Smem::kPairStride + j] = p;
     s.t[r * Smem::kPairStride + j] = dt;
@@ -168,17 +169,25 @@ __global__ void __launch_bounds__(kThreads) key_tile_kernel(Args a) {
         for (int idx = threadIdx.x; idx < rows * dim; idx += kThreads) {
           const int r = idx / dim, c = idx % dim;
           float part;
-          if (dq_partial(s, seq.vis, i0, r, k0, keys, c, &part)) atomicAdd(a.dq_acc + (rb + i0 + r) * a.head_dim + c, part);
+          if (!dq_partial(s, seq.vis, i0, r, k0, keys, c, &part)) continue;
+          const int64_t i = i0 + r;
+          if (FC_MUTANT(kBwdDqMissingTile) && k0 == (seq.vis.row_end(i) - 1) / kBlockKeys * kBlockKeys &&
+              k0 > seq.vis.row_begin(i) / kBlockKeys * kBlockKeys) {
+            continue;
+          }
+          atomicAdd(a.dq_acc + (rb + i) * a.head_dim + c, part);
         }
       }
     }
   }
   const RowSource<T> dk = a.kv_rows<T>(a.dk, b, h_kv), dv = a.kv_rows<T>(a.dv, b, h_kv);
+  const int written = FC_MUTANT(kBwdPaddedTailNotZeroed) ? keys : slots;
+  const float dk_scale = FC_MUTANT(kBwdDkScaleMissing) ? 1.0f : a.softmax_scale;
 #pragma unroll
   for (int m = 0; m < kAcc; ++m) {
     const int idx = static_cast<int>(threadIdx.x) + m * kThreads;
-    if (idx < slots * dim) dk.row(k0 + idx / dim)[idx % dim] = DeviceDtype<T>::store(mul_rn(acc_k[m], a.softmax_scale));
-    if (idx < slots * dim_v) dv.row(k0 + idx / dim_v)[idx % dim_v] = DeviceDtype<T>::store(acc_v[m]);
+    if (idx < written * dim) dk.row(k0 + idx / dim)[idx % dim] = DeviceDtype<T>::store(mul_rn(acc_k[m], dk_scale));
+    if (idx < written * dim_v) dv.row(k0 + idx / dim_v)[idx % dim_v] = DeviceDtype<T>::store(acc_v[m]);
   }
 }
 

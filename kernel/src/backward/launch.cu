@@ -31,6 +31,7 @@ Status launch(const Args& a, cudaStream_t stream) {
       return st;
     }
   }
+  FC_UPLOAD_MUTANT(stream);
   if (a.lse_rows > 0) preprocess_kernel<T><<<blocks_for(a.lse_rows), kThreads, 0, stream>>>(a);
   key_tile_kernel<T, kDimMax><<<dim3(static_cast<unsigned>(a.key_tiles), static_cast<unsigned>(a.heads_q / a.group_size),
                                      static_cast<unsigned>(a.batch)),
