@@ -248,6 +248,18 @@ TEST(ExactGradient, NonFiniteInputsReachWhatTheyTouch) {
     EXPECT_EQ(std::isnan(g.dq[static_cast<size_t>(i * d)]), i >= 2) << "row " << i;
   }
   for (int64_t j = 0; j < 5; ++j) EXPECT_TRUE(std::isnan(g.dk[static_cast<size_t>(j * d)])) << "key " << j;
+  // V enters neither P nor dO: dV_j = sum_i P_ij dO_i stays finite (the NaN reaches O, D, dS, dQ and dK only).
+  for (double x : g.dv) EXPECT_TRUE(std::isfinite(x));
+  // A NaN in Q of a row that sees no key reaches nothing: its dQ is 0.
+  Shape empty = shapes()[0];
+  empty.visibility = Visibility{0, -1, Alignment::kTopLeft};  // row i sees keys j >= i: the last rows none
+  empty.seqlen_q = 7;
+  empty.seqlen_k = 5;
+  Owned e = make(empty, 81);
+  e.q[static_cast<size_t>(6 * e.p.head_dim)] = std::numeric_limits<double>::quiet_NaN();  // row 6 sees no key
+  const Gradient ge = exact_gradient(e.p, e.d_o);
+  for (int64_t c = 0; c < e.p.head_dim; ++c) EXPECT_EQ(ge.dq[static_cast<size_t>(6 * e.p.head_dim + c)], 0.0);
+  for (double x : ge.dk) EXPECT_TRUE(std::isfinite(x));
 }
 
 TEST(ExactGradient, WrongDoSizeIsNamed) {
@@ -471,6 +483,34 @@ TEST(GradientCheck, BoundCatchesDroppedTerms) {
   track(&worst, "dq", wrong.dq, check.exact.dq, check.dq);
   track(&worst, "dk", wrong.dk, check.exact.dk, check.dk);
   EXPECT_GT(worst.ratio, 1.0) << worst.where;
+}
+
+// The fast tier's non-finite semantics are the gold tier's, and what a non-finite input reaches carries no claim.
+TEST(GradientCheck, NonFiniteInputsFollowTheGoldTier) {
+  Shape s = shapes()[0];
+  s.visibility = kCausalTopLeft;
+  s.seqlen_q = s.seqlen_k = 5;
+  Owned o = make(s, 82);
+  round_inputs(&o, Format::kBF16);
+  o.v[2 * value_dim(o.p)] = std::numeric_limits<double>::quiet_NaN();
+  o.bind();
+  const Gradient gold = exact_gradient(o.p, o.d_o);
+  const Forward f = forward_of(o, Format::kBF16);
+  const GradientCheck check = gradient_check(o.p, o.d_o, {f.o, f.lse}, {Arithmetic::kGeneralFp32, Format::kBF16});
+  const auto same = [](const std::vector<double>& a, const std::vector<double>& b, const char* name) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t at = 0; at < a.size(); ++at) {
+      EXPECT_EQ(std::isnan(a[at]), std::isnan(b[at])) << name << "[" << at << "]";
+      if (!std::isnan(a[at])) EXPECT_NEAR(a[at], b[at], 1e-12 * (1 + std::fabs(b[at]))) << name << "[" << at << "]";
+    }
+  };
+  same(check.exact.dq, gold.dq, "dq");
+  same(check.exact.dk, gold.dk, "dk");
+  same(check.exact.dv, gold.dv, "dv");
+  for (size_t at = 0; at < check.dq.size(); ++at) {
+    EXPECT_EQ(std::isnan(check.exact.dq[at]), std::isinf(check.dq[at])) << "dq[" << at << "]: NaN means no claim";
+  }
+  for (double b : check.dv) EXPECT_TRUE(std::isfinite(b));  // dV keeps its claim
 }
 
 // Sizes are named.
