@@ -64,46 +64,40 @@ bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
-std::vector<uint8_t> guarded(int64_t payload_bytes) {
-  return std::vector<uint8_t>(static_cast<size_t>(2 * kGuardBytes + payload_bytes), kCanaryByte);
-}
-
-void poison(std::vector<uint8_t>* image, int64_t esize) {
-  const uint32_t bits32 = kPoisonBits32;
-  const uint16_t bits16 = kPoisonBits16;
-  for (size_t at = kGuardBytes; at + kGuardBytes < image->size(); at += static_cast<size_t>(esize)) {
-    std::memcpy(image->data() + at, esize == 4 ? static_cast<const void*>(&bits32) : &bits16, static_cast<size_t>(esize));
+// Guard | `payload_bytes` | guard, the payload poisoned element by element in `dtype` when it is an output.
+std::vector<uint8_t> guarded(int64_t payload_bytes, const DType* poison_dtype = nullptr) {
+  std::vector<uint8_t> image(static_cast<size_t>(2 * kGuardBytes + payload_bytes), kCanaryByte);
+  if (poison_dtype != nullptr) {
+    const int64_t esize = dtype_size(*poison_dtype);
+    for (int64_t at = 0; at + esize <= payload_bytes; at += esize) detail::store_poison(*poison_dtype, payload(image) + at);
   }
-}
-
-bool holds_poison(const uint8_t* at, int64_t esize) {
-  const uint32_t bits32 = kPoisonBits32;
-  const uint16_t bits16 = kPoisonBits16;
-  return std::memcmp(at, esize == 4 ? static_cast<const void*>(&bits32) : &bits16, static_cast<size_t>(esize)) == 0;
+  return image;
 }
 
 bool guards_intact(const std::vector<uint8_t>& image) {
-  const auto canary = [](uint8_t x) { return x == kCanaryByte; };
-  return image.empty() || (std::all_of(image.begin(), image.begin() + kGuardBytes, canary) &&
-                           std::all_of(image.end() - kGuardBytes, image.end(), canary));
+  const int64_t size = static_cast<int64_t>(image.size());
+  return image.empty() ||
+         (detail::first_damage(image, 0, kGuardBytes) < 0 && detail::first_damage(image, size - kGuardBytes, size) < 0);
 }
 
-// A gradient image decoded to canonical order: calls element(b, h, r, offset) over the valid rows (r < rows(b)) and
-// slot(b, h, r, offset) for slots past them (r < slots(b)); marks every element it visits.
+// A gradient image in the kernel's layout: its elements decoded by offset, and which of them a valid row or key slot
+// covers (`seen`, marked by the caller), so that the rest can be checked to still hold the poison.
 struct Decoder {
   DType dtype;
-  int64_t esize, columns, heads;
+  int64_t columns;
   const std::vector<uint8_t>& image;
   std::vector<char> seen;
-  Decoder(DType dt, int64_t cols, int64_t h, const std::vector<uint8_t>& img)
-      : dtype(dt), esize(dtype_size(dt)), columns(cols), heads(h), image(img),
-        seen(img.size() > 2 * kGuardBytes ? (img.size() - 2 * kGuardBytes) / static_cast<size_t>(esize) : 0, 0) {}
+  Decoder(DType dt, int64_t cols, const std::vector<uint8_t>& img)
+      : dtype(dt), columns(cols), image(img),
+        seen(img.size() > 2 * kGuardBytes ? (img.size() - 2 * kGuardBytes) / static_cast<size_t>(dtype_size(dt)) : 0, 0) {}
   double value(int64_t offset) const { return load(dtype, image.data() + kGuardBytes, offset); }
-  const uint8_t* bytes(int64_t offset) const { return image.data() + kGuardBytes + offset * esize; }
+  bool unwritten(int64_t offset) const {
+    return detail::is_poison(dtype, image.data() + kGuardBytes + offset * dtype_size(dtype));
+  }
   // Elements of the payload no valid row or slot covers still hold the poison.
   bool padding_untouched() const {
     for (size_t e = 0; e < seen.size(); ++e) {
-      if (seen[e] == 0 && !holds_poison(bytes(static_cast<int64_t>(e)), esize)) return false;
+      if (seen[e] == 0 && !unwritten(static_cast<int64_t>(e))) return false;
     }
     return true;
   }
@@ -153,12 +147,11 @@ BackwardOutputs run_backward_case(const HostInputs& inputs, Backend backend, con
     }
   }
   const std::vector<uint8_t> o_before = images.o, lse_before = images.lse;
-  images.dq = guarded(static_cast<int64_t>(in.q.size()));
-  images.dk = guarded(static_cast<int64_t>(in.k.size()));
-  images.dv = guarded(static_cast<int64_t>(in.v.size()));
-  if (!in.sink.empty()) images.dsink = guarded(p.heads_q * int64_t{sizeof(float)});
-  for (std::vector<uint8_t>* image : {&images.dq, &images.dk, &images.dv}) poison(image, esize);
-  if (!images.dsink.empty()) poison(&images.dsink, sizeof(float));
+  const DType f32 = DType::kF32;
+  images.dq = guarded(static_cast<int64_t>(in.q.size()), &p.dtype);
+  images.dk = guarded(static_cast<int64_t>(in.k.size()), &p.dtype);
+  images.dv = guarded(static_cast<int64_t>(in.v.size()), &p.dtype);
+  if (!in.sink.empty()) images.dsink = guarded(p.heads_q * int64_t{sizeof(float)}, &f32);
 
   BackwardParams bp = make_backward_params(p);
   bp.forward.o = payload(images.o);
@@ -202,7 +195,7 @@ BackwardOutputs run_backward_case(const HostInputs& inputs, Backend backend, con
   for (const auto& [name, image] : all) {
     if (!guards_intact(*image)) note_damage(name);
   }
-  Decoder dq(p.dtype, dim, p.heads_q, images.dq);
+  Decoder dq(p.dtype, dim, images.dq);
   out.dq.assign(static_cast<size_t>(p.batch * p.heads_q * p.seqlen_q * dim), 0.0);
   for (int64_t b = 0; b < p.batch; ++b) {
     for (int64_t h = 0; h < p.heads_q; ++h) {
@@ -210,7 +203,7 @@ BackwardOutputs run_backward_case(const HostInputs& inputs, Backend backend, con
         const int64_t at = layout.q_offset(p.q_stride, b, h, i);
         for (int64_t c = 0; c < dim; ++c) {
           dq.seen[static_cast<size_t>(at + c)] = 1;
-          if (holds_poison(dq.bytes(at + c), esize)) ++out.unwritten;
+          if (dq.unwritten(at + c)) ++out.unwritten;
           out.dq[static_cast<size_t>(((b * p.heads_q + h) * p.seqlen_q + i) * dim + c)] = dq.value(at + c);
         }
       }
@@ -225,7 +218,7 @@ BackwardOutputs run_backward_case(const HostInputs& inputs, Backend backend, con
           const int64_t at = layout.k_offset(strides, b, h, j);
           for (int64_t c = 0; c < d.columns; ++c) {
             d.seen[static_cast<size_t>(at + c)] = 1;
-            if (holds_poison(d.bytes(at + c), esize)) {
+            if (d.unwritten(at + c)) {
               ++out.unwritten;
               continue;
             }
@@ -241,13 +234,13 @@ BackwardOutputs run_backward_case(const HostInputs& inputs, Backend backend, con
     }
     if (!d.padding_untouched()) note_damage(pad_name);
   };
-  Decoder dk(p.dtype, dim, p.heads_kv, images.dk), dv(p.dtype, dim_v, p.heads_kv, images.dv);
+  Decoder dk(p.dtype, dim, images.dk), dv(p.dtype, dim_v, images.dv);
   decode_keys(dk, p.k_stride, &out.dk, "dk padding");
   decode_keys(dv, p.v_stride, &out.dv, "dv padding");
   if (!images.dsink.empty()) {
     for (int64_t h = 0; h < p.heads_q; ++h) {
       const uint8_t* at = payload(images.dsink) + h * int64_t{sizeof(float)};
-      if (holds_poison(at, sizeof(float))) ++out.unwritten;
+      if (detail::is_poison(DType::kF32, at)) ++out.unwritten;
       float x;
       std::memcpy(&x, at, sizeof(float));
       out.dsink.push_back(x);
@@ -301,7 +294,8 @@ oracle::GradientCheck backward_bounds(const HostInputs& inputs, const BackwardOu
                                 {oracle::Arithmetic::kGeneralFp32, to_oracle(inputs.params.dtype)});
 }
 
-BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const BackwardOutputs& outputs) {
+BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const BackwardOutputs& outputs,
+                               const oracle::GradientCheck* given) {
   BackwardVerdict v;
   v.case_line = format_case(c);
   if (!outputs.status.ok()) {
@@ -314,7 +308,7 @@ BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const Ba
   v.forward = judge(c, inputs, outputs.forward);
   if (!v.forward.pass) v.failures.push_back("forward: " + (v.forward.failures.empty() ? std::string("FAIL") : v.forward.failures.front()));
   const Params& p = inputs.params;
-  const oracle::GradientCheck check = backward_bounds(inputs, outputs);
+  const oracle::GradientCheck check = given != nullptr ? *given : backward_bounds(inputs, outputs);
   v.max_keys = check.max_keys;
   v.max_rows = check.max_rows;
   judge_tensor("dQ", outputs.dq, check.exact.dq, check.dq, p.heads_q, p.seqlen_q, p.head_dim, &v.dq, &v.dq_info, &v.failures);

@@ -19,6 +19,10 @@
 namespace flashcheck {
 namespace {
 
+using detail::first_damage;
+using detail::is_poison;
+using detail::store_poison;
+
 using detail::OutputImages;
 using detail::QkvChanged;
 
@@ -89,19 +93,6 @@ void for_each_o_element(const RowMap& rows, const Strides& strides, int64_t esiz
   });
 }
 
-void store_poison(DType dtype, uint8_t* dst) {
-  if (dtype_size(dtype) == 4) {
-    std::memcpy(dst, &kPoisonBits32, sizeof(kPoisonBits32));
-  } else {
-    std::memcpy(dst, &kPoisonBits16, sizeof(kPoisonBits16));
-  }
-}
-
-bool is_poison(DType dtype, const uint8_t* src) {
-  if (dtype_size(dtype) == 4) return std::memcmp(src, &kPoisonBits32, sizeof(kPoisonBits32)) == 0;
-  return std::memcmp(src, &kPoisonBits16, sizeof(kPoisonBits16)) == 0;
-}
-
 // Guard | poisoned fp32 array | guard.
 std::vector<uint8_t> make_f32_image(int64_t count) {
   std::vector<uint8_t> image(static_cast<size_t>(2 * kGuardBytes + count * int64_t{sizeof(float)}), kCanaryByte);
@@ -129,14 +120,6 @@ std::vector<uint8_t> make_counter_image(int64_t count) {
   std::vector<uint8_t> image(static_cast<size_t>(2 * kGuardBytes + count * int64_t{sizeof(uint64_t)}), kCanaryByte);
   std::memset(image.data() + kGuardBytes, 0, static_cast<size_t>(count) * sizeof(uint64_t));
   return image;
-}
-
-// First byte offset in [begin, end) of `image` not equal to the canary, or -1.
-int64_t first_damage(const std::vector<uint8_t>& image, int64_t begin, int64_t end) {
-  for (int64_t i = begin; i < end; ++i) {
-    if (image[static_cast<size_t>(i)] != kCanaryByte) return i;
-  }
-  return -1;
 }
 
 // Records damage at `offset` (relative to the payload start; negative = in the leading guard).

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "flashcheck/attention.h"
@@ -33,6 +34,27 @@ struct OutputImages {
 // Whether a backend left the bytes of Q, K and V different from the inputs', in that order (compared byte for byte:
 // a hash of each before and after cost more than the GPU run of a small case).
 using QkvChanged = std::array<bool, 3>;
+
+// The poison pattern of `dtype` (kPoisonBits16 / kPoisonBits32) written at, or found at, one element.
+inline void store_poison(DType dtype, uint8_t* dst) {
+  if (dtype_size(dtype) == 4) {
+    std::memcpy(dst, &kPoisonBits32, sizeof(kPoisonBits32));
+  } else {
+    std::memcpy(dst, &kPoisonBits16, sizeof(kPoisonBits16));
+  }
+}
+inline bool is_poison(DType dtype, const uint8_t* src) {
+  if (dtype_size(dtype) == 4) return std::memcmp(src, &kPoisonBits32, sizeof(kPoisonBits32)) == 0;
+  return std::memcmp(src, &kPoisonBits16, sizeof(kPoisonBits16)) == 0;
+}
+
+// First byte offset in [begin, end) of `image` not equal to the canary, or -1.
+inline int64_t first_damage(const std::vector<uint8_t>& image, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    if (image[static_cast<size_t>(i)] != kCanaryByte) return i;
+  }
+  return -1;
+}
 
 // Payload start of an image, or null for an image the run does not record.
 inline uint8_t* payload(std::vector<uint8_t>& image) { return image.empty() ? nullptr : image.data() + kGuardBytes; }

@@ -518,7 +518,7 @@ Status can_implement_backward(const BackwardParams& b) {
   const auto like = [](TensorView t, const char* name, const void* ptr, const Strides& s) {
     t.name = name;
     t.ptr = ptr;
-    t.stride = {t.extent[0] == 1 && t.stride[0] == 0 ? 0 : s.batch, s.head, s.row, 1};
+    t.stride = {s.batch, s.head, s.row, 1};  // a packed view's batch extent is 1: its stride never steps
     return t;
   };
   const std::array<std::pair<TensorView, const Strides*>, 4> grads{{{like(views.o, "d_o", b.d_o, b.d_o_stride), &b.d_o_stride},

@@ -77,6 +77,8 @@ oracle::GradientCheck backward_bounds(const HostInputs& inputs, const BackwardOu
 
 // Judges `outputs` of run_backward_case on `inputs` (built from `c`); the arithmetic class is the kernel's
 // (general fp32 for flashcheck's backward kernels and host model).
-BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const BackwardOutputs& outputs);
+// `check`: backward_bounds(inputs, outputs) where the caller has it already (null: computed here).
+BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const BackwardOutputs& outputs,
+                               const oracle::GradientCheck* check = nullptr);
 
 }  // namespace flashcheck
