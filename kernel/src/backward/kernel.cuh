@@ -169,24 +169,26 @@ __global__ void __launch_bounds__(kThreads) key_tile_kernel(Args a) {
         for (int idx = threadIdx.x; idx < rows * dim; idx += kThreads) {
           const int r = idx / dim, c = idx % dim;
           float part;
-          if (!dq_partial(s, seq.vis, i0, r, k0, keys, c, &part)) continue;
-          const int64_t i = i0 + r;
-          if (FC_MUTANT(kBwdDqMissingTile) && k0 == (seq.vis.row_end(i) - 1) / kBlockKeys * kBlockKeys &&
-              k0 > seq.vis.row_begin(i) / kBlockKeys * kBlockKeys) {
-            continue;
+          // The mutant skips the last of several K/V tiles the row sees.
+          const bool skipped = FC_MUTANT(kBwdDqMissingTile) &&
+                               k0 == (seq.vis.row_end(i0 + r) - 1) / kBlockKeys * kBlockKeys &&
+                               k0 > seq.vis.row_begin(i0 + r) / kBlockKeys * kBlockKeys;
+          if (dq_partial(s, seq.vis, i0, r, k0, keys, c, &part) && !skipped) {
+            atomicAdd(a.dq_acc + (rb + i0 + r) * a.head_dim + c, part);
           }
-          atomicAdd(a.dq_acc + (rb + i) * a.head_dim + c, part);
         }
       }
     }
   }
   const RowSource<T> dk = a.kv_rows<T>(a.dk, b, h_kv), dv = a.kv_rows<T>(a.dv, b, h_kv);
-  const int written = FC_MUTANT(kBwdPaddedTailNotZeroed) ? keys : slots;
-  const float dk_scale = FC_MUTANT(kBwdDkScaleMissing) ? 1.0f : a.softmax_scale;
 #pragma unroll
   for (int m = 0; m < kAcc; ++m) {
     const int idx = static_cast<int>(threadIdx.x) + m * kThreads;
-    if (idx < written * dim) dk.row(k0 + idx / dim)[idx % dim] = DeviceDtype<T>::store(mul_rn(acc_k[m], dk_scale));
+    const int written = FC_MUTANT(kBwdPaddedTailNotZeroed) ? keys : slots;
+    if (idx < written * dim) {
+      dk.row(k0 + idx / dim)[idx % dim] =
+          DeviceDtype<T>::store(mul_rn(acc_k[m], FC_MUTANT(kBwdDkScaleMissing) ? 1.0f : a.softmax_scale));
+    }
     if (idx < written * dim_v) dv.row(k0 + idx / dim_v)[idx % dim_v] = DeviceDtype<T>::store(acc_v[m]);
   }
 }
