@@ -892,7 +892,7 @@ int main(int argc, char** argv) {
   // The backward section: the generated grad=1 cases (or the grad=1 lines of --cases), forward then backward on the
   // backend, judged by judge_backward.
   struct BackwardSummary {
-    int64_t cases = 0, failures = 0, claims = 0, informative = 0;
+    int64_t cases = 0, failures = 0, claims = 0, informative = 0, tensor_core = 0;
     double worst_dq = 0, worst_dk = 0, worst_dv = 0, worst_dsink = 0;
     std::string worst_case;
     double worst = -1;
@@ -920,6 +920,7 @@ int main(int argc, char** argv) {
       const BackwardVerdict v = st.ok() ? judge_backward(c, inputs, run_backward_case(inputs, backend))
                                         : BackwardVerdict{false, outcome_of(st.code()), st.message(), format_case(c)};
       backward_outcome = most_severe(backward_outcome, v.outcome);
+      if (v.path == ComputePath::kTensorCore) ++b.tensor_core;
       if (!v.pass) {
         ++b.failures;
         ++failures;
@@ -941,12 +942,13 @@ int main(int argc, char** argv) {
         b.worst_case = v.case_line;
       }
     }
-    std::printf("\n| dtype | backward cases | failed | informative dQ/dK/dV checks | worst dQ err/bound | worst dK err/bound | "
-                "worst dV err/bound | worst dsink err/bound |\n|---|---|---|---|---|---|---|---|\n");
+    std::printf("\n| dtype | backward cases | on tensor cores | failed | informative dQ/dK/dV checks | worst dQ err/bound | "
+                "worst dK err/bound | worst dV err/bound | worst dsink err/bound |\n|---|---|---|---|---|---|---|---|---|\n");
     for (const auto& [dtype, b] : backward_summary) {
       const double informative = b.claims > 0 ? 100.0 * double(b.informative) / double(b.claims) : 100.0;
-      std::printf("| %s | %lld | %lld | %.1f%% | %.4f | %.4f | %.4f | %.4f |\n", to_string(dtype),
-                  static_cast<long long>(b.cases), static_cast<long long>(b.failures), informative, b.worst_dq,
+      std::printf("| %s | %lld | %lld | %lld | %.1f%% | %.4f | %.4f | %.4f | %.4f |\n", to_string(dtype),
+                  static_cast<long long>(b.cases), static_cast<long long>(b.tensor_core),
+                  static_cast<long long>(b.failures), informative, b.worst_dq,
                   b.worst_dk, b.worst_dv, b.worst_dsink);
     }
     for (const auto& [dtype, b] : backward_summary) {
@@ -990,7 +992,8 @@ int main(int argc, char** argv) {
                                            counts, summary, paths, records);
     nlohmann::json with_backward = doc;
     for (const auto& [dtype, b] : backward_summary) {
-      with_backward["backward"][to_string(dtype)] = {{"cases", b.cases},       {"failures", b.failures},
+      with_backward["backward"][to_string(dtype)] = {{"cases", b.cases},       {"tensor_core", b.tensor_core},
+                                                     {"failures", b.failures},
                                                      {"claims", b.claims},     {"informative", b.informative},
                                                      {"worst_dq", b.worst_dq}, {"worst_dk", b.worst_dk},
                                                      {"worst_dv", b.worst_dv}, {"worst_dsink", b.worst_dsink},

@@ -175,6 +175,7 @@ BackwardOutputs run_backward_case(const HostInputs& inputs, Backend backend, con
       if (differs) changed.push_back(name);
     }
   } else {
+    out.path = backward_path(bp);
     out.status = detail::backward_on_gpu(in, bp, &images, options.stream, &changed);
     if (images.o != o_before) changed.push_back("o");
     if (images.lse != lse_before) changed.push_back("lse");
@@ -291,7 +292,7 @@ void judge_tensor(const char* name, const std::vector<double>& got, const std::v
 oracle::GradientCheck backward_bounds(const HostInputs& inputs, const BackwardOutputs& outputs) {
   const std::vector<double> lse(outputs.forward.lse.begin(), outputs.forward.lse.end());
   return oracle::gradient_check(inputs.problem(), inputs.d_o_exact, {outputs.forward.o, lse},
-                                {oracle::Arithmetic::kGeneralFp32, to_oracle(inputs.params.dtype)});
+                                {to_oracle(outputs.path), to_oracle(inputs.params.dtype)});
 }
 
 BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const BackwardOutputs& outputs,
@@ -305,6 +306,7 @@ BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const Ba
     v.failures.push_back(std::string(to_string(v.outcome)) + ": " + v.reason);
     return v;
   }
+  v.path = outputs.path;
   v.forward = judge(c, inputs, outputs.forward);
   if (!v.forward.pass) v.failures.push_back("forward: " + (v.forward.failures.empty() ? std::string("FAIL") : v.forward.failures.front()));
   const Params& p = inputs.params;
@@ -350,7 +352,7 @@ std::string BackwardVerdict::report() const {
   line("dK", dk, dk_info);
   line("dV", dv, dv_info);
   line("dsink", dsink, dsink_info);
-  r << "sums: up to " << max_keys << " keys per dQ row, " << max_rows << " rows per dK/dV key\n";
+  r << "backward path: " << to_string(path) << "; sums: up to " << max_keys << " keys per dQ row, " << max_rows << " rows per dK/dV key\n";
   for (const std::string& f : failures) r << "  FAIL " << f << "\n";
   return r.str();
 }

@@ -15,6 +15,7 @@
 #include "flashcheck/backward.h"
 #include "flashcheck/dtype.h"
 #include "flashcheck/mask_names.h"
+#include "backward/arith.h"
 #include "families.h"
 
 namespace flashcheck {
@@ -492,6 +493,29 @@ BackwardParams make_backward_params(const Params& forward) {
   b.dk_stride = forward.k_stride;
   b.dv_stride = forward.v_stride;
   return b;
+}
+
+ComputePath backward_path(const BackwardParams& b) {
+#if defined(FLASHCHECK_HAS_TENSOR_CORE)
+  const Params& p = b.forward;
+  if (p.dtype != DType::kF16 && p.dtype != DType::kBF16) return ComputePath::kGeneralFp32;
+  if (b.deterministic || std::max(p.head_dim, value_head_dim(p)) > detail::backward::kTcMaxDim) {
+    return ComputePath::kGeneralFp32;
+  }
+  // The kernel copies 16-byte chunks of Q, K, V and dO rows (cp.async): every row start 16-byte aligned. dO is
+  // laid out like O (its stride along an axis of extent 1 never steps).
+  constexpr int64_t kChunk = 16;
+  const int64_t per_chunk = kChunk / dtype_size(p.dtype);
+  const TensorView o = tensor_views(p).o;
+  const int64_t d_o_strides[3] = {b.d_o_stride.batch, b.d_o_stride.head, b.d_o_stride.row};
+  bool d_o_aligned = reinterpret_cast<uintptr_t>(b.d_o) % kChunk == 0;
+  for (int axis = 0; axis < 3; ++axis) d_o_aligned = d_o_aligned && (o.extent[axis] <= 1 || d_o_strides[axis] % per_chunk == 0);
+  if (!detail::rows_aligned(p, kChunk) || !d_o_aligned) return ComputePath::kGeneralFp32;
+  return ComputePath::kTensorCore;
+#else
+  (void)b;
+  return ComputePath::kGeneralFp32;
+#endif
 }
 
 Status can_implement_backward(const BackwardParams& b) {

@@ -33,6 +33,8 @@ struct BackwardRunOptions {
 struct BackwardOutputs {
   Status status;       // of the forward, the backward and the copies
   RunOutputs forward;  // the forward's run (O and LSE decoded, its guards)
+  // Where the backward rounded: backward_path() of the call on the GPU, the general class on the host model.
+  ComputePath path = ComputePath::kGeneralFp32;
   // Canonical whatever the layout: dq [B, Hq, Sq, D], dk [B, Hkv, Sk, D], dv [B, Hkv, Sk, Dv], dsink [Hq] (empty
   // without a sink); rows past a sequence's own q or k are 0.
   std::vector<double> dq, dk, dv, dsink;
@@ -68,15 +70,15 @@ struct BackwardVerdict {
   int64_t unwritten = 0, tail_nonzero = 0;
   bool canaries_intact = true, inputs_unchanged = true;
   int64_t max_keys = 0, max_rows = 0;  // the longest sums met (gradient_check)
+  ComputePath path = ComputePath::kGeneralFp32;  // the backward's (BackwardOutputs::path)
   std::string report() const;          // the case line first
 };
 
 // The oracle's gradient and bounds for `outputs` of run_backward_case on `inputs`: gradient_check with the O and LSE
-// the backward read and the kernel's arithmetic class (general fp32 for flashcheck's backward kernels and host model).
+// the backward read and the arithmetic class of the path it ran (outputs.path).
 oracle::GradientCheck backward_bounds(const HostInputs& inputs, const BackwardOutputs& outputs);
 
-// Judges `outputs` of run_backward_case on `inputs` (built from `c`); the arithmetic class is the kernel's
-// (general fp32 for flashcheck's backward kernels and host model).
+// Judges `outputs` of run_backward_case on `inputs` (built from `c`) under the class of outputs.path.
 // `check`: backward_bounds(inputs, outputs) where the caller has it already (null: computed here).
 BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const BackwardOutputs& outputs,
                                const oracle::GradientCheck* check = nullptr);

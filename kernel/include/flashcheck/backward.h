@@ -13,8 +13,9 @@
 // value the mask hides (NaN included) never reaches a gradient. batch = 0 or heads_q = 0 writes dsink = 0 (a sum over
 // no rows) where given and nothing else.
 //
-// Arithmetic (docs/error-model.md §10, the general class): scores, P, dP, D and dS in fp32 on CUDA cores, every sum
-// accumulated in fp32, dQ, dK and dV rounded to the dtype once. dQ's partial sums over each K/V tile are added
+// Arithmetic (docs/error-model.md §10): scores, P, dP, D and dS in fp32, every sum accumulated in fp32, dQ, dK and dV
+// rounded to the dtype once; on the tensor-core path (backward_path) P and dS are rounded to the dtype before their
+// products. dQ's partial sums over each K/V tile are added
 // with fp32 atomics by default (their order varies from run to run, within the error model's bound);
 // `deterministic` computes dQ in a pass of its own over the K/V tiles in order, bit-identical from run to run.
 #pragma once
@@ -45,6 +46,13 @@ BackwardParams make_backward_params(const Params& forward);
 // int64; dq, dk, dv, dsink free of self-overlap and of overlap with each other and every input; dsink only with a
 // sink. Each failure names its field.
 Status can_implement_backward(const BackwardParams& params);
+
+// Where run_backward() rounds for `params` (docs/error-model.md §10; one bound per path):
+//   kTensorCore   fp16/bf16 in atomic mode with head_dim and head_dim_v at most 128 and Q, K, V, O and dO rows
+//                 16-byte aligned: S, dP, dV, dK and dQ's partials as mma.sync products with fp32 accumulation,
+//                 P and dS rounded to the dtype before the products that take them;
+//   kGeneralFp32  everything else (fp32, deterministic mode, wider heads, other layouts): CUDA cores in fp32.
+ComputePath backward_path(const BackwardParams& params);
 
 // Runs the backward pass on `stream` (cudaStream_t; nullptr = the legacy default stream). Asynchronous like run();
 // the workspace (D, dQ's fp32 accumulator) is allocated on the stream and freed after the last kernel.

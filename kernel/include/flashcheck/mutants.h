@@ -61,6 +61,10 @@ enum class Mutant : int32_t {
   kBwdDkScaleMissing,
   kBwdDqMissingTile,
   kBwdPaddedTailNotZeroed,
+  kBwdSoftcapDerivativeDropped,
+  kBwdLseWrongRow,
+  kBwdGqaGroupShort,
+  kBwdHiddenKeysInDq,
   kCount
 };
 
@@ -168,6 +172,16 @@ inline constexpr MutantInfo kMutants[] = {
     {Mutant::kBwdPaddedTailNotZeroed, "backward-padded-tail-not-zeroed", "backward", "backward: padded tails",
      "dK and dV rows of a K/V tile past the sequence's keys (packed slots up to the next sequence) are never "
      "written"},
+    {Mutant::kBwdSoftcapDerivativeDropped, "backward-softcap-derivative-dropped", "backward", "backward: softcap",
+     "the tensor-core key-tile kernel passes dS on as dT without the softcap's factor 1 - t^2"},
+    {Mutant::kBwdLseWrongRow, "backward-lse-wrong-row", "backward", "backward: row indexing",
+     "the tensor-core key-tile kernel recomputes P of row i with the LSE of row i + 1 (the sequence's last row keeps "
+     "its own)"},
+    {Mutant::kBwdGqaGroupShort, "backward-gqa-group-short", "backward", "GQA/MQA head mapping",
+     "the tensor-core key-tile kernel sums dK and dV over all but the last query head of a group"},
+    {Mutant::kBwdHiddenKeysInDq, "backward-hidden-keys-in-dq", "backward", "backward: masking",
+     "the tensor-core key-tile kernel loads K and V of keys no row sees: a NaN there reaches dQ through dT K "
+     "(0 * NaN)"},
 };
 constexpr bool catalogue_in_id_order() {
   for (size_t i = 0; i < std::size(kMutants); ++i) {

@@ -21,13 +21,15 @@ namespace flashcheck::detail::backward {
 inline constexpr int kBlockKeys = 32;  // keys of a K/V tile: one CTA's dK, dV rows, one partial sum of dQ
 inline constexpr int kBlockRows = 32;  // query rows a CTA takes at a time
 inline constexpr int kThreads = 256;
+// The tensor-core key-tile kernel (backward/tensor_core.cuh): K/V tiles of kTcKeys keys, head dims up to kTcMaxDim.
+inline constexpr int kTcKeys = 64;
+inline constexpr int kTcMaxDim = 128;
 
 struct Args : ProblemArgs {
   TensorArg d_o, dq, dk, dv;  // d_o read; dq, dk, dv written
   float* dsink = nullptr;     // [heads_q] or null
   float* d = nullptr;         // [lse_rows] D = dO.O, the preprocessing pass's
   float* dq_acc = nullptr;    // [lse_rows, head_dim] fp32 sums of dT k over the keys (atomic mode)
-  int64_t key_tiles = 0;      // ceil(seqlen_k / kBlockKeys): K/V tiles of the longest sequence
   bool deterministic = false;
 
   // Key rows that sequence b's K and V hold: seqlen_k(b) keys, then (packed with cu_seqlens_k) the slots up to the
