@@ -282,6 +282,12 @@ int main(int argc, char** argv) {
       bp.dv = dv;
       bp.deterministic = opt.deterministic;
     }
+    // The backward pass's own path (backward_path); its tiles are internal, reported as 0.
+    const flashcheck::ComputePath path = opt.backward ? flashcheck::backward_path(bp) : config.path;
+    const std::string kernel = opt.backward ? std::string(opt.deterministic ? "backward-deterministic/" : "backward/") +
+                                                  flashcheck::to_string(path)
+                                            : std::string(config.name);
+    const int block_m = opt.backward ? 0 : config.block_m, block_n = opt.backward ? 0 : config.block_n;
     auto pass = [&] {
       if (status.ok()) status = opt.backward ? flashcheck::run_backward(bp, nullptr) : flashcheck::run(p, nullptr);
     };
@@ -296,7 +302,7 @@ int main(int argc, char** argv) {
     std::printf("%-4s d=%3lld N=%5lld B=%3lld H=%2lld %-9s %-22s %8.3f ms %7.1f TFLOP/s %5.1f%% of GEMM  peak %6.0f MiB%s%s\n",
                 flashcheck::to_string(pt.dtype), static_cast<long long>(pt.head_dim),
                 static_cast<long long>(pt.seqlen), static_cast<long long>(pt.batch), static_cast<long long>(pt.heads),
-                flashcheck::to_string(pt.mask), opt.backward ? (opt.deterministic ? "backward-deterministic" : "backward") : config.name, ms, tflops, 100.0 * tflops / ceiling,
+                flashcheck::to_string(pt.mask), kernel.c_str(), ms, tflops, 100.0 * tflops / ceiling,
                 peak / 1048576.0, status.ok() ? "" : "  FAILED: ", status.ok() ? "" : status.message().c_str());
     std::fprintf(json,
                  "%s\n    {\"dtype\": \"%s\", \"head_dim\": %lld, \"seqlen\": %lld, \"batch\": %lld, \"heads\": %lld, "
@@ -305,8 +311,7 @@ int main(int argc, char** argv) {
                  first ? "" : ",", flashcheck::to_string(pt.dtype), static_cast<long long>(pt.head_dim),
                  static_cast<long long>(pt.seqlen), static_cast<long long>(pt.batch),
                  static_cast<long long>(pt.heads), flashcheck::to_string(pt.mask),
-                 opt.backward ? (opt.deterministic ? "backward-deterministic" : "backward") : config.name,
-                 flashcheck::to_string(config.path), config.block_m, config.block_n, ms,
+                 kernel.c_str(), flashcheck::to_string(path), block_m, block_n, ms,
                  std::isfinite(tflops) ? tflops : 0.0, std::isfinite(tflops) ? tflops / ceiling : 0.0, peak,
                  status.ok() ? "true" : "false");
     first = false;

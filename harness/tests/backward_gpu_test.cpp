@@ -1,12 +1,19 @@
 // The backward kernels on the device (skips without one): every case line of the CPU test and larger ones through
-// run_backward_case and judge_backward in both modes; the deterministic mode bit-identical over repeated runs; the
-// host model and the kernels within the sum of their bounds of each other (both judged against the same oracle).
+// run_backward_case and judge_backward in both modes; the deterministic mode bit-identical over repeated runs, and
+// over 1,000 runs beside an allocation of most of the device's memory; the host model and the kernels within the sum
+// of their bounds of each other (both judged against the same oracle).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#if defined(FLASHCHECK_HAS_CUDA)
+#include <cuda_runtime.h>
+#endif
 
 #include "flashcheck/backward_check.h"
 #include "flashcheck/case.h"
@@ -51,6 +58,47 @@ TEST(Gpu_Backward, KernelsAgreeWithTheOracleAndRepeat) {
     const BackwardOutputs m = run_backward_case(in, Backend::kHostModel, deterministic);
     EXPECT_TRUE(judge_backward(c, in, m).pass);
   }
+}
+
+// FlashAttention-3's determinism test: dQ (and dK, dV) bit-identical over 1,000 runs while an allocation of 70 GiB
+// (on a smaller device: all its free memory but 4 GiB) holds the memory the workspace would otherwise find free.
+TEST(Gpu_Backward, DeterministicModeRepeatsAThousandTimesUnderMemoryPressure) {
+  const std::string line = "bf16 b=2 hq=8 hkv=2 sq=384 sk=448 d=128 mask=causal-br q=normal(0,1) k=normal(0,1) "
+                           "v=normal(0,1) grad=1 dout=normal(0,1) seed=21";
+  Case c;
+  ASSERT_TRUE(parse_case(line, &c).ok());
+  HostInputs in;
+  ASSERT_TRUE(make_inputs(c, &in).ok());
+  BackwardRunOptions deterministic;
+  deterministic.deterministic = true;
+  const BackwardOutputs first = run_backward_case(in, Backend::kGpu, deterministic);
+  if (first.status.code() == StatusCode::kNoDevice) GTEST_SKIP() << "flashcheck-skip: no CUDA device available";
+  ASSERT_TRUE(first.status.ok()) << first.status.message();
+  ASSERT_TRUE(judge_backward(c, in, first).pass) << judge_backward(c, in, first).report();
+  void* hog = nullptr;
+  size_t held = 0;
+#if defined(FLASHCHECK_HAS_CUDA)
+  size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  constexpr size_t kWant = size_t{70} << 30, kLeave = size_t{4} << 30;
+  held = free_bytes > kLeave ? std::min(kWant, free_bytes - kLeave) : 0;
+  if (held > 0) {
+    ASSERT_EQ(cudaMalloc(&hog, held), cudaSuccess);
+    ASSERT_EQ(cudaMemset(hog, 0xA5, held), cudaSuccess);  // resident, not only reserved
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+#endif
+  std::printf("deterministic backward: 1000 runs beside %.1f GiB held\n", static_cast<double>(held) / (1 << 30));
+  for (int run = 0; run < 1000; ++run) {
+    const BackwardOutputs again = run_backward_case(in, Backend::kGpu, deterministic);
+    ASSERT_TRUE(again.status.ok()) << again.status.message();
+    ASSERT_EQ(std::memcmp(first.dq.data(), again.dq.data(), first.dq.size() * sizeof(double)), 0) << "run " << run;
+    ASSERT_EQ(std::memcmp(first.dk.data(), again.dk.data(), first.dk.size() * sizeof(double)), 0) << "run " << run;
+    ASSERT_EQ(std::memcmp(first.dv.data(), again.dv.data(), first.dv.size() * sizeof(double)), 0) << "run " << run;
+  }
+#if defined(FLASHCHECK_HAS_CUDA)
+  if (hog != nullptr) cudaFree(hog);
+#endif
 }
 
 }  // namespace

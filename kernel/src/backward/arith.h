@@ -23,7 +23,7 @@ inline constexpr int kBlockRows = 32;  // query rows a CTA takes at a time
 inline constexpr int kThreads = 256;
 // The tensor-core key-tile kernel (backward/tensor_core.cuh): K/V tiles of kTcKeys keys, head dims up to kTcMaxDim.
 inline constexpr int kTcKeys = 64;
-inline constexpr int kTcMaxDim = 128;
+inline constexpr int kTcMaxDim = 256;
 
 struct Args : ProblemArgs {
   TensorArg d_o, dq, dk, dv;  // d_o read; dq, dk, dv written

@@ -1,6 +1,6 @@
 // run_backward(): validates, allocates the workspace on the stream (D per row; dQ's fp32 accumulator in atomic
 // mode), and launches the kernels of backward/kernel.cuh for the dtype and the head dims' tier (64, 128, 256), or,
-// where backward_path() says so, backward/tensor_core.cuh's key-tile kernel (tier 64 or 128) between the same
+// where backward_path() says so, backward/tensor_core.cuh's key-tile kernel (tier 64, 128 or 256) between the same
 // preprocessing, dQ store and dsink kernels.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -74,7 +74,7 @@ Status launch_tensor_core(const Args& a, cudaStream_t stream) {
   if (Status st = opt_in(reinterpret_cast<const void*>(&tc_key_tile_kernel<T, kDim>), kSmem); !st.ok()) return st;
   FC_UPLOAD_MUTANT(stream);
   launch_preprocess<T>(a, stream);
-  tc_key_tile_kernel<T, kDim><<<key_tile_grid(a, kTcKeys), kTcThreads, kSmem, stream>>>(a);
+  tc_key_tile_kernel<T, kDim><<<key_tile_grid(a, kTcKeys), TcTiles<kDim>::kThreads, kSmem, stream>>>(a);
   launch_finish<T>(a, stream);
   return cuda_status(cudaGetLastError(), "launch");
 }
@@ -86,7 +86,9 @@ Status launch_dtype(const Args& a, ComputePath path, cudaStream_t stream) {
 #if defined(FLASHCHECK_HAS_TENSOR_CORE)
   if constexpr (!std::is_same_v<T, float>) {
     if (path == ComputePath::kTensorCore) {
-      return widest <= 64 ? launch_tensor_core<T, 64>(a, stream) : launch_tensor_core<T, kTcMaxDim>(a, stream);
+      if (widest <= 64) return launch_tensor_core<T, 64>(a, stream);
+      if (widest <= 128) return launch_tensor_core<T, 128>(a, stream);
+      return launch_tensor_core<T, 256>(a, stream);
     }
   }
 #endif

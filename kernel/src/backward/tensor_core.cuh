@@ -1,7 +1,8 @@
 // The backward pass's key-tile kernel on the tensor cores (fp16/bf16, atomic mode, head dims up to kTcMaxDim;
-// backward_path() says when it runs). One CTA of four warps per (K/V tile of kTcKeys keys, K/V head, sequence); each
-// warp owns 16 of the tile's keys. Over the rows that see the tile, kRows at a time and every query head of the
-// group in turn:
+// backward_path() says when it runs). One CTA per (K/V tile of kTcKeys keys, K/V head, sequence) of four warps, each
+// owning 16 of the tile's keys, or at head dims past 128 of eight, two per 16 keys, each holding half the columns of
+// their dK and dV (both compute the keys' S and dP). Over the rows that see the tile, kRows at a time and every query
+// head of the group in turn:
 //   S^T = K Q^T and dP^T = V dO^T      mma.sync, fp32 accumulators, the warp's keys by the block's rows
 //   P, dT                              arith.h's chain per element (score_log2, weight, score_grad), masked pairs 0
 //   dV += P^T dO,  dK += dT^T Q        P and dT rounded to the dtype as A fragments (registers), dO and Q transposed
@@ -18,13 +19,16 @@
 
 namespace flashcheck::detail::backward {
 
-inline constexpr int kTcWarps = 4;
-inline constexpr int kTcThreads = kTcWarps * 32;
+inline constexpr int kTcKeyGroups = kTcKeys / 16;  // warps of 16 keys
 
-// The shared-memory tiles of a CTA for padded head dim kDim (64 or 128), in bytes from the dynamic buffer's start.
-// Rows are padded by 16 bytes, so the eight row addresses of one ldmatrix land in distinct banks.
+// The shared-memory tiles of a CTA for padded head dim kDim (64, 128 or 256), in bytes from the dynamic buffer's
+// start, and its warps. Rows are padded by 16 bytes, so the eight row addresses of one ldmatrix land in distinct banks.
 template <int kDim>
 struct TcTiles {
+  static constexpr int kSplit = kDim > 128 ? 2 : 1;  // warps sharing 16 keys: dK's and dV's columns split kSplit ways
+  static constexpr int kWarps = kTcKeyGroups * kSplit;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kAccCols = kDim / kSplit;     // a warp's columns of dK and dV
   static constexpr int kRows = kDim > 64 ? 32 : 64;  // query rows per step (registers: the S and dP fragments)
   static constexpr int kPitch = kDim * 2 + 16;       // a row of K, V, Q or dO
   static constexpr int kDsPitch = kTcKeys * 2 + 16;  // a row of dT (one query row, the tile's keys)
@@ -40,9 +44,9 @@ struct TcTiles {
   // dQ's partial: the warps split the block's rows in m16 tiles and, where there are fewer of those than warps,
   // the columns.
   static constexpr int kRowGroups = kRows / 16;
-  static constexpr int kColGroups = kTcWarps / kRowGroups;
+  static constexpr int kColGroups = kWarps / kRowGroups;
   static constexpr int kDqCols = kDim / kColGroups;
-  static_assert(kRowGroups * kColGroups == kTcWarps && kDqCols % 16 == 0);
+  static_assert(kRowGroups * kColGroups == kWarps && kDqCols % 16 == 0 && kAccCols % 16 == 0);
 };
 
 template <typename T, int kDim>
@@ -51,13 +55,15 @@ struct TcKeyTile {
   using Ops = tc_kernel::DtypeOps<T>;
   static constexpr int kRows = Tiles::kRows;
   static constexpr int kPitch = Tiles::kPitch;
+  static constexpr int kThreads = Tiles::kThreads;
+  static constexpr int kAccCols = Tiles::kAccCols;
 
   // Rows [0, kTileRows) of a tile from `row(r)`'s first `cols` columns where live(r), zeros elsewhere (columns up to
   // kDim, rows not live): whole 16-byte chunks by cp.async, partial ones element by element (tc_kernel::copy_chunk_16).
   template <int kTileRows, class Row, class Live>
   __device__ static void load(uint32_t tile, int cols, Row&& row, Live&& live) {
     constexpr int kChunks = kDim / 8;
-    for (int idx = threadIdx.x; idx < kTileRows * kChunks; idx += kTcThreads) {
+    for (int idx = threadIdx.x; idx < kTileRows * kChunks; idx += kThreads) {
       const int r = idx / kChunks, chunk = idx % kChunks;
       const int left = cols - chunk * 8;
       const int bytes = live(r) ? 2 * (left < 0 ? 0 : (left > 8 ? 8 : left)) : 0;
@@ -135,6 +141,7 @@ struct TcKeyTile {
     const int64_t left = seq.seqlen_k - k0;
     const int keys = static_cast<int>(left < 0 ? 0 : (left > kTcKeys ? kTcKeys : left));
     const int warp = static_cast<int>(threadIdx.x / 32);
+    const int key_group = warp % kTcKeyGroups, col0 = (warp / kTcKeyGroups) * kAccCols;  // keys and dK/dV columns
     const uint32_t base = tc_kernel::smem_address(smem);
     const uint32_t s_k = base + Tiles::kK, s_v = base + Tiles::kV, s_q = base + Tiles::kQ, s_do = base + Tiles::kDo;
     const uint32_t s_ds = base + Tiles::kDs;
@@ -145,7 +152,7 @@ struct TcKeyTile {
     const int dim = static_cast<int>(a.head_dim), dim_v = static_cast<int>(a.head_dim_v);
 
     // Which of the tile's keys some row sees (rows_seeing of the key alone), then K and V of those.
-    for (int j = threadIdx.x; j < kTcKeys; j += kTcThreads) {
+    for (int j = threadIdx.x; j < kTcKeys; j += kThreads) {
       bool s = false;
       if (j < keys) {
         const RowSpan one = rows_seeing(seq.vis, k0 + j, k0 + j + 1);
@@ -162,9 +169,9 @@ struct TcKeyTile {
       tc_kernel::cp_async_commit();  // waited for with the first rows' copies, or at the end
     }
 
-    float acc_k[kDim / 8][4], acc_v[kDim / 8][4];
+    float acc_k[kAccCols / 8][4], acc_v[kAccCols / 8][4];
 #pragma unroll
-    for (int nt = 0; nt < kDim / 8; ++nt)
+    for (int nt = 0; nt < kAccCols / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc_k[nt][e] = acc_v[nt][e] = 0.0f;
 
@@ -183,7 +190,7 @@ struct TcKeyTile {
         load<kRows>(s_q, dim, [&](int r) { return q_head + (i0 + r) * a.q.stride.row; }, live);
         load<kRows>(s_do, dim_v, [&](int r) { return do_head + (i0 + r) * a.d_o.stride.row; }, live);
         tc_kernel::cp_async_commit();
-        for (int r = threadIdx.x; r < kRows; r += kTcThreads) {
+        for (int r = threadIdx.x; r < kRows; r += kThreads) {
           const int64_t lse_r = FC_MUTANT(kBwdLseWrongRow) && i0 + r + 1 < seq.seqlen_q ? r + 1 : r;
           lse2[r] = r < rows ? lse_log2(a.lse[rb + i0 + lse_r]) : 0.0f;
           dvec[r] = r < rows && !FC_MUTANT(kBwdDsWithoutD) ? a.d[rb + i0 + r] : 0.0f;
@@ -193,13 +200,13 @@ struct TcKeyTile {
 
         // S^T and dP^T of the warp's 16 keys by the block's rows.
         float s[kRows / 8][4], dp[kRows / 8][4];
-        gemm_nt<kRows, kDim>(s, s_k + warp * 16 * kPitch, kPitch, s_q);
-        gemm_nt<kRows, kDim>(dp, s_v + warp * 16 * kPitch, kPitch, s_do);
+        gemm_nt<kRows, kDim>(s, s_k + key_group * 16 * kPitch, kPitch, s_q);
+        gemm_nt<kRows, kDim>(dp, s_v + key_group * 16 * kPitch, kPitch, s_do);
 #pragma unroll
         for (int nt = 0; nt < kRows / 8; ++nt)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int j = warp * 16 + frag_row(e), r = frag_col(nt, e);
+            const int j = key_group * 16 + frag_row(e), r = frag_col(nt, e);
             float p = 0.0f, dt = 0.0f;
             if (r < rows && j < keys && seq.vis.sees(i0 + r, k0 + j)) {
               const Score sc = score_log2(s[nt][e], a);
@@ -208,13 +215,13 @@ struct TcKeyTile {
             }
             s[nt][e] = p;
             dp[nt][e] = dt;
-            ds[r * (Tiles::kDsPitch / 2) + j] = DeviceDtype<T>::store(dt);
+            if (col0 == 0) ds[r * (Tiles::kDsPitch / 2) + j] = DeviceDtype<T>::store(dt);
           }
         uint32_t pa[kRows / 16][4], ta[kRows / 16][4];
         to_a<kRows>(pa, s);
         to_a<kRows>(ta, dp);
-        gemm_rn<kDim, kRows>(acc_v, pa, s_do);
-        gemm_rn<kDim, kRows>(acc_k, ta, s_q);
+        gemm_rn<kAccCols, kRows>(acc_v, pa, s_do + col0 * 2);
+        gemm_rn<kAccCols, kRows>(acc_k, ta, s_q + col0 * 2);
         __syncthreads();  // dT is in shared memory
 
         // dQ's partial over the tile's keys: rows of m16 tile warp % kRowGroups, kDqCols columns from
@@ -265,10 +272,10 @@ struct TcKeyTile {
     const int written = FC_MUTANT(kBwdPaddedTailNotZeroed) ? keys : slots;
     const float dk_scale = FC_MUTANT(kBwdDkScaleMissing) ? 1.0f : a.softmax_scale;
 #pragma unroll
-    for (int nt = 0; nt < kDim / 8; ++nt)
+    for (int nt = 0; nt < kAccCols / 8; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int j = warp * 16 + frag_row(e), c = frag_col(nt, e);
+        const int j = key_group * 16 + frag_row(e), c = col0 + frag_col(nt, e);
         if (j >= written) continue;
         if (c < dim) dk.row(k0 + j)[c] = DeviceDtype<T>::store(mul_rn(acc_k[nt][e], dk_scale));
         if (c < dim_v) dv.row(k0 + j)[c] = DeviceDtype<T>::store(acc_v[nt][e]);
@@ -277,7 +284,7 @@ struct TcKeyTile {
 };
 
 template <typename T, int kDim>
-__global__ void __launch_bounds__(kTcThreads) tc_key_tile_kernel(Args a) {
+__global__ void __launch_bounds__(TcTiles<kDim>::kThreads) tc_key_tile_kernel(Args a) {
   TcKeyTile<T, kDim>::run(a);
 }
 
