@@ -499,7 +499,7 @@ ComputePath backward_path(const BackwardParams& b) {
 #if defined(FLASHCHECK_HAS_TENSOR_CORE)
   const Params& p = b.forward;
   if (p.dtype != DType::kF16 && p.dtype != DType::kBF16) return ComputePath::kGeneralFp32;
-  if (b.deterministic || std::max(p.head_dim, value_head_dim(p)) > detail::backward::kTcMaxDim) {
+  if (std::max(p.head_dim, value_head_dim(p)) > detail::backward::kTcMaxDim) {
     return ComputePath::kGeneralFp32;
   }
   // The kernel copies 16-byte chunks of Q, K, V and dO rows (cp.async): every row start 16-byte aligned. dO is

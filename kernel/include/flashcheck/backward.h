@@ -48,9 +48,9 @@ BackwardParams make_backward_params(const Params& forward);
 Status can_implement_backward(const BackwardParams& params);
 
 // Where run_backward() rounds for `params` (docs/error-model.md §10; one bound per path):
-//   kTensorCore   fp16/bf16 in atomic mode with Q, K, V, O and dO rows 16-byte aligned: S, dP, dV, dK and dQ's partials as mma.sync products with fp32 accumulation,
-//                 P and dS rounded to the dtype before the products that take them;
-//   kGeneralFp32  everything else (fp32, deterministic mode, other layouts): CUDA cores in fp32.
+//   kTensorCore   fp16/bf16 with Q, K, V, O and dO rows 16-byte aligned: S, dP, dV, dK and dQ as mma.sync products
+//                 with fp32 accumulation, P and dS rounded to the dtype before the products that take them;
+//   kGeneralFp32  everything else (fp32, other layouts): CUDA cores in fp32.
 ComputePath backward_path(const BackwardParams& params);
 
 // Runs the backward pass on `stream` (cudaStream_t; nullptr = the legacy default stream). Asynchronous like run();

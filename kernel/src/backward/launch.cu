@@ -70,11 +70,17 @@ Status launch(const Args& a, cudaStream_t stream) {
 #if defined(FLASHCHECK_HAS_TENSOR_CORE)
 template <typename T, int kDim>
 Status launch_tensor_core(const Args& a, cudaStream_t stream) {
-  constexpr int kSmem = TcTiles<kDim>::kBytes;
+  constexpr int kSmem = TcTiles<kDim>::kBytes, kQuerySmem = TcQueryTiles<kDim>::kBytes;
   if (Status st = opt_in(reinterpret_cast<const void*>(&tc_key_tile_kernel<T, kDim>), kSmem); !st.ok()) return st;
+  if (Status st = opt_in(reinterpret_cast<const void*>(&tc_query_tile_kernel<T, kDim>), kQuerySmem); !st.ok()) return st;
   FC_UPLOAD_MUTANT(stream);
   launch_preprocess<T>(a, stream);
   tc_key_tile_kernel<T, kDim><<<key_tile_grid(a, kTcKeys), TcTiles<kDim>::kThreads, kSmem, stream>>>(a);
+  if (a.deterministic && a.seqlen_q > 0) {
+    tc_query_tile_kernel<T, kDim><<<dim3(static_cast<unsigned>(ceil_div(a.seqlen_q, int64_t{kTcQRows})),
+                                         static_cast<unsigned>(a.heads_q), static_cast<unsigned>(a.batch)),
+                                    TcTiles<kDim>::kThreads, kQuerySmem, stream>>>(a);
+  }
   launch_finish<T>(a, stream);
   return cuda_status(cudaGetLastError(), "launch");
 }

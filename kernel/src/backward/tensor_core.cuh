@@ -9,7 +9,9 @@
 //   dQ partial = dT K                  dT through shared memory (rows by keys, the same rounding), K transposed;
 //                                      added to dQ's fp32 accumulator with atomicAdd
 // then dK = fl(scale * acc) and dV rounded to the dtype, over every key slot of the tile (slots past the sequence's
-// keys hold 0). Keys no query row sees load as zero rows like keys past the sequence: a NaN there would otherwise
+// keys hold 0). In deterministic mode the key tiles add nothing to dQ; TcQueryTile computes it instead, one CTA per
+// (Q tile of kTcQRows rows, query head, sequence): over the K/V tiles its rows see, in order, S = Q K^T and dP = dO V^T
+// again, P and dT as above, and dQ += dT K in the same registers, so the sum has one order; dQ = fl(scale * acc). Keys no query row sees load as zero rows like keys past the sequence: a NaN there would otherwise
 // reach dQ through dT K (0 * NaN), where the CUDA-core kernels never multiply a hidden key. The preprocessing (D), dQ
 // store and dsink kernels are kernel.cuh's. Rounding points: docs/error-model.md §10, the tensor-core class.
 #pragma once
@@ -20,6 +22,7 @@
 namespace flashcheck::detail::backward {
 
 inline constexpr int kTcKeyGroups = kTcKeys / 16;  // warps of 16 keys
+inline constexpr int kTcQRows = 64;                // rows of a deterministic dQ tile: one warp per 16 (kTcKeyGroups)
 
 // The shared-memory tiles of a CTA for padded head dim kDim (64, 128 or 256), in bytes from the dynamic buffer's
 // start, and its warps. Rows are padded by 16 bytes, so the eight row addresses of one ldmatrix land in distinct banks.
@@ -130,6 +133,39 @@ struct TcKeyTile {
   __device__ static int frag_row(int e) { return static_cast<int>(threadIdx.x % 32) / 4 + 8 * (e / 2); }
   __device__ static int frag_col(int nt, int e) { return nt * 8 + 2 * (static_cast<int>(threadIdx.x % 32) % 4) + e % 2; }
 
+  // K and V of the K/V tile at key k0 (its first `keys` keys) into s_k and s_v: the keys some row of the sequence sees
+  // (rows_seeing of the key alone, marked in `seen`), zero rows for the others. Issues the copies, commits nothing.
+  __device__ static void load_keys(const Args& a, const SequenceView& seq, int64_t b, int64_t h_kv, int64_t k0, int keys,
+                                   uint32_t s_k, uint32_t s_v, unsigned char* seen) {
+    for (int j = threadIdx.x; j < kTcKeys; j += kThreads) {
+      bool s = false;
+      if (j < keys) {
+        const RowSpan one = rows_seeing(seq.vis, k0 + j, k0 + j + 1);
+        s = one.begin < one.end || FC_MUTANT(kBwdHiddenKeysInDq);
+      }
+      seen[j] = s ? 1 : 0;
+    }
+    __syncthreads();
+    const RowSource<const T> k = a.kv_rows<const T>(a.k, b, h_kv), v = a.kv_rows<const T>(a.v, b, h_kv);
+    const auto live = [&](int j) { return seen[j] != 0; };
+    load<kTcKeys>(s_k, static_cast<int>(a.head_dim), [&](int j) { return k.row(k0 + j); }, live);
+    load<kTcKeys>(s_v, static_cast<int>(a.head_dim_v), [&](int j) { return v.row(k0 + j); }, live);
+  }
+
+  // P and dT of C-fragment element (key or row `r`, column `c` of the fragment) for row i, key j: arith.h's chain
+  // where the pair is visible, 0 elsewhere. `s` and `dp` come in as the raw score and dP, go out as P and dT.
+  __device__ static void pair(const Args& a, const SequenceView& seq, int64_t i, int64_t j, bool in_tile, float lse2,
+                              float d, bool cap, float* s, float* dp) {
+    float p = 0.0f, dt = 0.0f;
+    if (in_tile && seq.vis.sees(i, j)) {
+      const Score sc = score_log2(*s, a);
+      p = weight(sc.x, lse2, exp2_f32);
+      dt = score_grad(p, *dp, d, sc.t, cap);
+    }
+    *s = p;
+    *dp = dt;
+  }
+
   __device__ static void run(const Args& a) {
     extern __shared__ __align__(128) unsigned char tc_smem[];
     unsigned char* const smem = tc_smem;
@@ -151,23 +187,8 @@ struct TcKeyTile {
     unsigned char* seen = smem + Tiles::kSeen;
     const int dim = static_cast<int>(a.head_dim), dim_v = static_cast<int>(a.head_dim_v);
 
-    // Which of the tile's keys some row sees (rows_seeing of the key alone), then K and V of those.
-    for (int j = threadIdx.x; j < kTcKeys; j += kThreads) {
-      bool s = false;
-      if (j < keys) {
-        const RowSpan one = rows_seeing(seq.vis, k0 + j, k0 + j + 1);
-        s = one.begin < one.end || FC_MUTANT(kBwdHiddenKeysInDq);
-      }
-      seen[j] = s ? 1 : 0;
-    }
-    __syncthreads();
-    {
-      const RowSource<const T> k = a.kv_rows<const T>(a.k, b, h_kv), v = a.kv_rows<const T>(a.v, b, h_kv);
-      const auto live = [&](int j) { return seen[j] != 0; };
-      load<kTcKeys>(s_k, dim, [&](int j) { return k.row(k0 + j); }, live);
-      load<kTcKeys>(s_v, dim_v, [&](int j) { return v.row(k0 + j); }, live);
-      tc_kernel::cp_async_commit();  // waited for with the first rows' copies, or at the end
-    }
+    load_keys(a, seq, b, h_kv, k0, keys, s_k, s_v, seen);
+    tc_kernel::cp_async_commit();  // waited for with the first rows' copies, or at the end
 
     float acc_k[kAccCols / 8][4], acc_v[kAccCols / 8][4];
 #pragma unroll
@@ -207,15 +228,8 @@ struct TcKeyTile {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int j = key_group * 16 + frag_row(e), r = frag_col(nt, e);
-            float p = 0.0f, dt = 0.0f;
-            if (r < rows && j < keys && seq.vis.sees(i0 + r, k0 + j)) {
-              const Score sc = score_log2(s[nt][e], a);
-              p = weight(sc.x, lse2[r], exp2_f32);
-              dt = score_grad(p, dp[nt][e], dvec[r], sc.t, cap);
-            }
-            s[nt][e] = p;
-            dp[nt][e] = dt;
-            if (col0 == 0) ds[r * (Tiles::kDsPitch / 2) + j] = DeviceDtype<T>::store(dt);
+            pair(a, seq, i0 + r, k0 + j, r < rows && j < keys, lse2[r], dvec[r], cap, &s[nt][e], &dp[nt][e]);
+            if (col0 == 0) ds[r * (Tiles::kDsPitch / 2) + j] = DeviceDtype<T>::store(dp[nt][e]);
           }
         uint32_t pa[kRows / 16][4], ta[kRows / 16][4];
         to_a<kRows>(pa, s);
@@ -224,6 +238,7 @@ struct TcKeyTile {
         gemm_rn<kAccCols, kRows>(acc_k, ta, s_q + col0 * 2);
         __syncthreads();  // dT is in shared memory
 
+        if (a.deterministic) continue;  // TcQueryTile computes dQ
         // dQ's partial over the tile's keys: rows of m16 tile warp % kRowGroups, kDqCols columns from
         // (warp / kRowGroups) * kDqCols.
         const int rg = warp % Tiles::kRowGroups, c0 = (warp / Tiles::kRowGroups) * Tiles::kDqCols;
@@ -286,6 +301,100 @@ struct TcKeyTile {
 template <typename T, int kDim>
 __global__ void __launch_bounds__(TcTiles<kDim>::kThreads) tc_key_tile_kernel(Args a) {
   TcKeyTile<T, kDim>::run(a);
+}
+
+// The shared-memory tiles of the deterministic dQ kernel: its Q and dO rows, one K/V tile, the rows' LSE and D.
+template <int kDim>
+struct TcQueryTiles {
+  static constexpr int kPitch = TcTiles<kDim>::kPitch;
+  static constexpr int kQ = 0;
+  static constexpr int kDo = kQ + kTcQRows * kPitch;
+  static constexpr int kK = kDo + kTcQRows * kPitch;
+  static constexpr int kV = kK + kTcKeys * kPitch;
+  static constexpr int kLse2 = kV + kTcKeys * kPitch;
+  static constexpr int kD = kLse2 + kTcQRows * 4;
+  static constexpr int kSeen = kD + kTcQRows * 4;
+  static constexpr int kBytes = kSeen + kTcKeys;
+};
+
+template <typename T, int kDim>
+struct TcQueryTile {
+  using K = TcKeyTile<T, kDim>;
+  using Tiles = TcQueryTiles<kDim>;
+  static constexpr int kPitch = Tiles::kPitch;
+  static constexpr int kAccCols = TcTiles<kDim>::kAccCols;
+
+  __device__ static void run(const Args& a) {
+    extern __shared__ __align__(128) unsigned char tc_smem[];
+    unsigned char* const smem = tc_smem;
+    const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kTcQRows, h = blockIdx.y, b = blockIdx.z;
+    const SequenceView seq = a.sequence(b);
+    if (i0 >= seq.seqlen_q) return;
+    const int rows = static_cast<int>(seq.seqlen_q - i0 < kTcQRows ? seq.seqlen_q - i0 : kTcQRows);
+    const int warp = static_cast<int>(threadIdx.x / 32);
+    const int row_group = warp % kTcKeyGroups, col0 = (warp / kTcKeyGroups) * kAccCols;  // rows and dQ columns
+    const uint32_t base = tc_kernel::smem_address(smem);
+    const uint32_t s_q = base + Tiles::kQ, s_do = base + Tiles::kDo, s_k = base + Tiles::kK, s_v = base + Tiles::kV;
+    float* lse2 = reinterpret_cast<float*>(smem + Tiles::kLse2);
+    float* dvec = reinterpret_cast<float*>(smem + Tiles::kD);
+    unsigned char* seen = smem + Tiles::kSeen;
+    const int64_t h_kv = h / a.group_size, rb = a.row_block(b, h);
+    const auto live = [&](int r) { return r < rows; };
+    const T* q_head = a.q_rows<const T>(a.q, b, h);
+    const T* do_head = a.q_rows<const T>(a.d_o, b, h);
+    K::template load<kTcQRows>(s_q, static_cast<int>(a.head_dim), [&](int r) { return q_head + (i0 + r) * a.q.stride.row; }, live);
+    K::template load<kTcQRows>(s_do, static_cast<int>(a.head_dim_v), [&](int r) { return do_head + (i0 + r) * a.d_o.stride.row; },
+                               live);
+    tc_kernel::cp_async_commit();
+    for (int r = threadIdx.x; r < kTcQRows; r += K::kThreads) {
+      lse2[r] = r < rows ? lse_log2(a.lse[rb + i0 + r]) : 0.0f;
+      dvec[r] = r < rows ? a.d[rb + i0 + r] : 0.0f;
+    }
+    float acc[kAccCols / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kAccCols / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
+    const int64_t keys_begin = seq.vis.row_begin(i0), keys_end = seq.vis.row_end(i0 + rows - 1);
+    const int64_t first = keys_begin / kTcKeys, end = keys_end > keys_begin ? ceil_div(keys_end, int64_t{kTcKeys}) : first;
+    for (int64_t tile = first; tile < end; ++tile) {
+      const int64_t k0 = tile * kTcKeys;
+      const int64_t left = seq.seqlen_k - k0;
+      const int keys = static_cast<int>(left < 0 ? 0 : (left > kTcKeys ? kTcKeys : left));
+      __syncthreads();  // the previous tile is consumed (and, first, lse2 and D are written)
+      K::load_keys(a, seq, b, h_kv, k0, keys, s_k, s_v, seen);
+      tc_kernel::cp_async_commit();
+      tc_kernel::cp_async_wait<0>();
+      __syncthreads();
+      float s[kTcKeys / 8][4], dp[kTcKeys / 8][4];
+      K::template gemm_nt<kTcKeys, kDim>(s, s_q + row_group * 16 * kPitch, kPitch, s_k);
+      K::template gemm_nt<kTcKeys, kDim>(dp, s_do + row_group * 16 * kPitch, kPitch, s_v);
+#pragma unroll
+      for (int nt = 0; nt < kTcKeys / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = row_group * 16 + K::frag_row(e), j = K::frag_col(nt, e);
+          K::pair(a, seq, i0 + r, k0 + j, r < rows && j < keys, lse2[r], dvec[r], a.has_softcap, &s[nt][e], &dp[nt][e]);
+        }
+      uint32_t ta[kTcKeys / 16][4];
+      K::template to_a<kTcKeys>(ta, dp);
+      K::template gemm_rn<kAccCols, kTcKeys>(acc, ta, s_k + col0 * 2);
+    }
+    tc_kernel::cp_async_wait<0>();  // a tile that sees no key still had its Q and dO copied
+    T* dq = a.q_rows<T>(a.dq, b, h);
+#pragma unroll
+    for (int nt = 0; nt < kAccCols / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = row_group * 16 + K::frag_row(e), c = col0 + K::frag_col(nt, e);
+        if (r < rows && c < a.head_dim) dq[(i0 + r) * a.dq.stride.row + c] = DeviceDtype<T>::store(mul_rn(acc[nt][e], a.softmax_scale));
+      }
+  }
+};
+
+template <typename T, int kDim>
+__global__ void __launch_bounds__(TcTiles<kDim>::kThreads) tc_query_tile_kernel(Args a) {
+  TcQueryTile<T, kDim>::run(a);
 }
 
 }  // namespace flashcheck::detail::backward
