@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "checks.h"
@@ -412,6 +412,48 @@ void key_gradients_sum_to_zero() {
         }
       }
     }
+}
+
+void key_shift_invariance() {
+  GradNeeds needs;
+  needs.dense = true;
+  needs.plain = true;  // a softcap bends the scores (tanh is no shift), and a sink does not move with them
+  const Case c = grad_case(needs);
+  note_case(c);
+  RelationDraws draws(c, "KeyShiftInvariance");
+  HostInputs base = inputs_for(c);
+  const KeyShift shift = quantize_keys_for_shift(draws, &base);
+  if (shift.u.empty()) {
+    note_coverage("key-shift=skipped-near-max");
+    return;
+  }
+  note_coverage(std::string("key-shift=") + shift.pattern);
+  const HostInputs shifted = shift_keys(base, shift.u);
+  // Scores move by scale q_i.u, the same for every key of row i, so P, O, D and dS stay; dK_j = scale sum_i dS_ij q_i
+  // and dV_j = sum_i P_ij dO_i stay, and dQ_i gains scale u sum_j dS_ij = 0 (sum_j P_ij = 1 without a sink). A mask
+  // hides the same keys either way. The exact gradients are equal; the runs round different scores, so each lies
+  // within its own bound of them, and the two within the sum of the bounds.
+  const BackwardOutputs a = run_grad(base), b = run_grad(shifted);
+  const oracle::GradientCheck ba = backward_bounds(base, a), bs = backward_bounds(shifted, b);
+  int64_t claims = 0;
+  const auto within = [&](const char* name, const std::vector<double>& got, const std::vector<double>& want,
+                          const std::vector<double>& bound_base, const std::vector<double>& bound_shifted) {
+    RC_ASSERT(got.size() == want.size());
+    for (size_t at = 0; at < got.size(); ++at) {
+      const double slack = bound_base[at] + bound_shifted[at];
+      if (!std::isfinite(slack)) continue;  // outside the domain in either run: no claim
+      ++claims;
+      if (!(std::fabs(got[at] - want[at]) <= slack)) {
+        RC_LOG() << name << "[" << at << "]: " << got[at] << " with the keys shifted, " << want[at] << " without (slack "
+                 << slack << ")\n";
+        RC_FAIL("adding one vector to every key row changed the gradients");
+      }
+    }
+  };
+  within("dQ", b.dq, a.dq, ba.dq, bs.dq);
+  within("dK", b.dk, a.dk, ba.dk, bs.dk);
+  within("dV", b.dv, a.dv, ba.dv, bs.dv);
+  if (claims == 0) note_coverage("key-shift=no-claim");
 }
 
 }  // namespace flashcheck::properties

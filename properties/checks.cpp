@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "flashcheck/device.h"
+#include "flashcheck/dtype.h"
 #include "flashcheck/kernel_facts.h"
 #include "flashcheck/oracle_bridge.h"
 #include "tier.h"
@@ -212,6 +213,64 @@ void fill_key(HostInputs& in, int64_t b, int64_t g, int64_t j, double value) {
   for (char tensor : {'k', 'v'}) {
     for (int64_t d = 0; d < columns_of(in.params, tensor); ++d) set_input_value(in, tensor, b, g, j, d, value);
   }
+}
+
+int precision_bits(DType dtype) { return find_dtype(dtype)->significand_bits(); }
+double min_normal(DType dtype) { return find_dtype(dtype)->min_normal(); }
+
+double max_abs(const std::vector<double>& xs) {
+  double m = 0.0;
+  for (double x : xs) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+int ceil_log2(double a) {
+  int e = 0;
+  const double m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  return m == 0.5 ? e - 1 : e;
+}
+
+void quantize(HostInputs& in, char tensor, double grid) {
+  transform_tensor(in, tensor, [grid](double x) { return std::nearbyint(x / grid) * grid; });
+}
+
+KeyShift quantize_keys_for_shift(RelationDraws& draws, HostInputs* base) {
+  const int64_t pattern = draws.below("shift vector (0 constant, 1 random, 2 one-hot)", 3);
+  const uint64_t shift_seed = draws.bits("shift seed");
+  const Params& p = base->params;
+  const int bits = precision_bits(p.dtype);
+  // (All-zero K: the grid of the smallest normal, so the shifted values stay representable.)
+  const double a_max = std::max(max_abs(base->k_exact), min_normal(p.dtype));
+  const int e = ceil_log2(a_max);
+  KeyShift shift;
+  if (std::ldexp(1.0, e + 2) > dtype_max(p.dtype)) return shift;
+  shift.grid = std::ldexp(1.0, e + 2 - bits);
+  quantize(*base, 'k', shift.grid);
+  const int64_t steps = int64_t{1} << (bits - 2);  // |u_d| <= steps * grid = 2^E
+  shift.pattern = pattern == 0 ? "constant" : pattern == 1 ? "random" : "one-hot";
+  shift.u.assign(static_cast<size_t>(p.head_dim), 0.0);
+  SplitMix rng{shift_seed};
+  const int64_t constant = rng.below(2 * steps + 1) - steps;
+  const int64_t hot = rng.below(p.head_dim);
+  for (int64_t d = 0; d < p.head_dim; ++d) {
+    const int64_t m = pattern == 0 ? constant : pattern == 1 ? rng.below(2 * steps + 1) - steps : (d == hot ? steps : 0);
+    shift.u[static_cast<size_t>(d)] = static_cast<double>(m) * shift.grid;
+  }
+  RC_LOG() << "K quantized to multiples of " << shift.grid << "; every key row shifted by u (|u| <= "
+           << static_cast<double>(steps) * shift.grid << ")\n";
+  return shift;
+}
+
+HostInputs shift_keys(const HostInputs& base, const std::vector<double>& u) {
+  const Params& p = base.params;
+  HostInputs shifted = copy_of(base);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t g = 0; g < p.heads_kv; ++g)
+      for (int64_t j = 0; j < p.seqlen_k; ++j)
+        for (int64_t d = 0; d < p.head_dim; ++d) {
+          set_input_value(shifted, 'k', b, g, j, d, input_value(base, 'k', b, g, j, d) + u[static_cast<size_t>(d)]);
+        }
+  return shifted;
 }
 
 ExactRow exact_row(const HostInputs& in, const KernelConfig& config, const oracle::RowRef& row) {

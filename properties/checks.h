@@ -114,6 +114,32 @@ void fill_key(HostInputs& in, int64_t b, int64_t g, int64_t j, double value);
 template <typename Fn>
 void transform_tensor(HostInputs& in, char tensor, Fn&& fn);
 
+// The dtype's significand bits (implicit bit included: 24, 11, 8) and its smallest normal value.
+int precision_bits(DType dtype);
+double min_normal(DType dtype);
+// Largest |x| (0 for none).
+double max_abs(const std::vector<double>& xs);
+// Smallest E with 2^E >= a (a > 0).
+int ceil_log2(double a);
+// Puts one tensor on the grid of multiples of `grid` (round to nearest); exact in the dtype when the grid is coarse
+// enough (callers choose it so).
+void quantize(HostInputs& in, char tensor, double grid);
+
+// One vector u added to every key row, exactly in the dtype (ShiftingKeysShiftsOnlyLse, KeyShiftInvariance).
+struct KeyShift {
+  std::vector<double> u;        // [head_dim]; empty: no exact shift (K near the dtype's largest value)
+  double grid = 0.0;            // K and u are multiples of it
+  const char* pattern = "none";  // "constant", "random", "one-hot" (for the coverage table)
+};
+// Puts `base`'s K on the multiples of g = 2^(E+2-p) (2^E >= max|k|, and at least the smallest normal, so that g stays on
+// the subnormal grid; p = precision_bits) and draws u on the same grid with |u_d| <= 2^E: one constant, random per
+// column, or one-hot, as `draws` decides (logged). Every k + u is then a multiple of g of magnitude at most 2^(E+1),
+// below 2^p g: exactly representable, like k and u. Where 2^(E+2) passes the dtype's largest value K is left as it is
+// and u is empty.
+KeyShift quantize_keys_for_shift(RelationDraws& draws, HostInputs* base);
+// A copy of `base` whose every key row is k + u (exact on quantize_keys_for_shift's grid; set_input_value asserts it).
+HostInputs shift_keys(const HostInputs& base, const std::vector<double>& u);
+
 // The exact row and its bound under the configuration that ran.
 struct ExactRow {
   oracle::RowResult exact;

@@ -34,28 +34,6 @@ HostInputs alternative_inputs(const Case& c) {
   return inputs_for(alt);
 }
 
-int precision_bits(DType dtype) { return find_dtype(dtype)->significand_bits(); }
-double min_normal(DType dtype) { return find_dtype(dtype)->min_normal(); }
-
-double max_abs(const std::vector<double>& xs) {
-  double m = 0.0;
-  for (double x : xs) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-// Smallest E with 2^E >= a (a > 0).
-int ceil_log2(double a) {
-  int e = 0;
-  const double m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
-  return m == 0.5 ? e - 1 : e;
-}
-
-// Puts one tensor on the grid of multiples of `grid` (round to nearest); exact in the dtype when the
-// grid is coarse enough (callers choose it so).
-void quantize(HostInputs& in, char tensor, double grid) {
-  transform_tensor(in, tensor, [grid](double x) { return std::nearbyint(x / grid) * grid; });
-}
-
 // Copies every K and V row of key range [from, to) of all (b, kv head) from `src` into `dst`.
 void copy_keys(HostInputs& dst, const HostInputs& src, int64_t from, int64_t to) {
   const Params& p = dst.params;
@@ -105,40 +83,14 @@ void shifting_keys_shifts_only_lse() {
   const Case c = *gen_case(o);
   note_case(c);
   RelationDraws draws(c, "ShiftingKeysShiftsOnlyLse");
-  const int64_t pattern = draws.below("shift vector (0 constant, 1 random, 2 one-hot)", 3);
-  const uint64_t shift_seed = draws.bits("shift seed");
-
   HostInputs base = inputs_for(c);
   const Params& p = base.params;
-  const int bits = precision_bits(p.dtype);
-  // Grid: K on multiples of g = 2^(E+2-p) with 2^E >= max|k| and |u| <= 2^E, so k + u (|k + u| <= 2^(E+2))
-  // is a multiple of g below 2^p * g: exactly representable.
-  // (All-zero K: the grid of the smallest normal, so the shifted values stay representable.)
-  const double a_max = std::max(max_abs(base.k_exact), min_normal(p.dtype));
-  const int e = ceil_log2(a_max);
-  if (std::ldexp(1.0, e + 2) > dtype_max(p.dtype)) {
+  const std::vector<double> u = quantize_keys_for_shift(draws, &base).u;
+  if (u.empty()) {
     note_coverage("relation=skipped-near-max");
     return;
   }
-  const double grid = std::ldexp(1.0, e + 2 - bits);
-  quantize(base, 'k', grid);
-  const int64_t steps = int64_t{1} << (bits - 2);  // |u_d| <= steps * grid = 2^E
-  std::vector<double> u(static_cast<size_t>(p.head_dim), 0.0);
-  SplitMix rng{shift_seed};
-  const int64_t constant = rng.below(2 * steps + 1) - steps;
-  const int64_t hot = rng.below(p.head_dim);
-  for (int64_t d = 0; d < p.head_dim; ++d) {
-    const int64_t m = pattern == 0 ? constant : pattern == 1 ? rng.below(2 * steps + 1) - steps : (d == hot ? steps : 0);
-    u[static_cast<size_t>(d)] = static_cast<double>(m) * grid;
-  }
-  RC_LOG() << "K quantized to multiples of " << grid << "; every key row shifted by u (|u| <= " << steps * grid << ")\n";
-  HostInputs shifted = copy_of(base);
-  for (int64_t b = 0; b < p.batch; ++b)
-    for (int64_t g = 0; g < p.heads_kv; ++g)
-      for (int64_t j = 0; j < p.seqlen_k; ++j)
-        for (int64_t d = 0; d < p.head_dim; ++d) {
-          set_input_value(shifted, 'k', b, g, j, d, input_value(base, 'k', b, g, j, d) + u[static_cast<size_t>(d)]);
-        }
+  const HostInputs shifted = shift_keys(base, u);
 
   const RunOutputs out_base = run_backend(base);
   const RunOutputs out_shift = run_backend(shifted);

@@ -16,10 +16,15 @@ namespace flashcheck::properties {
 // inputs past the L2 cache). The host model runs both.
 enum class PropertyBinary { kProduction, kInstrumented };
 
+// The pass a property checks: the forward's O and LSE, or the backward's gradients (grad=1 cases; the subject ABI
+// carries no backward pass, so a subject skips these).
+enum class PropertyPass { kForward, kBackward };
+
 struct PropertyInfo {
   const char* name;       // the test name in every tier (<Suite>.<name>) and a case line's property=NAME
   PropertyBinary binary;
   void (*body)();         // draws its case, runs the relation, asserts with RC_ASSERT
+  PropertyPass pass = PropertyPass::kForward;
 };
 
 // Every property, in the order the tiers run them.
@@ -74,7 +79,7 @@ void paged_equals_packed_bit_for_bit();
 void other_sequences_leave_a_row_unchanged();
 void splits_repeat_and_agree_with_unsplit();
 
-// Property 8 (backward.cpp): the backward pass, grad=1 cases.
+// Property 8 (backward.cpp): the backward pass, grad=1 cases (PropertyPass::kBackward).
 void gradients_agree_with_oracle();
 void gradients_are_linear_in_dout();
 void deterministic_gradients_repeat();
@@ -82,5 +87,6 @@ void grouped_key_gradients_sum_repeated_heads();
 void nan_in_hidden_keys_never_reaches_gradients();
 void key_gradients_sum_to_zero();
 void permuting_keys_permutes_key_gradients();
+void key_shift_invariance();
 
 }  // namespace flashcheck::properties

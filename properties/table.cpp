@@ -11,6 +11,7 @@ namespace {
 
 constexpr PropertyBinary kProd = PropertyBinary::kProduction;
 constexpr PropertyBinary kInst = PropertyBinary::kInstrumented;
+constexpr PropertyPass kBwd = PropertyPass::kBackward;
 
 Case any_case() { return *gen_case(default_options()); }
 
@@ -45,13 +46,14 @@ constexpr std::array kTable = {
     PropertyInfo{"PagedEqualsPackedBitForBit", kProd, paged_equals_packed_bit_for_bit},
     PropertyInfo{"OtherSequencesLeaveARowUnchanged", kProd, other_sequences_leave_a_row_unchanged},
     PropertyInfo{"SplitsRepeatAndAgreeWithUnsplit", kProd, splits_repeat_and_agree_with_unsplit},
-    PropertyInfo{"GradientsAgreeWithOracle", kProd, gradients_agree_with_oracle},
-    PropertyInfo{"GradientsAreLinearInDout", kProd, gradients_are_linear_in_dout},
-    PropertyInfo{"DeterministicGradientsRepeat", kProd, deterministic_gradients_repeat},
-    PropertyInfo{"GroupedKeyGradientsSumRepeatedHeads", kProd, grouped_key_gradients_sum_repeated_heads},
-    PropertyInfo{"NanInHiddenKeysNeverReachesGradients", kProd, nan_in_hidden_keys_never_reaches_gradients},
-    PropertyInfo{"KeyGradientsSumToZero", kProd, key_gradients_sum_to_zero},
-    PropertyInfo{"PermutingKeysPermutesKeyGradients", kProd, permuting_keys_permutes_key_gradients},
+    PropertyInfo{"GradientsAgreeWithOracle", kProd, gradients_agree_with_oracle, kBwd},
+    PropertyInfo{"GradientsAreLinearInDout", kProd, gradients_are_linear_in_dout, kBwd},
+    PropertyInfo{"DeterministicGradientsRepeat", kProd, deterministic_gradients_repeat, kBwd},
+    PropertyInfo{"GroupedKeyGradientsSumRepeatedHeads", kProd, grouped_key_gradients_sum_repeated_heads, kBwd},
+    PropertyInfo{"NanInHiddenKeysNeverReachesGradients", kProd, nan_in_hidden_keys_never_reaches_gradients, kBwd},
+    PropertyInfo{"KeyGradientsSumToZero", kProd, key_gradients_sum_to_zero, kBwd},
+    PropertyInfo{"KeyShiftInvariance", kProd, key_shift_invariance, kBwd},
+    PropertyInfo{"PermutingKeysPermutesKeyGradients", kProd, permuting_keys_permutes_key_gradients, kBwd},
     PropertyInfo{"OnlineSoftmaxInvariants", kInst, [] { online_softmax_invariants(any_case()); }},
     PropertyInfo{"SequenceOnlineSoftmaxInvariants", kInst, sequence_online_softmax_invariants},
     // Inputs past the L2 cache take seconds a case: with the instrumented binary's properties rather than the

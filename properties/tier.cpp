@@ -26,6 +26,7 @@
 #include "flashcheck/shard.h"
 #include "budget.h"
 #include "generators.h"
+#include "properties.h"
 
 namespace flashcheck::properties {
 namespace {
@@ -247,7 +248,7 @@ const char* property_skip_reason(const char* name) {
            "case on the host model)";
   }
   if (g_subject == nullptr) return nullptr;
-  if (property.starts_with("Gradient") || property.find("Gradients") != std::string_view::npos) {
+  if (const PropertyInfo* info = find_property(property); info != nullptr && info->pass == PropertyPass::kBackward) {
     return "flashcheck-skip: the subject ABI carries no backward pass (gradients are checked on flashcheck's kernels)";
   }
   if (property.starts_with("Sequence") || property == "PoisonNeverReachesOutput" ||
