@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "checks.h"
@@ -454,6 +455,96 @@ void key_shift_invariance() {
   within("dK", b.dk, a.dk, ba.dk, bs.dk);
   within("dV", b.dv, a.dv, ba.dv, bs.dv);
   if (claims == 0) note_coverage("key-shift=no-claim");
+}
+
+void rows_without_keys_get_zero_gradients() {
+  Case c = grad_case();
+  // Query rows (b, i) that see no key, by the oracle's predicate (every head of a sequence alike).
+  const auto rows_without_keys = [](const HostInputs& in) {
+    const oracle::Problem problem = in.problem();
+    std::vector<std::pair<int64_t, int64_t>> rows;
+    for (int64_t b = 0; b < problem.batch; ++b)
+      for (int64_t i = 0; i < oracle::sequence_seqlen_q(problem, b); ++i) {
+        if (oracle::visible_keys(problem, b, i).size() == 0) rows.emplace_back(b, i);
+      }
+    return rows;
+  };
+  HostInputs in = inputs_for(c);
+  std::vector<std::pair<int64_t, int64_t>> blind = rows_without_keys(in);
+  const char* how = "drawn";
+  if (blind.empty() && replay_case() == nullptr) {
+    // A drawn case whose every row sees a key: fewer keys than rows under causal-br (the first rows' diagonals lie
+    // before key 0), a top-left window whose left edge passes the last key for the last rows, a bottom-right window
+    // whose right edge lies before key 0 for the first rows, or a sequence with no keys.
+    const auto fewer_keys_than_rows = [&] {
+      if (c.seqlen_q < 2) {
+        c.seqlen_q = 2;
+        c.seqlen_k = 1;
+      } else {
+        c.seqlen_k = std::min(c.seqlen_k, c.seqlen_q - 1);
+      }
+    };
+    switch (c.seqs.empty() ? *gen::element(0, 1, 2).as("rows without keys (0 causal-br, 1 window-tl, 2 window-br)") : 3) {
+      case 0:
+        how = "causal-br";
+        fewer_keys_than_rows();
+        c.mask = Mask::kCausalBottomRight;
+        c.window_left = c.window_right = -1;
+        break;
+      case 1:  // row i sees [i - left, i + right]: none for i >= seqlen_k + left
+        how = "window-tl";
+        fewer_keys_than_rows();
+        c.mask = Mask::kWindowTopLeft;
+        c.window_left = *gen::inRange<int64_t>(0, c.seqlen_q - c.seqlen_k).as("window left");
+        c.window_right = *gen::element<int64_t>(-1, 0, 3).as("window right");
+        break;
+      case 2:  // row i sees [d - left, d + right], d = i + seqlen_k - seqlen_q: none for d + right < 0
+        how = "window-br";
+        fewer_keys_than_rows();
+        c.mask = Mask::kWindowBottomRight;
+        c.window_left = *gen::element<int64_t>(-1, 0, 5).as("window left");
+        c.window_right = *gen::inRange<int64_t>(0, c.seqlen_q - c.seqlen_k).as("window right");
+        break;
+      default: {
+        how = "sequence-without-keys";
+        Sequence& s = c.seqs[static_cast<size_t>(*gen::inRange<size_t>(0, c.seqs.size()).as("sequence without keys"))];
+        s.k = 0;
+        s.q = std::max<int64_t>(s.q, 1);
+        fit_to_sequences(&c);
+        break;
+      }
+    }
+    c.inject.clear();
+    in = inputs_for(c);
+    blind = rows_without_keys(in);
+  }
+  note_case(c);
+  if (blind.empty()) RC_DISCARD("every row sees a key");
+  note_coverage(std::string("rows-without-keys=") + how);
+  if (c.sink) note_coverage("rows-without-keys=with-sink");
+  const BackwardOutputs out = run_grad(in);
+  // dQ_i = scale sum_j dT_ij k_j over no keys: 0 exactly, whatever the sink or the softcap; such a row adds nothing to
+  // any dK or dV, and to its head's dsink -P_sink D_i, finite wherever fp32 holds the sum (the oracle's bound is
+  // finite; near-max V can overflow D = dO.O, outside the domain).
+  const Params& p = in.params;
+  for (const auto& [b, i] : blind)
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      for (int64_t col = 0; col < p.head_dim; ++col) {
+        const double x = out.dq[static_cast<size_t>(row_index(p, b, h, i) * p.head_dim + col)];
+        if (!(x == 0.0)) {
+          RC_LOG() << "dQ of row (" << b << ", " << h << ", " << i << ") column " << col << ": " << x
+                   << "; the row sees no key\n";
+          RC_FAIL("a row without keys has a dQ other than 0");
+        }
+      }
+  const oracle::GradientCheck bounds = backward_bounds(in, out);
+  for (size_t h = 0; h < out.dsink.size(); ++h) {
+    if (std::isfinite(bounds.dsink[h]) && !std::isfinite(out.dsink[h])) {  // a finite bound: fp32 holds every term
+      RC_LOG() << "dsink[" << h << "]: " << out.dsink[h] << " with rows that see no key (bound " << bounds.dsink[h] << ")\n";
+      RC_FAIL("a row without keys made dsink non-finite");
+    }
+  }
+  RC_ASSERT(judged(c, in, out, &bounds).pass);
 }
 
 }  // namespace flashcheck::properties

@@ -88,5 +88,6 @@ void nan_in_hidden_keys_never_reaches_gradients();
 void key_gradients_sum_to_zero();
 void permuting_keys_permutes_key_gradients();
 void key_shift_invariance();
+void rows_without_keys_get_zero_gradients();
 
 }  // namespace flashcheck::properties

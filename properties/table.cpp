@@ -54,6 +54,7 @@ constexpr std::array kTable = {
     PropertyInfo{"KeyGradientsSumToZero", kProd, key_gradients_sum_to_zero, kBwd},
     PropertyInfo{"KeyShiftInvariance", kProd, key_shift_invariance, kBwd},
     PropertyInfo{"PermutingKeysPermutesKeyGradients", kProd, permuting_keys_permutes_key_gradients, kBwd},
+    PropertyInfo{"RowsWithoutKeysGetZeroGradients", kProd, rows_without_keys_get_zero_gradients, kBwd},
     PropertyInfo{"OnlineSoftmaxInvariants", kInst, [] { online_softmax_invariants(any_case()); }},
     PropertyInfo{"SequenceOnlineSoftmaxInvariants", kInst, sequence_online_softmax_invariants},
     // Inputs past the L2 cache take seconds a case: with the instrumented binary's properties rather than the
