@@ -1,11 +1,14 @@
 // The exact gradient (gradient.h) against central differences of the gold forward (compute_row), and against
 // identities of the math that need no differencing: shifting every score of a row moves nothing, grouped heads are
-// repeated heads, a key no row sees gets no gradient, non-finite inputs reach exactly the gradients they touch.
+// repeated heads, a key no row sees gets no gradient, non-finite inputs reach exactly the gradients they touch. The
+// bound of gradient_check against fp32 emulations of both arithmetic classes; the same-precision reference's error
+// against its format's precision.
 #include "flashcheck/gradient.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +16,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "flashcheck/error_model.h"
@@ -523,6 +527,87 @@ TEST(GradientCheck, WrongSizesAreNamed) {
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("forward.lse"), std::string::npos) << e.what();
+  }
+}
+
+// ---- same_precision_gradient(): the reference of judge_backward's statistical check.
+
+// rms(got - want) and rms(magnitude) over the elements where `want` is finite.
+struct RmsOf {
+  double error = 0.0, magnitude = 0.0, exact = 0.0;
+};
+RmsOf rms_of(std::span<const double> got, std::span<const double> want, std::span<const double> magnitude) {
+  double e2 = 0.0, m2 = 0.0, x2 = 0.0;
+  int64_t n = 0;
+  for (size_t at = 0; at < want.size(); ++at) {
+    if (!std::isfinite(want[at])) continue;
+    e2 += (got[at] - want[at]) * (got[at] - want[at]);
+    m2 += magnitude[at] * magnitude[at];
+    x2 += want[at] * want[at];
+    ++n;
+  }
+  const double count = static_cast<double>(std::max<int64_t>(n, 1));
+  return {std::sqrt(e2 / count), std::sqrt(m2 / count), std::sqrt(x2 / count)};
+}
+
+// The reference errs at its format's precision: in fp16 and bf16 by about its outputs' rounding (a quarter to four
+// units of roundoff of the exact values' RMS), in fp32 by a few fp32 roundings of its sums' magnitudes; on the same
+// inputs bf16 errs more than fp16 (8x the roundoff), fp16 far more than fp32.
+TEST(SamePrecisionGradient, ErrsAtItsFormatsPrecision) {
+  uint64_t seed = 90;
+  for (const Shape& s : bound_shapes()) {
+    Owned o = make(s, ++seed, 2.0);
+    round_inputs(&o, Format::kBF16);  // the same inputs in every format
+    const Gradient gold = exact_gradient(o.p, o.d_o);
+    const SamePrecisionGradient f32 = same_precision_gradient(o.p, o.d_o, Format::kF32);
+    const SamePrecisionGradient f16 = same_precision_gradient(o.p, o.d_o, Format::kF16);
+    const SamePrecisionGradient bf16 = same_precision_gradient(o.p, o.d_o, Format::kBF16);
+    const auto tensors = [&](const SamePrecisionGradient& r) {
+      return std::array{std::tuple{"dq", &r.dq, &gold.dq, &r.dq_magnitude}, std::tuple{"dk", &r.dk, &gold.dk, &r.dk_magnitude},
+                        std::tuple{"dv", &r.dv, &gold.dv, &r.dv_magnitude}};
+    };
+    const auto t32 = tensors(f32), t16 = tensors(f16), tb16 = tensors(bf16);
+    for (size_t t = 0; t < t32.size(); ++t) {
+      const auto& [name, got32, want, mag32] = t32[t];
+      const RmsOf r32 = rms_of(*got32, *want, *mag32);
+      const RmsOf r16 = rms_of(*std::get<1>(t16[t]), *want, *std::get<3>(t16[t]));
+      const RmsOf rb16 = rms_of(*std::get<1>(tb16[t]), *want, *std::get<3>(tb16[t]));
+      const std::string what = s.name + " " + name;
+      const double u32 = unit_roundoff(Format::kF32), u16 = unit_roundoff(Format::kF16), ub16 = unit_roundoff(Format::kBF16);
+      EXPECT_GT(r32.error, 0.05 * u32 * r32.magnitude) << what;
+      EXPECT_LT(r32.error, 8.0 * u32 * r32.magnitude) << what;
+      for (const auto& [format_name, r, u] : {std::tuple{"f16", r16, u16}, std::tuple{"bf16", rb16, ub16}}) {
+        EXPECT_GT(r.error, 0.25 * u * r.exact) << what << " " << format_name;
+        EXPECT_LT(r.error, 4.0 * u * r.exact) << what << " " << format_name;
+      }
+      EXPECT_GT(r16.error, 100.0 * r32.error) << what;
+      EXPECT_GT(rb16.error, 4.0 * r16.error) << what;
+      std::printf("[ SAMEPREC ] %s: RMS error f32 %.2f u of the magnitudes, f16 %.2f u and bf16 %.2f u of |exact|\n",
+                  what.c_str(), r32.error / (u32 * r32.magnitude), r16.error / (u16 * r16.exact),
+                  rb16.error / (ub16 * rb16.exact));
+    }
+  }
+}
+
+// Rows without keys add nothing (their dQ is 0, as in the exact gradient); a d_o of the wrong size is named.
+TEST(SamePrecisionGradient, RowsWithoutKeysAddNothing) {
+  Shape s = shapes()[0];
+  s.visibility = Visibility{-1, 0, Alignment::kBottomRight};
+  s.seqlen_q = 7;
+  s.seqlen_k = 4;  // rows 0-2 see no key
+  Owned o = make(s, 93);
+  round_inputs(&o, Format::kF16);
+  const SamePrecisionGradient ref = same_precision_gradient(o.p, o.d_o, Format::kF16);
+  const Gradient gold = exact_gradient(o.p, o.d_o);
+  ASSERT_EQ(ref.dq.size(), gold.dq.size());
+  for (size_t at = 0; at < gold.dq.size(); ++at) {
+    if (gold.dq[at] == 0.0) EXPECT_EQ(ref.dq[at], 0.0) << "dq[" << at << "]";
+  }
+  try {
+    (void)same_precision_gradient(o.p, std::span<const double>(o.d_o).first(3), Format::kF16);
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("d_o"), std::string::npos) << e.what();
   }
 }
 

@@ -77,4 +77,31 @@ struct GradientCheck {
 GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o, const ForwardResult& forward,
                              const BackwardArithmetic& arithmetic);
 
+// A same-precision reference of the backward pass: the straightforward, untiled gradient a framework computes from
+// inputs in `format` (PyTorch's math path: autograd through scale Q K^T, the softmax and P V), the yardstick of
+// judge_backward's statistical check (docs/error-model.md §10.7). Per row (b, h, i), over its visible keys j, in fp32
+// rounded to nearest, every dot product and sum one FMA chain in index order:
+//   t_ij = fl(scale fl(q_i.k_j));  with a softcap c: y_ij = fl(tanh(fl(t_ij / c))), s_ij = fl(c y_ij); else s_ij = t_ij;
+//   m_i = max(max_j s_ij, sink_h);  e_ij = fl(exp(fl(s_ij - m_i)));  l_i = e_i1 + ... + e_in (+ fl(exp(fl(sink_h - m_i))));
+//   P_ij = fl(e_ij / l_i), rounded to `format` (the softmax's output in the dtype);
+//   dP_ij = fl(dO_i.v_j), rounded to `format` (a GEMM's output in the dtype);
+//   D_i = fl(sum_j P_ij dP_ij);  dS_ij = fl(P_ij fl(dP_ij - D_i)) (the softmax's backward, in fp32), with a softcap
+//   times fl(1 - fl(y_ij^2)); rounded to `format`;
+//   dQ_i = fl(scale fl(sum_j dS_ij k_j)), rounded to `format`;
+//   dK_j = fl(scale fl(sum_i dS_ij q_i)) and dV_j = fl(sum_i P_ij dO_i), each sum one fp32 accumulator over the rows
+//   of every query head of the key's group in (b, h, i) order, rounded to `format` once.
+// exp and tanh are correctly rounded to fp32 (computed in double). A row without a visible key and no sink, or with a
+// sink of +inf, adds nothing (P = 0); a sink of -inf is none. In fp32 the roundings to `format` change nothing:
+// the reference is then the plain fp32 computation. Non-finite inputs give whatever fp32 gives (the statistical check
+// pools only elements whose exact gradient, bound and reference are finite). dsink is not computed.
+struct SamePrecisionGradient {
+  std::vector<double> dq, dk, dv;  // shaped like Gradient's
+  // Per element, the magnitude its fp32 roundings scale with, before cancellation: dQ_i (column c) |scale| sum_j
+  // P_ij (|dP_ij| + |D_i|) g_ij |k_jc|, dK_j |scale| sum_i P_ij (|dP_ij| + |D_i|) g_ij |q_ic|, dV_j sum_i P_ij |dO_ic|
+  // (g the softcap's factor 1 - y^2, else 1). judge_backward's floor is a few fp32 roundings of it.
+  std::vector<double> dq_magnitude, dk_magnitude, dv_magnitude;
+};
+// d_o as exact_gradient takes it (its size checked the same way, std::invalid_argument naming the field).
+SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<const double> d_o, Format format);
+
 }  // namespace flashcheck::oracle
