@@ -10,4 +10,6 @@ extern "C" const void* const fc_abi_entry_points[] = {
     reinterpret_cast<const void*>(&fc_forward),          reinterpret_cast<const void*>(&fc_select_config),
     reinterpret_cast<const void*>(&fc_device_available), reinterpret_cast<const void*>(&fc_version),
     reinterpret_cast<const void*>(&fc_effective_splits), reinterpret_cast<const void*>(&fc_set_head_dim_v),
+    reinterpret_cast<const void*>(&fc_make_backward_params), reinterpret_cast<const void*>(&fc_can_implement_backward),
+    reinterpret_cast<const void*>(&fc_backward_path),        reinterpret_cast<const void*>(&fc_backward),
 };

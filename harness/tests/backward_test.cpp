@@ -140,6 +140,34 @@ TEST(Backward, ValidationNamesTheField) {
   EXPECT_TRUE(can_implement_backward(b).ok());
 }
 
+// backward_path: fp16/bf16 on the tensor cores in both modes where every row it loads starts 16-byte aligned; fp32
+// and other layouts on CUDA cores. It reads the pointers' alignment only, so fixed addresses stand in for tensors.
+TEST(Backward, PathFollowsDtypeAndAlignment) {
+  const auto at = [](uintptr_t address) { return reinterpret_cast<void*>(address); };
+  const auto params = [&](DType dtype, int64_t head_dim) {
+    BackwardParams b = make_backward_params(make_params(dtype, 2, 4, 2, 64, 80, head_dim));
+    b.forward.q = at(0x10000);
+    b.forward.k = at(0x20000);
+    b.forward.v = at(0x30000);
+    b.forward.o = at(0x40000);
+    b.d_o = at(0x50000);
+    return b;
+  };
+  EXPECT_EQ(backward_path(params(DType::kF16, 64)), ComputePath::kTensorCore);
+  EXPECT_EQ(backward_path(params(DType::kBF16, 256)), ComputePath::kTensorCore);
+  BackwardParams b = params(DType::kBF16, 128);
+  b.deterministic = true;
+  EXPECT_EQ(backward_path(b), ComputePath::kTensorCore);
+  EXPECT_EQ(backward_path(params(DType::kF32, 64)), ComputePath::kGeneralFp32);
+  EXPECT_EQ(backward_path(params(DType::kF16, 36)), ComputePath::kGeneralFp32);  // 72-byte rows
+  b = params(DType::kF16, 64);
+  b.d_o = at(0x50008);  // dO alone off the 16-byte grid
+  EXPECT_EQ(backward_path(b), ComputePath::kGeneralFp32);
+  b = params(DType::kF16, 64);
+  b.d_o_stride.row = 68;  // dO's rows 136 bytes apart
+  EXPECT_EQ(backward_path(b), ComputePath::kGeneralFp32);
+}
+
 TEST(Backward, CAbiTwin) {
   fc_params forward;
   char msg[256];
@@ -152,6 +180,7 @@ TEST(Backward, CAbiTwin) {
   EXPECT_EQ(b.d_o_stride.head, forward.o_stride.head);
   EXPECT_EQ(fc_can_implement_backward(&b, msg, sizeof msg), FC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(std::string(msg).rfind("q:", 0), 0u) << msg;  // the forward's own checks come first
+  EXPECT_EQ(fc_backward_path(&b, nullptr, msg, sizeof msg), FC_ERR_INVALID_ARGUMENT);  // the same checks first
   EXPECT_EQ(fc_backward(nullptr, nullptr, msg, sizeof msg), FC_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(msg).find("params"), std::string::npos) << msg;
 }

@@ -221,6 +221,16 @@ fc_status fc_can_implement_backward(const fc_backward_params* params, char* msg,
   });
 }
 
+fc_status fc_backward_path(const fc_backward_params* params, int32_t* path, char* msg, size_t msg_size) {
+  return guarded(msg, msg_size, [&]() -> Status {
+    if (params == nullptr) return null_params();
+    const flashcheck::BackwardParams b = to_cpp(*params);
+    if (Status st = flashcheck::can_implement_backward(b); !st.ok()) return st;
+    if (path != nullptr) *path = static_cast<int32_t>(flashcheck::backward_path(b));
+    return {};
+  });
+}
+
 fc_status fc_backward(const fc_backward_params* params, void* stream, char* msg, size_t msg_size) {
   return guarded(msg, msg_size, [&]() -> Status {
     return params == nullptr ? null_params() : flashcheck::run_backward(to_cpp(*params), stream);

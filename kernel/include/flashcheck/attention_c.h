@@ -105,6 +105,8 @@ typedef struct fc_backward_params {
 fc_status fc_make_backward_params(const fc_params* forward, fc_backward_params* out, char* msg, size_t msg_size);
 fc_status fc_can_implement_backward(const fc_backward_params* params, char* msg, size_t msg_size);
 fc_status fc_backward(const fc_backward_params* params, void* stream, char* msg, size_t msg_size);
+/* The path fc_backward would run (0 general fp32, 1 tensor core), after fc_can_implement_backward's checks. */
+fc_status fc_backward_path(const fc_backward_params* params, int32_t* path, char* msg, size_t msg_size);
 int32_t fc_device_available(void);
 const char* fc_version(void);
 

@@ -51,6 +51,7 @@ Status can_implement_backward(const BackwardParams& params);
 //   kTensorCore   fp16/bf16 with Q, K, V, O and dO rows 16-byte aligned: S, dP, dV, dK and dQ as mma.sync products
 //                 with fp32 accumulation, P and dS rounded to the dtype before the products that take them;
 //   kGeneralFp32  everything else (fp32, other layouts): CUDA cores in fp32.
+// Reads only the params (pointers for their alignment), never the tensors.
 ComputePath backward_path(const BackwardParams& params);
 
 // Runs the backward pass on `stream` (cudaStream_t; nullptr = the legacy default stream). Asynchronous like run();
