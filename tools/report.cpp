@@ -627,8 +627,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--backward", backward_per_dtype,
-                 "grad=1 cases per dtype in the backward section (dQ, dK, dV and dsink against the oracle's bound; "
-                 "none with --subject or --cases)")
+                 "grad=1 cases per dtype in the backward section (dQ, dK, dV and dsink against the oracle's bound, "
+                 "dQ, dK and dV against a same-precision reference's RMS error; none with --subject or --cases)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", seed, "seed of the random cases' draws (a decimal uint64)")->capture_default_str();
@@ -894,6 +894,7 @@ int main(int argc, char** argv) {
   struct BackwardSummary {
     int64_t cases = 0, failures = 0, claims = 0, informative = 0, tensor_core = 0;
     double worst_dq = 0, worst_dk = 0, worst_dv = 0, worst_dsink = 0;
+    double worst_rms = 0;  // the statistical check's worst ratio over dQ, dK, dV
     std::string worst_case;
     double worst = -1;
   };
@@ -926,7 +927,8 @@ int main(int argc, char** argv) {
         ++failures;
         std::printf("FAIL (backward)\n%s\n", v.report().c_str());
       } else if (verbose) {
-        std::printf("pass  dQ %.3f  dK %.3f  dV %.3f  %s\n", v.dq.ratio, v.dk.ratio, v.dv.ratio, v.case_line.c_str());
+        std::printf("pass  dQ %.3f  dK %.3f  dV %.3f  RMS %.3f  %s\n", v.dq.ratio, v.dk.ratio, v.dv.ratio, v.worst_rms(),
+                    v.case_line.c_str());
       }
       for (const BackwardVerdict::Informative* info : {&v.dq_info, &v.dk_info, &v.dv_info}) {
         b.claims += info->claims;
@@ -936,6 +938,7 @@ int main(int argc, char** argv) {
       b.worst_dk = std::max(b.worst_dk, v.dk.ratio);
       b.worst_dv = std::max(b.worst_dv, v.dv.ratio);
       b.worst_dsink = std::max(b.worst_dsink, v.dsink.ratio);
+      b.worst_rms = std::max(b.worst_rms, v.worst_rms());
       const double worst = std::max({v.dq.ratio, v.dk.ratio, v.dv.ratio, v.dsink.ratio});
       if (worst > b.worst) {
         b.worst = worst;
@@ -943,13 +946,15 @@ int main(int argc, char** argv) {
       }
     }
     std::printf("\n| dtype | backward cases | on tensor cores | failed | informative dQ/dK/dV checks | worst dQ err/bound | "
-                "worst dK err/bound | worst dV err/bound | worst dsink err/bound |\n|---|---|---|---|---|---|---|---|---|\n");
+                "worst dK err/bound | worst dV err/bound | worst dsink err/bound | worst RMS ratio (threshold %g) |\n"
+                "|---|---|---|---|---|---|---|---|---|---|\n",
+                kBackwardRmsThreshold);
     for (const auto& [dtype, b] : backward_summary) {
       const double informative = b.claims > 0 ? 100.0 * double(b.informative) / double(b.claims) : 100.0;
-      std::printf("| %s | %lld | %lld | %lld | %.1f%% | %.4f | %.4f | %.4f | %.4f |\n", to_string(dtype),
+      std::printf("| %s | %lld | %lld | %lld | %.1f%% | %.4f | %.4f | %.4f | %.4f | %.4f |\n", to_string(dtype),
                   static_cast<long long>(b.cases), static_cast<long long>(b.tensor_core),
-                  static_cast<long long>(b.failures), informative, b.worst_dq,
-                  b.worst_dk, b.worst_dv, b.worst_dsink);
+                  static_cast<long long>(b.failures), informative, b.worst_dq, b.worst_dk, b.worst_dv, b.worst_dsink,
+                  b.worst_rms);
     }
     for (const auto& [dtype, b] : backward_summary) {
       if (!b.worst_case.empty()) std::printf("worst backward case %s: %s\n", to_string(dtype), b.worst_case.c_str());
@@ -997,7 +1002,7 @@ int main(int argc, char** argv) {
                                                      {"claims", b.claims},     {"informative", b.informative},
                                                      {"worst_dq", b.worst_dq}, {"worst_dk", b.worst_dk},
                                                      {"worst_dv", b.worst_dv}, {"worst_dsink", b.worst_dsink},
-                                                     {"worst_case", b.worst_case}};
+                                                     {"worst_rms", b.worst_rms}, {"worst_case", b.worst_case}};
     }
     std::ofstream out(json_path);
     out << with_backward.dump(1) << "\n";

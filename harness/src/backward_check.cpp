@@ -14,6 +14,7 @@
 #include "flashcheck/backward.h"
 #include "flashcheck/backward_check.h"
 #include "flashcheck/dtype.h"
+#include "flashcheck/error_model.h"
 #include "flashcheck/gradient.h"
 #include "flashcheck/oracle_bridge.h"
 #include "runner_internal.h"
@@ -287,6 +288,60 @@ void judge_tensor(const char* name, const std::vector<double>& got, const std::v
   }
 }
 
+// What rounding a value x to the dtype can move it by: u |x|, or half the subnormal spacing below the smallest normal
+// (nothing for x = 0).
+struct OutputRounding {
+  double u = 0.0, half_subnormal = 0.0;
+  double of(double x) const { return x == 0.0 ? 0.0 : std::max(u * std::fabs(x), half_subnormal); }
+};
+
+// The statistical check of one gradient tensor (backward_check.h, BackwardRms): rows of `row_len` elements.
+BackwardRms rms_check(const char* name, const std::vector<double>& got, const std::vector<double>& exact,
+                      const std::vector<double>& bound, const std::vector<double>& reference,
+                      const std::vector<double>& magnitude, const std::vector<double>& noise,
+                      const std::vector<double>* from_o, int64_t row_len, const OutputRounding& rounding,
+                      std::vector<std::string>* failures) {
+  BackwardRms r;
+  double kernel2 = 0.0, reference2 = 0.0, magnitude2 = 0.0, exact2 = 0.0;
+  size_t previous = exact.size();  // the last pooled element
+  for (size_t at = 0; at < exact.size(); ++at) {
+    if (!std::isfinite(bound[at]) || !std::isfinite(exact[at]) || !std::isfinite(reference[at]) ||
+        !std::isfinite(got[at])) {
+      continue;
+    }
+    ++r.elements;
+    const size_t row = at / static_cast<size_t>(row_len);
+    const bool same_row = previous < exact.size() && previous / static_cast<size_t>(row_len) == row;
+    if (!(same_row && exact[previous] == exact[at])) ++r.draws;
+    previous = at;
+    const double shift = from_o != nullptr ? (*from_o)[at] : 0.0;
+    const double e_kernel = got[at] - exact[at] - shift;
+    kernel2 += e_kernel * e_kernel;
+    const double e_reference =
+        std::max({std::fabs(reference[at] - exact[at]), kBackwardRmsScoreRoundings * noise[at], rounding.of(shift)});
+    reference2 += e_reference * e_reference;
+    magnitude2 += magnitude[at] * magnitude[at];
+    exact2 += exact[at] * exact[at];
+  }
+  if (r.elements == 0) return r;
+  const double n = static_cast<double>(r.elements);
+  r.kernel = std::sqrt(kernel2 / n);
+  r.reference = std::sqrt(reference2 / n);
+  r.floor = kBackwardRmsFloorRoundings * 0x1p-24 * std::sqrt(magnitude2 / n) +
+            rounding.u * std::sqrt(exact2 / n) / std::sqrt(static_cast<double>(r.draws));
+  const double allowed = r.reference + r.floor;
+  r.ratio = r.kernel == 0.0 ? 0.0 : allowed > 0.0 ? r.kernel / allowed : std::numeric_limits<double>::infinity();
+  if (!(r.ratio <= kBackwardRmsThreshold)) {
+    std::ostringstream line;
+    line << "RMS: " << name << "'s RMS error " << r.kernel << " is " << r.ratio
+         << " times what the same-precision reference allows (reference RMS error " << r.reference << ", floor "
+         << r.floor << ", " << r.elements << " elements; threshold " << kBackwardRmsThreshold
+         << "): systematic precision loss";
+    failures->push_back(line.str());
+  }
+  return r;
+}
+
 }  // namespace
 
 oracle::GradientCheck backward_bounds(const HostInputs& inputs, const BackwardOutputs& outputs) {
@@ -320,6 +375,20 @@ BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const Ba
   if (!check.exact.dsink.empty()) {
     judge_tensor("dsink", outputs.dsink, check.exact.dsink, check.dsink, p.heads_q, 1, 1, &v.dsink, &v.dsink_info, &v.failures);
   }
+  // The statistical check against the same-precision reference.
+  const oracle::SamePrecisionGradient reference =
+      oracle::same_precision_gradient(inputs.problem(), inputs.d_o_exact, outputs.forward.o, check.exact.d, to_oracle(p.dtype));
+  const DTypeInfo& info = *find_dtype(p.dtype);
+  const OutputRounding rounding{oracle::unit_roundoff(to_oracle(p.dtype)),
+                                std::ldexp(info.min_normal(), -info.significand_bits())};
+  v.dq_rms = rms_check("dQ", outputs.dq, check.exact.dq, check.dq, reference.dq, reference.dq_magnitude,
+                       reference.dq_noise, &reference.dq_from_o, p.head_dim,
+                       rounding, &v.failures);
+  v.dk_rms = rms_check("dK", outputs.dk, check.exact.dk, check.dk, reference.dk, reference.dk_magnitude,
+                       reference.dk_noise, &reference.dk_from_o, p.head_dim,
+                       rounding, &v.failures);
+  v.dv_rms = rms_check("dV", outputs.dv, check.exact.dv, check.dv, reference.dv, reference.dv_magnitude,
+                       reference.dv_noise, nullptr, value_head_dim(p), rounding, &v.failures);
   v.unwritten = outputs.unwritten;
   v.tail_nonzero = outputs.tail_nonzero;
   v.canaries_intact = outputs.canaries_intact;
@@ -352,6 +421,16 @@ std::string BackwardVerdict::report() const {
   line("dK", dk, dk_info);
   line("dV", dv, dv_info);
   line("dsink", dsink, dsink_info);
+  const auto rms_line = [&](const char* name, const BackwardRms& x) {
+    if (x.elements == 0) return;
+    r << " " << name << " " << x.ratio << " (RMS error " << x.kernel << ", reference " << x.reference << ", floor "
+      << x.floor << ", " << x.elements << " elements)";
+  };
+  r << "RMS against the same-precision reference (threshold " << kBackwardRmsThreshold << "):";
+  rms_line("dQ", dq_rms);
+  rms_line("dK", dk_rms);
+  rms_line("dV", dv_rms);
+  r << "\n";
   r << "backward path: " << to_string(path) << "; sums: up to " << max_keys << " keys per dQ row, " << max_rows << " rows per dK/dV key\n";
   for (const std::string& f : failures) r << "  FAIL " << f << "\n";
   return r.str();

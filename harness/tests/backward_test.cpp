@@ -1,10 +1,13 @@
 // The backward pass through the harness on the host model (run_backward_case, judge_backward), its validation
 // (can_implement_backward, the C ABI's twin) and its guards: planted backward defects fail the verdict, key slots a
-// defect leaves unwritten are counted, refused params name their field.
+// defect leaves unwritten are counted, refused params name their field; the statistical check passes the healthy model
+// and fails planted defects, and a systematic error within every element's bound.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flashcheck/attention_c.h"
@@ -64,6 +67,69 @@ TEST(Backward, PlantedDefectsFail) {
   const BackwardVerdict tail = check(lines()[2], ModelDefect::kBwdPaddedTailNotZeroed);
   EXPECT_FALSE(tail.pass);
   EXPECT_GT(tail.unwritten, 0) << tail.report();
+}
+
+// The statistical check on the healthy model: every gradient pooled, the reference's error above zero (in fp16 and
+// bf16 dV's about its rounding to the dtype), the kernel's within half the threshold.
+TEST(Backward, RmsCheckPassesTheHostModel) {
+  for (const std::string& line : lines()) {
+    const Case c = parsed(line);
+    HostInputs in;
+    ASSERT_TRUE(make_inputs(c, &in).ok());
+    const BackwardOutputs out = run_backward_case(in, Backend::kHostModel);
+    const oracle::GradientCheck bounds = backward_bounds(in, out);
+    const BackwardVerdict v = judge_backward(c, in, out, &bounds);
+    for (const auto& [name, r] : {std::pair{"dQ", v.dq_rms}, std::pair{"dK", v.dk_rms}, std::pair{"dV", v.dv_rms}}) {
+      EXPECT_GT(r.elements, 0) << name << " " << line;
+      EXPECT_GT(r.reference, 0.0) << name << " " << line;
+      EXPECT_GT(r.kernel, 0.0) << name << " " << line;
+      EXPECT_LT(r.ratio, kBackwardRmsThreshold / 2) << name << "\n" << v.report();
+    }
+    EXPECT_NE(v.report().find("RMS against the same-precision reference"), std::string::npos) << v.report();
+    if (c.dtype != DType::kF32) {
+      // dV's reference error: about its rounding to the dtype, between a tenth of the unit roundoff of dV's RMS and
+      // four units.
+      double sq = 0.0;
+      for (double x : bounds.exact.dv) sq += x * x;
+      const double rms_dv = std::sqrt(sq / static_cast<double>(bounds.exact.dv.size()));
+      const double u = c.dtype == DType::kF16 ? 0x1p-11 : 0x1p-8;
+      EXPECT_GT(v.dv_rms.reference, 0.1 * u * rms_dv) << v.report();
+      EXPECT_LT(v.dv_rms.reference, 4.0 * u * rms_dv) << v.report();
+    }
+  }
+}
+
+// A kernel whose every dQ element errs by 0.9 of its bound (an fp32 case over 65 keys: the bound covers any summation
+// order's worst case) passes the per-element check and fails the statistical one.
+TEST(Backward, RmsCheckCatchesSystematicErrorWithinTheBound) {
+  const Case c = parsed(lines()[3]);
+  HostInputs in;
+  ASSERT_TRUE(make_inputs(c, &in).ok());
+  BackwardOutputs out = run_backward_case(in, Backend::kHostModel);
+  ASSERT_TRUE(out.status.ok()) << out.status.message();
+  const oracle::GradientCheck check = backward_bounds(in, out);
+  for (size_t at = 0; at < out.dq.size(); ++at) {
+    if (std::isfinite(check.dq[at])) out.dq[at] = static_cast<float>(check.exact.dq[at] + 0.9 * check.dq[at]);
+  }
+  const BackwardVerdict v = judge_backward(c, in, out, &check);
+  EXPECT_LE(v.dq.ratio, 1.0) << v.report();
+  EXPECT_GT(v.dq_rms.ratio, kBackwardRmsThreshold) << v.report();
+  EXPECT_FALSE(v.pass);
+  ASSERT_EQ(v.failures.size(), 1u) << v.report();
+  EXPECT_EQ(v.failures[0].rfind("RMS: dQ", 0), 0u) << v.failures[0];
+}
+
+// The planted backward defects fail the statistical check too, not only the per-element bound.
+TEST(Backward, PlantedDefectsFailTheRmsCheck) {
+  const std::string line = lines()[1];
+  for (const ModelDefect defect : {ModelDefect::kBwdDsWithoutD, ModelDefect::kBwdSoftcapDerivativeDropped,
+                                   ModelDefect::kBwdDkScaleMissing, ModelDefect::kBwdLseWrongRow,
+                                   ModelDefect::kBwdGqaGroupShort, ModelDefect::kBwdDqMissingTile,
+                                   ModelDefect::kBwdHiddenKeysInDq}) {
+    const BackwardVerdict v = check(line, defect);
+    EXPECT_GT(v.worst_rms(), kBackwardRmsThreshold) << to_string(defect) << "\n" << v.report();
+    EXPECT_NE(v.report().find("FAIL RMS: "), std::string::npos) << to_string(defect) << "\n" << v.report();
+  }
 }
 
 TEST(Backward, ForwardOnlyCasesAreRefused) {

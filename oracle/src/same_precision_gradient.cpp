@@ -1,14 +1,18 @@
 // same_precision_gradient(): the backward pass as a framework computes it from inputs in the dtype (gradient.h), row
 // by row over the row's visible keys in fp32: scores, softmax, dP, D and dS, with P, dP and dS rounded to the format
 // where a framework's tensors hold them, dQ finished per row and dK, dV accumulated per key over the rows of its group.
-// Written from the formulas in gradient.h; only the format's rounding comes from the oracle's fp32 emulation.
+// Beside them, in double, what judge_backward's statistical check needs of each element: its magnitude, its score
+// noise and the given O's effect. Written from the formulas in gradient.h; only the format's rounding comes from the
+// oracle's fp32 emulation.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "flashcheck/error_model.h"
 #include "flashcheck/gradient.h"
 #include "fp_emulation.h"
 #include "row_view.h"
@@ -16,28 +20,54 @@
 namespace flashcheck::oracle {
 namespace {
 
+constexpr double kU32 = 0x1p-24;
 constexpr float kInfF = std::numeric_limits<float>::infinity();
 
 // fp32's correctly rounded exp and tanh: double's values, rounded once.
 float exp_f32(float x) { return static_cast<float>(std::exp(static_cast<double>(x))); }
 float tanh_f32(float x) { return static_cast<float>(std::tanh(static_cast<double>(x))); }
 
-// One fp32 dot product of n terms, an FMA chain in index order (a GEMM's fp32 accumulation).
-float dot_f32(const double* a, const double* b, int64_t n) {
+// One fp32 dot product of n terms, an FMA chain in index order (a GEMM's fp32 accumulation); `partial_sq`, where
+// given, gets the sum of the squared partial sums (each rounded once: its square root is the chain's rounding noise
+// in units of u_32).
+float dot_f32(const double* a, const double* b, int64_t n, double* partial_sq = nullptr) {
   float acc = 0.0f;
-  for (int64_t c = 0; c < n; ++c) acc = std::fma(static_cast<float>(a[c]), static_cast<float>(b[c]), acc);
+  double sq = 0.0;
+  for (int64_t c = 0; c < n; ++c) {
+    acc = std::fma(static_cast<float>(a[c]), static_cast<float>(b[c]), acc);
+    sq += static_cast<double>(acc) * static_cast<double>(acc);
+  }
+  if (partial_sq != nullptr) *partial_sq = sq;
   return acc;
 }
 
+// What one visible key of a row contributes, per (i, j).
+struct Pair {
+  float s = 0.0f, y = 0.0f;  // score (capped), tanh of the cap
+  float p = 0.0f;            // P in the format
+  float dp = 0.0f;           // dP in the format
+  float dt = 0.0f;           // dS times the softcap's factor, in the format
+  double weight = 0.0;       // P = e / l in double (unrounded): the first-order terms below
+  double g = 1.0;            // the softcap's factor 1 - y^2
+  double size = 0.0;         // P (|dP| + |D|) g: dT before the cancellation in dP - D
+  double noise = 0.0;        // eps P: P's score noise (gradient.h)
+  double noise_t = 0.0;      // dT's: from P's score noise and from dP - D's roundings (gradient.h)
+};
+
 }  // namespace
 
-SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<const double> d_o, Format format) {
+SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<const double> d_o,
+                                              std::span<const double> o, std::span<const double> d_exact,
+                                              Format format) {
   check_sequence_lengths(problem);
   const int64_t dim = problem.head_dim, dim_v = value_dim(problem);
   const int64_t rows = problem.batch * problem.heads_q * problem.seqlen_q;
-  if (static_cast<int64_t>(d_o.size()) != rows * dim_v) {
-    throw std::invalid_argument("oracle: d_o has " + std::to_string(d_o.size()) + " values; the problem's O has " +
-                                std::to_string(rows * dim_v));
+  for (const auto& [field, size, want] : {std::tuple{"d_o", d_o.size(), rows * dim_v}, std::tuple{"o", o.size(), rows * dim_v},
+                                          std::tuple{"d_exact", d_exact.size(), rows}}) {
+    if (static_cast<int64_t>(size) != want) {
+      throw std::invalid_argument(std::string("oracle: ") + field + " has " + std::to_string(size) +
+                                  " values; the problem needs " + std::to_string(want));
+    }
   }
   const auto in_format = [format](float x) { return detail::round_to(format, x); };
   const float scale = static_cast<float>(problem.scale);
@@ -47,13 +77,19 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
   const int64_t group = problem.heads_kv > 0 ? problem.heads_q / problem.heads_kv : 1;
 
   SamePrecisionGradient out;
-  out.dq.assign(static_cast<size_t>(rows * dim), 0.0);
-  out.dq_magnitude.assign(out.dq.size(), 0.0);
-  std::vector<float> dk_acc(static_cast<size_t>(keys * dim), 0.0f), dv_acc(static_cast<size_t>(keys * dim_v), 0.0f);
-  out.dk_magnitude.assign(dk_acc.size(), 0.0);
-  out.dv_magnitude.assign(dv_acc.size(), 0.0);
-  std::vector<float> s, y, p, dp, dt;
-  std::vector<double> w;  // |P| (|dP| + |D|) g: dT's size before the cancellation in dP - D
+  const size_t q_elements = static_cast<size_t>(rows * dim), k_elements = static_cast<size_t>(keys * dim),
+               v_elements = static_cast<size_t>(keys * dim_v);
+  out.dq.assign(q_elements, 0.0);
+  out.dq_magnitude.assign(q_elements, 0.0);
+  out.dq_noise.assign(q_elements, 0.0);
+  out.dq_from_o.assign(q_elements, 0.0);
+  out.dk_magnitude.assign(k_elements, 0.0);
+  out.dk_noise.assign(k_elements, 0.0);  // squares until the end
+  out.dk_from_o.assign(k_elements, 0.0);
+  out.dv_magnitude.assign(v_elements, 0.0);
+  out.dv_noise.assign(v_elements, 0.0);  // squares until the end
+  std::vector<float> dk_acc(k_elements, 0.0f), dv_acc(v_elements, 0.0f);
+  std::vector<Pair> pairs;
   for (int64_t b = 0; b < problem.batch; ++b) {
     const int64_t rows_b = sequence_seqlen_q(problem, b);
     for (int64_t h = 0; h < problem.heads_q; ++h) {
@@ -66,83 +102,117 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
         const int64_t key0 = (b * problem.heads_kv + h / group) * problem.seqlen_k + view.key_begin;
         const double* dout = d_o.data() + row * dim_v;
         const float sink = static_cast<float>(view.sink);
-        // Scores and the softmax.
-        s.assign(static_cast<size_t>(n), 0.0f);
-        y.assign(static_cast<size_t>(n), 0.0f);
+        pairs.assign(static_cast<size_t>(n), Pair{});
+        // Scores, each with the size of its partial sums (N_ij, through the softcap's factor).
+        std::vector<double> partial_noise(static_cast<size_t>(n), 0.0);
         float m = has_sink ? sink : -kInfF;
         for (int64_t j = 0; j < n; ++j) {
-          float t = scale * dot_f32(view.q, view.k + j * dim, dim);
+          Pair& x = pairs[static_cast<size_t>(j)];
+          double partial_sq = 0.0;
+          float t = scale * dot_f32(view.q, view.k + j * dim, dim, &partial_sq);
+          partial_noise[static_cast<size_t>(j)] = scale_abs * std::sqrt(partial_sq);
           if (cap > 0.0f) {
-            y[static_cast<size_t>(j)] = tanh_f32(t / cap);
-            t = cap * y[static_cast<size_t>(j)];
+            x.y = tanh_f32(t / cap);
+            t = cap * x.y;
+            const float factor = 1.0f - x.y * x.y;
+            x.g = static_cast<double>(factor);
+            partial_noise[static_cast<size_t>(j)] *= x.g;
           }
-          s[static_cast<size_t>(j)] = t;
+          x.s = t;
           m = std::max(m, t);
         }
-        p.assign(static_cast<size_t>(n), 0.0f);
+        // The softmax: e = exp(s - m), l, P = e / l in the format; the score noise of each P.
         float l = 0.0f;
-        for (int64_t j = 0; j < n; ++j) {
-          p[static_cast<size_t>(j)] = exp_f32(s[static_cast<size_t>(j)] - m);
-          l += p[static_cast<size_t>(j)];
+        for (Pair& x : pairs) {
+          x.p = exp_f32(x.s - m);
+          l += x.p;
         }
         if (has_sink) l += exp_f32(sink - m);
-        for (float& pj : p) pj = in_format(pj / l);
-        // dP in the format, D, dS (times the softcap's factor) in the format.
-        dp.assign(static_cast<size_t>(n), 0.0f);
+        const double lse = static_cast<double>(m) + std::log(static_cast<double>(l));
+        for (size_t j = 0; j < pairs.size(); ++j) {
+          Pair& x = pairs[j];
+          x.weight = static_cast<double>(x.p) / static_cast<double>(l);
+          const double eps = kU32 * (std::fabs(static_cast<double>(x.s)) + std::fabs(lse) + partial_noise[j]) +
+                             kExp2RelErr + (cap > 0.0f ? kTanhRelErr * std::fabs(static_cast<double>(x.s)) : 0.0);
+          x.noise = eps * x.weight;
+          x.p = in_format(x.p / l);
+        }
+        // dP in the format, D = sum_j P_ij dP_ij, dS (times the softcap's factor) in the format. The partial sums of
+        // dP_ij = dO_i.v_j and of a kernel's D_i = dO_i.O_i size their roundings.
+        double d_partial_sq = 0.0;
+        (void)dot_f32(dout, o.data() + row * dim_v, dim_v, &d_partial_sq);
         float d = 0.0f;
+        std::vector<double> dp_partial_sq(static_cast<size_t>(n), 0.0);
         for (int64_t j = 0; j < n; ++j) {
-          dp[static_cast<size_t>(j)] = in_format(dot_f32(dout, view.v + j * dim_v, dim_v));
-          d = std::fma(p[static_cast<size_t>(j)], dp[static_cast<size_t>(j)], d);
+          Pair& x = pairs[static_cast<size_t>(j)];
+          x.dp = in_format(dot_f32(dout, view.v + j * dim_v, dim_v, &dp_partial_sq[static_cast<size_t>(j)]));
+          d = std::fma(x.p, x.dp, d);
         }
-        dt.assign(static_cast<size_t>(n), 0.0f);
-        w.assign(static_cast<size_t>(n), 0.0);
-        for (int64_t j = 0; j < n; ++j) {
-          const size_t at = static_cast<size_t>(j);
-          float ds = p[at] * (dp[at] - d);
-          double g = 1.0;
-          if (cap > 0.0f) {
-            const float factor = 1.0f - y[at] * y[at];
-            ds = ds * factor;
-            g = std::fabs(static_cast<double>(factor));
-          }
-          dt[at] = in_format(ds);
-          w[at] = static_cast<double>(p[at]) * (std::fabs(static_cast<double>(dp[at])) + std::fabs(static_cast<double>(d))) * g;
+        for (size_t j = 0; j < pairs.size(); ++j) {
+          Pair& x = pairs[j];
+          float ds = x.p * (x.dp - d);
+          if (cap > 0.0f) ds = ds * static_cast<float>(x.g);
+          x.dt = in_format(ds);
+          const double dp = static_cast<double>(x.dp), dd = static_cast<double>(d), g = std::fabs(x.g);
+          x.size = static_cast<double>(x.p) * (std::fabs(dp) + std::fabs(dd)) * g;
+          const double from_p = x.noise * std::fabs(dp - dd) * g;
+          const double from_w = kU32 * std::sqrt(dp_partial_sq[j] + d_partial_sq) * x.weight * g;
+          x.noise_t = std::sqrt(from_p * from_p + from_w * from_w);
         }
+        // The given O's deviation moves a kernel's D = dO.O by this much, and its dS_ij by -P_ij g_ij times it.
+        double d_given = 0.0;
+        for (int64_t c = 0; c < dim_v; ++c) d_given += dout[c] * o[static_cast<size_t>(row * dim_v + c)];
+        const double d_shift = d_given - d_exact[static_cast<size_t>(row)];
         // dQ of the row; the row's terms of dK and dV.
         for (int64_t c = 0; c < dim; ++c) {
           float acc = 0.0f;
-          double mag = 0.0;
+          double size = 0.0, noise_sq = 0.0, from_o = 0.0;
           for (int64_t j = 0; j < n; ++j) {
+            const Pair& x = pairs[static_cast<size_t>(j)];
             const double kjc = view.k[j * dim + c];
-            acc = std::fma(dt[static_cast<size_t>(j)], static_cast<float>(kjc), acc);
-            mag += w[static_cast<size_t>(j)] * std::fabs(kjc);
+            acc = std::fma(x.dt, static_cast<float>(kjc), acc);
+            size += x.size * std::fabs(kjc);
+            noise_sq += (x.noise_t * kjc) * (x.noise_t * kjc);
+            from_o += x.weight * x.g * kjc;
           }
-          out.dq[static_cast<size_t>(row * dim + c)] = in_format(scale * acc);
-          out.dq_magnitude[static_cast<size_t>(row * dim + c)] = scale_abs * mag;
+          const size_t e = static_cast<size_t>(row * dim + c);
+          out.dq[e] = in_format(scale * acc);
+          out.dq_magnitude[e] = scale_abs * size;
+          out.dq_noise[e] = scale_abs * std::sqrt(noise_sq);
+          out.dq_from_o[e] = -problem.scale * d_shift * from_o;
         }
         for (int64_t j = 0; j < n; ++j) {
-          const size_t at = static_cast<size_t>(j);
+          const Pair& x = pairs[static_cast<size_t>(j)];
           for (int64_t c = 0; c < dim; ++c) {
             const size_t e = static_cast<size_t>((key0 + j) * dim + c);
-            dk_acc[e] = std::fma(dt[at], static_cast<float>(view.q[c]), dk_acc[e]);
-            out.dk_magnitude[e] += w[at] * std::fabs(view.q[c]);
+            const double qc = view.q[c];
+            dk_acc[e] = std::fma(x.dt, static_cast<float>(qc), dk_acc[e]);
+            out.dk_magnitude[e] += x.size * std::fabs(qc);
+            out.dk_noise[e] += (x.noise_t * qc) * (x.noise_t * qc);
+            out.dk_from_o[e] -= d_shift * x.weight * x.g * qc;
           }
           for (int64_t c = 0; c < dim_v; ++c) {
             const size_t e = static_cast<size_t>((key0 + j) * dim_v + c);
-            dv_acc[e] = std::fma(p[at], static_cast<float>(dout[c]), dv_acc[e]);
-            out.dv_magnitude[e] += static_cast<double>(p[at]) * std::fabs(dout[c]);
+            dv_acc[e] = std::fma(x.p, static_cast<float>(dout[c]), dv_acc[e]);
+            out.dv_magnitude[e] += static_cast<double>(x.p) * std::fabs(dout[c]);
+            out.dv_noise[e] += (x.noise * dout[c]) * (x.noise * dout[c]);
           }
         }
       }
     }
   }
-  out.dk.resize(dk_acc.size());
-  for (size_t e = 0; e < dk_acc.size(); ++e) {
+  out.dk.resize(k_elements);
+  for (size_t e = 0; e < k_elements; ++e) {
     out.dk[e] = in_format(scale * dk_acc[e]);
     out.dk_magnitude[e] *= scale_abs;
+    out.dk_noise[e] = scale_abs * std::sqrt(out.dk_noise[e]);
+    out.dk_from_o[e] *= problem.scale;
   }
-  out.dv.resize(dv_acc.size());
-  for (size_t e = 0; e < dv_acc.size(); ++e) out.dv[e] = in_format(dv_acc[e]);
+  out.dv.resize(v_elements);
+  for (size_t e = 0; e < v_elements; ++e) {
+    out.dv[e] = in_format(dv_acc[e]);
+    out.dv_noise[e] = std::sqrt(out.dv_noise[e]);
+  }
   return out;
 }
 

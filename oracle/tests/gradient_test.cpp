@@ -559,9 +559,10 @@ TEST(SamePrecisionGradient, ErrsAtItsFormatsPrecision) {
     Owned o = make(s, ++seed, 2.0);
     round_inputs(&o, Format::kBF16);  // the same inputs in every format
     const Gradient gold = exact_gradient(o.p, o.d_o);
-    const SamePrecisionGradient f32 = same_precision_gradient(o.p, o.d_o, Format::kF32);
-    const SamePrecisionGradient f16 = same_precision_gradient(o.p, o.d_o, Format::kF16);
-    const SamePrecisionGradient bf16 = same_precision_gradient(o.p, o.d_o, Format::kBF16);
+    const auto reference = [&](Format format) {
+      return same_precision_gradient(o.p, o.d_o, forward_of(o, format).o, gold.d, format);
+    };
+    const SamePrecisionGradient f32 = reference(Format::kF32), f16 = reference(Format::kF16), bf16 = reference(Format::kBF16);
     const auto tensors = [&](const SamePrecisionGradient& r) {
       return std::array{std::tuple{"dq", &r.dq, &gold.dq, &r.dq_magnitude}, std::tuple{"dk", &r.dk, &gold.dk, &r.dk_magnitude},
                         std::tuple{"dv", &r.dv, &gold.dv, &r.dv_magnitude}};
@@ -597,17 +598,52 @@ TEST(SamePrecisionGradient, RowsWithoutKeysAddNothing) {
   s.seqlen_k = 4;  // rows 0-2 see no key
   Owned o = make(s, 93);
   round_inputs(&o, Format::kF16);
-  const SamePrecisionGradient ref = same_precision_gradient(o.p, o.d_o, Format::kF16);
+  const std::vector<double> forward_o = forward_of(o, Format::kF16).o;
   const Gradient gold = exact_gradient(o.p, o.d_o);
+  const SamePrecisionGradient ref = same_precision_gradient(o.p, o.d_o, forward_o, gold.d, Format::kF16);
   ASSERT_EQ(ref.dq.size(), gold.dq.size());
-  for (size_t at = 0; at < gold.dq.size(); ++at) {
-    if (gold.dq[at] == 0.0) EXPECT_EQ(ref.dq[at], 0.0) << "dq[" << at << "]";
+  int64_t without_keys = 0;
+  for (int64_t h = 0; h < o.p.heads_q; ++h) {
+    for (int64_t i = 0; i < o.p.seqlen_q; ++i) {
+      if (visible_keys(o.p, i).size() > 0) continue;
+      ++without_keys;
+      for (int64_t c = 0; c < o.p.head_dim; ++c) {
+        const size_t at = static_cast<size_t>((h * o.p.seqlen_q + i) * o.p.head_dim + c);
+        EXPECT_EQ(gold.dq[at], 0.0) << "dq[" << at << "]";
+        EXPECT_EQ(ref.dq[at], 0.0) << "dq[" << at << "]";
+      }
+    }
   }
+  EXPECT_EQ(without_keys, 3 * o.p.heads_q);
   try {
-    (void)same_precision_gradient(o.p, std::span<const double>(o.d_o).first(3), Format::kF16);
+    (void)same_precision_gradient(o.p, o.d_o, std::span<const double>(forward_o).first(3), gold.d, Format::kF16);
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("d_o"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("oracle: o has", 0), 0u) << e.what();
+  }
+}
+
+// The given O's effect (dq_from_o, dk_from_o) is what an fp32 kernel reading O rounded to bf16 errs by, to first order:
+// taken from its error, less than a percent is left.
+TEST(SamePrecisionGradient, GivenOEffectIsTheKernelsErrorFromO) {
+  uint64_t seed = 95;
+  for (const Shape& s : bound_shapes()) {
+    Owned o = make(s, ++seed, 2.0);
+    round_inputs(&o, Format::kBF16);
+    const Gradient gold = exact_gradient(o.p, o.d_o);
+    const Forward f = forward_of(o, Format::kBF16);
+    const SamePrecisionGradient ref = same_precision_gradient(o.p, o.d_o, f.o, gold.d, Format::kBF16);
+    const Gradient kernel = emulate(o, f, {Arithmetic::kGeneralFp32, Format::kF32}, false);  // fp32 outputs
+    for (const auto& [name, got, want, from_o] : {std::tuple{"dq", &kernel.dq, &gold.dq, &ref.dq_from_o},
+                                                   std::tuple{"dk", &kernel.dk, &gold.dk, &ref.dk_from_o}}) {
+      double whole = 0.0, left = 0.0;
+      for (size_t at = 0; at < want->size(); ++at) {
+        const double e = (*got)[at] - (*want)[at];
+        whole += e * e;
+        left += (e - (*from_o)[at]) * (e - (*from_o)[at]);
+      }
+      EXPECT_LT(std::sqrt(left), 0.01 * std::sqrt(whole)) << s.name << " " << name;
+    }
   }
 }
 

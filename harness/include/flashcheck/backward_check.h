@@ -8,9 +8,12 @@
 //
 // judge_backward() compares the gradients with the oracle's (gradient_check, oracle/gradient.h: the exact gradient
 // in double and a per-element bound from the kernel's arithmetic with the forward's measured O and LSE errors) as
-// ratios error / bound, threshold 1, and reports the forward's verdict beside them.
+// ratios error / bound, threshold 1; holds each of dQ, dK and dV to a statistical check, the kernel's RMS error
+// against that of a same-precision reference (oracle::same_precision_gradient), threshold kBackwardRmsThreshold; and
+// reports the forward's verdict beside them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,6 +53,29 @@ struct BackwardOutputs {
 // in BackwardOutputs::status (kInvalidArgument for inputs without dO).
 BackwardOutputs run_backward_case(const HostInputs& inputs, Backend backend, const BackwardRunOptions& options = {});
 
+// The backward pass's statistical check (docs/error-model.md §10.7), per gradient tensor, against the same-precision
+// reference R (oracle::same_precision_gradient), pooled over the elements with a claim (finite bound, finite exact,
+// reference and kernel values; a non-finite kernel value fails the per-element check instead):
+//   ratio = rms(e_kernel) / (rms(e_reference) + floor),
+//   e_kernel = kernel - exact - shift,   e_reference = max(|R - exact|, kBackwardRmsScoreRoundings noise, rounding(shift)),
+//   floor = kBackwardRmsFloorRoundings u_32 rms(magnitude) + u_dtype rms(|exact|) / sqrt(draws),
+// `shift` the given O's first-order effect on dQ and dK (R's *_from_o: the forward's error, its verdict's to judge),
+// `noise` what recomputing P from the stored LSE and taking D from O add (R's *_noise), rounding(shift) the dtype's
+// rounding of the shift (u |shift|, at least half the subnormal spacing), `magnitude` R's per-element size before
+// cancellation, `draws` the pooled elements less those whose exact value repeats the one before it in their row. The
+// floor keeps a reference that happens to be exact (one key, constant inputs) from turning a kernel's fp32 rounding, or
+// one rounding of its output, into a failure. The verdict fails where the ratio passes kBackwardRmsThreshold: 2.3 times
+// the worst ratio of the healthy host model over 32,400 pooled tensors, below every planted defect's.
+inline constexpr double kBackwardRmsThreshold = 4.0;
+inline constexpr double kBackwardRmsFloorRoundings = 1.0;  // fp32 roundings of the magnitude in the floor
+inline constexpr double kBackwardRmsScoreRoundings = 1.0;  // multiples of the noise the reference errs at least by
+struct BackwardRms {
+  int64_t elements = 0, draws = 0;
+  double kernel = 0.0, reference = 0.0;  // rms(e_kernel), rms(e_reference)
+  double floor = 0.0;
+  double ratio = 0.0;                    // kernel / (reference + floor); 0 for no elements
+};
+
 struct BackwardVerdict {
   bool pass = true;
   Outcome outcome = Outcome::kPass;
@@ -67,6 +93,8 @@ struct BackwardVerdict {
     double fraction() const { return claims > 0 ? double(informative) / double(claims) : 1.0; }
   };
   Informative dq_info, dk_info, dv_info, dsink_info;
+  BackwardRms dq_rms, dk_rms, dv_rms;  // the statistical check (dsink, one fp32 value per head, has none)
+  double worst_rms() const { return std::max({dq_rms.ratio, dk_rms.ratio, dv_rms.ratio}); }
   int64_t unwritten = 0, tail_nonzero = 0;
   bool canaries_intact = true, inputs_unchanged = true;
   int64_t max_keys = 0, max_rows = 0;  // the longest sums met (gradient_check)

@@ -85,23 +85,56 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
 //   m_i = max(max_j s_ij, sink_h);  e_ij = fl(exp(fl(s_ij - m_i)));  l_i = e_i1 + ... + e_in (+ fl(exp(fl(sink_h - m_i))));
 //   P_ij = fl(e_ij / l_i), rounded to `format` (the softmax's output in the dtype);
 //   dP_ij = fl(dO_i.v_j), rounded to `format` (a GEMM's output in the dtype);
-//   D_i = fl(sum_j P_ij dP_ij);  dS_ij = fl(P_ij fl(dP_ij - D_i)) (the softmax's backward, in fp32), with a softcap
-//   times fl(1 - fl(y_ij^2)); rounded to `format`;
+//   D_i = fl(sum_j P_ij dP_ij) and dS_ij = fl(P_ij fl(dP_ij - D_i)) (the softmax's backward), with a softcap times
+//   g_ij = fl(1 - fl(y_ij^2)); rounded to `format`;
 //   dQ_i = fl(scale fl(sum_j dS_ij k_j)), rounded to `format`;
 //   dK_j = fl(scale fl(sum_i dS_ij q_i)) and dV_j = fl(sum_i P_ij dO_i), each sum one fp32 accumulator over the rows
 //   of every query head of the key's group in (b, h, i) order, rounded to `format` once.
 // exp and tanh are correctly rounded to fp32 (computed in double). A row without a visible key and no sink, or with a
-// sink of +inf, adds nothing (P = 0); a sink of -inf is none. In fp32 the roundings to `format` change nothing:
-// the reference is then the plain fp32 computation. Non-finite inputs give whatever fp32 gives (the statistical check
+// sink of +inf, adds nothing (P = 0); a sink of -inf is none. In fp32 the roundings to `format` change nothing: the
+// reference is then the plain fp32 computation. Non-finite inputs give whatever fp32 gives (the statistical check
 // pools only elements whose exact gradient, bound and reference are finite). dsink is not computed.
+//
+// Beside each element, in double, what a FlashAttention-style backward cannot help erring by where this reference
+// does not (it recomputes P from the forward's LSE and takes D = dO.O from the forward's O); the statistical check
+// holds the kernel's error less the second, to the reference's error or the first, whichever is larger:
 struct SamePrecisionGradient {
   std::vector<double> dq, dk, dv;  // shaped like Gradient's
-  // Per element, the magnitude its fp32 roundings scale with, before cancellation: dQ_i (column c) |scale| sum_j
+  // The magnitude the element's fp32 roundings scale with, before cancellation: dQ_i (column c) |scale| sum_j
   // P_ij (|dP_ij| + |D_i|) g_ij |k_jc|, dK_j |scale| sum_i P_ij (|dP_ij| + |D_i|) g_ij |q_ic|, dV_j sum_i P_ij |dO_ic|
-  // (g the softcap's factor 1 - y^2, else 1). judge_backward's floor is a few fp32 roundings of it.
+  // (g = 1 without a softcap). judge_backward's floor is a few fp32 roundings of it.
   std::vector<double> dq_magnitude, dk_magnitude, dv_magnitude;
+  // The noise: the RMS effect of independent errors of every P_ij, relative
+  //   eps_ij = u_32 (|s_ij| + |LSE_i| + N_ij) + kExp2RelErr (+ kTanhRelErr |s_ij| with a softcap),
+  //   N_ij = |scale| g_ij sqrt(sum_c (q_i1 k_j1 + ... + q_ic k_jc)^2),  LSE_i = m_i + ln l_i,
+  // and of every dP_ij - D_i, absolute
+  //   w_ij = u_32 sqrt(sum_c (dO_i1 v_j1 + ... + dO_ic v_jc)^2 + sum_c (dO_i1 O_i1 + ... + dO_ic O_ic)^2)
+  // (the partial sums of the score, of dP and of a kernel's D = dO.O from the given O, each rounded once), through
+  // dV_j = sum_i P_ij dO_i and dT_ij = P_ij (dP_ij - D_i) g_ij:
+  //   dV_j (column c)  sqrt(sum_i (eps_ij P_ij dO_ic)^2),
+  //   dQ_i (column c)  |scale| sqrt(sum_j (t_ij k_jc)^2),  t_ij^2 = (eps_ij P_ij (dP_ij - D_i) g_ij)^2 + (w_ij P_ij g_ij)^2,
+  //   dK_j likewise with q_ic over i.
+  // This reference normalises P by its own m and l, so the weight of a row's largest score is exact whatever that
+  // score's rounding, and its D is its own sum_j P_ij dP_ij, so a row of one key (or one dominant key) gets dS = 0
+  // exactly. A kernel that recomputes P = exp(s - LSE) subtracts two separately rounded numbers (its score, summed
+  // again in another order than the forward's, and the forward's LSE, both of the scores' size) and errs by about eps
+  // in every P; one that takes D = dO.O computes dP and D as two dot products rounded apart, and errs by about w in
+  // dP - D: on rows of large scores or long dot products, far above this reference's error. A GPU's exp2 and tanhf err
+  // by up to kExp2RelErr and 2 ulp where this reference rounds exp and tanh correctly.
+  std::vector<double> dq_noise, dk_noise, dv_noise;
+  // The given O's effect: a kernel's D_i = dO_i.O_i from the O the forward wrote lies dD_i = dO_i.(O_i - O*_i) from
+  // the exact D, and every dS_ij moves by -P_ij g_ij dD_i, so (to first order)
+  //   dQ_i (column c)  -scale dD_i sum_j P_ij g_ij k_jc,   dK_j (column c)  -scale sum_i dD_i P_ij g_ij q_ic,
+  // with P = e / l unrounded; dV does not read D. The forward's rounding of O is the forward verdict's to judge; where
+  // dQ cancels (keys alike, so that sum_j dS_ij = 0 carries it) it is most of the kernel's error, and this reference,
+  // whose D is its own sum_j P_ij dP_ij, has none of it.
+  std::vector<double> dq_from_o, dk_from_o;
 };
-// d_o as exact_gradient takes it (its size checked the same way, std::invalid_argument naming the field).
-SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<const double> d_o, Format format);
+// d_o as exact_gradient takes it; o the forward's O as the kernel read it (ForwardResult::o); d_exact the exact D per
+// row (Gradient::d, [batch, heads_q, seqlen_q]). A size other than the problem's throws std::invalid_argument naming
+// the field.
+SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<const double> d_o,
+                                              std::span<const double> o, std::span<const double> d_exact,
+                                              Format format);
 
 }  // namespace flashcheck::oracle
