@@ -113,8 +113,8 @@ BackwardVerdict judged(const Case& c, const HostInputs& in, const BackwardOutput
 
 // A gradient element of a case with power-of-two-scaled dO: 2^e times the first run's, bit for bit, where no value on
 // the way is subnormal in fp32 or in the dtype (their grids are absolute, not relative): on the general path (the
-// tensor-core path rounds dS, which scales with dO and is often tiny, to the dtype), the case draws no subnormal inputs
-// and the element is at least twice the dtype's smallest normal and 2^-102. Elsewhere (`grids`: the path or the
+// tensor-core path rounds dS, which scales with dO and is often tiny, to the dtype), the case draws no subnormal inputs,
+// no P or dS comes near fp32's subnormal range (may_underflow) and the element is at least twice the dtype's smallest normal and 2^-102. Elsewhere (`grids`: the path or the
 // inputs may round on an absolute grid) the two runs lie within their bounds of exact values that scale exactly:
 // |scaled - 2^e base| <= bound(scaled) + 2^e bound(base). Elements whose bound is infinite in either run (outside the
 // error model's domain) make no claim.
@@ -136,6 +136,49 @@ void assert_scaled(const char* what, const std::vector<double>& base, const std:
       RC_FAIL("gradients are not linear in dO");
     }
   }
+}
+
+// Whether a backward run of the case may put an fp32 value on the absolute grid below fp32's normal range, where a
+// power-of-two scaling of dO does not scale the rounding: a visible P_ij near or below it (its products with dO, and
+// dS's), or dS_ij = P_ij (dP_ij - D_i) g_ij so small that it or its products with Q and K fall there. Estimated in
+// double from the inputs, the forward's LSE and O with generous margins (2^-90 and 2^-100 against fp32's 2^-126):
+// one such term can break a tie in a dQ, dK or dV element that is otherwise far above the grid.
+bool may_underflow(const HostInputs& in, const BackwardOutputs& base) {
+  const Params& p = in.params;
+  const oracle::Problem problem = in.problem();
+  const int64_t group = p.heads_q / p.heads_kv, dim = p.head_dim, dim_v = value_head_dim(p);
+  const double cap = p.softcap;
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      for (int64_t i = 0; i < oracle::sequence_seqlen_q(problem, b); ++i) {
+        const int64_t row = (b * p.heads_q + h) * p.seqlen_q + i;
+        const double lse = base.forward.lse[static_cast<size_t>(row)];
+        if (!std::isfinite(lse)) continue;
+        const double* q = in.q_exact.data() + row * dim;
+        const double* g = in.d_o_exact.data() + row * dim_v;
+        double d = 0.0;
+        for (int64_t c = 0; c < dim_v; ++c) d += g[c] * double(base.forward.o[static_cast<size_t>(row * dim_v + c)]);
+        const oracle::KeySpan keys = oracle::visible_keys(problem, b, i);
+        for (int64_t j = keys.begin; j < keys.end; ++j) {
+          const int64_t key = (b * p.heads_kv + h / group) * p.seqlen_k + j;
+          const double* k = in.k_exact.data() + key * dim;
+          const double* v = in.v_exact.data() + key * dim_v;
+          double s = 0.0, dp = 0.0;
+          for (int64_t c = 0; c < dim; ++c) s += q[c] * k[c];
+          for (int64_t c = 0; c < dim_v; ++c) dp += g[c] * v[c];
+          s *= p.softmax_scale;
+          double slope = 1.0;
+          if (cap > 0) {
+            const double t = std::tanh(s / cap);
+            s = cap * t;
+            slope = 1.0 - t * t;
+          }
+          const double weight = std::exp(s - lse);
+          if (!(weight > 0x1p-160)) continue;  // P rounds to 0 in fp32: nothing of it reaches a gradient
+          if (weight < 0x1p-90 || std::fabs(weight * (dp - d) * slope) < 0x1p-100) return true;
+        }
+      }
+  return false;
 }
 
 bool same_bits_everywhere(const std::vector<double>& a, const std::vector<double>& b) {
@@ -183,7 +226,7 @@ void gradients_are_linear_in_dout() {
   const oracle::GradientCheck bb = backward_bounds(in, base), bs = backward_bounds(scaled, out);
   const bool grids = base.path != ComputePath::kGeneralFp32 || c.q.kind == DistKind::kSubnormal ||
                      c.k.kind == DistKind::kSubnormal || c.v.kind == DistKind::kSubnormal ||
-                     c.dout.kind == DistKind::kSubnormal;
+                     c.dout.kind == DistKind::kSubnormal || may_underflow(in, base);
   note_coverage(grids ? "linear=within-bounds" : "linear=bit-exact");
   assert_scaled("dQ", base.dq, out.dq, factor, c.dtype, grids, bb.dq, bs.dq);
   assert_scaled("dK", base.dk, out.dk, factor, c.dtype, grids, bb.dk, bs.dk);

@@ -116,10 +116,7 @@ Gradient exact_gradient(const Problem& problem, std::span<const double> d_o) {
   check_sequence_lengths(problem);
   const int64_t dim = problem.head_dim, dim_v = value_dim(problem);
   const int64_t rows = problem.batch * problem.heads_q * problem.seqlen_q;
-  if (static_cast<int64_t>(d_o.size()) != rows * dim_v) {
-    throw std::invalid_argument("oracle: d_o has " + std::to_string(d_o.size()) + " values; the problem's O has " +
-                                std::to_string(rows * dim_v));
-  }
+  check_values("d_o", d_o.size(), rows * dim_v);
   const int64_t keys = problem.batch * problem.heads_kv * problem.seqlen_k;
   Gradient g;
   g.dq.assign(static_cast<size_t>(rows * dim), 0.0);

@@ -92,15 +92,9 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
   check_sequence_lengths(problem);
   const int64_t dim = problem.head_dim, dim_v = value_dim(problem);
   const int64_t rows = problem.batch * problem.heads_q * problem.seqlen_q;
-  const auto check_size = [](const char* field, size_t got, int64_t want) {
-    if (static_cast<int64_t>(got) != want) {
-      throw std::invalid_argument(std::string("oracle: ") + field + " has " + std::to_string(got) +
-                                  " values; the problem needs " + std::to_string(want));
-    }
-  };
-  check_size("d_o", d_o.size(), rows * dim_v);
-  check_size("forward.o", forward.o.size(), rows * dim_v);
-  check_size("forward.lse", forward.lse.size(), rows);
+  check_values("d_o", d_o.size(), rows * dim_v);
+  check_values("forward.o", forward.o.size(), rows * dim_v);
+  check_values("forward.lse", forward.lse.size(), rows);
   const bool tensor_core = arithmetic.arithmetic == Arithmetic::kTensorCore;
   const double u_acc = tensor_core ? kUMma : kU32;       // the GEMMs' accumulation
   const double u_out = unit_roundoff(arithmetic.format);  // dQ, dK, dV rounded once

@@ -85,6 +85,13 @@ int64_t sequence_seqlen_k(const Problem& p, int64_t b) {
   return sequence_length(p.seqlens_k, "seqlens_k", p.batch, p.seqlen_k, "seqlen_k", b);
 }
 
+void check_values(const char* field, size_t size, int64_t want) {
+  if (static_cast<int64_t>(size) != want) {
+    throw std::invalid_argument(std::string("oracle: ") + field + " has " + std::to_string(size) +
+                                " values; the problem needs " + std::to_string(want));
+  }
+}
+
 void check_sequence_lengths(const Problem& p) {
   // Entry by entry through the accessors (one message for every fault); a span with entries and no sequence to
   // hold them (batch 0) is one of the wrong length too.

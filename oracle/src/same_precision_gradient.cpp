@@ -62,13 +62,9 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
   check_sequence_lengths(problem);
   const int64_t dim = problem.head_dim, dim_v = value_dim(problem);
   const int64_t rows = problem.batch * problem.heads_q * problem.seqlen_q;
-  for (const auto& [field, size, want] : {std::tuple{"d_o", d_o.size(), rows * dim_v}, std::tuple{"o", o.size(), rows * dim_v},
-                                          std::tuple{"d_exact", d_exact.size(), rows}}) {
-    if (static_cast<int64_t>(size) != want) {
-      throw std::invalid_argument(std::string("oracle: ") + field + " has " + std::to_string(size) +
-                                  " values; the problem needs " + std::to_string(want));
-    }
-  }
+  check_values("d_o", d_o.size(), rows * dim_v);
+  check_values("o", o.size(), rows * dim_v);
+  check_values("d_exact", d_exact.size(), rows);
   const auto in_format = [format](float x) { return detail::round_to(format, x); };
   const float scale = static_cast<float>(problem.scale);
   const double scale_abs = std::fabs(static_cast<double>(scale));

@@ -91,6 +91,9 @@ int64_t sequence_seqlen_q(const Problem& problem, int64_t b);
 int64_t sequence_seqlen_k(const Problem& problem, int64_t b);
 // Both spans whole, with the same std::invalid_argument: every entry, not only the ones a row reads.
 void check_sequence_lengths(const Problem& problem);
+// An array the problem sizes (dO, O, LSE, D): `size` values where it needs `want`, else std::invalid_argument
+// naming the field.
+void check_values(const char* field, size_t size, int64_t want);
 // True when the problem carries per-sequence lengths (either span non-empty).
 inline bool has_sequence_lengths(const Problem& problem) {
   return !problem.seqlens_q.empty() || !problem.seqlens_k.empty();
