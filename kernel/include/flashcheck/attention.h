@@ -123,6 +123,18 @@ struct Params {
   int64_t num_pages = 0;                  // pages of K and V
   int64_t max_pages_per_seq = 0;          // page_table's row length; capacity = max_pages_per_seq * page_size
   int32_t num_splits = 1;                 // >= 1 runs of K/V tiles per Q tile; 0 = pick by heuristic
+  // Dropout (docs/design/dropout-rng.md): element (b, h, i, j) of P is kept or dropped by Philox4x32-10 keyed by
+  // dropout_seed at stream dropout_offset + b * heads_q + h, and a kept one is scaled by 1 / (1 - dropout_p). O is
+  // the dropped attention's; LSE stays the undropped softmax's. dropout_p = 0 (the default) is no dropout, bit for
+  // bit. Not with paged K/V or split-KV (inference features). The backward pass applies the same mask from the same
+  // three fields.
+  float dropout_p = 0.0f;        // in [0, 1)
+  uint64_t dropout_seed = 0;
+  uint64_t dropout_offset = 0;   // the first (b, h) stream; any 64-bit value
+  // Mask dump, off (null) by default: [batch, heads_q, seqlen_q, seqlen_k] bytes (device memory for run(), host
+  // memory for the host model), every byte written: 1 where a visible element is kept, 0 where it is dropped,
+  // hidden by the mask, or past its sequence's lengths. Only with dropout_p > 0.
+  uint8_t* dropout_mask_out = nullptr;
 };
 
 enum class StatusCode : int32_t {

@@ -17,14 +17,7 @@ namespace flashcheck::oracle {
 // philox4x32 with 10 rounds): four 32-bit output words of a 128-bit counter under a 64-bit key.
 std::array<uint32_t, 4> philox4x32_10(const std::array<uint32_t, 4>& counter, const std::array<uint32_t, 2>& key);
 
-// A dropout: the drop probability p, an fp32 value in [0, 1), the 64-bit seed (Philox's key) and the 64-bit offset
-// (the first (batch, head) stream of the call; a caller advances it by at least batch * heads_q between calls that
-// must not share draws, and passes the forward's seed and offset unchanged to the backward).
-struct Dropout {
-  float p = 0.0f;
-  uint64_t seed = 0;
-  uint64_t offset = 0;
-};
+// Dropout (the drop probability, seed and offset) is declared in oracle_problem.h, a field of Problem.
 
 // t = floor(p * 2^32): an element is dropped iff its draw is below t, with probability exactly t / 2^32: p itself
 // for every p >= 2^-9 (whose p * 2^32 is an integer), less than 2^-32 below p for smaller p. std::invalid_argument

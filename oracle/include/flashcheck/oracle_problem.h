@@ -52,6 +52,16 @@ std::string to_string(const Visibility& visibility);
 // head h reads K/V head h / (heads_q / heads_kv) (grouped-query attention). Q and K have head_dim columns (the
 // length of the score dot products); V, and so O, have value_dim() columns, which may differ (DeepSeek's 192 and
 // 128).
+// A dropout (dropout.h gives its mask and scale): the drop probability p, an fp32 value in [0, 1), 0 = none; the
+// 64-bit seed (Philox's key) and the 64-bit offset (the first (batch, head) stream of the call; a caller advances it
+// by at least batch * heads_q between calls that must not share draws, and passes the forward's seed and offset
+// unchanged to the backward).
+struct Dropout {
+  float p = 0.0f;
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+};
+
 struct Problem {
   int64_t batch = 0, heads_q = 0, heads_kv = 0, seqlen_q = 0, seqlen_k = 0, head_dim = 0;
   // V's and O's columns; 0 means head_dim, so a problem that never sets it keeps one width for all four. Negative
@@ -76,6 +86,9 @@ struct Problem {
   std::span<const double> q;  // [batch, heads_q, seqlen_q, head_dim]
   std::span<const double> k;  // [batch, heads_kv, seqlen_k, head_dim]
   std::span<const double> v;  // [batch, heads_kv, seqlen_k, value_dim]
+  // Dropout of P's elements (docs/design/dropout-rng.md): O_i = sum_j P_ij z_ij / (1 - p) v_j with P the undropped
+  // softmax (sink included in its denominator) and z_ij the keep decision; LSE is the undropped one. p = 0: none.
+  Dropout dropout;
 };
 
 // The columns of V and O: head_dim_v, or head_dim where it is 0.
