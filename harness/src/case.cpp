@@ -242,6 +242,15 @@ std::string check_window(const Case& c) {
 // Why dout= is refused without grad=1, for the parser and validate_case alike.
 constexpr const char* kDoutNeedsGrad = "needs grad=1 (dO is the upstream gradient of the backward pass)";
 
+// Why drop_seed= and drop_offset= are refused without a dropout, for the parser and validate_case alike.
+constexpr const char* kDropNeedsDropout = "needs dropout=P with P > 0 (the seed and offset of dropout's mask)";
+
+// Empty when the drop probability is one the API takes: in [0, 1).
+std::string check_dropout(float p) {
+  if (!(p >= 0.0f && p < 1.0f)) return "dropout must be in [0, 1) (0 = off)";
+  return "";
+}
+
 // Empty when the softcap is one the API takes: finite and >= 0 (0 = off).
 std::string check_softcap(float softcap) {
   if (!std::isfinite(softcap) || softcap < 0.0f) return "softcap must be finite and >= 0 (0 = off)";
@@ -628,6 +637,9 @@ Params case_params(const Case& c) {
   p.window_right = c.window_right;
   p.softcap = c.softcap;
   p.num_splits = c.splits;
+  p.dropout_p = c.dropout;
+  p.dropout_seed = c.drop_seed;
+  p.dropout_offset = c.drop_offset;
   if (c.seqs.empty()) return p;
 
   // Packed rows: the layout of one batch entry over all the sequences' rows (head-major for bhsd: each head's
@@ -717,6 +729,15 @@ std::string format_case(const Case& c) {
     out += " softcap=";
     append_float(&out, c.softcap);
   }
+  // drop_seed and drop_offset with every dropout, so the line says the mask; without one only when not 0, so that
+  // an invalid Case prints what parse_case then rejects.
+  if (c.dropout != 0.0f) {
+    out += " dropout=";
+    append_float(&out, c.dropout);
+  }
+  if (c.dropout != 0.0f || c.drop_seed != 0 || c.drop_offset != 0) {
+    out += " drop_seed=" + std::to_string(c.drop_seed) + " drop_offset=" + std::to_string(c.drop_offset);
+  }
   const std::pair<const char*, const ValueSpec*> specs[] = {{" q=", &c.q}, {" k=", &c.k}, {" v=", &c.v}};
   for (const auto& [key, spec] : specs) {
     out += key;
@@ -804,6 +825,10 @@ Status validate_case(const Case& c) {
   }
   if (const std::string problem = check_window(c); !problem.empty()) return invalid(problem);
   if (const std::string problem = check_softcap(c.softcap); !problem.empty()) return invalid(problem);
+  if (const std::string problem = check_dropout(c.dropout); !problem.empty()) return invalid(problem);
+  if (c.dropout == 0.0f && (c.drop_seed != 0 || c.drop_offset != 0)) {
+    return invalid(std::string(c.drop_seed != 0 ? "drop_seed" : "drop_offset") + ": " + kDropNeedsDropout);
+  }
   if (const KeyProblem problem = check_sequences(c); !problem.message.empty()) return invalid(problem.message);
   const std::pair<const char*, const ValueSpec*> specs[] = {
       {"q", &c.q}, {"k", &c.k}, {"v", &c.v}, {"sink", c.sink ? &*c.sink : nullptr}, {"dout", &c.dout}};
@@ -838,14 +863,16 @@ Status parse_case(std::string_view line, Case* out) {
   }
   c.dtype = *dtype;
 
-  constexpr std::array<const char*, 27> kKeys = {"b",       "hq",      "hkv",    "sq",     "sk",       "d",
-                                                 "dv",      "mask",    "window", "layout", "pad",      "seqs",
-                                                 "page",    "poison",  "splits", "scale",  "softcap",  "q",
-                                                 "k",       "v",       "sink",   "grad",   "dout",     "inject",
-                                                 "property", "subject", "seed"};
-  constexpr size_t kHkvKey = 2, kMaskKey = 7, kWindowKey = 8, kDoutKey = 22;
+  constexpr std::array<const char*, 30> kKeys = {"b",        "hq",      "hkv",     "sq",        "sk",          "d",
+                                                 "dv",       "mask",    "window",  "layout",    "pad",         "seqs",
+                                                 "page",     "poison",  "splits",  "scale",     "softcap",     "dropout",
+                                                 "drop_seed", "drop_offset", "q",  "k",         "v",           "sink",
+                                                 "grad",     "dout",    "inject",  "property",  "subject",     "seed"};
+  constexpr size_t kHkvKey = 2, kMaskKey = 7, kWindowKey = 8, kDropSeedKey = 18, kDropOffsetKey = 19, kDoutKey = 25;
   static_assert(std::string_view(kKeys[kHkvKey]) == "hkv" && std::string_view(kKeys[kMaskKey]) == "mask" &&
-                std::string_view(kKeys[kWindowKey]) == "window" && std::string_view(kKeys[kDoutKey]) == "dout");
+                std::string_view(kKeys[kWindowKey]) == "window" && std::string_view(kKeys[kDoutKey]) == "dout" &&
+                std::string_view(kKeys[kDropSeedKey]) == "drop_seed" &&
+                std::string_view(kKeys[kDropOffsetKey]) == "drop_offset");
   const auto key_index_of = [&](std::string_view key) {
     size_t index = 0;
     while (index < kKeys.size() && key != kKeys[index]) ++index;
@@ -950,6 +977,16 @@ Status parse_case(std::string_view line, Case* out) {
       if (ok) reason = check_softcap(softcap);
       ok = ok && reason.empty();
       if (ok) c.softcap = softcap == 0.0f ? 0.0f : softcap;  // -0 is off, like 0
+    } else if (k == "dropout") {
+      float p = 0.0f;
+      ok = parse_float(value, &p, &reason);
+      if (ok) reason = check_dropout(p);
+      ok = ok && reason.empty();
+      if (ok) c.dropout = p == 0.0f ? 0.0f : p;  // -0 is off, like 0
+    } else if (k == "drop_seed") {
+      ok = parse_u64(value, &c.drop_seed, &reason);
+    } else if (k == "drop_offset") {
+      ok = parse_u64(value, &c.drop_offset, &reason);
     } else if (k == "q" || k == "k" || k == "v") {
       ValueSpec* spec = k == "q" ? &c.q : k == "k" ? &c.k : &c.v;
       ok = parse_spec(value, spec, &reason);
@@ -1013,6 +1050,11 @@ Status parse_case(std::string_view line, Case* out) {
   if (!takes_window(c.mask) && seen[kWindowKey]) {
     return invalid(where(key_token[kWindowKey]) + ": window: only mask=window-br or mask=window-tl take a window (mask is " +
                    mask_name(c.mask) + ")");
+  }
+
+  // The mask's seed and offset exist only with a dropout: checked once dropout is known, whichever came first.
+  for (const size_t key : {kDropSeedKey, kDropOffsetKey}) {
+    if (seen[key] && c.dropout == 0.0f) return invalid(where(key_token[key]) + ": " + kKeys[key] + " " + kDropNeedsDropout);
   }
 
   // dO exists only in the backward pass: checked once grad is known, whichever came first.

@@ -54,6 +54,7 @@ oracle::Problem oracle_problem(const Params& params, std::span<const double> q, 
   p.visibility = to_oracle(params.mask, params.window_left, params.window_right);
   p.scale = static_cast<double>(params.softmax_scale);
   p.softcap = static_cast<double>(params.softcap);
+  p.dropout = {params.dropout_p, params.dropout_seed, params.dropout_offset};
   p.sink = sink;
   p.seqlens_q = seqlens_q;
   p.seqlens_k = seqlens_k;

@@ -56,6 +56,11 @@ const std::vector<std::string> kCanonicalLines = {
     "poison=inf splits=3 scale=0.25 softcap=30 q=normal(0,1) k=normal(0,1) v=normal(0,1) sink=normal(0,1) grad=1 "
     "dout=dominant(0.5,20) inject=k[0,0,32,15]:-inf;q[1,1,0,0]:nan property=SequencesAgreeWithOracle seed=5"),
     "f32 b=1 hq=1 hkv=1 sq=1 sk=1 d=1 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) grad=1 dout=const(-0) seed=0",
+    // Dropout: the probability, then its seed and offset, always written with it, after the softcap.
+    ("bf16 b=2 hq=4 hkv=2 sq=33 sk=65 d=64 mask=causal-br softcap=30 dropout=0.1 drop_seed=18446744073709551615 "
+    "drop_offset=4294967295 q=normal(0,1) k=normal(0,1) v=normal(0,1) grad=1 dout=normal(0,1) seed=8"),
+    ("f32 b=1 hq=1 hkv=1 sq=3 sk=3 d=4 mask=none dropout=0.99999994 drop_seed=0 drop_offset=0 q=normal(0,1) "
+    "k=normal(0,1) v=normal(0,1) seed=0"),
 };
 
 TEST(CaseCodec, CanonicalLinesRoundTrip) {
@@ -121,6 +126,13 @@ TEST(CaseCodec, RandomCasesRoundTrip) {
     c.pad = static_cast<int64_t>(next() % 3);
     if (next() % 2) c.scale = std::bit_cast<float>(static_cast<uint32_t>(next()) & 0x7F7FFFFFu);  // finite
     if (next() % 2) c.sink.emplace();
+    if (next() % 3 == 0) {
+      c.dropout = static_cast<float>(next() % (1u << 24)) * 0x1p-24f;  // [0, 1): every fp32 step of 2^-24
+      if (c.dropout != 0.0f) {
+        c.drop_seed = next();
+        c.drop_offset = next();
+      }
+    }
     c.grad = next() % 2 != 0;
     for (ValueSpec* spec : {&c.q, &c.k, &c.v, c.sink ? &*c.sink : nullptr, c.grad ? &c.dout : nullptr}) {
       if (spec == nullptr) continue;
@@ -217,6 +229,43 @@ TEST(CaseCodec, GradAndDoutCanonicalise) {
   Case other_dout = grad;
   other_dout.dout = ValueSpec{DistKind::kNormal, 0.0, 2.0};
   EXPECT_NE(other_dout, grad);
+}
+
+TEST(CaseCodec, DropoutCanonicalisesAndReachesParams) {
+  Case c;
+  ASSERT_TRUE(parse_case("f16 drop_offset=12 dropout=0.250 d=8 seed=0", &c).ok());
+  EXPECT_EQ(c.dropout, 0.25f);
+  EXPECT_EQ(c.drop_seed, 0u);
+  EXPECT_EQ(c.drop_offset, 12u);
+  EXPECT_EQ(format_case(c), "f16 b=1 hq=1 hkv=1 sq=1 sk=1 d=8 mask=none dropout=0.25 drop_seed=0 drop_offset=12 "
+                            "q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=0");
+  const Params p = case_params(c);
+  EXPECT_EQ(p.dropout_p, 0.25f);
+  EXPECT_EQ(p.dropout_seed, 0u);
+  EXPECT_EQ(p.dropout_offset, 12u);
+  EXPECT_EQ(p.dropout_mask_out, nullptr);
+  // dropout=0 (or -0) is no dropout: the same Case as a line without it.
+  Case off, plain;
+  ASSERT_TRUE(parse_case("f32 dropout=-0 seed=3", &off).ok());
+  ASSERT_TRUE(parse_case("f32 seed=3", &plain).ok());
+  EXPECT_EQ(off, plain);
+  EXPECT_EQ(format_case(off), format_case(plain));
+  // The three take part in equality.
+  Case a = c, b = c;
+  b.drop_seed = 1;
+  EXPECT_NE(a, b);
+  b = c;
+  b.drop_offset = 13;
+  EXPECT_NE(a, b);
+  // validate_case holds a programmatic Case to the parser's rules, naming the key.
+  Case bad = plain;
+  bad.drop_seed = 5;
+  EXPECT_NE(validate_case(bad).message().find("drop_seed"), std::string::npos);
+  bad = plain;
+  bad.dropout = 1.0f;
+  EXPECT_NE(validate_case(bad).message().find("dropout must be in [0, 1)"), std::string::npos);
+  bad.dropout = std::nanf("");
+  EXPECT_EQ(validate_case(bad).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(CaseCodec, CaseParamsCarryWindowAndSoftcap) {
@@ -526,6 +575,29 @@ TEST(CaseCodec, GradAndDoutErrorsNameTheirKey) {
       {"f16 grad=1 inject=o[0,0,0,0]:1", "must look like q[b,h,s,d]:value (tensor q, k or v)"},
       {"f16 gradient=1", "unknown key 'gradient' at column 5"},
       {"f16 gradient=1", "sink grad dout inject"},  // the known keys, in canonical order
+  };
+  for (const BadLine& bad : kBad) {
+    Case c;
+    c.seed = 99;
+    const Status status = parse_case(std::string(bad.line) + " seed=1", &c);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << bad.line;
+    EXPECT_NE(status.message().find(bad.message), std::string::npos)
+        << "line: " << bad.line << "\nmessage: " << status.message() << "\nexpected: " << bad.message;
+    EXPECT_EQ(c.seed, 99u) << "*out must be untouched on failure: " << bad.line;
+  }
+}
+
+TEST(CaseCodec, DropoutErrorsNameTheirKey) {
+  const BadLine kBad[] = {
+      {"f16 dropout=1", "'dropout=1' at column 5: dropout must be in [0, 1)"},
+      {"f16 dropout=-0.1", "'dropout=-0.1' at column 5: dropout must be in [0, 1)"},
+      {"f16 dropout=nan", "'dropout=nan' at column 5: dropout must be in [0, 1)"},
+      {"f16 dropout=0.5 dropout=0.5", "duplicate key 'dropout' at column 17"},
+      {"f16 drop_seed=3", "'drop_seed=3' at column 5: drop_seed needs dropout=P with P > 0"},
+      {"f16 dropout=0 drop_offset=1", "'drop_offset=1' at column 15: drop_offset needs dropout=P with P > 0"},
+      {"f16 dropout=0.5 drop_seed=-1", "'drop_seed=-1' at column 17"},
+      {"f16 dropout=0.5 drop_offset=18446744073709551616", "'drop_offset=18446744073709551616' at column 17"},
+      {"f16 gradient=1", "softcap dropout drop_seed drop_offset q"},  // the known keys, in canonical order
   };
   for (const BadLine& bad : kBad) {
     Case c;

@@ -3,7 +3,7 @@
 //   bf16 b=2 hq=8 hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) seed=42
 // format_case(parse_case(s)) == s for every canonical line; parse errors name the offending token.
 // Canonical order: dtype b hq hkv sq sk d [dv] mask [window] [layout] [pad] [seqs] [page] [poison] [splits] [scale]
-// [softcap] q k v [sink] [grad dout] [inject] [property] [subject] seed. window=L,R comes with mask=window-br /
+// [softcap] [dropout drop_seed drop_offset] q k v [sink] [grad dout] [inject] [property] [subject] seed. window=L,R comes with mask=window-br /
 // window-tl and only with them (each side -1 = unbounded, or >= 0).
 // Optional keys (omitted when default): dv=N (V's and O's head dim, Params::head_dim_v; 0 or absent = d),
 // layout=bshd, pad=N (extra elements after every row of Q, K, V, O), seqs=Q:K[+E],... (one entry per sequence:
@@ -12,7 +12,9 @@
 // (softmax scale; default 1/sqrt(d) rounded to fp32), softcap=C (finite, > 0; default 0 = off), sink=DIST (one
 // fp32 sink logit per query head, drawn like q, k, v; absent = no sink), grad=1 (the case checks the backward pass,
 // dQ, dK and dV, too; absent or grad=0 = forward only) with dout=DIST (dO's distribution, like q, k, v; default
-// normal(0,1), always written with grad=1, allowed only with it), inject=q[b,h,s,d]:nan;k[...]:-inf;...
+// normal(0,1), always written with grad=1, allowed only with it), dropout=P (Params::dropout_p, an fp32 value in
+// [0, 1); absent = 0, no dropout) with drop_seed=S and drop_offset=O (decimal uint64, Params::dropout_seed and
+// dropout_offset; both always written with a dropout, allowed only with one), inject=q[b,h,s,d]:nan;k[...]:-inf;...
 // A line without seqs, page, poison and splits is a dense case.
 #pragma once
 
@@ -102,6 +104,11 @@ struct Case {
   int32_t splits = 1;                 // Params::num_splits: >= 1 runs of K/V tiles per Q tile, 0 = heuristic
   std::optional<float> scale;         // default 1/sqrt(head_dim) rounded to fp32; always finite
   float softcap = 0.0f;               // > 0: each scaled score s becomes softcap * tanh(s / softcap); 0: off
+  // Dropout (docs/design/dropout-rng.md): the drop probability, 0 = none, and the contract's seed and offset (both
+  // 0 unless dropout > 0). They change no input value: the mask is the kernel's to draw and the oracle's to redraw.
+  float dropout = 0.0f;
+  uint64_t drop_seed = 0;
+  uint64_t drop_offset = 0;
   ValueSpec q, k, v;
   // Sink logits, one per query head, drawn like q, k, v (Stream::kSink, index = head) and rounded to fp32, so
   // nearmax and subnormal mean fp32's; a ramp runs along the heads and dominant picks one head. No sink if
@@ -134,7 +141,7 @@ struct Case {
 // The kernel's Params for a case, the one translation every caller uses (make_inputs, generators, the
 // fuzz decoder, tools): dtype, shape, mask and window; strides contiguous in the case's layout over
 // head_dim + pad elements per row of Q and K, value_dim() + pad of V and O (O laid out like Q); softmax_scale();
-// softcap; num_splits = splits. Pointers
+// softcap; num_splits = splits; dropout_p, dropout_seed and dropout_offset. Pointers
 // null, the sink's and the index arrays' too: their values live in HostInputs, which points params at them (the
 // runner at its guarded copies). Sizes saturate rather than overflow, so can_implement names the field of an
 // impossible case. With sequences (R = head_dim + pad for Q and K, value_dim() + pad for V and O; H the tensor's heads):
@@ -177,7 +184,7 @@ Status parse_case(std::string_view line, Case* out);
 std::string excerpt(std::string_view text, size_t limit = 200);
 
 // Checks a programmatically built Case the way parse_case checks a line (sizes, parameters, injections,
-// window, softcap, sink, dout and its agreement with grad, and seqs / page / poison / splits: their agreement with
+// window, softcap, dropout and its seed and offset, sink, dout and its agreement with grad, and seqs / page / poison / splits: their agreement with
 // b, sq and sk, and index arrays that fit int32), naming the key of the field that is wrong.
 Status validate_case(const Case& c);
 

@@ -22,7 +22,7 @@ oracle::Format to_oracle(DType dtype);
 oracle::Visibility to_oracle(Mask mask, int64_t window_left = -1, int64_t window_right = -1);
 oracle::Arithmetic to_oracle(ComputePath path);
 
-// The problem `params` describes (shape, mask and window, softmax_scale and softcap exactly) over its inputs
+// The problem `params` describes (shape, mask and window, softmax_scale, softcap and dropout exactly) over its inputs
 // decoded to doubles, contiguous [B, H, S, D] with S = params.seqlen_q / seqlen_k, its sink logits ([heads_q],
 // empty: no sink) and, for sequences, each sequence's query rows and keys ([batch] each, empty: every sequence
 // has seqlen_q rows and seqlen_k keys). params.sink and the index arrays may be device pointers, so the values come
