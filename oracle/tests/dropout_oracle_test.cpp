@@ -355,6 +355,41 @@ TEST(OracleDropout, BoundIsTheZeroedRowsBoundScaled) {
   EXPECT_GT(compared, 0);
 }
 
+// A dropped key's V row is not read: an infinity there leaves O (both tiers, bit for bit) and its bound as they were;
+// in a kept key's row it makes the column "must be non-finite".
+TEST(OracleDropout, DroppedValuesAreNotRead) {
+  TestProblem t = make_shape(Format::kF32, 1, 40, 8, kAllKeys, 1, 1, 1);
+  fill_normal(&t, 41, 1.0, 1.0, 1.0);
+  const Dropout dropout{0.5f, 0x99, 5};
+  Problem p = t.view();
+  p.dropout = dropout;
+  const RowRef row{0, 0, 0};
+  int64_t dropped = -1, kept = -1;
+  for (int64_t j = 0; j < t.seqlen_k; ++j) (dropout_kept(p, dropout, 0, 0, 0, j) ? kept : dropped) = j;
+  ASSERT_GE(dropped, 0);
+  ASSERT_GE(kept, 0);
+  const int64_t dim_v = t.value_dim();
+  for (const Tier tier : {Tier::kFast, Tier::kGold}) {
+    const RowResult before = compute_row(p, row, tier);
+    TestProblem poisoned = t;
+    poisoned.v[static_cast<size_t>(dropped * dim_v)] = std::numeric_limits<double>::infinity();
+    Problem q = poisoned.view();
+    q.dropout = dropout;
+    const RowResult after = compute_row(q, row, tier);
+    for (size_t k = 0; k < before.o.size(); ++k) {
+      EXPECT_EQ(after.o[k], before.o[k]) << to_string(tier) << " column " << k;
+      EXPECT_EQ(after.o_err[k], before.o_err[k]) << to_string(tier) << " column " << k;
+    }
+    EXPECT_FALSE(after.nonfinite_input);
+    poisoned.v[static_cast<size_t>(kept * dim_v + 1)] = std::numeric_limits<double>::quiet_NaN();
+    q = poisoned.view();
+    q.dropout = dropout;
+    const RowResult nan = compute_row(q, row, tier);
+    EXPECT_TRUE(std::isnan(nan.o[1])) << to_string(tier);
+    EXPECT_EQ(nan.o[0], before.o[0]) << to_string(tier);
+  }
+}
+
 TEST(OracleDropout, OtherPathsAreRefused) {
   const DropoutCase c = dropout_cases()[0];
   const Problem p = c.view();
