@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -66,12 +68,14 @@ float pairwise_sum(const float* p, int64_t n) {
 // as a pairwise tree within each tile (as a warp's reductions sum it). A kernel that sums l in another order than
 // P*V leaves their errors uncancelled in O = acc / l: with a constant V and repeated weights the chain's roundings
 // add up in one direction (tens of u over 64 keys) while the tree's stay small, and the chain-only quotient would
-// be exact (GPU finding gpu-nightly-rms-constant-v-sum-order). V rows hold dim_v values. Returns both quotients,
-// [dim_v] each: [0] chain l, [1] tree l.
+// be exact (GPU finding gpu-nightly-rms-constant-v-sum-order). V rows hold dim_v values. Under a dropout the caller
+// passes the dropped keys' V rows as zeros (an FMA of a zero product leaves the accumulator as it is, as skipping
+// the key does) and keep_scale32 = fl32(1 / (1 - p)), by which each quotient is multiplied in fp32 before its
+// rounding to the format (1: none). Returns both quotients, [dim_v] each: [0] chain l, [1] tree l.
 std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vector<float>& x, const detail::Operands& v,
                                               int64_t dim_v, int64_t key_begin, int64_t tile, int64_t tile_origin,
-                                              float sink2, Format format, Arithmetic path, double sign,
-                                              detail::DotRounding rounding) {
+                                              float sink2, float keep_scale32, Format format, Arithmetic path,
+                                              double sign, detail::DotRounding rounding) {
   const int64_t n = static_cast<int64_t>(x.size());
   const float neg_inf = -std::numeric_limits<float>::infinity();
   std::array<std::vector<double>, 2> out;
@@ -133,7 +137,9 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
   for (size_t s = 0; s < out.size(); ++s) {
     if (l[s] == 0.0f) continue;  // no usable key and no sink: O = 0
     for (int64_t d = 0; d < dim_v; ++d) {
-      out[s][static_cast<size_t>(d)] = detail::round_to(format, acc[static_cast<size_t>(d)] / l[s]);
+      float o = acc[static_cast<size_t>(d)] / l[s];
+      if (keep_scale32 != 1.0f) o *= keep_scale32;
+      out[s][static_cast<size_t>(d)] = detail::round_to(format, o);
     }
   }
   return out;
@@ -144,6 +150,11 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
 std::vector<double> emulated_row(const Problem& problem, RowRef row, Format format, Arithmetic path, int32_t block_n,
                                  const RowResult* exact) {
   const detail::RowView view = detail::view_row(problem, row);
+  // A dropout is emulated on the general path only, the one whose arithmetic it is defined for (bound_row).
+  if (view.has_dropout() && path != Arithmetic::kGeneralFp32) {
+    throw std::invalid_argument(std::string("emulated_row: a dropout is emulated on the general-fp32 path only, not ") +
+                                to_string(path));
+  }
   // Scores over dim (Q's and K's columns), O over dim_v (V's).
   const int64_t dim = view.head_dim, dim_v = view.head_dim_v, n = view.visible;
   if (n == 0) return std::vector<double>(static_cast<size_t>(dim_v), 0.0);
@@ -158,7 +169,12 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
   const auto floats = [](const double* values, int64_t count) { return std::vector<float>(values, values + count); };
   const detail::Operands q = detail::make_operands(floats(view.q, dim), path);
   const detail::Operands k = detail::make_operands(floats(view.k, n * dim), path);
-  const detail::Operands v = detail::make_operands(floats(view.v, n * dim_v), path);
+  std::vector<float> v_rows = floats(view.v, n * dim_v);
+  for (int64_t j = 0; j < n; ++j) {  // a dropped key's values never reach the accumulator
+    if (!view.kept(j)) std::fill_n(v_rows.begin() + j * dim_v, dim_v, 0.0f);
+  }
+  const detail::Operands v = detail::make_operands(std::move(v_rows), path);
+  const float keep_scale32 = static_cast<float>(view.keep_scale);
   const float scale = static_cast<float>(view.scale);
   const float scale_log2 = scale * detail::kLog2eF;
   const bool capped = view.softcap > 0;
@@ -208,8 +224,8 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
       if (hardware(score_rounding) != hardware(rounding)) continue;  // the hardware's member is whole
       for (size_t r = 0; r < realizations.size(); ++r) {
         for (const std::vector<double>& member :
-             softmax_pv(row, x[std::min(r, x_sets - 1)], v, dim_v, view.key_begin, tile, tile_origin, sink2, format,
-                        path, realizations[r], rounding)) {
+             softmax_pv(row, x[std::min(r, x_sets - 1)], v, dim_v, view.key_begin, tile, tile_origin, sink2,
+                        keep_scale32, format, path, realizations[r], rounding)) {
           if (out.empty()) {
             out = member;
             continue;

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include "eft.h"
 #include "tiers.h"
@@ -67,6 +69,9 @@ constexpr double kTwoRoundings = 2 * kU32 + kU32 * kU32;
 constexpr double kFlushResult = 0x1p-126;
 // A product rounded to nearest on fp32's subnormal grid is off by at most half its spacing 2^-149.
 constexpr double kHalfSubnormalSpacing = 0x1p-150;
+// A dropout's factor sigma = 1 / (1 - p) reaches the kernel as fl32 of keep_scale(p), a double within 2^-52 of
+// sigma: s32 lies within u (1 + 2^-52) + 2^-52 of sigma, relative; kDropoutScaleRel is what that adds to u.
+constexpr double kDropoutScaleRel = 0x1p-51;
 
 struct PathModel {
   double score_unit = kU32, score_terms = 0;  // |t - q.k| <= gamma(score_terms, score_unit) (1 + split) + split
@@ -214,6 +219,13 @@ double unit_roundoff(Format format) {
 
 RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32_t block_n, int64_t head_dim,
                    const OrderedSums* sums, int32_t splits) {
+  // A dropout is defined on the general path only (§4.13): the others round P before P*V, where the kernel's
+  // dropped element and its scaling would enter a rounding the bound does not model.
+  const bool dropout = exact.dropout_p > 0.0f;
+  if (dropout && path != Arithmetic::kGeneralFp32) {
+    throw std::invalid_argument(std::string("bound_row: a dropout is bounded on the general-fp32 path only, not ") +
+                                to_string(path));
+  }
   RowBound b;
   const size_t dim = exact.o.size();  // O's columns, head_dim_v: every per-column ingredient has as many
   b.o.assign(dim, 0.0);
@@ -378,6 +390,11 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   }
   const double g_div = (1 + kDivisionUnits * u) / (1 - g_l) - 1;  // relative error of acc / l beyond the sums
   const double u_out = output_unit(format), out_floor = output_floor(format);
+  // A dropout (§4.13): the ingredients are those of the averaged values v~ = z sigma v, so every term above scales
+  // with sigma but the absolute floor of a flushed P*V product, which the kernel makes before its scaling. Its
+  // epilogue then multiplies o by s32 = fl32(sigma), within scale_rel of sigma, and rounds once more.
+  const double product_floor = dropout ? kFlushProduct * exact.keep_scale : kFlushProduct;
+  const double scale_rel = u + kDropoutScaleRel;
   for (size_t k = 0; k < dim; ++k) {
     const double o_abs = std::fabs(exact.o[k]);
     double pre = 0.0;  // bound on |O_kernel - O| before the output rounding
@@ -397,7 +414,8 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
           ((1 + theta_max) * pm.p_round * exact.abs_pv[k] +
            (run_pv.empty() ? accumulation : std::min(accumulation, run_pv[k]))) /
               (1 - theta_mean) +
-          ((pm.p_round_abs > 0 ? pm.p_round_abs * pv_growth * exact.abs_v_sum[k] : 0.0) + nd * kFlushProduct) * floor_scale;
+          ((pm.p_round_abs > 0 ? pm.p_round_abs * pv_growth * exact.abs_v_sum[k] : 0.0) + nd * product_floor) *
+              floor_scale;
       const double shift = weights + numerator;
       pre = shift * (1 + g_div) + g_div * o_abs;
     } else {
@@ -408,9 +426,12 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
       // finite when another column holds an infinite value (max_abs_v is over all columns).
       const double col_max_abs_v = std::min(exact.max_abs_v, exact.abs_v_sum[k]);
       const double hull = col_max_abs_v * (1 + pm.p_round) * (1 + g_pv) * (1 + g_div) +
-                          (pm.p_round_abs * exact.abs_v_sum[k] + nd * kFlushProduct) / (1 - g_l);
+                          (pm.p_round_abs * exact.abs_v_sum[k] + nd * product_floor) / (1 - g_l);
       pre = hull + o_abs;
     }
+    // o' = fl32(o s32): |o s32 - O| <= sigma |o - O/sigma| (1 + scale_rel) + scale_rel |O|, and the product's
+    // rounding u of |o s32| (a flushed or subnormal product: kFlushResult absolute).
+    if (dropout) pre = pre * (1 + scale_rel) * (1 + u) + o_abs * (scale_rel + u * (1 + scale_rel)) + kFlushResult;
     // fp32 output has no separate rounding (u_out = 0): skip the term, so an infinite pre never makes 0 * inf = NaN.
     const double out_rounding = u_out > 0 ? u_out * (o_abs + pre) : 0.0;
     // The hull bounds |got| + |want| with want the oracle's own O (o_abs): it holds whatever the oracle's

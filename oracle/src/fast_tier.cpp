@@ -2,7 +2,9 @@
 // l and LSE; weighted V; bound ingredients). Exact products, compensated sums (Sum2), double-double scores,
 // LSE = m + log1p(rest) after Blanchard, Higham and Higham (IMA J. Numer. Anal. 2021) so a dominant key loses
 // nothing to 1 + tiny, P*V products made exact by a Veltkamp split. A softcap caps each score in double; a sink
-// is one more logit with a zero value row. Its own error bound (docs/error-model.md §2.3) is stored in the result.
+// is one more logit with a zero value row. A dropout leaves m, l and LSE alone: the weighted V sum runs over the kept
+// keys and is scaled by 1 / (1 - p) once, after the division by l. Its own error bound (docs/error-model.md §2.3) is
+// stored in the result.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -85,6 +87,20 @@ FLASHCHECK_VECTOR_CLONES void add_ingredients(const double* __restrict v, const 
   }
 }
 
+// A dropped key's share of pass 4: a value row of zeros (|v~ - O_k| = |O_k|), as the sink's.
+FLASHCHECK_VECTOR_CLONES void add_zero_row(const double* __restrict o, double p, double p_s, double p_g,
+                                           double p_noise, int64_t dim_v, double* __restrict dev_pv,
+                                           double* __restrict dev_pv_score, double* __restrict dev_pv_gap,
+                                           double* __restrict dev_pv_score_sq) {
+  for (int64_t k = 0; k < dim_v; ++k) {
+    const double dev = std::fabs(o[k]);
+    dev_pv[k] += p * dev;
+    dev_pv_score[k] += p_s * dev;
+    dev_pv_gap[k] += p_g * dev;
+    dev_pv_score_sq[k] += (p_noise * dev) * (p_noise * dev);
+  }
+}
+
 // Every per-column vector of the result has O's head_dim_v entries.
 void size_result(RowResult* r, int64_t head_dim_v) {
   const size_t d = static_cast<size_t>(head_dim_v);
@@ -150,6 +166,9 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   r.scale = view.scale;
   r.softcap = view.softcap;
   r.sink = view.sink;
+  r.dropout_p = view.dropout_p;
+  r.keep_scale = view.keep_scale;
+  const bool dropout = view.has_dropout();
   // Scores run over dim (Q's and K's columns); V, O and every per-column ingredient over dim_v.
   const int64_t dim = view.head_dim, dim_v = view.head_dim_v;
   const int64_t n = view.visible;
@@ -176,19 +195,27 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   const double* q = view.q;
 
   // Pass 0, over V once: sum_j |v_jk| and max |v_jk| per column, and which columns a non-finite value reaches
-  // (v * 0 is NaN exactly for a non-finite v, and NaN stays: no branch in the loop). Q here, K in pass 1.
+  // (v * 0 is NaN exactly for a non-finite v, and NaN stays: no branch in the loop). Q here, K in pass 1. Under a
+  // dropout only the kept keys' rows, whose values O averages (times the factor, applied after the loop).
   bool any_nonfinite = false;
   for (int64_t k = 0; k < dim; ++k) any_nonfinite = any_nonfinite || !std::isfinite(q[k]);
   double* __restrict abs_v_sum = r.abs_v_sum.data();
   double* __restrict col_nonfinite = zeroed_scratch_of(&scratch->col_nonfinite, dim_v);
   double* __restrict col_max = zeroed_scratch_of(&scratch->col_max, dim_v);
   for (int64_t j = 0; j < n; ++j) {
+    if (!view.kept(j)) continue;
     const double* __restrict vj = view.v + j * dim_v;
     for (int64_t k = 0; k < dim_v; ++k) {
       const double a = std::fabs(vj[k]);
       abs_v_sum[k] += a;
       col_max[k] = std::max(col_max[k], a);  // a NaN never enters: std::max keeps the first operand then
       col_nonfinite[k] += vj[k] * 0.0;
+    }
+  }
+  if (dropout) {
+    for (int64_t k = 0; k < dim_v; ++k) {
+      abs_v_sum[k] *= view.keep_scale;
+      col_max[k] *= view.keep_scale;
     }
   }
   double max_abs_v = 0.0;
@@ -368,12 +395,13 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   r.sink_p = sink_w / l;
 
   // Pass 3: O_k = (sum_j w_j v_jk) / l. w_j = wh + wl (Veltkamp), wh * v and wl * v exact; the wh terms go
-  // through TwoSum, the wl terms (below 2^-26 of them) straight into the compensation. Vectorised over k.
+  // through TwoSum, the wl terms (below 2^-26 of them) straight into the compensation. Vectorised over k. Under a
+  // dropout the sum runs over the kept keys, and the quotient is scaled by the factor, one more rounding.
   double* __restrict acc_sum = zeroed_scratch_of(&scratch->acc_sum, dim_v);
   double* __restrict acc_comp = zeroed_scratch_of(&scratch->acc_comp, dim_v);
   for (int64_t j = 0; j < n; ++j) {
     const double wj = w[j];
-    if (!usable[j] || wj == 0.0) continue;
+    if (!usable[j] || wj == 0.0 || !view.kept(j)) continue;
     double wh = 0.0, wl = 0.0;
     split_26(wj, &wh, &wl);
     const double* __restrict vj = view.v + j * dim_v;
@@ -387,6 +415,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   for (int64_t k = 0; k < dim_v; ++k) {
     const size_t kk = static_cast<size_t>(k);
     r.o[kk] = std::isnan(col_nonfinite[k]) ? kNaN : (acc_sum[kk] + acc_comp[kk]) / l;
+    if (dropout) r.o[kk] *= view.keep_scale;
   }
 
   // Pass 4: bound ingredients, weighted by p_j = w_j / l. Vectorised over k.
@@ -407,8 +436,18 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
     r.score_gap_weighted += p * g;
     r.score_flush_max = std::max(r.score_flush_max, abs_scale * flush[j]);
     if (p == 0.0) continue;
-    add_ingredients(view.v + j * dim_v, o, p, p * s_abs, p * g, p * noise[j], dim_v, abs_pv, dev_pv, dev_pv_score,
-                    dev_pv_gap, dev_pv_score_sq);
+    const double* values = view.v + j * dim_v;
+    if (dropout) {
+      if (!view.kept(j)) {
+        add_zero_row(o, p, p * s_abs, p * g, p * noise[j], dim_v, dev_pv, dev_pv_score, dev_pv_gap, dev_pv_score_sq);
+        continue;
+      }
+      double* __restrict scaled = scratch_of(&scratch->value_row, dim_v);
+      for (int64_t k = 0; k < dim_v; ++k) scaled[k] = view.keep_scale * values[k];
+      values = scaled;
+    }
+    add_ingredients(values, o, p, p * s_abs, p * g, p * noise[j], dim_v, abs_pv, dev_pv, dev_pv_score, dev_pv_gap,
+                    dev_pv_score_sq);
   }
   // The sink: value row 0, so |v - O| = |O|; no score condition; its gap joins the gap sum (the gap maximum stays
   // the keys': bound_row takes the sink's from m and sink).
@@ -446,6 +485,8 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
     r.o_err[kk] = kSecondOrder *
                   ((weight_const * r.dev_pv[kk] + weight_gap * r.dev_pv_gap[kk]) / (1 - weight_mean) +
                    dot_rel * (1 + 2 * weight_mean) * r.abs_pv[kk] + 4 * kUnit * std::fabs(r.o[kk]) + underflow_abs(kk));
+    // The dropout's factor: keep_scale's own error (2^-52 relative) and the product's rounding, u each.
+    if (dropout) r.o_err[kk] += kSecondOrder * 3 * kUnit * std::fabs(r.o[kk]);
   }
   const double l_rel = 2 * kUnit + gamma2_n;
   r.lse_err = kSecondOrder * (score_err + weight_mean + l_rel + 2 * kUnit * std::log1p(rest) +

@@ -3,6 +3,8 @@
 // the gold tier runs them in 113-bit binary floating point (Boost.Multiprecision). A softcap caps each score,
 // c tanh(s / c); a sink is one more logit in the max and the sum, with a zero value row. Only keys marked usable
 // (finite score) take part, and the sink only when finite; the caller owns the semantics of non-finite values.
+// Under a dropout pass 4 sums the kept keys only and scales O by 1 / (1 - p), formed in Real from p (exact in Real
+// wherever 1 - p is, then rounded once).
 #pragma once
 
 #include <cmath>
@@ -54,12 +56,16 @@ FourPassRow<Real> four_pass(const RowView& view, std::span<const char> usable) {
   for (int64_t j = 0; j < n; ++j) {
     if (usable[static_cast<size_t>(j)]) s[static_cast<size_t>(j)] = exp(s[static_cast<size_t>(j)] - out.m) / out.l;
   }
-  // Pass 4: O_k = sum_j p_j v_jk over head_dim_v columns.
+  // Pass 4: O_k = sum_j p_j z_j v_jk / (1 - p) over head_dim_v columns (z_j = 1, p = 0 without a dropout).
   out.o.assign(static_cast<size_t>(dim_v), Real(0));
   for (int64_t j = 0; j < n; ++j) {
-    if (!usable[static_cast<size_t>(j)]) continue;
+    if (!usable[static_cast<size_t>(j)] || !view.kept(j)) continue;
     for (int64_t k = 0; k < dim_v; ++k)
       out.o[static_cast<size_t>(k)] += s[static_cast<size_t>(j)] * Real(view.v[j * dim_v + k]);
+  }
+  if (view.has_dropout()) {
+    const Real factor = Real(1) / (Real(1) - Real(view.dropout_p));
+    for (Real& x : out.o) x *= factor;
   }
   return out;
 }

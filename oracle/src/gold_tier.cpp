@@ -54,6 +54,8 @@ RowResult gold_row(const RowView& view) {
   for (size_t k = 0; k < r.o.size(); ++k) {
     r.o_err[k] = kDoubleUnit * std::fabs(r.o[k]) + weight_const * r.dev_pv[k] + weight_gap * r.dev_pv_gap[k] +
                  sum_rel * (r.abs_pv[k] + std::fabs(r.o[k]));
+    // A dropout's factor 1 / (1 - p): 1 - p, the quotient and the product by it, one 113-bit rounding each.
+    if (view.has_dropout()) r.o_err[k] += kSafety * 3 * kQuadUnit * std::fabs(r.o[k]);
   }
   r.lse_err = kDoubleUnit * std::fabs(r.lse) + score_err + weight_const + sum_rel +
               kSafety * kGoldFunctionRel * std::fabs(std::log(r.l));

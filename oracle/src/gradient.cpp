@@ -1,6 +1,7 @@
 // exact_gradient(): the gradient of attention in the gold tier's 113-bit arithmetic, row by row as gradient.h
 // writes it: a row's scores, weights and O in quad, its D and dS, then its dQ (rounded to double once) and its
-// share of dK, dV and dsink, accumulated in quad per key and per head and rounded once at the end.
+// share of dK, dV and dsink, accumulated in quad per key and per head and rounded once at the end. Under a dropout
+// the kept weights P_ij z_ij sigma (sigma = 1 / (1 - p) in quad) take P's place in O and dV, and dP's in dS.
 #include "flashcheck/gradient.h"
 
 #include <boost/multiprecision/cpp_bin_float.hpp>
@@ -21,6 +22,14 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 bool all_finite(const double* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(x[i])) return false;
+  }
+  return true;
+}
+
+// The V rows the row reads: every visible key's, or under a dropout the kept keys' only.
+bool kept_values_finite(const detail::RowView& view) {
+  for (int64_t j = 0; j < view.visible; ++j) {
+    if (view.kept(j) && !all_finite(view.v + j * view.head_dim_v, view.head_dim_v)) return false;
   }
   return true;
 }
@@ -46,7 +55,7 @@ RowShare row_gradient(const detail::RowView& view, const double* d_o, double* dq
   const bool dout_finite = all_finite(d_o, dim_v);
   share.nonfinite = n > 0 && (!all_finite(view.q, dim) || !all_finite(view.k, n * dim) || !dout_finite ||
                               std::isnan(view.sink));
-  share.values_nonfinite = n > 0 && !share.nonfinite && !all_finite(view.v, n * dim_v);
+  share.values_nonfinite = n > 0 && !share.nonfinite && !kept_values_finite(view);
   share.sink_nan = share.nonfinite || (has_sink && (share.values_nonfinite || !dout_finite || std::isnan(view.sink)));
   for (int64_t c = 0; c < dim; ++c) dq[c] = share.nonfinite || share.values_nonfinite ? kNaN : 0.0;
   if (share.nonfinite || (n == 0 && (share.sink_nan || !dout_finite))) {
@@ -69,17 +78,21 @@ RowShare row_gradient(const detail::RowView& view, const double* d_o, double* dq
   }
   Quad l = has_sink ? exp(Quad(view.sink) - m) : Quad(0);
   for (const Quad& t : s) l += exp(t - m);
-  // P, O and D.
-  std::vector<Quad> p(static_cast<size_t>(n));
+  // P, the kept weights w = P z sigma (P without a dropout), O and D.
+  const Quad sigma = view.has_dropout() ? Quad(1) / (Quad(1) - Quad(view.dropout_p)) : Quad(1);
+  std::vector<Quad> p(static_cast<size_t>(n)), w(static_cast<size_t>(n));
   std::vector<Quad> o(static_cast<size_t>(dim_v), Quad(0));
   for (int64_t j = 0; j < n; ++j) {
     const Quad pj = exp(s[static_cast<size_t>(j)] - m) / l;
     p[static_cast<size_t>(j)] = pj;
-    for (int64_t c = 0; c < dim_v; ++c) o[static_cast<size_t>(c)] += pj * Quad(view.v[j * dim_v + c]);
+    w[static_cast<size_t>(j)] = !view.kept(j) ? Quad(0) : view.has_dropout() ? pj * sigma : pj;
+    if (!view.kept(j)) continue;  // a dropped key's V row is not read
+    const Quad wj = w[static_cast<size_t>(j)];
+    for (int64_t c = 0; c < dim_v; ++c) o[static_cast<size_t>(c)] += wj * Quad(view.v[j * dim_v + c]);
   }
   if (share.values_nonfinite) {  // dV only: the rest is NaN
     for (int64_t j = 0; j < n; ++j) {
-      for (int64_t c = 0; c < dim_v; ++c) v_acc[j * dim_v + c] += p[static_cast<size_t>(j)] * Quad(d_o[c]);
+      for (int64_t c = 0; c < dim_v; ++c) v_acc[j * dim_v + c] += w[static_cast<size_t>(j)] * Quad(d_o[c]);
     }
     share.d = kNaN;
     return share;
@@ -92,8 +105,12 @@ RowShare row_gradient(const detail::RowView& view, const double* d_o, double* dq
   std::vector<Quad> dq_acc(static_cast<size_t>(dim), Quad(0));
   for (int64_t j = 0; j < n; ++j) {
     const Quad pj = p[static_cast<size_t>(j)];
+    // dP' = z sigma dO.v: the derivative of O by the row's P_ij, zero for a dropped key.
     Quad dp = 0;
-    for (int64_t c = 0; c < dim_v; ++c) dp += Quad(d_o[c]) * Quad(view.v[j * dim_v + c]);
+    if (view.kept(j)) {
+      for (int64_t c = 0; c < dim_v; ++c) dp += Quad(d_o[c]) * Quad(view.v[j * dim_v + c]);
+      if (view.has_dropout()) dp *= sigma;
+    }
     Quad dt = pj * (dp - d);
     if (view.softcap > 0) {
       const Quad capped = s[static_cast<size_t>(j)] / Quad(view.softcap);
@@ -104,7 +121,7 @@ RowShare row_gradient(const detail::RowView& view, const double* d_o, double* dq
       dq_acc[static_cast<size_t>(c)] += scaled * Quad(view.k[j * dim + c]);
       k_acc[j * dim + c] += scaled * Quad(view.q[c]);
     }
-    for (int64_t c = 0; c < dim_v; ++c) v_acc[j * dim_v + c] += pj * Quad(d_o[c]);
+    for (int64_t c = 0; c < dim_v; ++c) v_acc[j * dim_v + c] += w[static_cast<size_t>(j)] * Quad(d_o[c]);
   }
   for (int64_t c = 0; c < dim; ++c) dq[c] = static_cast<double>(dq_acc[static_cast<size_t>(c)]);
   return share;

@@ -3,7 +3,9 @@
 // key the score, P, dP, dS and the softcap's factor are recomputed in double beside the bound on how far the
 // kernel's fp32 value of each may lie from them; the sums of dQ (over the row's keys), dK and dV (over the rows of a
 // key, every query head of its group) and dsink (over the rows of a head) carry three accumulators each: the value,
-// the propagated errors of their terms, and the magnitudes the summation's own rounding scales with.
+// the propagated errors of their terms, and the magnitudes the summation's own rounding scales with. Under a dropout
+// (general path only) a kept pair's dV weight and dP are P and dO.v times fl32(1 / (1 - p)), each rounded once more; a
+// dropped pair's are 0, exactly.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -34,6 +36,9 @@ constexpr double kOverflowGuard = kFp32Max / 4;
 // allowance as the forward's (error_model.h).
 constexpr double kExpRel = kExp2RelErr;
 constexpr double kTanhRel = kTanhRelErr;
+// A dropout's factor in the kernel, s32 = fl32(keep_scale(p)): within u (1 + 2^-52) + 2^-52 <= kScaleRel of
+// 1 / (1 - p), relative (keep_scale is within 2^-52 of it).
+constexpr double kScaleRel = kU32 + 0x1p-51;
 
 // Half the spacing of a format's subnormals: what rounding a value below its smallest normal can lose absolutely.
 double half_subnormal(Format format) {
@@ -96,6 +101,10 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
   check_values("forward.o", forward.o.size(), rows * dim_v);
   check_values("forward.lse", forward.lse.size(), rows);
   const bool tensor_core = arithmetic.arithmetic == Arithmetic::kTensorCore;
+  if (problem.dropout.p != 0.0f && arithmetic.arithmetic != Arithmetic::kGeneralFp32) {
+    throw std::invalid_argument(std::string("gradient_check: a dropout is bounded on the general-fp32 path only, not ") +
+                                to_string(arithmetic.arithmetic));
+  }
   const double u_acc = tensor_core ? kUMma : kU32;       // the GEMMs' accumulation
   const double u_out = unit_roundoff(arithmetic.format);  // dQ, dK, dV rounded once
   const double u_op = tensor_core ? u_out : 0.0;          // P and dS rounded before their GEMMs
@@ -141,7 +150,11 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
         const bool dout_finite = all_finite(dout, dim_v);
         const bool nonfinite = n > 0 && (!all_finite(view.q, dim) || !all_finite(view.k, n * dim) || !dout_finite ||
                                          std::isnan(view.sink));
-        const bool values_nonfinite = n > 0 && !nonfinite && !all_finite(view.v, n * dim_v);
+        // Under a dropout only the kept keys' V rows are read.
+        bool values_nonfinite = false;
+        for (int64_t j = 0; j < n && !nonfinite; ++j) {
+          values_nonfinite = values_nonfinite || (view.kept(j) && !all_finite(view.v + j * dim_v, dim_v));
+        }
         const bool sink_nan =
             nonfinite || (view.sink != -kInf && (values_nonfinite || !dout_finite || std::isnan(view.sink)));
         if (nonfinite || (n == 0 && (sink_nan || !dout_finite))) {
@@ -229,8 +242,30 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
             dp += dout[c] * vj[c];
             dp_mag += std::abs(dout[c] * vj[c]);
           }
-          const double e_dp = gamma_n(static_cast<double>(dim_v), u_acc) * dp_mag +
-                              gamma_n(static_cast<double>(dim_v + 4), kU64) * dp_mag + static_cast<double>(dim_v) * kFloor;
+          double e_dp = gamma_n(static_cast<double>(dim_v), u_acc) * dp_mag +
+                        gamma_n(static_cast<double>(dim_v + 4), kU64) * dp_mag + static_cast<double>(dim_v) * kFloor;
+          // The weight of dO in dV, P^ (dropout: w = P^ s32 rounded, or 0), its error and its largest value.
+          double weight = p, e_weight = e_p;
+          if (view.has_dropout()) {
+            const double sigma = view.keep_scale;  // within 2^-52 of 1 / (1 - p): 3 kU64 with the products below
+            if (view.kept(j)) {
+              // dP' = fl(dP^ s32): |dP^ s32 - sigma dP| <= sigma ((1 + r) e_dP + r |dP|), then u of |dP^ s32|; w alike.
+              e_dp = sigma * ((1 + kScaleRel) * (e_dp * (1 + kU32) + kU32 * std::abs(dp)) + kScaleRel * std::abs(dp) +
+                              3 * kU64 * std::abs(dp)) +
+                     kFloor;
+              e_weight = sigma * ((1 + kScaleRel) * (e_p * (1 + kU32) + kU32 * p) + kScaleRel * p + 3 * kU64 * p) +
+                         kFloor;
+              dp *= sigma;
+              dp_mag *= sigma;
+              weight = p * sigma;
+            } else {  // selected away: exact zeros, whatever dO.v rounded to (even inf)
+              e_dp = 0.0;
+              dp = 0.0;
+              dp_mag = 0.0;
+              weight = 0.0;
+              e_weight = 0.0;
+            }
+          }
           const double w = dp - d_exact;
           const double e_w = e_dp + e_d + kU32 * (std::abs(w) + e_dp + e_d);
           const double ds = p * w;
@@ -257,9 +292,9 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
             if (sink_acc != nullptr) sink_acc->unconstrained = true;
           }
           // P and dS rounded to the input format before their GEMMs (tensor-core class).
-          const double e_pv = e_p + u_op * p_hi + op_floor;
+          const double e_pv = e_weight + u_op * (weight + e_weight) + op_floor;
           e_dt += u_op * (std::abs(dt) + e_dt) + op_floor;
-          const double dt_hi = std::abs(dt) + e_dt, pv_hi = p + e_pv;
+          const double dt_hi = std::abs(dt) + e_dt, pv_hi = weight + e_pv;
           for (int64_t c = 0; c < dim; ++c) {
             Acc& a = dq_row[static_cast<size_t>(c)];
             a.sum += dt * kj[c];
@@ -274,7 +309,7 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
           }
           for (int64_t c = 0; c < dim_v; ++c) {
             Acc& vv = dv[static_cast<size_t>((key0 + j) * dim_v + c)];
-            vv.sum += p * dout[c];
+            vv.sum += weight * dout[c];
             vv.err += e_pv * std::abs(dout[c]);
             vv.mag += pv_hi * std::abs(dout[c]);
             ++vv.terms;

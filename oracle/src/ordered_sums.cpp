@@ -4,7 +4,9 @@
 // tiles before it. Summing the tiles' M_t (weighted by their key counts) bounds the accumulated rounding of the
 // chain far more tightly than gamma_n * sum |p v| where the column's partial sums stay small (mixed signs), and
 // never more loosely. Weights come from double scores against the row's exact m and l; their own relative error
-// (below 2^-20 where the row qualifies) scales every ingredient up.
+// (below 2^-20 where the row qualifies) scales every ingredient up. Under a dropout the sums are of the values the row
+// averages (RowResult): a dropped key adds nothing to a column and its full weight to l, a kept one its values
+// times 1 / (1 - p).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -62,11 +64,13 @@ OrderedSums ordered_sums(const Problem& problem, RowRef row, const RowResult& ex
       tile_max = std::max(tile_max, score);
       const double p = std::exp(score - exact.m) / exact.l;
       tile_l += p;
+      if (!view.kept(j)) continue;
+      const double factor = view.keep_scale;  // 1 without a dropout: p * (1 * v) is p * v
       for (size_t k = 0; k < d; ++k) {
-        const double x = p * vj[k];
+        const double x = p * (factor * vj[k]);
         s[k] += x;
         abs_tile[k] += std::fabs(x);
-        out.v_col_max[k] = std::max(out.v_col_max[k], std::fabs(vj[k]));
+        out.v_col_max[k] = std::max(out.v_col_max[k], std::fabs(factor * vj[k]));
       }
     }
     for (size_t k = 0; k < d; ++k) {

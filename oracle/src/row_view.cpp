@@ -2,6 +2,8 @@
 // later loop in bounds; a row of a sequence with lengths of its own reads only that sequence's keys.
 #include "row_view.h"
 
+#include "flashcheck/dropout.h"
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -58,6 +60,14 @@ RowView view_row(const Problem& p, RowRef row) {
   const int64_t key_offset = (row.b * p.heads_kv + h_kv) * p.seqlen_k + keys.begin;
   view.k = p.k.data() + key_offset * p.head_dim;
   view.v = p.v.data() + key_offset * dim_v;
+  if (p.dropout.p != 0.0f) {  // keep_scale throws for a p outside [0, 1), NaN included
+    view.keep_scale = keep_scale(p.dropout.p);
+    view.dropout_p = p.dropout.p;
+    view.keep.resize(static_cast<size_t>(view.visible));
+    for (int64_t j = 0; j < view.visible; ++j) {
+      view.keep[static_cast<size_t>(j)] = dropout_kept(p, p.dropout, row.b, row.h, row.i, keys.begin + j) ? 1 : 0;
+    }
+  }
   return view;
 }
 

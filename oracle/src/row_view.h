@@ -3,11 +3,13 @@
 // values, V rows head_dim_v (the problem's value_dim()): scores run over the first, O over the second. The visible
 // keys are visible_keys() of oracle_problem.h for the row's own sequence, a contiguous range; k and v point at its
 // first key, so the tiers and the emulated reference index keys 0..visible-1 of the range and never read a key the
-// row does not see (nor one past its sequence's length).
+// row does not see (nor one past its sequence's length). Under a dropout the view carries each visible key's keep
+// decision (dropout.h, the one definition) and the kept keys' factor: every tier forms its weights from these.
 #pragma once
 
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "flashcheck/oracle.h"
 
@@ -26,12 +28,21 @@ struct RowView {
   const double* q = nullptr;  // [head_dim]
   const double* k = nullptr;  // [visible, head_dim], row stride head_dim, from key key_begin
   const double* v = nullptr;  // [visible, head_dim_v], row stride head_dim_v, from key key_begin
+  // Dropout (oracle_problem.h): p (0: none), keep[j] = 1 where visible key j's element (b, h, i, key_begin + j) is
+  // kept (dropout_kept), and keep_scale(p), the kept keys' factor 1 / (1 - p) in double. Without a dropout keep is
+  // empty and the factor 1, so that no loop's arithmetic changes.
+  float dropout_p = 0.0f;
+  double keep_scale = 1.0;
+  std::vector<char> keep;  // [visible] or empty
+  bool has_dropout() const { return dropout_p > 0.0f; }
+  bool kept(int64_t j) const { return keep.empty() || keep[static_cast<size_t>(j)] != 0; }
 };
 
 // Throws std::out_of_range when `row` is outside the problem (i at or past its sequence's seqlens_q included) or its
 // spans are shorter than its shape says (v by value_dim()), and std::invalid_argument for a negative head_dim_v, a
 // softcap that is negative, infinite or NaN or per-sequence lengths that are not [batch] entries within the
-// problem's seqlen_q / seqlen_k (a caller's bug, not a property of the kernel under test).
+// problem's seqlen_q / seqlen_k (a caller's bug, not a property of the kernel under test), or a dropout p outside
+// [0, 1).
 RowView view_row(const Problem& problem, RowRef row);
 
 }  // namespace flashcheck::oracle::detail

@@ -3,7 +3,8 @@
 // where a framework's tensors hold them, dQ finished per row and dK, dV accumulated per key over the rows of its group.
 // Beside them, in double, what judge_backward's statistical check needs of each element: its magnitude, its score
 // noise and the given O's effect. Written from the formulas in gradient.h; only the format's rounding comes from the
-// oracle's fp32 emulation.
+// oracle's fp32 emulation. Under a dropout, as a framework's dropout layer after the softmax: the dropped P, P z s32
+// (s32 = fl32(1 / (1 - p))) in the format, weighs dO in dV, and dP' = dP z s32 in the format replaces dP in D and dS.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "flashcheck/dropout.h"
 #include "flashcheck/error_model.h"
 #include "flashcheck/gradient.h"
 #include "fp_emulation.h"
@@ -45,7 +47,9 @@ float dot_f32(const double* a, const double* b, int64_t n, double* partial_sq = 
 struct Pair {
   float s = 0.0f, y = 0.0f;  // score (capped), tanh of the cap
   float p = 0.0f;            // P in the format
-  float dp = 0.0f;           // dP in the format
+  float dp = 0.0f;           // dP in the format (dropout: dP' = dP z s32, in the format)
+  float pv = 0.0f;           // dO's weight in dV: P (dropout: P z s32, in the format)
+  double kept_scale = 1.0;   // z s32: 1 without a dropout, 0 for a dropped key
   float dt = 0.0f;           // dS times the softcap's factor, in the format
   double weight = 0.0;       // P = e / l in double (unrounded): the first-order terms below
   double g = 1.0;            // the softcap's factor 1 - y^2
@@ -69,6 +73,8 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
   const float scale = static_cast<float>(problem.scale);
   const double scale_abs = std::fabs(static_cast<double>(scale));
   const float cap = static_cast<float>(problem.softcap);
+  // A dropout's factor as the framework's dropout layer holds it: fl32 of 1 / (1 - p) (1 without a dropout).
+  const float keep_scale32 = problem.dropout.p != 0.0f ? static_cast<float>(keep_scale(problem.dropout.p)) : 1.0f;
   const int64_t keys = problem.batch * problem.heads_kv * problem.seqlen_k;
   const int64_t group = problem.heads_kv > 0 ? problem.heads_q / problem.heads_kv : 1;
 
@@ -132,6 +138,11 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
                              kExp2RelErr + (cap > 0.0f ? kTanhRelErr * std::fabs(static_cast<double>(x.s)) : 0.0);
           x.noise = eps * x.weight;
           x.p = in_format(x.p / l);
+          x.pv = x.p;
+          if (view.has_dropout()) {
+            x.kept_scale = view.kept(static_cast<int64_t>(j)) ? static_cast<double>(keep_scale32) : 0.0;
+            x.pv = in_format(x.p * static_cast<float>(x.kept_scale));
+          }
         }
         // dP in the format, D = sum_j P_ij dP_ij, dS (times the softcap's factor) in the format. The partial sums of
         // dP_ij = dO_i.v_j and of a kernel's D_i = dO_i.O_i size their roundings.
@@ -142,6 +153,11 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
         for (int64_t j = 0; j < n; ++j) {
           Pair& x = pairs[static_cast<size_t>(j)];
           x.dp = in_format(dot_f32(dout, view.v + j * dim_v, dim_v, &dp_partial_sq[static_cast<size_t>(j)]));
+          if (view.has_dropout()) {
+            // A dropped key's dP' is an exact 0, its dP unread; a kept one's partial sums scale with s32.
+            x.dp = x.kept_scale == 0.0 ? 0.0f : in_format(x.dp * static_cast<float>(x.kept_scale));
+            dp_partial_sq[static_cast<size_t>(j)] *= x.kept_scale * x.kept_scale;
+          }
           d = std::fma(x.p, x.dp, d);
         }
         for (size_t j = 0; j < pairs.size(); ++j) {
@@ -189,9 +205,10 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
           }
           for (int64_t c = 0; c < dim_v; ++c) {
             const size_t e = static_cast<size_t>((key0 + j) * dim_v + c);
-            dv_acc[e] = std::fma(x.p, static_cast<float>(dout[c]), dv_acc[e]);
-            out.dv_magnitude[e] += static_cast<double>(x.p) * std::fabs(dout[c]);
-            out.dv_noise[e] += (x.noise * dout[c]) * (x.noise * dout[c]);
+            dv_acc[e] = std::fma(x.pv, static_cast<float>(dout[c]), dv_acc[e]);
+            out.dv_magnitude[e] += static_cast<double>(x.pv) * std::fabs(dout[c]);
+            const double noise = view.has_dropout() ? x.noise * x.kept_scale : x.noise;
+            out.dv_noise[e] += (noise * dout[c]) * (noise * dout[c]);
           }
         }
       }

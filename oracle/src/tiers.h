@@ -56,6 +56,7 @@ struct FastScratch {
   std::vector<double> k_block;             // (head_dim, lanes): K of a few keys, transposed
   std::vector<double> col_nonfinite;       // [head_dim_v] NaN where a V column holds a non-finite value, else 0
   std::vector<double> col_max, acc_sum, acc_comp;  // [head_dim_v]
+  std::vector<double> value_row;                   // [head_dim_v] a kept key's V row times the dropout's factor
 };
 
 // The calling thread's scratch.

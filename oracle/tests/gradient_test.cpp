@@ -2,7 +2,7 @@
 // identities of the math that need no differencing: shifting every score of a row moves nothing, grouped heads are
 // repeated heads, a key no row sees gets no gradient, non-finite inputs reach exactly the gradients they touch. The
 // bound of gradient_check against fp32 emulations of both arithmetic classes; the same-precision reference's error
-// against its format's precision.
+// against its format's precision. Under a dropout likewise, with p = 0 bit for bit no dropout.
 #include "flashcheck/gradient.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <stdexcept>
@@ -19,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "flashcheck/dropout.h"
 #include "flashcheck/error_model.h"
 #include "flashcheck/oracle.h"
 #include "test_problems.h"
@@ -313,10 +315,18 @@ Forward forward_of(const Owned& o, Format format, double o_ulps = 0.0) {
   return f;
 }
 
+// What an emulated kernel gets wrong about a dropout (emulate()): nothing; dP' without the factor s32; dP not dropped
+// (s32 dP for every key); the dropped keys' dV weights kept.
+enum class DropoutDefect { kNone, kUnscaledDp, kUndroppedDp, kUndroppedDv };
+
 // A backward kernel of `arithmetic` written from backward.h's formulas in fp32, rows in forward or reverse order
-// (so dK, dV and dsink sum in another order), dQ's terms in key order or reversed.
-Gradient emulate(const Owned& o, const Forward& f, const BackwardArithmetic& arith, bool reverse) {
+// (so dK, dV and dsink sum in another order), dQ's terms in key order or reversed. Under a dropout (general path) a
+// kept pair's dV weight is fl(P s32) and its dP' = fl(dP s32), a dropped pair's both 0, s32 = fl32(1 / (1 - p)).
+Gradient emulate(const Owned& o, const Forward& f, const BackwardArithmetic& arith, bool reverse,
+                 DropoutDefect defect = DropoutDefect::kNone) {
   const Problem& p = o.p;
+  const bool dropout = p.dropout.p != 0.0f;
+  const float s32 = dropout ? static_cast<float>(keep_scale(p.dropout.p)) : 1.0f;
   const int64_t dim = p.head_dim, dv = value_dim(p), group = p.heads_q / p.heads_kv;
   const bool tc = arith.arithmetic == Arithmetic::kTensorCore;
   const auto op = [&](float x) { return tc ? static_cast<float>(testing::round_to(arith.format, x)) : x; };
@@ -360,10 +370,16 @@ Gradient emulate(const Owned& o, const Forward& f, const BackwardArithmetic& ari
         x = static_cast<float>(p.softcap) * log2e * t;
       }
       const float pw = lse2 == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp2(x - lse2);
-      float dt = pw * (dp - d);
+      float dp_kept = dp, pv = op(pw);
+      if (dropout) {
+        const bool kept = dropout_kept(p, p.dropout, b, h, i, j);
+        dp_kept = kept || defect == DropoutDefect::kUndroppedDp ? dp * s32 : 0.0f;
+        if (defect == DropoutDefect::kUnscaledDp) dp_kept = kept ? dp : 0.0f;
+        pv = kept || defect == DropoutDefect::kUndroppedDv ? pw * s32 : 0.0f;
+      }
+      float dt = pw * (dp_kept - d);
       if (p.softcap > 0) dt = dt * (1.0f - t * t);
       dt = op(dt);
-      const float pv = op(pw);
       for (int64_t c = 0; c < dim; ++c) {
         dq[static_cast<size_t>(c)] = std::fma(dt, static_cast<float>(k[c]), dq[static_cast<size_t>(c)]);
         float& acc = dk[static_cast<size_t>((kv * p.seqlen_k + j) * dim + c)];
@@ -552,11 +568,11 @@ RmsOf rms_of(std::span<const double> got, std::span<const double> want, std::spa
 
 // The reference errs at its format's precision: in fp16 and bf16 by about its outputs' rounding (a quarter to four
 // units of roundoff of the exact values' RMS), in fp32 by a few fp32 roundings of its sums' magnitudes; on the same
-// inputs bf16 errs more than fp16 (8x the roundoff), fp16 far more than fp32.
-TEST(SamePrecisionGradient, ErrsAtItsFormatsPrecision) {
-  uint64_t seed = 90;
+// inputs bf16 errs more than fp16 (8x the roundoff), fp16 far more than fp32. Under a dropout (the problem's) alike.
+void expect_errs_at_formats_precision(const Dropout& dropout, uint64_t seed) {
   for (const Shape& s : bound_shapes()) {
     Owned o = make(s, ++seed, 2.0);
+    o.p.dropout = dropout;
     round_inputs(&o, Format::kBF16);  // the same inputs in every format
     const Gradient gold = exact_gradient(o.p, o.d_o);
     const auto reference = [&](Format format) {
@@ -573,7 +589,7 @@ TEST(SamePrecisionGradient, ErrsAtItsFormatsPrecision) {
       const RmsOf r32 = rms_of(*got32, *want, *mag32);
       const RmsOf r16 = rms_of(*std::get<1>(t16[t]), *want, *std::get<3>(t16[t]));
       const RmsOf rb16 = rms_of(*std::get<1>(tb16[t]), *want, *std::get<3>(tb16[t]));
-      const std::string what = s.name + " " + name;
+      const std::string what = s.name + " p " + std::to_string(dropout.p) + " " + name;
       const double u32 = unit_roundoff(Format::kF32), u16 = unit_roundoff(Format::kF16), ub16 = unit_roundoff(Format::kBF16);
       EXPECT_GT(r32.error, 0.05 * u32 * r32.magnitude) << what;
       EXPECT_LT(r32.error, 8.0 * u32 * r32.magnitude) << what;
@@ -587,6 +603,12 @@ TEST(SamePrecisionGradient, ErrsAtItsFormatsPrecision) {
                   what.c_str(), r32.error / (u32 * r32.magnitude), r16.error / (u16 * r16.exact),
                   rb16.error / (ub16 * rb16.exact));
     }
+  }
+}
+TEST(SamePrecisionGradient, ErrsAtItsFormatsPrecision) { expect_errs_at_formats_precision(Dropout{}, 90); }
+TEST(SamePrecisionGradient, ErrsAtItsFormatsPrecisionUnderDropout) {
+  for (const Dropout& dropout : {Dropout{0.5f, 0x5eed, (uint64_t{1} << 32) - 2}, Dropout{0.1f, 3, 5}}) {
+    expect_errs_at_formats_precision(dropout, 300);
   }
 }
 
@@ -644,6 +666,222 @@ TEST(SamePrecisionGradient, GivenOEffectIsTheKernelsErrorFromO) {
       }
       EXPECT_LT(std::sqrt(left), 0.01 * std::sqrt(whole)) << s.name << " " << name;
     }
+  }
+}
+
+
+// ---- Dropout: the exact gradient of the dropped forward, gradient_check's bound for the general path's arithmetic with
+// dropout, the same-precision reference, and p = 0 bit for bit no dropout.
+
+// Dropouts the gradient tests run under: half the keys, most of them, and a tenth; streams crossing 2^32.
+const std::vector<Dropout>& dropouts() {
+  static const std::vector<Dropout> all{{0.5f, 0x5eed, (uint64_t{1} << 32) - 2}, {0.9f, 7, 0}, {0.1f, ~uint64_t{0}, 12}};
+  return all;
+}
+
+// Keys dropped and kept over the problem's visible (row, key) pairs.
+std::pair<int64_t, int64_t> drop_counts(const Problem& p) {
+  int64_t dropped = 0, kept = 0;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      for (int64_t i = 0; i < sequence_seqlen_q(p, b); ++i) {
+        const KeySpan keys = visible_keys(p, b, i);
+        for (int64_t j = keys.begin; j < keys.end; ++j) (dropout_kept(p, p.dropout, b, h, i, j) ? kept : dropped) += 1;
+      }
+    }
+  }
+  return {dropped, kept};
+}
+
+// The mask is fixed, so the dropped forward is smooth: its central differences are the exact dropped gradient's.
+TEST(ExactGradient, DropoutMatchesCentralDifferencesOfTheDroppedGoldForward) {
+  uint64_t seed = 200;
+  int64_t dropped_total = 0, kept_total = 0;
+  for (const Shape& s : shapes()) {
+    for (const Dropout& dropout : {dropouts()[0], dropouts()[2]}) {
+      Owned o = make(s, ++seed);
+      o.p.dropout = dropout;
+      const auto [dropped, kept] = drop_counts(o.p);
+      dropped_total += dropped;
+      kept_total += kept;
+      const Gradient g = exact_gradient(o.p, o.d_o);
+      Problem undropped = o.p;
+      undropped.dropout = Dropout{};
+      const Gradient plain = exact_gradient(undropped, o.d_o);
+      const auto check = [&](const char* name, std::vector<double>* t, const std::vector<double>& grad,
+                             const std::vector<double>& grad_plain) {
+        ASSERT_EQ(grad.size(), t->size()) << s.name << " " << name;
+        double scale = 1e-30, moved = 0.0;
+        for (size_t at = 0; at < grad.size(); ++at) {
+          scale = std::max(scale, std::fabs(grad[at]));
+          moved = std::max(moved, std::fabs(grad[at] - grad_plain[at]));
+        }
+        for (size_t at = 0; at < t->size(); ++at) {
+          const double fd = central_difference(&o, t, at);
+          EXPECT_NEAR(grad[at], fd, 1e-6 * scale) << s.name << " p " << dropout.p << " d" << name << "[" << at << "]";
+        }
+        // Not the undropped gradient where a key is dropped: the check above can tell them apart.
+        if (dropped > 0) {
+          EXPECT_GT(moved, 1e-4 * scale) << s.name << " d" << name;
+        }
+      };
+      check("q", &o.q, g.dq, plain.dq);
+      check("k", &o.k, g.dk, plain.dk);
+      check("v", &o.v, g.dv, plain.dv);
+      if (s.sink) check("sink", &o.sink, g.dsink, plain.dsink);
+    }
+  }
+  EXPECT_GT(dropped_total, 10);
+  EXPECT_GT(kept_total, 10);
+}
+
+// A dropped key's V row is not read: a NaN there changes nothing; a NaN in a kept one reaches its row's dQ.
+TEST(ExactGradient, DropoutLeavesDroppedValuesUnread) {
+  const Shape one_row{"one row", 1, 1, 1, 1, 8, 4, 0, kAllKeys, 0.0, false, {}, {}};
+  Owned o = make(one_row, 210);
+  o.p.dropout = dropouts()[0];
+  const Gradient before = exact_gradient(o.p, o.d_o);
+  const int64_t dv = value_dim(o.p);
+  int64_t dropped_key = -1, kept_key = -1;
+  for (int64_t j = 0; j < o.p.seqlen_k; ++j) {
+    bool any_kept = false;
+    for (int64_t i = 0; i < o.p.seqlen_q; ++i) any_kept = any_kept || dropout_kept(o.p, o.p.dropout, 0, 0, i, j);
+    (any_kept ? kept_key : dropped_key) = j;
+  }
+  ASSERT_GE(kept_key, 0);
+  ASSERT_GE(dropped_key, 0);
+  o.v[static_cast<size_t>(dropped_key * dv)] = std::numeric_limits<double>::quiet_NaN();
+  const Gradient unread = exact_gradient(o.p, o.d_o);
+  for (size_t at = 0; at < unread.dq.size(); ++at) EXPECT_EQ(unread.dq[at], before.dq[at]) << "dq[" << at << "]";
+  for (size_t at = 0; at < unread.dv.size(); ++at) EXPECT_EQ(unread.dv[at], before.dv[at]) << "dv[" << at << "]";
+  o.v[static_cast<size_t>(dropped_key * dv)] = 0.5;
+  o.v[static_cast<size_t>(kept_key * dv)] = std::numeric_limits<double>::quiet_NaN();
+  const Gradient after = exact_gradient(o.p, o.d_o);
+  bool any_nan = false;
+  for (const double x : after.dq) any_nan = any_nan || std::isnan(x);
+  EXPECT_TRUE(any_nan);
+}
+
+// gradient_check's fast values under a dropout against the gold gradient.
+TEST(GradientCheck, DropoutFastTierMatchesTheGoldGradient) {
+  uint64_t seed = 220;
+  for (const Shape& s : bound_shapes()) {
+    for (const Dropout& dropout : dropouts()) {
+      Owned o = make(s, ++seed, 2.0);
+      o.p.dropout = dropout;
+      round_inputs(&o, Format::kBF16);
+      const Gradient gold = exact_gradient(o.p, o.d_o);
+      const Forward f = forward_of(o, Format::kBF16);
+      const GradientCheck check = gradient_check(o.p, o.d_o, {f.o, f.lse}, {Arithmetic::kGeneralFp32, Format::kBF16});
+      const auto close = [&](const char* name, const std::vector<double>& a, const std::vector<double>& b) {
+        ASSERT_EQ(a.size(), b.size()) << s.name << " " << name;
+        double scale = 1e-300;
+        for (double x : b) scale = std::max(scale, std::fabs(x));
+        for (size_t at = 0; at < a.size(); ++at) {
+          EXPECT_NEAR(a[at], b[at], 1e-12 * scale) << s.name << " p " << dropout.p << " " << name << "[" << at << "]";
+        }
+      };
+      close("dq", check.exact.dq, gold.dq);
+      close("dk", check.exact.dk, gold.dk);
+      close("dv", check.exact.dv, gold.dv);
+      close("dsink", check.exact.dsink, gold.dsink);
+      close("d", check.exact.d, gold.d);
+    }
+  }
+}
+
+// The bound holds for the fp32 emulation of the general path's arithmetic with dropout, in both summation orders, on
+// every format, the forward's O rounded to nearest or a few units off; it is informative (within a factor 200), and a
+// kernel that gets the dropout wrong fails it.
+TEST(GradientCheck, DropoutBoundHoldsForEmulatedKernelsAndCatchesWrongDropouts) {
+  uint64_t seed = 240;
+  for (const Format format : {Format::kF32, Format::kF16, Format::kBF16}) {
+    Worst worst;
+    for (const Shape& s : bound_shapes()) {
+      for (const Dropout& dropout : dropouts()) {
+        for (const double o_ulps : {0.0, 3.0}) {
+          Owned o = make(s, ++seed, 2.0);
+          o.p.dropout = dropout;
+          round_inputs(&o, format);
+          const Forward f = forward_of(o, format, o_ulps);
+          const BackwardArithmetic arith{Arithmetic::kGeneralFp32, format};
+          const GradientCheck check = gradient_check(o.p, o.d_o, {f.o, f.lse}, arith);
+          for (const bool reverse : {false, true}) {
+            const Gradient got = emulate(o, f, arith, reverse);
+            const std::string tag = s.name + " p " + std::to_string(dropout.p) + (reverse ? " reversed" : "") + " O+" +
+                                    std::to_string(o_ulps) + "u ";
+            track(&worst, (tag + "dq").c_str(), got.dq, check.exact.dq, check.dq);
+            track(&worst, (tag + "dk").c_str(), got.dk, check.exact.dk, check.dk);
+            track(&worst, (tag + "dv").c_str(), got.dv, check.exact.dv, check.dv);
+            track(&worst, (tag + "dsink").c_str(), got.dsink, check.exact.dsink, check.dsink);
+          }
+          if (o_ulps != 0.0 || dropout.p < 0.5f) continue;
+          for (const DropoutDefect defect :
+               {DropoutDefect::kUnscaledDp, DropoutDefect::kUndroppedDp, DropoutDefect::kUndroppedDv}) {
+            const Gradient wrong = emulate(o, f, arith, false, defect);
+            Worst caught;
+            track(&caught, "dq", wrong.dq, check.exact.dq, check.dq);
+            track(&caught, "dk", wrong.dk, check.exact.dk, check.dk);
+            track(&caught, "dv", wrong.dv, check.exact.dv, check.dv);
+            EXPECT_GT(caught.ratio, 1.0) << s.name << " " << to_string(format) << " defect "
+                                         << static_cast<int>(defect) << ": " << caught.where;
+          }
+        }
+      }
+    }
+    const std::string what = std::string(to_string(format)) + " general-fp32 dropout: worst " + worst.where;
+    EXPECT_LE(worst.ratio, 1.0) << what;
+    EXPECT_GE(worst.ratio, 1.0 / 200) << what;
+    std::printf("[ GRADIENT ] %s ratio %.4f\n", what.c_str(), worst.ratio);
+  }
+}
+
+// A dropout is bounded on the general path only.
+TEST(GradientCheck, DropoutOnOtherPathsIsRefused) {
+  Owned o = make(bound_shapes()[0], 260, 2.0);
+  o.p.dropout = dropouts()[0];
+  round_inputs(&o, Format::kBF16);
+  const Forward f = forward_of(o, Format::kBF16);
+  EXPECT_THROW(gradient_check(o.p, o.d_o, {f.o, f.lse}, {Arithmetic::kTensorCore, Format::kBF16}),
+               std::invalid_argument);
+  EXPECT_NO_THROW(gradient_check(o.p, o.d_o, {f.o, f.lse}, {Arithmetic::kGeneralFp32, Format::kBF16}));
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+}
+
+// p = 0 with any seed and offset is no dropout, bit for bit: the exact gradient, gradient_check's values and bounds
+// on both paths, and the same-precision reference with its magnitudes, noise and given-O effects.
+TEST(GradientCheck, ZeroProbabilityDropoutIsBitIdenticalToNone) {
+  uint64_t seed = 280;
+  for (const Shape& s : bound_shapes()) {
+    Owned o = make(s, ++seed, 2.0);
+    round_inputs(&o, Format::kBF16);
+    Problem zero = o.p;
+    zero.dropout = Dropout{0.0f, 0x1234, (uint64_t{1} << 32) - 1};
+    const Forward f = forward_of(o, Format::kBF16);
+    const Gradient a = exact_gradient(zero, o.d_o), b = exact_gradient(o.p, o.d_o);
+    EXPECT_TRUE(same_bits(a.dq, b.dq) && same_bits(a.dk, b.dk) && same_bits(a.dv, b.dv) &&
+                same_bits(a.dsink, b.dsink) && same_bits(a.d, b.d))
+        << s.name;
+    for (const Arithmetic path : {Arithmetic::kGeneralFp32, Arithmetic::kTensorCore}) {
+      const GradientCheck ca = gradient_check(zero, o.d_o, {f.o, f.lse}, {path, Format::kBF16});
+      const GradientCheck cb = gradient_check(o.p, o.d_o, {f.o, f.lse}, {path, Format::kBF16});
+      EXPECT_TRUE(same_bits(ca.exact.dq, cb.exact.dq) && same_bits(ca.exact.dk, cb.exact.dk) &&
+                  same_bits(ca.exact.dv, cb.exact.dv) && same_bits(ca.exact.dsink, cb.exact.dsink) &&
+                  same_bits(ca.dq, cb.dq) && same_bits(ca.dk, cb.dk) && same_bits(ca.dv, cb.dv) &&
+                  same_bits(ca.dsink, cb.dsink))
+          << s.name << " " << to_string(path);
+    }
+    const SamePrecisionGradient ra = same_precision_gradient(zero, o.d_o, f.o, b.d, Format::kBF16);
+    const SamePrecisionGradient rb = same_precision_gradient(o.p, o.d_o, f.o, b.d, Format::kBF16);
+    EXPECT_TRUE(same_bits(ra.dq, rb.dq) && same_bits(ra.dk, rb.dk) && same_bits(ra.dv, rb.dv) &&
+                same_bits(ra.dq_magnitude, rb.dq_magnitude) && same_bits(ra.dk_magnitude, rb.dk_magnitude) &&
+                same_bits(ra.dv_magnitude, rb.dv_magnitude) && same_bits(ra.dq_noise, rb.dq_noise) &&
+                same_bits(ra.dk_noise, rb.dk_noise) && same_bits(ra.dv_noise, rb.dv_noise) &&
+                same_bits(ra.dq_from_o, rb.dq_from_o) && same_bits(ra.dk_from_o, rb.dk_from_o))
+        << s.name;
   }
 }
 

@@ -74,6 +74,9 @@ OrderedSums ordered_sums(const Problem& problem, RowRef row, const RowResult& ex
 // `splits` > 1: the K/V tiles the row's Q tile visits are split into that many contiguous runs (split-KV), each an
 // online softmax of its own, merged in split order (§4.10): the bound counts min(splits, tiles) more tile boundaries
 // and does not use `sums` (they model the unsplit order); splits <= 1 is the unsplit bound, bit for bit.
+// A row under a dropout (RowResult::dropout_p > 0) is bounded on the general-fp32 path only (§4.13: the kernel sums
+// the kept keys' products and scales o by fl32(1 / (1 - p)) after the division); another path throws
+// std::invalid_argument. p = 0 is the bound without a dropout, bit for bit.
 RowBound bound_row(const RowResult& exact, Format format, Arithmetic arithmetic, int32_t block_n, int64_t head_dim,
                    const OrderedSums* sums = nullptr, int32_t splits = 1);
 
@@ -116,7 +119,9 @@ double l_error_ratio(const RowResult& exact, const RowBound& bound, double kerne
 // does); per element the member farthest from the exact value (`exact`: the row's RowResult, computed with
 // the fast tier when null) is returned. So every healthy implementation, GPU or host model, stays within the
 // RMS factor of it, without lucky cancellations in the reference. Returns O [head_dim_v] as doubles (0 for
-// rows with no usable key; NaN where the emulation is non-finite).
+// rows with no usable key; NaN where the emulation is non-finite). Under a dropout (general-fp32 only; another path
+// throws std::invalid_argument) the dropped keys' products are skipped and O = fl32(fl32(acc / l) fl32(1 / (1 - p)))
+// before its rounding to format, as §4.13 has the kernel compute it.
 std::vector<double> emulated_row(const Problem& problem, RowRef row, Format format, Arithmetic arithmetic,
                                  int32_t block_n = 0, const RowResult* exact = nullptr);
 

@@ -15,6 +15,12 @@
 // non-finite"): its dQ and D, dK and dV of every key it sees, and its head's sink gradient. A row that sees no key
 // depends on no q: its dQ is 0 whatever Q holds, and a non-finite dO (through D) or a NaN sink reach only the sink's
 // gradient.
+// Under a dropout (Problem::dropout, p > 0; z_ij the keep decision of dropout.h, sigma = 1 / (1 - p)) the kept weights
+// P_ij z_ij sigma take P's place where V is weighted, and P stays the undropped softmax everywhere else:
+//   O_i = sum_j P_ij z_ij sigma v_j;   dV_j = sum_i P_ij z_ij sigma dO_i;   dP'_ij = z_ij sigma dO_i.v_j;
+//   D_i = dO_i.O_i = sum_j P_ij dP'_ij;   dS_ij = P_ij (dP'_ij - D_i);
+// dT, dQ, dK and dsink follow from dS and D as above. A dropped key's V row is not read (a non-finite value there
+// reaches nothing).
 #pragma once
 
 #include <span>
@@ -46,6 +52,8 @@ Gradient exact_gradient(const Problem& problem, std::span<const double> d_o);
 // Either way the kernel recomputes x = fl(fl(q.k) fl(scale log2 e)) (with a softcap fl(c log2 e) tanh(fl(q.k
 // fl(scale / c)))) and P = exp2(fl(x - fl(LSE log2 e))) from the forward's LSE, D = dO.O from the forward's O, dQ
 // and dK as fl(scale * sum), and rounds dQ, dK, dV to `format` once; dsink stays fp32.
+// A dropout runs on kGeneralFp32 only (docs/error-model.md §10.8): with s32 = fl32(1 / (1 - p)), a kept pair's
+// w = fl(P s32) weighs dO in dV and dP' = fl(dP s32) enters dS = fl(P fl(dP' - D)); a dropped pair's w and dP' are 0.
 struct BackwardArithmetic {
   Arithmetic arithmetic = Arithmetic::kGeneralFp32;
   Format format = Format::kF32;  // of Q, K, V, O, dO, and of dQ, dK, dV
@@ -74,6 +82,8 @@ struct GradientCheck {
   // (dsink). For the report.
   int64_t max_keys = 0, max_rows = 0;
 };
+// A problem under a dropout with another arithmetic than kGeneralFp32 throws std::invalid_argument; p = 0 is no
+// dropout, bit for bit.
 GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o, const ForwardResult& forward,
                              const BackwardArithmetic& arithmetic);
 
@@ -93,7 +103,10 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
 // exp and tanh are correctly rounded to fp32 (computed in double). A row without a visible key and no sink, or with a
 // sink of +inf, adds nothing (P = 0); a sink of -inf is none. In fp32 the roundings to `format` change nothing: the
 // reference is then the plain fp32 computation. Non-finite inputs give whatever fp32 gives (the statistical check
-// pools only elements whose exact gradient, bound and reference are finite). dsink is not computed.
+// pools only elements whose exact gradient, bound and reference are finite). dsink is not computed. Under a dropout
+// (s32 = fl32(1 / (1 - p)), z the keep decision) as a framework's dropout layer after the softmax: dV_j sums
+// fl(P_ij z_ij s32) (in `format`) times dO_i, and dP'_ij = z_ij s32 dP_ij (in `format`) replaces dP_ij in D and dS;
+// the noise of dV scales with z s32 and that of dP with it (a dropped dP' is exact). p = 0 is no dropout, bit for bit.
 //
 // Beside each element, in double, what a FlashAttention-style backward cannot help erring by where this reference
 // does not (it recomputes P from the forward's LSE and takes D = dO.O from the forward's O); the statistical check

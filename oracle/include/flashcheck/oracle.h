@@ -17,7 +17,10 @@
 //  * a non-finite V element at a visible key (even one of zero weight: the kernel computes 0*inf = NaN):
 //    O of that column is NaN, which means "must be non-finite" (the kernel may give +-inf or NaN); only a row
 //    with no usable key and no sink is exempt (the kernel writes its O = 0 without reading its accumulator);
-//  * -inf scores carry zero weight.
+//  * -inf scores carry zero weight;
+//  * a dropout (Problem::dropout, p > 0) scales each kept key's value row by 1 / (1 - p) and removes each dropped
+//    key's from O: O = sum_j p_j z_j / (1 - p) v_j, with p_j the undropped weights (m, l and LSE do not change). A
+//    dropped key's V row is not read: a non-finite value there reaches no column of O.
 #pragma once
 
 #include <compare>
@@ -47,6 +50,9 @@ const char* to_string(Tier tier);  // "gold", "fast"
 // logit s_sink whose value row is zero and whose S is 0: m and l include it, and every sum over j below includes its
 // term (in dev_pv p_s |O_k|, in dev_pv_gap p_s gap_s |O_k|, in the gap sums and maxima its gap); abs_pv, abs_v_sum
 // and max_abs_v do not change.
+// Under a dropout every per-column ingredient below is that of the values the row averages, v~_jk = z_j sigma v_jk
+// (z_j the key's keep decision, sigma = 1 / (1 - p)): a dropped key counts as a value row of zeros (as the sink
+// does), a kept one with its values times sigma; abs_v_sum and max_abs_v run over the kept keys, times sigma.
 struct RowResult {
   RowRef row;
   int64_t visible = 0;    // number of visible keys
@@ -81,6 +87,9 @@ struct RowResult {
   double sink = -std::numeric_limits<double>::infinity();  // the sink logit of the row's head; -inf: none
   double sink_p = 0.0;                                    // p_s = exp(sink - m) / l, the sink's share of l
   double keys_m = -std::numeric_limits<double>::infinity();  // max over the keys alone; m = max(keys_m, sink)
+  // The row's dropout: p (0: none) and the kept keys' factor, keep_scale(p) (1 without a dropout).
+  float dropout_p = 0.0f;
+  double keep_scale = 1.0;
   // This tier's own error (bounds on |reported - exact|); bound_row adds them, so verdicts stay honest.
   std::vector<double> o_err;  // [head_dim_v]
   double lse_err = 0.0;
