@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "backward_cases.h"
 #include "checks.h"
 #include "flashcheck/backward_check.h"
 #include "flashcheck/dtype.h"
@@ -20,17 +21,8 @@
 #include "tier.h"
 
 namespace flashcheck::properties {
-namespace {
-
 namespace gen = rc::gen;
 
-// What a backward property needs of its cases.
-struct GradNeeds {
-  bool dense = false;     // no sequences (the relation edits dense positions)
-  int64_t min_group = 1;  // heads_q / heads_kv at least this
-  bool plain = false;     // no softcap, no sink (identities of the plain softmax)
-  bool unmasked = false;  // mask none
-};
 
 CaseOptions grad_options(const GradNeeds& needs) {
   CaseOptions o = finite_options();
@@ -64,7 +56,7 @@ std::string outside_grad(const GradNeeds& needs, const Case& c) {
   return outside_options(grad_options(needs), dense);
 }
 
-Case grad_case(const GradNeeds& needs = {}) {
+Case grad_case(const GradNeeds& needs) {
   if (const Case* r = replay_case()) return *replayed_case(*r, outside_grad(needs, *r));
   Case c = *gen_case(grad_options(needs));
   c.grad = true;
@@ -93,7 +85,7 @@ Case grad_case(const GradNeeds& needs = {}) {
   return c;
 }
 
-BackwardOutputs run_grad(const HostInputs& in, bool deterministic = false) {
+BackwardOutputs run_grad(const HostInputs& in, bool deterministic) {
   BackwardRunOptions options;
   options.defect = planted_defect();
   options.deterministic = deterministic;
@@ -105,11 +97,13 @@ BackwardOutputs run_grad(const HostInputs& in, bool deterministic = false) {
 }
 
 BackwardVerdict judged(const Case& c, const HostInputs& in, const BackwardOutputs& out,
-                       const oracle::GradientCheck* check = nullptr) {
+                       const oracle::GradientCheck* check) {
   const BackwardVerdict v = judge_backward(c, in, out, check);
   RC_LOG() << v.report();
   return v;
 }
+
+namespace {
 
 // A gradient element of a case with power-of-two-scaled dO: 2^e times the first run's, bit for bit, where no value on
 // the way is subnormal in fp32 or in the dtype (their grids are absolute, not relative): on the general path (the

@@ -297,6 +297,7 @@ Status LoadedSubject::supports(const Params& p) const {
                                            ".." + std::to_string(value_dims_->head_dim_v_max));
     }
   }
+  if (p.dropout_p != 0.0f) return unsupported("dropout_p", "the subject ABI carries no dropout");
   if (find_mask(p.mask) == nullptr || !(c.masks & FC_SUBJECT_BIT(find_mask(p.mask)->c_code))) {
     return unsupported("mask", std::string(mask_text(p.mask)) + " not among " + list_masks(c.masks));
   }

@@ -28,6 +28,8 @@ using detail::QkvChanged;
 
 // LSE rows allocated for a case without O elements (head_dim = 0): enough for any shape a test builds.
 constexpr int64_t kMaxRowsWithoutO = int64_t{1} << 24;
+// The largest dropout mask dump a run takes (bytes, one per element of P): a debugging output, host memory.
+constexpr int64_t kMaxMaskBytes = int64_t{1} << 30;
 
 // The query rows of a run: canonical (b, h, i) with i below sequence b's length, as RunOutputs orders them
 // ([B, Hq, Sq]), and where the kernel keeps each (instrument.h): LSE, m and l at (b * Hq + h) * Sq + i, or at
@@ -279,6 +281,21 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
     images.trace_m = make_f32_image(trace_slots);
     images.trace_l = make_f32_image(trace_slots);
   }
+  // The mask dump: [B, Hq, Sq, Sk] bytes, every one of which the kernel writes.
+  int64_t mask_bytes = 0;
+  if (options.dropout_mask) {
+    const bool fits = params.dropout_p > 0.0f && !__builtin_mul_overflow(row_count, params.seqlen_k, &mask_bytes) &&
+                      mask_bytes <= kMaxMaskBytes;
+    if (!fits) {
+      out.status = {StatusCode::kInvalidArgument,
+                    params.dropout_p > 0.0f ? "run_case: the dropout mask dump would exceed " +
+                                                  std::to_string(kMaxMaskBytes) + " bytes"
+                                            : std::string("run_case: a dropout mask dump needs dropout_p > 0")};
+      return out;
+    }
+    images.dropout_mask.assign(static_cast<size_t>(2 * kGuardBytes + mask_bytes), kCanaryByte);
+    std::memset(images.dropout_mask.data() + kGuardBytes, detail::kMaskPoison, static_cast<size_t>(mask_bytes));
+  }
   if (!inputs.sink.empty()) images.sink = make_input_image(inputs.sink);
   if (!inputs.cu_seqlens_q.empty()) images.cu_seqlens_q = make_input_image(inputs.cu_seqlens_q);
   if (!inputs.cu_seqlens_k.empty()) images.cu_seqlens_k = make_input_image(inputs.cu_seqlens_k);
@@ -291,6 +308,7 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
                                                                   &images.page_table};
   params.o = o_base;
   params.lse = reinterpret_cast<float*>(images.lse.data() + kGuardBytes);
+  params.dropout_mask_out = detail::payload(images.dropout_mask);
   params.sink = reinterpret_cast<const float*>(detail::payload(images.sink));
   params.cu_seqlens_q = reinterpret_cast<const int32_t*>(detail::payload(images.cu_seqlens_q));
   params.cu_seqlens_k = reinterpret_cast<const int32_t*>(detail::payload(images.cu_seqlens_k));
@@ -326,6 +344,7 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
   check_guards(&out, "rescale buckets", images.rescale);
   check_guards(&out, "trace m", images.trace_m);
   check_guards(&out, "trace l", images.trace_l);
+  check_guards(&out, "dropout mask", images.dropout_mask);
   for (int i = 3; i < kCheckedInputs; ++i) check_guards(&out, kInputNames[i], *input_images[i - 3]);
   {
     // O padding: every payload byte that is not part of an element. Mark the elements, scan the rest.
@@ -357,6 +376,11 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
   if (options.count_tiles) {
     out.tile_kind_counts = decode_image<uint64_t>(images.tile_kinds, kTileKindCount);
     out.rescale_buckets = decode_image<uint64_t>(images.rescale, kRescaleBuckets);
+  }
+  if (mask_bytes > 0) {
+    const uint8_t* mask = images.dropout_mask.data() + kGuardBytes;
+    out.dropout_mask.assign(mask, mask + mask_bytes);
+    out.unwritten_mask = std::count_if(mask, mask + mask_bytes, [](uint8_t x) { return x > 1; });
   }
   if (trace_slots > 0) {
     out.trace_m = decode_image<float>(images.trace_m, trace_slots);

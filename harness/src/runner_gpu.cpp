@@ -31,7 +31,7 @@ namespace {
 // The buffers of a run, one device allocation each.
 enum class Slot : int {
   kQ, kK, kV, kTraceRows, kO, kLse, kM, kL, kTileKinds, kRescale, kTraceM, kTraceL, kSink,
-  kCuSeqlensQ, kCuSeqlensK, kSequsedK, kPageTable, kDOut, kDq, kDk, kDv, kDsink, kCount
+  kCuSeqlensQ, kCuSeqlensK, kSequsedK, kPageTable, kDOut, kDq, kDk, kDv, kDsink, kDropoutMask, kCount
 };
 }  // namespace
 
@@ -131,6 +131,7 @@ constexpr ImageSlot kImageSlots[] = {
     {Slot::kRescale, &OutputImages::rescale, "rescale buckets"},
     {Slot::kTraceM, &OutputImages::trace_m, "trace m image"},
     {Slot::kTraceL, &OutputImages::trace_l, "trace l image"},
+    {Slot::kDropoutMask, &OutputImages::dropout_mask, "dropout mask image"},
     {Slot::kSink, &OutputImages::sink, "sink image"},
     {Slot::kCuSeqlensQ, &OutputImages::cu_seqlens_q, "cu_seqlens_q image"},
     {Slot::kCuSeqlensK, &OutputImages::cu_seqlens_k, "cu_seqlens_k image"},
@@ -162,6 +163,7 @@ Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images,
   params.v = device.data(Slot::kV);
   params.o = device.payload(Slot::kO);
   params.lse = device.payload<float>(Slot::kLse);
+  params.dropout_mask_out = device.payload(Slot::kDropoutMask);  // null without RunOptions::dropout_mask
   params.sink = device.payload<const float>(Slot::kSink);  // null when the inputs have no sink
   // The index arrays live where the tensors do (attention.h); each null when the inputs have none.
   params.cu_seqlens_q = device.payload<const int32_t>(Slot::kCuSeqlensQ);

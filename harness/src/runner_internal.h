@@ -24,12 +24,17 @@ struct OutputImages {
   std::vector<uint8_t> m, l;                     // RunOptions::instrument
   std::vector<uint8_t> tile_kinds, rescale;      // RunOptions::count_tiles (uint64 counters, zeroed)
   std::vector<uint8_t> trace_m, trace_l;         // RunOptions::trace_rows
+  std::vector<uint8_t> dropout_mask;             // RunOptions::dropout_mask: [B, Hq, Sq, Sk] bytes, kMaskPoison
   std::vector<uint8_t> sink;                     // the sink logits ([heads_q] fp32), when the inputs have them
   // The index arrays (int32), when the inputs have them (HostInputs).
   std::vector<uint8_t> cu_seqlens_q, cu_seqlens_k, seqused_k, page_table;
   // RunOptions::trace_rows translated to the kernel's row index (instrument.h): the rows the backend traces.
   std::vector<int64_t> trace_rows;
 };
+
+// What fills the dropout mask dump's bytes before the call: neither 0 nor 1, so a byte the kernel leaves unwritten
+// is told from a decision.
+inline constexpr uint8_t kMaskPoison = 0xA5;
 
 // Whether a backend left the bytes of Q, K and V different from the inputs', in that order (compared byte for byte:
 // a hash of each before and after cost more than the GPU run of a small case).

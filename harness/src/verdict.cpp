@@ -187,9 +187,11 @@ struct RowChunk {
   std::vector<RowPrep> prep;
 };
 
-// The arithmetic classes a subject that declares none may compute in, for its dtype (docs/error-model.md §3.1).
-std::vector<oracle::Arithmetic> generic_classes(DType dtype) {
-  const DTypeInfo* info = find_dtype(dtype);
+// The arithmetic classes a subject that declares none may compute in, for its dtype (docs/error-model.md §3.1); with
+// a dropout only the general class, the one whose bound the error model derives for it (§4.13).
+std::vector<oracle::Arithmetic> generic_classes(const Params& params) {
+  if (params.dropout_p > 0.0f) return {oracle::Arithmetic::kGeneralFp32};
+  const DTypeInfo* info = find_dtype(params.dtype);
   if (info != nullptr && info->tensor_core_input) {
     return {oracle::Arithmetic::kGeneralFp32, oracle::Arithmetic::kTensorCore};
   }
@@ -209,7 +211,7 @@ oracle::RowBound judged_bound(const oracle::Problem& problem, const oracle::RowR
     return oracle_bound(problem, row, exact, params, config, outputs.splits);
   }
   const std::vector<oracle::Arithmetic> classes =
-      outputs.generic_bound ? generic_classes(params.dtype) : std::vector<oracle::Arithmetic>{to_oracle(config.path)};
+      outputs.generic_bound ? generic_classes(params) : std::vector<oracle::Arithmetic>{to_oracle(config.path)};
   const int32_t block_n = outputs.tiling_declared ? config.block_n : 0;
   // Running sums only for a declared tiling run unsplit (they model the unsplit key order).
   const bool use_sums = outputs.tiling_declared && outputs.splits <= 1;
@@ -245,7 +247,7 @@ std::vector<double> judged_reference(const oracle::Problem& problem, const oracl
                                      const RunOutputs& outputs) {
   if (!outputs.generic_bound) return oracle_reference(problem, row, params, config, &exact);
   std::vector<double> reference;
-  for (oracle::Arithmetic arithmetic : generic_classes(params.dtype)) {
+  for (oracle::Arithmetic arithmetic : generic_classes(params)) {
     const std::vector<double> e =
         oracle::emulated_row(problem, row, to_oracle(params.dtype), arithmetic, config.block_n, &exact);
     if (reference.empty()) {

@@ -41,6 +41,10 @@ struct RunOutputs {
   // [trace_rows.size() * trace_tiles] with RunOptions::trace_rows: slot t of traced row r at
   // r * trace_tiles + t (instrument.h); slots no tile wrote keep the poison (is_unwritten).
   std::vector<float> trace_m, trace_l;
+  // [B, Hq, Sq, Sk] with RunOptions::dropout_mask: the kernel's mask dump, byte for byte (1 kept, 0 dropped, hidden or
+  // absent; any other value is a byte the kernel did not write, counted in unwritten_mask).
+  std::vector<uint8_t> dropout_mask;
+  int64_t unwritten_mask = 0;
   int64_t unwritten_o = 0;         // O elements still holding the poison pattern (every valid row's)
   int64_t unwritten_lse = 0;
   // Guard regions of every output buffer, the sink, the index arrays and O's padding untouched.
@@ -50,7 +54,7 @@ struct RunOutputs {
   // "page_table"; "" while inputs_unchanged.
   const char* modified_input = "";
   int64_t first_damaged_canary = -1;  // byte offset into the first damaged region, for the report
-  // "O", "O padding", "LSE", "m", "l", "tile kinds", "rescale buckets", "trace m", "trace l", "sink",
+  // "O", "O padding", "LSE", "m", "l", "tile kinds", "rescale buckets", "trace m", "trace l", "dropout mask", "sink",
   // "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "page_table"
   const char* damaged_buffer = "";
   // What ran and how the verdict judges it (flashcheck/loaded_subject.h): empty `subject` for flashcheck's own
@@ -99,6 +103,9 @@ struct RunOptions {
   // GPU: called with the device pointers instead of flashcheck's run() (a subject, loaded_subject.h); it takes
   // no instrumentation. Empty: flashcheck's own kernel.
   std::function<Status(const Params& params, void* stream)> device_call;
+  // With a dropout (Params::dropout_p > 0): the kernel's dump of its mask (Params::dropout_mask_out) into
+  // RunOutputs::dropout_mask.
+  bool dropout_mask = false;
   bool any_instrumentation() const { return instrument || count_tiles || !trace_rows.empty(); }
 };
 
