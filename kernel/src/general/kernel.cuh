@@ -5,6 +5,10 @@
 // tile is padded to the family of the larger, Q and K zero past head_dim, V past head_dim_v). A work item runs as
 // named steps: load_q, then per K/V tile load_kv, scores, softmax_update and accumulate_pv, then store_row. Included
 // once per dtype (.cu).
+// Dropout (dropout_p > 0, docs/design/dropout-rng.md) runs here alone (select_config): the online softmax (m, l) runs
+// over every visible key undropped, P V takes only the kept keys (a dropped key's term is skipped, no FMA), and the
+// epilogue multiplies O = acc / l by s32 = fl(1 / (1 - p)) before its one rounding to the dtype. With p = 0 no step
+// of it runs.
 // Instrumentation is compiled in only when FLASHCHECK_INSTRUMENT=1 (flashcheck_kernel_instrumented).
 #pragma once
 
@@ -16,6 +20,7 @@
 
 #include "common/args.h"
 #include "common/combine.cuh"
+#include "common/dropout.cuh"
 #include "common/dtype.cuh"
 #include "common/epilogue.h"
 #include "common/mutants.cuh"
@@ -112,19 +117,49 @@ __device__ __forceinline__ void load_tile(float* tile_smem, const RowSource<cons
   }
 }
 
+// Word `index` of `words`, selected without indexing the register array by a run-time value.
+template <int N>
+__device__ __forceinline__ uint32_t select_word(const uint32_t (&words)[N], int index) {
+  uint32_t out = words[0];
+#pragma unroll
+  for (int c = 1; c < N; ++c) out = c == index ? words[c] : out;
+  return out;
+}
+
+// The dropout keep bits of the warp's rows over the K/V tile at k0: bit l of keep[r][c] is key k0 + l + 32 c of row
+// row0 + r kept. Each lane draws its own key's decision (the call of the key's group of four, whose four lanes draw
+// the same call) and a ballot gathers the warp's; every lane then holds every row's bits.
+template <typename Cfg>
+__device__ __forceinline__ void dropout_keep_words(uint32_t (&keep)[Cfg::kRowsPerWarp][Cfg::kKeysPerLane],
+                                                   const ProblemArgs& a, int64_t b, int64_t h, int64_t row0, int64_t k0,
+                                                   int lane) {
+#pragma unroll
+  for (int r = 0; r < Cfg::kRowsPerWarp; ++r) {
+#pragma unroll
+    for (int c = 0; c < Cfg::kKeysPerLane; ++c) {
+      const bool kept = device_keeps(a, b, h, row0 + r, k0 + lane + c * kWarpSize, false);
+      keep[r][c] = __ballot_sync(kFullWarpMask, kept);
+    }
+  }
+}
+
 // acc[r][:] += p[r][j] * v[j][:] over the keys j < n_keys of the tile. kMasked: some row of the warp does
 // not see every key, so each (row, key) is predicated on visibility: a masked key's V row (possibly NaN)
-// must not reach O, and 0 * NaN would. Unmasked tiles run without the predicate.
-template <typename Cfg, bool kMasked>
+// must not reach O, and 0 * NaN would. Unmasked tiles run without the predicate. kDropout: only the keys whose bit
+// is set in `keep` (dropout_keep_words) add their term; a dropped key's is skipped like a hidden one's.
+template <typename Cfg, bool kMasked, bool kDropout>
 __device__ __forceinline__ void accumulate_pv(float (&acc)[Cfg::kRowsPerWarp][Cfg::kDimsPerLane],
                                               const float* p_warp, const float* v_smem, int n_keys, int64_t k0,
                                               const int64_t (&keys_begin)[Cfg::kRowsPerWarp],
-                                              const int64_t (&keys_end)[Cfg::kRowsPerWarp], int lane) {
+                                              const int64_t (&keys_end)[Cfg::kRowsPerWarp],
+                                              const uint32_t (&keep)[Cfg::kRowsPerWarp][Cfg::kKeysPerLane], int lane) {
   for (int j0 = 0; j0 < n_keys; j0 += kFloat4Lanes) {
     float4 p4[Cfg::kRowsPerWarp];  // (kRowsPerWarp, 4): P of keys j0..j0+3, a broadcast smem read
+    uint32_t keep_word[Cfg::kRowsPerWarp];  // keys j0..j0+3 lie in one 32-key word (j0 is a multiple of 4)
 #pragma unroll
     for (int r = 0; r < Cfg::kRowsPerWarp; ++r) {
       p4[r] = *reinterpret_cast<const float4*>(p_warp + r * Cfg::kBlockN + j0);
+      keep_word[r] = kDropout ? select_word(keep[r], j0 / kWarpSize) : 0u;
     }
 #pragma unroll
     for (int jj = 0; jj < kFloat4Lanes; ++jj) {
@@ -136,8 +171,11 @@ __device__ __forceinline__ void accumulate_pv(float (&acc)[Cfg::kRowsPerWarp][Cf
       for (int r = 0; r < Cfg::kRowsPerWarp; ++r) {
         const float p = float4_lane(p4[r], jj);
         const bool visible = !kMasked || (k0 + j >= keys_begin[r] && k0 + j < keys_end[r]);
+        const bool kept = !kDropout || ((keep_word[r] >> (j % kWarpSize)) & 1u) != 0;
 #pragma unroll
-        for (int t = 0; t < Cfg::kDimsPerLane; ++t) acc[r][t] = visible ? fmaf(p, v_lane[t], acc[r][t]) : acc[r][t];
+        for (int t = 0; t < Cfg::kDimsPerLane; ++t) {
+          acc[r][t] = visible && kept ? fmaf(p, v_lane[t], acc[r][t]) : acc[r][t];
+        }
       }
     }
   }
@@ -248,7 +286,8 @@ __device__ __forceinline__ void store_partials(const GeneralArgs<kInst>& args, c
   }
 }
 
-// Epilogue of the warp's rows: O = acc / l rounded to the dtype once, LSE = m ln 2 + ln l (common/epilogue.h).
+// Epilogue of the warp's rows: O = acc / l, under dropout times s32 (one more rounded product), rounded to the dtype
+// once; LSE = m ln 2 + ln l, the undropped softmax's (common/epilogue.h).
 template <typename Cfg, typename T, bool kInst>
 __device__ __forceinline__ void store_rows(const GeneralArgs<kInst>& args, const WarpRows<Cfg>& w, int64_t b, int64_t h,
                                            int64_t seqlen_q, int64_t row0, int lane) {
@@ -263,7 +302,8 @@ __device__ __forceinline__ void store_rows(const GeneralArgs<kInst>& args, const
     for (int t = 0; t < Cfg::kDimsPerLane; ++t) {
       const int d = lane + t * kWarpSize;
       if (d < args.head_dim_v) {
-        const float o = FC_MUTANT(kGeneralEmptyRowDivide) ? w.acc[r][t] / fin.l : final_output(w.acc[r][t], fin);
+        float o = FC_MUTANT(kGeneralEmptyRowDivide) ? w.acc[r][t] / fin.l : final_output(w.acc[r][t], fin);
+        if (args.dropout.enabled && !FC_MUTANT(kDropoutScaleMissing)) o = mul_rn(o, args.dropout.keep_scale);
         o_head[row * args.o.stride.row + d] = DeviceDtype<T>::store(o);
       }
     }
@@ -369,10 +409,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         __syncwarp();  // P of the warp's rows is in smem
 
         const int n_keys = static_cast<int>(w.any_end - k0 < Cfg::kBlockN ? w.any_end - k0 : Cfg::kBlockN);
-        if ((k0 >= w.all_begin && k0 + Cfg::kBlockN <= w.all_end) || FC_MUTANT(kGeneralHiddenVUnmasked)) {
-          accumulate_pv<Cfg, false>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
+        const bool unmasked = (k0 >= w.all_begin && k0 + Cfg::kBlockN <= w.all_end) || FC_MUTANT(kGeneralHiddenVUnmasked);
+        uint32_t keep[kRows][Cfg::kKeysPerLane];  // (kRowsPerWarp, kKeysPerLane): dropout's keep bits, with dropout
+        if (args.dropout.enabled) {
+          dropout_keep_words<Cfg>(keep, args, b, h, warp_row0, k0, lane);
+          if (unmasked) {
+            accumulate_pv<Cfg, false, true>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, keep, lane);
+          } else {
+            accumulate_pv<Cfg, true, true>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, keep, lane);
+          }
+        } else if (unmasked) {
+          accumulate_pv<Cfg, false, false>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, keep, lane);
         } else {
-          accumulate_pv<Cfg, true>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
+          accumulate_pv<Cfg, true, false>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, keep, lane);
         }
         __syncwarp();  // P is read before the next tile overwrites it
       }
