@@ -117,49 +117,43 @@ __device__ __forceinline__ void load_tile(float* tile_smem, const RowSource<cons
   }
 }
 
-// Word `index` of `words`, selected without indexing the register array by a run-time value.
-template <int N>
-__device__ __forceinline__ uint32_t select_word(const uint32_t (&words)[N], int index) {
-  uint32_t out = words[0];
-#pragma unroll
-  for (int c = 1; c < N; ++c) out = c == index ? words[c] : out;
-  return out;
-}
+// A dropped key's P in shared memory: -0, a value the softmax never gives (P is +0 or more, or NaN), so P V can tell
+// dropped keys from kept ones without holding their bits in registers.
+inline constexpr uint32_t kDroppedPBits = 0x80000000u;
 
-// The dropout keep bits of the warp's rows over the K/V tile at k0: bit l of keep[r][c] is key k0 + l + 32 c of row
-// row0 + r kept. Each lane draws its own key's decision (the call of the key's group of four, whose four lanes draw
-// the same call) and a ballot gathers the warp's; every lane then holds every row's bits.
+// Marks the keys of the warp's rows that dropout drops in the tile's P (after softmax_update has written it and taken
+// every key into l): each lane draws its own keys' decisions (the call of each key's group of four, which the group's
+// four lanes draw alike) and overwrites its own P entries, so the marks need no exchange before the __syncwarp that
+// precedes P V.
 template <typename Cfg>
-__device__ __forceinline__ void dropout_keep_words(uint32_t (&keep)[Cfg::kRowsPerWarp][Cfg::kKeysPerLane],
-                                                   const ProblemArgs& a, int64_t b, int64_t h, int64_t row0, int64_t k0,
-                                                   int lane) {
+__device__ __forceinline__ void mark_dropped_keys(float* p_warp, const ProblemArgs& a, int64_t b, int64_t h,
+                                                  int64_t row0, int64_t k0, int lane) {
 #pragma unroll
   for (int r = 0; r < Cfg::kRowsPerWarp; ++r) {
 #pragma unroll
     for (int c = 0; c < Cfg::kKeysPerLane; ++c) {
-      const bool kept = device_keeps(a, b, h, row0 + r, k0 + lane + c * kWarpSize, false);
-      keep[r][c] = __ballot_sync(kFullWarpMask, kept);
+      const int key = lane + c * kWarpSize;
+      if (!device_keeps(a, b, h, row0 + r, k0 + key, false)) {
+        p_warp[r * Cfg::kBlockN + key] = __uint_as_float(kDroppedPBits);
+      }
     }
   }
 }
 
 // acc[r][:] += p[r][j] * v[j][:] over the keys j < n_keys of the tile. kMasked: some row of the warp does
 // not see every key, so each (row, key) is predicated on visibility: a masked key's V row (possibly NaN)
-// must not reach O, and 0 * NaN would. Unmasked tiles run without the predicate. kDropout: only the keys whose bit
-// is set in `keep` (dropout_keep_words) add their term; a dropped key's is skipped like a hidden one's.
+// must not reach O, and 0 * NaN would. Unmasked tiles run without the predicate. kDropout: keys whose P carries the
+// dropped mark (mark_dropped_keys) add no term, like hidden ones.
 template <typename Cfg, bool kMasked, bool kDropout>
 __device__ __forceinline__ void accumulate_pv(float (&acc)[Cfg::kRowsPerWarp][Cfg::kDimsPerLane],
                                               const float* p_warp, const float* v_smem, int n_keys, int64_t k0,
                                               const int64_t (&keys_begin)[Cfg::kRowsPerWarp],
-                                              const int64_t (&keys_end)[Cfg::kRowsPerWarp],
-                                              const uint32_t (&keep)[Cfg::kRowsPerWarp][Cfg::kKeysPerLane], int lane) {
+                                              const int64_t (&keys_end)[Cfg::kRowsPerWarp], int lane) {
   for (int j0 = 0; j0 < n_keys; j0 += kFloat4Lanes) {
     float4 p4[Cfg::kRowsPerWarp];  // (kRowsPerWarp, 4): P of keys j0..j0+3, a broadcast smem read
-    uint32_t keep_word[Cfg::kRowsPerWarp];  // keys j0..j0+3 lie in one 32-key word (j0 is a multiple of 4)
 #pragma unroll
     for (int r = 0; r < Cfg::kRowsPerWarp; ++r) {
       p4[r] = *reinterpret_cast<const float4*>(p_warp + r * Cfg::kBlockN + j0);
-      keep_word[r] = kDropout ? select_word(keep[r], j0 / kWarpSize) : 0u;
     }
 #pragma unroll
     for (int jj = 0; jj < kFloat4Lanes; ++jj) {
@@ -171,7 +165,7 @@ __device__ __forceinline__ void accumulate_pv(float (&acc)[Cfg::kRowsPerWarp][Cf
       for (int r = 0; r < Cfg::kRowsPerWarp; ++r) {
         const float p = float4_lane(p4[r], jj);
         const bool visible = !kMasked || (k0 + j >= keys_begin[r] && k0 + j < keys_end[r]);
-        const bool kept = !kDropout || ((keep_word[r] >> (j % kWarpSize)) & 1u) != 0;
+        const bool kept = !kDropout || __float_as_uint(p) != kDroppedPBits;
 #pragma unroll
         for (int t = 0; t < Cfg::kDimsPerLane; ++t) {
           acc[r][t] = visible && kept ? fmaf(p, v_lane[t], acc[r][t]) : acc[r][t];
@@ -410,18 +404,18 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
 
         const int n_keys = static_cast<int>(w.any_end - k0 < Cfg::kBlockN ? w.any_end - k0 : Cfg::kBlockN);
         const bool unmasked = (k0 >= w.all_begin && k0 + Cfg::kBlockN <= w.all_end) || FC_MUTANT(kGeneralHiddenVUnmasked);
-        uint32_t keep[kRows][Cfg::kKeysPerLane];  // (kRowsPerWarp, kKeysPerLane): dropout's keep bits, with dropout
         if (args.dropout.enabled) {
-          dropout_keep_words<Cfg>(keep, args, b, h, warp_row0, k0, lane);
+          mark_dropped_keys<Cfg>(p_warp, args, b, h, warp_row0, k0, lane);
+          __syncwarp();  // the marks are in smem
           if (unmasked) {
-            accumulate_pv<Cfg, false, true>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, keep, lane);
+            accumulate_pv<Cfg, false, true>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
           } else {
-            accumulate_pv<Cfg, true, true>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, keep, lane);
+            accumulate_pv<Cfg, true, true>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
           }
         } else if (unmasked) {
-          accumulate_pv<Cfg, false, false>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, keep, lane);
+          accumulate_pv<Cfg, false, false>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
         } else {
-          accumulate_pv<Cfg, true, false>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, keep, lane);
+          accumulate_pv<Cfg, true, false>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
         }
         __syncwarp();  // P is read before the next tile overwrites it
       }
