@@ -16,6 +16,7 @@
 #include "flashcheck/attention.h"
 #include "flashcheck/backward.h"
 #include "flashcheck/host_model.h"
+#include "flashcheck/mutants.h"
 #include "sequence_problem.h"
 #include "test_problem.h"
 
@@ -410,6 +411,20 @@ TEST(Dropout_Defects, ThresholdOffByOneFlipsExactlyTheDrawsEqualToT) {
   }
   EXPECT_GE(flipped, 1);
   EXPECT_NE(defect.pr.o, base.pr.o);
+}
+
+// Each dropout defect of the host model has the GPU mutant of the same name (flashcheck/mutants.h): the CPU tier's
+// kill table and the GPU's name the same bugs.
+TEST(Dropout_Defects, EachHasTheGpuMutantOfItsName) {
+  int defects = 0;
+  for (const ModelDefectInfo& d : kModelDefects) {
+    if (std::string(d.name).rfind("dropout-", 0) != 0) continue;
+    ++defects;
+    const int32_t id = find_mutant(d.name);
+    ASSERT_GE(id, 0) << d.name;
+    EXPECT_STREQ(kMutants[id].family, "dropout") << d.name;
+  }
+  EXPECT_EQ(defects, 5);
 }
 
 }  // namespace
