@@ -84,7 +84,10 @@ class FcParams(ctypes.Structure):
                 ("seqused_k", ctypes.c_void_p), ("page_table", ctypes.c_void_p),
                 ("page_size", ctypes.c_int64), ("num_pages", ctypes.c_int64), ("max_pages_per_seq", ctypes.c_int64),
                 ("num_splits", ctypes.c_int32),
-                ("head_dim_v", ctypes.c_int64)]  # 0: V and O have head_dim columns
+                ("head_dim_v", ctypes.c_int64),  # 0: V and O have head_dim columns
+                # Dropout, off (ctypes zero-fills): the C struct reads them, so the mirror must hold them.
+                ("dropout_p", ctypes.c_float), ("dropout_seed", ctypes.c_uint64), ("dropout_offset", ctypes.c_uint64),
+                ("dropout_mask_out", ctypes.c_void_p)]
 
 
 class Flashcheck:

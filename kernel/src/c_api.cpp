@@ -65,6 +65,10 @@ flashcheck::Params to_cpp(const fc_params& c) {
   p.num_pages = c.num_pages;
   p.max_pages_per_seq = c.max_pages_per_seq;
   p.num_splits = c.num_splits;
+  p.dropout_p = c.dropout_p;
+  p.dropout_seed = c.dropout_seed;
+  p.dropout_offset = c.dropout_offset;
+  p.dropout_mask_out = c.dropout_mask_out;
   return p;
 }
 
@@ -134,6 +138,10 @@ fc_status fc_make_params(int32_t dtype, int64_t batch, int64_t heads_q, int64_t 
     out->sink = p.sink;
     out->num_splits = p.num_splits;
     out->head_dim_v = p.head_dim_v;
+    out->dropout_p = p.dropout_p;
+    out->dropout_seed = p.dropout_seed;
+    out->dropout_offset = p.dropout_offset;
+    out->dropout_mask_out = p.dropout_mask_out;
     return {};
   });
 }

@@ -21,6 +21,12 @@ KernelConfig select_config(const Params& params) {
   // to the heuristic, pick_splits). The sizes tell it too, so that params whose index arrays are not bound yet (a
   // case's params before its inputs exist) select what the bound ones run. V and O of other columns than Q and K
   // (head_dim_v != head_dim) run in the general family too: every other family's select refuses them.
+  // Dropout (dropout_p > 0) runs in the general family alone, every dtype: its kernel is the one that draws the mask
+  // (one Philox call per four keys of a row) and applies it to P V; the other families never see it.
+  if (params.dropout_p > 0.0f) {
+    detail::general_select(params, &config);
+    return config;
+  }
   const bool paged = params.page_table != nullptr || params.page_size != 0;
   const bool inference_path = paged || params.num_splits > 1 || params.cu_seqlens_q != nullptr ||
                               params.cu_seqlens_k != nullptr || params.seqused_k != nullptr || params.total_q != 0 ||
@@ -44,6 +50,7 @@ KernelConfig select_config(const Params& params) {
 namespace detail {
 int32_t pick_splits(const Params& params, int64_t sm_count) {
   if (params.num_splits != 0) return params.num_splits;
+  if (params.dropout_p > 0.0f) return 1;  // split-KV draws no dropout mask (can_implement refuses num_splits > 1)
   const KernelConfig config = select_config(params);
   if (config.block_m < 1 || config.block_n < 1 || sm_count < 1) return 1;
   if (config.path == ComputePath::kSplitTf32) return 1;  // the family without split-KV

@@ -91,6 +91,9 @@ Status tensor_core_launch(const Params& params, const KernelConfig& config, void
 Status split_tf32_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
 Status general_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
 Status decode_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
+// The dropout mask dump (general/dropout_mask.cu): every byte of params.dropout_mask_out from the contract and the
+// visibility rule, on `stream` after the forward. Preconditions: can_implement(params) is ok, dropout_mask_out set.
+Status dropout_mask_launch(const Params& params, void* stream);
 // Test control (kernel_gpu_test): while on, tensor-core launches skip the warp-specialized sm_90a kernel
 // (tensor_core/kernel_ws.cuh) and run the cp.async kernel, so the two can be compared on the same inputs.
 // Off by default; process-wide.

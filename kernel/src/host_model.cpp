@@ -4,7 +4,9 @@
 // -ffp-contract=off, every FMA spelled out as std::fma where the kernel fuses) and the same rounding points per
 // compute path (families.h). Scores run over Q's and K's head_dim columns, P V and O over V's value_head_dim
 // columns, in the same order either way. Deliberate defects (ModelDefect) alter exactly one step each. Fills the
-// Instrumentation from host pointers.
+// Instrumentation from host pointers. Dropout as the general kernel applies it: m and l over every visible key, P V
+// over the kept ones only, O = final_output(acc, fin) times s32 before the dtype's rounding; the mask dump from the
+// same decision (host_dropout.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,6 +24,7 @@
 #include "common/softmax.h"
 #include "common/visibility.h"
 #include "families.h"
+#include "host_dropout.h"
 #include "host_numeric.h"
 
 namespace flashcheck {
@@ -181,6 +184,13 @@ struct ModelSetup {
 
 // The online softmax of one query row over K/V tiles [run_begin, run_end) of its Q tile's visited tiles (all of
 // them unsplit). Tiles the row sees no key of leave the state untouched, as on the GPU (alpha = 1, p = 0 there).
+// The row's dropout draws: (b, h, i) of the element (b, h, i, j), counted within the sequence.
+struct RowDropout {
+  const detail::host::ModelDropout* drop = nullptr;  // null or disabled: no dropout
+  int64_t b = 0, h = 0, i = 0;
+  bool keeps(int64_t j) const { return drop == nullptr || !drop->enabled || drop->keeps(b, h, i, j); }
+};
+
 struct RowResult {
   float m = kNegInf;    // log2 units: running max of s * scale * log2(e)
   float ref = kNegInf;  // log2 units: what p and l are relative to (m, or a tile's max on the tensor-core path)
@@ -190,7 +200,7 @@ struct RowResult {
 
 RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, const HeadRows& k, const HeadRows& v,
                   KeyRange keys, const detail::Visibility::TileRange& tiles, int64_t tile_keys_end, int64_t run_begin,
-                  int64_t run_end, int trace_slot, std::vector<float>* acc) {
+                  int64_t run_end, int trace_slot, std::vector<float>* acc, const RowDropout& dropout = {}) {
   const Params& p = setup.params;
   const int64_t d_count = p.head_dim;          // scores: Q's and K's columns
   const int64_t dv_count = value_head_dim(p);  // P V and O: V's columns
@@ -258,6 +268,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
       row.m = m_new;
       row.ref = ref;
       for (int64_t j = k0; j < std::min(k_end, loaded_keys); ++j) {
+        if (!dropout.keeps(j)) continue;  // a dropped key adds no term to P V (l above took its p)
         const float p_pv = round_p(setup.p_format, x[j - k0]);
         const float* v_val = v.value.data() + j * dv_count;
         if (setup.split) {
@@ -288,6 +299,23 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
   return row;
 }
 
+// The mask dump (Params::dropout_mask_out, host memory): every byte of [batch, heads_q, seqlen_q, seqlen_k], 1 where
+// sequence b's row i sees key j and keeps it, 0 where it drops it, hides it or lies past the sequence's lengths.
+void write_dropout_mask(const Params& p, const detail::ProblemArgs& a, const detail::host::ModelDropout& dropout) {
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const detail::SequenceView seq = a.sequence(b);
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      for (int64_t i = 0; i < p.seqlen_q; ++i) {
+        uint8_t* out = p.dropout_mask_out + ((b * p.heads_q + h) * p.seqlen_q + i) * p.seqlen_k;
+        const bool row_exists = i < seq.seqlen_q;
+        for (int64_t j = 0; j < p.seqlen_k; ++j) {
+          out[j] = row_exists && seq.vis.sees(i, j) && dropout.keeps(b, h, i, j) ? 1 : 0;
+        }
+      }
+    }
+  }
+}
+
 Status check_options(const Params& params, const HostModelOptions& options) {
   if (options.override_config) {
     const KernelConfig& c = options.config;
@@ -298,6 +326,10 @@ Status check_options(const Params& params, const HostModelOptions& options) {
     if (c.path != ComputePath::kGeneralFp32 && c.path != ComputePath::kTensorCore &&
         c.path != ComputePath::kSplitTf32) {
       return invalid("config override: unknown compute path " + std::to_string(static_cast<int32_t>(c.path)));
+    }
+    if (params.dropout_p > 0.0f && c.path != ComputePath::kGeneralFp32) {
+      return invalid(std::string("config override: dropout runs on the general fp32 path only (got ") +
+                     to_string(c.path) + ")");
     }
   }
   const auto d = static_cast<int32_t>(options.defect);
@@ -346,6 +378,8 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
   const int64_t dim = params.head_dim;
   const int64_t dim_v = value_head_dim(params);
   const auto exp2 = [](float e) { return std::exp2(e); };
+  const detail::host::ModelDropout dropout = detail::host::model_dropout(params, options.defect, false);
+  const bool scale_output = dropout.enabled && options.defect != ModelDefect::kDropoutScaleMissing;
 
   HeadRows q_rows, k_rows, v_rows, k_other, v_other;
   std::vector<float> acc, merged_acc;
@@ -413,7 +447,7 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
             int64_t moves = 0;
             if (splits == 1) {
               row = run_row(setup, q_rows, i, *k_head, *v_head, keys, tiles, tile_keys_end, 0, tiles.count,
-                            detail::trace_slot(inst, flat_row), &acc);
+                            detail::trace_slot(inst, flat_row), &acc, RowDropout{&dropout, b, h, i});
               m_log2 = row.ref;
               moves = row.moves;
             } else {
@@ -446,8 +480,9 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
                                                      : b * params.o_stride.batch + i * params.o_stride.row) +
                                   h * params.o_stride.head;
             for (int64_t d = 0; d < dim_v; ++d) {
-              store_element(params.dtype, params.o, o_row + d,
-                            divide_empty ? acc[d] / fin.l : detail::final_output(acc[d], fin));
+              float o = divide_empty ? acc[d] / fin.l : detail::final_output(acc[d], fin);
+              if (scale_output) o = detail::mul_rn(o, dropout.keep_scale);
+              store_element(params.dtype, params.o, o_row + d, o);
             }
             params.lse[flat_row] = detail::row_lse(fin.m_natural, fin.l);
             if (options.defect == ModelDefect::kLseBase2 && !detail::is_empty_row(fin.l)) {
@@ -459,6 +494,7 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
       }
     }
   }
+  if (params.dropout_mask_out != nullptr) write_dropout_mask(params, a, dropout);
   return Status::ok_status();
 }
 

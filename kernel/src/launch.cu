@@ -17,12 +17,25 @@ namespace detail {
 inline namespace FLASHCHECK_KERNEL_VARIANT {
 namespace {
 
+Status launch_family(const Params& params, void* stream, const Instrumentation* inst);
+
 // `prechecked`: the caller vouches for the index arrays' contents (run_prechecked); the rest is still checked.
+// The dropout mask dump follows the forward on the same stream; with every sequence empty it alone runs (its bytes
+// are all 0, and all are written).
 Status dispatch(const Params& params, void* stream, const Instrumentation* inst, bool prechecked = false) {
   if (Status st = prechecked ? check_layout(params) : can_implement(params); !st.ok()) return st;
   if (params.batch == 0 || params.heads_q == 0 || params.seqlen_q == 0) return Status::ok_status();
-  if (params.cu_seqlens_q != nullptr && params.total_q == 0) return Status::ok_status();  // every sequence empty
+  const bool no_rows = params.cu_seqlens_q != nullptr && params.total_q == 0;  // every sequence empty
+  if (no_rows && params.dropout_mask_out == nullptr) return Status::ok_status();
   if (!device_available()) return {StatusCode::kNoDevice, "no CUDA device is available to this process"};
+  if (!no_rows) {
+    if (Status st = launch_family(params, stream, inst); !st.ok()) return st;
+  }
+  return params.dropout_mask_out != nullptr ? dropout_mask_launch(params, stream) : Status::ok_status();
+}
+
+// The forward of the family select_config picks.
+Status launch_family(const Params& params, void* stream, const Instrumentation* inst) {
   const KernelConfig config = select_config(params);
 #if defined(FLASHCHECK_HAS_DECODE)
   if (is_decode(config)) return decode_launch(params, config, stream, inst);

@@ -160,6 +160,27 @@ Status validate_sequence_sizes(const Params& p) {
   return Status::ok_status();
 }
 
+// Dropout's fields (attention.h): p in [0, 1); with p > 0 neither a paged cache nor split-KV, whose kernels draw no
+// mask (num_splits = 0 is allowed: the heuristic picks 1 under dropout, pick_splits); the mask dump only with p > 0.
+Status validate_dropout(const Params& p) {
+  if (!(p.dropout_p >= 0.0f && p.dropout_p < 1.0f)) {
+    return invalid(cat("dropout_p: must be in [0, 1), 0 meaning off (got ", p.dropout_p, ")"));
+  }
+  if (p.dropout_p == 0.0f) {
+    if (p.dropout_mask_out != nullptr) return invalid("dropout_mask_out: only with dropout_p > 0 (got dropout_p = 0)");
+    return Status::ok_status();
+  }
+  if (kv_paged(p)) {
+    return {StatusCode::kUnsupported, cat("dropout_p: dropout is not implemented with paged K/V (page_table; got "
+                                          "dropout_p = ", p.dropout_p, ")")};
+  }
+  if (p.num_splits > 1) {
+    return {StatusCode::kUnsupported, cat("num_splits: dropout is not implemented with split-KV (num_splits 1, or 0 "
+                                          "for the heuristic, which then picks 1; got ", p.num_splits, ")")};
+  }
+  return Status::ok_status();
+}
+
 // The index pointers the sizes call for, and no others.
 Status validate_sequence_pointers(const Params& p) {
   if (p.cu_seqlens_q == nullptr && p.total_q != 0) {
@@ -341,6 +362,7 @@ Status validate_shape(const Params& p) {
     return invalid(cat("softcap: must be finite and >= 0, 0 meaning off (got ", p.softcap, ")"));
   }
   if (Status st = validate_sequence_sizes(p); !st.ok()) return st;
+  if (Status st = validate_dropout(p); !st.ok()) return st;
   const std::array<std::pair<const char*, int64_t>, 5> sizes{
       {{"batch", p.batch}, {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv}, {"seqlen_q", p.seqlen_q},
        {"seqlen_k", p.seqlen_k}}};
@@ -472,6 +494,19 @@ Status detail::check_layout(const Params& p) {
     }
   }
 
+  if (p.dropout_mask_out != nullptr) {
+    // The dump is [batch, heads_q, seqlen_q, seqlen_k] bytes, every one written.
+    int64_t mask_bytes = 0;
+    if (!mul_ok(p.batch, p.heads_q, &mask_bytes) || !mul_ok(mask_bytes, p.seqlen_q, &mask_bytes) ||
+        !mul_ok(mask_bytes, p.seqlen_k, &mask_bytes)) {
+      return invalid("dropout_mask_out: batch*heads_q*seqlen_q*seqlen_k bytes overflow int64");
+    }
+    if (ranges_overlap(p.dropout_mask_out, mask_bytes, p.o, o_bytes) ||
+        ranges_overlap(p.dropout_mask_out, mask_bytes, p.lse, lse_bytes)) {
+      return invalid("dropout_mask_out: overlaps an output (o or lse)");
+    }
+  }
+
   if (reads_kv) {
     for (const TensorView& in : {views.q, views.k, views.v}) {
       if (in.extent[0] == 0 || in.extent[2] == 0) continue;
@@ -498,6 +533,8 @@ BackwardParams make_backward_params(const Params& forward) {
 ComputePath backward_path(const BackwardParams& b) {
 #if defined(FLASHCHECK_HAS_TENSOR_CORE)
   const Params& p = b.forward;
+  // Dropout runs on the CUDA-core kernels only: the tensor-core backward draws no mask.
+  if (p.dropout_p > 0.0f) return ComputePath::kGeneralFp32;
   if (p.dtype != DType::kF16 && p.dtype != DType::kBF16) return ComputePath::kGeneralFp32;
   if (std::max(p.head_dim, value_head_dim(p)) > detail::backward::kTcMaxDim) {
     return ComputePath::kGeneralFp32;

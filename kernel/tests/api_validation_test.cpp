@@ -18,6 +18,7 @@
 
 #include "flashcheck/attention.h"
 #include "flashcheck/attention_c.h"
+#include "flashcheck/backward.h"
 
 namespace flashcheck {
 namespace {
@@ -88,6 +89,10 @@ fc_params to_c(const Params& p) {
   c.num_pages = p.num_pages;
   c.max_pages_per_seq = p.max_pages_per_seq;
   c.num_splits = p.num_splits;
+  c.dropout_p = p.dropout_p;
+  c.dropout_seed = p.dropout_seed;
+  c.dropout_offset = p.dropout_offset;
+  c.dropout_mask_out = p.dropout_mask_out;
   return c;
 }
 
@@ -102,6 +107,11 @@ struct Rule {
 void PrintTo(const Rule& rule, std::ostream* os) { *os << rule.name; }
 
 const char* misaligned(const void* p) { return static_cast<const char*>(p) + 1; }
+
+// A paged cache's index arrays for the dropout rule (read only past the check that refuses it).
+const int32_t kPageTable[kBatch] = {0, 1};
+const int32_t kSequsedK[kBatch] = {kSeqK, kSeqK};
+uint8_t g_mask_dump[kBatch * kHeadsQ * kSeqQ * kSeqK];
 
 std::vector<Rule> rules() {
   constexpr int64_t kHuge = std::numeric_limits<int64_t>::max() / 4;
@@ -182,6 +192,34 @@ std::vector<Rule> rules() {
        "sink: overlaps an output (o or lse)"},
       {"SinkAliasesOutput", [](Params& p) { p.sink = static_cast<const float*>(p.o); }, StatusCode::kInvalidArgument,
        "sink: overlaps an output (o or lse)"},
+      {"DropoutPNaN", [](Params& p) { p.dropout_p = std::nanf(""); }, StatusCode::kInvalidArgument,
+       "dropout_p: must be in [0, 1)"},
+      {"DropoutPNegative", [](Params& p) { p.dropout_p = -0.25f; }, StatusCode::kInvalidArgument,
+       "dropout_p: must be in [0, 1), 0 meaning off (got -0.25)"},
+      {"DropoutPOne", [](Params& p) { p.dropout_p = 1.0f; }, StatusCode::kInvalidArgument,
+       "dropout_p: must be in [0, 1), 0 meaning off (got 1)"},
+      {"DropoutPInf", [](Params& p) { p.dropout_p = INFINITY; }, StatusCode::kInvalidArgument,
+       "dropout_p: must be in [0, 1)"},
+      {"DropoutWithSplitKv", [](Params& p) { p.dropout_p = 0.1f; p.num_splits = 2; }, StatusCode::kUnsupported,
+       "num_splits: dropout is not implemented with split-KV"},
+      {"DropoutWithPagedKv",
+       [](Params& p) {
+         p.dropout_p = 0.1f;
+         p.page_table = kPageTable;
+         p.seqused_k = kSequsedK;
+         p.page_size = kSeqK;
+         p.num_pages = kBatch;
+         p.max_pages_per_seq = 1;
+       },
+       StatusCode::kUnsupported, "dropout_p: dropout is not implemented with paged K/V"},
+      {"MaskDumpWithoutDropout", [](Params& p) { p.dropout_mask_out = g_mask_dump; }, StatusCode::kInvalidArgument,
+       "dropout_mask_out: only with dropout_p > 0"},
+      {"MaskDumpAliasesOutput",
+       [](Params& p) {
+         p.dropout_p = 0.5f;
+         p.dropout_mask_out = static_cast<uint8_t*>(p.o);
+       },
+       StatusCode::kInvalidArgument, "dropout_mask_out: overlaps an output (o or lse)"},
   };
 }
 
@@ -369,11 +407,11 @@ TEST(ApiValidation, HeadDimVSizesVAndO) {
   EXPECT_EQ(can_implement(wide).message(), "o: overlaps input v");
 }
 
-// head_dim_v is fc_params' last field (the fields before it keep their offsets), fc_make_params sets it 0, and the
-// C ABI passes it on: V and O of other columns than Q and K select the general family.
-TEST(ApiValidation, CAbiHeadDimVIsTheLastField) {
+// head_dim_v follows the fields of version 0.1 (they keep their offsets), fc_make_params sets it 0, and the C ABI
+// passes it on: V and O of other columns than Q and K select the general family.
+TEST(ApiValidation, CAbiHeadDimVFollowsTheFirstFields) {
   static_assert(offsetof(fc_params, head_dim_v) > offsetof(fc_params, num_splits));
-  static_assert(offsetof(fc_params, head_dim_v) + sizeof(int64_t) == sizeof(fc_params));
+  static_assert(offsetof(fc_params, head_dim_v) < offsetof(fc_params, dropout_p));
   fc_params c{};
   c.head_dim_v = 99;
   char msg[256];
@@ -406,6 +444,85 @@ TEST(ApiValidation, CAbiHeadDimVIsTheLastField) {
   EXPECT_EQ(fc_set_head_dim_v(&c, 257, FC_LAYOUT_BHSD, msg, sizeof msg), FC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(std::string(msg).rfind("head_dim_v: ", 0), 0u) << msg;
   EXPECT_EQ(c.head_dim_v, 8);  // unchanged on refusal
+}
+
+// The dropout fields follow head_dim_v (every earlier field keeps its offset), fc_make_params sets them off, and the
+// C ABI passes them on: validation, routing to the general family, and the backward's path.
+TEST(ApiValidation, CAbiDropoutFieldsAreAppendedAndPassedOn) {
+  static_assert(offsetof(fc_params, dropout_p) > offsetof(fc_params, head_dim_v));
+  static_assert(offsetof(fc_params, dropout_seed) > offsetof(fc_params, dropout_p));
+  static_assert(offsetof(fc_params, dropout_offset) > offsetof(fc_params, dropout_seed));
+  static_assert(offsetof(fc_params, dropout_mask_out) + sizeof(uint8_t*) == sizeof(fc_params));
+  fc_params c{};
+  c.dropout_p = 0.5f;
+  c.dropout_seed = 7;
+  char msg[256];
+  ASSERT_EQ(fc_make_params(FC_DTYPE_BF16, 1, 2, 1, 3, 4, 16, FC_MASK_NONE, FC_LAYOUT_BHSD, &c, msg, sizeof msg), FC_OK)
+      << msg;
+  EXPECT_EQ(c.dropout_p, 0.0f);
+  EXPECT_EQ(c.dropout_seed, 0u);
+  EXPECT_EQ(c.dropout_offset, 0u);
+  EXPECT_EQ(c.dropout_mask_out, nullptr);
+
+  Fixture f;
+  f.params.dropout_p = 0.25f;
+  f.params.dropout_seed = 1;
+  f.params.dropout_offset = uint64_t{1} << 40;
+  f.params.dropout_mask_out = g_mask_dump;
+  fc_params dropped = to_c(f.params);
+  ASSERT_EQ(fc_can_implement(&dropped, msg, sizeof msg), FC_OK) << msg;
+  int32_t path = -1, splits = -1;
+  ASSERT_EQ(fc_select_config(&dropped, &path, nullptr, nullptr, msg, sizeof msg), FC_OK) << msg;
+  EXPECT_EQ(path, static_cast<int32_t>(ComputePath::kGeneralFp32));
+  dropped.num_splits = 0;
+  ASSERT_EQ(fc_effective_splits(&dropped, &splits, msg, sizeof msg), FC_OK) << msg;
+  EXPECT_EQ(splits, 1);
+  dropped.num_splits = 3;
+  EXPECT_EQ(fc_can_implement(&dropped, msg, sizeof msg), FC_ERR_UNSUPPORTED);
+  EXPECT_EQ(std::string(msg).rfind("num_splits: dropout", 0), 0u) << msg;
+  dropped.num_splits = 1;
+  dropped.dropout_p = 1.0f;
+  EXPECT_EQ(fc_can_implement(&dropped, msg, sizeof msg), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(msg).rfind("dropout_p: ", 0), 0u) << msg;
+  dropped.dropout_p = 0.0f;
+  EXPECT_EQ(fc_can_implement(&dropped, msg, sizeof msg), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(msg).rfind("dropout_mask_out: ", 0), 0u) << msg;
+}
+
+// The backward of a dropout forward runs on the CUDA-core kernels (backward_path kGeneralFp32), whatever the dtype and
+// alignment, and the C ABI's fc_backward_path says the same; without dropout 16-byte-aligned fp16 and bf16 problems
+// take the tensor cores where they are compiled in.
+TEST(ApiValidation, DropoutBackwardTakesTheGeneralPath) {
+  for (DType dtype : {DType::kF16, DType::kBF16, DType::kF32}) {
+    Fixture f(dtype);
+    std::vector<uint32_t> d_o(f.o.size(), 0), dq(f.q.size(), 0), dk(f.k.size(), 0), dv(f.v.size(), 0);
+    BackwardParams b = make_backward_params(f.params);
+    b.d_o = d_o.data();
+    b.dq = dq.data();
+    b.dk = dk.data();
+    b.dv = dv.data();
+    b.forward.dropout_p = 0.5f;
+    ASSERT_TRUE(can_implement_backward(b).ok()) << can_implement_backward(b).message();
+    EXPECT_EQ(backward_path(b), ComputePath::kGeneralFp32) << to_string(dtype);
+    fc_backward_params c{};
+    c.forward = to_c(b.forward);
+    c.d_o = b.d_o;
+    c.dq = b.dq;
+    c.dk = b.dk;
+    c.dv = b.dv;
+    c.d_o_stride = {b.d_o_stride.batch, b.d_o_stride.head, b.d_o_stride.row};
+    c.dq_stride = {b.dq_stride.batch, b.dq_stride.head, b.dq_stride.row};
+    c.dk_stride = {b.dk_stride.batch, b.dk_stride.head, b.dk_stride.row};
+    c.dv_stride = {b.dv_stride.batch, b.dv_stride.head, b.dv_stride.row};
+    char msg[256];
+    int32_t path = -1;
+    ASSERT_EQ(fc_backward_path(&c, &path, msg, sizeof msg), FC_OK) << msg;
+    EXPECT_EQ(path, static_cast<int32_t>(ComputePath::kGeneralFp32)) << to_string(dtype);
+    c.forward.dropout_p = 0.0f;
+    ASSERT_EQ(fc_backward_path(&c, &path, msg, sizeof msg), FC_OK) << msg;
+    b.forward.dropout_p = 0.0f;
+    EXPECT_EQ(path, static_cast<int32_t>(backward_path(b))) << to_string(dtype);
+  }
 }
 
 TEST(ApiValidation, VisibleKeysNamesTheAlignment) {

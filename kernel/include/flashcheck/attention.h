@@ -126,14 +126,18 @@ struct Params {
   // Dropout (docs/design/dropout-rng.md): element (b, h, i, j) of P is kept or dropped by Philox4x32-10 keyed by
   // dropout_seed at stream dropout_offset + b * heads_q + h, and a kept one is scaled by 1 / (1 - dropout_p). O is
   // the dropped attention's; LSE stays the undropped softmax's. dropout_p = 0 (the default) is no dropout, bit for
-  // bit. Not with paged K/V or split-KV (inference features). The backward pass applies the same mask from the same
-  // three fields.
+  // bit. Not with paged K/V or split-KV (inference features: kUnsupported; num_splits = 0 picks 1). The backward pass
+  // applies the same mask from the same three fields. Every dropout problem runs in the general family (CUDA cores,
+  // fp32): the online softmax over every visible key undropped, P V over the kept keys only, O = acc / l times
+  // s32 = fl(1 / (1 - p)) (the factor rounded to fp32 once) before the one rounding to the dtype.
   float dropout_p = 0.0f;        // in [0, 1)
   uint64_t dropout_seed = 0;
   uint64_t dropout_offset = 0;   // the first (b, h) stream; any 64-bit value
   // Mask dump, off (null) by default: [batch, heads_q, seqlen_q, seqlen_k] bytes (device memory for run(), host
   // memory for the host model), every byte written: 1 where a visible element is kept, 0 where it is dropped,
-  // hidden by the mask, or past its sequence's lengths. Only with dropout_p > 0.
+  // hidden by the mask, or past its sequence's lengths. Only with dropout_p > 0; rows and keys of sequence b counted
+  // within it (seqlen_q and seqlen_k above being the maxima). run() writes it with a kernel of its own after the
+  // forward, on the same stream; the backward pass never writes it.
   uint8_t* dropout_mask_out = nullptr;
 };
 

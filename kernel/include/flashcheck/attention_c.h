@@ -63,10 +63,18 @@ typedef struct fc_params {
   int64_t page_size, num_pages, max_pages_per_seq;
   int32_t num_splits; /* >= 1, or 0: heuristic; fc_make_params sets 1 */
   /* V's and O's columns: 0 (= head_dim; fc_make_params sets 0) or 1..256; v_stride and o_stride count elements of
-   * rows of this many columns (fc_set_head_dim_v sets all three). The last field, since version 0.2.0
-   * (fc_version()): the fields before it keep their offsets, and a caller built against an earlier header, whose
-   * struct ends before it, rebuilds against this one. */
+   * rows of this many columns (fc_set_head_dim_v sets all three). Since version 0.2.0 (fc_version()): the fields
+   * before it keep their offsets, and a caller built against an earlier header, whose struct ends before it,
+   * rebuilds against this one. */
   int64_t head_dim_v;
+  /* Dropout (attention.h Params, docs/design/dropout-rng.md), appended after head_dim_v so that every field before
+   * keeps its offset; fc_make_params sets them off (0, NULL). dropout_p in [0, 1), 0 = off; dropout_mask_out:
+   * [batch, heads_q, seqlen_q, seqlen_k] bytes (1 kept, 0 dropped, hidden or past a sequence), only with
+   * dropout_p > 0. */
+  float dropout_p;
+  uint64_t dropout_seed;
+  uint64_t dropout_offset;
+  uint8_t* dropout_mask_out;
 } fc_params;
 
 /* Contiguous strides for `layout`, softmax_scale = 1/sqrt(head_dim), no window (-1, -1), softcap 0, head_dim_v 0

@@ -13,6 +13,11 @@
 // value the mask hides (NaN included) never reaches a gradient. batch = 0 or heads_q = 0 writes dsink = 0 (a sum over
 // no rows) where given and nothing else.
 //
+// Dropout (forward.dropout_p > 0, attention.h): the forward's mask z regenerated from the same seed and offset, with
+// s = 1 / (1 - p): dV_j = sum_i P_ij z_ij s dO_i and dS_ij = P_ij (z_ij s dP_ij - D_i), D_i = dO_i.O_i with the
+// forward's dropped O; the CUDA-core path runs it (backward_path), with P z s and dP z s rounded to fp32 and s the
+// forward's fp32 factor (backward/arith.h).
+//
 // Arithmetic (docs/error-model.md §10): scores, P, dP, D and dS in fp32, every sum accumulated in fp32, dQ, dK and dV
 // rounded to the dtype once; on the tensor-core path (backward_path) P and dS are rounded to the dtype before their
 // products. dQ's partial sums over each K/V tile are added
@@ -48,9 +53,10 @@ BackwardParams make_backward_params(const Params& forward);
 Status can_implement_backward(const BackwardParams& params);
 
 // Where run_backward() rounds for `params` (docs/error-model.md §10; one bound per path):
-//   kTensorCore   fp16/bf16 with Q, K, V, O and dO rows 16-byte aligned: S, dP, dV, dK and dQ as mma.sync products
-//                 with fp32 accumulation, P and dS rounded to the dtype before the products that take them;
-//   kGeneralFp32  everything else (fp32, other layouts): CUDA cores in fp32.
+//   kTensorCore   fp16/bf16 without dropout, with Q, K, V, O and dO rows 16-byte aligned: S, dP, dV, dK and dQ as
+//                 mma.sync products with fp32 accumulation, P and dS rounded to the dtype before the products that
+//                 take them;
+//   kGeneralFp32  everything else (fp32, other layouts, dropout): CUDA cores in fp32.
 // Reads only the params (pointers for their alignment), never the tensors.
 ComputePath backward_path(const BackwardParams& params);
 

@@ -47,6 +47,12 @@ enum class ModelDefect : int32_t {
   kBwdPaddedTailNotZeroed = 26,
   kBwdDqMissingTile = 27,
   kBwdHiddenKeysInDq = 28,
+  // Dropout's (the forward, its mask dump and the backward, as each names).
+  kDropoutOffset32Bit = 29,
+  kDropoutBackwardOffsetPlusOne = 30,
+  kDropoutThresholdOffByOne = 31,
+  kDropoutScaleMissing = 32,
+  kDropoutKvHeadIndex = 33,
 };
 
 struct ModelDefectInfo {
@@ -124,6 +130,18 @@ inline constexpr ModelDefectInfo kModelDefects[] = {
     {ModelDefect::kBwdHiddenKeysInDq, "bwd-hidden-keys-in-dq", "backward: masking",
      "dQ's partial sums take every key of a visited K/V tile below seqlen_k, hidden ones included, with dT "
      "computed as if visible"},
+    {ModelDefect::kDropoutOffset32Bit, "dropout-offset-32bit", "dropout: RNG offset",
+     "dropout_offset truncated to its low 32 bits before the stream sum, in the forward, the mask dump and the "
+     "backward alike"},
+    {ModelDefect::kDropoutBackwardOffsetPlusOne, "dropout-backward-offset-plus-one", "dropout: RNG offset",
+     "the backward regenerates the mask with dropout_offset + 1 (the forward and the dump keep the offset)"},
+    {ModelDefect::kDropoutThresholdOffByOne, "dropout-threshold-off-by-one", "dropout: threshold",
+     "an element is dropped iff its draw is <= t instead of < t (forward, dump and backward)"},
+    {ModelDefect::kDropoutScaleMissing, "dropout-scale-missing", "dropout: scale",
+     "the forward's O is not multiplied by 1 / (1 - p) (the backward keeps its scale)"},
+    {ModelDefect::kDropoutKvHeadIndex, "dropout-kv-head-index", "dropout: head indexing",
+     "the mask is drawn with the K/V head h / (heads_q / heads_kv) in place of the query head h (forward, dump and "
+     "backward)"},
 };
 const char* to_string(ModelDefect defect);
 // The defect named `name` (a kModelDefects name, "none" included), or false.

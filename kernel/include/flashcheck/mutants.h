@@ -65,6 +65,11 @@ enum class Mutant : int32_t {
   kBwdLseWrongRow,
   kBwdGqaGroupShort,
   kBwdHiddenKeysInDq,
+  kDropoutOffset32Bit,
+  kDropoutBackwardOffsetPlusOne,
+  kDropoutThresholdOffByOne,
+  kDropoutScaleMissing,
+  kDropoutKvHeadIndex,
   kCount
 };
 
@@ -72,7 +77,8 @@ struct MutantInfo {
   Mutant id;
   const char* name;         // what FLASHCHECK_MUTANT takes
   const char* family;       // general, tensor_core (cp.async and warp-specialized), ws (warp-specialized only),
-                            // split_tf32, decode, combine (split-KV's merge), backward
+                            // split_tf32, decode, combine (split-KV's merge), backward, dropout (the general
+                            // forward, the mask dump and the CUDA-core backward)
   const char* bug_class;    // the class of bug it stands for
   const char* description;  // what the guarded code does wrong
 };
@@ -182,6 +188,18 @@ inline constexpr MutantInfo kMutants[] = {
     {Mutant::kBwdHiddenKeysInDq, "backward-hidden-keys-in-dq", "backward", "backward: masking",
      "the tensor-core key-tile kernel loads K and V of keys no row sees: a NaN there reaches dQ through dT K "
      "(0 * NaN)"},
+    {Mutant::kDropoutOffset32Bit, "dropout-offset-32bit", "dropout", "dropout: RNG offset",
+     "the general forward, its mask dump and the CUDA-core backward truncate dropout_offset to its low 32 bits before "
+     "the stream sum offset + b * heads_q + h"},
+    {Mutant::kDropoutBackwardOffsetPlusOne, "dropout-backward-offset-plus-one", "dropout", "dropout: RNG offset",
+     "the CUDA-core backward regenerates the mask with dropout_offset + 1: every head draws the next stream's mask"},
+    {Mutant::kDropoutThresholdOffByOne, "dropout-threshold-off-by-one", "dropout", "dropout: threshold",
+     "an element is dropped iff its draw is <= t instead of < t (forward, dump and backward)"},
+    {Mutant::kDropoutScaleMissing, "dropout-scale-missing", "dropout", "dropout: scale",
+     "the general forward's O is not multiplied by 1 / (1 - p) (the backward keeps its scale)"},
+    {Mutant::kDropoutKvHeadIndex, "dropout-kv-head-index", "dropout", "dropout: head indexing",
+     "the mask is drawn with the K/V head h / (heads_q / heads_kv) in place of the query head h (forward, dump and "
+     "backward): a GQA group's query heads share one mask"},
 };
 constexpr bool catalogue_in_id_order() {
   for (size_t i = 0; i < std::size(kMutants); ++i) {

@@ -8,6 +8,10 @@
 // and dK_j of dT_ij q_i over the rows in order (every query head of the group in turn), dQ_i = partial FMA chains of
 // dT_ij k_j over each K/V tile's keys in order, the partials added tile after tile (atomically by default: then in
 // any order); dQ and dK scaled by fl(scale * sum) and every gradient rounded to the dtype once.
+// Dropout (dropout_p > 0; the CUDA-core kernels only, backward_path): per (row, key) P and dP as above, then for a
+// kept element w = fl(P s32) and dP' = fl(dP s32), for a dropped one w = dP' = 0, with s32 = dropout_keep_scale_f32(p);
+// dS = fl(P fl(dP' - D)) and dV_j sums w_ij dO_i in place of P_ij dO_i. D = fl(dO.O) takes the forward's dropped O.
+// With p = 0 none of it runs.
 #pragma once
 
 #include <cstdint>
@@ -90,6 +94,16 @@ FLASHCHECK_HOST_DEVICE float weight(float x, float lse2, Exp2&& exp2) {
 FLASHCHECK_HOST_DEVICE inline float score_grad(float p, float dp, float d, float t, bool softcap) {
   const float ds = mul_rn(p, dp - d);
   return softcap ? mul_rn(ds, 1.0f - mul_rn(t, t)) : ds;
+}
+
+// Dropout's terms of a visible pair: dV's weight w and the dP that dS takes (dropout_pair).
+struct DroppedPair {
+  float w;
+  float dp;
+};
+FLASHCHECK_HOST_DEVICE inline DroppedPair dropout_pair(float p, float dp, bool kept, float keep_scale) {
+  if (!kept) return {0.0f, 0.0f};
+  return {mul_rn(p, keep_scale), mul_rn(dp, keep_scale)};
 }
 
 // A row's term of dsink: -exp2(sink log2 e - LSE log2 e) D; a sink of -inf is none, and a sink of +inf (LSE = +inf)

@@ -2,7 +2,8 @@
 // arithmetic (backward/arith.h) in their order: D per row; per (sequence, K/V head, K/V tile) the rows that see the
 // tile, every query head of the group in turn, kBlockRows at a time, accumulating dK and dV as FMA chains and each
 // row's partial sum of dQ over the tile's keys; dQ's partials added tile after tile; dsink per head over the rows
-// in order. exp2 and tanh are the host's (within the kernels' error allowances, not their bits).
+// in order. exp2 and tanh are the host's (within the kernels' error allowances, not their bits). Dropout regenerates
+// the forward's mask (host_dropout.h) and applies it as backward/arith.h's dropout_pair says.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "common/args.h"
 #include "flashcheck/backward.h"
 #include "flashcheck/host_model.h"
+#include "host_dropout.h"
 #include "host_numeric.h"
 
 namespace flashcheck {
@@ -45,6 +47,7 @@ Status run_backward_host_model(const BackwardParams& bp, const HostModelOptions&
   const int64_t dim = p.head_dim, dim_v = value_head_dim(p), group = p.heads_q / p.heads_kv;
   const auto exp2 = [](float e) { return std::exp2(e); };
   const float* lse = p.lse;
+  const detail::host::ModelDropout dropout = detail::host::model_dropout(p, defect, true);
 
   // D = dO.O per row, and dQ's accumulators.
   std::vector<float> d(static_cast<size_t>(a.lse_rows), 0.0f);
@@ -109,7 +112,14 @@ Status run_backward_host_model(const BackwardParams& bp, const HostModelOptions&
                   for (int64_t c = 0; c < dim_v; ++c) dp = std::fma(g_rows[static_cast<size_t>(r * dim_v + c)], v_tile[static_cast<size_t>(j * dim_v + c)], dp);
                   const bw::Score s = bw::score_log2(dot, a);
                   p_ij = bw::weight(s.x, lse2, exp2);
+                  float w_ij = p_ij;
+                  if (dropout.enabled) {
+                    const bw::DroppedPair dropped = bw::dropout_pair(p_ij, dp, dropout.keeps(b, h, i, k0 + j), dropout.keep_scale);
+                    w_ij = dropped.w;
+                    dp = dropped.dp;
+                  }
                   dt_ij = bw::score_grad(p_ij, dp, d_i, s.t, cap);
+                  p_ij = w_ij;
                 }
                 pt[static_cast<size_t>(r * bw::kBlockKeys + j)] = visible ? p_ij : 0.0f;
                 dtt[static_cast<size_t>(r * bw::kBlockKeys + j)] = dt_ij;
@@ -118,11 +128,11 @@ Status run_backward_host_model(const BackwardParams& bp, const HostModelOptions&
             for (int64_t j = 0; j < keys; ++j) {
               for (int64_t r = 0; r < rows; ++r) {
                 if (!sees(r, j)) continue;
-                const float p_ij = pt[static_cast<size_t>(r * bw::kBlockKeys + j)];
+                const float w_ij = pt[static_cast<size_t>(r * bw::kBlockKeys + j)];  // P, or dropout's w
                 const float dt_ij = dtt[static_cast<size_t>(r * bw::kBlockKeys + j)];
                 for (int64_t c = 0; c < dim_v; ++c) {
                   float& acc = dv[static_cast<size_t>(j * dim_v + c)];
-                  acc = std::fma(p_ij, g_rows[static_cast<size_t>(r * dim_v + c)], acc);
+                  acc = std::fma(w_ij, g_rows[static_cast<size_t>(r * dim_v + c)], acc);
                 }
                 for (int64_t c = 0; c < dim; ++c) {
                   float& acc = dk[static_cast<size_t>(j * dim + c)];

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "backward/arith.h"
+#include "common/dropout.cuh"
 #include "common/dtype.cuh"
 #include "common/mutants.cuh"
 
@@ -21,7 +22,8 @@ namespace flashcheck::detail::backward {
 
 __device__ __forceinline__ float exp2_f32(float x) { return exp2f(x); }
 
-// Shared memory of a CTA: the K/V tile's rows and the rows of Q and dO it takes at a time, P and dT of their pairs,
+// Shared memory of a CTA: the K/V tile's rows and the rows of Q and dO it takes at a time, P (under dropout w) and dT
+// of their pairs,
 // each row's LSE in log2 units and D. Every row is padded by one float, so that the 32 lanes of a warp reading one
 // column of 32 rows (the pairs' dot products) hit 32 banks. Sized by the problem's own dims.
 struct Smem {
@@ -77,9 +79,10 @@ __device__ void load_tile(const Args& a, const Smem& s, int64_t b, int64_t h_kv,
   load_block<T>(s.v, kBlockKeys, keys, static_cast<int>(a.head_dim_v), [&](int j) { return v.row(k0 + j); });
 }
 
-// P and dT of every (row, key) pair of the block the visibility rule lets through (0 for the others).
-__device__ inline void pair_terms(const Args& a, const Smem& s, const Visibility& vis, int64_t i0, int rows, int64_t k0,
-                                  int keys) {
+// dV's weight (P, or under dropout w) and dT of every (row, key) pair of the block the visibility rule lets through
+// (0 for the others); rows of query head h of sequence b.
+__device__ inline void pair_terms(const Args& a, const Smem& s, const Visibility& vis, int64_t b, int64_t h, int64_t i0,
+                                  int rows, int64_t k0, int keys) {
   const int dim = static_cast<int>(a.head_dim), dim_v = static_cast<int>(a.head_dim_v);
   for (int idx = threadIdx.x; idx < kBlockRows * kBlockKeys; idx += kThreads) {
     const int r = idx / kBlockKeys, j = idx % kBlockKeys;
@@ -90,7 +93,14 @@ __device__ inline void pair_terms(const Args& a, const Smem& s, const Visibility
       for (int c = 0; c < dim_v; ++c) dp = fmaf(s.g[r * s.vs + c], s.v[j * s.vs + c], dp);
       const Score sc = score_log2(dot, a);
       p = weight(sc.x, s.lse2[r], exp2_f32);
+      float w = p;
+      if (a.dropout.enabled) {
+        const DroppedPair dropped = dropout_pair(p, dp, device_keeps(a, b, h, i0 + r, k0 + j, true), a.dropout.keep_scale);
+        w = dropped.w;
+        dp = dropped.dp;
+      }
       dt = score_grad(p, dp, FC_MUTANT(kBwdDsWithoutD) ? 0.0f : s.d[r], sc.t, a.has_softcap);
+      p = w;
     }
     s.p[r * Smem::kPairStride + j] = p;
     s.t[r * Smem::kPairStride + j] = dt;
@@ -146,7 +156,7 @@ __global__ void __launch_bounds__(kThreads) key_tile_kernel(Args a) {
       __syncthreads();  // the previous block's rows are consumed
       load_rows<T>(a, s, b, h, i0, rows);
       __syncthreads();
-      pair_terms(a, s, seq.vis, i0, rows, k0, keys);
+      pair_terms(a, s, seq.vis, b, h, i0, rows, k0, keys);
       __syncthreads();
 #pragma unroll
       for (int m = 0; m < kAcc; ++m) {
@@ -214,7 +224,7 @@ __global__ void __launch_bounds__(kThreads) query_tile_kernel(Args a) {
     __syncthreads();  // the previous tile is consumed
     load_tile<T>(a, s, b, h_kv, k0, keys);
     __syncthreads();
-    pair_terms(a, s, seq.vis, i0, rows, k0, keys);
+    pair_terms(a, s, seq.vis, b, h, i0, rows, k0, keys);
     __syncthreads();
 #pragma unroll
     for (int m = 0; m < kAcc; ++m) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "common/dropout_rng.h"
 #include "common/host_device.h"
 #include "common/softmax.h"
 #include "common/visibility.h"
@@ -67,6 +68,7 @@ struct ProblemArgs {
   bool has_softcap = false;
   Softcap softcap;            // when has_softcap (common/softmax.h)
   const float* sink = nullptr;  // [heads_q] sink logits (natural units), or null
+  DropoutArgs dropout;          // the general family's forward and the CUDA-core backward read it
   int64_t q_tiles = 0;      // ceil(seqlen_q / block_m)
   int64_t work_items = 0;   // q_tiles * heads_q * batch * splits: one (batch, head, Q tile, split) each
   // Sequences (attention.h): null / 0 = dense. seqlen_q and seqlen_k above are then upper bounds.
@@ -189,6 +191,13 @@ inline ProblemArgs make_problem_args(const Params& params, int64_t block_m, int3
   a.has_softcap = params.softcap > 0.0f;
   if (a.has_softcap) a.softcap = make_softcap(params.softmax_scale, params.softcap);
   a.sink = params.sink;
+  if (params.dropout_p > 0.0f) {
+    a.dropout.enabled = true;
+    a.dropout.threshold = dropout_threshold(params.dropout_p);
+    a.dropout.keep_scale = dropout_keep_scale_f32(params.dropout_p);
+    a.dropout.seed = params.dropout_seed;
+    a.dropout.offset = params.dropout_offset;
+  }
   a.q_tiles = ceil_div(params.seqlen_q, block_m);
   a.cu_q = params.cu_seqlens_q;
   a.cu_k = params.page_table != nullptr ? nullptr : params.cu_seqlens_k;

@@ -76,6 +76,37 @@ FLASHCHECK_HOST_DEVICE inline PhiloxWords dropout_draws(uint64_t seed, uint64_t 
 // A draw against the threshold: dropped iff r < t, so t = 0 (p = 0) drops nothing.
 FLASHCHECK_HOST_DEVICE inline bool dropout_keeps_draw(uint32_t draw, uint32_t threshold) { return draw >= threshold; }
 
+// The factor a kept element is scaled by, as the kernels apply it: s32 = 1 / (1 - p) computed in double and rounded
+// to fp32 once (within 2u / (1 - u) of the exact factor the contract defines; p = 0 gives 1 exactly).
+FLASHCHECK_HOST_DEVICE inline float dropout_keep_scale_f32(float p) {
+  return static_cast<float>(1.0 / (1.0 - static_cast<double>(p)));
+}
+
+// The keep decisions of keys 4 * key_group .. 4 * key_group + 3 of one row as bits 0..3 (bit w: key
+// 4 * key_group + w kept), from one call. `drop_at_threshold` drops a draw equal to t as well (r <= t): the threshold
+// off by one, for the mutant builds and the host model's defect only.
+FLASHCHECK_HOST_DEVICE inline uint32_t dropout_keep_bits(uint64_t seed, uint64_t offset, int64_t heads_q, int64_t b,
+                                                         int64_t h, int64_t row, int64_t key_group, uint32_t threshold,
+                                                         bool drop_at_threshold = false) {
+  const PhiloxWords draws = dropout_draws(seed, offset, heads_q, b, h, row, key_group);
+  uint32_t bits = 0;
+  for (int w = 0; w < kDropoutKeysPerDraw; ++w) {
+    const bool kept = drop_at_threshold ? draws.w[w] > threshold : dropout_keeps_draw(draws.w[w], threshold);
+    bits |= kept ? 1u << w : 0u;
+  }
+  return bits;
+}
+
+// A call's dropout as the kernels read it (common/args.h fills it from Params): off when p = 0, and then nothing of
+// it is read.
+struct DropoutArgs {
+  bool enabled = false;       // dropout_p > 0
+  uint32_t threshold = 0;     // dropout_threshold(p)
+  float keep_scale = 1.0f;    // dropout_keep_scale_f32(p)
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+};
+
 // Is element (b, h, row, key) kept? One Philox call per element: the reference form for the host model and the
 // tests; a kernel that holds four consecutive keys calls dropout_draws once and tests each word.
 FLASHCHECK_HOST_DEVICE inline bool dropout_keep(uint64_t seed, uint64_t offset, int64_t heads_q, int64_t b, int64_t h,

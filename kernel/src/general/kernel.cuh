@@ -5,6 +5,10 @@
 // tile is padded to the family of the larger, Q and K zero past head_dim, V past head_dim_v). A work item runs as
 // named steps: load_q, then per K/V tile load_kv, scores, softmax_update and accumulate_pv, then store_row. Included
 // once per dtype (.cu).
+// Dropout (dropout_p > 0, docs/design/dropout-rng.md) runs here alone (select_config): the online softmax (m, l) runs
+// over every visible key undropped, P V takes only the kept keys (a dropped key's term is skipped, no FMA), and the
+// epilogue multiplies O = acc / l by s32 = fl(1 / (1 - p)) before its one rounding to the dtype. With p = 0 no step
+// of it runs.
 // Instrumentation is compiled in only when FLASHCHECK_INSTRUMENT=1 (flashcheck_kernel_instrumented).
 #pragma once
 
@@ -16,6 +20,7 @@
 
 #include "common/args.h"
 #include "common/combine.cuh"
+#include "common/dropout.cuh"
 #include "common/dtype.cuh"
 #include "common/epilogue.h"
 #include "common/mutants.cuh"
@@ -112,10 +117,34 @@ __device__ __forceinline__ void load_tile(float* tile_smem, const RowSource<cons
   }
 }
 
+// A dropped key's P in shared memory: -0, a value the softmax never gives (P is +0 or more, or NaN), so P V can tell
+// dropped keys from kept ones without holding their bits in registers.
+inline constexpr uint32_t kDroppedPBits = 0x80000000u;
+
+// Marks the keys of the warp's rows that dropout drops in the tile's P (after softmax_update has written it and taken
+// every key into l): each lane draws its own keys' decisions (the call of each key's group of four, which the group's
+// four lanes draw alike) and overwrites its own P entries, so the marks need no exchange before the __syncwarp that
+// precedes P V.
+template <typename Cfg>
+__device__ __forceinline__ void mark_dropped_keys(float* p_warp, const ProblemArgs& a, int64_t b, int64_t h,
+                                                  int64_t row0, int64_t k0, int lane) {
+#pragma unroll
+  for (int r = 0; r < Cfg::kRowsPerWarp; ++r) {
+#pragma unroll
+    for (int c = 0; c < Cfg::kKeysPerLane; ++c) {
+      const int key = lane + c * kWarpSize;
+      if (!device_keeps(a, b, h, row0 + r, k0 + key, false)) {
+        p_warp[r * Cfg::kBlockN + key] = __uint_as_float(kDroppedPBits);
+      }
+    }
+  }
+}
+
 // acc[r][:] += p[r][j] * v[j][:] over the keys j < n_keys of the tile. kMasked: some row of the warp does
 // not see every key, so each (row, key) is predicated on visibility: a masked key's V row (possibly NaN)
-// must not reach O, and 0 * NaN would. Unmasked tiles run without the predicate.
-template <typename Cfg, bool kMasked>
+// must not reach O, and 0 * NaN would. Unmasked tiles run without the predicate. kDropout: keys whose P carries the
+// dropped mark (mark_dropped_keys) add no term, like hidden ones.
+template <typename Cfg, bool kMasked, bool kDropout>
 __device__ __forceinline__ void accumulate_pv(float (&acc)[Cfg::kRowsPerWarp][Cfg::kDimsPerLane],
                                               const float* p_warp, const float* v_smem, int n_keys, int64_t k0,
                                               const int64_t (&keys_begin)[Cfg::kRowsPerWarp],
@@ -136,8 +165,11 @@ __device__ __forceinline__ void accumulate_pv(float (&acc)[Cfg::kRowsPerWarp][Cf
       for (int r = 0; r < Cfg::kRowsPerWarp; ++r) {
         const float p = float4_lane(p4[r], jj);
         const bool visible = !kMasked || (k0 + j >= keys_begin[r] && k0 + j < keys_end[r]);
+        const bool kept = !kDropout || __float_as_uint(p) != kDroppedPBits;
 #pragma unroll
-        for (int t = 0; t < Cfg::kDimsPerLane; ++t) acc[r][t] = visible ? fmaf(p, v_lane[t], acc[r][t]) : acc[r][t];
+        for (int t = 0; t < Cfg::kDimsPerLane; ++t) {
+          acc[r][t] = visible && kept ? fmaf(p, v_lane[t], acc[r][t]) : acc[r][t];
+        }
       }
     }
   }
@@ -248,7 +280,8 @@ __device__ __forceinline__ void store_partials(const GeneralArgs<kInst>& args, c
   }
 }
 
-// Epilogue of the warp's rows: O = acc / l rounded to the dtype once, LSE = m ln 2 + ln l (common/epilogue.h).
+// Epilogue of the warp's rows: O = acc / l, under dropout times s32 (one more rounded product), rounded to the dtype
+// once; LSE = m ln 2 + ln l, the undropped softmax's (common/epilogue.h).
 template <typename Cfg, typename T, bool kInst>
 __device__ __forceinline__ void store_rows(const GeneralArgs<kInst>& args, const WarpRows<Cfg>& w, int64_t b, int64_t h,
                                            int64_t seqlen_q, int64_t row0, int lane) {
@@ -263,7 +296,8 @@ __device__ __forceinline__ void store_rows(const GeneralArgs<kInst>& args, const
     for (int t = 0; t < Cfg::kDimsPerLane; ++t) {
       const int d = lane + t * kWarpSize;
       if (d < args.head_dim_v) {
-        const float o = FC_MUTANT(kGeneralEmptyRowDivide) ? w.acc[r][t] / fin.l : final_output(w.acc[r][t], fin);
+        float o = FC_MUTANT(kGeneralEmptyRowDivide) ? w.acc[r][t] / fin.l : final_output(w.acc[r][t], fin);
+        if (args.dropout.enabled && !FC_MUTANT(kDropoutScaleMissing)) o = mul_rn(o, args.dropout.keep_scale);
         o_head[row * args.o.stride.row + d] = DeviceDtype<T>::store(o);
       }
     }
@@ -369,10 +403,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocksPerSm)
         __syncwarp();  // P of the warp's rows is in smem
 
         const int n_keys = static_cast<int>(w.any_end - k0 < Cfg::kBlockN ? w.any_end - k0 : Cfg::kBlockN);
-        if ((k0 >= w.all_begin && k0 + Cfg::kBlockN <= w.all_end) || FC_MUTANT(kGeneralHiddenVUnmasked)) {
-          accumulate_pv<Cfg, false>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
+        const bool unmasked = (k0 >= w.all_begin && k0 + Cfg::kBlockN <= w.all_end) || FC_MUTANT(kGeneralHiddenVUnmasked);
+        if (args.dropout.enabled) {
+          mark_dropped_keys<Cfg>(p_warp, args, b, h, warp_row0, k0, lane);
+          __syncwarp();  // the marks are in smem
+          if (unmasked) {
+            accumulate_pv<Cfg, false, true>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
+          } else {
+            accumulate_pv<Cfg, true, true>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
+          }
+        } else if (unmasked) {
+          accumulate_pv<Cfg, false, false>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
         } else {
-          accumulate_pv<Cfg, true>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
+          accumulate_pv<Cfg, true, false>(w.acc, p_warp, v_smem, n_keys, k0, w.keys_begin, w.keys_end, lane);
         }
         __syncwarp();  // P is read before the next tile overwrites it
       }
