@@ -731,6 +731,7 @@ std::string outside_options(const CaseOptions& o, const Case& c) {
   if (!in(o.layouts, c.layout)) return std::string("layout ") + to_string(c.layout) + " is not among the property's";
   if (c.pad > 0 && !o.padding) return "pad: the property takes contiguous rows only";
   if (c.softcap > 0 && !o.softcap) return "softcap: the property takes no softcap";
+  if (c.dropout > 0) return "dropout: the property's relation holds without dropout (the Dropout* properties take it)";
   if (c.sink && !o.sinks) return "sink: the property takes no sink";
   if (!o.special_values) {
     if (!c.inject.empty()) return "inject: the property takes finite values without injections";

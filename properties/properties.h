@@ -90,4 +90,11 @@ void permuting_keys_permutes_key_gradients();
 void key_shift_invariance();
 void rows_without_keys_get_zero_gradients();
 
+// Property 9 (dropout.cpp): dropout, forward and backward, against the contract and the oracle.
+void dropout_agrees_with_oracle();
+void dropout_mask_dump_is_the_contract();
+void dropout_zero_is_no_dropout();
+void dropout_offset_changes_only_the_mask();
+void dropout_threshold_is_exact();
+
 }  // namespace flashcheck::properties

@@ -373,6 +373,11 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
   // spacing is the subnormal one, and an error of one subnormal step would read as millions of eps of a tiny A_k.
   const DTypeInfo* dtype_info = find_dtype(params.dtype);
   const double min_normal = dtype_info ? dtype_info->min_normal() : 0.0;
+  // Where rounding to the dtype overflows: from 2^emax (2 - 2^-p) on, the nearest value is inf (IEEE 754
+  // round-to-nearest). A dropout scales O up to 1 / (1 - p) times its values' range, past the dtype's largest value.
+  const double overflow = dtype_info ? std::ldexp(2.0 - std::ldexp(1.0, -dtype_info->significand_bits()),
+                                                  dtype_info->format.bias())
+                                     : kInf;
 
   oracle::RmsCheck rms(to_oracle(params.dtype));
   double sum_err_eps2 = 0.0;
@@ -414,8 +419,13 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
     // (NaN propagates, it is never silently dropped); outside the domain finite values carry no claim.
     for (int64_t k = 0; k < value_dim; ++k) {
       const size_t kk = static_cast<size_t>(k);
-      record(&v.o, oracle::error_ratio(got_o[k], exact.o[kk], bound.o[kk], bound.unconstrained), row, k, got_o[k],
-             exact.o[kk], bound.o[kk]);
+      double ratio = oracle::error_ratio(got_o[k], exact.o[kk], bound.o[kk], bound.unconstrained);
+      // An inf of the exact value's sign where the kernel's value before the rounding may lie past the overflow.
+      if (std::isinf(got_o[k]) && std::isfinite(exact.o[kk]) && std::signbit(got_o[k]) == std::signbit(exact.o[kk]) &&
+          std::fabs(exact.o[kk]) + bound.o[kk] >= overflow) {
+        ratio = 0.0;
+      }
+      record(&v.o, ratio, row, k, got_o[k], exact.o[kk], bound.o[kk]);
       ++v.elements_checked;
     }
     if (outputs.lse_written) {  // a subject without LSE output is judged by O alone
