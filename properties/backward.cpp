@@ -96,6 +96,21 @@ BackwardOutputs run_grad(const HostInputs& in, bool deterministic) {
   return out;
 }
 
+void assert_same_gradients(const BackwardOutputs& a, const BackwardOutputs& b, const char* first, const char* second,
+                           const char* failure) {
+  for (const auto& [name, x, y] : {std::tuple{"dQ", &a.dq, &b.dq}, std::tuple{"dK", &a.dk, &b.dk},
+                                   std::tuple{"dV", &a.dv, &b.dv}, std::tuple{"dsink", &a.dsink, &b.dsink}}) {
+    RC_ASSERT(x->size() == y->size());
+    for (size_t at = 0; at < x->size(); ++at) {
+      if (!same_bits((*x)[at], (*y)[at])) {
+        RC_LOG() << name << "[" << at << "]: " << (*x)[at] << " (" << first << "), " << (*y)[at] << " (" << second
+                 << ")\n";
+        RC_FAIL(failure);
+      }
+    }
+  }
+}
+
 BackwardVerdict judged(const Case& c, const HostInputs& in, const BackwardOutputs& out,
                        const oracle::GradientCheck* check) {
   const BackwardVerdict v = judge_backward(c, in, out, check);
@@ -232,16 +247,7 @@ void deterministic_gradients_repeat() {
   note_case(c);
   const HostInputs in = inputs_for(c);
   const BackwardOutputs a = run_grad(in, true), b = run_grad(in, true);
-  for (const auto& [name, x, y] : {std::tuple{"dQ", &a.dq, &b.dq}, std::tuple{"dK", &a.dk, &b.dk},
-                                   std::tuple{"dV", &a.dv, &b.dv}, std::tuple{"dsink", &a.dsink, &b.dsink}}) {
-    RC_ASSERT(x->size() == y->size());
-    for (size_t at = 0; at < x->size(); ++at) {
-      if (!same_bits((*x)[at], (*y)[at])) {
-        RC_LOG() << name << "[" << at << "]: " << (*x)[at] << " then " << (*y)[at] << "\n";
-        RC_FAIL("deterministic mode gave two results");
-      }
-    }
-  }
+  assert_same_gradients(a, b, "first run", "second run", "deterministic mode gave two results");
   RC_ASSERT(judged(c, in, a).pass);
 }
 

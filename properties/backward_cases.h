@@ -30,6 +30,10 @@ Case grad_case(const GradNeeds& needs = {});
 // Forward then backward on the tier's backend with the planted defect; a kUnsupported run is a discard, any other
 // failure a failed assertion.
 BackwardOutputs run_grad(const HostInputs& in, bool deterministic = false);
+// dQ, dK, dV and dsink of two runs the same bits, else a logged element (`first` and `second` name the runs) and
+// RC_FAIL(failure).
+void assert_same_gradients(const BackwardOutputs& a, const BackwardOutputs& b, const char* first, const char* second,
+                           const char* failure);
 // judge_backward, its report logged.
 BackwardVerdict judged(const Case& c, const HostInputs& in, const BackwardOutputs& out,
                        const oracle::GradientCheck* check = nullptr);

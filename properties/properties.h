@@ -16,9 +16,9 @@ namespace flashcheck::properties {
 // inputs past the L2 cache). The host model runs both.
 enum class PropertyBinary { kProduction, kInstrumented };
 
-// The pass a property checks: the forward's O and LSE, or the backward's gradients (grad=1 cases; the subject ABI
-// carries no backward pass, so a subject skips these).
-enum class PropertyPass { kForward, kBackward };
+// The pass a property checks: the forward's O and LSE, the backward's gradients (grad=1 cases), or dropout (forward
+// and backward with a dropout). The subject ABI carries neither a backward pass nor dropout: a subject skips both.
+enum class PropertyPass { kForward, kBackward, kDropout };
 
 struct PropertyInfo {
   const char* name;       // the test name in every tier (<Suite>.<name>) and a case line's property=NAME

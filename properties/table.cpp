@@ -12,6 +12,7 @@ namespace {
 constexpr PropertyBinary kProd = PropertyBinary::kProduction;
 constexpr PropertyBinary kInst = PropertyBinary::kInstrumented;
 constexpr PropertyPass kBwd = PropertyPass::kBackward;
+constexpr PropertyPass kDrop = PropertyPass::kDropout;
 
 Case any_case() { return *gen_case(default_options()); }
 
@@ -55,11 +56,11 @@ constexpr std::array kTable = {
     PropertyInfo{"KeyShiftInvariance", kProd, key_shift_invariance, kBwd},
     PropertyInfo{"PermutingKeysPermutesKeyGradients", kProd, permuting_keys_permutes_key_gradients, kBwd},
     PropertyInfo{"RowsWithoutKeysGetZeroGradients", kProd, rows_without_keys_get_zero_gradients, kBwd},
-    PropertyInfo{"DropoutAgreesWithOracle", kProd, dropout_agrees_with_oracle},
-    PropertyInfo{"DropoutMaskDumpIsTheContract", kProd, dropout_mask_dump_is_the_contract},
-    PropertyInfo{"DropoutZeroIsNoDropout", kProd, dropout_zero_is_no_dropout},
-    PropertyInfo{"DropoutOffsetChangesOnlyTheMask", kProd, dropout_offset_changes_only_the_mask},
-    PropertyInfo{"DropoutThresholdIsExact", kProd, dropout_threshold_is_exact},
+    PropertyInfo{"DropoutAgreesWithOracle", kProd, dropout_agrees_with_oracle, kDrop},
+    PropertyInfo{"DropoutMaskDumpIsTheContract", kProd, dropout_mask_dump_is_the_contract, kDrop},
+    PropertyInfo{"DropoutZeroIsNoDropout", kProd, dropout_zero_is_no_dropout, kDrop},
+    PropertyInfo{"DropoutOffsetChangesOnlyTheMask", kProd, dropout_offset_changes_only_the_mask, kDrop},
+    PropertyInfo{"DropoutThresholdIsExact", kProd, dropout_threshold_is_exact, kDrop},
     PropertyInfo{"OnlineSoftmaxInvariants", kInst, [] { online_softmax_invariants(any_case()); }},
     PropertyInfo{"SequenceOnlineSoftmaxInvariants", kInst, sequence_online_softmax_invariants},
     // Inputs past the L2 cache take seconds a case: with the instrumented binary's properties rather than the

@@ -251,6 +251,9 @@ const char* property_skip_reason(const char* name) {
   if (const PropertyInfo* info = find_property(property); info != nullptr && info->pass == PropertyPass::kBackward) {
     return "flashcheck-skip: the subject ABI carries no backward pass (gradients are checked on flashcheck's kernels)";
   }
+  if (const PropertyInfo* info = find_property(property); info != nullptr && info->pass == PropertyPass::kDropout) {
+    return "flashcheck-skip: the subject ABI carries no dropout (dropout is checked on flashcheck's kernels)";
+  }
   if (property.starts_with("Sequence") || property == "PoisonNeverReachesOutput" ||
       property == "PagedEqualsPackedBitForBit" || property == "OtherSequencesLeaveARowUnchanged" ||
       property == "SplitsRepeatAndAgreeWithUnsplit") {

@@ -275,10 +275,10 @@ def self_test():
     enum = header.split("enum class ModelDefect", 1)[1].split("};", 1)[0]
     defects = set(re.findall(r"\b(k[A-Z]\w*)\b", enum)) - {"kNone"}
     model_src = "".join((ROOT / "kernel" / "src" / path).read_text()
-                        for path in ("host_model.cpp", "backward/host_model.cpp"))
+                        for path in ("host_model.cpp", "backward/host_model.cpp", "host_dropout.h"))
     unused = sorted(d for d in defects if f"ModelDefect::{d}" not in model_src)
     if unused:
-        print(f"host-model defects that the host model (host_model.cpp, backward/host_model.cpp) never applies: {unused}")
+        print(f"host-model defects that the host model (host_model.cpp, backward/host_model.cpp, host_dropout.h) never applies: {unused}")
         return 1
     print(f"mutation_test.py self-test: ok ({len(ids)} mutants, each guarded in kernel/src; "
           f"{len(defects)} host-model defects, each applied in the host model)")

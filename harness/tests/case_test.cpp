@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -314,6 +315,19 @@ struct BadLine {
   const char* message;  // expected substring
 };
 
+// Every line (with `suffix` appended) rejected as kInvalidArgument, its message holding the expected text, *out untouched.
+void expect_rejected(std::span<const BadLine> bad_lines, const std::string& suffix) {
+  for (const BadLine& bad : bad_lines) {
+    Case c;
+    c.seed = 99;
+    const Status status = parse_case(std::string(bad.line) + suffix, &c);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << bad.line;
+    EXPECT_NE(status.message().find(bad.message), std::string::npos)
+        << "line: " << bad.line << "\nmessage: " << status.message() << "\nexpected: " << bad.message;
+    EXPECT_EQ(c.seed, 99u) << "*out must be untouched on failure: " << bad.line;
+  }
+}
+
 // Random Cases with sequences (pages, poison, splits, injections inside the sequences) survive format -> parse.
 TEST(CaseCodec, RandomSequenceCasesRoundTrip) {
   constexpr int kCases = 1000;
@@ -411,15 +425,7 @@ TEST(CaseCodec, SequenceTokenErrorsNameTheirToken) {
       {"f16 b=2 sq=4 sk=4 seqs=2:4,4:1+3 inject=q[0,0,2,0]:1", "q[0,0,2,0]:1: row index 2 outside sequence 0's q=2"},
       {"f16 b=2 sq=4 sk=4 seqs=2:4,4:1+3 inject=k[1,0,1,0]:1", "row index 1 outside sequence 1's k=1 (seqs)"},
   };
-  for (const BadLine& bad : kBad) {
-    Case c;
-    c.seed = 99;
-    const Status status = parse_case(std::string(bad.line) + " seed=1", &c);
-    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << bad.line;
-    EXPECT_NE(status.message().find(bad.message), std::string::npos)
-        << "line: " << bad.line << "\nmessage: " << status.message() << "\nexpected: " << bad.message;
-    EXPECT_EQ(c.seed, 99u) << "*out must be untouched on failure: " << bad.line;
-  }
+  expect_rejected(kBad, " seed=1");
 }
 
 // Strides and totals of case_params with sequences (case.h): packed Q and O, packed or paged K and V, both layouts.
@@ -547,15 +553,7 @@ TEST(CaseCodec, ParseErrorsNameTokenColumnAndReason) {
       {"f16 sink=const(1,2)", "const takes 1 parameter, got 2"},
       {"f16 sink=const(1) sink=const(2)", "duplicate key 'sink' at column 19"},
   };
-  for (const BadLine& bad : kBad) {
-    Case c;
-    c.seed = 99;
-    const Status status = parse_case(bad.line, &c);
-    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << bad.line;
-    EXPECT_NE(status.message().find(bad.message), std::string::npos)
-        << "line: " << bad.line << "\nmessage: " << status.message() << "\nexpected: " << bad.message;
-    EXPECT_EQ(c.seed, 99u) << "*out must be untouched on failure: " << bad.line;
-  }
+  expect_rejected(kBad, "");
 }
 
 TEST(CaseCodec, GradAndDoutErrorsNameTheirKey) {
@@ -576,15 +574,7 @@ TEST(CaseCodec, GradAndDoutErrorsNameTheirKey) {
       {"f16 gradient=1", "unknown key 'gradient' at column 5"},
       {"f16 gradient=1", "sink grad dout inject"},  // the known keys, in canonical order
   };
-  for (const BadLine& bad : kBad) {
-    Case c;
-    c.seed = 99;
-    const Status status = parse_case(std::string(bad.line) + " seed=1", &c);
-    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << bad.line;
-    EXPECT_NE(status.message().find(bad.message), std::string::npos)
-        << "line: " << bad.line << "\nmessage: " << status.message() << "\nexpected: " << bad.message;
-    EXPECT_EQ(c.seed, 99u) << "*out must be untouched on failure: " << bad.line;
-  }
+  expect_rejected(kBad, " seed=1");
 }
 
 TEST(CaseCodec, DropoutErrorsNameTheirKey) {
@@ -599,15 +589,7 @@ TEST(CaseCodec, DropoutErrorsNameTheirKey) {
       {"f16 dropout=0.5 drop_offset=18446744073709551616", "'drop_offset=18446744073709551616' at column 17"},
       {"f16 gradient=1", "softcap dropout drop_seed drop_offset q"},  // the known keys, in canonical order
   };
-  for (const BadLine& bad : kBad) {
-    Case c;
-    c.seed = 99;
-    const Status status = parse_case(std::string(bad.line) + " seed=1", &c);
-    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << bad.line;
-    EXPECT_NE(status.message().find(bad.message), std::string::npos)
-        << "line: " << bad.line << "\nmessage: " << status.message() << "\nexpected: " << bad.message;
-    EXPECT_EQ(c.seed, 99u) << "*out must be untouched on failure: " << bad.line;
-  }
+  expect_rejected(kBad, " seed=1");
 }
 
 TEST(CaseCodec, SeedIsRequired) {
