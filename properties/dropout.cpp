@@ -28,6 +28,9 @@ namespace gen = rc::gen;
 // a = sqrt(n ln(2 / alpha) / 2). A case runs at most rows + heads such tests.
 constexpr double kBinomialFalseAlarm = 1e-9;
 
+// An element's probability of being kept: 1 - t / 2^32 with the contract's threshold t.
+double keep_probability(float p) { return 1.0 - static_cast<double>(oracle::drop_threshold(p)) * 0x1p-32; }
+
 // Why a replayed line is not a dropout case, or "".
 std::string outside_dropout(const Case& c) {
   if (!(c.dropout > 0.0f)) return "dropout: the property's cases have a dropout (dropout=P, P > 0)";
@@ -125,7 +128,7 @@ void assert_dump_is_the_contract(const HostInputs& in, const RunOutputs& out) {
 void assert_kept_fractions(const HostInputs& in, const RunOutputs& out) {
   const Params& p = in.params;
   const oracle::Problem problem = in.problem();
-  const double keep = 1.0 - static_cast<double>(oracle::drop_threshold(p.dropout_p)) * 0x1p-32;
+  const double keep = keep_probability(p.dropout_p);
   const double log_term = std::log(2.0 / kBinomialFalseAlarm) / 2.0;
   const auto check = [&](const char* what, int64_t kept, int64_t n, const std::string& where) {
     if (n == 0) return;
@@ -268,7 +271,7 @@ void dropout_offset_changes_only_the_mask() {
   note_coverage(same_rows > 0 ? "offset=some-rows-same-mask" : "offset=every-row-redrawn");
   // Masks of n visible elements that every element keeps its decision under fresh draws: probability
   // (q^2 + (1 - q)^2)^n with q the keep probability; below the false alarm, the masks must differ.
-  const double keep = 1.0 - static_cast<double>(oracle::drop_threshold(p.dropout_p)) * 0x1p-32;
+  const double keep = keep_probability(p.dropout_p);
   const double agree = keep * keep + (1.0 - keep) * (1.0 - keep);
   if (static_cast<double>(visible) * std::log(agree) < std::log(kBinomialFalseAlarm) && !masks_differ) {
     RC_LOG() << visible << " visible elements kept every decision under the offsets " << c.drop_offset << " and "

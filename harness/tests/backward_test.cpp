@@ -39,6 +39,12 @@ BackwardVerdict check(const std::string& line, ModelDefect defect = ModelDefect:
 
 const std::vector<std::string>& lines() { return testing::backward_lines(); }
 
+// The backward model defects that the second line (lines()[1]) shows.
+constexpr ModelDefect kDefectsOnLineOne[] = {ModelDefect::kBwdDsWithoutD,    ModelDefect::kBwdSoftcapDerivativeDropped,
+                                             ModelDefect::kBwdDkScaleMissing, ModelDefect::kBwdLseWrongRow,
+                                             ModelDefect::kBwdGqaGroupShort,  ModelDefect::kBwdDqMissingTile,
+                                             ModelDefect::kBwdHiddenKeysInDq};
+
 TEST(Backward, HostModelAgreesWithTheOracle) {
   for (const std::string& line : lines()) {
     for (const bool deterministic : {false, true}) {
@@ -55,10 +61,7 @@ TEST(Backward, HostModelAgreesWithTheOracle) {
 
 TEST(Backward, PlantedDefectsFail) {
   const std::string line = lines()[1];
-  for (const ModelDefect defect : {ModelDefect::kBwdDsWithoutD, ModelDefect::kBwdSoftcapDerivativeDropped,
-                                   ModelDefect::kBwdDkScaleMissing, ModelDefect::kBwdLseWrongRow,
-                                   ModelDefect::kBwdGqaGroupShort, ModelDefect::kBwdDqMissingTile,
-                                   ModelDefect::kBwdHiddenKeysInDq}) {
+  for (const ModelDefect defect : kDefectsOnLineOne) {
     const BackwardVerdict v = check(line, defect);
     EXPECT_FALSE(v.pass) << to_string(defect) << "\n" << v.report();
     EXPECT_NE(v.report().find(line.substr(0, 20)), std::string::npos);
@@ -122,10 +125,7 @@ TEST(Backward, RmsCheckCatchesSystematicErrorWithinTheBound) {
 // The planted backward defects fail the statistical check too, not only the per-element bound.
 TEST(Backward, PlantedDefectsFailTheRmsCheck) {
   const std::string line = lines()[1];
-  for (const ModelDefect defect : {ModelDefect::kBwdDsWithoutD, ModelDefect::kBwdSoftcapDerivativeDropped,
-                                   ModelDefect::kBwdDkScaleMissing, ModelDefect::kBwdLseWrongRow,
-                                   ModelDefect::kBwdGqaGroupShort, ModelDefect::kBwdDqMissingTile,
-                                   ModelDefect::kBwdHiddenKeysInDq}) {
+  for (const ModelDefect defect : kDefectsOnLineOne) {
     const BackwardVerdict v = check(line, defect);
     EXPECT_GT(v.worst_rms(), kBackwardRmsThreshold) << to_string(defect) << "\n" << v.report();
     EXPECT_NE(v.report().find("FAIL RMS: "), std::string::npos) << to_string(defect) << "\n" << v.report();

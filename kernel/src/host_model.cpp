@@ -182,8 +182,6 @@ struct ModelSetup {
   bool tile_ref;     // tensor-core path: p relative to the tile's own max where within kRefSlackLog2 (families.h)
 };
 
-// The online softmax of one query row over K/V tiles [run_begin, run_end) of its Q tile's visited tiles (all of
-// them unsplit). Tiles the row sees no key of leave the state untouched, as on the GPU (alpha = 1, p = 0 there).
 // The row's dropout draws: (b, h, i) of the element (b, h, i, j), counted within the sequence.
 struct RowDropout {
   const detail::host::ModelDropout* drop = nullptr;  // null or disabled: no dropout
@@ -198,6 +196,8 @@ struct RowResult {
   int64_t moves = 0;
 };
 
+// The online softmax of one query row over K/V tiles [run_begin, run_end) of its Q tile's visited tiles (all of
+// them unsplit). Tiles the row sees no key of leave the state untouched, as on the GPU (alpha = 1, p = 0 there).
 RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, const HeadRows& k, const HeadRows& v,
                   KeyRange keys, const detail::Visibility::TileRange& tiles, int64_t tile_keys_end, int64_t run_begin,
                   int64_t run_end, int trace_slot, std::vector<float>* acc, const RowDropout& dropout = {}) {

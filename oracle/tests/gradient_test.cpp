@@ -430,28 +430,34 @@ const std::vector<Shape>& bound_shapes() {
   return all;
 }
 
+// gradient_check's fast values (dQ, dK, dV, dsink and D, under bf16 inputs and the general class) against the gold
+// gradient, within 1e-12 of each tensor's largest magnitude.
+void expect_fast_tier_matches_gold(const Owned& o, const std::string& label) {
+  const Gradient gold = exact_gradient(o.p, o.d_o);
+  const Forward f = forward_of(o, Format::kBF16);
+  const GradientCheck check = gradient_check(o.p, o.d_o, {f.o, f.lse}, {Arithmetic::kGeneralFp32, Format::kBF16});
+  const auto close = [&](const char* name, const std::vector<double>& a, const std::vector<double>& b) {
+    ASSERT_EQ(a.size(), b.size()) << label << " " << name;
+    double scale = 1e-300;
+    for (double x : b) scale = std::max(scale, std::fabs(x));
+    for (size_t at = 0; at < a.size(); ++at) {
+      EXPECT_NEAR(a[at], b[at], 1e-12 * scale) << label << " " << name << "[" << at << "]";
+    }
+  };
+  close("dq", check.exact.dq, gold.dq);
+  close("dk", check.exact.dk, gold.dk);
+  close("dv", check.exact.dv, gold.dv);
+  close("dsink", check.exact.dsink, gold.dsink);
+  close("d", check.exact.d, gold.d);
+}
+
 // The fast tier's values against the gold gradient, within a few units of double's roundoff of their magnitudes.
 TEST(GradientCheck, FastTierMatchesTheGoldGradient) {
   uint64_t seed = 40;
   for (const Shape& s : bound_shapes()) {
     Owned o = make(s, ++seed, 2.0);
     round_inputs(&o, Format::kBF16);
-    const Gradient gold = exact_gradient(o.p, o.d_o);
-    const Forward f = forward_of(o, Format::kBF16);
-    const GradientCheck check = gradient_check(o.p, o.d_o, {f.o, f.lse}, {Arithmetic::kGeneralFp32, Format::kBF16});
-    const auto close = [&](const char* name, const std::vector<double>& a, const std::vector<double>& b) {
-      ASSERT_EQ(a.size(), b.size()) << s.name << " " << name;
-      double scale = 1e-300;
-      for (double x : b) scale = std::max(scale, std::fabs(x));
-      for (size_t at = 0; at < a.size(); ++at) {
-        EXPECT_NEAR(a[at], b[at], 1e-12 * scale) << s.name << " " << name << "[" << at << "]";
-      }
-    };
-    close("dq", check.exact.dq, gold.dq);
-    close("dk", check.exact.dk, gold.dk);
-    close("dv", check.exact.dv, gold.dv);
-    close("dsink", check.exact.dsink, gold.dsink);
-    close("d", check.exact.d, gold.d);
+    expect_fast_tier_matches_gold(o, s.name);
   }
 }
 
@@ -770,22 +776,7 @@ TEST(GradientCheck, DropoutFastTierMatchesTheGoldGradient) {
       Owned o = make(s, ++seed, 2.0);
       o.p.dropout = dropout;
       round_inputs(&o, Format::kBF16);
-      const Gradient gold = exact_gradient(o.p, o.d_o);
-      const Forward f = forward_of(o, Format::kBF16);
-      const GradientCheck check = gradient_check(o.p, o.d_o, {f.o, f.lse}, {Arithmetic::kGeneralFp32, Format::kBF16});
-      const auto close = [&](const char* name, const std::vector<double>& a, const std::vector<double>& b) {
-        ASSERT_EQ(a.size(), b.size()) << s.name << " " << name;
-        double scale = 1e-300;
-        for (double x : b) scale = std::max(scale, std::fabs(x));
-        for (size_t at = 0; at < a.size(); ++at) {
-          EXPECT_NEAR(a[at], b[at], 1e-12 * scale) << s.name << " p " << dropout.p << " " << name << "[" << at << "]";
-        }
-      };
-      close("dq", check.exact.dq, gold.dq);
-      close("dk", check.exact.dk, gold.dk);
-      close("dv", check.exact.dv, gold.dv);
-      close("dsink", check.exact.dsink, gold.dsink);
-      close("d", check.exact.d, gold.d);
+      expect_fast_tier_matches_gold(o, std::string(s.name) + " p " + std::to_string(dropout.p));
     }
   }
 }
