@@ -53,6 +53,7 @@ struct Pair {
   float dt = 0.0f;           // dS times the softcap's factor, in the format
   double weight = 0.0;       // P = e / l in double (unrounded): the first-order terms below
   double g = 1.0;            // the softcap's factor 1 - y^2
+  double g_noise = 0.0;      // what a GPU's tanhf and its argument's roundings move g by (gradient.h)
   double size = 0.0;         // P (|dP| + |D|) g: dT before the cancellation in dP - D
   double noise = 0.0;        // eps P: P's score noise (gradient.h)
   double noise_t = 0.0;      // dT's: from P's score noise and from dP - D's roundings (gradient.h)
@@ -114,10 +115,15 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
           float t = scale * dot_f32(view.q, view.k + j * dim, dim, &partial_sq);
           partial_noise[static_cast<size_t>(j)] = scale_abs * std::sqrt(partial_sq);
           if (cap > 0.0f) {
-            x.y = tanh_f32(t / cap);
+            const float arg = t / cap;
+            x.y = tanh_f32(arg);
             t = cap * x.y;
             const float factor = 1.0f - x.y * x.y;
             x.g = static_cast<double>(factor);
+            const double y = std::fabs(static_cast<double>(x.y));
+            const double arg_noise = kU32 * (2.0 * std::fabs(static_cast<double>(arg)) +
+                                             partial_noise[static_cast<size_t>(j)] / static_cast<double>(cap));
+            x.g_noise = 2.0 * y * (kTanhRelErr * y + x.g * arg_noise);
             partial_noise[static_cast<size_t>(j)] *= x.g;
           }
           x.s = t;
@@ -136,7 +142,7 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
           x.weight = static_cast<double>(x.p) / static_cast<double>(l);
           const double eps = kU32 * (std::fabs(static_cast<double>(x.s)) + std::fabs(lse) + partial_noise[j]) +
                              kExp2RelErr + (cap > 0.0f ? kTanhRelErr * std::fabs(static_cast<double>(x.s)) : 0.0);
-          x.noise = eps * x.weight;
+          x.noise = std::expm1(eps) * x.weight;  // e^eps - 1: a score error eps moves P by a factor e^(+-eps)
           x.p = in_format(x.p / l);
           x.pv = x.p;
           if (view.has_dropout()) {
@@ -169,7 +175,8 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
           x.size = static_cast<double>(x.p) * (std::fabs(dp) + std::fabs(dd)) * g;
           const double from_p = x.noise * std::fabs(dp - dd) * g;
           const double from_w = kU32 * std::sqrt(dp_partial_sq[j] + d_partial_sq) * x.weight * g;
-          x.noise_t = std::sqrt(from_p * from_p + from_w * from_w);
+          const double from_g = static_cast<double>(x.p) * std::fabs(dp - dd) * x.g_noise;
+          x.noise_t = std::sqrt(from_p * from_p + from_w * from_w + from_g * from_g);
         }
         // The given O's deviation moves a kernel's D = dO.O by this much, and its dS_ij by -P_ij g_ij times it.
         double d_given = 0.0;

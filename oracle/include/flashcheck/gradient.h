@@ -123,10 +123,15 @@ struct SamePrecisionGradient {
   // and of every dP_ij - D_i, absolute
   //   w_ij = u_32 sqrt(sum_c (dO_i1 v_j1 + ... + dO_ic v_jc)^2 + sum_c (dO_i1 O_i1 + ... + dO_ic O_ic)^2)
   // (the partial sums of the score, of dP and of a kernel's D = dO.O from the given O, each rounded once), through
-  // dV_j = sum_i P_ij dO_i and dT_ij = P_ij (dP_ij - D_i) g_ij:
+  // dV_j = sum_i P_ij dO_i and dT_ij = P_ij (dP_ij - D_i) g_ij, a score error eps moving P by a factor e^eps (eps
+  // below stands for e^eps - 1: equal to first order, and still a bound where scores of 10^8 make eps exceed 1):
   //   dV_j (column c)  sqrt(sum_i (eps_ij P_ij dO_ic)^2),
-  //   dQ_i (column c)  |scale| sqrt(sum_j (t_ij k_jc)^2),  t_ij^2 = (eps_ij P_ij (dP_ij - D_i) g_ij)^2 + (w_ij P_ij g_ij)^2,
-  //   dK_j likewise with q_ic over i.
+  //   dQ_i (column c)  |scale| sqrt(sum_j (t_ij k_jc)^2),
+  //   t_ij^2 = (eps_ij P_ij (dP_ij - D_i) g_ij)^2 + (w_ij P_ij g_ij)^2 + (gamma_ij P_ij (dP_ij - D_i))^2,
+  //   dK_j likewise with q_ic over i;
+  // with a softcap, gamma_ij = 2 |y_ij| (kTanhRelErr |y_ij| + g_ij u_32 (2 |a_ij| + N_ij / (g_ij c))) is what the
+  // factor g = 1 - y^2 moves by when tanh errs by kTanhRelErr and its argument a_ij = s_ij / c by its roundings: where
+  // the cap saturates (g below fp32's spacing under 1), it is the whole of a kernel's dT and no longer small beside it.
   // This reference normalises P by its own m and l, so the weight of a row's largest score is exact whatever that
   // score's rounding, and its D is its own sum_j P_ij dP_ij, so a row of one key (or one dominant key) gets dS = 0
   // exactly. A kernel that recomputes P = exp(s - LSE) subtracts two separately rounded numbers (its score, summed
