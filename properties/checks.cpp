@@ -345,7 +345,8 @@ void assert_same_kernel_bits_or_within_bounds(const std::string& what, const Hos
                                               const std::vector<bool>* rows_to_compare) {
   const Params& p = in_a.params;
   RC_LOG() << "configs: " << a.config.name << ", " << b.config.name << "\n";
-  if (std::string_view(a.config.name) == b.config.name) {
+  // One family of flashcheck's gives the same bits; a subject's kernels for the two shapes are its own to choose.
+  if (std::string_view(a.config.name) == b.config.name && a.subject.empty()) {
     assert_bit_identical(what, a, b, p, rows_to_compare);
     return;
   }

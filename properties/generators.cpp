@@ -985,14 +985,4 @@ std::vector<std::string> shape_tags(const Case& c) {
 
 void showValue(const Case& c, std::ostream& os) { os << '"' << format_case(c) << '"'; }
 
-void fit_to_sequences(Case* c) {
-  c->batch = static_cast<int64_t>(c->seqs.size());
-  c->seqlen_q = 0;
-  c->seqlen_k = 0;
-  for (const Sequence& s : c->seqs) {
-    c->seqlen_q = std::max(c->seqlen_q, s.q);
-    c->seqlen_k = std::max(c->seqlen_k, s.capacity());
-  }
-}
-
 }  // namespace flashcheck::properties

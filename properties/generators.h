@@ -94,8 +94,6 @@ struct CaseOptions {
 CaseOptions default_options();
 
 rc::Gen<Case> gen_case(const CaseOptions& options);
-// A case given sequences (c->seqs) takes their count as its batch and their longest q and capacity as its seqlens.
-void fit_to_sequences(Case* c);
 // Always the kSpecial family, on a non-empty shape, 1-4 injections.
 rc::Gen<Case> gen_special_case(const CaseOptions& options);
 // Why `c` is not a case gen_case(options) draws, naming the field (a mask the options leave out, a softcap, sink or

@@ -146,6 +146,7 @@ Case gen_sequence_case(const SequenceNeeds& needs) {
     c.splits = *gen::weightedOneOf<int32_t>({{2, gen::just<int32_t>(1)}, {3, gen::elementOf(splits)}}).as("splits");
   }
   fit_to_sequences(&c);
+  if (const LoadedSubject* subject = active_subject()) c = onto_sequence_features(*subject, c);
   note_coverage(std::string("seq=") + (c.page > 0 ? "paged" : "packed") + (decoding ? "-decode" : "-prefill"));
   note_coverage(std::string("seq-splits=") + (c.splits == 1 ? "1" : c.splits == 0 ? "auto" : "n"));
   return c;

@@ -254,12 +254,7 @@ const char* property_skip_reason(const char* name) {
   if (const PropertyInfo* info = find_property(property); info != nullptr && info->pass == PropertyPass::kDropout) {
     return "flashcheck-skip: the subject ABI carries no dropout (dropout is checked on flashcheck's kernels)";
   }
-  if (property.starts_with("Sequence") || property == "PoisonNeverReachesOutput" ||
-      property == "PagedEqualsPackedBitForBit" || property == "OtherSequencesLeaveARowUnchanged" ||
-      property == "SplitsRepeatAndAgreeWithUnsplit") {
-    return "flashcheck-skip: the subject ABI carries no sequences (varlen, paged K/V, split-KV)";
-  }
-  if (property == "OnlineSoftmaxInvariants") {
+  if (property == "OnlineSoftmaxInvariants" || property == "SequenceOnlineSoftmaxInvariants") {
     return "flashcheck-skip: applies to instrumented subjects only (per-tile m/l traces come from flashcheck's "
            "instrumented builds; FLASHCHECK_SUBJECT is set)";
   }
@@ -273,7 +268,20 @@ const char* property_skip_reason(const char* name) {
     bool met;
     const char* reason;
   };
+  // The sequence properties: what each needs of fc_subject_sequences_v1.
+  const bool varlen = g_subject->takes(FC_SUBJECT_SEQ_VARLEN), paged = g_subject->takes(FC_SUBJECT_SEQ_PAGED);
+  const bool sequences = varlen || paged;
   const Need needs[] = {
+      {"SequencesAgreeWithOracle", sequences, "flashcheck-skip: needs sequences (fc_subject_sequences_v1: VARLEN or PAGED)"},
+      {"SequencesAreMemorySafe", sequences, "flashcheck-skip: needs sequences (fc_subject_sequences_v1: VARLEN or PAGED)"},
+      {"OtherSequencesLeaveARowUnchanged", sequences,
+       "flashcheck-skip: needs sequences (fc_subject_sequences_v1: VARLEN or PAGED)"},
+      {"PoisonNeverReachesOutput", g_subject->takes(FC_SUBJECT_SEQ_SEQUSED_K),
+       "flashcheck-skip: needs spare K/V slots (fc_subject_sequences_v1: SEQUSED_K)"},
+      {"PagedEqualsPackedBitForBit", varlen && paged,
+       "flashcheck-skip: needs paged and packed K/V (fc_subject_sequences_v1: PAGED and VARLEN)"},
+      {"SplitsRepeatAndAgreeWithUnsplit", g_subject->takes(FC_SUBJECT_SEQ_SPLITS),
+       "flashcheck-skip: needs split-KV (fc_subject_sequences_v1: SPLITS)"},
       {"GqaEqualsRepeatedHeads", caps.gqa != 0, "flashcheck-skip: needs GQA, which this subject does not declare"},
       {"LayoutsAgreeBitForBit", caps.layouts == (FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD) | FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD) |
                                                  FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED)),

@@ -282,7 +282,7 @@ std::vector<Case> random_sequence_cases(DType dtype, int64_t count, Draws& draws
 
 // Cases whose V and O have a width of their own (head_dim_v != head_dim): the pairs models ship half the time, any
 // other pair of the sweep's head dims otherwise; dense, split-KV or sequences (packed or paged; dense in their place
-// when `sequences` is false: a subject's problem has no index arrays), rows near the tiles.
+// when `sequences` is false: a subject that declares none), rows near the tiles.
 std::vector<Case> random_value_dim_cases(DType dtype, int64_t count, Draws& draws, uint64_t seed_base,
                                          bool sequences) {
   using Pair = std::pair<int64_t, int64_t>;
@@ -538,13 +538,15 @@ bool has_fully_masked_row(const Case& c) {
   return c.mask != Mask::kNone && judged_visible_keys(case_params(c), 0).size() == 0;
 }
 
-// A sweep case moved inside a subject's capabilities: the nearest head_dim it takes, head_dim_v inside its value
-// dims (equal to head_dim without them), its first mask of the same
+// A sweep case moved inside a subject's capabilities: its sequences onto the declared sequence features
+// (onto_sequence_features), the nearest head_dim it takes, head_dim_v inside its value dims (equal to head_dim
+// without them), its first mask of the same
 // kind (window or not), heads_kv = heads_q without GQA, a layout it takes without padding, no softcap or sink it
 // lacks, seqlens onto its shape limits; injections that no longer fit the shape are dropped. Nullopt when its dtype is not among the subject's.
 std::optional<Case> fit_to(const LoadedSubject& subject, Case c) {
   const fc_subject_capabilities& caps = subject.descriptor().capabilities;
   if (!(caps.dtypes & (1u << static_cast<int>(c.dtype)))) return std::nullopt;
+  c = onto_sequence_features(subject, std::move(c));
   if (caps.head_dims != nullptr) {
     int64_t best = caps.head_dims[0];
     for (int32_t i = 0; i < caps.head_dim_count; ++i) {
@@ -710,13 +712,14 @@ int main(int argc, char** argv) {
       std::vector<Case> s = structured_cases(dtype);
       std::vector<Case> r = random_cases(dtype, random_per_dtype, draws, seed + 1000);
       std::vector<Case> f = random_feature_cases(dtype, random_features_per_dtype, feature_draws, seed + 2000);
-      // A subject takes no sequences (the subject ABI has no index arrays): its sweep has none.
+      // Sequences on a subject only where the library declares them (fc_subject_sequences_v1).
+      const bool sequences = subject == nullptr || subject->sequences().has_value();
       std::vector<Case> q =
-          random_sequence_cases(dtype, subject ? 0 : random_sequences_per_dtype, sequence_draws, seed + 3000);
+          random_sequence_cases(dtype, sequences ? random_sequences_per_dtype : 0, sequence_draws, seed + 3000);
       // V's own width on a subject only where the library declares the range it reads (fc_subject_value_dims_v1).
       const bool value_dims = subject == nullptr || subject->value_dims().has_value();
       std::vector<Case> v = random_value_dim_cases(dtype, value_dims ? random_value_dims_per_dtype : 0,
-                                                   value_dim_draws, seed + 4000, subject == nullptr);
+                                                   value_dim_draws, seed + 4000, sequences);
       cases.insert(cases.end(), s.begin(), s.end());
       cases.insert(cases.end(), r.begin(), r.end());
       cases.insert(cases.end(), f.begin(), f.end());

@@ -6,6 +6,8 @@ subject (or "flashcheck" for --backend gpu/model) names a block of rows, one per
   cases run      cases that got a verdict (PASS, FAIL, OUTSIDE-DOMAIN)
   unsupported    cases outside the subject's capabilities (never counted as passes)
   failed         cases whose verdict is FAIL
+  sequences      of the cases run, those of the inference path (seqs= or splits= in the case line: varlen, paged
+                 K/V, split-KV; a subject gets them where it declares fc_subject_sequences_v1): run / failed
   worst O, LSE   worst error / bound over the cases run (fail above 1); "-" where nothing was judged, "no LSE"
                  where the subject writes none
 --properties NAME=XML adds the property tier's totals for subject NAME (the GoogleTest XML of
@@ -94,39 +96,43 @@ def ratio_text(value, judged):
 
 
 def rows(doc):
-    """One row per dtype that has cases: (dtype, run, unsupported, failed, worst O, worst LSE)."""
+    """One row per dtype that has cases: (dtype, run, unsupported, failed, sequences, worst O, worst LSE)."""
     per_dtype = {}
     for case in doc.get("cases", []):
-        dtype = case["case"].split()[0] if case.get("case") else "?"
-        run, unsupported, failed = per_dtype.get(dtype, (0, 0, 0))
+        line = case.get("case") or ""
+        dtype = line.split()[0] if line else "?"
+        run, unsupported, failed, seq_run, seq_failed = per_dtype.get(dtype, (0, 0, 0, 0, 0))
         outcome = case.get("outcome")
+        sequence = any(word.startswith(("seqs=", "splits=")) for word in line.split())
         per_dtype[dtype] = (run + (outcome in RAN), unsupported + (outcome == "UNSUPPORTED"),
-                            failed + (outcome == "FAIL"))
+                            failed + (outcome == "FAIL"), seq_run + (sequence and outcome in RAN),
+                            seq_failed + (sequence and outcome == "FAIL"))
     worst = {d["dtype"]: d for d in doc.get("dtypes", [])}
     lse_written = doc.get("lse_written", True)
     out = []
     for dtype in sorted(per_dtype, key=lambda d: DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99):
-        run, unsupported, failed = per_dtype[dtype]
+        run, unsupported, failed, seq_run, seq_failed = per_dtype[dtype]
         w = worst.get(dtype, {})
         lse = ratio_text(w.get("worst_lse_ratio"), run > 0) if lse_written else ("no LSE" if run else "-")
-        out.append((dtype, run, unsupported, failed, ratio_text(w.get("worst_o_ratio"), run > 0), lse))
+        out.append((dtype, run, unsupported, failed, f"{seq_run} / {seq_failed}",
+                    ratio_text(w.get("worst_o_ratio"), run > 0), lse))
     return out
 
 
 def table(reports, properties, known):
-    lines = ["| subject | dtype | cases run | unsupported | failed | worst O err/bound | worst LSE err/bound "
-             "| properties passed / failed / skipped |",
-             "|---|---|---:|---:|---:|---:|---:|---|"]
+    lines = ["| subject | dtype | cases run | unsupported | failed | sequences run / failed | worst O err/bound "
+             "| worst LSE err/bound | properties passed / failed / skipped |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for doc in reports:
         name = doc.get("subject") or "flashcheck"
         props = properties.get(name)
         prop_text = "/".join(str(n) for n in props) if props else "not run"
         not_run = doc.get("counts", {}).get("not_run", 0)
-        for i, (dtype, run, unsupported, failed, o, lse) in enumerate(rows(doc)):
+        for i, (dtype, run, unsupported, failed, sequences, o, lse) in enumerate(rows(doc)):
             if i == 0 and not_run:
                 failed = f"{failed} (then the CUDA context was lost: {not_run} cases not run)"
-            lines.append(f"| {name if i == 0 else ''} | {dtype} | {run} | {unsupported} | {failed} | {o} | {lse} "
-                         f"| {prop_text if i == 0 else ''} |")
+            lines.append(f"| {name if i == 0 else ''} | {dtype} | {run} | {unsupported} | {failed} | {sequences} "
+                         f"| {o} | {lse} | {prop_text if i == 0 else ''} |")
     for name, text in known:
         lines.append("")
         lines.append(f"- **{name}**: {text}")

@@ -568,6 +568,16 @@ int64_t sequence_pages(const Sequence& s, int64_t page) {
   return capacity / page + (capacity % page != 0 ? 1 : 0);
 }
 
+void fit_to_sequences(Case* c) {
+  c->batch = static_cast<int64_t>(c->seqs.size());
+  c->seqlen_q = 0;
+  c->seqlen_k = 0;
+  for (const Sequence& s : c->seqs) {
+    c->seqlen_q = std::max(c->seqlen_q, s.q);
+    c->seqlen_k = std::max(c->seqlen_k, s.capacity());
+  }
+}
+
 const char* to_string(DistKind kind) {
   const int index = static_cast<int>(kind);
   return index >= 0 && index < kDistKindCount ? kDistNames[index] : "?";

@@ -22,6 +22,8 @@ namespace {
 
 constexpr int32_t kMaxHeadDim = 256;
 constexpr size_t kErrLen = 512;
+constexpr uint32_t kSequenceFeatures = FC_SUBJECT_BIT(FC_SUBJECT_SEQ_VARLEN) | FC_SUBJECT_BIT(FC_SUBJECT_SEQ_SEQUSED_K) |
+                                       FC_SUBJECT_BIT(FC_SUBJECT_SEQ_PAGED) | FC_SUBJECT_BIT(FC_SUBJECT_SEQ_SPLITS);
 
 Status bad(const std::string& path, const std::string& what) {
   return {StatusCode::kInvalidArgument, "subject " + path + ": " + what};
@@ -174,7 +176,11 @@ Status call_forward(const LoadedSubject& subject, const Params& params, void* st
   const fc_subject_problem problem = problem_of(params);
   const fc_subject_buffers buffers{params.q, params.k, params.v, params.o, params.lse, params.sink};
   char err[kErrLen] = {};
-  const int code = subject.descriptor().forward(&problem, &buffers, stream, err, sizeof err);
+  // supports() let sequences and split-KV through only for a library with forward_sequences.
+  const bool sequence_call = has_sequences(params) || params.num_splits != 1;
+  const fc_subject_sequence_args sequences = sequence_args_of(params);
+  const int code = sequence_call ? subject.sequences()->forward_sequences(&problem, &sequences, &buffers, stream, err, sizeof err)
+                                 : subject.descriptor().forward(&problem, &buffers, stream, err, sizeof err);
   if (code == FC_SUBJECT_OK) return Status::ok_status();
   err[kErrLen - 1] = '\0';
   const std::string message = "subject " + subject.name() + ": " + (err[0] ? err : "forward failed without a message");
@@ -246,6 +252,21 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     }
     s->value_dims_ = *dims;
   }
+  // The optional sequence features.
+  if (void* seq_symbol = dlsym(handle, FC_SUBJECT_SEQUENCES_ENTRY_POINT)) {
+    const fc_subject_sequences* seqs = reinterpret_cast<fc_subject_sequences_fn>(seq_symbol)();
+    if (seqs == nullptr) return bad(path, FC_SUBJECT_SEQUENCES_ENTRY_POINT "() returned null");
+    if (seqs->features == 0 || (seqs->features & ~kSequenceFeatures) != 0) {
+      return bad(path, "sequences.features: a non-empty set of FC_SUBJECT_BIT(FC_SUBJECT_SEQ_*)");
+    }
+    if ((seqs->features & FC_SUBJECT_BIT(FC_SUBJECT_SEQ_PAGED)) && !(seqs->features & FC_SUBJECT_BIT(FC_SUBJECT_SEQ_SEQUSED_K))) {
+      return bad(path, "sequences.features: PAGED needs SEQUSED_K (a paged sequence's keys are seqused_k)");
+    }
+    if (seqs->page_size_multiple < 0) return bad(path, "sequences.page_size_multiple: >= 0 (0: any)");
+    if (seqs->max_splits < 0 || seqs->max_splits == 1) return bad(path, "sequences.max_splits: 0 (no bound) or >= 2");
+    if (seqs->forward_sequences == nullptr) return bad(path, "sequences.forward_sequences: null");
+    s->sequences_ = *seqs;
+  }
   s->subject_ = descriptor;
   s->name_ = descriptor->name;
   for (const DTypeInfo& info : kDTypes) {
@@ -305,9 +326,33 @@ Status LoadedSubject::supports(const Params& p) const {
     return unsupported("heads_kv", "heads_q " + std::to_string(p.heads_q) + " != heads_kv " + std::to_string(p.heads_kv) +
                                        ": no grouped-query attention");
   }
-  // The subject ABI's problem has no index arrays: a subject would read packed or paged tensors as dense ones.
-  if (p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr || p.page_table != nullptr) {
-    return unsupported("seqs", "variable-length sequences, seqused_k and paged K/V are outside the subject ABI");
+  // Sequences and split-KV only through forward_sequences, for the features the library declares.
+  if (has_sequences(p) && !sequences_) {
+    return unsupported("seqs", "variable-length sequences, seqused_k and paged K/V: the library declares no sequences "
+                               "(" FC_SUBJECT_SEQUENCES_ENTRY_POINT ")");
+  }
+  if (p.page_table != nullptr) {
+    if (!takes(FC_SUBJECT_SEQ_PAGED)) return unsupported("page", "paged K/V is not among the declared sequence features");
+    if (const int64_t m = sequences_->page_size_multiple; m > 1 && p.page_size % m != 0) {
+      return unsupported("page", std::to_string(p.page_size) + " keys a page is not a multiple of " + std::to_string(m));
+    }
+  } else if ((p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr) && !takes(FC_SUBJECT_SEQ_VARLEN)) {
+    return unsupported("seqs", "packed variable-length sequences are not among the declared sequence features");
+  }
+  if (p.seqused_k != nullptr && !takes(FC_SUBJECT_SEQ_SEQUSED_K)) {
+    return unsupported("seqs", "spare K/V slots (seqused_k) are not among the declared sequence features");
+  }
+  if (p.num_splits == 0) {
+    return unsupported("splits", "0 (the kernel's own heuristic) is flashcheck's: a subject is given its split count");
+  }
+  if (p.num_splits != 1) {
+    if (!takes(FC_SUBJECT_SEQ_SPLITS)) {
+      return unsupported("splits", std::to_string(p.num_splits) + ": split-KV is not among the declared sequence features");
+    }
+    if (sequences_->max_splits > 0 && p.num_splits > sequences_->max_splits) {
+      return unsupported("splits", std::to_string(p.num_splits) + " above the declared maximum " +
+                                       std::to_string(sequences_->max_splits));
+    }
   }
   if (p.softcap > 0 && !c.softcap) return unsupported("softcap", "no softcap");
   if (p.sink != nullptr && !c.sink) return unsupported("sink", "no sink logits");
@@ -345,10 +390,16 @@ Status LoadedSubject::supports(const Params& p) const {
 
 Status LoadedSubject::supports(const Case& c) const {
   static constexpr float kSinkStandIn = 0.0f;  // only whether there is a sink matters
-  static constexpr int32_t kIndexStandIn = 0;  // likewise whether there are sequences
+  static constexpr int32_t kIndexStandIn = 0;  // likewise which index arrays there are (inputs.h, HostInputs)
   Params params = case_params(c);
   if (c.sink) params.sink = &kSinkStandIn;
-  if (!c.seqs.empty()) params.cu_seqlens_q = &kIndexStandIn;
+  if (!c.seqs.empty()) {
+    params.cu_seqlens_q = &kIndexStandIn;
+    (c.page > 0 ? params.page_table : params.cu_seqlens_k) = &kIndexStandIn;
+    const bool spare = std::any_of(c.seqs.begin(), c.seqs.end(), [](const Sequence& s) { return s.extra > 0; });
+    if (c.page > 0 || spare) params.seqused_k = &kIndexStandIn;
+    params.page_size = c.page;
+  }
   return supports(params);
 }
 
@@ -385,6 +436,18 @@ std::string LoadedSubject::describe() const {
     side("seqlen_q", l.seqlen_q_multiple, l.seqlen_q_min, l.seqlen_q_max);
     side("seqlen_k", l.seqlen_k_multiple, l.seqlen_k_min, l.seqlen_k_max);
   }
+  out += "; sequences";
+  if (!sequences_) out += " none";
+  for (const auto& [feature, text] : {std::pair{FC_SUBJECT_SEQ_VARLEN, " varlen"}, std::pair{FC_SUBJECT_SEQ_SEQUSED_K, " seqused_k"},
+                                      std::pair{FC_SUBJECT_SEQ_PAGED, " paged"}, std::pair{FC_SUBJECT_SEQ_SPLITS, " splits"}}) {
+    if (takes(feature)) out += text;
+  }
+  if (takes(FC_SUBJECT_SEQ_PAGED) && sequences_->page_size_multiple > 1) {
+    out += " (page % " + std::to_string(sequences_->page_size_multiple) + " == 0)";
+  }
+  if (takes(FC_SUBJECT_SEQ_SPLITS) && sequences_->max_splits > 0) {
+    out += " (splits <= " + std::to_string(sequences_->max_splits) + ")";
+  }
   out += std::string("; gqa ") + (c.gqa ? "yes" : "no") + ", lse " + (c.lse ? "yes" : "no") + ", softcap " +
          (c.softcap ? "yes" : "no") + ", sink " + (c.sink ? "yes" : "no") + "; arithmetic";
   for (const DTypeInfo& info : kDTypes) {
@@ -400,6 +463,43 @@ int64_t seqlen_onto_limits(int64_t seqlen, int64_t multiple, int64_t minimum, in
   const int64_t m = std::max<int64_t>(multiple, 1);
   const int64_t v = (std::max(seqlen, minimum) + m - 1) / m * m;
   return maximum > 0 && v > maximum ? maximum / m * m : v;
+}
+
+Case onto_sequence_features(const LoadedSubject& subject, Case c) {
+  if (c.splits != 1) {
+    const int32_t most = subject.takes(FC_SUBJECT_SEQ_SPLITS) ? subject.sequences()->max_splits : 1;
+    c.splits = c.splits == 0 ? 2 : c.splits;
+    if (most > 0) c.splits = std::min(c.splits, most);
+  }
+  if (c.seqs.empty()) return c;
+  if (!subject.takes(FC_SUBJECT_SEQ_VARLEN) && !subject.takes(FC_SUBJECT_SEQ_PAGED)) {
+    c.seqs.clear();  // dense, in the sequences' bounds
+    c.page = 0;
+    c.poison = Poison::kNaN;
+    return c;
+  }
+  if (c.page > 0 && !subject.takes(FC_SUBJECT_SEQ_PAGED)) c.page = 0;
+  if (c.page == 0 && !subject.takes(FC_SUBJECT_SEQ_VARLEN)) c.page = 1;
+  if (c.page > 0) {
+    const int64_t m = std::max<int64_t>(subject.sequences()->page_size_multiple, 1);
+    c.page = (c.page + m - 1) / m * m;
+  }
+  if (!subject.takes(FC_SUBJECT_SEQ_SEQUSED_K)) {
+    for (Sequence& s : c.seqs) s.extra = 0;
+  }
+  fit_to_sequences(&c);
+  // The shape limits bound sq and sk, the sequences' bounds: onto them, and every sequence within them.
+  const fc_subject_limits& l = subject.limits();
+  const int64_t sq = seqlen_onto_limits(c.seqlen_q, l.seqlen_q_multiple, l.seqlen_q_min, l.seqlen_q_max);
+  const int64_t sk = seqlen_onto_limits(c.seqlen_k, l.seqlen_k_multiple, l.seqlen_k_min, l.seqlen_k_max);
+  for (Sequence& s : c.seqs) {
+    s.q = std::min(s.q, sq);
+    s.k = std::min(s.k, sk);
+    s.extra = std::min(s.extra, sk - s.k);
+  }
+  c.seqlen_q = sq;
+  c.seqlen_k = sk;
+  return c;
 }
 
 RunOutputs run_case(const HostInputs& inputs, const LoadedSubject& subject, const RunOptions& options) {
@@ -425,7 +525,7 @@ RunOutputs run_case(const HostInputs& inputs, const LoadedSubject& subject, cons
   out.generic_bound = subject.generic_bound(dtype);
   out.tiling_declared = subject.tiling_declared();
   out.lse_written = subject.descriptor().capabilities.lse != 0;
-  out.splits = 1;
+  out.splits = std::max(inputs.params.num_splits, 1);  // a subject is given its split count (supports())
   if (!out.lse_written) out.unwritten_lse = 0;
   return out;
 }

@@ -8,8 +8,10 @@
 //   2  host-model-restricted         f16 only, head_dim 8..32, causal-br, contiguous bhsd, no GQA, softcap, sink
 //                                    or LSE output, arithmetic undeclared (judged by the generic bound)
 //   3  host-model-tiled              everything flashcheck computes, within shape limits (fc_subject_limits_v1):
-//                                    seqlen_q a multiple of 16, seqlen_k a multiple of 32 and at least 32
-// Every variant but the restricted one reads V and O of their own width (fc_subject_value_dims_v1, 1..256).
+//                                    seqlen_q a multiple of 16, seqlen_k a multiple of 32 and at least 32; of the
+//                                    sequences, packed ones with spare K/V slots only (no paged K/V, no split-KV)
+// Every variant but the restricted one reads V and O of their own width (fc_subject_value_dims_v1, 1..256) and takes
+// sequences (fc_subject_sequences_v1): varlen, seqused_k, paged K/V and split-KV but for the tiled variant's narrower set.
 #include <vector>
 
 #include "flashcheck/attention.h"
@@ -35,8 +37,7 @@ void copy_message(const std::string& message, char* err, size_t err_len) {
   err[n] = '\0';
 }
 
-int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers, void*, char* err, size_t err_len) {
-  flashcheck::Params params = flashcheck::params_of(*problem, *buffers);
+int run_model(flashcheck::Params params, char* err, size_t err_len) {
   // Without LSE output the model still needs somewhere to put it: its own scratch, never the caller's buffer.
   std::vector<float> scratch_lse;
   if (kRestricted) {
@@ -57,6 +58,15 @@ int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers
   return status.code() == flashcheck::StatusCode::kInvalidArgument ? FC_SUBJECT_INVALID_ARGUMENT
          : status.code() == flashcheck::StatusCode::kUnsupported   ? FC_SUBJECT_UNSUPPORTED
                                                                    : FC_SUBJECT_ERROR;
+}
+
+int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers, void*, char* err, size_t err_len) {
+  return run_model(flashcheck::params_of(*problem, *buffers), err, err_len);
+}
+
+int forward_sequences(const fc_subject_problem* problem, const fc_subject_sequence_args* sequences,
+                      const fc_subject_buffers* buffers, void*, char* err, size_t err_len) {
+  return run_model(flashcheck::params_of(*problem, *sequences, *buffers), err, err_len);
 }
 
 // Every row of flashcheck's dtype and mask tables: the model computes them all.
@@ -104,6 +114,15 @@ const fc_subject_limits* fc_subject_limits_v1(void) {
 #endif
 
 #if FC_HOST_SUBJECT_VARIANT != 2
+// The model's sequences: every feature, or (tiled) packed sequences with spare slots only.
+const fc_subject_sequences* fc_subject_sequences_v1(void) {
+  static constexpr uint32_t kTiledFeatures = FC_SUBJECT_BIT(FC_SUBJECT_SEQ_VARLEN) | FC_SUBJECT_BIT(FC_SUBJECT_SEQ_SEQUSED_K);
+  static constexpr uint32_t kEvery = kTiledFeatures | FC_SUBJECT_BIT(FC_SUBJECT_SEQ_PAGED) | FC_SUBJECT_BIT(FC_SUBJECT_SEQ_SPLITS);
+  static constexpr fc_subject_sequences kSequences{FC_HOST_SUBJECT_VARIANT == 3 ? kTiledFeatures : kEvery, 0, 0,
+                                                   forward_sequences};
+  return &kSequences;
+}
+
 // The model reads head_dim_v (params_of): every width flashcheck computes.
 const fc_subject_value_dims* fc_subject_value_dims_v1(void) {
   static constexpr fc_subject_value_dims kValueDims{1, 256};

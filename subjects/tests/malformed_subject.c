@@ -2,7 +2,8 @@
  *   MALFORMED_NO_ENTRY       exports no fc_subject_v1
  *   MALFORMED_VERSION        abi_version 99
  *   MALFORMED_HEAD_DIM       head_dim_min > head_dim_max
- *   MALFORMED_ARITHMETIC     declares the tensor-core class with P kept in fp32 */
+ *   MALFORMED_ARITHMETIC     declares the tensor-core class with P kept in fp32
+ *   MALFORMED_SEQUENCES      declares paged K/V without seqused_k (fc_subject_sequences_v1) */
 #include "flashcheck/subject.h"
 
 static int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers, void* stream, char* err,
@@ -32,4 +33,15 @@ FC_SUBJECT_EXPORT const fc_subject* fc_subject_v1(void) {
 }
 #else
 FC_SUBJECT_EXPORT int not_a_subject(void) { return forward(0, 0, 0, 0, 0); }
+#endif
+
+#ifdef MALFORMED_SEQUENCES
+static int forward_sequences(const fc_subject_problem* problem, const fc_subject_sequence_args* sequences,
+                             const fc_subject_buffers* buffers, void* stream, char* err, size_t err_len) {
+  (void)sequences;
+  return forward(problem, buffers, stream, err, err_len);
+}
+static const fc_subject_sequences sequences = {FC_SUBJECT_BIT(FC_SUBJECT_SEQ_VARLEN) | FC_SUBJECT_BIT(FC_SUBJECT_SEQ_PAGED),
+                                               0, 0, forward_sequences};
+FC_SUBJECT_EXPORT const fc_subject_sequences* fc_subject_sequences_v1(void) { return &sequences; }
 #endif

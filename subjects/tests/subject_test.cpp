@@ -156,6 +156,95 @@ TEST(Subject, UnequalHeadDimsNeedTheValueDimsDeclaration) {
             Outcome::kPass);
 }
 
+// Sequences (fc_subject_sequences_v1): a library that declares them is given packed, paged and split-KV cases through
+// forward_sequences and judged on them; the features it lacks, or the whole entry point, make such cases UNSUPPORTED
+// naming the key, never a pass.
+const char* const kSequenceLines[] = {
+    "f16 b=3 hq=4 hkv=2 sq=70 sk=300 d=64 mask=causal-br seqs=70:300,1:17+9,0:5 poison=inf q=normal(0,1) "
+    "k=normal(0,1) v=normal(0,1) seed=7",
+    "bf16 b=2 hq=2 hkv=1 sq=33 sk=200 d=96 mask=window-tl window=40,3 seqs=33:190+10,5:64 page=16 softcap=20 "
+    "q=normal(0,3) k=normal(0,3) v=normal(0,1) sink=normal(0,2) seed=8",
+    "f32 b=2 hq=3 hkv=3 sq=17 sk=260 d=33 mask=none seqs=17:260,3:100 page=5 splits=3 q=uniform(-2,2) k=ramp(-4,4) "
+    "v=normal(0,1) seed=9",
+    "f16 b=1 hq=2 hkv=2 sq=64 sk=512 d=64 mask=causal-tl splits=4 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=10",
+};
+
+TEST(Subject, SequencesRunThroughTheSequencesEntryPoint) {
+  const auto subject = load_ok(FC_SUBJECT_HOST_MODEL);
+  ASSERT_TRUE(subject);
+  ASSERT_TRUE(subject->sequences().has_value());
+  EXPECT_NE(subject->describe().find("sequences varlen seqused_k paged splits"), std::string::npos) << subject->describe();
+  for (const char* line : kSequenceLines) {
+    const Verdict v = run_line(*subject, line);
+    EXPECT_EQ(v.outcome, Outcome::kPass) << v.report();
+    EXPECT_GT(v.elements_checked, 0) << line;
+  }
+  // The planted defect shows on a sequence case as on a dense one.
+  const auto defective = load_ok(FC_SUBJECT_MISSING_RESCALE);
+  ASSERT_TRUE(defective);
+  const Verdict v = run_line(*defective, "f32 b=2 hq=2 hkv=1 sq=30 sk=200 d=33 mask=none seqs=30:200,7:150 page=16 "
+                                         "scale=10 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=0");
+  EXPECT_EQ(v.outcome, Outcome::kFail) << v.report();
+  EXPECT_NE(v.case_line.find("page=16"), std::string::npos) << v.case_line;
+}
+
+TEST(Subject, SequenceFeaturesAreCheckedLikeTheCapabilities) {
+  const auto narrow = load_ok(FC_SUBJECT_TILED);  // packed sequences with spare slots only
+  const auto none = load_ok(FC_SUBJECT_RESTRICTED);
+  ASSERT_TRUE(narrow && none);
+  EXPECT_FALSE(none->sequences().has_value());
+  const std::string tail = " q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=5";
+  struct Refusal {
+    const LoadedSubject* subject;
+    std::string line;
+    const char* reason;
+  };
+  const Refusal refusals[] = {
+      {narrow.get(), "f16 b=2 hq=2 sq=16 sk=64 d=16 mask=none seqs=16:64,3:20 page=16" + tail,
+       "page: paged K/V is not among the declared sequence features"},
+      {narrow.get(), "f16 b=1 hq=2 sq=16 sk=64 d=16 mask=none splits=2" + tail,
+       "splits: 2: split-KV is not among the declared sequence features"},
+      {narrow.get(), "f16 b=1 hq=2 sq=16 sk=64 d=16 mask=none splits=0" + tail, "splits: 0 (the kernel's own heuristic)"},
+      {none.get(), "f16 b=2 hq=2 sq=16 sk=64 d=16 mask=causal-br seqs=16:64,3:20" + tail,
+       "seqs: variable-length sequences, seqused_k and paged K/V: the library declares no sequences"},
+  };
+  for (const Refusal& r : refusals) {
+    const Verdict v = run_line(*r.subject, r.line);
+    EXPECT_EQ(v.outcome, Outcome::kUnsupported) << v.report();
+    EXPECT_EQ(v.reason.rfind(r.reason, 0), 0u) << v.reason;
+  }
+  // Inside its features and limits (sq and sk bound the sequences), the narrow subject runs packed sequences.
+  EXPECT_EQ(run_line(*narrow, "f16 b=2 hq=2 sq=16 sk=64 d=16 mask=none seqs=16:50+14,3:20" + tail).outcome, Outcome::kPass);
+}
+
+// The generators' and the report's move onto a subject's sequence features (onto_sequence_features).
+TEST(Subject, SequenceCasesMoveOntoTheDeclaredFeatures) {
+  const auto narrow = load_ok(FC_SUBJECT_TILED);
+  const auto none = load_ok(FC_SUBJECT_RESTRICTED);
+  ASSERT_TRUE(narrow && none);
+  Case c;
+  ASSERT_TRUE(parse_case("f16 b=2 hq=2 hkv=2 sq=40 sk=70 d=16 mask=causal-br seqs=40:60+10,3:20 page=16 poison=zero "
+                         "splits=3 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=5",
+                         &c)
+                  .ok());
+  const Case packed = onto_sequence_features(*narrow, c);
+  EXPECT_EQ(packed.page, 0);
+  EXPECT_EQ(packed.splits, 1);
+  EXPECT_EQ(packed.seqlen_q, 48);  // onto seqlen_q % 16
+  EXPECT_EQ(packed.seqlen_k, 96);  // onto seqlen_k % 32
+  ASSERT_EQ(packed.seqs.size(), 2u);
+  EXPECT_EQ(packed.seqs[0].extra, 10);
+  EXPECT_TRUE(narrow->supports(packed).ok()) << narrow->supports(packed).message() << ": " << format_case(packed);
+  const Case dense = onto_sequence_features(*none, c);
+  EXPECT_TRUE(dense.seqs.empty());
+  EXPECT_EQ(dense.splits, 1);
+  Case roundtrip;
+  EXPECT_TRUE(parse_case(format_case(dense), &roundtrip).ok()) << format_case(dense);
+  const auto every = load_ok(FC_SUBJECT_HOST_MODEL);
+  ASSERT_TRUE(every);
+  EXPECT_EQ(format_case(onto_sequence_features(*every, c)), format_case(c));
+}
+
 TEST(Subject, UndeclaredArithmeticIsJudgedByTheGenericBoundAndOAlone) {
   const auto subject = load_ok(FC_SUBJECT_RESTRICTED);
   ASSERT_TRUE(subject);
@@ -197,6 +286,7 @@ TEST(Subject, MalformedLibrariesAreRefusedWithTheReason) {
   expect_refused(FC_SUBJECT_MALFORMED_VERSION, "ABI version 99, this flashcheck reads version 1");
   expect_refused(FC_SUBJECT_MALFORMED_HEAD_DIM, "capabilities.head_dim_min/max");
   expect_refused(FC_SUBJECT_MALFORMED_ARITHMETIC, "contradict the class tensor-core");
+  expect_refused(FC_SUBJECT_MALFORMED_SEQUENCES, "sequences.features: PAGED needs SEQUSED_K");
   expect_refused("/nonexistent/libnothing.so", "cannot load");
 }
 

@@ -2,7 +2,8 @@
 # The tools on subjects (ctest subject_tools, label cpu): flashcheck-repro and flashcheck-report with --subject
 # exit 0 on the healthy host-model subject, 1 on the planted defect (its case line names the subject and replays
 # to the same failure), 3 outside the capabilities, 78 on a malformed library, 64 when a line names another
-# subject; tools/subject_table.py builds the subject x dtype table from their JSON.
+# subject, and the same on a packed, paged sequence case (fc_subject_sequences_v1); tools/subject_table.py builds the
+# subject x dtype table from their JSON.
 # usage: subject_tools_test.sh REPRO REPORT HOST_MODEL MISSING_RESCALE RESTRICTED MALFORMED_VERSION SUBJECT_TABLE
 set -uo pipefail
 repro=$1 report=$2 healthy=$3 defective=$4 restricted=$5 malformed=$6 subject_table=$7
@@ -36,6 +37,12 @@ grep -q "UNSUPPORTED (dtype: f32 not among f16 (subject host-model-restricted))"
   { echo "FAIL: no UNSUPPORTED verdict naming the dtype"; failures=$((failures + 1)); }
 expect 78 "repro, malformed subject" -- "$repro" --subject "$malformed" "$line"
 grep -q "ABI version 99" "$out/stderr" || { echo "FAIL: the version error is not named"; failures=$((failures + 1)); }
+# Sequences (fc_subject_sequences_v1): packed sequences over a paged cache on the subjects that declare them.
+seqline='f32 b=2 hq=2 hkv=1 sq=30 sk=200 d=33 mask=none seqs=30:200,7:150 page=16 scale=10 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=0'
+expect 0 "repro, healthy subject, sequences" -- "$repro" --subject "$healthy" "$seqline"
+expect 1 "repro, planted defect, sequences" -- "$repro" --subject "$defective" "$seqline"
+seqfinding=$(sed -n 's/^case: //p' "$out/stdout" | head -1)
+expect 1 "repro, the sequence finding's line replays" -- "$repro" --subject "$defective" "$seqfinding"
 expect 78 "repro, missing library" -- "$repro" --subject "$out/none.so" "$line"
 expect 64 "repro, --subject with --backend" -- "$repro" --subject "$healthy" --backend model "$line"
 
@@ -50,16 +57,16 @@ expect 78 "report, malformed subject" -- "$report" --subject "$malformed"
 # The subject x dtype table: the restricted subject (f16 only) and the planted defect on the same lines.
 narrow=${line/d=33/d=16}  # inside the restricted subject's capabilities (d 8..32, no GQA, causal-br)
 narrow=${narrow/hkv=1/hkv=2}; narrow=${narrow/mask=none/mask=causal-br}
-printf '%s\n' "${narrow/f32/f16}" "${narrow/f32/bf16}" >> "$out/cases"
+printf '%s\n' "${narrow/f32/f16}" "${narrow/f32/bf16}" "$seqline" >> "$out/cases"
 # The f16 line runs and passes, the others lie outside the capabilities: a pass within them, not "nothing ran".
 expect 0 "report --json, restricted subject" -- "$report" --subject "$restricted" --cases "$out/cases" --json "$out/r.json"
-grep -q "^PASS within capabilities: 0 of 3 cases failed, 0 rejected, 2 unsupported" "$out/stdout" ||
+grep -q "^PASS within capabilities: 0 of 4 cases failed, 0 rejected, 3 unsupported" "$out/stdout" ||
   { echo "FAIL: report does not say it passed within the capabilities"; failures=$((failures + 1)); }
 expect 1 "report --json, planted defect" -- "$report" --subject "$defective" --cases "$out/cases" --json "$out/d.json"
 expect 0 "subject_table.py" -- python3 "$subject_table" "$out/r.json" "$out/d.json" --known "host-model-missing-rescale=planted"
 cp "$out/stdout" "$out/table"
-for row in '| host-model-restricted | f32 | 0 | 1 | 0 | - | - | not run |' '|  | f16 | 1 | 0 | 0 |' \
-           '| host-model-missing-rescale | f32 | 1 | 0 | 1 |' '- **host-model-missing-rescale**: planted'; do
+for row in '| host-model-restricted | f32 | 0 | 2 | 0 | 0 / 0 | - | - | not run |' '|  | f16 | 1 | 0 | 0 | 0 / 0 |' \
+           '| host-model-missing-rescale | f32 | 2 | 0 | 2 | 1 / 1 |' '- **host-model-missing-rescale**: planted'; do
   grep -qF -- "$row" "$out/table" || { echo "FAIL: the table has no row '$row'"; cat "$out/table"; failures=$((failures + 1)); }
 done
 expect 65 "subject_table.py, not a report" -- python3 "$subject_table" "$out/cases"

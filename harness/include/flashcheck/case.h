@@ -158,6 +158,9 @@ Params case_params(const Case& c);
 // The pages sequence `s` takes with page size `page` >= 1: ceil((k + extra) / page).
 int64_t sequence_pages(const Sequence& s, int64_t page);
 
+// A case given sequences (c->seqs) takes their count as its batch and their longest q and capacity as its seqlens.
+void fit_to_sequences(Case* c);
+
 // A subject name as case lines carry it: 1 to kMaxSubjectName characters of [A-Za-z0-9._-].
 inline constexpr size_t kMaxSubjectName = 64;
 bool is_subject_name(std::string_view name);

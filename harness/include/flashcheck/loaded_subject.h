@@ -59,6 +59,10 @@ class LoadedSubject {
            limits_.seqlen_k_min > 0 || limits_.seqlen_q_max > 0 || limits_.seqlen_k_max > 0;
   }
   bool tiling_declared() const { return subject_->arithmetic.key_tile > 0; }
+  // The sequence features the library declares (fc_subject_sequences_v1), or none: dense cases only.
+  const std::optional<fc_subject_sequences>& sequences() const { return sequences_; }
+  // Whether it declares FC_SUBJECT_SEQ_<feature>.
+  bool takes(int feature) const { return sequences_ && (sequences_->features & FC_SUBJECT_BIT(feature)) != 0; }
 
   // One line: name, memory kind, dtypes, head dims, masks, layouts, features, arithmetic per dtype.
   std::string describe() const;
@@ -75,7 +79,15 @@ class LoadedSubject {
   std::array<std::string, kDTypes.size()> config_name_;  // KernelConfig::name per dtype (stable storage)
   fc_subject_limits limits_{};
   std::optional<fc_subject_value_dims> value_dims_;
+  std::optional<fc_subject_sequences> sequences_;
 };
+
+// A case moved onto a subject's sequence features: without any, dense (the sequences' bounds as its shape); paged
+// K/V packed without FC_SUBJECT_SEQ_PAGED, a page size onto its multiple with it; spare K/V slots (seqused_k)
+// dropped without FC_SUBJECT_SEQ_SEQUSED_K; splits = 1 without FC_SUBJECT_SEQ_SPLITS, within max_splits with it (and
+// 2 for flashcheck's heuristic, splits=0); sq and sk onto the shape limits, every sequence within them. The
+// generators and the report's sweep draw sequence cases this way.
+Case onto_sequence_features(const LoadedSubject& subject, Case c);
 
 // A seqlen moved onto a subject's shape limits (fc_subject_limits: 0 and 1 mean none): at least the minimum, up to
 // the next multiple, and down to the largest multiple within the maximum. The generators and the report's sweep

@@ -71,4 +71,41 @@ inline Params params_of(const fc_subject_problem& p, const fc_subject_buffers& b
   return out;
 }
 
+// Params -> the sequence arguments (fc_subject_sequences_v1): the index arrays, their sizes and num_splits.
+inline fc_subject_sequence_args sequence_args_of(const Params& p) {
+  fc_subject_sequence_args out{};
+  out.cu_seqlens_q = p.cu_seqlens_q;
+  out.total_q = p.total_q;
+  out.cu_seqlens_k = p.cu_seqlens_k;
+  out.total_k = p.total_k;
+  out.seqused_k = p.seqused_k;
+  out.page_table = p.page_table;
+  out.page_size = p.page_size;
+  out.num_pages = p.num_pages;
+  out.max_pages_per_seq = p.max_pages_per_seq;
+  out.num_splits = p.num_splits;
+  return out;
+}
+
+// Whether `p` has sequences (what fc_subject_sequences_v1's forward_sequences takes rather than fc_subject.forward).
+inline bool has_sequences(const Params& p) {
+  return p.cu_seqlens_q != nullptr || p.cu_seqlens_k != nullptr || p.seqused_k != nullptr || p.page_table != nullptr;
+}
+
+// problem + sequence arguments + buffers -> Params: params_of with the sequences.
+inline Params params_of(const fc_subject_problem& p, const fc_subject_sequence_args& s, const fc_subject_buffers& b) {
+  Params out = params_of(p, b);
+  out.cu_seqlens_q = s.cu_seqlens_q;
+  out.total_q = s.total_q;
+  out.cu_seqlens_k = s.cu_seqlens_k;
+  out.total_k = s.total_k;
+  out.seqused_k = s.seqused_k;
+  out.page_table = s.page_table;
+  out.page_size = s.page_size;
+  out.num_pages = s.num_pages;
+  out.max_pages_per_seq = s.max_pages_per_seq;
+  out.num_splits = s.num_splits;
+  return out;
+}
+
 }  // namespace flashcheck

@@ -15,6 +15,10 @@
  * LSE = log sum exp (natural log), the masks and their alignments, the softcap, the sink, GQA (query head h
  * reads key/value head h / (heads_q / heads_kv)), rows with no visible key give O = 0 and LSE = -inf.
  *
+ * Optional entry points widen what a library is given, each checked like the descriptor: fc_subject_limits_v1 (shape
+ * limits), fc_subject_value_dims_v1 (head_dim_v != head_dim), fc_subject_sequences_v1 (varlen, seqused_k, paged K/V,
+ * split-KV). A library built against an older subject.h simply lacks the newer ones.
+ *
  * The harness loads the library (dlopen), checks the version and the descriptor, and runs a case only when it
  * lies inside the capabilities; a case outside them is UNSUPPORTED for this subject, never a pass. A forward
  * call that returns FC_SUBJECT_UNSUPPORTED is reported the same way (with the subject's message). Every run
@@ -205,6 +209,61 @@ typedef struct fc_subject_value_dims {
 } fc_subject_value_dims;
 typedef const fc_subject_value_dims* (*fc_subject_value_dims_fn)(void);
 FC_SUBJECT_EXPORT const fc_subject_value_dims* fc_subject_value_dims_v1(void);
+
+/* Optional: the inference path's sequences (attention.h, "Sequences": packed variable-length batches, seqused_k, paged
+ * K/V caches, split-KV). A library that exports
+ *
+ *     const fc_subject_sequences* fc_subject_sequences_v1(void);
+ *
+ * is given cases with sequences, and split-KV cases, through its `forward_sequences` (other cases still go to
+ * fc_subject.forward), with the layouts and meanings of flashcheck's own Params (a split-KV case without sequences
+ * has every index array NULL and the dense layout):
+ *   - Q and O packed [total_q, heads_q, head_dim] (O: head_dim_v columns); sequence b owns rows cu_seqlens_q[b] ..
+ *     cu_seqlens_q[b + 1] - 1; q_stride / o_stride .row and .head (their .batch unused); LSE is [heads_q, total_q].
+ *     The problem's seqlen_q and seqlen_k bound every sequence's; masks, windows, softcaps and sinks apply per
+ *     sequence with its own lengths.
+ *   - K and V packed the same way by cu_seqlens_k (VARLEN), or paged (PAGED): [num_pages, page_size, heads_kv,
+ *     head_dim] with .batch the page stride, key j of sequence b at row j % page_size of page
+ *     page_table[b * max_pages_per_seq + j / page_size].
+ *   - Sequence b's keys: seqused_k[b] where given (always with PAGED; with VARLEN where a sequence's K/V slots
+ *     outnumber its keys), else cu_seqlens_k[b + 1] - cu_seqlens_k[b]. The slots past them hold NaN, inf or zeros
+ *     that must never reach O or LSE.
+ *   - num_splits: the harness asks for that many runs of K/V tiles per query tile (SPLITS); results for one split
+ *     count repeat bit for bit, and every split count agrees with 1 within the error model's bound. It is always
+ *     >= 1 (a heuristic's own pick, flashcheck's splits=0, is not asked of a subject) and 1 without SPLITS.
+ * The index arrays (int32) live in the memory kind the capabilities declare, like the tensors. Every capability and
+ * limit of the dense path holds per case (fc_subject_limits bound the problem's seqlen_q and seqlen_k, the longest
+ * sequence; the sequences' own lengths are any within them). A case with sequences outside the features declared
+ * here is UNSUPPORTED for the subject; without this entry point every case with sequences is. */
+#define FC_SUBJECT_SEQUENCES_ENTRY_POINT "fc_subject_sequences_v1"
+enum {
+  FC_SUBJECT_SEQ_VARLEN = 0,    /* cu_seqlens_q and cu_seqlens_k: packed Q, O, K and V */
+  FC_SUBJECT_SEQ_SEQUSED_K = 1, /* seqused_k: fewer keys than K/V slots (needed by PAGED) */
+  FC_SUBJECT_SEQ_PAGED = 2,     /* cu_seqlens_q with a page table for K and V */
+  FC_SUBJECT_SEQ_SPLITS = 3     /* num_splits > 1 honoured */
+};
+
+typedef struct fc_subject_sequence_args {
+  const int32_t* cu_seqlens_q; /* [batch + 1] */
+  int64_t total_q;             /* packed Q and O rows */
+  const int32_t* cu_seqlens_k; /* [batch + 1] or NULL (paged) */
+  int64_t total_k;             /* packed K and V rows (0 when paged) */
+  const int32_t* seqused_k;    /* [batch] or NULL */
+  const int32_t* page_table;   /* [batch, max_pages_per_seq] or NULL */
+  int64_t page_size, num_pages, max_pages_per_seq;
+  int32_t num_splits; /* >= 1; > 1 only for a subject that declares FC_SUBJECT_SEQ_SPLITS */
+} fc_subject_sequence_args;
+
+typedef struct fc_subject_sequences {
+  uint32_t features;          /* bit set: FC_SUBJECT_BIT(FC_SUBJECT_SEQ_*), non-empty; PAGED needs SEQUSED_K */
+  int64_t page_size_multiple; /* PAGED: page sizes a multiple of this (0 or 1: any) */
+  int32_t max_splits;         /* SPLITS: num_splits at most this (0: no bound) */
+  /* As fc_subject.forward, for a problem with sequences. */
+  int (*forward_sequences)(const fc_subject_problem* problem, const fc_subject_sequence_args* sequences,
+                           const fc_subject_buffers* buffers, void* stream, char* err, size_t err_len);
+} fc_subject_sequences;
+typedef const fc_subject_sequences* (*fc_subject_sequences_fn)(void);
+FC_SUBJECT_EXPORT const fc_subject_sequences* fc_subject_sequences_v1(void);
 
 #ifdef __cplusplus
 }
