@@ -30,6 +30,10 @@ Case grad_case(const GradNeeds& needs = {});
 // Forward then backward on the tier's backend with the planted defect; a kUnsupported run is a discard, any other
 // failure a failed assertion.
 BackwardOutputs run_grad(const HostInputs& in, bool deterministic = false);
+// Whether two runs of one grad=1 case give the same bits of dQ (`dq`) or of dK, dV and dsink: on flashcheck's kernels
+// in deterministic mode, and for dK, dV and dsink always (only dQ's partial sums arrive by atomics); on a subject
+// where its backward declares itself deterministic.
+bool same_bits_on_rerun(bool deterministic, bool dq);
 // dQ, dK, dV and dsink of two runs the same bits, else a logged element (`first` and `second` name the runs) and
 // RC_FAIL(failure).
 void assert_same_gradients(const BackwardOutputs& a, const BackwardOutputs& b, const char* first, const char* second,

@@ -17,7 +17,8 @@ namespace flashcheck::properties {
 enum class PropertyBinary { kProduction, kInstrumented };
 
 // The pass a property checks: the forward's O and LSE, the backward's gradients (grad=1 cases), or dropout (forward
-// and backward with a dropout). The subject ABI carries neither a backward pass nor dropout: a subject skips both.
+// and backward with a dropout). A subject runs the backward properties where it declares a backward pass
+// (fc_subject_backward_v1) and skips dropout's: the subject ABI carries no dropout.
 enum class PropertyPass { kForward, kBackward, kDropout };
 
 struct PropertyInfo {

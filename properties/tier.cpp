@@ -249,7 +249,12 @@ const char* property_skip_reason(const char* name) {
   }
   if (g_subject == nullptr) return nullptr;
   if (const PropertyInfo* info = find_property(property); info != nullptr && info->pass == PropertyPass::kBackward) {
-    return "flashcheck-skip: the subject ABI carries no backward pass (gradients are checked on flashcheck's kernels)";
+    if (!g_subject->backward()) {
+      return "flashcheck-skip: needs a backward pass, which this subject does not declare (fc_subject_backward_v1)";
+    }
+    if (property == "DeterministicGradientsRepeat" && !g_subject->backward()->deterministic) {
+      return "flashcheck-skip: needs a deterministic backward (fc_subject_backward_v1: deterministic = 1)";
+    }
   }
   if (const PropertyInfo* info = find_property(property); info != nullptr && info->pass == PropertyPass::kDropout) {
     return "flashcheck-skip: the subject ABI carries no dropout (dropout is checked on flashcheck's kernels)";

@@ -630,7 +630,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--backward", backward_per_dtype,
                  "grad=1 cases per dtype in the backward section (dQ, dK, dV and dsink against the oracle's bound, "
-                 "dQ, dK and dV against a same-precision reference's RMS error; none with --subject or --cases)")
+                 "dQ, dK and dV against a same-precision reference's RMS error; on a subject where it declares a "
+                 "backward pass; with --cases its grad=1 lines)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", seed, "seed of the random cases' draws (a decimal uint64)")->capture_default_str();
@@ -907,10 +908,25 @@ int main(int argc, char** argv) {
     for (const Case& c : cases) {
       if (c.grad) grad_cases.push_back(c);
     }
-  } else if (!subject) {
+  } else if (!subject || subject->backward()) {
     for (const DTypeInfo& row : kDTypes) {
-      const std::vector<Case> g = backward_cases(row.dtype, backward_per_dtype, seed + 5000);
-      grad_cases.insert(grad_cases.end(), g.begin(), g.end());
+      for (const Case& g : backward_cases(row.dtype, backward_per_dtype, seed + 5000)) {
+        if (!subject) {
+          grad_cases.push_back(g);
+          continue;
+        }
+        // On a subject: inside its forward's capabilities, then without what its backward leaves out.
+        std::optional<Case> c = subject->supports(g).ok() ? std::optional<Case>(g) : fit_to(*subject, g);
+        if (!c) continue;
+        if (c->sink && !subject->backward()->sink) c->sink.reset();
+        if (!c->seqs.empty() && !subject->backward()->sequences) {
+          c->seqs.clear();
+          c->poison = Poison::kNaN;
+        }
+        if (!subject->supports_backward(*c).ok()) continue;  // a dtype its backward declares no class for
+        c->subject = subject->name();
+        grad_cases.push_back(*c);
+      }
     }
   }
   Outcome backward_outcome = Outcome::kPass;
@@ -921,8 +937,9 @@ int main(int argc, char** argv) {
       ++b.cases;
       HostInputs inputs;
       Status st = make_inputs(c, &inputs, memory_cap);
-      const BackwardVerdict v = st.ok() ? judge_backward(c, inputs, run_backward_case(inputs, backend))
-                                        : BackwardVerdict{false, outcome_of(st.code()), st.message(), format_case(c)};
+      const BackwardVerdict v =
+          st.ok() ? judge_backward(c, inputs, subject ? run_backward_case(inputs, *subject) : run_backward_case(inputs, backend))
+                  : BackwardVerdict{false, outcome_of(st.code()), st.message(), format_case(c)};
       backward_outcome = most_severe(backward_outcome, v.outcome);
       if (v.path == ComputePath::kTensorCore) ++b.tensor_core;
       if (!v.pass) {

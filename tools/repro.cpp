@@ -357,6 +357,18 @@ Replayed replay(const std::string& given, const Options& options) {
     return {outcome_of(s.code())};
   }
   Replayed result;
+  if (options.subject && c.grad) {
+    BackwardRunOptions run;
+    run.deterministic = options.deterministic;
+    const BackwardOutputs out = run_backward_case(inputs, *options.subject, run);
+    if (out.status.code() == StatusCode::kNoDevice) {
+      std::fprintf(stderr, "flashcheck-repro: subject %s: %s\n", loaded.c_str(), out.status.message().c_str());
+      return {Outcome::kPass, true};
+    }
+    const BackwardVerdict v = judge_backward(c, inputs, out);
+    std::printf("== subject %s, backward\n%s\n", loaded.c_str(), v.report().c_str());
+    return {v.outcome};
+  }
   if (options.subject) {
     const RunOutputs out = run_case(inputs, *options.subject);
     if (out.status.code() == StatusCode::kNoDevice) {

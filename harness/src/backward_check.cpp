@@ -115,7 +115,7 @@ BackwardOutputs run_backward_case(const HostInputs& inputs, Backend backend, con
   RunOptions forward_options;
   forward_options.model.defect = options.defect;
   forward_options.stream = options.stream;
-  out.forward = run_case(inputs, backend, forward_options);
+  out.forward = options.forward_run ? options.forward_run(inputs) : run_case(inputs, backend, forward_options);
   if (!out.forward.status.ok()) {
     out.status = out.forward.status;
     return out;
@@ -167,7 +167,8 @@ BackwardOutputs run_backward_case(const HostInputs& inputs, Backend backend, con
   if (backend == Backend::kHostModel) {
     HostModelOptions model;
     model.defect = options.defect;
-    out.status = run_backward_host_model(bp, model);
+    if (options.backward_call) out.path = options.path;
+    out.status = options.backward_call ? options.backward_call(bp, nullptr) : run_backward_host_model(bp, model);
     const std::pair<const char*, bool> compared[] = {
         {"q", in.q != inputs.q},     {"k", in.k != inputs.k},       {"v", in.v != inputs.v},
         {"d_o", in.d_o != inputs.d_o}, {"sink", !same_bytes(in.sink, inputs.sink)}, {"o", images.o != o_before},
@@ -176,8 +177,8 @@ BackwardOutputs run_backward_case(const HostInputs& inputs, Backend backend, con
       if (differs) changed.push_back(name);
     }
   } else {
-    out.path = backward_path(bp);
-    out.status = detail::backward_on_gpu(in, bp, &images, options.stream, &changed);
+    out.path = options.backward_call ? options.path : backward_path(bp);
+    out.status = detail::backward_on_gpu(in, bp, &images, options.stream, &changed, options.backward_call);
     if (images.o != o_before) changed.push_back("o");
     if (images.lse != lse_before) changed.push_back("lse");
   }

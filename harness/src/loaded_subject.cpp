@@ -169,6 +169,19 @@ Status validate(const std::string& path, const fc_subject& s) {
   return Status::ok_status();
 }
 
+// A subject call's return code as a status: its message (or that it gave none) under the subject's name.
+Status status_of(const LoadedSubject& subject, const char* call, int code, char (&err)[kErrLen]) {
+  if (code == FC_SUBJECT_OK) return Status::ok_status();
+  err[kErrLen - 1] = '\0';
+  const std::string message =
+      "subject " + subject.name() + ": " + (err[0] ? std::string(err) : std::string(call) + " failed without a message");
+  switch (code) {
+    case FC_SUBJECT_INVALID_ARGUMENT: return {StatusCode::kInvalidArgument, message};
+    case FC_SUBJECT_UNSUPPORTED: return {StatusCode::kUnsupported, message};
+    default: return {StatusCode::kCudaError, message + " (" + call + " returned " + std::to_string(code) + ")"};
+  }
+}
+
 // The subject's forward on `params` (pointers in the subject's memory kind), after the checks every case gets.
 Status call_forward(const LoadedSubject& subject, const Params& params, void* stream) {
   if (Status st = can_implement(params); !st.ok()) return st;
@@ -181,14 +194,23 @@ Status call_forward(const LoadedSubject& subject, const Params& params, void* st
   const fc_subject_sequence_args sequences = sequence_args_of(params);
   const int code = sequence_call ? subject.sequences()->forward_sequences(&problem, &sequences, &buffers, stream, err, sizeof err)
                                  : subject.descriptor().forward(&problem, &buffers, stream, err, sizeof err);
-  if (code == FC_SUBJECT_OK) return Status::ok_status();
-  err[kErrLen - 1] = '\0';
-  const std::string message = "subject " + subject.name() + ": " + (err[0] ? err : "forward failed without a message");
-  switch (code) {
-    case FC_SUBJECT_INVALID_ARGUMENT: return {StatusCode::kInvalidArgument, message};
-    case FC_SUBJECT_UNSUPPORTED: return {StatusCode::kUnsupported, message};
-    default: return {StatusCode::kCudaError, message + " (forward returned " + std::to_string(code) + ")"};
-  }
+  return status_of(subject, "forward", code, err);
+}
+
+// The subject's backward on `params` (pointers in the subject's memory kind), after the checks every case gets.
+Status call_backward(const LoadedSubject& subject, const BackwardParams& params, void* stream) {
+  if (Status st = can_implement_backward(params); !st.ok()) return st;
+  if (Status st = subject.supports_backward(params.forward); !st.ok()) return st;
+  const Params& f = params.forward;
+  const fc_subject_problem problem = problem_of(f);
+  const fc_subject_sequence_args sequences = sequence_args_of(f);
+  const fc_subject_backward_strides strides = backward_strides_of(params);
+  const fc_subject_buffers forward{f.q, f.k, f.v, nullptr, nullptr, f.sink};
+  const fc_subject_backward_buffers buffers{f.o, f.lse, params.d_o, params.dq, params.dk, params.dv, params.dsink};
+  char err[kErrLen] = {};
+  const int code = subject.backward()->backward(&problem, has_sequences(f) ? &sequences : nullptr, &strides, &forward,
+                                                &buffers, stream, err, sizeof err);
+  return status_of(subject, "backward", code, err);
 }
 
 }  // namespace
@@ -266,6 +288,39 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     if (seqs->max_splits < 0 || seqs->max_splits == 1) return bad(path, "sequences.max_splits: 0 (no bound) or >= 2");
     if (seqs->forward_sequences == nullptr) return bad(path, "sequences.forward_sequences: null");
     s->sequences_ = *seqs;
+  }
+  // The optional backward pass.
+  if (void* bwd_symbol = dlsym(handle, FC_SUBJECT_BACKWARD_ENTRY_POINT)) {
+    const fc_subject_backward* bwd = reinterpret_cast<fc_subject_backward_fn>(bwd_symbol)();
+    if (bwd == nullptr) return bad(path, FC_SUBJECT_BACKWARD_ENTRY_POINT "() returned null");
+    if (bwd->backward == nullptr) return bad(path, "backward.backward: null");
+    if (!is_bool(bwd->sink) || !is_bool(bwd->sequences) || !is_bool(bwd->deterministic)) {
+      return bad(path, "backward.sink, sequences, deterministic: 0 or 1");
+    }
+    if (descriptor->capabilities.lse != 1) {
+      return bad(path, "backward: needs capabilities.lse = 1 (the backward reads the LSE its forward wrote)");
+    }
+    if (bwd->sequences && !(s->takes(FC_SUBJECT_SEQ_VARLEN))) {
+      return bad(path, "backward.sequences: needs VARLEN among the sequence features (fc_subject_sequences_v1)");
+    }
+    bool any = false;
+    for (const DTypeInfo& info : kDTypes) {
+      const int32_t arith = bwd->arithmetic[static_cast<size_t>(info.dtype)];
+      if (arith == FC_SUBJECT_ARITH_UNDECLARED) continue;
+      const std::string field = std::string("backward.arithmetic[") + info.name + "]: ";
+      const ClassPoints* k = nullptr;
+      for (const ClassPoints& c : kClasses) {
+        if (c.arith == arith && arith != FC_SUBJECT_ARITH_SPLIT_TF32) k = &c;
+      }
+      if (k == nullptr) return bad(path, field + "FC_SUBJECT_ARITH_GENERAL_FP32, _TENSOR_CORE or _UNDECLARED");
+      if (!k->applies_to(info)) return bad(path, field + arith_name(arith) + " does not apply to " + info.name);
+      if (!(descriptor->capabilities.dtypes & (1u << static_cast<int>(info.dtype)))) {
+        return bad(path, field + "a class for a dtype the capabilities leave out");
+      }
+      any = true;
+    }
+    if (!any) return bad(path, "backward.arithmetic: a class for at least one dtype");
+    s->backward_ = *bwd;
   }
   s->subject_ = descriptor;
   s->name_ = descriptor->name;
@@ -388,7 +443,9 @@ Status LoadedSubject::supports(const Params& p) const {
   return Status::ok_status();
 }
 
-Status LoadedSubject::supports(const Case& c) const {
+Status LoadedSubject::supports(const Case& c) const { return supports(stand_in_params(c)); }
+
+Params LoadedSubject::stand_in_params(const Case& c) {
   static constexpr float kSinkStandIn = 0.0f;  // only whether there is a sink matters
   static constexpr int32_t kIndexStandIn = 0;  // likewise which index arrays there are (inputs.h, HostInputs)
   Params params = case_params(c);
@@ -400,7 +457,47 @@ Status LoadedSubject::supports(const Case& c) const {
     if (c.page > 0 || spare) params.seqused_k = &kIndexStandIn;
     params.page_size = c.page;
   }
-  return supports(params);
+  return params;
+}
+
+Status LoadedSubject::supports_backward(const Params& p) const {
+  if (!backward_) return no_backward();
+  if (Status st = supports(p); !st.ok()) return st;
+  return backward_refusal(p);
+}
+
+Status LoadedSubject::supports_backward(const Case& c) const {
+  if (!backward_) return no_backward();
+  if (Status st = supports(c); !st.ok()) return st;
+  return backward_refusal(stand_in_params(c));
+}
+
+Status LoadedSubject::no_backward() const {
+  return {StatusCode::kUnsupported,
+          "grad: the library declares no backward pass (" FC_SUBJECT_BACKWARD_ENTRY_POINT ") (subject " + name_ + ")"};
+}
+
+Status LoadedSubject::backward_refusal(const Params& p) const {
+  auto unsupported = [&](const std::string& field, const std::string& what) {
+    return Status{StatusCode::kUnsupported, field + ": " + what + " (subject " + name_ + ")"};
+  };
+  const DTypeInfo* info = find_dtype(p.dtype);
+  if (info == nullptr || backward_->arithmetic[static_cast<size_t>(info->c_code)] == FC_SUBJECT_ARITH_UNDECLARED) {
+    return unsupported("dtype", std::string(to_string(p.dtype)) + ": the backward declares no class for it");
+  }
+  if (p.sink != nullptr && !backward_->sink) return unsupported("sink", "the backward computes no dsink");
+  if (p.page_table != nullptr) return unsupported("page", "paged K/V is forward-only");
+  if (p.num_splits != 1) return unsupported("splits", "split-KV is forward-only");
+  if (has_sequences(p) && !backward_->sequences) return unsupported("seqs", "the backward takes no sequences");
+  return Status::ok_status();
+}
+
+ComputePath LoadedSubject::backward_path(DType dtype) const {
+  const DTypeInfo* info = find_dtype(dtype);
+  if (!backward_ || info == nullptr) return ComputePath::kGeneralFp32;
+  return backward_->arithmetic[static_cast<size_t>(info->c_code)] == FC_SUBJECT_ARITH_TENSOR_CORE
+             ? ComputePath::kTensorCore
+             : ComputePath::kGeneralFp32;
 }
 
 KernelConfig LoadedSubject::config(DType dtype) const {
@@ -447,6 +544,16 @@ std::string LoadedSubject::describe() const {
   }
   if (takes(FC_SUBJECT_SEQ_SPLITS) && sequences_->max_splits > 0) {
     out += " (splits <= " + std::to_string(sequences_->max_splits) + ")";
+  }
+  out += "; backward";
+  if (!backward_) out += " none";
+  for (const DTypeInfo& info : kDTypes) {
+    const int32_t arith = backward_ ? backward_->arithmetic[static_cast<size_t>(info.dtype)] : FC_SUBJECT_ARITH_UNDECLARED;
+    if (arith != FC_SUBJECT_ARITH_UNDECLARED) out += std::string(" ") + info.name + "=" + arith_name(arith);
+  }
+  if (backward_) {
+    out += std::string(backward_->sink ? ", dsink" : "") + (backward_->sequences ? ", sequences" : "") +
+           (backward_->deterministic ? ", deterministic" : "");
   }
   out += std::string("; gqa ") + (c.gqa ? "yes" : "no") + ", lse " + (c.lse ? "yes" : "no") + ", softcap " +
          (c.softcap ? "yes" : "no") + ", sink " + (c.sink ? "yes" : "no") + "; arithmetic";
@@ -528,6 +635,27 @@ RunOutputs run_case(const HostInputs& inputs, const LoadedSubject& subject, cons
   out.splits = std::max(inputs.params.num_splits, 1);  // a subject is given its split count (supports())
   if (!out.lse_written) out.unwritten_lse = 0;
   return out;
+}
+
+BackwardOutputs run_backward_case(const HostInputs& inputs, const LoadedSubject& subject,
+                                  const BackwardRunOptions& options) {
+  if (Status st = subject.supports_backward(inputs.params); !st.ok()) {
+    BackwardOutputs out;
+    out.status = st;
+    return out;
+  }
+  BackwardRunOptions own = options;
+  own.defect = ModelDefect::kNone;
+  own.forward_run = [&subject, stream = options.stream](const HostInputs& in) {
+    RunOptions forward;
+    forward.stream = stream;
+    return run_case(in, subject, forward);
+  };
+  own.backward_call = [&subject](const BackwardParams& params, void* stream) {
+    return call_backward(subject, params, stream);
+  };
+  own.path = subject.backward_path(inputs.params.dtype);
+  return run_backward_case(inputs, subject.on_device() ? Backend::kGpu : Backend::kHostModel, own);
 }
 
 const LoadedSubject* subject_from_environment(std::string* error) {

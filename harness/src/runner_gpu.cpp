@@ -213,7 +213,8 @@ Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images,
 }
 
 Status backward_on_gpu(const HostInputs& inputs, BackwardParams params, BackwardImages* images, void* stream_ptr,
-                       std::vector<const char*>* changed) {
+                       std::vector<const char*>* changed,
+                       const std::function<Status(const BackwardParams&, void* stream)>& call) {
   const auto stream = static_cast<cudaStream_t>(stream_ptr);
   DeviceRun device(nullptr, stream);
   const auto as_bytes = [](const auto& values) {
@@ -257,7 +258,7 @@ Status backward_on_gpu(const HostInputs& inputs, BackwardParams params, Backward
   params.dk = device.payload(Slot::kDk);
   params.dv = device.payload(Slot::kDv);
   params.dsink = device.payload<float>(Slot::kDsink);
-  const Status call_status = run_backward(params, stream);
+  const Status call_status = call ? call(params, stream) : run_backward(params, stream);
   if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) return cuda_status(e, "run_backward");
   if (!call_status.ok()) return call_status;
   for (const Image& im : round_trip) FLASHCHECK_RETURN_IF_ERROR(device.download(im.slot, im.image, im.name));
@@ -277,7 +278,8 @@ Status run_on_gpu(const HostInputs&, Params, OutputImages*, const RunOptions&, Q
   return {StatusCode::kNoDevice, "flashcheck was built without CUDA (FLASHCHECK_CUDA=OFF): no GPU backend"};
 }
 
-Status backward_on_gpu(const HostInputs&, BackwardParams, BackwardImages*, void*, std::vector<const char*>*) {
+Status backward_on_gpu(const HostInputs&, BackwardParams, BackwardImages*, void*, std::vector<const char*>*,
+                       const std::function<Status(const BackwardParams&, void* stream)>&) {
   return {StatusCode::kNoDevice, "flashcheck was built without CUDA (FLASHCHECK_CUDA=OFF): no GPU backend"};
 }
 

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "flashcheck/attention.h"
@@ -78,10 +79,11 @@ struct BackwardImages {
 };
 
 // Uploads the inputs (Q, K, V, dO, the sink, the index arrays) and the images, runs run_backward(params) on `stream`
-// with params' pointers replaced by the device copies, synchronises, downloads the images, and appends to *changed
-// the name of every input ("q", "k", "v", "d_o", "sink", and the index arrays) whose device copy no longer holds the
-// inputs' bytes.
+// (or `call`, a subject's backward, where given) with params' pointers replaced by the device copies, synchronises,
+// downloads the images, and appends to *changed the name of every input ("q", "k", "v", "d_o", "sink", and the index
+// arrays) whose device copy no longer holds the inputs' bytes.
 Status backward_on_gpu(const HostInputs& inputs, BackwardParams params, BackwardImages* images, void* stream,
-                       std::vector<const char*>* changed);
+                       std::vector<const char*>* changed,
+                       const std::function<Status(const BackwardParams&, void* stream)>& call = {});
 
 }  // namespace flashcheck::detail

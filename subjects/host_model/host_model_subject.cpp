@@ -2,7 +2,7 @@
 // (flashcheck/subject.h) in host memory: the subject path of every tool, property and fuzzer is tested on a
 // machine without a GPU. It fixes the model's configuration to what it declares (tensor-core class for fp16/bf16,
 // general-fp32 for fp32, kKeyTile keys per tile), so that the declared arithmetic is the arithmetic that runs.
-// Built three ways (FC_HOST_SUBJECT_VARIANT):
+// Built five ways (FC_HOST_SUBJECT_VARIANT):
 //   0  host-model                    everything flashcheck computes; healthy
 //   1  host-model-missing-rescale    the same with a planted defect: the last K/V tile skips O's rescale
 //   2  host-model-restricted         f16 only, head_dim 8..32, causal-br, contiguous bhsd, no GQA, softcap, sink
@@ -10,8 +10,10 @@
 //   3  host-model-tiled              everything flashcheck computes, within shape limits (fc_subject_limits_v1):
 //                                    seqlen_q a multiple of 16, seqlen_k a multiple of 32 and at least 32; of the
 //                                    sequences, packed ones with spare K/V slots only (no paged K/V, no split-KV)
+//   4  host-model-bad-gradient       everything flashcheck computes, with a planted backward defect: dS without D
 // Every variant but the restricted one reads V and O of their own width (fc_subject_value_dims_v1, 1..256) and takes
-// sequences (fc_subject_sequences_v1): varlen, seqused_k, paged K/V and split-KV but for the tiled variant's narrower set.
+// sequences (fc_subject_sequences_v1): varlen, seqused_k, paged K/V and split-KV but for the tiled variant's narrower set;
+// every one but the tiled and the restricted has a backward pass (fc_subject_backward_v1).
 #include <vector>
 
 #include "flashcheck/attention.h"
@@ -37,6 +39,15 @@ void copy_message(const std::string& message, char* err, size_t err_len) {
   err[n] = '\0';
 }
 
+// A status as the subject ABI's return code, its message into err.
+int code_of(const flashcheck::Status& status, char* err, size_t err_len) {
+  if (status.ok()) return FC_SUBJECT_OK;
+  copy_message(status.message(), err, err_len);
+  return status.code() == flashcheck::StatusCode::kInvalidArgument ? FC_SUBJECT_INVALID_ARGUMENT
+         : status.code() == flashcheck::StatusCode::kUnsupported   ? FC_SUBJECT_UNSUPPORTED
+                                                                   : FC_SUBJECT_ERROR;
+}
+
 int run_model(flashcheck::Params params, char* err, size_t err_len) {
   // Without LSE output the model still needs somewhere to put it: its own scratch, never the caller's buffer.
   std::vector<float> scratch_lse;
@@ -52,12 +63,7 @@ int run_model(flashcheck::Params params, char* err, size_t err_len) {
   options.config.block_m = kKeyTile;
   options.config.block_n = kKeyTile;
   if (FC_HOST_SUBJECT_VARIANT == 1) options.defect = flashcheck::ModelDefect::kMissingRescale;
-  const flashcheck::Status status = flashcheck::run_host_model(params, options);
-  if (status.ok()) return FC_SUBJECT_OK;
-  copy_message(status.message(), err, err_len);
-  return status.code() == flashcheck::StatusCode::kInvalidArgument ? FC_SUBJECT_INVALID_ARGUMENT
-         : status.code() == flashcheck::StatusCode::kUnsupported   ? FC_SUBJECT_UNSUPPORTED
-                                                                   : FC_SUBJECT_ERROR;
+  return code_of(flashcheck::run_host_model(params, options), err, err_len);
 }
 
 int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers, void*, char* err, size_t err_len) {
@@ -67,6 +73,16 @@ int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers
 int forward_sequences(const fc_subject_problem* problem, const fc_subject_sequence_args* sequences,
                       const fc_subject_buffers* buffers, void*, char* err, size_t err_len) {
   return run_model(flashcheck::params_of(*problem, *sequences, *buffers), err, err_len);
+}
+
+int backward(const fc_subject_problem* problem, const fc_subject_sequence_args* sequences,
+             const fc_subject_backward_strides* strides, const fc_subject_buffers* forward,
+             const fc_subject_backward_buffers* buffers, void*, char* err, size_t err_len) {
+  flashcheck::HostModelOptions options;
+  if (FC_HOST_SUBJECT_VARIANT == 4) options.defect = flashcheck::ModelDefect::kBwdDsWithoutD;
+  return code_of(flashcheck::run_backward_host_model(
+                     flashcheck::backward_params_of(*problem, sequences, *strides, *forward, *buffers), options),
+                 err, err_len);
 }
 
 // Every row of flashcheck's dtype and mask tables: the model computes them all.
@@ -97,6 +113,7 @@ constexpr fc_subject_arithmetic kArithmetic =
 constexpr const char* kName = FC_HOST_SUBJECT_VARIANT == 1   ? "host-model-missing-rescale"
                               : FC_HOST_SUBJECT_VARIANT == 2 ? "host-model-restricted"
                               : FC_HOST_SUBJECT_VARIANT == 3 ? "host-model-tiled"
+                              : FC_HOST_SUBJECT_VARIANT == 4 ? "host-model-bad-gradient"
                                                              : "host-model";
 
 const fc_subject kSubject = {FC_SUBJECT_ABI_VERSION, kName, kCapabilities, kArithmetic, forward};
@@ -122,6 +139,17 @@ const fc_subject_sequences* fc_subject_sequences_v1(void) {
                                                    forward_sequences};
   return &kSequences;
 }
+
+// The model's backward pass (run_backward_host_model): the general class in every dtype, deterministic, with dsink
+// and packed sequences (not on the tiled variant, whose limits the backward's cases rarely meet).
+#if FC_HOST_SUBJECT_VARIANT != 3
+const fc_subject_backward* fc_subject_backward_v1(void) {
+  static constexpr fc_subject_backward kBackward{
+      {FC_SUBJECT_ARITH_GENERAL_FP32, FC_SUBJECT_ARITH_GENERAL_FP32, FC_SUBJECT_ARITH_GENERAL_FP32},
+      /*sink=*/1, /*sequences=*/1, /*deterministic=*/1, backward};
+  return &kBackward;
+}
+#endif
 
 // The model reads head_dim_v (params_of): every width flashcheck computes.
 const fc_subject_value_dims* fc_subject_value_dims_v1(void) {

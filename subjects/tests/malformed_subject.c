@@ -3,7 +3,8 @@
  *   MALFORMED_VERSION        abi_version 99
  *   MALFORMED_HEAD_DIM       head_dim_min > head_dim_max
  *   MALFORMED_ARITHMETIC     declares the tensor-core class with P kept in fp32
- *   MALFORMED_SEQUENCES      declares paged K/V without seqused_k (fc_subject_sequences_v1) */
+ *   MALFORMED_SEQUENCES      declares paged K/V without seqused_k (fc_subject_sequences_v1)
+ *   MALFORMED_BACKWARD       declares a backward class for fp32, which its capabilities leave out (fc_subject_backward_v1) */
 #include "flashcheck/subject.h"
 
 static int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers, void* stream, char* err,
@@ -44,4 +45,16 @@ static int forward_sequences(const fc_subject_problem* problem, const fc_subject
 static const fc_subject_sequences sequences = {FC_SUBJECT_BIT(FC_SUBJECT_SEQ_VARLEN) | FC_SUBJECT_BIT(FC_SUBJECT_SEQ_PAGED),
                                                0, 0, forward_sequences};
 FC_SUBJECT_EXPORT const fc_subject_sequences* fc_subject_sequences_v1(void) { return &sequences; }
+#endif
+
+#ifdef MALFORMED_BACKWARD
+static int backward(const fc_subject_problem* problem, const fc_subject_sequence_args* sequences,
+                    const fc_subject_backward_strides* strides, const fc_subject_buffers* forward_buffers,
+                    const fc_subject_backward_buffers* buffers, void* stream, char* err, size_t err_len) {
+  (void)sequences, (void)strides, (void)buffers;
+  return forward(problem, forward_buffers, stream, err, err_len);
+}
+static const fc_subject_backward backward_pass = {
+    {FC_SUBJECT_ARITH_GENERAL_FP32, FC_SUBJECT_ARITH_GENERAL_FP32, FC_SUBJECT_ARITH_UNDECLARED}, 0, 0, 1, backward};
+FC_SUBJECT_EXPORT const fc_subject_backward* fc_subject_backward_v1(void) { return &backward_pass; }
 #endif

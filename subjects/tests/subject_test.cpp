@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "flashcheck/backward_check.h"
 #include "flashcheck/case.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/loaded_subject.h"
@@ -245,6 +246,66 @@ TEST(Subject, SequenceCasesMoveOntoTheDeclaredFeatures) {
   EXPECT_EQ(format_case(onto_sequence_features(*every, c)), format_case(c));
 }
 
+// The backward pass (fc_subject_backward_v1): a grad=1 case runs the subject's forward, then its backward on the O and
+// LSE it wrote, judged by judge_backward under the declared class; a planted backward defect fails with the forward's
+// verdict a pass; the features the backward leaves out are UNSUPPORTED naming the key.
+BackwardVerdict run_grad_line(const LoadedSubject& subject, const std::string& line) {
+  Case c;
+  const Status parsed = parse_case(line, &c);
+  EXPECT_TRUE(parsed.ok()) << parsed.message();
+  HostInputs inputs;
+  const Status made = make_inputs(c, &inputs);
+  EXPECT_TRUE(made.ok()) << made.message();
+  return judge_backward(c, inputs, run_backward_case(inputs, subject));
+}
+
+const char* const kGradLines[] = {
+    "bf16 b=2 hq=4 hkv=2 sq=40 sk=70 d=64 mask=causal-br softcap=20 q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+    "sink=normal(0,1) grad=1 dout=normal(0,1) seed=3",
+    "f32 b=3 hq=2 hkv=1 sq=33 sk=65 d=40 mask=window-tl window=20,5 layout=bshd pad=3 seqs=33:60+5,0:9,17:65 q=normal(0,1) "
+    "k=normal(0,1) v=uniform(-1,1) grad=1 dout=uniform(-1,1) seed=4",
+    "f16 b=1 hq=2 hkv=2 sq=31 sk=33 d=192 dv=128 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) grad=1 "
+    "dout=normal(0,2) seed=5",
+};
+
+TEST(Subject, BackwardRunsOnTheForwardsOwnOutputs) {
+  const auto subject = load_ok(FC_SUBJECT_HOST_MODEL);
+  const auto defective = load_ok(FC_SUBJECT_BAD_GRADIENT);
+  ASSERT_TRUE(subject && defective);
+  ASSERT_TRUE(subject->backward().has_value());
+  EXPECT_NE(subject->describe().find("backward f32=general-fp32 f16=general-fp32 bf16=general-fp32, dsink, sequences, "
+                                     "deterministic"),
+            std::string::npos)
+      << subject->describe();
+  EXPECT_EQ(subject->backward_path(DType::kBF16), ComputePath::kGeneralFp32);
+  for (const char* line : kGradLines) {
+    const BackwardVerdict v = run_grad_line(*subject, line);
+    EXPECT_EQ(v.outcome, Outcome::kPass) << v.report();
+    EXPECT_GT(v.dq_info.claims, 0) << line;
+    const BackwardVerdict bad = run_grad_line(*defective, line);
+    EXPECT_EQ(bad.outcome, Outcome::kFail) << bad.report();
+    EXPECT_TRUE(bad.forward.pass) << bad.forward.report();
+  }
+}
+
+TEST(Subject, BackwardFeaturesAreCheckedLikeTheCapabilities) {
+  const auto tiled = load_ok(FC_SUBJECT_TILED);  // no backward
+  const auto subject = load_ok(FC_SUBJECT_HOST_MODEL);
+  ASSERT_TRUE(tiled && subject);
+  EXPECT_FALSE(tiled->backward().has_value());
+  EXPECT_NE(tiled->describe().find("; backward none;"), std::string::npos) << tiled->describe();
+  const std::string tail = " q=normal(0,1) k=normal(0,1) v=normal(0,1) grad=1 dout=normal(0,1) seed=5";
+  const BackwardVerdict none = run_grad_line(*tiled, "f16 b=1 hq=2 sq=32 sk=64 d=16 mask=none" + tail);
+  EXPECT_EQ(none.outcome, Outcome::kUnsupported) << none.report();
+  EXPECT_EQ(none.reason.rfind("grad: the library declares no backward pass", 0), 0u) << none.reason;
+  // Outside the forward's capabilities first, then the backward's own: paged K/V is forward-only.
+  Case paged;
+  ASSERT_TRUE(parse_case("f16 b=2 hq=2 sq=32 sk=64 d=16 mask=none seqs=32:64,3:20 page=16" + tail, &paged).ok());
+  const Status st = subject->supports_backward(paged);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_EQ(st.message().rfind("page: paged K/V is forward-only", 0), 0u) << st.message();
+}
+
 TEST(Subject, UndeclaredArithmeticIsJudgedByTheGenericBoundAndOAlone) {
   const auto subject = load_ok(FC_SUBJECT_RESTRICTED);
   ASSERT_TRUE(subject);
@@ -287,6 +348,7 @@ TEST(Subject, MalformedLibrariesAreRefusedWithTheReason) {
   expect_refused(FC_SUBJECT_MALFORMED_HEAD_DIM, "capabilities.head_dim_min/max");
   expect_refused(FC_SUBJECT_MALFORMED_ARITHMETIC, "contradict the class tensor-core");
   expect_refused(FC_SUBJECT_MALFORMED_SEQUENCES, "sequences.features: PAGED needs SEQUSED_K");
+  expect_refused(FC_SUBJECT_MALFORMED_BACKWARD, "backward.arithmetic[f32]: a class for a dtype the capabilities leave out");
   expect_refused("/nonexistent/libnothing.so", "cannot load");
 }
 

@@ -2,11 +2,12 @@
 # The tools on subjects (ctest subject_tools, label cpu): flashcheck-repro and flashcheck-report with --subject
 # exit 0 on the healthy host-model subject, 1 on the planted defect (its case line names the subject and replays
 # to the same failure), 3 outside the capabilities, 78 on a malformed library, 64 when a line names another
-# subject, and the same on a packed, paged sequence case (fc_subject_sequences_v1); tools/subject_table.py builds the
-# subject x dtype table from their JSON.
+# subject, and the same on a packed, paged sequence case (fc_subject_sequences_v1) and on a grad=1 case
+# (fc_subject_backward_v1); tools/subject_table.py builds the subject x dtype table from their JSON.
 # usage: subject_tools_test.sh REPRO REPORT HOST_MODEL MISSING_RESCALE RESTRICTED MALFORMED_VERSION SUBJECT_TABLE
+#                               BAD_GRADIENT
 set -uo pipefail
-repro=$1 report=$2 healthy=$3 defective=$4 restricted=$5 malformed=$6 subject_table=$7
+repro=$1 report=$2 healthy=$3 defective=$4 restricted=$5 malformed=$6 subject_table=$7 bad_gradient=$8
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 failures=0
@@ -43,6 +44,15 @@ expect 0 "repro, healthy subject, sequences" -- "$repro" --subject "$healthy" "$
 expect 1 "repro, planted defect, sequences" -- "$repro" --subject "$defective" "$seqline"
 seqfinding=$(sed -n 's/^case: //p' "$out/stdout" | head -1)
 expect 1 "repro, the sequence finding's line replays" -- "$repro" --subject "$defective" "$seqfinding"
+# The backward pass (fc_subject_backward_v1): a grad=1 line on the healthy subject, on a planted backward defect (its
+# forward healthy), and on a subject that declares none.
+gradline='bf16 b=2 hq=4 hkv=2 sq=40 sk=70 d=64 mask=causal-br softcap=20 q=normal(0,1) k=normal(0,1) v=normal(0,1) sink=normal(0,1) grad=1 dout=normal(0,1) seed=3'
+expect 0 "repro, healthy subject, backward" -- "$repro" --subject "$healthy" "$gradline"
+expect 1 "repro, planted backward defect" -- "$repro" --subject "$bad_gradient" "$gradline"
+grep -q "^forward: PASS" "$out/stdout" || { echo "FAIL: the backward defect's forward does not pass"; failures=$((failures + 1)); }
+expect 3 "repro, backward on a subject without one" -- "$repro" --subject "$restricted" "${gradline/bf16/f16}"
+expect 0 "report, backward section on the healthy subject" -- "$report" --subject "$healthy" --random 0 --random-features 0 --random-sequences 0 --random-dv 0 --backward 2
+grep -q "^backward: 0 of 6 grad=1 cases failed" "$out/stdout" || { echo "FAIL: no backward section on the subject"; failures=$((failures + 1)); }
 expect 78 "repro, missing library" -- "$repro" --subject "$out/none.so" "$line"
 expect 64 "repro, --subject with --backend" -- "$repro" --subject "$healthy" --backend model "$line"
 
@@ -65,8 +75,8 @@ grep -q "^PASS within capabilities: 0 of 4 cases failed, 0 rejected, 3 unsupport
 expect 1 "report --json, planted defect" -- "$report" --subject "$defective" --cases "$out/cases" --json "$out/d.json"
 expect 0 "subject_table.py" -- python3 "$subject_table" "$out/r.json" "$out/d.json" --known "host-model-missing-rescale=planted"
 cp "$out/stdout" "$out/table"
-for row in '| host-model-restricted | f32 | 0 | 2 | 0 | 0 / 0 | - | - | not run |' '|  | f16 | 1 | 0 | 0 | 0 / 0 |' \
-           '| host-model-missing-rescale | f32 | 2 | 0 | 2 | 1 / 1 |' '- **host-model-missing-rescale**: planted'; do
+for row in '| host-model-restricted | f32 | 0 | 2 | 0 | 0 / 0 | - | - | - | not run |' '|  | f16 | 1 | 0 | 0 | 0 / 0 | - |' \
+           '| host-model-missing-rescale | f32 | 2 | 0 | 2 | 1 / 1 | - |' '- **host-model-missing-rescale**: planted'; do
   grep -qF -- "$row" "$out/table" || { echo "FAIL: the table has no row '$row'"; cat "$out/table"; failures=$((failures + 1)); }
 done
 expect 65 "subject_table.py, not a report" -- python3 "$subject_table" "$out/cases"

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,12 @@ struct BackwardRunOptions {
   ModelDefect defect = ModelDefect::kNone;  // host model only: a forward or a backward defect
   bool deterministic = false;               // BackwardParams::deterministic
   void* stream = nullptr;                   // GPU: cudaStream_t
+  // Another kernel than flashcheck's (a subject: loaded_subject.h): its forward run in place of run_case on the
+  // backend, and its backward call in place of run_backward (Backend::kGpu: on the device copies) or
+  // run_backward_host_model (Backend::kHostModel: on the host images), judged as `path` rounds.
+  std::function<RunOutputs(const HostInputs&)> forward_run;
+  std::function<Status(const BackwardParams&, void* stream)> backward_call;
+  ComputePath path = ComputePath::kGeneralFp32;
 };
 
 struct BackwardOutputs {

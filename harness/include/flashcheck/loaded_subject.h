@@ -2,7 +2,8 @@
 // same guards, generators and verdicts as flashcheck's own. load() checks the ABI version and the descriptor and
 // names what is wrong; supports() answers, for one problem, whether it lies inside the declared capabilities
 // (outside them a case is UNSUPPORTED for this subject, never a pass); run_case() runs a case through the
-// guarded runner (poison, canaries, input hashes), on the host or on the device as the subject declares.
+// guarded runner (poison, canaries, input hashes), on the host or on the device as the subject declares;
+// run_backward_case() runs a grad=1 case forward and backward on a library that declares a backward pass.
 // Invariant: a case reaches the subject's forward only when can_implement() and supports() accept it.
 #pragma once
 
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "flashcheck/attention.h"
+#include "flashcheck/backward_check.h"
 #include "flashcheck/case.h"
 #include "flashcheck/dtype.h"
 #include "flashcheck/inputs.h"
@@ -63,6 +65,15 @@ class LoadedSubject {
   const std::optional<fc_subject_sequences>& sequences() const { return sequences_; }
   // Whether it declares FC_SUBJECT_SEQ_<feature>.
   bool takes(int feature) const { return sequences_ && (sequences_->features & FC_SUBJECT_BIT(feature)) != 0; }
+  // The backward pass the library declares (fc_subject_backward_v1), or none: forward cases only.
+  const std::optional<fc_subject_backward>& backward() const { return backward_; }
+  // Ok when a grad=1 case of `params` (or of `c`) lies inside the forward's capabilities and the backward's (a
+  // declared class for its dtype, dsink for a sink, packed sequences only where declared, no paged K/V, split-KV or
+  // dropout), else kUnsupported naming the field.
+  Status supports_backward(const Params& params) const;
+  Status supports_backward(const Case& c) const;
+  // The backward's class for `dtype` as a compute path (kGeneralFp32 where undeclared: supports_backward refuses).
+  ComputePath backward_path(DType dtype) const;
 
   // One line: name, memory kind, dtypes, head dims, masks, layouts, features, arithmetic per dtype.
   std::string describe() const;
@@ -71,6 +82,10 @@ class LoadedSubject {
 
  private:
   LoadedSubject() = default;
+  // case_params(c) with stand-in pointers for its sink and index arrays: what supports() reads of them is which exist.
+  static Params stand_in_params(const Case& c);
+  Status no_backward() const;
+  Status backward_refusal(const Params& params) const;  // the backward's own conditions, the forward's supported
   void* handle_ = nullptr;
   const fc_subject* subject_ = nullptr;
   std::string name_, path_;
@@ -80,6 +95,7 @@ class LoadedSubject {
   fc_subject_limits limits_{};
   std::optional<fc_subject_value_dims> value_dims_;
   std::optional<fc_subject_sequences> sequences_;
+  std::optional<fc_subject_backward> backward_;
 };
 
 // A case moved onto a subject's sequence features: without any, dense (the sequences' bounds as its shape); paged
@@ -99,6 +115,13 @@ int64_t seqlen_onto_limits(int64_t seqlen, int64_t multiple, int64_t minimum, in
 // subject. RunOutputs carry the subject's name and how the verdict judges it (generic_bound, tiling_declared,
 // lse_written). A device subject without a CUDA device is kNoDevice.
 RunOutputs run_case(const HostInputs& inputs, const LoadedSubject& subject, const RunOptions& options = {});
+
+// Runs a grad=1 case's `inputs` on `subject`: its forward through the guarded runner, then its backward on the O and
+// LSE the forward wrote, with the backward's guards (backward_check.h, run_backward_case). A case outside
+// supports_backward ends with status kUnsupported before any call; `options.defect` is ignored (a subject's defects
+// are its own). BackwardOutputs::path is the class the library declares for the dtype.
+BackwardOutputs run_backward_case(const HostInputs& inputs, const LoadedSubject& subject,
+                                  const BackwardRunOptions& options = {});
 
 // The subject FLASHCHECK_SUBJECT names, loaded once per process (property binaries, fuzzers); null when the
 // variable is unset or empty, and when it cannot be loaded, with the reason in *error (same on every call).

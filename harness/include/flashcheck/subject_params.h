@@ -4,6 +4,7 @@
 #pragma once
 
 #include "flashcheck/attention.h"
+#include "flashcheck/backward.h"
 #include "flashcheck/subject.h"
 
 namespace flashcheck {
@@ -105,6 +106,33 @@ inline Params params_of(const fc_subject_problem& p, const fc_subject_sequence_a
   out.num_pages = s.num_pages;
   out.max_pages_per_seq = s.max_pages_per_seq;
   out.num_splits = s.num_splits;
+  return out;
+}
+
+// BackwardParams -> the backward's strides (fc_subject_backward_v1).
+inline fc_subject_backward_strides backward_strides_of(const BackwardParams& p) {
+  return {subject_strides(p.d_o_stride), subject_strides(p.dq_stride), subject_strides(p.dk_stride),
+          subject_strides(p.dv_stride)};
+}
+
+// The backward's arguments -> BackwardParams (`sequences` null for a dense case): the inverse of what the harness
+// hands a subject's backward.
+inline BackwardParams backward_params_of(const fc_subject_problem& problem, const fc_subject_sequence_args* sequences,
+                                         const fc_subject_backward_strides& strides, const fc_subject_buffers& forward,
+                                         const fc_subject_backward_buffers& buffers) {
+  BackwardParams out;
+  out.forward = sequences != nullptr ? params_of(problem, *sequences, forward) : params_of(problem, forward);
+  out.forward.o = const_cast<void*>(buffers.o);  // read, never written (backward.h)
+  out.forward.lse = const_cast<float*>(buffers.lse);
+  out.d_o = buffers.d_o;
+  out.dq = buffers.dq;
+  out.dk = buffers.dk;
+  out.dv = buffers.dv;
+  out.dsink = buffers.dsink;
+  out.d_o_stride = params_strides(strides.d_o);
+  out.dq_stride = params_strides(strides.dq);
+  out.dk_stride = params_strides(strides.dk);
+  out.dv_stride = params_strides(strides.dv);
   return out;
 }
 

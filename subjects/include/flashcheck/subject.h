@@ -17,7 +17,8 @@
  *
  * Optional entry points widen what a library is given, each checked like the descriptor: fc_subject_limits_v1 (shape
  * limits), fc_subject_value_dims_v1 (head_dim_v != head_dim), fc_subject_sequences_v1 (varlen, seqused_k, paged K/V,
- * split-KV). A library built against an older subject.h simply lacks the newer ones.
+ * split-KV), fc_subject_backward_v1 (dQ, dK, dV). A library built against an older subject.h simply lacks the newer
+ * ones.
  *
  * The harness loads the library (dlopen), checks the version and the descriptor, and runs a case only when it
  * lies inside the capabilities; a case outside them is UNSUPPORTED for this subject, never a pass. A forward
@@ -264,6 +265,51 @@ typedef struct fc_subject_sequences {
 } fc_subject_sequences;
 typedef const fc_subject_sequences* (*fc_subject_sequences_fn)(void);
 FC_SUBJECT_EXPORT const fc_subject_sequences* fc_subject_sequences_v1(void);
+
+/* Optional: the backward pass (flashcheck/backward.h: dQ, dK, dV and the sink's gradient from dO, with the forward's
+ * O and LSE as the subject's own forward wrote them). A library that exports
+ *
+ *     const fc_subject_backward* fc_subject_backward_v1(void);
+ *
+ * is given grad=1 cases: the harness runs its forward (forward or forward_sequences, with every guard), then its
+ * `backward` on the O and LSE it wrote, and judges dQ, dK and dV against the oracle's exact gradient with the bound of
+ * the backward's declared class (docs/error-model.md §10) and the RMS check against a same-precision reference.
+ * Every gradient element of a valid row or key slot must be written; dK and dV of packed key slots past a sequence's
+ * keys must be 0; dQ, dK, dV sit in the layout of Q, K, V (their strides below). Paged K/V, split-KV and dropout are
+ * forward-only here. A grad=1 case the library cannot take (its dtype has no declared class, a sink without `sink`,
+ * sequences without `sequences`) is UNSUPPORTED. */
+#define FC_SUBJECT_BACKWARD_ENTRY_POINT "fc_subject_backward_v1"
+
+typedef struct fc_subject_backward_strides {
+  fc_subject_strides d_o, dq, dk, dv; /* elements, as the forward's (d_o like o, dq like q, dk like k, dv like v) */
+} fc_subject_backward_strides;
+
+typedef struct fc_subject_backward_buffers {
+  const void* o;    /* the forward's O, as its forward wrote it (read here) */
+  const float* lse; /* the forward's LSE (read here) */
+  const void* d_o;  /* dO, shaped like O */
+  void* dq;         /* shaped like Q */
+  void* dk;         /* shaped like K */
+  void* dv;         /* shaped like V */
+  float* dsink;     /* [heads_q] fp32 with a sink, else NULL */
+} fc_subject_backward_buffers;
+
+typedef struct fc_subject_backward {
+  /* Per dtype (index FC_SUBJECT_DTYPE_*): the backward's class, FC_SUBJECT_ARITH_GENERAL_FP32 (fp32 P and dS, fp32
+   * accumulation) or FC_SUBJECT_ARITH_TENSOR_CORE (fp16/bf16: P and dS rounded to the dtype before their products,
+   * fp32 accumulation: FlashAttention's); FC_SUBJECT_ARITH_UNDECLARED: no backward for that dtype. */
+  int32_t arithmetic[3];
+  int32_t sink;          /* 1: dsink computed (grad=1 cases with a sink otherwise UNSUPPORTED) */
+  int32_t sequences;     /* 1: the packed sequences declared in fc_subject_sequences_v1 (VARLEN, SEQUSED_K) here too */
+  int32_t deterministic; /* 1: dQ, dK, dV bit-identical from run to run (DeterministicGradientsRepeat holds it to that) */
+  /* dQ, dK, dV (and dsink) for `problem`: `sequences` NULL for a dense case; `forward` carries Q, K, V and the sink as
+   * the forward read them (its o and lse NULL: they are in `buffers`). Return codes and messages as forward's. */
+  int (*backward)(const fc_subject_problem* problem, const fc_subject_sequence_args* sequences,
+                  const fc_subject_backward_strides* strides, const fc_subject_buffers* forward,
+                  const fc_subject_backward_buffers* buffers, void* stream, char* err, size_t err_len);
+} fc_subject_backward;
+typedef const fc_subject_backward* (*fc_subject_backward_fn)(void);
+FC_SUBJECT_EXPORT const fc_subject_backward* fc_subject_backward_v1(void);
 
 #ifdef __cplusplus
 }
