@@ -7,7 +7,7 @@ if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
   exit 0
 fi
 need=()
-for pkg in cmake ninja-build g++ libgtest-dev librapidcheck-dev libboost-dev libcli11-dev nlohmann-json3-dev clang libclang-rt-dev python3; do
+for pkg in cmake ninja-build g++ libgtest-dev librapidcheck-dev libboost-dev libcli11-dev nlohmann-json3-dev clang libclang-rt-dev python3 python3-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then

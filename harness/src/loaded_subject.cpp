@@ -13,9 +13,14 @@
 #include <string_view>
 #include <tuple>
 
+#ifndef FLASHCHECK_PYTHON_BRIDGE_DEFAULT
+#define FLASHCHECK_PYTHON_BRIDGE_DEFAULT ""  // no bridge built
+#endif
+
 #include "flashcheck/case.h"
 #include "flashcheck/mask_names.h"
 #include "flashcheck/subject_params.h"
+#include "flashcheck/python_bridge.h"
 
 namespace flashcheck {
 namespace {
@@ -222,14 +227,27 @@ LoadedSubject::~LoadedSubject() {
 Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubject>* out) {
   out->reset();
   if (path.empty()) return bad("''", "empty path");
-  // A path that names a file is that file, written with or without a directory: dlopen() alone would search the
-  // library path for a bare "libmy_kernel.so" and miss the one in the working directory.
+  // python:MODULE:FUNCTION is a callable the Python bridge serves (subjects/python/python_bridge.h).
+  const bool python = path.rfind(FC_SUBJECT_PYTHON_PREFIX, 0) == 0;
+  std::string open_path;
   std::error_code ec;
-  const bool is_file = std::filesystem::is_regular_file(path, ec);
-  if (!is_file && std::filesystem::exists(path, ec)) return bad(path, "not a regular file (a shared library is)");
-  const std::string open_path = is_file ? std::filesystem::absolute(path, ec).string() : path;
-  // RTLD_LOCAL: a subject's own copy of flashcheck (the host-model subject links the model) stays its own.
-  void* handle = dlopen(open_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (python) {
+    const char* bridge = std::getenv("FLASHCHECK_PYTHON_BRIDGE");
+    open_path = bridge != nullptr && *bridge != '\0' ? bridge : FLASHCHECK_PYTHON_BRIDGE_DEFAULT;
+    if (open_path.empty()) {
+      return bad(path, "this flashcheck is built without the Python bridge (CMake found no Python 3 to embed); "
+                       "FLASHCHECK_PYTHON_BRIDGE names one built elsewhere");
+    }
+  } else {
+    // A path that names a file is that file, written with or without a directory: dlopen() alone would search the
+    // library path for a bare "libmy_kernel.so" and miss the one in the working directory.
+    const bool is_file = std::filesystem::is_regular_file(path, ec);
+    if (!is_file && std::filesystem::exists(path, ec)) return bad(path, "not a regular file (a shared library is)");
+    open_path = is_file ? std::filesystem::absolute(path, ec).string() : path;
+  }
+  // RTLD_LOCAL: a subject's own copy of flashcheck (the host-model subject links the model) stays its own. The bridge
+  // stays loaded (RTLD_NODELETE): the interpreter it started cannot be unloaded.
+  void* handle = dlopen(open_path.c_str(), RTLD_NOW | RTLD_LOCAL | (python ? RTLD_NODELETE : 0));
   if (handle == nullptr) {
     const char* why = dlerror();
     return bad(path, std::string("cannot load: ") + (why ? why : "dlopen failed"));
@@ -238,23 +256,41 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
   s->handle_ = handle;
   s->path_ = path;
   dlerror();
-  void* symbol = dlsym(handle, FC_SUBJECT_ENTRY_POINT);
-  if (symbol == nullptr) {
-    return bad(path, "no symbol " FC_SUBJECT_ENTRY_POINT " (a subject exports const fc_subject* " FC_SUBJECT_ENTRY_POINT
-                     "(void) with C linkage and default visibility, flashcheck/subject.h)");
+  const fc_subject* descriptor = nullptr;
+  const fc_subject_limits* limits = nullptr;
+  const fc_subject_value_dims* dims = nullptr;
+  if (python) {
+    void* symbol = dlsym(handle, FC_SUBJECT_PYTHON_ENTRY_POINT);
+    if (symbol == nullptr) return bad(path, "the Python bridge " + open_path + " has no " FC_SUBJECT_PYTHON_ENTRY_POINT);
+    const fc_subject_python answer = reinterpret_cast<fc_subject_python_fn>(symbol)(path.c_str());
+    if (answer.subject == nullptr) return bad(path, answer.error != nullptr ? answer.error : "the Python bridge refused it");
+    descriptor = answer.subject;
+    limits = answer.limits;
+    dims = answer.value_dims;
+  } else {
+    void* symbol = dlsym(handle, FC_SUBJECT_ENTRY_POINT);
+    if (symbol == nullptr) {
+      return bad(path, "no symbol " FC_SUBJECT_ENTRY_POINT " (a subject exports const fc_subject* " FC_SUBJECT_ENTRY_POINT
+                       "(void) with C linkage and default visibility, flashcheck/subject.h)");
+    }
+    descriptor = reinterpret_cast<fc_subject_entry_fn>(symbol)();
+    if (descriptor == nullptr) return bad(path, FC_SUBJECT_ENTRY_POINT "() returned null");
+    if (void* limits_symbol = dlsym(handle, FC_SUBJECT_LIMITS_ENTRY_POINT)) {
+      limits = reinterpret_cast<fc_subject_limits_fn>(limits_symbol)();
+      if (limits == nullptr) return bad(path, FC_SUBJECT_LIMITS_ENTRY_POINT "() returned null");
+    }
+    if (void* dims_symbol = dlsym(handle, FC_SUBJECT_VALUE_DIMS_ENTRY_POINT)) {
+      dims = reinterpret_cast<fc_subject_value_dims_fn>(dims_symbol)();
+      if (dims == nullptr) return bad(path, FC_SUBJECT_VALUE_DIMS_ENTRY_POINT "() returned null");
+    }
   }
-  const auto entry = reinterpret_cast<fc_subject_entry_fn>(symbol);
-  const fc_subject* descriptor = entry();
-  if (descriptor == nullptr) return bad(path, FC_SUBJECT_ENTRY_POINT "() returned null");
   if (descriptor->abi_version != FC_SUBJECT_ABI_VERSION) {
     return bad(path, "ABI version " + std::to_string(descriptor->abi_version) + ", this flashcheck reads version " +
                          std::to_string(FC_SUBJECT_ABI_VERSION) + " (rebuild the subject against this flashcheck/subject.h)");
   }
   if (Status st = validate(path, *descriptor); !st.ok()) return st;
   // The optional shape limits: checked like the capabilities.
-  if (void* limits_symbol = dlsym(handle, FC_SUBJECT_LIMITS_ENTRY_POINT)) {
-    const fc_subject_limits* limits = reinterpret_cast<fc_subject_limits_fn>(limits_symbol)();
-    if (limits == nullptr) return bad(path, FC_SUBJECT_LIMITS_ENTRY_POINT "() returned null");
+  if (limits != nullptr) {
     const fc_subject_limits& l = *limits;
     if (l.seqlen_q_multiple < 0 || l.seqlen_k_multiple < 0 || l.seqlen_q_min < 0 || l.seqlen_k_min < 0 ||
         l.seqlen_q_max < 0 || l.seqlen_k_max < 0) {
@@ -266,9 +302,7 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     s->limits_ = l;
   }
   // The optional head_dim_v range.
-  if (void* dims_symbol = dlsym(handle, FC_SUBJECT_VALUE_DIMS_ENTRY_POINT)) {
-    const fc_subject_value_dims* dims = reinterpret_cast<fc_subject_value_dims_fn>(dims_symbol)();
-    if (dims == nullptr) return bad(path, FC_SUBJECT_VALUE_DIMS_ENTRY_POINT "() returned null");
+  if (dims != nullptr) {
     if (dims->head_dim_v_min < 1 || dims->head_dim_v_max > kMaxHeadDim || dims->head_dim_v_min > dims->head_dim_v_max) {
       return bad(path, "value dims: 1 <= head_dim_v_min <= head_dim_v_max <= 256");
     }

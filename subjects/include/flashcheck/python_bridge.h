@@ -1,0 +1,55 @@
+/* flashcheck's bridge to kernels written in Python: a subject library (flashcheck/subject.h) that embeds CPython and
+ * serves any number of Python callables as subjects. The harness's loader takes a subject spec
+ *
+ *     python:MODULE:FUNCTION
+ *
+ * (on --subject and FLASHCHECK_SUBJECT), dlopen()s this library and asks it for the descriptor of that callable.
+ * MODULE is imported with the working directory and PYTHONPATH on sys.path; FUNCTION's attribute `flashcheck` (a
+ * dict, subjects/python/flashcheck_subject.py writes it with a decorator) declares what fc_subject_capabilities,
+ * fc_subject_arithmetic, fc_subject_limits and fc_subject_value_dims declare for a C library, by name:
+ *
+ *     name        str, [A-Za-z0-9._-]{1,64}            memory      "host" or "device"
+ *     dtypes      ["f32", "f16", "bf16"]               masks       ["none", "causal-br", "causal-tl", "window-br", ...]
+ *     head_dim    [min, max] (or head_dims: [d, ...])   head_dim_v  [min, max]: V and O of their own width (optional)
+ *     layouts     ["bhsd", "bshd", "strided"]          gqa, lse, softcap, sink    bool
+ *     arithmetic  {"f16": "tensor-core", ...}          key_tile    int (0: undeclared)
+ *     limits      {"seqlen_k_multiple": 32, ...}       (fc_subject_limits' fields; optional)
+ *
+ * The call is FUNCTION(problem, buffers): `problem` a dict of fc_subject_problem's fields (dtype and mask by name,
+ * plus "stream", the cudaStream_t as an int); `buffers` a dict of q, k, v, o, lse and sink (None when absent), each
+ * viewing the harness's own memory, never a copy: in host memory a memoryview of shape [B, H, S, D] (LSE [B, H, S],
+ * the sink [H]) with the tensor's strides, format "f" (fp32), "e" (fp16) or "H" (bf16's bits as uint16); in device
+ * memory an object with __cuda_array_interface__ (version 3, typestr "<f4", "<f2", or "<u2" for bf16's bits), which
+ * torch.as_tensor(x, device="cuda") aliases (flashcheck_subject.as_torch views bf16 as torch.bfloat16). Only q, k, v
+ * and the sink are read-only. The views are released when the call returns: a subject keeps no reference to them.
+ * Returning None is FC_SUBJECT_OK; raising NotImplementedError is UNSUPPORTED, ValueError INVALID_ARGUMENT, any other
+ * exception ERROR, each with the exception's text as the message.
+ */
+#ifndef FLASHCHECK_PYTHON_BRIDGE_H_
+#define FLASHCHECK_PYTHON_BRIDGE_H_
+
+#include "flashcheck/subject.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FC_SUBJECT_PYTHON_PREFIX "python:"
+#define FC_SUBJECT_PYTHON_ENTRY_POINT "fc_subject_python_v1"
+
+/* What fc_subject_python_v1 answers for one spec: the descriptor (null on failure, with `error` saying why) and the
+ * optional limits and value dims (null where the callable declares none). Valid until the library is unloaded. */
+typedef struct fc_subject_python {
+  const fc_subject* subject;
+  const fc_subject_limits* limits;
+  const fc_subject_value_dims* value_dims;
+  const char* error;
+} fc_subject_python;
+typedef fc_subject_python (*fc_subject_python_fn)(const char* spec);
+FC_SUBJECT_EXPORT fc_subject_python fc_subject_python_v1(const char* spec);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHCHECK_PYTHON_BRIDGE_H_ */

@@ -1,0 +1,71 @@
+"""Helpers for attention kernels written in Python put under flashcheck (flashcheck/python_bridge.h).
+
+flashcheck's harness embeds CPython through its Python bridge and calls FUNCTION(problem, buffers) for the subject
+spec python:MODULE:FUNCTION (--subject on the tools, FLASHCHECK_SUBJECT for the property tier and the fuzzers). What
+the kernel computes is declared on the function with `subject(...)`; the harness draws cases inside it, runs them
+under its guards (poisoned outputs, canaries, input hashes) and judges O and LSE against its exact oracle.
+
+    import flashcheck_subject as fc
+
+    @fc.subject(name="my-kernel", memory="device", dtypes=["f16", "bf16"], head_dim=[16, 128],
+                masks=["none", "causal-br"], layouts=["bhsd"], arithmetic={"f16": "tensor-core", "bf16": "tensor-core"})
+    def forward(problem, buffers):
+        q, k, v, o, lse = (fc.as_torch(buffers[n]) for n in ("q", "k", "v", "o", "lse"))
+        ...                          # write O (and LSE) in place; raise NotImplementedError for a case it does not do
+"""
+
+DTYPES = ("f32", "f16", "bf16")
+MASKS = ("none", "causal-br", "causal-tl", "window-br", "window-tl")
+LAYOUTS = ("bhsd", "bshd", "strided")
+CLASSES = ("general-fp32", "tensor-core", "split-tf32", "undeclared")
+
+
+def subject(name, dtypes, head_dim, masks, layouts, memory="device", gqa=False, lse=True, softcap=False, sink=False,
+            arithmetic=None, key_tile=0, head_dim_v=None, limits=None):
+    """Declares what the decorated function computes (the bridge reads it as the function's `flashcheck` dict):
+    the fields of fc_subject_capabilities, fc_subject_arithmetic, fc_subject_limits and fc_subject_value_dims by
+    name. A value outside these names raises ValueError here, before the harness ever loads it."""
+    for value, allowed, field in ((dtypes, DTYPES, "dtypes"), (masks, MASKS, "masks"), (layouts, LAYOUTS, "layouts")):
+        unknown = [x for x in value if x not in allowed]
+        if unknown:
+            raise ValueError(f"{field}: unknown {unknown} (known: {list(allowed)})")
+    for dtype, cls in (arithmetic or {}).items():
+        if dtype not in DTYPES or cls not in CLASSES:
+            raise ValueError(f"arithmetic: {dtype!r}: {cls!r} (dtypes {list(DTYPES)}, classes {list(CLASSES)})")
+    if memory not in ("host", "device"):
+        raise ValueError("memory: 'host' or 'device'")
+    declaration = {"name": name, "memory": memory, "dtypes": list(dtypes), "masks": list(masks),
+                   "layouts": list(layouts), "gqa": bool(gqa), "lse": bool(lse), "softcap": bool(softcap),
+                   "sink": bool(sink), "arithmetic": dict(arithmetic or {}), "key_tile": int(key_tile)}
+    if isinstance(head_dim, (list, tuple)) and len(head_dim) == 2:
+        declaration["head_dim"] = [int(head_dim[0]), int(head_dim[1])]
+    else:
+        raise ValueError("head_dim: [min, max]")
+    if head_dim_v is not None:
+        declaration["head_dim_v"] = [int(head_dim_v[0]), int(head_dim_v[1])]
+    if limits is not None:
+        declaration["limits"] = {key: int(value) for key, value in limits.items()}
+
+    def mark(function):
+        function.flashcheck = declaration
+        return function
+    return mark
+
+
+def as_torch(buffer):
+    """A torch tensor aliasing one of the harness's buffers (no copy): device buffers through
+    __cuda_array_interface__, host ones through the buffer protocol; bf16's bits come back as torch.bfloat16.
+    None stays None."""
+    if buffer is None:
+        return None
+    import torch
+    if hasattr(buffer, "__cuda_array_interface__"):
+        bf16 = buffer.__cuda_array_interface__["typestr"] == "<u2"
+        tensor = torch.as_tensor(buffer, device="cuda")
+    else:
+        bf16 = buffer.format == "H"
+        tensor = torch.frombuffer(buffer, dtype=torch.int16 if bf16 else None) if buffer.contiguous else None
+        if tensor is None:
+            raise NotImplementedError("as_torch: a strided host buffer (declare layouts without 'strided')")
+        tensor = tensor.reshape(buffer.shape)
+    return tensor.view(torch.bfloat16) if bf16 else tensor

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Kernels written in Python under the suite (ctest python_subject, label cpu): the Python bridge serves
+# subjects/python/naive_attention.py's callables as python:MODULE:FUNCTION. flashcheck-repro and flashcheck-report
+# pass the healthy one and fail the planted bug (causal bottom-right computed as top-left) with a case line that
+# names it and replays; the property tier passes the healthy one and falsifies the planted one; a module that cannot
+# be imported, a function without its declaration and a bad declaration are refused (exit 78) with the reason.
+# usage: python_subject_test.sh REPRO REPORT PROPERTIES_MODEL PYTHON_DIR
+set -uo pipefail
+repro=$1 report=$2 properties=$3
+export PYTHONPATH="$4${PYTHONPATH:+:$PYTHONPATH}"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+cd "$out"  # the modules come from PYTHONPATH, not the working directory
+failures=0
+expect() {  # expect RC DESCRIPTION -- command...
+  local want=$1 what=$2
+  shift 3
+  "$@" >"$out/stdout" 2>"$out/stderr"
+  local got=$?
+  if [[ $got -ne $want ]]; then
+    echo "FAIL: $what: exit $got, expected $want"; tail -n 8 "$out/stdout" "$out/stderr"; failures=$((failures + 1))
+  else
+    echo "ok: $what (exit $got)"
+  fi
+}
+healthy=python:naive_attention:attention planted=python:naive_attention:attention_aligned
+line='f32 b=1 hq=2 hkv=1 sq=5 sk=9 d=8 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1'
+
+expect 0 "repro, Python subject" -- "$repro" --subject "$healthy" "$line"
+expect 0 "repro, Python subject, bshd with padding" -- "$repro" --subject "$healthy" \
+  'f32 b=2 hq=4 hkv=2 sq=17 sk=33 d=16 mask=causal-tl layout=bshd pad=3 q=normal(0,2) k=normal(0,2) v=uniform(-1,1) seed=2'
+expect 1 "repro, planted bug" -- "$repro" --subject "$planted" "$line"
+finding=$(sed -n 's/^case: //p' "$out/stdout" | head -1)
+[[ "$finding" == *"subject=python-naive-aligned seed=1" ]] ||
+  { echo "FAIL: the finding's line does not name the subject: $finding"; failures=$((failures + 1)); }
+expect 1 "repro, the finding replays" -- "$repro" --subject "$planted" "$finding"
+expect 3 "repro, outside the declaration (f16)" -- "$repro" --subject "$healthy" "${line/f32/f16}"
+expect 0 "report, Python subject" -- "$report" --subject "$healthy" --random 2 --random-features 0 --random-sequences 0 --random-dv 0
+grep -q "^PASS" "$out/stdout" || { echo "FAIL: report does not pass"; failures=$((failures + 1)); }
+
+FLASHCHECK_SUBJECT=$healthy FLASHCHECK_CASES=10 expect 0 "properties, Python subject" -- "$properties"
+grep -q "\[  PASSED  \] 17 tests" "$out/stdout" || { echo "FAIL: not 17 properties passed"; grep -E "PASSED|FAILED" "$out/stdout"; failures=$((failures + 1)); }
+FLASHCHECK_SUBJECT=$planted FLASHCHECK_CASES=30 FLASHCHECK_SHRINK_SECONDS=5 expect 1 "properties, planted bug" -- \
+  "$properties" --gtest_filter='*OracleAgreement'
+grep -q "FALSIFIED.*subject=python-naive-aligned" "$out/stdout" ||
+  { echo "FAIL: the planted bug is not falsified with its case line"; failures=$((failures + 1)); }
+
+# Refused with the reason (exit 78, EX_CONFIG): no module, no declaration, a declaration the bridge cannot read.
+printf 'def bare(problem, buffers):\n    pass\n\ndef bad(problem, buffers):\n    pass\n\nbad.flashcheck = {"name": "x", "dtypes": ["f64"], "masks": ["none"], "layouts": ["bhsd"], "head_dim": [1, 8]}\n' \
+  > "$out/broken_subject.py"
+export PYTHONPATH="$out:$PYTHONPATH"
+expect 78 "repro, no such module" -- "$repro" --subject python:no_such_module:f "$line"
+grep -q "cannot import no_such_module" "$out/stderr" || { echo "FAIL: the import error is not named"; failures=$((failures + 1)); }
+expect 78 "repro, no declaration" -- "$repro" --subject python:broken_subject:bare "$line"
+grep -q "no \`flashcheck\` declaration" "$out/stderr" || { echo "FAIL: the missing declaration is not named"; failures=$((failures + 1)); }
+expect 78 "repro, bad declaration" -- "$repro" --subject python:broken_subject:bad "$line"
+grep -q "dtypes: unknown name 'f64'" "$out/stderr" || { echo "FAIL: the bad dtype is not named"; cat "$out/stderr"; failures=$((failures + 1)); }
+exit $((failures > 0))
