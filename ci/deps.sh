@@ -17,6 +17,13 @@ if ((${#need[@]})); then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
+# pytest, for the pytest entry point's test (subjects/python/flashcheck_pytest.py); PyPI, into the user's python3.
+if ! python3 -c "import pytest" >/dev/null 2>&1; then
+  echo "flashcheck deps: installing pytest (pip)"
+  python3 -m pip install --quiet --disable-pip-version-check pytest ||
+    python3 -m pip install --quiet --disable-pip-version-check --user pytest ||
+    echo "flashcheck deps: pytest could not be installed: ctest pytest_subject skips" >&2
+fi
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "flashcheck deps: add /usr/local/cuda/bin to PATH for the CUDA build" >&2
 fi

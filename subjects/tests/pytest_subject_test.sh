@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# flashcheck under pytest (ctest pytest_subject, label cpu): subjects/python/flashcheck_pytest.py turns the report's
+# cases and the property tier on a Python subject into pytest items. On naive_attention.attention every item passes
+# or skips with flashcheck's reason; on the planted alignment bug the items that meet it fail, each with its case
+# line and the flashcheck-repro command that replays it. Exit 77 (a skip) where pytest is not installed.
+# usage: pytest_subject_test.sh BUILD_DIR PYTHON_DIR
+set -uo pipefail
+build=$1 python_dir=$2
+python3 -c "import pytest" 2>/dev/null || { echo "flashcheck-skip: pytest is not installed (ci/deps.sh installs it)"; exit 77; }
+export PYTHONPATH="$python_dir${PYTHONPATH:+:$PYTHONPATH}"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+failures=0
+run_pytest() {  # run_pytest WANT_RC FILE
+  python3 -m pytest -q -p no:cacheprovider -p flashcheck_pytest --flashcheck-build "$build" "$python_dir/tests/$2" \
+    >"$out/stdout" 2>&1
+  local got=$?
+  if [[ $got -ne $1 ]]; then
+    echo "FAIL: pytest $2: exit $got, expected $1"; tail -n 20 "$out/stdout"; failures=$((failures + 1))
+  else
+    echo "ok: pytest $2 (exit $got): $(tail -n 1 "$out/stdout")"
+  fi
+}
+run_pytest 0 test_naive_attention.py
+grep -qE "[0-9]+ passed" "$out/stdout" || { echo "FAIL: no item passed"; failures=$((failures + 1)); }
+run_pytest 1 planted_naive_attention.py
+grep -q "^FAILED .*test_property\[OracleAgreement\]" "$out/stdout" ||
+  { echo "FAIL: OracleAgreement does not fail on the planted bug"; failures=$((failures + 1)); }
+grep -q "^replay: flashcheck-repro --subject python:naive_attention:attention_aligned '.*subject=python-naive-aligned seed=" \
+  "$out/stdout" || { echo "FAIL: no replay command for a failing item"; failures=$((failures + 1)); }
+exit $((failures > 0))
