@@ -59,6 +59,8 @@ constexpr uint64_t kSequenceDrawsKey = 0x73657173;  // the same for the inferenc
 constexpr uint64_t kValueDimDrawsKey = 0x64762020;  // the same for the head_dim_v != head_dim cases ("dv  ")
 constexpr int64_t kDefaultRandomValueDimsPerDtype = 24;
 constexpr int64_t kDefaultBackwardPerDtype = 16;
+constexpr uint64_t kDropoutDrawsKey = 0x64726f70;  // the dropout cases' draws ("drop")
+constexpr int64_t kDefaultRandomDropoutPerDtype = 16;
 
 // Deterministic draws for the random part of the sweep (same cases on every machine).
 class Draws {
@@ -146,6 +148,46 @@ std::vector<Case> backward_cases(DType dtype, int64_t count, uint64_t seed_base)
     }
     c.grad = true;
     c.dout = {DistKind::kNormal, 0.0, 1.0};
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+// Cases with a dropout (attention.h, "Dropout"): drop probabilities from rare to most keys, the contract's seed and
+// offset drawn whole (offsets past 2^32 included), masks of both kinds, softcaps and sinks beside it, seqlens at and
+// off the tiles; every other case grad=1, for the backward section. On a subject there are none (the subject ABI
+// carries no dropout).
+std::vector<Case> random_dropout_cases(DType dtype, int64_t count, Draws& draws, uint64_t seed_base) {
+  constexpr std::array<float, 5> kProbabilities{0.1f, 0.17f, 0.5f, 0.9f, 0.01f};
+  constexpr std::array<int64_t, 5> kDims{32, 64, 96, 128, 40};
+  constexpr std::array<Mask, 3> kMasks{Mask::kNone, Mask::kCausalBottomRight, Mask::kWindowTopLeft};
+  constexpr std::array<int64_t, 5> kOffsets{-1, 0, 1, 2, -3};
+  std::vector<Case> cases;
+  for (int64_t n = 0; n < count; ++n) {
+    Case c = base_case(dtype, draws.pick(kDims), seed_base + static_cast<uint64_t>(n));
+    const KernelConfig t = tiles_for(dtype, c.head_dim);
+    const auto near_tile = [&](int64_t block) {
+      return std::max<int64_t>(1, block * (1 + draws.below(3)) + draws.pick(kOffsets));
+    };
+    c.batch = 1 + draws.below(2);
+    c.heads_kv = 1 + draws.below(2);
+    c.heads_q = c.heads_kv * (1 + draws.below(2));
+    c.seqlen_q = near_tile(t.block_m);
+    c.seqlen_k = near_tile(t.block_n);
+    c.mask = draws.pick(kMasks);
+    if (c.mask == Mask::kWindowTopLeft) {
+      c.window_left = t.block_n + draws.pick(kOffsets);
+      c.window_right = draws.below(3);
+    }
+    if (draws.below(4) == 0) c.softcap = 20.0f;
+    if (draws.below(4) == 0) c.sink = ValueSpec{DistKind::kNormal, 0.0, 1.0};
+    c.dropout = draws.pick(kProbabilities);
+    c.drop_seed = uint64_t{draws.next()} << 32 | draws.next();
+    c.drop_offset = draws.below(2) == 0 ? draws.below(1024) : uint64_t{draws.next()} << 32 | draws.next();
+    if (n % 2 == 1) {
+      c.grad = true;
+      c.dout = {DistKind::kNormal, 0.0, 1.0};
+    }
     cases.push_back(c);
   }
   return cases;
@@ -446,16 +488,18 @@ struct DtypeSummary {
   Worsts window, softcap, sink;   // the cases with each feature (a case may have several)
   Worsts varlen, paged, split;    // the inference path's: sequences, a paged cache, num_splits != 1
   Worsts dv;                      // head_dim_v != head_dim
+  Worsts dropout;                 // dropout_p > 0
 };
 
 // The per-feature tallies, in the order the tables and the JSON list them.
-constexpr std::array<std::pair<const char*, Worsts DtypeSummary::*>, 7> kFeatures{{{"window", &DtypeSummary::window},
+constexpr std::array<std::pair<const char*, Worsts DtypeSummary::*>, 8> kFeatures{{{"window", &DtypeSummary::window},
                                                                                   {"softcap", &DtypeSummary::softcap},
                                                                                   {"sink", &DtypeSummary::sink},
                                                                                   {"varlen", &DtypeSummary::varlen},
                                                                                   {"paged", &DtypeSummary::paged},
                                                                                   {"split", &DtypeSummary::split},
-                                                                                  {"dv", &DtypeSummary::dv}}};
+                                                                                  {"dv", &DtypeSummary::dv},
+                                                                                  {"dropout", &DtypeSummary::dropout}}};
 
 // One case's result as the JSON lists it; `verdict` only for cases that ran.
 struct CaseRecord {
@@ -601,6 +645,7 @@ int main(int argc, char** argv) {
   int64_t random_sequences_per_dtype = kDefaultRandomSequencesPerDtype;
   int64_t random_value_dims_per_dtype = kDefaultRandomValueDimsPerDtype;
   int64_t backward_per_dtype = kDefaultBackwardPerDtype;
+  int64_t random_dropout_per_dtype = kDefaultRandomDropoutPerDtype;
   uint64_t seed = 20261122;
   std::string cases_file;
   bool verbose = false;
@@ -626,6 +671,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--random-dv", random_value_dims_per_dtype,
                  "random cases per dtype whose V and O have a head dim of their own (head_dim_v != head_dim)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--random-dropout", random_dropout_per_dtype,
+                 "random cases per dtype with a dropout, every other one grad=1 (in the backward section); none on a "
+                 "subject")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--backward", backward_per_dtype,
@@ -681,6 +731,7 @@ int main(int argc, char** argv) {
     return kExitUnavailable;
   }
 
+  std::vector<Case> dropout_grad_cases;  // the generated grad=1 dropout cases, for the backward section
   std::vector<Case> cases;
   std::vector<CaseRecord> records;  // one per case, in order, for the JSON (rejected lines of --cases first)
   if (!cases_file.empty()) {
@@ -708,6 +759,7 @@ int main(int argc, char** argv) {
     Draws feature_draws(seed + kFeatureDrawsKey);
     Draws sequence_draws(seed + kSequenceDrawsKey);
     Draws value_dim_draws(seed + kValueDimDrawsKey);
+    Draws dropout_draws(seed + kDropoutDrawsKey);
     for (const DTypeInfo& row : kDTypes) {
       const DType dtype = row.dtype;
       std::vector<Case> s = structured_cases(dtype);
@@ -721,6 +773,11 @@ int main(int argc, char** argv) {
       const bool value_dims = subject == nullptr || subject->value_dims().has_value();
       std::vector<Case> v = random_value_dim_cases(dtype, value_dims ? random_value_dims_per_dtype : 0,
                                                    value_dim_draws, seed + 4000, sequences);
+      // Dropout on flashcheck's kernels only (the subject ABI carries none): the forward ones here, the grad=1 ones
+      // in the backward section.
+      for (const Case& c : random_dropout_cases(dtype, subject ? 0 : random_dropout_per_dtype, dropout_draws, seed + 6000)) {
+        (c.grad ? dropout_grad_cases : cases).push_back(c);
+      }
       cases.insert(cases.end(), s.begin(), s.end());
       cases.insert(cases.end(), r.begin(), r.end());
       cases.insert(cases.end(), f.begin(), f.end());
@@ -777,6 +834,7 @@ int main(int argc, char** argv) {
     if (c.page > 0) features.push_back(&s.paged);
     if (c.splits != 1) features.push_back(&s.split);
     if (c.value_dim() != c.head_dim) features.push_back(&s.dv);
+    if (c.dropout > 0.0f) features.push_back(&s.dropout);
     ++s.cases;
     for (Worsts* w : features) ++w->cases;
     s.fully_masked_cases += has_fully_masked_row(c) ? 1 : 0;
@@ -896,7 +954,7 @@ int main(int argc, char** argv) {
   // The backward section: the generated grad=1 cases (or the grad=1 lines of --cases), forward then backward on the
   // backend, judged by judge_backward.
   struct BackwardSummary {
-    int64_t cases = 0, failures = 0, claims = 0, informative = 0, tensor_core = 0;
+    int64_t cases = 0, failures = 0, claims = 0, informative = 0, tensor_core = 0, dropout = 0;
     double worst_dq = 0, worst_dk = 0, worst_dv = 0, worst_dsink = 0;
     double worst_rms = 0;  // the statistical check's worst ratio over dQ, dK, dV
     std::string worst_case;
@@ -928,6 +986,7 @@ int main(int argc, char** argv) {
         grad_cases.push_back(*c);
       }
     }
+    grad_cases.insert(grad_cases.end(), dropout_grad_cases.begin(), dropout_grad_cases.end());
   }
   Outcome backward_outcome = Outcome::kPass;
   if (!grad_cases.empty() && not_run == 0) {
@@ -942,6 +1001,7 @@ int main(int argc, char** argv) {
                   : BackwardVerdict{false, outcome_of(st.code()), st.message(), format_case(c)};
       backward_outcome = most_severe(backward_outcome, v.outcome);
       if (v.path == ComputePath::kTensorCore) ++b.tensor_core;
+      if (c.dropout > 0.0f) ++b.dropout;
       if (!v.pass) {
         ++b.failures;
         ++failures;
@@ -965,14 +1025,15 @@ int main(int argc, char** argv) {
         b.worst_case = v.case_line;
       }
     }
-    std::printf("\n| dtype | backward cases | on tensor cores | failed | informative dQ/dK/dV checks | worst dQ err/bound | "
-                "worst dK err/bound | worst dV err/bound | worst dsink err/bound | worst RMS ratio (threshold %g) |\n"
-                "|---|---|---|---|---|---|---|---|---|---|\n",
+    std::printf("\n| dtype | backward cases | on tensor cores | with dropout | failed | informative dQ/dK/dV checks | "
+                "worst dQ err/bound | worst dK err/bound | worst dV err/bound | worst dsink err/bound | worst RMS ratio "
+                "(threshold %g) |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|\n",
                 kBackwardRmsThreshold);
     for (const auto& [dtype, b] : backward_summary) {
       const double informative = b.claims > 0 ? 100.0 * double(b.informative) / double(b.claims) : 100.0;
-      std::printf("| %s | %lld | %lld | %lld | %.1f%% | %.4f | %.4f | %.4f | %.4f | %.4f |\n", to_string(dtype),
-                  static_cast<long long>(b.cases), static_cast<long long>(b.tensor_core),
+      std::printf("| %s | %lld | %lld | %lld | %lld | %.1f%% | %.4f | %.4f | %.4f | %.4f | %.4f |\n", to_string(dtype),
+                  static_cast<long long>(b.cases), static_cast<long long>(b.tensor_core), static_cast<long long>(b.dropout),
                   static_cast<long long>(b.failures), informative, b.worst_dq, b.worst_dk, b.worst_dv, b.worst_dsink,
                   b.worst_rms);
     }
@@ -1018,6 +1079,7 @@ int main(int argc, char** argv) {
     nlohmann::json with_backward = doc;
     for (const auto& [dtype, b] : backward_summary) {
       with_backward["backward"][to_string(dtype)] = {{"cases", b.cases},       {"tensor_core", b.tensor_core},
+                                                     {"dropout", b.dropout},
                                                      {"failures", b.failures},
                                                      {"claims", b.claims},     {"informative", b.informative},
                                                      {"worst_dq", b.worst_dq}, {"worst_dk", b.worst_dk},
