@@ -259,6 +259,8 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
   const fc_subject* descriptor = nullptr;
   const fc_subject_limits* limits = nullptr;
   const fc_subject_value_dims* dims = nullptr;
+  const fc_subject_sequences* seqs = nullptr;
+  const fc_subject_backward* bwd = nullptr;
   if (python) {
     void* symbol = dlsym(handle, FC_SUBJECT_PYTHON_ENTRY_POINT);
     if (symbol == nullptr) return bad(path, "the Python bridge " + open_path + " has no " FC_SUBJECT_PYTHON_ENTRY_POINT);
@@ -267,6 +269,8 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     descriptor = answer.subject;
     limits = answer.limits;
     dims = answer.value_dims;
+    seqs = answer.sequences;
+    bwd = answer.backward;
   } else {
     void* symbol = dlsym(handle, FC_SUBJECT_ENTRY_POINT);
     if (symbol == nullptr) {
@@ -282,6 +286,14 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     if (void* dims_symbol = dlsym(handle, FC_SUBJECT_VALUE_DIMS_ENTRY_POINT)) {
       dims = reinterpret_cast<fc_subject_value_dims_fn>(dims_symbol)();
       if (dims == nullptr) return bad(path, FC_SUBJECT_VALUE_DIMS_ENTRY_POINT "() returned null");
+    }
+    if (void* seq_symbol = dlsym(handle, FC_SUBJECT_SEQUENCES_ENTRY_POINT)) {
+      seqs = reinterpret_cast<fc_subject_sequences_fn>(seq_symbol)();
+      if (seqs == nullptr) return bad(path, FC_SUBJECT_SEQUENCES_ENTRY_POINT "() returned null");
+    }
+    if (void* bwd_symbol = dlsym(handle, FC_SUBJECT_BACKWARD_ENTRY_POINT)) {
+      bwd = reinterpret_cast<fc_subject_backward_fn>(bwd_symbol)();
+      if (bwd == nullptr) return bad(path, FC_SUBJECT_BACKWARD_ENTRY_POINT "() returned null");
     }
   }
   if (descriptor->abi_version != FC_SUBJECT_ABI_VERSION) {
@@ -309,9 +321,7 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     s->value_dims_ = *dims;
   }
   // The optional sequence features.
-  if (void* seq_symbol = dlsym(handle, FC_SUBJECT_SEQUENCES_ENTRY_POINT)) {
-    const fc_subject_sequences* seqs = reinterpret_cast<fc_subject_sequences_fn>(seq_symbol)();
-    if (seqs == nullptr) return bad(path, FC_SUBJECT_SEQUENCES_ENTRY_POINT "() returned null");
+  if (seqs != nullptr) {
     if (seqs->features == 0 || (seqs->features & ~kSequenceFeatures) != 0) {
       return bad(path, "sequences.features: a non-empty set of FC_SUBJECT_BIT(FC_SUBJECT_SEQ_*)");
     }
@@ -324,9 +334,7 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     s->sequences_ = *seqs;
   }
   // The optional backward pass.
-  if (void* bwd_symbol = dlsym(handle, FC_SUBJECT_BACKWARD_ENTRY_POINT)) {
-    const fc_subject_backward* bwd = reinterpret_cast<fc_subject_backward_fn>(bwd_symbol)();
-    if (bwd == nullptr) return bad(path, FC_SUBJECT_BACKWARD_ENTRY_POINT "() returned null");
+  if (bwd != nullptr) {
     if (bwd->backward == nullptr) return bad(path, "backward.backward: null");
     if (!is_bool(bwd->sink) || !is_bool(bwd->sequences) || !is_bool(bwd->deterministic)) {
       return bad(path, "backward.sink, sequences, deterministic: 0 or 1");

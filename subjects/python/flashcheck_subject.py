@@ -20,10 +20,16 @@ LAYOUTS = ("bhsd", "bshd", "strided")
 CLASSES = ("general-fp32", "tensor-core", "split-tf32", "undeclared")
 
 
+SEQUENCE_FEATURES = ("varlen", "seqused_k", "paged", "splits")
+
+
 def subject(name, dtypes, head_dim, masks, layouts, memory="device", gqa=False, lse=True, softcap=False, sink=False,
-            arithmetic=None, key_tile=0, head_dim_v=None, limits=None):
+            arithmetic=None, key_tile=0, head_dim_v=None, limits=None, sequences=None, backward=None):
     """Declares what the decorated function computes (the bridge reads it as the function's `flashcheck` dict):
-    the fields of fc_subject_capabilities, fc_subject_arithmetic, fc_subject_limits and fc_subject_value_dims by
+    the fields of fc_subject_capabilities, fc_subject_arithmetic, fc_subject_limits, fc_subject_value_dims,
+    fc_subject_sequences (`sequences`: {"features": [...], "page_size_multiple": 0, "max_splits": 0}; the function then
+    also gets cases with sequences) and fc_subject_backward (`backward`: {"function": NAME, "arithmetic": {...},
+    "sink": False, "sequences": False, "deterministic": False}; MODULE.NAME(problem, buffers) computes dQ, dK, dV) by
     name. A value outside these names raises ValueError here, before the harness ever loads it."""
     for value, allowed, field in ((dtypes, DTYPES, "dtypes"), (masks, MASKS, "masks"), (layouts, LAYOUTS, "layouts")):
         unknown = [x for x in value if x not in allowed]
@@ -45,6 +51,20 @@ def subject(name, dtypes, head_dim, masks, layouts, memory="device", gqa=False, 
         declaration["head_dim_v"] = [int(head_dim_v[0]), int(head_dim_v[1])]
     if limits is not None:
         declaration["limits"] = {key: int(value) for key, value in limits.items()}
+    if sequences is not None:
+        unknown = [x for x in sequences.get("features", []) if x not in SEQUENCE_FEATURES]
+        if unknown or not sequences.get("features"):
+            raise ValueError(f"sequences.features: a non-empty list of {list(SEQUENCE_FEATURES)}, not {unknown}")
+        declaration["sequences"] = {"features": list(sequences["features"]),
+                                    "page_size_multiple": int(sequences.get("page_size_multiple", 0)),
+                                    "max_splits": int(sequences.get("max_splits", 0))}
+    if backward is not None:
+        if not isinstance(backward.get("function"), str):
+            raise ValueError("backward.function: the name of the module's backward callable")
+        declaration["backward"] = {"function": backward["function"], "arithmetic": dict(backward.get("arithmetic", {})),
+                                   "sink": bool(backward.get("sink", False)),
+                                   "sequences": bool(backward.get("sequences", False)),
+                                   "deterministic": bool(backward.get("deterministic", False))}
 
     def mark(function):
         function.flashcheck = declaration

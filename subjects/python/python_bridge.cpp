@@ -25,13 +25,17 @@ constexpr int kSlots = 16;
 
 struct Slot {
   std::string spec, name, error;
-  PyObject* function = nullptr;  // a strong reference, for the process's life
+  PyObject* function = nullptr;           // strong references, for the process's life
+  PyObject* backward_function = nullptr;  // the declared backward's callable, or null
+  std::string backward_name;
   bool host = false;
   std::vector<int32_t> head_dims;
   fc_subject subject{};
   fc_subject_limits limits{};
   fc_subject_value_dims value_dims{};
-  bool has_limits = false, has_value_dims = false;
+  fc_subject_sequences sequences{};
+  fc_subject_backward backward{};
+  bool has_limits = false, has_value_dims = false, has_sequences = false, has_backward = false;
 };
 
 std::mutex g_mutex;
@@ -152,6 +156,31 @@ int arithmetic_code(std::string_view name) {
                                  : -1;
 }
 
+int sequence_code(std::string_view name) {
+  return name == "varlen"      ? FC_SUBJECT_SEQ_VARLEN
+         : name == "seqused_k" ? FC_SUBJECT_SEQ_SEQUSED_K
+         : name == "paged"     ? FC_SUBJECT_SEQ_PAGED
+         : name == "splits"    ? FC_SUBJECT_SEQ_SPLITS
+                               : -1;
+}
+
+// The declaration's "arithmetic" dict (absent: every dtype undeclared) into per-dtype class codes; false when it is
+// not a dict of dtype names to class names.
+bool read_arithmetic(Declaration& d, int32_t (&out)[3]) {
+  PyObject* arith = d.get("arithmetic");
+  if (arith == nullptr) return true;
+  if (!PyDict_Check(arith)) return false;
+  PyObject *key = nullptr, *value = nullptr;
+  Py_ssize_t at = 0;
+  while (PyDict_Next(arith, &at, &key, &value)) {
+    const int dtype = PyUnicode_Check(key) ? dtype_code(PyUnicode_AsUTF8(key)) : -1;
+    const int cls = PyUnicode_Check(value) ? arithmetic_code(PyUnicode_AsUTF8(value)) : -1;
+    if (dtype < 0 || dtype >= 3 || cls < 0) return false;
+    out[dtype] = cls;
+  }
+  return true;
+}
+
 bool read_declaration(PyObject* dict, Slot* s) {
   Declaration d{dict, ""};
   fc_subject_capabilities& c = s->subject.capabilities;
@@ -195,22 +224,8 @@ bool read_declaration(PyObject* dict, Slot* s) {
   d.boolean("softcap", &c.softcap, 0);
   d.boolean("sink", &c.sink, 0);
   fc_subject_arithmetic& a = s->subject.arithmetic;
-  if (PyObject* arith = d.get("arithmetic")) {
-    if (!PyDict_Check(arith)) {
-      d.fail("arithmetic: a dict of dtype name to class name");
-    } else {
-      PyObject *key = nullptr, *value = nullptr;
-      Py_ssize_t at = 0;
-      while (PyDict_Next(arith, &at, &key, &value)) {
-        const int dtype = PyUnicode_Check(key) ? dtype_code(PyUnicode_AsUTF8(key)) : -1;
-        const int cls = PyUnicode_Check(value) ? arithmetic_code(PyUnicode_AsUTF8(value)) : -1;
-        if (dtype < 0 || cls < 0) {
-          d.fail("arithmetic: {dtype: \"general-fp32\" | \"tensor-core\" | \"split-tf32\" | \"undeclared\"}");
-          break;
-        }
-        a.arithmetic[dtype] = cls;
-      }
-    }
+  if (!read_arithmetic(d, a.arithmetic)) {
+    d.fail("arithmetic: {dtype: \"general-fp32\" | \"tensor-core\" | \"split-tf32\" | \"undeclared\"}");
   }
   if (PyObject* tile = d.get("key_tile")) {
     int64_t v = 0;
@@ -236,6 +251,37 @@ bool read_declaration(PyObject* dict, Slot* s) {
     }
     s->has_limits = true;
   }
+  if (PyObject* seq = d.get("sequences")) {
+    if (!PyDict_Check(seq)) {
+      d.fail("sequences: a dict {features, page_size_multiple, max_splits}");
+    } else {
+      Declaration inner{seq, ""};
+      inner.names("features", &s->sequences.features, sequence_code, true);
+      if (PyObject* m = inner.get("page_size_multiple")) inner.integer(m, "page_size_multiple", &s->sequences.page_size_multiple);
+      int64_t most = 0;
+      if (PyObject* m = inner.get("max_splits"); m != nullptr && inner.integer(m, "max_splits", &most)) {
+        s->sequences.max_splits = static_cast<int32_t>(most);
+      }
+      if (!inner.error.empty()) d.fail("sequences." + inner.error);
+      s->has_sequences = true;
+    }
+  }
+  if (PyObject* bwd = d.get("backward")) {
+    if (!PyDict_Check(bwd)) {
+      d.fail("backward: a dict {function, arithmetic, sink, sequences, deterministic}");
+    } else {
+      Declaration inner{bwd, ""};
+      PyObject* fn = inner.get("function");
+      if (fn == nullptr || !PyUnicode_Check(fn)) inner.fail("function: the name of the module's backward callable");
+      else s->backward_name = PyUnicode_AsUTF8(fn);
+      if (!read_arithmetic(inner, s->backward.arithmetic)) inner.fail("arithmetic: {dtype: \"general-fp32\" | \"tensor-core\"}");
+      inner.boolean("sink", &s->backward.sink, 0);
+      inner.boolean("sequences", &s->backward.sequences, 0);
+      inner.boolean("deterministic", &s->backward.deterministic, 0);
+      if (!inner.error.empty()) d.fail("backward." + inner.error);
+      s->has_backward = true;
+    }
+  }
   s->error = d.error;
   return d.error.empty();
 }
@@ -255,32 +301,40 @@ const char* mask_name(int32_t code) {
   return "?";
 }
 
+// An element type as the buffer protocol and __cuda_array_interface__ spell it.
+struct Element {
+  const char* format;
+  const char* typestr;
+  Py_ssize_t size;
+};
+constexpr Element kF32{"f", "<f4", 4}, kI32{"i", "<i4", 4};
+Element element_of(int32_t dtype) {
+  return dtype == FC_SUBJECT_DTYPE_F32 ? kF32 : dtype == FC_SUBJECT_DTYPE_F16 ? Element{"e", "<f2", 2} : Element{"H", "<u2", 2};
+}
+
 // One tensor's view: its shape and byte strides, kept alive for the call.
 struct View {
+  const char* name = "";
   void* data = nullptr;
   bool writable = false;
   int ndim = 0;
   Py_ssize_t shape[4] = {}, strides[4] = {};
-  Py_ssize_t itemsize = 0;
-  const char* format = "f";     // buffer-protocol format
-  const char* typestr = "<f4";  // __cuda_array_interface__'s
+  Element element = kF32;
   Py_buffer buffer{};
-  PyObject* object = nullptr;   // the memoryview or the interface object (owned)
+  PyObject* object = nullptr;  // the memoryview or the interface object (owned)
 };
 
-void describe(View* v, const void* data, bool writable, int32_t dtype, std::initializer_list<int64_t> shape,
-              std::initializer_list<int64_t> element_strides) {
+void describe(View* v, const char* name, const void* data, bool writable, Element element,
+              std::initializer_list<int64_t> shape, std::initializer_list<int64_t> element_strides) {
+  v->name = name;
   v->data = const_cast<void*>(data);
   v->writable = writable;
+  v->element = element;
   v->ndim = static_cast<int>(shape.size());
-  const bool f32 = dtype == FC_SUBJECT_DTYPE_F32, f16 = dtype == FC_SUBJECT_DTYPE_F16;
-  v->itemsize = f32 ? 4 : 2;
-  v->format = f32 ? "f" : f16 ? "e" : "H";
-  v->typestr = f32 ? "<f4" : f16 ? "<f2" : "<u2";
   int i = 0;
   for (int64_t n : shape) v->shape[i++] = static_cast<Py_ssize_t>(n);
   i = 0;
-  for (int64_t st : element_strides) v->strides[i++] = static_cast<Py_ssize_t>(st) * v->itemsize;
+  for (int64_t st : element_strides) v->strides[i++] = static_cast<Py_ssize_t>(st) * element.size;
 }
 
 PyObject* tuple_of(const Py_ssize_t* values, int n) {
@@ -289,7 +343,8 @@ PyObject* tuple_of(const Py_ssize_t* values, int n) {
   return t;
 }
 
-// The Python object for a view: a memoryview (host) or an object carrying __cuda_array_interface__ (device).
+// The Python object for a view (a new reference): None for a null pointer, a memoryview (host) or an object
+// carrying __cuda_array_interface__ (device).
 PyObject* make_object(View* v, bool host, void* stream, PyObject* namespace_type) {
   if (v->data == nullptr) Py_RETURN_NONE;
   if (host) {
@@ -297,85 +352,146 @@ PyObject* make_object(View* v, bool host, void* stream, PyObject* namespace_type
     for (int i = 0; i < v->ndim; ++i) elements *= v->shape[i];
     v->buffer.buf = v->data;
     v->buffer.obj = nullptr;
-    v->buffer.len = elements * v->itemsize;
-    v->buffer.itemsize = v->itemsize;
+    v->buffer.len = elements * v->element.size;
+    v->buffer.itemsize = v->element.size;
     v->buffer.readonly = v->writable ? 0 : 1;
     v->buffer.ndim = v->ndim;
-    v->buffer.format = const_cast<char*>(v->format);
+    v->buffer.format = const_cast<char*>(v->element.format);
     v->buffer.shape = v->shape;
     v->buffer.strides = v->strides;
     v->buffer.suboffsets = nullptr;
     v->object = PyMemoryView_FromBuffer(&v->buffer);
-    return v->object;
+  } else {
+    PyObject* interface = Py_BuildValue(
+        "{s:N,s:s,s:(N,O),s:N,s:i,s:N}", "shape", tuple_of(v->shape, v->ndim), "typestr", v->element.typestr, "data",
+        PyLong_FromVoidPtr(v->data), v->writable ? Py_False : Py_True, "strides", tuple_of(v->strides, v->ndim),
+        "version", 3, "stream", stream != nullptr ? PyLong_FromVoidPtr(stream) : PyLong_FromLong(1));
+    if (interface == nullptr) return nullptr;
+    PyObject* kwargs = Py_BuildValue("{s:N}", "__cuda_array_interface__", interface);
+    PyObject* empty = PyTuple_New(0);
+    v->object = kwargs != nullptr ? PyObject_Call(namespace_type, empty, kwargs) : nullptr;
+    Py_XDECREF(empty);
+    Py_XDECREF(kwargs);
   }
-  PyObject* interface = Py_BuildValue("{s:N,s:s,s:(N,O),s:N,s:i,s:N}", "shape", tuple_of(v->shape, v->ndim), "typestr",
-                                      v->typestr, "data", PyLong_FromVoidPtr(v->data), v->writable ? Py_False : Py_True,
-                                      "strides", tuple_of(v->strides, v->ndim), "version", 3, "stream",
-                                      stream != nullptr ? PyLong_FromVoidPtr(stream) : PyLong_FromLong(1));
-  if (interface == nullptr) return nullptr;
-  PyObject* kwargs = Py_BuildValue("{s:N}", "__cuda_array_interface__", interface);
-  PyObject* empty = PyTuple_New(0);
-  v->object = PyObject_Call(namespace_type, empty, kwargs);
-  Py_DECREF(empty);
-  Py_DECREF(kwargs);
+  Py_XINCREF(v->object);  // one reference for the dict, one kept to release the view after the call
   return v->object;
 }
 
-int call_slot(Slot& slot, const fc_subject_problem* p, const fc_subject_buffers* b, void* stream, char* err,
-              size_t err_len) {
+// The views of one call: the forward's tensors in the layout the problem's sequences give them (attention.h), the
+// index arrays, and for a backward call dO and the gradients.
+std::vector<View> views_of(const fc_subject_problem* p, const fc_subject_sequence_args* seq, const fc_subject_buffers* b,
+                           const fc_subject_backward_strides* bs, const fc_subject_backward_buffers* bb) {
+  std::vector<View> views(16);
+  size_t n = 0;
+  const Element e = element_of(p->dtype);
+  const int64_t dv = p->head_dim_v;
+  const bool packed_q = seq != nullptr && seq->cu_seqlens_q != nullptr;
+  const bool paged = seq != nullptr && seq->page_table != nullptr;
+  const bool packed_k = seq != nullptr && seq->cu_seqlens_k != nullptr;
+  const auto rows = [&](const char* name, const void* data, bool writable, int64_t cols, const fc_subject_strides& st) {
+    if (packed_q) {
+      describe(&views[n++], name, data, writable, e, {seq->total_q, p->heads_q, cols}, {st.row, st.head, 1});
+    } else {
+      describe(&views[n++], name, data, writable, e, {p->batch, p->heads_q, p->seqlen_q, cols}, {st.batch, st.head, st.row, 1});
+    }
+  };
+  const auto keys = [&](const char* name, const void* data, bool writable, int64_t cols, const fc_subject_strides& st) {
+    if (paged) {
+      describe(&views[n++], name, data, writable, e, {seq->num_pages, seq->page_size, p->heads_kv, cols},
+               {st.batch, st.row, st.head, 1});
+    } else if (packed_k) {
+      describe(&views[n++], name, data, writable, e, {seq->total_k, p->heads_kv, cols}, {st.row, st.head, 1});
+    } else {
+      describe(&views[n++], name, data, writable, e, {p->batch, p->heads_kv, p->seqlen_k, cols}, {st.batch, st.head, st.row, 1});
+    }
+  };
+  const bool backward = bb != nullptr;
+  rows("q", b->q, false, p->head_dim, p->q_stride);
+  keys("k", b->k, false, p->head_dim, p->k_stride);
+  keys("v", b->v, false, dv, p->v_stride);
+  rows("o", backward ? bb->o : b->o, !backward, dv, p->o_stride);
+  const float* lse = backward ? bb->lse : b->lse;
+  if (packed_q) {
+    describe(&views[n++], "lse", lse, !backward, kF32, {p->heads_q, seq->total_q}, {seq->total_q, 1});
+  } else {
+    describe(&views[n++], "lse", lse, !backward, kF32, {p->batch, p->heads_q, p->seqlen_q},
+             {p->heads_q * p->seqlen_q, p->seqlen_q, 1});
+  }
+  describe(&views[n++], "sink", b->sink, false, kF32, {p->heads_q}, {1});
+  if (seq != nullptr) {
+    describe(&views[n++], "cu_seqlens_q", seq->cu_seqlens_q, false, kI32, {p->batch + 1}, {1});
+    describe(&views[n++], "cu_seqlens_k", seq->cu_seqlens_k, false, kI32, {p->batch + 1}, {1});
+    describe(&views[n++], "seqused_k", seq->seqused_k, false, kI32, {p->batch}, {1});
+    describe(&views[n++], "page_table", seq->page_table, false, kI32, {p->batch, seq->max_pages_per_seq},
+             {seq->max_pages_per_seq, 1});
+  }
+  if (backward) {
+    rows("d_o", bb->d_o, false, dv, bs->d_o);
+    rows("dq", bb->dq, true, p->head_dim, bs->dq);
+    keys("dk", bb->dk, true, p->head_dim, bs->dk);
+    keys("dv", bb->dv, true, dv, bs->dv);
+    describe(&views[n++], "dsink", bb->dsink, true, kF32, {p->heads_q}, {1});
+  }
+  views.resize(n);
+  return views;
+}
+
+PyObject* problem_dict(const fc_subject_problem* p, const fc_subject_sequence_args* seq, void* stream) {
+  PyObject* d = Py_BuildValue(
+      "{s:s,s:s,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:d,s:N}", "dtype", dtype_name(p->dtype), "mask",
+      mask_name(p->mask), "batch", static_cast<long long>(p->batch), "heads_q", static_cast<long long>(p->heads_q),
+      "heads_kv", static_cast<long long>(p->heads_kv), "seqlen_q", static_cast<long long>(p->seqlen_q), "seqlen_k",
+      static_cast<long long>(p->seqlen_k), "head_dim", static_cast<long long>(p->head_dim), "head_dim_v",
+      static_cast<long long>(p->head_dim_v), "softmax_scale", static_cast<double>(p->softmax_scale), "window_left",
+      static_cast<long long>(p->window_left), "window_right", static_cast<long long>(p->window_right), "softcap",
+      static_cast<double>(p->softcap), "stream", PyLong_FromVoidPtr(stream));
+  if (d == nullptr || seq == nullptr) return d;
+  const std::pair<const char*, int64_t> fields[] = {{"total_q", seq->total_q},     {"total_k", seq->total_k},
+                                                    {"page_size", seq->page_size}, {"num_pages", seq->num_pages},
+                                                    {"max_pages_per_seq", seq->max_pages_per_seq},
+                                                    {"num_splits", seq->num_splits}};
+  for (const auto& [key, value] : fields) {
+    PyObject* x = PyLong_FromLongLong(value);
+    PyDict_SetItemString(d, key, x);
+    Py_XDECREF(x);
+  }
+  return d;
+}
+
+// One call of `function` (a slot's forward or backward) on the harness's buffers, its outcome as a return code.
+int call_python(const Slot& slot, PyObject* function, const fc_subject_problem* p, const fc_subject_sequence_args* seq,
+                const fc_subject_buffers* b, const fc_subject_backward_strides* bs,
+                const fc_subject_backward_buffers* bb, void* stream, char* err, size_t err_len) {
   const PyGILState_STATE gil = PyGILState_Ensure();
   int code = FC_SUBJECT_OK;
-  std::array<View, 6> views;
-  View &q = views[0], &k = views[1], &v = views[2], &o = views[3], &lse = views[4], &sink = views[5];
-  const int64_t dv = p->head_dim_v;
-  describe(&q, b->q, false, p->dtype, {p->batch, p->heads_q, p->seqlen_q, p->head_dim},
-           {p->q_stride.batch, p->q_stride.head, p->q_stride.row, 1});
-  describe(&k, b->k, false, p->dtype, {p->batch, p->heads_kv, p->seqlen_k, p->head_dim},
-           {p->k_stride.batch, p->k_stride.head, p->k_stride.row, 1});
-  describe(&v, b->v, false, p->dtype, {p->batch, p->heads_kv, p->seqlen_k, dv},
-           {p->v_stride.batch, p->v_stride.head, p->v_stride.row, 1});
-  describe(&o, b->o, true, p->dtype, {p->batch, p->heads_q, p->seqlen_q, dv},
-           {p->o_stride.batch, p->o_stride.head, p->o_stride.row, 1});
-  describe(&lse, b->lse, true, FC_SUBJECT_DTYPE_F32, {p->batch, p->heads_q, p->seqlen_q},
-           {p->heads_q * p->seqlen_q, p->seqlen_q, 1});
-  describe(&sink, b->sink, false, FC_SUBJECT_DTYPE_F32, {p->heads_q}, {1});
+  std::vector<View> views = views_of(p, seq, b, bs, bb);
   PyObject* types = PyImport_ImportModule("types");
   PyObject* namespace_type = types != nullptr ? PyObject_GetAttrString(types, "SimpleNamespace") : nullptr;
   PyObject* buffers = PyDict_New();
   PyObject* problem = nullptr;
-  const char* names[] = {"q", "k", "v", "o", "lse", "sink"};
-  bool built = namespace_type != nullptr;
-  for (size_t i = 0; built && i < views.size(); ++i) {
-    PyObject* object = make_object(&views[i], slot.host, stream, namespace_type);
-    built = object != nullptr && PyDict_SetItemString(buffers, names[i], object) == 0;
-    if (views[i].data == nullptr) Py_XDECREF(object);  // Py_RETURN_NONE's reference
+  bool built = namespace_type != nullptr && buffers != nullptr;
+  for (View& view : views) {
+    if (!built) break;
+    PyObject* object = make_object(&view, slot.host, stream, namespace_type);
+    built = object != nullptr && PyDict_SetItemString(buffers, view.name, object) == 0;
+    Py_XDECREF(object);
   }
-  if (built) {
-    problem = Py_BuildValue(
-        "{s:s,s:s,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:d,s:N}", "dtype", dtype_name(p->dtype), "mask",
-        mask_name(p->mask), "batch", static_cast<long long>(p->batch), "heads_q", static_cast<long long>(p->heads_q),
-        "heads_kv", static_cast<long long>(p->heads_kv), "seqlen_q", static_cast<long long>(p->seqlen_q), "seqlen_k",
-        static_cast<long long>(p->seqlen_k), "head_dim", static_cast<long long>(p->head_dim), "head_dim_v",
-        static_cast<long long>(dv), "softmax_scale", static_cast<double>(p->softmax_scale), "window_left",
-        static_cast<long long>(p->window_left), "window_right", static_cast<long long>(p->window_right), "softcap",
-        static_cast<double>(p->softcap), "stream", PyLong_FromVoidPtr(stream));
-    built = problem != nullptr;
-  }
+  if (built) built = (problem = problem_dict(p, seq, stream)) != nullptr;
   if (!built) {
     copy_message("building the call's arguments: " + take_error(), err, err_len);
     code = FC_SUBJECT_ERROR;
   } else {
-    PyObject* result = PyObject_CallFunctionObjArgs(slot.function, problem, buffers, nullptr);
+    PyObject* result = PyObject_CallFunctionObjArgs(function, problem, buffers, nullptr);
     if (result == nullptr) {
       code = code_of_exception();
       copy_message(take_error(), err, err_len);
     } else if (result != Py_None) {
       code = FC_SUBJECT_ERROR;
-      copy_message("the subject returned something other than None (it writes O and LSE in place)", err, err_len);
+      copy_message("the subject returned something other than None (it writes its outputs in place)", err, err_len);
     }
     Py_XDECREF(result);
   }
-  // The views die with the call: a memoryview kept by the subject raises on use from now on.
+  // The views die with the call: a memoryview the subject kept raises on use from now on.
   for (View& view : views) {
     if (view.object != nullptr && slot.host) {
       PyObject* released = PyObject_CallMethod(view.object, "release", nullptr);
@@ -394,11 +510,30 @@ int call_slot(Slot& slot, const fc_subject_problem* p, const fc_subject_buffers*
 
 template <int N>
 int forward_slot(const fc_subject_problem* p, const fc_subject_buffers* b, void* stream, char* err, size_t err_len) {
-  return call_slot(*g_slots[N], p, b, stream, err, err_len);
+  const Slot& s = *g_slots[N];
+  return call_python(s, s.function, p, nullptr, b, nullptr, nullptr, stream, err, err_len);
 }
+template <int N>
+int sequences_slot(const fc_subject_problem* p, const fc_subject_sequence_args* seq, const fc_subject_buffers* b,
+                   void* stream, char* err, size_t err_len) {
+  const Slot& s = *g_slots[N];
+  return call_python(s, s.function, p, seq, b, nullptr, nullptr, stream, err, err_len);
+}
+template <int N>
+int backward_slot(const fc_subject_problem* p, const fc_subject_sequence_args* seq, const fc_subject_backward_strides* bs,
+                  const fc_subject_buffers* b, const fc_subject_backward_buffers* bb, void* stream, char* err,
+                  size_t err_len) {
+  const Slot& s = *g_slots[N];
+  return call_python(s, s.backward_function, p, seq, b, bs, bb, stream, err, err_len);
+}
+struct Trampolines {
+  decltype(&forward_slot<0>) forward;
+  decltype(&sequences_slot<0>) sequences;
+  decltype(&backward_slot<0>) backward;
+};
 template <int... N>
 constexpr auto make_trampolines(std::integer_sequence<int, N...>) {
-  return std::array<decltype(&forward_slot<0>), sizeof...(N)>{&forward_slot<N>...};
+  return std::array<Trampolines, sizeof...(N)>{Trampolines{&forward_slot<N>, &sequences_slot<N>, &backward_slot<N>}...};
 }
 constexpr auto kTrampolines = make_trampolines(std::make_integer_sequence<int, kSlots>{});
 
@@ -416,12 +551,17 @@ void start_python() {
   PyEval_SaveThread();
 }
 
+fc_subject_python answer_of(const Slot& s) {
+  return {&s.subject, s.has_limits ? &s.limits : nullptr, s.has_value_dims ? &s.value_dims : nullptr, nullptr,
+          s.has_sequences ? &s.sequences : nullptr, s.has_backward ? &s.backward : nullptr};
+}
+
 // The answer for a spec that cannot be served (the slot is freed; the text lives until the next failure).
 fc_subject_python failure(int slot, std::string why) {
   static std::string last;
   last = std::move(why);
   g_slots[slot].reset();
-  return {nullptr, nullptr, nullptr, last.c_str()};
+  return {nullptr, nullptr, nullptr, last.c_str(), nullptr, nullptr};
 }
 
 }  // namespace
@@ -431,15 +571,12 @@ fc_subject_python fc_subject_python_v1(const char* spec) {
   static std::string no_slot;
   int free_slot = -1;
   for (int i = 0; i < kSlots; ++i) {
-    if (g_slots[i] && g_slots[i]->spec == spec) {
-      const Slot& s = *g_slots[i];
-      return {&s.subject, s.has_limits ? &s.limits : nullptr, s.has_value_dims ? &s.value_dims : nullptr, nullptr};
-    }
+    if (g_slots[i] && g_slots[i]->spec == spec) return answer_of(*g_slots[i]);
     if (!g_slots[i] && free_slot < 0) free_slot = i;
   }
   if (free_slot < 0) {
     no_slot = "at most " + std::to_string(kSlots) + " Python subjects per process";
-    return {nullptr, nullptr, nullptr, no_slot.c_str()};
+    return {nullptr, nullptr, nullptr, no_slot.c_str(), nullptr, nullptr};
   }
   g_slots[free_slot] = std::make_unique<Slot>();
   Slot* s = g_slots[free_slot].get();
@@ -453,7 +590,7 @@ fc_subject_python fc_subject_python_v1(const char* spec) {
   const std::string function_name = text.substr(colon + 1);
   start_python();
   const PyGILState_STATE gil = PyGILState_Ensure();
-  fc_subject_python out{nullptr, nullptr, nullptr, nullptr};
+  fc_subject_python out{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   PyObject* module = PyImport_ImportModule(module_name.c_str());
   PyObject* function = module != nullptr ? PyObject_GetAttrString(module, function_name.c_str()) : nullptr;
   PyObject* declaration = function != nullptr ? PyObject_GetAttrString(function, "flashcheck") : nullptr;
@@ -470,12 +607,23 @@ fc_subject_python fc_subject_python_v1(const char* spec) {
   } else if (!read_declaration(declaration, s)) {
     out = failure(free_slot, module_name + "." + function_name + ": flashcheck declaration: " + s->error);
   } else {
-    s->function = function;
-    Py_INCREF(function);
-    s->subject.abi_version = FC_SUBJECT_ABI_VERSION;
-    s->subject.name = s->name.c_str();
-    s->subject.forward = kTrampolines[free_slot];
-    out = {&s->subject, s->has_limits ? &s->limits : nullptr, s->has_value_dims ? &s->value_dims : nullptr, nullptr};
+    PyObject* backward = s->has_backward ? PyObject_GetAttrString(module, s->backward_name.c_str()) : nullptr;
+    if (s->has_backward && (backward == nullptr || !PyCallable_Check(backward))) {
+      if (backward == nullptr) PyErr_Clear();
+      Py_XDECREF(backward);
+      out = failure(free_slot, module_name + "." + function_name + ": flashcheck declaration: backward.function: " +
+                                   module_name + " has no callable " + s->backward_name);
+    } else {
+      s->function = function;
+      Py_INCREF(function);
+      s->backward_function = backward;  // the reference GetAttr gave, kept
+      s->subject.abi_version = FC_SUBJECT_ABI_VERSION;
+      s->subject.name = s->name.c_str();
+      s->subject.forward = kTrampolines[free_slot].forward;
+      s->sequences.forward_sequences = kTrampolines[free_slot].sequences;
+      s->backward.backward = kTrampolines[free_slot].backward;
+      out = answer_of(*s);
+    }
   }
   Py_XDECREF(declaration);
   Py_XDECREF(function);

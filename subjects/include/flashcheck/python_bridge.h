@@ -14,14 +14,22 @@
  *     layouts     ["bhsd", "bshd", "strided"]          gqa, lse, softcap, sink    bool
  *     arithmetic  {"f16": "tensor-core", ...}          key_tile    int (0: undeclared)
  *     limits      {"seqlen_k_multiple": 32, ...}       (fc_subject_limits' fields; optional)
+ *     sequences   {"features": ["varlen", "seqused_k", "paged", "splits"], "page_size_multiple": 0, "max_splits": 0}
+ *                 (fc_subject_sequences_v1; optional: FUNCTION then also gets the cases with sequences)
+ *     backward    {"function": NAME, "arithmetic": {...}, "sink": bool, "sequences": bool, "deterministic": bool}
+ *                 (fc_subject_backward_v1; optional: MODULE.NAME(problem, buffers) computes the gradients)
  *
  * The call is FUNCTION(problem, buffers): `problem` a dict of fc_subject_problem's fields (dtype and mask by name,
  * plus "stream", the cudaStream_t as an int); `buffers` a dict of q, k, v, o, lse and sink (None when absent), each
  * viewing the harness's own memory, never a copy: in host memory a memoryview of shape [B, H, S, D] (LSE [B, H, S],
  * the sink [H]) with the tensor's strides, format "f" (fp32), "e" (fp16) or "H" (bf16's bits as uint16); in device
  * memory an object with __cuda_array_interface__ (version 3, typestr "<f4", "<f2", or "<u2" for bf16's bits), which
- * torch.as_tensor(x, device="cuda") aliases (flashcheck_subject.as_torch views bf16 as torch.bfloat16). Only q, k, v
- * and the sink are read-only. The views are released when the call returns: a subject keeps no reference to them.
+ * torch.as_tensor(x, device="cuda") aliases (flashcheck_subject.as_torch views bf16 as torch.bfloat16). With
+ * sequences the layouts are attention.h's: Q, O (and dO, dQ) packed [total_q, H, D], K and V (and dK, dV) packed
+ * [total_k, H, D] or paged [num_pages, page_size, H, D], LSE [H, total_q]; the index arrays cu_seqlens_q,
+ * cu_seqlens_k, seqused_k and page_table come as int32 views (None where absent) and the problem adds total_q,
+ * total_k, page_size, num_pages, max_pages_per_seq and num_splits. The backward's buffers add d_o, dq, dk, dv and
+ * dsink (written), o and lse (read). The outputs (o, lse; dq, dk, dv, dsink) are the only writable views. The views are released when the call returns: a subject keeps no reference to them.
  * Returning None is FC_SUBJECT_OK; raising NotImplementedError is UNSUPPORTED, ValueError INVALID_ARGUMENT, any other
  * exception ERROR, each with the exception's text as the message.
  */
@@ -38,12 +46,15 @@ extern "C" {
 #define FC_SUBJECT_PYTHON_ENTRY_POINT "fc_subject_python_v1"
 
 /* What fc_subject_python_v1 answers for one spec: the descriptor (null on failure, with `error` saying why) and the
- * optional limits and value dims (null where the callable declares none). Valid until the library is unloaded. */
+ * optional limits, value dims, sequences and backward pass (null where the callable declares none). Valid until the
+ * library is unloaded. */
 typedef struct fc_subject_python {
   const fc_subject* subject;
   const fc_subject_limits* limits;
   const fc_subject_value_dims* value_dims;
   const char* error;
+  const fc_subject_sequences* sequences;
+  const fc_subject_backward* backward;
 } fc_subject_python;
 typedef fc_subject_python (*fc_subject_python_fn)(const char* spec);
 FC_SUBJECT_EXPORT fc_subject_python fc_subject_python_v1(const char* spec);
