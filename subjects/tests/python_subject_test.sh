@@ -6,23 +6,13 @@
 # be imported, a function without its declaration and a bad declaration are refused (exit 78) with the reason.
 # usage: python_subject_test.sh REPRO REPORT PROPERTIES_MODEL PYTHON_DIR
 set -uo pipefail
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/expect.sh"
 repro=$1 report=$2 properties=$3
 export PYTHONPATH="$4${PYTHONPATH:+:$PYTHONPATH}"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cd "$out"  # the modules come from PYTHONPATH, not the working directory
 failures=0
-expect() {  # expect RC DESCRIPTION -- command...
-  local want=$1 what=$2
-  shift 3
-  "$@" >"$out/stdout" 2>"$out/stderr"
-  local got=$?
-  if [[ $got -ne $want ]]; then
-    echo "FAIL: $what: exit $got, expected $want"; tail -n 8 "$out/stdout" "$out/stderr"; failures=$((failures + 1))
-  else
-    echo "ok: $what (exit $got)"
-  fi
-}
 healthy=python:naive_attention:attention planted=python:naive_attention:attention_aligned
 line='f32 b=1 hq=2 hkv=1 sq=5 sk=9 d=8 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1'
 

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "flashcheck/backward_check.h"
 #include "flashcheck/case.h"
@@ -23,13 +24,18 @@ std::unique_ptr<LoadedSubject> load_ok(const char* path) {
   return subject;
 }
 
-Verdict run_line(const LoadedSubject& subject, const std::string& line) {
-  Case c;
-  const Status parsed = parse_case(line, &c);
+// A case line parsed and its inputs made, each step expected to succeed.
+std::pair<Case, HostInputs> case_and_inputs(const std::string& line) {
+  std::pair<Case, HostInputs> out;
+  const Status parsed = parse_case(line, &out.first);
   EXPECT_TRUE(parsed.ok()) << parsed.message();
-  HostInputs inputs;
-  const Status made = make_inputs(c, &inputs);
+  const Status made = make_inputs(out.first, &out.second);
   EXPECT_TRUE(made.ok()) << made.message();
+  return out;
+}
+
+Verdict run_line(const LoadedSubject& subject, const std::string& line) {
+  const auto [c, inputs] = case_and_inputs(line);
   return judge(c, inputs, run_case(inputs, subject));
 }
 
@@ -250,12 +256,7 @@ TEST(Subject, SequenceCasesMoveOntoTheDeclaredFeatures) {
 // LSE it wrote, judged by judge_backward under the declared class; a planted backward defect fails with the forward's
 // verdict a pass; the features the backward leaves out are UNSUPPORTED naming the key.
 BackwardVerdict run_grad_line(const LoadedSubject& subject, const std::string& line) {
-  Case c;
-  const Status parsed = parse_case(line, &c);
-  EXPECT_TRUE(parsed.ok()) << parsed.message();
-  HostInputs inputs;
-  const Status made = make_inputs(c, &inputs);
-  EXPECT_TRUE(made.ok()) << made.message();
+  const auto [c, inputs] = case_and_inputs(line);
   return judge_backward(c, inputs, run_backward_case(inputs, subject));
 }
 

@@ -7,21 +7,11 @@
 # usage: subject_tools_test.sh REPRO REPORT HOST_MODEL MISSING_RESCALE RESTRICTED MALFORMED_VERSION SUBJECT_TABLE
 #                               BAD_GRADIENT
 set -uo pipefail
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/expect.sh"
 repro=$1 report=$2 healthy=$3 defective=$4 restricted=$5 malformed=$6 subject_table=$7 bad_gradient=$8
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 failures=0
-expect() {  # expect RC DESCRIPTION -- command...
-  local want=$1 what=$2
-  shift 3
-  "$@" >"$out/stdout" 2>"$out/stderr"
-  local got=$?
-  if [[ $got -ne $want ]]; then
-    echo "FAIL: $what: exit $got, expected $want"; tail -n 5 "$out/stdout" "$out/stderr"; failures=$((failures + 1))
-  else
-    echo "ok: $what (exit $got)"
-  fi
-}
 line='f32 b=1 hq=2 hkv=1 sq=30 sk=200 d=33 mask=none scale=10 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=0'
 
 expect 0 "repro, healthy subject" -- "$repro" --subject "$healthy" "$line"

@@ -72,19 +72,25 @@ inline Params params_of(const fc_subject_problem& p, const fc_subject_buffers& b
   return out;
 }
 
+// The one correspondence between Params' sequence fields and fc_subject_sequence_args': f(param, arg) for each pair.
+template <typename P, typename A, typename F>
+void for_each_sequence_field(P& p, A& a, F&& f) {
+  f(p.cu_seqlens_q, a.cu_seqlens_q);
+  f(p.total_q, a.total_q);
+  f(p.cu_seqlens_k, a.cu_seqlens_k);
+  f(p.total_k, a.total_k);
+  f(p.seqused_k, a.seqused_k);
+  f(p.page_table, a.page_table);
+  f(p.page_size, a.page_size);
+  f(p.num_pages, a.num_pages);
+  f(p.max_pages_per_seq, a.max_pages_per_seq);
+  f(p.num_splits, a.num_splits);
+}
+
 // Params -> the sequence arguments (fc_subject_sequences_v1): the index arrays, their sizes and num_splits.
 inline fc_subject_sequence_args sequence_args_of(const Params& p) {
   fc_subject_sequence_args out{};
-  out.cu_seqlens_q = p.cu_seqlens_q;
-  out.total_q = p.total_q;
-  out.cu_seqlens_k = p.cu_seqlens_k;
-  out.total_k = p.total_k;
-  out.seqused_k = p.seqused_k;
-  out.page_table = p.page_table;
-  out.page_size = p.page_size;
-  out.num_pages = p.num_pages;
-  out.max_pages_per_seq = p.max_pages_per_seq;
-  out.num_splits = p.num_splits;
+  for_each_sequence_field(p, out, [](const auto& param, auto& arg) { arg = param; });
   return out;
 }
 
@@ -96,16 +102,7 @@ inline bool has_sequences(const Params& p) {
 // problem + sequence arguments + buffers -> Params: params_of with the sequences.
 inline Params params_of(const fc_subject_problem& p, const fc_subject_sequence_args& s, const fc_subject_buffers& b) {
   Params out = params_of(p, b);
-  out.cu_seqlens_q = s.cu_seqlens_q;
-  out.total_q = s.total_q;
-  out.cu_seqlens_k = s.cu_seqlens_k;
-  out.total_k = s.total_k;
-  out.seqused_k = s.seqused_k;
-  out.page_table = s.page_table;
-  out.page_size = s.page_size;
-  out.num_pages = s.num_pages;
-  out.max_pages_per_seq = s.max_pages_per_seq;
-  out.num_splits = s.num_splits;
+  for_each_sequence_field(out, s, [](auto& param, const auto& arg) { param = arg; });
   return out;
 }
 
