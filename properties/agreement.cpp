@@ -77,6 +77,8 @@ void large_inputs_agree_and_repeat() {
     const int64_t k_elements = *rc::gen::inRange<int64_t>(24, 65) << 20;
     c.batch = std::max<int64_t>(1, k_elements / (c.heads_kv * c.seqlen_k * c.head_dim));
     c.splits = 0;
+    // A subject is given its split count, never the heuristic's (onto_sequence_features: 2 with SPLITS, else 1).
+    if (const LoadedSubject* subject = active_subject()) c = onto_sequence_features(*subject, c);
   } else {
     c.dtype = *rc::gen::element(DType::kF16, DType::kBF16, DType::kF32);
     c.heads_q = c.heads_kv * *rc::gen::element<int64_t>(1, 2, 4);

@@ -173,12 +173,15 @@ void assert_bit_identical(const std::string& what, const RunOutputs& a, const Ru
 std::string describe_row(const oracle::RowRef& r);
 
 // Two runs of one problem laid out or grouped differently (`a` from in_a, `b` from in_b, the same logical rows):
-// bit for bit when the same kernel configuration of flashcheck's ran both, else within the sum of the two runs' bounds
-// on the rows the oracle checks (a layout, a group size or the other sequences of a batch can move a problem to
-// another family, which rounds differently; a subject's kernels for the two shapes are its own to choose). `rows_to_compare` (flat rows, row_index) limits both comparisons to those rows.
+// bit for bit when the same kernel configuration ran both, else within the sum of the two runs' bounds on the rows
+// the oracle checks (a layout, a group size or the other sequences of a batch can move a problem to another family,
+// which rounds differently). `rows_to_compare` (flat rows, row_index) limits both comparisons to those rows. A
+// subject is held to the same bits unless `subject_may_differ` (the two shapes are a paged and a packed cache, or
+// batches of other sizes: its kernels for them are its own to choose).
 void assert_same_kernel_bits_or_within_bounds(const std::string& what, const HostInputs& in_a, const RunOutputs& a,
                                               const HostInputs& in_b, const RunOutputs& b, uint64_t seed,
-                                              const std::vector<bool>* rows_to_compare = nullptr);
+                                              const std::vector<bool>* rows_to_compare = nullptr,
+                                              bool subject_may_differ = false);
 
 // Values a row may not see never reach it (attention.h): rows marked `blind` (their keys all unchanged between
 // `clean` and `poisoned`, which differ in hidden K/V rows only) of the two runs `a` (clean) and `b` compared.

@@ -81,9 +81,13 @@ const char* arith_name(int32_t arith) {
 bool is_bool(int32_t x) { return x == 0 || x == 1; }
 
 // Strides contiguous for `layout` over d elements per row.
-bool contiguous(const Strides& s, int64_t d, int64_t heads, int64_t seqlen, uint32_t layout) {
-  if (layout == FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD)) return s.row == d && s.head == seqlen * d && s.batch == heads * seqlen * d;
-  return s.head == d && s.row == heads * d && s.batch == seqlen * heads * d;  // BSHD
+// `rows` rows of d elements per head (a batch entry, a packed tensor's every row, or one page); the batch stride too
+// where `with_batch` (a packed tensor has none).
+bool contiguous(const Strides& s, int64_t d, int64_t heads, int64_t rows, uint32_t layout, bool with_batch) {
+  if (layout == FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD)) {
+    return s.row == d && s.head == rows * d && (!with_batch || s.batch == heads * rows * d);
+  }
+  return s.head == d && s.row == heads * d && (!with_batch || s.batch == rows * heads * d);  // BSHD
 }
 
 std::string list_dtypes(uint32_t bits) {
@@ -328,6 +332,10 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     if ((seqs->features & FC_SUBJECT_BIT(FC_SUBJECT_SEQ_PAGED)) && !(seqs->features & FC_SUBJECT_BIT(FC_SUBJECT_SEQ_SEQUSED_K))) {
       return bad(path, "sequences.features: PAGED needs SEQUSED_K (a paged sequence's keys are seqused_k)");
     }
+    if ((seqs->features & FC_SUBJECT_BIT(FC_SUBJECT_SEQ_SEQUSED_K)) &&
+        !(seqs->features & (FC_SUBJECT_BIT(FC_SUBJECT_SEQ_VARLEN) | FC_SUBJECT_BIT(FC_SUBJECT_SEQ_PAGED)))) {
+      return bad(path, "sequences.features: SEQUSED_K needs VARLEN or PAGED (spare slots belong to packed or paged K/V)");
+    }
     if (seqs->page_size_multiple < 0) return bad(path, "sequences.page_size_multiple: >= 0 (0: any)");
     if (seqs->max_splits < 0 || seqs->max_splits == 1) return bad(path, "sequences.max_splits: 0 (no bound) or >= 2");
     if (seqs->forward_sequences == nullptr) return bad(path, "sequences.forward_sequences: null");
@@ -458,10 +466,15 @@ Status LoadedSubject::supports(const Params& p) const {
     for (uint32_t layout : {FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD), FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD)}) {
       if (!(c.layouts & layout)) continue;
       const int64_t d = p.head_dim, dv = value_head_dim(p);
-      fits = fits || (contiguous(p.q_stride, d, p.heads_q, p.seqlen_q, layout) &&
-                      contiguous(p.o_stride, dv, p.heads_q, p.seqlen_q, layout) &&
-                      contiguous(p.k_stride, d, p.heads_kv, p.seqlen_k, layout) &&
-                      contiguous(p.v_stride, dv, p.heads_kv, p.seqlen_k, layout));
+      // Packed Q and O: every sequence's rows as one batch entry; K and V packed likewise, or paged (a page is a
+      // batch entry of page_size rows, .batch the page stride).
+      const bool packed_q = p.cu_seqlens_q != nullptr, paged = p.page_table != nullptr, packed_k = p.cu_seqlens_k != nullptr;
+      const int64_t q_rows = packed_q ? p.total_q : p.seqlen_q;
+      const int64_t k_rows = paged ? p.page_size : packed_k ? p.total_k : p.seqlen_k;
+      fits = fits || (contiguous(p.q_stride, d, p.heads_q, q_rows, layout, !packed_q) &&
+                      contiguous(p.o_stride, dv, p.heads_q, q_rows, layout, !packed_q) &&
+                      contiguous(p.k_stride, d, p.heads_kv, k_rows, layout, !packed_k) &&
+                      contiguous(p.v_stride, dv, p.heads_kv, k_rows, layout, !packed_k));
     }
     if (!fits) {
       return unsupported("layout", std::string("strides not contiguous in ") +
@@ -621,10 +634,13 @@ Case onto_sequence_features(const LoadedSubject& subject, Case c) {
     if (most > 0) c.splits = std::min(c.splits, most);
   }
   if (c.seqs.empty()) return c;
+  const fc_subject_limits& l = subject.limits();
   if (!subject.takes(FC_SUBJECT_SEQ_VARLEN) && !subject.takes(FC_SUBJECT_SEQ_PAGED)) {
-    c.seqs.clear();  // dense, in the sequences' bounds
+    c.seqs.clear();  // dense, in the sequences' bounds moved onto the shape limits
     c.page = 0;
     c.poison = Poison::kNaN;
+    c.seqlen_q = seqlen_onto_limits(c.seqlen_q, l.seqlen_q_multiple, l.seqlen_q_min, l.seqlen_q_max);
+    c.seqlen_k = seqlen_onto_limits(c.seqlen_k, l.seqlen_k_multiple, l.seqlen_k_min, l.seqlen_k_max);
     return c;
   }
   if (c.page > 0 && !subject.takes(FC_SUBJECT_SEQ_PAGED)) c.page = 0;
@@ -638,7 +654,6 @@ Case onto_sequence_features(const LoadedSubject& subject, Case c) {
   }
   fit_to_sequences(&c);
   // The shape limits bound sq and sk, the sequences' bounds: onto them, and every sequence within them.
-  const fc_subject_limits& l = subject.limits();
   const int64_t sq = seqlen_onto_limits(c.seqlen_q, l.seqlen_q_multiple, l.seqlen_q_min, l.seqlen_q_max);
   const int64_t sk = seqlen_onto_limits(c.seqlen_k, l.seqlen_k_multiple, l.seqlen_k_min, l.seqlen_k_max);
   for (Sequence& s : c.seqs) {

@@ -23,6 +23,7 @@ namespace flashcheck::oracle {
 namespace {
 
 constexpr double kU32 = 0x1p-24;
+constexpr double kNoiseCap = 0x1p100;  // P's relative noise at the most: far past any magnitude, never inf
 constexpr float kInfF = std::numeric_limits<float>::infinity();
 
 // fp32's correctly rounded exp and tanh: double's values, rounded once.
@@ -142,7 +143,9 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
           x.weight = static_cast<double>(x.p) / static_cast<double>(l);
           const double eps = kU32 * (std::fabs(static_cast<double>(x.s)) + std::fabs(lse) + partial_noise[j]) +
                              kExp2RelErr + (cap > 0.0f ? kTanhRelErr * std::fabs(static_cast<double>(x.s)) : 0.0);
-          x.noise = std::expm1(eps) * x.weight;  // e^eps - 1: a score error eps moves P by a factor e^(+-eps)
+          // e^eps - 1: a score error eps moves P by a factor e^(+-eps); held finite (the statistical check leaves out
+          // an element whose noise reaches its magnitude).
+          x.noise = std::min(std::expm1(eps), kNoiseCap) * x.weight;
           x.p = in_format(x.p / l);
           x.pv = x.p;
           if (view.has_dropout()) {

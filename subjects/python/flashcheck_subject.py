@@ -74,18 +74,16 @@ def subject(name, dtypes, head_dim, masks, layouts, memory="device", gqa=False, 
 
 def as_torch(buffer):
     """A torch tensor aliasing one of the harness's buffers (no copy): device buffers through
-    __cuda_array_interface__, host ones through the buffer protocol; bf16's bits come back as torch.bfloat16.
-    None stays None."""
+    __cuda_array_interface__, host ones through the buffer protocol and numpy; bf16's bits (uint16) come back as
+    torch.bfloat16. None stays None. The tensor lives for the call only (python_bridge.h)."""
     if buffer is None:
         return None
     import torch
     if hasattr(buffer, "__cuda_array_interface__"):
         bf16 = buffer.__cuda_array_interface__["typestr"] == "<u2"
         tensor = torch.as_tensor(buffer, device="cuda")
-    else:
+    else:  # a memoryview, any strides: numpy reads it without a copy, torch.from_numpy keeps the strides
+        import numpy
         bf16 = buffer.format == "H"
-        tensor = torch.frombuffer(buffer, dtype=torch.int16 if bf16 else None) if buffer.contiguous else None
-        if tensor is None:
-            raise NotImplementedError("as_torch: a strided host buffer (declare layouts without 'strided')")
-        tensor = tensor.reshape(buffer.shape)
+        tensor = torch.from_numpy(numpy.asarray(buffer))
     return tensor.view(torch.bfloat16) if bf16 else tensor

@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -41,6 +42,13 @@ struct Slot {
 std::mutex g_mutex;
 std::array<std::unique_ptr<Slot>, kSlots> g_slots;
 
+// A str's UTF-8 text, or "" (the error cleared) where it has none.
+const char* utf8(PyObject* text) {
+  const char* out = text != nullptr && PyUnicode_Check(text) ? PyUnicode_AsUTF8(text) : nullptr;
+  if (out == nullptr) PyErr_Clear();
+  return out != nullptr ? out : "";
+}
+
 // The Python error set now, as "Type: text", cleared.
 std::string take_error() {
   PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
@@ -50,7 +58,7 @@ std::string take_error() {
   if (value != nullptr) {
     PyObject* text = PyObject_Str(value);
     const char* type_name = type != nullptr ? reinterpret_cast<PyTypeObject*>(type)->tp_name : "Exception";
-    out = std::string(type_name) + ": " + (text != nullptr && PyUnicode_Check(text) ? PyUnicode_AsUTF8(text) : "?");
+    out = std::string(type_name) + ": " + utf8(text);
     Py_XDECREF(text);
   }
   Py_XDECREF(type);
@@ -86,15 +94,38 @@ struct Declaration {
   bool boolean(const char* key, int32_t* out, int32_t fallback) {
     PyObject* v = get(key);
     if (v == nullptr) return (*out = fallback), true;
+    if (!PyBool_Check(v)) return fail(std::string(key) + ": True or False");
     const int truth = PyObject_IsTrue(v);
-    if (truth < 0 || !PyBool_Check(v)) return fail(std::string(key) + ": True or False");
     *out = truth;
     return true;
   }
   bool integer(PyObject* v, const std::string& key, int64_t* out) {
     if (v == nullptr || !PyLong_Check(v)) return fail(key + ": an int");
     *out = PyLong_AsLongLong(v);
-    if (PyErr_Occurred()) return PyErr_Clear(), fail(key + ": an int within int64");
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      return fail(key + ": an int within int64");
+    }
+    return true;
+  }
+  // An int that a field of the ABI's int32_t holds.
+  bool integer32(PyObject* v, const std::string& key, int32_t* out) {
+    int64_t wide = 0;
+    if (!integer(v, key, &wide)) return false;
+    if (wide < INT32_MIN || wide > INT32_MAX) return fail(key + ": an int within int32");
+    *out = static_cast<int32_t>(wide);
+    return true;
+  }
+  // Every key of the dict among `known`, else a failure naming the first that is not (a typo would drop a field).
+  bool only(std::initializer_list<const char*> known, const std::string& where) {
+    PyObject *key = nullptr, *value = nullptr;
+    Py_ssize_t at = 0;
+    while (PyDict_Next(dict, &at, &key, &value)) {
+      const std::string name = utf8(key);
+      bool listed = false;
+      for (const char* k : known) listed = listed || name == k;
+      if (!listed) return fail(where + "unknown key '" + name + "'");
+    }
     return true;
   }
   // A list of strings, each looked up by `find` (returns the value's code, or -1).
@@ -107,11 +138,12 @@ struct Declaration {
     PyObject* seq = PySequence_Fast(v, key);
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
       PyObject* item = PySequence_Fast_GET_ITEM(seq, i);
-      const char* text = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : nullptr;
-      const int code = text != nullptr ? find(std::string_view(text)) : -1;
+      const bool is_text = PyUnicode_Check(item);
+      const std::string text = utf8(item);
+      const int code = is_text ? find(std::string_view(text)) : -1;
       if (code < 0) {
         Py_DECREF(seq);
-        return fail(std::string(key) + ": unknown name " + (text != nullptr ? "'" + std::string(text) + "'" : "(not a str)"));
+        return fail(std::string(key) + ": unknown name " + (is_text ? "'" + text + "'" : "(not a str)"));
       }
       *bits |= FC_SUBJECT_BIT(code);
     }
@@ -125,7 +157,10 @@ struct Declaration {
     }
     PyObject* a = PySequence_GetItem(v, 0);
     PyObject* b = PySequence_GetItem(v, 1);
-    const bool ok = integer(a, key, lo) && integer(b, key, hi);
+    int32_t x = 0, y = 0;
+    const bool ok = integer32(a, key, &x) && integer32(b, key, &y);
+    *lo = x;
+    *hi = y;
     Py_XDECREF(a);
     Py_XDECREF(b);
     return ok;
@@ -173,8 +208,8 @@ bool read_arithmetic(Declaration& d, int32_t (&out)[3]) {
   PyObject *key = nullptr, *value = nullptr;
   Py_ssize_t at = 0;
   while (PyDict_Next(arith, &at, &key, &value)) {
-    const int dtype = PyUnicode_Check(key) ? dtype_code(PyUnicode_AsUTF8(key)) : -1;
-    const int cls = PyUnicode_Check(value) ? arithmetic_code(PyUnicode_AsUTF8(value)) : -1;
+    const int dtype = PyUnicode_Check(key) ? dtype_code(utf8(key)) : -1;
+    const int cls = PyUnicode_Check(value) ? arithmetic_code(utf8(value)) : -1;
     if (dtype < 0 || dtype >= 3 || cls < 0) return false;
     out[dtype] = cls;
   }
@@ -184,16 +219,19 @@ bool read_arithmetic(Declaration& d, int32_t (&out)[3]) {
 bool read_declaration(PyObject* dict, Slot* s) {
   Declaration d{dict, ""};
   fc_subject_capabilities& c = s->subject.capabilities;
+  d.only({"name", "memory", "dtypes", "masks", "layouts", "head_dim", "head_dims", "head_dim_v", "gqa", "lse", "softcap",
+          "sink", "arithmetic", "key_tile", "limits", "sequences", "backward"},
+         "");
   PyObject* name = d.get("name");
   if (name == nullptr || !PyUnicode_Check(name)) {
     s->error = "name: a str";
     return false;
   }
-  s->name = PyUnicode_AsUTF8(name);
+  s->name = utf8(name);
   PyObject* memory = d.get("memory");
-  const char* memory_text = memory != nullptr && PyUnicode_Check(memory) ? PyUnicode_AsUTF8(memory) : "device";
-  if (std::strcmp(memory_text, "host") != 0 && std::strcmp(memory_text, "device") != 0) d.fail("memory: \"host\" or \"device\"");
-  s->host = std::strcmp(memory_text, "host") == 0;
+  const std::string memory_text = memory == nullptr ? "device" : utf8(memory);
+  if (memory_text != "host" && memory_text != "device") d.fail("memory: \"host\" or \"device\"");
+  s->host = memory_text == "host";
   c.memory = s->host ? FC_SUBJECT_MEMORY_HOST : FC_SUBJECT_MEMORY_DEVICE;
   d.names("dtypes", &c.dtypes, dtype_code, true);
   d.names("masks", &c.masks, mask_code, true);
@@ -206,10 +244,11 @@ bool read_declaration(PyObject* dict, Slot* s) {
       return false;
     }
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
-      int64_t v = 0;
-      if (d.integer(PySequence_Fast_GET_ITEM(seq, i), "head_dims", &v)) s->head_dims.push_back(static_cast<int32_t>(v));
+      int32_t v = 0;
+      if (d.integer32(PySequence_Fast_GET_ITEM(seq, i), "head_dims", &v)) s->head_dims.push_back(v);
     }
     Py_DECREF(seq);
+    if (s->head_dims.empty()) d.fail("head_dims: a non-empty list of ints");
     c.head_dims = s->head_dims.data();
     c.head_dim_count = static_cast<int32_t>(s->head_dims.size());
   } else {
@@ -227,10 +266,7 @@ bool read_declaration(PyObject* dict, Slot* s) {
   if (!read_arithmetic(d, a.arithmetic)) {
     d.fail("arithmetic: {dtype: \"general-fp32\" | \"tensor-core\" | \"split-tf32\" | \"undeclared\"}");
   }
-  if (PyObject* tile = d.get("key_tile")) {
-    int64_t v = 0;
-    if (d.integer(tile, "key_tile", &v)) a.key_tile = static_cast<int32_t>(v);
-  }
+  if (PyObject* tile = d.get("key_tile")) d.integer32(tile, "key_tile", &a.key_tile);
   if (d.get("head_dim_v") != nullptr) {
     int64_t lo = 0, hi = 0;
     if (d.pair("head_dim_v", &lo, &hi)) {
@@ -239,7 +275,16 @@ bool read_declaration(PyObject* dict, Slot* s) {
     }
   }
   if (PyObject* limits = d.get("limits")) {
-    if (!PyDict_Check(limits)) d.fail("limits: a dict of fc_subject_limits' fields");
+    if (!PyDict_Check(limits)) {
+      d.fail("limits: a dict of fc_subject_limits' fields");
+    } else {
+      Declaration inner{limits, ""};
+      if (!inner.only({"seqlen_q_multiple", "seqlen_k_multiple", "seqlen_q_min", "seqlen_k_min", "seqlen_q_max",
+                       "seqlen_k_max"},
+                      "")) {
+        d.fail("limits." + inner.error);
+      }
+    }
     const std::pair<const char*, int64_t*> fields[] = {
         {"seqlen_q_multiple", &s->limits.seqlen_q_multiple}, {"seqlen_k_multiple", &s->limits.seqlen_k_multiple},
         {"seqlen_q_min", &s->limits.seqlen_q_min},           {"seqlen_k_min", &s->limits.seqlen_k_min},
@@ -256,12 +301,10 @@ bool read_declaration(PyObject* dict, Slot* s) {
       d.fail("sequences: a dict {features, page_size_multiple, max_splits}");
     } else {
       Declaration inner{seq, ""};
+      inner.only({"features", "page_size_multiple", "max_splits"}, "");
       inner.names("features", &s->sequences.features, sequence_code, true);
       if (PyObject* m = inner.get("page_size_multiple")) inner.integer(m, "page_size_multiple", &s->sequences.page_size_multiple);
-      int64_t most = 0;
-      if (PyObject* m = inner.get("max_splits"); m != nullptr && inner.integer(m, "max_splits", &most)) {
-        s->sequences.max_splits = static_cast<int32_t>(most);
-      }
+      if (PyObject* m = inner.get("max_splits")) inner.integer32(m, "max_splits", &s->sequences.max_splits);
       if (!inner.error.empty()) d.fail("sequences." + inner.error);
       s->has_sequences = true;
     }
@@ -271,9 +314,10 @@ bool read_declaration(PyObject* dict, Slot* s) {
       d.fail("backward: a dict {function, arithmetic, sink, sequences, deterministic}");
     } else {
       Declaration inner{bwd, ""};
+      inner.only({"function", "arithmetic", "sink", "sequences", "deterministic"}, "");
       PyObject* fn = inner.get("function");
       if (fn == nullptr || !PyUnicode_Check(fn)) inner.fail("function: the name of the module's backward callable");
-      else s->backward_name = PyUnicode_AsUTF8(fn);
+      else s->backward_name = utf8(fn);
       if (!read_arithmetic(inner, s->backward.arithmetic)) inner.fail("arithmetic: {dtype: \"general-fp32\" | \"tensor-core\"}");
       inner.boolean("sink", &s->backward.sink, 0);
       inner.boolean("sequences", &s->backward.sequences, 0);
@@ -418,13 +462,13 @@ std::vector<View> views_of(const fc_subject_problem* p, const fc_subject_sequenc
              {p->heads_q * p->seqlen_q, p->seqlen_q, 1});
   }
   describe(&views[n++], "sink", b->sink, false, kF32, {p->heads_q}, {1});
-  if (seq != nullptr) {
-    describe(&views[n++], "cu_seqlens_q", seq->cu_seqlens_q, false, kI32, {p->batch + 1}, {1});
-    describe(&views[n++], "cu_seqlens_k", seq->cu_seqlens_k, false, kI32, {p->batch + 1}, {1});
-    describe(&views[n++], "seqused_k", seq->seqused_k, false, kI32, {p->batch}, {1});
-    describe(&views[n++], "page_table", seq->page_table, false, kI32, {p->batch, seq->max_pages_per_seq},
-             {seq->max_pages_per_seq, 1});
-  }
+  // The index arrays: None where absent (every one for a dense case).
+  const fc_subject_sequence_args none{};
+  const fc_subject_sequence_args& a = seq != nullptr ? *seq : none;
+  describe(&views[n++], "cu_seqlens_q", a.cu_seqlens_q, false, kI32, {p->batch + 1}, {1});
+  describe(&views[n++], "cu_seqlens_k", a.cu_seqlens_k, false, kI32, {p->batch + 1}, {1});
+  describe(&views[n++], "seqused_k", a.seqused_k, false, kI32, {p->batch}, {1});
+  describe(&views[n++], "page_table", a.page_table, false, kI32, {p->batch, a.max_pages_per_seq}, {a.max_pages_per_seq, 1});
   if (backward) {
     rows("d_o", bb->d_o, false, dv, bs->d_o);
     rows("dq", bb->dq, true, p->head_dim, bs->dq);
@@ -445,11 +489,13 @@ PyObject* problem_dict(const fc_subject_problem* p, const fc_subject_sequence_ar
       static_cast<long long>(p->head_dim_v), "softmax_scale", static_cast<double>(p->softmax_scale), "window_left",
       static_cast<long long>(p->window_left), "window_right", static_cast<long long>(p->window_right), "softcap",
       static_cast<double>(p->softcap), "stream", PyLong_FromVoidPtr(stream));
-  if (d == nullptr || seq == nullptr) return d;
-  const std::pair<const char*, int64_t> fields[] = {{"total_q", seq->total_q},     {"total_k", seq->total_k},
-                                                    {"page_size", seq->page_size}, {"num_pages", seq->num_pages},
-                                                    {"max_pages_per_seq", seq->max_pages_per_seq},
-                                                    {"num_splits", seq->num_splits}};
+  if (d == nullptr) return d;
+  const fc_subject_sequence_args dense{0, 0, nullptr, 0, nullptr, nullptr, 0, 0, 0, 1};
+  const fc_subject_sequence_args& a = seq != nullptr ? *seq : dense;  // a dense case: no sequences, one split
+  const std::pair<const char*, int64_t> fields[] = {{"total_q", a.total_q},     {"total_k", a.total_k},
+                                                    {"page_size", a.page_size}, {"num_pages", a.num_pages},
+                                                    {"max_pages_per_seq", a.max_pages_per_seq},
+                                                    {"num_splits", a.num_splits}};
   for (const auto& [key, value] : fields) {
     PyObject* x = PyLong_FromLongLong(value);
     PyDict_SetItemString(d, key, x);
@@ -491,17 +537,30 @@ int call_python(const Slot& slot, PyObject* function, const fc_subject_problem* 
     }
     Py_XDECREF(result);
   }
-  // The views die with the call: a memoryview the subject kept raises on use from now on.
-  for (View& view : views) {
-    if (view.object != nullptr && slot.host) {
-      PyObject* released = PyObject_CallMethod(view.object, "release", nullptr);
-      if (released == nullptr) PyErr_Clear();
-      Py_XDECREF(released);
-    }
-    Py_XDECREF(view.object);
-  }
+  // The views die with the call. One the subject still holds (a reference, or an export of a host view: an array or
+  // tensor made from it) would alias guarded memory after the harness frees it: the call fails naming the buffer.
   Py_XDECREF(problem);
   Py_XDECREF(buffers);
+  std::string kept;
+  for (View& view : views) {
+    if (view.object == nullptr) continue;
+    bool held = Py_REFCNT(view.object) > 1;
+    if (slot.host) {
+      PyObject* released = PyObject_CallMethod(view.object, "release", nullptr);
+      if (released == nullptr) {
+        PyErr_Clear();
+        held = true;
+      }
+      Py_XDECREF(released);
+    }
+    if (held && kept.empty()) kept = view.name;
+    Py_XDECREF(view.object);
+  }
+  if (!kept.empty() && code == FC_SUBJECT_OK) {
+    code = FC_SUBJECT_ERROR;
+    copy_message("the subject kept a reference to " + kept + " past the call (the views of the harness's buffers live "
+                 "for the call only)", err, err_len);
+  }
   Py_XDECREF(namespace_type);
   Py_XDECREF(types);
   PyGILState_Release(gil);
@@ -558,7 +617,7 @@ fc_subject_python answer_of(const Slot& s) {
 
 // The answer for a spec that cannot be served (the slot is freed; the text lives until the next failure).
 fc_subject_python failure(int slot, std::string why) {
-  static std::string last;
+  thread_local std::string last;
   last = std::move(why);
   g_slots[slot].reset();
   return {nullptr, nullptr, nullptr, last.c_str(), nullptr, nullptr};
@@ -568,7 +627,7 @@ fc_subject_python failure(int slot, std::string why) {
 
 fc_subject_python fc_subject_python_v1(const char* spec) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  static std::string no_slot;
+  thread_local std::string no_slot;
   int free_slot = -1;
   for (int i = 0; i < kSlots; ++i) {
     if (g_slots[i] && g_slots[i]->spec == spec) return answer_of(*g_slots[i]);
@@ -628,6 +687,7 @@ fc_subject_python fc_subject_python_v1(const char* spec) {
   Py_XDECREF(declaration);
   Py_XDECREF(function);
   Py_XDECREF(module);
+  PyErr_Clear();  // nothing of a refused spec stays set for the next call into Python
   PyGILState_Release(gil);
   return out;
 }

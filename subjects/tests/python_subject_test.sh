@@ -43,8 +43,35 @@ grep -q "FALSIFIED.*subject=python-naive-aligned" "$out/stdout" ||
   { echo "FAIL: the planted bug is not falsified with its case line"; failures=$((failures + 1)); }
 
 # Refused with the reason (exit 78, EX_CONFIG): no module, no declaration, a declaration the bridge cannot read.
-printf 'def bare(problem, buffers):\n    pass\n\ndef bad(problem, buffers):\n    pass\n\nbad.flashcheck = {"name": "x", "dtypes": ["f64"], "masks": ["none"], "layouts": ["bhsd"], "head_dim": [1, 8]}\n' \
-  > "$out/broken_subject.py"
+cat > "$out/broken_subject.py" <<'PY'
+import naive_attention
+
+def bare(problem, buffers):
+    pass
+
+def bad(problem, buffers):
+    pass
+
+bad.flashcheck = {"name": "x", "dtypes": ["f64"], "masks": ["none"], "layouts": ["bhsd"], "head_dim": [1, 8]}
+
+def typo(problem, buffers):
+    pass
+
+typo.flashcheck = dict(naive_attention.attention.flashcheck, limit={"seqlen_k_max": 8})
+
+KEPT = []
+
+def keeps(problem, buffers):
+    naive_attention.attention(problem, buffers)
+    KEPT.append(buffers["o"])
+
+keeps.flashcheck = {k: v for k, v in naive_attention.attention.flashcheck.items() if k != "backward"}  # forward only
+
+def bshd_only(problem, buffers):  # FlashAttention's varlen layout and nothing else: packed rows are contiguous bshd
+    naive_attention.attention(problem, buffers)
+
+bshd_only.flashcheck = dict(keeps.flashcheck, name="bshd-only", layouts=["bshd"])
+PY
 export PYTHONPATH="$out:$PYTHONPATH"
 expect 78 "repro, no such module" -- "$repro" --subject python:no_such_module:f "$line"
 grep -q "cannot import no_such_module" "$out/stderr" || { echo "FAIL: the import error is not named"; failures=$((failures + 1)); }
@@ -52,4 +79,14 @@ expect 78 "repro, no declaration" -- "$repro" --subject python:broken_subject:ba
 grep -q "no \`flashcheck\` declaration" "$out/stderr" || { echo "FAIL: the missing declaration is not named"; failures=$((failures + 1)); }
 expect 78 "repro, bad declaration" -- "$repro" --subject python:broken_subject:bad "$line"
 grep -q "dtypes: unknown name 'f64'" "$out/stderr" || { echo "FAIL: the bad dtype is not named"; cat "$out/stderr"; failures=$((failures + 1)); }
+expect 78 "repro, a declaration key misspelt" -- "$repro" --subject python:broken_subject:typo "$line"
+grep -q "unknown key 'limit'" "$out/stderr" || { echo "FAIL: the misspelt key is not named"; cat "$out/stderr"; failures=$((failures + 1)); }
+# Packed sequences on a subject that declares the contiguous bshd layout alone: run, not refused for their strides.
+expect 0 "repro, packed sequences on a bshd-only subject" -- "$repro" --subject python:broken_subject:bshd_only \
+  'f32 b=2 hq=2 hkv=1 sq=20 sk=40 d=8 mask=causal-br layout=bshd seqs=20:30+10,7:40 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3'
+expect 3 "repro, dense bhsd on a bshd-only subject" -- "$repro" --subject python:broken_subject:bshd_only "$line"
+# A subject that keeps a view past the call (it would alias memory the harness frees) fails naming the buffer.
+expect 1 "repro, a view kept past the call" -- "$repro" --subject python:broken_subject:keeps "$line"
+grep -q "kept a reference to o past the call" "$out/stdout" ||
+  { echo "FAIL: the kept view is not named"; tail -5 "$out/stdout"; failures=$((failures + 1)); }
 exit $((failures > 0))

@@ -69,7 +69,8 @@ BackwardOutputs run_backward_case(const HostInputs& inputs, Backend backend, con
 // `shift` the given O's first-order effect on dQ and dK (R's *_from_o: the forward's error, its verdict's to judge),
 // `noise` what recomputing P from the stored LSE and taking D from O add (R's *_noise), rounding(shift) the dtype's
 // rounding of the shift (u |shift|, at least half the subnormal spacing), `magnitude` R's per-element size before
-// cancellation, `draws` the pooled elements less those whose exact value repeats the one before it in their row. The
+// cancellation, `draws` the pooled elements less those whose exact value repeats the one before it in their row;
+// elements whose noise reaches their magnitude are left out of the pool (they carry no statistic). The
 // floor keeps a reference that happens to be exact (one key, constant inputs) from turning a kernel's fp32 rounding, or
 // one rounding of its output, into a failure. The verdict fails where the ratio passes kBackwardRmsThreshold: 2.3 times
 // the worst ratio of the healthy host model over 32,400 pooled tensors, below every planted defect's.
@@ -78,6 +79,7 @@ inline constexpr double kBackwardRmsFloorRoundings = 1.0;  // fp32 roundings of 
 inline constexpr double kBackwardRmsScoreRoundings = 1.0;  // multiples of the noise the reference errs at least by
 struct BackwardRms {
   int64_t elements = 0, draws = 0;
+  int64_t noisy_left_out = 0;  // elements whose noise reaches their magnitude: no statistic, not pooled
   double kernel = 0.0, reference = 0.0;  // rms(e_kernel), rms(e_reference)
   double floor = 0.0;
   double ratio = 0.0;                    // kernel / (reference + floor); 0 for no elements

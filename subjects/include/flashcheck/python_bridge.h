@@ -27,9 +27,12 @@
  * torch.as_tensor(x, device="cuda") aliases (flashcheck_subject.as_torch views bf16 as torch.bfloat16). With
  * sequences the layouts are attention.h's: Q, O (and dO, dQ) packed [total_q, H, D], K and V (and dK, dV) packed
  * [total_k, H, D] or paged [num_pages, page_size, H, D], LSE [H, total_q]; the index arrays cu_seqlens_q,
- * cu_seqlens_k, seqused_k and page_table come as int32 views (None where absent) and the problem adds total_q,
- * total_k, page_size, num_pages, max_pages_per_seq and num_splits. The backward's buffers add d_o, dq, dk, dv and
- * dsink (written), o and lse (read). The outputs (o, lse; dq, dk, dv, dsink) are the only writable views. The views are released when the call returns: a subject keeps no reference to them.
+ * cu_seqlens_k, seqused_k and page_table come as int32 views (None where absent: all of them for a dense case) and
+ * the problem carries total_q, total_k, page_size, num_pages, max_pages_per_seq and num_splits (0 and 1 when dense). The backward's buffers add d_o, dq, dk, dv and
+ * dsink (written), o and lse (read). The outputs (o, lse; dq, dk, dv, dsink) are the only writable views. The views live for the call:
+ * the bridge releases the host ones when it returns, and a call that returns while the subject still holds a view (a
+ * reference, or an array or tensor made from a host view) fails naming the buffer; a tensor made from a device view
+ * must not outlive the call either (the bridge cannot see it).
  * Returning None is FC_SUBJECT_OK; raising NotImplementedError is UNSUPPORTED, ValueError INVALID_ARGUMENT, any other
  * exception ERROR, each with the exception's text as the message.
  */

@@ -239,7 +239,7 @@ FC_SUBJECT_EXPORT const fc_subject_value_dims* fc_subject_value_dims_v1(void);
 #define FC_SUBJECT_SEQUENCES_ENTRY_POINT "fc_subject_sequences_v1"
 enum {
   FC_SUBJECT_SEQ_VARLEN = 0,    /* cu_seqlens_q and cu_seqlens_k: packed Q, O, K and V */
-  FC_SUBJECT_SEQ_SEQUSED_K = 1, /* seqused_k: fewer keys than K/V slots (needed by PAGED) */
+  FC_SUBJECT_SEQ_SEQUSED_K = 1, /* seqused_k: fewer keys than K/V slots (with VARLEN or PAGED; PAGED needs it) */
   FC_SUBJECT_SEQ_PAGED = 2,     /* cu_seqlens_q with a page table for K and V */
   FC_SUBJECT_SEQ_SPLITS = 3     /* num_splits > 1 honoured */
 };
