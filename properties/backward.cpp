@@ -552,7 +552,15 @@ void rows_without_keys_get_zero_gradients() {
         c.seqlen_k = std::min(c.seqlen_k, c.seqlen_q - 1);
       }
     };
-    switch (c.seqs.empty() ? *gen::element(0, 1, 2).as("rows without keys (0 causal-br, 1 window-tl, 2 window-br)") : 3) {
+    // The ways the case's masks allow (a subject's declared ones); a dense case with none of them discards.
+    const uint32_t allowed = default_options().allowed_masks;
+    std::vector<int> ways;
+    for (const auto& [way, mask] : {std::pair{0, Mask::kCausalBottomRight}, std::pair{1, Mask::kWindowTopLeft},
+                                    std::pair{2, Mask::kWindowBottomRight}}) {
+      if (allowed & (1u << static_cast<int>(mask))) ways.push_back(way);
+    }
+    if (c.seqs.empty() && ways.empty()) RC_DISCARD("no mask the subject declares leaves a row without keys");
+    switch (c.seqs.empty() ? *gen::elementOf(ways).as("rows without keys (0 causal-br, 1 window-tl, 2 window-br)") : 3) {
       case 0:
         how = "causal-br";
         fewer_keys_than_rows();

@@ -287,6 +287,12 @@ const char* property_skip_reason(const char* name) {
        "flashcheck-skip: needs paged and packed K/V (fc_subject_sequences_v1: PAGED and VARLEN)"},
       {"SplitsRepeatAndAgreeWithUnsplit", g_subject->takes(FC_SUBJECT_SEQ_SPLITS),
        "flashcheck-skip: needs split-KV (fc_subject_sequences_v1: SPLITS)"},
+      {"RowsWithoutKeysGetZeroGradients",
+       (caps.masks & ((1u << FC_SUBJECT_MASK_CAUSAL_BOTTOM_RIGHT) | (1u << FC_SUBJECT_MASK_WINDOW_BOTTOM_RIGHT) |
+                      (1u << FC_SUBJECT_MASK_WINDOW_TOP_LEFT))) != 0 ||
+           (g_subject->backward() && g_subject->backward()->sequences),
+       "flashcheck-skip: needs a mask that can leave a row without keys (causal-br or a window) or a backward that "
+       "takes sequences"},
       {"GqaEqualsRepeatedHeads", caps.gqa != 0, "flashcheck-skip: needs GQA, which this subject does not declare"},
       {"LayoutsAgreeBitForBit", caps.layouts == (FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD) | FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD) |
                                                  FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED)),
