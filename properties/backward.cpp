@@ -36,9 +36,8 @@ CaseOptions grad_options(const GradNeeds& needs) {
   if (needs.unmasked) o.masks = {Mask::kNone};
   // A subject's backward (fc_subject_backward_v1): the dtypes it declares a class for, a sink only with dsink.
   if (const LoadedSubject* subject = active_subject(); subject != nullptr && subject->backward()) {
-    const fc_subject_backward& b = *subject->backward();
-    std::erase_if(o.dtypes, [&](DType d) { return b.arithmetic[static_cast<size_t>(d)] == FC_SUBJECT_ARITH_UNDECLARED; });
-    o.sinks = o.sinks && b.sink != 0;
+    std::erase_if(o.dtypes, [&](DType d) { return subject->backward_class(d) == FC_SUBJECT_ARITH_UNDECLARED; });
+    o.sinks = o.sinks && subject->backward()->sink != 0;
   }
   // The backward pass does about 2.5 times the forward's work, and the oracle's gradient all of it per case.
   o.limits.max_work = std::max<int64_t>(o.limits.max_work / 4, 1);

@@ -178,6 +178,17 @@ Status validate(const std::string& path, const fc_subject& s) {
   return Status::ok_status();
 }
 
+// An optional entry point's answer into *out: null where the library does not export it, a refusal where it answers
+// null.
+template <typename T>
+Status optional_entry(void* handle, const std::string& path, const char* symbol, const T** out) {
+  *out = nullptr;
+  void* entry = dlsym(handle, symbol);
+  if (entry == nullptr) return Status::ok_status();
+  *out = reinterpret_cast<const T* (*)(void)>(entry)();
+  return *out != nullptr ? Status::ok_status() : bad(path, std::string(symbol) + "() returned null");
+}
+
 // A subject call's return code as a status: its message (or that it gave none) under the subject's name.
 Status status_of(const LoadedSubject& subject, const char* call, int code, char (&err)[kErrLen]) {
   if (code == FC_SUBJECT_OK) return Status::ok_status();
@@ -283,21 +294,11 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     }
     descriptor = reinterpret_cast<fc_subject_entry_fn>(symbol)();
     if (descriptor == nullptr) return bad(path, FC_SUBJECT_ENTRY_POINT "() returned null");
-    if (void* limits_symbol = dlsym(handle, FC_SUBJECT_LIMITS_ENTRY_POINT)) {
-      limits = reinterpret_cast<fc_subject_limits_fn>(limits_symbol)();
-      if (limits == nullptr) return bad(path, FC_SUBJECT_LIMITS_ENTRY_POINT "() returned null");
-    }
-    if (void* dims_symbol = dlsym(handle, FC_SUBJECT_VALUE_DIMS_ENTRY_POINT)) {
-      dims = reinterpret_cast<fc_subject_value_dims_fn>(dims_symbol)();
-      if (dims == nullptr) return bad(path, FC_SUBJECT_VALUE_DIMS_ENTRY_POINT "() returned null");
-    }
-    if (void* seq_symbol = dlsym(handle, FC_SUBJECT_SEQUENCES_ENTRY_POINT)) {
-      seqs = reinterpret_cast<fc_subject_sequences_fn>(seq_symbol)();
-      if (seqs == nullptr) return bad(path, FC_SUBJECT_SEQUENCES_ENTRY_POINT "() returned null");
-    }
-    if (void* bwd_symbol = dlsym(handle, FC_SUBJECT_BACKWARD_ENTRY_POINT)) {
-      bwd = reinterpret_cast<fc_subject_backward_fn>(bwd_symbol)();
-      if (bwd == nullptr) return bad(path, FC_SUBJECT_BACKWARD_ENTRY_POINT "() returned null");
+    for (Status st : {optional_entry(handle, path, FC_SUBJECT_LIMITS_ENTRY_POINT, &limits),
+                      optional_entry(handle, path, FC_SUBJECT_VALUE_DIMS_ENTRY_POINT, &dims),
+                      optional_entry(handle, path, FC_SUBJECT_SEQUENCES_ENTRY_POINT, &seqs),
+                      optional_entry(handle, path, FC_SUBJECT_BACKWARD_ENTRY_POINT, &bwd)}) {
+      if (!st.ok()) return st;
     }
   }
   if (descriptor->abi_version != FC_SUBJECT_ABI_VERSION) {
@@ -536,8 +537,7 @@ Status LoadedSubject::backward_refusal(const Params& p) const {
   auto unsupported = [&](const std::string& field, const std::string& what) {
     return Status{StatusCode::kUnsupported, field + ": " + what + " (subject " + name_ + ")"};
   };
-  const DTypeInfo* info = find_dtype(p.dtype);
-  if (info == nullptr || backward_->arithmetic[static_cast<size_t>(info->c_code)] == FC_SUBJECT_ARITH_UNDECLARED) {
+  if (backward_class(p.dtype) == FC_SUBJECT_ARITH_UNDECLARED) {
     return unsupported("dtype", std::string(to_string(p.dtype)) + ": the backward declares no class for it");
   }
   if (p.sink != nullptr && !backward_->sink) return unsupported("sink", "the backward computes no dsink");
@@ -547,12 +547,14 @@ Status LoadedSubject::backward_refusal(const Params& p) const {
   return Status::ok_status();
 }
 
-ComputePath LoadedSubject::backward_path(DType dtype) const {
+int32_t LoadedSubject::backward_class(DType dtype) const {
   const DTypeInfo* info = find_dtype(dtype);
-  if (!backward_ || info == nullptr) return ComputePath::kGeneralFp32;
-  return backward_->arithmetic[static_cast<size_t>(info->c_code)] == FC_SUBJECT_ARITH_TENSOR_CORE
-             ? ComputePath::kTensorCore
-             : ComputePath::kGeneralFp32;
+  if (!backward_ || info == nullptr) return FC_SUBJECT_ARITH_UNDECLARED;
+  return backward_->arithmetic[static_cast<size_t>(info->c_code)];
+}
+
+ComputePath LoadedSubject::backward_path(DType dtype) const {
+  return backward_class(dtype) == FC_SUBJECT_ARITH_TENSOR_CORE ? ComputePath::kTensorCore : ComputePath::kGeneralFp32;
 }
 
 KernelConfig LoadedSubject::config(DType dtype) const {

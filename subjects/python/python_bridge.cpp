@@ -40,6 +40,7 @@ struct Slot {
 };
 
 std::mutex g_mutex;
+PyObject* g_namespace_type = nullptr;  // types.SimpleNamespace: the device views' carrier, looked up once
 std::array<std::unique_ptr<Slot>, kSlots> g_slots;
 
 // A str's UTF-8 text, or "" (the error cleared) where it has none.
@@ -167,18 +168,23 @@ struct Declaration {
   }
 };
 
-int dtype_code(std::string_view name) {
-  for (const flashcheck::DTypeInfo& row : flashcheck::kDTypes) {
+// A row's code by its name in one of flashcheck's tables (kDTypes, kMaskNames), or -1; and back.
+template <typename Table>
+int code_in(const Table& table, std::string_view name) {
+  for (const auto& row : table) {
     if (name == row.name) return row.c_code;
   }
   return -1;
 }
-int mask_code(std::string_view name) {
-  for (const flashcheck::MaskName& row : flashcheck::kMaskNames) {
-    if (name == row.name) return row.c_code;
+template <typename Table>
+const char* name_in(const Table& table, int32_t code) {
+  for (const auto& row : table) {
+    if (row.c_code == code) return row.name;
   }
-  return -1;
+  return "?";
 }
+int dtype_code(std::string_view name) { return code_in(flashcheck::kDTypes, name); }
+int mask_code(std::string_view name) { return code_in(flashcheck::kMaskNames, name); }
 int layout_code(std::string_view name) {
   return name == "bhsd" ? FC_SUBJECT_LAYOUT_BHSD : name == "bshd" ? FC_SUBJECT_LAYOUT_BSHD
                                                  : name == "strided" ? FC_SUBJECT_LAYOUT_STRIDED : -1;
@@ -275,24 +281,24 @@ bool read_declaration(PyObject* dict, Slot* s) {
     }
   }
   if (PyObject* limits = d.get("limits")) {
-    if (!PyDict_Check(limits)) {
-      d.fail("limits: a dict of fc_subject_limits' fields");
-    } else {
-      Declaration inner{limits, ""};
-      if (!inner.only({"seqlen_q_multiple", "seqlen_k_multiple", "seqlen_q_min", "seqlen_k_min", "seqlen_q_max",
-                       "seqlen_k_max"},
-                      "")) {
-        d.fail("limits." + inner.error);
-      }
-    }
     const std::pair<const char*, int64_t*> fields[] = {
         {"seqlen_q_multiple", &s->limits.seqlen_q_multiple}, {"seqlen_k_multiple", &s->limits.seqlen_k_multiple},
         {"seqlen_q_min", &s->limits.seqlen_q_min},           {"seqlen_k_min", &s->limits.seqlen_k_min},
         {"seqlen_q_max", &s->limits.seqlen_q_max},           {"seqlen_k_max", &s->limits.seqlen_k_max}};
-    for (const auto& [field, out] : fields) {
-      if (PyDict_Check(limits)) {
-        if (PyObject* v = PyDict_GetItemString(limits, field)) d.integer(v, std::string("limits.") + field, out);
+    if (!PyDict_Check(limits)) d.fail("limits: a dict of fc_subject_limits' fields");
+    PyObject *key = nullptr, *value = nullptr;
+    Py_ssize_t at = 0;
+    while (PyDict_Check(limits) && PyDict_Next(limits, &at, &key, &value)) {
+      const std::string name = utf8(key);
+      int64_t* out = nullptr;
+      for (const auto& [field, target] : fields) {
+        if (name == field) out = target;
       }
+      if (out == nullptr) {
+        d.fail("limits.unknown key '" + name + "'");  // a typo would drop the limit
+        break;
+      }
+      d.integer(value, "limits." + name, out);
     }
     s->has_limits = true;
   }
@@ -331,19 +337,6 @@ bool read_declaration(PyObject* dict, Slot* s) {
 }
 
 // ---- The call -------------------------------------------------------------------------------------------------
-
-const char* dtype_name(int32_t code) {
-  for (const flashcheck::DTypeInfo& row : flashcheck::kDTypes) {
-    if (row.c_code == code) return row.name;
-  }
-  return "?";
-}
-const char* mask_name(int32_t code) {
-  for (const flashcheck::MaskName& row : flashcheck::kMaskNames) {
-    if (row.c_code == code) return row.name;
-  }
-  return "?";
-}
 
 // An element type as the buffer protocol and __cuda_array_interface__ spell it.
 struct Element {
@@ -482,8 +475,9 @@ std::vector<View> views_of(const fc_subject_problem* p, const fc_subject_sequenc
 
 PyObject* problem_dict(const fc_subject_problem* p, const fc_subject_sequence_args* seq, void* stream) {
   PyObject* d = Py_BuildValue(
-      "{s:s,s:s,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:d,s:N}", "dtype", dtype_name(p->dtype), "mask",
-      mask_name(p->mask), "batch", static_cast<long long>(p->batch), "heads_q", static_cast<long long>(p->heads_q),
+      "{s:s,s:s,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:d,s:N}", "dtype", name_in(flashcheck::kDTypes, p->dtype),
+      "mask", name_in(flashcheck::kMaskNames, p->mask), "batch", static_cast<long long>(p->batch), "heads_q",
+      static_cast<long long>(p->heads_q),
       "heads_kv", static_cast<long long>(p->heads_kv), "seqlen_q", static_cast<long long>(p->seqlen_q), "seqlen_k",
       static_cast<long long>(p->seqlen_k), "head_dim", static_cast<long long>(p->head_dim), "head_dim_v",
       static_cast<long long>(p->head_dim_v), "softmax_scale", static_cast<double>(p->softmax_scale), "window_left",
@@ -511,8 +505,7 @@ int call_python(const Slot& slot, PyObject* function, const fc_subject_problem* 
   const PyGILState_STATE gil = PyGILState_Ensure();
   int code = FC_SUBJECT_OK;
   std::vector<View> views = views_of(p, seq, b, bs, bb);
-  PyObject* types = PyImport_ImportModule("types");
-  PyObject* namespace_type = types != nullptr ? PyObject_GetAttrString(types, "SimpleNamespace") : nullptr;
+  PyObject* namespace_type = g_namespace_type;
   PyObject* buffers = PyDict_New();
   PyObject* problem = nullptr;
   bool built = namespace_type != nullptr && buffers != nullptr;
@@ -561,8 +554,6 @@ int call_python(const Slot& slot, PyObject* function, const fc_subject_problem* 
     copy_message("the subject kept a reference to " + kept + " past the call (the views of the harness's buffers live "
                  "for the call only)", err, err_len);
   }
-  Py_XDECREF(namespace_type);
-  Py_XDECREF(types);
   PyGILState_Release(gil);
   return code;
 }
@@ -607,6 +598,11 @@ void start_python() {
   }
   Py_InitializeEx(0);
   PyRun_SimpleString("import os, sys\nsys.path.insert(0, os.getcwd())\n");
+  if (PyObject* types = PyImport_ImportModule("types")) {
+    g_namespace_type = PyObject_GetAttrString(types, "SimpleNamespace");  // kept for the process's life
+    Py_DECREF(types);
+  }
+  PyErr_Clear();
   PyEval_SaveThread();
 }
 

@@ -72,7 +72,9 @@ class LoadedSubject {
   // dropout), else kUnsupported naming the field.
   Status supports_backward(const Params& params) const;
   Status supports_backward(const Case& c) const;
-  // The backward's class for `dtype` as a compute path (kGeneralFp32 where undeclared: supports_backward refuses).
+  // The backward's class for `dtype` (FC_SUBJECT_ARITH_*; UNDECLARED without a backward or a class for it), and as a
+  // compute path (kGeneralFp32 where undeclared: supports_backward refuses).
+  int32_t backward_class(DType dtype) const;
   ComputePath backward_path(DType dtype) const;
 
   // One line: name, memory kind, dtypes, head dims, masks, layouts, features, arithmetic per dtype.
