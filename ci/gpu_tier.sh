@@ -25,8 +25,9 @@ steps, run in the order given:
                    (FLASHCHECK_BUDGET, <Suite>.Budgeted), the case count per property printed
   report           flashcheck-report --backend gpu
   subjects         the report and the GPU properties on flashcheck's kernel and on every subject built (the
-                   example; SDPA flash, cudnn, efficient, math where libtorch was found), then the subject x
-                   dtype table (tools/subject_table.py) in $OUT/subjects.md
+                   example; SDPA flash, cudnn, efficient, math where libtorch was found; through the Python bridge
+                   the Triton example, FlexAttention and FlashAttention-3 where each imports: the fa3-fwd wheel on
+                   PYTHONPATH), then the subject x dtype table (tools/subject_table.py) in $OUT/subjects.md
   sanitizer        ctest -L sanitizer (compute-sanitizer memcheck, racecheck, initcheck, synccheck), spread
                    over the GPUs
   fuzz=SECONDS     fuzz_kernel for SECONDS;  fuzz-bg=SECONDS ... fuzz-wait: the same in the background
@@ -219,22 +220,34 @@ for step in "$@"; do
       cases=${FLASHCHECK_SUBJECT_CASES:-100}
       libs=(build/gpu/subjects/example/libflashcheck_subject_example.so build/gpu/subjects/sdpa/libflashcheck_subject_sdpa_*.so)
       names=(flashcheck)
-      for lib in "${libs[@]}"; do [ -f "$lib" ] && names+=("$lib"); done
+      for lib in "${libs[@]}"; do [ -f "$lib" ] && names+=("$PWD/$lib"); done
+      # Kernels written in Python (the bridge built, and what each imports there): the Triton example, FlexAttention,
+      # FlashAttention-3 (the fa3-fwd wheel on PYTHONPATH).
+      export PYTHONPATH="$PWD/subjects/python${PYTHONPATH:+:$PYTHONPATH}"
+      if [ -f build/gpu/subjects/libflashcheck_subject_python.so ]; then
+        for spec in triton_attention:triton flex_attention:torch.nn.attention.flex_attention fa3_attention:fa3_fwd_interface; do
+          python3 -c "import ${spec#*:}" 2>/dev/null && names+=("python:${spec%%:*}:attention") ||
+            log "subjects: python:${spec%%:*}:attention left out (${spec#*:} does not import)"
+        done
+      fi
       threads=$(( jobs / ${#names[@]} > 1 ? jobs / ${#names[@]} : 1 ))
       log "subjects: ${#names[@]} (report: sweep + random; properties: $cases cases each; $threads oracle threads each)"
       start_t=$(date +%s)
       pids=()
       for lib in "${names[@]}"; do
-        tag=$(basename "$lib" .so); tag=${tag#libflashcheck_subject_}
-        # The classes of known peer deviations the property tier discards on this subject.
-        known=$(awk -v who="${tag//_/-}" '$1 == who {print $2}' subjects/sdpa/known_deviations.txt | paste -sd, -)
+        if [[ "$lib" == python:* ]]; then tag=${lib#python:}; tag=${tag%%:*}; else
+          tag=$(basename "$lib" .so); tag=${tag#libflashcheck_subject_}; fi
         if [ "$lib" = flashcheck ]; then subject_args=(--backend gpu); subject_env=(); else
-          subject_args=(--subject "$PWD/$lib" --random 100 --random-features 50)
-          subject_env=(FLASHCHECK_SUBJECT="$PWD/$lib" FLASHCHECK_KNOWN_DEVIATIONS="$known"); fi
+          subject_args=(--subject "$lib" --random 100 --random-features 50); subject_env=(FLASHCHECK_SUBJECT="$lib"); fi
         ( export OMP_NUM_THREADS=$threads
           build/gpu/tools/flashcheck-report "${subject_args[@]}" --json "$sdir/$tag.json" >"$sdir/$tag.report.txt" 2>&1
-          env "${subject_env[@]}" FLASHCHECK_CASES="$cases" build/gpu/properties/properties_gpu \
-            --gtest_output=xml:"$sdir/$tag.xml" >"$sdir/$tag.properties.txt" 2>&1 ) & pids+=($!)
+          # The classes of known peer deviations the property tier discards on this subject (by the name it declares,
+          # from the report).
+          who=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("subject") or "")' "$sdir/$tag.json" 2>/dev/null)
+          known=$(cat subjects/*/known_deviations.txt | awk -v who="$who" '$1 == who {print $2}' | sort -u | paste -sd, -)
+          env "${subject_env[@]}" FLASHCHECK_KNOWN_DEVIATIONS="$known" FLASHCHECK_CASES="$cases" \
+            build/gpu/properties/properties_gpu --gtest_output=xml:"$sdir/$tag.xml" >"$sdir/$tag.properties.txt" 2>&1
+        ) & pids+=($!)
       done
       wait "${pids[@]}"
       log "subjects took $(( $(date +%s) - start_t )) s"

@@ -19,7 +19,8 @@ in a conftest.py) and mark a test module:
         flashcheck_pytest.check(flashcheck_property)
 
 Where the tools are: --flashcheck-build DIR (or FLASHCHECK_BUILD), a build tree holding tools/flashcheck-report,
-tools/flashcheck-repro and properties/properties_model. A case outside the subject's capabilities, and a property that
+tools/flashcheck-repro and properties/properties_model (and properties/properties_gpu, for a subject in device memory,
+in a build with CUDA). A case outside the subject's capabilities, and a property that
 does not apply to it, is a skip with flashcheck's reason; never a pass.
 """
 import dataclasses
@@ -91,17 +92,27 @@ _FALSIFIED = re.compile(r"\[ FALSIFIED\] .*?: case line: (.*)$", re.M)
 _REPRODUCE = re.compile(r'RC_PARAMS="(reproduce=[^"]+)"')
 
 
+_DEVICE_SUBJECT = "FLASHCHECK_SUBJECT takes device memory"
+
+
+def _run_properties(build, binary, subject, cases, timeout, tmp):
+    xml_path = os.path.join(tmp, f"{binary}.xml")
+    env = dict(os.environ, FLASHCHECK_SUBJECT=subject, FLASHCHECK_CASES=str(cases))
+    run = subprocess.run([_tool(build, "properties", binary), f"--gtest_output=xml:{xml_path}"],
+                         capture_output=True, text=True, timeout=timeout, env=env)
+    if not os.path.exists(xml_path):
+        raise RuntimeError(f"{binary} exited {run.returncode} without results:\n{run.stderr[-2000:]}")
+    return run, ElementTree.parse(xml_path).getroot()
+
+
 def property_results(build, subject, cases=20, timeout=3600):
-    """Every property of the property tier on `subject` (properties_model with FLASHCHECK_SUBJECT), each with the
-    case line it was falsified on."""
+    """Every property of the property tier on `subject` (FLASHCHECK_SUBJECT), each with the case line it was
+    falsified on: properties_model for a subject in host memory, properties_gpu (the GPU tier's binary, in a build
+    with CUDA) for one in device memory."""
     with tempfile.TemporaryDirectory() as tmp:
-        xml_path = os.path.join(tmp, "properties.xml")
-        env = dict(os.environ, FLASHCHECK_SUBJECT=subject, FLASHCHECK_CASES=str(cases))
-        run = subprocess.run([_tool(build, "properties", "properties_model"), f"--gtest_output=xml:{xml_path}"],
-                             capture_output=True, text=True, timeout=timeout, env=env)
-        if not os.path.exists(xml_path):
-            raise RuntimeError(f"properties_model exited {run.returncode} without results:\n{run.stderr[-2000:]}")
-        root = ElementTree.parse(xml_path).getroot()
+        run, root = _run_properties(build, "properties_model", subject, cases, timeout, tmp)
+        if _DEVICE_SUBJECT in run.stdout + run.stderr:
+            run, root = _run_properties(build, "properties_gpu", subject, cases, timeout, tmp)
     falsified = {}
     for block in run.stdout.split("[ RUN      ] ")[1:]:
         name = block.split("\n", 1)[0].strip()

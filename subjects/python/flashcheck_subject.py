@@ -23,10 +23,12 @@ CLASSES = ("general-fp32", "tensor-core", "split-tf32", "undeclared")
 SEQUENCE_FEATURES = ("varlen", "seqused_k", "paged", "splits")
 
 
-def subject(name, dtypes, head_dim, masks, layouts, memory="device", gqa=False, lse=True, softcap=False, sink=False,
-            arithmetic=None, key_tile=0, head_dim_v=None, limits=None, sequences=None, backward=None):
+def subject(name, dtypes, masks, layouts, head_dim=None, head_dims=None, memory="device", gqa=False, lse=True,
+            softcap=False, sink=False, arithmetic=None, key_tile=0, head_dim_v=None, limits=None, sequences=None,
+            backward=None):
     """Declares what the decorated function computes (the bridge reads it as the function's `flashcheck` dict):
-    the fields of fc_subject_capabilities, fc_subject_arithmetic, fc_subject_limits, fc_subject_value_dims,
+    the fields of fc_subject_capabilities (head_dim [min, max], or head_dims: the list of head dims taken),
+    fc_subject_arithmetic, fc_subject_limits, fc_subject_value_dims,
     fc_subject_sequences (`sequences`: {"features": [...], "page_size_multiple": 0, "max_splits": 0}; the function then
     also gets cases with sequences) and fc_subject_backward (`backward`: {"function": NAME, "arithmetic": {...},
     "sink": False, "sequences": False, "deterministic": False}; MODULE.NAME(problem, buffers) computes dQ, dK, dV) by
@@ -43,10 +45,12 @@ def subject(name, dtypes, head_dim, masks, layouts, memory="device", gqa=False, 
     declaration = {"name": name, "memory": memory, "dtypes": list(dtypes), "masks": list(masks),
                    "layouts": list(layouts), "gqa": bool(gqa), "lse": bool(lse), "softcap": bool(softcap),
                    "sink": bool(sink), "arithmetic": dict(arithmetic or {}), "key_tile": int(key_tile)}
-    if isinstance(head_dim, (list, tuple)) and len(head_dim) == 2:
+    if head_dims is not None and head_dim is None and len(head_dims) > 0:
+        declaration["head_dims"] = [int(d) for d in head_dims]
+    elif head_dims is None and isinstance(head_dim, (list, tuple)) and len(head_dim) == 2:
         declaration["head_dim"] = [int(head_dim[0]), int(head_dim[1])]
     else:
-        raise ValueError("head_dim: [min, max]")
+        raise ValueError("head_dim: [min, max], or head_dims: [d, ...] (one of the two)")
     if head_dim_v is not None:
         declaration["head_dim_v"] = [int(head_dim_v[0]), int(head_dim_v[1])]
     if limits is not None:
@@ -87,3 +91,11 @@ def as_torch(buffer):
         bf16 = buffer.format == "H"
         tensor = torch.from_numpy(numpy.asarray(buffer))
     return tensor.view(torch.bfloat16) if bf16 else tensor
+
+
+def on_stream(problem):
+    """A context under which torch (and Triton, which launches on torch's current stream) enqueues on the harness's
+    stream, problem["stream"]: the harness orders its guards and its reads of the outputs on that stream alone."""
+    import torch
+    pointer = problem["stream"]
+    return torch.cuda.stream(torch.cuda.ExternalStream(pointer) if pointer else torch.cuda.default_stream())

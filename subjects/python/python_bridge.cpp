@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -596,7 +597,27 @@ void start_python() {
   if (dladdr(reinterpret_cast<void*>(&Py_InitializeEx), &info) != 0 && info.dli_fname != nullptr) {
     dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
   }
-  Py_InitializeEx(0);
+  // Started as the interpreter it was built against (FLASHCHECK_PYTHON overrides): its getpath finds a virtual
+  // environment's pyvenv.cfg, so that environment's site-packages are on sys.path as they are for that python3.
+  PyConfig config;
+  PyConfig_InitPythonConfig(&config);
+  config.install_signal_handlers = 0;
+  const char* executable = std::getenv("FLASHCHECK_PYTHON");
+#ifdef FLASHCHECK_PYTHON_EXECUTABLE
+  if (executable == nullptr || *executable == '\0') executable = FLASHCHECK_PYTHON_EXECUTABLE;
+#endif
+  if (executable != nullptr && *executable != '\0') {
+    PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, executable);
+    if (!PyStatus_Exception(status)) status = PyConfig_SetBytesString(&config, &config.executable, executable);
+    if (PyStatus_Exception(status)) {  // start as a plain embedding instead
+      PyConfig_Clear(&config);
+      PyConfig_InitPythonConfig(&config);
+      config.install_signal_handlers = 0;
+    }
+  }
+  const PyStatus started = Py_InitializeFromConfig(&config);
+  PyConfig_Clear(&config);
+  if (PyStatus_Exception(started)) Py_InitializeEx(0);
   PyRun_SimpleString("import os, sys\nsys.path.insert(0, os.getcwd())\n");
   if (PyObject* types = PyImport_ImportModule("types")) {
     g_namespace_type = PyObject_GetAttrString(types, "SimpleNamespace");  // kept for the process's life

@@ -3,7 +3,8 @@
 // and declaring what that backend serves. Tensors are wrapped around flashcheck's device buffers (from_blob with
 // the case's strides, no copy of the inputs); the result is copied into O. SDPA's public op returns no LSE, so
 // every backend declares lse = 0 and is judged on O. PyTorch's is_causal is the top-left alignment, so the only
-// mask besides none is causal-tl. GQA is served by repeating K/V heads (exact: a copy).
+// mask besides none is causal-tl. GQA is served by repeating K/V heads (exact: a copy). The backward pass
+// (fc_subject_backward_v1) runs through autograd: dQ, dK, dV from the backend's own backward kernel.
 // A problem the backend refuses with a checked error (c10::Error: "No available kernel", an alignment check)
 // answers FC_SUBJECT_UNSUPPORTED with PyTorch's message; a CUDA error is FC_SUBJECT_ERROR (a failure).
 // Known peer deviation, guarded here: the flash and cudnn backends accept rows that are not 16-byte aligned (a
@@ -86,7 +87,9 @@ std::string misaligned_field(const fc_subject_problem& p, const fc_subject_buffe
   return "";
 }
 
-int forward(const fc_subject_problem* p, const fc_subject_buffers* b, void* stream, char* err, size_t err_len) {
+// Guards shared by the forward and the backward: nothing to do, a problem SDPA does not take, a stride this
+// backend crashes on. Returns -1 to go on, else the code to return.
+int refuse(const fc_subject_problem* p, const fc_subject_buffers* b, char* err, size_t err_len) {
   if (p->batch == 0 || p->heads_q == 0 || p->seqlen_q == 0) return FC_SUBJECT_OK;
   if (p->seqlen_k == 0) return fail(err, err_len, FC_SUBJECT_UNSUPPORTED, "seqlen_k: SDPA takes at least one key");
   if (const std::string field = misaligned_field(*p, *b); !field.empty()) {
@@ -94,33 +97,65 @@ int forward(const fc_subject_problem* p, const fc_subject_buffers* b, void* stre
                 field + ": not 16-byte aligned; this backend crashes on it (known peer deviation, "
                         "subjects/sdpa/README.md)");
   }
+  return -1;
+}
+
+// Runs `body(options)` on flashcheck's stream with the backend selected; PyTorch's checked errors become return
+// codes: a CUDA error (C10_CUDA_CHECK's "CUDA error: ...") is a failure, any other the backend declining the problem.
+template <class Body>
+int on_stream(const fc_subject_problem* p, void* stream, char* err, size_t err_len, Body&& body) {
   try {
     int device = 0;
     cudaGetDevice(&device);
     const c10::cuda::CUDAStreamGuard guard(
         c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(stream), static_cast<c10::DeviceIndex>(device)));
-    const at::TensorOptions options = at::TensorOptions().dtype(scalar_type(p->dtype)).device(at::kCUDA, device);
-    const at::Tensor q = wrap(b->q, *p, p->heads_q, p->seqlen_q, p->q_stride, options);
-    at::Tensor k = wrap(b->k, *p, p->heads_kv, p->seqlen_k, p->k_stride, options);
-    at::Tensor v = wrap(b->v, *p, p->heads_kv, p->seqlen_k, p->v_stride, options);
-    if (p->heads_q != p->heads_kv) {
-      const int64_t group = p->heads_q / p->heads_kv;
-      k = k.repeat_interleave(group, 1);
-      v = v.repeat_interleave(group, 1);
-    }
     select_backend();
-    const bool causal = p->mask == FC_SUBJECT_MASK_CAUSAL_TOP_LEFT;
-    const at::Tensor out = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, causal,
-                                                            static_cast<double>(p->softmax_scale));
-    wrap(b->o, *p, p->heads_q, p->seqlen_q, p->o_stride, options).copy_(out);
+    body(at::TensorOptions().dtype(scalar_type(p->dtype)).device(at::kCUDA, device));
     return FC_SUBJECT_OK;
   } catch (const c10::Error& e) {
-    // A CUDA error (C10_CUDA_CHECK's "CUDA error: ...") is a failure; any other checked error is the backend
-    // declining the problem.
     const std::string what = e.what_without_backtrace();
     const bool cuda = what.find("CUDA error") != std::string::npos;
     return fail(err, err_len, cuda ? FC_SUBJECT_ERROR : FC_SUBJECT_UNSUPPORTED, what);
   }
+}
+
+// SDPA on Q, K, V (GQA served by repeating K/V heads: exact, and autograd sums the copies' gradients back).
+at::Tensor attention(const fc_subject_problem& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t group = p.heads_q / p.heads_kv;
+  const bool causal = p.mask == FC_SUBJECT_MASK_CAUSAL_TOP_LEFT;
+  return at::scaled_dot_product_attention(q, group > 1 ? k.repeat_interleave(group, 1) : k,
+                                          group > 1 ? v.repeat_interleave(group, 1) : v, /*attn_mask=*/{},
+                                          /*dropout_p=*/0.0, causal, static_cast<double>(p.softmax_scale));
+}
+
+int forward(const fc_subject_problem* p, const fc_subject_buffers* b, void* stream, char* err, size_t err_len) {
+  if (const int code = refuse(p, b, err, err_len); code >= 0) return code;
+  return on_stream(p, stream, err, err_len, [&](const at::TensorOptions& options) {
+    const at::Tensor q = wrap(b->q, *p, p->heads_q, p->seqlen_q, p->q_stride, options);
+    const at::Tensor k = wrap(b->k, *p, p->heads_kv, p->seqlen_k, p->k_stride, options);
+    const at::Tensor v = wrap(b->v, *p, p->heads_kv, p->seqlen_k, p->v_stride, options);
+    wrap(b->o, *p, p->heads_q, p->seqlen_q, p->o_stride, options).copy_(attention(*p, q, k, v));
+  });
+}
+
+// The backward through autograd, as training calls it: SDPA's forward again on leaf copies of Q, K, V (the saved
+// O and LSE of the ABI's forward are not SDPA's to take: its public op returns no LSE), then the backend's
+// backward on dO; the gradients are copied into dQ, dK, dV.
+int backward(const fc_subject_problem* p, const fc_subject_sequence_args* sequences,
+             const fc_subject_backward_strides* strides, const fc_subject_buffers* f, const fc_subject_backward_buffers* b,
+             void* stream, char* err, size_t err_len) {
+  if (sequences != nullptr) return fail(err, err_len, FC_SUBJECT_UNSUPPORTED, "sequences: SDPA takes dense batches");
+  if (const int code = refuse(p, f, err, err_len); code >= 0) return code;
+  return on_stream(p, stream, err, err_len, [&](const at::TensorOptions& options) {
+    const at::Tensor q = wrap(f->q, *p, p->heads_q, p->seqlen_q, p->q_stride, options).detach().requires_grad_();
+    const at::Tensor k = wrap(f->k, *p, p->heads_kv, p->seqlen_k, p->k_stride, options).detach().requires_grad_();
+    const at::Tensor v = wrap(f->v, *p, p->heads_kv, p->seqlen_k, p->v_stride, options).detach().requires_grad_();
+    const at::Tensor d_o = wrap(b->d_o, *p, p->heads_q, p->seqlen_q, strides->d_o, options);
+    attention(*p, q, k, v).backward(d_o);
+    wrap(b->dq, *p, p->heads_q, p->seqlen_q, strides->dq, options).copy_(q.grad());
+    wrap(b->dk, *p, p->heads_kv, p->seqlen_k, strides->dk, options).copy_(k.grad());
+    wrap(b->dv, *p, p->heads_kv, p->seqlen_k, strides->dv, options).copy_(v.grad());
+  });
 }
 
 // Head dims: multiples of 8 up to 256 (flash, efficient), up to 128 (cudnn); any up to 256 (math).
@@ -170,6 +205,24 @@ fc_subject make_subject() {
 }
 const fc_subject kSubject = make_subject();
 
+// The backward's classes: flash, cudnn and efficient run FlashAttention's backward on fp16/bf16 (P and dS rounded to
+// the dtype before their products, fp32 accumulation), the math backend autograd's matmuls in the dtype; math's fp32
+// is fp32 throughout (matmuls without TF32, PyTorch's default). Efficient's fp32 backward is left undeclared, as its
+// forward is. Only the math backend is deterministic (flash, cudnn and efficient may accumulate dQ with atomics).
+fc_subject_backward make_backward() {
+  fc_subject_backward s{};
+  s.arithmetic[FC_SUBJECT_DTYPE_F32] = kBackend == kMath ? FC_SUBJECT_ARITH_GENERAL_FP32 : kUndeclared;
+  s.arithmetic[FC_SUBJECT_DTYPE_F16] = kTc;
+  s.arithmetic[FC_SUBJECT_DTYPE_BF16] = kTc;
+  s.sink = 0;
+  s.sequences = 0;
+  s.deterministic = kBackend == kMath ? 1 : 0;
+  s.backward = backward;
+  return s;
+}
+const fc_subject_backward kBackward = make_backward();
+
 }  // namespace
 
 const fc_subject* fc_subject_v1(void) { return &kSubject; }
+const fc_subject_backward* fc_subject_backward_v1(void) { return &kBackward; }

@@ -1,0 +1,80 @@
+"""FlashAttention-3's forward (the `fa3-fwd` wheel: a build of FlashAttention's hopper/ tree, bf16 and fp8, forward
+only) as a peer subject. It is called as its users call it, through fa3_fwd_interface's op on [B, S, H, D] views of
+flashcheck's buffers (Q, K, V aliased, no copy; O and LSE copied out of FA3's own outputs).
+
+What this build serves, declared below: bf16 (its fp16 path is compiled out), head dims that are multiples of 8 up
+to 256, no mask or causal in FA3's alignment (bottom-right; its local windows are compiled out), softcap, GQA, LSE,
+packed variable-length batches (cu_seqlens_q / cu_seqlens_k), seqused_k and split-KV (num_splits). Paged K/V is
+compiled out of the wheel, and FA3 has no sink argument. FA3's TMA loads need 16-byte aligned rows: a case whose
+strides or base pointers are not is refused (UNSUPPORTED), as FA3's own check would refuse it. A problem FA3 declines
+with a checked error (RuntimeError without "CUDA error") is UNSUPPORTED with its message; a CUDA error is a failure.
+
+One convention is mapped, not judged: FlashAttention writes +inf as the LSE of a row with no visible key (its O row
+is 0), where flashcheck's semantics say -inf. The subject writes -inf for such a row (+inf LSE beside an all-zero O
+row, which no finite attention row produces); FLASHCHECK_FA3_RAW=1 leaves FA3's value, and the finding
+subjects/python/findings/fa3-empty-row-lse.case replays it.
+
+    FLASHCHECK_SUBJECT=python:fa3_attention:attention properties_gpu
+    flashcheck-report --subject python:fa3_attention:attention
+"""
+import os
+
+import flashcheck_subject as fc
+
+try:
+    import torch
+    import fa3_fwd_interface
+except ImportError:
+    fa3_fwd_interface = None
+
+DECLARATION = dict(name="fa3", memory="device", dtypes=["bf16"], head_dims=list(range(8, 257, 8)),
+                   masks=["none", "causal-br"], layouts=["bhsd", "bshd", "strided"], gqa=True, lse=True, softcap=True,
+                   arithmetic={"bf16": "tensor-core"},
+                   sequences={"features": ["varlen", "seqused_k", "splits"], "max_splits": 64})
+
+
+def aligned(tensor):
+    """FA3's TMA descriptors: a 16-byte aligned base and strides that are multiples of 16 bytes (8 bf16)."""
+    return tensor.data_ptr() % 16 == 0 and all(s % 8 == 0 for s in tensor.stride()[:-1]) and tensor.stride(-1) == 1
+
+
+def rows_first(tensor, packed):
+    """[B, H, S, D] -> [B, S, H, D] (a view); packed [total, H, D] stays as it is."""
+    return tensor if packed else tensor.transpose(1, 2)
+
+
+def forward_fa3(problem, buffers):
+    if fa3_fwd_interface is None:
+        raise NotImplementedError("fa3_fwd_interface: not importable here (install the fa3-fwd wheel on a Hopper GPU)")
+    if problem["batch"] == 0 or problem["heads_q"] == 0 or problem["seqlen_q"] == 0:
+        return
+    q, k, v, o, lse = (fc.as_torch(buffers[n]) for n in ("q", "k", "v", "o", "lse"))
+    cu_q, cu_k, used_k = (fc.as_torch(buffers.get(n)) for n in ("cu_seqlens_q", "cu_seqlens_k", "seqused_k"))
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if not aligned(tensor):
+            raise NotImplementedError(f"{name}: rows not 16-byte aligned (strides {tuple(tensor.stride())}); FA3's TMA "
+                                      "loads need them")
+    with fc.on_stream(problem):
+        try:
+            out, softmax_lse, *_ = fa3_fwd_interface._flash_attn_forward(
+                rows_first(q, cu_q is not None), rows_first(k, cu_k is not None), rows_first(v, cu_k is not None),
+                cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, seqused_k=used_k,
+                max_seqlen_q=problem["seqlen_q"] if cu_q is not None else None,
+                max_seqlen_k=problem["seqlen_k"] if cu_k is not None else None,
+                softmax_scale=problem["softmax_scale"], causal=problem["mask"] == "causal-br",
+                softcap=problem["softcap"], num_splits=max(1, problem.get("num_splits", 1)))
+        except RuntimeError as error:
+            if "CUDA error" in str(error) or isinstance(error, getattr(torch, "AcceleratorError", ())):
+                raise
+            raise NotImplementedError(f"fa3: {error}") from None
+        if os.environ.get("FLASHCHECK_FA3_RAW") != "1":
+            zero_rows = (out == 0).all(dim=-1)  # [B, S, H], packed [total_q, H]: to LSE's [B, H, S], [H, total_q]
+            zero_rows = zero_rows.transpose(1, 2) if cu_q is None else zero_rows.t()
+            softmax_lse = softmax_lse.masked_fill((softmax_lse == float("inf")) & zero_rows, float("-inf"))
+        rows_first(o, cu_q is not None).copy_(out)
+        lse.copy_(softmax_lse)
+
+
+@fc.subject(**DECLARATION)
+def attention(problem, buffers):
+    forward_fa3(problem, buffers)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The Triton example under the suite (ctest subject_triton_example, label gpu): subjects/python/triton_attention.py
+# through the Python bridge. The healthy kernel passes a case whose last key tile is partial and the report; the planted
+# bug (the last key tile's padding joins the softmax) fails that case with a line that names it and replays; then the
+# same pair under pytest (pytest_subject_test.sh triton_attention). Exit 69 (skipped) without a CUDA device or Triton.
+# usage: triton_example_test.sh REPRO REPORT BUILD_DIR PYTHON_DIR
+set -uo pipefail
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../../tests" && pwd)/expect.sh"
+repro=$1 report=$2 build=$3 python_dir=$4
+export PYTHONPATH="$python_dir${PYTHONPATH:+:$PYTHONPATH}"
+python3 -c "import torch, triton; assert torch.cuda.is_available()" 2>/dev/null ||
+  { echo "flashcheck-skip: no CUDA device or no Triton here"; exit 69; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+failures=0
+healthy=python:triton_attention:attention planted=python:triton_attention:attention_tail
+line='f16 b=2 hq=4 hkv=2 sq=70 sk=100 d=40 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3'
+
+expect 0 "repro, Triton example" -- "$repro" --subject "$healthy" "$line"
+expect 0 "repro, Triton example, window, softcap, sink, bshd with padding" -- "$repro" --subject "$healthy" \
+  'bf16 b=2 hq=4 hkv=1 sq=90 sk=130 d=64 mask=window-br window=20,5 softcap=30 sink=normal(0,1) layout=bshd pad=8 q=normal(0,2) k=normal(0,2) v=normal(0,1) seed=4'
+expect 1 "repro, planted bug" -- "$repro" --subject "$planted" "$line"
+finding=$(sed -n 's/^case: //p' "$out/stdout" | head -1)
+[[ "$finding" == *"subject=triton-example-tail seed=3" ]] ||
+  { echo "FAIL: the finding's line does not name the subject: $finding"; failures=$((failures + 1)); }
+expect 1 "repro, the finding replays" -- "$repro" --subject "$planted" "$finding"
+expect 0 "report, Triton example" -- "$report" --subject "$healthy" --random 20 --random-features 20
+grep -q "^PASS" "$out/stdout" || { echo "FAIL: report does not pass"; failures=$((failures + 1)); }
+expect 1 "report, planted bug" -- "$report" --subject "$planted" --random 20 --random-features 0
+bash "$(dirname "${BASH_SOURCE[0]}")/../../tests/pytest_subject_test.sh" "$build" "$python_dir" triton_attention ||
+  failures=$((failures + 1))
+exit $((failures > 0))

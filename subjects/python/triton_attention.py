@@ -1,0 +1,183 @@
+"""A FlashAttention forward kernel written in Triton, put under flashcheck as a Python subject: the example of what a
+team writing its kernels in Python runs the suite on (the CUDA example in subjects/example/ is its twin).
+
+One program per (BLOCK_M query rows, batch x query head): the online softmax over BLOCK_N-key tiles in exp2, scores in
+fp32 from the dtype's inputs, P rounded to the dtype before P.V, fp32 accumulation (the tensor-core class of
+docs/error-model.md for fp16/bf16; fp32 runs its products in IEEE fp32, the general-fp32 class). Every mask of the
+semantics (causal and windows in both alignments), softcap, sinks, GQA, head_dim 1..256, any strides; LSE written.
+Flashcheck's semantics for special values are kept: a row without a visible key gives O = 0 and LSE = -inf (the
+sink), values of hidden keys never reach O (the products with V run on V's finite part, and a visible non-finite V
+value is put back into the columns it reaches), NaN scores propagate.
+
+    attention          healthy
+    attention_tail     the planted bug: the last key tile's loads past seqlen_k return 0 and the key-range mask is
+                       left out, so the padding keys join the softmax with score 0 (and V = 0): O shrinks towards 0 and
+                       LSE grows wherever seqlen_k is not a multiple of BLOCK_N. The tutorial kernels' classic slip.
+
+Run the suite on it on a GPU machine with Triton (this folder on PYTHONPATH):
+
+    flashcheck-report --subject python:triton_attention:attention
+    flashcheck-repro --subject python:triton_attention:attention_tail "<case line>"
+    FLASHCHECK_SUBJECT=python:triton_attention:attention properties_gpu
+"""
+import math
+
+import flashcheck_subject as fc
+
+BLOCK_M, BLOCK_N = 64, 64
+LOG2E = 1.4426950408889634
+
+try:
+    import torch
+    import triton
+    import triton.language as tl
+    from triton.language.extra import libdevice
+except ImportError:  # the declarations below still load, so the tools can name what is missing
+    triton = None
+
+if triton is not None:
+    @triton.jit
+    def _forward(Q, K, V, O, LSE, SINK,
+                 sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sob, soh, sos, slb, slh, sls,
+                 heads_q, group, seqlen_q, seqlen_k, head_dim, scale, softcap, lo_off, hi_off,
+                 HAS_SINK: tl.constexpr, HAS_SOFTCAP: tl.constexpr, IEEE: tl.constexpr, TAIL_BUG: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
+        start_m = tl.program_id(0)
+        bh = tl.program_id(1)
+        b = bh // heads_q
+        h = bh % heads_q
+        g = h // group
+        rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = tl.arange(0, BLOCK_D)
+        row_ok = rows < seqlen_q
+        col_ok = cols < head_dim
+        q = tl.load(Q + b.to(tl.int64) * sqb + h.to(tl.int64) * sqh + rows[:, None].to(tl.int64) * sqs + cols[None, :],
+                    mask=row_ok[:, None] & col_ok[None, :], other=0.0)
+        # Row i sees keys lo_off + i .. hi_off + i (the mask's aligned window; +-seqlen_k-wide where unbounded).
+        first = lo_off + start_m * BLOCK_M
+        if first < 0:
+            first = 0
+        last = hi_off + start_m * BLOCK_M + BLOCK_M - 1
+        if last > seqlen_k - 1:
+            last = seqlen_k - 1
+        start_n0 = (first // BLOCK_N) * BLOCK_N
+        m_i = tl.full([BLOCK_M], -float("inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+        pos_hits = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)  # visible keys whose V is +inf, -inf, NaN, per column
+        neg_hits = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+        nan_hits = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+        for start_n in range(start_n0, last + 1, BLOCK_N):
+            keys = start_n + tl.arange(0, BLOCK_N)
+            key_ok = keys < seqlen_k
+            k_ptr = K + b.to(tl.int64) * skb + g.to(tl.int64) * skh + keys[:, None].to(tl.int64) * sks + cols[None, :]
+            v_ptr = V + b.to(tl.int64) * svb + g.to(tl.int64) * svh + keys[:, None].to(tl.int64) * svs + cols[None, :]
+            k = tl.load(k_ptr, mask=key_ok[:, None] & col_ok[None, :], other=0.0)
+            v = tl.load(v_ptr, mask=key_ok[:, None] & col_ok[None, :], other=0.0)
+            if IEEE:
+                s = tl.dot(q, tl.trans(k), input_precision="ieee")
+            else:
+                s = tl.dot(q, tl.trans(k))
+            s = s * scale
+            if HAS_SOFTCAP:
+                s = softcap * libdevice.tanh(s / softcap)
+            delta = keys[None, :] - rows[:, None]
+            visible = (delta >= lo_off) & (delta <= hi_off)
+            if not TAIL_BUG:
+                visible = visible & key_ok[None, :]
+            s = tl.where(visible, s * LOG2E, -float("inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1), propagate_nan=tl.PropagateNan.ALL)
+            m_new = tl.where(tl.max((s != s).to(tl.int32), 1) > 0, float("nan"), m_new)  # tl.max drops NaN
+            m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
+            alpha = tl.exp2(m_i - m_safe)
+            p = tl.exp2(s - m_safe[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            finite = (v == v) & (tl.abs(v.to(tl.float32)) != float("inf"))
+            v_finite = tl.where(finite, v, 0.0)
+            if IEEE:
+                acc = acc * alpha[:, None] + tl.dot(p, v_finite, input_precision="ieee")
+            else:
+                acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v_finite)
+            if tl.max((~finite).to(tl.int32)) > 0:  # the keys of weight > 0 whose V value is not finite, counted
+                seen = (visible & (s != -float("inf"))).to(tl.float16)
+                pos_hits += tl.dot(seen, (v.to(tl.float32) == float("inf")).to(tl.float16))
+                neg_hits += tl.dot(seen, (v.to(tl.float32) == -float("inf")).to(tl.float16))
+                nan_hits += tl.dot(seen, (v != v).to(tl.float16))
+            m_i = m_new
+        if HAS_SINK:
+            sink = tl.load(SINK + h) * LOG2E
+        else:
+            sink = -float("inf")
+        m_all = tl.maximum(m_i, sink, propagate_nan=tl.PropagateNan.ALL)
+        m_all_safe = tl.where(m_all == -float("inf"), 0.0, m_all)
+        if HAS_SINK:
+            sink_weight = tl.exp2(sink - m_all_safe)
+        else:
+            sink_weight = 0.0
+        l_all = l_i * tl.exp2(m_i - m_all_safe) + sink_weight
+        o = acc * (tl.exp2(m_i - m_all_safe) / tl.where(l_all > 0, l_all, 1.0))[:, None]
+        o = tl.where((pos_hits > 0) & (o == o), float("inf"), o)
+        o = tl.where((neg_hits > 0) & (o == o), tl.where(o == float("inf"), float("nan"), -float("inf")), o)
+        o = tl.where(nan_hits > 0, float("nan"), o)
+        lse = tl.where(m_all == -float("inf"), -float("inf"), (m_all + tl.log2(l_all)) / LOG2E)
+        if HAS_SINK:  # a sink of +inf takes all the weight: O = 0 (NaN where the accumulator is not finite)
+            acc_bad = (acc != acc) | (pos_hits + neg_hits + nan_hits > 0)
+            o = tl.where(sink == float("inf"), tl.where(acc_bad, float("nan"), 0.0), o)
+            lse = tl.where(sink == float("inf"), float("inf"), lse)
+        tl.store(O + b.to(tl.int64) * sob + h.to(tl.int64) * soh + rows[:, None].to(tl.int64) * sos + cols[None, :],
+                 o.to(O.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
+        tl.store(LSE + b.to(tl.int64) * slb + h.to(tl.int64) * slh + rows.to(tl.int64) * sls, lse, mask=row_ok)
+
+
+def window(problem):
+    """(lo, hi): row i sees keys i + lo .. i + hi (attention.h's visibility; an unbounded side spans every key)."""
+    sq, sk, mask = problem["seqlen_q"], problem["seqlen_k"], problem["mask"]
+    align = sk - sq if mask.endswith("-br") else 0
+    if mask == "none":
+        return -sq - 1, sk + 1
+    left, right = (-1, 0) if mask.startswith("causal") else (problem["window_left"], problem["window_right"])
+    lo = -sq - 1 if left < 0 else align - left
+    hi = sk + 1 if right < 0 else align + right
+    return lo, hi
+
+
+def run(problem, buffers, tail_bug):
+    if problem["batch"] == 0 or problem["heads_q"] == 0 or problem["seqlen_q"] == 0:
+        return
+    q, k, v, o, lse, sink = (fc.as_torch(buffers[n]) for n in ("q", "k", "v", "o", "lse", "sink"))
+    if any(t.stride(-1) != 1 for t in (q, k, v, o)):
+        raise NotImplementedError("strides: the Triton example reads rows with unit column stride")
+    lo, hi = window(problem)
+    d = problem["head_dim"]
+    with fc.on_stream(problem):
+        grid = (triton.cdiv(problem["seqlen_q"], BLOCK_M), problem["batch"] * problem["heads_q"])
+        _forward[grid](q, k, v, o, lse, sink if sink is not None else lse,
+                       *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *lse.stride(),
+                       problem["heads_q"], problem["heads_q"] // problem["heads_kv"], problem["seqlen_q"],
+                       problem["seqlen_k"], d, problem["softmax_scale"], problem["softcap"], lo, hi,
+                       HAS_SINK=sink is not None, HAS_SOFTCAP=problem["softcap"] > 0, IEEE=problem["dtype"] == "f32",
+                       TAIL_BUG=tail_bug, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                       BLOCK_D=max(16, triton.next_power_of_2(d)))
+
+
+DECLARATION = dict(memory="device", dtypes=["f32", "f16", "bf16"], head_dim=[1, 256],
+                   masks=["none", "causal-br", "causal-tl", "window-br", "window-tl"], layouts=["bhsd", "bshd", "strided"],
+                   gqa=True, lse=True, softcap=True, sink=True, key_tile=BLOCK_N,
+                   arithmetic={"f32": "general-fp32", "f16": "tensor-core", "bf16": "tensor-core"})
+
+
+def require_triton():
+    if triton is None:
+        raise NotImplementedError("triton: not importable here (the Triton example runs where Triton and a GPU are)")
+
+
+@fc.subject(name="triton-example", **DECLARATION)
+def attention(problem, buffers):
+    require_triton()
+    run(problem, buffers, tail_bug=False)
+
+
+@fc.subject(name="triton-example-tail", **DECLARATION)
+def attention_tail(problem, buffers):
+    require_triton()
+    run(problem, buffers, tail_bug=True)
