@@ -44,6 +44,8 @@ environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.
   FLASHCHECK_SLOTS_PER_GPU (GPU tests sharing a GPU, default 6), FLASHCHECK_CTEST_JOBS (ctest -j, default
   GPUs x slots), FLASHCHECK_CTEST_ARGS (more ctest arguments for `tests`), FLASHCHECK_SEED (base seed of
   properties=CASES), FLASHCHECK_SUBJECT_CASES (cases per property in `subjects`, default 100),
+  FLASHCHECK_SUBJECT_RANDOM (random cases per dtype of the report in `subjects`, default 100),
+  FLASHCHECK_SUBJECT_TIMEOUT (seconds each report and property run of `subjects` may take; unset: no limit),
   FLASHCHECK_SANITIZER_PER_GPU (sanitizer tests sharing a GPU, default 2)
 USAGE
   [[ $# -eq 0 ]] && exit 2
@@ -217,7 +219,8 @@ for step in "$@"; do
       # Every subject beside flashcheck's kernel, all at once (the oracle's threads split between them):
       # flashcheck-report --json and properties_gpu --gtest_output=xml per subject, then one table.
       sdir="$LOGS/subjects"; mkdir -p "$sdir"
-      cases=${FLASHCHECK_SUBJECT_CASES:-100}
+      cases=${FLASHCHECK_SUBJECT_CASES:-100} random=${FLASHCHECK_SUBJECT_RANDOM:-100}
+      limit=${FLASHCHECK_SUBJECT_TIMEOUT:+timeout $FLASHCHECK_SUBJECT_TIMEOUT}
       libs=(build/gpu/subjects/example/libflashcheck_subject_example.so build/gpu/subjects/sdpa/libflashcheck_subject_sdpa_*.so)
       names=(flashcheck)
       for lib in "${libs[@]}"; do [ -f "$lib" ] && names+=("$PWD/$lib"); done
@@ -238,15 +241,16 @@ for step in "$@"; do
         if [[ "$lib" == python:* ]]; then tag=${lib#python:}; tag=${tag%%:*}; else
           tag=$(basename "$lib" .so); tag=${tag#libflashcheck_subject_}; fi
         if [ "$lib" = flashcheck ]; then subject_args=(--backend gpu); subject_env=(); else
-          subject_args=(--subject "$lib" --random 100 --random-features 50); subject_env=(FLASHCHECK_SUBJECT="$lib"); fi
+          subject_args=(--subject "$lib" --random "$random" --random-features "$((random / 2))")
+          subject_env=(FLASHCHECK_SUBJECT="$lib"); fi
         ( export OMP_NUM_THREADS=$threads
-          build/gpu/tools/flashcheck-report "${subject_args[@]}" --json "$sdir/$tag.json" >"$sdir/$tag.report.txt" 2>&1
+          $limit build/gpu/tools/flashcheck-report "${subject_args[@]}" --json "$sdir/$tag.json" >"$sdir/$tag.report.txt" 2>&1
           # The classes of known peer deviations the property tier discards on this subject (by the name it declares,
           # from the report).
           who=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("subject") or "")' "$sdir/$tag.json" 2>/dev/null)
           known=$(cat subjects/*/known_deviations.txt | awk -v who="$who" '$1 == who {print $2}' | sort -u | paste -sd, -)
           env "${subject_env[@]}" FLASHCHECK_KNOWN_DEVIATIONS="$known" FLASHCHECK_CASES="$cases" \
-            build/gpu/properties/properties_gpu --gtest_output=xml:"$sdir/$tag.xml" >"$sdir/$tag.properties.txt" 2>&1
+            $limit build/gpu/properties/properties_gpu --gtest_output=xml:"$sdir/$tag.xml" >"$sdir/$tag.properties.txt" 2>&1
         ) & pids+=($!)
       done
       wait "${pids[@]}"

@@ -19,6 +19,7 @@
 
 #include "flashcheck/case.h"
 #include "flashcheck/mask_names.h"
+#include "flashcheck/oracle.h"
 #include "flashcheck/subject_params.h"
 #include "flashcheck/python_bridge.h"
 
@@ -348,8 +349,9 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     if (!is_bool(bwd->sink) || !is_bool(bwd->sequences) || !is_bool(bwd->deterministic)) {
       return bad(path, "backward.sink, sequences, deterministic: 0 or 1");
     }
-    if (descriptor->capabilities.lse != 1) {
-      return bad(path, "backward: needs capabilities.lse = 1 (the backward reads the LSE its forward wrote)");
+    if (descriptor->capabilities.lse != 1 && bwd->sequences) {
+      return bad(path, "backward.sequences: needs capabilities.lse = 1 (a packed backward reads the LSE its forward "
+                       "wrote)");
     }
     if (bwd->sequences && !(s->takes(FC_SUBJECT_SEQ_VARLEN))) {
       return bad(path, "backward.sequences: needs VARLEN among the sequence features (fc_subject_sequences_v1)");
@@ -708,7 +710,23 @@ BackwardOutputs run_backward_case(const HostInputs& inputs, const LoadedSubject&
   own.forward_run = [&subject, stream = options.stream](const HostInputs& in) {
     RunOptions forward;
     forward.stream = stream;
-    return run_case(in, subject, forward);
+    RunOutputs out = run_case(in, subject, forward);
+    // A subject whose forward writes no LSE (SDPA's public op) recomputes its forward in the backward (autograd); it is
+    // handed, and judged against, the exact LSE rounded to fp32 (dense cases: the loader holds such a backward to them).
+    if (out.status.ok() && !out.lse_written && in.cu_seqlens_q.empty()) {
+      const oracle::Problem problem = in.problem();
+      const Params& p = in.params;
+      out.lse.resize(static_cast<size_t>(p.batch * p.heads_q * p.seqlen_q));
+      for (int64_t b = 0; b < p.batch; ++b) {
+        for (int64_t h = 0; h < p.heads_q; ++h) {
+          for (int64_t i = 0; i < p.seqlen_q; ++i) {
+            out.lse[static_cast<size_t>((b * p.heads_q + h) * p.seqlen_q + i)] =
+                static_cast<float>(oracle::compute_row(problem, {b, h, i}, oracle::Tier::kFast).lse);
+          }
+        }
+      }
+    }
+    return out;
   };
   own.backward_call = [&subject](const BackwardParams& params, void* stream) {
     return call_backward(subject, params, stream);

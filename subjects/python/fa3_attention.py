@@ -9,16 +9,9 @@ compiled out of the wheel, and FA3 has no sink argument. FA3's TMA loads need 16
 strides or base pointers are not is refused (UNSUPPORTED), as FA3's own check would refuse it. A problem FA3 declines
 with a checked error (RuntimeError without "CUDA error") is UNSUPPORTED with its message; a CUDA error is a failure.
 
-One convention is mapped, not judged: FlashAttention writes +inf as the LSE of a row with no visible key (its O row
-is 0), where flashcheck's semantics say -inf. The subject writes -inf for such a row (+inf LSE beside an all-zero O
-row, which no finite attention row produces); FLASHCHECK_FA3_RAW=1 leaves FA3's value, and the finding
-subjects/python/findings/fa3-empty-row-lse.case replays it.
-
     FLASHCHECK_SUBJECT=python:fa3_attention:attention properties_gpu
     flashcheck-report --subject python:fa3_attention:attention
 """
-import os
-
 import flashcheck_subject as fc
 
 try:
@@ -67,10 +60,6 @@ def forward_fa3(problem, buffers):
             if "CUDA error" in str(error) or isinstance(error, getattr(torch, "AcceleratorError", ())):
                 raise
             raise NotImplementedError(f"fa3: {error}") from None
-        if os.environ.get("FLASHCHECK_FA3_RAW") != "1":
-            zero_rows = (out == 0).all(dim=-1)  # [B, S, H], packed [total_q, H]: to LSE's [B, H, S], [H, total_q]
-            zero_rows = zero_rows.transpose(1, 2) if cu_q is None else zero_rows.t()
-            softmax_lse = softmax_lse.masked_fill((softmax_lse == float("inf")) & zero_rows, float("-inf"))
         rows_first(o, cu_q is not None).copy_(out)
         lse.copy_(softmax_lse)
 

@@ -400,9 +400,11 @@ PyObject* make_object(View* v, bool host, void* stream, PyObject* namespace_type
     v->buffer.suboffsets = nullptr;
     v->object = PyMemoryView_FromBuffer(&v->buffer);
   } else {
+    // Every device view is marked writable: torch's consumer of __cuda_array_interface__ refuses a read-only one. The
+    // harness still holds inputs to their bytes (compared after the call), so a subject that writes one fails.
     PyObject* interface = Py_BuildValue(
         "{s:N,s:s,s:(N,O),s:N,s:i,s:N}", "shape", tuple_of(v->shape, v->ndim), "typestr", v->element.typestr, "data",
-        PyLong_FromVoidPtr(v->data), v->writable ? Py_False : Py_True, "strides", tuple_of(v->strides, v->ndim),
+        PyLong_FromVoidPtr(v->data), Py_False, "strides", tuple_of(v->strides, v->ndim),
         "version", 3, "stream", stream != nullptr ? PyLong_FromVoidPtr(stream) : PyLong_FromLong(1));
     if (interface == nullptr) return nullptr;
     PyObject* kwargs = Py_BuildValue("{s:N}", "__cuda_array_interface__", interface);

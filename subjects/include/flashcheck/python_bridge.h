@@ -23,13 +23,14 @@
  * plus "stream", the cudaStream_t as an int); `buffers` a dict of q, k, v, o, lse and sink (None when absent), each
  * viewing the harness's own memory, never a copy: in host memory a memoryview of shape [B, H, S, D] (LSE [B, H, S],
  * the sink [H]) with the tensor's strides, format "f" (fp32), "e" (fp16) or "H" (bf16's bits as uint16); in device
- * memory an object with __cuda_array_interface__ (version 3, typestr "<f4", "<f2", or "<u2" for bf16's bits), which
+ * memory an object with __cuda_array_interface__ (version 3, typestr "<f4", "<f2", or "<u2" for bf16's bits; marked
+ * writable, as torch requires, inputs included: the harness compares the inputs' bytes after the call), which
  * torch.as_tensor(x, device="cuda") aliases (flashcheck_subject.as_torch views bf16 as torch.bfloat16). With
  * sequences the layouts are attention.h's: Q, O (and dO, dQ) packed [total_q, H, D], K and V (and dK, dV) packed
  * [total_k, H, D] or paged [num_pages, page_size, H, D], LSE [H, total_q]; the index arrays cu_seqlens_q,
  * cu_seqlens_k, seqused_k and page_table come as int32 views (None where absent: all of them for a dense case) and
  * the problem carries total_q, total_k, page_size, num_pages, max_pages_per_seq and num_splits (0 and 1 when dense). The backward's buffers add d_o, dq, dk, dv and
- * dsink (written), o and lse (read). The outputs (o, lse; dq, dk, dv, dsink) are the only writable views. The views live for the call:
+ * dsink (written), o and lse (read). The outputs (o, lse; dq, dk, dv, dsink) are the only writable host views. The views live for the call:
  * the bridge releases the host ones when it returns, and a call that returns while the subject still holds a view (a
  * reference, or an array or tensor made from a host view) fails naming the buffer; a tensor made from a device view
  * must not outlive the call either (the bridge cannot see it).

@@ -276,7 +276,9 @@ FC_SUBJECT_EXPORT const fc_subject_sequences* fc_subject_sequences_v1(void);
  * the backward's declared class (docs/error-model.md §10) and the RMS check against a same-precision reference.
  * Every gradient element of a valid row or key slot must be written; dK and dV of packed key slots past a sequence's
  * keys must be 0; dQ, dK, dV sit in the layout of Q, K, V (their strides below). Paged K/V, split-KV and dropout are
- * forward-only here. A grad=1 case the library cannot take (its dtype has no declared class, a sink without `sink`,
+ * forward-only here. A subject whose forward writes no LSE (capabilities.lse = 0) may declare a backward that recomputes
+ * its forward (autograd, as SDPA's does): its `lse` buffer then holds the exact LSE rounded to fp32, against which it is
+ * judged, and it takes dense cases only (`sequences` 0). A grad=1 case the library cannot take (its dtype has no declared class, a sink without `sink`,
  * sequences without `sequences`) is UNSUPPORTED. */
 #define FC_SUBJECT_BACKWARD_ENTRY_POINT "fc_subject_backward_v1"
 
