@@ -28,6 +28,15 @@ TEST(KnownDeviation, MaskedNonfiniteVNeedsAMaskAndANonfiniteV) {
                                   parsed(kBase + std::string("mask=causal-tl") + tail + "inject=k[0,0,1,0]:inf seed=1")));
 }
 
+TEST(KnownDeviation, SpareKeySlotsNeedsASequenceWithSlotsPastItsKeys) {
+  const std::string qkv = " q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1";
+  EXPECT_TRUE(in_deviation_class("spare-key-slots", parsed("bf16 b=2 hq=1 hkv=1 sq=4 sk=9 d=8 mask=none "
+                                                           "seqs=4:5+4,2:3" + qkv)));
+  EXPECT_FALSE(in_deviation_class("spare-key-slots", parsed("bf16 b=2 hq=1 hkv=1 sq=4 sk=9 d=8 mask=none "
+                                                            "seqs=4:9,2:3" + qkv)));
+  EXPECT_FALSE(in_deviation_class("spare-key-slots", parsed(kBase + std::string("mask=none") + qkv)));
+}
+
 TEST(KnownDeviation, OtherClasses) {
   const std::string qkv = " q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1";
   EXPECT_TRUE(in_deviation_class("nonpositive-scale", parsed(kBase + std::string("mask=none scale=0") + qkv)));

@@ -302,8 +302,10 @@ struct OutputRounding {
 BackwardRms rms_check(const char* name, const std::vector<double>& got, const std::vector<double>& exact,
                       const std::vector<double>& bound, const std::vector<double>& reference,
                       const std::vector<double>& magnitude, const std::vector<double>& noise,
-                      const std::vector<double>* from_o, int64_t row_len, const OutputRounding& rounding,
-                      bool ds_in_dtype, std::vector<std::string>* failures) {
+                      const std::vector<double>* from_o, int64_t row_len, int64_t terms,
+                      const OutputRounding& rounding, bool ds_in_dtype, std::vector<std::string>* failures) {
+  // What flushing fp32 subnormals can take from an element: each of its `terms` summed products, 2^-126 apiece.
+  const double flush = static_cast<double>(std::max<int64_t>(terms, 1)) * kFp32SmallestNormal;
   BackwardRms r;
   double kernel2 = 0.0, reference2 = 0.0, magnitude2 = 0.0, exact2 = 0.0;
   size_t previous = exact.size();  // the last pooled element
@@ -313,11 +315,12 @@ BackwardRms rms_check(const char* name, const std::vector<double>& got, const st
       continue;
     }
     // An element whose noise reaches its magnitude (scores of 1e8, a saturated softcap) has no statistic: pooled, its
-    // allowance would swamp every other element of the tensor. So has one whose magnitude lies below fp32's smallest
-    // normal (subnormal K or dO): a kernel that flushes its fp32 products to zero (FTZ) loses it whole, within the
-    // bound's absolute underflow term, and a same-precision reference that keeps subnormals says nothing about that.
+    // allowance would swamp every other element of the tensor. So has one whose magnitude lies within what flushing
+    // its products' fp32 subnormals takes (subnormal K or dO): a kernel that flushes them (FTZ) may lose it whole,
+    // within the bound's n 2^-126 underflow term, and a same-precision reference that keeps subnormals says nothing
+    // about that.
     if ((noise[at] > 0.0 && kBackwardRmsScoreRoundings * noise[at] >= magnitude[at]) ||
-        (magnitude[at] > 0.0 && magnitude[at] < kFp32SmallestNormal)) {
+        (magnitude[at] > 0.0 && magnitude[at] < flush)) {
       ++r.noisy_left_out;
       continue;
     }
@@ -398,14 +401,16 @@ BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const Ba
   const OutputRounding rounding{oracle::unit_roundoff(to_oracle(p.dtype)),
                                 std::ldexp(info.min_normal(), -info.significand_bits())};
   const bool ds_in_dtype = outputs.path == ComputePath::kTensorCore;
+  // Terms summed per element, at most: dQ a row's keys, dK and dV a key's rows over its query-head group.
+  const int64_t rows_per_key = p.seqlen_q * (p.heads_kv > 0 ? p.heads_q / p.heads_kv : 1);
   v.dq_rms = rms_check("dQ", outputs.dq, check.exact.dq, check.dq, reference.dq, reference.dq_magnitude,
-                       reference.dq_noise, &reference.dq_from_o, p.head_dim,
-                       rounding, ds_in_dtype, &v.failures);
+                       reference.dq_noise, &reference.dq_from_o, p.head_dim, p.seqlen_k, rounding, ds_in_dtype,
+                       &v.failures);
   v.dk_rms = rms_check("dK", outputs.dk, check.exact.dk, check.dk, reference.dk, reference.dk_magnitude,
-                       reference.dk_noise, &reference.dk_from_o, p.head_dim,
-                       rounding, ds_in_dtype, &v.failures);
+                       reference.dk_noise, &reference.dk_from_o, p.head_dim, rows_per_key, rounding, ds_in_dtype,
+                       &v.failures);
   v.dv_rms = rms_check("dV", outputs.dv, check.exact.dv, check.dv, reference.dv, reference.dv_magnitude,
-                       reference.dv_noise, nullptr, value_head_dim(p), rounding, ds_in_dtype, &v.failures);
+                       reference.dv_noise, nullptr, value_head_dim(p), rows_per_key, rounding, ds_in_dtype, &v.failures);
   v.unwritten = outputs.unwritten;
   v.tail_nonzero = outputs.tail_nonzero;
   v.canaries_intact = outputs.canaries_intact;

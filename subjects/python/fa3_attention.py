@@ -42,6 +42,8 @@ def forward_fa3(problem, buffers):
     if problem["batch"] == 0 or problem["heads_q"] == 0 or problem["seqlen_q"] == 0:
         return
     q, k, v, o, lse = (fc.as_torch(buffers[n]) for n in ("q", "k", "v", "o", "lse"))
+    if k is None or v is None:
+        raise NotImplementedError("keys: FA3 takes at least one K/V slot")
     cu_q, cu_k, used_k = (fc.as_torch(buffers.get(n)) for n in ("cu_seqlens_q", "cu_seqlens_k", "seqused_k"))
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         if not aligned(tensor):

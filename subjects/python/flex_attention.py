@@ -43,7 +43,7 @@ def window(problem):
 
 
 class Folded:
-    """The case folded for flex: q [B*Hkv, 1, G*Sq, D], k and v [B*Hkv, 1, Sk (+1 with a sink), D], and the mods."""
+    """The case folded for flex: q [B*Hkv, 1, G*Sq, D], k and v [B*Hkv, 1, Sk + 1, D] (the sink's column), the mods."""
 
     def __init__(self, problem, q, k, v, sink):
         batch, heads_q, heads_kv = problem["batch"], problem["heads_q"], problem["heads_kv"]
@@ -51,12 +51,14 @@ class Folded:
         group = heads_q // heads_kv
         device = q.device
         self.shape = (batch, heads_q, sq)
-        self.q = q.reshape(batch, heads_kv, group * sq, d).reshape(batch * heads_kv, 1, group * sq, d)
-        self.k = k.reshape(batch * heads_kv, 1, sk, d)
-        self.v = v.reshape(batch * heads_kv, 1, sk, v.shape[-1])
-        if sink is not None:  # one more key: score = the head's sink (score_mod), value row 0
-            self.k = torch.cat([self.k, self.k.new_zeros(batch * heads_kv, 1, 1, d)], dim=2)
-            self.v = torch.cat([self.v, self.v.new_zeros(batch * heads_kv, 1, 1, v.shape[-1])], dim=2)
+        # Fresh tensors (a copy where the layout has no such view): a view of the harness's buffer would make the
+        # compiled call guard on its base's shape, and recompile per case.
+        self.q = q.reshape(batch * heads_kv, 1, group * sq, d).clone(memory_format=torch.contiguous_format)
+        # One more key for the sink (score = the head's sink, set by the score_mod; value row 0), always there and
+        # hidden by the mask_mod where the case has no sink, so that one compiled kernel serves both.
+        self.k = torch.cat([k.reshape(batch * heads_kv, 1, sk, d), k.new_zeros(batch * heads_kv, 1, 1, d)], dim=2)
+        self.v = torch.cat([v.reshape(batch * heads_kv, 1, sk, v.shape[-1]),
+                            v.new_zeros(batch * heads_kv, 1, 1, v.shape[-1])], dim=2)
         lo, hi = window(problem)
         as_tensor = lambda x, dtype=torch.int64: torch.tensor(x, dtype=dtype, device=device)  # noqa: E731
         sq_t, sk_t, lo_t, hi_t = as_tensor(sq), as_tensor(sk), as_tensor(lo), as_tensor(hi)
@@ -64,17 +66,15 @@ class Folded:
         cap = problem["softcap"]
         cap_t, cap_safe = as_tensor(cap, torch.float32), as_tensor(cap if cap > 0 else 1.0, torch.float32)
         sink_t = sink.float() if sink is not None else torch.zeros(heads_q, device=device)
-        has_sink = sink is not None
+        has_sink_t = torch.tensor(sink is not None, device=device)
 
         def mask_mod(b, h, q_idx, kv_idx):
             delta = kv_idx - q_idx % sq_t
             seen = (delta >= lo_t) & (delta <= hi_t) & (kv_idx < sk_t)
-            return (seen | (kv_idx == sk_t)) if has_sink else seen
+            return seen | ((kv_idx == sk_t) & has_sink_t)
 
         def score_mod(score, b, h, q_idx, kv_idx):
             capped = torch.where(cap_t > 0, cap_t * torch.tanh(score / cap_safe), score)
-            if not has_sink:
-                return capped
             head = (b % hkv_t) * group_t + q_idx // sq_t
             return torch.where(kv_idx == sk_t, sink_t[head], capped)
 

@@ -25,7 +25,6 @@ import math
 import flashcheck_subject as fc
 
 BLOCK_M, BLOCK_N = 64, 64
-LOG2E = 1.4426950408889634
 
 try:
     import torch
@@ -36,6 +35,8 @@ except ImportError:  # the declarations below still load, so the tools can name 
     triton = None
 
 if triton is not None:
+    LOG2E = tl.constexpr(1.4426950408889634)  # a jit function reads only constexpr globals
+
     @triton.jit
     def _forward(Q, K, V, O, LSE, SINK,
                  sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sob, soh, sos, slb, slh, sls,

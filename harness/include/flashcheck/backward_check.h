@@ -79,8 +79,8 @@ inline constexpr double kBackwardRmsFloorRoundings = 1.0;  // fp32 roundings of 
 inline constexpr double kBackwardRmsScoreRoundings = 1.0;  // multiples of the noise the reference errs at least by
 struct BackwardRms {
   int64_t elements = 0, draws = 0;
-  int64_t noisy_left_out = 0;  // elements whose noise reaches their magnitude, or whose magnitude is below 2^-126:
-                               // no statistic, not pooled
+  int64_t noisy_left_out = 0;  // elements whose noise reaches their magnitude, or whose magnitude is within what
+                               // flushing subnormal products takes (n 2^-126): no statistic, not pooled
   double kernel = 0.0, reference = 0.0;  // rms(e_kernel), rms(e_reference)
   double floor = 0.0;
   double ratio = 0.0;                    // kernel / (reference + floor); 0 for no elements
