@@ -99,3 +99,14 @@ def on_stream(problem):
     import torch
     pointer = problem["stream"]
     return torch.cuda.stream(torch.cuda.ExternalStream(pointer) if pointer else torch.cuda.default_stream())
+
+
+def key_window(problem):
+    """(lo, hi): query row i sees keys i + lo .. i + hi (attention.h's visibility for the problem's mask and window, in
+    its alignment; an unbounded side spans every key)."""
+    sq, sk, mask = problem["seqlen_q"], problem["seqlen_k"], problem["mask"]
+    align = sk - sq if mask.endswith("-br") else 0
+    if mask == "none":
+        return -sq - 1, sk + 1
+    left, right = (-1, 0) if mask.startswith("causal") else (problem["window_left"], problem["window_right"])
+    return (-sq - 1 if left < 0 else align - left), (sk + 1 if right < 0 else align + right)

@@ -32,16 +32,6 @@ def compiled_flex():
     return _compiled["flex"]
 
 
-def window(problem):
-    """(lo, hi): row i sees keys i + lo .. i + hi (attention.h's visibility; an unbounded side spans every key)."""
-    sq, sk, mask = problem["seqlen_q"], problem["seqlen_k"], problem["mask"]
-    align = sk - sq if mask.endswith("-br") else 0
-    if mask == "none":
-        return -sq - 1, sk + 1
-    left, right = (-1, 0) if mask.startswith("causal") else (problem["window_left"], problem["window_right"])
-    return (-sq - 1 if left < 0 else align - left), (sk + 1 if right < 0 else align + right)
-
-
 class Folded:
     """The case folded for flex: q [B*Hkv, 1, G*Sq, D], k and v [B*Hkv, 1, Sk + 1, D] (the sink's column), the mods."""
 
@@ -59,7 +49,7 @@ class Folded:
         self.k = torch.cat([k.reshape(batch * heads_kv, 1, sk, d), k.new_zeros(batch * heads_kv, 1, 1, d)], dim=2)
         self.v = torch.cat([v.reshape(batch * heads_kv, 1, sk, v.shape[-1]),
                             v.new_zeros(batch * heads_kv, 1, 1, v.shape[-1])], dim=2)
-        lo, hi = window(problem)
+        lo, hi = fc.key_window(problem)
         as_tensor = lambda x, dtype=torch.int64: torch.tensor(x, dtype=dtype, device=device)  # noqa: E731
         sq_t, sk_t, lo_t, hi_t = as_tensor(sq), as_tensor(sk), as_tensor(lo), as_tensor(hi)
         hkv_t, group_t = as_tensor(heads_kv), as_tensor(group)

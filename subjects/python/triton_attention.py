@@ -130,25 +130,13 @@ if triton is not None:
         tl.store(LSE + b.to(tl.int64) * slb + h.to(tl.int64) * slh + rows.to(tl.int64) * sls, lse, mask=row_ok)
 
 
-def window(problem):
-    """(lo, hi): row i sees keys i + lo .. i + hi (attention.h's visibility; an unbounded side spans every key)."""
-    sq, sk, mask = problem["seqlen_q"], problem["seqlen_k"], problem["mask"]
-    align = sk - sq if mask.endswith("-br") else 0
-    if mask == "none":
-        return -sq - 1, sk + 1
-    left, right = (-1, 0) if mask.startswith("causal") else (problem["window_left"], problem["window_right"])
-    lo = -sq - 1 if left < 0 else align - left
-    hi = sk + 1 if right < 0 else align + right
-    return lo, hi
-
-
 def run(problem, buffers, tail_bug):
     if problem["batch"] == 0 or problem["heads_q"] == 0 or problem["seqlen_q"] == 0:
         return
     q, k, v, o, lse, sink = (fc.as_torch(buffers[n]) for n in ("q", "k", "v", "o", "lse", "sink"))
     if any(t.stride(-1) != 1 for t in (q, k, v, o)):
         raise NotImplementedError("strides: the Triton example reads rows with unit column stride")
-    lo, hi = window(problem)
+    lo, hi = fc.key_window(problem)
     d = problem["head_dim"]
     with fc.on_stream(problem):
         grid = (triton.cdiv(problem["seqlen_q"], BLOCK_M), problem["batch"] * problem["heads_q"])
