@@ -150,7 +150,8 @@ def run(problem, buffers, tail_bug):
 
 
 DECLARATION = dict(memory="device", dtypes=["f32", "f16", "bf16"], head_dim=[1, 256],
-                   masks=["none", "causal-br", "causal-tl", "window-br", "window-tl"], layouts=["bhsd", "bshd", "strided"],
+                   masks=["none", "causal-br", "causal-tl", "window-br", "window-tl"],
+                   layouts=["bhsd", "bshd", "strided"],
                    gqa=True, lse=True, softcap=True, sink=True, key_tile=BLOCK_N,
                    arithmetic={"f32": "general-fp32", "f16": "tensor-core", "bf16": "tensor-core"})
 

@@ -18,7 +18,8 @@ line='f16 b=2 hq=4 hkv=2 sq=70 sk=100 d=40 mask=none q=normal(0,1) k=normal(0,1)
 
 expect 0 "repro, Triton example" -- "$repro" --subject "$healthy" "$line"
 expect 0 "repro, Triton example, window, softcap, sink, bshd with padding" -- "$repro" --subject "$healthy" \
-  'bf16 b=2 hq=4 hkv=1 sq=90 sk=130 d=64 mask=window-br window=20,5 softcap=30 sink=normal(0,1) layout=bshd pad=8 q=normal(0,2) k=normal(0,2) v=normal(0,1) seed=4'
+  'bf16 b=2 hq=4 hkv=1 sq=90 sk=130 d=64 mask=window-br window=20,5 softcap=30 layout=bshd pad=8 '\
+'q=normal(0,2) k=normal(0,2) v=normal(0,1) sink=normal(0,1) seed=4'
 expect 1 "repro, planted bug" -- "$repro" --subject "$planted" "$line"
 finding=$(sed -n 's/^case: //p' "$out/stdout" | head -1)
 [[ "$finding" == *"subject=triton-example-tail seed=3" ]] ||
