@@ -240,7 +240,8 @@ for step in "$@"; do
       for lib in "${names[@]}"; do
         if [[ "$lib" == python:* ]]; then tag=${lib#python:}; tag=${tag%%:*}; else
           tag=$(basename "$lib" .so); tag=${tag#libflashcheck_subject_}; fi
-        if [ "$lib" = flashcheck ]; then subject_args=(--backend gpu); subject_env=(); else
+        if [ "$lib" = flashcheck ]; then
+          subject_args=(--backend gpu --random "$random" --random-features "$((random / 2))"); subject_env=(); else
           subject_args=(--subject "$lib" --random "$random" --random-features "$((random / 2))")
           subject_env=(FLASHCHECK_SUBJECT="$lib"); fi
         ( export OMP_NUM_THREADS=$threads
