@@ -42,9 +42,11 @@ def forward_fa3(problem, buffers):
     if problem["batch"] == 0 or problem["heads_q"] == 0 or problem["seqlen_q"] == 0:
         return
     q, k, v, o, lse = (fc.as_torch(buffers[n]) for n in ("q", "k", "v", "o", "lse"))
-    if k is None or v is None:
-        raise NotImplementedError("keys: FA3 takes at least one K/V slot")
     cu_q, cu_k, used_k = (fc.as_torch(buffers.get(n)) for n in ("cu_seqlens_q", "cu_seqlens_k", "seqused_k"))
+    if k is None or v is None:  # no K/V slot at all (every sequence without keys): FA3 gets empty packed tensors
+        if cu_k is None:
+            raise NotImplementedError("keys: a dense case without keys")
+        k = v = torch.empty((0, problem["heads_kv"], problem["head_dim"]), device=q.device, dtype=q.dtype)
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         if not aligned(tensor):
             raise NotImplementedError(f"{name}: rows not 16-byte aligned (strides {tuple(tensor.stride())}); FA3's TMA "
