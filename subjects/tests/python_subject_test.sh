@@ -19,11 +19,7 @@ line='f32 b=1 hq=2 hkv=1 sq=5 sk=9 d=8 mask=causal-br q=normal(0,1) k=normal(0,1
 expect 0 "repro, Python subject" -- "$repro" --subject "$healthy" "$line"
 expect 0 "repro, Python subject, bshd with padding" -- "$repro" --subject "$healthy" \
   'f32 b=2 hq=4 hkv=2 sq=17 sk=33 d=16 mask=causal-tl layout=bshd pad=3 q=normal(0,2) k=normal(0,2) v=uniform(-1,1) seed=2'
-expect 1 "repro, planted bug" -- "$repro" --subject "$planted" "$line"
-finding=$(sed -n 's/^case: //p' "$out/stdout" | head -1)
-[[ "$finding" == *"subject=python-naive-aligned seed=1" ]] ||
-  { echo "FAIL: the finding's line does not name the subject: $finding"; failures=$((failures + 1)); }
-expect 1 "repro, the finding replays" -- "$repro" --subject "$planted" "$finding"
+expect_finding "$repro" "$planted" "$line" "subject=python-naive-aligned seed=1"
 # Packed sequences with spare key slots, and the backward pass (attention_backward), declared on the function.
 expect 0 "repro, Python subject, packed sequences" -- "$repro" --subject "$healthy" \
   'f32 b=3 hq=2 hkv=1 sq=20 sk=40 d=8 mask=causal-br seqs=20:30+10,0:5,7:40 poison=inf q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1'

@@ -15,12 +15,7 @@ failures=0
 line='f32 b=1 hq=2 hkv=1 sq=30 sk=200 d=33 mask=none scale=10 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=0'
 
 expect 0 "repro, healthy subject" -- "$repro" --subject "$healthy" "$line"
-expect 1 "repro, planted defect" -- "$repro" --subject "$defective" "$line"
-finding=$(sed -n 's/^case: //p' "$out/stdout" | head -1)
-if [[ "$finding" != *"subject=host-model-missing-rescale seed=0" ]]; then
-  echo "FAIL: the finding's case line does not name the subject: $finding"; failures=$((failures + 1))
-fi
-expect 1 "repro, the finding's line replays" -- "$repro" --subject "$defective" "$finding"
+expect_finding "$repro" "$defective" "$line" "subject=host-model-missing-rescale seed=0"
 expect 64 "repro, the finding's line on another subject" -- "$repro" --subject "$healthy" "$finding"
 expect 64 "repro, the finding's line without --subject" -- "$repro" "$finding"
 expect 3 "repro, outside the capabilities" -- "$repro" --subject "$restricted" "$line"

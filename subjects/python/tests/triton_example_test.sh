@@ -20,11 +20,7 @@ expect 0 "repro, Triton example" -- "$repro" --subject "$healthy" "$line"
 expect 0 "repro, Triton example, window, softcap, sink, bshd with padding" -- "$repro" --subject "$healthy" \
   'bf16 b=2 hq=4 hkv=1 sq=90 sk=130 d=64 mask=window-br window=20,5 softcap=30 layout=bshd pad=8 '\
 'q=normal(0,2) k=normal(0,2) v=normal(0,1) sink=normal(0,1) seed=4'
-expect 1 "repro, planted bug" -- "$repro" --subject "$planted" "$line"
-finding=$(sed -n 's/^case: //p' "$out/stdout" | head -1)
-[[ "$finding" == *"subject=triton-example-tail seed=3" ]] ||
-  { echo "FAIL: the finding's line does not name the subject: $finding"; failures=$((failures + 1)); }
-expect 1 "repro, the finding replays" -- "$repro" --subject "$planted" "$finding"
+expect_finding "$repro" "$planted" "$line" "subject=triton-example-tail seed=3"
 expect 0 "report, Triton example" -- "$report" --subject "$healthy" --random 20 --random-features 20
 grep -q "^PASS" "$out/stdout" || { echo "FAIL: report does not pass"; failures=$((failures + 1)); }
 expect 1 "report, planted bug" -- "$report" --subject "$planted" --random 20 --random-features 0
