@@ -34,11 +34,14 @@ CaseOptions grad_options(const GradNeeds& needs) {
     o.sinks = false;
   }
   if (needs.unmasked) o.masks = {Mask::kNone};
-  // A subject's backward (fc_subject_backward_v1): the dtypes it declares a class for, a sink only with dsink.
-  if (const LoadedSubject* subject = active_subject(); subject != nullptr && subject->backward()) {
+  // A subject's backward (fc_subject_backward_v1): the dtypes it declares a class for, a sink only with dsink; its
+  // dropout (fc_subject_dropout_v1): the dtypes it declares one for.
+  const LoadedSubject* subject = active_subject();
+  if (subject != nullptr && subject->backward() && !needs.forward_only) {
     std::erase_if(o.dtypes, [&](DType d) { return subject->backward_class(d) == FC_SUBJECT_ARITH_UNDECLARED; });
     o.sinks = o.sinks && subject->backward()->sink != 0;
   }
+  if (subject != nullptr && needs.dropout) std::erase_if(o.dtypes, [&](DType d) { return !subject->drops(d); });
   // The backward pass does about 2.5 times the forward's work, and the oracle's gradient all of it per case.
   o.limits.max_work = std::max<int64_t>(o.limits.max_work / 4, 1);
   return o;
@@ -73,7 +76,9 @@ Case grad_case(const GradNeeds& needs) {
   // Packed sequences, some with key slots past their keys (whose dK and dV must come back 0); on a subject only where its
   // backward takes sequences, spare slots only where it declares them.
   const LoadedSubject* subject = active_subject();
-  const bool sequences = subject == nullptr || (subject->backward() && subject->backward()->sequences);
+  const bool backward_sequences = subject == nullptr || (subject->backward() && subject->backward()->sequences);
+  const bool dropout_sequences = subject == nullptr || (subject->dropout() && subject->dropout()->sequences);
+  const bool sequences = (backward_sequences || needs.forward_only) && (dropout_sequences || !needs.dropout);
   const bool spare_slots = subject == nullptr || subject->takes(FC_SUBJECT_SEQ_SEQUSED_K);
   if (!needs.dense && sequences && *gen::weightedElement<bool>({{3, false}, {1, true}}).as("varlen")) {
     const int64_t sequences = *gen::inRange<int64_t>(1, 4).as("sequences");

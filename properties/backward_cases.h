@@ -18,6 +18,8 @@ struct GradNeeds {
   int64_t min_group = 1;  // heads_q / heads_kv at least this
   bool plain = false;     // no softcap, no sink (identities of the plain softmax)
   bool unmasked = false;  // mask none
+  bool dropout = false;   // a dropout case: on a subject, the dtypes and sequences its dropout declares
+  bool forward_only = false;  // the backward is not run: on a subject, its backward's dtypes, dsink and sequences do not bind
 };
 
 // The options of a grad=1 case: finite values, a non-empty shape, a quarter of the forward's work.

@@ -59,12 +59,15 @@ void draw_dropout(Case* c) {
 
 // A dropout case: a grad=1 case (backward.cpp's, packed sequences in one in four) with its backward kept or dropped
 // as `grad` says, and a dropout drawn on it.
-Case dropout_case(bool grad, const GradNeeds& needs = {}) {
+Case dropout_case(bool grad) {
   if (const Case* r = replay_case()) {
     std::string why = outside_dropout(*r);
     if (why.empty() && grad && !r->grad) why = "grad: the property checks the backward pass (grad=1)";
     return *replayed_case(*r, why);
   }
+  GradNeeds needs;
+  needs.dropout = true;
+  needs.forward_only = !grad;
   Case c = grad_case(needs);
   if (!grad) {
     c.grad = false;
@@ -76,14 +79,18 @@ Case dropout_case(bool grad, const GradNeeds& needs = {}) {
   return c;
 }
 
-// The forward on the tier's backend with the mask dump.
+// The forward on the tier's backend (or subject) with the mask dump.
 RunOutputs run_with_mask(const HostInputs& in) {
   RunOptions options;
   options.model.defect = planted_defect();
   options.dropout_mask = true;
-  RunOutputs out = run_case(in, active_backend(), options);
+  const LoadedSubject* subject = active_subject();
+  RunOutputs out = subject != nullptr ? run_case(in, *subject, options) : run_case(in, active_backend(), options);
   if (out.status.code() == StatusCode::kUnsupported) RC_DISCARD(out.status.message());
-  if (!out.status.ok()) RC_LOG() << "run_case on " << to_string(active_backend()) << ": " << out.status.message() << "\n";
+  if (!out.status.ok()) {
+    RC_LOG() << "run_case on " << (subject != nullptr ? "subject " + subject->name() : to_string(active_backend()))
+             << ": " << out.status.message() << "\n";
+  }
   RC_ASSERT(out.status.ok());
   RC_ASSERT(out.canaries_intact);
   if (out.unwritten_mask != 0) {
@@ -162,9 +169,14 @@ void judge_dropout_case(const Case& c, const HostInputs& in) {
   if (c.grad) RC_ASSERT(judged(c, in, run_grad(in)).pass);
 }
 
-// Forward only or forward and backward: drawn, or the replayed line's own (a replay draws nothing of its case).
+// Forward only or forward and backward: drawn, or the replayed line's own (a replay draws nothing of its case); forward
+// only on a subject whose dropout has no backward.
 bool draw_grad() {
   if (const Case* r = replay_case()) return r->grad;
+  if (const LoadedSubject* subject = active_subject(); subject != nullptr && subject->dropout() &&
+                                                       subject->dropout()->backward_dropout == nullptr) {
+    return false;
+  }
   return *gen::arbitrary<bool>().as("backward too");
 }
 
@@ -206,14 +218,15 @@ void dropout_zero_is_no_dropout() {
                           "dropout_p = 0 changed a gradient");
   }
   // p = 2^-33: threshold 0 (nothing dropped) and 1 / (1 - p) rounds to 1 in fp32, on the dropout path. Where no
-  // dropout runs the same path (the general one) the bits are the same; elsewhere both are held to the oracle.
+  // dropout runs the same path (the general one) of flashcheck's kernels the bits are the same; elsewhere, and on a
+  // subject (whose forward and forward_dropout are calls of their own), both are held to the oracle.
   Case tiny = none;
   tiny.dropout = 0x1p-33f;
   tiny.drop_seed = c.drop_seed;
   tiny.drop_offset = c.drop_offset;
   const HostInputs tiny_in = inputs_for(tiny);
   const RunOutputs t = run_backend(tiny_in);
-  if (a.config.path == t.config.path) {
+  if (active_subject() == nullptr && a.config.path == t.config.path) {
     note_coverage("dropout-tiny=same-path-bits");
     assert_bit_identical("dropout_p = 2^-33 against no dropout on one path", a, t, plain.params);
   } else {

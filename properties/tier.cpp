@@ -269,7 +269,10 @@ const char* property_skip_reason(const char* name) {
            "values of hidden keys reach its output";
   }
   if (const PropertyInfo* info = find_property(property); info != nullptr && info->pass == PropertyPass::kDropout) {
-    return "flashcheck-skip: the subject ABI carries no dropout (dropout is checked on flashcheck's kernels)";
+    if (!g_subject->dropout()) return "flashcheck-skip: needs a dropout, which this subject does not declare (fc_subject_dropout_v1)";
+    if (property != "DropoutAgreesWithOracle" && property != "DropoutZeroIsNoDropout" && !g_subject->dropout()->mask_dump) {
+      return "flashcheck-skip: reads the dropout mask, which this subject does not dump (fc_subject_dropout_v1: mask_dump)";
+    }
   }
   if (property == "OnlineSoftmaxInvariants" || property == "SequenceOnlineSoftmaxInvariants") {
     return "flashcheck-skip: applies to instrumented subjects only (per-tile m/l traces come from flashcheck's "

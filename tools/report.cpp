@@ -155,8 +155,7 @@ std::vector<Case> backward_cases(DType dtype, int64_t count, uint64_t seed_base)
 
 // Cases with a dropout (attention.h, "Dropout"): drop probabilities from rare to most keys, the contract's seed and
 // offset drawn whole (offsets past 2^32 included), masks of both kinds, softcaps and sinks beside it, seqlens at and
-// off the tiles; every other case grad=1, for the backward section. On a subject there are none (the subject ABI
-// carries no dropout).
+// off the tiles; every other case grad=1, for the backward section.
 std::vector<Case> random_dropout_cases(DType dtype, int64_t count, Draws& draws, uint64_t seed_base) {
   constexpr std::array<float, 5> kProbabilities{0.1f, 0.17f, 0.5f, 0.9f, 0.01f};
   constexpr std::array<int64_t, 5> kDims{32, 64, 96, 128, 40};
@@ -674,8 +673,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--random-dropout", random_dropout_per_dtype,
-                 "random cases per dtype with a dropout, every other one grad=1 (in the backward section); none on a "
-                 "subject")
+                 "random cases per dtype with a dropout, every other one grad=1 (in the backward section); on a "
+                 "subject, for the dtypes its dropout declares (fc_subject_dropout_v1)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--backward", backward_per_dtype,
@@ -773,9 +772,10 @@ int main(int argc, char** argv) {
       const bool value_dims = subject == nullptr || subject->value_dims().has_value();
       std::vector<Case> v = random_value_dim_cases(dtype, value_dims ? random_value_dims_per_dtype : 0,
                                                    value_dim_draws, seed + 4000, sequences);
-      // Dropout on flashcheck's kernels only (the subject ABI carries none): the forward ones here, the grad=1 ones
-      // in the backward section.
-      for (const Case& c : random_dropout_cases(dtype, subject ? 0 : random_dropout_per_dtype, dropout_draws, seed + 6000)) {
+      // Dropout, on a subject where its library declares one for the dtype (fc_subject_dropout_v1): the forward ones
+      // here, the grad=1 ones in the backward section.
+      const bool drops = subject == nullptr || subject->drops(dtype);
+      for (const Case& c : random_dropout_cases(dtype, drops ? random_dropout_per_dtype : 0, dropout_draws, seed + 6000)) {
         (c.grad ? dropout_grad_cases : cases).push_back(c);
       }
       cases.insert(cases.end(), s.begin(), s.end());
@@ -967,26 +967,28 @@ int main(int argc, char** argv) {
       if (c.grad) grad_cases.push_back(c);
     }
   } else if (!subject || subject->backward()) {
-    for (const DTypeInfo& row : kDTypes) {
-      for (const Case& g : backward_cases(row.dtype, backward_per_dtype, seed + 5000)) {
-        if (!subject) {
-          grad_cases.push_back(g);
-          continue;
-        }
-        // On a subject: inside its forward's capabilities, then without what its backward leaves out.
-        std::optional<Case> c = subject->supports(g).ok() ? std::optional<Case>(g) : fit_to(*subject, g);
-        if (!c) continue;
-        if (c->sink && !subject->backward()->sink) c->sink.reset();
-        if (!c->seqs.empty() && !subject->backward()->sequences) {
-          c->seqs.clear();
-          c->poison = Poison::kNaN;
-        }
-        if (!subject->supports_backward(*c).ok()) continue;  // a dtype its backward declares no class for
-        c->subject = subject->name();
-        grad_cases.push_back(*c);
+    // On a subject: inside its forward's capabilities, then without what its backward leaves out; none where it takes
+    // no such case (a dtype its backward declares no class for, a dropout without backward_dropout).
+    const auto add = [&](const Case& g) {
+      if (!subject) {
+        grad_cases.push_back(g);
+        return;
       }
+      std::optional<Case> c = subject->supports(g).ok() ? std::optional<Case>(g) : fit_to(*subject, g);
+      if (!c) return;
+      if (c->sink && !subject->backward()->sink) c->sink.reset();
+      if (!c->seqs.empty() && !subject->backward()->sequences) {
+        c->seqs.clear();
+        c->poison = Poison::kNaN;
+      }
+      if (!subject->supports_backward(*c).ok()) return;
+      c->subject = subject->name();
+      grad_cases.push_back(*c);
+    };
+    for (const DTypeInfo& row : kDTypes) {
+      for (const Case& g : backward_cases(row.dtype, backward_per_dtype, seed + 5000)) add(g);
     }
-    grad_cases.insert(grad_cases.end(), dropout_grad_cases.begin(), dropout_grad_cases.end());
+    for (const Case& g : dropout_grad_cases) add(g);
   }
   Outcome backward_outcome = Outcome::kPass;
   if (!grad_cases.empty() && not_run == 0) {

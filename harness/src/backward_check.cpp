@@ -372,7 +372,9 @@ oracle::GradientCheck backward_bounds(const HostInputs& inputs, const BackwardOu
 BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const BackwardOutputs& outputs,
                                const oracle::GradientCheck* given) {
   BackwardVerdict v;
-  v.case_line = format_case(c);
+  Case shown = c;  // a subject's run names it, so that the line replays against it (as the forward verdict's does)
+  if (shown.subject.empty()) shown.subject = outputs.forward.subject;
+  v.case_line = format_case(shown);
   if (!outputs.status.ok()) {
     v.pass = false;
     v.outcome = outcome_of(outputs.status.code());

@@ -213,6 +213,12 @@ Status call_forward(const LoadedSubject& subject, const Params& params, void* st
   // supports() let sequences and split-KV through only for a library with forward_sequences.
   const bool sequence_call = has_sequences(params) || params.num_splits != 1;
   const fc_subject_sequence_args sequences = sequence_args_of(params);
+  if (params.dropout_p != 0.0f) {  // supports() let it through only for a library with forward_dropout
+    const fc_subject_dropout_args dropout = dropout_args_of(params);
+    const int code = subject.dropout()->forward_dropout(&problem, sequence_call ? &sequences : nullptr, &dropout,
+                                                        &buffers, stream, err, sizeof err);
+    return status_of(subject, "forward_dropout", code, err);
+  }
   const int code = sequence_call ? subject.sequences()->forward_sequences(&problem, &sequences, &buffers, stream, err, sizeof err)
                                  : subject.descriptor().forward(&problem, &buffers, stream, err, sizeof err);
   return status_of(subject, "forward", code, err);
@@ -229,6 +235,13 @@ Status call_backward(const LoadedSubject& subject, const BackwardParams& params,
   const fc_subject_buffers forward{f.q, f.k, f.v, nullptr, nullptr, f.sink};
   const fc_subject_backward_buffers buffers{f.o, f.lse, params.d_o, params.dq, params.dk, params.dv, params.dsink};
   char err[kErrLen] = {};
+  if (f.dropout_p != 0.0f) {  // supports_backward() let it through only for a library with backward_dropout
+    fc_subject_dropout_args dropout = dropout_args_of(f);
+    dropout.mask_out = nullptr;
+    const int code = subject.dropout()->backward_dropout(&problem, has_sequences(f) ? &sequences : nullptr, &dropout,
+                                                         &strides, &forward, &buffers, stream, err, sizeof err);
+    return status_of(subject, "backward_dropout", code, err);
+  }
   const int code = subject.backward()->backward(&problem, has_sequences(f) ? &sequences : nullptr, &strides, &forward,
                                                 &buffers, stream, err, sizeof err);
   return status_of(subject, "backward", code, err);
@@ -277,6 +290,7 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
   const fc_subject_value_dims* dims = nullptr;
   const fc_subject_sequences* seqs = nullptr;
   const fc_subject_backward* bwd = nullptr;
+  const fc_subject_dropout* drop = nullptr;
   if (python) {
     void* symbol = dlsym(handle, FC_SUBJECT_PYTHON_ENTRY_POINT);
     if (symbol == nullptr) return bad(path, "the Python bridge " + open_path + " has no " FC_SUBJECT_PYTHON_ENTRY_POINT);
@@ -287,6 +301,7 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     dims = answer.value_dims;
     seqs = answer.sequences;
     bwd = answer.backward;
+    drop = answer.dropout;
   } else {
     void* symbol = dlsym(handle, FC_SUBJECT_ENTRY_POINT);
     if (symbol == nullptr) {
@@ -298,7 +313,8 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     for (Status st : {optional_entry(handle, path, FC_SUBJECT_LIMITS_ENTRY_POINT, &limits),
                       optional_entry(handle, path, FC_SUBJECT_VALUE_DIMS_ENTRY_POINT, &dims),
                       optional_entry(handle, path, FC_SUBJECT_SEQUENCES_ENTRY_POINT, &seqs),
-                      optional_entry(handle, path, FC_SUBJECT_BACKWARD_ENTRY_POINT, &bwd)}) {
+                      optional_entry(handle, path, FC_SUBJECT_BACKWARD_ENTRY_POINT, &bwd),
+                      optional_entry(handle, path, FC_SUBJECT_DROPOUT_ENTRY_POINT, &drop)}) {
       if (!st.ok()) return st;
     }
   }
@@ -375,6 +391,33 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     if (!any) return bad(path, "backward.arithmetic: a class for at least one dtype");
     s->backward_ = *bwd;
   }
+  // The optional dropout: the general-fp32 class only (the error model bounds a dropped softmax there).
+  if (drop != nullptr) {
+    if (drop->forward_dropout == nullptr) return bad(path, "dropout.forward_dropout: null");
+    if (!is_bool(drop->mask_dump) || !is_bool(drop->sequences)) return bad(path, "dropout.mask_dump, sequences: 0 or 1");
+    if (drop->sequences && !s->takes(FC_SUBJECT_SEQ_VARLEN)) {
+      return bad(path, "dropout.sequences: needs VARLEN among the sequence features (fc_subject_sequences_v1)");
+    }
+    if (drop->backward_dropout != nullptr && !s->backward_) {
+      return bad(path, "dropout.backward_dropout: needs a backward pass (fc_subject_backward_v1)");
+    }
+    bool any = false;
+    for (const DTypeInfo& info : kDTypes) {
+      const int32_t arith = drop->arithmetic[static_cast<size_t>(info.dtype)];
+      if (arith == FC_SUBJECT_ARITH_UNDECLARED) continue;
+      const std::string field = std::string("dropout.arithmetic[") + info.name + "]: ";
+      if (arith != FC_SUBJECT_ARITH_GENERAL_FP32) {
+        return bad(path, field + "FC_SUBJECT_ARITH_GENERAL_FP32 or _UNDECLARED (the error model bounds a dropout on "
+                                 "the general-fp32 class only, docs/error-model.md §4.13)");
+      }
+      if (!(descriptor->capabilities.dtypes & (1u << static_cast<int>(info.dtype)))) {
+        return bad(path, field + "a class for a dtype the capabilities leave out");
+      }
+      any = true;
+    }
+    if (!any) return bad(path, "dropout.arithmetic: a class for at least one dtype");
+    s->dropout_ = *drop;
+  }
   s->subject_ = descriptor;
   s->name_ = descriptor->name;
   for (const DTypeInfo& info : kDTypes) {
@@ -426,7 +469,19 @@ Status LoadedSubject::supports(const Params& p) const {
                                            ".." + std::to_string(value_dims_->head_dim_v_max));
     }
   }
-  if (p.dropout_p != 0.0f) return unsupported("dropout_p", "the subject ABI carries no dropout");
+  if (p.dropout_p != 0.0f) {
+    if (!dropout_) {
+      return unsupported("dropout", "the library declares no dropout (" FC_SUBJECT_DROPOUT_ENTRY_POINT ")");
+    }
+    if (!drops(p.dtype)) {
+      return unsupported("dropout", std::string("its dropout declares no class for ") + to_string(p.dtype));
+    }
+    if (p.page_table != nullptr || p.num_splits != 1) {
+      return unsupported("dropout", "paged K/V and split-KV never come with a dropout");
+    }
+    if (has_sequences(p) && !dropout_->sequences) return unsupported("dropout", "its dropout takes no sequences");
+    if (p.dropout_mask_out != nullptr && !dropout_->mask_dump) return unsupported("dropout", "its dropout dumps no mask");
+  }
   if (find_mask(p.mask) == nullptr || !(c.masks & FC_SUBJECT_BIT(find_mask(p.mask)->c_code))) {
     return unsupported("mask", std::string(mask_text(p.mask)) + " not among " + list_masks(c.masks));
   }
@@ -546,6 +601,9 @@ Status LoadedSubject::backward_refusal(const Params& p) const {
   if (p.page_table != nullptr) return unsupported("page", "paged K/V is forward-only");
   if (p.num_splits != 1) return unsupported("splits", "split-KV is forward-only");
   if (has_sequences(p) && !backward_->sequences) return unsupported("seqs", "the backward takes no sequences");
+  if (p.dropout_p != 0.0f && dropout_->backward_dropout == nullptr) {
+    return unsupported("dropout", "its dropout is forward-only (dropout.backward_dropout null)");
+  }
   return Status::ok_status();
 }
 
@@ -555,7 +613,15 @@ int32_t LoadedSubject::backward_class(DType dtype) const {
   return backward_->arithmetic[static_cast<size_t>(info->c_code)];
 }
 
-ComputePath LoadedSubject::backward_path(DType dtype) const {
+bool LoadedSubject::drops(DType dtype) const {
+  const DTypeInfo* info = find_dtype(dtype);
+  return dropout_ && info != nullptr &&
+         dropout_->arithmetic[static_cast<size_t>(info->c_code)] != FC_SUBJECT_ARITH_UNDECLARED;
+}
+
+ComputePath LoadedSubject::backward_path(const Params& params) const {
+  if (params.dropout_p != 0.0f) return ComputePath::kGeneralFp32;  // the one class a dropout declares
+  const DType dtype = params.dtype;
   return backward_class(dtype) == FC_SUBJECT_ARITH_TENSOR_CORE ? ComputePath::kTensorCore : ComputePath::kGeneralFp32;
 }
 
@@ -613,6 +679,15 @@ std::string LoadedSubject::describe() const {
   if (backward_) {
     out += std::string(backward_->sink ? ", dsink" : "") + (backward_->sequences ? ", sequences" : "") +
            (backward_->deterministic ? ", deterministic" : "");
+  }
+  out += "; dropout";
+  if (!dropout_) out += " none";
+  for (const DTypeInfo& info : kDTypes) {
+    if (drops(info.dtype)) out += std::string(" ") + info.name;
+  }
+  if (dropout_) {
+    out += std::string(dropout_->backward_dropout ? ", backward" : ", forward only") +
+           (dropout_->mask_dump ? ", mask dump" : "") + (dropout_->sequences ? ", sequences" : "");
   }
   out += std::string("; gqa ") + (c.gqa ? "yes" : "no") + ", lse " + (c.lse ? "yes" : "no") + ", softcap " +
          (c.softcap ? "yes" : "no") + ", sink " + (c.sink ? "yes" : "no") + "; arithmetic";
@@ -691,6 +766,10 @@ RunOutputs run_case(const HostInputs& inputs, const LoadedSubject& subject, cons
   out.config = subject.config(dtype);
   out.subject = subject.name();
   out.generic_bound = subject.generic_bound(dtype);
+  if (inputs.params.dropout_p != 0.0f) {  // the general-fp32 class, the one a dropout declares (supports())
+    out.config.path = ComputePath::kGeneralFp32;
+    out.generic_bound = false;
+  }
   out.tiling_declared = subject.tiling_declared();
   out.lse_written = subject.descriptor().capabilities.lse != 0;
   out.splits = std::max(inputs.params.num_splits, 1);  // a subject is given its split count (supports())
@@ -731,7 +810,7 @@ BackwardOutputs run_backward_case(const HostInputs& inputs, const LoadedSubject&
   own.backward_call = [&subject](const BackwardParams& params, void* stream) {
     return call_backward(subject, params, stream);
   };
-  own.path = subject.backward_path(inputs.params.dtype);
+  own.path = subject.backward_path(inputs.params);
   return run_backward_case(inputs, subject.on_device() ? Backend::kGpu : Backend::kHostModel, own);
 }
 

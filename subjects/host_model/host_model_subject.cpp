@@ -11,9 +11,12 @@
 //                                    seqlen_q a multiple of 16, seqlen_k a multiple of 32 and at least 32; of the
 //                                    sequences, packed ones with spare K/V slots only (no paged K/V, no split-KV)
 //   4  host-model-bad-gradient       everything flashcheck computes, with a planted backward defect: dS without D
+//   5  host-model-dropout-offset-32bit  everything flashcheck computes, with a planted dropout defect: the Philox stream
+//                                    offset truncated to its low 32 bits (forward, mask dump and backward)
 // Every variant but the restricted one reads V and O of their own width (fc_subject_value_dims_v1, 1..256) and takes
 // sequences (fc_subject_sequences_v1): varlen, seqused_k, paged K/V and split-KV but for the tiled variant's narrower set;
-// every one but the tiled and the restricted has a backward pass (fc_subject_backward_v1).
+// every one but the tiled and the restricted has a backward pass (fc_subject_backward_v1) and a dropout in every dtype
+// (fc_subject_dropout_v1: the documented mask, its dump, packed sequences, forward and backward).
 #include <vector>
 
 #include "flashcheck/attention.h"
@@ -48,6 +51,12 @@ int code_of(const flashcheck::Status& status, char* err, size_t err_len) {
                                                                    : FC_SUBJECT_ERROR;
 }
 
+// The planted defect of a variant, or none.
+constexpr flashcheck::ModelDefect kDefect = FC_HOST_SUBJECT_VARIANT == 1   ? flashcheck::ModelDefect::kMissingRescale
+                                            : FC_HOST_SUBJECT_VARIANT == 4 ? flashcheck::ModelDefect::kBwdDsWithoutD
+                                            : FC_HOST_SUBJECT_VARIANT == 5 ? flashcheck::ModelDefect::kDropoutOffset32Bit
+                                                                           : flashcheck::ModelDefect::kNone;
+
 int run_model(flashcheck::Params params, char* err, size_t err_len) {
   // Without LSE output the model still needs somewhere to put it: its own scratch, never the caller's buffer.
   std::vector<float> scratch_lse;
@@ -58,11 +67,13 @@ int run_model(flashcheck::Params params, char* err, size_t err_len) {
   flashcheck::HostModelOptions options;
   options.override_config = true;
   options.config = flashcheck::select_config(params);
-  options.config.path = params.dtype == flashcheck::DType::kF32 ? flashcheck::ComputePath::kGeneralFp32
-                                                                 : flashcheck::ComputePath::kTensorCore;
+  // The declared classes: general-fp32 for fp32 and under a dropout, tensor-core for fp16/bf16 otherwise.
+  options.config.path = params.dtype == flashcheck::DType::kF32 || params.dropout_p != 0.0f
+                            ? flashcheck::ComputePath::kGeneralFp32
+                            : flashcheck::ComputePath::kTensorCore;
   options.config.block_m = kKeyTile;
   options.config.block_n = kKeyTile;
-  if (FC_HOST_SUBJECT_VARIANT == 1) options.defect = flashcheck::ModelDefect::kMissingRescale;
+  options.defect = kDefect;
   return code_of(flashcheck::run_host_model(params, options), err, err_len);
 }
 
@@ -75,14 +86,35 @@ int forward_sequences(const fc_subject_problem* problem, const fc_subject_sequen
   return run_model(flashcheck::params_of(*problem, *sequences, *buffers), err, err_len);
 }
 
+int run_backward_model(const flashcheck::BackwardParams& params, char* err, size_t err_len) {
+  flashcheck::HostModelOptions options;
+  options.defect = kDefect;
+  return code_of(flashcheck::run_backward_host_model(params, options), err, err_len);
+}
+
 int backward(const fc_subject_problem* problem, const fc_subject_sequence_args* sequences,
              const fc_subject_backward_strides* strides, const fc_subject_buffers* forward,
              const fc_subject_backward_buffers* buffers, void*, char* err, size_t err_len) {
-  flashcheck::HostModelOptions options;
-  if (FC_HOST_SUBJECT_VARIANT == 4) options.defect = flashcheck::ModelDefect::kBwdDsWithoutD;
-  return code_of(flashcheck::run_backward_host_model(
-                     flashcheck::backward_params_of(*problem, sequences, *strides, *forward, *buffers), options),
-                 err, err_len);
+  return run_backward_model(flashcheck::backward_params_of(*problem, sequences, *strides, *forward, *buffers), err,
+                            err_len);
+}
+
+int forward_dropout(const fc_subject_problem* problem, const fc_subject_sequence_args* sequences,
+                    const fc_subject_dropout_args* dropout, const fc_subject_buffers* buffers, void*, char* err,
+                    size_t err_len) {
+  flashcheck::Params params = sequences != nullptr ? flashcheck::params_of(*problem, *sequences, *buffers)
+                                                   : flashcheck::params_of(*problem, *buffers);
+  flashcheck::set_dropout(*dropout, &params);
+  return run_model(params, err, err_len);
+}
+
+int backward_dropout(const fc_subject_problem* problem, const fc_subject_sequence_args* sequences,
+                     const fc_subject_dropout_args* dropout, const fc_subject_backward_strides* strides,
+                     const fc_subject_buffers* forward, const fc_subject_backward_buffers* buffers, void*, char* err,
+                     size_t err_len) {
+  flashcheck::BackwardParams params = flashcheck::backward_params_of(*problem, sequences, *strides, *forward, *buffers);
+  flashcheck::set_dropout(*dropout, &params.forward);
+  return run_backward_model(params, err, err_len);
 }
 
 // Every row of flashcheck's dtype and mask tables: the model computes them all.
@@ -114,6 +146,7 @@ constexpr const char* kName = FC_HOST_SUBJECT_VARIANT == 1   ? "host-model-missi
                               : FC_HOST_SUBJECT_VARIANT == 2 ? "host-model-restricted"
                               : FC_HOST_SUBJECT_VARIANT == 3 ? "host-model-tiled"
                               : FC_HOST_SUBJECT_VARIANT == 4 ? "host-model-bad-gradient"
+                              : FC_HOST_SUBJECT_VARIANT == 5 ? "host-model-dropout-offset-32bit"
                                                              : "host-model";
 
 const fc_subject kSubject = {FC_SUBJECT_ABI_VERSION, kName, kCapabilities, kArithmetic, forward};
@@ -148,6 +181,14 @@ const fc_subject_backward* fc_subject_backward_v1(void) {
       {FC_SUBJECT_ARITH_GENERAL_FP32, FC_SUBJECT_ARITH_GENERAL_FP32, FC_SUBJECT_ARITH_GENERAL_FP32},
       /*sink=*/1, /*sequences=*/1, /*deterministic=*/1, backward};
   return &kBackward;
+}
+
+// The model's dropout (the documented mask): the general class in every dtype, its dump, packed sequences, backward.
+const fc_subject_dropout* fc_subject_dropout_v1(void) {
+  static constexpr fc_subject_dropout kDropout{
+      {FC_SUBJECT_ARITH_GENERAL_FP32, FC_SUBJECT_ARITH_GENERAL_FP32, FC_SUBJECT_ARITH_GENERAL_FP32},
+      /*mask_dump=*/1, /*sequences=*/1, forward_dropout, backward_dropout};
+  return &kDropout;
 }
 #endif
 

@@ -7,9 +7,11 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "flashcheck/backward_check.h"
 #include "flashcheck/case.h"
+#include "flashcheck/dropout.h"
 #include "flashcheck/inputs.h"
 #include "flashcheck/loaded_subject.h"
 #include "flashcheck/verdict.h"
@@ -278,7 +280,9 @@ TEST(Subject, BackwardRunsOnTheForwardsOwnOutputs) {
                                      "deterministic"),
             std::string::npos)
       << subject->describe();
-  EXPECT_EQ(subject->backward_path(DType::kBF16), ComputePath::kGeneralFp32);
+  Params bf16;
+  bf16.dtype = DType::kBF16;
+  EXPECT_EQ(subject->backward_path(bf16), ComputePath::kGeneralFp32);
   for (const char* line : kGradLines) {
     const BackwardVerdict v = run_grad_line(*subject, line);
     EXPECT_EQ(v.outcome, Outcome::kPass) << v.report();
@@ -305,6 +309,67 @@ TEST(Subject, BackwardFeaturesAreCheckedLikeTheCapabilities) {
   const Status st = subject->supports_backward(paged);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported);
   EXPECT_EQ(st.message().rfind("page: paged K/V is forward-only", 0), 0u) << st.message();
+}
+
+// Dropout (fc_subject_dropout_v1): forward_dropout with the mask dump, backward_dropout on its own outputs, judged with
+// the oracle's redraw of the documented mask in the general-fp32 class; a subject that truncates the stream offset fails
+// where the offset has high bits (forward, dump and backward) and passes where it has none; a subject without a dropout
+// is UNSUPPORTED naming the field.
+const char* const kDropoutLines[] = {
+    "bf16 b=2 hq=4 hkv=2 sq=40 sk=70 d=64 mask=causal-br softcap=20 dropout=0.25 drop_seed=77 drop_offset=4294967300 "
+    "q=normal(0,1) k=normal(0,1) v=normal(0,1) sink=normal(0,1) grad=1 dout=normal(0,1) seed=3",
+    "f32 b=3 hq=2 hkv=1 sq=33 sk=65 d=40 mask=window-tl window=20,5 layout=bshd pad=3 seqs=33:60+5,0:9,17:65 "
+    "dropout=0.5 drop_seed=18446744073709551615 drop_offset=18446744073709551610 q=normal(0,1) k=normal(0,1) "
+    "v=uniform(-1,1) grad=1 dout=uniform(-1,1) seed=4",
+};
+
+TEST(Subject, DropoutRunsWithTheDocumentedMask) {
+  const auto subject = load_ok(FC_SUBJECT_HOST_MODEL);
+  const auto defective = load_ok(FC_SUBJECT_DROPOUT_OFFSET_32BIT);
+  const auto tiled = load_ok(FC_SUBJECT_TILED);
+  ASSERT_TRUE(subject && defective && tiled);
+  EXPECT_NE(subject->describe().find("dropout f32 f16 bf16, backward, mask dump, sequences"), std::string::npos)
+      << subject->describe();
+  Params dropped;
+  dropped.dtype = DType::kF16;
+  dropped.dropout_p = 0.1f;
+  EXPECT_EQ(subject->backward_path(dropped), ComputePath::kGeneralFp32);
+  for (const char* line : kDropoutLines) {
+    const auto [c, inputs] = case_and_inputs(line);
+    RunOptions dump;
+    dump.dropout_mask = true;
+    const RunOutputs out = run_case(inputs, *subject, dump);
+    ASSERT_TRUE(out.status.ok()) << out.status.message();
+    EXPECT_EQ(out.config.path, ComputePath::kGeneralFp32);
+    EXPECT_EQ(out.unwritten_mask, 0);
+    // The dump: the documented mask where a key is visible, 0 where it is hidden.
+    const oracle::Problem problem = inputs.problem();
+    std::vector<uint8_t> want = oracle::dropout_keep_mask(problem, problem.dropout);
+    size_t at = 0, kept = 0;
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t h = 0; h < c.heads_q; ++h)
+        for (int64_t i = 0; i < c.seqlen_q; ++i)
+          for (int64_t j = 0; j < c.seqlen_k; ++j, ++at) {
+            if (want[at] && !oracle::visible(problem, b, i, j)) want[at] = 0;
+            kept += want[at];
+          }
+    EXPECT_GT(kept, 0u);
+    EXPECT_EQ(out.dropout_mask, want) << line;
+    EXPECT_TRUE(judge(c, inputs, out).pass) << judge(c, inputs, out).report();
+    const BackwardVerdict v = run_grad_line(*subject, line);
+    EXPECT_EQ(v.outcome, Outcome::kPass) << v.report();
+    const BackwardVerdict bad = run_grad_line(*defective, line);
+    EXPECT_EQ(bad.outcome, Outcome::kFail) << bad.report();
+    EXPECT_FALSE(bad.forward.pass) << bad.forward.report();
+    const RunOutputs no_dropout = run_case(inputs, *tiled);
+    EXPECT_EQ(no_dropout.status.code(), StatusCode::kUnsupported);
+    EXPECT_NE(no_dropout.status.message().find("dropout: the library declares no dropout"), std::string::npos)
+        << no_dropout.status.message();
+  }
+  // An offset without high bits: the truncation changes nothing.
+  const std::string low = "f16 b=1 hq=2 hkv=2 sq=31 sk=33 d=32 mask=none dropout=0.1 drop_seed=5 drop_offset=12 "
+                          "q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=5";
+  EXPECT_TRUE(run_line(*defective, low).pass) << run_line(*defective, low).report();
 }
 
 TEST(Subject, UndeclaredArithmeticIsJudgedByTheGenericBoundAndOAlone) {
@@ -350,6 +415,7 @@ TEST(Subject, MalformedLibrariesAreRefusedWithTheReason) {
   expect_refused(FC_SUBJECT_MALFORMED_ARITHMETIC, "contradict the class tensor-core");
   expect_refused(FC_SUBJECT_MALFORMED_SEQUENCES, "sequences.features: PAGED needs SEQUSED_K");
   expect_refused(FC_SUBJECT_MALFORMED_BACKWARD, "backward.arithmetic[f32]: a class for a dtype the capabilities leave out");
+  expect_refused(FC_SUBJECT_MALFORMED_DROPOUT, "dropout.arithmetic[f16]: FC_SUBJECT_ARITH_GENERAL_FP32 or _UNDECLARED");
   expect_refused("/nonexistent/libnothing.so", "cannot load");
 }
 

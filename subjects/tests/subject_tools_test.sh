@@ -2,13 +2,14 @@
 # The tools on subjects (ctest subject_tools, label cpu): flashcheck-repro and flashcheck-report with --subject
 # exit 0 on the healthy host-model subject, 1 on the planted defect (its case line names the subject and replays
 # to the same failure), 3 outside the capabilities, 78 on a malformed library, 64 when a line names another
-# subject, and the same on a packed, paged sequence case (fc_subject_sequences_v1) and on a grad=1 case
-# (fc_subject_backward_v1); tools/subject_table.py builds the subject x dtype table from their JSON.
+# subject, and the same on a packed, paged sequence case (fc_subject_sequences_v1), on a grad=1 case
+# (fc_subject_backward_v1) and on a dropout case (fc_subject_dropout_v1); tools/subject_table.py builds the subject x
+# dtype table from their JSON.
 # usage: subject_tools_test.sh REPRO REPORT HOST_MODEL MISSING_RESCALE RESTRICTED MALFORMED_VERSION SUBJECT_TABLE
-#                               BAD_GRADIENT
+#                               BAD_GRADIENT DROPOUT_OFFSET_32BIT
 set -uo pipefail
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/expect.sh"
-repro=$1 report=$2 healthy=$3 defective=$4 restricted=$5 malformed=$6 subject_table=$7 bad_gradient=$8
+repro=$1 report=$2 healthy=$3 defective=$4 restricted=$5 malformed=$6 subject_table=$7 bad_gradient=$8 bad_dropout=$9
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 failures=0
@@ -36,8 +37,14 @@ expect 0 "repro, healthy subject, backward" -- "$repro" --subject "$healthy" "$g
 expect 1 "repro, planted backward defect" -- "$repro" --subject "$bad_gradient" "$gradline"
 grep -q "^forward: PASS" "$out/stdout" || { echo "FAIL: the backward defect's forward does not pass"; failures=$((failures + 1)); }
 expect 3 "repro, backward on a subject without one" -- "$repro" --subject "$restricted" "${gradline/bf16/f16}"
-expect 0 "report, backward section on the healthy subject" -- "$report" --subject "$healthy" --random 0 --random-features 0 --random-sequences 0 --random-dv 0 --backward 2
-grep -q "^backward: 0 of 6 grad=1 cases failed" "$out/stdout" || { echo "FAIL: no backward section on the subject"; failures=$((failures + 1)); }
+expect 0 "report, backward section on the healthy subject" -- "$report" --subject "$healthy" --random 0 --random-features 0 --random-sequences 0 --random-dv 0 --backward 2 --random-dropout 2
+grep -q "^backward: 0 of 9 grad=1 cases failed" "$out/stdout" || { echo "FAIL: no backward section on the subject"; failures=$((failures + 1)); }
+# Dropout (fc_subject_dropout_v1): a grad=1 dropout line whose stream offset has high bits, on the healthy subject, on
+# the planted offset truncation (found, named, replayed), and on a subject that declares no dropout.
+dropline='bf16 b=2 hq=4 hkv=2 sq=40 sk=70 d=64 mask=causal-br softcap=20 dropout=0.25 drop_seed=77 drop_offset=4294967300 q=normal(0,1) k=normal(0,1) v=normal(0,1) sink=normal(0,1) grad=1 dout=normal(0,1) seed=3'
+expect 0 "repro, healthy subject, dropout" -- "$repro" --subject "$healthy" "$dropline"
+expect_finding "$repro" "$bad_dropout" "$dropline" "subject=host-model-dropout-offset-32bit seed=3"
+expect 3 "repro, dropout on a subject without one" -- "$repro" --subject "$restricted" "${dropline/bf16/f16}"
 expect 78 "repro, missing library" -- "$repro" --subject "$out/none.so" "$line"
 expect 64 "repro, --subject with --backend" -- "$repro" --subject "$healthy" --backend model "$line"
 

@@ -68,14 +68,18 @@ class LoadedSubject {
   // The backward pass the library declares (fc_subject_backward_v1), or none: forward cases only.
   const std::optional<fc_subject_backward>& backward() const { return backward_; }
   // Ok when a grad=1 case of `params` (or of `c`) lies inside the forward's capabilities and the backward's (a
-  // declared class for its dtype, dsink for a sink, packed sequences only where declared, no paged K/V, split-KV or
-  // dropout), else kUnsupported naming the field.
+  // declared class for its dtype, dsink for a sink, packed sequences only where declared, no paged K/V or split-KV, a
+  // dropout only with backward_dropout), else kUnsupported naming the field.
   Status supports_backward(const Params& params) const;
   Status supports_backward(const Case& c) const;
   // The backward's class for `dtype` (FC_SUBJECT_ARITH_*; UNDECLARED without a backward or a class for it), and as a
   // compute path (kGeneralFp32 where undeclared: supports_backward refuses).
   int32_t backward_class(DType dtype) const;
-  ComputePath backward_path(DType dtype) const;
+  ComputePath backward_path(const Params& params) const;  // general-fp32 under a dropout
+  // The dropout the library declares (fc_subject_dropout_v1), or none: dropout cases are UNSUPPORTED.
+  const std::optional<fc_subject_dropout>& dropout() const { return dropout_; }
+  // Whether it declares a dropout for `dtype` (the general-fp32 class).
+  bool drops(DType dtype) const;
 
   // One line: name, memory kind, dtypes, head dims, masks, layouts, features, arithmetic per dtype.
   std::string describe() const;
@@ -98,6 +102,7 @@ class LoadedSubject {
   std::optional<fc_subject_value_dims> value_dims_;
   std::optional<fc_subject_sequences> sequences_;
   std::optional<fc_subject_backward> backward_;
+  std::optional<fc_subject_dropout> dropout_;
 };
 
 // A case moved onto a subject's sequence features: without any, dense (the sequences' bounds as its shape); paged

@@ -106,6 +106,19 @@ inline Params params_of(const fc_subject_problem& p, const fc_subject_sequence_a
   return out;
 }
 
+// Params -> the dropout's arguments (fc_subject_dropout_v1): p, seed, offset and the mask dump's pointer.
+inline fc_subject_dropout_args dropout_args_of(const Params& p) {
+  return {p.dropout_p, p.dropout_seed, p.dropout_offset, p.dropout_mask_out};
+}
+
+// The dropout's arguments onto Params (a subject built on flashcheck's own API reads them back so).
+inline void set_dropout(const fc_subject_dropout_args& d, Params* p) {
+  p->dropout_p = d.p;
+  p->dropout_seed = d.seed;
+  p->dropout_offset = d.offset;
+  p->dropout_mask_out = d.mask_out;
+}
+
 // BackwardParams -> the backward's strides (fc_subject_backward_v1).
 inline fc_subject_backward_strides backward_strides_of(const BackwardParams& p) {
   return {subject_strides(p.d_o_stride), subject_strides(p.dq_stride), subject_strides(p.dk_stride),

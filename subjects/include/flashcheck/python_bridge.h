@@ -50,7 +50,7 @@ extern "C" {
 #define FC_SUBJECT_PYTHON_ENTRY_POINT "fc_subject_python_v1"
 
 /* What fc_subject_python_v1 answers for one spec: the descriptor (null on failure, with `error` saying why) and the
- * optional limits, value dims, sequences and backward pass (null where the callable declares none). Valid until the
+ * optional limits, value dims, sequences, backward pass and dropout (null where the callable declares none). Valid until the
  * library is unloaded. */
 typedef struct fc_subject_python {
   const fc_subject* subject;
@@ -59,6 +59,7 @@ typedef struct fc_subject_python {
   const char* error;
   const fc_subject_sequences* sequences;
   const fc_subject_backward* backward;
+  const fc_subject_dropout* dropout;
 } fc_subject_python;
 typedef fc_subject_python (*fc_subject_python_fn)(const char* spec);
 FC_SUBJECT_EXPORT fc_subject_python fc_subject_python_v1(const char* spec);

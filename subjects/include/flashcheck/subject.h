@@ -17,8 +17,8 @@
  *
  * Optional entry points widen what a library is given, each checked like the descriptor: fc_subject_limits_v1 (shape
  * limits), fc_subject_value_dims_v1 (head_dim_v != head_dim), fc_subject_sequences_v1 (varlen, seqused_k, paged K/V,
- * split-KV), fc_subject_backward_v1 (dQ, dK, dV). A library built against an older subject.h simply lacks the newer
- * ones.
+ * split-KV), fc_subject_backward_v1 (dQ, dK, dV), fc_subject_dropout_v1 (dropout with flashcheck's documented mask). A
+ * library built against an older subject.h simply lacks the newer ones.
  *
  * The harness loads the library (dlopen), checks the version and the descriptor, and runs a case only when it
  * lies inside the capabilities; a case outside them is UNSUPPORTED for this subject, never a pass. A forward
@@ -275,8 +275,8 @@ FC_SUBJECT_EXPORT const fc_subject_sequences* fc_subject_sequences_v1(void);
  * `backward` on the O and LSE it wrote, and judges dQ, dK and dV against the oracle's exact gradient with the bound of
  * the backward's declared class (docs/error-model.md §10) and the RMS check against a same-precision reference.
  * Every gradient element of a valid row or key slot must be written; dK and dV of packed key slots past a sequence's
- * keys must be 0; dQ, dK, dV sit in the layout of Q, K, V (their strides below). Paged K/V, split-KV and dropout are
- * forward-only here. A subject whose forward writes no LSE (capabilities.lse = 0) may declare a backward that recomputes
+ * keys must be 0; dQ, dK, dV sit in the layout of Q, K, V (their strides below). Paged K/V and split-KV are forward-only
+ * here; a dropout's backward comes through fc_subject_dropout_v1. A subject whose forward writes no LSE (capabilities.lse = 0) may declare a backward that recomputes
  * its forward (autograd, as SDPA's does): its `lse` buffer then holds the exact LSE rounded to fp32, against which it is
  * judged, and it takes dense cases only (`sequences` 0). A grad=1 case the library cannot take (its dtype has no declared class, a sink without `sink`,
  * sequences without `sequences`) is UNSUPPORTED. */
@@ -312,6 +312,54 @@ typedef struct fc_subject_backward {
 } fc_subject_backward;
 typedef const fc_subject_backward* (*fc_subject_backward_fn)(void);
 FC_SUBJECT_EXPORT const fc_subject_backward* fc_subject_backward_v1(void);
+
+/* Optional: dropout of P's elements with flashcheck's documented mask (docs/design/dropout-rng.md, attention.h
+ * "Dropout"): element (b, h, i, j) (sequence, query head, query row and key within the sequence) draws word j mod 4 of
+ * Philox4x32-10 at counter (j div 4, i, lo32(s), hi32(s)) with s = offset + b * heads_q + h modulo 2^64 under key
+ * (lo32(seed), hi32(seed)); it is dropped iff that draw is below floor(p * 2^32); a kept element is scaled by 1 / (1 - p).
+ * O is the dropped attention's, LSE the undropped softmax's. A library that exports
+ *
+ *     const fc_subject_dropout* fc_subject_dropout_v1(void);
+ *
+ * is given dropout cases (dropout=P in a case line) through `forward_dropout`, and grad=1 dropout cases through
+ * `backward_dropout` where it has one (with fc_subject_backward_v1 declared: its sink and sequence rules hold too).
+ * The oracle redraws the mask from the contract and judges O (and the gradients) with it, so a subject that draws
+ * another mask fails; with `mask_dump` the property tier asks for the mask itself and holds it to the contract element
+ * by element. Cases are dense, or packed sequences (the VARLEN and SEQUSED_K features of fc_subject_sequences_v1)
+ * where `sequences`; paged K/V and split-KV never come with a dropout. The error model bounds a dropped softmax on the
+ * general-fp32 class (docs/error-model.md §4.13 and §10.8): per dtype, the subject declares that class (its forward and
+ * backward under a dropout compute in it) or none (no dropout for that dtype: UNSUPPORTED). A case with p = 0 is no
+ * dropout and goes to `forward` as always. */
+#define FC_SUBJECT_DROPOUT_ENTRY_POINT "fc_subject_dropout_v1"
+
+typedef struct fc_subject_dropout_args {
+  float p;           /* the drop probability, in (0, 1) */
+  uint64_t seed;     /* the Philox key */
+  uint64_t offset;   /* the first (b, h) stream; any 64-bit value */
+  uint8_t* mask_out; /* forward only, and only for a subject with mask_dump: NULL, or [batch, heads_q, seqlen_q,
+                        seqlen_k] bytes in the declared memory kind, every one to be written: 1 kept, 0 dropped, hidden
+                        by the mask, or past the sequence's own lengths (rows and keys of sequence b counted from 0) */
+} fc_subject_dropout_args;
+
+typedef struct fc_subject_dropout {
+  /* Per dtype (index FC_SUBJECT_DTYPE_*): FC_SUBJECT_ARITH_GENERAL_FP32 (fp32 scores, P and accumulation under a
+   * dropout, forward and backward), or FC_SUBJECT_ARITH_UNDECLARED: no dropout for that dtype. */
+  int32_t arithmetic[3];
+  int32_t mask_dump; /* 1: writes mask_out when it is not NULL */
+  int32_t sequences; /* 1: packed sequences (VARLEN, SEQUSED_K as fc_subject_sequences_v1 declares them) with a dropout */
+  /* As fc_subject.forward (and forward_sequences: `sequences` NULL for a dense case), under the dropout. */
+  int (*forward_dropout)(const fc_subject_problem* problem, const fc_subject_sequence_args* sequences,
+                         const fc_subject_dropout_args* dropout, const fc_subject_buffers* buffers, void* stream,
+                         char* err, size_t err_len);
+  /* NULL: a forward-only dropout. Else as fc_subject_backward.backward under the dropout (its mask_out NULL), with O and
+   * LSE as forward_dropout wrote them. */
+  int (*backward_dropout)(const fc_subject_problem* problem, const fc_subject_sequence_args* sequences,
+                          const fc_subject_dropout_args* dropout, const fc_subject_backward_strides* strides,
+                          const fc_subject_buffers* forward, const fc_subject_backward_buffers* buffers, void* stream,
+                          char* err, size_t err_len);
+} fc_subject_dropout;
+typedef const fc_subject_dropout* (*fc_subject_dropout_fn)(void);
+FC_SUBJECT_EXPORT const fc_subject_dropout* fc_subject_dropout_v1(void);
 
 #ifdef __cplusplus
 }
