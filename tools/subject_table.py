@@ -10,6 +10,8 @@ subject (or "flashcheck" for --backend gpu/model) names a block of rows, one per
                  K/V, split-KV; a subject gets them where it declares fc_subject_sequences_v1): run / failed
   backward       the backward section's grad=1 cases (a subject gets them where it declares fc_subject_backward_v1):
                  run / failed, "-" where none ran
+  dropout        of the cases run, those with a dropout (dropout= in the case line; a subject gets them where it
+                 declares fc_subject_dropout_v1 for the dtype): run / failed
   worst O, LSE   worst error / bound over the cases run (fail above 1); "-" where nothing was judged, "no LSE"
                  where the subject writes none
 --properties NAME=XML adds the property tier's totals for subject NAME (the GoogleTest XML of
@@ -98,46 +100,50 @@ def ratio_text(value, judged):
 
 
 def rows(doc):
-    """One row per dtype that has cases: (dtype, run, unsupported, failed, sequences, backward, worst O, worst LSE)."""
+    """One row per dtype that has cases: (dtype, run, unsupported, failed, sequences, backward, dropout, worst O,
+    worst LSE)."""
     per_dtype = {}
     for case in doc.get("cases", []):
         line = case.get("case") or ""
         dtype = line.split()[0] if line else "?"
-        run, unsupported, failed, seq_run, seq_failed = per_dtype.get(dtype, (0, 0, 0, 0, 0))
+        run, unsupported, failed, seq_run, seq_failed, drop_run, drop_failed = per_dtype.get(dtype, (0,) * 7)
         outcome = case.get("outcome")
-        sequence = any(word.startswith(("seqs=", "splits=")) for word in line.split())
+        words = line.split()
+        sequence = any(word.startswith(("seqs=", "splits=")) for word in words)
+        dropout = any(word.startswith("dropout=") for word in words)
         per_dtype[dtype] = (run + (outcome in RAN), unsupported + (outcome == "UNSUPPORTED"),
                             failed + (outcome == "FAIL"), seq_run + (sequence and outcome in RAN),
-                            seq_failed + (sequence and outcome == "FAIL"))
+                            seq_failed + (sequence and outcome == "FAIL"), drop_run + (dropout and outcome in RAN),
+                            drop_failed + (dropout and outcome == "FAIL"))
     worst = {d["dtype"]: d for d in doc.get("dtypes", [])}
     backward = doc.get("backward", {})
     lse_written = doc.get("lse_written", True)
     out = []
     for dtype in sorted(per_dtype, key=lambda d: DTYPE_ORDER.index(d) if d in DTYPE_ORDER else 99):
-        run, unsupported, failed, seq_run, seq_failed = per_dtype[dtype]
+        run, unsupported, failed, seq_run, seq_failed, drop_run, drop_failed = per_dtype[dtype]
         w = worst.get(dtype, {})
         lse = ratio_text(w.get("worst_lse_ratio"), run > 0) if lse_written else ("no LSE" if run else "-")
         b = backward.get(dtype)
         grad = f"{b.get('cases', 0)} / {b.get('failures', 0)}" if isinstance(b, dict) else "-"
-        out.append((dtype, run, unsupported, failed, f"{seq_run} / {seq_failed}", grad,
+        out.append((dtype, run, unsupported, failed, f"{seq_run} / {seq_failed}", grad, f"{drop_run} / {drop_failed}",
                     ratio_text(w.get("worst_o_ratio"), run > 0), lse))
     return out
 
 
 def table(reports, properties, known):
     lines = ["| subject | dtype | cases run | unsupported | failed | sequences run / failed | backward run / failed "
-             "| worst O err/bound | worst LSE err/bound | properties passed / failed / skipped |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| dropout run / failed | worst O err/bound | worst LSE err/bound | properties passed / failed / skipped |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for doc in reports:
         name = doc.get("subject") or "flashcheck"
         props = properties.get(name)
         prop_text = "/".join(str(n) for n in props) if props else "not run"
         not_run = doc.get("counts", {}).get("not_run", 0)
-        for i, (dtype, run, unsupported, failed, sequences, grad, o, lse) in enumerate(rows(doc)):
+        for i, (dtype, run, unsupported, failed, sequences, grad, dropout, o, lse) in enumerate(rows(doc)):
             if i == 0 and not_run:
                 failed = f"{failed} (then the CUDA context was lost: {not_run} cases not run)"
             lines.append(f"| {name if i == 0 else ''} | {dtype} | {run} | {unsupported} | {failed} | {sequences} "
-                         f"| {grad} | {o} | {lse} | {prop_text if i == 0 else ''} |")
+                         f"| {grad} | {dropout} | {o} | {lse} | {prop_text if i == 0 else ''} |")
     for name, text in known:
         lines.append("")
         lines.append(f"- **{name}**: {text}")
