@@ -25,14 +25,17 @@ SEQUENCE_FEATURES = ("varlen", "seqused_k", "paged", "splits")
 
 def subject(name, dtypes, masks, layouts, head_dim=None, head_dims=None, memory="device", gqa=False, lse=True,
             softcap=False, sink=False, arithmetic=None, key_tile=0, head_dim_v=None, limits=None, sequences=None,
-            backward=None):
+            backward=None, dropout=None):
     """Declares what the decorated function computes (the bridge reads it as the function's `flashcheck` dict):
     the fields of fc_subject_capabilities (head_dim [min, max], or head_dims: the list of head dims taken),
     fc_subject_arithmetic, fc_subject_limits, fc_subject_value_dims,
     fc_subject_sequences (`sequences`: {"features": [...], "page_size_multiple": 0, "max_splits": 0}; the function then
     also gets cases with sequences) and fc_subject_backward (`backward`: {"function": NAME, "arithmetic": {...},
-    "sink": False, "sequences": False, "deterministic": False}; MODULE.NAME(problem, buffers) computes dQ, dK, dV) by
-    name. A value outside these names raises ValueError here, before the harness ever loads it."""
+    "sink": False, "sequences": False, "deterministic": False}; MODULE.NAME(problem, buffers) computes dQ, dK, dV) and
+    fc_subject_dropout (`dropout`: {"arithmetic": {"f32": "general-fp32", ...}, "mask_dump": False, "sequences": False,
+    "backward": False}; the function, and with "backward" the backward one, then also get problems whose dropout_p > 0,
+    to be dropped with the documented mask, docs/design/dropout-rng.md) by name. A value outside these names raises
+    ValueError here, before the harness ever loads it."""
     for value, allowed, field in ((dtypes, DTYPES, "dtypes"), (masks, MASKS, "masks"), (layouts, LAYOUTS, "layouts")):
         unknown = [x for x in value if x not in allowed]
         if unknown:
@@ -69,6 +72,15 @@ def subject(name, dtypes, masks, layouts, head_dim=None, head_dims=None, memory=
                                    "sink": bool(backward.get("sink", False)),
                                    "sequences": bool(backward.get("sequences", False)),
                                    "deterministic": bool(backward.get("deterministic", False))}
+    if dropout is not None:
+        classes = dict(dropout.get("arithmetic", {}))
+        if not classes or any(d not in DTYPES or c != "general-fp32" for d, c in classes.items()):
+            raise ValueError(f"dropout.arithmetic: {{dtype: 'general-fp32'}} for at least one dtype, not {classes}")
+        if dropout.get("backward") and backward is None:
+            raise ValueError("dropout.backward: needs the backward pass declared (backward={...})")
+        declaration["dropout"] = {"arithmetic": classes, "mask_dump": bool(dropout.get("mask_dump", False)),
+                                  "sequences": bool(dropout.get("sequences", False)),
+                                  "backward": bool(dropout.get("backward", False))}
 
     def mark(function):
         function.flashcheck = declaration

@@ -5,7 +5,8 @@ sequences. Small on purpose: a template for the calling convention, and the CPU 
 
     attention          healthy: masks none and causal of both alignments, fp32, GQA, every layout (a memoryview
                        indexes fp32 elements in plain Python; fp16's format "e" takes numpy or torch), packed
-                       sequences with spare key slots, and its backward pass (attention_backward)
+                       sequences with spare key slots, its backward pass (attention_backward), and dropout with the
+                       documented mask (docs/design/dropout-rng.md: Philox4x32-10 written out below) and its dump
     attention_aligned  the same with a planted bug: causal bottom-right computed as top-left, the alignment mix-up
                        that shows only where seqlen_q != seqlen_k
 
@@ -26,7 +27,46 @@ def declaration(backward_function):
                 limits={"seqlen_q_max": 40, "seqlen_k_max": 48},
                 sequences={"features": ["varlen", "seqused_k"]},
                 backward={"function": backward_function, "arithmetic": {"f32": "general-fp32"}, "sequences": True,
-                          "deterministic": True})
+                          "deterministic": True},
+                dropout={"arithmetic": {"f32": "general-fp32"}, "mask_dump": True, "sequences": True, "backward": True})
+
+
+M0, M1, W0, W1 = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
+WORD = 0xFFFFFFFF
+
+
+def philox4x32_10(counter, key):
+    """Philox4x32-10's four 32-bit words for a counter of four words under a key of two."""
+    x0, x1, x2, x3 = counter
+    k0, k1 = key
+    for _ in range(10):
+        p0, p1 = M0 * x0, M1 * x2
+        x0, x1, x2, x3 = ((p1 >> 32) ^ x1 ^ k0) & WORD, p1 & WORD, ((p0 >> 32) ^ x3 ^ k1) & WORD, p0 & WORD
+        k0, k1 = (k0 + W0) & WORD, (k1 + W1) & WORD
+    return x0, x1, x2, x3
+
+
+class Dropout:
+    """The problem's dropout: element (b, h, i, j) is kept iff word j mod 4 of Philox4x32-10 at counter (j div 4, i,
+    lo32(s), hi32(s)), s = offset + b * heads_q + h mod 2^64, under key (lo32(seed), hi32(seed)) is at least
+    floor(p * 2^32); a kept weight is scaled by 1 / (1 - p). p = 0: every element kept, scale 1."""
+
+    def __init__(self, problem):
+        self.p = problem.get("dropout_p", 0.0)
+        seed, self.offset = problem.get("dropout_seed", 0), problem.get("dropout_offset", 0)
+        self.key = (seed & WORD, seed >> 32)
+        self.threshold = int(self.p * 2.0 ** 32)  # exact: p * 2^32 only moves p's exponent
+        self.scale = 1.0 / (1.0 - self.p)
+        self.heads_q = problem["heads_q"]
+
+    def kept(self, b, h, i, j):
+        if self.p == 0.0:
+            return True
+        s = (self.offset + b * self.heads_q + h) % 2 ** 64
+        return philox4x32_10((j // 4, i, s & WORD, s >> 32), self.key)[j % 4] >= self.threshold
+
+    def weight(self, b, h, i, j):  # z_ij / (1 - p)
+        return self.scale if self.kept(b, h, i, j) else 0.0
 
 
 def visible(mask, i, j, seqlen_q, seqlen_k):
@@ -73,11 +113,27 @@ def scores_of(problem, buffers, at, b, h, i, mask):
             for j in range(sk) if visible(mask, i, j, sq, sk)]
 
 
+def dump_mask(problem, buffers, at, drop, mask):
+    """The mask dump: 1 where an element exists, is visible and is kept, 0 at every other byte."""
+    dump = buffers.get("dropout_mask")
+    if dump is None:
+        return
+    for b in range(problem["batch"]):
+        sq, sk = at.lengths(b)
+        for h in range(problem["heads_q"]):
+            for i in range(problem["seqlen_q"]):
+                for j in range(problem["seqlen_k"]):
+                    exists = i < sq and j < sk and visible(mask, i, j, sq, sk)
+                    dump[b, h, i, j] = 1 if exists and drop.kept(b, h, i, j) else 0
+
+
 def run(problem, buffers, mask_of):
     v, o, lse = buffers["v"], buffers["o"], buffers["lse"]
     at = Layout(problem, buffers)
     dv, mask = problem["head_dim_v"], mask_of(problem["mask"])
     group = problem["heads_q"] // problem["heads_kv"]
+    drop = Dropout(problem)
+    dump_mask(problem, buffers, at, drop, mask)
     for b in range(problem["batch"]):
         for h in range(problem["heads_q"]):
             for i in range(at.lengths(b)[0]):
@@ -92,21 +148,24 @@ def run(problem, buffers, mask_of):
                     lse[at.lse(b, h, i)] = -math.inf
                     continue
                 weights = [(j, math.exp(s - m)) for j, s in scores]
-                total = sum(w for _, w in weights)
+                total = sum(w for _, w in weights)  # the undropped softmax's denominator (and LSE)
+                kept = [(j, w * drop.weight(b, h, i, j)) for j, w in weights]
                 g = h // group
                 for c in range(dv):
-                    o[oi + (c,)] = sum(w * v[at.key(b, g, j) + (c,)] for j, w in weights) / total
+                    o[oi + (c,)] = sum(w * v[at.key(b, g, j) + (c,)] for j, w in kept if w != 0.0) / total
                 lse[at.lse(b, h, i)] = m + math.log(total)
 
 
 def run_backward(problem, buffers, mask_of):
     """dV_j = sum_i P_ij dO_i, dS_ij = P_ij (dO_i.v_j - dO_i.O_i), dQ_i = scale sum_j dS_ij k_j, dK_j = scale sum_i
-    dS_ij q_i, with P_ij = exp(s_ij - LSE_i) from the forward's LSE and D_i from its O (flashcheck/backward.h)."""
+    dS_ij q_i, with P_ij = exp(s_ij - LSE_i) from the forward's LSE and D_i from its O (flashcheck/backward.h); under a
+    dropout z_ij / (1 - p) weighs P_ij in dV and dO_i.v_j in dS (docs/design/dropout-rng.md)."""
     q, k, v, o, lse, d_o = (buffers[n] for n in ("q", "k", "v", "o", "lse", "d_o"))
     dq, dk, dv_out = buffers["dq"], buffers["dk"], buffers["dv"]
     at = Layout(problem, buffers)
     d, dv, scale, mask = problem["head_dim"], problem["head_dim_v"], problem["softmax_scale"], mask_of(problem["mask"])
     group = problem["heads_q"] // problem["heads_kv"]
+    drop = Dropout(problem)
     for b in range(problem["batch"]):
         sq, sk = at.lengths(b)
         grad_k = {}
@@ -122,12 +181,13 @@ def run_backward(problem, buffers, mask_of):
                 for j, s in scores:
                     p = math.exp(s - row_lse)
                     kj = at.key(b, g, j)
-                    dp = sum(d_o[oi + (c,)] * v[kj + (c,)] for c in range(dv))
+                    z = drop.weight(b, h, i, j)
+                    dp = z * sum(d_o[oi + (c,)] * v[kj + (c,)] for c in range(dv)) if z != 0.0 else 0.0
                     ds = p * (dp - d_i)
                     gv = grad_v.setdefault((g, j), [0.0] * dv)
                     gk = grad_k.setdefault((g, j), [0.0] * d)
                     for c in range(dv):
-                        gv[c] += p * d_o[oi + (c,)]
+                        gv[c] += p * z * d_o[oi + (c,)]
                     for c in range(d):
                         grad_q[c] += scale * ds * k[kj + (c,)]
                         gk[c] += scale * ds * q[qi + (c,)]

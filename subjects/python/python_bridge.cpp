@@ -37,7 +37,9 @@ struct Slot {
   fc_subject_value_dims value_dims{};
   fc_subject_sequences sequences{};
   fc_subject_backward backward{};
-  bool has_limits = false, has_value_dims = false, has_sequences = false, has_backward = false;
+  fc_subject_dropout dropout{};
+  bool has_limits = false, has_value_dims = false, has_sequences = false, has_backward = false, has_dropout = false;
+  int32_t dropout_backward = 0;  // the dropout's backward is the declared backward callable
 };
 
 std::mutex g_mutex;
@@ -227,7 +229,7 @@ bool read_declaration(PyObject* dict, Slot* s) {
   Declaration d{dict, ""};
   fc_subject_capabilities& c = s->subject.capabilities;
   d.only({"name", "memory", "dtypes", "masks", "layouts", "head_dim", "head_dims", "head_dim_v", "gqa", "lse", "softcap",
-          "sink", "arithmetic", "key_tile", "limits", "sequences", "backward"},
+          "sink", "arithmetic", "key_tile", "limits", "sequences", "backward", "dropout"},
          "");
   PyObject* name = d.get("name");
   if (name == nullptr || !PyUnicode_Check(name)) {
@@ -333,6 +335,20 @@ bool read_declaration(PyObject* dict, Slot* s) {
       s->has_backward = true;
     }
   }
+  if (PyObject* drop = d.get("dropout")) {
+    if (!PyDict_Check(drop)) {
+      d.fail("dropout: a dict {arithmetic, mask_dump, sequences, backward}");
+    } else {
+      Declaration inner{drop, ""};
+      inner.only({"arithmetic", "mask_dump", "sequences", "backward"}, "");
+      if (!read_arithmetic(inner, s->dropout.arithmetic)) inner.fail("arithmetic: {dtype: \"general-fp32\"}");
+      inner.boolean("mask_dump", &s->dropout.mask_dump, 0);
+      inner.boolean("sequences", &s->dropout.sequences, 0);
+      inner.boolean("backward", &s->dropout_backward, 0);
+      if (!inner.error.empty()) d.fail("dropout." + inner.error);
+      s->has_dropout = true;
+    }
+  }
   s->error = d.error;
   return d.error.empty();
 }
@@ -345,7 +361,7 @@ struct Element {
   const char* typestr;
   Py_ssize_t size;
 };
-constexpr Element kF32{"f", "<f4", 4}, kI32{"i", "<i4", 4};
+constexpr Element kF32{"f", "<f4", 4}, kI32{"i", "<i4", 4}, kU8{"B", "|u1", 1};
 Element element_of(int32_t dtype) {
   return dtype == FC_SUBJECT_DTYPE_F32 ? kF32 : dtype == FC_SUBJECT_DTYPE_F16 ? Element{"e", "<f2", 2} : Element{"H", "<u2", 2};
 }
@@ -418,10 +434,11 @@ PyObject* make_object(View* v, bool host, void* stream, PyObject* namespace_type
 }
 
 // The views of one call: the forward's tensors in the layout the problem's sequences give them (attention.h), the
-// index arrays, and for a backward call dO and the gradients.
+// index arrays, the dropout's mask dump, and for a backward call dO and the gradients.
 std::vector<View> views_of(const fc_subject_problem* p, const fc_subject_sequence_args* seq, const fc_subject_buffers* b,
-                           const fc_subject_backward_strides* bs, const fc_subject_backward_buffers* bb) {
-  std::vector<View> views(16);
+                           const fc_subject_backward_strides* bs, const fc_subject_backward_buffers* bb,
+                           const fc_subject_dropout_args* drop) {
+  std::vector<View> views(17);
   size_t n = 0;
   const Element e = element_of(p->dtype);
   const int64_t dv = p->head_dim_v;
@@ -465,6 +482,10 @@ std::vector<View> views_of(const fc_subject_problem* p, const fc_subject_sequenc
   describe(&views[n++], "cu_seqlens_k", a.cu_seqlens_k, false, kI32, {p->batch + 1}, {1});
   describe(&views[n++], "seqused_k", a.seqused_k, false, kI32, {p->batch}, {1});
   describe(&views[n++], "page_table", a.page_table, false, kI32, {p->batch, a.max_pages_per_seq}, {a.max_pages_per_seq, 1});
+  // The mask dump, [batch, heads_q, seqlen_q, seqlen_k] bytes: None unless the harness asks for it.
+  describe(&views[n++], "dropout_mask", drop != nullptr ? drop->mask_out : nullptr, true, kU8,
+           {p->batch, p->heads_q, p->seqlen_q, p->seqlen_k},
+           {p->heads_q * p->seqlen_q * p->seqlen_k, p->seqlen_q * p->seqlen_k, p->seqlen_k, 1});
   if (backward) {
     rows("d_o", bb->d_o, false, dv, bs->d_o);
     rows("dq", bb->dq, true, p->head_dim, bs->dq);
@@ -476,7 +497,8 @@ std::vector<View> views_of(const fc_subject_problem* p, const fc_subject_sequenc
   return views;
 }
 
-PyObject* problem_dict(const fc_subject_problem* p, const fc_subject_sequence_args* seq, void* stream) {
+PyObject* problem_dict(const fc_subject_problem* p, const fc_subject_sequence_args* seq,
+                       const fc_subject_dropout_args* drop, void* stream) {
   PyObject* d = Py_BuildValue(
       "{s:s,s:s,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:d,s:N}", "dtype", name_in(flashcheck::kDTypes, p->dtype),
       "mask", name_in(flashcheck::kMaskNames, p->mask), "batch", static_cast<long long>(p->batch), "heads_q",
@@ -498,16 +520,29 @@ PyObject* problem_dict(const fc_subject_problem* p, const fc_subject_sequence_ar
     PyDict_SetItemString(d, key, x);
     Py_XDECREF(x);
   }
+  // The dropout (0, 0, 0 without one): p, and the Philox key and first stream as Python ints (uint64).
+  const fc_subject_dropout_args no_dropout{0.0f, 0, 0, nullptr};
+  const fc_subject_dropout_args& dr = drop != nullptr ? *drop : no_dropout;
+  PyObject* dp = PyFloat_FromDouble(static_cast<double>(dr.p));
+  PyObject* seed = PyLong_FromUnsignedLongLong(dr.seed);
+  PyObject* offset = PyLong_FromUnsignedLongLong(dr.offset);
+  PyDict_SetItemString(d, "dropout_p", dp);
+  PyDict_SetItemString(d, "dropout_seed", seed);
+  PyDict_SetItemString(d, "dropout_offset", offset);
+  Py_XDECREF(dp);
+  Py_XDECREF(seed);
+  Py_XDECREF(offset);
   return d;
 }
 
 // One call of `function` (a slot's forward or backward) on the harness's buffers, its outcome as a return code.
 int call_python(const Slot& slot, PyObject* function, const fc_subject_problem* p, const fc_subject_sequence_args* seq,
                 const fc_subject_buffers* b, const fc_subject_backward_strides* bs,
-                const fc_subject_backward_buffers* bb, void* stream, char* err, size_t err_len) {
+                const fc_subject_backward_buffers* bb, const fc_subject_dropout_args* drop, void* stream, char* err,
+                size_t err_len) {
   const PyGILState_STATE gil = PyGILState_Ensure();
   int code = FC_SUBJECT_OK;
-  std::vector<View> views = views_of(p, seq, b, bs, bb);
+  std::vector<View> views = views_of(p, seq, b, bs, bb, drop);
   PyObject* namespace_type = g_namespace_type;
   PyObject* buffers = PyDict_New();
   PyObject* problem = nullptr;
@@ -518,7 +553,7 @@ int call_python(const Slot& slot, PyObject* function, const fc_subject_problem* 
     built = object != nullptr && PyDict_SetItemString(buffers, view.name, object) == 0;
     Py_XDECREF(object);
   }
-  if (built) built = (problem = problem_dict(p, seq, stream)) != nullptr;
+  if (built) built = (problem = problem_dict(p, seq, drop, stream)) != nullptr;
   if (!built) {
     copy_message("building the call's arguments: " + take_error(), err, err_len);
     code = FC_SUBJECT_ERROR;
@@ -564,29 +599,48 @@ int call_python(const Slot& slot, PyObject* function, const fc_subject_problem* 
 template <int N>
 int forward_slot(const fc_subject_problem* p, const fc_subject_buffers* b, void* stream, char* err, size_t err_len) {
   const Slot& s = *g_slots[N];
-  return call_python(s, s.function, p, nullptr, b, nullptr, nullptr, stream, err, err_len);
+  return call_python(s, s.function, p, nullptr, b, nullptr, nullptr, nullptr, stream, err, err_len);
 }
 template <int N>
 int sequences_slot(const fc_subject_problem* p, const fc_subject_sequence_args* seq, const fc_subject_buffers* b,
                    void* stream, char* err, size_t err_len) {
   const Slot& s = *g_slots[N];
-  return call_python(s, s.function, p, seq, b, nullptr, nullptr, stream, err, err_len);
+  return call_python(s, s.function, p, seq, b, nullptr, nullptr, nullptr, stream, err, err_len);
 }
 template <int N>
 int backward_slot(const fc_subject_problem* p, const fc_subject_sequence_args* seq, const fc_subject_backward_strides* bs,
                   const fc_subject_buffers* b, const fc_subject_backward_buffers* bb, void* stream, char* err,
                   size_t err_len) {
   const Slot& s = *g_slots[N];
-  return call_python(s, s.backward_function, p, seq, b, bs, bb, stream, err, err_len);
+  return call_python(s, s.backward_function, p, seq, b, bs, bb, nullptr, stream, err, err_len);
+}
+// Under a dropout: the same callables, the problem carrying dropout_p, _seed and _offset, the buffers the mask dump.
+template <int N>
+int forward_dropout_slot(const fc_subject_problem* p, const fc_subject_sequence_args* seq,
+                         const fc_subject_dropout_args* drop, const fc_subject_buffers* b, void* stream, char* err,
+                         size_t err_len) {
+  const Slot& s = *g_slots[N];
+  return call_python(s, s.function, p, seq, b, nullptr, nullptr, drop, stream, err, err_len);
+}
+template <int N>
+int backward_dropout_slot(const fc_subject_problem* p, const fc_subject_sequence_args* seq,
+                          const fc_subject_dropout_args* drop, const fc_subject_backward_strides* bs,
+                          const fc_subject_buffers* b, const fc_subject_backward_buffers* bb, void* stream, char* err,
+                          size_t err_len) {
+  const Slot& s = *g_slots[N];
+  return call_python(s, s.backward_function, p, seq, b, bs, bb, drop, stream, err, err_len);
 }
 struct Trampolines {
   decltype(&forward_slot<0>) forward;
   decltype(&sequences_slot<0>) sequences;
   decltype(&backward_slot<0>) backward;
+  decltype(&forward_dropout_slot<0>) forward_dropout;
+  decltype(&backward_dropout_slot<0>) backward_dropout;
 };
 template <int... N>
 constexpr auto make_trampolines(std::integer_sequence<int, N...>) {
-  return std::array<Trampolines, sizeof...(N)>{Trampolines{&forward_slot<N>, &sequences_slot<N>, &backward_slot<N>}...};
+  return std::array<Trampolines, sizeof...(N)>{Trampolines{&forward_slot<N>, &sequences_slot<N>, &backward_slot<N>,
+                                                           &forward_dropout_slot<N>, &backward_dropout_slot<N>}...};
 }
 constexpr auto kTrampolines = make_trampolines(std::make_integer_sequence<int, kSlots>{});
 
@@ -631,7 +685,8 @@ void start_python() {
 
 fc_subject_python answer_of(const Slot& s) {
   return {&s.subject, s.has_limits ? &s.limits : nullptr, s.has_value_dims ? &s.value_dims : nullptr, nullptr,
-          s.has_sequences ? &s.sequences : nullptr, s.has_backward ? &s.backward : nullptr};
+          s.has_sequences ? &s.sequences : nullptr, s.has_backward ? &s.backward : nullptr,
+          s.has_dropout ? &s.dropout : nullptr};
 }
 
 // The answer for a spec that cannot be served (the slot is freed; the text lives until the next failure).
@@ -639,7 +694,7 @@ fc_subject_python failure(int slot, std::string why) {
   thread_local std::string last;
   last = std::move(why);
   g_slots[slot].reset();
-  return {nullptr, nullptr, nullptr, last.c_str(), nullptr, nullptr};
+  return {nullptr, nullptr, nullptr, last.c_str(), nullptr, nullptr, nullptr};
 }
 
 }  // namespace
@@ -654,7 +709,7 @@ fc_subject_python fc_subject_python_v1(const char* spec) {
   }
   if (free_slot < 0) {
     no_slot = "at most " + std::to_string(kSlots) + " Python subjects per process";
-    return {nullptr, nullptr, nullptr, no_slot.c_str(), nullptr, nullptr};
+    return {nullptr, nullptr, nullptr, no_slot.c_str(), nullptr, nullptr, nullptr};
   }
   g_slots[free_slot] = std::make_unique<Slot>();
   Slot* s = g_slots[free_slot].get();
@@ -668,7 +723,7 @@ fc_subject_python fc_subject_python_v1(const char* spec) {
   const std::string function_name = text.substr(colon + 1);
   start_python();
   const PyGILState_STATE gil = PyGILState_Ensure();
-  fc_subject_python out{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  fc_subject_python out{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   PyObject* module = PyImport_ImportModule(module_name.c_str());
   PyObject* function = module != nullptr ? PyObject_GetAttrString(module, function_name.c_str()) : nullptr;
   PyObject* declaration = function != nullptr ? PyObject_GetAttrString(function, "flashcheck") : nullptr;
@@ -700,6 +755,9 @@ fc_subject_python fc_subject_python_v1(const char* spec) {
       s->subject.forward = kTrampolines[free_slot].forward;
       s->sequences.forward_sequences = kTrampolines[free_slot].sequences;
       s->backward.backward = kTrampolines[free_slot].backward;
+      s->dropout.forward_dropout = kTrampolines[free_slot].forward_dropout;
+      // A dropout backward without a backward callable is the loader's to refuse (it names the field).
+      s->dropout.backward_dropout = s->dropout_backward ? kTrampolines[free_slot].backward_dropout : nullptr;
       out = answer_of(*s);
     }
   }

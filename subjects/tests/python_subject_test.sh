@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Kernels written in Python under the suite (ctest python_subject, label cpu): the Python bridge serves
-# subjects/python/naive_attention.py's callables as python:MODULE:FUNCTION, forward, on packed sequences and backward.
+# subjects/python/naive_attention.py's callables as python:MODULE:FUNCTION, forward, on packed sequences, backward and
+# with a dropout.
 # flashcheck-repro and flashcheck-report pass the healthy one and fail the planted bug (causal bottom-right computed as top-left) with a case line that
 # names it and replays; the property tier passes the healthy one and falsifies the planted one; a module that cannot
 # be imported, a function without its declaration and a bad declaration are refused (exit 78) with the reason.
@@ -27,12 +28,15 @@ expect 0 "repro, Python subject, backward" -- "$repro" --subject "$healthy" \
   'f32 b=2 hq=2 hkv=1 sq=20 sk=40 d=8 mask=causal-tl seqs=20:30+10,7:40 q=normal(0,1) k=normal(0,1) v=normal(0,1) grad=1 dout=normal(0,1) seed=2'
 expect 1 "repro, planted bug, backward" -- "$repro" --subject "$planted" \
   'f32 b=2 hq=2 hkv=1 sq=20 sk=40 d=8 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) grad=1 dout=normal(0,1) seed=2'
+# Dropout with the documented mask (its dump checked by the properties below), forward and backward, packed.
+expect 0 "repro, Python subject, dropout" -- "$repro" --subject "$healthy" \
+  'f32 b=3 hq=2 hkv=1 sq=20 sk=40 d=8 mask=causal-tl seqs=20:30+10,0:5,7:40 dropout=0.5 drop_seed=5 drop_offset=18446744073709551610 q=normal(0,1) k=normal(0,1) v=normal(0,1) grad=1 dout=normal(0,1) seed=1'
 expect 3 "repro, outside the declaration (f16)" -- "$repro" --subject "$healthy" "${line/f32/f16}"
 expect 0 "report, Python subject" -- "$report" --subject "$healthy" --random 2 --random-features 0 --random-sequences 0 --random-dv 0
 grep -q "^PASS" "$out/stdout" || { echo "FAIL: report does not pass"; failures=$((failures + 1)); }
 
 FLASHCHECK_SUBJECT=$healthy FLASHCHECK_CASES=10 expect 0 "properties, Python subject" -- "$properties"
-grep -q "\[  PASSED  \] 30 tests" "$out/stdout" || { echo "FAIL: not 30 properties passed"; grep -E "PASSED|FAILED" "$out/stdout"; failures=$((failures + 1)); }
+grep -q "\[  PASSED  \] 35 tests" "$out/stdout" || { echo "FAIL: not 35 properties passed"; grep -E "PASSED|FAILED" "$out/stdout"; failures=$((failures + 1)); }
 FLASHCHECK_SUBJECT=$planted FLASHCHECK_CASES=30 FLASHCHECK_SHRINK_SECONDS=5 expect 1 "properties, planted bug" -- \
   "$properties" --gtest_filter='*OracleAgreement'
 grep -q "FALSIFIED.*subject=python-naive-aligned" "$out/stdout" ||
@@ -61,7 +65,8 @@ def keeps(problem, buffers):
     naive_attention.attention(problem, buffers)
     KEPT.append(buffers["o"])
 
-keeps.flashcheck = {k: v for k, v in naive_attention.attention.flashcheck.items() if k != "backward"}  # forward only
+keeps.flashcheck = {k: v for k, v in naive_attention.attention.flashcheck.items()
+                   if k not in ("backward", "dropout")}  # forward only
 
 def bshd_only(problem, buffers):  # FlashAttention's varlen layout and nothing else: packed rows are contiguous bshd
     naive_attention.attention(problem, buffers)

@@ -18,6 +18,11 @@
  *                 (fc_subject_sequences_v1; optional: FUNCTION then also gets the cases with sequences)
  *     backward    {"function": NAME, "arithmetic": {...}, "sink": bool, "sequences": bool, "deterministic": bool}
  *                 (fc_subject_backward_v1; optional: MODULE.NAME(problem, buffers) computes the gradients)
+ *     dropout     {"arithmetic": {"f32": "general-fp32", ...}, "mask_dump": bool, "sequences": bool, "backward": bool}
+ *                 (fc_subject_dropout_v1; optional: FUNCTION, and with "backward" the backward callable, also get the
+ *                 dropout cases, the problem's dropout_p > 0 with dropout_seed and dropout_offset, uint64 ints; 0, 0,
+ *                 0 on every other call; buffers["dropout_mask"] the mask dump's uint8 [B, Hq, Sq, Sk] view to write
+ *                 when the harness asks for it, else None)
  *
  * The call is FUNCTION(problem, buffers): `problem` a dict of fc_subject_problem's fields (dtype and mask by name,
  * plus "stream", the cudaStream_t as an int); `buffers` a dict of q, k, v, o, lse and sink (None when absent), each
