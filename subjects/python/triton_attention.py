@@ -5,6 +5,8 @@ One program per (BLOCK_M query rows, batch x query head): the online softmax ove
 fp32 from the dtype's inputs, P rounded to the dtype before P.V, fp32 accumulation (the tensor-core class of
 docs/error-model.md for fp16/bf16; fp32 runs its products in IEEE fp32, the general-fp32 class). Every mask of the
 semantics (causal and windows in both alignments), softcap, sinks, GQA, head_dim 1..256, any strides; LSE written.
+fp32 also takes a dropout with the documented mask (docs/design/dropout-rng.md: Philox4x32-10, triton.language's
+tl.philox, at counter (key // 4, row, stream) under the seed, word key % 4) and dumps it.
 Flashcheck's semantics for special values are kept: a row without a visible key gives O = 0 and LSE = -inf (the
 sink), values of hidden keys never reach O (the products with V run on V's finite part, and a visible non-finite V
 value is put back into the columns it reaches), NaN scores propagate.
@@ -37,11 +39,14 @@ except ImportError:  # the declarations below still load, so the tools can name 
 if triton is not None:
     LOG2E = tl.constexpr(1.4426950408889634)  # a jit function reads only constexpr globals
 
-    @triton.jit
+    # The dropout's words are never specialised as constants (an int argument of 1 would be): they are uint32 tensors.
+    @triton.jit(do_not_specialize=["threshold", "seed_lo", "seed_hi", "offset_lo", "offset_hi"])
     def _forward(Q, K, V, O, LSE, SINK,
                  sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sob, soh, sos, slb, slh, sls,
                  heads_q, group, seqlen_q, seqlen_k, head_dim, scale, softcap, lo_off, hi_off,
+                 MASK, threshold, keep_scale, seed_lo, seed_hi, offset_lo, offset_hi,
                  HAS_SINK: tl.constexpr, HAS_SOFTCAP: tl.constexpr, IEEE: tl.constexpr, TAIL_BUG: tl.constexpr,
+                 DROPOUT: tl.constexpr, DUMP: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
         start_m = tl.program_id(0)
         bh = tl.program_id(1)
@@ -68,6 +73,12 @@ if triton is not None:
         pos_hits = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)  # visible keys whose V is +inf, -inf, NaN, per column
         neg_hits = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
         nan_hits = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+        if DROPOUT:  # this (b, h)'s Philox stream: offset + b * heads_q + h modulo 2^64, and the key
+            stream = ((offset_hi.to(tl.uint64) << 32) | offset_lo.to(tl.uint64)) + bh.to(tl.uint64)
+            c2 = tl.full([BLOCK_M, BLOCK_N], 0, tl.uint32) + (stream & 0xFFFFFFFF).to(tl.uint32)
+            c3 = tl.full([BLOCK_M, BLOCK_N], 0, tl.uint32) + (stream >> 32).to(tl.uint32)
+            key = (seed_hi.to(tl.uint64) << 32) | seed_lo.to(tl.uint64)
+            t = threshold.to(tl.uint32)
         for start_n in range(start_n0, last + 1, BLOCK_N):
             keys = start_n + tl.arange(0, BLOCK_N)
             key_ok = keys < seqlen_k
@@ -92,7 +103,20 @@ if triton is not None:
             m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
             alpha = tl.exp2(m_i - m_safe)
             p = tl.exp2(s - m_safe[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
+            l_i = l_i * alpha + tl.sum(p, 1)  # the undropped softmax's sum: LSE is undropped
+            if DROPOUT:
+                c0 = (tl.zeros([BLOCK_M, BLOCK_N], tl.int32) + (keys // 4)[None, :]).to(tl.uint32)
+                c1 = (tl.zeros([BLOCK_M, BLOCK_N], tl.int32) + rows[:, None]).to(tl.uint32)
+                r0, r1, r2, r3 = tl.philox(key, c0, c1, c2, c3, 10)
+                word = (keys % 4)[None, :]
+                r = tl.where(word == 0, r0, tl.where(word == 1, r1, tl.where(word == 2, r2, r3)))
+                kept = r >= t
+                p = tl.where(kept, p * keep_scale, 0.0)
+                visible = visible & kept  # a dropped key's V reaches nothing
+                if DUMP:
+                    m_ptr = MASK + bh.to(tl.int64) * seqlen_q * seqlen_k + rows[:, None].to(tl.int64) * seqlen_k + \
+                        keys[None, :]
+                    tl.store(m_ptr, visible.to(tl.uint8), mask=row_ok[:, None] & key_ok[None, :])
             finite = (v == v) & (tl.abs(v.to(tl.float32)) != float("inf"))
             v_finite = tl.where(finite, v, 0.0)
             if IEEE:
@@ -138,14 +162,20 @@ def run(problem, buffers, tail_bug):
         raise NotImplementedError("strides: the Triton example reads rows with unit column stride")
     lo, hi = fc.key_window(problem)
     d = problem["head_dim"]
+    p_drop, seed, offset = problem["dropout_p"], problem["dropout_seed"], problem["dropout_offset"]
+    dump = fc.as_torch(buffers["dropout_mask"])
     with fc.on_stream(problem):
+        if dump is not None:
+            dump.zero_()  # the bytes of tiles the kernel skips (hidden keys) are 0; it writes the others
         grid = (triton.cdiv(problem["seqlen_q"], BLOCK_M), problem["batch"] * problem["heads_q"])
         _forward[grid](q, k, v, o, lse, sink if sink is not None else lse,
                        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *lse.stride(),
                        problem["heads_q"], problem["heads_q"] // problem["heads_kv"], problem["seqlen_q"],
                        problem["seqlen_k"], d, problem["softmax_scale"], problem["softcap"], lo, hi,
+                       dump if dump is not None else lse, int(p_drop * 2.0 ** 32), 1.0 / (1.0 - p_drop),
+                       seed & 0xFFFFFFFF, seed >> 32, offset & 0xFFFFFFFF, offset >> 32,
                        HAS_SINK=sink is not None, HAS_SOFTCAP=problem["softcap"] > 0, IEEE=problem["dtype"] == "f32",
-                       TAIL_BUG=tail_bug, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                       TAIL_BUG=tail_bug, DROPOUT=p_drop > 0, DUMP=dump is not None, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
                        BLOCK_D=max(16, triton.next_power_of_2(d)))
 
 
@@ -153,7 +183,8 @@ DECLARATION = dict(memory="device", dtypes=["f32", "f16", "bf16"], head_dim=[1, 
                    masks=["none", "causal-br", "causal-tl", "window-br", "window-tl"],
                    layouts=["bhsd", "bshd", "strided"],
                    gqa=True, lse=True, softcap=True, sink=True, key_tile=BLOCK_N,
-                   arithmetic={"f32": "general-fp32", "f16": "tensor-core", "bf16": "tensor-core"})
+                   arithmetic={"f32": "general-fp32", "f16": "tensor-core", "bf16": "tensor-core"},
+                   dropout={"arithmetic": {"f32": "general-fp32"}, "mask_dump": True})
 
 
 def require_triton():

@@ -1,5 +1,5 @@
 """Compiles the Triton example's kernel (subjects/python/triton_attention.py) for sm_90 without a GPU: every dtype with
-sink and softcap on and off, and the planted bug, through Triton's compiler down to a cubin. ctest
+sink and softcap on and off, fp32's dropout with its mask dump, and the planted bug, through Triton's compiler down to a cubin. ctest
 triton_example_compiles (label cpu) runs it where Triton imports and skips (exit 77) where it does not; the GPU tier's
 subject_triton_example runs the kernel itself.
 
@@ -21,7 +21,7 @@ except ImportError:
 import triton_attention
 
 POINTERS = ("Q", "K", "V", "O")
-FLAGS = ("HAS_SINK", "HAS_SOFTCAP", "IEEE", "TAIL_BUG", "BLOCK_M", "BLOCK_N", "BLOCK_D")
+FLAGS = ("HAS_SINK", "HAS_SOFTCAP", "IEEE", "TAIL_BUG", "DROPOUT", "DUMP", "BLOCK_M", "BLOCK_N", "BLOCK_D")
 
 
 def signature(dtype):
@@ -31,7 +31,11 @@ def signature(dtype):
             sig[name] = "*" + dtype
         elif name in ("LSE", "SINK"):
             sig[name] = "*fp32"
-        elif name in ("scale", "softcap"):
+        elif name == "MASK":
+            sig[name] = "*u8"
+        elif name in ("threshold", "seed_lo", "seed_hi", "offset_lo", "offset_hi"):
+            sig[name] = "i64"
+        elif name in ("scale", "softcap", "keep_scale"):
             sig[name] = "fp32"
         elif name in FLAGS:
             sig[name] = "constexpr"
@@ -44,11 +48,13 @@ def main():
     target = GPUTarget("cuda", 90, 32)
     compiled = 0
     dtypes = ("fp32", "fp16", "bf16")
-    variants = [(dtype, False, extras, 128) for dtype, extras in itertools.product(dtypes, (False, True))]
-    variants.append(("fp16", True, False, 16))
-    for dtype, bug, extras, block_d in variants:
-        constants = dict(HAS_SINK=extras, HAS_SOFTCAP=extras, IEEE=dtype == "fp32", TAIL_BUG=bug,
-                         BLOCK_M=triton_attention.BLOCK_M, BLOCK_N=triton_attention.BLOCK_N, BLOCK_D=block_d)
+    variants = [(dtype, False, extras, 128, False) for dtype, extras in itertools.product(dtypes, (False, True))]
+    variants.append(("fp16", True, False, 16, False))
+    variants.append(("fp32", False, True, 64, True))  # fp32's dropout, with its mask dump
+    for dtype, bug, extras, block_d, dropout in variants:
+        constants = dict(HAS_SINK=extras, HAS_SOFTCAP=extras, IEEE=dtype == "fp32", TAIL_BUG=bug, DROPOUT=dropout,
+                         DUMP=dropout, BLOCK_M=triton_attention.BLOCK_M, BLOCK_N=triton_attention.BLOCK_N,
+                         BLOCK_D=block_d)
         kernel = triton.compile(ASTSource(fn=triton_attention._forward, signature=signature(dtype),
                                           constexprs=constants), target=target)
         if not kernel.asm.get("cubin"):

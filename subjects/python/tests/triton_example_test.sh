@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Triton example under the suite (ctest subject_triton_example, label gpu): subjects/python/triton_attention.py
 # through the Python bridge. The healthy kernel passes a case whose last key tile is partial and the report; the planted
-# bug (the last key tile's padding joins the softmax) fails that case with a line that names it and replays; then the
+# bug (the last key tile's padding joins the softmax) fails that case with a line that names it and replays; an fp32
+# case with a dropout passes; then the
 # same pair under pytest (pytest_subject_test.sh triton_attention). Exit 69 (skipped) without a CUDA device or Triton.
 # usage: triton_example_test.sh REPRO REPORT BUILD_DIR PYTHON_DIR
 set -uo pipefail
@@ -20,6 +21,10 @@ expect 0 "repro, Triton example" -- "$repro" --subject "$healthy" "$line"
 expect 0 "repro, Triton example, window, softcap, sink, bshd with padding" -- "$repro" --subject "$healthy" \
   'bf16 b=2 hq=4 hkv=1 sq=90 sk=130 d=64 mask=window-br window=20,5 softcap=30 layout=bshd pad=8 '\
 'q=normal(0,2) k=normal(0,2) v=normal(0,1) sink=normal(0,1) seed=4'
+# fp32 with a dropout (the documented mask; the stream offset carries into its high word between heads).
+expect 0 "repro, Triton example, dropout" -- "$repro" --subject "$healthy" \
+  'f32 b=2 hq=4 hkv=2 sq=70 sk=100 d=40 mask=causal-br dropout=0.25 drop_seed=81985529216486895 drop_offset=4294967294 '\
+'q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=5'
 expect_finding "$repro" "$planted" "$line" "subject=triton-example-tail seed=3"
 expect 0 "report, Triton example" -- "$report" --subject "$healthy" --random 20 --random-features 20
 grep -q "^PASS" "$out/stdout" || { echo "FAIL: report does not pass"; failures=$((failures + 1)); }
