@@ -71,7 +71,7 @@ def report_results(build, subject, random=8, seed=None, timeout=3600):
         out = os.path.join(tmp, "report.json")
         command = [_tool(build, "tools", "flashcheck-report"), "--subject", subject, "--random", str(random),
                    "--random-features", str(random), "--random-sequences", str(random), "--random-dv", str(random),
-                   "--backward", "0", "--json", out]
+                   "--random-dropout", str(random), "--backward", "0", "--json", out]
         if seed is not None:
             command += ["--seed", str(seed)]
         run = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
