@@ -291,6 +291,15 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
             for (int64_t c = 0; c < dim_v; ++c) dv[static_cast<size_t>((key0 + j) * dim_v + c)].unconstrained = true;
             if (sink_acc != nullptr) sink_acc->unconstrained = true;
           }
+          // The tensor-core class rounds dT to the input format before dQ = dT K and dK = dT^T Q: where it may reach
+          // the format's overflow threshold (fp16's 65504: V near fp16's largest value), the rounding gives inf, the
+          // class's own overflow; outside the domain for the row's dQ and the key's dK (dV reads P, never dT).
+          if (tensor_core && std::abs(dt) + e_dt >= out_max) {
+            for (int64_t c = 0; c < dim; ++c) {
+              dq_row[static_cast<size_t>(c)].unconstrained = true;
+              dk[static_cast<size_t>((key0 + j) * dim + c)].unconstrained = true;
+            }
+          }
           // P and dS rounded to the input format before their GEMMs (tensor-core class).
           const double e_pv = e_weight + u_op * (weight + e_weight) + op_floor;
           e_dt += u_op * (std::abs(dt) + e_dt) + op_floor;

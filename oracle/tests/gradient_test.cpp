@@ -539,6 +539,45 @@ TEST(GradientCheck, NonFiniteInputsFollowTheGoldTier) {
   for (double b : check.dv) EXPECT_TRUE(std::isfinite(b));  // dV keeps its claim
 }
 
+// fp16 V near its largest value: dO.v, and with it dS, pass fp16's range, which the tensor-core class overflows
+// rounding dS to fp16 before its GEMMs. Those rows' dQ and keys' dK carry no claim (the class's own overflow, the
+// emulated kernel's inf); dV, which reads P alone, keeps every claim and holds; the general class keeps them all.
+TEST(GradientCheck, Fp16DsPastItsRangeIsOutsideTheDomain) {
+  Owned o = make(shapes()[0], 91);
+  for (size_t at = 0; at < o.v.size(); ++at) o.v[at] = (at % 3 == 0 ? -1.0 : 1.0) * (60000.0 - 8.0 * (at % 7));
+  for (double& x : o.d_o) x *= 4.0;
+  round_inputs(&o, Format::kF16);
+  const Forward f = forward_of(o, Format::kF16);
+  const BackwardArithmetic tensor_core{Arithmetic::kTensorCore, Format::kF16};
+  const GradientCheck check = gradient_check(o.p, o.d_o, {f.o, f.lse}, tensor_core);
+  const Gradient got = emulate(o, f, tensor_core, false);
+  int64_t unclaimed = 0, overflowed = 0, overflowed_unclaimed = 0;
+  for (const auto& [name, g, want, bound] : {std::tuple{"dq", &got.dq, &check.exact.dq, &check.dq},
+                                             std::tuple{"dk", &got.dk, &check.exact.dk, &check.dk},
+                                             std::tuple{"dv", &got.dv, &check.exact.dv, &check.dv}}) {
+    for (size_t at = 0; at < want->size(); ++at) {
+      if (std::isinf((*bound)[at])) {
+        ++unclaimed;
+        overflowed_unclaimed += !std::isfinite((*g)[at]);
+        EXPECT_STRNE(name, "dv") << "dv[" << at << "] lost its claim";
+        continue;
+      }
+      overflowed += !std::isfinite((*g)[at]);
+      EXPECT_LE(error_ratio((*g)[at], (*want)[at], (*bound)[at], false), 1.0) << name << "[" << at << "]";
+    }
+  }
+  EXPECT_GT(overflowed_unclaimed, 0);  // the class does overflow there
+  EXPECT_GE(unclaimed, overflowed_unclaimed);
+  EXPECT_EQ(overflowed, 0);
+  const Gradient inf_free = emulate(o, f, {Arithmetic::kGeneralFp32, Format::kF16}, false);
+  const GradientCheck general = gradient_check(o.p, o.d_o, {f.o, f.lse}, {Arithmetic::kGeneralFp32, Format::kF16});
+  for (size_t at = 0; at < general.dq.size(); ++at) {
+    if (std::isfinite(general.exact.dq[at]) && std::isfinite(inf_free.dq[at])) {
+      EXPECT_TRUE(std::isfinite(general.dq[at])) << "dq[" << at << "]";
+    }
+  }
+}
+
 // Sizes are named.
 TEST(GradientCheck, WrongSizesAreNamed) {
   Owned o = make(shapes()[0], 5);

@@ -72,7 +72,8 @@ struct ForwardResult {
 // kernel makes (docs/error-model.md §10), with the forward's measured errors of O and LSE carried in, any summation
 // order (atomics included) covered, the fast tier's own error added. An element whose bound is +inf carries no
 // claim: a row whose given O or LSE is non-finite where the exact one is finite (the forward failed there), and the
-// keys and sink it reaches; fp32 overflow on the way, or a gradient past the format's range; and every element a
+// keys and sink it reaches; fp32 overflow on the way, dS past the format's range where the class rounds it to the
+// format (kTensorCore: that row's dQ and that key's dK), or a gradient past the format's range; and every element a
 // non-finite input reaches (exact: NaN), since whether a key of zero weight (a score of -inf) multiplies its inf
 // into a NaN is the kernel's order of operations, not the math's.
 struct GradientCheck {
