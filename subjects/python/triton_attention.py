@@ -39,12 +39,16 @@ except ImportError:  # the declarations below still load, so the tools can name 
 if triton is not None:
     LOG2E = tl.constexpr(1.4426950408889634)  # a jit function reads only constexpr globals
 
-    # The dropout's words are never specialised as constants (an int argument of 1 would be): they are uint32 tensors.
-    @triton.jit(do_not_specialize=["threshold", "seed_lo", "seed_hi", "offset_lo", "offset_hi"])
+    # One compile per dtype and constexpr set, whatever the shape: no integer argument is specialised (Triton would
+    # compile again for every value of 1 or multiple of 16 it meets), no pointer on its alignment.
+    @triton.jit(do_not_specialize=["sqb", "sqh", "sqs", "skb", "skh", "sks", "svb", "svh", "svs", "sob", "soh", "sos",
+                                   "slb", "slh", "sls", "heads_q", "group", "seqlen_q", "seqlen_k", "head_dim",
+                                   "lo_off", "hi_off", "threshold", "seed_lo", "seed_hi", "offset_lo", "offset_hi"],
+                do_not_specialize_on_alignment=["Q", "K", "V", "O", "LSE", "SINK", "MASK"])
     def _forward(Q, K, V, O, LSE, SINK,
                  sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sob, soh, sos, slb, slh, sls,
                  heads_q, group, seqlen_q, seqlen_k, head_dim, scale, softcap, lo_off, hi_off,
-                 MASK, threshold, keep_scale, seed_lo, seed_hi, offset_lo, offset_hi,
+                 MASK, threshold, seed_lo, seed_hi, offset_lo, offset_hi, keep_scale,
                  HAS_SINK: tl.constexpr, HAS_SOFTCAP: tl.constexpr, IEEE: tl.constexpr, TAIL_BUG: tl.constexpr,
                  DROPOUT: tl.constexpr, DUMP: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
@@ -74,11 +78,13 @@ if triton is not None:
         neg_hits = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
         nan_hits = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
         if DROPOUT:  # this (b, h)'s Philox stream: offset + b * heads_q + h modulo 2^64, and the key
-            stream = ((offset_hi.to(tl.uint64) << 32) | offset_lo.to(tl.uint64)) + bh.to(tl.uint64)
+            stream = ((offset_hi.to(tl.uint32, bitcast=True).to(tl.uint64) << 32) |
+                      offset_lo.to(tl.uint32, bitcast=True).to(tl.uint64)) + bh.to(tl.uint64)
             c2 = tl.full([BLOCK_M, BLOCK_N], 0, tl.uint32) + (stream & 0xFFFFFFFF).to(tl.uint32)
             c3 = tl.full([BLOCK_M, BLOCK_N], 0, tl.uint32) + (stream >> 32).to(tl.uint32)
-            key = (seed_hi.to(tl.uint64) << 32) | seed_lo.to(tl.uint64)
-            t = threshold.to(tl.uint32)
+            key = (seed_hi.to(tl.uint32, bitcast=True).to(tl.uint64) << 32) | \
+                seed_lo.to(tl.uint32, bitcast=True).to(tl.uint64)
+            t = threshold.to(tl.uint32, bitcast=True)
         for start_n in range(start_n0, last + 1, BLOCK_N):
             keys = start_n + tl.arange(0, BLOCK_N)
             key_ok = keys < seqlen_k
@@ -154,6 +160,12 @@ if triton is not None:
         tl.store(LSE + b.to(tl.int64) * slb + h.to(tl.int64) * slh + rows.to(tl.int64) * sls, lse, mask=row_ok)
 
 
+def as_int32(word):
+    """A 32-bit word as the int32 of the same bits: every launch passes the dropout's words as i32 (a value past
+    2^31 would make Triton type it i64, and compile again); the kernel reads them back as uint32."""
+    return word - (1 << 32) if word >= 1 << 31 else word
+
+
 def run(problem, buffers, tail_bug):
     if problem["batch"] == 0 or problem["heads_q"] == 0 or problem["seqlen_q"] == 0:
         return
@@ -172,8 +184,9 @@ def run(problem, buffers, tail_bug):
                        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *lse.stride(),
                        problem["heads_q"], problem["heads_q"] // problem["heads_kv"], problem["seqlen_q"],
                        problem["seqlen_k"], d, problem["softmax_scale"], problem["softcap"], lo, hi,
-                       dump if dump is not None else lse, int(p_drop * 2.0 ** 32), 1.0 / (1.0 - p_drop),
-                       seed & 0xFFFFFFFF, seed >> 32, offset & 0xFFFFFFFF, offset >> 32,
+                       dump if dump is not None else lse,
+                       *(as_int32(word) for word in (int(p_drop * 2.0 ** 32), seed & 0xFFFFFFFF, seed >> 32,
+                                                     offset & 0xFFFFFFFF, offset >> 32)), 1.0 / (1.0 - p_drop),
                        HAS_SINK=sink is not None, HAS_SOFTCAP=problem["softcap"] > 0, IEEE=problem["dtype"] == "f32",
                        TAIL_BUG=tail_bug, DROPOUT=p_drop > 0, DUMP=dump is not None, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
                        BLOCK_D=max(16, triton.next_power_of_2(d)))

@@ -34,7 +34,7 @@ def signature(dtype):
         elif name == "MASK":
             sig[name] = "*u8"
         elif name in ("threshold", "seed_lo", "seed_hi", "offset_lo", "offset_hi"):
-            sig[name] = "i64"
+            sig[name] = "i32"
         elif name in ("scale", "softcap", "keep_scale"):
             sig[name] = "fp32"
         elif name in FLAGS:
