@@ -9,7 +9,7 @@ subject (or "flashcheck" for --backend gpu/model) names a block of rows, one per
   sequences      of the cases run, those of the inference path (seqs= or splits= in the case line: varlen, paged
                  K/V, split-KV; a subject gets them where it declares fc_subject_sequences_v1): run / failed
   backward       the backward section's grad=1 cases (a subject gets them where it declares fc_subject_backward_v1):
-                 run / failed, "-" where none ran
+                 run / failed (those its backward declined, UNSUPPORTED, left out), "-" where none ran
   dropout        of the cases run, those with a dropout (dropout= in the case line; a subject gets them where it
                  declares fc_subject_dropout_v1 for the dtype): run / failed
   worst O, LSE   worst error / bound over the cases run (fail above 1); "-" where nothing was judged, "no LSE"
@@ -124,7 +124,8 @@ def rows(doc):
         w = worst.get(dtype, {})
         lse = ratio_text(w.get("worst_lse_ratio"), run > 0) if lse_written else ("no LSE" if run else "-")
         b = backward.get(dtype)
-        grad = f"{b.get('cases', 0)} / {b.get('failures', 0)}" if isinstance(b, dict) else "-"
+        grad = (f"{b.get('cases', 0) - b.get('unsupported', 0)} / {b.get('failures', 0)}" if isinstance(b, dict)
+                else "-")
         out.append((dtype, run, unsupported, failed, f"{seq_run} / {seq_failed}", grad, f"{drop_run} / {drop_failed}",
                     ratio_text(w.get("worst_o_ratio"), run > 0), lse))
     return out

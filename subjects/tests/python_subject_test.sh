@@ -68,6 +68,18 @@ def keeps(problem, buffers):
 keeps.flashcheck = {k: v for k, v in naive_attention.attention.flashcheck.items()
                    if k not in ("backward", "dropout")}  # forward only
 
+def declines(problem, buffers):  # a backward that declines every case its declaration let through (as SDPA's may)
+    raise NotImplementedError("this backward declines the case")
+
+declines_backward_decl = dict(naive_attention.attention.flashcheck, name="declines-backward",
+                              backward=dict(naive_attention.attention.flashcheck["backward"], function="declines"))
+declines_backward_decl.pop("dropout")
+
+def declines_backward(problem, buffers):
+    naive_attention.attention(problem, buffers)
+
+declines_backward.flashcheck = declines_backward_decl
+
 def bshd_only(problem, buffers):  # FlashAttention's varlen layout and nothing else: packed rows are contiguous bshd
     naive_attention.attention(problem, buffers)
 
@@ -86,6 +98,11 @@ grep -q "unknown key 'limit'" "$out/stderr" || { echo "FAIL: the misspelt key is
 expect 0 "repro, packed sequences on a bshd-only subject" -- "$repro" --subject python:broken_subject:bshd_only \
   'f32 b=2 hq=2 hkv=1 sq=20 sk=40 d=8 mask=causal-br layout=bshd seqs=20:30+10,7:40 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3'
 expect 3 "repro, dense bhsd on a bshd-only subject" -- "$repro" --subject python:broken_subject:bshd_only "$line"
+# A backward that declines its cases: counted as unsupported in the report's backward section, not as failures.
+expect 0 "report, a backward that declines" -- "$report" --subject python:broken_subject:declines_backward --random 0 \
+  --random-features 0 --random-sequences 0 --random-dv 0 --random-dropout 0 --backward 1
+grep -q "^backward: 0 of 1 grad=1 cases failed (counted in the failures above), 1 unsupported" "$out/stdout" ||
+  { echo "FAIL: the declined backward cases are not counted as unsupported"; grep "^backward" "$out/stdout"; failures=$((failures + 1)); }
 # A subject that keeps a view past the call (it would alias memory the harness frees) fails naming the buffer.
 expect 1 "repro, a view kept past the call" -- "$repro" --subject python:broken_subject:keeps "$line"
 grep -q "kept a reference to o past the call" "$out/stdout" ||
