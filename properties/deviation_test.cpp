@@ -37,6 +37,15 @@ TEST(KnownDeviation, SpareKeySlotsNeedsASequenceWithSlotsPastItsKeys) {
   EXPECT_FALSE(in_deviation_class("spare-key-slots", parsed(kBase + std::string("mask=none") + qkv)));
 }
 
+TEST(KnownDeviation, KeylessRowLseNeedsASequenceWithRowsAndNoKeys) {
+  const std::string qkv = " q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1";
+  EXPECT_TRUE(in_deviation_class("keyless-row-lse", parsed("bf16 b=2 hq=1 hkv=1 sq=4 sk=9 d=8 mask=none "
+                                                           "seqs=4:0,2:3" + qkv)));
+  EXPECT_FALSE(in_deviation_class("keyless-row-lse", parsed("bf16 b=2 hq=1 hkv=1 sq=4 sk=9 d=8 mask=none "
+                                                            "seqs=0:0,2:3" + qkv)));
+  EXPECT_FALSE(in_deviation_class("keyless-row-lse", parsed(kBase + std::string("mask=causal-br") + qkv)));
+}
+
 TEST(KnownDeviation, OtherClasses) {
   const std::string qkv = " q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1";
   EXPECT_TRUE(in_deviation_class("nonpositive-scale", parsed(kBase + std::string("mask=none scale=0") + qkv)));

@@ -425,6 +425,8 @@ std::string g_last_case_line;  // the case note_case() saw last (a crash report 
 //   spare-key-slots      a packed sequence with K/V slots past its keys (seqs=Q:K+E, E > 0), which the harness fills
 //                        with the case's poison, NaN by default (a kernel that loads them into its last K/V tile and
 //                        multiplies P's 0 by V gets NaN)
+//   keyless-row-lse      a packed sequence with rows and no keys (seqs=Q:0, Q > 0): its rows' O is 0, and a kernel
+//                        whose merge of empty partial results divides 0 by 0 gives LSE = +inf for them, not -inf
 
 // Whether the case injects into one of `tensors` a value that `test` accepts.
 bool injects(const Case& c, std::string_view tensors, bool (*test)(double)) {
@@ -447,6 +449,9 @@ constexpr DeviationClass kDeviationClasses[] = {
     {"masked-overflow-qk", [](const Case& c) { return c.mask != Mask::kNone && injects(c, "qk", huge_finite); }},
     {"spare-key-slots",
      [](const Case& c) { return std::any_of(c.seqs.begin(), c.seqs.end(), [](const Sequence& s) { return s.extra > 0; }); }},
+    {"keyless-row-lse", [](const Case& c) {
+       return std::any_of(c.seqs.begin(), c.seqs.end(), [](const Sequence& s) { return s.q > 0 && s.k == 0; });
+     }},
 };
 
 }  // namespace
