@@ -146,6 +146,13 @@ int backward(const fc_subject_problem* p, const fc_subject_sequence_args* sequen
              const fc_subject_backward_strides* strides, const fc_subject_buffers* f, const fc_subject_backward_buffers* b,
              void* stream, char* err, size_t err_len) {
   if (sequences != nullptr) return fail(err, err_len, FC_SUBJECT_UNSUPPORTED, "sequences: SDPA takes dense batches");
+  // GQA's K/V heads are repeated for SDPA, and autograd sums the copies' dK and dV in the dtype: a rounding per copy and
+  // per add that the tensor-core class (one rounding of the fp32 sum) does not have; the GPU tier saw efficient's bf16
+  // dK pass that class's bound by 1.45 on a group of 2. The adapter's rounding, not the backend's: not judged here.
+  if (p->heads_q != p->heads_kv) {
+    return fail(err, err_len, FC_SUBJECT_UNSUPPORTED,
+                "heads_kv: GQA's backward goes through repeated K/V heads, whose gradients autograd sums in the dtype");
+  }
   if (const int code = refuse(p, f, err, err_len); code >= 0) return code;
   return on_stream(p, stream, err, err_len, [&](const at::TensorOptions& options) {
     const at::Tensor q = wrap(f->q, *p, p->heads_q, p->seqlen_q, p->q_stride, options).detach().requires_grad_();
