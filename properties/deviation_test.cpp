@@ -1,6 +1,9 @@
 // The classes of known peer deviations (tier.h, FLASHCHECK_KNOWN_DEVIATIONS), on case lines.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+
 #include "flashcheck/case.h"
 #include "tier.h"
 
@@ -28,22 +31,17 @@ TEST(KnownDeviation, MaskedNonfiniteVNeedsAMaskAndANonfiniteV) {
                                   parsed(kBase + std::string("mask=causal-tl") + tail + "inject=k[0,0,1,0]:inf seed=1")));
 }
 
-TEST(KnownDeviation, SpareKeySlotsNeedsASequenceWithSlotsPastItsKeys) {
+// The sequence classes: spare-key-slots needs a sequence with slots past its keys, keyless-row-lse one with rows and no
+// keys; neither applies to a dense case.
+TEST(KnownDeviation, SequenceClassesNeedTheirSequences) {
+  const std::string head = "bf16 b=2 hq=1 hkv=1 sq=4 sk=9 d=8 mask=none ";
   const std::string qkv = " q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1";
-  EXPECT_TRUE(in_deviation_class("spare-key-slots", parsed("bf16 b=2 hq=1 hkv=1 sq=4 sk=9 d=8 mask=none "
-                                                           "seqs=4:5+4,2:3" + qkv)));
-  EXPECT_FALSE(in_deviation_class("spare-key-slots", parsed("bf16 b=2 hq=1 hkv=1 sq=4 sk=9 d=8 mask=none "
-                                                            "seqs=4:9,2:3" + qkv)));
-  EXPECT_FALSE(in_deviation_class("spare-key-slots", parsed(kBase + std::string("mask=none") + qkv)));
-}
-
-TEST(KnownDeviation, KeylessRowLseNeedsASequenceWithRowsAndNoKeys) {
-  const std::string qkv = " q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1";
-  EXPECT_TRUE(in_deviation_class("keyless-row-lse", parsed("bf16 b=2 hq=1 hkv=1 sq=4 sk=9 d=8 mask=none "
-                                                           "seqs=4:0,2:3" + qkv)));
-  EXPECT_FALSE(in_deviation_class("keyless-row-lse", parsed("bf16 b=2 hq=1 hkv=1 sq=4 sk=9 d=8 mask=none "
-                                                            "seqs=0:0,2:3" + qkv)));
-  EXPECT_FALSE(in_deviation_class("keyless-row-lse", parsed(kBase + std::string("mask=causal-br") + qkv)));
+  for (const auto& [name, member, other] : {std::tuple{"spare-key-slots", "seqs=4:5+4,2:3", "seqs=4:9,2:3"},
+                                            std::tuple{"keyless-row-lse", "seqs=4:0,2:3", "seqs=0:0,2:3"}}) {
+    EXPECT_TRUE(in_deviation_class(name, parsed(head + member + qkv))) << name;
+    EXPECT_FALSE(in_deviation_class(name, parsed(head + other + qkv))) << name;
+    EXPECT_FALSE(in_deviation_class(name, parsed(kBase + std::string("mask=none") + qkv))) << name;
+  }
 }
 
 TEST(KnownDeviation, OtherClasses) {

@@ -190,6 +190,25 @@ Status optional_entry(void* handle, const std::string& path, const char* symbol,
   return *out != nullptr ? Status::ok_status() : bad(path, std::string(symbol) + "() returned null");
 }
 
+// A per-dtype class array of an optional entry point (backward.arithmetic, dropout.arithmetic): each declared class
+// passes `check` (what is wrong with it, or ""), only for a dtype the capabilities take, and at least one declared.
+template <typename Check>
+Status check_classes(const std::string& path, const std::string& what, const int32_t (&arithmetic)[3], uint32_t dtypes,
+                     Check&& check) {
+  bool any = false;
+  for (const DTypeInfo& info : kDTypes) {
+    const int32_t arith = arithmetic[static_cast<size_t>(info.dtype)];
+    if (arith == FC_SUBJECT_ARITH_UNDECLARED) continue;
+    const std::string field = what + "[" + info.name + "]: ";
+    if (const std::string why = check(arith, info); !why.empty()) return bad(path, field + why);
+    if (!(dtypes & (1u << static_cast<int>(info.dtype)))) {
+      return bad(path, field + "a class for a dtype the capabilities leave out");
+    }
+    any = true;
+  }
+  return any ? Status::ok_status() : bad(path, what + ": a class for at least one dtype");
+}
+
 // A subject call's return code as a status: its message (or that it gave none) under the subject's name.
 Status status_of(const LoadedSubject& subject, const char* call, int code, char (&err)[kErrLen]) {
   if (code == FC_SUBJECT_OK) return Status::ok_status();
@@ -372,23 +391,19 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     if (bwd->sequences && !(s->takes(FC_SUBJECT_SEQ_VARLEN))) {
       return bad(path, "backward.sequences: needs VARLEN among the sequence features (fc_subject_sequences_v1)");
     }
-    bool any = false;
-    for (const DTypeInfo& info : kDTypes) {
-      const int32_t arith = bwd->arithmetic[static_cast<size_t>(info.dtype)];
-      if (arith == FC_SUBJECT_ARITH_UNDECLARED) continue;
-      const std::string field = std::string("backward.arithmetic[") + info.name + "]: ";
-      const ClassPoints* k = nullptr;
-      for (const ClassPoints& c : kClasses) {
-        if (c.arith == arith && arith != FC_SUBJECT_ARITH_SPLIT_TF32) k = &c;
-      }
-      if (k == nullptr) return bad(path, field + "FC_SUBJECT_ARITH_GENERAL_FP32, _TENSOR_CORE or _UNDECLARED");
-      if (!k->applies_to(info)) return bad(path, field + arith_name(arith) + " does not apply to " + info.name);
-      if (!(descriptor->capabilities.dtypes & (1u << static_cast<int>(info.dtype)))) {
-        return bad(path, field + "a class for a dtype the capabilities leave out");
-      }
-      any = true;
-    }
-    if (!any) return bad(path, "backward.arithmetic: a class for at least one dtype");
+    const Status classes = check_classes(path, "backward.arithmetic", bwd->arithmetic, descriptor->capabilities.dtypes,
+                                         [](int32_t arith, const DTypeInfo& info) -> std::string {
+                                           const ClassPoints* k = nullptr;
+                                           for (const ClassPoints& c : kClasses) {
+                                             if (c.arith == arith && arith != FC_SUBJECT_ARITH_SPLIT_TF32) k = &c;
+                                           }
+                                           if (k == nullptr) return "FC_SUBJECT_ARITH_GENERAL_FP32, _TENSOR_CORE or _UNDECLARED";
+                                           if (!k->applies_to(info)) {
+                                             return std::string(arith_name(arith)) + " does not apply to " + info.name;
+                                           }
+                                           return "";
+                                         });
+    if (!classes.ok()) return classes;
     s->backward_ = *bwd;
   }
   // The optional dropout: the general-fp32 class only (the error model bounds a dropped softmax there).
@@ -401,21 +416,15 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     if (drop->backward_dropout != nullptr && !s->backward_) {
       return bad(path, "dropout.backward_dropout: needs a backward pass (fc_subject_backward_v1)");
     }
-    bool any = false;
-    for (const DTypeInfo& info : kDTypes) {
-      const int32_t arith = drop->arithmetic[static_cast<size_t>(info.dtype)];
-      if (arith == FC_SUBJECT_ARITH_UNDECLARED) continue;
-      const std::string field = std::string("dropout.arithmetic[") + info.name + "]: ";
-      if (arith != FC_SUBJECT_ARITH_GENERAL_FP32) {
-        return bad(path, field + "FC_SUBJECT_ARITH_GENERAL_FP32 or _UNDECLARED (the error model bounds a dropout on "
-                                 "the general-fp32 class only, docs/error-model.md §4.13)");
-      }
-      if (!(descriptor->capabilities.dtypes & (1u << static_cast<int>(info.dtype)))) {
-        return bad(path, field + "a class for a dtype the capabilities leave out");
-      }
-      any = true;
-    }
-    if (!any) return bad(path, "dropout.arithmetic: a class for at least one dtype");
+    const Status classes = check_classes(path, "dropout.arithmetic", drop->arithmetic, descriptor->capabilities.dtypes,
+                                         [](int32_t arith, const DTypeInfo&) -> std::string {
+                                           return arith == FC_SUBJECT_ARITH_GENERAL_FP32
+                                                      ? ""
+                                                      : "FC_SUBJECT_ARITH_GENERAL_FP32 or _UNDECLARED (the error model "
+                                                        "bounds a dropout on the general-fp32 class only, "
+                                                        "docs/error-model.md §4.13)";
+                                         });
+    if (!classes.ok()) return classes;
     s->dropout_ = *drop;
   }
   s->subject_ = descriptor;
