@@ -46,6 +46,8 @@ environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.
   properties=CASES), FLASHCHECK_SUBJECT_CASES (cases per property in `subjects`, default 100),
   FLASHCHECK_SUBJECT_RANDOM (random cases per dtype of the report in `subjects`, default 100),
   FLASHCHECK_SUBJECT_TIMEOUT (seconds each report and property run of `subjects` may take; unset: no limit),
+  FLASHCHECK_SUBJECTS (tags, comma-separated: the subjects `subjects` runs, e.g. triton_attention,flex_attention; the
+  table takes every subject's results in FLASHCHECK_LOGS, so two calls on one machine make one table),
   FLASHCHECK_SANITIZER_PER_GPU (sanitizer tests sharing a GPU, default 2)
 USAGE
   [[ $# -eq 0 ]] && exit 2
@@ -72,6 +74,14 @@ export PATH="/usr/local/cuda/bin:$PATH"
 jobs="$(nproc)"
 status=0
 log() { echo "== $(date +%T) $*" | tee -a "$LOGS/summary.txt"; }
+# A subject's tag in the logs (subjects step): flashcheck, the library's name without libflashcheck_subject_ (example,
+# sdpa_flash, ...), or a Python spec's module (triton_attention, ...).
+subject_tag() {
+  local lib=$1 tag
+  if [[ "$lib" == python:* ]]; then tag=${lib#python:}; tag=${tag%%:*}; else
+    tag=$(basename "$lib" .so); tag=${tag#libflashcheck_subject_}; fi
+  echo "$tag"
+}
 finish() { cp "$LOGS/summary.txt" "$OUT/" 2>/dev/null; tar czf "$OUT/logs.tar.gz" -C "$LOGS" . 2>/dev/null; }
 trap finish EXIT
 
@@ -233,13 +243,23 @@ for step in "$@"; do
             log "subjects: python:${spec%%:*}:attention left out (${spec#*:} does not import)"
         done
       fi
+      # FLASHCHECK_SUBJECTS=tag,...: only these (the tags of the logs: flashcheck, example, sdpa_flash, triton_attention,
+      # ...); the table still takes every subject's results in this logs folder, so a run split over calls (the slow
+      # Python peers in a call of their own, on the same machine) ends with one table.
+      if [ -n "${FLASHCHECK_SUBJECTS:-}" ]; then
+        kept=()
+        for lib in "${names[@]}"; do
+          [[ ",$FLASHCHECK_SUBJECTS," == *",$(subject_tag "$lib"),"* ]] && kept+=("$lib")
+        done
+        names=("${kept[@]}")
+        [ "${#names[@]}" -eq 0 ] && { log "subjects: none of FLASHCHECK_SUBJECTS=$FLASHCHECK_SUBJECTS is built here"; status=1; continue; }
+      fi
       threads=$(( jobs / ${#names[@]} > 1 ? jobs / ${#names[@]} : 1 ))
       log "subjects: ${#names[@]} (report: sweep + random; properties: $cases cases each; $threads oracle threads each)"
       start_t=$(date +%s)
       pids=()
       for lib in "${names[@]}"; do
-        if [[ "$lib" == python:* ]]; then tag=${lib#python:}; tag=${tag%%:*}; else
-          tag=$(basename "$lib" .so); tag=${tag#libflashcheck_subject_}; fi
+        tag=$(subject_tag "$lib")
         if [ "$lib" = flashcheck ]; then
           subject_args=(--backend gpu --random "$random" --random-features "$((random / 2))"); subject_env=(); else
           subject_args=(--subject "$lib" --random "$random" --random-features "$((random / 2))")
