@@ -251,7 +251,7 @@ for step in "$@"; do
         for lib in "${names[@]}"; do
           [[ ",$FLASHCHECK_SUBJECTS," == *",$(subject_tag "$lib"),"* ]] && kept+=("$lib")
         done
-        names=("${kept[@]}")
+        names=(${kept[@]+"${kept[@]}"})
         [ "${#names[@]}" -eq 0 ] && { log "subjects: none of FLASHCHECK_SUBJECTS=$FLASHCHECK_SUBJECTS is built here"; status=1; continue; }
       fi
       threads=$(( jobs / ${#names[@]} > 1 ? jobs / ${#names[@]} : 1 ))
@@ -277,7 +277,7 @@ for step in "$@"; do
       wait "${pids[@]}"
       log "subjects took $(( $(date +%s) - start_t )) s"
       table_args=()
-      for json in "$sdir/flashcheck.json" $(ls "$sdir"/*.json | grep -v '/flashcheck.json$'); do
+      for json in $(ls "$sdir"/flashcheck.json 2>/dev/null) $(ls "$sdir"/*.json 2>/dev/null | grep -v '/flashcheck.json$'); do
         tag=$(basename "$json" .json)
         name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("subject") or "flashcheck")' "$json")
         table_args+=("$json")
@@ -287,7 +287,11 @@ for step in "$@"; do
         grep -E "^\[  (PASSED|FAILED|SKIPPED) +\]|case line:" "$sdir/$tag.properties.txt" | sort -u | head -12 |
           sed "s/^/  $tag properties: /" | tee -a "$LOGS/summary.txt"
       done
-      python3 tools/subject_table.py "${table_args[@]}" | tee "$OUT/subjects.md" | tee -a "$LOGS/summary.txt" ;;
+      if [ "${#table_args[@]}" -gt 0 ]; then
+        python3 tools/subject_table.py "${table_args[@]}" | tee "$OUT/subjects.md" | tee -a "$LOGS/summary.txt"
+      else
+        log "subjects: no report JSON in $sdir: no table"; status=1
+      fi ;;
     sanitizer)
       # Each sanitizer test holds a GPU slot (RESOURCE_GROUPS gpus:1), FLASHCHECK_SANITIZER_PER_GPU (default 2)
       # at a time per GPU: on two H200s the 13 tests (449 s one after another) take 161 s.

@@ -31,6 +31,12 @@ HostInputs inputs_for(const Case& c);
 // A copy whose params point at its own vectors.
 HostInputs copy_of(const HostInputs& in);
 
+// A run that lost the CUDA context (a sticky error) ends the process, naming `who` and the case line: no later case
+// could run.
+void stop_if_context_lost(const Status& status, const std::string& who);
+// A run that lost the CUDA context (a sticky error) ends the process, naming `who` and the case line: no later case
+// could run.
+void stop_if_context_lost(const Status& status, const std::string& who);
 // run_case on the active backend (planted defect applied on the host model), asserted to return ok.
 RunOutputs run_backend(const HostInputs& inputs, bool instrument = false);
 

@@ -86,6 +86,7 @@ RunOutputs run_with_mask(const HostInputs& in) {
   options.dropout_mask = true;
   const LoadedSubject* subject = active_subject();
   RunOutputs out = subject != nullptr ? run_case(in, *subject, options) : run_case(in, active_backend(), options);
+  stop_if_context_lost(out.status, subject != nullptr ? "subject " + subject->name() : to_string(active_backend()));
   if (out.status.code() == StatusCode::kUnsupported) RC_DISCARD(out.status.message());
   if (!out.status.ok()) {
     RC_LOG() << "run_case on " << (subject != nullptr ? "subject " + subject->name() : to_string(active_backend()))
@@ -214,8 +215,13 @@ void dropout_zero_is_no_dropout() {
   const RunOutputs a = run_backend(plain), b = run_backend(zero);
   assert_bit_identical("dropout_p = 0 against no dropout", a, b, plain.params);
   if (c.grad) {
-    assert_same_gradients(run_grad(plain, true), run_grad(zero, true), "without dropout", "at p = 0",
-                          "dropout_p = 0 changed a gradient");
+    const BackwardOutputs ga = run_grad(plain, true), gb = run_grad(zero, true);
+    if (same_bits_on_rerun(true, true)) {
+      assert_same_gradients(ga, gb, "without dropout", "at p = 0", "dropout_p = 0 changed a gradient");
+    } else {  // a subject whose backward does not repeat bit for bit: both held to the oracle
+      RC_ASSERT(judged(none, plain, ga).pass);
+      RC_ASSERT(judged(none, zero, gb).pass);
+    }
   }
   // p = 2^-33: threshold 0 (nothing dropped) and 1 / (1 - p) rounds to 1 in fp32, on the dropout path. Where no
   // dropout runs the same path (the general one) of flashcheck's kernels the bits are the same; elsewhere, and on a

@@ -774,8 +774,14 @@ int main(int argc, char** argv) {
                                                    value_dim_draws, seed + 4000, sequences);
       // Dropout, on a subject where its library declares one for the dtype (fc_subject_dropout_v1): the forward ones
       // here, the grad=1 ones in the backward section.
+      // A subject whose dropout is forward-only runs the grad=1 ones forward.
       const bool drops = subject == nullptr || subject->drops(dtype);
-      for (const Case& c : random_dropout_cases(dtype, drops ? random_dropout_per_dtype : 0, dropout_draws, seed + 6000)) {
+      const bool drops_backward = subject == nullptr || (drops && subject->dropout()->backward_dropout != nullptr);
+      for (Case c : random_dropout_cases(dtype, drops ? random_dropout_per_dtype : 0, dropout_draws, seed + 6000)) {
+        if (c.grad && !drops_backward) {
+          c.grad = false;
+          c.dout = ValueSpec{};
+        }
         (c.grad ? dropout_grad_cases : cases).push_back(c);
       }
       cases.insert(cases.end(), s.begin(), s.end());

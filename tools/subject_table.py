@@ -10,8 +10,9 @@ subject (or "flashcheck" for --backend gpu/model) names a block of rows, one per
                  K/V, split-KV; a subject gets them where it declares fc_subject_sequences_v1): run / failed
   backward       the backward section's grad=1 cases (a subject gets them where it declares fc_subject_backward_v1):
                  run / failed (those its backward declined, UNSUPPORTED, left out), "-" where none ran
-  dropout        of the cases run, those with a dropout (dropout= in the case line; a subject gets them where it
-                 declares fc_subject_dropout_v1 for the dtype): run / failed
+  dropout        of the cases run (the forward section), those with a dropout (dropout= in the case line; a subject
+                 gets them where it declares fc_subject_dropout_v1 for the dtype): run / failed; the grad=1 ones count
+                 in backward
   worst O, LSE   worst error / bound over the cases run (fail above 1); "-" where nothing was judged, "no LSE"
                  where the subject writes none
 --properties NAME=XML adds the property tier's totals for subject NAME (the GoogleTest XML of

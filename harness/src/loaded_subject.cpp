@@ -425,6 +425,18 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
                                                         "docs/error-model.md §4.13)";
                                          });
     if (!classes.ok()) return classes;
+    if (drop->backward_dropout != nullptr) {
+      bool reachable = false;
+      for (const DTypeInfo& info : kDTypes) {
+        const size_t d = static_cast<size_t>(info.dtype);
+        reachable = reachable || (drop->arithmetic[d] != FC_SUBJECT_ARITH_UNDECLARED &&
+                                  s->backward_->arithmetic[d] != FC_SUBJECT_ARITH_UNDECLARED);
+      }
+      if (!reachable) {
+        return bad(path, "dropout.backward_dropout: no dtype has both a dropout class and a backward class (it could "
+                         "never be called)");
+      }
+    }
     s->dropout_ = *drop;
   }
   s->subject_ = descriptor;
@@ -448,6 +460,7 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     }
     s->config_name_[d] = "subject " + s->name_ + (s->declared_[d] ? "" : " (arithmetic undeclared: generic bound)");
   }
+  s->dropout_config_name_ = "subject " + s->name_ + " (dropout: general-fp32)";
   *out = std::move(s);
   return Status::ok_status();
 }
@@ -477,19 +490,6 @@ Status LoadedSubject::supports(const Params& p) const {
       return unsupported("head_dim_v", std::to_string(dv) + " outside " + std::to_string(value_dims_->head_dim_v_min) +
                                            ".." + std::to_string(value_dims_->head_dim_v_max));
     }
-  }
-  if (p.dropout_p != 0.0f) {
-    if (!dropout_) {
-      return unsupported("dropout", "the library declares no dropout (" FC_SUBJECT_DROPOUT_ENTRY_POINT ")");
-    }
-    if (!drops(p.dtype)) {
-      return unsupported("dropout", std::string("its dropout declares no class for ") + to_string(p.dtype));
-    }
-    if (p.page_table != nullptr || p.num_splits != 1) {
-      return unsupported("dropout", "paged K/V and split-KV never come with a dropout");
-    }
-    if (has_sequences(p) && !dropout_->sequences) return unsupported("dropout", "its dropout takes no sequences");
-    if (p.dropout_mask_out != nullptr && !dropout_->mask_dump) return unsupported("dropout", "its dropout dumps no mask");
   }
   if (find_mask(p.mask) == nullptr || !(c.masks & FC_SUBJECT_BIT(find_mask(p.mask)->c_code))) {
     return unsupported("mask", std::string(mask_text(p.mask)) + " not among " + list_masks(c.masks));
@@ -525,6 +525,20 @@ Status LoadedSubject::supports(const Params& p) const {
       return unsupported("splits", std::to_string(p.num_splits) + " above the declared maximum " +
                                        std::to_string(sequences_->max_splits));
     }
+  }
+  // After the sequence and split checks, so that a field the subject lacks is named as such.
+  if (p.dropout_p != 0.0f) {
+    if (!dropout_) {
+      return unsupported("dropout", "the library declares no dropout (" FC_SUBJECT_DROPOUT_ENTRY_POINT ")");
+    }
+    if (!drops(p.dtype)) {
+      return unsupported("dropout", std::string("its dropout declares no class for ") + to_string(p.dtype));
+    }
+    if (p.page_table != nullptr || p.num_splits > 1) {
+      return unsupported("dropout", "paged K/V and split-KV never come with a dropout");
+    }
+    if (has_sequences(p) && !dropout_->sequences) return unsupported("dropout", "its dropout takes no sequences");
+    if (p.dropout_mask_out != nullptr && !dropout_->mask_dump) return unsupported("dropout", "its dropout dumps no mask");
   }
   if (p.softcap > 0 && !c.softcap) return unsupported("softcap", "no softcap");
   if (p.sink != nullptr && !c.sink) return unsupported("sink", "no sink logits");
@@ -777,6 +791,7 @@ RunOutputs run_case(const HostInputs& inputs, const LoadedSubject& subject, cons
   out.generic_bound = subject.generic_bound(dtype);
   if (inputs.params.dropout_p != 0.0f) {  // the general-fp32 class, the one a dropout declares (supports())
     out.config.path = ComputePath::kGeneralFp32;
+    out.config.name = subject.dropout_config_name().c_str();
     out.generic_bound = false;
   }
   out.tiling_declared = subject.tiling_declared();

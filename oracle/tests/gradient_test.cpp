@@ -551,7 +551,7 @@ TEST(GradientCheck, Fp16DsPastItsRangeIsOutsideTheDomain) {
   const BackwardArithmetic tensor_core{Arithmetic::kTensorCore, Format::kF16};
   const GradientCheck check = gradient_check(o.p, o.d_o, {f.o, f.lse}, tensor_core);
   const Gradient got = emulate(o, f, tensor_core, false);
-  int64_t unclaimed = 0, overflowed = 0, overflowed_unclaimed = 0;
+  int64_t unclaimed = 0, overflowed = 0, overflowed_unclaimed = 0;  // elements, over dQ, dK and dV
   for (const auto& [name, g, want, bound] : {std::tuple{"dq", &got.dq, &check.exact.dq, &check.dq},
                                              std::tuple{"dk", &got.dk, &check.exact.dk, &check.dk},
                                              std::tuple{"dv", &got.dv, &check.exact.dv, &check.dv}}) {
@@ -567,8 +567,8 @@ TEST(GradientCheck, Fp16DsPastItsRangeIsOutsideTheDomain) {
     }
   }
   EXPECT_GT(overflowed_unclaimed, 0);  // the class does overflow there
-  EXPECT_GE(unclaimed, overflowed_unclaimed);
-  EXPECT_EQ(overflowed, 0);
+  EXPECT_EQ(overflowed, 0);            // and nowhere it keeps a claim
+  EXPECT_LT(unclaimed, static_cast<int64_t>(check.dq.size() + check.dk.size()));  // the rule leaves claims standing
   const Gradient inf_free = emulate(o, f, {Arithmetic::kGeneralFp32, Format::kF16}, false);
   const GradientCheck general = gradient_check(o.p, o.d_o, {f.o, f.lse}, {Arithmetic::kGeneralFp32, Format::kF16});
   for (size_t at = 0; at < general.dq.size(); ++at) {

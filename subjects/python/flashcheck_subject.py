@@ -65,6 +65,11 @@ def subject(name, dtypes, masks, layouts, head_dim=None, head_dims=None, memory=
         declaration["sequences"] = {"features": list(sequences["features"]),
                                     "page_size_multiple": int(sequences.get("page_size_multiple", 0)),
                                     "max_splits": int(sequences.get("max_splits", 0))}
+    for field, value, known in (("backward", backward, ("function", "arithmetic", "sink", "sequences", "deterministic")),
+                                ("dropout", dropout, ("arithmetic", "mask_dump", "sequences", "backward"))):
+        unknown = sorted(set(value or {}) - set(known))
+        if unknown:
+            raise ValueError(f"{field}: unknown keys {unknown} (known: {list(known)})")
     if backward is not None:
         if not isinstance(backward.get("function"), str):
             raise ValueError("backward.function: the name of the module's backward callable")

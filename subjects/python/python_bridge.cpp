@@ -699,7 +699,7 @@ fc_subject_python failure(int slot, std::string why) {
 
 }  // namespace
 
-fc_subject_python fc_subject_python_v1(const char* spec) {
+fc_subject_python fc_subject_python_v2(const char* spec) {
   std::lock_guard<std::mutex> lock(g_mutex);
   thread_local std::string no_slot;
   int free_slot = -1;

@@ -5,7 +5,8 @@
  *   MALFORMED_ARITHMETIC     declares the tensor-core class with P kept in fp32
  *   MALFORMED_SEQUENCES      declares paged K/V without seqused_k (fc_subject_sequences_v1)
  *   MALFORMED_BACKWARD       declares a backward class for fp32, which its capabilities leave out (fc_subject_backward_v1)
- *   MALFORMED_DROPOUT        declares a dropout in the tensor-core class (fc_subject_dropout_v1: general-fp32 only) */
+ *   MALFORMED_DROPOUT        declares a dropout in the tensor-core class (fc_subject_dropout_v1: general-fp32 only)
+ *   MALFORMED_DROPOUT_BACKWARD  declares a dropout backward without a backward pass */
 #include "flashcheck/subject.h"
 
 static int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers, void* stream, char* err,
@@ -60,14 +61,27 @@ static const fc_subject_backward backward_pass = {
 FC_SUBJECT_EXPORT const fc_subject_backward* fc_subject_backward_v1(void) { return &backward_pass; }
 #endif
 
-#ifdef MALFORMED_DROPOUT
+#if defined(MALFORMED_DROPOUT) || defined(MALFORMED_DROPOUT_BACKWARD)
 static int forward_dropout(const fc_subject_problem* problem, const fc_subject_sequence_args* sequences,
                            const fc_subject_dropout_args* dropout, const fc_subject_buffers* buffers, void* stream,
                            char* err, size_t err_len) {
   (void)sequences, (void)dropout;
   return forward(problem, buffers, stream, err, err_len);
 }
+#ifdef MALFORMED_DROPOUT
 static const fc_subject_dropout dropout_rule = {
     {FC_SUBJECT_ARITH_UNDECLARED, FC_SUBJECT_ARITH_TENSOR_CORE, FC_SUBJECT_ARITH_UNDECLARED}, 0, 0, forward_dropout, 0};
+#else
+static int backward_dropout(const fc_subject_problem* problem, const fc_subject_sequence_args* sequences,
+                            const fc_subject_dropout_args* dropout, const fc_subject_backward_strides* strides,
+                            const fc_subject_buffers* forward_buffers, const fc_subject_backward_buffers* buffers,
+                            void* stream, char* err, size_t err_len) {
+  (void)sequences, (void)dropout, (void)strides, (void)buffers;
+  return forward(problem, forward_buffers, stream, err, err_len);
+}
+static const fc_subject_dropout dropout_rule = {
+    {FC_SUBJECT_ARITH_UNDECLARED, FC_SUBJECT_ARITH_GENERAL_FP32, FC_SUBJECT_ARITH_UNDECLARED}, 0, 0, forward_dropout,
+    backward_dropout};
+#endif
 FC_SUBJECT_EXPORT const fc_subject_dropout* fc_subject_dropout_v1(void) { return &dropout_rule; }
 #endif

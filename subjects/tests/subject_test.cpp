@@ -416,6 +416,7 @@ TEST(Subject, MalformedLibrariesAreRefusedWithTheReason) {
   expect_refused(FC_SUBJECT_MALFORMED_SEQUENCES, "sequences.features: PAGED needs SEQUSED_K");
   expect_refused(FC_SUBJECT_MALFORMED_BACKWARD, "backward.arithmetic[f32]: a class for a dtype the capabilities leave out");
   expect_refused(FC_SUBJECT_MALFORMED_DROPOUT, "dropout.arithmetic[f16]: FC_SUBJECT_ARITH_GENERAL_FP32 or _UNDECLARED");
+  expect_refused(FC_SUBJECT_MALFORMED_DROPOUT_BACKWARD, "dropout.backward_dropout: needs a backward pass");
   expect_refused("/nonexistent/libnothing.so", "cannot load");
 }
 

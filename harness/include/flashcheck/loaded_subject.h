@@ -80,6 +80,8 @@ class LoadedSubject {
   const std::optional<fc_subject_dropout>& dropout() const { return dropout_; }
   // Whether it declares a dropout for `dtype` (the general-fp32 class).
   bool drops(DType dtype) const;
+  // KernelConfig::name of a run under a dropout (stable storage).
+  const std::string& dropout_config_name() const { return dropout_config_name_; }
 
   // One line: name, memory kind, dtypes, head dims, masks, layouts, features, arithmetic per dtype.
   std::string describe() const;
@@ -103,6 +105,7 @@ class LoadedSubject {
   std::optional<fc_subject_sequences> sequences_;
   std::optional<fc_subject_backward> backward_;
   std::optional<fc_subject_dropout> dropout_;
+  std::string dropout_config_name_;
 };
 
 // A case moved onto a subject's sequence features: without any, dense (the sequences' bounds as its shape); paged

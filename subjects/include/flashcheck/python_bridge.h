@@ -52,11 +52,12 @@ extern "C" {
 #endif
 
 #define FC_SUBJECT_PYTHON_PREFIX "python:"
-#define FC_SUBJECT_PYTHON_ENTRY_POINT "fc_subject_python_v1"
+#define FC_SUBJECT_PYTHON_ENTRY_POINT "fc_subject_python_v2"
 
-/* What fc_subject_python_v1 answers for one spec: the descriptor (null on failure, with `error` saying why) and the
- * optional limits, value dims, sequences, backward pass and dropout (null where the callable declares none). Valid until the
- * library is unloaded. */
+/* What fc_subject_python_v2 answers for one spec: the descriptor (null on failure, with `error` saying why) and the
+ * optional limits, value dims, sequences, backward pass and dropout (null where the callable declares none). Valid
+ * until the library is unloaded. The entry point's version names this struct's layout (v2 added `dropout`), so that a
+ * harness and a bridge built apart never read each other's answer in another layout. */
 typedef struct fc_subject_python {
   const fc_subject* subject;
   const fc_subject_limits* limits;
@@ -67,7 +68,7 @@ typedef struct fc_subject_python {
   const fc_subject_dropout* dropout;
 } fc_subject_python;
 typedef fc_subject_python (*fc_subject_python_fn)(const char* spec);
-FC_SUBJECT_EXPORT fc_subject_python fc_subject_python_v1(const char* spec);
+FC_SUBJECT_EXPORT fc_subject_python fc_subject_python_v2(const char* spec);
 
 #ifdef __cplusplus
 }
