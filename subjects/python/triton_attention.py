@@ -40,16 +40,18 @@ if triton is not None:
     LOG2E = tl.constexpr(1.4426950408889634)  # a jit function reads only constexpr globals
 
     # One compile per dtype and constexpr set, whatever the shape: no integer argument is specialised (Triton would
-    # compile again for every value of 1 or multiple of 16 it meets), no pointer on its alignment.
+    # compile again for every value of 1 or multiple of 16 it meets), no pointer on its alignment; the sink and the
+    # softcap are runtime values (a sink of -inf and a softcap of 0 are none), so that they add no compiles either.
     @triton.jit(do_not_specialize=["sqb", "sqh", "sqs", "skb", "skh", "sks", "svb", "svh", "svs", "sob", "soh", "sos",
                                    "slb", "slh", "sls", "heads_q", "group", "seqlen_q", "seqlen_k", "head_dim",
-                                   "lo_off", "hi_off", "threshold", "seed_lo", "seed_hi", "offset_lo", "offset_hi"],
+                                   "lo_off", "hi_off", "threshold", "seed_lo", "seed_hi", "offset_lo", "offset_hi",
+                                   "has_sink"],
                 do_not_specialize_on_alignment=["Q", "K", "V", "O", "LSE", "SINK", "MASK"])
     def _forward(Q, K, V, O, LSE, SINK,
                  sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sob, soh, sos, slb, slh, sls,
                  heads_q, group, seqlen_q, seqlen_k, head_dim, scale, softcap, lo_off, hi_off,
-                 MASK, threshold, seed_lo, seed_hi, offset_lo, offset_hi, keep_scale,
-                 HAS_SINK: tl.constexpr, HAS_SOFTCAP: tl.constexpr, IEEE: tl.constexpr, TAIL_BUG: tl.constexpr,
+                 MASK, threshold, seed_lo, seed_hi, offset_lo, offset_hi, keep_scale, has_sink,
+                 IEEE: tl.constexpr, TAIL_BUG: tl.constexpr,
                  DROPOUT: tl.constexpr, DUMP: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
         start_m = tl.program_id(0)
@@ -97,8 +99,7 @@ if triton is not None:
             else:
                 s = tl.dot(q, tl.trans(k))
             s = s * scale
-            if HAS_SOFTCAP:
-                s = softcap * libdevice.tanh(s / softcap)
+            s = tl.where(softcap > 0, softcap * libdevice.tanh(s / softcap), s)
             delta = keys[None, :] - rows[:, None]
             visible = (delta >= lo_off) & (delta <= hi_off)
             if not TAIL_BUG:
@@ -135,26 +136,20 @@ if triton is not None:
                 neg_hits += tl.dot(seen, (v.to(tl.float32) == -float("inf")).to(tl.float16))
                 nan_hits += tl.dot(seen, (v != v).to(tl.float16))
             m_i = m_new
-        if HAS_SINK:
-            sink = tl.load(SINK + h) * LOG2E
-        else:
-            sink = -float("inf")
+        sink = tl.where(has_sink != 0, tl.load(SINK + h), -float("inf")) * LOG2E  # -inf: no sink, weight 0
         m_all = tl.maximum(m_i, sink, propagate_nan=tl.PropagateNan.ALL)
         m_all_safe = tl.where(m_all == -float("inf"), 0.0, m_all)
-        if HAS_SINK:
-            sink_weight = tl.exp2(sink - m_all_safe)
-        else:
-            sink_weight = 0.0
+        sink_weight = tl.exp2(sink - m_all_safe)
         l_all = l_i * tl.exp2(m_i - m_all_safe) + sink_weight
         o = acc * (tl.exp2(m_i - m_all_safe) / tl.where(l_all > 0, l_all, 1.0))[:, None]
         o = tl.where((pos_hits > 0) & (o == o), float("inf"), o)
         o = tl.where((neg_hits > 0) & (o == o), tl.where(o == float("inf"), float("nan"), -float("inf")), o)
         o = tl.where(nan_hits > 0, float("nan"), o)
         lse = tl.where(m_all == -float("inf"), -float("inf"), (m_all + tl.log2(l_all)) / LOG2E)
-        if HAS_SINK:  # a sink of +inf takes all the weight: O = 0 (NaN where the accumulator is not finite)
-            acc_bad = (acc != acc) | (pos_hits + neg_hits + nan_hits > 0)
-            o = tl.where(sink == float("inf"), tl.where(acc_bad, float("nan"), 0.0), o)
-            lse = tl.where(sink == float("inf"), float("inf"), lse)
+        # A sink of +inf takes all the weight: O = 0 (NaN where the accumulator is not finite).
+        acc_bad = (acc != acc) | (pos_hits + neg_hits + nan_hits > 0)
+        o = tl.where(sink == float("inf"), tl.where(acc_bad, float("nan"), 0.0), o)
+        lse = tl.where(sink == float("inf"), float("inf"), lse)
         tl.store(O + b.to(tl.int64) * sob + h.to(tl.int64) * soh + rows[:, None].to(tl.int64) * sos + cols[None, :],
                  o.to(O.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
         tl.store(LSE + b.to(tl.int64) * slb + h.to(tl.int64) * slh + rows.to(tl.int64) * sls, lse, mask=row_ok)
@@ -187,7 +182,7 @@ def run(problem, buffers, tail_bug):
                        dump if dump is not None else lse,
                        *(as_int32(word) for word in (int(p_drop * 2.0 ** 32), seed & 0xFFFFFFFF, seed >> 32,
                                                      offset & 0xFFFFFFFF, offset >> 32)), 1.0 / (1.0 - p_drop),
-                       HAS_SINK=sink is not None, HAS_SOFTCAP=problem["softcap"] > 0, IEEE=problem["dtype"] == "f32",
+                       int(sink is not None), IEEE=problem["dtype"] == "f32",
                        TAIL_BUG=tail_bug, DROPOUT=p_drop > 0, DUMP=dump is not None, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
                        BLOCK_D=max(16, triton.next_power_of_2(d)))
 

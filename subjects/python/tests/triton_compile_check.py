@@ -1,5 +1,6 @@
-"""Compiles the Triton example's kernel (subjects/python/triton_attention.py) for sm_90 without a GPU: every dtype with
-sink and softcap on and off, fp32's dropout with its mask dump, and the planted bug, through Triton's compiler down to a cubin. ctest
+"""Compiles the Triton example's kernel (subjects/python/triton_attention.py) for sm_90 without a GPU: every dtype at
+the smallest and largest head-dim block (sink and softcap are runtime values), fp32's dropout with its mask dump, and the
+planted bug, through Triton's compiler down to a cubin. ctest
 triton_example_compiles (label cpu) runs it where Triton imports and skips (exit 77) where it does not; the GPU tier's
 subject_triton_example runs the kernel itself.
 
@@ -21,7 +22,7 @@ except ImportError:
 import triton_attention
 
 POINTERS = ("Q", "K", "V", "O")
-FLAGS = ("HAS_SINK", "HAS_SOFTCAP", "IEEE", "TAIL_BUG", "DROPOUT", "DUMP", "BLOCK_M", "BLOCK_N", "BLOCK_D")
+FLAGS = ("IEEE", "TAIL_BUG", "DROPOUT", "DUMP", "BLOCK_M", "BLOCK_N", "BLOCK_D")
 
 
 def signature(dtype):
@@ -33,7 +34,7 @@ def signature(dtype):
             sig[name] = "*fp32"
         elif name == "MASK":
             sig[name] = "*u8"
-        elif name in ("threshold", "seed_lo", "seed_hi", "offset_lo", "offset_hi"):
+        elif name in ("threshold", "seed_lo", "seed_hi", "offset_lo", "offset_hi", "has_sink"):
             sig[name] = "i32"
         elif name in ("scale", "softcap", "keep_scale"):
             sig[name] = "fp32"
@@ -48,11 +49,11 @@ def main():
     target = GPUTarget("cuda", 90, 32)
     compiled = 0
     dtypes = ("fp32", "fp16", "bf16")
-    variants = [(dtype, False, extras, 128, False) for dtype, extras in itertools.product(dtypes, (False, True))]
-    variants.append(("fp16", True, False, 16, False))
-    variants.append(("fp32", False, True, 64, True))  # fp32's dropout, with its mask dump
-    for dtype, bug, extras, block_d, dropout in variants:
-        constants = dict(HAS_SINK=extras, HAS_SOFTCAP=extras, IEEE=dtype == "fp32", TAIL_BUG=bug, DROPOUT=dropout,
+    variants = [(dtype, False, block_d, False) for dtype, block_d in itertools.product(dtypes, (16, 256))]
+    variants.append(("fp16", True, 64, False))
+    variants.append(("fp32", False, 64, True))  # fp32's dropout, with its mask dump
+    for dtype, bug, block_d, dropout in variants:
+        constants = dict(IEEE=dtype == "fp32", TAIL_BUG=bug, DROPOUT=dropout,
                          DUMP=dropout, BLOCK_M=triton_attention.BLOCK_M, BLOCK_N=triton_attention.BLOCK_N,
                          BLOCK_D=block_d)
         kernel = triton.compile(ASTSource(fn=triton_attention._forward, signature=signature(dtype),
