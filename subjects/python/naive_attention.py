@@ -149,10 +149,11 @@ def run(problem, buffers, mask_of):
                     continue
                 weights = [(j, math.exp(s - m)) for j, s in scores]
                 total = sum(w for _, w in weights)  # the undropped softmax's denominator (and LSE)
-                kept = [(j, w * drop.weight(b, h, i, j)) for j, w in weights]
+                # A dropped key's V row is not read; a kept one's is, whatever its weight (0 * NaN is NaN).
+                kept = [(j, w * drop.weight(b, h, i, j)) for j, w in weights if drop.kept(b, h, i, j)]
                 g = h // group
                 for c in range(dv):
-                    o[oi + (c,)] = sum(w * v[at.key(b, g, j) + (c,)] for j, w in kept if w != 0.0) / total
+                    o[oi + (c,)] = sum(w * v[at.key(b, g, j) + (c,)] for j, w in kept) / total
                 lse[at.lse(b, h, i)] = m + math.log(total)
 
 
