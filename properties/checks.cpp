@@ -142,6 +142,10 @@ void stop_if_context_lost(const Status& status, const std::string& who) {
 RunOutputs run_backend(const HostInputs& inputs, bool instrument) {
   RunOptions options;
   options.instrument = instrument;
+  return run_on_tier(inputs, options);
+}
+
+RunOutputs run_on_tier(const HostInputs& inputs, RunOptions options, bool discard_unsupported) {
   options.model.defect = planted_defect();
   if (const LoadedSubject* subject = active_subject()) {
     // A subject records no m and l; a case a property derives (another layout, more heads) may leave its
@@ -156,6 +160,7 @@ RunOutputs run_backend(const HostInputs& inputs, bool instrument) {
   }
   RunOutputs out = run_case(inputs, active_backend(), options);
   stop_if_context_lost(out.status, to_string(active_backend()));
+  if (discard_unsupported && out.status.code() == StatusCode::kUnsupported) RC_DISCARD(out.status.message());
   if (!out.status.ok()) RC_LOG() << "run_case on " << to_string(active_backend()) << ": " << out.status.message() << "\n";
   RC_ASSERT(out.status.ok());
   return out;

@@ -31,14 +31,12 @@ HostInputs inputs_for(const Case& c);
 // A copy whose params point at its own vectors.
 HostInputs copy_of(const HostInputs& in);
 
-// A run that lost the CUDA context (a sticky error) ends the process, naming `who` and the case line: no later case
-// could run.
-void stop_if_context_lost(const Status& status, const std::string& who);
-// A run that lost the CUDA context (a sticky error) ends the process, naming `who` and the case line: no later case
-// could run.
-void stop_if_context_lost(const Status& status, const std::string& who);
 // run_case on the active backend (planted defect applied on the host model), asserted to return ok.
 RunOutputs run_backend(const HostInputs& inputs, bool instrument = false);
+// run_case with `options` on the active subject (instrumentation off; a case outside its capabilities discarded) or
+// backend (planted defect applied on the host model; an unsupported case discarded where `discard_unsupported`), a
+// lost CUDA context ending the process, asserted to return ok.
+RunOutputs run_on_tier(const HostInputs& inputs, RunOptions options, bool discard_unsupported = false);
 
 // Judge options for the active tier: every row of small problems, sampled rows of large ones.
 JudgeOptions judge_options();
