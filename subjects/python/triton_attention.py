@@ -22,8 +22,6 @@ Run the suite on it on a GPU machine with Triton (this folder on PYTHONPATH):
     flashcheck-repro --subject python:triton_attention:attention_tail "<case line>"
     FLASHCHECK_SUBJECT=python:triton_attention:attention properties_gpu
 """
-import math
-
 import flashcheck_subject as fc
 
 BLOCK_M, BLOCK_N = 64, 64
@@ -161,30 +159,49 @@ def as_int32(word):
     return word - (1 << 32) if word >= 1 << 31 else word
 
 
-def run(problem, buffers, tail_bug):
-    if problem["batch"] == 0 or problem["heads_q"] == 0 or problem["seqlen_q"] == 0:
-        return
-    q, k, v, o, lse, sink = (fc.as_torch(buffers[n]) for n in ("q", "k", "v", "o", "lse", "sink"))
+def block_d(head_dim):
+    """The head-dim block: the next power of two, at least 16 (tl.dot's smallest)."""
+    return max(16, 1 << (head_dim - 1).bit_length())
+
+
+def num_stages(element_bytes, head_block):
+    """The software pipeline's depth: each stage holds a K and a V tile, 2 * BLOCK_N * BLOCK_D * element_bytes of
+    shared memory. Triton's default of 3 stages fits Hopper's 227 KiB per block up to 64 KiB a stage (fp32 at
+    BLOCK_D 128, fp16 and bf16 at 256); fp32 at BLOCK_D 256 (128 KiB a stage) runs one."""
+    return 3 if 2 * BLOCK_N * head_block * element_bytes <= 64 * 1024 else 1
+
+
+def launch(problem, q, k, v, o, lse, sink, dump, tail_bug):
+    """The kernel on torch tensors, on torch's current stream. K and V are None where seqlen_k is 0 (the bridge has no
+    buffer of no bytes): no key tile is visited then, and Q stands in for their pointers and strides."""
+    if k is None or v is None:
+        k = v = q
     if any(t.stride(-1) != 1 for t in (q, k, v, o)):
         raise NotImplementedError("strides: the Triton example reads rows with unit column stride")
     lo, hi = fc.key_window(problem)
-    d = problem["head_dim"]
+    d = block_d(problem["head_dim"])
     p_drop, seed, offset = problem["dropout_p"], problem["dropout_seed"], problem["dropout_offset"]
-    dump = fc.as_torch(buffers["dropout_mask"])
+    grid = (triton.cdiv(problem["seqlen_q"], BLOCK_M), problem["batch"] * problem["heads_q"])
+    _forward[grid](q, k, v, o, lse, sink if sink is not None else lse,
+                   *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *lse.stride(),
+                   problem["heads_q"], problem["heads_q"] // problem["heads_kv"], problem["seqlen_q"],
+                   problem["seqlen_k"], problem["head_dim"], problem["softmax_scale"], problem["softcap"], lo, hi,
+                   dump if dump is not None else lse,
+                   *(as_int32(word) for word in (int(p_drop * 2.0 ** 32), seed & 0xFFFFFFFF, seed >> 32,
+                                                 offset & 0xFFFFFFFF, offset >> 32)), 1.0 / (1.0 - p_drop),
+                   int(sink is not None), IEEE=problem["dtype"] == "f32",
+                   TAIL_BUG=tail_bug, DROPOUT=p_drop > 0, DUMP=dump is not None, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                   BLOCK_D=d, num_stages=num_stages(q.element_size(), d))
+
+
+def run(problem, buffers, tail_bug):
+    if problem["batch"] == 0 or problem["heads_q"] == 0 or problem["seqlen_q"] == 0:
+        return
+    q, k, v, o, lse, sink, dump = (fc.as_torch(buffers[n]) for n in ("q", "k", "v", "o", "lse", "sink", "dropout_mask"))
     with fc.on_stream(problem):
         if dump is not None:
             dump.zero_()  # the bytes of tiles the kernel skips (hidden keys) are 0; it writes the others
-        grid = (triton.cdiv(problem["seqlen_q"], BLOCK_M), problem["batch"] * problem["heads_q"])
-        _forward[grid](q, k, v, o, lse, sink if sink is not None else lse,
-                       *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *lse.stride(),
-                       problem["heads_q"], problem["heads_q"] // problem["heads_kv"], problem["seqlen_q"],
-                       problem["seqlen_k"], d, problem["softmax_scale"], problem["softcap"], lo, hi,
-                       dump if dump is not None else lse,
-                       *(as_int32(word) for word in (int(p_drop * 2.0 ** 32), seed & 0xFFFFFFFF, seed >> 32,
-                                                     offset & 0xFFFFFFFF, offset >> 32)), 1.0 / (1.0 - p_drop),
-                       int(sink is not None), IEEE=problem["dtype"] == "f32",
-                       TAIL_BUG=tail_bug, DROPOUT=p_drop > 0, DUMP=dump is not None, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                       BLOCK_D=max(16, triton.next_power_of_2(d)))
+        launch(problem, q, k, v, o, lse, sink, dump, tail_bug)
 
 
 DECLARATION = dict(memory="device", dtypes=["f32", "f16", "bf16"], head_dim=[1, 256],

@@ -1,6 +1,7 @@
 """Compiles the Triton example's kernel (subjects/python/triton_attention.py) for sm_90 without a GPU: every dtype at
 the smallest and largest head-dim block (sink and softcap are runtime values), fp32's dropout with its mask dump, and the
-planted bug, through Triton's compiler down to a cubin. ctest
+planted bug, through Triton's compiler down to a cubin, at the pipeline depth the launch uses; each must fit Hopper's
+shared memory per block (a launch past it fails on the GPU with OutOfResources). ctest
 triton_example_compiles (label cpu) runs it where Triton imports and skips (exit 77) where it does not; the GPU tier's
 subject_triton_example runs the kernel itself.
 
@@ -22,6 +23,7 @@ except ImportError:
 import triton_attention
 
 POINTERS = ("Q", "K", "V", "O")
+SHARED_LIMIT = 232448  # bytes of shared memory one block may opt into on sm_90 (227 KiB)
 FLAGS = ("IEEE", "TAIL_BUG", "DROPOUT", "DUMP", "BLOCK_M", "BLOCK_N", "BLOCK_D")
 
 
@@ -56,13 +58,18 @@ def main():
         constants = dict(IEEE=dtype == "fp32", TAIL_BUG=bug, DROPOUT=dropout,
                          DUMP=dropout, BLOCK_M=triton_attention.BLOCK_M, BLOCK_N=triton_attention.BLOCK_N,
                          BLOCK_D=block_d)
+        stages = triton_attention.num_stages(4 if dtype == "fp32" else 2, block_d)
         kernel = triton.compile(ASTSource(fn=triton_attention._forward, signature=signature(dtype),
-                                          constexprs=constants), target=target)
+                                          constexprs=constants), target=target, options={"num_stages": stages})
         if not kernel.asm.get("cubin"):
             print(f"FAIL: {dtype} {constants}: no cubin")
             return 1
+        if kernel.metadata.shared > SHARED_LIMIT:
+            print(f"FAIL: {dtype} {constants}, {stages} stages: {kernel.metadata.shared} bytes of shared memory, "
+                  f"past sm_90's {SHARED_LIMIT}")
+            return 1
         compiled += 1
-    print(f"ok: {compiled} variants of the Triton example compiled for sm_90")
+    print(f"ok: {compiled} variants of the Triton example compiled for sm_90, each within its shared memory")
     return 0
 
 

@@ -1,6 +1,7 @@
 """Runs the Triton example's kernel (subjects/python/triton_attention.py) in Triton's interpreter, without a GPU, against
-attention in double precision: GQA, sinks with a softcap, fp16, and fp32's dropout (its mask dump against the documented
-mask of docs/design/dropout-rng.md, as subjects/python/naive_attention.py draws it). ctest triton_example_interpreted
+attention in double precision: GQA, sinks with a softcap, no keys, fp16, and fp32's dropout (its mask dump against the
+documented mask of docs/design/dropout-rng.md, as subjects/python/naive_attention.py draws it). It launches through the
+example's own launch(), as the bridge's calls do. ctest triton_example_interpreted
 (label cpu) runs it where Triton and torch import and skips (exit 77) where they do not; the GPU tier's
 subject_triton_example holds the compiled kernel to flashcheck's oracle.
 
@@ -39,14 +40,13 @@ def check(name, batch, heads, heads_kv, seqlen_q, seqlen_k, dim, dtype=torch.flo
     lse = torch.zeros(batch, heads, seqlen_q)
     dump = torch.full((batch, heads, seqlen_q, seqlen_k), 7, dtype=torch.uint8)
     scale = 1 / math.sqrt(dim)
-    words = (int(p * 2.0 ** 32), seed & 0xFFFFFFFF, seed >> 32, offset & 0xFFFFFFFF, offset >> 32)
-    grid = ((seqlen_q + triton_attention.BLOCK_M - 1) // triton_attention.BLOCK_M, batch * heads)
-    triton_attention._forward[grid](
-        q, k, v, o, lse, sinks if sink else lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
-        *lse.stride(), heads, heads // heads_kv, seqlen_q, seqlen_k, dim, scale, softcap, -seqlen_q - 1, seqlen_k + 1,
-        dump, *(triton_attention.as_int32(w) for w in words), 1.0 / (1.0 - p), int(sink),
-        IEEE=dtype == torch.float32, TAIL_BUG=False, DROPOUT=p > 0, DUMP=p > 0, BLOCK_M=triton_attention.BLOCK_M,
-        BLOCK_N=triton_attention.BLOCK_N, BLOCK_D=max(16, 1 << (dim - 1).bit_length()))
+    problem = dict(dtype={torch.float32: "f32", torch.float16: "f16"}[dtype], batch=batch, heads_q=heads,
+                   heads_kv=heads_kv, seqlen_q=seqlen_q, seqlen_k=seqlen_k, head_dim=dim, softmax_scale=scale,
+                   softcap=softcap, mask="none", dropout_p=p, dropout_seed=seed, dropout_offset=offset)
+    # As the bridge hands them over: no K and V buffers for no keys.
+    no_keys = seqlen_k == 0
+    triton_attention.launch(problem, q, None if no_keys else k, None if no_keys else v, o, lse,
+                            sinks if sink else None, dump if p > 0 else None, tail_bug=False)
     group = heads // heads_kv
     s = q.double() @ k.double().repeat_interleave(group, 1).transpose(-1, -2) * scale
     if softcap > 0:
@@ -75,11 +75,12 @@ def main():
     failures += check("fp32, sink and softcap", 2, 4, 2, 65, 130, 24, sink=True, softcap=5.0)
     failures += check("fp32, dropout with a sink, offset wrapping past 2^64", 1, 2, 2, 70, 100, 16, sink=True, p=0.5,
                       seed=0xF234567890ABCDEF, offset=(1 << 64) - 1)
+    failures += check("fp32, no keys: the sink takes the row", 2, 2, 1, 5, 0, 8, sink=True)
     failures += check("fp16, sink", 1, 2, 1, 33, 70, 64, dtype=torch.float16, sink=True, tolerance=2e-3)
     for failure in failures:
         print("FAIL:", failure)
     if not failures:
-        print("ok: the Triton example agrees with double-precision attention in Triton's interpreter (4 launches)")
+        print("ok: the Triton example agrees with double-precision attention in Triton's interpreter (5 launches)")
     return 1 if failures else 0
 
 
