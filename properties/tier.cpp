@@ -418,8 +418,8 @@ std::string g_last_case_line;  // the case note_case() saw last (a crash report 
 //                        order of the scores reversed)
 //   subnormal-v          V drawn from the subnormal family (a kernel that flushes them gives O = 0)
 //   nonfinite-qk         a non-finite value injected into Q or K (a row whose scores are all -inf has O = 0 in
-//                        flashcheck's semantics; a plain softmax gives NaN)
-//   nonfinite-qk-softcap the same under a softcap only (a kernel whose capped NaN score is dropped from the row)
+//                        flashcheck's semantics; a plain softmax gives NaN; a kernel whose row max skips a NaN
+//                        score drops it from LSE)
 //   masked-overflow-qk   a mask other than none and a finite value of magnitude 2^64 or more injected into Q or K
 //                        (a score of a hidden key can overflow to inf; a kernel that adds the mask's -inf to it
 //                        gets NaN)
@@ -447,7 +447,6 @@ constexpr DeviationClass kDeviationClasses[] = {
     {"nonpositive-scale", [](const Case& c) { return c.scale.has_value() && *c.scale <= 0.0f; }},
     {"subnormal-v", [](const Case& c) { return c.v.kind == DistKind::kSubnormal; }},
     {"nonfinite-qk", [](const Case& c) { return injects(c, "qk", nonfinite); }},
-    {"nonfinite-qk-softcap", [](const Case& c) { return c.softcap > 0.0f && injects(c, "qk", nonfinite); }},
     {"masked-overflow-qk", [](const Case& c) { return c.mask != Mask::kNone && injects(c, "qk", huge_finite); }},
     {"spare-key-slots",
      [](const Case& c) { return std::any_of(c.seqs.begin(), c.seqs.end(), [](const Sequence& s) { return s.extra > 0; }); }},
