@@ -133,7 +133,9 @@ void assert_kept_fractions(const HostInputs& in, const RunOutputs& out) {
   const auto check = [&](const char* what, int64_t kept, int64_t n, const std::string& where) {
     if (n == 0) return;
     const double slack = std::sqrt(static_cast<double>(n) * log_term);
-    if (std::fabs(static_cast<double>(kept) - static_cast<double>(n) * keep) > slack) {
+    const double deviation = std::fabs(static_cast<double>(kept) - static_cast<double>(n) * keep);
+    note_binomial(deviation / slack);
+    if (deviation > slack) {
       RC_LOG() << what << " " << where << ": " << kept << " of " << n << " visible elements kept, expected "
                << static_cast<double>(n) * keep << " +- " << slack << " (false alarm " << kBinomialFalseAlarm << ")\n";
       RC_FAIL("the kept fraction is outside its binomial bound");

@@ -57,6 +57,8 @@ struct Coverage {
   std::map<std::string, int64_t> words;
   std::map<std::string, std::pair<int64_t, int64_t>> informative;  // dtype -> (informative O checks, O checks)
   std::map<std::string, WindowReachTally> reach;  // window_reach per tile shape
+  int64_t binomial_tests = 0;                     // note_binomial: tests run, the largest |K - n q| / slack
+  double binomial_worst = 0.0;
 };
 Coverage& coverage() {
   static Coverage c;
@@ -94,6 +96,10 @@ void print_coverage(std::ostream& os, const std::string& test) {
          << 100.0 * double(n.left_edge_inside_later_tile) / double(n.windowed) << "%, hidden first tile then low scores "
          << 100.0 * double(n.hidden_tile_then_low_scores) / double(n.windowed) << "%\n";
     }
+  }
+  if (cov.binomial_tests > 0) {
+    os << "  binomial tests of kept counts: " << cov.binomial_tests << ", the largest |K - n q| at " << std::fixed
+       << std::setprecision(3) << cov.binomial_worst << " of its slack (1 is an alarm)\n";
   }
   if (!cov.informative.empty()) {
     os << "  informative O checks (bound below max|v| of the column, docs/error-model.md section 4.9):";
@@ -534,6 +540,11 @@ void note_informative(const Verdict& verdict) {
   informative += verdict.o_informative;
   claims += verdict.o_claims;
   RC_CLASSIFY(verdict.o_informative < verdict.o_claims, "uninformative-O");
+}
+
+void note_binomial(double deviation_over_slack) {
+  ++coverage().binomial_tests;
+  coverage().binomial_worst = std::max(coverage().binomial_worst, deviation_over_slack);
 }
 
 }  // namespace flashcheck::properties

@@ -94,5 +94,8 @@ void note_coverage(const std::string& word);
 // Counts the verdict's informative O checks per dtype (printed with the coverage) and tags a case with any
 // uninformative one in RC_CLASSIFY.
 void note_informative(const Verdict& verdict);
+// Counts one binomial test of a kept count and its distance from the mean in units of the test's slack (printed with
+// the coverage as the number of tests and the largest distance: the measured side of a false-alarm rate).
+void note_binomial(double deviation_over_slack);
 
 }  // namespace flashcheck::properties
