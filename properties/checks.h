@@ -180,8 +180,8 @@ std::string describe_row(const oracle::RowRef& r);
 // bit for bit when the same kernel configuration ran both, else within the sum of the two runs' bounds on the rows
 // the oracle checks (a layout, a group size or the other sequences of a batch can move a problem to another family,
 // which rounds differently). `rows_to_compare` (flat rows, row_index) limits both comparisons to those rows. A
-// subject is held to the same bits unless `subject_may_differ` (the two shapes are a paged and a packed cache, or
-// batches of other sizes: its kernels for them are its own to choose).
+// subject is held to the same bits unless `subject_may_differ` (the two shapes are a paged and a packed cache,
+// batches of other sizes or other K/V head counts: its kernels for them are its own to choose).
 void assert_same_kernel_bits_or_within_bounds(const std::string& what, const HostInputs& in_a, const RunOutputs& a,
                                               const HostInputs& in_b, const RunOutputs& b, uint64_t seed,
                                               const std::vector<bool>* rows_to_compare = nullptr,

@@ -372,8 +372,10 @@ void gqa_equals_repeated_heads() {
   const RunOutputs a = run_backend(grouped);
   const RunOutputs b = run_backend(repeated);
   // The group decides which family runs a decoding step (the decode family packs a K/V head's query heads into one
-  // tile): bit for bit within one family, within both runs' bounds across two.
-  assert_same_kernel_bits_or_within_bounds("GQA/MQA vs explicitly repeated K/V heads", grouped, a, repeated, b, c.seed);
+  // tile): bit for bit within one family, within both runs' bounds across two. A subject's kernel for another group
+  // is its own to choose (FlexAttention's short-query kernel splits the keys by SMs / (batch x K/V heads)).
+  assert_same_kernel_bits_or_within_bounds("GQA/MQA vs explicitly repeated K/V heads", grouped, a, repeated, b, c.seed,
+                                           nullptr, /*subject_may_differ=*/true);
 }
 
 void merge_of_key_halves_equals_whole() {
