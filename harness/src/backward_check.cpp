@@ -260,7 +260,10 @@ void judge_tensor(const char* name, const std::vector<double>& got, const std::v
                   const std::vector<double>& bound, int64_t heads, int64_t rows, int64_t row_len, Worst* worst,
                   BackwardVerdict::Informative* info, std::vector<std::string>* failures) {
   for (size_t at = 0; at < want.size(); ++at) {
-    if (!(bound[at] < std::numeric_limits<double>::infinity())) continue;  // no claim (gradient_check)
+    if (!(bound[at] < std::numeric_limits<double>::infinity())) {  // no claim (gradient_check)
+      ++info->unclaimed;
+      continue;
+    }
     if (std::isfinite(want[at])) {
       ++info->claims;
       if (bound[at] < std::fabs(want[at])) ++info->informative;
@@ -435,11 +438,18 @@ std::string BackwardVerdict::report() const {
   if (!reason.empty()) return r.str();
   r << "forward: " << to_string(forward.outcome) << ", worst O error/bound " << forward.o.ratio << ", LSE " << forward.lse.ratio
     << "\n";
+  // An element without a claim is named, so that a gradient the verdict leaves out is seen to be left out.
+  constexpr const char* kNoClaim = "outside the error model's domain, docs/error-model.md section 10.5";
   const auto line = [&](const char* name, const Worst& w, const Informative& info) {
-    if (w.checked == 0) return;
+    if (w.checked == 0) {
+      if (info.unclaimed > 0) r << name << ": no claim on any of its " << info.unclaimed << " elements (" << kNoClaim << ")\n";
+      return;
+    }
     r << name << ": worst error/bound " << w.ratio << " at (" << w.where.b << ", " << w.where.h << ", " << w.where.i
       << ") column " << w.col << " (got " << w.got << ", want " << w.want << ", bound " << w.bound << "); " << w.over
-      << " of " << w.checked << " over; informative " << 100.0 * info.fraction() << "%\n";
+      << " of " << w.checked << " over; informative " << 100.0 * info.fraction() << "%";
+    if (info.unclaimed > 0) r << "; " << info.unclaimed << " without a claim (" << kNoClaim << ")";
+    r << "\n";
   };
   line("dQ", dq, dq_info);
   line("dK", dk, dk_info);

@@ -132,6 +132,22 @@ TEST(Backward, PlantedDefectsFailTheRmsCheck) {
   }
 }
 
+// Elements the error model makes no claim on (K, V and dO near fp16's largest value: the gradients pass its range)
+// are named in the report, not left out of it silently.
+TEST(Backward, ReportNamesElementsWithoutAClaim) {
+  const BackwardVerdict v = check("f16 b=1 hq=1 hkv=1 sq=2 sk=3 d=16 mask=none q=normal(0,4) k=nearmax(1) v=nearmax(1) "
+                                  "grad=1 dout=nearmax(1) seed=1");
+  EXPECT_TRUE(v.pass) << v.report();
+  EXPECT_EQ(v.dq.checked, 0) << v.report();
+  EXPECT_EQ(v.dq_info.unclaimed, 32) << v.report();
+  EXPECT_GT(v.dk_info.unclaimed, 0) << v.report();
+  const std::string report = v.report();
+  EXPECT_NE(report.find("dQ: no claim on any of its 32 elements (outside the error model's domain"), std::string::npos)
+      << report;
+  EXPECT_NE(report.find(std::to_string(v.dk_info.unclaimed) + " without a claim"), std::string::npos) << report;
+  EXPECT_EQ(check(lines().front()).dq_info.unclaimed, 0);
+}
+
 TEST(Backward, ForwardOnlyCasesAreRefused) {
   const Case c = parsed("f16 b=1 hq=1 hkv=1 sq=8 sk=8 d=8 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1");
   HostInputs in;

@@ -97,9 +97,10 @@ struct BackwardVerdict {
   // (0, h, 0) for dsink; col the column.
   Worst dq, dk, dv, dsink;
   // Informative claims per gradient (dQ, dK, dV, dsink): of the elements with a finite bound and a finite exact value,
-  // those whose bound is below |exact| (a kernel that writes zeros fails them).
+  // those whose bound is below |exact| (a kernel that writes zeros fails them); and the elements without a claim
+  // (bound +inf: outside the error model's domain, docs/error-model.md section 10.5).
   struct Informative {
-    int64_t claims = 0, informative = 0;
+    int64_t claims = 0, informative = 0, unclaimed = 0;
     double fraction() const { return claims > 0 ? double(informative) / double(claims) : 1.0; }
   };
   Informative dq_info, dk_info, dv_info, dsink_info;
