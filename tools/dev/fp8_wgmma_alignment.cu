@@ -15,8 +15,8 @@
 // The same probe on bf16 (m64n8k16; the byte placement of its 16 elements is the e4m3 step's) is the control: it must
 // print mma_alignment's 26 bits, or the probe, not the hardware, is what it measures.
 //
-//   nvcc -std=c++20 -O2 -gencode=arch=compute_90a,code=sm_90a -Ikernel/src -Ikernel/include \
-//       -o /tmp/fp8_wgmma_alignment tools/dev/fp8_wgmma_alignment.cu && /tmp/fp8_wgmma_alignment
+//   nvcc -std=c++20 -O2 -gencode=arch=compute_90a,code=sm_90a -o /tmp/fp8_wgmma_alignment \
+//       tools/dev/fp8_wgmma_alignment.cu && /tmp/fp8_wgmma_alignment
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -24,8 +24,6 @@
 #include <cstdio>
 #include <cstring>
 #include <vector>
-
-#include "tensor_core/descriptor.h"
 
 namespace {
 
@@ -35,6 +33,15 @@ constexpr int kStepBytes = 32;                 // bytes of a row one wgmma reads
 constexpr uint32_t kAtomBytes = 8 * kRowBytes; // the swizzle atom: 8 rows (the descriptor's stride offset)
 
 enum class Format { kE4M3, kBF16 };
+
+// The wgmma shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format") of a K-major operand at shared
+// address `addr` with the 128-byte swizzle: address >> 4 in bits 0-13, leading byte offset >> 4 in 16-29 (unused for
+// a swizzled K-major operand), stride byte offset >> 4 (one 8-row atom) in 32-45, layout type 1 in bits 62-63. The
+// probe writes its own rather than the kernel's, which it does not link; `+ bytes >> 4` steps along the row.
+__device__ uint64_t descriptor(uint32_t addr, uint32_t bytes_along_row) {
+  const uint32_t start = (addr & 0x3FFFF) + bytes_along_row;
+  return (uint64_t{start >> 4}) | (uint64_t{16 >> 4} << 16) | (uint64_t{kAtomBytes >> 4} << 32) | (uint64_t{1} << 62);
+}
 
 // Byte of (row, byte-in-row) in the 128-byte-swizzled layout: 16-byte chunk c of row r sits at chunk c ^ (r % 8).
 __host__ __device__ constexpr int swizzled(int row, int byte) {
@@ -69,13 +76,10 @@ __global__ void probe(const uint8_t* a, const uint8_t* b, int steps, float* out)
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the generic-proxy stores, seen by wgmma
   __syncthreads();
   const auto address = [](const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); };
-  const uint64_t desc_a = flashcheck::tensor_core::sw128_descriptor(address(smem_a), 16, kAtomBytes);
-  const uint64_t desc_b = flashcheck::tensor_core::sw128_descriptor(address(smem_b), 16, kAtomBytes);
   float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
   for (int s = 0; s < steps; ++s) {
-    mma<F>(d, flashcheck::tensor_core::descriptor_plus(desc_a, s * kStepBytes),
-           flashcheck::tensor_core::descriptor_plus(desc_b, s * kStepBytes), s > 0 ? 1 : 0);
+    mma<F>(d, descriptor(address(smem_a), s * kStepBytes), descriptor(address(smem_b), s * kStepBytes), s > 0 ? 1 : 0);
   }
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
