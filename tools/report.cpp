@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -500,6 +501,16 @@ constexpr std::array<std::pair<const char*, Worsts DtypeSummary::*>, 8> kFeature
                                                                                   {"dv", &DtypeSummary::dv},
                                                                                   {"dropout", &DtypeSummary::dropout}}};
 
+// SIGINT and SIGTERM (Ctrl-C, `timeout`): the case in progress finishes, the later ones are counted as not run, and
+// the tables and the JSON of what ran are written before the process exits with exit_interrupted(signal). A second
+// signal ends it at once.
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void request_stop(int signal_number) {
+  if (g_stop_signal != 0) std::_Exit(exit_interrupted(signal_number));
+  g_stop_signal = signal_number;
+}
+const char* signal_name(int signal_number) { return signal_number == SIGINT ? "SIGINT" : signal_number == SIGTERM ? "SIGTERM" : "a signal"; }
+
 // One case's result as the JSON lists it; `verdict` only for cases that ran.
 struct CaseRecord {
   std::string line;
@@ -521,7 +532,7 @@ nlohmann::json worsts_json(const Worsts& w) {
 
 // The report as JSON, docs/report-json.md: the same numbers as the printed tables plus one entry per case.
 nlohmann::json report_json(const std::string& backend, const std::string& subject, bool lse_written, double seconds,
-                           int64_t not_run, Outcome overall,
+                           int64_t not_run, int stop_signal, Outcome overall,
                            const std::array<int64_t, kOutcomeCount>& counts,
                            const std::map<DType, DtypeSummary>& summary, const std::map<std::string, int64_t>& paths,
                            const std::vector<CaseRecord>& records) {
@@ -532,7 +543,9 @@ nlohmann::json report_json(const std::string& backend, const std::string& subjec
   doc["lse_written"] = lse_written;
   doc["seconds"] = seconds;
   doc["outcome"] = to_string(overall);
-  doc["exit_code"] = exit_code(overall);
+  doc["exit_code"] = stop_signal != 0 ? exit_interrupted(stop_signal) : exit_code(overall);
+  doc["complete"] = not_run == 0;
+  if (stop_signal != 0) doc["interrupted_by"] = signal_name(stop_signal);
   nlohmann::json& count = doc["counts"];
   count["cases"] = records.size();
   count["not_run"] = not_run;
@@ -693,8 +706,15 @@ int main(int argc, char** argv) {
                                                   "with K, M, G, T; default: FLASHCHECK_MEMORY_CAP, else 16G or the "
                                                   "available memory, the lower)")
       ->check(cli::kMemorySize);
-  app.footer(cli::kExitCodesHelp);
+  app.footer(std::string(cli::kExitCodesHelp) +
+             "\n  130, 143 stopped by SIGINT, SIGTERM (Ctrl-C, timeout): the cases judged so far are printed and "
+             "written to --json (\"complete\": false, the rest counted as not run)");
   if (const int early = cli::parse(app, argc, argv); early >= 0) return early;
+  // From here on a stop signal ends the run with what it judged (a signal the caller ignores stays ignored, as for a
+  // background job's SIGINT).
+  for (const int stop : {SIGINT, SIGTERM}) {
+    if (std::signal(stop, request_stop) == SIG_IGN) std::signal(stop, SIG_IGN);
+  }
   int64_t memory_cap = 0;
   if (const Status s = memory_cap_text.empty() ? memory_cap_from_environment(&memory_cap)
                                                : parse_memory_size(memory_cap_text, &memory_cap);
@@ -827,9 +847,14 @@ int main(int argc, char** argv) {
   std::map<DType, DtypeSummary> summary;
   std::map<std::string, int64_t> paths;
   ProgressLine progress("flashcheck-report", "cases");  // progress and an estimate on stderr
-  int64_t not_run = 0;  // cases after one that lost the CUDA context
+  int64_t not_run = 0;  // cases after one that lost the CUDA context, or after a stop signal
   for (const Case& c : cases) {
     progress.update(&c - cases.data(), static_cast<int64_t>(cases.size()));
+    if (g_stop_signal != 0) {
+      not_run = static_cast<int64_t>(cases.size()) - (&c - cases.data());
+      std::printf("stopped by %s: %lld later cases not run\n", signal_name(g_stop_signal), static_cast<long long>(not_run));
+      break;
+    }
     DtypeSummary& s = summary[c.dtype];
     // The feature tallies of this case: cases counted up front, failures and worst ratios as they come.
     std::vector<Worsts*> features;
@@ -997,9 +1022,16 @@ int main(int argc, char** argv) {
     for (const Case& g : dropout_grad_cases) add(g);
   }
   Outcome backward_outcome = Outcome::kPass;
+  if (g_stop_signal != 0 && not_run > 0) not_run += static_cast<int64_t>(grad_cases.size());
   if (!grad_cases.empty() && not_run == 0) {
     std::printf("\nbackward pass: %zu grad=1 cases\n", grad_cases.size());
     for (const Case& c : grad_cases) {
+      if (g_stop_signal != 0) {
+        not_run = static_cast<int64_t>(grad_cases.size()) - (&c - grad_cases.data());
+        std::printf("stopped by %s: %lld later grad=1 cases not run\n", signal_name(g_stop_signal),
+                    static_cast<long long>(not_run));
+        break;
+      }
       BackwardSummary& b = backward_summary[c.dtype];
       ++b.cases;
       HostInputs inputs;
@@ -1072,13 +1104,19 @@ int main(int argc, char** argv) {
   overall = most_severe(overall, backward_outcome);
   const bool within_capabilities =
       subject && overall == Outcome::kPass && counts[static_cast<size_t>(Outcome::kUnsupported)] > 0;
+  const std::string verdict_word = within_capabilities ? "PASS within capabilities" : to_string(overall);
   std::printf("\n%s: %lld of %zu cases failed, %lld rejected, %lld unsupported, %lld outside the domain (%.1f s)%s\n",
-              within_capabilities ? "PASS within capabilities" : to_string(overall), static_cast<long long>(failures),
+              g_stop_signal != 0 ? ("INCOMPLETE (" + verdict_word + " so far)").c_str() : verdict_word.c_str(),
+              static_cast<long long>(failures),
               records.size(),
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kRejected)]),
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kUnsupported)]),
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kOutsideDomain)]), seconds,
-              not_run > 0 ? ("; " + std::to_string(not_run) + " not run: the CUDA context was lost").c_str() : "");
+              not_run == 0 ? ""
+              : g_stop_signal != 0
+                  ? ("; stopped by " + std::string(signal_name(g_stop_signal)) + ", " + std::to_string(not_run) +
+                     " cases not run").c_str()
+                  : ("; " + std::to_string(not_run) + " not run: the CUDA context was lost").c_str());
   if (!backward_summary.empty()) {
     int64_t backward_failed = 0, backward_total = 0, backward_unsupported = 0;
     for (const auto& [dtype, b] : backward_summary) {
@@ -1092,7 +1130,8 @@ int main(int argc, char** argv) {
   }
   if (!json_path.empty()) {
     const bool lse_written = !subject || subject->descriptor().capabilities.lse != 0;
-    const nlohmann::json doc = report_json(backend_text, subject ? subject->name() : "", lse_written, seconds, not_run, overall,
+    const nlohmann::json doc = report_json(backend_text, subject ? subject->name() : "", lse_written, seconds, not_run,
+                                           g_stop_signal, overall,
                                            counts, summary, paths, records);
     nlohmann::json with_backward = doc;
     for (const auto& [dtype, b] : backward_summary) {
@@ -1112,5 +1151,6 @@ int main(int argc, char** argv) {
     }
     std::printf("JSON: %s\n", json_path.c_str());
   }
+  if (g_stop_signal != 0) return exit_interrupted(g_stop_signal);
   return exit_code(overall);
 }

@@ -143,7 +143,9 @@ def table(reports, properties, known):
         not_run = doc.get("counts", {}).get("not_run", 0)
         for i, (dtype, run, unsupported, failed, sequences, grad, dropout, o, lse) in enumerate(rows(doc)):
             if i == 0 and not_run:
-                failed = f"{failed} (then the CUDA context was lost: {not_run} cases not run)"
+                stop = doc.get("interrupted_by")
+                failed = (f"{failed} (stopped by {stop}: {not_run} cases not run)" if stop else
+                          f"{failed} (then the CUDA context was lost: {not_run} cases not run)")
             lines.append(f"| {name if i == 0 else ''} | {dtype} | {run} | {unsupported} | {failed} | {sequences} "
                          f"| {grad} | {dropout} | {o} | {lse} | {prop_text if i == 0 else ''} |")
     for name, text in known:

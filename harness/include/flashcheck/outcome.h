@@ -25,6 +25,9 @@ inline constexpr int kExitNoInput = 66;      // an input file cannot be read (EX
 inline constexpr int kExitUnavailable = 69;  // the requested backend is absent, e.g. no CUDA device (EX_UNAVAILABLE)
 
 constexpr int exit_code(Outcome outcome) { return static_cast<int>(outcome); }
+// A run stopped by a signal (flashcheck-report on SIGINT or SIGTERM: Ctrl-C, `timeout`) after writing what it judged:
+// 128 + the signal's number, as a shell reports a process the signal ended (130, 143).
+constexpr int exit_interrupted(int signal_number) { return 128 + signal_number; }
 
 // Upper case, as the verdict line prints it: PASS, FAIL, REJECTED, UNSUPPORTED, OUTSIDE-DOMAIN.
 constexpr const char* to_string(Outcome outcome) {
