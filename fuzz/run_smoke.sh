@@ -68,9 +68,17 @@ if [ "$expect_finding" -eq 1 ]; then
   if [ -n "$case_file" ]; then
     echo "finding after $(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#') executions; case line:"
     cat "$case_file"
-    # It must be the planted defect: the same case passes without it.
+    # A subject's finding names it, so that its line replays on that subject.
+    if [ -n "${FLASHCHECK_SUBJECT:-}" ] && ! grep -q " subject=" "$case_file"; then
+      echo "FAIL: the finding on FLASHCHECK_SUBJECT does not name the subject" >&2
+      exit 1
+    fi
+    # It must be the planted defect: the same case passes without it (on a subject: on the healthy one,
+    # FLASHCHECK_FUZZ_CLEAN_SUBJECT).
     clean=${FLASHCHECK_FUZZ_CLEAN_TARGET:-$target}
-    if ! env -u FLASHCHECK_FUZZ_MODEL_DEFECT "$clean" -artifact_prefix="$work/" "$case_file" >"$work/clean.log" 2>&1; then
+    clean_env=(-u FLASHCHECK_FUZZ_MODEL_DEFECT)
+    [ -n "${FLASHCHECK_FUZZ_CLEAN_SUBJECT:-}" ] && clean_env+=("FLASHCHECK_SUBJECT=$FLASHCHECK_FUZZ_CLEAN_SUBJECT")
+    if ! env "${clean_env[@]}" "$clean" -artifact_prefix="$work/" "$case_file" >"$work/clean.log" 2>&1; then
       echo "FAIL: the case fails without the planted defect too: a real bug, not the defect" >&2
       grep -vE '^    #|^#[0-9]' "$work/clean.log" | tail -30 >&2
       exit 1
