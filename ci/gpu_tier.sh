@@ -224,7 +224,7 @@ for step in "$@"; do
       log "verification report on the GPU kernel (flashcheck-report)"
       build/gpu/tools/flashcheck-report --backend gpu >"$LOGS/report.txt" 2>&1 || status=1
       # The tables (per dtype, per feature), the worst cases and the verdict line; not the progress lines.
-      grep -E "^(\||worst |(FAIL|PASS|UNSUPPORTED|OUTSIDE)[A-Z-]*: )" "$LOGS/report.txt" | tee -a "$LOGS/summary.txt" ;;
+      grep -E "^(\||worst |(FAIL|PASS|UNSUPPORTED|OUTSIDE|INCOMPLETE)[A-Z-]*( within capabilities| \([^)]*\))?: )" "$LOGS/report.txt" | tee -a "$LOGS/summary.txt" ;;
     subjects)
       # Every subject beside flashcheck's kernel, all at once (the oracle's threads split between them):
       # flashcheck-report --json and properties_gpu --gtest_output=xml per subject, then one table.
@@ -282,7 +282,7 @@ for step in "$@"; do
         name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("subject") or "flashcheck")' "$json")
         table_args+=("$json")
         [ -f "$sdir/$tag.xml" ] && table_args+=(--properties "$name=$sdir/$tag.xml")
-        grep -E "^(FAIL|PASS|UNSUPPORTED|OUTSIDE)[A-Z-]*: " "$sdir/$tag.report.txt" | tail -1 | sed "s/^/  $tag report: /" |
+        grep -E "^(FAIL|PASS|UNSUPPORTED|OUTSIDE|INCOMPLETE)[A-Z-]*( within capabilities| \([^)]*\))?: " "$sdir/$tag.report.txt" | tail -1 | sed "s/^/  $tag report: /" |
           tee -a "$LOGS/summary.txt"
         grep -E "^\[  (PASSED|FAILED|SKIPPED) +\]|case line:" "$sdir/$tag.properties.txt" | sort -u | head -12 |
           sed "s/^/  $tag properties: /" | tee -a "$LOGS/summary.txt"
