@@ -848,11 +848,13 @@ int main(int argc, char** argv) {
   std::map<std::string, int64_t> paths;
   ProgressLine progress("flashcheck-report", "cases");  // progress and an estimate on stderr
   int64_t not_run = 0;  // cases after one that lost the CUDA context, or after a stop signal
+  int stop_signal = 0;  // the signal that left cases unrun (one after the last case leaves the run whole)
   for (const Case& c : cases) {
     progress.update(&c - cases.data(), static_cast<int64_t>(cases.size()));
     if (g_stop_signal != 0) {
+      stop_signal = g_stop_signal;
       not_run = static_cast<int64_t>(cases.size()) - (&c - cases.data());
-      std::printf("stopped by %s: %lld later cases not run\n", signal_name(g_stop_signal), static_cast<long long>(not_run));
+      std::printf("stopped by %s: %lld later cases not run\n", signal_name(stop_signal), static_cast<long long>(not_run));
       break;
     }
     DtypeSummary& s = summary[c.dtype];
@@ -1022,13 +1024,14 @@ int main(int argc, char** argv) {
     for (const Case& g : dropout_grad_cases) add(g);
   }
   Outcome backward_outcome = Outcome::kPass;
-  if (g_stop_signal != 0 && not_run > 0) not_run += static_cast<int64_t>(grad_cases.size());
+  if (stop_signal != 0) not_run += static_cast<int64_t>(grad_cases.size());
   if (!grad_cases.empty() && not_run == 0) {
     std::printf("\nbackward pass: %zu grad=1 cases\n", grad_cases.size());
     for (const Case& c : grad_cases) {
       if (g_stop_signal != 0) {
+        stop_signal = g_stop_signal;
         not_run = static_cast<int64_t>(grad_cases.size()) - (&c - grad_cases.data());
-        std::printf("stopped by %s: %lld later grad=1 cases not run\n", signal_name(g_stop_signal),
+        std::printf("stopped by %s: %lld later grad=1 cases not run\n", signal_name(stop_signal),
                     static_cast<long long>(not_run));
         break;
       }
@@ -1106,15 +1109,15 @@ int main(int argc, char** argv) {
       subject && overall == Outcome::kPass && counts[static_cast<size_t>(Outcome::kUnsupported)] > 0;
   const std::string verdict_word = within_capabilities ? "PASS within capabilities" : to_string(overall);
   std::printf("\n%s: %lld of %zu cases failed, %lld rejected, %lld unsupported, %lld outside the domain (%.1f s)%s\n",
-              g_stop_signal != 0 ? ("INCOMPLETE (" + verdict_word + " so far)").c_str() : verdict_word.c_str(),
+              stop_signal != 0 ? ("INCOMPLETE (" + verdict_word + " so far)").c_str() : verdict_word.c_str(),
               static_cast<long long>(failures),
               records.size(),
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kRejected)]),
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kUnsupported)]),
               static_cast<long long>(counts[static_cast<size_t>(Outcome::kOutsideDomain)]), seconds,
               not_run == 0 ? ""
-              : g_stop_signal != 0
-                  ? ("; stopped by " + std::string(signal_name(g_stop_signal)) + ", " + std::to_string(not_run) +
+              : stop_signal != 0
+                  ? ("; stopped by " + std::string(signal_name(stop_signal)) + ", " + std::to_string(not_run) +
                      " cases not run").c_str()
                   : ("; " + std::to_string(not_run) + " not run: the CUDA context was lost").c_str());
   if (!backward_summary.empty()) {
@@ -1131,7 +1134,7 @@ int main(int argc, char** argv) {
   if (!json_path.empty()) {
     const bool lse_written = !subject || subject->descriptor().capabilities.lse != 0;
     const nlohmann::json doc = report_json(backend_text, subject ? subject->name() : "", lse_written, seconds, not_run,
-                                           g_stop_signal, overall,
+                                           stop_signal, overall,
                                            counts, summary, paths, records);
     nlohmann::json with_backward = doc;
     for (const auto& [dtype, b] : backward_summary) {
@@ -1151,6 +1154,6 @@ int main(int argc, char** argv) {
     }
     std::printf("JSON: %s\n", json_path.c_str());
   }
-  if (g_stop_signal != 0) return exit_interrupted(g_stop_signal);
+  if (stop_signal != 0) return exit_interrupted(stop_signal);
   return exit_code(overall);
 }

@@ -16,7 +16,7 @@ esac
 python3 -c "import pytest" 2>/dev/null || { echo "flashcheck-skip: pytest is not installed (ci/deps.sh installs it)"; exit 77; }
 export PYTHONPATH="$python_dir${PYTHONPATH:+:$PYTHONPATH}"
 # Each property the planted bug falsifies shrinks for at most this long (its case line is printed before shrinking).
-export FLASHCHECK_SHRINK_SECONDS=${FLASHCHECK_SHRINK_SECONDS:-5}
+export FLASHCHECK_SHRINK_SECONDS=${FLASHCHECK_SHRINK_SECONDS:-2}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 failures=0

@@ -7,7 +7,7 @@ import pytest
 
 import flashcheck_pytest
 
-pytestmark = pytest.mark.flashcheck(subject="python:naive_attention:attention", random=2, cases=10)
+pytestmark = pytest.mark.flashcheck(subject="python:naive_attention:attention", random=2, cases=5)
 
 
 def test_case(flashcheck_case):
