@@ -20,7 +20,6 @@
 #include "flashcheck/host_model.h"
 #include "flashcheck/instrument.h"
 #include "common/args.h"
-#include "common/host_fma.h"
 #include "common/epilogue.h"
 #include "common/softmax.h"
 #include "common/visibility.h"
@@ -199,7 +198,6 @@ struct RowResult {
 
 // The online softmax of one query row over K/V tiles [run_begin, run_end) of its Q tile's visited tiles (all of
 // them unsplit). Tiles the row sees no key of leave the state untouched, as on the GPU (alpha = 1, p = 0 there).
-FLASHCHECK_HOST_FMA_CLONES
 RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, const HeadRows& k, const HeadRows& v,
                   KeyRange keys, const detail::Visibility::TileRange& tiles, int64_t tile_keys_end, int64_t run_begin,
                   int64_t run_end, int trace_slot, std::vector<float>* acc, const RowDropout& dropout = {}) {

@@ -10,7 +10,6 @@
 
 #include "backward/arith.h"
 #include "common/args.h"
-#include "common/host_fma.h"
 #include "flashcheck/backward.h"
 #include "flashcheck/host_model.h"
 #include "host_dropout.h"
@@ -34,7 +33,6 @@ int64_t k_offset(const bw::Args& a, const Strides& s, int64_t b, int64_t h, int6
 
 }  // namespace
 
-FLASHCHECK_HOST_FMA_CLONES
 Status run_backward_host_model(const BackwardParams& bp, const HostModelOptions& options) {
   if (Status st = can_implement_backward(bp); !st.ok()) return st;
   const Params& p = bp.forward;
