@@ -988,6 +988,7 @@ int main(int argc, char** argv) {
   // backend, judged by judge_backward.
   struct BackwardSummary {
     int64_t cases = 0, failures = 0, unsupported = 0, claims = 0, informative = 0, tensor_core = 0, dropout = 0;
+    int64_t unclaimed = 0;  // dQ/dK/dV elements outside the error model's domain (no claim, error-model §10.5)
     double worst_dq = 0, worst_dk = 0, worst_dv = 0, worst_dsink = 0;
     double worst_rms = 0;  // the statistical check's worst ratio over dQ, dK, dV
     std::string worst_case;
@@ -1063,6 +1064,7 @@ int main(int argc, char** argv) {
       for (const BackwardVerdict::Informative* info : {&v.dq_info, &v.dk_info, &v.dv_info}) {
         b.claims += info->claims;
         b.informative += info->informative;
+        b.unclaimed += info->unclaimed;
       }
       b.worst_dq = std::max(b.worst_dq, v.dq.ratio);
       b.worst_dk = std::max(b.worst_dk, v.dk.ratio);
@@ -1090,6 +1092,12 @@ int main(int argc, char** argv) {
     }
     for (const auto& [dtype, b] : backward_summary) {
       if (!b.worst_case.empty()) std::printf("worst backward case %s: %s\n", to_string(dtype), b.worst_case.c_str());
+    }
+    for (const auto& [dtype, b] : backward_summary) {
+      if (b.unclaimed > 0) {
+        std::printf("%s: %lld dQ/dK/dV elements without a claim (outside the error model's domain, "
+                    "docs/error-model.md section 10.5)\n", to_string(dtype), static_cast<long long>(b.unclaimed));
+      }
     }
   }
   std::array<int64_t, kOutcomeCount> counts{};
@@ -1142,6 +1150,7 @@ int main(int argc, char** argv) {
                                                      {"dropout", b.dropout},
                                                      {"failures", b.failures}, {"unsupported", b.unsupported},
                                                      {"claims", b.claims},     {"informative", b.informative},
+                                                     {"unclaimed", b.unclaimed},
                                                      {"worst_dq", b.worst_dq}, {"worst_dk", b.worst_dk},
                                                      {"worst_dv", b.worst_dv}, {"worst_dsink", b.worst_dsink},
                                                      {"worst_rms", b.worst_rms}, {"worst_case", b.worst_case}};

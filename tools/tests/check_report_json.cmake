@@ -36,3 +36,16 @@ if(NOT reason MATCHES "head_dim: ")
   message(FATAL_ERROR "cases;2;reason does not name head_dim: ${reason}")
 endif()
 message("report JSON as documented")
+
+# The backward section counts the gradient elements the error model makes no claim on (K, V and dO near fp16's
+# largest value: dQ's 32 and half of dK's and dV's 32 each pass fp16's range).
+set(grad_cases ${OUT}.grad.cases)
+file(WRITE ${grad_cases} "f16 b=1 hq=1 hkv=1 sq=2 sk=3 d=16 mask=none q=normal(0,4) k=nearmax(1) v=nearmax(1) grad=1 dout=nearmax(1) seed=1\n")
+execute_process(COMMAND ${REPORT} --backend model --cases ${grad_cases} --json ${OUT}.grad.json RESULT_VARIABLE rc OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "backward case: exit status ${rc}, expected 0")
+endif()
+file(READ ${OUT}.grad.json json)
+expect("backward;f16;cases" "1")
+expect("backward;f16;unclaimed" "64")
+message("backward JSON counts the elements without a claim")

@@ -11,7 +11,7 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 for signal in TERM INT; do
   json="$out/interrupted-$signal.json"
-  rm -f "$json"
+  rm -f "$json" "$out/stdout-$signal" "$out/stderr-$signal"  # a stale progress line would send the signal too early
   # Run in the background of a non-interactive shell, where SIGINT would be ignored unless reset: `trap - INT` in the
   # child's subshell restores its default, so the tool's own handler takes it.
   ( trap - INT; exec "$report" --backend model --random 2000 --json "$json" ) >"$out/stdout-$signal" 2>"$out/stderr-$signal" &
