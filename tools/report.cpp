@@ -849,14 +849,17 @@ int main(int argc, char** argv) {
   ProgressLine progress("flashcheck-report", "cases");  // progress and an estimate on stderr
   int64_t not_run = 0;  // cases after one that lost the CUDA context, or after a stop signal
   int stop_signal = 0;  // the signal that left cases unrun (one after the last case leaves the run whole)
+  // Before each case: whether a stop signal came, and if so the `left` cases of this section are not run.
+  const auto stop_before = [&](int64_t left, const char* what) {
+    if (g_stop_signal == 0) return false;
+    stop_signal = g_stop_signal;
+    not_run = left;
+    std::printf("stopped by %s: %lld later %s not run\n", signal_name(stop_signal), static_cast<long long>(left), what);
+    return true;
+  };
   for (const Case& c : cases) {
     progress.update(&c - cases.data(), static_cast<int64_t>(cases.size()));
-    if (g_stop_signal != 0) {
-      stop_signal = g_stop_signal;
-      not_run = static_cast<int64_t>(cases.size()) - (&c - cases.data());
-      std::printf("stopped by %s: %lld later cases not run\n", signal_name(stop_signal), static_cast<long long>(not_run));
-      break;
-    }
+    if (stop_before(static_cast<int64_t>(cases.size()) - (&c - cases.data()), "cases")) break;
     DtypeSummary& s = summary[c.dtype];
     // The feature tallies of this case: cases counted up front, failures and worst ratios as they come.
     std::vector<Worsts*> features;
@@ -1029,13 +1032,7 @@ int main(int argc, char** argv) {
   if (!grad_cases.empty() && not_run == 0) {
     std::printf("\nbackward pass: %zu grad=1 cases\n", grad_cases.size());
     for (const Case& c : grad_cases) {
-      if (g_stop_signal != 0) {
-        stop_signal = g_stop_signal;
-        not_run = static_cast<int64_t>(grad_cases.size()) - (&c - grad_cases.data());
-        std::printf("stopped by %s: %lld later grad=1 cases not run\n", signal_name(stop_signal),
-                    static_cast<long long>(not_run));
-        break;
-      }
+      if (stop_before(static_cast<int64_t>(grad_cases.size()) - (&c - grad_cases.data()), "grad=1 cases")) break;
       BackwardSummary& b = backward_summary[c.dtype];
       ++b.cases;
       HostInputs inputs;
@@ -1092,11 +1089,9 @@ int main(int argc, char** argv) {
     }
     for (const auto& [dtype, b] : backward_summary) {
       if (!b.worst_case.empty()) std::printf("worst backward case %s: %s\n", to_string(dtype), b.worst_case.c_str());
-    }
-    for (const auto& [dtype, b] : backward_summary) {
       if (b.unclaimed > 0) {
-        std::printf("%s: %lld dQ/dK/dV elements without a claim (outside the error model's domain, "
-                    "docs/error-model.md section 10.5)\n", to_string(dtype), static_cast<long long>(b.unclaimed));
+        std::printf("%s: %lld dQ/dK/dV elements without a claim (%s)\n", to_string(dtype),
+                    static_cast<long long>(b.unclaimed), BackwardVerdict::kNoClaim);
       }
     }
   }

@@ -439,7 +439,6 @@ std::string BackwardVerdict::report() const {
   r << "forward: " << to_string(forward.outcome) << ", worst O error/bound " << forward.o.ratio << ", LSE " << forward.lse.ratio
     << "\n";
   // An element without a claim is named, so that a gradient the verdict leaves out is seen to be left out.
-  constexpr const char* kNoClaim = "outside the error model's domain, docs/error-model.md section 10.5";
   const auto line = [&](const char* name, const Worst& w, const Informative& info) {
     if (w.checked == 0) {
       if (info.unclaimed > 0) r << name << ": no claim on any of its " << info.unclaimed << " elements (" << kNoClaim << ")\n";

@@ -99,6 +99,8 @@ struct BackwardVerdict {
   // Informative claims per gradient (dQ, dK, dV, dsink): of the elements with a finite bound and a finite exact value,
   // those whose bound is below |exact| (a kernel that writes zeros fails them); and the elements without a claim
   // (bound +inf: outside the error model's domain, docs/error-model.md section 10.5).
+  // How the report names elements without a claim.
+  static constexpr const char* kNoClaim = "outside the error model's domain, docs/error-model.md section 10.5";
   struct Informative {
     int64_t claims = 0, informative = 0, unclaimed = 0;
     double fraction() const { return claims > 0 ? double(informative) / double(claims) : 1.0; }
