@@ -169,6 +169,10 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
           }
           d = std::fma(x.p, x.dp, d);
         }
+        // The given O's deviation moves a kernel's D = dO.O by this much, and its dS_ij by -P_ij g_ij times it.
+        double d_given = 0.0;
+        for (int64_t c = 0; c < dim_v; ++c) d_given += dout[c] * o[static_cast<size_t>(row * dim_v + c)];
+        const double d_shift = d_given - d_exact[static_cast<size_t>(row)];
         for (size_t j = 0; j < pairs.size(); ++j) {
           Pair& x = pairs[j];
           float ds = x.p * (x.dp - d);
@@ -176,15 +180,14 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
           x.dt = in_format(ds);
           const double dp = static_cast<double>(x.dp), dd = static_cast<double>(d), g = std::fabs(x.g);
           x.size = static_cast<double>(x.p) * (std::fabs(dp) + std::fabs(dd)) * g;
-          const double from_p = x.noise * std::fabs(dp - dd) * g;
-          const double from_w = kU32 * std::sqrt(dp_partial_sq[j] + d_partial_sq) * x.weight * g;
+          // A kernel's P is up to e^eps P: its noise multiplies the kernel's dP - D (the reference's, and the given O's
+          // shift of D beside it: a row of one dominant key, where the reference's cancels exactly, keeps the shift),
+          // and the roundings w of dP - D are weighed by that P, not by the reference's.
+          const double from_p = x.noise * (std::fabs(dp - dd) + std::fabs(d_shift)) * g;
+          const double from_w = kU32 * std::sqrt(dp_partial_sq[j] + d_partial_sq) * (x.weight + x.noise) * g;
           const double from_g = static_cast<double>(x.p) * std::fabs(dp - dd) * x.g_noise;
           x.noise_t = std::sqrt(from_p * from_p + from_w * from_w + from_g * from_g);
         }
-        // The given O's deviation moves a kernel's D = dO.O by this much, and its dS_ij by -P_ij g_ij times it.
-        double d_given = 0.0;
-        for (int64_t c = 0; c < dim_v; ++c) d_given += dout[c] * o[static_cast<size_t>(row * dim_v + c)];
-        const double d_shift = d_given - d_exact[static_cast<size_t>(row)];
         // dQ of the row; the row's terms of dK and dV.
         for (int64_t c = 0; c < dim; ++c) {
           float acc = 0.0f;

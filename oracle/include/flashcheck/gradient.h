@@ -128,7 +128,9 @@ struct SamePrecisionGradient {
   // below stands for e^eps - 1: equal to first order, and still a bound where scores of 10^8 make eps exceed 1):
   //   dV_j (column c)  sqrt(sum_i (eps_ij P_ij dO_ic)^2),
   //   dQ_i (column c)  |scale| sqrt(sum_j (t_ij k_jc)^2),
-  //   t_ij^2 = (eps_ij P_ij (dP_ij - D_i) g_ij)^2 + (w_ij P_ij g_ij)^2 + (gamma_ij P_ij (dP_ij - D_i))^2,
+  //   t_ij^2 = (eps_ij P_ij (|dP_ij - D_i| + |dD_i|) g_ij)^2 + (w_ij e^eps_ij P_ij g_ij)^2 + (gamma_ij P_ij (dP_ij - D_i))^2,
+  //   dD_i = dO_i.O_i - dO_i.O_exact_i (the given O's shift of D: what a kernel's dP - D keeps where this reference's
+  //   cancels), e^eps P_ij the largest P a kernel recomputes,
   //   dK_j likewise with q_ic over i;
   // with a softcap, gamma_ij = 2 |y_ij| (kTanhRelErr |y_ij| + g_ij u_32 (2 |a_ij| + N_ij / (g_ij c))) is what the
   // factor g = 1 - y^2 moves by when tanh errs by kTanhRelErr and its argument a_ij = s_ij / c by its roundings: where
