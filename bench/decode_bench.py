@@ -3,20 +3,21 @@
 Decode: one query row per sequence, bf16, d = 128, heads_q / heads_kv = 32/8 and 64/8, batch 1..64, cache 1k..128k
 keys per sequence (batch * cache up to 2M tokens), the cache contiguous or paged (page size 16 and 256, pages in a
 shuffled order). Achieved HBM bandwidth = K/V bytes read (batch * cache * heads_kv * d * 2 tensors * 2 bytes) / time,
-against the H100's 3.35 TB/s. flashcheck runs with num_splits = 0 (its heuristic) through fc_forward_prechecked
+against the device's roofline: 2 (double data rate) x memory clock x bus width, read from the CUDA runtime's device
+attributes (--roofline TBPS gives it instead). flashcheck runs with num_splits = 0 (its heuristic) through fc_forward_prechecked
 (index arrays validated once with fc_can_implement, as a serving loop does). Beside it, PyTorch SDPA on the
 contiguous cache (enable_gqa: every backend that takes it), and FlexAttention (torch.compile'd per shape, enable_gqa)
 at the points of batch * cache >= 256k tokens.
 
 Varlen prefill: one packed batch of mixed lengths (1 .. 16k tokens, causal) against the same number of tokens as one
 dense batch of equal-length sequences; TFLOP/s over the causal (query, key) pairs of each.
-Timing as bench/side_by_side.py (median of CUDA-event-timed runs, L2 flushed, interleaved passes).
-Prints and writes (to --out, default bench/results): decode.json (every measurement) and decode.md (the tables).
+Timing as bench/side_by_side.py (median of CUDA-event-timed runs, L2 flushed, interleaved passes; --timing).
+Prints and writes (to --out: bench/bench_cli.py) decode.json (every measurement) and decode.md (the tables).
 Usage (--lib defaults to build/gpu/bench/libflashcheck.so, target flashcheck_shared of the gpu preset):
-       python3 bench/decode_bench.py                # regenerates bench/results/decode.{json,md}
-       python3 bench/decode_bench.py --quick --out OUT_DIR   # both head ratios, batch 1/4/16/64, cache 4k/16k/64k
-       python3 bench/decode_bench.py --decode-only ...      # the decode grid without the varlen prefill
-       python3 bench/decode_bench.py --flashcheck-only ...  # flashcheck's layouts alone (A/B rounds)
+       python3 bench/decode_bench.py --out bench/results   # regenerates bench/results/decode.{json,md}
+       python3 bench/decode_bench.py --quick               # both head ratios, batch 1/4/16/64, cache 4k/16k/64k
+       python3 bench/decode_bench.py --only decode         # the decode grid without the varlen prefill
+       python3 bench/decode_bench.py --flashcheck-only     # flashcheck's layouts alone (A/B rounds)
 """
 import argparse
 import ctypes
@@ -28,10 +29,13 @@ import sys
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH_DIR)
+import bench_cli  # noqa: E402
 import side_by_side as sbs  # noqa: E402  (the C ABI wrapper and the timer)
 
 torch = sbs.torch
-HBM_TBPS = 3.35  # H100 SXM HBM3 peak
+SECTIONS = ("decode", "varlen")
+CUDA_DEV_ATTR_MEMORY_CLOCK_RATE = 36  # kHz (cudaDevAttrMemoryClockRate)
+CUDA_DEV_ATTR_GLOBAL_MEMORY_BUS_WIDTH = 37  # bits (cudaDevAttrGlobalMemoryBusWidth)
 HEAD_DIM = 128
 MAX_TOKENS = 2 * 1024 * 1024
 FC_MASK_CAUSAL_BOTTOM_RIGHT = 1
@@ -236,15 +240,38 @@ def varlen(fc, timer, rounds, quick):
     return out
 
 
-def write_markdown(path, device, decode_rows, varlen_rows):
+def hbm_roofline():
+    """The device's peak DRAM bandwidth in TB/s, 2 x memory clock x bus width from the CUDA runtime's device attributes
+    (the runtime PyTorch loaded), and how it was read; (None, why) where it cannot be read."""
+    for soname in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
+        try:
+            runtime = ctypes.CDLL(soname)
+            break
+        except OSError:
+            continue
+    else:
+        return None, "no CUDA runtime library (libcudart.so) to read the memory clock from"
+    clock_khz, bus_bits = ctypes.c_int(), ctypes.c_int()
+    device = torch.cuda.current_device()
+    if (runtime.cudaDeviceGetAttribute(ctypes.byref(clock_khz), CUDA_DEV_ATTR_MEMORY_CLOCK_RATE, device) != 0 or
+            runtime.cudaDeviceGetAttribute(ctypes.byref(bus_bits), CUDA_DEV_ATTR_GLOBAL_MEMORY_BUS_WIDTH, device) != 0 or
+            clock_khz.value <= 0 or bus_bits.value <= 0):
+        return None, "the CUDA runtime did not report the memory clock and bus width"
+    tbps = 2.0 * clock_khz.value * 1e3 * bus_bits.value / 8 / 1e12
+    return tbps, f"2 x {clock_khz.value / 1e3:.0f} MHz x {bus_bits.value} bits (CUDA device attributes)"
+
+
+def write_markdown(path, device, decode_rows, varlen_rows, meta):
     names = []
     for r in decode_rows:
         for n in [*r["tbps"], *r.get("errors", {})]:
             if n not in names:
                 names.append(n)
-    lines = [f"Device: {device}.", "",
+    roofline = meta["roofline_tbps"]
+    lines = [f"Device: {device}.", "", bench_cli.describe(meta), "",
              f"Decode: bf16, d = {HEAD_DIM}, one query row per sequence; achieved HBM bandwidth in TB/s (K/V bytes read / "
-             f"time; roofline {HBM_TBPS} TB/s) and, for flashcheck, its best layout's share of the roofline.", "",
+             f"time; roofline {roofline:.2f} TB/s, {meta['roofline_source']}) and, for flashcheck, its best layout's "
+             "share of the roofline.", "",
              "| heads_q/kv | batch | cache | " + " | ".join(names) + " | flashcheck % roofline |",
              "|---|---|---|" + "---|" * len(names) + "---|"]
     for r in decode_rows:
@@ -252,7 +279,7 @@ def write_markdown(path, device, decode_rows, varlen_rows):
         cells = [f"{r['tbps'][n]:.2f}" if n in r["tbps"] else "failed" if n in r.get("errors", {}) else ""
                  for n in names]
         lines.append(f"| {r['heads_q']}/{r['heads_kv']} | {r['batch']} | {r['cache']} | " + " | ".join(cells) +
-                     f" | {100 * fc_best / HBM_TBPS:.0f}% |")
+                     f" | {100 * fc_best / roofline:.0f}% |")
     lines += ["", "Varlen prefill: causal, heads 16, d 128; TFLOP/s over the causal pairs.", "",
               "| dtype | lengths | tokens | packed TFLOP/s | packed kernel | dense batch | dense TFLOP/s | ratio |",
               "|---|---|---|---|---|---|---|---|"]
@@ -267,25 +294,36 @@ def write_markdown(path, device, decode_rows, varlen_rows):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default=os.path.join(BENCH_DIR, "..", "build", "gpu", "bench", "libflashcheck.so"))
-    ap.add_argument("--out", default=os.path.join(BENCH_DIR, "results"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--varlen-only", action="store_true", help="the varlen prefill alone (no decode grid)")
-    ap.add_argument("--decode-only", action="store_true", help="the decode grid alone (no varlen prefill)")
     ap.add_argument("--flashcheck-only", action="store_true", help="no peers (SDPA, FlexAttention) beside flashcheck")
+    ap.add_argument("--roofline", type=float, metavar="TBPS",
+                    help="the HBM roofline in TB/s (default: read from the device)")
+    bench_cli.add_arguments(ap, SECTIONS)
     args = ap.parse_args()
+    chosen, out = bench_cli.resolve(ap, args, SECTIONS, partial=args.quick or args.flashcheck_only)
+    if args.roofline is not None and not args.roofline > 0:
+        ap.error(f"--roofline: {args.roofline} is not a bandwidth (TB/s above 0)")
+    if torch is None:
+        ap.error("needs PyTorch with CUDA (import torch failed)")
+    meta = bench_cli.meta(args, chosen)
+    if args.roofline is not None:
+        meta["roofline_tbps"], meta["roofline_source"] = args.roofline, "given (--roofline)"
+    else:
+        meta["roofline_tbps"], meta["roofline_source"] = hbm_roofline()
+        if meta["roofline_tbps"] is None:
+            ap.error(f"--roofline: {meta['roofline_source']}; give the device's HBM bandwidth in TB/s")
     fc = sbs.Flashcheck(args.lib)
-    timer = sbs.Timer(3, args.iters)
-    decode_rows = [] if args.varlen_only else decode(fc, timer, args.quick, args.rounds, not args.flashcheck_only)
-    varlen_rows = [] if args.decode_only else varlen(fc, timer, args.rounds, args.quick)
+    timer = sbs.Timer(3, args.iters, queued=args.timing == "queued")
+    decode_rows = decode(fc, timer, args.quick, args.rounds, not args.flashcheck_only) if "decode" in chosen else []
+    varlen_rows = varlen(fc, timer, args.rounds, args.quick) if "varlen" in chosen else []
     props = torch.cuda.get_device_properties(0)
     device = f"{props.name}, PyTorch {torch.__version__}, {fc.lib.fc_version().decode()}"
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "decode.json"), "w") as f:
-        json.dump({"device": device, "decode": decode_rows, "varlen": varlen_rows}, f, indent=1)
-    write_markdown(os.path.join(args.out, "decode.md"), device, decode_rows, varlen_rows)
-
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "decode.json"), "w") as f:
+        json.dump({"device": device, "meta": meta, "decode": decode_rows, "varlen": varlen_rows}, f, indent=1)
+    write_markdown(os.path.join(out, "decode.md"), device, decode_rows, varlen_rows, meta)
 
 if __name__ == "__main__":
     main()

@@ -8,12 +8,13 @@ FlexAttention runs torch.compile'd (dynamic=False: a kernel specialized to each 
 Timing as bench/side_by_side.py (median of CUDA-event-timed runs, L2 flushed, interleaved passes). Accuracy:
 relative RMS error of O against a float64 reference on the same rounded inputs, for windows, softcap and
 sinks (FlexAttention has no sink: its column is empty there).
-Prints and writes (to --out, default bench/results):
+Prints and writes (to --out: bench/bench_cli.py):
   features.json  every measurement
   features.md    the throughput table and the accuracy table
 Usage (--lib defaults to build/gpu/bench/libflashcheck.so, target flashcheck_shared of the gpu preset):
-       python3 bench/features_bench.py                 # regenerates bench/results/features.{json,md}
-       python3 bench/features_bench.py --quick --out OUT_DIR
+       python3 bench/features_bench.py --out bench/results   # regenerates bench/results/features.{json,md}
+       python3 bench/features_bench.py --quick [--out OUT_DIR]
+       python3 bench/features_bench.py --only accuracy       # sections: throughput, accuracy
 """
 import argparse
 import json
@@ -25,9 +26,11 @@ import time
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH_DIR)
+import bench_cli  # noqa: E402
 import side_by_side as sbs  # noqa: E402  (the C ABI wrapper and the timer)
 
 torch = sbs.torch
+SECTIONS = ("throughput", "accuracy")
 TOKENS = 32768  # B * N
 MODEL_DIM = 2048  # H * d
 SOFTCAP = 30.0
@@ -155,6 +158,7 @@ def accuracy(fc):
 
 def markdown(meta, tp, acc):
     out = [f"Device: {meta['device']}, PyTorch {meta['torch']}, flashcheck {meta['flashcheck']}.", "",
+           bench_cli.describe(meta), "",
            "Throughput in TFLOP/s over visible (query, key) pairs (4·B·H·d·pairs); causal, B·N = 32768, H·d = 2048; "
            "window W: row i sees keys i−W+1..i; softcap " + f"{SOFTCAP:g}" + " as a score_mod for FlexAttention.", "",
            "| dtype | d | N | window | softcap | flashcheck | FlexAttention | ÷ Flex | ÷ unwindowed |",
@@ -174,30 +178,30 @@ def markdown(meta, tp, acc):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default=sbs.DEFAULT_LIB, help="path to libflashcheck.so (target flashcheck_shared)")
-    ap.add_argument("--out", default=sbs.DEFAULT_OUT, help="output folder (default: bench/results)")
     ap.add_argument("--quick", action="store_true", help="two sequence lengths and two windows (a smoke run)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3, help="interleaved passes over the backends per point")
+    bench_cli.add_arguments(ap, SECTIONS)
     args = ap.parse_args()
+    chosen, out = bench_cli.resolve(ap, args, SECTIONS, partial=args.quick)
     if torch is None:
-        sys.exit("features_bench.py: PyTorch is not installed (it runs on a GPU machine with PyTorch)")
+        ap.error("needs PyTorch with CUDA (import torch failed)")
     start = time.time()
     fc = sbs.Flashcheck(args.lib)
-    timer = sbs.Timer(args.warmup, args.iters)
-    tp = throughput(fc, timer, args.quick, args.rounds)
-    acc = accuracy(fc)
+    timer = sbs.Timer(args.warmup, args.iters, queued=args.timing == "queued")
+    tp = throughput(fc, timer, args.quick, args.rounds) if "throughput" in chosen else []
+    acc = accuracy(fc) if "accuracy" in chosen else []
     meta = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-            "flashcheck": fc.lib.fc_version().decode()}
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "features.json"), "w") as f:
+            "flashcheck": fc.lib.fc_version().decode(), **bench_cli.meta(args, chosen)}
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "features.json"), "w") as f:
         json.dump({"meta": meta, "throughput": tp, "accuracy": acc}, f, indent=1)
     md = markdown(meta, tp, acc)
-    with open(os.path.join(args.out, "features.md"), "w") as f:
+    with open(os.path.join(out, "features.md"), "w") as f:
         f.write(md)
     print(md)
     print(f"features_bench: {time.time() - start:.1f} s")
-
 
 if __name__ == "__main__":
     main()

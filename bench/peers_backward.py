@@ -4,28 +4,35 @@ d = 64/128/256, causal and not, B*N = 16384, H*d = 2048; --grid quick: N = 1k an
 
 Per point: q, k, v of shape [B, H, N, d] (normal, requires_grad), O = scaled_dot_product_attention(q, k, v,
 is_causal) under one backend, dO normal; timed is torch.autograd.grad(O, (q, k, v), dO) alone (the forward's graph is
-kept), warm-up, then the median of CUDA-event-timed runs with L2 flushed before each. FLOPs = 2.5 x 4 B H N^2 d,
-halved for causal: flashcheck_bench's count. PyTorch's is_causal is top-left aligned (flashcheck's causal-tl).
+kept), bench/side_by_side.py's Timer (warm-up, then the median of CUDA-event-timed runs with L2 flushed before each;
+--timing sync or queued). FLOPs = 2.5 x 4 B H N^2 d, halved for causal: flashcheck_bench's count. PyTorch's is_causal
+is top-left aligned (flashcheck's causal-tl). --only runs a subset of the backends (sections: flash, cudnn,
+efficient).
 
 With --flashcheck FILE (flashcheck_bench's JSON of the same grid) it also writes backward_vs_peers.md: flashcheck's
-TFLOP/s beside each backend's and the ratio to the faster of flash and cuDNN (the issue's target).
+TFLOP/s beside each backend's and the ratio to the faster of flash and cuDNN.
+Writes to --out (bench/bench_cli.py): peers_backward.json, and backward_vs_peers.md with --flashcheck.
 Usage: python3 bench/peers_backward.py --grid quick --flashcheck bench/results/backward.json --out bench/results
 """
 import argparse
 import json
 import os
 import statistics
+import sys
 
-try:
-    import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_cli  # noqa: E402
+import side_by_side as sbs  # noqa: E402  (the timer)
+
+torch = sbs.torch
+if torch is not None:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
-except ImportError:
-    torch = None
 
 TOKENS = 16384
 MODEL_DIM = 2048
 BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient": "EFFICIENT_ATTENTION"}
+SECTIONS = tuple(BACKENDS)
 
 
 def grid(kind):
@@ -37,7 +44,7 @@ def grid(kind):
                     yield dtype, d, n, TOKENS // n, MODEL_DIM // d, causal
 
 
-def time_backward(backend, dtype, d, n, b, h, causal, warmup, iters, flush):
+def time_backward(backend, dtype, d, n, b, h, causal, timer):
     torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float16
     gen = torch.Generator(device="cuda").manual_seed(1)
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch_dtype, generator=gen).requires_grad_() for _ in range(3))
@@ -45,22 +52,12 @@ def time_backward(backend, dtype, d, n, b, h, causal, warmup, iters, flush):
     try:
         with sdpa_kernel(getattr(SDPBackend, BACKENDS[backend])):
             out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            for _ in range(warmup):
-                torch.autograd.grad(out, (q, k, v), d_o, retain_graph=True)
-            times = []
-            for _ in range(iters):
-                flush.zero_()
-                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                torch.autograd.grad(out, (q, k, v), d_o, retain_graph=True)
-                stop.record()
-                stop.synchronize()
-                times.append(start.elapsed_time(stop))
+            ms = timer.median_ms(lambda: torch.autograd.grad(out, (q, k, v), d_o, retain_graph=True))
     except RuntimeError as e:  # the backend refuses the shape (or runs out of memory): no number
         return None, str(e).splitlines()[0][:120]
     finally:
         torch.cuda.empty_cache()
-    return statistics.median(times), ""
+    return ms, ""
 
 
 def main():
@@ -69,44 +66,48 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--flashcheck", help="flashcheck_bench --pass backward JSON of the same grid")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    bench_cli.add_arguments(ap, SECTIONS)
     args = ap.parse_args()
+    chosen, out = bench_cli.resolve(ap, args, SECTIONS)
     if torch is None or not torch.cuda.is_available():
-        raise SystemExit("peers_backward.py: needs PyTorch with a CUDA device")
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+        ap.error("needs PyTorch with a CUDA device")
+    timer = sbs.Timer(args.warmup, args.iters, queued=args.timing == "queued")
     rows = []
     for dtype, d, n, b, h, causal in grid(args.grid):
         flops = 2.5 * 4.0 * b * h * n * n * d * (0.5 if causal else 1.0)
         row = {"dtype": dtype, "head_dim": d, "seqlen": n, "batch": b, "heads": h,
                "mask": "causal-tl" if causal else "none"}
-        for backend in BACKENDS:
-            ms, why = time_backward(backend, dtype, d, n, b, h, causal, args.warmup, args.iters, flush)
+        for backend in chosen:
+            ms, why = time_backward(backend, dtype, d, n, b, h, causal, timer)
             row[backend] = {"ms": ms, "tflops": flops / (ms * 1e9) if ms else None, "error": why}
         rows.append(row)
         print(f"{dtype:4} d={d:3} N={n:5} B={b:3} H={h:2} {row['mask']:9} " +
-              "  ".join(f"{k} {v['tflops']:6.1f}" if v["tflops"] else f"{k}   -   " for k, v in
-                        ((k, row[k]) for k in BACKENDS)), flush=True)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "peers_backward.json"), "w") as f:
+              "  ".join(f"{k} {row[k]['tflops']:6.1f}" if row[k]["tflops"] else f"{k}   -   " for k in chosen),
+              flush=True)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "peers_backward.json"), "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                   "cudnn": torch.backends.cudnn.version(), "grid": args.grid, "results": rows}, f, indent=1)
+                   "cudnn": torch.backends.cudnn.version(), "grid": args.grid, "meta": bench_cli.meta(args, chosen),
+                   "warmup": args.warmup, "iters": args.iters, "results": rows}, f, indent=1)
     if not args.flashcheck:
         return
     with open(args.flashcheck) as f:
         ours = {(r["dtype"], r["head_dim"], r["seqlen"], r["batch"], r["heads"], r["mask"]): r
                 for r in json.load(f)["results"]}
-    lines = ["| dtype | d | N | mask | flashcheck TFLOP/s | path | flash (FA2) | cuDNN | efficient | vs best of flash, cuDNN |",
+    tflops = lambda row, k: (row.get(k) or {}).get("tflops")
+    lines = [bench_cli.describe(bench_cli.meta(args, chosen)), "",
+             "| dtype | d | N | mask | flashcheck TFLOP/s | path | flash (FA2) | cuDNN | efficient | vs best of flash, cuDNN |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         mine = ours.get((row["dtype"], row["head_dim"], row["seqlen"], row["batch"], row["heads"], row["mask"]))
         if mine is None:
             continue
-        peers = [row[k]["tflops"] for k in ("flash", "cudnn") if row[k]["tflops"]]
+        peers = [tflops(row, k) for k in ("flash", "cudnn") if tflops(row, k)]
         ratio = f"{mine['tflops'] / max(peers):.2f}x" if peers and mine["tflops"] else "-"
-        cell = lambda k: f"{row[k]['tflops']:.1f}" if row[k]["tflops"] else "-"
+        cell = lambda k: f"{tflops(row, k):.1f}" if tflops(row, k) else "-"
         lines.append(f"| {row['dtype']} | {row['head_dim']} | {row['seqlen']} | {row['mask']} | {mine['tflops']:.1f} | "
                      f"{mine['path']} | {cell('flash')} | {cell('cudnn')} | {cell('efficient')} | {ratio} |")
-    with open(os.path.join(args.out, "backward_vs_peers.md"), "w") as f:
+    with open(os.path.join(out, "backward_vs_peers.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 

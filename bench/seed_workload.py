@@ -18,15 +18,15 @@ Every case is one head, non-causal, fp32, d = 32 or 64, N = 128..32768, B = 1360
             B·N² fp32 scores: 17 GB at B = 4, N = 32768). FLOPs = 4·B·N²·d (side_by_side's 4·B·H·N²·d, H = 1).
             The JSON also keeps, per case, flashcheck's O from the timed runs against the efficient backend's
             (relative RMS difference), so each timed call is known to have computed this attention.
-Prints and writes (to --out, default bench/results):
+Prints and writes (to --out: bench/bench_cli.py):
   seed_workload.json  every measurement and verdict
   seed_workload.md    the table: verdict, worst O and LSE error / bound, ms and TFLOP/s per backend, speedup
 Usage (--lib defaults to build/gpu/bench/libflashcheck.so, --report to build/gpu/tools/flashcheck-report):
-       python3 bench/seed_workload.py                     # regenerates bench/results/seed_workload.{json,md}
-       python3 bench/seed_workload.py --quick --out OUT_DIR
-       python3 bench/seed_workload.py --backend model --report build/ci/tools/flashcheck-report --quick --out OUT_DIR
-Without PyTorch or a CUDA device (or with --no-timing) the timing is skipped, with the reason printed, and the
-verification runs alone; --backend model needs neither (keep to small cases there: the host model computes
+       python3 bench/seed_workload.py --out bench/results   # regenerates bench/results/seed_workload.{json,md}
+       python3 bench/seed_workload.py --quick [--out OUT_DIR]
+       python3 bench/seed_workload.py --backend model --report build/ci/tools/flashcheck-report --quick
+Sections (--only): verify, timing. Without PyTorch or a CUDA device (or with --only verify) the timing is skipped,
+with the reason printed, and the verification runs alone; --backend model needs neither (keep to small cases there: the host model computes
 every row).
 """
 import argparse
@@ -44,6 +44,7 @@ import warnings
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH_DIR)
+import bench_cli  # noqa: E402
 import side_by_side as sbs  # noqa: E402  (the C ABI wrapper, the timer, sdpa())
 
 torch = sbs.torch
@@ -56,6 +57,7 @@ CASES = [(320, 128, 32), (160, 128, 64), (160, 256, 32), (80, 256, 64), (80, 512
          (300, 2048, 32), (100, 2048, 64), (500, 2048, 32), (500, 2048, 64), (100, 4096, 32), (100, 4096, 64),
          (30, 8192, 32), (10, 8192, 64), (10, 16384, 32), (4, 16384, 64), (4, 32768, 32), (2, 32768, 64)]
 # --quick: both head_dims, the shortest and a longer N; small enough for the host model (about 20 s on 2 cores).
+SECTIONS = ("verify", "timing")
 QUICK = [(320, 128, 32), (160, 128, 64), (80, 512, 32), (40, 512, 64)]
 TIMED = ["flashcheck", "efficient", "math"]  # columns; efficient and math are side_by_side's SDPA backends
 REPORT_SCHEMA = "flashcheck-report/1"
@@ -293,9 +295,9 @@ def markdown(meta, rows):
                  "structural rows of the first and last (batch, head) pair and 64 random rows); O and LSE: the worst "
                  "error / bound over them, failing above 1.")
     else:
-        check = "Verification not run (--no-verify)."
+        check = "Verification not run (--only timing)."
     lines = [f"The seed workload: {len(rows)} fp32 cases (B, N, d) of a course's FlashAttention homework, one head, "
-             "non-causal. " + head, "", check, "",
+             "non-causal. " + head, "", check, "", bench_cli.describe(meta), "",
              "| B | N | d | verified | O err/bound | LSE err/bound | rows checked | flashcheck ms | TFLOP/s "
              "| efficient ms | TFLOP/s | math ms | TFLOP/s | ÷ efficient | flashcheck kernel |",
              "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -334,7 +336,6 @@ def main():
     ap.add_argument("--backend", choices=["gpu", "model"], default="gpu",
                     help="what flashcheck-report verifies: the kernel (gpu) or the host model (default: %(default)s)")
     ap.add_argument("--lib", default=sbs.DEFAULT_LIB, help="libflashcheck.so to time (default: %(default)s)")
-    ap.add_argument("--out", default=sbs.DEFAULT_OUT, help="output folder (default: %(default)s)")
     ap.add_argument("--quick", action="store_true", help=f"{len(QUICK)} small cases (a smoke run)")
     ap.add_argument("--case", action="append", type=parse_case, metavar="B,N,d",
                     help="run only this case of the list (repeatable)")
@@ -344,15 +345,16 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=20, help="timed runs per pass, at most (default: %(default)s)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved passes over the backends (default: %(default)s)")
-    ap.add_argument("--no-verify", action="store_true", help="time only")
-    ap.add_argument("--no-timing", action="store_true", help="verify only")
+    bench_cli.add_arguments(ap, SECTIONS)
     args = ap.parse_args()
+    chosen_sections, out = bench_cli.resolve(ap, args, SECTIONS, partial=args.quick or bool(args.case))
+    verify_cases = "verify" in chosen_sections
 
     chosen = args.case or (QUICK if args.quick else CASES)
     cases = [(CASES.index(c) + 1, *c) for c in CASES if c in chosen]  # (seed, b, n, d) in list order
-    meta = {"cases": len(cases), "verification_backend": None if args.no_verify else args.backend,
-            "warmup": args.warmup, "iters": args.iters, "rounds": args.rounds}
-    skipped = "--no-timing" if args.no_timing else timing_unavailable(args.lib)
+    meta = {"cases": len(cases), "verification_backend": args.backend if verify_cases else None,
+            "warmup": args.warmup, "iters": args.iters, "rounds": args.rounds, **bench_cli.meta(args, chosen_sections)}
+    skipped = "--only verify" if "timing" not in chosen_sections else timing_unavailable(args.lib)
     if skipped:
         meta["timing_skipped"] = skipped
         print(f"seed_workload.py: timing skipped ({skipped}); verification only", flush=True)
@@ -360,7 +362,7 @@ def main():
             for seed, b, n, d in cases]
 
     start = time.time()
-    if not args.no_verify:
+    if verify_cases:
         verdicts = verify(cases, args.report, args.backend, args.jobs, args.memory_cap)
         for r in rows:
             # A case without an entry was not run (left after a case that lost the CUDA context).
@@ -377,7 +379,7 @@ def main():
         props = torch.cuda.get_device_properties(0)
         meta.update({"device": f"{props.name} ({props.multi_processor_count} SMs)", "torch": torch.__version__,
                      "cuda": torch.version.cuda, "flashcheck": fc.lib.fc_version().decode()})
-        timer = sbs.Timer(args.warmup, args.iters)
+        timer = sbs.Timer(args.warmup, args.iters, queued=args.timing == "queued")
         timing_start = time.time()
         for r in rows:
             r.update(time_case(fc, timer, r["B"], r["N"], r["d"], r["seed"], args.rounds))
@@ -385,15 +387,15 @@ def main():
         meta["timing_seconds"] = round(time.time() - timing_start, 1)
     meta["seconds"] = round(time.time() - start, 1)
 
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "seed_workload.json"), "w") as f:
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "seed_workload.json"), "w") as f:
         json.dump({"meta": meta, "cases": rows}, f, indent=1)
     md = markdown(meta, rows)
-    with open(os.path.join(args.out, "seed_workload.md"), "w") as f:
+    with open(os.path.join(out, "seed_workload.md"), "w") as f:
         f.write(md)
     print(md)
     print(f"seed_workload: {meta['seconds']} s", flush=True)
-    failed = [r for r in rows if not args.no_verify and (r.get("verdict") or {}).get("outcome") != "PASS"]
+    failed = [r for r in rows if verify_cases and (r.get("verdict") or {}).get("outcome") != "PASS"]
     return 1 if failed else 0
 
 

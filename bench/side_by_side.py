@@ -2,8 +2,8 @@
 FlashAttention-3 (bf16; on [B, N, H, d] copies of the same tensors) in one run.
 
 flashcheck is called through its C ABI (kernel/include/flashcheck/attention_c.h) loaded with ctypes from
-libflashcheck.so, on PyTorch's current stream. Prints and writes (to --out, default bench/results, the
-committed result set that bench/README.md shows):
+libflashcheck.so, on PyTorch's current stream. Prints and writes (to --out, default out/bench; bench/results, the
+committed result set that bench/README.md shows, when named: bench/bench_cli.py):
   side_by_side.json  every measurement
   side_by_side.md    one table of TFLOP/s, one of the heads sweep (bf16, d = 128, N = 4096, B = 1, H = 1..32),
                      one of unequal head dims (d for Q and K, dv for V and O: (192, 128) beside (192, 192) over
@@ -20,9 +20,9 @@ halved for causal. Grid: B*N = 16384 tokens, H*d = 2048 (the FlashAttention pape
 /work/shared/peers/sdpa_peers.py. PyTorch's is_causal is top-left aligned, so flashcheck runs
 FC_MASK_CAUSAL_TOP_LEFT (identical to bottom-right here, since seqlen_q == seqlen_k).
 Usage (--lib defaults to build/gpu/bench/libflashcheck.so, target flashcheck_shared of the gpu preset):
-       python3 bench/side_by_side.py --rounds 5 --iters 20        # regenerates bench/results
-       python3 bench/side_by_side.py --accuracy-seeds 30          # adds accuracy_seeds.{json,md} there
-       python3 bench/side_by_side.py --lib LIB --out OUT_DIR [--quick]
+       python3 bench/side_by_side.py --rounds 5 --iters 20 --out bench/results   # regenerates bench/results
+       python3 bench/side_by_side.py --accuracy-seeds 30 --out bench/results     # adds accuracy_seeds.{json,md}
+       python3 bench/side_by_side.py --lib LIB [--out OUT_DIR] [--quick] [--only heads,memory]
 The second form runs only the accuracy configurations, once per seed 0..N-1, and writes accuracy_seeds.json and
 accuracy_seeds.md: per configuration, flashcheck's relative RMS error over each peer's on the same inputs
 (geometric mean, range, and for how many seeds flashcheck's error is the lower one). One seed's difference
@@ -38,6 +38,8 @@ import sys
 import time
 import warnings
 
+import bench_cli
+
 try:
     import torch
     import torch.nn.functional as F
@@ -47,7 +49,6 @@ except ImportError:  # --help needs no PyTorch; main() stops with the reason
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_LIB = os.path.join(os.path.dirname(BENCH_DIR), "build", "gpu", "bench", "libflashcheck.so")
-DEFAULT_OUT = os.path.join(BENCH_DIR, "results")
 
 TOKENS = 16384  # B * N
 MODEL_DIM = 2048  # H * d
@@ -544,28 +545,19 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lib", default=DEFAULT_LIB,
                         help="path to libflashcheck.so (target flashcheck_shared; default: %(default)s)")
-    parser.add_argument("--out", default=DEFAULT_OUT, help="output folder (default: %(default)s)")
     parser.add_argument("--quick", action="store_true", help="two seq_lens per curve (a smoke run)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3, help="interleaved passes over the backends per shape")
-    parser.add_argument("--timing", choices=("sync", "queued"), default="sync",
-                        help="sync: each run alone, the host's cost beyond the L2 flush counted; queued: runs queued "
-                             "ahead of the GPU, GPU time only (Timer)")
-    parser.add_argument("--only", default="", metavar="SECTIONS",
-                        help="comma-separated sections to run (throughput, heads, value_dims, accuracy, memory); "
-                             "all by default. A partial run writes its tables to --out, which must then be given")
+    bench_cli.add_arguments(parser, SECTIONS)
     parser.add_argument("--accuracy-seeds", type=int, default=0, metavar="N",
-                        help="only the accuracy configurations, for seeds 0..N-1 (fp16/bf16), against each peer")
+                        help="only the accuracy configurations, for seeds 0..N-1 (fp16/bf16), against each peer "
+                             "(writes accuracy_seeds.{md,json})")
     args = parser.parse_args()
+    chosen, out = bench_cli.resolve(parser, args, SECTIONS, partial=args.quick)
     if torch is None:
         parser.error("needs PyTorch with CUDA (import torch failed)")
-    sections = set(filter(None, args.only.split(","))) or set(SECTIONS)
-    if sections - set(SECTIONS):
-        parser.error(f"--only: unknown section(s) {sorted(sections - set(SECTIONS))}; sections: {', '.join(SECTIONS)}")
-    if sections != set(SECTIONS) and os.path.abspath(args.out) == os.path.abspath(DEFAULT_OUT):
-        parser.error("--only writes a partial result set: give --out (bench/results holds the whole one)")
-    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(out, exist_ok=True)
     # A backend that cannot serve the inputs raises (recorded as an empty cell) after warning why; the
     # warnings would bury the tables.
     warnings.filterwarnings("ignore", category=UserWarning, module="torch")
@@ -580,28 +572,27 @@ def main():
     meta = {"device": f"{props.name} ({props.multi_processor_count} SMs)", "torch": torch.__version__,
             "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
             "flashcheck": fc.lib.fc_version().decode(), "warmup": args.warmup, "iters": args.iters,
-            "rounds": args.rounds, "timing": args.timing, "fa3": FA3[1] if FA3 else None,
-            "sections": [name for name in SECTIONS if name in sections]}
+            "rounds": args.rounds, "fa3": FA3[1] if FA3 else None, **bench_cli.meta(args, chosen)}
     print(json.dumps(meta), flush=True)
     if args.accuracy_seeds > 0:
-        accuracy_seeds(fc, args.accuracy_seeds, args.out)
+        accuracy_seeds(fc, args.accuracy_seeds, out)
         return 0
     start = time.time()
     timer = Timer(args.warmup, args.iters, queued=args.timing == "queued")
-    tp = throughput(fc, timer, args.quick, args.rounds) if "throughput" in sections else []
-    heads = heads_sweep(fc, timer, args.quick, args.rounds) if "heads" in sections else []
-    dims = value_dims(fc, timer, args.quick, args.rounds) if "value_dims" in sections else []
-    acc = accuracy(fc) if "accuracy" in sections else []
-    mem = memory(fc, args.quick) if "memory" in sections else []
+    tp = throughput(fc, timer, args.quick, args.rounds) if "throughput" in chosen else []
+    heads = heads_sweep(fc, timer, args.quick, args.rounds) if "heads" in chosen else []
+    dims = value_dims(fc, timer, args.quick, args.rounds) if "value_dims" in chosen else []
+    acc = accuracy(fc) if "accuracy" in chosen else []
+    mem = memory(fc, args.quick) if "memory" in chosen else []
     meta["seconds"] = round(time.time() - start, 1)
-    with open(os.path.join(args.out, "side_by_side.json"), "w") as f:
+    with open(os.path.join(out, "side_by_side.json"), "w") as f:
         json.dump({"meta": meta, "throughput": tp, "heads_sweep": heads, "value_dims": dims, "accuracy": acc,
                    "memory": mem}, f, indent=1)
     md = markdown(meta, tp, heads, acc, mem, dims)
-    with open(os.path.join(args.out, "side_by_side.md"), "w") as f:
+    with open(os.path.join(out, "side_by_side.md"), "w") as f:
         f.write(md)
     if tp or heads or mem:
-        plots(tp, heads, mem, args.out)
+        plots(tp, heads, mem, out)
     print(md)
     print(f"side_by_side: {meta['seconds']} s", flush=True)
     return 0

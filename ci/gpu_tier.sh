@@ -35,7 +35,7 @@ steps, run in the order given:
   mutants=SECONDS  build preset gpu-mutants and run tools/mutation_test.py: the budgeted tier for SECONDS on
                    every mutant of the catalogue, split over the run's GPUs, the kill table in $OUT/mutation.md
                    (FLASHCHECK_MUTATION_ARGS: more arguments, e.g. --repeat 10 --perturb 7 --exclude tc-offset-32bit)
-  bench            the benchmark (bench/run_bench.sh)
+  bench            the benchmark's forward section (bench/run_bench.sh --only forward)
 environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.sh; with fuzz_kernel alone in it,
   FLASHCHECK_FUZZ_CPU_TARGETS= as well: ci/nightly_fuzz.sh), OUT, FLASHCHECK_LOGS,
   FLASHCHECK_PEERS=1 (build the SDPA subjects for `tests` too; `subjects` always does),
@@ -348,7 +348,7 @@ for step in "$@"; do
       done ;;
     bench)
       log "bench"
-      bash bench/run_bench.sh build/gpu "$LOGS/bench" >"$LOGS/bench.log" 2>&1 || status=1
+      bash bench/run_bench.sh build/gpu "$LOGS/bench" --only forward >"$LOGS/bench.log" 2>&1 || status=1
       tail -40 "$LOGS/bench.log" | tee -a "$LOGS/summary.txt" ;;
     *) echo "unknown step '$step'" >&2; exit 2 ;;
   esac

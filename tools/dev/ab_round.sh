@@ -11,7 +11,7 @@
 #                          root), made with e.g. git archive -o ab_base.tar REV kernel/src
 #   ""                     A again: a drift control (sequential sweeps of one call move a point by up to 10%)
 # AB_BENCH=decode: the decode family instead, built without the tensor-core and split-TF32 families:
-# kernel_gpu_test and kernel_gpu_sequences_test per variant, then bench/decode_bench.py --quick --decode-only
+# kernel_gpu_test and kernel_gpu_sequences_test per variant, then bench/decode_bench.py --quick --only decode
 # --flashcheck-only on each variant's libflashcheck.so, and X/A of flashcheck's bandwidth per point and layout.
 set -uo pipefail
 if [ $# -eq 0 ] || [ "$1" = "-h" ] || [ "$1" = "--help" ]; then
@@ -65,7 +65,7 @@ done
 for v in $variants; do
   dir=$adir; [ $v != a ] && dir=build/gpu-ab$v
   if [ $AB_BENCH = decode ]; then
-    timeout 400 python3 bench/decode_bench.py --quick --decode-only --flashcheck-only --lib $dir/bench/libflashcheck.so --out $OUTD/decode_$v \
+    timeout 400 python3 bench/decode_bench.py --quick --only decode --flashcheck-only --lib $dir/bench/libflashcheck.so --out $OUTD/decode_$v \
       > $OUTD/decode_$v.txt 2>&1 || echo "variant $v decode_bench failed: $(tail -3 $OUTD/decode_$v.txt)"
   else
     timeout 150 $dir/bench/flashcheck_bench --grid paper --out $OUTD/bench_$v.json > $OUTD/bench_$v.txt 2>&1
