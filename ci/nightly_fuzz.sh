@@ -3,8 +3,8 @@
 # FLASHCHECK_FUZZ_PROFILE, fuzz/README.md), each with several workers on every GPU (each worker its own process
 # and CUDA_VISIBLE_DEVICES; --gpus N|all picks the first N GPUs ci/resource_spec.sh finds, default all): a small
 # case keeps the GPU busy for well under a millisecond and its host side (input generation, the oracle's rows)
-# for a few, so the GPU's rate comes from processes sharing it. The CPU targets (fuzz_model, fuzz_api, fuzz_case) run on the
-# remaining cores. All workers of a target share one corpus directory that libFuzzer reloads (-reload=1) and
+# for a few, so the GPU's rate comes from processes sharing it. The CPU targets (fuzz_model, fuzz_backward, fuzz_api,
+# fuzz_case) run on the remaining cores. All workers of a target share one corpus directory that libFuzzer reloads (-reload=1) and
 # one findings directory. A worker that stops on a finding is restarted for the rest of the budget. While they
 # run, a one-line status every FLASHCHECK_FUZZ_STATUS_SECONDS (default 60). At the end the corpora are merged
 # (-merge=1) and OUTDIR/summary.md lists per target the executions per second, the features (libFuzzer's
@@ -25,7 +25,7 @@
 # OUTDIR/corpus), FLASHCHECK_FUZZ_CPU_WORKERS (workers per CPU target; default: the cores left after the GPU
 # workers, split between the CPU targets, at least 1 each), FLASHCHECK_FUZZ_MERGE_SECONDS (the time limit of
 # each target's corpus merge after the budget, default 300; the targets merge at once), FLASHCHECK_FUZZ_CPU_TARGETS
-# (the CPU targets to run, default "fuzz_model fuzz_api fuzz_case"; empty: none, for a GPU machine that has fuzz_kernel alone,
+# (the CPU targets to run, default "fuzz_model fuzz_backward fuzz_api fuzz_case"; empty: none, for a GPU machine that has fuzz_kernel alone,
 # e.g. where a copy of the packed binaries is capped in size: ci/pack_fuzz_bins.sh).
 # Exit status: 0 with no finding, 1 with findings, 2 on a usage or build error or a worker that could not fuzz.
 set -uo pipefail
@@ -43,7 +43,7 @@ usage: ci/nightly_fuzz.sh [--gpus N|all] BUDGET_SECONDS OUTDIR
   --gpus N|all   the first N GPUs, or all of them (default; ci/resource_spec.sh --visible finds them)
 environment: FLASHCHECK_FUZZ_BUILD, FLASHCHECK_FUZZ_KERNEL_BUILD, FLASHCHECK_FUZZ_NO_BUILD=1, FLASHCHECK_FUZZ_PROFILES,
   FLASHCHECK_FUZZ_KERNEL_WORKERS, FLASHCHECK_FUZZ_CORPUS, FLASHCHECK_FUZZ_CPU_WORKERS, FLASHCHECK_FUZZ_CPU_TARGETS
-  (default "fuzz_model fuzz_api fuzz_case"; empty: fuzz_kernel alone),
+  (default "fuzz_model fuzz_backward fuzz_api fuzz_case"; empty: fuzz_kernel alone),
   FLASHCHECK_FUZZ_STATUS_SECONDS (status line period, default 60; 0: none), FLASHCHECK_FUZZ_MERGE_SECONDS (each
   target's corpus merge after the budget, default 300; one that runs out keeps its corpus unmerged)
 exit status: 0 no finding, 1 findings, 2 usage or build error, or a worker that could not fuzz (logs/*.nostart)
@@ -63,10 +63,10 @@ if [ $# -ne 2 ] || ! [[ $1 =~ ^[0-9]+$ ]] || ! [[ $gpus_arg == all || $gpus_arg 
   exit 2
 fi
 budget=$1
-read -r -a cpu_targets <<<"${FLASHCHECK_FUZZ_CPU_TARGETS-fuzz_model fuzz_api fuzz_case}"
+read -r -a cpu_targets <<<"${FLASHCHECK_FUZZ_CPU_TARGETS-fuzz_model fuzz_backward fuzz_api fuzz_case}"
 for t in "${cpu_targets[@]}"; do
-  [[ $t == fuzz_model || $t == fuzz_api || $t == fuzz_case ]] ||
-    { echo "nightly_fuzz.sh: FLASHCHECK_FUZZ_CPU_TARGETS: unknown target '$t' (fuzz_model, fuzz_api, fuzz_case)" >&2; exit 2; }
+  [[ $t == fuzz_model || $t == fuzz_backward || $t == fuzz_api || $t == fuzz_case ]] ||
+    { echo "nightly_fuzz.sh: FLASHCHECK_FUZZ_CPU_TARGETS: unknown target '$t' (fuzz_model, fuzz_backward, fuzz_api, fuzz_case)" >&2; exit 2; }
 done
 out=$(mkdir -p "$2" && cd "$2" && pwd)
 build=${FLASHCHECK_FUZZ_BUILD:-$root/build/fuzz}
@@ -85,7 +85,8 @@ if ! gpu_text=$(bash "$root/ci/resource_spec.sh" --gpus "$gpus_arg" --visible 2>
 fi
 [ -n "$gpu_text" ] && mapfile -t gpu_list <<<"$gpu_text"
 gpus=${#gpu_list[@]}
-# Targets by file-safe name: fuzz_kernel-PROFILE (shown as fuzz_kernel:PROFILE), fuzz_model, fuzz_api, fuzz_case.
+# Targets by file-safe name: fuzz_kernel-PROFILE (shown as fuzz_kernel:PROFILE), fuzz_model, fuzz_backward, fuzz_api,
+# fuzz_case.
 kernel_targets=()
 if [ "$gpus" -gt 0 ]; then
   for p in "${profiles[@]}"; do
@@ -175,7 +176,7 @@ done
 
 deadline=$(( $(date +%s) + budget ))
 # fuzz_case holds every case line to a second (a slower one is its finding), and to a GB (rss_for).
-timeout_for() { case $1 in fuzz_kernel*) echo 120 ;; fuzz_model) echo 60 ;; fuzz_case) echo 1 ;; *) echo 20 ;; esac; }
+timeout_for() { case $1 in fuzz_kernel*) echo 120 ;; fuzz_model | fuzz_backward) echo 60 ;; fuzz_case) echo 1 ;; *) echo 20 ;; esac; }
 rss_for() { case $1 in fuzz_case) echo 1024 ;; *) echo 8192 ;; esac; }
 
 # worker TARGET NAME [VAR=VALUE...]: fuzz until the deadline, restarting after each finding. A run that ends
