@@ -28,7 +28,7 @@ assert doc["kernel_workers_per_gpu"] == {} and doc["kernel_oracle_threads"] == 1
 assert isinstance(doc["budget_s"], int) and doc["budget_s"] > 0
 assert isinstance(doc["commit"], str) and doc["commit"] and f'commit {doc["commit"]}.' in md, doc["commit"]
 names = [t["target"] for t in doc["targets"]]
-assert names == ["fuzz_model", "fuzz_api", "fuzz_case"], names
+assert names == ["fuzz_model", "fuzz_backward", "fuzz_api", "fuzz_case"], names
 for t in doc["targets"]:
     for key, kind in [("workers", int), ("executions", int), ("exec_per_s", (int, float)), ("cov", int), ("ft", int),
                       ("cov_initial", int), ("cov_gain_per_s", (int, float)), ("ft_initial", int),
