@@ -4,8 +4,8 @@ Decode: one query row per sequence, bf16, d = 128, heads_q / heads_kv = 32/8 and
 keys per sequence (batch * cache up to 2M tokens), the cache contiguous or paged (page size 16 and 256, pages in a
 shuffled order). Achieved HBM bandwidth = K/V bytes read (batch * cache * heads_kv * d * 2 tensors * 2 bytes) / time,
 against the device's roofline: 2 (double data rate) x memory clock x bus width, read from the CUDA runtime's device
-attributes (--roofline TBPS gives it instead). flashcheck runs with num_splits = 0 (its heuristic) through fc_forward_prechecked
-(index arrays validated once with fc_can_implement, as a serving loop does). Beside it, PyTorch SDPA on the
+attributes (--roofline TBPS gives it instead). flashcheck runs with num_splits = 0 (its heuristic) through
+fc_forward_prechecked (index arrays validated once with fc_can_implement, as a serving loop does). Beside it, PyTorch SDPA on the
 contiguous cache (enable_gqa: every backend that takes it), and FlexAttention (torch.compile'd per shape, enable_gqa)
 at the points of batch * cache >= 256k tokens.
 
@@ -324,6 +324,7 @@ def main():
     with open(os.path.join(out, "decode.json"), "w") as f:
         json.dump({"device": device, "meta": meta, "decode": decode_rows, "varlen": varlen_rows}, f, indent=1)
     write_markdown(os.path.join(out, "decode.md"), device, decode_rows, varlen_rows, meta)
+
 
 if __name__ == "__main__":
     main()
