@@ -4,7 +4,7 @@
 //   then 7 bytes per injection (tensor, b, h, s lo, s hi, d, value) | then 8 bytes of seed (little endian)
 //   | then the features: window (mode, left, right) | softcap | sink (kind, parameter)
 //   | then the inference path: mode (>= 128: sequences, 1 + mode % 4 of them) | per sequence q (mode, offset),
-//   k (mode, offset), extra | page | poison | splits.
+//   k (mode, offset), extra | page | poison | splits | head_dim_v | dropout (p, seed, offset base, offset step).
 // Menus hold the values worth hitting (LAPACK's 0, 1, tile-1, tile, tile+1, odd primes; dlatb4's value
 // types); a seqlen is a small multiple of the tile the config picks, plus or minus two, and so is a window side.
 // The features come last and read as "none" from zero bytes, so a stored input that ends before them decodes
@@ -307,6 +307,16 @@ Case decode_binary(std::span<const uint8_t> bytes, SizeProfile profile) {
     for (Injection& inj : c.inject) {
       if (inj.tensor == 'v') inj.d %= c.head_dim_v;
     }
+  }
+  // Dropout (a missing byte: none) in one input of eight, where it runs (neither paged K/V nor a split count above 1):
+  // p from a menu (2^-33 drops nothing and scales by 1), the mask's seed a byte, its offset just below 2^32 or 2^64
+  // (the wraps a 32-bit or 64-bit counter meets), at 2^40 or near 0.
+  if (const uint8_t drop_byte = in.u8(); drop_byte >= 224 && c.page == 0 && c.splits <= 1) {
+    constexpr std::array<float, 5> kDropouts{0.01f, 0.1f, 0.5f, 0.9f, 0x1p-33f};
+    constexpr std::array<uint64_t, 4> kOffsets{0, (uint64_t{1} << 32) - 8, ~uint64_t{0} - 8, uint64_t{1} << 40};
+    c.dropout = pick(kDropouts, drop_byte);
+    c.drop_seed = in.u8();
+    c.drop_offset = pick(kOffsets, in.u8()) + in.u8() % 8;
   }
   return c;
 }
