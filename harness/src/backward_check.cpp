@@ -399,9 +399,11 @@ BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const Ba
   if (!check.exact.dsink.empty()) {
     judge_tensor("dsink", outputs.dsink, check.exact.dsink, check.dsink, p.heads_q, 1, 1, &v.dsink, &v.dsink_info, &v.failures);
   }
-  // The statistical check against the same-precision reference.
+  // The statistical check against the same-precision reference, given the O and LSE the kernel read.
+  const std::vector<double> given_lse(outputs.forward.lse.begin(), outputs.forward.lse.end());
   const oracle::SamePrecisionGradient reference =
-      oracle::same_precision_gradient(inputs.problem(), inputs.d_o_exact, outputs.forward.o, check.exact.d, to_oracle(p.dtype));
+      oracle::same_precision_gradient(inputs.problem(), inputs.d_o_exact, {outputs.forward.o, given_lse}, check.exact.d,
+                                      to_oracle(p.dtype));
   const DTypeInfo& info = *find_dtype(p.dtype);
   const OutputRounding rounding{oracle::unit_roundoff(to_oracle(p.dtype)),
                                 std::ldexp(info.min_normal(), -info.significand_bits())};

@@ -25,6 +25,7 @@ namespace {
 constexpr double kU32 = 0x1p-24;
 constexpr double kNoiseCap = 0x1p100;  // P's relative noise at the most: far past any magnitude, never inf
 constexpr float kInfF = std::numeric_limits<float>::infinity();
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // fp32's correctly rounded exp and tanh: double's values, rounded once.
 float exp_f32(float x) { return static_cast<float>(std::exp(static_cast<double>(x))); }
@@ -63,13 +64,15 @@ struct Pair {
 }  // namespace
 
 SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<const double> d_o,
-                                              std::span<const double> o, std::span<const double> d_exact,
+                                              const ForwardResult& forward, std::span<const double> d_exact,
                                               Format format) {
   check_sequence_lengths(problem);
   const int64_t dim = problem.head_dim, dim_v = value_dim(problem);
   const int64_t rows = problem.batch * problem.heads_q * problem.seqlen_q;
+  const std::span<const double> o = forward.o;
   check_values("d_o", d_o.size(), rows * dim_v);
   check_values("o", o.size(), rows * dim_v);
+  check_values("lse", forward.lse.size(), rows);
   check_values("d_exact", d_exact.size(), rows);
   const auto in_format = [format](float x) { return detail::round_to(format, x); };
   const float scale = static_cast<float>(problem.scale);
@@ -138,11 +141,16 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
         }
         if (has_sink) l += exp_f32(sink - m);
         const double lse = static_cast<double>(m) + std::log(static_cast<double>(l));
+        // The LSE a kernel is given lies this far from this reference's: its every P moves by e^-(that), a score
+        // error of the whole row (a non-finite one: no statistic for the row).
+        const double given_lse = forward.lse[static_cast<size_t>(row)];
+        const double lse_shift = std::isfinite(given_lse) ? std::fabs(given_lse - lse) : kInf;
         for (size_t j = 0; j < pairs.size(); ++j) {
           Pair& x = pairs[j];
           x.weight = static_cast<double>(x.p) / static_cast<double>(l);
           const double eps = kU32 * (std::fabs(static_cast<double>(x.s)) + std::fabs(lse) + partial_noise[j]) +
-                             kExp2RelErr + (cap > 0.0f ? kTanhRelErr * std::fabs(static_cast<double>(x.s)) : 0.0);
+                             lse_shift + kExp2RelErr +
+                             (cap > 0.0f ? kTanhRelErr * std::fabs(static_cast<double>(x.s)) : 0.0);
           // e^eps - 1: a score error eps moves P by a factor e^(+-eps); held finite (the statistical check leaves out
           // an element whose noise reaches its magnitude).
           x.noise = std::min(std::expm1(eps), kNoiseCap) * x.weight;

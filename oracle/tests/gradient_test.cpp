@@ -621,7 +621,8 @@ void expect_errs_at_formats_precision(const Dropout& dropout, uint64_t seed) {
     round_inputs(&o, Format::kBF16);  // the same inputs in every format
     const Gradient gold = exact_gradient(o.p, o.d_o);
     const auto reference = [&](Format format) {
-      return same_precision_gradient(o.p, o.d_o, forward_of(o, format).o, gold.d, format);
+      const Forward f = forward_of(o, format);
+      return same_precision_gradient(o.p, o.d_o, {f.o, f.lse}, gold.d, format);
     };
     const SamePrecisionGradient f32 = reference(Format::kF32), f16 = reference(Format::kF16), bf16 = reference(Format::kBF16);
     const auto tensors = [&](const SamePrecisionGradient& r) {
@@ -665,9 +666,9 @@ TEST(SamePrecisionGradient, RowsWithoutKeysAddNothing) {
   s.seqlen_k = 4;  // rows 0-2 see no key
   Owned o = make(s, 93);
   round_inputs(&o, Format::kF16);
-  const std::vector<double> forward_o = forward_of(o, Format::kF16).o;
+  const Forward f = forward_of(o, Format::kF16);
   const Gradient gold = exact_gradient(o.p, o.d_o);
-  const SamePrecisionGradient ref = same_precision_gradient(o.p, o.d_o, forward_o, gold.d, Format::kF16);
+  const SamePrecisionGradient ref = same_precision_gradient(o.p, o.d_o, {f.o, f.lse}, gold.d, Format::kF16);
   ASSERT_EQ(ref.dq.size(), gold.dq.size());
   int64_t without_keys = 0;
   for (int64_t h = 0; h < o.p.heads_q; ++h) {
@@ -683,7 +684,7 @@ TEST(SamePrecisionGradient, RowsWithoutKeysAddNothing) {
   }
   EXPECT_EQ(without_keys, 3 * o.p.heads_q);
   try {
-    (void)same_precision_gradient(o.p, o.d_o, std::span<const double>(forward_o).first(3), gold.d, Format::kF16);
+    (void)same_precision_gradient(o.p, o.d_o, {std::span<const double>(f.o).first(3), f.lse}, gold.d, Format::kF16);
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()).rfind("oracle: o has", 0), 0u) << e.what();
@@ -699,7 +700,7 @@ TEST(SamePrecisionGradient, GivenOEffectIsTheKernelsErrorFromO) {
     round_inputs(&o, Format::kBF16);
     const Gradient gold = exact_gradient(o.p, o.d_o);
     const Forward f = forward_of(o, Format::kBF16);
-    const SamePrecisionGradient ref = same_precision_gradient(o.p, o.d_o, f.o, gold.d, Format::kBF16);
+    const SamePrecisionGradient ref = same_precision_gradient(o.p, o.d_o, {f.o, f.lse}, gold.d, Format::kBF16);
     const Gradient kernel = emulate(o, f, {Arithmetic::kGeneralFp32, Format::kF32}, false);  // fp32 outputs
     for (const auto& [name, got, want, from_o] : {std::tuple{"dq", &kernel.dq, &gold.dq, &ref.dq_from_o},
                                                    std::tuple{"dk", &kernel.dk, &gold.dk, &ref.dk_from_o}}) {
@@ -904,8 +905,8 @@ TEST(GradientCheck, ZeroProbabilityDropoutIsBitIdenticalToNone) {
                   same_bits(ca.dsink, cb.dsink))
           << s.name << " " << to_string(path);
     }
-    const SamePrecisionGradient ra = same_precision_gradient(zero, o.d_o, f.o, b.d, Format::kBF16);
-    const SamePrecisionGradient rb = same_precision_gradient(o.p, o.d_o, f.o, b.d, Format::kBF16);
+    const SamePrecisionGradient ra = same_precision_gradient(zero, o.d_o, {f.o, f.lse}, b.d, Format::kBF16);
+    const SamePrecisionGradient rb = same_precision_gradient(o.p, o.d_o, {f.o, f.lse}, b.d, Format::kBF16);
     EXPECT_TRUE(same_bits(ra.dq, rb.dq) && same_bits(ra.dk, rb.dk) && same_bits(ra.dv, rb.dv) &&
                 same_bits(ra.dq_magnitude, rb.dq_magnitude) && same_bits(ra.dk_magnitude, rb.dk_magnitude) &&
                 same_bits(ra.dv_magnitude, rb.dv_magnitude) && same_bits(ra.dq_noise, rb.dq_noise) &&

@@ -119,7 +119,10 @@ struct SamePrecisionGradient {
   // (g = 1 without a softcap). judge_backward's floor is a few fp32 roundings of it.
   std::vector<double> dq_magnitude, dk_magnitude, dv_magnitude;
   // The noise: the RMS effect of independent errors of every P_ij, relative
-  //   eps_ij = u_32 (|s_ij| + |LSE_i| + N_ij) + kExp2RelErr (+ kTanhRelErr |s_ij| with a softcap),
+  //   eps_ij = u_32 (|s_ij| + |LSE_i| + N_ij) + |dL_i| + kExp2RelErr (+ kTanhRelErr |s_ij| with a softcap),
+  //   dL_i = LSE_i as given (ForwardResult::lse) - LSE_i of this reference: the forward's error of LSE, which moves
+  //   every P a kernel recomputes from it by the factor e^-dL_i (an fp32 forward on split TF32 with q near fp32's
+  //   maximum errs there by 6e-4, within its bound),
   //   N_ij = |scale| g_ij sqrt(sum_c (q_i1 k_j1 + ... + q_ic k_jc)^2),  LSE_i = m_i + ln l_i,
   // and of every dP_ij - D_i, absolute
   //   w_ij = u_32 sqrt(sum_c (dO_i1 v_j1 + ... + dO_ic v_jc)^2 + sum_c (dO_i1 O_i1 + ... + dO_ic O_ic)^2)
@@ -151,11 +154,11 @@ struct SamePrecisionGradient {
   // whose D is its own sum_j P_ij dP_ij, has none of it.
   std::vector<double> dq_from_o, dk_from_o;
 };
-// d_o as exact_gradient takes it; o the forward's O as the kernel read it (ForwardResult::o); d_exact the exact D per
-// row (Gradient::d, [batch, heads_q, seqlen_q]). A size other than the problem's throws std::invalid_argument naming
-// the field.
+// d_o as exact_gradient takes it; forward the forward's O and LSE as the kernel read them (ForwardResult); d_exact the
+// exact D per row (Gradient::d, [batch, heads_q, seqlen_q]). A size other than the problem's throws
+// std::invalid_argument naming the field.
 SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<const double> d_o,
-                                              std::span<const double> o, std::span<const double> d_exact,
+                                              const ForwardResult& forward, std::span<const double> d_exact,
                                               Format format);
 
 }  // namespace flashcheck::oracle
