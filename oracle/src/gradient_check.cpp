@@ -172,13 +172,13 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
         }
         const RowResult fwd = compute_row(problem, ref, Tier::kFast);
         // No usable key and no sink (LSE* = -inf), or a sink of +inf (LSE* = +inf): P = 0 and O = 0, so nothing
-        // flows back, and a kernel given the same LSE computes exactly that (exp2(x + inf) is skipped, exp2(x - inf)
-        // is 0). Given another LSE it computes something else: the forward failed there, and no claim is made.
+        // flows back, and a kernel given the same LSE and a finite O computes exactly that (exp2(x + inf) is skipped,
+        // exp2(x - inf) is 0, and P = 0 times dP - D is 0). Given another LSE, or a non-finite O (whose D = dO.O is
+        // NaN, and 0 times NaN is NaN), it computes something else: the forward failed there, and no claim is made.
         bool given_ok = true;  // the given O is finite wherever the exact one is
         for (int64_t c = 0; c < dim_v; ++c) {
           given_ok = given_ok && (std::isfinite(o_given[c]) || !std::isfinite(fwd.o[static_cast<size_t>(c)]));
         }
-        given_ok = given_ok || !std::isfinite(fwd.lse);
         if (!std::isfinite(fwd.lse) || !std::isfinite(lse_given) || !given_ok) {
           const bool consistent = fwd.lse == lse_given && given_ok;
           if (!consistent) {

@@ -90,9 +90,13 @@ FLASHCHECK_HOST_DEVICE float weight(float x, float lse2, Exp2&& exp2) {
   return lse2 == kNegInf ? 0.0f : exp2(x - lse2);
 }
 
-// dT = dS (1 - t^2) with a softcap, dS = P (dP - D) without.
+// dT = dS (1 - t^2) with a softcap, dS = P (dP - D) without. P = 0 (a row whose sink is +inf, or an underflowed
+// weight) gives dS = 0 where dP - D overflowed fp32 (the exact difference is finite: 0 times it is 0, not 0 * inf =
+// NaN); a NaN difference (a NaN in dO, V or O) stays NaN.
 FLASHCHECK_HOST_DEVICE inline float score_grad(float p, float dp, float d, float t, bool softcap) {
-  const float ds = mul_rn(p, dp - d);
+  const float diff = dp - d;
+  if (p == 0.0f && (diff == -kNegInf || diff == kNegInf)) return 0.0f;
+  const float ds = mul_rn(p, diff);
   return softcap ? mul_rn(ds, 1.0f - mul_rn(t, t)) : ds;
 }
 
