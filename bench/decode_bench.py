@@ -293,7 +293,7 @@ def write_markdown(path, device, decode_rows, varlen_rows, meta):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lib", default=os.path.join(BENCH_DIR, "..", "build", "gpu", "bench", "libflashcheck.so"))
+    ap.add_argument("--lib", default=sbs.DEFAULT_LIB, help="path to libflashcheck.so (target flashcheck_shared)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)

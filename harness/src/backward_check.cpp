@@ -364,12 +364,21 @@ BackwardRms rms_check(const char* name, const std::vector<double>& got, const st
   return r;
 }
 
+// The forward's LSE as the kernel read it, in the oracle's doubles (ForwardResult::lse).
+std::vector<double> given_lse(const BackwardOutputs& outputs) {
+  return {outputs.forward.lse.begin(), outputs.forward.lse.end()};
+}
+
+oracle::GradientCheck bounds_given(const HostInputs& inputs, const BackwardOutputs& outputs,
+                                   const std::vector<double>& lse) {
+  return oracle::gradient_check(inputs.problem(), inputs.d_o_exact, {outputs.forward.o, lse},
+                                {to_oracle(outputs.path), to_oracle(inputs.params.dtype)});
+}
+
 }  // namespace
 
 oracle::GradientCheck backward_bounds(const HostInputs& inputs, const BackwardOutputs& outputs) {
-  const std::vector<double> lse(outputs.forward.lse.begin(), outputs.forward.lse.end());
-  return oracle::gradient_check(inputs.problem(), inputs.d_o_exact, {outputs.forward.o, lse},
-                                {to_oracle(outputs.path), to_oracle(inputs.params.dtype)});
+  return bounds_given(inputs, outputs, given_lse(outputs));
 }
 
 BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const BackwardOutputs& outputs,
@@ -389,7 +398,8 @@ BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const Ba
   v.forward = judge(c, inputs, outputs.forward);
   if (!v.forward.pass) v.failures.push_back("forward: " + (v.forward.failures.empty() ? std::string("FAIL") : v.forward.failures.front()));
   const Params& p = inputs.params;
-  const oracle::GradientCheck check = given != nullptr ? *given : backward_bounds(inputs, outputs);
+  const std::vector<double> lse = given_lse(outputs);  // the bounds' and the statistical check's
+  const oracle::GradientCheck check = given != nullptr ? *given : bounds_given(inputs, outputs, lse);
   v.max_keys = check.max_keys;
   v.max_rows = check.max_rows;
   judge_tensor("dQ", outputs.dq, check.exact.dq, check.dq, p.heads_q, p.seqlen_q, p.head_dim, &v.dq, &v.dq_info, &v.failures);
@@ -400,9 +410,8 @@ BackwardVerdict judge_backward(const Case& c, const HostInputs& inputs, const Ba
     judge_tensor("dsink", outputs.dsink, check.exact.dsink, check.dsink, p.heads_q, 1, 1, &v.dsink, &v.dsink_info, &v.failures);
   }
   // The statistical check against the same-precision reference, given the O and LSE the kernel read.
-  const std::vector<double> given_lse(outputs.forward.lse.begin(), outputs.forward.lse.end());
   const oracle::SamePrecisionGradient reference =
-      oracle::same_precision_gradient(inputs.problem(), inputs.d_o_exact, {outputs.forward.o, given_lse}, check.exact.d,
+      oracle::same_precision_gradient(inputs.problem(), inputs.d_o_exact, {outputs.forward.o, lse}, check.exact.d,
                                       to_oracle(p.dtype));
   const DTypeInfo& info = *find_dtype(p.dtype);
   const OutputRounding rounding{oracle::unit_roundoff(to_oracle(p.dtype)),
