@@ -15,13 +15,18 @@
 // The same probe on bf16 (m64n8k16; the byte placement of its 16 elements is the e4m3 step's) is the control: it must
 // print mma_alignment's 26 bits, or the probe, not the hardware, is what it measures.
 //
+// With --expect-e4m3-bits B the probe is a test (ctest fp8_wgmma_alignment, label gpu): exit 1 unless every e4m3
+// placement keeps B bits and cuts toward zero, the fact docs/error-model.md §3 records for the fp8 path. Exit 69 without
+// a CUDA device (a skip).
+//
 //   nvcc -std=c++20 -O2 -gencode=arch=compute_90a,code=sm_90a -o /tmp/fp8_wgmma_alignment \
-//       tools/dev/fp8_wgmma_alignment.cu && /tmp/fp8_wgmma_alignment
+//       tools/dev/fp8_wgmma_alignment.cu && /tmp/fp8_wgmma_alignment [--expect-e4m3-bits 14]
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -143,7 +148,18 @@ bool check(cudaError_t e, const char* what) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  int expect_e4m3_bits = 0;  // 0: measure and print only
+  if (argc == 3 && std::strcmp(argv[1], "--expect-e4m3-bits") == 0) {
+    expect_e4m3_bits = std::atoi(argv[2]);
+  } else if (argc != 1 || expect_e4m3_bits < 0) {
+    std::fprintf(stderr, "usage: %s [--expect-e4m3-bits B]\n", argv[0]);
+    return 64;
+  }
+  if (argc == 3 && (expect_e4m3_bits < 1 || expect_e4m3_bits > 23)) {
+    std::fprintf(stderr, "--expect-e4m3-bits: '%s' is not a bit count in 1..23\n", argv[2]);
+    return 64;
+  }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("no CUDA device\n");
@@ -187,6 +203,7 @@ int main() {
         }
       }
       if (lost == 0) std::printf("%s, %s: no loss down to 2^-12 (more than 28 bits kept)\n", name, pl.what);
+      bool cut_toward_zero = false;
       if (lost > 0 && lost <= 23) {
         // The cut's rounding: 2^16 + 1.5 * 2^(16-B) (B = lost) lies 0.75 of the last kept bit, 2^(17-B), above 2^16:
         // cut toward zero it is 2^16, to nearest 2^16 + 2^(17-B). (Past 23 bits fp32's own rounding would hide it.)
@@ -196,6 +213,11 @@ int main() {
         const float exact = cut + 1.5f * std::ldexp(1.0f, kBig - bits);
         std::printf("  rounding: 2^16 + 1.5 * 2^(16-%d) = %.9g comes back as %.9g (%s)\n", bits, exact, got,
                     got == cut ? "cut toward zero" : got == nearest ? "to nearest" : got == exact ? "exact" : "other");
+        cut_toward_zero = got == cut;
+      }
+      if (fp8 && expect_e4m3_bits > 0 && (lost != expect_e4m3_bits || !cut_toward_zero)) {
+        std::printf("  expected: %d bits kept, cut toward zero (docs/error-model.md, section 3)\n", expect_e4m3_bits);
+        ++failures;
       }
       if (!fp8 && lost != 26 && pl.steps == 1 && pl.big == 0 && pl.small == 2) {
         std::printf("  control: bf16 must keep 26 bits (tools/dev/mma_alignment.cpp); the probe is off\n");
