@@ -42,8 +42,14 @@ inline float round_toward_zero(double x) {
 // finding gpu-nightly-rms-split-tf32-aligned-blocks (|q| ~ 100 against |k| <= 10, scores far below sum |q k|) the
 // kernel ran at 1.09x the allowance of a reference that added each block exactly. Addends are products of tf32,
 // fp16 or bf16 values (exact in double); a non-finite addend makes the plain sum.
+// kBits is the number of bits kept: kMmaAlignBits for fp16, bf16 and tf32 products; Hopper's fp8 wgmma (e4m3 products,
+// k32 blocks) keeps kFp8MmaAlignBits, the same structure with 12 bits fewer (tools/dev/fp8_wgmma_alignment.cu, whose
+// ctest reads its expectation from this line; docs/design/fp8-forward.md for what it forces on the fp8 path).
 inline constexpr int kMmaAlignBits = 26;
+inline constexpr int kFp8MmaAlignBits = 14;
+template <int kBits = kMmaAlignBits>
 inline float add_aligned(float acc, const double* terms, size_t count, size_t stride) {
+  static_assert(kBits >= 2 && kBits <= 26, "cut addends are summed as int64 units below 2^kBits each");
   double largest = std::fabs(double{acc});
   bool finite = largest <= std::numeric_limits<double>::max();
   for (size_t i = 0; i < count; ++i) {
@@ -56,12 +62,12 @@ inline float add_aligned(float acc, const double* terms, size_t count, size_t st
     for (size_t i = 0; i < count; ++i) sum += terms[i * stride];
     return largest == 0.0 && finite ? 0.0f : round_toward_zero(sum);
   }
-  // largest in [2^(e-1), 2^e): the addends times 2^(kMmaAlignBits - e) are below 2^kMmaAlignBits, and their
-  // conversion to an integer cuts them toward zero. The products of finite fp32 values are normal doubles, so the
-  // exponent is read from the bit pattern and the powers of two are built from it.
+  // largest in [2^(e-1), 2^e): the addends times 2^(kBits - e) are below 2^kBits, and their conversion to an
+  // integer cuts them toward zero. The products of finite fp32 values are normal doubles, so the exponent is read
+  // from the bit pattern and the powers of two are built from it.
   const int e = static_cast<int>((std::bit_cast<uint64_t>(largest) >> 52) & 0x7ff) - 1022;
-  const double up = std::bit_cast<double>(static_cast<uint64_t>(1023 + kMmaAlignBits - e) << 52);
-  const double down = std::bit_cast<double>(static_cast<uint64_t>(1023 - kMmaAlignBits + e) << 52);
+  const double up = std::bit_cast<double>(static_cast<uint64_t>(1023 + kBits - e) << 52);
+  const double down = std::bit_cast<double>(static_cast<uint64_t>(1023 - kBits + e) << 52);
   int64_t units = static_cast<int64_t>(double{acc} * up);
   for (size_t i = 0; i < count; ++i) units += static_cast<int64_t>(terms[i * stride] * up);
   return round_toward_zero(static_cast<double>(units) * down);

@@ -447,6 +447,31 @@ detail::Operands random_operands(Rng* rng, size_t count, Arithmetic path) {
   return detail::make_operands(std::move(values), path);
 }
 
+// Hopper's fp8 wgmma as tools/dev/fp8_wgmma_alignment.cu measured it on the H200 (k32 blocks of e4m3 products): the
+// probe's own placements, powers of two exact in e4m3, through add_aligned at kFp8MmaAlignBits. 2^16 is the largest
+// addend (a product in one block, the accumulator across two): 2^(16-13) survives, 2^(16-14) is lost whole, and
+// 2^16 + 6 (0.75 of the last kept unit, 8) is cut to 2^16.
+TEST(FpEmulation, Fp8TensorCoreAdditionAsMeasuredOnHopper) {
+  const auto add = [](float acc, std::vector<double> terms) {
+    terms.resize(32, 0.0);  // one k32 block; zero products move neither the largest addend nor the sum
+    return detail::add_aligned<detail::kFp8MmaAlignBits>(acc, terms.data(), terms.size(), 1);
+  };
+  EXPECT_EQ(add(0.0f, {0x1p16, -0x1p16, 0x1p3}), 0x1p3f);  // one block, adjacent
+  EXPECT_EQ(add(0.0f, {0x1p16, -0x1p16, 0x1p2}), 0.0f);
+  EXPECT_EQ(add(0.0f, {0x1p16, 0, 0, 0x1p3, 0, -0x1p16}), 0x1p3f);  // spread through the block
+  EXPECT_EQ(add(0.0f, {0x1p16, 0, 0, 0x1p2, 0, -0x1p16}), 0.0f);
+  EXPECT_EQ(add(add(0.0f, {0x1p16}), {-0x1p16, 0x1p3}), 0x1p3f);  // across blocks: the accumulator is the largest
+  EXPECT_EQ(add(add(0.0f, {0x1p16}), {-0x1p16, 0x1p2}), 0.0f);
+  EXPECT_EQ(add(0.0f, {0x1p16, 6.0}), 0x1p16f);  // the cut toward zero
+  EXPECT_EQ(add(0.0f, {-0x1p16, -6.0}), -0x1p16f);
+  // What this does to a long P*V chain (docs/design/fp8-forward.md): an accumulator in [2^13, 2^14) has the unit 1,
+  // so products are cut to whole numbers (0.75 is lost whole, 2.75 becomes 2); from 2^14 on, a product of 1 is lost.
+  EXPECT_EQ(add(0x1p13f, {1.0, 1.0, 1.0}), 0x1p13f + 3.0f);
+  EXPECT_EQ(add(0x1p13f, {0.75}), 0x1p13f);
+  EXPECT_EQ(add(0x1p13f, {2.75}), 0x1p13f + 2.0f);
+  EXPECT_EQ(add(0x1p14f, {1.0, 1.0, 1.0}), 0x1p14f);
+}
+
 // The tensor core's block addition as tools/dev/mma_alignment.cpp measured it on Hopper (tf32 on wgmma, fp16 and
 // bf16 on mma.sync, alike): the addends aligned to the largest keep 26 bits, cut toward zero, and the sum is rounded
 // toward zero.
