@@ -472,6 +472,38 @@ TEST(FpEmulation, Fp8TensorCoreAdditionAsMeasuredOnHopper) {
   EXPECT_EQ(add(0x1p14f, {1.0, 1.0, 1.0}), 0x1p14f);
 }
 
+// Why the fp8 path promotes P*V into fp32 per K/V tile (docs/design/fp8-forward.md): a row of n keys, P in e4m3
+// below the offset's 256 and V in e4m3 in [1, 2), added in k32 blocks at 14 bits. Chained through one accumulator the
+// row loses a growing share of its sum as the accumulator outgrows each block (about 15% at 8k keys, 30% at 16k);
+// with a fresh accumulator per 128-key tile, added to an fp32 sum, these small-significand products lose nothing.
+TEST(FpEmulation, Fp8LongRowsNeedPerTilePromotion) {
+  Rng rng(8);
+  constexpr int64_t kBlock = 32, kTile = 128;
+  for (const int64_t n : {1024, 8192, 16384}) {
+    std::vector<double> pv(static_cast<size_t>(n));
+    double exact = 0.0;
+    for (double& x : pv) {
+      const double p = 128.0 * (1.0 + static_cast<double>(rng.below(8)) / 8);  // e4m3 values in [128, 256)
+      const double v = 1.0 + static_cast<double>(rng.below(8)) / 8;            // e4m3 values in [1, 2)
+      x = p * v;
+      exact += x;
+    }
+    float chained = 0.0f, promoted = 0.0f;
+    for (int64_t t = 0; t < n; t += kTile) {
+      float tile = 0.0f;
+      for (int64_t b = t; b < t + kTile; b += kBlock) {
+        chained = detail::add_aligned<detail::kFp8MmaAlignBits>(chained, pv.data() + b, kBlock, 1);
+        tile = detail::add_aligned<detail::kFp8MmaAlignBits>(tile, pv.data() + b, kBlock, 1);
+      }
+      promoted += tile;
+    }
+    const double lost = (exact - chained) / exact;
+    SCOPED_TRACE(::testing::Message() << "n = " << n << ": chained loses " << lost);
+    EXPECT_GT(lost, 0.005 * static_cast<double>(n) / 1024);  // grows with the row: 1% at 1k keys, 30% at 16k
+    EXPECT_EQ(static_cast<double>(promoted), exact);
+  }
+}
+
 // The tensor core's block addition as tools/dev/mma_alignment.cpp measured it on Hopper (tf32 on wgmma, fp16 and
 // bf16 on mma.sync, alike): the addends aligned to the largest keep 26 bits, cut toward zero, and the sum is rounded
 // toward zero.
