@@ -139,7 +139,7 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
     for (int64_t d = 0; d < dim_v; ++d) {
       float o = acc[static_cast<size_t>(d)] / l[s];
       if (keep_scale32 != 1.0f) o *= keep_scale32;
-      out[s][static_cast<size_t>(d)] = detail::round_to(format, o);
+      out[s][static_cast<size_t>(d)] = detail::round_to(output_format(format), o);
     }
   }
   return out;

@@ -89,6 +89,7 @@ double half_subnormal(Format format) {
   switch (format) {
     case Format::kF16: return 0x1p-25;
     case Format::kBF16: return 0x1p-134;
+    case Format::kE4M3: return 0x1p-10;
     case Format::kF32: break;
   }
   return 0.0;
@@ -164,10 +165,14 @@ RunningModel running_model(Arithmetic path, const PathModel& pm, const OrderedSu
   return rm;
 }
 
-// Output rounding to the format: relative part and absolute floor (fp16 subnormal spacing; otherwise the
-// fp32 flush-to-zero of the division result). fp32 O is the division result itself: no extra rounding.
-double output_unit(Format format) { return format == Format::kF32 ? 0.0 : unit_roundoff(format); }
-double output_floor(Format format) { return format == Format::kF16 ? 0x1p-25 : 0x1p-126; }
+// Output rounding to the format O is written in (output_format: bf16 for e4m3 inputs): relative part and absolute
+// floor (fp16 subnormal spacing; otherwise the fp32 flush-to-zero of the division result). fp32 O is the division
+// result itself: no extra rounding.
+double output_unit(Format format) {
+  const Format out = output_format(format);
+  return out == Format::kF32 ? 0.0 : unit_roundoff(out);
+}
+double output_floor(Format format) { return output_format(format) == Format::kF16 ? 0x1p-25 : 0x1p-126; }
 
 // The tensor-core path reports its last reference as m: up to the slack below the computed max (log2 units
 // converted to natural ones; the comparison's own roundings are within RowBound::m).
@@ -213,6 +218,7 @@ double unit_roundoff(Format format) {
     case Format::kF32: return 0x1p-24;
     case Format::kF16: return 0x1p-11;
     case Format::kBF16: return 0x1p-8;
+    case Format::kE4M3: return 0x1p-4;
   }
   return 0.0;
 }
@@ -567,7 +573,7 @@ double RmsCheck::rms_exact() const { return count_ > 0 ? std::sqrt(sum_sq_exact_
 
 double RmsCheck::rms_floor() const {
   if (count_ == 0) return 0.0;
-  const double u_q = std::max(unit_roundoff(format_), kU32);
+  const double u_q = std::max(unit_roundoff(output_format(format_)), kU32);
   // The input-format term is a sampling allowance and shrinks as 1/sqrt(D), D the independent draws (a row's
   // equal columns round alike: one draw); the fp32 term does not: a healthy fp32 pipeline may differ from the
   // reference by a few roundings in every element (exp argument, accumulation order, rescale, the division by

@@ -154,12 +154,18 @@ inline float round_low_bits(float x, int dropped) {
   return std::bit_cast<float>(((bits + half_minus_one + lsb) >> dropped) << dropped);
 }
 
-// An fp32 value rounded to `format` (to nearest even), as float.
+// An fp32 value rounded to `format` (to nearest even), as float. e4m3 has no infinity: as PTX's conversions to it
+// (cvt.rn.satfinite), a value beyond its largest finite 448, an infinity included, becomes +-448; NaN stays NaN.
 inline float round_to(Format format, float x) {
-  constexpr double kF16Max = 65504.0;
+  constexpr double kF16Max = 65504.0, kE4M3Max = 448.0;
   switch (format) {
     case Format::kF16: return round_to_format(x, 11, -14, kF16Max);
     case Format::kBF16: return round_low_bits(x, 16);
+    case Format::kE4M3: {
+      if (std::isnan(x)) return x;
+      const float rounded = std::isinf(x) ? x : round_to_format(x, 4, -6, std::numeric_limits<double>::infinity());
+      return std::fabs(rounded) > kE4M3Max ? std::copysign(static_cast<float>(kE4M3Max), x) : rounded;
+    }
     case Format::kF32: break;
   }
   return x;

@@ -46,6 +46,7 @@ double half_subnormal(Format format) {
     case Format::kF32: return 0x1p-150;
     case Format::kF16: return 0x1p-25;
     case Format::kBF16: return 0x1p-134;
+    case Format::kE4M3: return 0x1p-10;
   }
   return 0x1p-25;
 }
@@ -56,6 +57,7 @@ double overflow_threshold(Format format) {
     case Format::kF32: return 0x1.ffffffp127;
     case Format::kF16: return 65520.0;
     case Format::kBF16: return 0x1.ffp127;
+    case Format::kE4M3: return 464.0;  // e4m3 has no infinity: past 448 + half its ulp a conversion saturates or is NaN
   }
   return 65520.0;
 }
@@ -101,6 +103,9 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
   check_values("forward.o", forward.o.size(), rows * dim_v);
   check_values("forward.lse", forward.lse.size(), rows);
   const bool tensor_core = arithmetic.arithmetic == Arithmetic::kTensorCore;
+  if (arithmetic.format == Format::kE4M3) {
+    throw std::invalid_argument("gradient_check: no backward pass is defined on f8e4m3 inputs (the fp8 path is forward-only)");
+  }
   if (problem.dropout.p != 0.0f && arithmetic.arithmetic != Arithmetic::kGeneralFp32) {
     throw std::invalid_argument(std::string("gradient_check: a dropout is bounded on the general-fp32 path only, not ") +
                                 to_string(arithmetic.arithmetic));

@@ -114,12 +114,13 @@ const char* to_string(Format format) {
     case Format::kF32: return "f32";
     case Format::kF16: return "f16";
     case Format::kBF16: return "bf16";
+    case Format::kE4M3: return "f8e4m3";
   }
   return "unknown";
 }
 
 std::optional<Format> format_from_name(std::string_view name) {
-  for (Format format : {Format::kF32, Format::kF16, Format::kBF16}) {
+  for (Format format : {Format::kF32, Format::kF16, Format::kBF16, Format::kE4M3}) {
     if (name == to_string(format)) return format;
   }
   return std::nullopt;

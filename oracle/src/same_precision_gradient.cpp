@@ -66,6 +66,10 @@ struct Pair {
 SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<const double> d_o,
                                               const ForwardResult& forward, std::span<const double> d_exact,
                                               Format format) {
+  if (format == Format::kE4M3) {
+    throw std::invalid_argument(
+        "same_precision_gradient: no backward pass is defined on f8e4m3 inputs (the fp8 path is forward-only)");
+  }
   check_sequence_lengths(problem);
   const int64_t dim = problem.head_dim, dim_v = value_dim(problem);
   const int64_t rows = problem.batch * problem.heads_q * problem.seqlen_q;

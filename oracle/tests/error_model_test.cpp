@@ -447,6 +447,49 @@ detail::Operands random_operands(Rng* rng, size_t count, Arithmetic path) {
   return detail::make_operands(std::move(values), path);
 }
 
+// e4m3 (OCP E4M3FN) from its definition: code c = s eeee mmm is (-1)^s 2^(e-7) (1 + m/8) for e > 0, (-1)^s 2^-6 m/8
+// for e = 0, and NaN for eeee mmm = 1111 111 (no infinities). Every finite code is its own rounding; every midpoint
+// of two neighbours rounds to the one with an even m (a tie); past 448, infinities included, the rounding saturates
+// to 448 as cvt.rn.satfinite does; NaN stays NaN.
+TEST(FpEmulation, E4m3RoundingFromItsDefinition) {
+  const auto decode = [](int code) {
+    const int e = (code >> 3) & 15, m = code & 7;
+    const double magnitude = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1 + m / 8.0, e - 7);
+    return (code & 0x80) != 0 ? -magnitude : magnitude;
+  };
+  std::vector<double> positives;  // the finite non-negative values, ascending
+  for (int code = 0; code < 0x7f; ++code) positives.push_back(decode(code));
+  ASSERT_EQ(positives.back(), 448.0);
+  EXPECT_EQ(Format::kE4M3, format_from_name("f8e4m3"));
+  EXPECT_STREQ(to_string(Format::kE4M3), "f8e4m3");
+  EXPECT_EQ(output_format(Format::kE4M3), Format::kBF16);
+  EXPECT_EQ(unit_roundoff(Format::kE4M3), 0x1p-4);
+  const auto round = [](double x) { return static_cast<double>(detail::round_to(Format::kE4M3, static_cast<float>(x))); };
+  for (int code = 0; code < 256; ++code) {
+    if ((code & 0x7f) == 0x7f) {
+      EXPECT_TRUE(std::isnan(round(decode(code) * std::numeric_limits<double>::quiet_NaN())));
+      continue;
+    }
+    EXPECT_EQ(round(decode(code)), decode(code)) << "code " << code;
+  }
+  for (size_t i = 0; i + 1 < positives.size(); ++i) {
+    const double lo = positives[i], hi = positives[i + 1], mid = (lo + hi) / 2;
+    const double even = (i % 2 == 0) ? lo : hi;  // codes 0..126 ascend with m's parity alternating
+    EXPECT_EQ(round(mid), even) << lo << " .. " << hi;
+    EXPECT_EQ(round(-mid), -even);
+    const float mid32 = static_cast<float>(mid);  // exact: e4m3 midpoints have 5 significant bits
+    EXPECT_EQ(round(std::nextafter(mid32, static_cast<float>(lo))), lo);
+    EXPECT_EQ(round(std::nextafter(mid32, static_cast<float>(hi))), hi);
+  }
+  for (const double big : {449.0, 464.0, 465.0, 1e9, std::numeric_limits<double>::infinity()}) {
+    EXPECT_EQ(round(big), 448.0) << big;
+    EXPECT_EQ(round(-big), -448.0) << big;
+  }
+  EXPECT_EQ(round(0x1p-10), 0.0);             // half the smallest subnormal: the tie goes to the even 0
+  EXPECT_EQ(round(1.5 * 0x1p-10), 0x1p-9);
+  EXPECT_TRUE(std::signbit(round(-0x1p-11)));  // a negative value that rounds to zero keeps its sign
+}
+
 // Hopper's fp8 wgmma as tools/dev/fp8_wgmma_alignment.cu measured it on the H200 (k32 blocks of e4m3 products): the
 // probe's own placements, powers of two exact in e4m3, through add_aligned at kFp8MmaAlignBits. 2^16 is the largest
 // addend (a product in one block, the accumulator across two): 2^(16-13) survives, 2^(16-14) is lost whole, and

@@ -19,6 +19,7 @@ FormatBits bits_of(Format format) {
   switch (format) {
     case Format::kF16: return {11, -14, 65504.0};
     case Format::kBF16: return {8, -126, 0x1.fep127};
+    case Format::kE4M3: return {4, -6, 448.0};
     case Format::kF32: break;
   }
   return {24, -126, 0x1.fffffep127};

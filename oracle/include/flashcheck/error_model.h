@@ -80,7 +80,7 @@ OrderedSums ordered_sums(const Problem& problem, RowRef row, const RowResult& ex
 RowBound bound_row(const RowResult& exact, Format format, Arithmetic arithmetic, int32_t block_n, int64_t head_dim,
                    const OrderedSums* sums = nullptr, int32_t splits = 1);
 
-// Unit roundoff of a format: fp32 2^-24, fp16 2^-11, bf16 2^-8.
+// Unit roundoff of a format: fp32 2^-24, fp16 2^-11, bf16 2^-8, e4m3 2^-4.
 double unit_roundoff(Format format);
 
 // The ratio one check reports (threshold 1), with the oracle's semantics of non-finite values:
@@ -137,7 +137,7 @@ inline constexpr double kTanhRelErr = 0x1p-22;
 //   ratio = rms(e_kernel) / (kRmsFactor * rms(e_reference) + floor),   e = (value - exact) / A_k,
 //   |e_reference| at least the score noise kRmsScoreRoundings * u_32 * sqrt(QS_k) / A_k (RowResult::dev_pv_score_sq),
 //   floor = kRmsFloorUlps * (u_q * rms(|exact| / A_k) / sqrt(D) + kRmsFp32Roundings * u_32),
-//   u_q = max(unit_roundoff(format), u_32 = 2^-24), D the independent draws among the N elements: an element
+//   u_q = max(unit_roundoff(output_format(format)), u_32 = 2^-24) (O's format), D the independent draws among the N elements: an element
 //   whose exact value and A_k equal the one added before it (a row's columns under a constant V) is the same
 //   computation, rounded the same way, and no new draw.
 // Fail above 1. kRmsFactor = 2: the kernel computes with the same rounding points as the reference, so its

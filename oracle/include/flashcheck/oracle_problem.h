@@ -14,10 +14,14 @@
 
 namespace flashcheck::oracle {
 
-// Binary formats of the inputs and of O: significand bits (implicit bit included) 24 / 11 / 8.
-enum class Format : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2 };
-const char* to_string(Format format);  // "f32", "f16", "bf16"
+// Binary formats of the inputs and of O: significand bits (implicit bit included) 24 / 11 / 8 / 4. kE4M3 is OCP's
+// fp8 E4M3FN (exponent bias 7, normals 2^-6 to 448, subnormals down to 2^-9, no infinities), the fp8 path's inputs
+// and P (docs/design/fp8-forward.md); its O is bf16 (output_format).
+enum class Format : int32_t { kF32 = 0, kF16 = 1, kBF16 = 2, kE4M3 = 3 };
+const char* to_string(Format format);  // "f32", "f16", "bf16", "f8e4m3"
 std::optional<Format> format_from_name(std::string_view name);  // to_string's inverse; nullopt for others
+// The format O is written in for inputs of `format`: bf16 for e4m3 inputs, else the input format itself.
+constexpr Format output_format(Format format) { return format == Format::kE4M3 ? Format::kBF16 : format; }
 
 // Where an implementation rounds (docs/error-model.md §3 has one bound per class):
 enum class Arithmetic : int32_t {
