@@ -87,15 +87,20 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
   // ex2.approx.ftz does (a row whose weights all lie there gives O = 0 on the hardware, and so here).
   const auto exp2_at = [&](float arg, int64_t key) {
     const float e = static_cast<float>(std::exp2(static_cast<double>(arg)) * (1 + exp2_error(row, key, sign)));
-    return path == Arithmetic::kTensorCore && e < std::numeric_limits<float>::min() ? 0.0f : e;
+    return uses_tile_reference(path) && e < std::numeric_limits<float>::min() ? 0.0f : e;
   };
+  // The fp8 path's P offset (exact in fp32), added to every weight's argument and so carried by l and the
+  // accumulator alike; its P*V takes each tile into a fresh accumulator, promoted into acc by one fp32 FMA.
+  const bool fp8 = path == Arithmetic::kTensorCoreFp8;
+  const float offset = fp8 ? static_cast<float>(kFp8POffsetLog2) : 0.0f;
+  std::vector<float> tile_acc(fp8 ? static_cast<size_t>(dim_v) : 0);
   for (int64_t t0 = 0, t1 = 0; t0 < n; t0 = t1) {
     t1 = std::min(n, t0 + tile - (key_begin - tile_origin + t0) % tile);
     float tile_max = neg_inf;
     for (int64_t j = t0; j < t1; ++j) tile_max = std::fmax(tile_max, x[static_cast<size_t>(j)]);
     const float m_new = std::fmax(m, tile_max);
     float ref_new = m_new;
-    if (path == Arithmetic::kTensorCore) {
+    if (uses_tile_reference(path)) {
       const float slack = static_cast<float>(kTensorCoreRefSlackLog2);
       ref_new = tile_max == neg_inf ? ref : (tile_max >= m_new - slack ? tile_max : m_new);
     }
@@ -105,16 +110,24 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
     float p_sum = 0.0f;
     for (int64_t j = t0; j < t1; ++j) {
       float& pj = p[static_cast<size_t>(j - t0)];
-      pj = exp2_at(x[static_cast<size_t>(j)] - m_use, key_begin + j);
+      pj = exp2_at(fp8 ? (x[static_cast<size_t>(j)] - m_use) + offset : x[static_cast<size_t>(j)] - m_use,
+                   key_begin + j);
       p_sum += pj;  // l takes fp32 P, before any rounding for P*V
     }
     l[0] = std::fma(l[0], alpha, p_sum);
     l[1] = std::fma(l[1], alpha, pairwise_sum(p.data(), static_cast<int64_t>(p.size())));
-    for (float& a : acc) a *= alpha;
-    if (path == Arithmetic::kTensorCore) {
+    if (uses_tile_reference(path)) {
       for (float& pj : p) pj = detail::round_to(format, pj);
     }
-    detail::accumulate_pv(acc.data(), detail::make_operands(std::move(p), path), v, t0, t1, dim_v, path, rounding);
+    if (fp8) {
+      std::fill(tile_acc.begin(), tile_acc.end(), 0.0f);
+      detail::accumulate_pv(tile_acc.data(), detail::make_operands(std::move(p), path), v, t0, t1, dim_v, path,
+                            rounding);
+      for (size_t k = 0; k < acc.size(); ++k) acc[k] = std::fma(acc[k], alpha, tile_acc[k]);
+    } else {
+      for (float& a : acc) a *= alpha;
+      detail::accumulate_pv(acc.data(), detail::make_operands(std::move(p), path), v, t0, t1, dim_v, path, rounding);
+    }
     m = m_new;
     ref = ref_new;
   }
@@ -129,7 +142,7 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
       const float m_new = std::fmax(ref, sink2);
       const float origin = m_new == neg_inf ? 0.0f : m_new;
       alpha = exp2_at(ref - origin, kSinkAlphaKey);
-      const float sink_p = exp2_at(sink2 - origin, kSinkWeightKey);
+      const float sink_p = exp2_at(fp8 ? (sink2 - origin) + offset : sink2 - origin, kSinkWeightKey);
       for (float& li : l) li = li * alpha + sink_p;
     }
     for (float& a : acc) a *= alpha;

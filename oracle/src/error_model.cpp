@@ -45,6 +45,19 @@ constexpr double kLn2 = 0.69314718055994530942;  // ln 2, nearest double
 // above the running-max formulation's, so its guard is that much lower.
 constexpr double kTensorCoreAccumGuard =
     detail::kOverflowGuard / static_cast<double>(int64_t{1} << static_cast<int>(kTensorCoreRefSlackLog2));
+// The fp8 path's accumulators carry P's offset on top: 2^kFp8POffsetLog2 more.
+constexpr double kFp8AccumGuard =
+    kTensorCoreAccumGuard / static_cast<double>(int64_t{1} << static_cast<int>(kFp8POffsetLog2));
+// The fp8 path (docs/design/fp8-forward.md): the wgmma keeps 14 bits of a k32 block's largest addend, cut toward
+// zero, so a block errs by at most (k + 1) 2^-13 of its largest addend plus 2^-13 of its sum, (k + 2) 2^-13 of its
+// addends' magnitudes: n products see n + ceil(2n / k) = n + ceil(n / 16) cuts of 2^-13 (docs/error-model.md §3).
+// P is P's e4m3 rounding (2^-4, half the subnormal spacing 2^-10 absolute, in units of 2^kFp8POffsetLog2 times
+// the reference's weight). P*V is promoted into fp32 per K/V tile: each tile's fp32 FMA counts 2^-24 / 2^-13 =
+// 1/2048 of a cut.
+constexpr double kUMmaFp8 = 0x1p-13;
+constexpr int64_t kMmaKFp8Min = 16;
+constexpr double kFp8PRoundAbs = 0x1p-10 / 256.0;  // 2^-10 over 2^kFp8POffsetLog2
+constexpr double kFp32RoundingsPerFp8Cut = 2048.0;
 constexpr double kLogUlps = 2.0;  // logf is within 1 ulp (CUDA Programming Guide, math functions); 2 allowed
 // Flush-to-zero (ex2.approx.ftz, FTZ arithmetic) and subnormal split parts: per key, an unnormalized weight
 // (<= 1) can lose 2^-126 from the flush and 2^-126 from a flushed tf32 low part; likewise one P*V product.
@@ -96,9 +109,11 @@ double half_subnormal(Format format) {
 }
 
 // head_dim is the score dot products' length (Q's and K's columns). The P*V chains run over the keys, one per column of
-// V, so V's width enters no chain length: it only sets how many columns are bounded.
-PathModel path_model(Format format, Arithmetic path, int64_t head_dim, int64_t n, int64_t tiles) {
+// V, so V's width enters no chain length: it only sets how many columns are bounded. block: the keys of the row's
+// longest K/V tile (the fp8 path's wgmma chains end there).
+PathModel path_model(Format format, Arithmetic path, int64_t head_dim, int64_t n, int64_t tiles, int64_t block) {
   const double d = static_cast<double>(head_dim), keys = static_cast<double>(n), t = static_cast<double>(tiles);
+  const auto fp8_terms = [](double terms) { return terms + std::ceil(terms / kMmaKFp8Min); };
   PathModel pm;
   switch (path) {
     case Arithmetic::kGeneralFp32:  // fp32 FMA chains on CUDA cores
@@ -120,6 +135,15 @@ PathModel path_model(Format format, Arithmetic path, int64_t head_dim, int64_t n
       pm.score_split = kSplitProductRelErr;
       pm.p_round = kSplitProductRelErr;
       pm.pv_terms = mma_terms(3 * keys) + t;
+      pm.l_terms = keys + t;
+      break;
+    case Arithmetic::kTensorCoreFp8:  // exact products of e4m3 values at 14 bits; P*V per tile, promoted in fp32
+      pm.score_unit = pm.pv_unit = kUMmaFp8;
+      pm.l_unit = kUMma;
+      pm.score_terms = fp8_terms(d);
+      pm.p_round = unit_roundoff(Format::kE4M3);
+      pm.p_round_abs = kFp8PRoundAbs;
+      pm.pv_terms = fp8_terms(static_cast<double>(std::min(block, n))) + std::ceil(t / kFp32RoundingsPerFp8Cut);
       pm.l_terms = keys + t;
       break;
   }
@@ -145,6 +169,7 @@ RunningModel running_model(Arithmetic path, const PathModel& pm, const OrderedSu
     case Arithmetic::kGeneralFp32: break;
     case Arithmetic::kTensorCore: rm.per_key = mma_per_key, rm.per_tile = 1.0; break;
     case Arithmetic::kSplitTf32: rm.per_key = 3 * mma_per_key, rm.per_tile = 1.0; break;
+    case Arithmetic::kTensorCoreFp8: break;  // not used: bound_row takes no running sums on the fp8 path
   }
   const double sink_rounds = has_sink ? 1.0 : 0.0;
   rm.pv_growth = std::exp(pm.pv_unit * (rm.per_key * n + rm.per_tile * t) + u * (t + sink_rounds)) * kSafety;
@@ -177,7 +202,7 @@ double output_floor(Format format) { return output_format(format) == Format::kF1
 // The tensor-core path reports its last reference as m: up to the slack below the computed max (log2 units
 // converted to natural ones; the comparison's own roundings are within RowBound::m).
 double m_below_of(Arithmetic path) {
-  return path == Arithmetic::kTensorCore ? kTensorCoreRefSlackLog2 * kLn2 * (1 + kMConversionUnits * kU32) : 0.0;
+  return uses_tile_reference(path) ? kTensorCoreRefSlackLog2 * kLn2 * (1 + kMConversionUnits * kU32) : 0.0;
 }
 
 // A row the sink alone decides: no usable key, or a sink more than kGapCap above every key beyond every error of
@@ -241,7 +266,9 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   const bool sums_of_row =
       sums != nullptr && sums->valid && sums->pv_keys.size() == dim && sums->v_col_max.size() == dim;
   const bool split = splits > 1;
-  const bool ordered = sums_of_row && !split;
+  // The fp8 path's P*V restarts its wgmma chain every tile and adds the tiles in fp32: the running sums' model of one
+  // chain along the row does not describe it, and its per-tile chains are short (path_model).
+  const bool ordered = sums_of_row && !split && path != Arithmetic::kTensorCoreFp8;
   b.o_trivial.assign(dim, kInf);
   for (size_t k = 0; k < dim && k < exact.abs_v_sum.size(); ++k) {
     b.o_trivial[k] = sums_of_row ? sums->v_col_max[k] : std::min(exact.max_abs_v, exact.abs_v_sum[k]);
@@ -249,8 +276,9 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   b.lse_trivial = std::max(std::log(static_cast<double>(exact.visible) + (std::isfinite(exact.sink) ? 1 : 0)),
                            std::log(2.0));
   b.unconstrained = exact.nonfinite_score || exact.score_overflow || exact.accum_overflow;
-  if (path == Arithmetic::kTensorCore) {
-    for (const double col : exact.abs_v_sum) b.unconstrained |= std::isfinite(col) && col > kTensorCoreAccumGuard;
+  if (uses_tile_reference(path)) {
+    const double guard = path == Arithmetic::kTensorCoreFp8 ? kFp8AccumGuard : kTensorCoreAccumGuard;
+    for (const double col : exact.abs_v_sum) b.unconstrained |= std::isfinite(col) && col > guard;
   }
   // Outside the domain nothing numeric is promised; with no usable key and no sink the result is exact (O = 0,
   // LSE = m = -inf, l = 0), and so is it with a sink of +inf (O = 0, LSE = m = +inf): every bound stays 0, and l,
@@ -267,7 +295,10 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // l and accumulator, which run up to 2^kTensorCoreRefSlackLog2 above their max's weight on the tensor-core path:
   // each key's flush allowance grows by that much. So does a split run's alpha_s in the combine (§4.10).
   const double nd = static_cast<double>(n + (has_sink ? 1 : 0));
-  const double ref_growth = path == Arithmetic::kTensorCore ? std::exp2(kTensorCoreRefSlackLog2) : 1.0;
+  const double ref_growth =
+      uses_tile_reference(path)
+          ? std::exp2(kTensorCoreRefSlackLog2 + (path == Arithmetic::kTensorCoreFp8 ? kFp8POffsetLog2 : 0.0))
+          : 1.0;
   const double flush_w = has_sink || split ? kFlushWeight * (1 + ref_growth) : kFlushWeight;
   const int64_t tiles = block_n > 0 ? std::max<int64_t>(1, (std::max(exact.seqlen_k, n) + block_n - 1) / block_n)
                                     : std::max<int64_t>(1, n);
@@ -277,7 +308,8 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // min(splits, tiles) runs add anything (one without a usable key merges exactly: fma(0, 0, x) = x). They count as
   // that many more tile boundaries: in the chains' lengths, the exp2 errors and the roundings of the max.
   const int64_t boundaries = tiles + (split ? std::min<int64_t>(splits, tiles) : 0);
-  PathModel pm = path_model(format, path, head_dim, n, boundaries);
+  const int64_t block = block_n > 0 ? std::min<int64_t>(block_n, n) : n;
+  PathModel pm = path_model(format, path, head_dim, n, boundaries, block);
   if (has_sink) {
     pm.pv_terms += 1;
     pm.l_terms += 2;
@@ -318,7 +350,7 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // The tensor-core path's reference may step down to a tile's own max and back (at most
   // kTensorCoreRefSlackLog2 each way per tile): its rescale arguments then no longer telescope to the gap, and
   // each such step costs one more rounding of the subtraction (u of at most 2 * slack log2 units per tile).
-  const double ref_steps = path == Arithmetic::kTensorCore ? 2 * kTensorCoreRefSlackLog2 * u * kLn2 : 0.0;
+  const double ref_steps = uses_tile_reference(path) ? 2 * kTensorCoreRefSlackLog2 * u * kLn2 : 0.0;
   // The largest error of a key's logit, and the distance the kernel's max of the keys may have from the exact one.
   const double score_err_max = b_s * s_max + 2 * flush + cap_round;
   // Per tile that moves the running max: its rescale's exp2 error and the rounding of the new max's product. A tile
@@ -326,14 +358,17 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // whose exact max comes near the running max, only those (and the first) can move the kernel's, whose scores lie
   // within score_err_max of the exact ones. The tensor-core path moves its reference with every tile's own max.
   double moving_tiles = static_cast<double>(boundaries);
-  if (ordered && path != Arithmetic::kTensorCore &&
+  if (ordered && !uses_tile_reference(path) &&
       2 * score_err_max * kSafety < OrderedSums::kRiseWindow) {
     const double margin = -2 * score_err_max * kSafety;
     const auto moves = std::count_if(sums->tile_rises.begin(), sums->tile_rises.end(),
                                      [margin](double rise) { return rise >= margin; });
     moving_tiles = std::min(moving_tiles, 1.0 + static_cast<double>(moves));
   }
-  const double c0 = moving_tiles * (max_rounding + kExp2RelErr + ref_steps) + 2 * flush + cap_round;
+  // The fp8 path adds its offset to each argument, fl(fl(x - r) + 8): that rounding errs by u of |x - r| (the gaps'
+  // spare unit) plus u of the offset (log2 units), per key.
+  const double offset_rounding = path == Arithmetic::kTensorCoreFp8 ? kFp8POffsetLog2 * u * kLn2 : 0.0;
+  const double c0 = moving_tiles * (max_rounding + kExp2RelErr + ref_steps) + 2 * flush + cap_round + offset_rounding;
   const double x_keys = b_s * s_max + b_g * std::min(exact.score_gap_max, kGapCap) + c0;
   const double m_below = m_below_of(path);
 

@@ -18,6 +18,7 @@ namespace flashcheck::oracle::detail {
 
 inline constexpr int kMmaKHalf = 16;           // k of mma.m16n8k16 (fp16/bf16)
 inline constexpr int kMmaKTf32 = 8;            // k of mma.m16n8k8 (tf32)
+inline constexpr int kMmaKFp8 = 32;            // k of wgmma.m64nNk32 (e4m3)
 inline constexpr float kLog2eF = 1.44269504f;  // log2(e) rounded to fp32, as the kernels hold it
 inline constexpr float kLn2F = 0.693147182f;   // ln(2) rounded to fp32
 
@@ -75,17 +76,17 @@ inline float add_aligned(float acc, const double* terms, size_t count, size_t st
 
 // add_aligned for `columns` accumulators side by side: acc[c] += the block products[t * stride + c], t < terms, each
 // column bit for bit as add_aligned adds it alone. The passes run over all columns at a time (the largest addends,
-// their scales, the cut addends as int32 units: below 2^kMmaAlignBits each, 2^31 for 32 of them), so they
-// vectorize; a block with a non-finite addend takes add_aligned column by column. `scratch` holds 3 * columns.
+// their scales, the cut addends as int32 units: below 2^kBits each, 2^31 for 32 of them), so they vectorize; a block
+// with a non-finite addend takes add_aligned column by column. `scratch` holds 3 * columns.
 inline constexpr size_t kMaxAlignedTerms = 32;
 // kColumns and kTerms: the numbers of columns and terms where known at compile time (the score groups, whose
 // blocks are padded with zero products: a zero addend changes neither the largest addend nor the sum), else 0.
-template <size_t kColumns = 0, size_t kTerms = 0>
+template <size_t kColumns = 0, size_t kTerms = 0, int kBits = kMmaAlignBits>
 inline void add_aligned_columns(float* __restrict acc, const double* __restrict products, size_t runtime_terms,
                                 size_t runtime_columns, size_t stride, double* __restrict scratch) {
   const size_t columns = kColumns > 0 ? kColumns : runtime_columns;
   const size_t terms = kTerms > 0 ? kTerms : runtime_terms;
-  double* const largest = scratch;  // then 2^(e - kMmaAlignBits), the unit
+  double* const largest = scratch;  // then 2^(e - kBits), the unit
   double* const up = scratch + columns;
   double* const units = scratch + 2 * columns;
   constexpr double kMax = std::numeric_limits<double>::max();
@@ -103,18 +104,18 @@ inline void add_aligned_columns(float* __restrict acc, const double* __restrict 
     }
   }
   if (!finite) {
-    for (size_t c = 0; c < columns; ++c) acc[c] = add_aligned(acc[c], products + c, terms, stride);
+    for (size_t c = 0; c < columns; ++c) acc[c] = add_aligned<kBits>(acc[c], products + c, terms, stride);
     return;
   }
-  // For largest in [2^(e-1), 2^e) with biased exponent field E = e + 1022: up = 2^(kMmaAlignBits - e) has the field
-  // 2 * 1023 + kMmaAlignBits - 1 - E, the unit 2^(e - kMmaAlignBits) the field E + 1 - kMmaAlignBits; both 0 where
+  // For largest in [2^(e-1), 2^e) with biased exponent field E = e + 1022: up = 2^(kBits - e) has the field
+  // 2 * 1023 + kBits - 1 - E, the unit 2^(e - kBits) the field E + 1 - kBits; both 0 where
   // largest is 0 (the sum is then +0).
   constexpr uint64_t kField = 0x7ffull << 52;
   for (size_t c = 0; c < columns; ++c) {
     const uint64_t field = std::bit_cast<uint64_t>(largest[c]) & kField;
     const bool zero = largest[c] == 0.0;
-    up[c] = zero ? 0.0 : std::bit_cast<double>(((2 * 1023ull + kMmaAlignBits - 1) << 52) - field);
-    largest[c] = zero ? 0.0 : std::bit_cast<double>(field - ((kMmaAlignBits - 1ull) << 52));
+    up[c] = zero ? 0.0 : std::bit_cast<double>(((2 * 1023ull + kBits - 1) << 52) - field);
+    largest[c] = zero ? 0.0 : std::bit_cast<double>(field - ((kBits - 1ull) << 52));
   }
   for (size_t c = 0; c < columns; ++c) units[c] = static_cast<double>(static_cast<int32_t>(double{acc[c]} * up[c]));
   for (size_t t = 0; t < terms; ++t) {
@@ -233,7 +234,24 @@ inline const std::vector<float>& low_parts(const Operands& ops, DotRounding roun
 // path's other truncated member, whose low parts are rounded to nearest (the kernels never hand the mma those), adds
 // each block exactly and rounds the sum toward zero: a second rounding of the low parts at half the cost.
 inline bool aligned_blocks(Arithmetic path, DotRounding rounding) {
-  return path == Arithmetic::kTensorCore || rounding == DotRounding::kTruncatedBlocksLowTowardZero;
+  return uses_tile_reference(path) || rounding == DotRounding::kTruncatedBlocksLowTowardZero;
+}
+
+// Blocks of kK exact products of the operands' values (fp16, bf16 or e4m3), term k of row g at k*G+g, a short last
+// block padded with zeros, added to acc as the tensor core adds them (kBits kept).
+template <int G, int kK, int kBits>
+inline void tensor_core_dot(const Operands& a, size_t a0, const Operands& b, const size_t (&b0)[G], size_t n,
+                            float (&acc)[G]) {
+  double block[kK * G], scratch[3 * G];
+  for (size_t k0 = 0; k0 < n; k0 += kK) {
+    const size_t count = std::min<size_t>(n - k0, kK);
+    std::fill(block + count * G, block + kK * G, 0.0);
+    for (size_t k = 0; k < count; ++k) {
+      const double a_value = a.value[a0 + k0 + k];
+      for (int g = 0; g < G; ++g) block[k * G + g] = a_value * double{b.value[b0[g] + k0 + k]};
+    }
+    add_aligned_columns<G, kK, kBits>(acc, block, kK, G, G, scratch);
+  }
 }
 
 // sum_k a[a0 + k] b[b0[g] + k] over k < dim in fp32 at the path's rounding points, for G rows of b at once: each
@@ -259,17 +277,9 @@ inline void dot_fp32_group(const Operands& a, size_t a0, const Operands& b, cons
       }
     }
   } else if (path == Arithmetic::kTensorCore) {
-    // Products of fp16/bf16 values (exact), term k of row g at k*G+g; a short last block padded with zeros.
-    double block[kMmaKHalf * G], scratch[3 * G];
-    for (size_t k0 = 0; k0 < n; k0 += kMmaKHalf) {
-      const size_t count = std::min<size_t>(n - k0, kMmaKHalf);
-      std::fill(block + count * G, block + kMmaKHalf * G, 0.0);
-      for (size_t k = 0; k < count; ++k) {
-        const double a_value = a.value[a0 + k0 + k];
-        for (int g = 0; g < G; ++g) block[k * G + g] = a_value * double{b.value[b0[g] + k0 + k]};
-      }
-      add_aligned_columns<G, kMmaKHalf>(acc, block, kMmaKHalf, G, G, scratch);
-    }
+    tensor_core_dot<G, kMmaKHalf, kMmaAlignBits>(a, a0, b, b0, n, acc);
+  } else if (path == Arithmetic::kTensorCoreFp8) {
+    tensor_core_dot<G, kMmaKFp8, kFp8MmaAlignBits>(a, a0, b, b0, n, acc);
   } else {
     const std::vector<float>& a_lo = low_parts(a, rounding);
     const std::vector<float>& b_lo = low_parts(b, rounding);
@@ -370,18 +380,24 @@ inline void accumulate_pv(float* acc, const Operands& p, const Operands& v, int6
   // at (j - block start) * d + k) and each column's block is added with stride d.
   thread_local std::vector<double> products, scratch;
   scratch.resize(3 * d);
-  if (path == Arithmetic::kTensorCore) {
-    products.resize(kMmaKHalf * d);
+  if (uses_tile_reference(path)) {  // fp16/bf16 (k16, 26 bits) or e4m3 (k32, 14 bits) products
+    const bool fp8 = path == Arithmetic::kTensorCoreFp8;
+    const int64_t k_block = fp8 ? kMmaKFp8 : kMmaKHalf;
+    products.resize(static_cast<size_t>(k_block) * d);
     double* const block = products.data();
-    for (int64_t b0 = j0; b0 < j1; b0 += kMmaKHalf) {
-      const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + kMmaKHalf));
+    for (int64_t b0 = j0; b0 < j1; b0 += k_block) {
+      const size_t lo = static_cast<size_t>(b0), hi = static_cast<size_t>(std::min<int64_t>(j1, b0 + k_block));
       for (size_t j = lo; j < hi; ++j) {
         const double pj = p.value[j - base];
         const float* const row = v.value.data() + j * d;
         double* const out = block + (j - lo) * d;
         for (size_t k = 0; k < d; ++k) out[k] = pj * double{row[k]};  // exact products
       }
-      add_aligned_columns(acc, block, hi - lo, d, d, scratch.data());
+      if (fp8) {
+        add_aligned_columns<0, 0, kFp8MmaAlignBits>(acc, block, hi - lo, d, d, scratch.data());
+      } else {
+        add_aligned_columns(acc, block, hi - lo, d, d, scratch.data());
+      }
     }
     return;
   }

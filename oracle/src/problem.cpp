@@ -131,6 +131,7 @@ const char* to_string(Arithmetic arithmetic) {
     case Arithmetic::kGeneralFp32: return "general-fp32";
     case Arithmetic::kTensorCore: return "tensor-core";
     case Arithmetic::kSplitTf32: return "split-tf32";
+    case Arithmetic::kTensorCoreFp8: return "tensor-core-fp8";
   }
   return "unknown";
 }

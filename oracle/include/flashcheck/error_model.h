@@ -35,6 +35,10 @@ struct RowBound {
 // that the two agree). Its reported m (LSE = m + ln l) is that reference, up to this far below the max, and its
 // accumulators run up to 2^this above the running-max formulation's.
 inline constexpr double kTensorCoreRefSlackLog2 = 8.0;
+// The fp8 path's offset of P (log2 units): p = exp2(x - r + 8) <= 2^8 against the reference r of its tile, so that P
+// in e4m3 (largest finite 448) never saturates and weights down to 2^-14 of the heaviest stay normal; l carries the
+// same factor, and LSE takes it back (docs/design/fp8-forward.md).
+inline constexpr double kFp8POffsetLog2 = 8.0;
 
 // The running-sum ingredients of a row in its kernel's key order (docs/error-model.md §4.9): keys ascending, in
 // K/V tiles of block_n keys whose boundaries lie at multiples of block_n in key index. In units of the exact O and
@@ -121,7 +125,9 @@ double l_error_ratio(const RowResult& exact, const RowBound& bound, double kerne
 // RMS factor of it, without lucky cancellations in the reference. Returns O [head_dim_v] as doubles (0 for
 // rows with no usable key; NaN where the emulation is non-finite). Under a dropout (general-fp32 only; another path
 // throws std::invalid_argument) the dropped keys' products are skipped and O = fl32(fl32(acc / l) fl32(1 / (1 - p)))
-// before its rounding to format, as §4.13 has the kernel compute it.
+// before its rounding to format, as §4.13 has the kernel compute it. On the fp8 path (kTensorCoreFp8, e4m3 inputs) as
+// docs/design/fp8-forward.md has the kernel compute: scores and P*V in k32 blocks at 14 bits, P's argument offset by
+// kFp8POffsetLog2 and P rounded to e4m3, each tile's P*V in a fresh accumulator promoted by one fp32 FMA, O in bf16.
 std::vector<double> emulated_row(const Problem& problem, RowRef row, Format format, Arithmetic arithmetic,
                                  int32_t block_n = 0, const RowResult* exact = nullptr);
 

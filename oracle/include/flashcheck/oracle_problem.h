@@ -29,8 +29,15 @@ enum class Arithmetic : int32_t {
   kTensorCore = 1,   // exact products of fp16/bf16 values, truncating fp32 accumulation, P rounded to the input
                      // format before P*V
   kSplitTf32 = 2,    // fp32 values as hi + lo tf32 parts, three tf32 products per product, truncating accumulation
+  kTensorCoreFp8 = 3,  // exact products of e4m3 values, k32 blocks accumulated at 14 bits; P offset by 2^8 and rounded
+                       // to e4m3, P*V promoted into fp32 per K/V tile (docs/design/fp8-forward.md)
 };
-const char* to_string(Arithmetic arithmetic);  // "general-fp32", "tensor-core", "split-tf32"
+const char* to_string(Arithmetic arithmetic);  // "general-fp32", "tensor-core", "split-tf32", "tensor-core-fp8"
+// Whether a path chooses its P reference per tile (the tile's own max within kTensorCoreRefSlackLog2 of the running
+// max, else the running max): the tensor-core paths.
+constexpr bool uses_tile_reference(Arithmetic arithmetic) {
+  return arithmetic == Arithmetic::kTensorCore || arithmetic == Arithmetic::kTensorCoreFp8;
+}
 
 // Which corner the diagonal of query row i is aligned to: d(i) = i (top-left), or d(i) = i + seqlen_k - seqlen_q
 // (bottom-right: the last query row's diagonal is the last key).
