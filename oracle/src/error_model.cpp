@@ -51,12 +51,12 @@ constexpr double kFp8AccumGuard =
 // The fp8 path (docs/design/fp8-forward.md): the wgmma keeps 14 bits of a k32 block's largest addend, cut toward
 // zero, so a block errs by at most (k + 1) 2^-13 of its largest addend plus 2^-13 of its sum, (k + 2) 2^-13 of its
 // addends' magnitudes: n products see n + ceil(2n / k) = n + ceil(n / 16) cuts of 2^-13 (docs/error-model.md §3).
-// P is P's e4m3 rounding (2^-4, half the subnormal spacing 2^-10 absolute, in units of 2^kFp8POffsetLog2 times
-// the reference's weight). P*V is promoted into fp32 per K/V tile: each tile's fp32 FMA counts 2^-24 / 2^-13 =
+// P's e4m3 rounding is 2^-4 relative and, below its normals, half the subnormal spacing 2^-10 absolute, which in
+// units of the reference's weight is 2^-10 over the offset's 2^kFp8POffsetLog2. P*V is promoted into fp32 per K/V tile: each tile's fp32 FMA counts 2^-24 / 2^-13 =
 // 1/2048 of a cut.
 constexpr double kUMmaFp8 = 0x1p-13;
 constexpr int64_t kMmaKFp8Min = 16;
-constexpr double kFp8PRoundAbs = 0x1p-10 / 256.0;  // 2^-10 over 2^kFp8POffsetLog2
+constexpr double kFp8PRoundAbs = 0x1p-10 / static_cast<double>(int64_t{1} << static_cast<int>(kFp8POffsetLog2));
 constexpr double kFp32RoundingsPerFp8Cut = 2048.0;
 constexpr double kLogUlps = 2.0;  // logf is within 1 ulp (CUDA Programming Guide, math functions); 2 allowed
 // Flush-to-zero (ex2.approx.ftz, FTZ arithmetic) and subnormal split parts: per key, an unnormalized weight
