@@ -370,9 +370,9 @@ float toward_zero(double x) {
   if (std::isfinite(x) && std::fabs(static_cast<double>(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
   return f;
 }
-// acc plus exact products: each addend, acc included, cut toward zero to a multiple of 2^(e - kMmaAlignBits), where
+// acc plus exact products: each addend, acc included, cut toward zero to a multiple of 2^(e - bits), where
 // 2^(e-1) <= the largest |addend| < 2^e, and their exact sum rounded toward zero to fp32.
-float plain_aligned(float acc, const std::vector<double>& terms) {
+float plain_aligned(float acc, const std::vector<double>& terms, int bits) {
   double largest = std::fabs(double{acc});
   for (const double t : terms) largest = std::max(largest, std::fabs(t));
   double sum = acc;
@@ -382,7 +382,7 @@ float plain_aligned(float acc, const std::vector<double>& terms) {
   }
   int e = 0;
   std::frexp(largest, &e);
-  const double unit = std::ldexp(1.0, e - detail::kMmaAlignBits);
+  const double unit = std::ldexp(1.0, e - bits);
   sum = std::trunc(double{acc} / unit) * unit;
   for (const double t : terms) sum += std::trunc(t / unit) * unit;
   return toward_zero(sum);
@@ -404,12 +404,14 @@ float plain_sum(float acc, int64_t count, const A& a, const B& b, Arithmetic pat
     }
     return acc;
   }
-  const int64_t block = path == Arithmetic::kTensorCore ? detail::kMmaKHalf : detail::kMmaKTf32;
+  const bool fp8 = path == Arithmetic::kTensorCoreFp8;
+  const int64_t block = path == Arithmetic::kTensorCore ? detail::kMmaKHalf : fp8 ? detail::kMmaKFp8 : detail::kMmaKTf32;
+  const int bits = fp8 ? detail::kFp8MmaAlignBits : detail::kMmaAlignBits;
   const char low = lo_rz ? 'z' : 'l';
   for (int64_t t0 = 0; t0 < count; t0 += block) {
     std::vector<double> products[3];
     for (int64_t t = t0; t < std::min(count, t0 + block); ++t) {
-      if (path == Arithmetic::kTensorCore) {
+      if (uses_tile_reference(path)) {
         products[0].push_back(double{a(t, 'v')} * double{b(t, 'v')});
       } else {
         products[0].push_back(double{a(t, low)} * double{b(t, 'h')});
@@ -417,9 +419,9 @@ float plain_sum(float acc, int64_t count, const A& a, const B& b, Arithmetic pat
         products[2].push_back(double{a(t, 'h')} * double{b(t, 'h')});
       }
     }
-    for (int i = 0; i < (path == Arithmetic::kTensorCore ? 1 : 3); ++i) {
-      if (path == Arithmetic::kTensorCore || lo_rz) {  // the hardware's member: as the tensor core adds
-        acc = plain_aligned(acc, products[i]);
+    for (int i = 0; i < (uses_tile_reference(path) ? 1 : 3); ++i) {
+      if (uses_tile_reference(path) || lo_rz) {  // the hardware's member: as the tensor core adds
+        acc = plain_aligned(acc, products[i], bits);
       } else {  // the split path's low parts to nearest: each block added exactly
         double sum = 0.0;
         for (const double t : products[i]) sum += t;
@@ -437,12 +439,15 @@ float part(const detail::Operands& ops, size_t i, char which) {
     default: return ops.value[i];
   }
 }
-// Operands of random values of every magnitude (and the format's values on the tensor-core path).
+// Operands of random values of every magnitude (and the format's values on the tensor-core paths: bf16, or e4m3 over
+// its own range on the fp8 path).
 detail::Operands random_operands(Rng* rng, size_t count, Arithmetic path) {
   std::vector<float> values(count);
+  const bool fp8 = path == Arithmetic::kTensorCoreFp8;
   for (float& x : values) {
-    x = static_cast<float>(std::ldexp(rng->normal(0, 1), static_cast<int>(rng->below(40)) - 20));
+    x = static_cast<float>(std::ldexp(rng->normal(0, 1), static_cast<int>(rng->below(fp8 ? 14 : 40)) - (fp8 ? 7 : 20)));
     if (path == Arithmetic::kTensorCore) x = detail::round_to(Format::kBF16, x);
+    if (fp8) x = detail::round_to(Format::kE4M3, x);
   }
   return detail::make_operands(std::move(values), path);
 }
@@ -574,7 +579,15 @@ TEST(FpEmulation, TensorCoreAdditionAsMeasuredOnHopper) {
     std::vector<double> terms(1 + rng.below(16));
     for (double& t : terms) t = std::ldexp(rng.normal(0, 1), static_cast<int>(rng.below(60)) - 30);
     const float acc = static_cast<float>(std::ldexp(rng.normal(0, 1), static_cast<int>(rng.below(60)) - 30));
-    ASSERT_EQ(std::bit_cast<uint32_t>(add(acc, terms)), std::bit_cast<uint32_t>(plain_aligned(acc, terms))) << trial;
+    ASSERT_EQ(std::bit_cast<uint32_t>(add(acc, terms)),
+              std::bit_cast<uint32_t>(plain_aligned(acc, terms, detail::kMmaAlignBits)))
+        << trial;
+    // The fp8 path's 14 bits on the same blocks, padded to its k32 with zero products.
+    std::vector<double> block = terms;
+    block.resize(detail::kMmaKFp8, 0.0);
+    ASSERT_EQ(std::bit_cast<uint32_t>(detail::add_aligned<detail::kFp8MmaAlignBits>(acc, block.data(), block.size(), 1)),
+              std::bit_cast<uint32_t>(plain_aligned(acc, terms, detail::kFp8MmaAlignBits)))
+        << trial;
   }
 }
 
@@ -583,7 +596,8 @@ TEST(FpEmulation, TensorCoreAdditionAsMeasuredOnHopper) {
 TEST(FpEmulation, GroupedSumsAreThePlainSumsBitForBit) {
   Rng rng(2718);
   int64_t compared = 0;
-  for (const Arithmetic path : {Arithmetic::kTensorCore, Arithmetic::kSplitTf32, Arithmetic::kGeneralFp32}) {
+  for (const Arithmetic path : {Arithmetic::kTensorCore, Arithmetic::kSplitTf32, Arithmetic::kGeneralFp32,
+                                Arithmetic::kTensorCoreFp8}) {
     for (const auto rounding : {detail::DotRounding::kNearestChain, detail::DotRounding::kTruncatedBlocks,
                                 detail::DotRounding::kTruncatedBlocksLowTowardZero}) {
       for (int trial = 0; trial < 40; ++trial) {
