@@ -162,6 +162,10 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
 
 std::vector<double> emulated_row(const Problem& problem, RowRef row, Format format, Arithmetic path, int32_t block_n,
                                  const RowResult* exact) {
+  if (!computes_on(path, format)) {
+    throw std::invalid_argument(std::string("emulated_row: arithmetic ") + to_string(path) + " does not compute on " +
+                                to_string(format) + " inputs (the fp8 path takes f8e4m3 inputs, and they take it only)");
+  }
   const detail::RowView view = detail::view_row(problem, row);
   // A dropout is emulated on the general path only, the one whose arithmetic it is defined for (bound_row).
   if (view.has_dropout() && path != Arithmetic::kGeneralFp32) {

@@ -252,6 +252,10 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
                    const OrderedSums* sums, int32_t splits) {
   // A dropout is defined on the general path only (§4.13): the others round P before P*V, where the kernel's
   // dropped element and its scaling would enter a rounding the bound does not model.
+  if (!computes_on(path, format)) {
+    throw std::invalid_argument(std::string("bound_row: arithmetic ") + to_string(path) + " does not compute on " +
+                                to_string(format) + " inputs (the fp8 path takes f8e4m3 inputs, and they take it only)");
+  }
   const bool dropout = exact.dropout_p > 0.0f;
   if (dropout && path != Arithmetic::kGeneralFp32) {
     throw std::invalid_argument(std::string("bound_row: a dropout is bounded on the general-fp32 path only, not ") +

@@ -899,6 +899,33 @@ TEST(ErrorModelFp8, BoundHoldsForTheEmulatedFp8Path) {
   EXPECT_GT(informative, normal_elements * 9 / 10);
 }
 
+// The fp8 path and the e4m3 format go together: any other pairing is a caller's mistake, refused with both names.
+TEST(ErrorModelFp8, OtherPairingsOfFormatAndPathAreRefused) {
+  TestProblem p = make_shape(Format::kE4M3, 1, 4, 8);
+  fill_normal(&p, 5, 1, 1, 1);
+  const RowResult exact = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
+  const auto refused = [&](Format format, Arithmetic path) {
+    for (int which = 0; which < 2; ++which) {
+      try {
+        if (which == 0) {
+          (void)bound_row(exact, format, path, 64, p.head_dim);
+        } else {
+          (void)emulated_row(p.view(), {0, 0, 0}, format, path, 64, &exact);
+        }
+        ADD_FAILURE() << to_string(format) << " on " << to_string(path) << " was not refused";
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find(to_string(format)), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(to_string(path)), std::string::npos) << e.what();
+      }
+    }
+  };
+  refused(Format::kE4M3, Arithmetic::kTensorCore);
+  refused(Format::kE4M3, Arithmetic::kGeneralFp32);
+  refused(Format::kBF16, Arithmetic::kTensorCoreFp8);
+  refused(Format::kF32, Arithmetic::kTensorCoreFp8);
+  EXPECT_NO_THROW((void)bound_row(exact, Format::kE4M3, Arithmetic::kTensorCoreFp8, 64, p.head_dim));
+}
+
 // The RMS check is what sees an fp8 kernel that chains one wgmma accumulator along the whole row: a long row of
 // near-uniform weights over V in [1, 2), the kernel emulated with one K/V tile (its P*V never promoted) against the
 // reference's 128-key tiles. A healthy kernel with other tiles (64 keys) passes.

@@ -38,6 +38,11 @@ const char* to_string(Arithmetic arithmetic);  // "general-fp32", "tensor-core",
 constexpr bool uses_tile_reference(Arithmetic arithmetic) {
   return arithmetic == Arithmetic::kTensorCore || arithmetic == Arithmetic::kTensorCoreFp8;
 }
+// Whether `arithmetic` computes on inputs of `format`: the fp8 path takes e4m3 inputs, and e4m3 inputs take the fp8
+// path only (bound_row and emulated_row throw std::invalid_argument for any other pairing).
+constexpr bool computes_on(Arithmetic arithmetic, Format format) {
+  return (arithmetic == Arithmetic::kTensorCoreFp8) == (format == Format::kE4M3);
+}
 
 // Which corner the diagonal of query row i is aligned to: d(i) = i (top-left), or d(i) = i + seqlen_k - seqlen_q
 // (bottom-right: the last query row's diagonal is the last key).
