@@ -70,11 +70,11 @@ float pairwise_sum(const float* p, int64_t n) {
 // add up in one direction (tens of u over 64 keys) while the tree's stay small, and the chain-only quotient would
 // be exact (GPU finding gpu-nightly-rms-constant-v-sum-order). V rows hold dim_v values. Under a dropout the caller
 // passes the dropped keys' V rows as zeros (an FMA of a zero product leaves the accumulator as it is, as skipping
-// the key does) and keep_scale32 = fl32(1 / (1 - p)), by which each quotient is multiplied in fp32 before its
-// rounding to the format (1: none). Returns both quotients, [dim_v] each: [0] chain l, [1] tree l.
+// the key does) and value_scale32 = fl32(1 / (1 - p)), by which each quotient is multiplied in fp32 before its
+// rounding to the format (1: none); fp8's descale_v takes the same place (fl(fl(o / l) d_v)). Returns both quotients, [dim_v] each: [0] chain l, [1] tree l.
 std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vector<float>& x, const detail::Operands& v,
                                               int64_t dim_v, int64_t key_begin, int64_t tile, int64_t tile_origin,
-                                              float sink2, float keep_scale32, Format format, Arithmetic path,
+                                              float sink2, float value_scale32, Format format, Arithmetic path,
                                               double sign, detail::DotRounding rounding) {
   const int64_t n = static_cast<int64_t>(x.size());
   const float neg_inf = -std::numeric_limits<float>::infinity();
@@ -151,7 +151,7 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
     if (l[s] == 0.0f) continue;  // no usable key and no sink: O = 0
     for (int64_t d = 0; d < dim_v; ++d) {
       float o = acc[static_cast<size_t>(d)] / l[s];
-      if (keep_scale32 != 1.0f) o *= keep_scale32;
+      if (value_scale32 != 1.0f) o *= value_scale32;
       out[s][static_cast<size_t>(d)] = detail::round_to(output_format(format), o);
     }
   }
@@ -191,8 +191,9 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
     if (!view.kept(j)) std::fill_n(v_rows.begin() + j * dim_v, dim_v, 0.0f);
   }
   const detail::Operands v = detail::make_operands(std::move(v_rows), path);
-  const float keep_scale32 = static_cast<float>(view.keep_scale);
-  const float scale = static_cast<float>(view.scale);
+  const float value_scale32 = static_cast<float>(view.value_scale);
+  // The folded scale as the kernels hold it: fl32 of the problem's scale, times fp8's descales in fp32 where given.
+  const float scale = view.folded_scale32;
   const float scale_log2 = scale * detail::kLog2eF;
   const bool capped = view.softcap > 0;
   const float cap = static_cast<float>(view.softcap);
@@ -242,7 +243,7 @@ std::vector<double> emulated_row(const Problem& problem, RowRef row, Format form
       for (size_t r = 0; r < realizations.size(); ++r) {
         for (const std::vector<double>& member :
              softmax_pv(row, x[std::min(r, x_sets - 1)], v, dim_v, view.key_begin, tile, tile_origin, sink2,
-                        keep_scale32, format, path, realizations[r], rounding)) {
+                        value_scale32, format, path, realizations[r], rounding)) {
           if (out.empty()) {
             out = member;
             continue;

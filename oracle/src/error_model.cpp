@@ -58,6 +58,8 @@ constexpr double kUMmaFp8 = 0x1p-13;
 constexpr int64_t kMmaKFp8Min = 16;
 constexpr double kFp8PRoundAbs = 0x1p-10 / static_cast<double>(int64_t{1} << static_cast<int>(kFp8POffsetLog2));
 constexpr double kFp32RoundingsPerFp8Cut = 2048.0;
+// The fp8 path's folded scale fl(fl(fl(scale d_q) d_k) fl(log2 e)): two roundings more than fl(scale fl(log2 e)).
+constexpr double kFp8DescaleUnits = 2.0;
 constexpr double kLogUlps = 2.0;  // logf is within 1 ulp (CUDA Programming Guide, math functions); 2 allowed
 // Flush-to-zero (ex2.approx.ftz, FTZ arithmetic) and subnormal split parts: per key, an unnormalized weight
 // (<= 1) can lose 2^-126 from the flush and 2^-126 from a flushed tf32 low part; likewise one P*V product.
@@ -342,7 +344,12 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   const double fold_rel = folded > 0 && folded < 0x1p-126 ? fold_spacing / folded : 0.0;
   const double b_s = capped ? ((a_s * (1 + kTwoRoundings) + kTwoRoundings) * (1 + 8 * u) + fold_rel) * (1 + fold_rel)
                             : (a_s + u) * (1 + a_s);
-  const double b_g = kGapUnits * u + (capped ? 0.0 : fold_rel);
+  // The fp8 path folds its descales into the scale in fp32, fl(fl(scale d_q) d_k): two more roundings of the common
+  // factor, in the gaps and in m's conversion (kFp8DescaleUnits; with descales of 1 they are exact, and counted).
+  const bool fp8 = path == Arithmetic::kTensorCoreFp8;
+  const double fold_units = fp8 ? kFp8DescaleUnits : 0.0;
+  const double m_units = kMConversionUnits + fold_units;
+  const double b_g = (kGapUnits + fold_units) * u + (capped ? 0.0 : fold_rel);
   const double s_max = exact.score_abs_max;
   const double flush = capped ? exact.score_flush_max * (1 + 16 * u) : exact.score_flush_max;
   const double cap_round =
@@ -477,6 +484,8 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
     // o' = fl32(o s32): |o s32 - O| <= sigma |o - O/sigma| (1 + scale_rel) + scale_rel |O|, and the product's
     // rounding u of |o s32| (a flushed or subnormal product: kFlushResult absolute).
     if (dropout) pre = pre * (1 + scale_rel) * (1 + u) + o_abs * (scale_rel + u * (1 + scale_rel)) + kFlushResult;
+    // The fp8 path's fl(o d_v) (exact d_v, an fp32 value; RowResult's O and ingredients carry it): u of |O|.
+    if (fp8) pre = pre * (1 + u) + u * o_abs + kFlushResult;
     // fp32 output has no separate rounding (u_out = 0): skip the term, so an infinite pre never makes 0 * inf = NaN.
     const double out_rounding = u_out > 0 ? u_out * (o_abs + pre) : 0.0;
     // The hull bounds |got| + |want| with want the oracle's own O (o_abs): it holds whatever the oracle's
@@ -508,7 +517,7 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // folded scale's subnormal rounding (fold_rel, relative to |m|).
   const double m_abs = std::fabs(exact.m);
   const double sink_flush = has_sink ? 2 * kFlushResult : 0.0;
-  b.m = kSafety * (score_err_max + (kMConversionUnits * u + (capped ? 0.0 : fold_rel)) * (m_abs + score_err_max) +
+  b.m = kSafety * (score_err_max + (m_units * u + (capped ? 0.0 : fold_rel)) * (m_abs + score_err_max) +
                    kMConversionUnits * kFlushResult + sink_flush) +
         exact.m_err;
   b.m_below = m_below;
@@ -518,10 +527,10 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // keys' common factor (two roundings of |max of the keys|) and the conversion of the merged max (two of |m|);
   // without a sink the two maxima are one. Every weight of l, the sink's and the keys' through alpha, may carry
   // the sink's error besides (it does not cancel in l).
-  const double c_m = has_sink ? kMConversionUnits / 2 * u *
+  const double c_m = has_sink ? m_units / 2 * u *
                                     ((std::fabs(exact.keys_m) + score_err_max) + (m_abs + score_err_max)) +
                                     sink_flush
-                              : kMConversionUnits * u * (m_abs + score_err_max);
+                              : m_units * u * (m_abs + score_err_max);
   const double x_l = x_max + c_m + (has_sink ? sink_err : 0.0);
   const double growth_l = std::exp(x_l);
   const double l_ref_min = exact.l * std::exp(-b.m);

@@ -50,6 +50,16 @@ ScoreDD scale_dd(double scale, double d_hi, double d_lo) {
   return s;
 }
 
+// (scale + scale_lo) * (d_hi + d_lo) for a scale that is no fp32 value (fp8 descales: a product of three fp32 values,
+// as two doubles): the high product exact by an FMA, the cross terms (below 2^-52 of it) rounded once each.
+ScoreDD scale_dd_wide(double scale, double scale_lo, double d_hi, double d_lo) {
+  const double p = scale * d_hi;
+  const double e = std::fma(scale, d_hi, -p) + (scale * d_lo + scale_lo * d_hi);
+  ScoreDD s;
+  two_sum(p, e, &s.hi, &s.lo);
+  return s;
+}
+
 // kScoreLanes doubles as one value (GCC/Clang vector extensions): element-wise IEEE operations, lowered to whatever
 // vector width the target has (two SSE2 registers' worth of lanes per AVX2 register, and so on), never reordered
 // or contracted (-ffp-contract=off), so each lane computes exactly what the scalar code would.
@@ -167,8 +177,10 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   r.softcap = view.softcap;
   r.sink = view.sink;
   r.dropout_p = view.dropout_p;
-  r.keep_scale = view.keep_scale;
-  const bool dropout = view.has_dropout();
+  r.keep_scale = view.has_dropout() ? view.value_scale : 1.0;
+  // The kept keys' values enter O times value_scale (a dropout's 1 / (1 - p), or fp8's descale_v), applied after the
+  // sums as the factor of a dropout is.
+  const bool dropout = view.value_scale != 1.0;
   // Scores run over dim (Q's and K's columns); V, O and every per-column ingredient over dim_v.
   const int64_t dim = view.head_dim, dim_v = view.head_dim_v;
   const int64_t n = view.visible;
@@ -189,6 +201,8 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
     return out;
   }
   const double scale = view.scale;
+  // An fp32 scale (no descales) takes scale_dd's exact halves; a descaled one the FMA path.
+  const bool fp32_scale = view.scale_lo == 0.0 && static_cast<double>(static_cast<float>(scale)) == scale;
   const double cap = view.softcap;
   const bool capped = cap > 0.0;
   const double abs_scale = std::fabs(scale);
@@ -214,8 +228,8 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   }
   if (dropout) {
     for (int64_t k = 0; k < dim_v; ++k) {
-      abs_v_sum[k] *= view.keep_scale;
-      col_max[k] *= view.keep_scale;
+      abs_v_sum[k] *= view.value_scale;
+      col_max[k] *= view.value_scale;
     }
   }
   double max_abs_v = 0.0;
@@ -285,7 +299,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
       if (std::isfinite(abs_sum[t])) {
         double d_hi = 0.0, d_lo = 0.0;
         two_sum(sum[t], comp[t], &d_hi, &d_lo);
-        s = scale_dd(scale, d_hi, d_lo);
+        s = fp32_scale ? scale_dd(scale, d_hi, d_lo) : scale_dd_wide(scale, view.scale_lo, d_hi, d_lo);
         max_abs_dot = std::max(max_abs_dot, abs_sum[t]);
         noise[j] = std::fabs(s.hi) + abs_scale * std::sqrt(sq_sum[t]);
       } else {
@@ -415,7 +429,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   for (int64_t k = 0; k < dim_v; ++k) {
     const size_t kk = static_cast<size_t>(k);
     r.o[kk] = std::isnan(col_nonfinite[k]) ? kNaN : (acc_sum[kk] + acc_comp[kk]) / l;
-    if (dropout) r.o[kk] *= view.keep_scale;
+    if (dropout) r.o[kk] *= view.value_scale;
   }
 
   // Pass 4: bound ingredients, weighted by p_j = w_j / l. Vectorised over k.
@@ -443,7 +457,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
         continue;
       }
       double* __restrict scaled = scratch_of(&scratch->value_row, dim_v);
-      for (int64_t k = 0; k < dim_v; ++k) scaled[k] = view.keep_scale * values[k];
+      for (int64_t k = 0; k < dim_v; ++k) scaled[k] = view.value_scale * values[k];
       values = scaled;
     }
     add_ingredients(values, o, p, p * s_abs, p * g, p * noise[j], dim_v, abs_pv, dev_pv, dev_pv_score, dev_pv_gap,

@@ -4,7 +4,8 @@
 // c tanh(s / c); a sink is one more logit in the max and the sum, with a zero value row. Only keys marked usable
 // (finite score) take part, and the sink only when finite; the caller owns the semantics of non-finite values.
 // Under a dropout pass 4 sums the kept keys only and scales O by 1 / (1 - p), formed in Real from p (exact in Real
-// wherever 1 - p is, then rounded once).
+// wherever 1 - p is, then rounded once). fp8 descales: the scores' scale is the view's two parts (exact in Real), and
+// O is scaled by descale_v.
 #pragma once
 
 #include <cmath>
@@ -42,7 +43,7 @@ FourPassRow<Real> four_pass(const RowView& view, std::span<const char> usable) {
     if (!usable[static_cast<size_t>(j)]) continue;
     Real dot = 0;
     for (int64_t k = 0; k < dim; ++k) dot += Real(view.q[k]) * Real(view.k[j * dim + k]);
-    s[static_cast<size_t>(j)] = Real(view.scale) * dot;
+    s[static_cast<size_t>(j)] = (Real(view.scale) + Real(view.scale_lo)) * dot;
     if (view.softcap > 0) s[static_cast<size_t>(j)] = cap * tanh(s[static_cast<size_t>(j)] / cap);
     if (s[static_cast<size_t>(j)] > out.m) out.m = s[static_cast<size_t>(j)];
   }
@@ -66,6 +67,8 @@ FourPassRow<Real> four_pass(const RowView& view, std::span<const char> usable) {
   if (view.has_dropout()) {
     const Real factor = Real(1) / (Real(1) - Real(view.dropout_p));
     for (Real& x : out.o) x *= factor;
+  } else if (view.value_scale != 1.0) {  // fp8's descale_v, an fp32 value: exact in Real
+    for (Real& x : out.o) x *= Real(view.value_scale);
   }
   return out;
 }

@@ -130,6 +130,9 @@ RowShare row_gradient(const detail::RowView& view, const double* d_o, double* dq
 }  // namespace
 
 Gradient exact_gradient(const Problem& problem, std::span<const double> d_o) {
+  if (has_descales(problem)) {
+    throw std::invalid_argument("exact_gradient: the problem has descales, and the fp8 path has no backward pass");
+  }
   check_sequence_lengths(problem);
   const int64_t dim = problem.head_dim, dim_v = value_dim(problem);
   const int64_t rows = problem.batch * problem.heads_q * problem.seqlen_q;

@@ -103,7 +103,7 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
   check_values("forward.o", forward.o.size(), rows * dim_v);
   check_values("forward.lse", forward.lse.size(), rows);
   const bool tensor_core = arithmetic.arithmetic == Arithmetic::kTensorCore;
-  if (arithmetic.format == Format::kE4M3) {
+  if (arithmetic.format == Format::kE4M3 || has_descales(problem)) {
     throw std::invalid_argument("gradient_check: no backward pass is defined on f8e4m3 inputs (the fp8 path is forward-only)");
   }
   if (problem.dropout.p != 0.0f && arithmetic.arithmetic != Arithmetic::kGeneralFp32) {
@@ -252,7 +252,7 @@ GradientCheck gradient_check(const Problem& problem, std::span<const double> d_o
           // The weight of dO in dV, P^ (dropout: w = P^ s32 rounded, or 0), its error and its largest value.
           double weight = p, e_weight = e_p;
           if (view.has_dropout()) {
-            const double sigma = view.keep_scale;  // within 2^-52 of 1 / (1 - p): 3 kU64 with the products below
+            const double sigma = view.value_scale;  // within 2^-52 of 1 / (1 - p): 3 kU64 with the products below
             if (view.kept(j)) {
               // dP' = fl(dP^ s32): |dP^ s32 - sigma dP| <= sigma ((1 + r) e_dP + r |dP|), then u of |dP^ s32|; w alike.
               e_dp = sigma * ((1 + kScaleRel) * (e_dp * (1 + kU32) + kU32 * std::abs(dp)) + kScaleRel * std::abs(dp) +

@@ -65,7 +65,7 @@ OrderedSums ordered_sums(const Problem& problem, RowRef row, const RowResult& ex
       const double p = std::exp(score - exact.m) / exact.l;
       tile_l += p;
       if (!view.kept(j)) continue;
-      const double factor = view.keep_scale;  // 1 without a dropout: p * (1 * v) is p * v
+      const double factor = view.value_scale;  // 1 without a dropout: p * (1 * v) is p * v
       for (size_t k = 0; k < d; ++k) {
         const double x = p * (factor * vj[k]);
         s[k] += x;

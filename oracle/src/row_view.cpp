@@ -7,6 +7,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace flashcheck::oracle::detail {
 
@@ -60,8 +61,41 @@ RowView view_row(const Problem& p, RowRef row) {
   const int64_t key_offset = (row.b * p.heads_kv + h_kv) * p.seqlen_k + keys.begin;
   view.k = p.k.data() + key_offset * p.head_dim;
   view.v = p.v.data() + key_offset * dim_v;
+  const int64_t descales = p.batch * p.heads_kv;
+  for (const auto& [span, name] : {std::pair{p.descale_q, "descale_q"}, std::pair{p.descale_k, "descale_k"},
+                                   std::pair{p.descale_v, "descale_v"}}) {
+    if (span.empty()) continue;
+    if (static_cast<int64_t>(span.size()) != descales) {
+      throw std::invalid_argument(std::string("oracle: ") + name + " has " + std::to_string(span.size()) +
+                                  " values; it must be empty or [batch, heads_kv] (" + std::to_string(descales) + ")");
+    }
+    const double d = span[static_cast<size_t>(row.b * p.heads_kv + h_kv)];
+    if (!(d > 0.0) || !std::isfinite(d) || static_cast<double>(static_cast<float>(d)) != d) {
+      throw std::invalid_argument(std::string("oracle: ") + name + " holds " + std::to_string(d) +
+                                  "; a descale must be a finite fp32 value > 0");
+    }
+    if (p.dropout.p != 0.0f) {
+      throw std::invalid_argument(std::string("oracle: ") + name + " with a dropout: descales and a dropout do not go "
+                                  "together (the fp8 path has no dropout)");
+    }
+  }
+  const auto descale_of = [&](std::span<const double> span) {
+    return span.empty() ? 1.0 : span[static_cast<size_t>(row.b * p.heads_kv + h_kv)];
+  };
+  if (!p.descale_q.empty() || !p.descale_k.empty()) {
+    // scale d_q is exact in double (two 24-bit significands); times d_k it needs up to 72 bits: hi + lo exactly.
+    const double dq = descale_of(p.descale_q), dk = descale_of(p.descale_k);
+    const double a = p.scale * dq;
+    view.scale = a * dk;
+    view.scale_lo = std::fma(a, dk, -view.scale);
+    view.folded_scale32 = static_cast<float>(static_cast<float>(static_cast<float>(p.scale) * static_cast<float>(dq)) *
+                                         static_cast<float>(dk));
+  } else {
+    view.folded_scale32 = static_cast<float>(p.scale);
+  }
+  view.value_scale = descale_of(p.descale_v);
   if (p.dropout.p != 0.0f) {  // keep_scale throws for a p outside [0, 1), NaN included
-    view.keep_scale = keep_scale(p.dropout.p);
+    view.value_scale = keep_scale(p.dropout.p);
     view.dropout_p = p.dropout.p;
     view.keep.resize(static_cast<size_t>(view.visible));
     for (int64_t j = 0; j < view.visible; ++j) {

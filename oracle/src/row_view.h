@@ -22,17 +22,21 @@ struct RowView {
   int64_t key_begin = 0;  // keys [key_begin, key_begin + visible) of the problem are visible
   int64_t visible = 0;
   int64_t seqlen_k = 0;   // keys of the row's own sequence
-  double scale = 0.0;
+  // The scores' scale: scale (+ scale_lo) = the problem's scale times the row's descale_q and descale_k, exactly
+  // (a product of three fp32 values as two doubles; scale_lo = 0 without descales, and scale the problem's scale).
+  double scale = 0.0, scale_lo = 0.0;
+  float folded_scale32 = 1.0f;  // fl32(fl32(scale descale_q) descale_k): the fp8 kernel's folded scale (emulated_row)
   double softcap = 0.0;  // c > 0: scores are capped to c tanh(s / c); 0: none
   double sink = -std::numeric_limits<double>::infinity();  // the sink logit of the row's head; -inf: none
   const double* q = nullptr;  // [head_dim]
   const double* k = nullptr;  // [visible, head_dim], row stride head_dim, from key key_begin
   const double* v = nullptr;  // [visible, head_dim_v], row stride head_dim_v, from key key_begin
   // Dropout (oracle_problem.h): p (0: none), keep[j] = 1 where visible key j's element (b, h, i, key_begin + j) is
-  // kept (dropout_kept), and keep_scale(p), the kept keys' factor 1 / (1 - p) in double. Without a dropout keep is
-  // empty and the factor 1, so that no loop's arithmetic changes.
+  // kept (dropout_kept). value_scale is the factor of the kept keys' values in O: keep_scale(p) = 1 / (1 - p) in
+  // double under a dropout, the row's descale_v (exact) under fp8 descales, else 1. Without either, keep is empty and
+  // the factor 1, so that no loop's arithmetic changes.
   float dropout_p = 0.0f;
-  double keep_scale = 1.0;
+  double value_scale = 1.0;
   std::vector<char> keep;  // [visible] or empty
   bool has_dropout() const { return dropout_p > 0.0f; }
   bool kept(int64_t j) const { return keep.empty() || keep[static_cast<size_t>(j)] != 0; }

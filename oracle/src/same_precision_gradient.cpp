@@ -66,7 +66,7 @@ struct Pair {
 SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<const double> d_o,
                                               const ForwardResult& forward, std::span<const double> d_exact,
                                               Format format) {
-  if (format == Format::kE4M3) {
+  if (format == Format::kE4M3 || has_descales(problem)) {
     throw std::invalid_argument(
         "same_precision_gradient: no backward pass is defined on f8e4m3 inputs (the fp8 path is forward-only)");
   }

@@ -6,6 +6,7 @@
 // bound; unequal head dims (scores over head_dim, O and its bounds over head_dim_v); the statistical check and the
 // bound on healthy and degraded tiled models; and the verdict helpers' non-finite semantics.
 #include "flashcheck/error_model.h"
+#include "flashcheck/gradient.h"
 
 #include <gtest/gtest.h>
 
@@ -18,6 +19,7 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "fp_emulation.h"
@@ -897,6 +899,92 @@ TEST(ErrorModelFp8, BoundHoldsForTheEmulatedFp8Path) {
               static_cast<long long>(normal_elements));
   EXPECT_GT(rows, 350);
   EXPECT_GT(informative, normal_elements * 9 / 10);
+}
+
+// fp8 descales in the oracle (docs/design/fp8-forward.md): power-of-two descales scale exactly, so the fast tier with
+// descales (2, 1/4, 8) is bit for bit the problem with the scale and V multiplied out; arbitrary fp32 descales (their
+// product with the scale needs 72 bits) agree between the fast and the gold tier within their error bounds; and the
+// fp8 bound holds for the emulated kernel with descales, which folds them into its scale in fp32.
+TEST(ErrorModelFp8, DescalesScaleExactlyAndTheTiersAgree) {
+  Rng rng(4242);
+  TestProblem p = make_shape(Format::kE4M3, 3, 150, 64, kCausalBottomRight, 2, 4, 2);
+  fill_normal(&p, 6, 1, 1, 1);
+  TestProblem multiplied = p;
+  p.descale_q.assign(4, 2.0);
+  p.descale_k.assign(4, 0.25);
+  p.descale_v.assign(4, 8.0);
+  multiplied.scale = p.scale * 2.0 * 0.25;
+  for (double& x : multiplied.v) x *= 8.0;
+  for (const RowRef row : {RowRef{0, 0, 0}, RowRef{1, 3, 2}, RowRef{0, 2, 1}}) {
+    const RowResult a = compute_row(p.view(), row, Tier::kFast), b = compute_row(multiplied.view(), row, Tier::kFast);
+    EXPECT_EQ(a.lse, b.lse);
+    for (size_t k = 0; k < a.o.size(); ++k) EXPECT_EQ(a.o[k], b.o[k]) << k;
+  }
+  int64_t rows = 0;
+  double worst = 0.0;
+  for (int trial = 0; trial < 12; ++trial) {
+    TestProblem t = make_shape(Format::kE4M3, 2, 1 + rng.below(300), 128, kAllKeys, 2, 2, 1);
+    fill_normal(&t, 100 + static_cast<uint64_t>(trial), 2, 2, 1);
+    if (trial % 3 == 0) t.softcap = 15.0;
+    if (trial % 4 == 1) t.sink = {testing::round_to(Format::kF32, rng.normal(0, 2)), -3.5};
+    for (std::vector<double>* d : {&t.descale_q, &t.descale_k, &t.descale_v}) {
+      d->resize(2);
+      for (double& x : *d) x = testing::round_to(Format::kF32, std::exp(rng.normal(0, 2)));
+    }
+    for (int64_t h = 0; h < 2; ++h) {
+      for (int64_t i = 0; i < 2; ++i) {
+        const RowRef row{static_cast<int64_t>(rng.below(2)), h, i};
+        const RowResult fast = compute_row(t.view(), row, Tier::kFast);
+        const RowResult gold = compute_row(t.view(), row, Tier::kGold);
+        EXPECT_LE(std::fabs(fast.lse - gold.lse), fast.lse_err + gold.lse_err) << trial;
+        for (size_t k = 0; k < fast.o.size(); ++k) {
+          ASSERT_LE(std::fabs(fast.o[k] - gold.o[k]), fast.o_err[k] + gold.o_err[k]) << trial << " column " << k;
+        }
+        const RowBound bound = bound_row(fast, Format::kE4M3, Arithmetic::kTensorCoreFp8, 128, t.head_dim);
+        const std::vector<double> emulated =
+            emulated_row(t.view(), row, Format::kE4M3, Arithmetic::kTensorCoreFp8, 128, &fast);
+        for (size_t k = 0; k < emulated.size(); ++k) {
+          const double r = error_ratio(emulated[k], fast.o[k], bound.o[k], bound.unconstrained);
+          EXPECT_LE(r, 1.0) << "trial " << trial << " column " << k;
+          worst = std::isnan(r) ? kInf : std::max(worst, r);
+        }
+        ++rows;
+      }
+    }
+  }
+  std::printf("descaled fp8 rows: %lld, worst emulated ratio %.3g\n", static_cast<long long>(rows), worst);
+}
+
+// Descales are checked where a row is viewed: [batch, heads_kv] or empty, finite fp32 values > 0, never with a
+// dropout; each refusal names the span. The backward pass refuses them.
+TEST(ErrorModelFp8, BadDescalesAreRefusedNamingTheField) {
+  TestProblem p = make_shape(Format::kE4M3, 1, 8, 16, kAllKeys, 1, 2, 1);
+  fill_normal(&p, 7, 1, 1, 1);
+  const auto refused = [&](TestProblem t, const std::string& field) {
+    try {
+      (void)compute_row(t.view(), {0, 0, 0}, Tier::kFast);
+      ADD_FAILURE() << field << " was not refused";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  for (const double bad : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(), kInf, 0.1}) {  // 0.1: no fp32 value
+    TestProblem t = p;
+    t.descale_k = {bad};
+    refused(t, "descale_k");
+  }
+  TestProblem wrong_size = p;
+  wrong_size.descale_q = {1.0, 1.0};
+  refused(wrong_size, "descale_q");
+  TestProblem with_dropout = p;
+  with_dropout.descale_v = {2.0};
+  Problem dropped = with_dropout.view();
+  dropped.dropout = Dropout{0.5f, 1, 0};
+  EXPECT_THROW((void)compute_row(dropped, {0, 0, 0}, Tier::kFast), std::invalid_argument);
+  TestProblem descaled = p;
+  descaled.descale_q = {2.0};
+  const std::vector<double> d_o(static_cast<size_t>(p.head_dim) * 8, 1.0);
+  EXPECT_THROW((void)exact_gradient(descaled.view(), d_o), std::invalid_argument);
 }
 
 // The fp8 path and the e4m3 format go together: any other pairing is a caller's mistake, refused with both names.

@@ -77,6 +77,9 @@ Problem TestProblem::view() const {
   p.q = q;
   p.k = k;
   p.v = v;
+  p.descale_q = descale_q;
+  p.descale_k = descale_k;
+  p.descale_v = descale_v;
   return p;
 }
 

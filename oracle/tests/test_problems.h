@@ -39,6 +39,7 @@ struct TestProblem {
   std::vector<double> sink;     // [heads_q] fp32 values, or empty: none
   std::vector<int64_t> seqlens_q, seqlens_k;  // [batch] per-sequence lengths, or empty: seqlen_q / seqlen_k each
   std::vector<double> q, k, v;  // contiguous [B, H, S, D] (v: D = value_dim()), rounded to the format
+  std::vector<double> descale_q, descale_k, descale_v;  // [batch, heads_kv] fp32 values, or empty (Problem's)
   int64_t value_dim() const { return head_dim_v > 0 ? head_dim_v : head_dim; }
   Problem view() const;
 };

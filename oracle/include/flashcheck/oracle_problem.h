@@ -105,7 +105,17 @@ struct Problem {
   // Dropout of P's elements (docs/design/dropout-rng.md): O_i = sum_j P_ij z_ij / (1 - p) v_j with P the undropped
   // softmax (sink included in its denominator) and z_ij the keep decision; LSE is the undropped one. p = 0: none.
   Dropout dropout;
+  // fp8 descales (docs/design/fp8-forward.md): one fp32 value per (batch, kv head) each, finite and > 0, or empty (1).
+  // q, k and v then hold the raw values, and the problem is attention on descale_q q, descale_k k and descale_v v,
+  // query head h reading its K/V head's entry of descale_q: the exact scores are (scale descale_q descale_k) q.k and
+  // O is descale_v times the raw V's. Descales and a dropout do not go together (the fp8 path has none).
+  std::span<const double> descale_q, descale_k, descale_v;  // [batch, heads_kv] or empty
 };
+
+// Whether the problem carries fp8 descales (any of the three spans non-empty).
+inline bool has_descales(const Problem& problem) {
+  return !problem.descale_q.empty() || !problem.descale_k.empty() || !problem.descale_v.empty();
+}
 
 // The columns of V and O: head_dim_v, or head_dim where it is 0.
 inline int64_t value_dim(const Problem& problem) {
