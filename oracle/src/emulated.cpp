@@ -89,8 +89,8 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
     const float e = static_cast<float>(std::exp2(static_cast<double>(arg)) * (1 + exp2_error(row, key, sign)));
     return uses_tile_reference(path) && e < std::numeric_limits<float>::min() ? 0.0f : e;
   };
-  // The fp8 path's P offset (exact in fp32), added to every weight's argument and so carried by l and the
-  // accumulator alike; its P*V takes each tile into a fresh accumulator, promoted into acc by one fp32 FMA.
+  // The fp8 path's P offset (exact in fp32; 0 elsewhere, where adding it changes no exp2), added to every weight's
+  // argument and so carried by l and the accumulator alike; its P*V takes each tile into a fresh accumulator, promoted into acc by one fp32 FMA.
   const bool fp8 = path == Arithmetic::kTensorCoreFp8;
   const float offset = fp8 ? static_cast<float>(kFp8POffsetLog2) : 0.0f;
   std::vector<float> tile_acc(fp8 ? static_cast<size_t>(dim_v) : 0);
@@ -110,8 +110,7 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
     float p_sum = 0.0f;
     for (int64_t j = t0; j < t1; ++j) {
       float& pj = p[static_cast<size_t>(j - t0)];
-      pj = exp2_at(fp8 ? (x[static_cast<size_t>(j)] - m_use) + offset : x[static_cast<size_t>(j)] - m_use,
-                   key_begin + j);
+      pj = exp2_at((x[static_cast<size_t>(j)] - m_use) + offset, key_begin + j);
       p_sum += pj;  // l takes fp32 P, before any rounding for P*V
     }
     l[0] = std::fma(l[0], alpha, p_sum);
@@ -142,7 +141,7 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
       const float m_new = std::fmax(ref, sink2);
       const float origin = m_new == neg_inf ? 0.0f : m_new;
       alpha = exp2_at(ref - origin, kSinkAlphaKey);
-      const float sink_p = exp2_at(fp8 ? (sink2 - origin) + offset : sink2 - origin, kSinkWeightKey);
+      const float sink_p = exp2_at((sink2 - origin) + offset, kSinkWeightKey);
       for (float& li : l) li = li * alpha + sink_p;
     }
     for (float& a : acc) a *= alpha;

@@ -97,7 +97,10 @@ struct PathModel {
   double l_unit = kU32, l_terms = 0;          // accumulation of l incl. rescale multiplies
 };
 
-double mma_terms(double terms) { return terms + std::ceil(terms / kMmaKMin); }
+// Roundings of n terms added by an mma whose blocks hold k >= k_min products: n + ceil(n / k_min) (§3).
+double mma_terms(double terms, int64_t k_min = kMmaKMin) {
+  return terms + std::ceil(terms / static_cast<double>(k_min));
+}
 
 // Half the smallest subnormal spacing of P's format (the absolute error of rounding a tiny P).
 double half_subnormal(Format format) {
@@ -115,7 +118,6 @@ double half_subnormal(Format format) {
 // longest K/V tile (the fp8 path's wgmma chains end there).
 PathModel path_model(Format format, Arithmetic path, int64_t head_dim, int64_t n, int64_t tiles, int64_t block) {
   const double d = static_cast<double>(head_dim), keys = static_cast<double>(n), t = static_cast<double>(tiles);
-  const auto fp8_terms = [](double terms) { return terms + std::ceil(terms / kMmaKFp8Min); };
   PathModel pm;
   switch (path) {
     case Arithmetic::kGeneralFp32:  // fp32 FMA chains on CUDA cores
@@ -142,10 +144,11 @@ PathModel path_model(Format format, Arithmetic path, int64_t head_dim, int64_t n
     case Arithmetic::kTensorCoreFp8:  // exact products of e4m3 values at 14 bits; P*V per tile, promoted in fp32
       pm.score_unit = pm.pv_unit = kUMmaFp8;
       pm.l_unit = kUMma;
-      pm.score_terms = fp8_terms(d);
+      pm.score_terms = mma_terms(d, kMmaKFp8Min);
       pm.p_round = unit_roundoff(Format::kE4M3);
       pm.p_round_abs = kFp8PRoundAbs;
-      pm.pv_terms = fp8_terms(static_cast<double>(std::min(block, n))) + std::ceil(t / kFp32RoundingsPerFp8Cut);
+      pm.pv_terms =
+          mma_terms(static_cast<double>(std::min(block, n)), kMmaKFp8Min) + std::ceil(t / kFp32RoundingsPerFp8Cut);
       pm.l_terms = keys + t;
       break;
   }

@@ -180,7 +180,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   r.keep_scale = view.has_dropout() ? view.value_scale : 1.0;
   // The kept keys' values enter O times value_scale (a dropout's 1 / (1 - p), or fp8's descale_v), applied after the
   // sums as the factor of a dropout is.
-  const bool dropout = view.value_scale != 1.0;
+  const bool scaled_values = view.value_scale != 1.0;
   // Scores run over dim (Q's and K's columns); V, O and every per-column ingredient over dim_v.
   const int64_t dim = view.head_dim, dim_v = view.head_dim_v;
   const int64_t n = view.visible;
@@ -226,7 +226,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
       col_nonfinite[k] += vj[k] * 0.0;
     }
   }
-  if (dropout) {
+  if (scaled_values) {
     for (int64_t k = 0; k < dim_v; ++k) {
       abs_v_sum[k] *= view.value_scale;
       col_max[k] *= view.value_scale;
@@ -429,7 +429,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
   for (int64_t k = 0; k < dim_v; ++k) {
     const size_t kk = static_cast<size_t>(k);
     r.o[kk] = std::isnan(col_nonfinite[k]) ? kNaN : (acc_sum[kk] + acc_comp[kk]) / l;
-    if (dropout) r.o[kk] *= view.value_scale;
+    if (scaled_values) r.o[kk] *= view.value_scale;
   }
 
   // Pass 4: bound ingredients, weighted by p_j = w_j / l. Vectorised over k.
@@ -451,7 +451,7 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
     r.score_flush_max = std::max(r.score_flush_max, abs_scale * flush[j]);
     if (p == 0.0) continue;
     const double* values = view.v + j * dim_v;
-    if (dropout) {
+    if (scaled_values) {
       if (!view.kept(j)) {
         add_zero_row(o, p, p * s_abs, p * g, p * noise[j], dim_v, dev_pv, dev_pv_score, dev_pv_gap, dev_pv_score_sq);
         continue;
@@ -499,8 +499,9 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
     r.o_err[kk] = kSecondOrder *
                   ((weight_const * r.dev_pv[kk] + weight_gap * r.dev_pv_gap[kk]) / (1 - weight_mean) +
                    dot_rel * (1 + 2 * weight_mean) * r.abs_pv[kk] + 4 * kUnit * std::fabs(r.o[kk]) + underflow_abs(kk));
-    // The dropout's factor: keep_scale's own error (2^-52 relative) and the product's rounding, u each.
-    if (dropout) r.o_err[kk] += kSecondOrder * 3 * kUnit * std::fabs(r.o[kk]);
+    // The values' factor: its own error (a dropout's keep_scale within 2^-52; an fp32 descale_v exact) and the
+    // product's rounding, u each.
+    if (scaled_values) r.o_err[kk] += kSecondOrder * 3 * kUnit * std::fabs(r.o[kk]);
   }
   const double l_rel = 2 * kUnit + gamma2_n;
   r.lse_err = kSecondOrder * (score_err + weight_mean + l_rel + 2 * kUnit * std::log1p(rest) +

@@ -62,6 +62,7 @@ RowView view_row(const Problem& p, RowRef row) {
   view.k = p.k.data() + key_offset * p.head_dim;
   view.v = p.v.data() + key_offset * dim_v;
   const int64_t descales = p.batch * p.heads_kv;
+  const size_t descale_at = static_cast<size_t>(row.b * p.heads_kv + h_kv);  // the row's (batch, kv head) entry
   for (const auto& [span, name] : {std::pair{p.descale_q, "descale_q"}, std::pair{p.descale_k, "descale_k"},
                                    std::pair{p.descale_v, "descale_v"}}) {
     if (span.empty()) continue;
@@ -69,7 +70,7 @@ RowView view_row(const Problem& p, RowRef row) {
       throw std::invalid_argument(std::string("oracle: ") + name + " has " + std::to_string(span.size()) +
                                   " values; it must be empty or [batch, heads_kv] (" + std::to_string(descales) + ")");
     }
-    const double d = span[static_cast<size_t>(row.b * p.heads_kv + h_kv)];
+    const double d = span[descale_at];
     if (!(d > 0.0) || !std::isfinite(d) || static_cast<double>(static_cast<float>(d)) != d) {
       throw std::invalid_argument(std::string("oracle: ") + name + " holds " + std::to_string(d) +
                                   "; a descale must be a finite fp32 value > 0");
@@ -80,7 +81,7 @@ RowView view_row(const Problem& p, RowRef row) {
     }
   }
   const auto descale_of = [&](std::span<const double> span) {
-    return span.empty() ? 1.0 : span[static_cast<size_t>(row.b * p.heads_kv + h_kv)];
+    return span.empty() ? 1.0 : span[descale_at];
   };
   if (!p.descale_q.empty() || !p.descale_k.empty()) {
     // scale d_q is exact in double (two 24-bit significands); times d_k it needs up to 72 bits: hi + lo exactly.
