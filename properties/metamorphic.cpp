@@ -65,12 +65,16 @@ void permuting_keys_leaves_output_unchanged() {
   const RunOutputs b = run_backend(permuted);
   RelationWorst worst;
   for (const oracle::RowRef& r : rows_to_check(base, a.config, c.seed)) {
-    const ExactRow e = exact_row(base, a.config, r);  // the exact row is the same for both orders
-    if (e.bound.unconstrained) continue;
+    // The exact row is the same for both orders; its bound is not: where the largest scores fall among the
+    // tiles decides how many rescalings the running sums take, so each run is held to its own bound.
+    const ExactRow e = exact_row(base, a.config, r);
+    const ExactRow ep = exact_row(permuted, b.config, r);
+    if (e.bound.unconstrained || ep.bound.unconstrained) continue;
     for (int64_t d = 0; d < value_head_dim(p); ++d) {
-      worst.add(o_at(b, p, r, d), o_at(a, p, r, d), 2.0 * e.bound.o[static_cast<size_t>(d)], r, d);
+      const size_t k = static_cast<size_t>(d);
+      worst.add(o_at(b, p, r, d), o_at(a, p, r, d), e.bound.o[k] + ep.bound.o[k], r, d);
     }
-    worst.add(lse_at(b, p, r), lse_at(a, p, r), 2.0 * e.bound.lse, r, -1);
+    worst.add(lse_at(b, p, r), lse_at(a, p, r), e.bound.lse + ep.bound.lse, r, -1);
   }
   assert_worst(worst, "O(permuted K, V) vs O(K, V)");
 }
@@ -554,7 +558,7 @@ bool columns_bit_for_bit(const RunOutputs& run) {
 }  // namespace
 
 // O's column c is sum_j p_j v_jc / l: a permutation of V's columns permutes O's. Bit for bit where each column is its
-// own fp32 chain over the keys (the general path and the host model's every path); within twice the bound on the
+// own fp32 chain over the keys (the general path and the host model's every path); within the two runs' bounds on the
 // tensor-core and split-tf32 paths, whose hardware sums the columns of one tile in one instruction.
 void permuting_v_columns_permutes_o() {
   ColumnRelation rel = column_relation("PermutingVColumnsPermutesO");
@@ -580,7 +584,8 @@ void permuting_v_columns_permutes_o() {
   RelationWorst worst;
   for (const oracle::RowRef& r : rows_to_check(base, a.config, rel.c.seed)) {
     const ExactRow e = exact_row(base, a.config, r);
-    if (!bitwise && e.bound.unconstrained) continue;
+    const ExactRow ep = exact_row(permuted, b.config, r);
+    if (!bitwise && (e.bound.unconstrained || ep.bound.unconstrained)) continue;
     for (int64_t d = 0; d < dv; ++d) {
       const double x = o_at(a, p, r, d), y = o_at(b, p, r, perm[static_cast<size_t>(d)]);
       if (bitwise) {
@@ -591,7 +596,7 @@ void permuting_v_columns_permutes_o() {
         }
         continue;
       }
-      worst.add(y, x, 2.0 * e.bound.o[static_cast<size_t>(d)], r, d);
+      worst.add(y, x, e.bound.o[static_cast<size_t>(d)] + ep.bound.o[static_cast<size_t>(perm[static_cast<size_t>(d)])], r, d);
     }
     RC_ASSERT(same_bits(lse_at(a, p, r), lse_at(b, p, r)));  // LSE does not read V
   }
@@ -599,7 +604,7 @@ void permuting_v_columns_permutes_o() {
 }
 
 // O's column c reads V's column c alone: V with other values in one column leaves every other column of O, and
-// LSE, bit for bit (within twice the bound where the columns share an instruction: columns_bit_for_bit).
+// LSE, bit for bit (within the two runs' bounds where the columns share an instruction: columns_bit_for_bit).
 void o_columns_are_independent() {
   ColumnRelation rel = column_relation("OColumnsAreIndependent");
   const HostInputs& base = rel.base;
@@ -618,13 +623,17 @@ void o_columns_are_independent() {
   if (!columns_bit_for_bit(a)) {
     RelationWorst worst;
     for (const oracle::RowRef& r : rows_to_check(base, a.config, rel.c.seed)) {
-      const ExactRow e = exact_row(base, a.config, r);  // every column but the changed one is the same in both
-      if (e.bound.unconstrained) continue;
+      // Every column but the changed one is the same in both; each run is held to its own bound (a row-wide
+      // term of the bound may move with the changed column).
+      const ExactRow e = exact_row(base, a.config, r);
+      const ExactRow ec = exact_row(changed, b.config, r);
+      if (e.bound.unconstrained || ec.bound.unconstrained) continue;
       for (int64_t d = 0; d < dv; ++d) {
         if (d == changed_column) continue;
-        worst.add(o_at(b, p, r, d), o_at(a, p, r, d), 2.0 * e.bound.o[static_cast<size_t>(d)], r, d);
+        const size_t k = static_cast<size_t>(d);
+        worst.add(o_at(b, p, r, d), o_at(a, p, r, d), e.bound.o[k] + ec.bound.o[k], r, d);
       }
-      worst.add(lse_at(b, p, r), lse_at(a, p, r), 2.0 * e.bound.lse, r, -1);
+      worst.add(lse_at(b, p, r), lse_at(a, p, r), e.bound.lse + ec.bound.lse, r, -1);
     }
     assert_worst(worst, "O's other columns after one column of V changed");
     return;
