@@ -55,11 +55,12 @@ rc::Gen<double> gen_sigma() {
   return gen::map(gen::inRange<size_t>(0, kSigmas.size()), [](size_t i) { return kSigmas[i]; });
 }
 
-// The options' dtypes, each as often as its row's case weight (dtypes.def).
+// The options' dtypes, each as often as its row's case weight (dtypes.def); options that name only rows of weight 0
+// (the fp8 properties' f8e4m3) draw those alike.
 rc::Gen<DType> gen_dtype(const CaseOptions& o) {
   std::vector<DType> pool;  // each dtype case_weight times
   for (DType d : o.dtypes) pool.insert(pool.end(), find_dtype(d)->case_weight, d);
-  return gen::elementOf(pool);
+  return gen::elementOf(pool.empty() ? o.dtypes : pool);
 }
 
 rc::Gen<int64_t> gen_pad(const CaseOptions& o) {
@@ -209,7 +210,8 @@ rc::Gen<ValueSpec> gen_normal(double mu = 0.0) {
 }
 
 // Sets q, k, v (and for some families mask and injections) on a case whose shape is fixed.
-rc::Gen<Case> gen_family(const Case& base, ValueFamily family, const KernelConfig& cfg) {
+// f32_allowed: the options take f32 (the special family moves half its largest-value cases onto it).
+rc::Gen<Case> gen_family(const Case& base, ValueFamily family, const KernelConfig& cfg, bool f32_allowed) {
   auto with = [base](ValueSpec q, ValueSpec k, ValueSpec v) {
     Case c = base;
     c.q = q;
@@ -316,9 +318,9 @@ rc::Gen<Case> gen_family(const Case& base, ValueFamily family, const KernelConfi
       // finite and inside fp32 (the error model's domain): a finite row whose scores the split-TF32 family must
       // recompute in fp32 (half these cases are fp32 with head_dim a multiple of 4 and no padding: that family's
       // shapes), and a near-overflow product for the others.
-      auto shapes = gen::map(gen::arbitrary<bool>(), [base](bool split_tf32) {
+      auto shapes = gen::map(gen::arbitrary<bool>(), [base, f32_allowed](bool split_tf32) {
         Case c = base;
-        if (split_tf32) {
+        if (split_tf32 && f32_allowed) {
           c.dtype = DType::kF32;
           c.head_dim = std::min<int64_t>(256, (c.head_dim + 3) / 4 * 4);
           c.pad = 0;
@@ -761,10 +763,11 @@ rc::Gen<Case> replayed_case(const Case& c, const std::string& why) {
 
 rc::Gen<Case> gen_case(const CaseOptions& options) {
   if (const Case* r = replay_case()) return replayed_case(*r, outside_options(options, *r));
-  return gen_features(options, gen::mapcat(gen_shape(options), [options](Case c) {
+  const bool f32_allowed = std::find(options.dtypes.begin(), options.dtypes.end(), DType::kF32) != options.dtypes.end();
+  return gen_features(options, gen::mapcat(gen_shape(options), [options, f32_allowed](Case c) {
     const KernelConfig cfg = kernel_config(case_params(c));
     return gen::mapcat(gen_family_choice(options, c, cfg),
-                       [c, cfg](ValueFamily family) { return gen_family(c, family, cfg); });
+                       [c, cfg, f32_allowed](ValueFamily family) { return gen_family(c, family, cfg, f32_allowed); });
   }));
 }
 
@@ -776,9 +779,10 @@ rc::Gen<Case> gen_special_case(const CaseOptions& options) {
     if (why.empty() && r->inject.empty()) why = "inject: the property's cases inject NaN, inf, -0 or the largest value";
     return replayed_case(*r, why);
   }
-  return gen_features(o, gen::mapcat(gen_shape(o), [](Case c) {
+  const bool f32_allowed = std::find(o.dtypes.begin(), o.dtypes.end(), DType::kF32) != o.dtypes.end();
+  return gen_features(o, gen::mapcat(gen_shape(o), [f32_allowed](Case c) {
     const KernelConfig cfg = kernel_config(case_params(c));
-    return gen_family(c, ValueFamily::kSpecial, cfg);
+    return gen_family(c, ValueFamily::kSpecial, cfg, f32_allowed);
   }));
 }
 

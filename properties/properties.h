@@ -19,7 +19,9 @@ enum class PropertyBinary { kProduction, kInstrumented };
 // The pass a property checks: the forward's O and LSE, the backward's gradients (grad=1 cases), or dropout (forward
 // and backward with a dropout). A subject runs the backward properties where it declares a backward pass
 // (fc_subject_backward_v1) and skips dropout's: the subject ABI carries no dropout.
-enum class PropertyPass { kForward, kBackward, kDropout };
+// kFp8: the fp8 path's forward (f8e4m3 cases), which only the host model computes and subject ABI version 1 does not
+// carry.
+enum class PropertyPass { kForward, kBackward, kDropout, kFp8 };
 
 struct PropertyInfo {
   const char* name;       // the test name in every tier (<Suite>.<name>) and a case line's property=NAME
@@ -97,5 +99,12 @@ void dropout_mask_dump_is_the_contract();
 void dropout_zero_is_no_dropout();
 void dropout_offset_changes_only_the_mask();
 void dropout_threshold_is_exact();
+
+// Property 10 (fp8.cpp): the fp8 path, f8e4m3 cases (PropertyPass::kFp8).
+void fp8_agrees_with_oracle();
+void fp8_p_never_saturates();
+void fp8_light_keys_keep_their_weight();
+void fp8_power_of_two_descales_scale_exactly();
+void fp8_agrees_with_bf16_on_exact_inputs();
 
 }  // namespace flashcheck::properties

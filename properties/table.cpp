@@ -13,6 +13,7 @@ constexpr PropertyBinary kProd = PropertyBinary::kProduction;
 constexpr PropertyBinary kInst = PropertyBinary::kInstrumented;
 constexpr PropertyPass kBwd = PropertyPass::kBackward;
 constexpr PropertyPass kDrop = PropertyPass::kDropout;
+constexpr PropertyPass kFp8 = PropertyPass::kFp8;
 
 Case any_case() { return *gen_case(default_options()); }
 
@@ -61,6 +62,11 @@ constexpr std::array kTable = {
     PropertyInfo{"DropoutZeroIsNoDropout", kProd, dropout_zero_is_no_dropout, kDrop},
     PropertyInfo{"DropoutOffsetChangesOnlyTheMask", kProd, dropout_offset_changes_only_the_mask, kDrop},
     PropertyInfo{"DropoutThresholdIsExact", kProd, dropout_threshold_is_exact, kDrop},
+    PropertyInfo{"Fp8AgreesWithOracle", kProd, fp8_agrees_with_oracle, kFp8},
+    PropertyInfo{"Fp8PNeverSaturates", kProd, fp8_p_never_saturates, kFp8},
+    PropertyInfo{"Fp8LightKeysKeepTheirWeight", kProd, fp8_light_keys_keep_their_weight, kFp8},
+    PropertyInfo{"Fp8PowerOfTwoDescalesScaleExactly", kProd, fp8_power_of_two_descales_scale_exactly, kFp8},
+    PropertyInfo{"Fp8AgreesWithBf16OnExactInputs", kProd, fp8_agrees_with_bf16_on_exact_inputs, kFp8},
     PropertyInfo{"OnlineSoftmaxInvariants", kInst, [] { online_softmax_invariants(any_case()); }},
     PropertyInfo{"SequenceOnlineSoftmaxInvariants", kInst, sequence_online_softmax_invariants},
     // Inputs past the L2 cache take seconds a case: with the instrumented binary's properties rather than the

@@ -257,6 +257,15 @@ const char* property_skip_reason(const char* name) {
     return "flashcheck-skip: GPU tier only (inputs past the GPU's L2 cache, 25-130 M elements a case: minutes per "
            "case on the host model)";
   }
+  if (const PropertyInfo* info = find_property(property); info != nullptr && info->pass == PropertyPass::kFp8) {
+    if (g_subject != nullptr) {
+      return "flashcheck-skip: needs f8e4m3 inputs, which subject ABI version 1 does not carry";
+    }
+    if (g_backend == Backend::kGpu) {
+      return "flashcheck-skip: the fp8 path has no CUDA kernel in this library (the host model computes it: "
+             "Model_Properties)";
+    }
+  }
   if (g_subject == nullptr) return nullptr;
   if (const PropertyInfo* info = find_property(property); info != nullptr && info->pass == PropertyPass::kBackward) {
     if (!g_subject->backward()) {

@@ -239,6 +239,8 @@ std::string check_window(const Case& c) {
   return {};
 }
 
+// Why descale= is refused with another dtype, for the parser and validate_case alike.
+constexpr const char* kDescaleNeedsFp8 = "only with dtype f8e4m3 (the fp8 path's descales)";
 // Why dout= is refused without grad=1, for the parser and validate_case alike.
 constexpr const char* kDoutNeedsGrad = "needs grad=1 (dO is the upstream gradient of the backward pass)";
 
@@ -254,6 +256,19 @@ std::string check_dropout(float p) {
 // Empty when the softcap is one the API takes: finite and >= 0 (0 = off).
 std::string check_softcap(float softcap) {
   if (!std::isfinite(softcap) || softcap < 0.0f) return "softcap must be finite and >= 0 (0 = off)";
+  return {};
+}
+
+// A descale distribution (Case::descale): every value it can draw rounds to a positive normal fp32 value.
+std::string check_descale(const ValueSpec& spec) {
+  if (spec.kind != DistKind::kUniform && spec.kind != DistKind::kConst) {
+    return "a descale is drawn from uniform(lo,hi) or const(c)";
+  }
+  const double lo = spec.a, hi = spec.kind == DistKind::kUniform ? spec.b : spec.a;
+  if (!(lo >= static_cast<double>(std::numeric_limits<float>::min()) && lo <= hi &&
+        hi <= static_cast<double>(std::numeric_limits<float>::max()))) {
+    return "descales must lie in fp32's positive normal range (lo >= 2^-126, hi <= FLT_MAX)";
+  }
   return {};
 }
 
@@ -757,6 +772,10 @@ std::string format_case(const Case& c) {
     out += " sink=";
     append_spec(&out, *c.sink);
   }
+  if (c.descale) {
+    out += " descale=";
+    append_spec(&out, *c.descale);
+  }
   if (c.grad) out += " grad=1";
   // dout= with every grad=1 line, so the line says dO's distribution; without grad only when not the default, so
   // that an invalid Case prints what parse_case then rejects.
@@ -852,6 +871,14 @@ Status validate_case(const Case& c) {
     append_spec(&spec, c.dout);
     return invalid("dout=" + spec + ": " + kDoutNeedsGrad);
   }
+  if (c.descale) {
+    std::string spec;
+    append_spec(&spec, *c.descale);
+    if (c.dtype != DType::kF8E4M3) return invalid("descale=" + spec + ": " + kDescaleNeedsFp8);
+    if (const std::string problem = check_descale(*c.descale); !problem.empty()) {
+      return invalid("descale=" + spec + ": " + problem);
+    }
+  }
   for (const Injection& inj : c.inject) {
     const std::string problem = check_injection(c, inj);
     if (!problem.empty()) return invalid("inject " + format_injection(inj) + ": " + problem);
@@ -873,14 +900,17 @@ Status parse_case(std::string_view line, Case* out) {
   }
   c.dtype = *dtype;
 
-  constexpr std::array<const char*, 30> kKeys = {"b",        "hq",      "hkv",     "sq",        "sk",          "d",
+  constexpr std::array<const char*, 31> kKeys = {"b",        "hq",      "hkv",     "sq",        "sk",          "d",
                                                  "dv",       "mask",    "window",  "layout",    "pad",         "seqs",
                                                  "page",     "poison",  "splits",  "scale",     "softcap",     "dropout",
                                                  "drop_seed", "drop_offset", "q",  "k",         "v",           "sink",
-                                                 "grad",     "dout",    "inject",  "property",  "subject",     "seed"};
-  constexpr size_t kHkvKey = 2, kMaskKey = 7, kWindowKey = 8, kDropSeedKey = 18, kDropOffsetKey = 19, kDoutKey = 25;
+                                                 "descale",  "grad",    "dout",    "inject",    "property",    "subject",
+                                                 "seed"};
+  constexpr size_t kHkvKey = 2, kMaskKey = 7, kWindowKey = 8, kDropSeedKey = 18, kDropOffsetKey = 19, kDescaleKey = 24,
+                   kDoutKey = 26;
   static_assert(std::string_view(kKeys[kHkvKey]) == "hkv" && std::string_view(kKeys[kMaskKey]) == "mask" &&
                 std::string_view(kKeys[kWindowKey]) == "window" && std::string_view(kKeys[kDoutKey]) == "dout" &&
+                std::string_view(kKeys[kDescaleKey]) == "descale" &&
                 std::string_view(kKeys[kDropSeedKey]) == "drop_seed" &&
                 std::string_view(kKeys[kDropOffsetKey]) == "drop_offset");
   const auto key_index_of = [&](std::string_view key) {
@@ -1004,6 +1034,12 @@ Status parse_case(std::string_view line, Case* out) {
       ValueSpec spec;
       ok = parse_spec(value, &spec, &reason);
       if (ok) c.sink = spec;
+    } else if (k == "descale") {
+      ValueSpec spec;
+      ok = parse_spec(value, &spec, &reason);
+      if (ok) reason = check_descale(spec);
+      ok = ok && reason.empty();
+      if (ok) c.descale = spec;
     } else if (k == "grad") {
       ok = value == "0" || value == "1";
       if (ok) {
@@ -1065,6 +1101,11 @@ Status parse_case(std::string_view line, Case* out) {
   // The mask's seed and offset exist only with a dropout: checked once dropout is known, whichever came first.
   for (const size_t key : {kDropSeedKey, kDropOffsetKey}) {
     if (seen[key] && c.dropout == 0.0f) return invalid(where(key_token[key]) + ": " + kKeys[key] + " " + kDropNeedsDropout);
+  }
+
+  // Descales belong to the fp8 path: the dtype comes first on every line.
+  if (seen[kDescaleKey] && c.dtype != DType::kF8E4M3) {
+    return invalid(where(key_token[kDescaleKey]) + ": descale " + kDescaleNeedsFp8);
   }
 
   // dO exists only in the backward pass: checked once grad is known, whichever came first.

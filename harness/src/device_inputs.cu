@@ -166,7 +166,7 @@ unsigned blocks_for(int64_t slots) {
   return static_cast<unsigned>(std::clamp<int64_t>((slots + kThreads - 1) / kThreads, 1, kMaxBlocks));
 }
 
-uint32_t pad_bits_of(DType dtype) { return dtype_size(dtype) == 4 ? kInputPadBits32 : kInputPadBits16; }
+uint32_t pad_bits_of(DType dtype) { return input_pad_bits(dtype); }
 uint32_t poison_bits_of(DType dtype) { return dtype_size(dtype) == 4 ? kPoisonBits32 : kPoisonBits16; }
 uint32_t canary_bits_of(DType dtype) {
   return dtype_size(dtype) == 4 ? 0x01010101u * kCanaryByte : 0x0101u * kCanaryByte;
@@ -379,6 +379,10 @@ namespace {
 // run_sampled_on_device's work; `result` carries what it found so far.
 Status run_sampled(const Case& c, std::span<const oracle::RowRef> rows, cudaStream_t stream, SampledRun* result) {
   if (!device_available()) return {StatusCode::kNoDevice, "no CUDA device available"};
+  if (output_dtype(c.dtype) != c.dtype || c.descale) {
+    return {StatusCode::kUnsupported, std::string("dtype: the device-drawn path holds O like Q in the input dtype, and "
+                                                  "no descales (got ") + to_string(c.dtype) + ")"};
+  }
   const int64_t needed = device_case_bytes(c);
   if (const int64_t free_bytes = free_device_bytes(); free_bytes >= 0 && needed > free_bytes) {
     result->device_memory_short = true;

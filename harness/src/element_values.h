@@ -319,9 +319,10 @@ inline ElementRule tensor_rule(const Case& c, char tensor) {
   return rule;
 }
 
-// The rule of the sink logits: fp32 values drawn as a [1, 1, heads_q, 1] tensor (the head is the element index, a
-// ramp runs along the heads and dominant picks one head).
-inline ElementRule sink_rule(const Case& c, const ValueSpec& spec) {
+// The rule of `count` fp32 values drawn as a [1, 1, count, 1] tensor on `stream` (the element index is the row, a
+// ramp runs along them and dominant picks one).
+inline ElementRule fp32_vector_rule(const Case& c, const ValueSpec& spec, Stream stream, Stream dominant_stream,
+                                    int64_t count) {
   ElementRule rule;
   rule.kind = spec.kind;
   rule.a = spec.a;
@@ -329,10 +330,22 @@ inline ElementRule sink_rule(const Case& c, const ValueSpec& spec) {
   rule.format = kBinary32;
   rule.max_finite = dtype_max(DType::kF32);
   rule.seed = c.seed;
-  rule.stream = static_cast<uint32_t>(Stream::kSink);
-  rule.dominant_stream = static_cast<uint32_t>(Stream::kDominantSink);
-  rule.seqlen = c.heads_q;
+  rule.stream = static_cast<uint32_t>(stream);
+  rule.dominant_stream = static_cast<uint32_t>(dominant_stream);
+  rule.seqlen = count;
   return rule;
+}
+
+// The rule of the sink logits: one per query head (the head is the element index).
+inline ElementRule sink_rule(const Case& c, const ValueSpec& spec) {
+  return fp32_vector_rule(c, spec, Stream::kSink, Stream::kDominantSink, c.heads_q);
+}
+
+// The rule of one tensor's fp8 descales ('q', 'k' or 'v'): [batch, heads_kv], element index b * heads_kv + g.
+// Case::descale allows uniform and const only, which draw no dominant row.
+inline ElementRule descale_rule(const Case& c, const ValueSpec& spec, char tensor) {
+  const Stream stream = tensor == 'q' ? Stream::kDescaleQ : tensor == 'k' ? Stream::kDescaleK : Stream::kDescaleV;
+  return fp32_vector_rule(c, spec, stream, stream, c.batch * c.heads_kv);
 }
 
 }  // namespace flashcheck::elements

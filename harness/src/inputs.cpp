@@ -103,13 +103,13 @@ void generate(const elements::ElementRule& rule, DType dtype, const TensorShape&
 uint32_t poison_bits(DType dtype, Poison poison) {
   switch (poison) {
     case Poison::kNaN:
-      return dtype_size(dtype) == 4 ? kInputPadBits32 : kInputPadBits16;
+      return input_pad_bits(dtype);
     case Poison::kInf:
       return encode_dtype(dtype, std::numeric_limits<double>::infinity());
     case Poison::kZero:
       return encode_dtype(dtype, 0.0);
   }
-  return dtype_size(dtype) == 4 ? kInputPadBits32 : kInputPadBits16;
+  return input_pad_bits(dtype);
 }
 
 // Every element of `bytes` to the poison; generation then overwrites the elements that are data.
@@ -206,11 +206,11 @@ InputSizes input_sizes(const Case& c, const Params& params) {
   // Bytes: encoded tensors (padded layout) plus the decoded canonical copies (8 bytes per element), and the
   // sink's fp32 values with their copies (its own check: heads_q may be huge where batch is 0). With sequences the
   // encoded tensors hold their packed or paged rows, and the index arrays (with the page shuffle's scratch) count.
-  // With grad, dO's copies count: O's buffer and canonical elements.
+  // With grad, dO's copies count: O's buffer and canonical elements; with descales their three [batch, heads_kv].
   int64_t row_elems = 0, v_row_elems = 0, q_padded = 0, kv_padded = 0, v_padded = 0, q_elems = 0, kv_elems = 0,
           v_elems = 0, o_padded = 0, o_elems = 0, encoded = 0, decoded = 0, total = 0;
   const int64_t sink_count = c.sink ? c.heads_q : 0;
-  int64_t sink_bytes = 0, index_bytes = 0, d_o_bytes = 0;
+  int64_t sink_bytes = 0, index_bytes = 0, d_o_bytes = 0, descale_bytes = 0;
   bool fits = checked_add(c.head_dim, c.pad, &row_elems) && checked_add(c.value_dim(), c.pad, &v_row_elems);
   if (!has_seqs) {
     fits = fits && checked_product({c.batch, c.heads_q, c.seqlen_q, row_elems}, &q_padded) &&
@@ -239,7 +239,10 @@ InputSizes input_sizes(const Case& c, const Params& params) {
          checked_add(encoded, decoded, &total) &&
          checked_mul(sink_count, int64_t{sizeof(float) + sizeof(double)}, &sink_bytes) &&
          checked_add(total, sink_bytes, &total) && checked_add(total, index_bytes, &total) &&
-         dout_bytes(c, o_padded, o_elems, &d_o_bytes) && checked_add(total, d_o_bytes, &total);
+         dout_bytes(c, o_padded, o_elems, &d_o_bytes) && checked_add(total, d_o_bytes, &total) &&
+         checked_product({c.descale ? 3 : 0, c.batch, c.heads_kv, int64_t{sizeof(float) + sizeof(double)}},
+                         &descale_bytes) &&
+         checked_add(total, descale_bytes, &total);
   InputSizes sizes;
   sizes.fits = fits;
   sizes.q_padded = q_padded;
@@ -257,7 +260,11 @@ InputSizes input_sizes(const Case& c, const Params& params) {
 }  // namespace
 
 oracle::Problem HostInputs::problem() const {
-  return oracle_problem(params, q_exact, k_exact, v_exact, sink_exact, seqlens_q, seqlens_k);
+  oracle::Problem p = oracle_problem(params, q_exact, k_exact, v_exact, sink_exact, seqlens_q, seqlens_k);
+  p.descale_q = descale_q_exact;
+  p.descale_k = descale_k_exact;
+  p.descale_v = descale_v_exact;
+  return p;
 }
 
 uint64_t fnv1a64(const uint8_t* data, size_t size, uint64_t hash) {
@@ -280,6 +287,9 @@ uint64_t HostInputs::hash() const {
   }
   // Empty without grad: a forward case's hash covers its forward inputs alone.
   if (!d_o.empty()) h = fnv1a64(d_o.data(), d_o.size(), h);
+  for (const std::vector<float>* d : {&descale_q, &descale_k, &descale_v}) {  // empty without descales
+    h = fnv1a64(reinterpret_cast<const uint8_t*>(d->data()), d->size() * sizeof(float), h);
+  }
   return h;
 }
 
@@ -292,6 +302,9 @@ void HostInputs::bind() {
   params.cu_seqlens_k = cu_seqlens_k.empty() ? nullptr : cu_seqlens_k.data();
   params.seqused_k = seqused_k.empty() ? nullptr : seqused_k.data();
   params.page_table = page_table.empty() ? nullptr : page_table.data();
+  params.descale_q = descale_q.empty() ? nullptr : descale_q.data();
+  params.descale_k = descale_k.empty() ? nullptr : descale_k.data();
+  params.descale_v = descale_v.empty() ? nullptr : descale_v.data();
 }
 
 int64_t host_inputs_bytes(const Case& c) {
@@ -299,19 +312,34 @@ int64_t host_inputs_bytes(const Case& c) {
   return sizes.fits ? sizes.total : -1;
 }
 
+namespace {
+
+// rule.seqlen fp32 values drawn by `rule` as a [1, 1, count, 1] tensor, as floats and as doubles.
+void draw_fp32_values(const elements::ElementRule& rule, std::vector<float>* values, std::vector<double>* exact) {
+  const int64_t count = rule.seqlen;
+  const TensorShape shape{1, 1, count, 1, Strides{count, count, 1}};
+  std::vector<uint8_t> bytes_f32(static_cast<size_t>(count) * sizeof(float));
+  exact->resize(static_cast<size_t>(count));
+  generate(rule, DType::kF32, shape, &bytes_f32, exact);
+  values->resize(static_cast<size_t>(count));
+  if (!bytes_f32.empty()) std::memcpy(values->data(), bytes_f32.data(), bytes_f32.size());
+}
+
+// The fp8 descales of `c` into `in` (all empty without Case::descale).
+void make_descales(const Case& c, HostInputs* in) {
+  if (!c.descale) return;
+  draw_fp32_values(elements::descale_rule(c, *c.descale, 'q'), &in->descale_q, &in->descale_q_exact);
+  draw_fp32_values(elements::descale_rule(c, *c.descale, 'k'), &in->descale_k, &in->descale_k_exact);
+  draw_fp32_values(elements::descale_rule(c, *c.descale, 'v'), &in->descale_v, &in->descale_v_exact);
+}
+
+}  // namespace
+
 void make_sink(const Case& c, std::vector<float>* sink, std::vector<double>* sink_exact) {
   sink->clear();
   sink_exact->clear();
   if (!c.sink) return;
-  // One fp32 value per query head, drawn as a [1, 1, heads_q, 1] tensor: the head is the element index, a
-  // ramp runs along the heads and dominant picks one head.
-  const int64_t count = c.heads_q;
-  const TensorShape sink_shape{1, 1, count, 1, Strides{count, count, 1}};
-  std::vector<uint8_t> bytes_f32(static_cast<size_t>(count) * sizeof(float));
-  sink_exact->resize(static_cast<size_t>(count));
-  generate(elements::sink_rule(c, *c.sink), DType::kF32, sink_shape, &bytes_f32, sink_exact);
-  sink->resize(static_cast<size_t>(count));
-  if (!bytes_f32.empty()) std::memcpy(sink->data(), bytes_f32.data(), bytes_f32.size());
+  draw_fp32_values(elements::sink_rule(c, *c.sink), sink, sink_exact);
 }
 
 void regenerate_rows(const Case& c, char tensor, int64_t b, int64_t h, int64_t s_begin, int64_t s_end, double* out) {
@@ -392,6 +420,7 @@ Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes, DrawOn dra
              draw_on == DrawOn::kDevice ? &drawn : nullptr);
   }
   make_sink(c, &in.sink, &in.sink_exact);
+  make_descales(c, &in);
   if (c.grad) {
     // dO: O's layout (packed like O with sequences) over a buffer of poison, drawn on the host whatever `draw_on`
     // says (the device draw covers Q, K and V); injections name q, k or v, never dO.

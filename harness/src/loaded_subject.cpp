@@ -66,9 +66,24 @@ constexpr ClassPoints kClasses[] = {
 #include "flashcheck/masks.def"
 #undef FC_MASK_ROW
 
-// fc_subject_arithmetic's per-dtype arrays are the version-1 ABI's: one entry per dtype row of that version.
-static_assert(kDTypes.size() == std::size(fc_subject_arithmetic{}.arithmetic),
-              "a dtype row beyond the subject ABI's arithmetic arrays needs the ABI's next version");
+// The dtype rows the version-1 ABI carries: its per-dtype arrays (fc_subject_arithmetic's, the backward's and the
+// dropout's) hold one entry per code below their length. A row beyond them (f8e4m3) needs an entry point that
+// carries it; until then a subject's capabilities cannot name it and its cases are UNSUPPORTED.
+constexpr size_t kAbiDTypeCount = std::size(fc_subject_arithmetic{}.arithmetic);
+constexpr std::array<DTypeInfo, kAbiDTypeCount> kSubjectDTypes = [] {
+  std::array<DTypeInfo, kAbiDTypeCount> rows{};
+  for (const DTypeInfo& info : kDTypes) {
+    if (static_cast<size_t>(info.c_code) < kAbiDTypeCount) rows[static_cast<size_t>(info.c_code)] = info;
+  }
+  return rows;
+}();
+constexpr bool abi_rows_complete() {
+  for (size_t i = 0; i < kAbiDTypeCount; ++i) {
+    if (kSubjectDTypes[i].name == nullptr || static_cast<size_t>(kSubjectDTypes[i].c_code) != i) return false;
+  }
+  return true;
+}
+static_assert(abi_rows_complete(), "dtypes.def: every code the subject ABI's arrays index needs its row");
 
 const char* arith_name(int32_t arith) {
   switch (arith) {
@@ -93,7 +108,7 @@ bool contiguous(const Strides& s, int64_t d, int64_t heads, int64_t rows, uint32
 
 std::string list_dtypes(uint32_t bits) {
   std::string out;
-  for (const DTypeInfo& info : kDTypes) {
+  for (const DTypeInfo& info : kSubjectDTypes) {
     if (bits & (1u << static_cast<int>(info.dtype))) out += std::string(out.empty() ? "" : ", ") + info.name;
   }
   return out;
@@ -125,7 +140,7 @@ Status validate(const std::string& path, const fc_subject& s) {
   const fc_subject_capabilities& c = s.capabilities;
   if (s.name == nullptr || !is_subject_name(s.name)) return bad(path, "name: 1 to 64 of A-Z a-z 0-9 . _ -");
   if (s.forward == nullptr) return bad(path, "forward: null");
-  if (c.dtypes == 0 || (c.dtypes & ~subject_bits(kDTypes)) != 0) {
+  if (c.dtypes == 0 || (c.dtypes & ~subject_bits(kSubjectDTypes)) != 0) {
     return bad(path, "capabilities.dtypes: a non-empty set of FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_*)");
   }
   if (c.head_dims != nullptr) {
@@ -148,7 +163,7 @@ Status validate(const std::string& path, const fc_subject& s) {
   }
   if (c.instrumented != 0) return bad(path, "capabilities.instrumented: 0 (ABI version 1 carries no instrumentation)");
   if (s.arithmetic.key_tile < 0) return bad(path, "arithmetic.key_tile: >= 0 (0 = undeclared)");
-  for (const DTypeInfo& info : kDTypes) {
+  for (const DTypeInfo& info : kSubjectDTypes) {
     const size_t d = static_cast<size_t>(info.dtype);
     const int32_t arith = s.arithmetic.arithmetic[d];
     if (arith < FC_SUBJECT_ARITH_UNDECLARED || arith > FC_SUBJECT_ARITH_SPLIT_TF32) {
@@ -196,7 +211,7 @@ template <typename Check>
 Status check_classes(const std::string& path, const std::string& what, const int32_t (&arithmetic)[3], uint32_t dtypes,
                      Check&& check) {
   bool any = false;
-  for (const DTypeInfo& info : kDTypes) {
+  for (const DTypeInfo& info : kSubjectDTypes) {
     const int32_t arith = arithmetic[static_cast<size_t>(info.dtype)];
     if (arith == FC_SUBJECT_ARITH_UNDECLARED) continue;
     const std::string field = what + "[" + info.name + "]: ";
@@ -427,7 +442,7 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     if (!classes.ok()) return classes;
     if (drop->backward_dropout != nullptr) {
       bool reachable = false;
-      for (const DTypeInfo& info : kDTypes) {
+      for (const DTypeInfo& info : kSubjectDTypes) {
         const size_t d = static_cast<size_t>(info.dtype);
         reachable = reachable || (drop->arithmetic[d] != FC_SUBJECT_ARITH_UNDECLARED &&
                                   s->backward_->arithmetic[d] != FC_SUBJECT_ARITH_UNDECLARED);
@@ -441,7 +456,7 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
   }
   s->subject_ = descriptor;
   s->name_ = descriptor->name;
-  for (const DTypeInfo& info : kDTypes) {
+  for (const DTypeInfo& info : kSubjectDTypes) {
     const size_t d = static_cast<size_t>(info.dtype);
     const fc_subject_arithmetic& a = descriptor->arithmetic;
     int32_t arith = a.arithmetic[d];
@@ -695,7 +710,7 @@ std::string LoadedSubject::describe() const {
   }
   out += "; backward";
   if (!backward_) out += " none";
-  for (const DTypeInfo& info : kDTypes) {
+  for (const DTypeInfo& info : kSubjectDTypes) {
     const int32_t arith = backward_ ? backward_->arithmetic[static_cast<size_t>(info.dtype)] : FC_SUBJECT_ARITH_UNDECLARED;
     if (arith != FC_SUBJECT_ARITH_UNDECLARED) out += std::string(" ") + info.name + "=" + arith_name(arith);
   }
@@ -705,7 +720,7 @@ std::string LoadedSubject::describe() const {
   }
   out += "; dropout";
   if (!dropout_) out += " none";
-  for (const DTypeInfo& info : kDTypes) {
+  for (const DTypeInfo& info : kSubjectDTypes) {
     if (drops(info.dtype)) out += std::string(" ") + info.name;
   }
   if (dropout_) {
@@ -714,7 +729,7 @@ std::string LoadedSubject::describe() const {
   }
   out += std::string("; gqa ") + (c.gqa ? "yes" : "no") + ", lse " + (c.lse ? "yes" : "no") + ", softcap " +
          (c.softcap ? "yes" : "no") + ", sink " + (c.sink ? "yes" : "no") + "; arithmetic";
-  for (const DTypeInfo& info : kDTypes) {
+  for (const DTypeInfo& info : kSubjectDTypes) {
     if (!(c.dtypes & (1u << static_cast<int>(info.dtype)))) continue;
     out += std::string(" ") + info.name + "=" +
            (declared_[static_cast<size_t>(info.dtype)] ? to_string(path_of_[static_cast<size_t>(info.dtype)]) : "generic");

@@ -36,6 +36,7 @@ oracle::Arithmetic to_oracle(ComputePath path) {
     case ComputePath::kGeneralFp32: return oracle::Arithmetic::kGeneralFp32;
     case ComputePath::kTensorCore: return oracle::Arithmetic::kTensorCore;
     case ComputePath::kSplitTf32: return oracle::Arithmetic::kSplitTf32;
+    case ComputePath::kTensorCoreFp8: return oracle::Arithmetic::kTensorCoreFp8;
   }
   throw std::invalid_argument("to_oracle: unknown ComputePath " + std::to_string(static_cast<int>(path)));
 }

@@ -185,9 +185,10 @@ using ImageCall =
     std::function<Status(Params* params, OutputImages* images, KernelConfig* config, QkvChanged* changed)>;
 
 // The inputs a run compares after the call, in HostInputs' order, by the names RunOutputs::modified_input uses.
-constexpr int kCheckedInputs = 8;
-constexpr const char* kInputNames[kCheckedInputs] = {"q", "k", "v", "sink", "cu_seqlens_q", "cu_seqlens_k",
-                                                     "seqused_k", "page_table"};
+constexpr int kCheckedInputs = 11;
+constexpr const char* kInputNames[kCheckedInputs] = {"q",         "k",          "v",         "sink",
+                                                     "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "page_table",
+                                                     "descale_q", "descale_k",  "descale_v"};
 
 RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, const ImageCall& call) {
   RunOutputs out;
@@ -196,7 +197,7 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
   params.k = inputs.k.empty() ? nullptr : inputs.k.data();
   params.v = inputs.v.empty() ? nullptr : inputs.v.data();
 
-  const DType dtype = params.dtype;
+  const DType dtype = output_dtype(params.dtype);  // O's (bf16 for fp8 inputs)
   const int64_t esize = dtype_size(dtype);
   RowMap rows{params.batch, params.heads_q, params.seqlen_q, value_head_dim(params)};
   if (!inputs.cu_seqlens_q.empty()) {
@@ -301,11 +302,14 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
   if (!inputs.cu_seqlens_k.empty()) images.cu_seqlens_k = make_input_image(inputs.cu_seqlens_k);
   if (!inputs.seqused_k.empty()) images.seqused_k = make_input_image(inputs.seqused_k);
   if (!inputs.page_table.empty()) images.page_table = make_input_image(inputs.page_table);
+  if (!inputs.descale_q.empty()) images.descale_q = make_input_image(inputs.descale_q);
+  if (!inputs.descale_k.empty()) images.descale_k = make_input_image(inputs.descale_k);
+  if (!inputs.descale_v.empty()) images.descale_v = make_input_image(inputs.descale_v);
 
   // The images of the inputs after q, k, v, in kInputNames' order.
-  std::vector<uint8_t>* const input_images[kCheckedInputs - 3] = {&images.sink, &images.cu_seqlens_q,
-                                                                  &images.cu_seqlens_k, &images.seqused_k,
-                                                                  &images.page_table};
+  std::vector<uint8_t>* const input_images[kCheckedInputs - 3] = {
+      &images.sink,      &images.cu_seqlens_q, &images.cu_seqlens_k, &images.seqused_k,
+      &images.page_table, &images.descale_q,   &images.descale_k,    &images.descale_v};
   params.o = o_base;
   params.lse = reinterpret_cast<float*>(images.lse.data() + kGuardBytes);
   params.dropout_mask_out = detail::payload(images.dropout_mask);
@@ -314,6 +318,9 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
   params.cu_seqlens_k = reinterpret_cast<const int32_t*>(detail::payload(images.cu_seqlens_k));
   params.seqused_k = reinterpret_cast<const int32_t*>(detail::payload(images.seqused_k));
   params.page_table = reinterpret_cast<const int32_t*>(detail::payload(images.page_table));
+  params.descale_q = reinterpret_cast<const float*>(detail::payload(images.descale_q));
+  params.descale_k = reinterpret_cast<const float*>(detail::payload(images.descale_k));
+  params.descale_v = reinterpret_cast<const float*>(detail::payload(images.descale_v));
   QkvChanged qkv_changed{};
   out.status = call(&params, &images, &out.config, &qkv_changed);
   // The split count the kernel and the host model derive from these params (pointers only count as null or not).
@@ -327,7 +334,10 @@ RunOutputs run_guarded(const HostInputs& inputs, const RunOptions& options, cons
       payload_differs(inputs.cu_seqlens_q, *input_images[1]),
       payload_differs(inputs.cu_seqlens_k, *input_images[2]),
       payload_differs(inputs.seqused_k, *input_images[3]),
-      payload_differs(inputs.page_table, *input_images[4])};
+      payload_differs(inputs.page_table, *input_images[4]),
+      payload_differs(inputs.descale_q, *input_images[5]),
+      payload_differs(inputs.descale_k, *input_images[6]),
+      payload_differs(inputs.descale_v, *input_images[7])};
   for (int i = 0; i < kCheckedInputs && out.inputs_unchanged; ++i) {
     if (changed[static_cast<size_t>(i)]) {
       out.inputs_unchanged = false;

@@ -31,7 +31,8 @@ namespace {
 // The buffers of a run, one device allocation each.
 enum class Slot : int {
   kQ, kK, kV, kTraceRows, kO, kLse, kM, kL, kTileKinds, kRescale, kTraceM, kTraceL, kSink,
-  kCuSeqlensQ, kCuSeqlensK, kSequsedK, kPageTable, kDOut, kDq, kDk, kDv, kDsink, kDropoutMask, kCount
+  kCuSeqlensQ, kCuSeqlensK, kSequsedK, kPageTable, kDOut, kDq, kDk, kDv, kDsink, kDropoutMask, kDescaleQ, kDescaleK,
+  kDescaleV, kCount
 };
 }  // namespace
 
@@ -116,7 +117,8 @@ class DeviceRun {
 };
 
 // The images and the slots they travel in, in one list so upload and download cannot disagree: the outputs, and
-// the inputs that travel as images (the sink, the index arrays), whose guards and bytes are checked after the run.
+// the inputs that travel as images (the sink, the index arrays, the descales), whose guards and bytes are checked after
+// the run.
 struct ImageSlot {
   Slot slot;
   std::vector<uint8_t> OutputImages::*image;
@@ -137,6 +139,9 @@ constexpr ImageSlot kImageSlots[] = {
     {Slot::kCuSeqlensK, &OutputImages::cu_seqlens_k, "cu_seqlens_k image"},
     {Slot::kSequsedK, &OutputImages::seqused_k, "seqused_k image"},
     {Slot::kPageTable, &OutputImages::page_table, "page_table image"},
+    {Slot::kDescaleQ, &OutputImages::descale_q, "descale_q image"},
+    {Slot::kDescaleK, &OutputImages::descale_k, "descale_k image"},
+    {Slot::kDescaleV, &OutputImages::descale_v, "descale_v image"},
 };
 
 }  // namespace
@@ -170,6 +175,9 @@ Status run_on_gpu(const HostInputs& inputs, Params params, OutputImages* images,
   params.cu_seqlens_k = device.payload<const int32_t>(Slot::kCuSeqlensK);
   params.seqused_k = device.payload<const int32_t>(Slot::kSequsedK);
   params.page_table = device.payload<const int32_t>(Slot::kPageTable);
+  params.descale_q = device.payload<const float>(Slot::kDescaleQ);  // each null when the inputs have no descales
+  params.descale_k = device.payload<const float>(Slot::kDescaleK);
+  params.descale_v = device.payload<const float>(Slot::kDescaleV);
 
   Status call_status;
   if (options.device_call) {

@@ -29,6 +29,8 @@ struct OutputImages {
   std::vector<uint8_t> sink;                     // the sink logits ([heads_q] fp32), when the inputs have them
   // The index arrays (int32), when the inputs have them (HostInputs).
   std::vector<uint8_t> cu_seqlens_q, cu_seqlens_k, seqused_k, page_table;
+  // The fp8 descales ([batch, heads_kv] fp32 each), when the inputs have them.
+  std::vector<uint8_t> descale_q, descale_k, descale_v;
   // RunOptions::trace_rows translated to the kernel's row index (instrument.h): the rows the backend traces.
   std::vector<int64_t> trace_rows;
 };

@@ -572,7 +572,40 @@ TEST(CaseCodec, GradAndDoutErrorsNameTheirKey) {
       {"f16 grad=1 dout=const(1) dout=const(2)", "duplicate key 'dout' at column 26"},
       {"f16 grad=1 inject=o[0,0,0,0]:1", "must look like q[b,h,s,d]:value (tensor q, k or v)"},
       {"f16 gradient=1", "unknown key 'gradient' at column 5"},
-      {"f16 gradient=1", "sink grad dout inject"},  // the known keys, in canonical order
+      {"f16 gradient=1", "sink descale grad dout inject"},  // the known keys, in canonical order
+  };
+  expect_rejected(kBad, " seed=1");
+}
+
+// descale=DIST: the fp8 descales, only with f8e4m3, from uniform or const in fp32's positive normal range; written
+// after the sink, read back to the same case.
+TEST(CaseCodec, DescaleRoundTripsAndErrorsNameTheKey) {
+  const std::string line =
+      "f8e4m3 b=2 hq=4 hkv=2 sq=3 sk=5 d=32 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) sink=const(0) "
+      "descale=uniform(0.25,4) seed=7";
+  Case c;
+  ASSERT_TRUE(parse_case(line, &c).ok()) << parse_case(line, &c).message();
+  EXPECT_EQ(c.dtype, DType::kF8E4M3);
+  ASSERT_TRUE(c.descale.has_value());
+  EXPECT_EQ(*c.descale, (ValueSpec{DistKind::kUniform, 0.25, 4.0}));
+  EXPECT_EQ(format_case(c), line);
+  c.descale = ValueSpec{DistKind::kConst, 0.5, 1.0};
+  Case back;
+  ASSERT_TRUE(parse_case(format_case(c), &back).ok());
+  EXPECT_EQ(back, c);
+  EXPECT_TRUE(validate_case(c).ok());
+  Case wrong_dtype = c;
+  wrong_dtype.dtype = DType::kBF16;
+  EXPECT_NE(validate_case(wrong_dtype).message().find("descale=const(0.5): only with dtype f8e4m3"), std::string::npos)
+      << validate_case(wrong_dtype).message();
+  const BadLine kBad[] = {
+      {"bf16 descale=const(1)", "'descale=const(1)' at column 6: descale only with dtype f8e4m3"},
+      {"f8e4m3 descale=normal(1,0.1)", "'descale=normal(1,0.1)' at column 8: a descale is drawn from uniform(lo,hi) or const(c)"},
+      {"f8e4m3 descale=const(0)", "'descale=const(0)' at column 8: descales must lie in fp32's positive normal range"},
+      {"f8e4m3 descale=uniform(-1,1)", "descales must lie in fp32's positive normal range"},
+      {"f8e4m3 descale=uniform(1,1e39)", "descales must lie in fp32's positive normal range"},
+      {"f8e4m3 descale=const(1e-40)", "descales must lie in fp32's positive normal range"},
+      {"f8e4m3 descale=const(1) descale=const(2)", "duplicate key 'descale' at column 25"},
   };
   expect_rejected(kBad, " seed=1");
 }

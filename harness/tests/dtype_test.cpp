@@ -156,7 +156,7 @@ TEST(DTypeCodec, F16MatchesCompilerFloat16) {
 // ---- names and sizes
 
 TEST(DTypeTable, NamesSizesAndLookupsComeFromOneRowPerDtype) {
-  ASSERT_EQ(kDTypes.size(), 3u);
+  ASSERT_EQ(kDTypes.size(), 4u);
   for (const DTypeInfo& info : kDTypes) {
     EXPECT_STREQ(to_string(info.dtype), info.name);
     EXPECT_EQ(dtype_size(info.dtype), info.size_bytes);
@@ -227,7 +227,10 @@ TEST(DTypeTable, RowsCarryTheFormatsIeee754Defines) {
     double min_normal;
     bool tensor_core_input;
   };
-  const Expected expected[] = {{"f32", 24, 0x1p-126, false}, {"f16", 11, 0x1p-14, true}, {"bf16", 8, 0x1p-126, true}};
+  const Expected expected[] = {{"f32", 24, 0x1p-126, false},
+                               {"f16", 11, 0x1p-14, true},
+                               {"bf16", 8, 0x1p-126, true},
+                               {"f8e4m3", 4, 0x1p-6, true}};
   ASSERT_EQ(std::size(expected), kDTypes.size());
   for (const Expected& e : expected) {
     const std::optional<DType> dtype = dtype_from_name(e.name);
@@ -389,6 +392,65 @@ TEST(DTypeFloatCodec, DecodingToFloatIsExactForAllSixteenBitPatterns) {
 // float -> double is exact, so outside NaN the float path is the double path. NaN is where they differ on
 // purpose: the double path keeps sign and payload (inputs replay bit for bit), the float path gives the
 // canonical NaN (as the kernel's conversions do); f32 keeps its bits on both.
+// ---- e4m3 (OCP E4M3FN): no infinity, one NaN per sign (S.1111.111), 448 the largest finite value.
+
+// Reference: the value of each of the 256 patterns from the format's definition, written out apart from the codec.
+double e4m3_value(uint32_t bits) {
+  const int sign = (bits >> 7) & 1, exp = (bits >> 3) & 15, frac = bits & 7;
+  if (exp == 15 && frac == 7) return std::numeric_limits<double>::quiet_NaN();
+  const double magnitude = exp == 0 ? std::ldexp(frac, -9) : std::ldexp(8 + frac, exp - 10);
+  return sign ? -magnitude : magnitude;
+}
+
+TEST(DTypeE4m3, EveryPatternDecodesToItsDefinitionAndBack) {
+  for (uint32_t bits = 0; bits < 256; ++bits) {
+    const double want = e4m3_value(bits);
+    const double got = decode_dtype(DType::kF8E4M3, bits);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got)) << std::hex << bits;
+      ASSERT_EQ(encode_dtype(DType::kF8E4M3, got), bits) << std::hex << bits;  // the sign is kept
+      ASSERT_EQ(encode_dtype_from_float(DType::kF8E4M3, static_cast<float>(got)), 0x7fu) << std::hex << bits;
+      continue;
+    }
+    ASSERT_EQ(std::bit_cast<uint64_t>(got), std::bit_cast<uint64_t>(want)) << std::hex << bits;  // -0 included
+    ASSERT_EQ(static_cast<double>(decode_dtype_to_float(DType::kF8E4M3, bits)), want) << std::hex << bits;
+    ASSERT_EQ(encode_dtype(DType::kF8E4M3, want), bits) << std::hex << bits;
+    ASSERT_EQ(encode_dtype_from_float(DType::kF8E4M3, static_cast<float>(want)), bits) << std::hex << bits;
+  }
+  EXPECT_EQ(dtype_max(DType::kF8E4M3), 448.0);
+  EXPECT_EQ(input_pad_bits(DType::kF8E4M3), 0xffu);
+  EXPECT_TRUE(std::isnan(decode_dtype(DType::kF8E4M3, input_pad_bits(DType::kF8E4M3))));
+}
+
+// Rounding to nearest even between every two adjacent finite values (ties and a hair either side); past the largest
+// finite value the double path (inputs) gives NaN, as IEEE's overflow would give inf, and the float path (the
+// kernel's cvt.rn.satfinite) saturates: 448 up to its midpoint 464 for both, then NaN or 448.
+TEST(DTypeE4m3, RoundsToNearestEvenAndOverflowsAsEachPathDefines) {
+  for (uint32_t bits = 0; bits < 0x7e; ++bits) {
+    const double lo = e4m3_value(bits), hi = e4m3_value(bits + 1);
+    const double mid = (lo + hi) / 2;
+    const uint32_t even = (bits & 1) == 0 ? bits : bits + 1;
+    for (double sign : {1.0, -1.0}) {
+      const uint32_t s = sign < 0 ? 0x80u : 0u;
+      ASSERT_EQ(encode_dtype(DType::kF8E4M3, sign * mid), even | s) << lo << " " << hi;
+      ASSERT_EQ(encode_dtype(DType::kF8E4M3, sign * std::nextafter(mid, lo)), bits | s) << lo << " " << hi;
+      ASSERT_EQ(encode_dtype(DType::kF8E4M3, sign * std::nextafter(mid, hi)), (bits + 1) | s) << lo << " " << hi;
+      ASSERT_EQ(encode_dtype_from_float(DType::kF8E4M3, static_cast<float>(sign * mid)), even | s) << lo;
+    }
+  }
+  EXPECT_EQ(encode_dtype(DType::kF8E4M3, 464.0), 0x7eu);  // the tie rounds to 448 (even)
+  EXPECT_EQ(encode_dtype(DType::kF8E4M3, 464.5), 0x7fu);  // NaN
+  EXPECT_EQ(encode_dtype(DType::kF8E4M3, -std::numeric_limits<double>::infinity()), 0xffu);
+  EXPECT_EQ(encode_dtype(DType::kF8E4M3, 0x1p-11), 0x00u);  // below half the smallest subnormal: zero
+  EXPECT_EQ(encode_dtype(DType::kF8E4M3, 0x1.0000001p-10), 0x01u);
+  EXPECT_EQ(encode_dtype_from_float(DType::kF8E4M3, 464.5f), 0x7eu);  // satfinite: 448
+  EXPECT_EQ(encode_dtype_from_float(DType::kF8E4M3, -1e30f), 0xfeu);
+  EXPECT_EQ(encode_dtype_from_float(DType::kF8E4M3, std::numeric_limits<float>::infinity()), 0x7eu);
+  EXPECT_EQ(encode_dtype_from_float(DType::kF8E4M3, -std::numeric_limits<float>::infinity()), 0xfeu);
+  EXPECT_EQ(output_dtype(DType::kF8E4M3), DType::kBF16);
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) EXPECT_EQ(output_dtype(dtype), dtype);
+}
+
 TEST(DTypeFloatCodec, FloatPathIsTheDoublePathOutsideNaN) {
   constexpr uint64_t kStride = 65537;
   for (uint64_t wide = 0; wide <= 0xffffffffull; wide += kStride) {

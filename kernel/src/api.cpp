@@ -22,6 +22,7 @@ const char* to_string(ComputePath path) {
     case ComputePath::kGeneralFp32: return "general-fp32";
     case ComputePath::kTensorCore: return "tensor-core";
     case ComputePath::kSplitTf32: return "split-tf32";
+    case ComputePath::kTensorCoreFp8: return "tensor-core-fp8";
   }
   return "invalid-path";
 }

@@ -69,6 +69,9 @@ flashcheck::Params to_cpp(const fc_params& c) {
   p.dropout_seed = c.dropout_seed;
   p.dropout_offset = c.dropout_offset;
   p.dropout_mask_out = c.dropout_mask_out;
+  p.descale_q = c.descale_q;
+  p.descale_k = c.descale_k;
+  p.descale_v = c.descale_v;
   return p;
 }
 
@@ -142,6 +145,9 @@ fc_status fc_make_params(int32_t dtype, int64_t batch, int64_t heads_q, int64_t 
     out->dropout_seed = p.dropout_seed;
     out->dropout_offset = p.dropout_offset;
     out->dropout_mask_out = p.dropout_mask_out;
+    out->descale_q = p.descale_q;
+    out->descale_k = p.descale_k;
+    out->descale_v = p.descale_v;
     return {};
   });
 }

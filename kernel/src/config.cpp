@@ -27,6 +27,8 @@ KernelConfig select_config(const Params& params) {
     detail::general_select(params, &config);
     return config;
   }
+  // fp8 inputs take the fp8 path alone (kernel/src/fp8/select.cpp); no other family reads e4m3.
+  if (detail::fp8_select(params, &config)) return config;
   const bool paged = params.page_table != nullptr || params.page_size != 0;
   const bool inference_path = paged || params.num_splits > 1 || params.cu_seqlens_q != nullptr ||
                               params.cu_seqlens_k != nullptr || params.seqused_k != nullptr || params.total_q != 0 ||
@@ -53,7 +55,9 @@ int32_t pick_splits(const Params& params, int64_t sm_count) {
   if (params.dropout_p > 0.0f) return 1;  // split-KV draws no dropout mask (can_implement refuses num_splits > 1)
   const KernelConfig config = select_config(params);
   if (config.block_m < 1 || config.block_n < 1 || sm_count < 1) return 1;
-  if (config.path == ComputePath::kSplitTf32) return 1;  // the family without split-KV
+  if (config.path == ComputePath::kSplitTf32 || config.path == ComputePath::kTensorCoreFp8) {
+    return 1;  // the families without split-KV
+  }
   // Enough work items fill the GPU unsplit. Otherwise split until about two blocks per SM run (the decode family:
   // one wave of its warps; the tensor-core family: one wave of one CTA an SM), each run keeping at least two K/V
   // tiles (fewer and the combine's traffic outweighs the parallelism).

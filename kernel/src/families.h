@@ -47,6 +47,10 @@ bool tensor_core_select(const Params& params, KernelConfig* config);  // kernel/
 bool split_tf32_select(const Params& params, KernelConfig* config);   // kernel/src/split_tf32/
 bool general_select(const Params& params, KernelConfig* config);      // kernel/src/general/ (serves everything valid)
 bool decode_select(const Params& params, KernelConfig* config);       // kernel/src/decode/ (asked first)
+// kernel/src/fp8/: every f8e4m3 problem (asked before all others; the others refuse the dtype).
+bool fp8_select(const Params& params, KernelConfig* config);
+inline constexpr int32_t kFp8BlockM = 128;
+inline constexpr int32_t kFp8BlockN = 128;
 // The decode family computes on the tensor cores (its path is kTensorCore); its configs are named decode_*.
 inline bool is_decode(const KernelConfig& config) { return std::string_view(config.name).starts_with("decode"); }
 

@@ -6,7 +6,10 @@
 // columns, in the same order either way. Deliberate defects (ModelDefect) alter exactly one step each. Fills the
 // Instrumentation from host pointers. Dropout as the general kernel applies it: m and l over every visible key, P V
 // over the kept ones only, O = final_output(acc, fin) times s32 before the dtype's rounding; the mask dump from the
-// same decision (host_dropout.h).
+// same decision (host_dropout.h). The fp8 path (docs/design/fp8-forward.md) as its kernel is to compute it: scores
+// and each K/V tile's P V as Hopper's fp8 wgmma adds them (14 kept bits, host_numeric.h), the descaled scale, P's
+// exponent offset and e4m3 rounding, each tile's P V promoted into O's fp32 accumulator by one FMA, O = fl(fl(acc / l)
+// descale_v) in bf16.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -57,6 +60,8 @@ bool parse_model_defect(std::string_view name, ModelDefect* defect) {
 
 namespace {
 
+using detail::host::fp8_mma_step;
+using detail::host::kFp8MmaK;
 using detail::host::load_element;
 using detail::host::round_to;
 using detail::host::store_element;
@@ -71,6 +76,7 @@ Status invalid(const std::string& message) { return {StatusCode::kInvalidArgumen
 enum class PFormat { kF32, kF16, kBF16, kE4M3 };
 
 PFormat p_format(ComputePath path, DType dtype) {
+  if (path == ComputePath::kTensorCoreFp8) return PFormat::kE4M3;
   if (path != ComputePath::kTensorCore) return PFormat::kF32;
   return dtype == DType::kBF16 ? PFormat::kBF16 : dtype == DType::kF16 ? PFormat::kF16 : PFormat::kF32;
 }
@@ -144,10 +150,10 @@ void load_head(const Params& p, const detail::ProblemArgs& a, const detail::Tens
         for (int64_t d = p.head_dim; d < d_count; ++d) out->value[static_cast<size_t>(r * d_count + d)] = 0.0f;
     }
   };
-  if (p.dtype == DType::kF32) {
-    load(float{});
-  } else {
-    load(uint16_t{});
+  switch (dtype_size(p.dtype)) {
+    case 4: load(float{}); break;
+    case 2: load(uint16_t{}); break;
+    default: load(uint8_t{}); break;
   }
   if (!split) return;
   out->hi.resize(out->value.size());
@@ -179,8 +185,23 @@ struct ModelSetup {
   detail::Softcap softcap;  // when has_softcap
   PFormat p_format;  // format P has when it multiplies V (after the defect, if any)
   bool split;        // split-TF32 products
-  bool tile_ref;     // tensor-core path: p relative to the tile's own max where within kRefSlackLog2 (families.h)
+  bool tile_ref;     // tensor-core paths: p relative to the tile's own max where within kRefSlackLog2 (families.h)
+  bool fp8;          // the fp8 path: fp8 wgmma steps, P V per tile promoted into acc
+  float p_offset;    // log2 units added to every weight's exponent (kFp8POffsetLog2 on the fp8 path, else 0)
 };
+
+// ModelDefect::kFp8LazyRescale: the reference stays put while a tile's max lies within this many log2 units above it.
+inline constexpr float kFp8LazyRescaleLog2 = 8.0f;
+
+// The fp8 path's scale of (batch b, kv head g): scale_log2 and softcap from the descaled scale (softmax.h). The
+// descales are [batch, heads_kv] (null: 1); `index_head` is the head their index takes (g, but the query head for
+// ModelDefect::kFp8DescaleQueryHead).
+void set_fp8_scale(const Params& p, int64_t b, int64_t index_head, ModelSetup* setup) {
+  const auto at = [&](const float* d) { return d != nullptr ? d[b * p.heads_kv + index_head % p.heads_kv] : 1.0f; };
+  const float scale = detail::descaled_scale(p.softmax_scale, at(p.descale_q), at(p.descale_k));
+  setup->scale_log2 = detail::fold_scale(scale);
+  if (setup->has_softcap) setup->softcap = detail::make_softcap(scale, p.softcap);
+}
 
 // The row's dropout draws: (b, h, i) of the element (b, h, i, j), counted within the sequence.
 struct RowDropout {
@@ -213,6 +234,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
   const bool cap_masked = setup.defect == ModelDefect::kSoftcapAfterMask && setup.has_softcap;
   const int64_t loaded_keys = d_count > 0 ? static_cast<int64_t>(k.value.size()) / d_count : 0;
   std::vector<float> x(static_cast<size_t>(cap_masked ? block_n : std::min(block_n, keys.size())));  // s, then p
+  std::vector<float> tile_acc, p8, v8;  // the fp8 path's tile accumulator and the tile's P and V as its steps read them
   acc->assign(static_cast<size_t>(dv_count), 0.0f);
 
   for (int64_t kt = run_begin; kt < run_end; ++kt) {
@@ -235,7 +257,11 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
         }
         float s = 0.0f;
         const float* k_val = k.value.data() + j * d_count;
-        if (setup.split) {
+        if (setup.fp8) {
+          for (int64_t d0 = 0; d0 < d_count; d0 += kFp8MmaK) {
+            s = fp8_mma_step(s, q_val + d0, k_val + d0, std::min<int64_t>(kFp8MmaK, d_count - d0), 1);
+          }
+        } else if (setup.split) {
           for (int64_t d = 0; d < d_count; ++d) {
             s = split_fma(q.hi[q_row * d_count + d], q.lo[q_row * d_count + d], k.hi[j * d_count + d],
                           k.lo[j * d_count + d], s, setup.defect == ModelDefect::kTf32MissingLoTerm);
@@ -250,35 +276,58 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
       // The reference: the running max, or on the tensor-core path the tile's own max where that lies within
       // kRefSlackLog2 of it (x is already in log2 units: the scaling is the identity).
       const float m_new = detail::fmax_f32(row.m, tile_max);
-      const float ref =
+      float ref =
           setup.tile_ref ? detail::tile_reference(tile_max, m_new, row.ref, [](float u) { return u; }) : m_new;
+      if (setup.defect == ModelDefect::kFp8LazyRescale && setup.fp8 && row.ref != kNegInf && tile_max <= row.ref + kFp8LazyRescaleLog2) {
+        ref = row.ref;
+      }
       const float m_use = detail::exponent_origin(ref);
       const float alpha = std::exp2(row.ref - m_use);
       float p_sum = 0.0f;
       for (int64_t j = k0; j < k_end; ++j) {
-        x[j - k0] = std::exp2(x[j - k0] - m_use);  // x now holds p
+        x[j - k0] = std::exp2((x[j - k0] - m_use) + setup.p_offset);  // x now holds p
         p_sum += x[j - k0];
       }
       row.l = std::fma(row.l, alpha, p_sum);  // l accumulates fp32 p, before any rounding of P
       const bool skip_rescale = setup.defect == ModelDefect::kMissingRescale && kt == run_end - 1;
-      if (!skip_rescale) {
-        for (float& a : *acc) a *= alpha;
-      }
       row.moves += m_new != row.m ? 1 : 0;
       row.m = m_new;
       row.ref = ref;
-      for (int64_t j = k0; j < std::min(k_end, loaded_keys); ++j) {
-        if (!dropout.keeps(j)) continue;  // a dropped key adds no term to P V (l above took its p)
-        const float p_pv = round_p(setup.p_format, x[j - k0]);
-        const float* v_val = v.value.data() + j * dv_count;
-        if (setup.split) {
-          const float p_hi = round_to_tf32(p_pv);
-          const float p_lo = round_to_tf32(p_pv - p_hi);
+      if (setup.fp8) {
+        // The tile's P V in a fresh accumulator, k32 steps from the tile's first key (its keys before k0 and past
+        // k_end with P = 0), then acc = fma(acc, alpha, tile).
+        tile_acc.assign(static_cast<size_t>(dv_count), 0.0f);
+        p8.assign(static_cast<size_t>(block_n), 0.0f);
+        v8.assign(static_cast<size_t>(block_n * dv_count), 0.0f);
+        for (int64_t j = k0; j < std::min(k_end, loaded_keys); ++j) {
+          p8[j - tile_begin] = round_p(setup.p_format, x[j - k0]);
+          std::copy_n(v.value.data() + j * dv_count, dv_count, v8.data() + (j - tile_begin) * dv_count);
+        }
+        for (int64_t j0 = 0; j0 < block_n; j0 += kFp8MmaK) {
+          const int64_t count = std::min<int64_t>(kFp8MmaK, block_n - j0);
           for (int64_t d = 0; d < dv_count; ++d) {
-            (*acc)[d] = split_fma(p_hi, p_lo, v.hi[j * dv_count + d], v.lo[j * dv_count + d], (*acc)[d]);
+            tile_acc[d] = fp8_mma_step(tile_acc[d], p8.data() + j0, v8.data() + j0 * dv_count + d, count, dv_count);
           }
-        } else {
-          for (int64_t d = 0; d < dv_count; ++d) (*acc)[d] = std::fma(p_pv, v_val[d], (*acc)[d]);
+        }
+        const float factor = skip_rescale ? 1.0f : alpha;
+        for (int64_t d = 0; d < dv_count; ++d) (*acc)[d] = std::fma((*acc)[d], factor, tile_acc[d]);
+      } else {
+        if (!skip_rescale) {
+          for (float& a : *acc) a *= alpha;
+        }
+        for (int64_t j = k0; j < std::min(k_end, loaded_keys); ++j) {
+          if (!dropout.keeps(j)) continue;  // a dropped key adds no term to P V (l above took its p)
+          const float p_pv = round_p(setup.p_format, x[j - k0]);
+          const float* v_val = v.value.data() + j * dv_count;
+          if (setup.split) {
+            const float p_hi = round_to_tf32(p_pv);
+            const float p_lo = round_to_tf32(p_pv - p_hi);
+            for (int64_t d = 0; d < dv_count; ++d) {
+              (*acc)[d] = split_fma(p_hi, p_lo, v.hi[j * dv_count + d], v.lo[j * dv_count + d], (*acc)[d]);
+            }
+          } else {
+            for (int64_t d = 0; d < dv_count; ++d) (*acc)[d] = std::fma(p_pv, v_val[d], (*acc)[d]);
+          }
         }
       }
     }
@@ -294,7 +343,7 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
       for (float& a : *acc) a = round_to(p.dtype, a);
     }
     const Instrumentation& inst = setup.inst;
-    detail::record_trace(inst, trace_slot, kt, row.ref * kLn2, row.l);
+    detail::record_trace(inst, trace_slot, kt, row.ref * kLn2, std::ldexp(row.l, -static_cast<int>(setup.p_offset)));
   }
   return row;
 }
@@ -324,8 +373,12 @@ Status check_options(const Params& params, const HostModelOptions& options) {
                      std::to_string(c.block_n) + ")");
     }
     if (c.path != ComputePath::kGeneralFp32 && c.path != ComputePath::kTensorCore &&
-        c.path != ComputePath::kSplitTf32) {
+        c.path != ComputePath::kSplitTf32 && c.path != ComputePath::kTensorCoreFp8) {
       return invalid("config override: unknown compute path " + std::to_string(static_cast<int32_t>(c.path)));
+    }
+    if ((c.path == ComputePath::kTensorCoreFp8) != (params.dtype == DType::kF8E4M3)) {
+      return invalid(std::string("config override: the fp8 path computes f8e4m3 inputs, and they take it only (got ") +
+                     to_string(c.path) + " for " + to_string(params.dtype) + ")");
     }
     if (params.dropout_p > 0.0f && c.path != ComputePath::kGeneralFp32) {
       return invalid(std::string("config override: dropout runs on the general fp32 path only (got ") +
@@ -358,7 +411,9 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
   const Instrumentation& inst = options.instrumentation;
   PFormat format = p_format(config.path, params.dtype);
   if (options.defect == ModelDefect::kPOneFormatCoarser) format = one_coarser(format);
-  const ModelSetup setup{params,
+  const bool fp8 = config.path == ComputePath::kTensorCoreFp8;
+  const float p_offset = fp8 && options.defect != ModelDefect::kFp8POffsetMissing ? detail::kFp8POffsetLog2 : 0.0f;
+  ModelSetup setup{params,
                          config,
                          options.defect,
                          inst,
@@ -368,7 +423,9 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
                                                : detail::Softcap{},
                          format,
                          config.path == ComputePath::kSplitTf32,
-                         config.path == ComputePath::kTensorCore};
+                         config.path == ComputePath::kTensorCore || fp8,
+                         fp8,
+                         p_offset};
 
   const int64_t block_m = config.block_m;
   const int64_t block_n = config.block_n;
@@ -407,6 +464,7 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
         load_head(params, a, a.v, false, b, h_kv, keys_read, dim_v, setup.split, &v_rows, options.defect);
       }
       for (int64_t h = h_kv * heads_per_kv; h < (h_kv + 1) * heads_per_kv; ++h) {
+        if (fp8) set_fp8_scale(params, b, options.defect == ModelDefect::kFp8DescaleQueryHead ? h : h_kv, &setup);
         if (keys_read > 0) load_head(params, a, a.q, true, b, h, sq, dim, setup.split, &q_rows);
         // ModelDefect::kGqaHeadModulo: K/V of head h mod heads_kv.
         const HeadRows* k_head = &k_rows;
@@ -474,21 +532,27 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
             // The epilogue of common/epilogue.h: the sink merged in, O = alpha * acc / l rounded to the dtype
             // once, LSE = m + ln l, and the empty-row rule.
             const float* sink = options.defect == ModelDefect::kSinkIgnored ? nullptr : params.sink;
-            const detail::RowFinal fin = detail::finish_row(m_log2, m_log2 * kLn2, row.l, sink, h, exp2);
+            const detail::RowFinal fin = detail::finish_row(m_log2, m_log2 * kLn2, row.l, sink, h, exp2, p_offset);
+            const float l_reported = std::ldexp(fin.l, -static_cast<int>(p_offset));  // the offset taken back
             const bool divide_empty = options.defect == ModelDefect::kEmptyRowDivide && detail::is_empty_row(fin.l);
             const int64_t o_row = (a.cu_q != nullptr ? (a.cu_q[b] + i) * params.o_stride.row
                                                      : b * params.o_stride.batch + i * params.o_stride.row) +
                                   h * params.o_stride.head;
+            const float descale_v = fp8 && params.descale_v != nullptr ? params.descale_v[b * params.heads_kv + h_kv] : 1.0f;
             for (int64_t d = 0; d < dim_v; ++d) {
               float o = divide_empty ? acc[d] / fin.l : detail::final_output(acc[d], fin);
               if (scale_output) o = detail::mul_rn(o, dropout.keep_scale);
-              store_element(params.dtype, params.o, o_row + d, o);
+              if (fp8 && params.descale_v != nullptr) {
+                o = detail::mul_rn(o, descale_v);
+                if (options.defect == ModelDefect::kFp8DescaleVTwice) o = detail::mul_rn(o, descale_v);
+              }
+              store_element(output_dtype(params.dtype), params.o, o_row + d, o);
             }
-            params.lse[flat_row] = detail::row_lse(fin.m_natural, fin.l);
+            params.lse[flat_row] = detail::row_lse(fin.m_natural, l_reported);
             if (options.defect == ModelDefect::kLseBase2 && !detail::is_empty_row(fin.l)) {
-              params.lse[flat_row] = (params.sink != nullptr ? fin.m_natural * detail::kLog2e : m_log2) + std::log2(fin.l);
+              params.lse[flat_row] = (params.sink != nullptr ? fin.m_natural * detail::kLog2e : m_log2) + std::log2(l_reported);
             }
-            detail::record_row(inst, flat_row, fin.m_natural, fin.l, moves);
+            detail::record_row(inst, flat_row, fin.m_natural, l_reported, moves);
           }
         }
       }

@@ -181,6 +181,31 @@ Status validate_dropout(const Params& p) {
   return Status::ok_status();
 }
 
+// The fp8 fields: descales only with f8e4m3 inputs; the fp8 path reads dense or packed K/V, unsplit, undropped.
+Status validate_fp8(const Params& p) {
+  const bool fp8 = p.dtype == DType::kF8E4M3;
+  for (const auto& [name, ptr] : {std::pair{"descale_q", p.descale_q}, std::pair{"descale_k", p.descale_k},
+                                  std::pair{"descale_v", p.descale_v}}) {
+    if (ptr != nullptr && !fp8) {
+      return invalid(cat(name, ": only with dtype ", to_string(DType::kF8E4M3), " (got dtype ", to_string(p.dtype), ")"));
+    }
+  }
+  if (!fp8) return Status::ok_status();
+  if (p.dropout_p != 0.0f) {
+    return {StatusCode::kUnsupported, cat("dropout_p: the fp8 path has no dropout (dtype ", to_string(p.dtype),
+                                          "; got dropout_p = ", p.dropout_p, ")")};
+  }
+  if (kv_paged(p)) {
+    return {StatusCode::kUnsupported, cat("page_table: the fp8 path reads dense or packed K/V (dtype ",
+                                          to_string(p.dtype), ")")};
+  }
+  if (p.num_splits > 1) {
+    return {StatusCode::kUnsupported, cat("num_splits: the fp8 path has no split-KV (1, or 0 for the heuristic, which "
+                                          "then picks 1; got ", p.num_splits, ")")};
+  }
+  return Status::ok_status();
+}
+
 // The index pointers the sizes call for, and no others.
 Status validate_sequence_pointers(const Params& p) {
   if (p.cu_seqlens_q == nullptr && p.total_q != 0) {
@@ -210,13 +235,14 @@ TensorViews tensor_views(const Params& p) {
   const int64_t elem = dtype_size(p.dtype);
   const int64_t dim_v = value_head_dim(p);
   const auto view = [&](const char* name, const void* ptr, const Strides& s, int64_t batch, int64_t heads, int64_t rows,
-                        int64_t columns, bool packed) {
-    return TensorView{name, ptr, elem, {packed ? 1 : batch, heads, rows, columns},
+                        int64_t columns, bool packed, int64_t bytes = 0) {
+    return TensorView{name, ptr, bytes != 0 ? bytes : elem, {packed ? 1 : batch, heads, rows, columns},
                       {packed ? 0 : s.batch, s.head, s.row, 1}};
   };
   const bool packed = q_packed(p);
   const int64_t q_rows = packed ? p.total_q : p.seqlen_q;
-  TensorViews v{view("o", p.o, p.o_stride, p.batch, p.heads_q, q_rows, dim_v, packed),
+  // O in the output dtype (bf16 for fp8 inputs).
+  TensorViews v{view("o", p.o, p.o_stride, p.batch, p.heads_q, q_rows, dim_v, packed, dtype_size(output_dtype(p.dtype))),
                 view("q", p.q, p.q_stride, p.batch, p.heads_q, q_rows, p.head_dim, packed),
                 {}, {}};
   if (kv_paged(p)) {
@@ -363,6 +389,7 @@ Status validate_shape(const Params& p) {
   }
   if (Status st = validate_sequence_sizes(p); !st.ok()) return st;
   if (Status st = validate_dropout(p); !st.ok()) return st;
+  if (Status st = validate_fp8(p); !st.ok()) return st;
   const std::array<std::pair<const char*, int64_t>, 5> sizes{
       {{"batch", p.batch}, {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv}, {"seqlen_q", p.seqlen_q},
        {"seqlen_k", p.seqlen_k}}};
@@ -436,6 +463,7 @@ Status detail::check_layout(const Params& p) {
   if (p.batch * p.heads_q * p.seqlen_q == 0 || rows == 0) return Status::ok_status();  // documented no-op
 
   const int64_t elem = dtype_size(p.dtype);
+  const int64_t o_elem = dtype_size(output_dtype(p.dtype));
   // With no keys (seqlen_k = 0, or packed K/V of no rows) every row is O = 0, LSE = -inf: K, V, Q unread.
   const bool reads_kv = p.seqlen_k > 0 && !(kv_packed(p) && p.total_k == 0);
   struct Pointer {
@@ -444,12 +472,15 @@ Status detail::check_layout(const Params& p) {
     int64_t align;
     bool required;
   };
-  // The sink and the index arrays are optional: checked only where given.
+  // The sink, the index arrays and the descales are optional: checked only where given.
   constexpr int64_t kWord = sizeof(float);
-  const std::array<Pointer, 10> pointers{{{"q", p.q, elem, reads_kv},
+  const std::array<Pointer, 13> pointers{{{"q", p.q, elem, reads_kv},
                                           {"k", p.k, elem, reads_kv},
                                           {"v", p.v, elem, reads_kv},
-                                          {"o", p.o, elem, true},
+                                          {"o", p.o, o_elem, true},
+                                          {"descale_q", p.descale_q, kWord, p.descale_q != nullptr},
+                                          {"descale_k", p.descale_k, kWord, p.descale_k != nullptr},
+                                          {"descale_v", p.descale_v, kWord, p.descale_v != nullptr},
                                           {"lse", p.lse, kWord, true},
                                           {"sink", p.sink, kWord, p.sink != nullptr},
                                           {"cu_seqlens_q", p.cu_seqlens_q, kWord, p.cu_seqlens_q != nullptr},
@@ -470,7 +501,7 @@ Status detail::check_layout(const Params& p) {
   int64_t o_span = 0;
   if (Status st = span_elements(o_view, &o_span); !st.ok()) return st;
   if (Status st = check_no_self_overlap(o_view); !st.ok()) return st;
-  const int64_t o_bytes = o_span * elem;
+  const int64_t o_bytes = o_span * o_elem;
   int64_t lse_bytes = 0;
   if (!mul_ok(rows, static_cast<int64_t>(sizeof(float)), &lse_bytes)) {
     return invalid("lse: byte size overflows int64");
@@ -481,11 +512,14 @@ Status detail::check_layout(const Params& p) {
                             ranges_overlap(p.lse, lse_bytes, p.sink, sink_bytes))) {
     return invalid("sink: overlaps an output (o or lse)");
   }
-  const std::array<std::pair<const char*, std::pair<const void*, int64_t>>, 4> index_arrays{
+  const std::array<std::pair<const char*, std::pair<const void*, int64_t>>, 7> index_arrays{
       {{"cu_seqlens_q", {p.cu_seqlens_q, p.batch + 1}},
        {"cu_seqlens_k", {p.cu_seqlens_k, p.batch + 1}},
        {"seqused_k", {p.seqused_k, p.batch}},
-       {"page_table", {p.page_table, p.batch * p.max_pages_per_seq}}}};
+       {"page_table", {p.page_table, p.batch * p.max_pages_per_seq}},
+       {"descale_q", {p.descale_q, p.batch * p.heads_kv}},
+       {"descale_k", {p.descale_k, p.batch * p.heads_kv}},
+       {"descale_v", {p.descale_v, p.batch * p.heads_kv}}}};
   for (const auto& [name, array] : index_arrays) {
     const int64_t bytes = array.second * kWord;
     if (array.first != nullptr &&
@@ -559,6 +593,10 @@ Status can_implement_backward(const BackwardParams& b) {
   const Params& p = b.forward;
   if (kv_paged(p)) {
     return {StatusCode::kUnsupported, "page_table: paged K/V is forward-only (the backward pass reads dense or packed K/V)"};
+  }
+  if (p.dtype == DType::kF8E4M3) {
+    return {StatusCode::kUnsupported, cat("dtype: ", to_string(p.dtype), " is forward-only (the backward pass takes f32, "
+                                          "f16 or bf16)")};
   }
   if (p.num_splits != 1) {
     return {StatusCode::kUnsupported, cat("num_splits: split-KV is forward-only (the backward pass takes 1, got ",

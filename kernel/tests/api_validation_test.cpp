@@ -19,6 +19,7 @@
 #include "flashcheck/attention.h"
 #include "flashcheck/attention_c.h"
 #include "flashcheck/backward.h"
+#include "flashcheck/dtype.h"
 
 namespace flashcheck {
 namespace {
@@ -33,13 +34,13 @@ struct Fixture {
 
   explicit Fixture(DType dtype = DType::kBF16) {
     params = make_params(dtype, kBatch, kHeadsQ, kHeadsKv, kSeqQ, kSeqK, kHeadDim, Mask::kCausalBottomRight);
-    const auto words = [&](int64_t heads, int64_t seqlen) {
-      return static_cast<size_t>((kBatch * heads * seqlen * kHeadDim * dtype_size(dtype) + 3) / 4 + 4);
+    const auto words = [&](int64_t heads, int64_t seqlen, int64_t element_bytes) {
+      return static_cast<size_t>((kBatch * heads * seqlen * kHeadDim * element_bytes + 3) / 4 + 4);
     };
-    q.assign(words(kHeadsQ, kSeqQ), kSentinel);
-    k.assign(words(kHeadsKv, kSeqK), kSentinel);
-    v.assign(words(kHeadsKv, kSeqK), kSentinel);
-    o.assign(words(kHeadsQ, kSeqQ), kSentinel);
+    q.assign(words(kHeadsQ, kSeqQ, dtype_size(dtype)), kSentinel);
+    k.assign(words(kHeadsKv, kSeqK, dtype_size(dtype)), kSentinel);
+    v.assign(words(kHeadsKv, kSeqK, dtype_size(dtype)), kSentinel);
+    o.assign(words(kHeadsQ, kSeqQ, dtype_size(output_dtype(dtype))), kSentinel);  // O in the output dtype
     lse.assign(static_cast<size_t>(kBatch * kHeadsQ * kSeqQ + 4), kSentinel);
     params.q = q.data();
     params.k = k.data();
@@ -452,7 +453,7 @@ TEST(ApiValidation, CAbiDropoutFieldsAreAppendedAndPassedOn) {
   static_assert(offsetof(fc_params, dropout_p) > offsetof(fc_params, head_dim_v));
   static_assert(offsetof(fc_params, dropout_seed) > offsetof(fc_params, dropout_p));
   static_assert(offsetof(fc_params, dropout_offset) > offsetof(fc_params, dropout_seed));
-  static_assert(offsetof(fc_params, dropout_mask_out) + sizeof(uint8_t*) == sizeof(fc_params));
+  static_assert(offsetof(fc_params, descale_q) > offsetof(fc_params, dropout_mask_out));
   fc_params c{};
   c.dropout_p = 0.5f;
   c.dropout_seed = 7;
@@ -523,6 +524,68 @@ TEST(ApiValidation, DropoutBackwardTakesTheGeneralPath) {
     b.forward.dropout_p = 0.0f;
     EXPECT_EQ(path, static_cast<int32_t>(backward_path(b))) << to_string(dtype);
   }
+}
+
+// f8e4m3: O in bf16 (sized as such), descales only with the dtype and named when wrong, the features the fp8 path
+// does not take answered kUnsupported naming them, the C ABI's descale fields after the dropout ones.
+TEST(ApiValidation, Fp8FieldsAreCheckedAndNamed) {
+  Fixture f(DType::kF8E4M3);
+  const std::vector<float> descale(static_cast<size_t>(kBatch * kHeadsKv) + 1, 1.0f);
+  f.params.descale_q = descale.data();
+  f.params.descale_k = descale.data();
+  f.params.descale_v = descale.data();
+  ASSERT_TRUE(can_implement(f.params).ok()) << can_implement(f.params).message();
+  const KernelConfig config = select_config(f.params);
+  EXPECT_EQ(config.path, ComputePath::kTensorCoreFp8);
+  EXPECT_EQ(std::string(to_string(config.path)), "tensor-core-fp8");
+  EXPECT_EQ(config.block_n, 128);
+
+  const auto expect_status = [](const Params& p, StatusCode code, const std::string& prefix) {
+    const Status st = can_implement(p);
+    EXPECT_EQ(st.code(), code) << st.message();
+    EXPECT_EQ(st.message().rfind(prefix, 0), 0u) << st.message();
+  };
+  Fixture wide(DType::kBF16);
+  wide.params.descale_k = descale.data();
+  expect_status(wide.params, StatusCode::kInvalidArgument, "descale_k: only with dtype f8e4m3 (got dtype bf16)");
+  Params p = f.params;
+  p.descale_v = reinterpret_cast<const float*>(reinterpret_cast<const char*>(descale.data()) + 1);
+  expect_status(p, StatusCode::kInvalidArgument, "descale_v: pointer");
+  p = f.params;
+  p.descale_q = reinterpret_cast<const float*>(f.params.o);
+  expect_status(p, StatusCode::kInvalidArgument, "descale_q: overlaps an output");
+  p = f.params;
+  p.dropout_p = 0.25f;
+  expect_status(p, StatusCode::kUnsupported, "dropout_p: the fp8 path has no dropout");
+  p = f.params;
+  p.num_splits = 2;
+  expect_status(p, StatusCode::kUnsupported, "num_splits: the fp8 path has no split-KV");
+  p = f.params;
+  p.num_splits = 0;  // the heuristic picks 1
+  EXPECT_TRUE(can_implement(p).ok()) << can_implement(p).message();
+  EXPECT_EQ(effective_splits(p), 1);
+  BackwardParams b = make_backward_params(f.params);
+  EXPECT_EQ(can_implement_backward(b).code(), StatusCode::kUnsupported);
+  EXPECT_EQ(can_implement_backward(b).message().rfind("dtype: f8e4m3 is forward-only", 0), 0u)
+      << can_implement_backward(b).message();
+  // O is bf16: an O pointer aligned to 1 byte only is refused naming its 2-byte element.
+  p = f.params;
+  p.o = reinterpret_cast<char*>(f.params.o) + 1;
+  expect_status(p, StatusCode::kInvalidArgument, "o: pointer");
+  EXPECT_NE(can_implement(p).message().find("(2 bytes)"), std::string::npos) << can_implement(p).message();
+
+  static_assert(offsetof(fc_params, descale_q) > offsetof(fc_params, dropout_mask_out));
+  static_assert(offsetof(fc_params, descale_v) + sizeof(const float*) == sizeof(fc_params));
+  fc_params c{};
+  c.descale_q = descale.data();
+  char msg[256];
+  ASSERT_EQ(fc_make_params(FC_DTYPE_F8E4M3, 1, 2, 1, 3, 4, 16, FC_MASK_NONE, FC_LAYOUT_BHSD, &c, msg, sizeof msg), FC_OK)
+      << msg;
+  EXPECT_EQ(c.descale_q, nullptr);
+  c = to_c(wide.params);
+  c.descale_k = descale.data();
+  EXPECT_EQ(fc_can_implement(&c, msg, sizeof msg), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::string(msg).rfind("descale_k: ", 0), 0u) << msg;
 }
 
 TEST(ApiValidation, VisibleKeysNamesTheAlignment) {

@@ -490,7 +490,9 @@ TEST(HostNumeric, Bf16Tf32E4m3) {
   EXPECT_EQ(round_to_e4m3(448.0f), 448.0f);
   EXPECT_EQ(round_to_e4m3(std::ldexp(1.0f, -9)), std::ldexp(1.0f, -9));  // smallest subnormal
   EXPECT_EQ(round_to_e4m3(std::ldexp(1.0f, -11)), 0.0f);
-  EXPECT_TRUE(std::isnan(round_to_e4m3(500.0f)));
+  EXPECT_EQ(round_to_e4m3(500.0f), 448.0f);  // satfinite, as the kernel's cvt.rn.satfinite
+  EXPECT_EQ(round_to_e4m3(-std::numeric_limits<float>::infinity()), -448.0f);
+  EXPECT_TRUE(std::isnan(round_to_e4m3(std::nanf(""))));
 }
 
 }  // namespace

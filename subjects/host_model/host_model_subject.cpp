@@ -117,8 +117,10 @@ int backward_dropout(const fc_subject_problem* problem, const fc_subject_sequenc
   return run_backward_model(params, err, err_len);
 }
 
-// Every row of flashcheck's dtype and mask tables: the model computes them all.
-constexpr uint32_t kAllDtypes = flashcheck::subject_bits(flashcheck::kDTypes);
+// Every dtype subject ABI version 1 carries (f8e4m3 is not among them) and every row of the mask table: the model
+// computes them all.
+constexpr uint32_t kAllDtypes =
+    FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F32) | FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F16) | FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_BF16);
 constexpr uint32_t kAllMasks = flashcheck::subject_bits(flashcheck::kMaskNames);
 constexpr uint32_t kAllLayouts = FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD) | FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD) |
                                  FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED);

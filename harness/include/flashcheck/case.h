@@ -3,14 +3,16 @@
 //   bf16 b=2 hq=8 hkv=2 sq=129 sk=257 d=128 mask=causal-br q=normal(0,3) k=normal(0,3) v=uniform(-1,1) seed=42
 // format_case(parse_case(s)) == s for every canonical line; parse errors name the offending token.
 // Canonical order: dtype b hq hkv sq sk d [dv] mask [window] [layout] [pad] [seqs] [page] [poison] [splits] [scale]
-// [softcap] [dropout drop_seed drop_offset] q k v [sink] [grad dout] [inject] [property] [subject] seed. window=L,R comes with mask=window-br /
+// [softcap] [dropout drop_seed drop_offset] q k v [sink] [descale] [grad dout] [inject] [property] [subject] seed. window=L,R comes with mask=window-br /
 // window-tl and only with them (each side -1 = unbounded, or >= 0).
 // Optional keys (omitted when default): dv=N (V's and O's head dim, Params::head_dim_v; 0 or absent = d),
 // layout=bshd, pad=N (extra elements after every row of Q, K, V, O), seqs=Q:K[+E],... (one entry per sequence:
 // the inference path's variable lengths; b must equal their count, sq and sk bound them), page=P (K/V in pages of P keys; needs seqs), poison=inf|zero (what fills memory no kernel may read;
 // needs seqs; default nan), splits=N (Params::num_splits; default 1, 0 = the kernel's heuristic), scale=X
 // (softmax scale; default 1/sqrt(d) rounded to fp32), softcap=C (finite, > 0; default 0 = off), sink=DIST (one
-// fp32 sink logit per query head, drawn like q, k, v; absent = no sink), grad=1 (the case checks the backward pass,
+// fp32 sink logit per query head, drawn like q, k, v; absent = no sink), descale=DIST (f8e4m3 only: the fp8 descales
+// of Q, K and V, one fp32 value per (sequence, kv head) each, drawn from uniform(lo,hi) or const(c) with positive
+// normal fp32 bounds; absent = no descales, i.e. 1), grad=1 (the case checks the backward pass,
 // dQ, dK and dV, too; absent or grad=0 = forward only) with dout=DIST (dO's distribution, like q, k, v; default
 // normal(0,1), always written with grad=1, allowed only with it), dropout=P (Params::dropout_p, an fp32 value in
 // [0, 1); absent = 0, no dropout) with drop_seed=S and drop_offset=O (decimal uint64, Params::dropout_seed and
@@ -114,6 +116,10 @@ struct Case {
   // nearmax and subnormal mean fp32's; a ramp runs along the heads and dominant picks one head. No sink if
   // absent; const(-inf) is a sink that must change nothing.
   std::optional<ValueSpec> sink;
+  // fp8 descales (Params::descale_q, descale_k, descale_v; dtype f8e4m3 only): each [batch, heads_kv], drawn from this
+  // distribution (Stream::kDescaleQ, kDescaleK, kDescaleV, index = b * heads_kv + g) and rounded to fp32. Absent: no
+  // descales (null pointers, each 1).
+  std::optional<ValueSpec> descale;
   // The backward pass: with grad the case checks dQ, dK and dV as well as O, from an upstream gradient dO drawn
   // like q, k, v (Stream::kDOut, laid out like O) from `dout`; without it `dout` keeps its default (the parser and
   // validate_case reject any other) and nothing of the backward pass is drawn.

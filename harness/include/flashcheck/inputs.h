@@ -29,6 +29,9 @@ enum class Stream : uint32_t {
   kSink = 4,                 // index = query head
   kPageOrder = 5,            // index = i of the Fisher-Yates shuffle of the physical pages (i = num_pages - 1 .. 1)
   kDOut = 6,                 // dO of a grad case: index = canonical [B, Hq, Sq, value_dim] position, as O's elements
+  kDescaleQ = 7,             // fp8 descales (Case::descale): index = b * heads_kv + g
+  kDescaleK = 8,
+  kDescaleV = 9,
   kDominantRowQ = 0x101,     // index = b * H + h: which row of (b, h) is dominant
   kDominantRowK = 0x102,
   kDominantRowV = 0x103,
@@ -46,8 +49,14 @@ double cos_2pi(double turns);  // cos(2*pi*turns) for turns in [0, 1)
 // sequences, the case's Poison chooses: this NaN, +inf of the dtype, or 0);
 // O and LSE are poisoned with a different NaN payload before a run so that "never written" is told apart
 // from a NaN the kernel computed (which would carry the canonical payload).
+inline constexpr uint8_t kInputPadBits8 = 0xFF;           // NaN as e4m3 (its one NaN, with the sign set)
 inline constexpr uint16_t kInputPadBits16 = 0x7FD5;       // NaN as f16 and as bf16
 inline constexpr uint32_t kInputPadBits32 = 0x7FC0BAD1u;  // NaN as f32
+// The padding NaN of `dtype`'s inputs, by its size.
+constexpr uint32_t input_pad_bits(DType dtype) {
+  const int64_t size = find_dtype(dtype) != nullptr ? find_dtype(dtype)->size_bytes : 4;
+  return size == 4 ? kInputPadBits32 : size == 2 ? kInputPadBits16 : kInputPadBits8;
+}
 inline constexpr uint16_t kPoisonBits16 = 0x7FC1;         // NaN as f16 and as bf16
 inline constexpr uint32_t kPoisonBits32 = 0x7FC0DEADu;    // NaN as f32
 
@@ -73,6 +82,9 @@ struct HostInputs {
   int64_t o_padded = 0, o_elements = 0;
   std::vector<float> sink;            // [heads_q] fp32 sink logits; empty: the case has no sink
   std::vector<double> sink_exact;     // the same values as doubles
+  // fp8 descales (Case::descale): [batch, heads_kv] fp32 each, as doubles beside; all empty without descales.
+  std::vector<float> descale_q, descale_k, descale_v;
+  std::vector<double> descale_q_exact, descale_k_exact, descale_v_exact;
   // dO, the upstream gradient of a grad case (Case::grad; both empty without it): drawn like Q, K and V from
   // Case::dout (Stream::kDOut, the case's dtype, no injections) and always on the host. d_o is dtype-encoded and
   // laid out exactly like O (params.o_stride, o_padded elements; packed like O with sequences), its padding holding
@@ -90,10 +102,11 @@ struct HostInputs {
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k, seqused_k, page_table;
   std::vector<int64_t> seqlens_q, seqlens_k;  // [batch] per sequence: q, and k (the used keys); empty when dense
   oracle::Problem problem() const;    // view for the oracle (oracle_problem of oracle_bridge.h, spans into *_exact)
-  // FNV-1a 64 over q, k, v bytes, then the sink's, then the index arrays', then d_o's (golden-hash tests; for a
-  // case without a sink, sequences or grad, the bytes of q, k and v alone: grad leaves every forward hash alone).
+  // FNV-1a 64 over q, k, v bytes, then the sink's, then the index arrays', then d_o's, then the descales' (golden-hash
+  // tests; for a case without a sink, sequences, grad or descales, the bytes of q, k and v alone: grad leaves every
+  // forward hash alone).
   uint64_t hash() const;
-  // Points params.q/k/v/sink and the index arrays at this object's vectors (null for an empty one).
+  // Points params.q/k/v/sink, the index arrays and the descales at this object's vectors (null for an empty one).
   void bind();
 };
 

@@ -65,7 +65,7 @@
 
 namespace flashcheck {
 
-// kF32, kF16, kBF16: one enumerator per row of flashcheck/dtypes.def (dtype.h reads the rest of each row).
+// kF32, kF16, kBF16, kF8E4M3: one enumerator per row of flashcheck/dtypes.def (dtype.h reads the rest of each row).
 enum class DType : int32_t {
 #define FC_DTYPE_ROW(c_suffix, enumerator, code, ...) enumerator = code,
 #include "flashcheck/dtypes.def"
@@ -102,7 +102,7 @@ struct Params {
   const void* q = nullptr;  // [batch, heads_q,  seqlen_q, head_dim]   in dtype, strides q_stride
   const void* k = nullptr;  // [batch, heads_kv, seqlen_k, head_dim]   in dtype, strides k_stride
   const void* v = nullptr;  // [batch, heads_kv, seqlen_k, head_dim_v] in dtype, strides v_stride
-  void* o = nullptr;        // [batch, heads_q,  seqlen_q, head_dim_v] in dtype, strides o_stride
+  void* o = nullptr;        // [batch, heads_q,  seqlen_q, head_dim_v] in output_dtype(dtype), strides o_stride
   float* lse = nullptr;     // [batch, heads_q, seqlen_q] fp32, contiguous, natural log
   Strides q_stride, k_stride, v_stride, o_stride;
   float softmax_scale = 0.0f;  // any finite value; make_params() sets 1/sqrt(head_dim)
@@ -139,6 +139,14 @@ struct Params {
   // within it (seqlen_q and seqlen_k above being the maxima). run() writes it with a kernel of its own after the
   // forward, on the same stream; the backward pass never writes it.
   uint8_t* dropout_mask_out = nullptr;
+  // fp8 descaling (dtype kF8E4M3 only; null = 1): [batch, heads_kv] fp32, contiguous, finite and > 0 (device memory
+  // for run(), host memory for the host model). The inputs are Q = descale_q * Q8, K = descale_k * K8,
+  // V = descale_v * V8 per (sequence, kv head), where Q8, K8, V8 are the stored e4m3 values: the scores are
+  // softmax_scale * descale_q * descale_k * Q8 K8^T, and O = descale_v * softmax(...) V8, written in bf16
+  // (output_dtype). A query head reads the descales of its kv head. Not with dropout.
+  const float* descale_q = nullptr;
+  const float* descale_k = nullptr;
+  const float* descale_v = nullptr;
 };
 
 enum class StatusCode : int32_t {
@@ -165,7 +173,7 @@ class Status {
 
 // Size in bytes of one element of `dtype`.
 int64_t dtype_size(DType dtype);
-const char* to_string(DType dtype);  // "f32", "f16", "bf16"
+const char* to_string(DType dtype);  // "f32", "f16", "bf16", "f8e4m3"
 const char* to_string(Mask mask);    // "none", "causal-br", "causal-tl", "window-br", "window-tl"
 
 // Contiguous strides for `layout`, the default softmax scale; pointers left null. head_dim_v is 0: V and O have
@@ -204,6 +212,8 @@ enum class ComputePath : int32_t {
   kGeneralFp32 = 0,  // CUDA cores: fp32 scores, fp32 P, fp32 accumulation (all dtypes)
   kTensorCore = 1,   // fp16/bf16 mma: fp32 scores, P rounded to the input dtype before P*V, fp32 accumulation
   kSplitTf32 = 2,    // fp32 inputs on tensor cores, each product as three tf32 products
+  kTensorCoreFp8 = 3,  // e4m3 wgmma (docs/design/fp8-forward.md): 14-bit accumulation, P offset by 2^8 and rounded
+                       // to e4m3, P V promoted into fp32 per K/V tile, O in bf16
 };
 const char* to_string(ComputePath path);
 

@@ -12,7 +12,8 @@
 extern "C" {
 #endif
 
-/* FC_DTYPE_F32 = 0, FC_DTYPE_F16 = 1, FC_DTYPE_BF16 = 2: one per row of flashcheck/dtypes.def. */
+/* FC_DTYPE_F32 = 0, FC_DTYPE_F16 = 1, FC_DTYPE_BF16 = 2, FC_DTYPE_F8E4M3 = 3: one per row of flashcheck/dtypes.def.
+ * O is written in bf16 for f8e4m3 inputs (the row's output dtype), in the input dtype otherwise. */
 enum {
 #define FC_DTYPE_ROW(c_suffix, enumerator, code, ...) FC_DTYPE_##c_suffix = code,
 #include "flashcheck/dtypes.def"
@@ -75,6 +76,11 @@ typedef struct fc_params {
   uint64_t dropout_seed;
   uint64_t dropout_offset;
   uint8_t* dropout_mask_out;
+  /* fp8 descales (attention.h Params), appended after the dropout fields; fc_make_params sets them NULL (= 1).
+   * FC_DTYPE_F8E4M3 only: [batch, heads_kv] fp32, contiguous, finite and > 0. */
+  const float* descale_q;
+  const float* descale_k;
+  const float* descale_v;
 } fc_params;
 
 /* Contiguous strides for `layout`, softmax_scale = 1/sqrt(head_dim), no window (-1, -1), softcap 0, head_dim_v 0
@@ -90,7 +96,8 @@ fc_status fc_forward(const fc_params* params, void* stream, char* msg, size_t ms
 /* fc_forward without reading the index arrays back (attention.h run_prechecked): the caller vouches that
  * fc_can_implement accepted their current contents. */
 fc_status fc_forward_prechecked(const fc_params* params, void* stream, char* msg, size_t msg_size);
-/* The kernel configuration fc_forward would run: path (0 general fp32, 1 tensor core, 2 split tf32), tiles. */
+/* The kernel configuration fc_forward would run: path (0 general fp32, 1 tensor core, 2 split tf32, 3 tensor core
+ * fp8), tiles. */
 fc_status fc_select_config(const fc_params* params, int32_t* path, int32_t* block_m, int32_t* block_n,
                            char* msg, size_t msg_size);
 /* The split-KV run count fc_forward would use (attention.h effective_splits): num_splits, or the heuristic's for 0. */

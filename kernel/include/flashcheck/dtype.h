@@ -15,33 +15,42 @@
 
 namespace flashcheck {
 
-// An IEEE binary interchange format: a sign bit, exp_bits biased exponent bits, frac_bits fraction bits.
+// How an element's bits encode a value.
+enum class ElementKind : int32_t {
+  kIeee = 0,       // IEEE 754 interchange format: all-ones exponent is inf (zero fraction) or NaN
+  kFiniteNan = 1,  // OCP fp8 "fn" (e4m3): no infinity; the all-ones exponent is a binade of finite values whose
+                   // all-ones fraction alone is NaN, so the largest finite value has fraction all ones less one
+};
+
+// A binary format: a sign bit, exp_bits biased exponent bits, frac_bits fraction bits, encoded as `kind` says.
 struct BinaryFormat {
   int exp_bits;
   int frac_bits;
+  ElementKind kind = ElementKind::kIeee;
   constexpr int bias() const { return (1 << (exp_bits - 1)) - 1; }
   constexpr uint64_t exp_all() const { return (uint64_t{1} << exp_bits) - 1; }
   constexpr uint64_t frac_mask() const { return (uint64_t{1} << frac_bits) - 1; }
   constexpr int sign_shift() const { return exp_bits + frac_bits; }
+  constexpr bool has_inf() const { return kind == ElementKind::kIeee; }
+  // The magnitude bits of the largest finite value.
+  constexpr uint64_t max_finite() const {
+    return has_inf() ? (exp_all() - 1) << frac_bits | frac_mask() : exp_all() << frac_bits | (frac_mask() - 1);
+  }
   friend constexpr bool operator==(const BinaryFormat&, const BinaryFormat&) = default;
 };
 inline constexpr BinaryFormat kBinary64{11, 52};
 inline constexpr BinaryFormat kBinary32{8, 23};
 
-// How an element's bits encode a value.
-enum class ElementKind : int32_t {
-  kIeee = 0,  // IEEE 754 interchange format: all-ones exponent is inf (zero fraction) or NaN
-};
-
 struct DTypeInfo {
   DType dtype;
-  const char* name;         // "f32", "f16", "bf16": case lines, reports, to_string(DType), the oracle's format
+  const char* name;         // "f32", "f16", "bf16", "f8e4m3": case lines, reports, to_string(DType), the oracle's format
   int32_t c_code;           // FC_DTYPE_* (attention_c.h) and FC_SUBJECT_DTYPE_* (subject.h)
   int64_t size_bytes;       // dtype_size(DType)
-  ElementKind kind;
-  BinaryFormat format;
-  bool tensor_core_input;   // tensor cores take it as it is (kTensorCore); else fp32 (kSplitTf32)
-  int case_weight;          // relative share of generated cases
+  BinaryFormat format;      // its kind: how the bits encode a value
+  bool tensor_core_input;   // tensor cores take it as it is (kTensorCore, kTensorCoreFp8); else fp32 (kSplitTf32)
+  DType output;             // O's dtype (output_dtype(DType))
+  int case_weight;          // relative share of generated cases; 0: only where asked for by name
+  constexpr ElementKind kind() const { return format.kind; }
   constexpr int significand_bits() const { return format.frac_bits + 1; }  // implicit bit included
   constexpr double min_normal() const {  // 2^(1 - bias), exactly
     double x = 1.0;
@@ -50,9 +59,10 @@ struct DTypeInfo {
   }
 };
 inline constexpr std::array kDTypes = {
-#define FC_DTYPE_ROW(c_suffix, enumerator, code, name, size_bytes, kind, exp_bits, frac_bits, tensor_core, weight) \
-  DTypeInfo{DType::enumerator, name,  code, size_bytes, ElementKind::kind, BinaryFormat{exp_bits, frac_bits},    \
-            tensor_core != 0,  weight},
+#define FC_DTYPE_ROW(c_suffix, enumerator, code, name, size_bytes, kind, exp_bits, frac_bits, tensor_core, output, \
+                     weight)                                                                                     \
+  DTypeInfo{DType::enumerator, name, code, size_bytes, BinaryFormat{exp_bits, frac_bits, ElementKind::kind},      \
+            tensor_core != 0, DType::output, weight},
 #include "flashcheck/dtypes.def"
 #undef FC_DTYPE_ROW
 };
@@ -62,6 +72,11 @@ constexpr const DTypeInfo* find_dtype(DType dtype) {
     if (info.dtype == dtype) return &info;
   }
   return nullptr;
+}
+// O's dtype for inputs of `dtype` (the row's OUTPUT); `dtype` itself for a value outside the enum.
+constexpr DType output_dtype(DType dtype) {
+  const DTypeInfo* info = find_dtype(dtype);
+  return info != nullptr ? info->output : dtype;
 }
 constexpr std::optional<DType> dtype_from_name(std::string_view name) {
   for (const DTypeInfo& info : kDTypes) {
@@ -79,15 +94,18 @@ constexpr BinaryFormat format_of(DType dtype) {
 }
 
 constexpr bool is_nan(BinaryFormat f, uint64_t bits) {
+  if (!f.has_inf()) return (bits & (f.exp_all() << f.frac_bits | f.frac_mask())) == (f.exp_all() << f.frac_bits | f.frac_mask());
   return ((bits >> f.frac_bits) & f.exp_all()) == f.exp_all() && (bits & f.frac_mask()) != 0;
 }
 
 // The NaN of format `to` for NaN `bits` of format `from`: the sign and the leading payload bits (shifted,
 // so the quiet bit stays the quiet bit); the quiet bit set when no payload bit is left (the result must
-// stay a NaN).
+// stay a NaN). A format without infinity has one NaN per sign and keeps no payload; its NaN converts as a quiet
+// one.
 constexpr uint64_t convert_nan(BinaryFormat from, uint64_t bits, BinaryFormat to) {
   const uint64_t sign = (bits >> from.sign_shift()) & 1;
-  const uint64_t frac = bits & from.frac_mask();
+  if (!to.has_inf()) return sign << to.sign_shift() | to.exp_all() << to.frac_bits | to.frac_mask();
+  const uint64_t frac = from.has_inf() ? bits & from.frac_mask() : uint64_t{1} << (from.frac_bits - 1);
   uint64_t payload = to.frac_bits >= from.frac_bits ? frac << (to.frac_bits - from.frac_bits)
                                                     : frac >> (from.frac_bits - to.frac_bits);
   if (payload == 0) payload = uint64_t{1} << (to.frac_bits - 1);
@@ -111,13 +129,16 @@ constexpr int bit_width64(uint64_t x) {
 }
 
 // Non-NaN `bits` of format `from` rounded to format `to`: one rounding, to nearest with ties to even;
-// beyond the largest finite value (after rounding) +-inf; below half the smallest subnormal a signed zero.
+// beyond the largest finite value (after rounding) +-inf, or NaN in a format without infinity (IEEE's
+// overflow, not a saturation: the value is not one of the format's); below half the smallest subnormal a signed
+// zero.
 constexpr uint64_t round_to_format(BinaryFormat from, uint64_t bits, BinaryFormat to) {
   const uint64_t sign = ((bits >> from.sign_shift()) & 1) << to.sign_shift();
   const uint64_t exp_field = (bits >> from.frac_bits) & from.exp_all();
   const uint64_t frac = bits & from.frac_mask();
-  const uint64_t inf_bits = sign | to.exp_all() << to.frac_bits;
-  if (exp_field == from.exp_all()) return inf_bits;
+  const uint64_t inf_bits = to.has_inf() ? sign | to.exp_all() << to.frac_bits
+                                         : sign | to.exp_all() << to.frac_bits | to.frac_mask();
+  if (exp_field == from.exp_all() && from.has_inf()) return inf_bits;
   if (exp_field == 0 && frac == 0) return sign;
 
   // |x| = significand * 2^exponent with an integer significand of up to from.frac_bits + 1 <= 53 bits.
@@ -145,7 +166,7 @@ constexpr uint64_t round_to_format(BinaryFormat from, uint64_t bits, BinaryForma
   // quantum) comes out as its own fraction bits.
   const uint64_t biased_exp = static_cast<uint64_t>(quantum + to.frac_bits + to.bias());
   const uint64_t magnitude = (biased_exp << to.frac_bits) + rounded - (uint64_t{1} << to.frac_bits);
-  return magnitude >= to.exp_all() << to.frac_bits ? inf_bits : sign | magnitude;
+  return magnitude > to.max_finite() ? inf_bits : sign | magnitude;
 }
 
 // The value conversions of the codec: NaN by convert_nan, everything else by round_to_format (exact when
@@ -170,10 +191,10 @@ constexpr double decode_dtype(DType dtype, uint32_t bits) {
   return std::bit_cast<double>(detail::codec::convert(detail::codec::format_of(dtype), bits, kBinary64));
 }
 constexpr double round_to_dtype(DType dtype, double x) { return decode_dtype(dtype, encode_dtype(dtype, x)); }
-// Largest finite value: exponent field all ones minus one, fraction all ones.
+// Largest finite value: exponent field all ones minus one, fraction all ones (448 for e4m3, whose all-ones
+// exponent holds finite values).
 constexpr double dtype_max(DType dtype) {
-  const BinaryFormat f = detail::codec::format_of(dtype);
-  return decode_dtype(dtype, static_cast<uint32_t>((f.exp_all() - 1) << f.frac_bits | f.frac_mask()));
+  return decode_dtype(dtype, static_cast<uint32_t>(detail::codec::format_of(dtype).max_finite()));
 }
 
 constexpr uint16_t encode_f16(double x) { return static_cast<uint16_t>(encode_dtype(DType::kF16, x)); }
@@ -188,15 +209,18 @@ constexpr double decode_f32(uint32_t bits) { return decode_dtype(DType::kF32, bi
 // An fp32 value stored in `dtype` as the kernel stores it, bit for bit what __float2half_rn and
 // __float2bfloat16_rn give on the GPU: the same rounding as encode_dtype (float -> double is exact), and
 // every NaN, whatever its sign and payload, becomes CUDA's canonical NaN 0x7fff. f32 is stored unchanged.
+// A format without infinity is written as cvt.rn.satfinite writes fp8 (the only fp8 conversion PTX has): a NaN
+// becomes 0x7f, and +-inf and every value beyond the largest finite one (after rounding) that value, signed.
 constexpr uint32_t encode_dtype_from_float(DType dtype, float x) {
   const BinaryFormat f = detail::codec::format_of(dtype);
   const uint64_t bits = std::bit_cast<uint32_t>(x);
   if (f == kBinary32) return static_cast<uint32_t>(bits);
-  const uint64_t out = detail::codec::is_nan(kBinary32, bits) ? detail::codec::canonical_nan(f)
-                                                              : detail::codec::round_to_format(kBinary32, bits, f);
+  if (detail::codec::is_nan(kBinary32, bits)) return static_cast<uint32_t>(detail::codec::canonical_nan(f));
+  uint64_t out = detail::codec::round_to_format(kBinary32, bits, f);
+  if (!f.has_inf() && detail::codec::is_nan(f, out)) out = (out & (uint64_t{1} << f.sign_shift())) | f.max_finite();
   return static_cast<uint32_t>(out);
 }
-// Exact (every f16 and bf16 value is an fp32 value); a NaN keeps its sign and payload bit for bit.
+// Exact (every f16, bf16 and e4m3 value is an fp32 value); a NaN keeps its sign and payload bit for bit.
 constexpr float decode_dtype_to_float(DType dtype, uint32_t bits) {
   const uint64_t wide = detail::codec::convert(detail::codec::format_of(dtype), bits, kBinary32);
   return std::bit_cast<float>(static_cast<uint32_t>(wide));

@@ -53,6 +53,11 @@ enum class ModelDefect : int32_t {
   kDropoutThresholdOffByOne = 31,
   kDropoutScaleMissing = 32,
   kDropoutKvHeadIndex = 33,
+  // The fp8 path's (docs/design/fp8-forward.md).
+  kFp8POffsetMissing = 34,
+  kFp8LazyRescale = 35,
+  kFp8DescaleQueryHead = 36,
+  kFp8DescaleVTwice = 37,
 };
 
 struct ModelDefectInfo {
@@ -142,6 +147,16 @@ inline constexpr ModelDefectInfo kModelDefects[] = {
     {ModelDefect::kDropoutKvHeadIndex, "dropout-kv-head-index", "dropout: head indexing",
      "the mask is drawn with the K/V head h / (heads_q / heads_kv) in place of the query head h (forward, dump and "
      "backward)"},
+    {ModelDefect::kFp8POffsetMissing, "fp8-p-offset-missing", "fp8: P quantisation",
+     "P is cast to e4m3 without the exponent offset: p = exp2(x - r) <= 1, so every weight below 2^-6 of its tile's "
+     "reference lands in e4m3's subnormals (below 2^-10 at zero)"},
+    {ModelDefect::kFp8LazyRescale, "fp8-lazy-rescale", "fp8: P saturation",
+     "the offset without the rescale bound: the reference stays put while a tile's max lies within 8 (log2 units) "
+     "above it, so P reaches 2^16 and saturates at 448"},
+    {ModelDefect::kFp8DescaleQueryHead, "fp8-descale-query-head", "fp8: descale indexing",
+     "descale_q and descale_k are read at the query head h (mod heads_kv) in place of its K/V head "
+     "h / (heads_q / heads_kv)"},
+    {ModelDefect::kFp8DescaleVTwice, "fp8-descale-v-twice", "fp8: descale", "O is multiplied by descale_v twice"},
 };
 const char* to_string(ModelDefect defect);
 // The defect named `name` (a kModelDefects name, "none" included), or false.

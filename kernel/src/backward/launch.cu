@@ -147,6 +147,7 @@ Status run_backward(const BackwardParams& bp, void* stream) {
       case DType::kF32: st = bw::launch_dtype<float>(a, path, s); break;
       case DType::kF16: st = bw::launch_dtype<__half>(a, path, s); break;
       case DType::kBF16: st = bw::launch_dtype<__nv_bfloat16>(a, path, s); break;
+      case DType::kF8E4M3: st = {StatusCode::kUnsupported, "backward: f8e4m3 is forward-only"}; break;
     }
   }
   const Status freed = bw::cuda_status(cudaFreeAsync(workspace, s), "freeing the workspace");

@@ -29,15 +29,17 @@ struct SinkMerge {
   float l;      // l'
   float m;      // m' (log2 units)
 };
+// p_offset_log2: the weights' exponent offset (kFp8POffsetLog2 on the fp8 path, whose l carries it; else 0, which
+// adds nothing: x + 0 is x for every x but -0, whose exp2 is the same 1).
 template <class Exp2>
-FLASHCHECK_HOST_DEVICE SinkMerge merge_sink(float m, float l, float sink_log2, Exp2&& exp2) {
+FLASHCHECK_HOST_DEVICE SinkMerge merge_sink(float m, float l, float sink_log2, Exp2&& exp2, float p_offset_log2 = 0.0f) {
   if (sink_log2 != sink_log2) return {sink_log2, sink_log2, sink_log2};
   if (sink_log2 == -kNegInf) return {0.0f, 1.0f, sink_log2};
   SinkMerge r;
   r.m = fmax_f32(m, sink_log2);
   const float origin = exponent_origin(r.m);
   r.alpha = exp2(m - origin);
-  r.l = l * r.alpha + exp2(sink_log2 - origin);
+  r.l = l * r.alpha + exp2((sink_log2 - origin) + p_offset_log2);
   return r;
 }
 
@@ -53,9 +55,9 @@ struct RowFinal {
 };
 template <class Exp2>
 FLASHCHECK_HOST_DEVICE RowFinal finish_row(float m_log2, float m_natural, float l, const float* sink, int64_t h,
-                                           Exp2&& exp2) {
+                                           Exp2&& exp2, float p_offset_log2 = 0.0f) {
   if (sink == nullptr || sink[h] == kNegInf) return {1.0f, l, m_natural, is_empty_row(l)};
-  const SinkMerge merged = merge_sink(m_log2, l, mul_rn(sink[h], kLog2e), exp2);
+  const SinkMerge merged = merge_sink(m_log2, l, mul_rn(sink[h], kLog2e), exp2, p_offset_log2);
   return {merged.alpha, merged.l, mul_rn(merged.m, kLn2), is_empty_row(l)};
 }
 

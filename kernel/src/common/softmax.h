@@ -26,6 +26,16 @@ inline constexpr float kRefSlackLog2 = kTensorCoreRefSlackLog2;
 // softmax_scale folded into exp2's argument: scale * log2(e), rounded once in fp32.
 FLASHCHECK_HOST_DEVICE constexpr float fold_scale(float softmax_scale) { return softmax_scale * kLog2e; }
 
+// The fp8 path (docs/design/fp8-forward.md). Its scores' scale takes the (batch, kv head)'s descales of Q and K,
+// each product rounded in fp32 in this order before fold_scale (or make_softcap) takes it: c = fl(fl(fl(scale dq) dk)
+// log2 e). Its weights carry an exponent offset, p = exp2(fl(x - r) + kFp8POffsetLog2) <= 2^8 (r >= every x of the
+// tile), which e4m3 (largest finite 448) holds through P's rounding; l and O's accumulator carry the factor 2^8, and
+// LSE, the reported l and the traces take it back (exactly: a power of two).
+inline constexpr float kFp8POffsetLog2 = 8.0f;
+FLASHCHECK_HOST_DEVICE inline float descaled_scale(float softmax_scale, float descale_q, float descale_k) {
+  return mul_rn(mul_rn(softmax_scale, descale_q), descale_k);
+}
+
 // Softcap c > 0 turns a scaled score into c * tanh(scale * s / c). The scale cannot be folded past tanh, so a
 // capped score goes straight to log2 units: x = fl(c * log2 e) * tanh(fl(s * fl(scale / c))), three roundings
 // and tanh's own error (docs/error-model.md); without a softcap x = fl(s * fold_scale(scale)).

@@ -58,7 +58,9 @@ extern "C" {
  * 1u << value, for every value the subject takes, e.g. FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F16) |
  * FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_BF16). Every FC_SUBJECT_* value below is a small integer, never a bit. */
 #define FC_SUBJECT_BIT(value) (1u << (value))
-enum { FC_SUBJECT_DTYPE_F32 = 0, FC_SUBJECT_DTYPE_F16 = 1, FC_SUBJECT_DTYPE_BF16 = 2 }; /* = FC_DTYPE_* */
+/* = FC_DTYPE_*. F8E4M3 is numbered for the record only: version 1's capabilities and per-dtype arrays carry the
+ * first three, and a descriptor that names it is refused. */
+enum { FC_SUBJECT_DTYPE_F32 = 0, FC_SUBJECT_DTYPE_F16 = 1, FC_SUBJECT_DTYPE_BF16 = 2, FC_SUBJECT_DTYPE_F8E4M3 = 3 };
 enum {
   FC_SUBJECT_MASK_NONE = 0,
   FC_SUBJECT_MASK_CAUSAL_BOTTOM_RIGHT = 1,
