@@ -4,7 +4,8 @@
 // against the emulated reference; P never saturates, on rows built for it (the max rising tile after tile by just
 // under 0.5, 1, 4 or 8 in log2 units); light keys keep their weight where they carry most of a row's (the P offset);
 // power-of-two descales scale the scores and O exactly; and inputs exact in
-// both formats give O within both bounds of the bf16 path's. The path has no CUDA kernel in this library: on the GPU
+// both formats give O within both bounds of the bf16 path's; and the forward properties that take any case (memory
+// safety, layouts, repeated runs, independent slices) hold on f8e4m3 cases. The path has no CUDA kernel in this library: on the GPU
 // tier the properties skip (tier.cpp), on the host model they run against the path's own model.
 #include <rapidcheck.h>
 
@@ -65,6 +66,13 @@ Case fp8_case(CaseOptions o) {
   return c;
 }
 
+// The K/V tile of the fp8 path for the case's heads and head dims (the tile does not depend on the sequence lengths).
+int64_t key_tile(const Case& c) {
+  Case shape = c;
+  shape.seqlen_q = shape.seqlen_k = 1;
+  return kernel_config(case_params(shape)).block_n;
+}
+
 // Rows whose max rises tile after tile by just under tau (log2 units): K a ramp along the keys, one e4m3 step of
 // [1, 2) (1/8) per K/V tile at unit Q, the scale such that a step moves the scores by tau (1 - 2^-6). A kernel that
 // lets its reference lag the max by tau or more (a lazy rescale) puts P at 2^(8 + tau) and beyond.
@@ -76,12 +84,7 @@ Case rising_max_case() {
   c.heads_kv = *gen::inRange<int64_t>(1, 3).as("heads_kv");
   c.heads_q = c.heads_kv * *gen::element<int64_t>(1, 2).as("group");
   c.head_dim = *gen::element<int64_t>(16, 32, 64, 128).as("head_dim");
-  const Params probe = [&] {
-    Case shape = c;
-    shape.seqlen_q = shape.seqlen_k = 1;
-    return case_params(shape);
-  }();
-  const int64_t block_n = kernel_config(probe).block_n;
+  const int64_t block_n = key_tile(c);
   const int64_t tiles = *gen::inRange<int64_t>(2, 9).as("K/V tiles");
   c.seqlen_k = tiles * block_n - *gen::element<int64_t>(0, 1, block_n / 2).as("keys short of whole tiles");
   c.seqlen_q = *gen::element<int64_t>(1, 2, 17).as("seqlen_q");
@@ -111,11 +114,7 @@ Case light_keys_case() {
   c.heads_kv = 1;
   c.heads_q = *gen::element<int64_t>(1, 2).as("heads_q");
   c.head_dim = *gen::element<int64_t>(4, 8, 16).as("head_dim");
-  const int64_t block_n = kernel_config([&] {
-                            Case shape = c;
-                            shape.seqlen_q = shape.seqlen_k = 1;
-                            return case_params(shape);
-                          }()).block_n;
+  const int64_t block_n = key_tile(c);
   c.seqlen_k = *gen::inRange<int64_t>(2, 9).as("K/V tiles") * block_n - *gen::element<int64_t>(0, 1).as("short by");
   c.seqlen_q = *gen::element<int64_t>(1, 3).as("seqlen_q");
   const int64_t heavy = *gen::element<int64_t>(0, block_n - 1, block_n).as("heavy key");
@@ -137,6 +136,13 @@ void fp8_agrees_with_oracle() {
   note_case(c);
   oracle_agreement(c);
 }
+
+// The forward properties that take any case, on f8e4m3 cases: O (bf16) and LSE fully written with canaries and
+// inputs (descales included) intact, the layouts' bits equal, runs repeating bit for bit, slices independent.
+void fp8_memory_safety() { memory_safety(fp8_case(default_options())); }
+void fp8_layouts_agree_bit_for_bit() { layouts_agree_bit_for_bit(fp8_case(default_options())); }
+void fp8_repeated_runs_are_bit_identical() { repeated_runs_are_bit_identical(fp8_case(default_options())); }
+void fp8_batches_and_heads_are_independent() { batches_and_heads_are_independent(fp8_case(finite_options())); }
 
 void fp8_light_keys_keep_their_weight() {
   const Case c = light_keys_case();
@@ -218,19 +224,9 @@ void fp8_agrees_with_bf16_on_exact_inputs() {
             set_input_value(in_wide, tensor, b, h, s, d, input_value(in, tensor, b, h, s, d));
           }
   }
-  const RunOutputs a = run_backend(in), b = run_backend(in_wide);
-  RelationWorst worst;
-  for (const oracle::RowRef& r : rows_to_check(in, a.config, c.seed)) {
-    const ExactRow e = exact_row(in, a.config, r);
-    const ExactRow ew = exact_row(in_wide, b.config, r);
-    if (e.bound.unconstrained || ew.bound.unconstrained) continue;
-    for (int64_t d = 0; d < value_head_dim(p); ++d) {
-      const size_t k = static_cast<size_t>(d);
-      worst.add(o_at(a, p, r, d), o_at(b, p, r, d), e.bound.o[k] + ew.bound.o[k], r, d);
-    }
-    worst.add(lse_at(a, p, r), lse_at(b, p, r), e.bound.lse + ew.bound.lse, r, -1);
-  }
-  assert_worst(worst, "O, LSE of the fp8 path vs the bf16 path on the same values");
+  // Two paths (the configs' names differ): within the sum of both runs' bounds, non-finite where the exact row is.
+  assert_same_kernel_bits_or_within_bounds("the fp8 path vs the bf16 path on the same values", in, run_backend(in),
+                                           in_wide, run_backend(in_wide), c.seed);
 }
 
 }  // namespace flashcheck::properties

@@ -106,5 +106,9 @@ void fp8_p_never_saturates();
 void fp8_light_keys_keep_their_weight();
 void fp8_power_of_two_descales_scale_exactly();
 void fp8_agrees_with_bf16_on_exact_inputs();
+void fp8_memory_safety();
+void fp8_layouts_agree_bit_for_bit();
+void fp8_repeated_runs_are_bit_identical();
+void fp8_batches_and_heads_are_independent();
 
 }  // namespace flashcheck::properties

@@ -94,6 +94,11 @@ class KnownCaseTest : public ::testing::Test {
     const PropertyInfo* property = find_property(known_.property);
     ASSERT_NE(property, nullptr) << known_.property;
     const ReplayResult result = replay_property(*property, c);
+    // A known case is flashcheck's own finding: on a subject whose capabilities leave it out it does not apply.
+    if (active_subject() != nullptr &&
+        (result.outcome == Outcome::kRejected || result.outcome == Outcome::kUnsupported)) {
+      GTEST_SKIP() << "flashcheck-skip: the case lies outside the subject's capabilities (" << result.message << ")";
+    }
     if (result.outcome != Outcome::kPass) FAIL() << to_string(result.outcome) << ": " << result.message;
   }
 

@@ -67,6 +67,10 @@ constexpr std::array kTable = {
     PropertyInfo{"Fp8LightKeysKeepTheirWeight", kProd, fp8_light_keys_keep_their_weight, kFp8},
     PropertyInfo{"Fp8PowerOfTwoDescalesScaleExactly", kProd, fp8_power_of_two_descales_scale_exactly, kFp8},
     PropertyInfo{"Fp8AgreesWithBf16OnExactInputs", kProd, fp8_agrees_with_bf16_on_exact_inputs, kFp8},
+    PropertyInfo{"Fp8MemorySafety", kProd, fp8_memory_safety, kFp8},
+    PropertyInfo{"Fp8LayoutsAgreeBitForBit", kProd, fp8_layouts_agree_bit_for_bit, kFp8},
+    PropertyInfo{"Fp8RepeatedRunsAreBitIdentical", kProd, fp8_repeated_runs_are_bit_identical, kFp8},
+    PropertyInfo{"Fp8BatchesAndHeadsAreIndependent", kProd, fp8_batches_and_heads_are_independent, kFp8},
     PropertyInfo{"OnlineSoftmaxInvariants", kInst, [] { online_softmax_invariants(any_case()); }},
     PropertyInfo{"SequenceOnlineSoftmaxInvariants", kInst, sequence_online_softmax_invariants},
     // Inputs past the L2 cache take seconds a case: with the instrumented binary's properties rather than the
