@@ -37,6 +37,15 @@ constexpr KnownCase kKnownCases[] = {
     {"PermutingKeysUnderADominantKey", "PermutingKeysLeavesOutputUnchanged",
      "f32 b=1 hq=2 hkv=2 sq=41 sk=65 d=73 mask=none q=normal(0,1) k=dominant(0.5,100) v=normal(0,1) "
      "seed=2266302440"},
+    // A sink of +inf takes all the weight: l is the sink's own weight, which carries the fp8 path's offset like every
+    // other weight, so the reported l (the offset taken back) is 1.
+    {"Fp8SinkOfInfinityTakesAllTheWeight", "Fp8AgreesWithOracle",
+     "f8e4m3 b=1 hq=1 hkv=1 sq=2 sk=0 d=1 mask=causal-br q=normal(0,1) k=dominant(0.5,30) v=uniform(-1,1) "
+     "sink=const(inf) descale=const(0.015625) seed=0"},
+    // O without descales underflows to -0 in bf16 where 4 O is a bf16 subnormal: exact scaling holds between normals.
+    {"Fp8DescaledOutputBelowBf16Normals", "Fp8PowerOfTwoDescalesScaleExactly",
+     "f8e4m3 b=1 hq=2 hkv=1 sq=127 sk=387 d=1 mask=window-br window=257,0 q=normal(0,5) k=normal(0,1) "
+     "v=normal(0,0.02) descale=const(4) seed=0"},
 };
 
 // Prints a failing case the moment it fails, before shrinking, and bounds the shrinking's time (tier.h).

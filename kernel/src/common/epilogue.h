@@ -34,7 +34,9 @@ struct SinkMerge {
 template <class Exp2>
 FLASHCHECK_HOST_DEVICE SinkMerge merge_sink(float m, float l, float sink_log2, Exp2&& exp2, float p_offset_log2 = 0.0f) {
   if (sink_log2 != sink_log2) return {sink_log2, sink_log2, sink_log2};
-  if (sink_log2 == -kNegInf) return {0.0f, 1.0f, sink_log2};
+  if (sink_log2 == -kNegInf) {  // all the weight: l is the sink's own, 2^offset
+    return {0.0f, p_offset_log2 == 0.0f ? 1.0f : exp2(p_offset_log2), sink_log2};
+  }
   SinkMerge r;
   r.m = fmax_f32(m, sink_log2);
   const float origin = exponent_origin(r.m);
