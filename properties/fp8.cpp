@@ -3,10 +3,10 @@
 // descales or without; O is bf16. They agree with the exact oracle within the fp8 bound and with the RMS check
 // against the emulated reference; P never saturates, on rows built for it (the max rising tile after tile by just
 // under 0.5, 1, 4 or 8 in log2 units); light keys keep their weight where they carry most of a row's (the P offset);
-// power-of-two descales scale the scores and O exactly; and inputs exact in
-// both formats give O within both bounds of the bf16 path's; and the forward properties that take any case (memory
-// safety, layouts, repeated runs, independent slices) hold on f8e4m3 cases. The path has no CUDA kernel in this library: on the GPU
-// tier the properties skip (tier.cpp), on the host model they run against the path's own model.
+// power-of-two descales scale the scores and O exactly; inputs exact in both formats give O within both bounds of
+// the bf16 path's; and the forward properties that take any case (memory safety, layouts, repeated runs, independent
+// slices) hold on f8e4m3 cases. The path has no CUDA kernel in this library: on the GPU tier the properties skip
+// (tier.cpp), on the host model they run against the path's own model.
 #include <rapidcheck.h>
 
 #include <cmath>
@@ -91,7 +91,8 @@ Case rising_max_case() {
   c.mask = *gen::element(Mask::kNone, Mask::kCausalBottomRight).as("mask");
   const double tau = *gen::element(0.5, 1.0, 4.0, 8.0).as("tau (log2 units)");
   // x_j = scale log2(e) sum_d q k_j = scale log2(e) d k_j at q = 1: a step of 1/8 in k moves it by tau (1 - 2^-6).
-  c.scale = static_cast<float>(tau * (1.0 - 0x1p-6) / (std::log2(std::exp(1.0)) * static_cast<double>(c.head_dim) / 8.0));
+  const double step = std::log2(std::exp(1.0)) * static_cast<double>(c.head_dim) / 8.0;  // at scale 1
+  c.scale = static_cast<float>(tau * (1.0 - 0x1p-6) / step);
   c.q = ValueSpec{DistKind::kConst, 1.0, 1.0};
   c.k = ValueSpec{DistKind::kRamp, 1.0, 1.0 + static_cast<double>(tiles - 1) / 8.0};
   c.v = ValueSpec{DistKind::kNormal, 0.0, 1.0};

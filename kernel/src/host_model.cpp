@@ -278,9 +278,8 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
       const float m_new = detail::fmax_f32(row.m, tile_max);
       float ref =
           setup.tile_ref ? detail::tile_reference(tile_max, m_new, row.ref, [](float u) { return u; }) : m_new;
-      if (setup.defect == ModelDefect::kFp8LazyRescale && setup.fp8 && row.ref != kNegInf && tile_max <= row.ref + kFp8LazyRescaleLog2) {
-        ref = row.ref;
-      }
+      const bool lazy = setup.defect == ModelDefect::kFp8LazyRescale && setup.fp8 && row.ref != kNegInf;
+      if (lazy && tile_max <= row.ref + kFp8LazyRescaleLog2) ref = row.ref;
       const float m_use = detail::exponent_origin(ref);
       const float alpha = std::exp2(row.ref - m_use);
       float p_sum = 0.0f;
