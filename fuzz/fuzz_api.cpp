@@ -311,7 +311,10 @@ void check_c_abi(ByteReader& in) {
   const fc_status select = fc_select_config(arg, &path, &block_m, &block_n, msg.get(), msg_size);
   require(select == status,
           "fc_select_config returned " + std::to_string(select) + ", fc_can_implement " + std::to_string(status));
-  if (select == FC_OK) require(block_m > 0 && block_n > 0 && path >= 0 && path <= 2, "fc_select_config: bad config");
+  if (select == FC_OK) {
+    require(block_m > 0 && block_n > 0 && path >= 0 && path <= static_cast<int32_t>(ComputePath::kTensorCoreFp8),
+            "fc_select_config: bad config");
+  }
   int32_t splits = -1;
   const fc_status counted = fc_effective_splits(arg, &splits, msg.get(), msg_size);
   require(counted == status,
