@@ -62,7 +62,7 @@ SECTIONS = ("throughput", "heads", "value_dims", "accuracy", "memory")
 MATH_MAX_SEQLEN = 4096  # the unfused backend's N^2 scores make longer sequences slow (as in the peer run)
 FC_DTYPE = {"float32": 0, "float16": 1, "bfloat16": 2}
 FC_MASK_NONE, FC_MASK_CAUSAL_TOP_LEFT, FC_MASK_WINDOW_TOP_LEFT = 0, 2, 4
-FC_PATHS = {0: "general-fp32", 1: "tensor-core", 2: "split-tf32"}
+FC_PATHS = {0: "general-fp32", 1: "tensor-core", 2: "split-tf32", 3: "tensor-core-fp8"}
 SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
@@ -88,7 +88,9 @@ class FcParams(ctypes.Structure):
                 ("head_dim_v", ctypes.c_int64),  # 0: V and O have head_dim columns
                 # Dropout, off (ctypes zero-fills): the C struct reads them, so the mirror must hold them.
                 ("dropout_p", ctypes.c_float), ("dropout_seed", ctypes.c_uint64), ("dropout_offset", ctypes.c_uint64),
-                ("dropout_mask_out", ctypes.c_void_p)]
+                ("dropout_mask_out", ctypes.c_void_p),
+                # fp8 descales, null (ctypes zero-fills): read by the C struct as the dropout fields are.
+                ("descale_q", ctypes.c_void_p), ("descale_k", ctypes.c_void_p), ("descale_v", ctypes.c_void_p)]
 
 
 class Flashcheck:
