@@ -145,6 +145,24 @@ void fp8_layouts_agree_bit_for_bit() { layouts_agree_bit_for_bit(fp8_case(defaul
 void fp8_repeated_runs_are_bit_identical() { repeated_runs_are_bit_identical(fp8_case(default_options())); }
 void fp8_batches_and_heads_are_independent() { batches_and_heads_are_independent(fp8_case(finite_options())); }
 
+// Grouped heads (at least two K/V heads, two query heads each) with descales that differ between K/V heads: every
+// query head must read its own K/V head's, which the oracle's problem states (Problem::descale_*).
+void fp8_query_heads_read_their_kv_heads_descales() {
+  CaseOptions o = finite_options();
+  o.min_group = 2;
+  Case c = fp8_case(o);
+  if (replay_case() == nullptr) {
+    if (c.heads_kv < 2) {
+      c.heads_q = c.heads_q / c.heads_kv * 2;
+      c.heads_kv = 2;
+    }
+    c.descale = ValueSpec{DistKind::kUniform, 0.5, 2.0};
+    c.inject.clear();  // injections name heads of the drawn shape
+  }
+  RC_PRE(c.heads_kv >= 2 && c.heads_q >= 2 * c.heads_kv && c.descale.has_value());
+  oracle_agreement(c);
+}
+
 void fp8_light_keys_keep_their_weight() {
   const Case c = light_keys_case();
   note_case(c);

@@ -104,6 +104,7 @@ void dropout_threshold_is_exact();
 void fp8_agrees_with_oracle();
 void fp8_p_never_saturates();
 void fp8_light_keys_keep_their_weight();
+void fp8_query_heads_read_their_kv_heads_descales();
 void fp8_power_of_two_descales_scale_exactly();
 void fp8_agrees_with_bf16_on_exact_inputs();
 void fp8_memory_safety();

@@ -65,6 +65,7 @@ constexpr std::array kTable = {
     PropertyInfo{"Fp8AgreesWithOracle", kProd, fp8_agrees_with_oracle, kFp8},
     PropertyInfo{"Fp8PNeverSaturates", kProd, fp8_p_never_saturates, kFp8},
     PropertyInfo{"Fp8LightKeysKeepTheirWeight", kProd, fp8_light_keys_keep_their_weight, kFp8},
+    PropertyInfo{"Fp8QueryHeadsReadTheirKvHeadsDescales", kProd, fp8_query_heads_read_their_kv_heads_descales, kFp8},
     PropertyInfo{"Fp8PowerOfTwoDescalesScaleExactly", kProd, fp8_power_of_two_descales_scale_exactly, kFp8},
     PropertyInfo{"Fp8AgreesWithBf16OnExactInputs", kProd, fp8_agrees_with_bf16_on_exact_inputs, kFp8},
     PropertyInfo{"Fp8MemorySafety", kProd, fp8_memory_safety, kFp8},
