@@ -114,6 +114,9 @@ void copy_key(HostInputs& dst, int64_t b, int64_t g, int64_t j, const HostInputs
               int64_t j_src);
 // Every K and V element of key j of head (b, g) becomes `value`.
 void fill_key(HostInputs& in, int64_t b, int64_t g, int64_t j, double value);
+// fn(b, h, s, d) for every element of tensor 'q', 'k' or 'v' of `p`, by logical index.
+template <typename Fn>
+void for_each_input_element(const Params& p, char tensor, Fn&& fn);
 // Applies fn(value) -> value to every element of one tensor (the result is rounded to the dtype).
 template <typename Fn>
 void transform_tensor(HostInputs& in, char tensor, Fn&& fn);
@@ -200,17 +203,22 @@ void assert_blind_rows_unchanged(const std::string& what, const HostInputs& clea
 
 // ---- template definitions
 template <typename Fn>
-void transform_tensor(HostInputs& in, char tensor, Fn&& fn) {
-  const Params& p = in.params;
+void for_each_input_element(const Params& p, char tensor, Fn&& fn) {
   const int64_t heads = tensor == 'q' ? p.heads_q : p.heads_kv;
   const int64_t seqlen = tensor == 'q' ? p.seqlen_q : p.seqlen_k;
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t s = 0; s < seqlen; ++s)
-        for (int64_t d = 0; d < columns_of(p, tensor); ++d) {
-          const double x = input_value(in, tensor, b, h, s, d);
-          set_input_value(in, tensor, b, h, s, d, round_to_dtype(p.dtype, fn(x)));
-        }
+        for (int64_t d = 0; d < columns_of(p, tensor); ++d) fn(b, h, s, d);
+}
+
+template <typename Fn>
+void transform_tensor(HostInputs& in, char tensor, Fn&& fn) {
+  const Params& p = in.params;
+  for_each_input_element(p, tensor, [&](int64_t b, int64_t h, int64_t s, int64_t d) {
+    const double x = input_value(in, tensor, b, h, s, d);
+    set_input_value(in, tensor, b, h, s, d, round_to_dtype(p.dtype, fn(x)));
+  });
 }
 
 }  // namespace flashcheck::properties

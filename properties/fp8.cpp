@@ -236,14 +236,9 @@ void fp8_agrees_with_bf16_on_exact_inputs() {
   HostInputs in_wide = inputs_for(wide);
   const Params& p = in.params;
   for (char tensor : {'q', 'k', 'v'}) {
-    const int64_t heads = tensor == 'q' ? p.heads_q : p.heads_kv;
-    const int64_t rows = tensor == 'q' ? p.seqlen_q : p.seqlen_k;
-    for (int64_t b = 0; b < p.batch; ++b)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t s = 0; s < rows; ++s)
-          for (int64_t d = 0; d < columns_of(p, tensor); ++d) {
-            set_input_value(in_wide, tensor, b, h, s, d, input_value(in, tensor, b, h, s, d));
-          }
+    for_each_input_element(p, tensor, [&](int64_t b, int64_t h, int64_t s, int64_t d) {
+      set_input_value(in_wide, tensor, b, h, s, d, input_value(in, tensor, b, h, s, d));
+    });
   }
   // Two paths (the configs' names differ): within the sum of both runs' bounds, non-finite where the exact row is.
   assert_same_kernel_bits_or_within_bounds("the fp8 path vs the bf16 path on the same values", in, run_backend(in),

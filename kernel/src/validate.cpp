@@ -463,7 +463,8 @@ Status detail::check_layout(const Params& p) {
   if (p.batch * p.heads_q * p.seqlen_q == 0 || rows == 0) return Status::ok_status();  // documented no-op
 
   const int64_t elem = dtype_size(p.dtype);
-  const int64_t o_elem = dtype_size(output_dtype(p.dtype));
+  const TensorViews views = tensor_views(p);  // O's elements are the output dtype's
+  const TensorView& o_view = views.o;
   // With no keys (seqlen_k = 0, or packed K/V of no rows) every row is O = 0, LSE = -inf: K, V, Q unread.
   const bool reads_kv = p.seqlen_k > 0 && !(kv_packed(p) && p.total_k == 0);
   struct Pointer {
@@ -477,7 +478,7 @@ Status detail::check_layout(const Params& p) {
   const std::array<Pointer, 13> pointers{{{"q", p.q, elem, reads_kv},
                                           {"k", p.k, elem, reads_kv},
                                           {"v", p.v, elem, reads_kv},
-                                          {"o", p.o, o_elem, true},
+                                          {"o", p.o, o_view.element_bytes, true},
                                           {"descale_q", p.descale_q, kWord, p.descale_q != nullptr},
                                           {"descale_k", p.descale_k, kWord, p.descale_k != nullptr},
                                           {"descale_v", p.descale_v, kWord, p.descale_v != nullptr},
@@ -496,12 +497,10 @@ Status detail::check_layout(const Params& p) {
     }
   }
 
-  const TensorViews views = tensor_views(p);
-  const TensorView& o_view = views.o;
   int64_t o_span = 0;
   if (Status st = span_elements(o_view, &o_span); !st.ok()) return st;
   if (Status st = check_no_self_overlap(o_view); !st.ok()) return st;
-  const int64_t o_bytes = o_span * o_elem;
+  const int64_t o_bytes = o_span * o_view.element_bytes;
   int64_t lse_bytes = 0;
   if (!mul_ok(rows, static_cast<int64_t>(sizeof(float)), &lse_bytes)) {
     return invalid("lse: byte size overflows int64");
