@@ -176,7 +176,8 @@ void fp8_p_never_saturates() {
 }
 
 // O(descale = 2^a) = 2^a O(no descales, scale 4^a scale) and the same LSE, bit for bit: the descaled scale
-// fl(fl(scale 2^a) 2^a) is 4^a scale exactly, and O's product by 2^a is exact wherever both Os are normal bf16 values.
+// fl(fl(scale 2^a) 2^a) is 4^a scale exactly, and O's product by 2^a is exact wherever both Os and the product are
+// normal bf16 values.
 void fp8_power_of_two_descales_scale_exactly() {
   CaseOptions o = finite_options();
   Case c = fp8_case(o);
@@ -202,8 +203,9 @@ void fp8_power_of_two_descales_scale_exactly() {
   int64_t compared = 0;
   for (size_t e = 0; e < a.o.size(); ++e) {
     const double want = two_a * b.o[e];
-    // Where either O lies below bf16's normals one rounding is coarser than the other (or underflows to 0 alone).
-    const double smaller = std::fmin(std::fabs(a.o[e]), std::fabs(b.o[e]));
+    // Where either O or the exact product 2^a O lies below bf16's normals, one rounding is coarser than the other
+    // (or underflows to 0 alone): a normal O scaled into the subnormals rounds there, even up to the least normal.
+    const double smaller = std::fmin(std::fmin(std::fabs(a.o[e]), std::fabs(b.o[e])), std::fabs(want));
     if (smaller < bf16_min && !(a.o[e] == 0.0 && b.o[e] == 0.0)) continue;
     if (std::isfinite(want) && std::fabs(want) > dtype_max(DType::kBF16)) continue;
     ++compared;

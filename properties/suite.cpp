@@ -46,6 +46,11 @@ constexpr KnownCase kKnownCases[] = {
     {"Fp8DescaledOutputBelowBf16Normals", "Fp8PowerOfTwoDescalesScaleExactly",
      "f8e4m3 b=1 hq=2 hkv=1 sq=127 sk=387 d=1 mask=window-br window=257,0 q=normal(0,5) k=normal(0,1) "
      "v=normal(0,0.02) descale=const(4) seed=0"},
+    // A normal O without descales (-1.87e-37) whose exact product by 1/16 is a subnormal (-1.1709e-38) that the
+    // kernel's bf16 conversion rounds up to the least normal, -2^-126: no exact scaling below the normals.
+    {"Fp8DescaledOutputRoundsToTheLeastNormal", "Fp8PowerOfTwoDescalesScaleExactly",
+     "f8e4m3 b=1 hq=1 hkv=1 sq=254 sk=106 d=56 mask=causal-tl scale=2 q=const(0.5) k=const(-0.5) v=normal(0,1) "
+     "sink=dominant(1,200) descale=const(0.0625) seed=240698121"},
     // Scores near -10^7 (descales up to 100 each) carry errors of thousands through the fp8 path's 14-bit sums: the
     // weights are arbitrary in the kernel and the reference alike, and the RMS check leaves such rows out (their LSE
     // bound is not below its trivial one); O stays within its bound.
