@@ -37,6 +37,12 @@ constexpr KnownCase kKnownCases[] = {
     {"PermutingKeysUnderADominantKey", "PermutingKeysLeavesOutputUnchanged",
      "f32 b=1 hq=2 hkv=2 sq=41 sk=65 d=73 mask=none q=normal(0,1) k=dominant(0.5,100) v=normal(0,1) "
      "seed=2266302440"},
+    // Subnormal V against dO of normal size: dP and D of 10^-37 whose every product is subnormal; the GPU's fp32
+    // backward flushes them and returns dQ and dK of that size as 0, within the bounds' underflow terms (its dQ stood
+    // at 6.6 times the same-precision reference before the reference's noise carried the flushed products).
+    {"KeyGradientsSumToZeroUnderSubnormalValues", "KeyGradientsSumToZero",
+     "bf16 b=2 hq=20 hkv=4 sq=31 sk=181 d=131 mask=none layout=bshd pad=4 scale=2 q=normal(0,1) k=normal(0,1) "
+     "v=subnormal() grad=1 dout=normal(0,1) seed=3381724814"},
     // A sink of +inf takes all the weight: l is the sink's own weight, which carries the fp8 path's offset like every
     // other weight, so the reported l (the offset taken back) is 1.
     {"Fp8SinkOfInfinityTakesAllTheWeight", "Fp8AgreesWithOracle",

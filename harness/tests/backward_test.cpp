@@ -122,6 +122,36 @@ TEST(Backward, RmsCheckCatchesSystematicErrorWithinTheBound) {
   EXPECT_EQ(v.failures[0].rfind("RMS: dQ", 0), 0u) << v.failures[0];
 }
 
+// Subnormal V against dO of normal size: every product of dP and D lies below fp32's smallest normal, and a kernel that
+// flushes them (FTZ, the GPU's) returns dQ and dK of 10^-37 as 0 where the same-precision reference keeps them. Those
+// elements are within their bounds' underflow terms and carry no statistic; dV, of normal size, is still pooled.
+TEST(Backward, RmsCheckLeavesOutWhatAFlushingKernelLoses) {
+  const Case c = parsed("bf16 b=2 hq=20 hkv=4 sq=31 sk=181 d=131 mask=none layout=bshd pad=4 scale=2 q=normal(0,1) "
+                        "k=normal(0,1) v=subnormal() grad=1 dout=normal(0,1) seed=3381724814");
+  HostInputs in;
+  ASSERT_TRUE(make_inputs(c, &in).ok());
+  BackwardOutputs out = run_backward_case(in, Backend::kHostModel);
+  ASSERT_TRUE(out.status.ok()) << out.status.message();
+  const oracle::GradientCheck check = backward_bounds(in, out);
+  int64_t flushed = 0;
+  for (auto [got, exact] : {std::pair{&out.dq, &check.exact.dq}, std::pair{&out.dk, &check.exact.dk}}) {
+    for (size_t at = 0; at < got->size(); ++at) {
+      if (std::fabs((*exact)[at]) < 0x1p-110) {
+        flushed += (*got)[at] != 0.0f;
+        (*got)[at] = 0.0f;
+      }
+    }
+  }
+  EXPECT_GT(flushed, 1000);
+  const BackwardVerdict v = judge_backward(c, in, out, &check);
+  EXPECT_TRUE(v.pass) << v.report();
+  // Every dQ and dK element lies at the flushed products' scale and leaves the pool; every dV element stays in it.
+  EXPECT_EQ(v.dq_rms.elements, 0) << v.report();
+  EXPECT_EQ(v.dk_rms.elements, 0) << v.report();
+  EXPECT_GT(v.dq_rms.noisy_left_out, 0) << v.report();
+  EXPECT_EQ(v.dv_rms.elements, static_cast<int64_t>(out.dv.size())) << v.report();
+}
+
 // The planted backward defects fail the statistical check too, not only the per-element bound.
 TEST(Backward, PlantedDefectsFailTheRmsCheck) {
   const std::string line = lines()[1];

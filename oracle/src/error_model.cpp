@@ -17,6 +17,7 @@ namespace flashcheck::oracle {
 namespace {
 
 using detail::gamma_n;
+using detail::kFlushResult;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -80,8 +81,7 @@ constexpr double kCapRound = kTanhRelErr + kU32;
 constexpr double kTwoRoundings = 2 * kU32 + kU32 * kU32;
 // fl(log2 e), the sink's product with it, and each of them in the common factor of the keys' logits (fl(scale *
 // log2 e) or fl(c log2 e)): a sink of magnitude |z| and keys of max |m| disagree by kTwoRoundings (|z| + |m|).
-// An fp32 tanh, product or sink * log2 e below 2^-126 may be flushed: kFlushResult absolute per rounding.
-constexpr double kFlushResult = 0x1p-126;
+// An fp32 tanh, product or sink * log2 e below 2^-126 may be flushed: kFlushResult (tiers.h) absolute per rounding.
 // A product rounded to nearest on fp32's subnormal grid is off by at most half its spacing 2^-149.
 constexpr double kHalfSubnormalSpacing = 0x1p-150;
 // A dropout's factor sigma = 1 / (1 - p) reaches the kernel as fl32 of keep_scale(p), a double within 2^-52 of

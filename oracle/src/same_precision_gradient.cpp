@@ -18,6 +18,7 @@
 #include "flashcheck/gradient.h"
 #include "fp_emulation.h"
 #include "row_view.h"
+#include "tiers.h"
 
 namespace flashcheck::oracle {
 namespace {
@@ -196,7 +197,12 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
           // shift of D beside it: a row of one dominant key, where the reference's cancels exactly, keeps the shift),
           // and the roundings w of dP - D are weighed by that P, not by the reference's.
           const double from_p = x.noise * (std::fabs(dp - dd) + std::fabs(d_shift)) * g;
-          const double from_w = kU32 * std::sqrt(dp_partial_sq[j] + d_partial_sq) * (x.weight + x.noise) * g;
+          // A kernel that flushes fp32 subnormals (FTZ) loses each product of dP and of D below 2^-126 whole (subnormal V
+          // or O against dO: dP - D then lies at 2 dim_v 2^-126 or below, and a dQ of 10^-38 is 0 on the GPU), where
+          // this reference keeps them: an absolute term beside the roundings, negligible wherever dP - D is normal.
+          const double flushed = 2.0 * static_cast<double>(dim_v) * detail::kFlushResult;
+          const double from_w =
+              (kU32 * std::sqrt(dp_partial_sq[j] + d_partial_sq) + flushed) * (x.weight + x.noise) * g;
           const double from_g = static_cast<double>(x.p) * std::fabs(dp - dd) * x.g_noise;
           x.noise_t = std::sqrt(from_p * from_p + from_w * from_w + from_g * from_g);
         }

@@ -126,7 +126,9 @@ struct SamePrecisionGradient {
   //   N_ij = |scale| g_ij sqrt(sum_c (q_i1 k_j1 + ... + q_ic k_jc)^2),  LSE_i = m_i + ln l_i,
   // and of every dP_ij - D_i, absolute
   //   w_ij = u_32 sqrt(sum_c (dO_i1 v_j1 + ... + dO_ic v_jc)^2 + sum_c (dO_i1 O_i1 + ... + dO_ic O_ic)^2)
-  // (the partial sums of the score, of dP and of a kernel's D = dO.O from the given O, each rounded once), through
+  //          + 2 dim_v 2^-126
+  // (the partial sums of the score, of dP and of a kernel's D = dO.O from the given O, each rounded once; the last
+  // term the products of dP and D below fp32's smallest normal, which a kernel that flushes subnormals loses), through
   // dV_j = sum_i P_ij dO_i and dT_ij = P_ij (dP_ij - D_i) g_ij, a score error eps moving P by a factor e^eps (eps
   // below stands for e^eps - 1: equal to first order, and still a bound where scores of 10^8 make eps exceed 1):
   //   dV_j (column c)  sqrt(sum_i (eps_ij P_ij dO_ic)^2),
