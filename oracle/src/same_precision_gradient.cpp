@@ -73,6 +73,10 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
   }
   check_sequence_lengths(problem);
   const int64_t dim = problem.head_dim, dim_v = value_dim(problem);
+  // A kernel that flushes fp32 subnormals (FTZ) loses each product of dP and of D below 2^-126 whole (subnormal V or O
+  // against dO: dP - D then lies at 2 dim_v 2^-126 or below, and a dQ of 10^-38 is 0 on the GPU), where this reference
+  // keeps them: an absolute term of every dP - D beside its roundings, negligible wherever dP - D is normal.
+  const double flushed = 2.0 * static_cast<double>(dim_v) * detail::kFlushResult;
   const int64_t rows = problem.batch * problem.heads_q * problem.seqlen_q;
   const std::span<const double> o = forward.o;
   check_values("d_o", d_o.size(), rows * dim_v);
@@ -197,10 +201,7 @@ SamePrecisionGradient same_precision_gradient(const Problem& problem, std::span<
           // shift of D beside it: a row of one dominant key, where the reference's cancels exactly, keeps the shift),
           // and the roundings w of dP - D are weighed by that P, not by the reference's.
           const double from_p = x.noise * (std::fabs(dp - dd) + std::fabs(d_shift)) * g;
-          // A kernel that flushes fp32 subnormals (FTZ) loses each product of dP and of D below 2^-126 whole (subnormal V
-          // or O against dO: dP - D then lies at 2 dim_v 2^-126 or below, and a dQ of 10^-38 is 0 on the GPU), where
-          // this reference keeps them: an absolute term beside the roundings, negligible wherever dP - D is normal.
-          const double flushed = 2.0 * static_cast<double>(dim_v) * detail::kFlushResult;
+          // Beside the roundings, the products of dP and D a flushing kernel loses (flushed, above).
           const double from_w =
               (kU32 * std::sqrt(dp_partial_sq[j] + d_partial_sq) + flushed) * (x.weight + x.noise) * g;
           const double from_g = static_cast<double>(x.p) * std::fabs(dp - dd) * x.g_noise;
