@@ -213,8 +213,16 @@ BackwardOutputs run_backward_case(const HostInputs& inputs, Backend backend, con
     }
   }
   if (!dq.padding_untouched()) note_damage("dq padding");
-  const auto decode_keys = [&](Decoder& d, const Strides& strides, std::vector<double>* canonical, const char* pad_name) {
+  // batch = 0 or heads_q = 0 is the documented no-op (backward.h): dK and dV are not the call's to write, and
+  // writing them breaks the contract.
+  const bool no_op = p.batch * p.heads_q == 0;
+  const auto decode_keys = [&](Decoder& d, const Strides& strides, std::vector<double>* canonical, const char* pad_name,
+                               const char* no_op_name) {
     canonical->assign(static_cast<size_t>(p.batch * p.heads_kv * p.seqlen_k * d.columns), 0.0);
+    if (no_op) {  // no element is seen: every one must still hold the poison
+      if (!d.padding_untouched()) note_damage(no_op_name);
+      return;
+    }
     for (int64_t b = 0; b < p.batch; ++b) {
       for (int64_t h = 0; h < p.heads_kv; ++h) {
         for (int64_t j = 0; j < layout.slots(b); ++j) {
@@ -238,8 +246,8 @@ BackwardOutputs run_backward_case(const HostInputs& inputs, Backend backend, con
     if (!d.padding_untouched()) note_damage(pad_name);
   };
   Decoder dk(p.dtype, dim, images.dk), dv(p.dtype, dim_v, images.dv);
-  decode_keys(dk, p.k_stride, &out.dk, "dk padding");
-  decode_keys(dv, p.v_stride, &out.dv, "dv padding");
+  decode_keys(dk, p.k_stride, &out.dk, "dk padding", "dk (written by a no-op call)");
+  decode_keys(dv, p.v_stride, &out.dv, "dv padding", "dv (written by a no-op call)");
   if (!images.dsink.empty()) {
     for (int64_t h = 0; h < p.heads_q; ++h) {
       const uint8_t* at = payload(images.dsink) + h * int64_t{sizeof(float)};
