@@ -120,10 +120,14 @@ def on_stream(problem):
 
 def key_window(problem):
     """(lo, hi): query row i sees keys i + lo .. i + hi (attention.h's visibility for the problem's mask and window, in
-    its alignment; an unbounded side spans every key)."""
+    its alignment; an unbounded side spans every key). Both lie in [-seqlen_q - 1, seqlen_k + 1]: past that every row
+    sees the same keys, and a kernel that takes them as 32-bit integers (Triton types a Python int past 2^31 as i64)
+    meets the same values for every window wider than the sequences (1 << 40 among them)."""
     sq, sk, mask = problem["seqlen_q"], problem["seqlen_k"], problem["mask"]
     align = sk - sq if mask.endswith("-br") else 0
     if mask == "none":
         return -sq - 1, sk + 1
     left, right = (-1, 0) if mask.startswith("causal") else (problem["window_left"], problem["window_right"])
-    return (-sq - 1 if left < 0 else align - left), (sk + 1 if right < 0 else align + right)
+    lo = -sq - 1 if left < 0 else align - left
+    hi = sk + 1 if right < 0 else align + right
+    return min(max(lo, -sq - 1), sk + 1), min(max(hi, -sq - 1), sk + 1)

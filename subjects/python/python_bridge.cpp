@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -77,10 +78,19 @@ int code_of_exception() {
   return FC_SUBJECT_ERROR;
 }
 
+// A message longer than the caller's buffer keeps its head and its tail: a Python error's cause comes last (Triton's
+// CompilationError quotes the kernel's source up to the failing line and names the error after it).
 void copy_message(const std::string& message, char* err, size_t err_len) {
   if (err == nullptr || err_len == 0) return;
-  const size_t n = std::min(message.size(), err_len - 1);
-  message.copy(err, n);
+  constexpr std::string_view kCut = " [...] ";
+  std::string text = message;
+  if (text.size() > err_len - 1 && err_len - 1 > 3 * kCut.size()) {
+    const size_t room = err_len - 1 - kCut.size();
+    const size_t head = room / 3;
+    text = message.substr(0, head) + std::string(kCut) + message.substr(message.size() - (room - head));
+  }
+  const size_t n = std::min(text.size(), err_len - 1);
+  text.copy(err, n);
   err[n] = '\0';
 }
 
