@@ -5,8 +5,8 @@
 // under 0.5, 1, 4 or 8 in log2 units); light keys keep their weight where they carry most of a row's (the P offset);
 // power-of-two descales scale the scores and O exactly; inputs exact in both formats give O within both bounds of
 // the bf16 path's; and the forward properties that take any case (memory safety, layouts, repeated runs, independent
-// slices) hold on f8e4m3 cases. The path has no CUDA kernel in this library: on the GPU tier the properties skip
-// (tier.cpp), on the host model they run against the path's own model.
+// slices) hold on f8e4m3 cases: on the GPU tier against the fp8 kernel (sm_90a builds; tier.cpp skips them without
+// it), on the host model against the path's own model.
 #include <rapidcheck.h>
 
 #include <cmath>

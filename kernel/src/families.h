@@ -95,6 +95,8 @@ Status tensor_core_launch(const Params& params, const KernelConfig& config, void
 Status split_tf32_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
 Status general_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
 Status decode_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
+// kernel/src/fp8/ (sm_90a builds only, FLASHCHECK_HAS_FP8).
+Status fp8_launch(const Params& params, const KernelConfig& config, void* stream, const Instrumentation* inst);
 // The dropout mask dump (general/dropout_mask.cu): every byte of params.dropout_mask_out from the contract and the
 // visibility rule, on `stream` after the forward. Preconditions: can_implement(params) is ok, dropout_mask_out set.
 Status dropout_mask_launch(const Params& params, void* stream);

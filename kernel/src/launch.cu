@@ -48,6 +48,9 @@ Status launch_family(const Params& params, void* stream, const Instrumentation* 
     case ComputePath::kSplitTf32: return split_tf32_launch(params, config, stream, inst);
 #endif
     case ComputePath::kGeneralFp32: return general_launch(params, config, stream, inst);
+#if defined(FLASHCHECK_HAS_FP8)
+    case ComputePath::kTensorCoreFp8: return fp8_launch(params, config, stream, inst);
+#endif
     default: break;
   }
   return {StatusCode::kUnsupported,

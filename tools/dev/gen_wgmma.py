@@ -4,8 +4,9 @@ dtype). An m64nNk16 (tf32: m64nNk8) instruction names all N/2 accumulator regist
 these are generated rather than typed. Writes, relative to the repository root:
   kernel/src/tensor_core/wgmma_ops.cuh   fp16/bf16 m64nNk16 wrappers (tensor-core family)
   kernel/src/split_tf32/wgmma_tf32.cuh   tf32 m64nNk8 wrappers (split-TF32 family)
-Run it after changing the shape lists (SS_N, RS_N, TF32_SS_N, TF32_RS_N) and commit both headers.
-  python3 tools/dev/gen_wgmma.py           # write both headers
+  kernel/src/fp8/wgmma_fp8.cuh           e4m3 m64nNk32 wrappers (fp8 family)
+Run it after changing the shape lists (SS_N, RS_N, TF32_SS_N, TF32_RS_N, FP8_SS_N, FP8_RS_N) and commit the headers.
+  python3 tools/dev/gen_wgmma.py           # write every header
   python3 tools/dev/gen_wgmma.py --check   # write nothing; exit 1 with a diff if a header is not what it writes
 """
 import argparse
@@ -21,6 +22,8 @@ RS_N = [64, 128, 256]   # O += P V: N = head_dim family
 DTYPES = [("__nv_bfloat16", "bf16"), ("__half", "f16")]
 TF32_SS_N = [32, 64]    # S = Q K^T: N = keys per K/V tile
 TF32_RS_N = [32, 64]    # O = P V: N = half the head_dim family
+FP8_SS_N = [128]        # S = Q K^T: N = keys per K/V tile
+FP8_RS_N = [128]        # tile = P V: N = 128 columns of V per pass
 
 
 def regs(n):
@@ -111,7 +114,32 @@ struct Mma;
     return text + "}  // namespace flashcheck::detail::wgmma_tf32\n"
 
 
-HEADERS = {"kernel/src/tensor_core/wgmma_ops.cuh": f16_bf16_header, "kernel/src/split_tf32/wgmma_tf32.cuh": tf32_header}
+def fp8_header():
+    text = GENERATED + '''
+// sm_90a warpgroup MMAs on e4m3 (wgmma.mma_async m64nNk32 .f32.e4m3.e4m3) for the fp8 family. The accumulator
+// layout is the tensor-core family's (wgmma_ops.cuh): warp w of the warpgroup holds rows 16w + lane/4 (+8) and, per
+// n8 block j, columns 8j + 2(lane%4) + {0,1} in d[j][0..1] (row) and d[j][2..3] (row + 8). 8-bit operands have no
+// transposed form: A and B are both K-major. SS: A and B from shared-memory descriptors; RS: A from registers, the
+// mma.sync m16n8k32 e4m3 A-fragment of rows 16w..16w+15 (a[0]: row lane/4, k 4(lane%4) + 0..3 from the low byte;
+// a[1]: row + 8; a[2], a[3]: the same at k + 16). Issue with wgmma_fence() first, then commit and wait.
+#pragma once
+
+#include <cstdint>
+
+namespace flashcheck::detail::wgmma_fp8 {
+
+template <int N>
+struct Mma;
+
+'''
+    for n in sorted(set(FP8_SS_N + FP8_RS_N)):
+        text += mma_struct(n, n, n in FP8_SS_N, n in FP8_RS_N, f"m64n{n}k32.f32.e4m3.e4m3", "1, 1", "1, 1",
+                           "d (+)= A B, A from registers; scale_d = 0 overwrites d.")
+    return text + "}  // namespace flashcheck::detail::wgmma_fp8\n"
+
+
+HEADERS = {"kernel/src/tensor_core/wgmma_ops.cuh": f16_bf16_header, "kernel/src/split_tf32/wgmma_tf32.cuh": tf32_header,
+           "kernel/src/fp8/wgmma_fp8.cuh": fp8_header}
 
 
 def main():

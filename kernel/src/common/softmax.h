@@ -46,12 +46,13 @@ struct Softcap {
 // A nonzero scale whose quotient by c rounds to 0 (|scale / c| below half the smallest subnormal) keeps the
 // smallest subnormal of its sign instead: an infinite score times 0 would be NaN where the softcap maps it to -+c
 // (attention.h); finite scores stay within the error model's folded-scale term (docs/error-model.md §4.6).
-inline Softcap make_softcap(float softmax_scale, float softcap) {
-  float tanh_scale = softmax_scale / softcap;
+FLASHCHECK_HOST_DEVICE inline Softcap make_softcap(float softmax_scale, float softcap) {
+  float tanh_scale = div_rn(softmax_scale, softcap);
   if (tanh_scale == 0.0f && softmax_scale != 0.0f) {
-    tanh_scale = std::copysign(std::numeric_limits<float>::denorm_min(), softmax_scale);
+    constexpr float kLeast = std::numeric_limits<float>::denorm_min();
+    tanh_scale = softmax_scale < 0.0f ? -kLeast : kLeast;
   }
-  return {tanh_scale, softcap * kLog2e};
+  return {tanh_scale, mul_rn(softcap, kLog2e)};
 }
 // tanh(scale * s / c), the capped score over c: the backward pass's softcap derivative is 1 - that squared.
 FLASHCHECK_HOST_DEVICE inline float capped_tanh(float s, const Softcap& cap) { return tanh_f32(mul_rn(s, cap.tanh_scale)); }

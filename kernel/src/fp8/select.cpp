@@ -1,9 +1,9 @@
 // fp8_select(): the tiles of the fp8 (e4m3) forward path, docs/design/fp8-forward.md. Host code, so the host model
-// and the CPU tier see the tiles the fp8 kernel runs: 128 query rows (two consumer warpgroups of 64) against K/V
+// and the CPU tier see the tiles the fp8 kernel runs (kernel.cuh): 128 query rows (two warpgroups of 64) against K/V
 // tiles of 128 keys (four k32 wgmma steps of P V, each tile's result promoted into fp32), Q's and K's head_dim and
-// V's head_dim_v padded to one family of 64, 128 or 256 columns. The path serves every f8e4m3 problem can_implement
-// accepts (dense or packed sequences, seqused_k; no paged K/V, split-KV or dropout). Its CUDA kernel is not part of
-// this library yet: run() answers kUnsupported for it (launch.cu) while the host model computes it.
+// V's head_dim_v padded to one family of 128 or 256 columns (128-byte swizzle rows of e4m3). The path serves every
+// f8e4m3 problem can_implement accepts (dense or packed sequences, seqused_k; no paged K/V, split-KV or dropout); its
+// CUDA kernel (sm_90a builds) answers kUnsupported where TMA cannot address Q, K or V (fp8/launch.cu).
 #include <algorithm>
 
 #include "families.h"
@@ -17,10 +17,7 @@ bool fp8_select(const Params& params, KernelConfig* config) {
   c.path = ComputePath::kTensorCoreFp8;
   c.block_m = kFp8BlockM;
   c.block_n = kFp8BlockN;
-  if (dim <= 64) {
-    c.head_dim_padded = 64;
-    c.name = "tensor_core_fp8_hdim64";
-  } else if (dim <= 128) {
+  if (dim <= 128) {
     c.head_dim_padded = 128;
     c.name = "tensor_core_fp8_hdim128";
   } else {
