@@ -70,6 +70,11 @@ enum class Mutant : int32_t {
   kDropoutThresholdOffByOne,
   kDropoutScaleMissing,
   kDropoutKvHeadIndex,
+  kFp8POffsetMissing,
+  kFp8LazyRescale,
+  kFp8DescaleQueryHead,
+  kFp8DescaleVTwice,
+  kFp8VtKeysUnpermuted,
   kCount
 };
 
@@ -200,6 +205,19 @@ inline constexpr MutantInfo kMutants[] = {
     {Mutant::kDropoutKvHeadIndex, "dropout-kv-head-index", "dropout", "dropout: head indexing",
      "the mask is drawn with the K/V head h / (heads_q / heads_kv) in place of the query head h (forward, dump and "
      "backward): a GQA group's query heads share one mask"},
+    {Mutant::kFp8POffsetMissing, "fp8-p-offset-missing", "fp8", "fp8: P quantisation",
+     "the fp8 kernel casts P to e4m3 without the exponent offset 2^8 (l and LSE consistent with it): weights below "
+     "2^-6 of the tile's reference lose their precision as e4m3 subnormals, or vanish below 2^-10"},
+    {Mutant::kFp8LazyRescale, "fp8-lazy-rescale", "fp8", "fp8: P saturation",
+     "the fp8 kernel keeps a row's reference while a tile's max lies within 8 log2 units above it (a lazy rescale "
+     "beside the offset 2^8): P reaches 2^16 and e4m3 clamps it to 448"},
+    {Mutant::kFp8DescaleQueryHead, "fp8-descale-query-head", "fp8", "fp8: descale indexing",
+     "the fp8 kernel reads Q's and K's descales at the query head (mod heads_kv) instead of its K/V head"},
+    {Mutant::kFp8DescaleVTwice, "fp8-descale-v-twice", "fp8", "fp8: descale",
+     "the fp8 kernel multiplies O by V's descale twice"},
+    {Mutant::kFp8VtKeysUnpermuted, "fp8-vt-keys-unpermuted", "fp8", "fp8: register/shared-memory layout",
+     "the fp8 kernel's V transpose stores keys in their natural order, not in the order P's accumulator registers "
+     "hold them: P of key 2q + 8 meets V of key 4q + 2 (P V pairs the wrong keys within each k32 step)"},
 };
 constexpr bool catalogue_in_id_order() {
   for (size_t i = 0; i < std::size(kMutants); ++i) {

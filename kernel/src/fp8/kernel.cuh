@@ -25,6 +25,7 @@
 
 #include "common/args.h"
 #include "common/epilogue.h"
+#include "common/mutants.cuh"
 #include "common/softmax.h"
 #include "families.h"
 #include "fp8/wgmma_fp8.cuh"
@@ -158,7 +159,8 @@ struct Forward {
       uint32_t w[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int key = (slot0 / kStepK) * kStepK + key_of_slot(slot0 % kStepK + i);
+        const int slot = slot0 + i;
+        const int key = FC_MUTANT(kFp8VtKeysUnpermuted) ? slot : (slot / kStepK) * kStepK + key_of_slot(slot % kStepK);
         w[i] = key0 + key < seqlen_k
                    ? *reinterpret_cast<const uint32_t*>(column_block + swizzled(key, col % kRowBytes))
                    : 0u;
@@ -258,15 +260,16 @@ struct Forward {
       if (q0 >= seq.seqlen_q) continue;
       const Visibility::TileRange tiles = seq.vis.tile_range(q0, std::min<int64_t>(kBlockM, seq.seqlen_q - q0), kBlockN);
       const int64_t hk = h / a.group_size;
-      const int64_t descale_at = b * a.heads_kv + hk;
+      const int64_t descale_at = b * a.heads_kv + (FC_MUTANT(kFp8DescaleQueryHead) ? h % a.heads_kv : hk);
       const float dq = a.descale_q != nullptr ? a.descale_q[descale_at] : 1.0f;
       const float dk = a.descale_k != nullptr ? a.descale_k[descale_at] : 1.0f;
-      const float dv = a.descale_v != nullptr ? a.descale_v[descale_at] : 1.0f;
+      const float dv = a.descale_v != nullptr ? a.descale_v[b * a.heads_kv + hk] : 1.0f;
       const float scale = descaled_scale(a.softmax_scale, dq, dk);
       const float scale_log2 = fold_scale(scale);
       Softcap cap;
       if (a.has_softcap) cap = make_softcap(scale, a.softcap);
       const int n_tiles = static_cast<int>(tiles.count);
+      const float offset = FC_MUTANT(kFp8POffsetMissing) ? 0.0f : kFp8POffsetLog2;  // P's exponent offset
       const int q_row = static_cast<int>(seq.q_row0 + q0);
       const int q_batch = a.cu_q != nullptr ? 0 : static_cast<int>(b);
       const int k_row0 = a.cu_k != nullptr ? a.cu_k[b] : 0;
@@ -372,7 +375,10 @@ struct Forward {
           tile_max[r] = fmax_f32(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
           tile_max[r] = fmax_f32(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
           const float m_new = fmax_f32(rows[r].m, tile_max[r]);
-          const float ref = tile_reference(tile_max[r], m_new, rows[r].ref, [](float u) { return u; });
+          float ref = tile_reference(tile_max[r], m_new, rows[r].ref, [](float u) { return u; });
+          if (FC_MUTANT(kFp8LazyRescale) && rows[r].ref != kNegInf && tile_max[r] <= rows[r].ref + kFp8POffsetLog2) {
+            ref = rows[r].ref;
+          }
           origin[r] = exponent_origin(ref);
           alpha[r] = ex2_approx(rows[r].ref - origin[r]);
           rows[r].moves += m_new != rows[r].m ? 1 : 0;
@@ -384,7 +390,7 @@ struct Forward {
         for (int j = 0; j < kNBlocksS; ++j) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            sc[j][e] = ex2_approx((sc[j][e] - origin[e >> 1]) + kFp8POffsetLog2);
+            sc[j][e] = ex2_approx((sc[j][e] - origin[e >> 1]) + offset);
             p_sum[e >> 1] += sc[j][e];
           }
         }
@@ -444,7 +450,7 @@ struct Forward {
         if constexpr (kInstrument) {
           if (q == 0) {
             for (int r = 0; r < 2; ++r)
-              record_trace(a.inst, rows[r].trace, n, rows[r].ref * kLn2, ldexpf(rows[r].l, -static_cast<int>(kFp8POffsetLog2)));
+              record_trace(a.inst, rows[r].trace, n, rows[r].ref * kLn2, ldexpf(rows[r].l, -static_cast<int>(offset)));
           }
         }
         // Every read of K(n), V(n), Vt and the NaN keys is done: the slot takes tile n + kStages.
@@ -461,9 +467,9 @@ struct Forward {
       for (int r = 0; r < 2; ++r) {
         const int64_t i = q0 + row_in_tile + 8 * r;
         const RowFinal fin = finish_row(rows[r].ref, mul_rn(rows[r].ref, kLn2), rows[r].l, a.sink, h,
-                                        [](float x) { return exp2_accurate(x); }, kFp8POffsetLog2);
+                                        [](float x) { return exp2_accurate(x); }, offset);
         if (i >= seq.seqlen_q) continue;
-        const float l_reported = ldexpf(fin.l, -static_cast<int>(kFp8POffsetLog2));
+        const float l_reported = ldexpf(fin.l, -static_cast<int>(offset));
         if (q == 0) {
           a.lse[row_block + i] = row_lse(fin.m_natural, l_reported);
           if constexpr (kInstrument) record_row(a.inst, row_block + i, fin.m_natural, l_reported, rows[r].moves);
@@ -477,6 +483,7 @@ struct Forward {
             if (col >= a.head_dim_v) continue;
             float value = final_output(o[j][e], fin);
             if (a.descale_v != nullptr) value = mul_rn(value, dv);
+            if (a.descale_v != nullptr && FC_MUTANT(kFp8DescaleVTwice)) value = mul_rn(value, dv);
             out[col] = __float2bfloat16_rn(value);
           }
         }

@@ -66,6 +66,7 @@ Status fp8_launch(const Params& params, const KernelConfig& config, void* stream
         tma::encode_operand<uint8_t>(&maps.v, args.v, args.head_dim_v, k_rows, args.heads_kv, k_batch,
                                      fp8_kernel::kBlockN)));
   const auto s = static_cast<cudaStream_t>(stream);
+  FC_UPLOAD_MUTANT(s);
   const bool narrow = std::max(args.head_dim, args.head_dim_v) <= 128;
   if (tma) return narrow ? launch_family<128, true>(args, maps, s) : launch_family<256, true>(args, maps, s);
   return narrow ? launch_family<128, false>(args, maps, s) : launch_family<256, false>(args, maps, s);
