@@ -8,7 +8,9 @@ committed result set that bench/README.md shows, when named: bench/bench_cli.py)
   side_by_side.md    one table of TFLOP/s, one of the heads sweep (bf16, d = 128, N = 4096, B = 1, H = 1..32),
                      one of unequal head dims (d for Q and K, dv for V and O: (192, 128) beside (192, 192) over
                      N = 1k-16k, and (128, 64), (64, 128), (256, 128) at N = 4096; bf16, H = 16), one of accuracy (relative RMS error of O against float64 SDPA on the same rounded inputs),
-                     one of peak memory
+                     one of peak memory, one of fp8 (e4m3 inputs, O in bf16: TFLOP/s beside FlashAttention-3's fp8
+                     and flashcheck's bf16 on the same values, and the relative RMS error of O against float64 on the
+                     dequantised inputs, beside FlashAttention-3's published 2.4e-2)
   tflops_bf16.png, tflops_fp16.png, tflops_fp32.png   TFLOP/s vs seq_len per head_dim, causal and not
   heads.png          TFLOP/s vs heads (the heads sweep), causal and not
   memory.png         peak device memory vs seq_len, flashcheck beside standard attention (math backend)
@@ -58,9 +60,9 @@ BACKENDS = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient":
             "math": "MATH"}  # column -> SDPBackend member
 COLUMNS = ["flashcheck"] + list(BACKENDS)  # and "fa3" after flashcheck where the fa3-fwd wheel imports (main)
 FA3 = None  # (flash_attn_func, version) of the fa3-fwd wheel, or None
-SECTIONS = ("throughput", "heads", "value_dims", "accuracy", "memory")
+SECTIONS = ("throughput", "heads", "value_dims", "accuracy", "memory", "fp8")
 MATH_MAX_SEQLEN = 4096  # the unfused backend's N^2 scores make longer sequences slow (as in the peer run)
-FC_DTYPE = {"float32": 0, "float16": 1, "bfloat16": 2}
+FC_DTYPE = {"float32": 0, "float16": 1, "bfloat16": 2, "float8_e4m3fn": 3}
 FC_MASK_NONE, FC_MASK_CAUSAL_TOP_LEFT, FC_MASK_WINDOW_TOP_LEFT = 0, 2, 4
 FC_PATHS = {0: "general-fp32", 1: "tensor-core", 2: "split-tf32", 3: "tensor-core-fp8"}
 SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -331,6 +333,76 @@ def value_dims(fc, timer, quick, rounds):
             for d, dv, causal, n in grid]
 
 
+# fp8 (e4m3) forward: d = 128 and 256, causal and not, N = 4k-16k (B*N = 16384, H*d = 2048), O in bf16.
+FP8_SEQLENS = (4096, 8192, 16384)
+FA3_FP8_PUBLISHED_RMS = 2.4e-2  # FlashAttention-3 paper, fp8 without block quantisation or incoherent processing
+
+
+def fp8(fc, timer, quick, rounds):
+    """flashcheck's fp8 kernel beside FlashAttention-3's fp8 forward and flashcheck's bf16 kernel on the same values
+    (every e4m3 value is a bf16 value), TFLOP/s; and O's relative RMS error against float64 on the dequantised inputs
+    (normal(0, 1) values rounded to e4m3), flashcheck's and FlashAttention-3's."""
+    rows = []
+    for d in (128, 256):
+        for causal in (False, True):
+            for n in (FP8_SEQLENS[:1] if quick else FP8_SEQLENS):
+                b, h = TOKENS // n, MODEL_DIM // d
+                q8, k8, v8 = (torch.randn(b, h, n, d, device="cuda").to(torch.float8_e4m3fn) for _ in range(3))
+                q16, k16, v16 = (t.to(torch.bfloat16) for t in (q8, k8, v8))
+                o8 = (torch.empty(b, h, n, d, device="cuda", dtype=torch.bfloat16),
+                      torch.empty(b, h, n, device="cuda", dtype=torch.float32))
+                o16 = (torch.empty_like(o8[0]), torch.empty_like(o8[1]))
+                nhd8 = tuple(t.transpose(1, 2).contiguous() for t in (q8, k8, v8)) if FA3 is not None else None
+                calls = {"flashcheck_fp8": fc.bound_call(q8, k8, v8, causal, o8),
+                         "flashcheck_bf16": fc.bound_call(q16, k16, v16, causal, o16)}
+                if FA3 is not None:
+                    calls["fa3_fp8"] = lambda: FA3[0](*nhd8, causal=causal)
+                flops = 4 * b * h * n * n * d * (0.5 if causal else 1.0)
+                row = {"d": d, "causal": causal, "N": n, "B": b, "H": h,
+                       "flashcheck_kernel": fc.kernel_path(q8, k8, v8, causal, o8)}
+                passes = {name: [] for name in calls}
+                for _ in range(rounds):
+                    for name, call in calls.items():
+                        if name + "_error" in row:
+                            continue
+                        try:
+                            passes[name].append(flops / timer.median_ms(call) / 1e9)
+                        except RuntimeError as ex:
+                            row[name + "_error"] = str(ex).splitlines()[0][:120]
+                for name, tflops in passes.items():
+                    row[name] = round(statistics.median(tflops), 1) if tflops else None
+                if n == FP8_SEQLENS[0]:
+                    ref = sdpa("math", q8.double(), k8.double(), v8.double(), causal)
+                    outputs = {"flashcheck_fp8": lambda: (calls["flashcheck_fp8"](), o8[0])[1]}
+                    if FA3 is not None:
+                        outputs["fa3_fp8"] = lambda: (lambda r: r[0] if isinstance(r, tuple) else r)(calls["fa3_fp8"]()).transpose(1, 2)
+                    for name, get in outputs.items():
+                        if name + "_error" not in row:
+                            o = get().double()
+                            row[name + "_rel_rms"] = float((o - ref).norm() / ref.norm())
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+                del q8, k8, v8, q16, k16, v16, o8, o16, nhd8, calls
+                torch.cuda.empty_cache()
+    return rows
+
+
+def fp8_markdown(rows):
+    if not rows:
+        return ""
+    lines = ["", "## fp8 (e4m3 inputs, O in bf16)", "",
+             "TFLOP/s (FLOPs 4 B H N^2 d, halved for causal); relative RMS error of O against float64 on the "
+             f"dequantised inputs at N = {FP8_SEQLENS[0]} (FlashAttention-3's paper: {FA3_FP8_PUBLISHED_RMS}).", "",
+             "| d | causal | N | flashcheck fp8 | FlashAttention-3 fp8 | flashcheck bf16 | fp8 ÷ FA3 | RMS flashcheck | RMS FA3 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ratio = f"{r['flashcheck_fp8'] / r['fa3_fp8']:.2f}" if r.get("flashcheck_fp8") and r.get("fa3_fp8") else ""
+        rms = [f"{r[k]:.2e}" if k in r else "" for k in ("flashcheck_fp8_rel_rms", "fa3_fp8_rel_rms")]
+        lines.append(f"| {r['d']} | {'yes' if r['causal'] else 'no'} | {r['N']} | {fmt(r.get('flashcheck_fp8'))} | "
+                     f"{fmt(r.get('fa3_fp8'))} | {fmt(r.get('flashcheck_bf16'))} | {ratio} | {rms[0]} | {rms[1]} |")
+    return "\n".join(lines) + "\n"
+
+
 def accuracy(fc, seed=0, dtypes=None, echo=True):
     """Relative RMS error ||O - O*|| / ||O*|| against float64 SDPA on the same rounded inputs (peer configs)."""
     dtypes = dtypes or (torch.bfloat16, torch.float16, torch.float32)
@@ -586,11 +658,12 @@ def main():
     dims = value_dims(fc, timer, args.quick, args.rounds) if "value_dims" in chosen else []
     acc = accuracy(fc) if "accuracy" in chosen else []
     mem = memory(fc, args.quick) if "memory" in chosen else []
+    fp8_rows = fp8(fc, timer, args.quick, args.rounds) if "fp8" in chosen else []
     meta["seconds"] = round(time.time() - start, 1)
     with open(os.path.join(out, "side_by_side.json"), "w") as f:
         json.dump({"meta": meta, "throughput": tp, "heads_sweep": heads, "value_dims": dims, "accuracy": acc,
-                   "memory": mem}, f, indent=1)
-    md = markdown(meta, tp, heads, acc, mem, dims)
+                   "memory": mem, "fp8": fp8_rows}, f, indent=1)
+    md = markdown(meta, tp, heads, acc, mem, dims) + fp8_markdown(fp8_rows)
     with open(os.path.join(out, "side_by_side.md"), "w") as f:
         f.write(md)
     if tp or heads or mem:
