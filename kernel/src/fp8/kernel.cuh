@@ -28,6 +28,7 @@
 #include "common/mutants.cuh"
 #include "common/softmax.h"
 #include "families.h"
+#include "fp8/layout.h"
 #include "fp8/wgmma_fp8.cuh"
 #include "tensor_core/ptx.cuh"
 
@@ -50,13 +51,13 @@ using tc_kernel::wgmma_wait;
 
 inline constexpr int kBlockM = kFp8BlockM;   // query rows per CTA
 inline constexpr int kBlockN = kFp8BlockN;   // keys per K/V tile
-inline constexpr int kRowBytes = 128;        // one 128-byte swizzle row: 128 e4m3 elements
+inline constexpr int kRowBytes = fp8_layout::kRowBytes;
 inline constexpr int kAtomBytes = 8 * kRowBytes;  // the swizzle atom, the descriptors' stride offset
 inline constexpr int kWgRows = 64;           // rows of one warpgroup (wgmma m64)
 inline constexpr int kThreads = 2 * 128;     // two warpgroups
 inline constexpr int kWarps = kThreads / 32;
 inline constexpr int kStages = 2;            // K/V slots
-inline constexpr int kStepK = 32;            // e4m3 wgmma k32: bytes of a row one step reads
+inline constexpr int kStepK = fp8_layout::kStepK;  // bytes of a row one step reads
 inline constexpr int kPassCols = 128;        // V columns per P V chain (m64n128k32)
 inline constexpr int kNBlocksS = kBlockN / 8;  // n8 blocks of S
 inline constexpr int kNBlocksPass = kPassCols / 8;
@@ -81,19 +82,9 @@ struct Maps {  // CUtensorMap is 64-byte aligned itself
   CUtensorMap v;  // box (128 columns, kBlockN rows)
 };
 
-// Byte `byte` (0..127) of row `row` of a block of 128-byte rows in the 128-byte swizzle TMA writes and wgmma reads:
-// 16-byte chunk c of row r sits at chunk c ^ (r % 8).
-FLASHCHECK_HOST_DEVICE constexpr uint32_t swizzled(int row, int byte) {
-  return static_cast<uint32_t>(row * kRowBytes + (((byte / 16) ^ (row % 8)) * 16) + byte % 16);
-}
-
-// The key (0..31, within a k32 block) that Vt stores at k-slot `slot`: the key P's accumulator register holds where
-// the A fragment expects that slot. Thread q = lane % 4 holds keys 2q, 2q+1 (n8 block 0), 2q+8, 2q+9 (block 1),
-// 2q+16, 2q+17, 2q+24, 2q+25 (blocks 2, 3); its A registers hold slots 4q..4q+3 and 16+4q..16+4q+3, low byte first.
-FLASHCHECK_HOST_DEVICE constexpr int key_of_slot(int slot) {
-  const int half = slot / 16, q = (slot % 16) / 4, i = slot % 4;
-  return 16 * half + 2 * q + (i & 1) + 8 * (i >> 1);
-}
+using fp8_layout::key_of_slot;
+using fp8_layout::p_source;
+using fp8_layout::swizzled;
 
 // Shared memory of a head-dim family D (Q's, K's and V's columns padded to D): Q, the K and V slots, Vt, and the NaN
 // keys of each column of V's tile (a bit per key) for tiles that hold one. Offsets from a 1024-byte aligned base.
@@ -408,13 +399,17 @@ struct Forward {
           mark_nan_keys(v_tile, nan_keys, key0, seq.seqlen_k, tid);
           for (int r = 0; r < 2; ++r) visible_keys(seen[r], seq.vis, q0 + row_in_tile + 8 * r, key0);
         }
+        // P rounded to e4m3 straight into the A fragments of P V's k32 steps (fp8_layout::p_source).
         uint32_t pa[kKSteps][4];
 #pragma unroll
         for (int c = 0; c < kKSteps; ++c) {
-          pa[c][0] = e4m3x4(sc[4 * c][0], sc[4 * c][1], sc[4 * c + 1][0], sc[4 * c + 1][1]);
-          pa[c][1] = e4m3x4(sc[4 * c][2], sc[4 * c][3], sc[4 * c + 1][2], sc[4 * c + 1][3]);
-          pa[c][2] = e4m3x4(sc[4 * c + 2][0], sc[4 * c + 2][1], sc[4 * c + 3][0], sc[4 * c + 3][1]);
-          pa[c][3] = e4m3x4(sc[4 * c + 2][2], sc[4 * c + 2][3], sc[4 * c + 3][2], sc[4 * c + 3][3]);
+#pragma unroll
+          for (int reg = 0; reg < 4; ++reg) {
+            const auto p = [&](int byte) {
+              return sc[4 * c + p_source(reg, byte).block][p_source(reg, byte).element];
+            };
+            pa[c][reg] = e4m3x4(p(0), p(1), p(2), p(3));
+          }
         }
 #pragma unroll
         for (int pass = 0; pass < T::kPasses; ++pass) {
