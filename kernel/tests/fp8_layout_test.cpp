@@ -53,11 +53,30 @@ TEST(Fp8Layout, SwizzleIsABijectionOfTheAtomThatKeepsWordsWhole) {
       const uint32_t at = swizzled(row, byte);
       EXPECT_LT(at, 8u * kRowBytes);
       bytes.insert(at);
-      if (byte % 4 != 0) EXPECT_EQ(at, swizzled(row, byte - byte % 4) + static_cast<uint32_t>(byte % 4));
+      if (byte % 4 != 0) {
+        EXPECT_EQ(at, swizzled(row, byte - byte % 4) + static_cast<uint32_t>(byte % 4));
+      }
     }
   }
   EXPECT_EQ(bytes.size(), 8u * kRowBytes);
   EXPECT_EQ(swizzled(9, 0), swizzled(1, 0) + 8u * kRowBytes);  // the next atom repeats the pattern
+}
+
+TEST(Fp8Layout, TransposeBytesTransposesEveryBlock) {
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  for (int trial = 0; trial < 1000; ++trial) {
+    uint32_t w[4], out[4];
+    for (uint32_t& x : w) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      x = static_cast<uint32_t>(state >> 32);
+    }
+    transpose_bytes(w, out);
+    for (int i = 0; i < 4; ++i) {
+      for (int e = 0; e < 4; ++e) {
+        ASSERT_EQ((out[e] >> (8 * i)) & 0xFF, (w[i] >> (8 * e)) & 0xFF) << "word " << i << " byte " << e;
+      }
+    }
+  }
 }
 
 }  // namespace

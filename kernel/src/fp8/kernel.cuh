@@ -159,11 +159,9 @@ struct Forward {
         nan = nan || nan_bits != 0;
         w[i] &= ~((nan_bits >> 7) * 0xFFu);
       }
-      // 4 x 4 bytes: word i holds key i's columns col..col+3; word e of the result holds column col+e's keys.
-      const uint32_t x0 = __byte_perm(w[0], w[1], 0x5140), x1 = __byte_perm(w[0], w[1], 0x7362);
-      const uint32_t y0 = __byte_perm(w[2], w[3], 0x5140), y1 = __byte_perm(w[2], w[3], 0x7362);
-      const uint32_t out[4] = {__byte_perm(x0, y0, 0x5410), __byte_perm(x0, y0, 0x7632), __byte_perm(x1, y1, 0x5410),
-                               __byte_perm(x1, y1, 0x7632)};
+      // Word i holds key i's columns col..col+3; word e of the result holds column col+e's keys.
+      uint32_t out[4];
+      fp8_layout::transpose_bytes(w, out);
 #pragma unroll
       for (int e = 0; e < 4; ++e) *reinterpret_cast<uint32_t*>(vt + swizzled(col + e, slot0)) = out[e];
     }

@@ -41,4 +41,27 @@ FLASHCHECK_HOST_DEVICE constexpr int key_of_slot(int slot) {
   return 16 * half + 2 * q + (i & 1) + 8 * (i >> 1);
 }
 
+// PRMT (__byte_perm): byte n of the result is byte s_n (nibble n of `s`, 0..7) of the eight bytes y:x, x low.
+FLASHCHECK_HOST_DEVICE inline uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(x, y, s);
+#else
+  const uint64_t bytes = (static_cast<uint64_t>(y) << 32) | x;
+  uint32_t out = 0;
+  for (int n = 0; n < 4; ++n) out |= static_cast<uint32_t>((bytes >> (8 * ((s >> (4 * n)) & 7))) & 0xFF) << (8 * n);
+  return out;
+#endif
+}
+
+// A 4 x 4 block of bytes transposed: byte i of out[e] is byte e of w[i] (word i: one key's four columns; word e of
+// the result: one column's four keys), in six byte permutes.
+FLASHCHECK_HOST_DEVICE inline void transpose_bytes(const uint32_t (&w)[4], uint32_t (&out)[4]) {
+  const uint32_t x0 = byte_perm(w[0], w[1], 0x5140), x1 = byte_perm(w[0], w[1], 0x7362);  // w0/w1 bytes interleaved
+  const uint32_t y0 = byte_perm(w[2], w[3], 0x5140), y1 = byte_perm(w[2], w[3], 0x7362);
+  out[0] = byte_perm(x0, y0, 0x5410);
+  out[1] = byte_perm(x0, y0, 0x7632);
+  out[2] = byte_perm(x1, y1, 0x5410);
+  out[3] = byte_perm(x1, y1, 0x7632);
+}
+
 }  // namespace flashcheck::detail::fp8_layout
