@@ -89,53 +89,44 @@ struct Mma;
     return text + "}  // namespace flashcheck::detail::wgmma\n"
 
 
+def k_major_header(namespace, comment, ss_n, rs_n, shape):
+    """A header of Mma<N> wrappers for a type without transposed operands (A and B both K-major): `shape` formats
+    N into the instruction's shape and types (e.g. "m64n{n}k8.f32.tf32.tf32")."""
+    text = GENERATED + "\n" + comment + f'''#pragma once
+
+#include <cstdint>
+
+namespace flashcheck::detail::{namespace} {{
+
+template <int N>
+struct Mma;
+
+'''
+    for n in sorted(set(ss_n + rs_n)):
+        text += mma_struct(n, n, n in ss_n, n in rs_n, shape.format(n=n), "1, 1", "1, 1",
+                           "d (+)= A B, A from registers; scale_d = 0 overwrites d.")
+    return text + f"}}  // namespace flashcheck::detail::{namespace}\n"
+
+
 def tf32_header():
-    text = GENERATED + '''
-// sm_90a warpgroup MMAs on tf32 (wgmma.mma_async m64nNk8 .f32.tf32.tf32) for the split-TF32 family. The
+    return k_major_header("wgmma_tf32", '''// sm_90a warpgroup MMAs on tf32 (wgmma.mma_async m64nNk8 .f32.tf32.tf32) for the split-TF32 family. The
 // accumulator layout is the tensor-core family's (wgmma_ops.cuh): warp w of the warpgroup holds rows
 // 16w + lane/4 (+8) and, per n8 block j, columns 8j + 2(lane%4) + {0,1} in d[j][0..1] (row) and d[j][2..3]
 // (row + 8). tf32 has no transposed operands: A and B are both K-major. SS: A and B from shared-memory
 // descriptors; RS: A from registers, the mma.sync m16n8k8 tf32 A-fragment of rows 16w..16w+15 (rows
 // lane/4, +8 at k-slot lane%4, then the same rows at k-slot lane%4 + 4). The tensor core reads a register's
 // top 19 bits (sign, exponent, 10 mantissa bits). Issue with wgmma_fence() first, then commit and wait.
-#pragma once
-
-#include <cstdint>
-
-namespace flashcheck::detail::wgmma_tf32 {
-
-template <int N>
-struct Mma;
-
-'''
-    for n in sorted(set(TF32_SS_N + TF32_RS_N)):
-        text += mma_struct(n, n, n in TF32_SS_N, n in TF32_RS_N, f"m64n{n}k8.f32.tf32.tf32", "1, 1", "1, 1",
-                           "d (+)= A B, A from registers; scale_d = 0 overwrites d.")
-    return text + "}  // namespace flashcheck::detail::wgmma_tf32\n"
+''', TF32_SS_N, TF32_RS_N, "m64n{n}k8.f32.tf32.tf32")
 
 
 def fp8_header():
-    text = GENERATED + '''
-// sm_90a warpgroup MMAs on e4m3 (wgmma.mma_async m64nNk32 .f32.e4m3.e4m3) for the fp8 family. The accumulator
+    return k_major_header("wgmma_fp8", '''// sm_90a warpgroup MMAs on e4m3 (wgmma.mma_async m64nNk32 .f32.e4m3.e4m3) for the fp8 family. The accumulator
 // layout is the tensor-core family's (wgmma_ops.cuh): warp w of the warpgroup holds rows 16w + lane/4 (+8) and, per
 // n8 block j, columns 8j + 2(lane%4) + {0,1} in d[j][0..1] (row) and d[j][2..3] (row + 8). 8-bit operands have no
 // transposed form: A and B are both K-major. SS: A and B from shared-memory descriptors; RS: A from registers, the
 // mma.sync m16n8k32 e4m3 A-fragment of rows 16w..16w+15 (a[0]: row lane/4, k 4(lane%4) + 0..3 from the low byte;
 // a[1]: row + 8; a[2], a[3]: the same at k + 16). Issue with wgmma_fence() first, then commit and wait.
-#pragma once
-
-#include <cstdint>
-
-namespace flashcheck::detail::wgmma_fp8 {
-
-template <int N>
-struct Mma;
-
-'''
-    for n in sorted(set(FP8_SS_N + FP8_RS_N)):
-        text += mma_struct(n, n, n in FP8_SS_N, n in FP8_RS_N, f"m64n{n}k32.f32.e4m3.e4m3", "1, 1", "1, 1",
-                           "d (+)= A B, A from registers; scale_d = 0 overwrites d.")
-    return text + "}  // namespace flashcheck::detail::wgmma_fp8\n"
+''', FP8_SS_N, FP8_RS_N, "m64n{n}k32.f32.e4m3.e4m3")
 
 
 HEADERS = {"kernel/src/tensor_core/wgmma_ops.cuh": f16_bf16_header, "kernel/src/split_tf32/wgmma_tf32.cuh": tf32_header,
