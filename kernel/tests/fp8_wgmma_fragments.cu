@@ -11,7 +11,7 @@
 // exact. Exit 0 when all hold, 1 with the first mismatches printed, 69 without a CUDA device (a skip).
 //
 //   nvcc -std=c++20 -O2 -gencode=arch=compute_90a,code=sm_90a -Ikernel/src -Ikernel/include \
-//       -o /tmp/fp8_wgmma_fragments tools/dev/fp8_wgmma_fragments.cu && /tmp/fp8_wgmma_fragments
+//       -o /tmp/fp8_wgmma_fragments kernel/tests/fp8_wgmma_fragments.cu && /tmp/fp8_wgmma_fragments
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
