@@ -236,6 +236,7 @@ struct Forward {
       tc_kernel::fence_mbarrier_init();
     }
     __syncthreads();
+    const int qk_steps = static_cast<int>((a.head_dim + kStepK - 1) / kStepK);  // k32 steps of head_dim's columns
     uint32_t tiles_done = 0;  // K/V tiles this CTA has loaded (slot and parity of the next)
     uint32_t q_loads = 0;
     for (int64_t item = blockIdx.x; item < a.work_items; item += gridDim.x) {
@@ -300,7 +301,10 @@ struct Forward {
 
       Row rows[2];
       if constexpr (kInstrument) {
-        for (int r = 0; r < 2; ++r) rows[r].trace = trace_slot(a.inst, a.row_block(b, h) + q0 + row_in_tile + 8 * r);
+        for (int r = 0; r < 2; ++r) {
+          const int64_t i = q0 + row_in_tile + 8 * r;  // rows past the sequence are another row's, not traced
+          rows[r].trace = i < seq.seqlen_q ? trace_slot(a.inst, a.row_block(b, h) + i) : -1;
+        }
       }
       float o[T::kNBlocksO][4];
 #pragma unroll
@@ -328,13 +332,17 @@ struct Forward {
         }
         float sc[kNBlocksS][4];
         wgmma_fence();
+        // The k32 steps of wholly zero-padded columns (past head_dim) go first, while the accumulator is 0: after a
+        // step of head_dim's columns one would still cut the accumulator to 14 bits of itself, a rounding the path
+        // does not have (ceil(head_dim / 32) steps, in column order). Every step is issued, none under a branch.
 #pragma unroll
-        for (int step = 0; step < T::kQKSteps; ++step) {
+        for (int i = 0; i < T::kQKSteps; ++i) {
+          const int step = (i + qk_steps) % T::kQKSteps;
           const uint32_t col = static_cast<uint32_t>(step % 4) * kStepK;  // bytes along the 128-byte row
           const uint32_t block = static_cast<uint32_t>(step / 4);         // column block of 128
           wgmma_fp8::Mma<kBlockN>::ss(
               sc, descriptor(base + T::kQ + block * kBlockM * kRowBytes + wg * kWgRows * kRowBytes + col),
-              descriptor(base + T::kK + s * T::kKBytes + block * kBlockN * kRowBytes + col), step > 0 ? 1 : 0);
+              descriptor(base + T::kK + s * T::kKBytes + block * kBlockN * kRowBytes + col), i > 0 ? 1 : 0);
         }
         wgmma_commit();
         if constexpr (kTma) mbarrier_wait(smem_address(&v_full[s]), parity);
@@ -421,6 +429,7 @@ struct Forward {
           wgmma_commit();
           wgmma_wait<0>();
           fence_operands(tile);
+          fence_operands(pa);  // P's registers stay put until the chain that reads them is done
           if (v_nan) {
 #pragma unroll
             for (int j = 0; j < kNBlocksPass; ++j) {

@@ -24,7 +24,8 @@ Status launch_family(const Args& args, const Maps& maps, cudaStream_t stream) {
   constexpr bool kInstrument = FLASHCHECK_INSTRUMENT != 0;
   constexpr auto kernel = fp8_kernel::fp8_forward_kernel<D, kTma, kInstrument>;
   constexpr int kSmem = fp8_kernel::Tiles<D>::kSmemBytes;
-  static const cudaError_t attribute = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  // Set on every launch: the attribute is the current device's, and a launch may run on any device.
+  const cudaError_t attribute = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (attribute != cudaSuccess) {
     return {StatusCode::kCudaError, std::string("fp8: setting the kernel's shared memory failed: ") +
                                         cudaGetErrorString(attribute)};

@@ -3,7 +3,7 @@
 // tiles of 128 keys (four k32 wgmma steps of P V, each tile's result promoted into fp32), Q's and K's head_dim and
 // V's head_dim_v padded to one family of 128 or 256 columns (128-byte swizzle rows of e4m3). The path serves every
 // f8e4m3 problem can_implement accepts (dense or packed sequences, seqused_k; no paged K/V, split-KV or dropout); its
-// CUDA kernel (sm_90a builds) answers kUnsupported where TMA cannot address Q, K or V (fp8/launch.cu).
+// CUDA kernel is in sm_90a builds (fp8/launch.cu).
 #include <algorithm>
 
 #include "families.h"
