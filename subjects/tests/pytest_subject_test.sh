@@ -25,7 +25,10 @@ run_pytest() {  # run_pytest WANT_RC FILE
     >"$out/stdout" 2>&1
   local got=$?
   if [[ $got -ne $1 ]]; then
-    echo "FAIL: pytest $2: exit $got, expected $1"; tail -n 20 "$out/stdout"; failures=$((failures + 1))
+    # Each failing item's name, case line and replay command (the lines check() writes), then the run's tail.
+    echo "FAIL: pytest $2: exit $got, expected $1"
+    grep -E "^(E +)?(flashcheck: FAIL|case line:|replay:)" "$out/stdout" | sed -E 's/^E +//' | head -n 60
+    tail -n 20 "$out/stdout"; failures=$((failures + 1))
   else
     echo "ok: pytest $2 (exit $got): $(tail -n 1 "$out/stdout")"
   fi
