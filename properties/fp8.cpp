@@ -6,7 +6,7 @@
 // power-of-two descales scale the scores and O exactly; inputs exact in both formats give O within both bounds of
 // the bf16 path's; and the forward properties that take any case (memory safety, layouts, repeated runs, independent
 // slices) hold on f8e4m3 cases: on the GPU tier against the fp8 kernel (sm_90a builds; tier.cpp skips them without
-// it), on the host model against the path's own model.
+// it), on the host model against the path's own model, and on a subject that declares an fp8 path (fc_subject_fp8_v1).
 #include <rapidcheck.h>
 
 #include <cmath>
@@ -18,6 +18,7 @@
 #include "checks.h"
 #include "flashcheck/dtype.h"
 #include "flashcheck/kernel_facts.h"
+#include "flashcheck/loaded_subject.h"
 #include "generators.h"
 #include "properties.h"
 #include "replay.h"
@@ -58,7 +59,9 @@ Case fp8_case(CaseOptions o) {
   // Grouped heads in half the cases: a query head reads its K/V head's descales.
   o.min_group = *gen::element<int64_t>(1, 2).as("min group");
   Case c = *gen_case(o);
-  c.descale = *gen_descale().as("descale");
+  // A subject's fp8 path without descales gets none (fc_subject_fp8_v1: descales).
+  const LoadedSubject* subject = active_subject();
+  if (subject == nullptr || subject->fp8()->descales) c.descale = *gen_descale().as("descale");
   note_coverage(!c.descale                              ? "descale=none"
                 : c.descale->kind == DistKind::kConst   ? "descale=power-of-two"
                 : c.descale->a >= 0.5 && c.descale->b <= 2.0 ? "descale=near-one"
@@ -66,8 +69,10 @@ Case fp8_case(CaseOptions o) {
   return c;
 }
 
-// The K/V tile of the fp8 path for the case's heads and head dims (the tile does not depend on the sequence lengths).
+// The K/V tile of the fp8 path for the case's heads and head dims (the tile does not depend on the sequence lengths);
+// a subject's, the tile its fp8 path declares.
 int64_t key_tile(const Case& c) {
+  if (const LoadedSubject* subject = active_subject()) return subject->config(DType::kF8E4M3).block_n;
   Case shape = c;
   shape.seqlen_q = shape.seqlen_k = 1;
   return kernel_config(case_params(shape)).block_n;

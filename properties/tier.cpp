@@ -258,8 +258,12 @@ const char* property_skip_reason(const char* name) {
            "case on the host model)";
   }
   if (const PropertyInfo* info = find_property(property); info != nullptr && info->pass == PropertyPass::kFp8) {
-    if (g_subject != nullptr) {
-      return "flashcheck-skip: needs f8e4m3 inputs, which subject ABI version 1 does not carry";
+    if (g_subject != nullptr && !g_subject->fp8()) {
+      return "flashcheck-skip: needs f8e4m3 inputs: the subject declares no fp8 path (fc_subject_fp8_v1)";
+    }
+    if (g_subject != nullptr && !g_subject->fp8()->descales &&
+        (property == "Fp8QueryHeadsReadTheirKvHeadsDescales" || property == "Fp8PowerOfTwoDescalesScaleExactly")) {
+      return "flashcheck-skip: needs descales, which the subject's fp8 path does not take (fc_subject_fp8_v1: descales)";
     }
 #if !defined(FLASHCHECK_HAS_FP8)
     if (g_backend == Backend::kGpu) {
@@ -308,6 +312,11 @@ const char* property_skip_reason(const char* name) {
   // The sequence properties: what each needs of fc_subject_sequences_v1.
   const bool varlen = g_subject->takes(FC_SUBJECT_SEQ_VARLEN), paged = g_subject->takes(FC_SUBJECT_SEQ_PAGED);
   const bool sequences = varlen || paged;
+  const bool every_layout = caps.layouts == (FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD) | FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD) |
+                                             FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED));
+  const int64_t seqlen_k_max = g_subject->limits().seqlen_k_max;
+  const bool two_fp8_tiles =
+      g_subject->fp8() && (seqlen_k_max == 0 || seqlen_k_max >= 2 * g_subject->config(DType::kF8E4M3).block_n);
   const Need needs[] = {
       {"SequencesAgreeWithOracle", sequences, "flashcheck-skip: needs sequences (fc_subject_sequences_v1: VARLEN or PAGED)"},
       {"SequencesAreMemorySafe", sequences, "flashcheck-skip: needs sequences (fc_subject_sequences_v1: VARLEN or PAGED)"},
@@ -326,9 +335,15 @@ const char* property_skip_reason(const char* name) {
        "flashcheck-skip: needs a mask that can leave a row without keys (causal-br or a window) or a backward that "
        "takes sequences"},
       {"GqaEqualsRepeatedHeads", caps.gqa != 0, "flashcheck-skip: needs GQA, which this subject does not declare"},
-      {"LayoutsAgreeBitForBit", caps.layouts == (FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD) | FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD) |
-                                                 FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED)),
-       "flashcheck-skip: needs the bhsd, bshd and strided layouts"},
+      {"LayoutsAgreeBitForBit", every_layout, "flashcheck-skip: needs the bhsd, bshd and strided layouts"},
+      {"Fp8LayoutsAgreeBitForBit", every_layout, "flashcheck-skip: needs the bhsd, bshd and strided layouts"},
+      {"Fp8AgreesWithBf16OnExactInputs", (caps.dtypes & FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_BF16)) != 0,
+       "flashcheck-skip: needs bf16 besides f8e4m3"},
+      {"Fp8SinkOfInfinityTakesAllTheWeight", caps.sink != 0, "flashcheck-skip: needs sink logits"},
+      // Rows over two or more of the fp8 path's K/V tiles.
+      {"Fp8PNeverSaturates", two_fp8_tiles, "flashcheck-skip: needs two fp8 key tiles within the subject's seqlen_k limit"},
+      {"Fp8LightKeysKeepTheirWeight", two_fp8_tiles,
+       "flashcheck-skip: needs two fp8 key tiles within the subject's seqlen_k limit"},
       // Relations whose second run has other key counts: the halves of the keys, or one more key.
       {"MergeOfKeyHalvesEqualsWhole", g_subject->limits().seqlen_k_multiple <= 1 && g_subject->limits().seqlen_k_min <= 1,
        "flashcheck-skip: its halves' key counts lie outside the subject's shape limits (fc_subject_limits_v1)"},

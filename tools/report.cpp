@@ -601,7 +601,10 @@ bool has_fully_masked_row(const Case& c) {
 // lacks, seqlens onto its shape limits; injections that no longer fit the shape are dropped. Nullopt when its dtype is not among the subject's.
 std::optional<Case> fit_to(const LoadedSubject& subject, Case c) {
   const fc_subject_capabilities& caps = subject.descriptor().capabilities;
-  if (!(caps.dtypes & (1u << static_cast<int>(c.dtype)))) return std::nullopt;
+  if (c.dtype == DType::kF8E4M3 ? !subject.fp8() : !(caps.dtypes & (1u << static_cast<int>(c.dtype)))) {
+    return std::nullopt;
+  }
+  if (c.dtype == DType::kF8E4M3 && !subject.fp8()->descales) c.descale.reset();
   c = onto_sequence_features(subject, std::move(c));
   if (caps.head_dims != nullptr) {
     int64_t best = caps.head_dims[0];
@@ -783,14 +786,14 @@ int main(int argc, char** argv) {
       const DType dtype = row.dtype;
       if (dtype == DType::kF8E4M3) {
         // The fp8 path takes neither dropout, paged K/V nor split-KV: its structured and random dense cases, on the
-        // host model and on the GPU where the library has the fp8 kernel (sm_90a builds); subject ABI version 1
-        // carries no f8e4m3.
-        if (subject) {
-          std::printf("%s: not run (subject ABI version 1 carries no %s)\n", row.name, row.name);
+        // host model, on the GPU where the library has the fp8 kernel (sm_90a builds) and on a subject that declares
+        // an fp8 path (fc_subject_fp8_v1).
+        if (subject && !subject->fp8()) {
+          std::printf("%s: not run (the subject declares no fp8 path: " FC_SUBJECT_FP8_ENTRY_POINT ")\n", row.name);
           continue;
         }
 #if !defined(FLASHCHECK_HAS_FP8)
-        if (backend != Backend::kHostModel) {
+        if (!subject && backend != Backend::kHostModel) {
           std::printf("%s: not run (this library has no fp8 kernel: sm_90a builds have it; --backend model runs the "
                       "path)\n", row.name);
           continue;

@@ -28,7 +28,7 @@ import sys
 import xml.etree.ElementTree as ElementTree
 
 SCHEMA_PREFIX = "flashcheck-report/"
-DTYPE_ORDER = ("f32", "f16", "bf16")
+DTYPE_ORDER = ("f32", "f16", "bf16", "f8e4m3")
 RAN = ("PASS", "FAIL", "OUTSIDE-DOMAIN")
 
 

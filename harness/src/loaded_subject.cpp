@@ -90,6 +90,7 @@ const char* arith_name(int32_t arith) {
     case FC_SUBJECT_ARITH_GENERAL_FP32: return "general-fp32";
     case FC_SUBJECT_ARITH_TENSOR_CORE: return "tensor-core";
     case FC_SUBJECT_ARITH_SPLIT_TF32: return "split-tf32";
+    case FC_SUBJECT_ARITH_TENSOR_CORE_FP8: return "tensor-core-fp8";
     default: return "undeclared";
   }
 }
@@ -247,6 +248,11 @@ Status call_forward(const LoadedSubject& subject, const Params& params, void* st
   // supports() let sequences and split-KV through only for a library with forward_sequences.
   const bool sequence_call = has_sequences(params) || params.num_splits != 1;
   const fc_subject_sequence_args sequences = sequence_args_of(params);
+  if (params.dtype == DType::kF8E4M3) {  // supports() let it through only for a library with forward_fp8, dense
+    const fc_subject_fp8_args fp8 = fp8_args_of(params);
+    const int code = subject.fp8()->forward_fp8(&problem, &fp8, &buffers, stream, err, sizeof err);
+    return status_of(subject, "forward_fp8", code, err);
+  }
   if (params.dropout_p != 0.0f) {  // supports() let it through only for a library with forward_dropout
     const fc_subject_dropout_args dropout = dropout_args_of(params);
     const int code = subject.dropout()->forward_dropout(&problem, sequence_call ? &sequences : nullptr, &dropout,
@@ -325,6 +331,7 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
   const fc_subject_sequences* seqs = nullptr;
   const fc_subject_backward* bwd = nullptr;
   const fc_subject_dropout* drop = nullptr;
+  const fc_subject_fp8* fp8 = nullptr;
   if (python) {
     void* symbol = dlsym(handle, FC_SUBJECT_PYTHON_ENTRY_POINT);
     if (symbol == nullptr) return bad(path, "the Python bridge " + open_path + " has no " FC_SUBJECT_PYTHON_ENTRY_POINT);
@@ -336,6 +343,7 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     seqs = answer.sequences;
     bwd = answer.backward;
     drop = answer.dropout;
+    fp8 = answer.fp8;
   } else {
     void* symbol = dlsym(handle, FC_SUBJECT_ENTRY_POINT);
     if (symbol == nullptr) {
@@ -348,7 +356,8 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
                       optional_entry(handle, path, FC_SUBJECT_VALUE_DIMS_ENTRY_POINT, &dims),
                       optional_entry(handle, path, FC_SUBJECT_SEQUENCES_ENTRY_POINT, &seqs),
                       optional_entry(handle, path, FC_SUBJECT_BACKWARD_ENTRY_POINT, &bwd),
-                      optional_entry(handle, path, FC_SUBJECT_DROPOUT_ENTRY_POINT, &drop)}) {
+                      optional_entry(handle, path, FC_SUBJECT_DROPOUT_ENTRY_POINT, &drop),
+                      optional_entry(handle, path, FC_SUBJECT_FP8_ENTRY_POINT, &fp8)}) {
       if (!st.ok()) return st;
     }
   }
@@ -454,6 +463,21 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     }
     s->dropout_ = *drop;
   }
+  // The optional fp8 path: the error model's one fp8 class.
+  if (fp8 != nullptr) {
+    if (fp8->forward_fp8 == nullptr) return bad(path, "fp8.forward_fp8: null");
+    if (fp8->arithmetic != FC_SUBJECT_ARITH_TENSOR_CORE_FP8) {
+      return bad(path, "fp8.arithmetic: FC_SUBJECT_ARITH_TENSOR_CORE_FP8 (the error model's one fp8 class, "
+                       "docs/design/fp8-forward.md)");
+    }
+    if (!is_bool(fp8->descales)) return bad(path, "fp8.descales: 0 or 1");
+    if (fp8->key_tile < 0) return bad(path, "fp8.key_tile: >= 0 (0: the descriptor's arithmetic.key_tile)");
+    if (fp8->key_tile == 0 && descriptor->arithmetic.key_tile == 0) {
+      return bad(path, "fp8.key_tile: the fp8 class's bound needs the tile its products are promoted per (here or in "
+                       "arithmetic.key_tile)");
+    }
+    s->fp8_ = *fp8;
+  }
   s->subject_ = descriptor;
   s->name_ = descriptor->name;
   for (const DTypeInfo& info : kSubjectDTypes) {
@@ -476,6 +500,12 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     s->config_name_[d] = "subject " + s->name_ + (s->declared_[d] ? "" : " (arithmetic undeclared: generic bound)");
   }
   s->dropout_config_name_ = "subject " + s->name_ + " (dropout: general-fp32)";
+  if (s->fp8_) {
+    const size_t d = static_cast<size_t>(DType::kF8E4M3);
+    s->declared_[d] = true;
+    s->path_of_[d] = ComputePath::kTensorCoreFp8;
+    s->config_name_[d] = "subject " + s->name_;
+  }
   *out = std::move(s);
   return Status::ok_status();
 }
@@ -485,7 +515,15 @@ Status LoadedSubject::supports(const Params& p) const {
   auto unsupported = [&](const std::string& field, const std::string& what) {
     return Status{StatusCode::kUnsupported, field + ": " + what + " (subject " + name_ + ")"};
   };
-  if (find_dtype(p.dtype) == nullptr || !(c.dtypes & FC_SUBJECT_BIT(find_dtype(p.dtype)->c_code))) {
+  if (p.dtype == DType::kF8E4M3) {
+    if (!fp8_) return unsupported("dtype", "f8e4m3: the library declares no fp8 path (" FC_SUBJECT_FP8_ENTRY_POINT ")");
+    if ((p.descale_q != nullptr || p.descale_k != nullptr || p.descale_v != nullptr) && !fp8_->descales) {
+      return unsupported("descale", "its fp8 path takes no descales");
+    }
+    if (has_sequences(p) || p.num_splits != 1 || p.dropout_p != 0.0f) {
+      return unsupported("dtype", "f8e4m3 comes with neither packed sequences, paged K/V, split-KV nor dropout");
+    }
+  } else if (find_dtype(p.dtype) == nullptr || !(c.dtypes & FC_SUBJECT_BIT(find_dtype(p.dtype)->c_code))) {
     return unsupported("dtype", std::string(to_string(p.dtype)) + " not among " + list_dtypes(c.dtypes));
   }
   bool head_dim_ok = false;
@@ -599,8 +637,10 @@ Status LoadedSubject::supports(const Case& c) const { return supports(stand_in_p
 Params LoadedSubject::stand_in_params(const Case& c) {
   static constexpr float kSinkStandIn = 0.0f;  // only whether there is a sink matters
   static constexpr int32_t kIndexStandIn = 0;  // likewise which index arrays there are (inputs.h, HostInputs)
+  static constexpr float kDescaleStandIn = 1.0f;  // and whether there are descales
   Params params = case_params(c);
   if (c.sink) params.sink = &kSinkStandIn;
+  if (c.descale) params.descale_q = params.descale_k = params.descale_v = &kDescaleStandIn;
   if (!c.seqs.empty()) {
     params.cu_seqlens_q = &kIndexStandIn;
     (c.page > 0 ? params.page_table : params.cu_seqlens_k) = &kIndexStandIn;
@@ -668,6 +708,7 @@ KernelConfig LoadedSubject::config(DType dtype) const {
   KernelConfig config;
   config.path = path_of_[d];
   config.block_n = tiling_declared() ? subject_->arithmetic.key_tile : kDefaultKeyTile;
+  if (dtype == DType::kF8E4M3 && fp8_ && fp8_->key_tile > 0) config.block_n = fp8_->key_tile;
   config.block_m = config.block_n;
   config.name = config_name_[d].c_str();
   return config;
@@ -726,6 +767,13 @@ std::string LoadedSubject::describe() const {
   if (dropout_) {
     out += std::string(dropout_->backward_dropout ? ", backward" : ", forward only") +
            (dropout_->mask_dump ? ", mask dump" : "") + (dropout_->sequences ? ", sequences" : "");
+  }
+  out += "; fp8";
+  if (!fp8_) {
+    out += " none";
+  } else {
+    out += std::string(" f8e4m3=tensor-core-fp8") + (fp8_->descales ? ", descales" : ", no descales") + ", key tile " +
+           std::to_string(fp8_->key_tile > 0 ? fp8_->key_tile : subject_->arithmetic.key_tile);
   }
   out += std::string("; gqa ") + (c.gqa ? "yes" : "no") + ", lse " + (c.lse ? "yes" : "no") + ", softcap " +
          (c.softcap ? "yes" : "no") + ", sink " + (c.sink ? "yes" : "no") + "; arithmetic";
@@ -809,7 +857,8 @@ RunOutputs run_case(const HostInputs& inputs, const LoadedSubject& subject, cons
     out.config.name = subject.dropout_config_name().c_str();
     out.generic_bound = false;
   }
-  out.tiling_declared = subject.tiling_declared();
+  // An fp8 path declares its tile (load() holds it to one, in fp8.key_tile or the descriptor's).
+  out.tiling_declared = subject.tiling_declared() || (dtype == DType::kF8E4M3 && subject.fp8().has_value());
   out.lse_written = subject.descriptor().capabilities.lse != 0;
   out.splits = std::max(inputs.params.num_splits, 1);  // a subject is given its split count (supports())
   if (!out.lse_written) out.unwritten_lse = 0;

@@ -15,8 +15,9 @@
 //                                    offset truncated to its low 32 bits (forward, mask dump and backward)
 // Every variant but the restricted one reads V and O of their own width (fc_subject_value_dims_v1, 1..256) and takes
 // sequences (fc_subject_sequences_v1): varlen, seqused_k, paged K/V and split-KV but for the tiled variant's narrower set;
-// every one but the tiled and the restricted has a backward pass (fc_subject_backward_v1) and a dropout in every dtype
-// (fc_subject_dropout_v1: the documented mask, its dump, packed sequences, forward and backward).
+// every one but the tiled and the restricted has a backward pass (fc_subject_backward_v1), a dropout in every dtype
+// (fc_subject_dropout_v1: the documented mask, its dump, packed sequences, forward and backward) and the fp8 path
+// (fc_subject_fp8_v1: e4m3 inputs with descales, the tensor-core fp8 class on kFp8KeyTile-key tiles).
 #include <vector>
 
 #include "flashcheck/attention.h"
@@ -33,6 +34,7 @@
 namespace {
 
 constexpr int32_t kKeyTile = 64;  // keys per K/V tile of the modelled kernel (declared as arithmetic.key_tile)
+constexpr int32_t kFp8KeyTile = 128;  // keys per K/V tile of the modelled fp8 path (declared as fp8.key_tile)
 constexpr bool kRestricted = FC_HOST_SUBJECT_VARIANT == 2;
 
 void copy_message(const std::string& message, char* err, size_t err_len) {
@@ -67,12 +69,15 @@ int run_model(flashcheck::Params params, char* err, size_t err_len) {
   flashcheck::HostModelOptions options;
   options.override_config = true;
   options.config = flashcheck::select_config(params);
-  // The declared classes: general-fp32 for fp32 and under a dropout, tensor-core for fp16/bf16 otherwise.
-  options.config.path = params.dtype == flashcheck::DType::kF32 || params.dropout_p != 0.0f
+  // The declared classes: general-fp32 for fp32 and under a dropout, tensor-core for fp16/bf16 otherwise,
+  // tensor-core fp8 for f8e4m3.
+  const bool fp8 = params.dtype == flashcheck::DType::kF8E4M3;
+  options.config.path = fp8 ? flashcheck::ComputePath::kTensorCoreFp8
+                        : params.dtype == flashcheck::DType::kF32 || params.dropout_p != 0.0f
                             ? flashcheck::ComputePath::kGeneralFp32
                             : flashcheck::ComputePath::kTensorCore;
-  options.config.block_m = kKeyTile;
-  options.config.block_n = kKeyTile;
+  options.config.block_m = fp8 ? kFp8KeyTile : kKeyTile;
+  options.config.block_n = fp8 ? kFp8KeyTile : kKeyTile;
   options.defect = kDefect;
   return code_of(flashcheck::run_host_model(params, options), err, err_len);
 }
@@ -117,8 +122,15 @@ int backward_dropout(const fc_subject_problem* problem, const fc_subject_sequenc
   return run_backward_model(params, err, err_len);
 }
 
-// Every dtype subject ABI version 1 carries (f8e4m3 is not among them) and every row of the mask table: the model
-// computes them all.
+int forward_fp8(const fc_subject_problem* problem, const fc_subject_fp8_args* fp8, const fc_subject_buffers* buffers,
+                void*, char* err, size_t err_len) {
+  flashcheck::Params params = flashcheck::params_of(*problem, *buffers);
+  flashcheck::set_fp8(*fp8, &params);
+  return run_model(params, err, err_len);
+}
+
+// Every dtype the descriptor carries (f8e4m3 comes through fc_subject_fp8_v1) and every row of the mask table: the
+// model computes them all.
 constexpr uint32_t kAllDtypes =
     FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F32) | FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F16) | FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_BF16);
 constexpr uint32_t kAllMasks = flashcheck::subject_bits(flashcheck::kMaskNames);
@@ -191,6 +203,12 @@ const fc_subject_dropout* fc_subject_dropout_v1(void) {
       {FC_SUBJECT_ARITH_GENERAL_FP32, FC_SUBJECT_ARITH_GENERAL_FP32, FC_SUBJECT_ARITH_GENERAL_FP32},
       /*mask_dump=*/1, /*sequences=*/1, forward_dropout, backward_dropout};
   return &kDropout;
+}
+
+// The model's fp8 path (e4m3 Q, K, V with descales, O in bf16).
+const fc_subject_fp8* fc_subject_fp8_v1(void) {
+  static constexpr fc_subject_fp8 kFp8{FC_SUBJECT_ARITH_TENSOR_CORE_FP8, /*descales=*/1, kFp8KeyTile, forward_fp8};
+  return &kFp8;
 }
 #endif
 

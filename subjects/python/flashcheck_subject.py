@@ -25,7 +25,7 @@ SEQUENCE_FEATURES = ("varlen", "seqused_k", "paged", "splits")
 
 def subject(name, dtypes, masks, layouts, head_dim=None, head_dims=None, memory="device", gqa=False, lse=True,
             softcap=False, sink=False, arithmetic=None, key_tile=0, head_dim_v=None, limits=None, sequences=None,
-            backward=None, dropout=None):
+            backward=None, dropout=None, fp8=None):
     """Declares what the decorated function computes (the bridge reads it as the function's `flashcheck` dict):
     the fields of fc_subject_capabilities (head_dim [min, max], or head_dims: the list of head dims taken),
     fc_subject_arithmetic, fc_subject_limits, fc_subject_value_dims,
@@ -34,8 +34,10 @@ def subject(name, dtypes, masks, layouts, head_dim=None, head_dims=None, memory=
     "sink": False, "sequences": False, "deterministic": False}; MODULE.NAME(problem, buffers) computes dQ, dK, dV) and
     fc_subject_dropout (`dropout`: {"arithmetic": {"f32": "general-fp32", ...}, "mask_dump": False, "sequences": False,
     "backward": False}; the function, and with "backward" the backward one, then also get problems whose dropout_p > 0,
-    to be dropped with the documented mask, docs/design/dropout-rng.md) by name. A value outside these names raises
-    ValueError here, before the harness ever loads it."""
+    to be dropped with the documented mask, docs/design/dropout-rng.md) and fc_subject_fp8 (`fp8`: {"arithmetic":
+    "tensor-core-fp8", "descales": False, "key_tile": 0}; the function then also gets f8e4m3 problems: Q, K and V as e4m3
+    bytes (as_e4m3), O bf16, and buffers["descale_q"], ["descale_k"], ["descale_v"], docs/design/fp8-forward.md) by name.
+    A value outside these names raises ValueError here, before the harness ever loads it."""
     for value, allowed, field in ((dtypes, DTYPES, "dtypes"), (masks, MASKS, "masks"), (layouts, LAYOUTS, "layouts")):
         unknown = [x for x in value if x not in allowed]
         if unknown:
@@ -66,7 +68,8 @@ def subject(name, dtypes, masks, layouts, head_dim=None, head_dims=None, memory=
                                     "page_size_multiple": int(sequences.get("page_size_multiple", 0)),
                                     "max_splits": int(sequences.get("max_splits", 0))}
     for field, value, known in (("backward", backward, ("function", "arithmetic", "sink", "sequences", "deterministic")),
-                                ("dropout", dropout, ("arithmetic", "mask_dump", "sequences", "backward"))):
+                                ("dropout", dropout, ("arithmetic", "mask_dump", "sequences", "backward")),
+                                ("fp8", fp8, ("arithmetic", "descales", "key_tile"))):
         unknown = sorted(set(value or {}) - set(known))
         if unknown:
             raise ValueError(f"{field}: unknown keys {unknown} (known: {list(known)})")
@@ -86,6 +89,12 @@ def subject(name, dtypes, masks, layouts, head_dim=None, head_dims=None, memory=
         declaration["dropout"] = {"arithmetic": classes, "mask_dump": bool(dropout.get("mask_dump", False)),
                                   "sequences": bool(dropout.get("sequences", False)),
                                   "backward": bool(dropout.get("backward", False))}
+
+    if fp8 is not None:
+        if fp8.get("arithmetic") != "tensor-core-fp8":
+            raise ValueError(f"fp8.arithmetic: 'tensor-core-fp8' (the error model's one fp8 class), not {fp8.get('arithmetic')!r}")
+        declaration["fp8"] = {"arithmetic": "tensor-core-fp8", "descales": bool(fp8.get("descales", False)),
+                              "key_tile": int(fp8.get("key_tile", 0))}
 
     def mark(function):
         function.flashcheck = declaration
@@ -108,6 +117,13 @@ def as_torch(buffer):
         bf16 = buffer.format == "H"
         tensor = torch.from_numpy(numpy.asarray(buffer))
     return tensor.view(torch.bfloat16) if bf16 else tensor
+
+
+def as_e4m3(buffer):
+    """An f8e4m3 case's Q, K or V (e4m3 bytes) as a torch.float8_e4m3fn tensor aliasing the buffer, or None."""
+    import torch
+    tensor = as_torch(buffer)
+    return None if tensor is None else tensor.view(torch.float8_e4m3fn)
 
 
 def on_stream(problem):

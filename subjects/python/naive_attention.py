@@ -5,8 +5,9 @@ sequences. Small on purpose: a template for the calling convention, and the CPU 
 
     attention          healthy: masks none and causal of both alignments, fp32, GQA, every layout (a memoryview
                        indexes fp32 elements in plain Python; fp16's format "e" takes numpy or torch), packed
-                       sequences with spare key slots, its backward pass (attention_backward), and dropout with the
-                       documented mask (docs/design/dropout-rng.md: Philox4x32-10 written out below) and its dump
+                       sequences with spare key slots, its backward pass (attention_backward), dropout with the
+                       documented mask (docs/design/dropout-rng.md: Philox4x32-10 written out below) and its dump, and
+                       f8e4m3 inputs with descales (O rounded to bf16), exact where the fp8 class rounds
     attention_aligned  the same with a planted bug: causal bottom-right computed as top-left, the alignment mix-up
                        that shows only where seqlen_q != seqlen_k
 
@@ -17,6 +18,7 @@ q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=1"
     FLASHCHECK_SUBJECT=python:naive_attention:attention properties_model
 """
 import math
+import struct
 
 import flashcheck_subject as fc
 
@@ -28,7 +30,52 @@ def declaration(backward_function):
                 sequences={"features": ["varlen", "seqused_k"]},
                 backward={"function": backward_function, "arithmetic": {"f32": "general-fp32"}, "sequences": True,
                           "deterministic": True},
-                dropout={"arithmetic": {"f32": "general-fp32"}, "mask_dump": True, "sequences": True, "backward": True})
+                dropout={"arithmetic": {"f32": "general-fp32"}, "mask_dump": True, "sequences": True, "backward": True},
+                fp8={"arithmetic": "tensor-core-fp8", "descales": True, "key_tile": 128})
+
+
+def e4m3(byte):
+    """An OCP e4m3 (E4M3FN) byte's value: bias 7, subnormals below 2^-6, no infinities, S.1111.111 NaN."""
+    sign = -1.0 if byte & 0x80 else 1.0
+    exponent, fraction = (byte >> 3) & 0xF, byte & 7
+    if exponent == 15 and fraction == 7:
+        return math.nan
+    if exponent == 0:
+        return sign * fraction * 2.0 ** -9
+    return sign * (1 + fraction / 8) * 2.0 ** (exponent - 7)
+
+
+def bf16_bits(x):
+    """x rounded to bf16 (to nearest, ties to even, straight from double: no fp32 step to round twice), its bits."""
+    if x != x:
+        return 0x7FC0
+    sign = 0x8000 if math.copysign(1.0, x) < 0 else 0
+    a = abs(x)
+    if a == 0.0 or a == math.inf:
+        return sign | (0x7F80 if a else 0)
+    exponent = max(math.frexp(a)[1], -125)  # a in [2^(e-1), 2^e); below 2^-126 the subnormals' fixed step
+    step = 2.0 ** (exponent - 8)            # 8 significant bits
+    value = round(a / step) * step          # a / step is exact; round() ties to even
+    if value >= 2.0 ** 128 * (1 - 2.0 ** -9):  # past the largest bf16 by half its step or more
+        return sign | 0x7F80
+    return sign | (struct.unpack("<I", struct.pack("<f", value))[0] >> 16)
+
+
+def reader(problem, buffers, name):
+    """(b, kv head, index) -> the value of Q's, K's or V's element: fp32 as stored, or for f8e4m3 the e4m3 byte's value
+    times the tensor's descale for (b, kv head)."""
+    view = buffers[name]
+    if problem["dtype"] != "f8e4m3":
+        return lambda b, g, index: view[index]
+    descale = buffers.get("descale_" + name)
+    return lambda b, g, index: e4m3(view[index]) * (1.0 if descale is None else descale[b, g])
+
+
+def writer(problem, view):
+    """(index, x) -> O's element set to x: fp32, or for f8e4m3 bf16's bits."""
+    def put(index, x):
+        view[index] = bf16_bits(x) if problem["dtype"] == "f8e4m3" else x
+    return put
 
 
 M0, M1, W0, W1 = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
@@ -104,12 +151,12 @@ class Layout:
 
 
 def scores_of(problem, buffers, at, b, h, i, mask):
-    q, k = buffers["q"], buffers["k"]
+    q, k = reader(problem, buffers, "q"), reader(problem, buffers, "k")
     g = h // (problem["heads_q"] // problem["heads_kv"])
     sq, sk = at.lengths(b)
     d, scale = problem["head_dim"], problem["softmax_scale"]
-    qi = at.row(q, b, h, i)
-    return [(j, scale * sum(q[qi + (c,)] * k[at.key(b, g, j) + (c,)] for c in range(d)))
+    qi = at.row(buffers["q"], b, h, i)
+    return [(j, scale * sum(q(b, g, qi + (c,)) * k(b, g, at.key(b, g, j) + (c,)) for c in range(d)))
             for j in range(sk) if visible(mask, i, j, sq, sk)]
 
 
@@ -128,7 +175,8 @@ def dump_mask(problem, buffers, at, drop, mask):
 
 
 def run(problem, buffers, mask_of):
-    v, o, lse = buffers["v"], buffers["o"], buffers["lse"]
+    v, o, lse = reader(problem, buffers, "v"), buffers["o"], buffers["lse"]
+    put = writer(problem, o)
     at = Layout(problem, buffers)
     dv, mask = problem["head_dim_v"], mask_of(problem["mask"])
     group = problem["heads_q"] // problem["heads_kv"]
@@ -144,7 +192,7 @@ def run(problem, buffers, mask_of):
                     m = math.nan
                 if m == -math.inf:  # no visible key, or every visible score -inf: O = 0, LSE = -inf (not exp(-inf + inf))
                     for c in range(dv):
-                        o[oi + (c,)] = 0.0
+                        put(oi + (c,), 0.0)
                     lse[at.lse(b, h, i)] = -math.inf
                     continue
                 weights = [(j, math.exp(s - m)) for j, s in scores]
@@ -153,7 +201,7 @@ def run(problem, buffers, mask_of):
                 kept = [(j, w * drop.weight(b, h, i, j)) for j, w in weights if drop.kept(b, h, i, j)]
                 g = h // group
                 for c in range(dv):
-                    o[oi + (c,)] = sum(w * v[at.key(b, g, j) + (c,)] for j, w in kept) / total
+                    put(oi + (c,), sum(w * v(b, g, at.key(b, g, j) + (c,)) for j, w in kept) / total)
                 lse[at.lse(b, h, i)] = m + math.log(total)
 
 

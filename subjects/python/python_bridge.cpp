@@ -39,7 +39,9 @@ struct Slot {
   fc_subject_sequences sequences{};
   fc_subject_backward backward{};
   fc_subject_dropout dropout{};
+  fc_subject_fp8 fp8{};
   bool has_limits = false, has_value_dims = false, has_sequences = false, has_backward = false, has_dropout = false;
+  bool has_fp8 = false;
   int32_t dropout_backward = 0;  // the dropout's backward is the declared backward callable
 };
 
@@ -206,6 +208,7 @@ int arithmetic_code(std::string_view name) {
   return name == "general-fp32"  ? FC_SUBJECT_ARITH_GENERAL_FP32
          : name == "tensor-core" ? FC_SUBJECT_ARITH_TENSOR_CORE
          : name == "split-tf32"  ? FC_SUBJECT_ARITH_SPLIT_TF32
+         : name == "tensor-core-fp8" ? FC_SUBJECT_ARITH_TENSOR_CORE_FP8
          : name == "undeclared"  ? FC_SUBJECT_ARITH_UNDECLARED
                                  : -1;
 }
@@ -239,7 +242,7 @@ bool read_declaration(PyObject* dict, Slot* s) {
   Declaration d{dict, ""};
   fc_subject_capabilities& c = s->subject.capabilities;
   d.only({"name", "memory", "dtypes", "masks", "layouts", "head_dim", "head_dims", "head_dim_v", "gqa", "lse", "softcap",
-          "sink", "arithmetic", "key_tile", "limits", "sequences", "backward", "dropout"},
+          "sink", "arithmetic", "key_tile", "limits", "sequences", "backward", "dropout", "fp8"},
          "");
   PyObject* name = d.get("name");
   if (name == nullptr || !PyUnicode_Check(name)) {
@@ -359,6 +362,21 @@ bool read_declaration(PyObject* dict, Slot* s) {
       s->has_dropout = true;
     }
   }
+  if (PyObject* fp8 = d.get("fp8")) {
+    if (!PyDict_Check(fp8)) {
+      d.fail("fp8: a dict {arithmetic, descales, key_tile}");
+    } else {
+      Declaration inner{fp8, ""};
+      inner.only({"arithmetic", "descales", "key_tile"}, "");
+      PyObject* arith = inner.get("arithmetic");
+      s->fp8.arithmetic = arith != nullptr && PyUnicode_Check(arith) ? arithmetic_code(utf8(arith)) : -1;
+      if (s->fp8.arithmetic != FC_SUBJECT_ARITH_TENSOR_CORE_FP8) inner.fail("arithmetic: \"tensor-core-fp8\"");
+      inner.boolean("descales", &s->fp8.descales, 0);
+      if (PyObject* tile = inner.get("key_tile")) inner.integer32(tile, "key_tile", &s->fp8.key_tile);
+      if (!inner.error.empty()) d.fail("fp8." + inner.error);
+      s->has_fp8 = true;
+    }
+  }
   s->error = d.error;
   return d.error.empty();
 }
@@ -372,8 +390,13 @@ struct Element {
   Py_ssize_t size;
 };
 constexpr Element kF32{"f", "<f4", 4}, kI32{"i", "<i4", 4}, kU8{"B", "|u1", 1};
+constexpr Element kBf16Bits{"H", "<u2", 2};
+// Q's, K's and V's element (e4m3's bytes for f8e4m3); O's is bf16 there (output_of).
 Element element_of(int32_t dtype) {
-  return dtype == FC_SUBJECT_DTYPE_F32 ? kF32 : dtype == FC_SUBJECT_DTYPE_F16 ? Element{"e", "<f2", 2} : Element{"H", "<u2", 2};
+  return dtype == FC_SUBJECT_DTYPE_F32    ? kF32
+         : dtype == FC_SUBJECT_DTYPE_F16  ? Element{"e", "<f2", 2}
+         : dtype == FC_SUBJECT_DTYPE_F8E4M3 ? kU8
+                                            : kBf16Bits;
 }
 
 // One tensor's view: its shape and byte strides, kept alive for the call.
@@ -444,22 +467,24 @@ PyObject* make_object(View* v, bool host, void* stream, PyObject* namespace_type
 }
 
 // The views of one call: the forward's tensors in the layout the problem's sequences give them (attention.h), the
-// index arrays, the dropout's mask dump, and for a backward call dO and the gradients.
+// index arrays, the dropout's mask dump, the fp8 path's descales, and for a backward call dO and the gradients.
 std::vector<View> views_of(const fc_subject_problem* p, const fc_subject_sequence_args* seq, const fc_subject_buffers* b,
                            const fc_subject_backward_strides* bs, const fc_subject_backward_buffers* bb,
-                           const fc_subject_dropout_args* drop) {
-  std::vector<View> views(17);
+                           const fc_subject_dropout_args* drop, const fc_subject_fp8_args* fp8) {
+  std::vector<View> views(20);
   size_t n = 0;
   const Element e = element_of(p->dtype);
+  const Element out = p->dtype == FC_SUBJECT_DTYPE_F8E4M3 ? kBf16Bits : e;  // fp8's O is bf16
   const int64_t dv = p->head_dim_v;
   const bool packed_q = seq != nullptr && seq->cu_seqlens_q != nullptr;
   const bool paged = seq != nullptr && seq->page_table != nullptr;
   const bool packed_k = seq != nullptr && seq->cu_seqlens_k != nullptr;
-  const auto rows = [&](const char* name, const void* data, bool writable, int64_t cols, const fc_subject_strides& st) {
+  const auto rows = [&](const char* name, const void* data, bool writable, int64_t cols, const fc_subject_strides& st,
+                        const Element& el) {
     if (packed_q) {
-      describe(&views[n++], name, data, writable, e, {seq->total_q, p->heads_q, cols}, {st.row, st.head, 1});
+      describe(&views[n++], name, data, writable, el, {seq->total_q, p->heads_q, cols}, {st.row, st.head, 1});
     } else {
-      describe(&views[n++], name, data, writable, e, {p->batch, p->heads_q, p->seqlen_q, cols}, {st.batch, st.head, st.row, 1});
+      describe(&views[n++], name, data, writable, el, {p->batch, p->heads_q, p->seqlen_q, cols}, {st.batch, st.head, st.row, 1});
     }
   };
   const auto keys = [&](const char* name, const void* data, bool writable, int64_t cols, const fc_subject_strides& st) {
@@ -473,10 +498,10 @@ std::vector<View> views_of(const fc_subject_problem* p, const fc_subject_sequenc
     }
   };
   const bool backward = bb != nullptr;
-  rows("q", b->q, false, p->head_dim, p->q_stride);
+  rows("q", b->q, false, p->head_dim, p->q_stride, e);
   keys("k", b->k, false, p->head_dim, p->k_stride);
   keys("v", b->v, false, dv, p->v_stride);
-  rows("o", backward ? bb->o : b->o, !backward, dv, p->o_stride);
+  rows("o", backward ? bb->o : b->o, !backward, dv, p->o_stride, out);
   const float* lse = backward ? bb->lse : b->lse;
   if (packed_q) {
     describe(&views[n++], "lse", lse, !backward, kF32, {p->heads_q, seq->total_q}, {seq->total_q, 1});
@@ -496,9 +521,16 @@ std::vector<View> views_of(const fc_subject_problem* p, const fc_subject_sequenc
   describe(&views[n++], "dropout_mask", drop != nullptr ? drop->mask_out : nullptr, true, kU8,
            {p->batch, p->heads_q, p->seqlen_q, p->seqlen_k},
            {p->heads_q * p->seqlen_q * p->seqlen_k, p->seqlen_q * p->seqlen_k, p->seqlen_k, 1});
+  // The descales, [batch, heads_kv] fp32: None without them (every call but an fp8 one with descales).
+  const fc_subject_fp8_args no_descales{};
+  const fc_subject_fp8_args& f = fp8 != nullptr ? *fp8 : no_descales;
+  for (const auto& [name, data] : {std::pair{"descale_q", f.descale_q}, std::pair{"descale_k", f.descale_k},
+                                   std::pair{"descale_v", f.descale_v}}) {
+    describe(&views[n++], name, data, false, kF32, {p->batch, p->heads_kv}, {p->heads_kv, 1});
+  }
   if (backward) {
-    rows("d_o", bb->d_o, false, dv, bs->d_o);
-    rows("dq", bb->dq, true, p->head_dim, bs->dq);
+    rows("d_o", bb->d_o, false, dv, bs->d_o, out);
+    rows("dq", bb->dq, true, p->head_dim, bs->dq, out);
     keys("dk", bb->dk, true, p->head_dim, bs->dk);
     keys("dv", bb->dv, true, dv, bs->dv);
     describe(&views[n++], "dsink", bb->dsink, true, kF32, {p->heads_q}, {1});
@@ -548,11 +580,11 @@ PyObject* problem_dict(const fc_subject_problem* p, const fc_subject_sequence_ar
 // One call of `function` (a slot's forward or backward) on the harness's buffers, its outcome as a return code.
 int call_python(const Slot& slot, PyObject* function, const fc_subject_problem* p, const fc_subject_sequence_args* seq,
                 const fc_subject_buffers* b, const fc_subject_backward_strides* bs,
-                const fc_subject_backward_buffers* bb, const fc_subject_dropout_args* drop, void* stream, char* err,
-                size_t err_len) {
+                const fc_subject_backward_buffers* bb, const fc_subject_dropout_args* drop,
+                const fc_subject_fp8_args* fp8, void* stream, char* err, size_t err_len) {
   const PyGILState_STATE gil = PyGILState_Ensure();
   int code = FC_SUBJECT_OK;
-  std::vector<View> views = views_of(p, seq, b, bs, bb, drop);
+  std::vector<View> views = views_of(p, seq, b, bs, bb, drop, fp8);
   PyObject* namespace_type = g_namespace_type;
   PyObject* buffers = PyDict_New();
   PyObject* problem = nullptr;
@@ -609,20 +641,20 @@ int call_python(const Slot& slot, PyObject* function, const fc_subject_problem* 
 template <int N>
 int forward_slot(const fc_subject_problem* p, const fc_subject_buffers* b, void* stream, char* err, size_t err_len) {
   const Slot& s = *g_slots[N];
-  return call_python(s, s.function, p, nullptr, b, nullptr, nullptr, nullptr, stream, err, err_len);
+  return call_python(s, s.function, p, nullptr, b, nullptr, nullptr, nullptr, nullptr, stream, err, err_len);
 }
 template <int N>
 int sequences_slot(const fc_subject_problem* p, const fc_subject_sequence_args* seq, const fc_subject_buffers* b,
                    void* stream, char* err, size_t err_len) {
   const Slot& s = *g_slots[N];
-  return call_python(s, s.function, p, seq, b, nullptr, nullptr, nullptr, stream, err, err_len);
+  return call_python(s, s.function, p, seq, b, nullptr, nullptr, nullptr, nullptr, stream, err, err_len);
 }
 template <int N>
 int backward_slot(const fc_subject_problem* p, const fc_subject_sequence_args* seq, const fc_subject_backward_strides* bs,
                   const fc_subject_buffers* b, const fc_subject_backward_buffers* bb, void* stream, char* err,
                   size_t err_len) {
   const Slot& s = *g_slots[N];
-  return call_python(s, s.backward_function, p, seq, b, bs, bb, nullptr, stream, err, err_len);
+  return call_python(s, s.backward_function, p, seq, b, bs, bb, nullptr, nullptr, stream, err, err_len);
 }
 // Under a dropout: the same callables, the problem carrying dropout_p, _seed and _offset, the buffers the mask dump.
 template <int N>
@@ -630,7 +662,7 @@ int forward_dropout_slot(const fc_subject_problem* p, const fc_subject_sequence_
                          const fc_subject_dropout_args* drop, const fc_subject_buffers* b, void* stream, char* err,
                          size_t err_len) {
   const Slot& s = *g_slots[N];
-  return call_python(s, s.function, p, seq, b, nullptr, nullptr, drop, stream, err, err_len);
+  return call_python(s, s.function, p, seq, b, nullptr, nullptr, drop, nullptr, stream, err, err_len);
 }
 template <int N>
 int backward_dropout_slot(const fc_subject_problem* p, const fc_subject_sequence_args* seq,
@@ -638,7 +670,14 @@ int backward_dropout_slot(const fc_subject_problem* p, const fc_subject_sequence
                           const fc_subject_buffers* b, const fc_subject_backward_buffers* bb, void* stream, char* err,
                           size_t err_len) {
   const Slot& s = *g_slots[N];
-  return call_python(s, s.backward_function, p, seq, b, bs, bb, drop, stream, err, err_len);
+  return call_python(s, s.backward_function, p, seq, b, bs, bb, drop, nullptr, stream, err, err_len);
+}
+// On e4m3 inputs: the forward callable, the problem's dtype "f8e4m3", the buffers the descales.
+template <int N>
+int forward_fp8_slot(const fc_subject_problem* p, const fc_subject_fp8_args* fp8, const fc_subject_buffers* b,
+                     void* stream, char* err, size_t err_len) {
+  const Slot& s = *g_slots[N];
+  return call_python(s, s.function, p, nullptr, b, nullptr, nullptr, nullptr, fp8, stream, err, err_len);
 }
 struct Trampolines {
   decltype(&forward_slot<0>) forward;
@@ -646,11 +685,13 @@ struct Trampolines {
   decltype(&backward_slot<0>) backward;
   decltype(&forward_dropout_slot<0>) forward_dropout;
   decltype(&backward_dropout_slot<0>) backward_dropout;
+  decltype(&forward_fp8_slot<0>) forward_fp8;
 };
 template <int... N>
 constexpr auto make_trampolines(std::integer_sequence<int, N...>) {
   return std::array<Trampolines, sizeof...(N)>{Trampolines{&forward_slot<N>, &sequences_slot<N>, &backward_slot<N>,
-                                                           &forward_dropout_slot<N>, &backward_dropout_slot<N>}...};
+                                                           &forward_dropout_slot<N>, &backward_dropout_slot<N>,
+                                                           &forward_fp8_slot<N>}...};
 }
 constexpr auto kTrampolines = make_trampolines(std::make_integer_sequence<int, kSlots>{});
 
@@ -696,7 +737,7 @@ void start_python() {
 fc_subject_python answer_of(const Slot& s) {
   return {&s.subject, s.has_limits ? &s.limits : nullptr, s.has_value_dims ? &s.value_dims : nullptr, nullptr,
           s.has_sequences ? &s.sequences : nullptr, s.has_backward ? &s.backward : nullptr,
-          s.has_dropout ? &s.dropout : nullptr};
+          s.has_dropout ? &s.dropout : nullptr, s.has_fp8 ? &s.fp8 : nullptr};
 }
 
 // The answer for a spec that cannot be served (the slot is freed; the text lives until the next failure).
@@ -704,12 +745,12 @@ fc_subject_python failure(int slot, std::string why) {
   thread_local std::string last;
   last = std::move(why);
   g_slots[slot].reset();
-  return {nullptr, nullptr, nullptr, last.c_str(), nullptr, nullptr, nullptr};
+  return {nullptr, nullptr, nullptr, last.c_str(), nullptr, nullptr, nullptr, nullptr};
 }
 
 }  // namespace
 
-fc_subject_python fc_subject_python_v2(const char* spec) {
+fc_subject_python fc_subject_python_v3(const char* spec) {
   std::lock_guard<std::mutex> lock(g_mutex);
   thread_local std::string no_slot;
   int free_slot = -1;
@@ -719,7 +760,7 @@ fc_subject_python fc_subject_python_v2(const char* spec) {
   }
   if (free_slot < 0) {
     no_slot = "at most " + std::to_string(kSlots) + " Python subjects per process";
-    return {nullptr, nullptr, nullptr, no_slot.c_str(), nullptr, nullptr, nullptr};
+    return {nullptr, nullptr, nullptr, no_slot.c_str(), nullptr, nullptr, nullptr, nullptr};
   }
   g_slots[free_slot] = std::make_unique<Slot>();
   Slot* s = g_slots[free_slot].get();
@@ -733,7 +774,7 @@ fc_subject_python fc_subject_python_v2(const char* spec) {
   const std::string function_name = text.substr(colon + 1);
   start_python();
   const PyGILState_STATE gil = PyGILState_Ensure();
-  fc_subject_python out{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  fc_subject_python out{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   PyObject* module = PyImport_ImportModule(module_name.c_str());
   PyObject* function = module != nullptr ? PyObject_GetAttrString(module, function_name.c_str()) : nullptr;
   PyObject* declaration = function != nullptr ? PyObject_GetAttrString(function, "flashcheck") : nullptr;
@@ -768,6 +809,7 @@ fc_subject_python fc_subject_python_v2(const char* spec) {
       s->dropout.forward_dropout = kTrampolines[free_slot].forward_dropout;
       // A dropout backward without a backward callable is the loader's to refuse (it names the field).
       s->dropout.backward_dropout = s->dropout_backward ? kTrampolines[free_slot].backward_dropout : nullptr;
+      s->fp8.forward_fp8 = kTrampolines[free_slot].forward_fp8;
       out = answer_of(*s);
     }
   }

@@ -6,7 +6,8 @@
  *   MALFORMED_SEQUENCES      declares paged K/V without seqused_k (fc_subject_sequences_v1)
  *   MALFORMED_BACKWARD       declares a backward class for fp32, which its capabilities leave out (fc_subject_backward_v1)
  *   MALFORMED_DROPOUT        declares a dropout in the tensor-core class (fc_subject_dropout_v1: general-fp32 only)
- *   MALFORMED_DROPOUT_BACKWARD  declares a dropout backward without a backward pass */
+ *   MALFORMED_DROPOUT_BACKWARD  declares a dropout backward without a backward pass
+ *   MALFORMED_FP8            declares an fp8 path in the tensor-core class (fc_subject_fp8_v1: tensor-core-fp8 only) */
 #include "flashcheck/subject.h"
 
 static int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers, void* stream, char* err,
@@ -84,4 +85,14 @@ static const fc_subject_dropout dropout_rule = {
     backward_dropout};
 #endif
 FC_SUBJECT_EXPORT const fc_subject_dropout* fc_subject_dropout_v1(void) { return &dropout_rule; }
+#endif
+
+#ifdef MALFORMED_FP8
+static int forward_fp8(const fc_subject_problem* problem, const fc_subject_fp8_args* fp8, const fc_subject_buffers* buffers,
+                       void* stream, char* err, size_t err_len) {
+  (void)fp8;
+  return forward(problem, buffers, stream, err, err_len);
+}
+static const fc_subject_fp8 fp8_rule = {FC_SUBJECT_ARITH_TENSOR_CORE, 1, 128, forward_fp8};
+FC_SUBJECT_EXPORT const fc_subject_fp8* fc_subject_fp8_v1(void) { return &fp8_rule; }
 #endif

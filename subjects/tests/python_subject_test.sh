@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Kernels written in Python under the suite (ctest python_subject, label cpu): the Python bridge serves
-# subjects/python/naive_attention.py's callables as python:MODULE:FUNCTION, forward, on packed sequences, backward and
-# with a dropout.
+# subjects/python/naive_attention.py's callables as python:MODULE:FUNCTION, forward, on packed sequences, backward,
+# with a dropout and on f8e4m3 inputs.
 # flashcheck-repro and flashcheck-report pass the healthy one and fail the planted bug (causal bottom-right computed as top-left) with a case line that
 # names it and replays; the property tier passes the healthy one and falsifies the planted one; a module that cannot
 # be imported, a function without its declaration and a bad declaration are refused (exit 78) with the reason.
@@ -35,12 +35,16 @@ expect 0 "repro, Python subject, dropout" -- "$repro" --subject "$healthy" \
 # recomputed in double from the fp32 LSE, is off by e^+-4 and its D carries O's fp32 rounding (docs/error-model.md 10.7).
 expect 0 "repro, Python subject, dropout backward on a row of one dominant key" -- "$repro" --subject "$healthy" \
   'f32 b=1 hq=1 hkv=1 sq=3 sk=31 d=1 mask=causal-br dropout=0.9 drop_seed=93 drop_offset=40 q=nearmax(0.25) k=normal(0,1e-30) v=normal(0,1) grad=1 dout=dominant(0.1,10) seed=2'
+# e4m3 inputs with descales (fc_subject_fp8_v1 through the bridge: the bytes, the descales, O as bf16's bits).
+expect 0 "repro, Python subject, f8e4m3 with descales" -- "$repro" --subject "$healthy" \
+  'f8e4m3 b=2 hq=4 hkv=2 sq=9 sk=40 d=16 mask=causal-br layout=bshd pad=2 q=normal(0,2) k=normal(0,2) v=uniform(-1,1) descale=uniform(0.5,2) seed=3'
+expect 1 "repro, planted bug, f8e4m3" -- "$repro" --subject "$planted" "${line/f32/f8e4m3}"
 expect 3 "repro, outside the declaration (f16)" -- "$repro" --subject "$healthy" "${line/f32/f16}"
 expect 0 "report, Python subject" -- "$report" --subject "$healthy" --random 2 --random-features 0 --random-sequences 0 --random-dv 0
 grep -q "^PASS" "$out/stdout" || { echo "FAIL: report does not pass"; failures=$((failures + 1)); }
 
 FLASHCHECK_SUBJECT=$healthy FLASHCHECK_CASES=10 expect 0 "properties, Python subject" -- "$properties"
-grep -q "\[  PASSED  \] 35 tests" "$out/stdout" || { echo "FAIL: not 35 properties passed"; grep -E "PASSED|FAILED" "$out/stdout"; failures=$((failures + 1)); }
+grep -q "\[  PASSED  \] 42 tests" "$out/stdout" || { echo "FAIL: not 42 properties passed"; grep -E "PASSED|FAILED" "$out/stdout"; failures=$((failures + 1)); }
 FLASHCHECK_SUBJECT=$planted FLASHCHECK_CASES=30 FLASHCHECK_SHRINK_SECONDS=5 expect 1 "properties, planted bug" -- \
   "$properties" --gtest_filter='*OracleAgreement'
 grep -q "FALSIFIED.*subject=python-naive-aligned" "$out/stdout" ||

@@ -372,6 +372,44 @@ TEST(Subject, DropoutRunsWithTheDocumentedMask) {
   EXPECT_TRUE(run_line(*defective, low).pass) << run_line(*defective, low).report();
 }
 
+// fp8 (fc_subject_fp8_v1): e4m3 inputs with descales through forward_fp8, judged in the tensor-core fp8 class on the
+// declared tile; the planted defect fails on a row whose max moves tile after tile; a library without the entry point,
+// or a case with descales on a path that takes none, is UNSUPPORTED naming the field.
+TEST(Subject, Fp8RunsThroughItsEntryPointInItsClass) {
+  const auto subject = load_ok(FC_SUBJECT_HOST_MODEL);
+  const auto defective = load_ok(FC_SUBJECT_MISSING_RESCALE);
+  const auto restricted = load_ok(FC_SUBJECT_RESTRICTED);
+  ASSERT_TRUE(subject && defective && restricted);
+  EXPECT_NE(subject->describe().find("fp8 f8e4m3=tensor-core-fp8, descales, key tile 128"), std::string::npos)
+      << subject->describe();
+  EXPECT_NE(restricted->describe().find("fp8 none"), std::string::npos) << restricted->describe();
+  const char* const lines[] = {
+      "f8e4m3 b=2 hq=4 hkv=2 sq=65 sk=300 d=64 mask=causal-br q=normal(0,1) k=normal(0,1) v=uniform(-1,1) "
+      "descale=uniform(0.5,2) seed=1",
+      "f8e4m3 b=1 hq=2 hkv=1 sq=33 sk=200 d=96 dv=64 mask=window-tl window=40,3 layout=bshd pad=4 softcap=20 "
+      "q=normal(0,3) k=normal(0,3) v=normal(0,1) sink=normal(0,2) seed=2",
+  };
+  for (const char* line : lines) {
+    const auto [c, inputs] = case_and_inputs(line);
+    const RunOutputs out = run_case(inputs, *subject);
+    ASSERT_TRUE(out.status.ok()) << out.status.message();
+    EXPECT_EQ(out.config.path, ComputePath::kTensorCoreFp8);
+    EXPECT_EQ(out.config.block_n, 128);
+    EXPECT_TRUE(out.tiling_declared);
+    EXPECT_FALSE(out.generic_bound);
+    EXPECT_TRUE(judge(c, inputs, out).pass) << judge(c, inputs, out).report();
+    const RunOutputs none = run_case(inputs, *restricted);
+    EXPECT_EQ(none.status.code(), StatusCode::kUnsupported);
+    EXPECT_NE(none.status.message().find("dtype: f8e4m3: the library declares no fp8 path"), std::string::npos)
+        << none.status.message();
+  }
+  const Verdict bad = run_line(*defective,
+                               "f8e4m3 b=1 hq=1 hkv=1 sq=387 sk=387 d=1 mask=window-tl window=257,0 q=normal(0,1) "
+                               "k=normal(0,1) v=normal(0,1) descale=uniform(10,100) seed=0");
+  EXPECT_EQ(bad.outcome, Outcome::kFail) << bad.report();
+  EXPECT_NE(bad.case_line.find("subject=host-model-missing-rescale"), std::string::npos) << bad.case_line;
+}
+
 TEST(Subject, UndeclaredArithmeticIsJudgedByTheGenericBoundAndOAlone) {
   const auto subject = load_ok(FC_SUBJECT_RESTRICTED);
   ASSERT_TRUE(subject);
@@ -417,6 +455,7 @@ TEST(Subject, MalformedLibrariesAreRefusedWithTheReason) {
   expect_refused(FC_SUBJECT_MALFORMED_BACKWARD, "backward.arithmetic[f32]: a class for a dtype the capabilities leave out");
   expect_refused(FC_SUBJECT_MALFORMED_DROPOUT, "dropout.arithmetic[f16]: FC_SUBJECT_ARITH_GENERAL_FP32 or _UNDECLARED");
   expect_refused(FC_SUBJECT_MALFORMED_DROPOUT_BACKWARD, "dropout.backward_dropout: needs a backward pass");
+  expect_refused(FC_SUBJECT_MALFORMED_FP8, "fp8.arithmetic: FC_SUBJECT_ARITH_TENSOR_CORE_FP8");
   expect_refused("/nonexistent/libnothing.so", "cannot load");
 }
 

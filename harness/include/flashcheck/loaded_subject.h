@@ -82,6 +82,8 @@ class LoadedSubject {
   bool drops(DType dtype) const;
   // KernelConfig::name of a run under a dropout (stable storage).
   const std::string& dropout_config_name() const { return dropout_config_name_; }
+  // The fp8 path the library declares (fc_subject_fp8_v1), or none: f8e4m3 cases are UNSUPPORTED.
+  const std::optional<fc_subject_fp8>& fp8() const { return fp8_; }
 
   // One line: name, memory kind, dtypes, head dims, masks, layouts, features, arithmetic per dtype.
   std::string describe() const;
@@ -90,7 +92,8 @@ class LoadedSubject {
 
  private:
   LoadedSubject() = default;
-  // case_params(c) with stand-in pointers for its sink and index arrays: what supports() reads of them is which exist.
+  // case_params(c) with stand-in pointers for its sink, descales and index arrays: what supports() reads of them is which
+  // exist.
   static Params stand_in_params(const Case& c);
   Status no_backward() const;
   Status backward_refusal(const Params& params) const;  // the backward's own conditions, the forward's supported
@@ -106,6 +109,7 @@ class LoadedSubject {
   std::optional<fc_subject_backward> backward_;
   std::optional<fc_subject_dropout> dropout_;
   std::string dropout_config_name_;
+  std::optional<fc_subject_fp8> fp8_;
 };
 
 // A case moved onto a subject's sequence features: without any, dense (the sequences' bounds as its shape); paged

@@ -119,6 +119,16 @@ inline void set_dropout(const fc_subject_dropout_args& d, Params* p) {
   p->dropout_mask_out = d.mask_out;
 }
 
+// Params -> the fp8 path's arguments (fc_subject_fp8_v1): the descales, null where 1.
+inline fc_subject_fp8_args fp8_args_of(const Params& p) { return {p.descale_q, p.descale_k, p.descale_v}; }
+
+// The fp8 path's arguments onto Params.
+inline void set_fp8(const fc_subject_fp8_args& f, Params* p) {
+  p->descale_q = f.descale_q;
+  p->descale_k = f.descale_k;
+  p->descale_v = f.descale_v;
+}
+
 // BackwardParams -> the backward's strides (fc_subject_backward_v1).
 inline fc_subject_backward_strides backward_strides_of(const BackwardParams& p) {
   return {subject_strides(p.d_o_stride), subject_strides(p.dq_stride), subject_strides(p.dk_stride),

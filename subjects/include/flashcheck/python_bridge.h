@@ -23,6 +23,11 @@
  *                 dropout cases, the problem's dropout_p > 0 with dropout_seed and dropout_offset, uint64 ints; 0, 0,
  *                 0 on every other call; buffers["dropout_mask"] the mask dump's uint8 [B, Hq, Sq, Sk] view to write
  *                 when the harness asks for it, else None)
+ *     fp8         {"arithmetic": "tensor-core-fp8", "descales": bool, "key_tile": int}
+ *                 (fc_subject_fp8_v1; optional: FUNCTION also gets the f8e4m3 cases, the problem's dtype "f8e4m3", Q, K
+ *                 and V as e4m3 bytes (typestr "|u1", memoryview format "B"; flashcheck_subject.as_torch views them as
+ *                 torch.float8_e4m3fn), O as bf16's bits, and buffers["descale_q"], ["descale_k"], ["descale_v"] fp32
+ *                 [B, H_kv] views, or None (1); None on every other call)
  *
  * The call is FUNCTION(problem, buffers): `problem` a dict of fc_subject_problem's fields (dtype and mask by name,
  * plus "stream", the cudaStream_t as an int); `buffers` a dict of q, k, v, o, lse and sink (None when absent), each
@@ -52,11 +57,11 @@ extern "C" {
 #endif
 
 #define FC_SUBJECT_PYTHON_PREFIX "python:"
-#define FC_SUBJECT_PYTHON_ENTRY_POINT "fc_subject_python_v2"
+#define FC_SUBJECT_PYTHON_ENTRY_POINT "fc_subject_python_v3"
 
-/* What fc_subject_python_v2 answers for one spec: the descriptor (null on failure, with `error` saying why) and the
+/* What fc_subject_python_v3 answers for one spec: the descriptor (null on failure, with `error` saying why) and the
  * optional limits, value dims, sequences, backward pass and dropout (null where the callable declares none). Valid
- * until the library is unloaded. The entry point's version names this struct's layout (v2 added `dropout`), so that a
+ * until the library is unloaded. The entry point's version names this struct's layout (v2 added `dropout`, v3 `fp8`), so that a
  * harness and a bridge built apart never read each other's answer in another layout. */
 typedef struct fc_subject_python {
   const fc_subject* subject;
@@ -66,9 +71,10 @@ typedef struct fc_subject_python {
   const fc_subject_sequences* sequences;
   const fc_subject_backward* backward;
   const fc_subject_dropout* dropout;
+  const fc_subject_fp8* fp8;
 } fc_subject_python;
 typedef fc_subject_python (*fc_subject_python_fn)(const char* spec);
-FC_SUBJECT_EXPORT fc_subject_python fc_subject_python_v2(const char* spec);
+FC_SUBJECT_EXPORT fc_subject_python fc_subject_python_v3(const char* spec);
 
 #ifdef __cplusplus
 }

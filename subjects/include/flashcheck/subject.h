@@ -17,8 +17,8 @@
  *
  * Optional entry points widen what a library is given, each checked like the descriptor: fc_subject_limits_v1 (shape
  * limits), fc_subject_value_dims_v1 (head_dim_v != head_dim), fc_subject_sequences_v1 (varlen, seqused_k, paged K/V,
- * split-KV), fc_subject_backward_v1 (dQ, dK, dV), fc_subject_dropout_v1 (dropout with flashcheck's documented mask). A
- * library built against an older subject.h simply lacks the newer ones.
+ * split-KV), fc_subject_backward_v1 (dQ, dK, dV), fc_subject_dropout_v1 (dropout with flashcheck's documented mask),
+ * fc_subject_fp8_v1 (e4m3 inputs with descales). A library built against an older subject.h simply lacks the newer ones.
  *
  * The harness loads the library (dlopen), checks the version and the descriptor, and runs a case only when it
  * lies inside the capabilities; a case outside them is UNSUPPORTED for this subject, never a pass. A forward
@@ -58,8 +58,8 @@ extern "C" {
  * 1u << value, for every value the subject takes, e.g. FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_F16) |
  * FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_BF16). Every FC_SUBJECT_* value below is a small integer, never a bit. */
 #define FC_SUBJECT_BIT(value) (1u << (value))
-/* = FC_DTYPE_*. F8E4M3 is numbered for the record only: version 1's capabilities and per-dtype arrays carry the
- * first three, and a descriptor that names it is refused. */
+/* = FC_DTYPE_*. Version 1's capabilities and per-dtype arrays carry the first three, and a descriptor that names
+ * F8E4M3 among its dtypes is refused: f8e4m3 comes through fc_subject_fp8_v1 (below). */
 enum { FC_SUBJECT_DTYPE_F32 = 0, FC_SUBJECT_DTYPE_F16 = 1, FC_SUBJECT_DTYPE_BF16 = 2, FC_SUBJECT_DTYPE_F8E4M3 = 3 };
 enum {
   FC_SUBJECT_MASK_NONE = 0,
@@ -110,7 +110,10 @@ enum {
   FC_SUBJECT_ARITH_TENSOR_CORE = 2,  /* fp16/bf16: exact products, fp32 (truncating) accumulation of scores,
                                         P rounded to the input dtype before P*V, fp32 O accumulation: the
                                         FlashAttention class */
-  FC_SUBJECT_ARITH_SPLIT_TF32 = 3    /* fp32 inputs as hi + lo tf32, three tf32 products, fp32 accumulation */
+  FC_SUBJECT_ARITH_SPLIT_TF32 = 3,   /* fp32 inputs as hi + lo tf32, three tf32 products, fp32 accumulation */
+  FC_SUBJECT_ARITH_TENSOR_CORE_FP8 = 4 /* e4m3 inputs (fc_subject_fp8_v1 only): products summed in the tensor core's
+                                          14-bit accumulator within a K/V tile and promoted to fp32 per tile, P moved
+                                          up by 2^8 and rounded to e4m3 before P*V (docs/design/fp8-forward.md) */
 };
 /* Rounding points, for the record (printed with every verdict) and to check a declared class against. */
 enum { FC_SUBJECT_FMT_UNDECLARED = 0, FC_SUBJECT_FMT_FP32 = 1, FC_SUBJECT_FMT_INPUT = 2, FC_SUBJECT_FMT_TF32X3 = 3 };
@@ -362,6 +365,38 @@ typedef struct fc_subject_dropout {
 } fc_subject_dropout;
 typedef const fc_subject_dropout* (*fc_subject_dropout_fn)(void);
 FC_SUBJECT_EXPORT const fc_subject_dropout* fc_subject_dropout_v1(void);
+
+/* Optional: fp8 (e4m3) inputs. A library that exports
+ *
+ *     const fc_subject_fp8* fc_subject_fp8_v1(void);
+ *
+ * is given f8e4m3 cases (f8e4m3 in a case line; docs/design/fp8-forward.md) through `forward_fp8`, with
+ * problem->dtype FC_SUBJECT_DTYPE_F8E4M3: Q, K and V in OCP e4m3 (E4M3FN: one byte an element, strides in elements),
+ * O in bf16 (o_stride in elements), LSE fp32 as always. The descales are fp32 factors per (batch, kv head),
+ * [batch, heads_kv] contiguous in the declared memory kind, or NULL (1): the problem is the attention of
+ * descale_q Q, descale_k K and descale_v V (a query head reads its kv head's). The descriptor's capabilities (head
+ * dims, masks, layouts, GQA, LSE, softcap, sink, memory), its value dims and its shape limits hold for these cases
+ * too; packed sequences, split-KV, the backward pass and dropout never come with f8e4m3. The error model has one fp8
+ * class, FC_SUBJECT_ARITH_TENSOR_CORE_FP8: the subject is judged by its bound and by the RMS check against its
+ * emulation, with `key_tile` keys a tile (the tile its products are promoted per). */
+#define FC_SUBJECT_FP8_ENTRY_POINT "fc_subject_fp8_v1"
+
+typedef struct fc_subject_fp8_args {
+  const float* descale_q; /* [batch, heads_kv] or NULL (1) */
+  const float* descale_k;
+  const float* descale_v;
+} fc_subject_fp8_args;
+
+typedef struct fc_subject_fp8 {
+  int32_t arithmetic; /* FC_SUBJECT_ARITH_TENSOR_CORE_FP8 */
+  int32_t descales;   /* 1: takes descales; 0: every call's are NULL (a case with descales is UNSUPPORTED) */
+  int32_t key_tile;   /* keys per K/V tile (the per-tile promotion); 0: arithmetic.key_tile of the descriptor */
+  /* As fc_subject.forward, on e4m3 inputs. */
+  int (*forward_fp8)(const fc_subject_problem* problem, const fc_subject_fp8_args* fp8, const fc_subject_buffers* buffers,
+                     void* stream, char* err, size_t err_len);
+} fc_subject_fp8;
+typedef const fc_subject_fp8* (*fc_subject_fp8_fn)(void);
+FC_SUBJECT_EXPORT const fc_subject_fp8* fc_subject_fp8_v1(void);
 
 #ifdef __cplusplus
 }
