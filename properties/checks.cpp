@@ -350,7 +350,9 @@ void assert_same_kernel_bits_or_within_bounds(const std::string& what, const Hos
                                               const std::vector<bool>* rows_to_compare, bool subject_may_differ) {
   const Params& p = in_a.params;
   RC_LOG() << "configs: " << a.config.name << ", " << b.config.name << "\n";
-  if (std::string_view(a.config.name) == b.config.name && !(subject_may_differ && !a.subject.empty())) {
+  // One kernel: the same name and compute path (a subject's configs share its name across its paths).
+  if (std::string_view(a.config.name) == b.config.name && a.config.path == b.config.path &&
+      !(subject_may_differ && !a.subject.empty())) {
     assert_bit_identical(what, a, b, p, rows_to_compare);
     return;
   }
