@@ -687,13 +687,16 @@ Status LoadedSubject::backward_refusal(const Params& p) const {
 
 int32_t LoadedSubject::backward_class(DType dtype) const {
   const DTypeInfo* info = find_dtype(dtype);
-  if (!backward_ || info == nullptr) return FC_SUBJECT_ARITH_UNDECLARED;
+  // A dtype past the arrays' rows (f8e4m3) has no backward class.
+  if (!backward_ || info == nullptr || static_cast<size_t>(info->c_code) >= kAbiDTypeCount) {
+    return FC_SUBJECT_ARITH_UNDECLARED;
+  }
   return backward_->arithmetic[static_cast<size_t>(info->c_code)];
 }
 
 bool LoadedSubject::drops(DType dtype) const {
   const DTypeInfo* info = find_dtype(dtype);
-  return dropout_ && info != nullptr &&
+  return dropout_ && info != nullptr && static_cast<size_t>(info->c_code) < kAbiDTypeCount &&
          dropout_->arithmetic[static_cast<size_t>(info->c_code)] != FC_SUBJECT_ARITH_UNDECLARED;
 }
 

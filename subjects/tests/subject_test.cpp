@@ -403,6 +403,15 @@ TEST(Subject, Fp8RunsThroughItsEntryPointInItsClass) {
     EXPECT_NE(none.status.message().find("dtype: f8e4m3: the library declares no fp8 path"), std::string::npos)
         << none.status.message();
   }
+  // The backward and dropout take no f8e4m3 (their per-dtype arrays stop at bf16).
+  EXPECT_EQ(subject->backward_class(DType::kF8E4M3), FC_SUBJECT_ARITH_UNDECLARED);
+  EXPECT_FALSE(subject->drops(DType::kF8E4M3));
+  Case grad;
+  ASSERT_TRUE(parse_case("f8e4m3 b=1 hq=1 hkv=1 sq=4 sk=4 d=8 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+                         "grad=1 dout=normal(0,1) seed=1",
+                         &grad)
+                  .ok());
+  EXPECT_EQ(subject->supports_backward(grad).code(), StatusCode::kUnsupported);
   const Verdict bad = run_line(*defective,
                                "f8e4m3 b=1 hq=1 hkv=1 sq=387 sk=387 d=1 mask=window-tl window=257,0 q=normal(0,1) "
                                "k=normal(0,1) v=normal(0,1) descale=uniform(10,100) seed=0");
