@@ -18,9 +18,9 @@ enum class PropertyBinary { kProduction, kInstrumented };
 
 // The pass a property checks: the forward's O and LSE, the backward's gradients (grad=1 cases), or dropout (forward
 // and backward with a dropout). A subject runs the backward properties where it declares a backward pass
-// (fc_subject_backward_v1) and skips dropout's: the subject ABI carries no dropout.
-// kFp8: the fp8 path's forward (f8e4m3 cases), which only the host model computes and subject ABI version 1 does not
-// carry.
+// (fc_subject_backward_v1) and dropout's where it declares a dropout (fc_subject_dropout_v1).
+// kFp8: the fp8 path's forward (f8e4m3 cases): the host model, the fp8 kernel (sm_90a builds), and a subject that
+// declares an fp8 path (fc_subject_fp8_v1).
 enum class PropertyPass { kForward, kBackward, kDropout, kFp8 };
 
 struct PropertyInfo {

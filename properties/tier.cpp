@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -266,7 +267,7 @@ const char* property_skip_reason(const char* name) {
       return "flashcheck-skip: needs descales, which the subject's fp8 path does not take (fc_subject_fp8_v1: descales)";
     }
 #if !defined(FLASHCHECK_HAS_FP8)
-    if (g_backend == Backend::kGpu) {
+    if (g_subject == nullptr && g_backend == Backend::kGpu) {
       return "flashcheck-skip: this library has no fp8 kernel (sm_90a builds have it; the host model computes the "
              "path: Model_Properties)";
     }
@@ -317,6 +318,18 @@ const char* property_skip_reason(const char* name) {
   const int64_t seqlen_k_max = g_subject->limits().seqlen_k_max;
   const bool two_fp8_tiles =
       g_subject->fp8() && (seqlen_k_max == 0 || seqlen_k_max >= 2 * g_subject->config(DType::kF8E4M3).block_n);
+  const auto takes_mask = [&](int mask) { return (caps.masks & (1u << mask)) != 0; };
+  const auto takes_any_head_dim = [&](std::initializer_list<int32_t> dims) {
+    for (int32_t d : dims) {
+      if (caps.head_dims == nullptr ? d >= caps.head_dim_min && d <= caps.head_dim_max
+                                    : std::find(caps.head_dims, caps.head_dims + caps.head_dim_count, d) !=
+                                          caps.head_dims + caps.head_dim_count) {
+        return true;
+      }
+    }
+    return false;
+  };
+  const bool dense_bhsd = (caps.layouts & (FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD) | FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED))) != 0;
   const Need needs[] = {
       {"SequencesAgreeWithOracle", sequences, "flashcheck-skip: needs sequences (fc_subject_sequences_v1: VARLEN or PAGED)"},
       {"SequencesAreMemorySafe", sequences, "flashcheck-skip: needs sequences (fc_subject_sequences_v1: VARLEN or PAGED)"},
@@ -339,11 +352,16 @@ const char* property_skip_reason(const char* name) {
       {"Fp8LayoutsAgreeBitForBit", every_layout, "flashcheck-skip: needs the bhsd, bshd and strided layouts"},
       {"Fp8AgreesWithBf16OnExactInputs", (caps.dtypes & FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_BF16)) != 0,
        "flashcheck-skip: needs bf16 besides f8e4m3"},
-      {"Fp8SinkOfInfinityTakesAllTheWeight", caps.sink != 0, "flashcheck-skip: needs sink logits"},
-      // Rows over two or more of the fp8 path's K/V tiles.
+      // Rows over two or more of the fp8 path's K/V tiles, in shapes of the properties' own (fp8.cpp).
       {"Fp8PNeverSaturates", two_fp8_tiles, "flashcheck-skip: needs two fp8 key tiles within the subject's seqlen_k limit"},
+      {"Fp8PNeverSaturates", dense_bhsd && (takes_mask(FC_SUBJECT_MASK_NONE) || takes_mask(FC_SUBJECT_MASK_CAUSAL_BOTTOM_RIGHT)) &&
+                                 takes_any_head_dim({16, 32, 64, 128}),
+       "flashcheck-skip: its rows need head_dim 16, 32, 64 or 128, mask none or causal-br, and the bhsd layout"},
       {"Fp8LightKeysKeepTheirWeight", two_fp8_tiles,
        "flashcheck-skip: needs two fp8 key tiles within the subject's seqlen_k limit"},
+      {"Fp8LightKeysKeepTheirWeight", dense_bhsd && takes_mask(FC_SUBJECT_MASK_NONE) && takes_any_head_dim({4, 8, 16}),
+       "flashcheck-skip: its rows need head_dim 4, 8 or 16, mask none and the bhsd layout"},
+      {"Fp8QueryHeadsReadTheirKvHeadsDescales", caps.gqa != 0, "flashcheck-skip: needs GQA, which this subject does not declare"},
       // Relations whose second run has other key counts: the halves of the keys, or one more key.
       {"MergeOfKeyHalvesEqualsWhole", g_subject->limits().seqlen_k_multiple <= 1 && g_subject->limits().seqlen_k_min <= 1,
        "flashcheck-skip: its halves' key counts lie outside the subject's shape limits (fc_subject_limits_v1)"},
@@ -365,7 +383,8 @@ const char* property_skip_reason(const char* name) {
   }
   // Properties judged on O alone (the verdict leaves LSE out for such a subject).
   static constexpr std::string_view kAboutO[] = {"OracleAgreement", "MemorySafety", "OutputWithinValueRange",
-                                                 "SpecialValuesFollowSemantics"};
+                                                 "SpecialValuesFollowSemantics", "Fp8AgreesWithOracle",
+                                                 "Fp8MemorySafety"};
   if (g_subject->descriptor().capabilities.lse == 0 &&
       std::find(std::begin(kAboutO), std::end(kAboutO), property) == std::end(kAboutO)) {
     return "flashcheck-skip: compares LSE, which this subject does not output (capabilities.lse = 0)";

@@ -67,8 +67,8 @@ constexpr ClassPoints kClasses[] = {
 #undef FC_MASK_ROW
 
 // The dtype rows the version-1 ABI carries: its per-dtype arrays (fc_subject_arithmetic's, the backward's and the
-// dropout's) hold one entry per code below their length. A row beyond them (f8e4m3) needs an entry point that
-// carries it; until then a subject's capabilities cannot name it and its cases are UNSUPPORTED.
+// dropout's) hold one entry per code below their length. A row beyond them (f8e4m3) comes through its own entry point
+// (fc_subject_fp8_v1); the capabilities cannot name it.
 constexpr size_t kAbiDTypeCount = std::size(fc_subject_arithmetic{}.arithmetic);
 constexpr std::array<DTypeInfo, kAbiDTypeCount> kSubjectDTypes = [] {
   std::array<DTypeInfo, kAbiDTypeCount> rows{};
@@ -520,9 +520,10 @@ Status LoadedSubject::supports(const Params& p) const {
     if ((p.descale_q != nullptr || p.descale_k != nullptr || p.descale_v != nullptr) && !fp8_->descales) {
       return unsupported("descale", "its fp8 path takes no descales");
     }
-    if (has_sequences(p) || p.num_splits != 1 || p.dropout_p != 0.0f) {
-      return unsupported("dtype", "f8e4m3 comes with neither packed sequences, paged K/V, split-KV nor dropout");
-    }
+    if (p.page_table != nullptr) return unsupported("page", "f8e4m3 comes without paged K/V");
+    if (has_sequences(p)) return unsupported("seqs", "f8e4m3 comes without packed sequences");
+    if (p.num_splits != 1) return unsupported("splits", "f8e4m3 comes without split-KV");
+    if (p.dropout_p != 0.0f) return unsupported("dropout", "f8e4m3 comes without dropout");
   } else if (find_dtype(p.dtype) == nullptr || !(c.dtypes & FC_SUBJECT_BIT(find_dtype(p.dtype)->c_code))) {
     return unsupported("dtype", std::string(to_string(p.dtype)) + " not among " + list_dtypes(c.dtypes));
   }

@@ -1,7 +1,8 @@
 // flashcheck's host model of the tiled algorithm (kernel/include/flashcheck/host_model.h), packaged as a subject
 // (flashcheck/subject.h) in host memory: the subject path of every tool, property and fuzzer is tested on a
 // machine without a GPU. It fixes the model's configuration to what it declares (tensor-core class for fp16/bf16,
-// general-fp32 for fp32, kKeyTile keys per tile), so that the declared arithmetic is the arithmetic that runs.
+// general-fp32 for fp32, kKeyTile keys per tile; tensor-core fp8 for f8e4m3, kFp8KeyTile keys per tile), so that the
+// declared arithmetic is the arithmetic that runs.
 // Built five ways (FC_HOST_SUBJECT_VARIANT):
 //   0  host-model                    everything flashcheck computes; healthy
 //   1  host-model-missing-rescale    the same with a planted defect: the last K/V tile skips O's rescale

@@ -35,7 +35,7 @@ def subject(name, dtypes, masks, layouts, head_dim=None, head_dims=None, memory=
     fc_subject_dropout (`dropout`: {"arithmetic": {"f32": "general-fp32", ...}, "mask_dump": False, "sequences": False,
     "backward": False}; the function, and with "backward" the backward one, then also get problems whose dropout_p > 0,
     to be dropped with the documented mask, docs/design/dropout-rng.md) and fc_subject_fp8 (`fp8`: {"arithmetic":
-    "tensor-core-fp8", "descales": False, "key_tile": 0}; the function then also gets f8e4m3 problems: Q, K and V as e4m3
+    "tensor-core-fp8" (required), "descales": False, "key_tile": 0 (the declaration's key_tile)}; the function then also gets f8e4m3 problems: Q, K and V as e4m3
     bytes (as_e4m3), O bf16, and buffers["descale_q"], ["descale_k"], ["descale_v"], docs/design/fp8-forward.md) by name.
     A value outside these names raises ValueError here, before the harness ever loads it."""
     for value, allowed, field in ((dtypes, DTYPES, "dtypes"), (masks, MASKS, "masks"), (layouts, LAYOUTS, "layouts")):

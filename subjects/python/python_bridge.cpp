@@ -391,7 +391,7 @@ struct Element {
 };
 constexpr Element kF32{"f", "<f4", 4}, kI32{"i", "<i4", 4}, kU8{"B", "|u1", 1};
 constexpr Element kBf16Bits{"H", "<u2", 2};
-// Q's, K's and V's element (e4m3's bytes for f8e4m3); O's is bf16 there (output_of).
+// Q's, K's and V's element (e4m3's bytes for f8e4m3); O's is bf16 there (views_of's `out`).
 Element element_of(int32_t dtype) {
   return dtype == FC_SUBJECT_DTYPE_F32    ? kF32
          : dtype == FC_SUBJECT_DTYPE_F16  ? Element{"e", "<f2", 2}
