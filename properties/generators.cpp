@@ -591,10 +591,7 @@ CaseOptions default_options() {
   o.limits = active_limits();
   if (const LoadedSubject* subject = active_subject()) {
     const fc_subject_capabilities& caps = subject->descriptor().capabilities;
-    // f8e4m3 through the fp8 path (fc_subject_fp8_v1), the others through the descriptor's dtypes.
-    std::erase_if(o.dtypes, [&](DType d) {
-      return d == DType::kF8E4M3 ? !subject->fp8() : !(caps.dtypes & (1u << static_cast<int>(d)));
-    });
+    std::erase_if(o.dtypes, [&](DType d) { return !subject->takes_dtype(d); });
     if (caps.head_dims != nullptr) {
       o.head_dims.assign(caps.head_dims, caps.head_dims + caps.head_dim_count);
     } else {

@@ -319,15 +319,8 @@ const char* property_skip_reason(const char* name) {
   const bool two_fp8_tiles =
       g_subject->fp8() && (seqlen_k_max == 0 || seqlen_k_max >= 2 * g_subject->config(DType::kF8E4M3).block_n);
   const auto takes_mask = [&](int mask) { return (caps.masks & (1u << mask)) != 0; };
-  const auto takes_any_head_dim = [&](std::initializer_list<int32_t> dims) {
-    for (int32_t d : dims) {
-      if (caps.head_dims == nullptr ? d >= caps.head_dim_min && d <= caps.head_dim_max
-                                    : std::find(caps.head_dims, caps.head_dims + caps.head_dim_count, d) !=
-                                          caps.head_dims + caps.head_dim_count) {
-        return true;
-      }
-    }
-    return false;
+  const auto takes_any_head_dim = [&](std::initializer_list<int64_t> dims) {
+    return std::any_of(dims.begin(), dims.end(), [&](int64_t d) { return g_subject->takes_head_dim(d); });
   };
   const bool dense_bhsd = (caps.layouts & (FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD) | FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED))) != 0;
   const Need needs[] = {

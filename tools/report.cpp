@@ -601,9 +601,7 @@ bool has_fully_masked_row(const Case& c) {
 // lacks, seqlens onto its shape limits; injections that no longer fit the shape are dropped. Nullopt when its dtype is not among the subject's.
 std::optional<Case> fit_to(const LoadedSubject& subject, Case c) {
   const fc_subject_capabilities& caps = subject.descriptor().capabilities;
-  if (c.dtype == DType::kF8E4M3 ? !subject.fp8() : !(caps.dtypes & (1u << static_cast<int>(c.dtype)))) {
-    return std::nullopt;
-  }
+  if (!subject.takes_dtype(c.dtype)) return std::nullopt;
   if (c.dtype == DType::kF8E4M3 && !subject.fp8()->descales) c.descale.reset();
   c = onto_sequence_features(subject, std::move(c));
   if (caps.head_dims != nullptr) {

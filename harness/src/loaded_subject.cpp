@@ -510,6 +510,18 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
   return Status::ok_status();
 }
 
+bool LoadedSubject::takes_dtype(DType dtype) const {
+  if (dtype == DType::kF8E4M3) return fp8_.has_value();
+  const DTypeInfo* info = find_dtype(dtype);
+  return info != nullptr && (subject_->capabilities.dtypes & FC_SUBJECT_BIT(info->c_code)) != 0;
+}
+
+bool LoadedSubject::takes_head_dim(int64_t head_dim) const {
+  const fc_subject_capabilities& c = subject_->capabilities;
+  if (c.head_dims == nullptr) return head_dim >= c.head_dim_min && head_dim <= c.head_dim_max;
+  return std::find(c.head_dims, c.head_dims + c.head_dim_count, head_dim) != c.head_dims + c.head_dim_count;
+}
+
 Status LoadedSubject::supports(const Params& p) const {
   const fc_subject_capabilities& c = subject_->capabilities;
   auto unsupported = [&](const std::string& field, const std::string& what) {
@@ -524,16 +536,10 @@ Status LoadedSubject::supports(const Params& p) const {
     if (has_sequences(p)) return unsupported("seqs", "f8e4m3 comes without packed sequences");
     if (p.num_splits != 1) return unsupported("splits", "f8e4m3 comes without split-KV");
     if (p.dropout_p != 0.0f) return unsupported("dropout", "f8e4m3 comes without dropout");
-  } else if (find_dtype(p.dtype) == nullptr || !(c.dtypes & FC_SUBJECT_BIT(find_dtype(p.dtype)->c_code))) {
+  } else if (!takes_dtype(p.dtype)) {
     return unsupported("dtype", std::string(to_string(p.dtype)) + " not among " + list_dtypes(c.dtypes));
   }
-  bool head_dim_ok = false;
-  if (c.head_dims != nullptr) {
-    for (int32_t i = 0; i < c.head_dim_count; ++i) head_dim_ok = head_dim_ok || c.head_dims[i] == p.head_dim;
-  } else {
-    head_dim_ok = p.head_dim >= c.head_dim_min && p.head_dim <= c.head_dim_max;
-  }
-  if (!head_dim_ok) return unsupported("head_dim", std::to_string(p.head_dim) + " not among " + head_dims_text(c));
+  if (!takes_head_dim(p.head_dim)) return unsupported("head_dim", std::to_string(p.head_dim) + " not among " + head_dims_text(c));
   // V's and O's own width: only for a library that declares the range it reads (fc_subject_value_dims_v1).
   if (const int64_t dv = value_head_dim(p); dv != p.head_dim) {
     if (!value_dims_) {

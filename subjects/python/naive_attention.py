@@ -73,8 +73,10 @@ def reader(problem, buffers, name):
 
 def writer(problem, view):
     """(index, x) -> O's element set to x: fp32, or for f8e4m3 bf16's bits."""
+    encode = bf16_bits if problem["dtype"] == "f8e4m3" else (lambda x: x)
+
     def put(index, x):
-        view[index] = bf16_bits(x) if problem["dtype"] == "f8e4m3" else x
+        view[index] = encode(x)
     return put
 
 

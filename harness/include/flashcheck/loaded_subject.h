@@ -41,6 +41,10 @@ class LoadedSubject {
   const std::string& path() const { return path_; }
   bool on_device() const { return subject_->capabilities.memory == FC_SUBJECT_MEMORY_DEVICE; }
 
+  // Whether the library takes `dtype` (f8e4m3 through its fp8 path, the others through capabilities.dtypes) and
+  // `head_dim` (the capabilities' list or range).
+  bool takes_dtype(DType dtype) const;
+  bool takes_head_dim(int64_t head_dim) const;
   // Ok, or kUnsupported naming the field outside the capabilities or the shape limits ("head_dim: 200 not among
   // 1..128 (subject x)", "seqlen_k: 17 is not a multiple of 32 (subject x)").
   Status supports(const Params& params) const;
