@@ -75,7 +75,8 @@ struct RowMap {
   // Calls fn(b, h, i) for every row, in canonical order.
   template <typename Fn>
   void for_each_row(Fn&& fn) const {
-    if (heads <= 0) return;  // no batch loop over problems without rows: batches may number billions too
+    // No batch loop over problems without rows (no heads, or dense Q of no rows): batches may number billions.
+    if (heads <= 0 || (!packed() && seqlen <= 0)) return;
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t rows = length(b);
       if (rows == 0) continue;  // no head loop over a sequence without rows: heads may number billions

@@ -40,6 +40,9 @@ SequenceLengths lengths_of(const Problem& p, int64_t b) {
   return {sequence_seqlen_q(p, b), sequence_seqlen_k(p, b)};
 }
 
+// Key indices and window edges in 128 bits: a diagonal plus or minus a window of up to INT64_MAX cannot overflow.
+using Wide = __int128;
+
 // The diagonal key of query row i in a sequence of these lengths: the key the causal boundary passes through.
 int64_t diagonal(const Problem& p, const SequenceLengths& len, int64_t i) {
   return p.visibility.alignment == Alignment::kBottomRight ? i + (len.seqlen_k - len.seqlen_q) : i;
@@ -47,7 +50,7 @@ int64_t diagonal(const Problem& p, const SequenceLengths& len, int64_t i) {
 
 bool visible_in(const Problem& p, const SequenceLengths& len, int64_t i, int64_t j) {
   const Visibility& w = p.visibility;
-  const int64_t d = diagonal(p, len, i);
+  const Wide d = diagonal(p, len, i);  // the edges in 128 bits: a window may reach INT64_MAX
   const bool in_keys = 0 <= j && j < len.seqlen_k;
   const bool after_left_edge = w.window_left < 0 || d - w.window_left <= j;
   const bool before_right_edge = w.window_right < 0 || j <= d + w.window_right;
@@ -56,13 +59,13 @@ bool visible_in(const Problem& p, const SequenceLengths& len, int64_t i, int64_t
 
 KeySpan visible_keys_in(const Problem& p, const SequenceLengths& len, int64_t i) {
   const Visibility& w = p.visibility;
-  const int64_t d = diagonal(p, len, i);
-  int64_t begin = 0, end = len.seqlen_k;
+  const Wide d = diagonal(p, len, i);
+  Wide begin = 0, end = len.seqlen_k;
   if (w.window_left >= 0) begin = std::max(begin, d - w.window_left);
   if (w.window_right >= 0) end = std::min(end, d + w.window_right + 1);
   // No key: an empty span inside [0, seqlen_k], so that offsetting a K/V pointer by begin stays in bounds.
-  begin = std::min(begin, len.seqlen_k);
-  return KeySpan{begin, std::max(begin, end)};
+  begin = std::min(begin, Wide{len.seqlen_k});
+  return KeySpan{static_cast<int64_t>(begin), static_cast<int64_t>(std::max(begin, end))};
 }
 
 // The problem-wide lengths, for a problem without per-sequence ones.
