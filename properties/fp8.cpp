@@ -70,9 +70,9 @@ Case fp8_case(CaseOptions o) {
 }
 
 // The K/V tile of the fp8 path for the case's heads and head dims (the tile does not depend on the sequence lengths);
-// a subject's, the tile its fp8 path declares.
+// a subject's, the tile its fp8 path declares for the case's head dim.
 int64_t key_tile(const Case& c) {
-  if (const LoadedSubject* subject = active_subject()) return subject->config(DType::kF8E4M3).block_n;
+  if (const LoadedSubject* subject = active_subject()) return subject->fp8_key_tile(c.head_dim);
   Case shape = c;
   shape.seqlen_q = shape.seqlen_k = 1;
   return kernel_config(case_params(shape)).block_n;

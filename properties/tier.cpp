@@ -317,7 +317,7 @@ const char* property_skip_reason(const char* name) {
                                              FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED));
   const int64_t seqlen_k_max = g_subject->limits().seqlen_k_max;
   const bool two_fp8_tiles =
-      g_subject->fp8() && (seqlen_k_max == 0 || seqlen_k_max >= 2 * g_subject->config(DType::kF8E4M3).block_n);
+      g_subject->fp8() && (seqlen_k_max == 0 || seqlen_k_max >= 2 * g_subject->fp8_smallest_key_tile());
   const auto takes_mask = [&](int mask) { return (caps.masks & (1u << mask)) != 0; };
   const auto takes_any_head_dim = [&](std::initializer_list<int64_t> dims) {
     return std::any_of(dims.begin(), dims.end(), [&](int64_t d) { return g_subject->takes_head_dim(d); });

@@ -160,7 +160,11 @@ Budget estimate_budget(const Case& c, const BudgetOptions& options) {
     if (options.host_model) terms_all_heads = head_terms(nullptr) * heads_q;
   }
   b.longest_row = longest;
-  if (options.host_model) b.model_terms = terms_all_heads;
+  // The host model also walks every row once per split-KV run, whether it sees keys or not (its state and O's
+  // columns): a row of no keys under hundreds of splits costs as much as hundreds of visible keys.
+  if (options.host_model) {
+    b.model_terms = terms_all_heads + checkable_rows * double(std::max(params.num_splits, 1)) * double(dv + 1);
+  }
 
   // The oracle's working set per thread at the longest row: the fast tier's per-key scratch, and with the RMS
   // check the emulated reference's fp32 K and V (value, hi, lo and lo toward zero on the split-tf32 path), its scores

@@ -472,9 +472,29 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     }
     if (!is_bool(fp8->descales)) return bad(path, "fp8.descales: 0 or 1");
     if (fp8->key_tile < 0) return bad(path, "fp8.key_tile: >= 0 (0: the descriptor's arithmetic.key_tile)");
-    if (fp8->key_tile == 0 && descriptor->arithmetic.key_tile == 0) {
-      return bad(path, "fp8.key_tile: the fp8 class's bound needs the tile its products are promoted per (here or in "
-                       "arithmetic.key_tile)");
+    if (fp8->key_tiles_count < 0 || fp8->key_tiles_count > FC_SUBJECT_FP8_KEY_TILES) {
+      return bad(path, "fp8.key_tiles_count: 0.." + std::to_string(FC_SUBJECT_FP8_KEY_TILES));
+    }
+    for (int32_t i = 0; i < fp8->key_tiles_count; ++i) {
+      const fc_subject_fp8_key_tile& t = fp8->key_tiles[i];
+      const std::string entry = "fp8.key_tiles[" + std::to_string(i) + "]";
+      if (t.max_head_dim <= 0 || (i > 0 && t.max_head_dim <= fp8->key_tiles[i - 1].max_head_dim)) {
+        return bad(path, entry + ".max_head_dim: > 0 and above the previous entry's (got " +
+                             std::to_string(t.max_head_dim) + ")");
+      }
+      if (t.key_tile <= 0) return bad(path, entry + ".key_tile: > 0 (got " + std::to_string(t.key_tile) + ")");
+    }
+    // Past the table's last head dim: fp8.key_tile, else arithmetic.key_tile; a head dim the library takes there
+    // needs one of them (the fp8 class's bound needs the tile its products are promoted per).
+    const fc_subject_capabilities& caps = descriptor->capabilities;
+    const int32_t widest = caps.head_dims == nullptr
+                               ? caps.head_dim_max
+                               : *std::max_element(caps.head_dims, caps.head_dims + caps.head_dim_count);
+    const int32_t covered = fp8->key_tiles_count > 0 ? fp8->key_tiles[fp8->key_tiles_count - 1].max_head_dim : 0;
+    if (fp8->key_tile == 0 && descriptor->arithmetic.key_tile == 0 && widest > covered) {
+      return bad(path, "fp8.key_tile: the fp8 class's bound needs the tile its products are promoted per, and head dims "
+                       "up to " + std::to_string(widest) + " are taken (fp8.key_tiles covers " +
+                       std::to_string(covered) + "; declare it there, in fp8.key_tile or in arithmetic.key_tile)");
     }
     s->fp8_ = *fp8;
   }
@@ -713,12 +733,30 @@ ComputePath LoadedSubject::backward_path(const Params& params) const {
   return backward_class(dtype) == FC_SUBJECT_ARITH_TENSOR_CORE ? ComputePath::kTensorCore : ComputePath::kGeneralFp32;
 }
 
-KernelConfig LoadedSubject::config(DType dtype) const {
+int32_t LoadedSubject::fp8_key_tile(int64_t head_dim) const {
+  if (!fp8_) return 0;
+  for (int32_t i = 0; i < fp8_->key_tiles_count; ++i) {
+    if (head_dim <= fp8_->key_tiles[i].max_head_dim) return fp8_->key_tiles[i].key_tile;
+  }
+  return fp8_->key_tile > 0 ? fp8_->key_tile : subject_->arithmetic.key_tile;
+}
+
+int32_t LoadedSubject::fp8_smallest_key_tile() const {
+  if (!fp8_) return 0;
+  int32_t smallest = 0;
+  for (int64_t d = 1; d <= kMaxHeadDim; ++d) {
+    const int32_t tile = takes_head_dim(d) ? fp8_key_tile(d) : 0;
+    if (tile > 0 && (smallest == 0 || tile < smallest)) smallest = tile;
+  }
+  return smallest;
+}
+
+KernelConfig LoadedSubject::config(DType dtype, int64_t head_dim) const {
   const size_t d = static_cast<size_t>(dtype) < kDTypes.size() ? static_cast<size_t>(dtype) : 0;
   KernelConfig config;
   config.path = path_of_[d];
   config.block_n = tiling_declared() ? subject_->arithmetic.key_tile : kDefaultKeyTile;
-  if (dtype == DType::kF8E4M3 && fp8_ && fp8_->key_tile > 0) config.block_n = fp8_->key_tile;
+  if (dtype == DType::kF8E4M3 && fp8_) config.block_n = fp8_key_tile(head_dim);
   config.block_m = config.block_n;
   config.name = config_name_[d].c_str();
   return config;
@@ -782,8 +820,16 @@ std::string LoadedSubject::describe() const {
   if (!fp8_) {
     out += " none";
   } else {
-    out += std::string(" f8e4m3=tensor-core-fp8") + (fp8_->descales ? ", descales" : ", no descales") + ", key tile " +
-           std::to_string(fp8_->key_tile > 0 ? fp8_->key_tile : subject_->arithmetic.key_tile);
+    out += std::string(" f8e4m3=tensor-core-fp8") + (fp8_->descales ? ", descales" : ", no descales") + ", key tile";
+    int32_t below = 0;
+    for (int32_t i = 0; i < fp8_->key_tiles_count; ++i) {
+      out += " " + std::to_string(fp8_->key_tiles[i].key_tile) + " (head dims " + std::to_string(below + 1) + ".." +
+             std::to_string(fp8_->key_tiles[i].max_head_dim) + ")";
+      below = fp8_->key_tiles[i].max_head_dim;
+    }
+    bool beyond = false;  // a head dim the library takes past the table's last entry
+    for (int64_t d = below + 1; d <= kMaxHeadDim; ++d) beyond = beyond || takes_head_dim(d);
+    if (beyond) out += " " + std::to_string(fp8_key_tile(kMaxHeadDim)) + (below > 0 ? " (above)" : "");
   }
   out += std::string("; gqa ") + (c.gqa ? "yes" : "no") + ", lse " + (c.lse ? "yes" : "no") + ", softcap " +
          (c.softcap ? "yes" : "no") + ", sink " + (c.sink ? "yes" : "no") + "; arithmetic";
@@ -859,7 +905,7 @@ RunOutputs run_case(const HostInputs& inputs, const LoadedSubject& subject, cons
     out = run_case(inputs, backend, options);
   }
   const DType dtype = inputs.params.dtype;
-  out.config = subject.config(dtype);
+  out.config = subject.config(dtype, inputs.params.head_dim);
   out.subject = subject.name();
   out.generic_bound = subject.generic_bound(dtype);
   if (inputs.params.dropout_p != 0.0f) {  // the general-fp32 class, the one a dropout declares (supports())

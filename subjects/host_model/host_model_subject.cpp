@@ -1,8 +1,8 @@
 // flashcheck's host model of the tiled algorithm (kernel/include/flashcheck/host_model.h), packaged as a subject
 // (flashcheck/subject.h) in host memory: the subject path of every tool, property and fuzzer is tested on a
 // machine without a GPU. It fixes the model's configuration to what it declares (tensor-core class for fp16/bf16,
-// general-fp32 for fp32, kKeyTile keys per tile; tensor-core fp8 for f8e4m3, kFp8KeyTile keys per tile), so that the
-// declared arithmetic is the arithmetic that runs.
+// general-fp32 for fp32, kKeyTile keys per tile; tensor-core fp8 for f8e4m3, kFp8 key tiles per head dim), so that
+// the declared arithmetic is the arithmetic that runs.
 // Built five ways (FC_HOST_SUBJECT_VARIANT):
 //   0  host-model                    everything flashcheck computes; healthy
 //   1  host-model-missing-rescale    the same with a planted defect: the last K/V tile skips O's rescale
@@ -18,7 +18,7 @@
 // sequences (fc_subject_sequences_v1): varlen, seqused_k, paged K/V and split-KV but for the tiled variant's narrower set;
 // every one but the tiled and the restricted has a backward pass (fc_subject_backward_v1), a dropout in every dtype
 // (fc_subject_dropout_v1: the documented mask, its dump, packed sequences, forward and backward) and the fp8 path
-// (fc_subject_fp8_v1: e4m3 inputs with descales, the tensor-core fp8 class on kFp8KeyTile-key tiles).
+// (fc_subject_fp8_v1: e4m3 inputs with descales, the tensor-core fp8 class on tiles that depend on the head dim).
 #include <vector>
 
 #include "flashcheck/attention.h"
@@ -35,7 +35,6 @@
 namespace {
 
 constexpr int32_t kKeyTile = 64;  // keys per K/V tile of the modelled kernel (declared as arithmetic.key_tile)
-constexpr int32_t kFp8KeyTile = 128;  // keys per K/V tile of the modelled fp8 path (declared as fp8.key_tile)
 constexpr bool kRestricted = FC_HOST_SUBJECT_VARIANT == 2;
 
 void copy_message(const std::string& message, char* err, size_t err_len) {
@@ -60,6 +59,23 @@ constexpr flashcheck::ModelDefect kDefect = FC_HOST_SUBJECT_VARIANT == 1   ? fla
                                             : FC_HOST_SUBJECT_VARIANT == 5 ? flashcheck::ModelDefect::kDropoutOffset32Bit
                                                                            : flashcheck::ModelDefect::kNone;
 
+int forward_fp8(const fc_subject_problem* problem, const fc_subject_fp8_args* fp8, const fc_subject_buffers* buffers,
+                void* stream, char* err, size_t err_len);
+
+// The fp8 path's descriptor. Its key tile depends on the head dim, in FlashAttention-3's fp8 pattern (hopper/
+// tile_size.h: 160, 128, 224, 160 and 128 keys up to head dims 64, 96, 128, 192 and 256), so that the harness's
+// per-head-dim tiles (fp8.key_tiles) run on a machine without a GPU. The table reaches 256, the widest head dim.
+constexpr fc_subject_fp8 kFp8{FC_SUBJECT_ARITH_TENSOR_CORE_FP8, /*descales=*/1, /*key_tile=*/128, forward_fp8,
+                              /*key_tiles_count=*/5, {{64, 160}, {96, 128}, {128, 224}, {192, 160}, {256, 128}}};
+
+// The tile the descriptor declares for a head dim: the one definition run_model and the harness both read.
+int32_t fp8_key_tile(int64_t head_dim) {
+  for (int32_t i = 0; i < kFp8.key_tiles_count; ++i) {
+    if (head_dim <= kFp8.key_tiles[i].max_head_dim) return kFp8.key_tiles[i].key_tile;
+  }
+  return kFp8.key_tile;
+}
+
 int run_model(flashcheck::Params params, char* err, size_t err_len) {
   // Without LSE output the model still needs somewhere to put it: its own scratch, never the caller's buffer.
   std::vector<float> scratch_lse;
@@ -77,8 +93,8 @@ int run_model(flashcheck::Params params, char* err, size_t err_len) {
                         : params.dtype == flashcheck::DType::kF32 || params.dropout_p != 0.0f
                             ? flashcheck::ComputePath::kGeneralFp32
                             : flashcheck::ComputePath::kTensorCore;
-  options.config.block_m = fp8 ? kFp8KeyTile : kKeyTile;
-  options.config.block_n = fp8 ? kFp8KeyTile : kKeyTile;
+  options.config.block_m = fp8 ? fp8_key_tile(params.head_dim) : kKeyTile;
+  options.config.block_n = options.config.block_m;
   options.defect = kDefect;
   return code_of(flashcheck::run_host_model(params, options), err, err_len);
 }
@@ -207,10 +223,7 @@ const fc_subject_dropout* fc_subject_dropout_v1(void) {
 }
 
 // The model's fp8 path (e4m3 Q, K, V with descales, O in bf16).
-const fc_subject_fp8* fc_subject_fp8_v1(void) {
-  static constexpr fc_subject_fp8 kFp8{FC_SUBJECT_ARITH_TENSOR_CORE_FP8, /*descales=*/1, kFp8KeyTile, forward_fp8};
-  return &kFp8;
-}
+const fc_subject_fp8* fc_subject_fp8_v1(void) { return &kFp8; }
 #endif
 
 // The model reads head_dim_v (params_of): every width flashcheck computes.

@@ -35,7 +35,8 @@ def subject(name, dtypes, masks, layouts, head_dim=None, head_dims=None, memory=
     fc_subject_dropout (`dropout`: {"arithmetic": {"f32": "general-fp32", ...}, "mask_dump": False, "sequences": False,
     "backward": False}; the function, and with "backward" the backward one, then also get problems whose dropout_p > 0,
     to be dropped with the documented mask, docs/design/dropout-rng.md) and fc_subject_fp8 (`fp8`: {"arithmetic":
-    "tensor-core-fp8" (required), "descales": False, "key_tile": 0 (the declaration's key_tile)}; the function then also gets f8e4m3 problems: Q, K and V as e4m3
+    "tensor-core-fp8" (required), "descales": False, "key_tile": 0 (the declaration's key_tile), "key_tiles":
+    {max_head_dim: key_tile, ...} (the tile per head dim, where it depends on it)}; the function then also gets f8e4m3 problems: Q, K and V as e4m3
     bytes (as_e4m3), O bf16, and buffers["descale_q"], ["descale_k"], ["descale_v"], docs/design/fp8-forward.md) by name.
     A value outside these names raises ValueError here, before the harness ever loads it."""
     for value, allowed, field in ((dtypes, DTYPES, "dtypes"), (masks, MASKS, "masks"), (layouts, LAYOUTS, "layouts")):
@@ -69,7 +70,7 @@ def subject(name, dtypes, masks, layouts, head_dim=None, head_dims=None, memory=
                                     "max_splits": int(sequences.get("max_splits", 0))}
     for field, value, known in (("backward", backward, ("function", "arithmetic", "sink", "sequences", "deterministic")),
                                 ("dropout", dropout, ("arithmetic", "mask_dump", "sequences", "backward")),
-                                ("fp8", fp8, ("arithmetic", "descales", "key_tile"))):
+                                ("fp8", fp8, ("arithmetic", "descales", "key_tile", "key_tiles"))):
         unknown = sorted(set(value or {}) - set(known))
         if unknown:
             raise ValueError(f"{field}: unknown keys {unknown} (known: {list(known)})")
@@ -95,6 +96,12 @@ def subject(name, dtypes, masks, layouts, head_dim=None, head_dims=None, memory=
             raise ValueError(f"fp8.arithmetic: 'tensor-core-fp8' (the error model's one fp8 class), not {fp8.get('arithmetic')!r}")
         declaration["fp8"] = {"arithmetic": "tensor-core-fp8", "descales": bool(fp8.get("descales", False)),
                               "key_tile": int(fp8.get("key_tile", 0))}
+        if "key_tiles" in fp8:
+            tiles = fp8["key_tiles"]
+            if not isinstance(tiles, dict) or not all(isinstance(d, int) and isinstance(t, int) and d > 0 and t > 0
+                                                      for d, t in tiles.items()):
+                raise ValueError(f"fp8.key_tiles: {{max_head_dim: key_tile}} of positive ints, not {tiles!r}")
+            declaration["fp8"]["key_tiles"] = {int(d): int(t) for d, t in sorted(tiles.items())}
 
     def mark(function):
         function.flashcheck = declaration

@@ -31,7 +31,7 @@ def declaration(backward_function):
                 backward={"function": backward_function, "arithmetic": {"f32": "general-fp32"}, "sequences": True,
                           "deterministic": True},
                 dropout={"arithmetic": {"f32": "general-fp32"}, "mask_dump": True, "sequences": True, "backward": True},
-                fp8={"arithmetic": "tensor-core-fp8", "descales": True, "key_tile": 128})
+                fp8={"arithmetic": "tensor-core-fp8", "descales": True, "key_tile": 24, "key_tiles": {8: 16}})
 
 
 def e4m3(byte):

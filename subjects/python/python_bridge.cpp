@@ -364,15 +364,33 @@ bool read_declaration(PyObject* dict, Slot* s) {
   }
   if (PyObject* fp8 = d.get("fp8")) {
     if (!PyDict_Check(fp8)) {
-      d.fail("fp8: a dict {arithmetic, descales, key_tile}");
+      d.fail("fp8: a dict {arithmetic, descales, key_tile, key_tiles}");
     } else {
       Declaration inner{fp8, ""};
-      inner.only({"arithmetic", "descales", "key_tile"}, "");
+      inner.only({"arithmetic", "descales", "key_tile", "key_tiles"}, "");
       PyObject* arith = inner.get("arithmetic");
       s->fp8.arithmetic = arith != nullptr && PyUnicode_Check(arith) ? arithmetic_code(utf8(arith)) : -1;
       if (s->fp8.arithmetic != FC_SUBJECT_ARITH_TENSOR_CORE_FP8) inner.fail("arithmetic: \"tensor-core-fp8\"");
       inner.boolean("descales", &s->fp8.descales, 0);
       if (PyObject* tile = inner.get("key_tile")) inner.integer32(tile, "key_tile", &s->fp8.key_tile);
+      // key_tiles: {max_head_dim: key_tile, ...}, in increasing max_head_dim (the loader checks the entries).
+      if (PyObject* tiles = inner.get("key_tiles")) {
+        PyObject* items = PyDict_Check(tiles) ? PyDict_Items(tiles) : nullptr;
+        if (items == nullptr || PyList_Size(items) > FC_SUBJECT_FP8_KEY_TILES || PyList_Sort(items) != 0) {
+          PyErr_Clear();
+          inner.fail("key_tiles: a dict {max_head_dim: key_tile} of at most " +
+                     std::to_string(FC_SUBJECT_FP8_KEY_TILES) + " ints");
+        } else {
+          for (Py_ssize_t i = 0; i < PyList_Size(items); ++i) {
+            PyObject* pair = PyList_GetItem(items, i);
+            fc_subject_fp8_key_tile& t = s->fp8.key_tiles[i];
+            inner.integer32(PyTuple_GetItem(pair, 0), "key_tiles (a max_head_dim)", &t.max_head_dim);
+            inner.integer32(PyTuple_GetItem(pair, 1), "key_tiles (a key_tile)", &t.key_tile);
+          }
+          s->fp8.key_tiles_count = static_cast<int32_t>(PyList_Size(items));
+        }
+        Py_XDECREF(items);
+      }
       if (!inner.error.empty()) d.fail("fp8." + inner.error);
       s->has_fp8 = true;
     }

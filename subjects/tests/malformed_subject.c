@@ -7,7 +7,8 @@
  *   MALFORMED_BACKWARD       declares a backward class for fp32, which its capabilities leave out (fc_subject_backward_v1)
  *   MALFORMED_DROPOUT        declares a dropout in the tensor-core class (fc_subject_dropout_v1: general-fp32 only)
  *   MALFORMED_DROPOUT_BACKWARD  declares a dropout backward without a backward pass
- *   MALFORMED_FP8            declares an fp8 path in the tensor-core class (fc_subject_fp8_v1: tensor-core-fp8 only) */
+ *   MALFORMED_FP8            declares an fp8 path in the tensor-core class (fc_subject_fp8_v1: tensor-core-fp8 only)
+ *   MALFORMED_FP8_KEY_TILES  declares fp8 key tiles per head dim out of order (max_head_dim 128, then 64) */
 #include "flashcheck/subject.h"
 
 static int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers, void* stream, char* err,
@@ -87,12 +88,16 @@ static const fc_subject_dropout dropout_rule = {
 FC_SUBJECT_EXPORT const fc_subject_dropout* fc_subject_dropout_v1(void) { return &dropout_rule; }
 #endif
 
-#ifdef MALFORMED_FP8
+#if defined(MALFORMED_FP8) || defined(MALFORMED_FP8_KEY_TILES)
 static int forward_fp8(const fc_subject_problem* problem, const fc_subject_fp8_args* fp8, const fc_subject_buffers* buffers,
                        void* stream, char* err, size_t err_len) {
   (void)fp8;
   return forward(problem, buffers, stream, err, err_len);
 }
+#ifdef MALFORMED_FP8
 static const fc_subject_fp8 fp8_rule = {FC_SUBJECT_ARITH_TENSOR_CORE, 1, 128, forward_fp8};
+#else
+static const fc_subject_fp8 fp8_rule = {FC_SUBJECT_ARITH_TENSOR_CORE_FP8, 1, 128, forward_fp8, 2, {{128, 128}, {64, 160}}};
+#endif
 FC_SUBJECT_EXPORT const fc_subject_fp8* fc_subject_fp8_v1(void) { return &fp8_rule; }
 #endif

@@ -92,6 +92,11 @@ def bshd_only(problem, buffers):  # FlashAttention's varlen layout and nothing e
     naive_attention.attention(problem, buffers)
 
 bshd_only.flashcheck = dict(keeps.flashcheck, name="bshd-only", layouts=["bshd"])
+
+def zero_fp8_tile(problem, buffers):  # a key tile of 0 keys: the loader names the entry
+    naive_attention.attention(problem, buffers)
+
+zero_fp8_tile.flashcheck = dict(keeps.flashcheck, fp8={"arithmetic": "tensor-core-fp8", "key_tiles": {16: 0}})
 PY
 export PYTHONPATH="$out:$PYTHONPATH"
 expect 78 "repro, no such module" -- "$repro" --subject python:no_such_module:f "$line"
@@ -102,6 +107,9 @@ expect 78 "repro, bad declaration" -- "$repro" --subject python:broken_subject:b
 grep -q "dtypes: unknown name 'f64'" "$out/stderr" || { echo "FAIL: the bad dtype is not named"; cat "$out/stderr"; failures=$((failures + 1)); }
 expect 78 "repro, a declaration key misspelt" -- "$repro" --subject python:broken_subject:typo "$line"
 grep -q "unknown key 'limit'" "$out/stderr" || { echo "FAIL: the misspelt key is not named"; cat "$out/stderr"; failures=$((failures + 1)); }
+expect 78 "repro, an fp8 key tile of 0" -- "$repro" --subject python:broken_subject:zero_fp8_tile "$line"
+grep -q "fp8.key_tiles\[0\].key_tile: > 0 (got 0)" "$out/stderr" ||
+  { echo "FAIL: the bad fp8 key tile is not named"; cat "$out/stderr"; failures=$((failures + 1)); }
 # Packed sequences on a subject that declares the contiguous bshd layout alone: run, not refused for their strides.
 expect 0 "repro, packed sequences on a bshd-only subject" -- "$repro" --subject python:broken_subject:bshd_only \
   'f32 b=2 hq=2 hkv=1 sq=20 sk=40 d=8 mask=causal-br layout=bshd seqs=20:30+10,7:40 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3'

@@ -380,8 +380,19 @@ TEST(Subject, Fp8RunsThroughItsEntryPointInItsClass) {
   const auto defective = load_ok(FC_SUBJECT_MISSING_RESCALE);
   const auto restricted = load_ok(FC_SUBJECT_RESTRICTED);
   ASSERT_TRUE(subject && defective && restricted);
-  EXPECT_NE(subject->describe().find("fp8 f8e4m3=tensor-core-fp8, descales, key tile 128"), std::string::npos)
+  EXPECT_NE(subject->describe().find("fp8 f8e4m3=tensor-core-fp8, descales, key tile 160 (head dims 1..64) 128 (head "
+                                     "dims 65..96) 224 (head dims 97..128) 160 (head dims 129..192) 128 (head dims "
+                                     "193..256);"),
+            std::string::npos)
       << subject->describe();
+  // The tile per head dim (fc_subject_fp8.key_tiles): the first entry that covers the head dim.
+  for (const auto [head_dim, tile] : {std::pair{1, 160}, {64, 160}, {65, 128}, {96, 128}, {97, 224}, {128, 224},
+                                      {129, 160}, {192, 160}, {193, 128}, {256, 128}}) {
+    EXPECT_EQ(subject->fp8_key_tile(head_dim), tile) << head_dim;
+    EXPECT_EQ(subject->config(DType::kF8E4M3, head_dim).block_n, tile) << head_dim;
+  }
+  EXPECT_EQ(subject->fp8_smallest_key_tile(), 128);
+  EXPECT_EQ(restricted->fp8_key_tile(64), 0);
   EXPECT_NE(restricted->describe().find("fp8 none"), std::string::npos) << restricted->describe();
   const char* const lines[] = {
       "f8e4m3 b=2 hq=4 hkv=2 sq=65 sk=300 d=64 mask=causal-br q=normal(0,1) k=normal(0,1) v=uniform(-1,1) "
@@ -394,7 +405,7 @@ TEST(Subject, Fp8RunsThroughItsEntryPointInItsClass) {
     const RunOutputs out = run_case(inputs, *subject);
     ASSERT_TRUE(out.status.ok()) << out.status.message();
     EXPECT_EQ(out.config.path, ComputePath::kTensorCoreFp8);
-    EXPECT_EQ(out.config.block_n, 128);
+    EXPECT_EQ(out.config.block_n, subject->fp8_key_tile(inputs.params.head_dim));
     EXPECT_TRUE(out.tiling_declared);
     EXPECT_FALSE(out.generic_bound);
     EXPECT_TRUE(judge(c, inputs, out).pass) << judge(c, inputs, out).report();
@@ -465,6 +476,7 @@ TEST(Subject, MalformedLibrariesAreRefusedWithTheReason) {
   expect_refused(FC_SUBJECT_MALFORMED_DROPOUT, "dropout.arithmetic[f16]: FC_SUBJECT_ARITH_GENERAL_FP32 or _UNDECLARED");
   expect_refused(FC_SUBJECT_MALFORMED_DROPOUT_BACKWARD, "dropout.backward_dropout: needs a backward pass");
   expect_refused(FC_SUBJECT_MALFORMED_FP8, "fp8.arithmetic: FC_SUBJECT_ARITH_TENSOR_CORE_FP8");
+  expect_refused(FC_SUBJECT_MALFORMED_FP8_KEY_TILES, "fp8.key_tiles[1].max_head_dim: > 0 and above the previous entry's (got 64)");
   expect_refused("/nonexistent/libnothing.so", "cannot load");
 }
 

@@ -53,8 +53,9 @@ class LoadedSubject {
 
   // The configuration the verdict judges by: the declared class's compute path (kGeneralFp32 as a placeholder
   // when undeclared: generic_bound() then says so), block_n the declared key tile (kDefaultKeyTile when
-  // undeclared; only row sampling and the reference's tiling use it then).
-  KernelConfig config(DType dtype) const;
+  // undeclared; only row sampling and the reference's tiling use it then); f8e4m3's block_n the fp8 path's tile for
+  // `head_dim` (fp8_key_tile).
+  KernelConfig config(DType dtype, int64_t head_dim = 0) const;
   bool generic_bound(DType dtype) const { return !declared_[static_cast<size_t>(dtype)]; }
   // The head_dim_v range the library declares (fc_subject_value_dims_v1), or none: head_dim_v == head_dim only.
   const std::optional<fc_subject_value_dims>& value_dims() const { return value_dims_; }
@@ -88,6 +89,11 @@ class LoadedSubject {
   const std::string& dropout_config_name() const { return dropout_config_name_; }
   // The fp8 path the library declares (fc_subject_fp8_v1), or none: f8e4m3 cases are UNSUPPORTED.
   const std::optional<fc_subject_fp8>& fp8() const { return fp8_; }
+  // The fp8 path's key tile at `head_dim`: the first fp8.key_tiles entry that covers it, else fp8.key_tile, else
+  // arithmetic.key_tile (load() holds a head dim the library takes to one of them); 0 without an fp8 path. And the
+  // smallest over the head dims the library takes.
+  int32_t fp8_key_tile(int64_t head_dim) const;
+  int32_t fp8_smallest_key_tile() const;
 
   // One line: name, memory kind, dtypes, head dims, masks, layouts, features, arithmetic per dtype.
   std::string describe() const;

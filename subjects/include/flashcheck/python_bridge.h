@@ -23,7 +23,8 @@
  *                 dropout cases, the problem's dropout_p > 0 with dropout_seed and dropout_offset, uint64 ints; 0, 0,
  *                 0 on every other call; buffers["dropout_mask"] the mask dump's uint8 [B, Hq, Sq, Sk] view to write
  *                 when the harness asks for it, else None)
- *     fp8         {"arithmetic": "tensor-core-fp8", "descales": bool, "key_tile": int}
+ *     fp8         {"arithmetic": "tensor-core-fp8", "descales": bool, "key_tile": int,
+ *                  "key_tiles": {max_head_dim: key_tile, ...} (the tile per head dim; optional)}
  *                 (fc_subject_fp8_v1; optional: FUNCTION also gets the f8e4m3 cases, the problem's dtype "f8e4m3", Q, K
  *                 and V as e4m3 bytes (typestr "|u1", memoryview format "B"; flashcheck_subject.as_torch views them as
  *                 torch.float8_e4m3fn), O as bf16's bits, and buffers["descale_q"], ["descale_k"], ["descale_v"] fp32

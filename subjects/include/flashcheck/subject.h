@@ -378,8 +378,16 @@ FC_SUBJECT_EXPORT const fc_subject_dropout* fc_subject_dropout_v1(void);
  * dims, masks, layouts, GQA, LSE, softcap, sink, memory), its value dims and its shape limits hold for these cases
  * too; packed sequences, split-KV, the backward pass and dropout never come with f8e4m3. The error model has one fp8
  * class, FC_SUBJECT_ARITH_TENSOR_CORE_FP8: the subject is judged by its bound and by the RMS check against its
- * emulation, with `key_tile` keys a tile (the tile its products are promoted per). */
+ * emulation, with the key tile of the case's head dim (the tile its products are promoted per): the first entry of
+ * `key_tiles` whose max_head_dim is at least the head dim, else `key_tile` (kernels pick their fp8 tile per head dim:
+ * FlashAttention-3's are 160, 128, 224, 160 and 128 keys up to head dims 64, 96, 128, 192 and 256). */
 #define FC_SUBJECT_FP8_ENTRY_POINT "fc_subject_fp8_v1"
+#define FC_SUBJECT_FP8_KEY_TILES 8
+
+typedef struct fc_subject_fp8_key_tile {
+  int32_t max_head_dim; /* > 0; the entries in increasing max_head_dim */
+  int32_t key_tile;     /* > 0: keys per K/V tile for head dims up to max_head_dim (and above the previous entry's) */
+} fc_subject_fp8_key_tile;
 
 typedef struct fc_subject_fp8_args {
   const float* descale_q; /* [batch, heads_kv] or NULL (1) */
@@ -394,6 +402,10 @@ typedef struct fc_subject_fp8 {
   /* As fc_subject.forward, on e4m3 inputs. */
   int (*forward_fp8)(const fc_subject_problem* problem, const fc_subject_fp8_args* fp8, const fc_subject_buffers* buffers,
                      void* stream, char* err, size_t err_len);
+  /* The tile per head dim, where it depends on it (after forward_fp8: an initializer that ends there declares none).
+   * 0..FC_SUBJECT_FP8_KEY_TILES entries; head dims past the last entry's take key_tile. */
+  int32_t key_tiles_count;
+  fc_subject_fp8_key_tile key_tiles[FC_SUBJECT_FP8_KEY_TILES];
 } fc_subject_fp8;
 typedef const fc_subject_fp8* (*fc_subject_fp8_fn)(void);
 FC_SUBJECT_EXPORT const fc_subject_fp8* fc_subject_fp8_v1(void);
