@@ -9,6 +9,7 @@
 // it), on the host model against the path's own model, and on a subject that declares an fp8 path (fc_subject_fp8_v1).
 #include <rapidcheck.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -78,6 +79,27 @@ int64_t key_tile(const Case& c) {
   return kernel_config(case_params(shape)).block_n;
 }
 
+// One of `dims` for the head dim of a property's rows of two or more key tiles: on a subject, one whose rows of two
+// tiles it takes (tier.cpp skips the property where none are).
+int64_t gen_head_dim(std::vector<int64_t> dims) {
+  if (const LoadedSubject* subject = active_subject()) {
+    std::vector<int64_t> taken;
+    for (const int64_t d : dims) {
+      if (subject->takes_fp8_tiles(d, 2)) taken.push_back(d);
+    }
+    if (!taken.empty()) dims = taken;
+  }
+  return *gen::elementOf(dims).as("head_dim");
+}
+
+// A count of whole K/V tiles in [2, most], no more than a subject's seqlen_k limit holds.
+int64_t gen_tiles(int64_t block_n, int64_t most) {
+  if (const LoadedSubject* subject = active_subject(); subject != nullptr && subject->limits().seqlen_k_max > 0) {
+    most = std::clamp<int64_t>(subject->limits().seqlen_k_max / block_n, 2, most);
+  }
+  return *gen::inRange<int64_t>(2, most + 1).as("K/V tiles");
+}
+
 // Rows whose max rises tile after tile by just under tau (log2 units): K a ramp along the keys, one e4m3 step of
 // [1, 2) (1/8) per K/V tile at unit Q, the scale such that a step moves the scores by tau (1 - 2^-6). A kernel that
 // lets its reference lag the max by tau or more (a lazy rescale) puts P at 2^(8 + tau) and beyond.
@@ -88,9 +110,9 @@ Case rising_max_case() {
   c.batch = 1;
   c.heads_kv = *gen::inRange<int64_t>(1, 3).as("heads_kv");
   c.heads_q = c.heads_kv * *gen::element<int64_t>(1, 2).as("group");
-  c.head_dim = *gen::element<int64_t>(16, 32, 64, 128).as("head_dim");
+  c.head_dim = gen_head_dim({16, 32, 64, 128});
   const int64_t block_n = key_tile(c);
-  const int64_t tiles = *gen::inRange<int64_t>(2, 9).as("K/V tiles");
+  const int64_t tiles = gen_tiles(block_n, 8);
   c.seqlen_k = tiles * block_n - *gen::element<int64_t>(0, 1, block_n / 2).as("keys short of whole tiles");
   c.seqlen_q = *gen::element<int64_t>(1, 2, 17).as("seqlen_q");
   c.mask = *gen::element(Mask::kNone, Mask::kCausalBottomRight).as("mask");
@@ -119,9 +141,9 @@ Case light_keys_case() {
   c.batch = 1;
   c.heads_kv = 1;
   c.heads_q = *gen::element<int64_t>(1, 2).as("heads_q");
-  c.head_dim = *gen::element<int64_t>(4, 8, 16).as("head_dim");
+  c.head_dim = gen_head_dim({4, 8, 16});
   const int64_t block_n = key_tile(c);
-  c.seqlen_k = *gen::inRange<int64_t>(2, 9).as("K/V tiles") * block_n - *gen::element<int64_t>(0, 1).as("short by");
+  c.seqlen_k = gen_tiles(block_n, 8) * block_n - *gen::element<int64_t>(0, 1).as("short by");
   c.seqlen_q = *gen::element<int64_t>(1, 3).as("seqlen_q");
   const int64_t heavy = *gen::element<int64_t>(0, block_n - 1, block_n).as("heavy key");
   const double gap = *gen::element(7.3, 8.6, 9.6, 10.4, 11.5).as("gap (log2 units)");

@@ -315,9 +315,9 @@ const char* property_skip_reason(const char* name) {
   const bool sequences = varlen || paged;
   const bool every_layout = caps.layouts == (FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD) | FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BSHD) |
                                              FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED));
-  const int64_t seqlen_k_max = g_subject->limits().seqlen_k_max;
-  const bool two_fp8_tiles =
-      g_subject->fp8() && (seqlen_k_max == 0 || seqlen_k_max >= 2 * g_subject->fp8_smallest_key_tile());
+  const auto two_fp8_tiles = [&](std::initializer_list<int64_t> dims) {  // fp8.cpp's rows: two tiles at one of dims
+    return std::any_of(dims.begin(), dims.end(), [&](int64_t d) { return g_subject->takes_fp8_tiles(d, 2); });
+  };
   const auto takes_mask = [&](int mask) { return (caps.masks & (1u << mask)) != 0; };
   const auto takes_any_head_dim = [&](std::initializer_list<int64_t> dims) {
     return std::any_of(dims.begin(), dims.end(), [&](int64_t d) { return g_subject->takes_head_dim(d); });
@@ -346,11 +346,11 @@ const char* property_skip_reason(const char* name) {
       {"Fp8AgreesWithBf16OnExactInputs", (caps.dtypes & FC_SUBJECT_BIT(FC_SUBJECT_DTYPE_BF16)) != 0,
        "flashcheck-skip: needs bf16 besides f8e4m3"},
       // Rows over two or more of the fp8 path's K/V tiles, in shapes of the properties' own (fp8.cpp).
-      {"Fp8PNeverSaturates", two_fp8_tiles, "flashcheck-skip: needs two fp8 key tiles within the subject's seqlen_k limit"},
+      {"Fp8PNeverSaturates", two_fp8_tiles({16, 32, 64, 128}), "flashcheck-skip: needs two fp8 key tiles within the subject's seqlen_k limit"},
       {"Fp8PNeverSaturates", dense_bhsd && (takes_mask(FC_SUBJECT_MASK_NONE) || takes_mask(FC_SUBJECT_MASK_CAUSAL_BOTTOM_RIGHT)) &&
                                  takes_any_head_dim({16, 32, 64, 128}),
        "flashcheck-skip: its rows need head_dim 16, 32, 64 or 128, mask none or causal-br, and the bhsd layout"},
-      {"Fp8LightKeysKeepTheirWeight", two_fp8_tiles,
+      {"Fp8LightKeysKeepTheirWeight", two_fp8_tiles({4, 8, 16}),
        "flashcheck-skip: needs two fp8 key tiles within the subject's seqlen_k limit"},
       {"Fp8LightKeysKeepTheirWeight", dense_bhsd && takes_mask(FC_SUBJECT_MASK_NONE) && takes_any_head_dim({4, 8, 16}),
        "flashcheck-skip: its rows need head_dim 4, 8 or 16, mask none and the bhsd layout"},

@@ -741,14 +741,9 @@ int32_t LoadedSubject::fp8_key_tile(int64_t head_dim) const {
   return fp8_->key_tile > 0 ? fp8_->key_tile : subject_->arithmetic.key_tile;
 }
 
-int32_t LoadedSubject::fp8_smallest_key_tile() const {
-  if (!fp8_) return 0;
-  int32_t smallest = 0;
-  for (int64_t d = 1; d <= kMaxHeadDim; ++d) {
-    const int32_t tile = takes_head_dim(d) ? fp8_key_tile(d) : 0;
-    if (tile > 0 && (smallest == 0 || tile < smallest)) smallest = tile;
-  }
-  return smallest;
+bool LoadedSubject::takes_fp8_tiles(int64_t head_dim, int64_t tiles) const {
+  return fp8_ && takes_head_dim(head_dim) &&
+         (limits_.seqlen_k_max == 0 || limits_.seqlen_k_max >= tiles * fp8_key_tile(head_dim));
 }
 
 KernelConfig LoadedSubject::config(DType dtype, int64_t head_dim) const {

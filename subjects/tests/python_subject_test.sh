@@ -44,7 +44,7 @@ expect 0 "report, Python subject" -- "$report" --subject "$healthy" --random 2 -
 grep -q "^PASS" "$out/stdout" || { echo "FAIL: report does not pass"; failures=$((failures + 1)); }
 
 FLASHCHECK_SUBJECT=$healthy FLASHCHECK_CASES=10 expect 0 "properties, Python subject" -- "$properties"
-grep -q "\[  PASSED  \] 42 tests" "$out/stdout" || { echo "FAIL: not 42 properties passed"; grep -E "PASSED|FAILED" "$out/stdout"; failures=$((failures + 1)); }
+grep -q "\[  PASSED  \] 44 tests" "$out/stdout" || { echo "FAIL: not 44 properties passed"; grep -E "PASSED|FAILED" "$out/stdout"; failures=$((failures + 1)); }
 FLASHCHECK_SUBJECT=$planted FLASHCHECK_CASES=30 FLASHCHECK_SHRINK_SECONDS=5 expect 1 "properties, planted bug" -- \
   "$properties" --gtest_filter='*OracleAgreement'
 grep -q "FALSIFIED.*subject=python-naive-aligned" "$out/stdout" ||

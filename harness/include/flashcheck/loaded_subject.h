@@ -90,10 +90,11 @@ class LoadedSubject {
   // The fp8 path the library declares (fc_subject_fp8_v1), or none: f8e4m3 cases are UNSUPPORTED.
   const std::optional<fc_subject_fp8>& fp8() const { return fp8_; }
   // The fp8 path's key tile at `head_dim`: the first fp8.key_tiles entry that covers it, else fp8.key_tile, else
-  // arithmetic.key_tile (load() holds a head dim the library takes to one of them); 0 without an fp8 path. And the
-  // smallest over the head dims the library takes.
+  // arithmetic.key_tile (load() holds a head dim the library takes to one of them); 0 without an fp8 path.
   int32_t fp8_key_tile(int64_t head_dim) const;
-  int32_t fp8_smallest_key_tile() const;
+  // Whether its fp8 path takes rows of `tiles` whole key tiles at `head_dim` (the head dim taken, the keys within
+  // the seqlen_k limit).
+  bool takes_fp8_tiles(int64_t head_dim, int64_t tiles) const;
 
   // One line: name, memory kind, dtypes, head dims, masks, layouts, features, arithmetic per dtype.
   std::string describe() const;
