@@ -11,7 +11,9 @@ with a checked error (RuntimeError without "CUDA error") is UNSUPPORTED with its
 
 fp8 is judged in the error model's one fp8 class (tensor-core-fp8, docs/design/fp8-forward.md) with FA3's key tile
 per head dim: hopper/tile_size.h's tile_size_fwd_sm90 for one-byte elements without a local window or paged K/V gives
-160, 128, 224, 160 and 128 keys up to head dims 64, 96, 128, 192 and 256. FA3 accumulates P V into O's wgmma
+160, 128, 224, 160 and 128 keys up to head dims 64, 96, 128, 192 and 256, and the wheel's e4m3 kernels are the
+instantiations of those tiles alone (the tile shapes in their symbols: 192x160x64, 192x128x96, 128x224x128,
+128x160x192, 128x128x256). FA3 accumulates P V into O's wgmma
 accumulator across tiles where the class promotes each tile's products into fp32, so long rows may lie outside the
 class: a GPU run decides, and such a deviation is stored as a finding with its note (known_deviations.txt).
 
