@@ -91,8 +91,18 @@ if [ "$expect_finding" -eq 1 ]; then
 fi
 if [ $rc -ne 0 ] || [ -n "$findings" ]; then
   echo "FAIL: findings or a crash (artifacts in $work/artifacts):" >&2
-  echo "$findings" >&2
+  # What failed comes first, short enough for a CI summary that shows a log's head and tail: the sanitizer's or
+  # libFuzzer's reason, each crash input (a case line where the target reads text) with the command that replays it,
+  # and the case lines of the findings; then the log without its stack frames and coverage lines.
+  grep -m4 -E 'runtime error:|ERROR: (AddressSanitizer|UndefinedBehaviorSanitizer|LeakSanitizer|libFuzzer)|==flashcheck==|^SUMMARY:' "$log" >&2
+  for f in $findings; do
+    case "$(basename "$f")" in
+      finding-*) ;;
+      *) echo "input $(basename "$f"): $(head -c 300 "$f" | tr -c '[:print:]\n' '?')" >&2
+         echo "replay: $target $f" >&2 ;;
+    esac
+  done
   for f in "$work"/artifacts/finding-*.case; do [ -f "$f" ] && cat "$f" >&2; done
-  grep -vE '^    #|^#[0-9]' "$log" | tail -60 >&2
+  grep -vE '^    #|^#[0-9]|NEW_FUNC' "$log" | tail -40 >&2
   exit 1
 fi
