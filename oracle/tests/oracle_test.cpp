@@ -793,12 +793,16 @@ TEST(OracleGold, TanhWithinItsAllowance) {
 
 // ---- visibility
 
-// Every visibility the tests sweep: the three the kernel has, and sliding windows in both alignments.
+// Every visibility the tests sweep: the three the kernel has, and sliding windows in both alignments (INT64_MAX:
+// a window whose edges lie past any key, whose arithmetic must not overflow).
 std::vector<Visibility> visibilities() {
+  constexpr int64_t kWidest = std::numeric_limits<int64_t>::max();
   std::vector<Visibility> out = {kAllKeys, kCausalTopLeft, kCausalBottomRight};
   for (const Alignment alignment : {Alignment::kTopLeft, Alignment::kBottomRight}) {
-    for (const int64_t left : {-1, 0, 1, 3, 17}) {
-      for (const int64_t right : {-1, 0, 1, 2, 9}) out.push_back(Visibility{left, right, alignment});
+    for (const int64_t left : {int64_t{-1}, int64_t{0}, int64_t{1}, int64_t{3}, int64_t{17}, kWidest}) {
+      for (const int64_t right : {int64_t{-1}, int64_t{0}, int64_t{1}, int64_t{2}, int64_t{9}, kWidest}) {
+        out.push_back(Visibility{left, right, alignment});
+      }
     }
   }
   return out;
