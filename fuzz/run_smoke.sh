@@ -95,13 +95,14 @@ if [ $rc -ne 0 ] || [ -n "$findings" ]; then
   # libFuzzer's reason, each crash input (a case line where the target reads text) with the command that replays it,
   # and the case lines of the findings; then the log without its stack frames and coverage lines.
   grep -m4 -E 'runtime error:|ERROR: (AddressSanitizer|UndefinedBehaviorSanitizer|LeakSanitizer|libFuzzer)|==flashcheck==|^SUMMARY:' "$log" >&2
-  for f in $findings; do
+  while IFS= read -r f; do
+    [ -n "$f" ] || continue
     case "$(basename "$f")" in
       finding-*) ;;
       *) echo "input $(basename "$f"): $(head -c 300 "$f" | tr -c '[:print:]\n' '?')" >&2
          echo "replay: $target $f" >&2 ;;
     esac
-  done
+  done <<<"$findings"
   for f in "$work"/artifacts/finding-*.case; do [ -f "$f" ] && cat "$f" >&2; done
   grep -vE '^    #|^#[0-9]|NEW_FUNC' "$log" | tail -40 >&2
   exit 1

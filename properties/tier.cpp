@@ -347,12 +347,12 @@ const char* property_skip_reason(const char* name) {
        "flashcheck-skip: needs bf16 besides f8e4m3"},
       // Rows over two or more of the fp8 path's K/V tiles, in shapes of the properties' own (fp8.cpp).
       {"Fp8PNeverSaturates", two_fp8_tiles({16, 32, 64, 128}),
-       "flashcheck-skip: needs two fp8 key tiles within the subject's seqlen_k limit"},
+       "flashcheck-skip: needs two fp8 key tiles within the subject's seqlen_k limit at head_dim 16, 32, 64 or 128"},
       {"Fp8PNeverSaturates", dense_bhsd && (takes_mask(FC_SUBJECT_MASK_NONE) || takes_mask(FC_SUBJECT_MASK_CAUSAL_BOTTOM_RIGHT)) &&
                                  takes_any_head_dim({16, 32, 64, 128}),
        "flashcheck-skip: its rows need head_dim 16, 32, 64 or 128, mask none or causal-br, and the bhsd layout"},
       {"Fp8LightKeysKeepTheirWeight", two_fp8_tiles({4, 8, 16}),
-       "flashcheck-skip: needs two fp8 key tiles within the subject's seqlen_k limit"},
+       "flashcheck-skip: needs two fp8 key tiles within the subject's seqlen_k limit at head_dim 4, 8 or 16"},
       {"Fp8LightKeysKeepTheirWeight", dense_bhsd && takes_mask(FC_SUBJECT_MASK_NONE) && takes_any_head_dim({4, 8, 16}),
        "flashcheck-skip: its rows need head_dim 4, 8 or 16, mask none and the bhsd layout"},
       {"Fp8QueryHeadsReadTheirKvHeadsDescales", caps.gqa != 0, "flashcheck-skip: needs GQA, which this subject does not declare"},

@@ -55,8 +55,8 @@ TEST(Subject, HostModelLoadsAndDescribesItself) {
   EXPECT_EQ(subject->name(), "host-model");
   EXPECT_FALSE(subject->on_device());
   EXPECT_FALSE(subject->generic_bound(DType::kBF16));
-  EXPECT_EQ(subject->config(DType::kF16).path, ComputePath::kTensorCore);
-  EXPECT_EQ(subject->config(DType::kF32).path, ComputePath::kGeneralFp32);
+  EXPECT_EQ(subject->config(DType::kF16, 64).path, ComputePath::kTensorCore);
+  EXPECT_EQ(subject->config(DType::kF32, 64).path, ComputePath::kGeneralFp32);
   EXPECT_NE(subject->describe().find("f16=tensor-core"), std::string::npos) << subject->describe();
 }
 

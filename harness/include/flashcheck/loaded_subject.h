@@ -55,7 +55,7 @@ class LoadedSubject {
   // when undeclared: generic_bound() then says so), block_n the declared key tile (kDefaultKeyTile when
   // undeclared; only row sampling and the reference's tiling use it then); f8e4m3's block_n the fp8 path's tile for
   // `head_dim` (fp8_key_tile).
-  KernelConfig config(DType dtype, int64_t head_dim = 0) const;
+  KernelConfig config(DType dtype, int64_t head_dim) const;
   bool generic_bound(DType dtype) const { return !declared_[static_cast<size_t>(dtype)]; }
   // The head_dim_v range the library declares (fc_subject_value_dims_v1), or none: head_dim_v == head_dim only.
   const std::optional<fc_subject_value_dims>& value_dims() const { return value_dims_; }
