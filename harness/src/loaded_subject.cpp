@@ -287,6 +287,11 @@ Status call_backward(const LoadedSubject& subject, const BackwardParams& params,
   return status_of(subject, "backward", code, err);
 }
 
+// The widest head dim the capabilities take (validate() holds a list to at least one entry).
+int32_t widest_head_dim(const fc_subject_capabilities& c) {
+  return c.head_dims == nullptr ? c.head_dim_max : *std::max_element(c.head_dims, c.head_dims + c.head_dim_count);
+}
+
 }  // namespace
 
 LoadedSubject::~LoadedSubject() {
@@ -484,17 +489,14 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
       }
       if (t.key_tile <= 0) return bad(path, entry + ".key_tile: > 0 (got " + std::to_string(t.key_tile) + ")");
     }
-    // Past the table's last head dim: fp8.key_tile, else arithmetic.key_tile; a head dim the library takes there
+    // Past the table's last head dim: fp8.key_tile, else arithmetic.key_tile; the widest head dim the library takes
     // needs one of them (the fp8 class's bound needs the tile its products are promoted per).
-    const fc_subject_capabilities& caps = descriptor->capabilities;
-    const int32_t widest = caps.head_dims == nullptr
-                               ? caps.head_dim_max
-                               : *std::max_element(caps.head_dims, caps.head_dims + caps.head_dim_count);
-    const int32_t covered = fp8->key_tiles_count > 0 ? fp8->key_tiles[fp8->key_tiles_count - 1].max_head_dim : 0;
-    if (fp8->key_tile == 0 && descriptor->arithmetic.key_tile == 0 && widest > covered) {
+    const int32_t widest = widest_head_dim(descriptor->capabilities);
+    if (fc_subject_fp8_tile_for(fp8, widest) == 0 && descriptor->arithmetic.key_tile == 0) {
       return bad(path, "fp8.key_tile: the fp8 class's bound needs the tile its products are promoted per, and head dims "
                        "up to " + std::to_string(widest) + " are taken (fp8.key_tiles covers " +
-                       std::to_string(covered) + "; declare it there, in fp8.key_tile or in arithmetic.key_tile)");
+                       std::to_string(fp8->key_tiles_count > 0 ? fp8->key_tiles[fp8->key_tiles_count - 1].max_head_dim : 0) +
+                       "; declare it there, in fp8.key_tile or in arithmetic.key_tile)");
     }
     s->fp8_ = *fp8;
   }
@@ -735,10 +737,8 @@ ComputePath LoadedSubject::backward_path(const Params& params) const {
 
 int32_t LoadedSubject::fp8_key_tile(int64_t head_dim) const {
   if (!fp8_) return 0;
-  for (int32_t i = 0; i < fp8_->key_tiles_count; ++i) {
-    if (head_dim <= fp8_->key_tiles[i].max_head_dim) return fp8_->key_tiles[i].key_tile;
-  }
-  return fp8_->key_tile > 0 ? fp8_->key_tile : subject_->arithmetic.key_tile;
+  const int32_t tile = fc_subject_fp8_tile_for(&*fp8_, head_dim);
+  return tile > 0 ? tile : subject_->arithmetic.key_tile;
 }
 
 bool LoadedSubject::takes_fp8_tiles(int64_t head_dim, int64_t tiles) const {
@@ -822,9 +822,10 @@ std::string LoadedSubject::describe() const {
              std::to_string(fp8_->key_tiles[i].max_head_dim) + ")";
       below = fp8_->key_tiles[i].max_head_dim;
     }
-    bool beyond = false;  // a head dim the library takes past the table's last entry
-    for (int64_t d = below + 1; d <= kMaxHeadDim; ++d) beyond = beyond || takes_head_dim(d);
-    if (beyond) out += " " + std::to_string(fp8_key_tile(kMaxHeadDim)) + (below > 0 ? " (above)" : "");
+    // The rest, where the library takes a head dim past the table's last entry.
+    if (const int32_t widest = widest_head_dim(c); widest > below) {
+      out += " " + std::to_string(fp8_key_tile(widest)) + (below > 0 ? " (above)" : "");
+    }
   }
   out += std::string("; gqa ") + (c.gqa ? "yes" : "no") + ", lse " + (c.lse ? "yes" : "no") + ", softcap " +
          (c.softcap ? "yes" : "no") + ", sink " + (c.sink ? "yes" : "no") + "; arithmetic";

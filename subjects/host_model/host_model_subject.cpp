@@ -68,14 +68,6 @@ int forward_fp8(const fc_subject_problem* problem, const fc_subject_fp8_args* fp
 constexpr fc_subject_fp8 kFp8{FC_SUBJECT_ARITH_TENSOR_CORE_FP8, /*descales=*/1, /*key_tile=*/128, forward_fp8,
                               /*key_tiles_count=*/5, {{64, 160}, {96, 128}, {128, 224}, {192, 160}, {256, 128}}};
 
-// The tile the descriptor declares for a head dim: the one definition run_model and the harness both read.
-int32_t fp8_key_tile(int64_t head_dim) {
-  for (int32_t i = 0; i < kFp8.key_tiles_count; ++i) {
-    if (head_dim <= kFp8.key_tiles[i].max_head_dim) return kFp8.key_tiles[i].key_tile;
-  }
-  return kFp8.key_tile;
-}
-
 int run_model(flashcheck::Params params, char* err, size_t err_len) {
   // Without LSE output the model still needs somewhere to put it: its own scratch, never the caller's buffer.
   std::vector<float> scratch_lse;
@@ -93,7 +85,7 @@ int run_model(flashcheck::Params params, char* err, size_t err_len) {
                         : params.dtype == flashcheck::DType::kF32 || params.dropout_p != 0.0f
                             ? flashcheck::ComputePath::kGeneralFp32
                             : flashcheck::ComputePath::kTensorCore;
-  options.config.block_m = fp8 ? fp8_key_tile(params.head_dim) : kKeyTile;
+  options.config.block_m = fp8 ? fc_subject_fp8_tile_for(&kFp8, params.head_dim) : kKeyTile;
   options.config.block_n = options.config.block_m;
   options.defect = kDefect;
   return code_of(flashcheck::run_host_model(params, options), err, err_len);

@@ -144,6 +144,24 @@ struct Declaration {
     }
     return true;
   }
+  // A section: the dict under `key`, of the `known` keys, read by `read(inner)`; its errors come back as "key.<error>".
+  // Whether the declaration has the key.
+  template <typename Read>
+  bool section(const char* key, std::initializer_list<const char*> known, Read&& read) {
+    PyObject* v = get(key);
+    if (v == nullptr) return false;
+    if (!PyDict_Check(v)) {
+      std::string list;
+      for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      fail(std::string(key) + ": a dict {" + list + "}");
+      return true;
+    }
+    Declaration inner{v, ""};
+    inner.only(known, "");
+    read(inner);
+    if (!inner.error.empty()) fail(std::string(key) + "." + inner.error);
+    return true;
+  }
   // A list of strings, each looked up by `find` (returns the value's code, or -1).
   template <typename Find>
   bool names(const char* key, uint32_t* bits, Find&& find, bool required) {
@@ -318,83 +336,52 @@ bool read_declaration(PyObject* dict, Slot* s) {
     }
     s->has_limits = true;
   }
-  if (PyObject* seq = d.get("sequences")) {
-    if (!PyDict_Check(seq)) {
-      d.fail("sequences: a dict {features, page_size_multiple, max_splits}");
-    } else {
-      Declaration inner{seq, ""};
-      inner.only({"features", "page_size_multiple", "max_splits"}, "");
-      inner.names("features", &s->sequences.features, sequence_code, true);
-      if (PyObject* m = inner.get("page_size_multiple")) inner.integer(m, "page_size_multiple", &s->sequences.page_size_multiple);
-      if (PyObject* m = inner.get("max_splits")) inner.integer32(m, "max_splits", &s->sequences.max_splits);
-      if (!inner.error.empty()) d.fail("sequences." + inner.error);
-      s->has_sequences = true;
-    }
-  }
-  if (PyObject* bwd = d.get("backward")) {
-    if (!PyDict_Check(bwd)) {
-      d.fail("backward: a dict {function, arithmetic, sink, sequences, deterministic}");
-    } else {
-      Declaration inner{bwd, ""};
-      inner.only({"function", "arithmetic", "sink", "sequences", "deterministic"}, "");
-      PyObject* fn = inner.get("function");
-      if (fn == nullptr || !PyUnicode_Check(fn)) inner.fail("function: the name of the module's backward callable");
-      else s->backward_name = utf8(fn);
-      if (!read_arithmetic(inner, s->backward.arithmetic)) inner.fail("arithmetic: {dtype: \"general-fp32\" | \"tensor-core\"}");
-      inner.boolean("sink", &s->backward.sink, 0);
-      inner.boolean("sequences", &s->backward.sequences, 0);
-      inner.boolean("deterministic", &s->backward.deterministic, 0);
-      if (!inner.error.empty()) d.fail("backward." + inner.error);
-      s->has_backward = true;
-    }
-  }
-  if (PyObject* drop = d.get("dropout")) {
-    if (!PyDict_Check(drop)) {
-      d.fail("dropout: a dict {arithmetic, mask_dump, sequences, backward}");
-    } else {
-      Declaration inner{drop, ""};
-      inner.only({"arithmetic", "mask_dump", "sequences", "backward"}, "");
-      if (!read_arithmetic(inner, s->dropout.arithmetic)) inner.fail("arithmetic: {dtype: \"general-fp32\"}");
-      inner.boolean("mask_dump", &s->dropout.mask_dump, 0);
-      inner.boolean("sequences", &s->dropout.sequences, 0);
-      inner.boolean("backward", &s->dropout_backward, 0);
-      if (!inner.error.empty()) d.fail("dropout." + inner.error);
-      s->has_dropout = true;
-    }
-  }
-  if (PyObject* fp8 = d.get("fp8")) {
-    if (!PyDict_Check(fp8)) {
-      d.fail("fp8: a dict {arithmetic, descales, key_tile, key_tiles}");
-    } else {
-      Declaration inner{fp8, ""};
-      inner.only({"arithmetic", "descales", "key_tile", "key_tiles"}, "");
-      PyObject* arith = inner.get("arithmetic");
-      s->fp8.arithmetic = arith != nullptr && PyUnicode_Check(arith) ? arithmetic_code(utf8(arith)) : -1;
-      if (s->fp8.arithmetic != FC_SUBJECT_ARITH_TENSOR_CORE_FP8) inner.fail("arithmetic: \"tensor-core-fp8\"");
-      inner.boolean("descales", &s->fp8.descales, 0);
-      if (PyObject* tile = inner.get("key_tile")) inner.integer32(tile, "key_tile", &s->fp8.key_tile);
-      // key_tiles: {max_head_dim: key_tile, ...}, in increasing max_head_dim (the loader checks the entries).
-      if (PyObject* tiles = inner.get("key_tiles")) {
-        PyObject* items = PyDict_Check(tiles) ? PyDict_Items(tiles) : nullptr;
-        if (items == nullptr || PyList_Size(items) > FC_SUBJECT_FP8_KEY_TILES || PyList_Sort(items) != 0) {
-          PyErr_Clear();
-          inner.fail("key_tiles: a dict {max_head_dim: key_tile} of at most " +
-                     std::to_string(FC_SUBJECT_FP8_KEY_TILES) + " ints");
-        } else {
-          for (Py_ssize_t i = 0; i < PyList_Size(items); ++i) {
-            PyObject* pair = PyList_GetItem(items, i);
-            fc_subject_fp8_key_tile& t = s->fp8.key_tiles[i];
-            inner.integer32(PyTuple_GetItem(pair, 0), "key_tiles (a max_head_dim)", &t.max_head_dim);
-            inner.integer32(PyTuple_GetItem(pair, 1), "key_tiles (a key_tile)", &t.key_tile);
-          }
-          s->fp8.key_tiles_count = static_cast<int32_t>(PyList_Size(items));
+  s->has_sequences = d.section("sequences", {"features", "page_size_multiple", "max_splits"}, [&](Declaration& inner) {
+    inner.names("features", &s->sequences.features, sequence_code, true);
+    if (PyObject* m = inner.get("page_size_multiple")) inner.integer(m, "page_size_multiple", &s->sequences.page_size_multiple);
+    if (PyObject* m = inner.get("max_splits")) inner.integer32(m, "max_splits", &s->sequences.max_splits);
+  });
+  s->has_backward = d.section("backward", {"function", "arithmetic", "sink", "sequences", "deterministic"},
+                              [&](Declaration& inner) {
+    PyObject* fn = inner.get("function");
+    if (fn == nullptr || !PyUnicode_Check(fn)) inner.fail("function: the name of the module's backward callable");
+    else s->backward_name = utf8(fn);
+    if (!read_arithmetic(inner, s->backward.arithmetic)) inner.fail("arithmetic: {dtype: \"general-fp32\" | \"tensor-core\"}");
+    inner.boolean("sink", &s->backward.sink, 0);
+    inner.boolean("sequences", &s->backward.sequences, 0);
+    inner.boolean("deterministic", &s->backward.deterministic, 0);
+  });
+  s->has_dropout = d.section("dropout", {"arithmetic", "mask_dump", "sequences", "backward"}, [&](Declaration& inner) {
+    if (!read_arithmetic(inner, s->dropout.arithmetic)) inner.fail("arithmetic: {dtype: \"general-fp32\"}");
+    inner.boolean("mask_dump", &s->dropout.mask_dump, 0);
+    inner.boolean("sequences", &s->dropout.sequences, 0);
+    inner.boolean("backward", &s->dropout_backward, 0);
+  });
+  s->has_fp8 = d.section("fp8", {"arithmetic", "descales", "key_tile", "key_tiles"}, [&](Declaration& inner) {
+    PyObject* arith = inner.get("arithmetic");
+    s->fp8.arithmetic = arith != nullptr && PyUnicode_Check(arith) ? arithmetic_code(utf8(arith)) : -1;
+    if (s->fp8.arithmetic != FC_SUBJECT_ARITH_TENSOR_CORE_FP8) inner.fail("arithmetic: \"tensor-core-fp8\"");
+    inner.boolean("descales", &s->fp8.descales, 0);
+    if (PyObject* tile = inner.get("key_tile")) inner.integer32(tile, "key_tile", &s->fp8.key_tile);
+    // key_tiles: {max_head_dim: key_tile, ...}, in increasing max_head_dim (the loader checks the entries).
+    if (PyObject* tiles = inner.get("key_tiles")) {
+      PyObject* items = PyDict_Check(tiles) ? PyDict_Items(tiles) : nullptr;
+      if (items == nullptr || PyList_Size(items) > FC_SUBJECT_FP8_KEY_TILES || PyList_Sort(items) != 0) {
+        PyErr_Clear();
+        inner.fail("key_tiles: a dict {max_head_dim: key_tile} of at most " +
+                   std::to_string(FC_SUBJECT_FP8_KEY_TILES) + " ints");
+      } else {
+        for (Py_ssize_t i = 0; i < PyList_Size(items); ++i) {
+          PyObject* pair = PyList_GetItem(items, i);
+          fc_subject_fp8_key_tile& t = s->fp8.key_tiles[i];
+          inner.integer32(PyTuple_GetItem(pair, 0), "key_tiles (a max_head_dim)", &t.max_head_dim);
+          inner.integer32(PyTuple_GetItem(pair, 1), "key_tiles (a key_tile)", &t.key_tile);
         }
-        Py_XDECREF(items);
+        s->fp8.key_tiles_count = static_cast<int32_t>(PyList_Size(items));
       }
-      if (!inner.error.empty()) d.fail("fp8." + inner.error);
-      s->has_fp8 = true;
+      Py_XDECREF(items);
     }
-  }
+  });
   s->error = d.error;
   return d.error.empty();
 }
@@ -484,11 +471,22 @@ PyObject* make_object(View* v, bool host, void* stream, PyObject* namespace_type
   return v->object;
 }
 
+// What a call carries besides the problem and the forward's buffers, each null where the call has none: the
+// sequences, the backward's strides and buffers, the dropout's arguments, the fp8 path's descales.
+struct CallArgs {
+  const fc_subject_sequence_args* seq = nullptr;
+  const fc_subject_backward_strides* bs = nullptr;
+  const fc_subject_backward_buffers* bb = nullptr;
+  const fc_subject_dropout_args* drop = nullptr;
+  const fc_subject_fp8_args* fp8 = nullptr;
+};
+
 // The views of one call: the forward's tensors in the layout the problem's sequences give them (attention.h), the
 // index arrays, the dropout's mask dump, the fp8 path's descales, and for a backward call dO and the gradients.
-std::vector<View> views_of(const fc_subject_problem* p, const fc_subject_sequence_args* seq, const fc_subject_buffers* b,
-                           const fc_subject_backward_strides* bs, const fc_subject_backward_buffers* bb,
-                           const fc_subject_dropout_args* drop, const fc_subject_fp8_args* fp8) {
+std::vector<View> views_of(const fc_subject_problem* p, const fc_subject_buffers* b, const CallArgs& call) {
+  const fc_subject_sequence_args* seq = call.seq;
+  const fc_subject_backward_strides* bs = call.bs;
+  const fc_subject_backward_buffers* bb = call.bb;
   std::vector<View> views(20);
   size_t n = 0;
   const Element e = element_of(p->dtype);
@@ -536,19 +534,19 @@ std::vector<View> views_of(const fc_subject_problem* p, const fc_subject_sequenc
   describe(&views[n++], "seqused_k", a.seqused_k, false, kI32, {p->batch}, {1});
   describe(&views[n++], "page_table", a.page_table, false, kI32, {p->batch, a.max_pages_per_seq}, {a.max_pages_per_seq, 1});
   // The mask dump, [batch, heads_q, seqlen_q, seqlen_k] bytes: None unless the harness asks for it.
-  describe(&views[n++], "dropout_mask", drop != nullptr ? drop->mask_out : nullptr, true, kU8,
+  describe(&views[n++], "dropout_mask", call.drop != nullptr ? call.drop->mask_out : nullptr, true, kU8,
            {p->batch, p->heads_q, p->seqlen_q, p->seqlen_k},
            {p->heads_q * p->seqlen_q * p->seqlen_k, p->seqlen_q * p->seqlen_k, p->seqlen_k, 1});
   // The descales, [batch, heads_kv] fp32: None without them (every call but an fp8 one with descales).
   const fc_subject_fp8_args no_descales{};
-  const fc_subject_fp8_args& f = fp8 != nullptr ? *fp8 : no_descales;
+  const fc_subject_fp8_args& f = call.fp8 != nullptr ? *call.fp8 : no_descales;
   for (const auto& [name, data] : {std::pair{"descale_q", f.descale_q}, std::pair{"descale_k", f.descale_k},
                                    std::pair{"descale_v", f.descale_v}}) {
     describe(&views[n++], name, data, false, kF32, {p->batch, p->heads_kv}, {p->heads_kv, 1});
   }
   if (backward) {
     rows("d_o", bb->d_o, false, dv, bs->d_o, out);
-    rows("dq", bb->dq, true, p->head_dim, bs->dq, out);
+    rows("dq", bb->dq, true, p->head_dim, bs->dq, e);
     keys("dk", bb->dk, true, p->head_dim, bs->dk);
     keys("dv", bb->dv, true, dv, bs->dv);
     describe(&views[n++], "dsink", bb->dsink, true, kF32, {p->heads_q}, {1});
@@ -596,13 +594,11 @@ PyObject* problem_dict(const fc_subject_problem* p, const fc_subject_sequence_ar
 }
 
 // One call of `function` (a slot's forward or backward) on the harness's buffers, its outcome as a return code.
-int call_python(const Slot& slot, PyObject* function, const fc_subject_problem* p, const fc_subject_sequence_args* seq,
-                const fc_subject_buffers* b, const fc_subject_backward_strides* bs,
-                const fc_subject_backward_buffers* bb, const fc_subject_dropout_args* drop,
-                const fc_subject_fp8_args* fp8, void* stream, char* err, size_t err_len) {
+int call_python(const Slot& slot, PyObject* function, const fc_subject_problem* p, const fc_subject_buffers* b,
+                const CallArgs& call, void* stream, char* err, size_t err_len) {
   const PyGILState_STATE gil = PyGILState_Ensure();
   int code = FC_SUBJECT_OK;
-  std::vector<View> views = views_of(p, seq, b, bs, bb, drop, fp8);
+  std::vector<View> views = views_of(p, b, call);
   PyObject* namespace_type = g_namespace_type;
   PyObject* buffers = PyDict_New();
   PyObject* problem = nullptr;
@@ -613,7 +609,7 @@ int call_python(const Slot& slot, PyObject* function, const fc_subject_problem* 
     built = object != nullptr && PyDict_SetItemString(buffers, view.name, object) == 0;
     Py_XDECREF(object);
   }
-  if (built) built = (problem = problem_dict(p, seq, drop, stream)) != nullptr;
+  if (built) built = (problem = problem_dict(p, call.seq, call.drop, stream)) != nullptr;
   if (!built) {
     copy_message("building the call's arguments: " + take_error(), err, err_len);
     code = FC_SUBJECT_ERROR;
@@ -659,20 +655,20 @@ int call_python(const Slot& slot, PyObject* function, const fc_subject_problem* 
 template <int N>
 int forward_slot(const fc_subject_problem* p, const fc_subject_buffers* b, void* stream, char* err, size_t err_len) {
   const Slot& s = *g_slots[N];
-  return call_python(s, s.function, p, nullptr, b, nullptr, nullptr, nullptr, nullptr, stream, err, err_len);
+  return call_python(s, s.function, p, b, {}, stream, err, err_len);
 }
 template <int N>
 int sequences_slot(const fc_subject_problem* p, const fc_subject_sequence_args* seq, const fc_subject_buffers* b,
                    void* stream, char* err, size_t err_len) {
   const Slot& s = *g_slots[N];
-  return call_python(s, s.function, p, seq, b, nullptr, nullptr, nullptr, nullptr, stream, err, err_len);
+  return call_python(s, s.function, p, b, {.seq = seq}, stream, err, err_len);
 }
 template <int N>
 int backward_slot(const fc_subject_problem* p, const fc_subject_sequence_args* seq, const fc_subject_backward_strides* bs,
                   const fc_subject_buffers* b, const fc_subject_backward_buffers* bb, void* stream, char* err,
                   size_t err_len) {
   const Slot& s = *g_slots[N];
-  return call_python(s, s.backward_function, p, seq, b, bs, bb, nullptr, nullptr, stream, err, err_len);
+  return call_python(s, s.backward_function, p, b, {.seq = seq, .bs = bs, .bb = bb}, stream, err, err_len);
 }
 // Under a dropout: the same callables, the problem carrying dropout_p, _seed and _offset, the buffers the mask dump.
 template <int N>
@@ -680,7 +676,7 @@ int forward_dropout_slot(const fc_subject_problem* p, const fc_subject_sequence_
                          const fc_subject_dropout_args* drop, const fc_subject_buffers* b, void* stream, char* err,
                          size_t err_len) {
   const Slot& s = *g_slots[N];
-  return call_python(s, s.function, p, seq, b, nullptr, nullptr, drop, nullptr, stream, err, err_len);
+  return call_python(s, s.function, p, b, {.seq = seq, .drop = drop}, stream, err, err_len);
 }
 template <int N>
 int backward_dropout_slot(const fc_subject_problem* p, const fc_subject_sequence_args* seq,
@@ -688,14 +684,14 @@ int backward_dropout_slot(const fc_subject_problem* p, const fc_subject_sequence
                           const fc_subject_buffers* b, const fc_subject_backward_buffers* bb, void* stream, char* err,
                           size_t err_len) {
   const Slot& s = *g_slots[N];
-  return call_python(s, s.backward_function, p, seq, b, bs, bb, drop, nullptr, stream, err, err_len);
+  return call_python(s, s.backward_function, p, b, {.seq = seq, .bs = bs, .bb = bb, .drop = drop}, stream, err, err_len);
 }
 // On e4m3 inputs: the forward callable, the problem's dtype "f8e4m3", the buffers the descales.
 template <int N>
 int forward_fp8_slot(const fc_subject_problem* p, const fc_subject_fp8_args* fp8, const fc_subject_buffers* b,
                      void* stream, char* err, size_t err_len) {
   const Slot& s = *g_slots[N];
-  return call_python(s, s.function, p, nullptr, b, nullptr, nullptr, nullptr, fp8, stream, err, err_len);
+  return call_python(s, s.function, p, b, {.fp8 = fp8}, stream, err, err_len);
 }
 struct Trampolines {
   decltype(&forward_slot<0>) forward;

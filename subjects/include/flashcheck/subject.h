@@ -408,6 +408,15 @@ typedef struct fc_subject_fp8 {
   fc_subject_fp8_key_tile key_tiles[FC_SUBJECT_FP8_KEY_TILES];
 } fc_subject_fp8;
 typedef const fc_subject_fp8* (*fc_subject_fp8_fn)(void);
+
+/* The rule above, once for the library and the harness alike: the key tile an fp8 path declares for `head_dim`,
+ * 0 where it leaves it to arithmetic.key_tile. */
+static inline int32_t fc_subject_fp8_tile_for(const fc_subject_fp8* fp8, int64_t head_dim) {
+  for (int32_t i = 0; i < fp8->key_tiles_count; ++i) {
+    if (head_dim <= fp8->key_tiles[i].max_head_dim) return fp8->key_tiles[i].key_tile;
+  }
+  return fp8->key_tile;
+}
 FC_SUBJECT_EXPORT const fc_subject_fp8* fc_subject_fp8_v1(void);
 
 #ifdef __cplusplus
