@@ -130,6 +130,37 @@ TEST(Verdict, RmsFailureNamesTheRowCarryingTheError) {
   EXPECT_NE(report.find("b=1 h=2 i=5: 100% of the kernel's squared error"), std::string::npos) << report;
 }
 
+// A dropout of 0.99 over scores spread by 220: most rows keep only keys of weight below 2^-126, which a kernel that
+// flushes fp32 subnormals (FTZ: ex2.approx.ftz, Triton's exp2) returns as O = 0 where the same-precision reference
+// keeps them. Those elements lie within their bounds' underflow terms (RowBound::o_flush) and carry no statistic:
+// the RMS check leaves them out and still pools the rest (found on the Triton example, whose exp2 flushes).
+TEST(Verdict, RmsCheckLeavesOutWhatAFlushingKernelLoses) {
+  Judged j = run_and_judge("f32 b=1 hq=9 hkv=3 sq=195 sk=195 d=1 mask=window-tl window=129,1 dropout=0.99 drop_seed=0 "
+                           "drop_offset=9 q=uniform(1,2) k=uniform(-160,-100) v=normal(0,1) seed=4");
+  ASSERT_TRUE(j.verdict.pass) << j.verdict.report();
+  const int64_t pooled = j.verdict.rms_count;
+  int64_t flushed = 0;
+  for (double& o : j.out.o) {
+    if (o != 0.0 && std::fabs(o) < 0x1p-120) {
+      o = 0.0;
+      ++flushed;
+    }
+  }
+  ASSERT_GT(flushed, 0);
+  j.rejudge();
+  EXPECT_TRUE(j.verdict.pass) << j.verdict.report();
+  EXPECT_GT(j.verdict.rms_flush_left_out, 0) << j.verdict.report();
+  EXPECT_GT(j.verdict.rms_count, 0) << j.verdict.report();
+  EXPECT_EQ(j.verdict.rms_count, pooled) << j.verdict.report();  // what is left out follows the exact values alone
+  EXPECT_NE(j.verdict.report().find("left out within the flush allowance"), std::string::npos) << j.verdict.report();
+  // Elements of normal size moved by 2^-10 of their value are still pooled, and still fail.
+  for (double& o : j.out.o) {
+    if (std::fabs(o) > 0x1p-60) o = static_cast<float>(o * (1.0 + 0x1p-10));
+  }
+  j.rejudge();
+  EXPECT_FALSE(j.verdict.pass) << j.verdict.report();
+}
+
 TEST(Verdict, RowsWithoutVisibleKeysMustBeZeroAndMinusInf) {
   // Bottom-right causal with sq > sk: the first sq - sk rows see no key.
   Judged j = run_and_judge("f32 b=1 hq=2 hkv=2 sq=9 sk=4 d=16 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=5");

@@ -223,6 +223,7 @@ RowBound sink_only_bound(const RowResult& exact, Format format) {
   for (size_t k = 0; k < exact.o.size(); ++k) {
     b.o[k] = kSafety * (std::fabs(exact.o[k]) + output_floor(format)) + exact.o_err[k];
   }
+  b.o_flush = b.o;  // the keys' weights are 0 in fp32: all of O is what they lose
   const double c_m = kMConversionUnits * u * std::fabs(exact.sink) + 2 * kFlushResult;
   b.m = kSafety * c_m + exact.m_err;
   const double l_err = kExp2RelErr * kSafety;  // |ln l'|: exp2(0)'s error
@@ -269,6 +270,7 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   RowBound b;
   const size_t dim = exact.o.size();  // O's columns, head_dim_v: every per-column ingredient has as many
   b.o.assign(dim, 0.0);
+  b.o_flush.assign(dim, 0.0);
   // The row's running sums, where they were computed for it (ordered_sums of the same row). They model the unsplit
   // order: split-KV runs restart the running max and the partial sums at every run boundary (§4.10), so a split row
   // uses neither them nor the tiles they find moving the max; only their column maxima, which no order changes.
@@ -452,11 +454,13 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   const double scale_rel = u + kDropoutScaleRel;
   for (size_t k = 0; k < dim; ++k) {
     const double o_abs = std::fabs(exact.o[k]);
-    double pre = 0.0;  // bound on |O_kernel - O| before the output rounding
+    double pre = 0.0;    // bound on |O_kernel - O| before the output rounding
+    double flush = 0.0;  // its part from flushed weights and P*V products (o_flush)
     if (linear) {
       const double floor_scale = 1.0 / (exact.l * (1 - theta_mean));
       // Weight errors shared by numerator and denominator move O by sum_j p_j theta_j (v_jk - O_k).
       // The sink's own error moves O by p_s sink_err |0 - O_k| (its value row is 0).
+      flush = (flush_w * (exact.abs_v_sum[k] + nd * o_abs) + nd * product_floor) * floor_scale;
       const double weights =
           growth *
               (b_s * exact.dev_pv_score[k] + b_g * exact.dev_pv_gap[k] + c0 * exact.dev_pv[k] +
@@ -482,18 +486,26 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
       const double col_max_abs_v = std::min(exact.max_abs_v, exact.abs_v_sum[k]);
       const double hull = col_max_abs_v * (1 + pm.p_round) * (1 + g_pv) * (1 + g_div) +
                           (pm.p_round_abs * exact.abs_v_sum[k] + nd * product_floor) / (1 - g_l);
+      flush = nd * product_floor / (1 - g_l);
       pre = hull + o_abs;
     }
     // o' = fl32(o s32): |o s32 - O| <= sigma |o - O/sigma| (1 + scale_rel) + scale_rel |O|, and the product's
     // rounding u of |o s32| (a flushed or subnormal product: kFlushResult absolute).
-    if (dropout) pre = pre * (1 + scale_rel) * (1 + u) + o_abs * (scale_rel + u * (1 + scale_rel)) + kFlushResult;
+    if (dropout) {
+      pre = pre * (1 + scale_rel) * (1 + u) + o_abs * (scale_rel + u * (1 + scale_rel)) + kFlushResult;
+      flush = flush * (1 + scale_rel) * (1 + u) + kFlushResult;
+    }
     // The fp8 path's fl(o d_v) (exact d_v, an fp32 value; RowResult's O and ingredients carry it): u of |O|.
-    if (fp8) pre = pre * (1 + u) + u * o_abs + kFlushResult;
+    if (fp8) {
+      pre = pre * (1 + u) + u * o_abs + kFlushResult;
+      flush = flush * (1 + u) + kFlushResult;
+    }
     // fp32 output has no separate rounding (u_out = 0): skip the term, so an infinite pre never makes 0 * inf = NaN.
     const double out_rounding = u_out > 0 ? u_out * (o_abs + pre) : 0.0;
     // The hull bounds |got| + |want| with want the oracle's own O (o_abs): it holds whatever the oracle's
     // accuracy, so the oracle's error is added only to the first-order bound.
     b.o[k] = kSafety * (pre + out_rounding + out_floor + (linear ? exact.o_err[k] : 0.0));
+    b.o_flush[k] = kSafety * flush;
   }
 
   // No finite bound at this length (l's accumulated rounding may reach l itself, so may the division's): the row is

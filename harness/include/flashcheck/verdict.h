@@ -45,6 +45,7 @@ struct Verdict {
   double rms_ratio = 0.0;
   double rms_kernel = 0.0, rms_reference = 0.0;  // the two RMS errors, absolute
   int64_t rms_count = 0;                         // N, elements pooled
+  int64_t rms_flush_left_out = 0;                // elements whose A_k lies within RowBound::o_flush: not pooled
   // The rows with the largest shares of the kernel's squared error in the pool, largest first (at most
   // kRmsRowsListed): where a systematic loss sits, each with its own kernel and reference RMS over its elements.
   struct RmsRow {

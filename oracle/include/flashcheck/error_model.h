@@ -14,6 +14,10 @@ namespace flashcheck::oracle {
 
 struct RowBound {
   std::vector<double> o;       // [head_dim_v] absolute bound on |O_k - O*_k|
+  // [head_dim_v] the part of o that flushing fp32 subnormals may take (FTZ weights, alpha and P*V products, each
+  // below 2^-126): a kernel that flushes may lose an element whose A_k lies within it whole, so such an element
+  // carries no statistic for the RMS check.
+  std::vector<double> o_flush;
   double lse = 0.0;            // absolute bound on |LSE - LSE*|
   double m = 0.0;              // absolute bound on the distance of m from [m* - m_below, m*]
   double m_below = 0.0;        // how far below the max the kernel's m may lie (natural units): the tensor-core
