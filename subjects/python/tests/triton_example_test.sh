@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Triton example under the suite (ctest subject_triton_example, label gpu): subjects/python/triton_attention.py
 # through the Python bridge. The healthy kernel passes a case whose last key tile is partial and the report; the planted
-# bug (the last key tile's padding joins the softmax) fails that case with a line that names it and replays; an fp32
-# case with a dropout, one at head_dim 200 and one without keys pass (LEG tools); then the same pair under pytest
+# bug (the last key tile's padding joins the softmax) fails that case with a line that names it and replays; fp32
+# cases with a dropout (two whose kept weights Triton flushes), one at head_dim 200 and one without keys pass (LEG tools); then the same pair under pytest
 # (LEG pytest: pytest_subject_test.sh triton_attention, the long leg: the property tier twice through Triton). ctest runs
 # the legs as two tests (subject_triton_example, subject_triton_pytest), so that a time limit that stops the long one
 # keeps the other's result. Exit 69 (skipped) without a CUDA device or Triton.
@@ -32,6 +32,14 @@ if [[ "$leg" != pytest ]]; then
   expect 0 "repro, Triton example, dropout" -- "$repro" --subject "$healthy" \
     'f32 b=2 hq=4 hkv=2 sq=70 sk=100 d=40 mask=causal-br dropout=0.25 drop_seed=81985529216486895 drop_offset=4294967294 '\
 'q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=5'
+  # Dropouts that keep only keys of weight below 2^-126: Triton's exp2 flushes them (FTZ) and O is 0 where the
+  # reference keeps subnormals; within the bound, and no statistic for the RMS check (docs/error-model.md §6).
+  expect 0 "repro, Triton example, dropout keeping only subnormal weights" -- "$repro" --subject "$healthy" \
+    'f32 b=1 hq=1 hkv=1 sq=1 sk=258 d=6 mask=causal-br scale=2 dropout=0.25 drop_seed=247 drop_offset=4294967285 '\
+'q=uniform(1,2) k=uniform(-96,-60) v=normal(0,1) seed=118008533'
+  expect 0 "repro, Triton example, DropoutOffsetChangesOnlyTheMask at 0.99" -- "$repro" --subject "$healthy" \
+    'f32 b=1 hq=9 hkv=3 sq=195 sk=195 d=1 mask=window-tl window=129,1 dropout=0.99 drop_seed=0 drop_offset=0 '\
+'q=uniform(1,2) k=uniform(-160,-100) v=normal(0,1) property=DropoutOffsetChangesOnlyTheMask seed=4'
   # fp32 at d=200 (BLOCK_D 256, one pipeline stage to fit shared memory) and a case without keys (no K and V buffers).
   expect 0 "repro, Triton example, fp32 at head_dim 200" -- "$repro" --subject "$healthy" \
     'f32 b=2 hq=2 hkv=1 sq=63 sk=31 d=200 mask=none q=normal(0,1) k=normal(0,1) v=uniform(-1,1) seed=99'
