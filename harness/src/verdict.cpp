@@ -452,7 +452,7 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
     }
 
     // Error in units of eps * max(A_k, smallest normal) (A_k = sum_j p_j |v_jk|, the scale the error follows), and
-    // the RMS pool.
+    // the RMS pool; neither takes an element within the flush allowance.
     // The emulated reference (prepare_chunk): with check_rms, for the rows the RMS check takes; empty for the others.
     const std::vector<double>& emulated = prep.emulated;
     oracle::RmsCheck row_rms(to_oracle(params.dtype));
@@ -463,16 +463,18 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
       // in eps and no place in the statistical check.
       if (!std::isfinite(want) || !oracle::first_order_accurate(exact)) continue;
       const double err = std::fabs(got_o[k] - want);
-      if (exact.abs_pv[kk] > 0 && std::isfinite(err)) {
+      // An element whose A_k lies within what flushing subnormals may take (RowBound::o_flush) has no statistic: an
+      // FTZ kernel may lose it whole, within its bound, where the reference keeps subnormals.
+      const bool flushable =
+          kk < bound.o_flush.size() && exact.abs_pv[kk] > 0 && exact.abs_pv[kk] <= bound.o_flush[kk];
+      if (exact.abs_pv[kk] > 0 && std::isfinite(err) && !flushable) {
         const double err_eps = err / (eps * std::max(exact.abs_pv[kk], min_normal));
         v.max_err_eps = std::max(v.max_err_eps, err_eps);
         sum_err_eps2 += err_eps * err_eps;
         ++err_eps_count;
       }
       if (!emulated.empty() && std::isfinite(emulated[kk])) {  // empty: no RMS for this row (prepare_chunk)
-        // An element whose A_k lies within what flushing subnormals may take (RowBound::o_flush) has no statistic:
-        // an FTZ kernel may lose it whole, within its bound, where the reference keeps subnormals.
-        if (kk < bound.o_flush.size() && exact.abs_pv[kk] > 0 && exact.abs_pv[kk] <= bound.o_flush[kk]) {
+        if (flushable) {
           ++v.rms_flush_left_out;
           continue;
         }

@@ -150,6 +150,7 @@ TEST(Verdict, RmsCheckLeavesOutWhatAFlushingKernelLoses) {
   j.rejudge();
   EXPECT_TRUE(j.verdict.pass) << j.verdict.report();
   EXPECT_GT(j.verdict.rms_flush_left_out, 0) << j.verdict.report();
+  EXPECT_LT(j.verdict.max_err_eps, 1e4) << j.verdict.report();  // nor the error in eps (a flushed element: 2^23)
   EXPECT_GT(j.verdict.rms_count, 0) << j.verdict.report();
   EXPECT_EQ(j.verdict.rms_count, pooled) << j.verdict.report();  // what is left out follows the exact values alone
   EXPECT_NE(j.verdict.report().find("left out within the flush allowance"), std::string::npos) << j.verdict.report();

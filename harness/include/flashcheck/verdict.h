@@ -65,7 +65,9 @@ struct Verdict {
   int64_t o_claims = 0, o_informative = 0, lse_claims = 0, lse_informative = 0;
   double o_informative_fraction() const { return o_claims > 0 ? double(o_informative) / double(o_claims) : 1.0; }
   int64_t no_claim_rows = 0;  // checked rows with no value claim (scores beyond fp32, unconstrained bound, huge sink)
-  double max_err_eps = 0.0, rms_err_eps = 0.0;  // O error / (eps * max(A_k, min normal)), eps = 2u, A_k = sum_j p_j |v_jk|
+  // O error / (eps * max(A_k, min normal)), eps = 2u, A_k = sum_j p_j |v_jk|; elements within the flush allowance
+  // (RowBound::o_flush) left out, as the RMS check leaves them out.
+  double max_err_eps = 0.0, rms_err_eps = 0.0;
   int64_t unwritten_o = 0, unwritten_lse = 0;   // the runner's guards, copied from RunOutputs for the report
   bool canaries_intact = true, inputs_unchanged = true;
   std::string report() const;          // multi-line report, the case line first
