@@ -41,6 +41,7 @@ environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.
   FLASHCHECK_PEERS=1 (build the SDPA subjects for `tests` too; `subjects` always does),
   FLASHCHECK_TESTS_STOP_AFTER=SECONDS (no test of `tests` or `tests-pending` starts after SECONDS, and those
   running then stop; `tests-pending` in a later call runs what they left),
+  FLASHCHECK_DEADLINE=SECONDS (the same for every ctest step, counted from the script's start: the sanitizer's too),
   FLASHCHECK_SLOTS_PER_GPU (GPU tests sharing a GPU, default 6), FLASHCHECK_CTEST_JOBS (ctest -j, default
   GPUs x slots), FLASHCHECK_CTEST_ARGS (more ctest arguments for `tests`), FLASHCHECK_SEED (base seed of
   properties=CASES), FLASHCHECK_SUBJECT_CASES (cases per property in `subjects`, default 100),
@@ -84,6 +85,22 @@ subject_tag() {
 }
 finish() { cp "$LOGS/summary.txt" "$OUT/" 2>/dev/null; tar czf "$OUT/logs.tar.gz" -C "$LOGS" . 2>/dev/null; }
 trap finish EXIT
+# FLASHCHECK_DEADLINE=SECONDS: no ctest step (tests, tests-pending, sanitizer) starts a test later than that many seconds
+# after this script started, and the tests running then stop (ctest --stop-time), so a call with a wall-clock limit
+# still ends with its summary and logs. ctest_stop_args [STEP_SECONDS]: the --stop-time arguments, the earlier of the
+# deadline and STEP_SECONDS from now (one argument per line; none without either).
+script_start=$(date +%s)
+ctest_stop_args() {
+  local stop="" now
+  now=$(date +%s)
+  [[ -n "${1:-}" ]] && stop=$((now + $1))
+  if [[ -n "${FLASHCHECK_DEADLINE:-}" ]]; then
+    local deadline=$((script_start + FLASHCHECK_DEADLINE))
+    [[ -z "$stop" || $deadline -lt $stop ]] && stop=$deadline
+  fi
+  [[ -n "$stop" ]] && printf '%s\n' --stop-time "$(date -d "@$stop" +%H:%M:%S)"
+  return 0
+}
 
 # The GPUs of this run: a CTest resource spec for the tests, one CUDA_VISIBLE_DEVICES value per GPU for
 # the one-process-per-GPU steps.
@@ -140,9 +157,7 @@ for step in "$@"; do
       # running then are stopped too), so a run with a wall-clock limit ends with its summary; `tests-pending` in a
       # later call runs what it left.
       stop_args=()
-      if [[ -n "${FLASHCHECK_TESTS_STOP_AFTER:-}" ]]; then
-        stop_args=(--stop-time "$(date -d "+${FLASHCHECK_TESTS_STOP_AFTER} seconds" +%H:%M:%S)")
-      fi
+      mapfile -t stop_args < <(ctest_stop_args "${FLASHCHECK_TESTS_STOP_AFTER:-}")
       ctest_log="$LOGS/ctest_gpu.$run_tag.log"
       # FLASHCHECK_CTEST_ARGS adds ctest arguments (say -E subject_ after the subjects step ran them).
       # shellcheck disable=SC2086
@@ -298,7 +313,9 @@ for step in "$@"; do
       san_jobs=$((gpu_count * ${FLASHCHECK_SANITIZER_PER_GPU:-2}))
       start_t=$(date +%s)
       log "ctest -L sanitizer on $gpu_count GPU(s), -j $san_jobs"
-      ctest --preset sanitizer -j "$san_jobs" --resource-spec-file "$spec" --output-on-failure \
+      stop_args=()
+      mapfile -t stop_args < <(ctest_stop_args "")
+      ctest --preset sanitizer -j "$san_jobs" --resource-spec-file "$spec" --output-on-failure "${stop_args[@]}" \
         >"$LOGS/ctest_sanitizer.log" 2>&1 || status=1
       log "ctest -L sanitizer took $(( $(date +%s) - start_t )) s"
       tail -15 "$LOGS/ctest_sanitizer.log" | tee -a "$LOGS/summary.txt" ;;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ci/gpu_tier.sh `tests` then `tests-pending` on a stand-in ctest (fake_ctest.py) and nvidia-smi: a run stopped by
 # its time limit leaves its unstarted and stopped tests pending, `tests-pending` runs exactly those and the
-# property summary covers both runs; a test that fails again stays pending and the step fails.
+# property summary covers both runs; a test that fails again stays pending and the step fails; FLASHCHECK_DEADLINE gives
+# every ctest step its stop time.
 # usage: gpu_tier_pending_test.sh SOURCE_DIR
 set -uo pipefail
 src=${1:?usage: gpu_tier_pending_test.sh SOURCE_DIR}
@@ -39,6 +40,14 @@ run b tests-pending; rc=$?
 check "a test that fails again fails tests-pending" $(( rc == 0 ))
 grep -q "1 of 4 tests not passed yet" "$work/b.txt"; check "and stays pending" $?
 grep -q "Gpu_Properties.C \[properties_gpu\]: FAILED" "$work/b.txt"; check "the summary names it FAILED" $?
+
+unset FAKE_CTEST_FAIL_AGAIN
+# FLASHCHECK_DEADLINE stops every ctest step, the sanitizer's too; without it (or FLASHCHECK_TESTS_STOP_AFTER) none stops.
+FLASHCHECK_DEADLINE=600 run c sanitizer tests
+[ "$(grep -c -- "--stop-time [0-9][0-9]:[0-9][0-9]:[0-9][0-9]" "$work/c.args")" -eq 2 ]
+check "FLASHCHECK_DEADLINE gives the sanitizer and the tests steps a stop time" $?
+run d sanitizer
+grep -q -- "--stop-time" "$work/d.args"; check "no stop time without a deadline" $(( $? == 0 ))
 
 echo "$fails failed"
 [ "$fails" -eq 0 ]
