@@ -190,6 +190,15 @@ struct ModelSetup {
   float p_offset;    // log2 units added to every weight's exponent (kFp8POffsetLog2 on the fp8 path, else 0)
 };
 
+// exp2 as the family's kernel evaluates it, up to ex2.approx's own error: the tensor-core paths' softmax steps
+// (tile_ref: the fp16/bf16 forward, decode and fp8) use ex2.approx.ftz, whose result below fp32's smallest normal is
+// 0, so a weight or a rescale factor below 2^-126 is lost whole there (the bound's flush terms, docs/error-model.md);
+// the general and split-TF32 kernels use exp2f, which keeps subnormals.
+float family_exp2(bool ftz, float e) {
+  const float y = std::exp2(e);
+  return ftz && y < std::numeric_limits<float>::min() ? 0.0f : y;
+}
+
 // ModelDefect::kFp8LazyRescale: the reference stays put while a tile's max lies within this many log2 units above it.
 inline constexpr float kFp8LazyRescaleLog2 = 8.0f;
 
@@ -281,10 +290,10 @@ RowResult run_row(const ModelSetup& setup, const HeadRows& q, int64_t q_row, con
       const bool lazy = setup.defect == ModelDefect::kFp8LazyRescale && setup.fp8 && row.ref != kNegInf;
       if (lazy && tile_max <= row.ref + kFp8LazyRescaleLog2) ref = row.ref;
       const float m_use = detail::exponent_origin(ref);
-      const float alpha = std::exp2(row.ref - m_use);
+      const float alpha = family_exp2(setup.tile_ref, row.ref - m_use);
       float p_sum = 0.0f;
       for (int64_t j = k0; j < k_end; ++j) {
-        x[j - k0] = std::exp2((x[j - k0] - m_use) + setup.p_offset);  // x now holds p
+        x[j - k0] = family_exp2(setup.tile_ref, (x[j - k0] - m_use) + setup.p_offset);  // x now holds p
         p_sum += x[j - k0];
       }
       row.l = std::fma(row.l, alpha, p_sum);  // l accumulates fp32 p, before any rounding of P
@@ -433,7 +442,10 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
   const int64_t heads_per_kv = params.heads_q / params.heads_kv;
   const int64_t dim = params.head_dim;
   const int64_t dim_v = value_head_dim(params);
-  const auto exp2 = [](float e) { return std::exp2(e); };
+  const auto exp2 = [](float e) { return std::exp2(e); };  // the split-KV combine's exp2f (common/combine.cuh)
+  // The epilogue's: ex2.approx.ftz where the fp16/bf16 tensor-core and decode kernels finish a row themselves; the fp8
+  // kernel's epilogue and the split-KV combine use exp2f.
+  const auto epilogue_exp2 = [ftz = setup.tile_ref && !fp8 && splits == 1](float e) { return family_exp2(ftz, e); };
   const detail::host::ModelDropout dropout = detail::host::model_dropout(params, options.defect, false);
   const bool scale_output = dropout.enabled && options.defect != ModelDefect::kDropoutScaleMissing;
 
@@ -531,7 +543,7 @@ Status run_host_model(const Params& params, const HostModelOptions& options) {
             // The epilogue of common/epilogue.h: the sink merged in, O = alpha * acc / l rounded to the dtype
             // once, LSE = m + ln l, and the empty-row rule.
             const float* sink = options.defect == ModelDefect::kSinkIgnored ? nullptr : params.sink;
-            const detail::RowFinal fin = detail::finish_row(m_log2, m_log2 * kLn2, row.l, sink, h, exp2, p_offset);
+            const detail::RowFinal fin = detail::finish_row(m_log2, m_log2 * kLn2, row.l, sink, h, epilogue_exp2, p_offset);
             const float l_reported = std::ldexp(fin.l, -static_cast<int>(p_offset));  // the offset taken back
             const bool divide_empty = options.defect == ModelDefect::kEmptyRowDivide && detail::is_empty_row(fin.l);
             const int64_t o_row = (a.cu_q != nullptr ? (a.cu_q[b] + i) * params.o_stride.row

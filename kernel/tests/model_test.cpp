@@ -193,6 +193,33 @@ TEST(Model_Paths, TensorCoreReferenceIsTheTileMaxWithinTheSlack) {
   }
 }
 
+// exp2 as each family evaluates it: the tensor-core path's ex2.approx.ftz flushes a factor below 2^-126 to 0, the
+// general path's exp2f keeps it. A sink of 90 over keys of score about 0 rescales the keys by e^-90 (8e-40, a bf16
+// subnormal): O is exactly 0 on the tensor-core path and a nonzero subnormal on the general one.
+TEST(Model_Paths, TensorCorePathFlushesSubnormalFactors) {
+  ProblemSpec spec{DType::kBF16, 1, 1, 1, 1, 64, 16, Mask::kNone, Layout::kBHSD, 0, 9};
+  std::vector<float> sink{90.0f};
+  int64_t nonzero[2] = {0, 0};
+  for (int path = 0; path < 2; ++path) {
+    Problem pr;
+    test::make_problem(spec, &pr);
+    pr.params.softmax_scale = 0x1p-10f;  // scores within a few thousandths of 0
+    pr.params.sink = sink.data();
+    HostModelOptions options;
+    options.override_config = true;
+    options.config = {path == 0 ? ComputePath::kTensorCore : ComputePath::kGeneralFp32, 64, 64, 64, "override"};
+    ASSERT_TRUE(run_host_model(pr.params, options).ok());
+    for (int64_t d = 0; d < 16; ++d) {
+      const float o = Problem::get(pr.params, pr.o, pr.params.o_stride, 0, 0, 0, d);
+      EXPECT_LT(std::fabs(o), 0x1p-126f) << "path " << path << " col " << d;
+      nonzero[path] += o != 0.0f;
+    }
+    EXPECT_NEAR(pr.lse[0], 90.0f, 1e-4f);
+  }
+  EXPECT_EQ(nonzero[0], 0);  // flushed
+  EXPECT_GT(nonzero[1], 8);  // kept
+}
+
 // ---- V and O of other columns than Q and K (head_dim_v)
 
 // Unequal head dims run in the tensor-core family's value pairs (fp16/bf16) or in the general family padded to the
