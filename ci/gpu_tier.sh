@@ -98,9 +98,13 @@ ctest_stop_args() {
     local deadline=$((script_start + FLASHCHECK_DEADLINE))
     [[ -z "$stop" || $deadline -lt $stop ]] && stop=$deadline
   fi
+  # ctest reads a stop time already past as tomorrow's: a step the deadline has passed gets one second.
+  [[ -n "$stop" && $stop -le $now ]] && stop=$((now + 1))
   [[ -n "$stop" ]] && printf '%s\n' --stop-time "$(date -d "@$stop" +%H:%M:%S)"
   return 0
 }
+# True once FLASHCHECK_DEADLINE has passed: the ctest steps then log that they did not run, and the run fails.
+deadline_passed() { [[ -n "${FLASHCHECK_DEADLINE:-}" && $(date +%s) -ge $((script_start + FLASHCHECK_DEADLINE)) ]]; }
 
 # The GPUs of this run: a CTest resource spec for the tests, one CUDA_VISIBLE_DEVICES value per GPU for
 # the one-process-per-GPU steps.
@@ -128,6 +132,8 @@ for step in "$@"; do
         cmake --build --preset gpu -j "$jobs"; } >"$LOGS/build.log" 2>&1 \
         || { log "BUILD FAILED"; tail -50 "$LOGS/build.log"; exit 1; }
       grep -E "registers|spill" "$LOGS/build.log" | sort -u >"$LOGS/ptxas.txt" || true ;;
+    tests|tests-pending|sanitizer)
+      if deadline_passed; then log "$step: not run, FLASHCHECK_DEADLINE (${FLASHCHECK_DEADLINE} s) has passed"; status=1; continue; fi ;;&
     tests|tests-pending)
       ctest_jobs=${FLASHCHECK_CTEST_JOBS:-$((gpu_count * slots))}
       # `tests` runs the selection (ctest -L gpu and FLASHCHECK_CTEST_ARGS); `tests-pending` runs what the earlier runs

@@ -581,6 +581,7 @@ nlohmann::json report_json(const std::string& backend, const std::string& subjec
       entry["o_ratio"] = ratio_json(v.o.ratio);
       entry["lse_ratio"] = ratio_json(v.lse.ratio);
       entry["rms_ratio"] = ratio_json(v.rms_ratio);
+      entry["rms_flush_left_out"] = v.rms_flush_left_out;
       entry["max_o_err_eps"] = ratio_json(v.max_err_eps);
       entry["rows_checked"] = v.rows_checked;
       entry["failures"] = v.failures;

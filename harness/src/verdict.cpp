@@ -618,11 +618,6 @@ std::string Verdict::report() const {
   if (rms_count > 0) {
     out += format("  %-12s ratio %-16.3g %s  kernel RMS error %.3g, reference %.3g, over %lld elements\n", "RMS vs ref",
                   rms_ratio, rms_ratio > 1 ? "FAIL" : "ok  ", rms_kernel, rms_reference, static_cast<long long>(rms_count));
-    if (rms_flush_left_out > 0) {
-      out += format("  %-12s %lld elements left out within the flush allowance (A_k no larger than what flushing "
-                    "fp32 subnormals may take)\n",
-                    "", static_cast<long long>(rms_flush_left_out));
-    }
     if (rms_ratio > 1) {
       for (const RmsRow& r : rms_rows) {
         out += format("  %-12s b=%lld h=%lld i=%lld: %.0f%% of the kernel's squared error; kernel RMS %.3g, "
@@ -631,6 +626,11 @@ std::string Verdict::report() const {
                       static_cast<long long>(r.row.i), 100 * r.share, r.kernel, r.reference);
       }
     }
+  }
+  if (rms_flush_left_out > 0) {
+    out += format("  %-12s %lld O elements left out within the flush allowance (A_k no larger than what flushing "
+                  "fp32 subnormals may take)\n",
+                  "RMS", static_cast<long long>(rms_flush_left_out));
   }
   out += format("  %-12s unwritten O %lld, unwritten LSE %lld, canaries %s, inputs %s\n", "guards",
                 static_cast<long long>(unwritten_o), static_cast<long long>(unwritten_lse),

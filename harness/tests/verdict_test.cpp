@@ -133,7 +133,7 @@ TEST(Verdict, RmsFailureNamesTheRowCarryingTheError) {
 // A dropout of 0.99 over scores spread by 220: most rows keep only keys of weight below 2^-126, which a kernel that
 // flushes fp32 subnormals (FTZ: ex2.approx.ftz, Triton's exp2) returns as O = 0 where the same-precision reference
 // keeps them. Those elements lie within their bounds' underflow terms (RowBound::o_flush) and carry no statistic:
-// the RMS check leaves them out and still pools the rest (found on the Triton example, whose exp2 flushes).
+// the RMS check leaves them out and still pools the rest.
 TEST(Verdict, RmsCheckLeavesOutWhatAFlushingKernelLoses) {
   Judged j = run_and_judge("f32 b=1 hq=9 hkv=3 sq=195 sk=195 d=1 mask=window-tl window=129,1 dropout=0.99 drop_seed=0 "
                            "drop_offset=9 q=uniform(1,2) k=uniform(-160,-100) v=normal(0,1) seed=4");

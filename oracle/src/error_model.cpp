@@ -304,13 +304,15 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // The sink is one more weight of l that may flush (FTZ), and its merge rounds acc * alpha (one more rounding of
   // the numerator) and l * alpha + exp2(...) (two more of l). A flushed alpha (below 2^-126) drops the keys'
   // l and accumulator, which run up to 2^kTensorCoreRefSlackLog2 above their max's weight on the tensor-core path:
-  // each key's flush allowance grows by that much. So does a split run's alpha_s in the combine (§4.10).
+  // each key's flush allowance grows by that much. So does a split run's alpha_s in the combine (§4.10), and on the
+  // tensor-core paths the main loop's alpha where the reference rises by more than 126.
   const double nd = static_cast<double>(n + (has_sink ? 1 : 0));
   const double ref_growth =
       uses_tile_reference(path)
           ? std::exp2(kTensorCoreRefSlackLog2 + (path == Arithmetic::kTensorCoreFp8 ? kFp8POffsetLog2 : 0.0))
           : 1.0;
-  const double flush_w = has_sink || split ? kFlushWeight * (1 + ref_growth) : kFlushWeight;
+  const double flush_w =
+      has_sink || split || uses_tile_reference(path) ? kFlushWeight * (1 + ref_growth) : kFlushWeight;
   const int64_t tiles = block_n > 0 ? std::max<int64_t>(1, (std::max(exact.seqlen_k, n) + block_n - 1) / block_n)
                                     : std::max<int64_t>(1, n);
   // Split-KV (§4.10): the combine merges the runs as the online softmax merges tiles whose max changed at the run
@@ -486,7 +488,7 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
       const double col_max_abs_v = std::min(exact.max_abs_v, exact.abs_v_sum[k]);
       const double hull = col_max_abs_v * (1 + pm.p_round) * (1 + g_pv) * (1 + g_div) +
                           (pm.p_round_abs * exact.abs_v_sum[k] + nd * product_floor) / (1 - g_l);
-      flush = nd * product_floor / (1 - g_l);
+      flush = (flush_w * exact.abs_v_sum[k] + nd * product_floor) / (1 - g_l);
       pre = hull + o_abs;
     }
     // o' = fl32(o s32): |o s32 - O| <= sigma |o - O/sigma| (1 + scale_rel) + scale_rel |O|, and the product's

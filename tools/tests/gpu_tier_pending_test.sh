@@ -48,6 +48,9 @@ FLASHCHECK_DEADLINE=600 run c sanitizer tests
 check "FLASHCHECK_DEADLINE gives the sanitizer and the tests steps a stop time" $?
 run d sanitizer
 grep -q -- "--stop-time" "$work/d.args"; check "no stop time without a deadline" $(( $? == 0 ))
+FLASHCHECK_DEADLINE=0 run e sanitizer; rc=$?
+[[ $rc -ne 0 && ! -e "$work/e.args" ]] && grep -q "sanitizer: not run, FLASHCHECK_DEADLINE (0 s) has passed" "$work/e.txt"
+check "a step after the deadline does not run (ctest would read a past stop time as tomorrow's) and fails the run" $?
 
 echo "$fails failed"
 [ "$fails" -eq 0 ]
