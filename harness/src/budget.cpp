@@ -26,7 +26,9 @@ constexpr double kDouble = sizeof(double);
 constexpr double kGiB = double(int64_t{1} << 30);
 constexpr double kFastScratchPerKey = 6 * kDouble + 1;  // score hi/lo, |q.k|, flush, gap, weight; the usable flag
 constexpr double kScoresPerKey = 3 * sizeof(float);     // the emulated reference's scores and x for both realizations
-constexpr double kVerdictDoublesPerElement = 10;        // exact o, abs_pv, bound o, o_trivial, emulated, ... per column
+// Per column of a checked row: RowResult's nine vectors (o, abs_pv, dev_pv, dev_pv_score, dev_pv_gap, dev_pv_score_sq,
+// abs_v_sum, abs_pv_light, o_err), RowBound's three (o, o_flush, o_trivial) and the emulated reference.
+constexpr double kVerdictDoublesPerElement = 13;
 constexpr double kOrderedSumVectors = 10;               // ordered_sums: pv_* and its running vectors, [head_dim] each
 constexpr int64_t kVerdictChunkRows = 1024;             // verdict.cpp kChunkRows
 constexpr int64_t kFullCheckStrideRows = int64_t{1} << 16;  // rows of one head visited to sum a full check's terms

@@ -454,6 +454,9 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
   // epilogue then multiplies o by s32 = fl32(sigma), within scale_rel of sigma, and rounds once more.
   const double product_floor = dropout ? kFlushProduct * exact.keep_scale : kFlushProduct;
   const double scale_rel = u + kDropoutScaleRel;
+  // What the weights' flush can take from column k: no more than the mass of the keys light enough to flush (a row
+  // result without that ingredient: no limit).
+  const auto light = [&](size_t k) { return k < exact.abs_pv_light.size() ? exact.abs_pv_light[k] : kInf; };
   for (size_t k = 0; k < dim; ++k) {
     const double o_abs = std::fabs(exact.o[k]);
     double pre = 0.0;    // bound on |O_kernel - O| before the output rounding
@@ -462,7 +465,8 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
       const double floor_scale = 1.0 / (exact.l * (1 - theta_mean));
       // Weight errors shared by numerator and denominator move O by sum_j p_j theta_j (v_jk - O_k).
       // The sink's own error moves O by p_s sink_err |0 - O_k| (its value row is 0).
-      flush = (flush_w * (exact.abs_v_sum[k] + nd * o_abs) + nd * product_floor) * floor_scale;
+      flush = std::min(flush_w * (exact.abs_v_sum[k] + nd * o_abs) * floor_scale, light(k) / (1 - theta_mean)) +
+              nd * product_floor * floor_scale;
       const double weights =
           growth *
               (b_s * exact.dev_pv_score[k] + b_g * exact.dev_pv_gap[k] + c0 * exact.dev_pv[k] +
@@ -488,7 +492,7 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
       const double col_max_abs_v = std::min(exact.max_abs_v, exact.abs_v_sum[k]);
       const double hull = col_max_abs_v * (1 + pm.p_round) * (1 + g_pv) * (1 + g_div) +
                           (pm.p_round_abs * exact.abs_v_sum[k] + nd * product_floor) / (1 - g_l);
-      flush = (flush_w * exact.abs_v_sum[k] + nd * product_floor) / (1 - g_l);
+      flush = (std::min(flush_w * exact.abs_v_sum[k], light(k)) + nd * product_floor) / (1 - g_l);
       pre = hull + o_abs;
     }
     // o' = fl32(o s32): |o s32 - O| <= sigma |o - O/sigma| (1 + scale_rel) + scale_rel |O|, and the product's

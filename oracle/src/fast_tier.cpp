@@ -116,7 +116,7 @@ void size_result(RowResult* r, int64_t head_dim_v) {
   const size_t d = static_cast<size_t>(head_dim_v);
   for (std::vector<double>* vec :
        {&r->o, &r->abs_pv, &r->dev_pv, &r->dev_pv_score, &r->dev_pv_gap, &r->dev_pv_score_sq, &r->abs_v_sum,
-        &r->o_err}) {
+        &r->abs_pv_light, &r->o_err}) {
     vec->assign(d, 0.0);
   }
 }
@@ -462,6 +462,9 @@ FLASHCHECK_VECTOR_CLONES FastRow fast_row(const RowView& view, FastScratch* scra
     }
     add_ingredients(values, o, p, p * s_abs, p * g, p * noise[j], dim_v, abs_pv, dev_pv, dev_pv_score, dev_pv_gap,
                     dev_pv_score_sq);
+    if (w[j] <= kFlushableWeight) {
+      for (int64_t k = 0; k < dim_v; ++k) r.abs_pv_light[static_cast<size_t>(k)] += p * std::fabs(values[k]);
+    }
   }
   // The sink: value row 0, so |v - O| = |O|; no score condition; its gap joins the gap sum (the gap maximum stays
   // the keys': bound_row takes the sink's from m and sink).

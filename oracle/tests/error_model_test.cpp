@@ -749,6 +749,29 @@ int64_t sweep_configs(const char* label, Fill&& fill) {
 
 // Windows whose keys start past key 0: the row's first K tile is partial (the kernel's tiles sit at multiples of
 // block_n in key index), and rows at the edges see one key, or none.
+// RowBound::o_flush, what flushing fp32 subnormals may take from O_k, reaches A_k where every key of the element's
+// mass is light enough to flush (scores 100 apart: the second key's weight e^-100), and stays far below A_k where a
+// negligible key holds a huge value beside a heavy key of ordinary value (its allowance is no more than its mass).
+TEST(ErrorModelBound, FlushAllowanceIsTheMassThatCanFlush) {
+  for (const Arithmetic path : {Arithmetic::kGeneralFp32, Arithmetic::kTensorCore}) {
+    const Format format = path == Arithmetic::kGeneralFp32 ? Format::kF32 : Format::kBF16;
+    TestProblem p = make_shape(format, 1, 2, 1, kAllKeys, 1, 1, 1, 2);
+    p.scale = 1.0;
+    p.q = {1.0};
+    p.k = {0.0, -100.0};
+    // Column 0: only the light key has a value (the element is all flushable mass); column 1: the heavy key holds 1
+    // and the light key 2^110 (below the tensor-core path's accumulator guard).
+    p.v = {0.0, 1.0, 1.0, 0x1p110};
+    const RowResult exact = compute_row(p.view(), {0, 0, 0}, Tier::kFast);
+    const RowBound bound = bound_row(exact, format, path, 64, 1);
+    ASSERT_EQ(bound.o_flush.size(), 2u);
+    EXPECT_GE(bound.o_flush[0], exact.abs_pv[0]) << to_string(path);
+    EXPECT_GT(exact.abs_pv[1], 0.5) << to_string(path);
+    EXPECT_LT(bound.o_flush[1], 1e-6 * exact.abs_pv[1]) << to_string(path);
+    EXPECT_LE(bound.o_flush[1], bound.o[1]) << to_string(path);
+  }
+}
+
 TEST(ErrorModelBound, HoldsForWindowRowsPastKeyZero) {
   Rng rng(4242);
   const std::vector<NamedScenario> all = scenarios();

@@ -73,6 +73,9 @@ struct RowResult {
   // score noise, RmsCheck::add; S_j, the worst case, would swamp the reference on rows of cancelling products).
   std::vector<double> dev_pv_score_sq;
   std::vector<double> abs_v_sum;     // sum_j |v_jk| over visible keys, unweighted (absolute underflow floors)
+  // sum_j p_j |v_jk| over the keys of weight w_j <= kFlushableWeight: the part of A_k a kernel that flushes fp32
+  // subnormals (FTZ) can lose through its weights (RowBound::o_flush).
+  std::vector<double> abs_pv_light;
   double max_abs_v = 0.0;            // max over visible j and V's columns k of |v_jk|
   double score_abs_max = 0.0;        // max_j S_j: per-score error scale (dot product condition)
   double score_abs_weighted = 0.0;   // sum_j p_j S_j
@@ -153,6 +156,12 @@ int64_t row_terms(const Problem& problem, RowRef row);
 // edge) at a K-tile boundary (t*block_n-1, t*block_n, t*block_n+1, same tile limit); plus `random_rows` rows drawn
 // uniformly over all valid rows by splitmix64 keyed by `seed`. Deterministic, sorted, unique.
 inline constexpr int64_t kBoundaryTilesEachEnd = 4;
+
+// The largest weight w_j = exp(s_j - m) a kernel that flushes fp32 subnormals can lose: its own weight of the key,
+// relative to its reference, is below 2^-126 when it flushes, and that reference lies at most 2^8 below the max (the
+// tensor-core paths' tile reference; a flushed alpha drops weights up to 2^8 above their reference's, as a sink's or
+// split run's alpha does); another 2^8 covers the kernel's score errors on any row whose bound is constrained.
+inline constexpr double kFlushableWeight = 0x1p-110;
 std::vector<RowRef> sample_rows(const Problem& problem, int32_t block_m, int32_t block_n, uint64_t seed,
                                 int64_t full_check_limit = 4096, int64_t random_rows = 64);
 
