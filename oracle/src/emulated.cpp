@@ -83,15 +83,18 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
   float m = neg_inf, ref = neg_inf;
   std::array<float, 2> l = {0.0f, 0.0f};  // [0] chain, [1] tree
   std::vector<float> acc(static_cast<size_t>(dim_v), 0.0f);
-  // exp2 with the member's error; on the tensor-core path flushed to zero below fp32's normal range as
-  // ex2.approx.ftz does (a row whose weights all lie there gives O = 0 on the hardware, and so here).
-  const auto exp2_at = [&](float arg, int64_t key) {
-    const float e = static_cast<float>(std::exp2(static_cast<double>(arg)) * (1 + exp2_error(row, key, sign)));
-    return uses_tile_reference(path) && e < std::numeric_limits<float>::min() ? 0.0f : e;
-  };
   // The fp8 path's P offset (exact in fp32; 0 elsewhere, where adding it changes no exp2), added to every weight's
   // argument and so carried by l and the accumulator alike; its P*V takes each tile into a fresh accumulator, promoted into acc by one fp32 FMA.
   const bool fp8 = path == Arithmetic::kTensorCoreFp8;
+  // exp2 with the member's error, flushed to zero below fp32's normal range where the kernel's is ex2.approx.ftz (a
+  // row whose weights all lie there gives O = 0 on the hardware, and so here): the tensor-core paths' softmax steps,
+  // and the sink's merge where the fp16/bf16 tensor-core epilogue makes it (the fp8 epilogue's exp2f keeps
+  // subnormals).
+  const bool ftz_steps = uses_tile_reference(path), ftz_sink = ftz_steps && !fp8;
+  const auto exp2_at = [&](float arg, int64_t key, bool ftz) {
+    const float e = static_cast<float>(std::exp2(static_cast<double>(arg)) * (1 + exp2_error(row, key, sign)));
+    return ftz && e < std::numeric_limits<float>::min() ? 0.0f : e;
+  };
   const float offset = fp8 ? static_cast<float>(kFp8POffsetLog2) : 0.0f;
   std::vector<float> tile_acc(fp8 ? static_cast<size_t>(dim_v) : 0);
   for (int64_t t0 = 0, t1 = 0; t0 < n; t0 = t1) {
@@ -105,12 +108,12 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
       ref_new = tile_max == neg_inf ? ref : (tile_max >= m_new - slack ? tile_max : m_new);
     }
     const float m_use = ref_new == neg_inf ? 0.0f : ref_new;  // no key yet: exp2(-inf - -inf) would be NaN
-    const float alpha = exp2_at(ref - m_use, -1 - (key_begin + t0));
+    const float alpha = exp2_at(ref - m_use, -1 - (key_begin + t0), ftz_steps);
     std::vector<float> p(static_cast<size_t>(t1 - t0));
     float p_sum = 0.0f;
     for (int64_t j = t0; j < t1; ++j) {
       float& pj = p[static_cast<size_t>(j - t0)];
-      pj = exp2_at((x[static_cast<size_t>(j)] - m_use) + offset, key_begin + j);
+      pj = exp2_at((x[static_cast<size_t>(j)] - m_use) + offset, key_begin + j, ftz_steps);
       p_sum += pj;  // l takes fp32 P, before any rounding for P*V
     }
     l[0] = std::fma(l[0], alpha, p_sum);
@@ -140,8 +143,8 @@ std::array<std::vector<double>, 2> softmax_pv(const RowRef& row, const std::vect
     } else {
       const float m_new = std::fmax(ref, sink2);
       const float origin = m_new == neg_inf ? 0.0f : m_new;
-      alpha = exp2_at(ref - origin, kSinkAlphaKey);
-      const float sink_p = exp2_at((sink2 - origin) + offset, kSinkWeightKey);
+      alpha = exp2_at(ref - origin, kSinkAlphaKey, ftz_sink);
+      const float sink_p = exp2_at((sink2 - origin) + offset, kSinkWeightKey, ftz_sink);
       for (float& li : l) li = li * alpha + sink_p;
     }
     for (float& a : acc) a *= alpha;
