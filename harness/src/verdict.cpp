@@ -226,9 +226,9 @@ oracle::RowBound judged_bound(const oracle::Problem& problem, const oracle::RowR
       bound = b;
       continue;
     }
-    for (size_t k = 0; k < bound.o.size(); ++k) bound.o[k] = std::max(bound.o[k], b.o[k]);
-    for (size_t k = 0; k < bound.o_flush.size() && k < b.o_flush.size(); ++k) {
-      bound.o_flush[k] = std::max(bound.o_flush[k], b.o_flush[k]);
+    for (size_t k = 0; k < bound.o.size(); ++k) {
+      bound.o[k] = std::max(bound.o[k], b.o[k]);
+      bound.o_flush[k] = std::max(bound.o_flush[k], b.o_flush[k]);  // bound_row sizes both as O's columns
     }
     bound.lse = std::max(bound.lse, b.lse);
     bound.m = std::max(bound.m, b.m);

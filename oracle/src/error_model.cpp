@@ -497,15 +497,15 @@ RowBound bound_row(const RowResult& exact, Format format, Arithmetic path, int32
     }
     // o' = fl32(o s32): |o s32 - O| <= sigma |o - O/sigma| (1 + scale_rel) + scale_rel |O|, and the product's
     // rounding u of |o s32| (a flushed or subnormal product: kFlushResult absolute).
-    if (dropout) {
-      pre = pre * (1 + scale_rel) * (1 + u) + o_abs * (scale_rel + u * (1 + scale_rel)) + kFlushResult;
-      flush = flush * (1 + scale_rel) * (1 + u) + kFlushResult;
-    }
     // The fp8 path's fl(o d_v) (exact d_v, an fp32 value; RowResult's O and ingredients carry it): u of |O|.
-    if (fp8) {
-      pre = pre * (1 + u) + u * o_abs + kFlushResult;
-      flush = flush * (1 + u) + kFlushResult;
-    }
+    // Both carry the flush part too, without the |O| term.
+    const auto epilogue = [&](double x, double o_term) {
+      if (dropout) x = x * (1 + scale_rel) * (1 + u) + o_term * (scale_rel + u * (1 + scale_rel)) + kFlushResult;
+      if (fp8) x = x * (1 + u) + u * o_term + kFlushResult;
+      return x;
+    };
+    pre = epilogue(pre, o_abs);
+    flush = epilogue(flush, 0.0);
     // fp32 output has no separate rounding (u_out = 0): skip the term, so an infinite pre never makes 0 * inf = NaN.
     const double out_rounding = u_out > 0 ? u_out * (o_abs + pre) : 0.0;
     // The hull bounds |got| + |want| with want the oracle's own O (o_abs): it holds whatever the oracle's
