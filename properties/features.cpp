@@ -123,6 +123,24 @@ void minus_inf_sink_equals_no_sink() {
   assert_bit_identical("heads with a sink of -inf vs no sink", a, b, p, &compare);
 }
 
+// The head dim of SinkEqualsExtraZeroValueKey's keyed run for a sunk case of head dim d: d + 1, or under a subject
+// the least head dim above d it takes; 0 where there is none up to `max` (the options' head_dim_max).
+int64_t keyed_head_dim(int64_t d, int64_t max) {
+  const LoadedSubject* subject = active_subject();
+  for (int64_t e = d + 1; e <= max; ++e) {
+    if (subject == nullptr || subject->takes_head_dim(e)) return e;
+  }
+  return 0;
+}
+// The greatest head dim below d that the subject takes (d - 1 without one; 1 where there is none).
+int64_t taken_head_dim_below(int64_t d) {
+  const LoadedSubject* subject = active_subject();
+  for (int64_t e = d - 1; e > 1; --e) {
+    if (subject == nullptr || subject->takes_head_dim(e)) return e;
+  }
+  return 1;
+}
+
 // A sink s of head h is one more key, visible to every row, with score s and a zero value row. Constructed
 // exactly: head_dim + 1 columns, Q's new column y_h = s / scale in every row of head h, a new key 0 of every K/V
 // head with K = (0, .., 0, 1) and V = 0, the old keys shifted to 1..seqlen_k with a 0 in the new column. With a
@@ -132,6 +150,8 @@ void minus_inf_sink_equals_no_sink() {
 // tiles, and the sink merges after the last tile where the key sits in the first): they are compared within the
 // sum of their error bounds, not bit for bit. Mask none or causal bottom-right (the key at 0 keeps every old
 // key's visibility); the rows compared are those that see the new key. No softcap: the sink is not capped.
+// Under a subject whose head dims are a list (16, 32, 64, 128), the keyed run takes the next head dim it declares:
+// the columns past the new one are zero in Q, K and V, so no score and no value moves.
 void sink_equals_extra_zero_value_key() {
   CaseOptions o = finite_options();
   o.masks = {Mask::kNone, Mask::kCausalBottomRight};
@@ -141,7 +161,9 @@ void sink_equals_extra_zero_value_key() {
   // causal, whose diagonal moves with seqlen_k) see it as one more key. Shrinking may offer others: map them back.
   if (c.mask != Mask::kNone) c.mask = Mask::kCausalBottomRight;
   c.window_left = c.window_right = -1;
-  if (c.head_dim == 256) c.head_dim = 255;  // room for the new column
+  // Room for the new column: a head dim with a taken one above it (255 without a subject; the tier skips a subject
+  // that takes one head dim only).
+  while (c.head_dim > 1 && keyed_head_dim(c.head_dim, o.head_dim_max) == 0) c.head_dim = taken_head_dim_below(c.head_dim);
   c.scale = std::ldexp(1.0f, -static_cast<int>(std::lround(std::log2(std::sqrt(static_cast<double>(c.head_dim))))));
   if (replay_case() == nullptr) c.sink = *gen_sink(false).as("sink");  // a replayed case line carries its sink
   if (c.sink->kind == DistKind::kConst && c.sink->a == -kInf) c.sink = ValueSpec{DistKind::kNormal, 0, 2};
@@ -158,7 +180,8 @@ void sink_equals_extra_zero_value_key() {
   }
 
   Case keyed_case = c;
-  keyed_case.head_dim = c.head_dim + 1;  // Q's and K's new column (and V's, zero, where V has head_dim columns)
+  // Q's and K's new column (and V's, zero, where V has head_dim columns), then any zero columns up to a taken head dim.
+  keyed_case.head_dim = keyed_head_dim(c.head_dim, o.head_dim_max);
   keyed_case.seqlen_k = c.seqlen_k + 1;
   keyed_case.sink.reset();
   keyed_case.inject.clear();
@@ -170,14 +193,15 @@ void sink_equals_extra_zero_value_key() {
       for (int64_t i = 0; i < p.seqlen_q; ++i) {
         for (int64_t d = 0; d < d_new; ++d) set_input_value(keyed, 'q', b, h, i, d, input_value(sunk, 'q', b, h, i, d));
         set_input_value(keyed, 'q', b, h, i, d_new, y[static_cast<size_t>(h)]);
+        for (int64_t d = d_new + 1; d < pk.head_dim; ++d) set_input_value(keyed, 'q', b, h, i, d, 0.0);
       }
     for (int64_t g = 0; g < p.heads_kv; ++g) {
       fill_key(keyed, b, g, 0, 0.0);
       set_input_value(keyed, 'k', b, g, 0, d_new, 1.0);
       for (int64_t j = 0; j < p.seqlen_k; ++j) {
         copy_key(keyed, b, g, j + 1, sunk, b, g, j);  // K's first d_new columns, V's columns of the sunk case
-        set_input_value(keyed, 'k', b, g, j + 1, d_new, 0.0);
-        if (value_head_dim(pk) > value_head_dim(p)) set_input_value(keyed, 'v', b, g, j + 1, d_new, 0.0);
+        for (int64_t d = d_new; d < pk.head_dim; ++d) set_input_value(keyed, 'k', b, g, j + 1, d, 0.0);
+        for (int64_t d = value_head_dim(p); d < value_head_dim(pk); ++d) set_input_value(keyed, 'v', b, g, j + 1, d, 0.0);
       }
     }
   }

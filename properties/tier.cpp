@@ -322,6 +322,8 @@ const char* property_skip_reason(const char* name) {
   const auto takes_any_head_dim = [&](std::initializer_list<int64_t> dims) {
     return std::any_of(dims.begin(), dims.end(), [&](int64_t d) { return g_subject->takes_head_dim(d); });
   };
+  const bool two_head_dims =
+      caps.head_dims != nullptr ? caps.head_dim_count >= 2 : caps.head_dim_max > caps.head_dim_min;
   const bool dense_bhsd = (caps.layouts & (FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD) | FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_STRIDED))) != 0;
   const Need needs[] = {
       {"SequencesAgreeWithOracle", sequences, "flashcheck-skip: needs sequences (fc_subject_sequences_v1: VARLEN or PAGED)"},
@@ -370,6 +372,8 @@ const char* property_skip_reason(const char* name) {
       {"NanOutsideWindowNeverReachesOutput", window, "flashcheck-skip: needs a window mask"},
       {"MinusInfSinkEqualsNoSink", caps.sink != 0, "flashcheck-skip: needs sink logits"},
       {"SinkEqualsExtraZeroValueKey", caps.sink != 0, "flashcheck-skip: needs sink logits"},
+      {"SinkEqualsExtraZeroValueKey", two_head_dims,
+       "flashcheck-skip: its extra key is one more Q/K column: needs two head dims (the second for the keyed run)"},
       {"LargeSoftcapEqualsNoSoftcap", caps.softcap != 0, "flashcheck-skip: needs a softcap"},
   };
   for (const Need& need : needs) {

@@ -14,11 +14,15 @@
 //   4  host-model-bad-gradient       everything flashcheck computes, with a planted backward defect: dS without D
 //   5  host-model-dropout-offset-32bit  everything flashcheck computes, with a planted dropout defect: the Philox stream
 //                                    offset truncated to its low 32 bits (forward, mask dump and backward)
+//   6  host-model-head-dims          everything flashcheck computes at head dims 16, 32, 64 and 128 only (a list, as
+//                                    FlexAttention declares): the relations whose second run takes another head dim
+//                                    find one the subject takes
 // Every variant but the restricted one reads V and O of their own width (fc_subject_value_dims_v1, 1..256) and takes
 // sequences (fc_subject_sequences_v1): varlen, seqused_k, paged K/V and split-KV but for the tiled variant's narrower set;
 // every one but the tiled and the restricted has a backward pass (fc_subject_backward_v1), a dropout in every dtype
 // (fc_subject_dropout_v1: the documented mask, its dump, packed sequences, forward and backward) and the fp8 path
 // (fc_subject_fp8_v1: e4m3 inputs with descales, the tensor-core fp8 class on tiles that depend on the head dim).
+#include <iterator>
 #include <vector>
 
 #include "flashcheck/attention.h"
@@ -36,6 +40,8 @@ namespace {
 
 constexpr int32_t kKeyTile = 64;  // keys per K/V tile of the modelled kernel (declared as arithmetic.key_tile)
 constexpr bool kRestricted = FC_HOST_SUBJECT_VARIANT == 2;
+constexpr int32_t kHeadDimList[] = {16, 32, 64, 128};  // variant 6's head dims
+constexpr bool kListed = FC_HOST_SUBJECT_VARIANT == 6;
 
 void copy_message(const std::string& message, char* err, size_t err_len) {
   if (err == nullptr || err_len == 0) return;
@@ -152,8 +158,9 @@ constexpr fc_subject_capabilities kCapabilities =
                                           FC_SUBJECT_BIT(FC_SUBJECT_LAYOUT_BHSD),
                                           /*gqa=*/0, /*lse=*/0, /*softcap=*/0, /*sink=*/0, FC_SUBJECT_MEMORY_HOST,
                                           /*instrumented=*/0}
-                : fc_subject_capabilities{kAllDtypes, 1, 256, nullptr, 0, kAllMasks, kAllLayouts, 1, 1, 1, 1,
-                                          FC_SUBJECT_MEMORY_HOST, 0};
+                : fc_subject_capabilities{kAllDtypes, 1, 256, kListed ? kHeadDimList : nullptr,
+                                          kListed ? static_cast<int32_t>(std::size(kHeadDimList)) : 0, kAllMasks,
+                                          kAllLayouts, 1, 1, 1, 1, FC_SUBJECT_MEMORY_HOST, 0};
 
 // Per dtype (f32, f16, bf16): the class and its rounding points (score accumulation, P, O accumulation).
 constexpr fc_subject_arithmetic kArithmetic =
@@ -170,6 +177,7 @@ constexpr const char* kName = FC_HOST_SUBJECT_VARIANT == 1   ? "host-model-missi
                               : FC_HOST_SUBJECT_VARIANT == 3 ? "host-model-tiled"
                               : FC_HOST_SUBJECT_VARIANT == 4 ? "host-model-bad-gradient"
                               : FC_HOST_SUBJECT_VARIANT == 5 ? "host-model-dropout-offset-32bit"
+                              : FC_HOST_SUBJECT_VARIANT == 6 ? "host-model-head-dims"
                                                              : "host-model";
 
 const fc_subject kSubject = {FC_SUBJECT_ABI_VERSION, kName, kCapabilities, kArithmetic, forward};
