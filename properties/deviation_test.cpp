@@ -75,6 +75,19 @@ TEST(KnownDeviation, OtherClasses) {
   EXPECT_FALSE(in_deviation_class(
       "masked-overflow-qk", parsed(kBase + std::string("mask=causal-tl") + " q=normal(0,1) k=normal(0,1) v=normal(0,1) "
                                                                           "inject=k[0,0,1,0]:-inf seed=1")));
+  // huge-qk: with or without a mask, Q or K near the dtype's max or a huge finite injection; not an infinite one.
+  EXPECT_TRUE(in_deviation_class("huge-qk", parsed(kBase + std::string("mask=none") + huge_k)));
+  EXPECT_TRUE(in_deviation_class("huge-qk", parsed(kBase + std::string("mask=causal-br") + huge_k)));
+  EXPECT_TRUE(in_deviation_class(
+      "huge-qk", parsed(kBase + std::string("mask=none q=nearmax(1) k=normal(0,1e-30) v=normal(0,1) seed=1"))));
+  EXPECT_TRUE(in_deviation_class(
+      "huge-qk", parsed(kBase + std::string("mask=none q=normal(0,1) k=nearmax(0.5) v=normal(0,1) seed=1"))));
+  EXPECT_FALSE(in_deviation_class(
+      "huge-qk", parsed(kBase + std::string("mask=none q=normal(0,1) k=normal(0,1) v=nearmax(1) seed=1"))));
+  EXPECT_FALSE(in_deviation_class("huge-qk", parsed(kBase + std::string("mask=none") + qkv)));
+  EXPECT_FALSE(in_deviation_class(
+      "huge-qk", parsed(kBase + std::string("mask=none") + " q=normal(0,1) k=normal(0,1) v=normal(0,1) "
+                                                           "inject=k[0,0,1,0]:-inf seed=1")));
   EXPECT_FALSE(in_deviation_class("no-such-class", parsed(kBase + std::string("mask=none scale=0") + qkv)));
 }
 

@@ -472,6 +472,10 @@ std::string g_last_case_line;  // the case note_case() saw last (a crash report 
 //   masked-overflow-qk   a mask other than none and a finite value of magnitude 2^64 or more injected into Q or K
 //                        (a score of a hidden key can overflow to inf; a kernel that adds the mask's -inf to it
 //                        gets NaN)
+//   huge-qk              Q or K drawn near the dtype's max, or a finite value of magnitude 2^64 or more injected
+//                        into Q or K (scaled scores can reach 2^24 and beyond, where one fp32 ulp exceeds 1: a
+//                        kernel that computes exp2(s c - fl(m c)) as one FMA gets exp2 of fl(m c)'s rounding error
+//                        for the row's largest key, up to exp2(ulp / 2), and +inf once |m c| reaches 2^31)
 //   spare-key-slots      a packed sequence with K/V slots past its keys (seqs=Q:K+E, E > 0), which the harness fills
 //                        with the case's poison, NaN by default (a kernel that loads them into its last K/V tile and
 //                        multiplies P's 0 by V gets NaN)
@@ -497,6 +501,9 @@ constexpr DeviationClass kDeviationClasses[] = {
     {"subnormal-v", [](const Case& c) { return c.v.kind == DistKind::kSubnormal; }},
     {"nonfinite-qk", [](const Case& c) { return injects(c, "qk", nonfinite); }},
     {"masked-overflow-qk", [](const Case& c) { return c.mask != Mask::kNone && injects(c, "qk", huge_finite); }},
+    {"huge-qk", [](const Case& c) {
+       return c.q.kind == DistKind::kNearMax || c.k.kind == DistKind::kNearMax || injects(c, "qk", huge_finite);
+     }},
     {"spare-key-slots",
      [](const Case& c) { return std::any_of(c.seqs.begin(), c.seqs.end(), [](const Sequence& s) { return s.extra > 0; }); }},
     {"keyless-row-lse", [](const Case& c) {

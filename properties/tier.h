@@ -83,7 +83,7 @@ void clear_discard_reason();
 // and the subject (or null). Replaces install_tier for a process that runs no gtest.
 void configure_replay(Backend backend, ModelDefect defect, const LoadedSubject* subject);
 // Whether `c` falls in the known-peer-deviation class `name` (FLASHCHECK_KNOWN_DEVIATIONS: masked-nonfinite-v,
-// nonpositive-scale, subnormal-v, nonfinite-qk, masked-overflow-qk, spare-key-slots,
+// nonpositive-scale, subnormal-v, nonfinite-qk, masked-overflow-qk, huge-qk, spare-key-slots,
 // keyless-row-lse; note_case() discards such cases on
 // a subject that lists them); false for a name that is no class.
 bool in_deviation_class(std::string_view name, const Case& c);
