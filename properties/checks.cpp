@@ -16,6 +16,7 @@
 #include "flashcheck/dtype.h"
 #include "flashcheck/kernel_facts.h"
 #include "flashcheck/oracle_bridge.h"
+#include "replay.h"
 #include "tier.h"
 
 namespace flashcheck::properties {
@@ -152,7 +153,12 @@ RunOutputs run_on_tier(const HostInputs& inputs, RunOptions options, bool discar
     // capabilities: that case is discarded, never passed.
     options.instrument = false;
     RunOutputs out = run_case(inputs, *subject, options);
-    if (out.status.code() == StatusCode::kUnsupported) RC_DISCARD(out.status.message());
+    if (out.status.code() == StatusCode::kUnsupported) {
+      // Counted: a drawn case the subject refuses is one its generators could have avoided (a known case line, replayed
+      // on every subject, may lie outside its capabilities).
+      note_coverage(replay_case() != nullptr ? "subject-refused=known-case" : "subject-refused=drawn-case");
+      RC_DISCARD(out.status.message());
+    }
     stop_if_context_lost(out.status, "subject " + subject->name());
     if (!out.status.ok()) RC_LOG() << "run_case on subject " << subject->name() << ": " << out.status.message() << "\n";
     RC_ASSERT(out.status.ok());

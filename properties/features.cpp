@@ -124,19 +124,19 @@ void minus_inf_sink_equals_no_sink() {
 }
 
 // The head dim of SinkEqualsExtraZeroValueKey's keyed run for a sunk case of head dim d: d + 1, or under a subject
-// the least head dim above d it takes; 0 where there is none up to `max` (the options' head_dim_max).
-int64_t keyed_head_dim(int64_t d, int64_t max) {
+// the least head dim above d it takes for the dtype; 0 where there is none up to `max` (the options' head_dim_max).
+int64_t keyed_head_dim(DType dtype, int64_t d, int64_t max) {
   const LoadedSubject* subject = active_subject();
   for (int64_t e = d + 1; e <= max; ++e) {
-    if (subject == nullptr || subject->takes_head_dim(e)) return e;
+    if (subject == nullptr || subject->takes_head_dim(dtype, e)) return e;
   }
   return 0;
 }
-// The greatest head dim below d that the subject takes (d - 1 without one; 1 where there is none).
-int64_t taken_head_dim_below(int64_t d) {
+// The greatest head dim below d that the subject takes for the dtype (d - 1 without one; 1 where there is none).
+int64_t taken_head_dim_below(DType dtype, int64_t d) {
   const LoadedSubject* subject = active_subject();
   for (int64_t e = d - 1; e > 1; --e) {
-    if (subject == nullptr || subject->takes_head_dim(e)) return e;
+    if (subject == nullptr || subject->takes_head_dim(dtype, e)) return e;
   }
   return 1;
 }
@@ -163,7 +163,9 @@ void sink_equals_extra_zero_value_key() {
   c.window_left = c.window_right = -1;
   // Room for the new column: a head dim with a taken one above it (255 without a subject; the tier skips a subject
   // that takes one head dim only).
-  while (c.head_dim > 1 && keyed_head_dim(c.head_dim, o.head_dim_max) == 0) c.head_dim = taken_head_dim_below(c.head_dim);
+  while (c.head_dim > 1 && keyed_head_dim(c.dtype, c.head_dim, o.head_dim_max) == 0) {
+    c.head_dim = taken_head_dim_below(c.dtype, c.head_dim);
+  }
   c.scale = std::ldexp(1.0f, -static_cast<int>(std::lround(std::log2(std::sqrt(static_cast<double>(c.head_dim))))));
   if (replay_case() == nullptr) c.sink = *gen_sink(false).as("sink");  // a replayed case line carries its sink
   if (c.sink->kind == DistKind::kConst && c.sink->a == -kInf) c.sink = ValueSpec{DistKind::kNormal, 0, 2};
@@ -181,7 +183,7 @@ void sink_equals_extra_zero_value_key() {
 
   Case keyed_case = c;
   // Q's and K's new column (and V's, zero, where V has head_dim columns), then any zero columns up to a taken head dim.
-  keyed_case.head_dim = keyed_head_dim(c.head_dim, o.head_dim_max);
+  keyed_case.head_dim = keyed_head_dim(c.dtype, c.head_dim, o.head_dim_max);
   keyed_case.seqlen_k = c.seqlen_k + 1;
   keyed_case.sink.reset();
   keyed_case.inject.clear();

@@ -435,6 +435,13 @@ rc::Gen<Case> gen_frame(const CaseOptions& o) {
                                          gen::set(&Case::pad, gen_pad(o)),            //
                                          gen::set(&Case::scale, gen_scale()),         //
                                          gen::set(&Case::seed, gen::inRange<uint64_t>(0, uint64_t{1} << 32)));
+  // An fp8 path with head dims of its own (fc_subject_fp8_head_dims_v1): an f8e4m3 case at the nearest one.
+  if (const LoadedSubject* subject = active_subject(); subject != nullptr && subject->fp8()) {
+    frame = gen::map(frame, [subject](Case c) {
+      if (const int64_t d = subject->nearest_head_dim(c.dtype, c.head_dim); d > 0) c.head_dim = d;
+      return c;
+    });
+  }
   if (o.unequal_head_dims_in <= 0) return frame;
   return gen::mapcat(frame, [o](Case c) { return gen_value_dim(c, o); });
 }

@@ -319,8 +319,8 @@ const char* property_skip_reason(const char* name) {
     return std::any_of(dims.begin(), dims.end(), [&](int64_t d) { return g_subject->takes_fp8_tiles(d, 2); });
   };
   const auto takes_mask = [&](int mask) { return (caps.masks & (1u << mask)) != 0; };
-  const auto takes_any_head_dim = [&](std::initializer_list<int64_t> dims) {
-    return std::any_of(dims.begin(), dims.end(), [&](int64_t d) { return g_subject->takes_head_dim(d); });
+  const auto takes_any_fp8_head_dim = [&](std::initializer_list<int64_t> dims) {
+    return std::any_of(dims.begin(), dims.end(), [&](int64_t d) { return g_subject->takes_head_dim(DType::kF8E4M3, d); });
   };
   const bool two_head_dims =
       caps.head_dims != nullptr ? caps.head_dim_count >= 2 : caps.head_dim_max > caps.head_dim_min;
@@ -351,11 +351,11 @@ const char* property_skip_reason(const char* name) {
       {"Fp8PNeverSaturates", two_fp8_tiles({16, 32, 64, 128}),
        "flashcheck-skip: needs two fp8 key tiles within the subject's seqlen_k limit at head_dim 16, 32, 64 or 128"},
       {"Fp8PNeverSaturates", dense_bhsd && (takes_mask(FC_SUBJECT_MASK_NONE) || takes_mask(FC_SUBJECT_MASK_CAUSAL_BOTTOM_RIGHT)) &&
-                                 takes_any_head_dim({16, 32, 64, 128}),
+                                 takes_any_fp8_head_dim({16, 32, 64, 128}),
        "flashcheck-skip: its rows need head_dim 16, 32, 64 or 128, mask none or causal-br, and the bhsd layout"},
       {"Fp8LightKeysKeepTheirWeight", two_fp8_tiles({4, 8, 16}),
        "flashcheck-skip: needs two fp8 key tiles within the subject's seqlen_k limit at head_dim 4, 8 or 16"},
-      {"Fp8LightKeysKeepTheirWeight", dense_bhsd && takes_mask(FC_SUBJECT_MASK_NONE) && takes_any_head_dim({4, 8, 16}),
+      {"Fp8LightKeysKeepTheirWeight", dense_bhsd && takes_mask(FC_SUBJECT_MASK_NONE) && takes_any_fp8_head_dim({4, 8, 16}),
        "flashcheck-skip: its rows need head_dim 4, 8 or 16, mask none and the bhsd layout"},
       {"Fp8QueryHeadsReadTheirKvHeadsDescales", caps.gqa != 0, "flashcheck-skip: needs GQA, which this subject does not declare"},
       // Relations whose second run has other key counts: the halves of the keys, or one more key.

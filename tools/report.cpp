@@ -596,7 +596,7 @@ bool has_fully_masked_row(const Case& c) {
 }
 
 // A sweep case moved inside a subject's capabilities: its sequences onto the declared sequence features
-// (onto_sequence_features), the nearest head_dim it takes, head_dim_v inside its value dims (equal to head_dim
+// (onto_sequence_features), the nearest head_dim it takes for the dtype, head_dim_v inside its value dims (equal to head_dim
 // without them), its first mask of the same
 // kind (window or not), heads_kv = heads_q without GQA, a layout it takes without padding, no softcap or sink it
 // lacks, seqlens onto its shape limits; injections that no longer fit the shape are dropped. Nullopt when its dtype is not among the subject's.
@@ -605,15 +605,7 @@ std::optional<Case> fit_to(const LoadedSubject& subject, Case c) {
   if (!subject.takes_dtype(c.dtype)) return std::nullopt;
   if (c.dtype == DType::kF8E4M3 && !subject.fp8()->descales) c.descale.reset();
   c = onto_sequence_features(subject, std::move(c));
-  if (caps.head_dims != nullptr) {
-    int64_t best = caps.head_dims[0];
-    for (int32_t i = 0; i < caps.head_dim_count; ++i) {
-      if (std::llabs(caps.head_dims[i] - c.head_dim) < std::llabs(best - c.head_dim)) best = caps.head_dims[i];
-    }
-    c.head_dim = best;
-  } else {
-    c.head_dim = std::clamp<int64_t>(c.head_dim, caps.head_dim_min, caps.head_dim_max);
-  }
+  c.head_dim = subject.nearest_head_dim(c.dtype, c.head_dim);
   if (const auto& dims = subject.value_dims(); dims && c.head_dim_v != 0) {
     c.head_dim_v = std::clamp<int64_t>(c.head_dim_v, dims->head_dim_v_min, dims->head_dim_v_max);
   } else {

@@ -337,6 +337,7 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
   const fc_subject_backward* bwd = nullptr;
   const fc_subject_dropout* drop = nullptr;
   const fc_subject_fp8* fp8 = nullptr;
+  const fc_subject_fp8_head_dims* fp8_dims = nullptr;
   if (python) {
     void* symbol = dlsym(handle, FC_SUBJECT_PYTHON_ENTRY_POINT);
     if (symbol == nullptr) return bad(path, "the Python bridge " + open_path + " has no " FC_SUBJECT_PYTHON_ENTRY_POINT);
@@ -349,6 +350,7 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     bwd = answer.backward;
     drop = answer.dropout;
     fp8 = answer.fp8;
+    fp8_dims = answer.fp8_head_dims;
   } else {
     void* symbol = dlsym(handle, FC_SUBJECT_ENTRY_POINT);
     if (symbol == nullptr) {
@@ -362,7 +364,8 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
                       optional_entry(handle, path, FC_SUBJECT_SEQUENCES_ENTRY_POINT, &seqs),
                       optional_entry(handle, path, FC_SUBJECT_BACKWARD_ENTRY_POINT, &bwd),
                       optional_entry(handle, path, FC_SUBJECT_DROPOUT_ENTRY_POINT, &drop),
-                      optional_entry(handle, path, FC_SUBJECT_FP8_ENTRY_POINT, &fp8)}) {
+                      optional_entry(handle, path, FC_SUBJECT_FP8_ENTRY_POINT, &fp8),
+                      optional_entry(handle, path, FC_SUBJECT_FP8_HEAD_DIMS_ENTRY_POINT, &fp8_dims)}) {
       if (!st.ok()) return st;
     }
   }
@@ -500,6 +503,19 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     }
     s->fp8_ = *fp8;
   }
+  // The fp8 path's head dims: a multiple, with at least one head dim of the capabilities a multiple of it.
+  if (fp8_dims != nullptr) {
+    if (fp8 == nullptr) return bad(path, "fp8 head dims: declared without an fp8 path (" FC_SUBJECT_FP8_ENTRY_POINT ")");
+    if (fp8_dims->multiple < 1) {
+      return bad(path, "fp8 head dims.multiple: >= 1 (got " + std::to_string(fp8_dims->multiple) + ")");
+    }
+    s->subject_ = descriptor;
+    s->fp8_head_dim_multiple_ = fp8_dims->multiple;
+    if (s->nearest_head_dim(DType::kF8E4M3, 1) == 0) {
+      return bad(path, "fp8 head dims.multiple: " + std::to_string(fp8_dims->multiple) +
+                           " leaves the fp8 path no head dim among " + head_dims_text(descriptor->capabilities));
+    }
+  }
   s->subject_ = descriptor;
   s->name_ = descriptor->name;
   for (const DTypeInfo& info : kSubjectDTypes) {
@@ -544,6 +560,23 @@ bool LoadedSubject::takes_head_dim(int64_t head_dim) const {
   return std::find(c.head_dims, c.head_dims + c.head_dim_count, head_dim) != c.head_dims + c.head_dim_count;
 }
 
+bool LoadedSubject::takes_head_dim(DType dtype, int64_t head_dim) const {
+  return takes_head_dim(head_dim) && (dtype != DType::kF8E4M3 || head_dim % fp8_head_dim_multiple_ == 0);
+}
+
+int64_t LoadedSubject::nearest_head_dim(DType dtype, int64_t head_dim) const {
+  const fc_subject_capabilities& c = subject_->capabilities;
+  // The candidates in increasing distance, the smaller first on a tie: head_dim, head_dim - 1, head_dim + 1, ...
+  const int64_t lo = c.head_dims == nullptr ? c.head_dim_min : *std::min_element(c.head_dims, c.head_dims + c.head_dim_count);
+  const int64_t hi = widest_head_dim(c);
+  for (int64_t distance = 0; head_dim - distance >= lo || head_dim + distance <= hi; ++distance) {
+    for (const int64_t d : {head_dim - distance, head_dim + distance}) {
+      if (d >= 1 && takes_head_dim(dtype, d)) return d;
+    }
+  }
+  return 0;
+}
+
 Status LoadedSubject::supports(const Params& p) const {
   const fc_subject_capabilities& c = subject_->capabilities;
   auto unsupported = [&](const std::string& field, const std::string& what) {
@@ -562,6 +595,11 @@ Status LoadedSubject::supports(const Params& p) const {
     return unsupported("dtype", std::string(to_string(p.dtype)) + " not among " + list_dtypes(c.dtypes));
   }
   if (!takes_head_dim(p.head_dim)) return unsupported("head_dim", std::to_string(p.head_dim) + " not among " + head_dims_text(c));
+  if (!takes_head_dim(p.dtype, p.head_dim)) {
+    return unsupported("head_dim", std::to_string(p.head_dim) + " is not a multiple of " +
+                                       std::to_string(fp8_head_dim_multiple_) + ", as the fp8 path's head dims are (" +
+                                       FC_SUBJECT_FP8_HEAD_DIMS_ENTRY_POINT ")");
+  }
   // V's and O's own width: only for a library that declares the range it reads (fc_subject_value_dims_v1).
   if (const int64_t dv = value_head_dim(p); dv != p.head_dim) {
     if (!value_dims_) {
@@ -742,7 +780,7 @@ int32_t LoadedSubject::fp8_key_tile(int64_t head_dim) const {
 }
 
 bool LoadedSubject::takes_fp8_tiles(int64_t head_dim, int64_t tiles) const {
-  return fp8_ && takes_head_dim(head_dim) &&
+  return fp8_ && takes_head_dim(DType::kF8E4M3, head_dim) &&
          (limits_.seqlen_k_max == 0 || limits_.seqlen_k_max >= tiles * fp8_key_tile(head_dim));
 }
 
@@ -815,7 +853,9 @@ std::string LoadedSubject::describe() const {
   if (!fp8_) {
     out += " none";
   } else {
-    out += std::string(" f8e4m3=tensor-core-fp8") + (fp8_->descales ? ", descales" : ", no descales") + ", key tile";
+    out += std::string(" f8e4m3=tensor-core-fp8") + (fp8_->descales ? ", descales" : ", no descales");
+    if (fp8_head_dim_multiple_ > 1) out += ", head_dim % " + std::to_string(fp8_head_dim_multiple_) + " == 0";
+    out += ", key tile";
     int32_t below = 0;
     for (int32_t i = 0; i < fp8_->key_tiles_count; ++i) {
       out += " " + std::to_string(fp8_->key_tiles[i].key_tile) + " (head dims " + std::to_string(below + 1) + ".." +

@@ -15,8 +15,9 @@
 //   5  host-model-dropout-offset-32bit  everything flashcheck computes, with a planted dropout defect: the Philox stream
 //                                    offset truncated to its low 32 bits (forward, mask dump and backward)
 //   6  host-model-head-dims          everything flashcheck computes at head dims 16, 32, 64 and 128 only (a list, as
-//                                    FlexAttention declares): the relations whose second run takes another head dim
-//                                    find one the subject takes
+//                                    FlexAttention declares), fp8 at 32, 64 and 128 (fc_subject_fp8_head_dims_v1,
+//                                    as FlashAttention-3 takes multiples of 16): the relations whose second run takes
+//                                    another head dim find one the subject takes, and no f8e4m3 case is refused
 // Every variant but the restricted one reads V and O of their own width (fc_subject_value_dims_v1, 1..256) and takes
 // sequences (fc_subject_sequences_v1): varlen, seqused_k, paged K/V and split-KV but for the tiled variant's narrower set;
 // every one but the tiled and the restricted has a backward pass (fc_subject_backward_v1), a dropout in every dtype
@@ -224,6 +225,14 @@ const fc_subject_dropout* fc_subject_dropout_v1(void) {
 
 // The model's fp8 path (e4m3 Q, K, V with descales, O in bf16).
 const fc_subject_fp8* fc_subject_fp8_v1(void) { return &kFp8; }
+
+#if FC_HOST_SUBJECT_VARIANT == 6
+// Its fp8 head dims: multiples of 32.
+const fc_subject_fp8_head_dims* fc_subject_fp8_head_dims_v1(void) {
+  static constexpr fc_subject_fp8_head_dims kFp8HeadDims{32};
+  return &kFp8HeadDims;
+}
+#endif
 #endif
 
 // The model reads head_dim_v (params_of): every width flashcheck computes.

@@ -3,7 +3,8 @@ only) as a peer subject. It is called as its users call it, through fa3_fwd_inte
 flashcheck's buffers (Q, K, V aliased, no copy; O and LSE copied out of FA3's own outputs).
 
 What this build serves, declared below: bf16 (its fp16 path is compiled out) and fp8 (e4m3 Q, K and V with
-[B, H_kv] descales, O in bf16: fc_subject_fp8_v1), head dims that are multiples of 8 up to 256 (of 16 for fp8), no mask or causal in FA3's alignment (bottom-right; its local windows are compiled out), softcap, GQA, LSE,
+[B, H_kv] descales, O in bf16: fc_subject_fp8_v1), head dims that are multiples of 8 up to 256 (of 16 for fp8, whose
+rows are one byte an element: fp8's head_dim_multiple), no mask or causal in FA3's alignment (bottom-right; its local windows are compiled out), softcap, GQA, LSE,
 packed variable-length batches (cu_seqlens_q / cu_seqlens_k), seqused_k and split-KV (num_splits). Paged K/V is
 compiled out of the wheel, and FA3 has no sink argument. FA3's TMA loads need 16-byte aligned rows: a case whose
 strides or base pointers are not is refused (UNSUPPORTED), as FA3's own check would refuse it. A problem FA3 declines
@@ -32,7 +33,7 @@ DECLARATION = dict(name="fa3", memory="device", dtypes=["bf16"], head_dims=list(
                    masks=["none", "causal-br"], layouts=["bhsd", "bshd", "strided"], gqa=True, lse=True, softcap=True,
                    arithmetic={"bf16": "tensor-core"},
                    sequences={"features": ["varlen", "seqused_k", "splits"], "max_splits": 64},
-                   fp8={"arithmetic": "tensor-core-fp8", "descales": True,
+                   fp8={"arithmetic": "tensor-core-fp8", "descales": True, "head_dim_multiple": 16,
                         "key_tiles": {64: 160, 96: 128, 128: 224, 192: 160, 256: 128}})
 
 

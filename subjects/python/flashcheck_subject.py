@@ -36,7 +36,8 @@ def subject(name, dtypes, masks, layouts, head_dim=None, head_dims=None, memory=
     "backward": False}; the function, and with "backward" the backward one, then also get problems whose dropout_p > 0,
     to be dropped with the documented mask, docs/design/dropout-rng.md) and fc_subject_fp8 (`fp8`: {"arithmetic":
     "tensor-core-fp8" (required), "descales": False, "key_tile": 0 (the declaration's key_tile), "key_tiles":
-    {max_head_dim: key_tile, ...} (the tile per head dim, where it depends on it)}; the function then also gets f8e4m3 problems: Q, K and V as e4m3
+    {max_head_dim: key_tile, ...} (the tile per head dim, where it depends on it), "head_dim_multiple": 1 (fp8 head
+    dims a multiple of this: fc_subject_fp8_head_dims)}; the function then also gets f8e4m3 problems: Q, K and V as e4m3
     bytes (as_e4m3), O bf16, and buffers["descale_q"], ["descale_k"], ["descale_v"], docs/design/fp8-forward.md) by name.
     A value outside these names raises ValueError here, before the harness ever loads it."""
     for value, allowed, field in ((dtypes, DTYPES, "dtypes"), (masks, MASKS, "masks"), (layouts, LAYOUTS, "layouts")):
@@ -70,7 +71,7 @@ def subject(name, dtypes, masks, layouts, head_dim=None, head_dims=None, memory=
                                     "max_splits": int(sequences.get("max_splits", 0))}
     for field, value, known in (("backward", backward, ("function", "arithmetic", "sink", "sequences", "deterministic")),
                                 ("dropout", dropout, ("arithmetic", "mask_dump", "sequences", "backward")),
-                                ("fp8", fp8, ("arithmetic", "descales", "key_tile", "key_tiles"))):
+                                ("fp8", fp8, ("arithmetic", "descales", "key_tile", "key_tiles", "head_dim_multiple"))):
         unknown = sorted(set(value or {}) - set(known))
         if unknown:
             raise ValueError(f"{field}: unknown keys {unknown} (known: {list(known)})")
@@ -102,6 +103,11 @@ def subject(name, dtypes, masks, layouts, head_dim=None, head_dims=None, memory=
                                                       for d, t in tiles.items()):
                 raise ValueError(f"fp8.key_tiles: {{max_head_dim: key_tile}} of positive ints, not {tiles!r}")
             declaration["fp8"]["key_tiles"] = {int(d): int(t) for d, t in sorted(tiles.items())}
+        if "head_dim_multiple" in fp8:
+            multiple = fp8["head_dim_multiple"]
+            if not isinstance(multiple, int) or multiple < 1:
+                raise ValueError(f"fp8.head_dim_multiple: a positive int, not {multiple!r}")
+            declaration["fp8"]["head_dim_multiple"] = multiple
 
     def mark(function):
         function.flashcheck = declaration

@@ -32,8 +32,10 @@ def declaration(backward_function):
                           "deterministic": True},
                 dropout={"arithmetic": {"f32": "general-fp32"}, "mask_dump": True, "sequences": True, "backward": True},
                 # Tiles of 16 keys up to head dim 8 and 24 above: two fit seqlen_k_max, so the fp8 properties of rows
-                # over several tiles run here, and the bridge's per-head-dim table is exercised.
-                fp8={"arithmetic": "tensor-core-fp8", "descales": True, "key_tile": 24, "key_tiles": {8: 16}})
+                # over several tiles run here, and the bridge's per-head-dim table is exercised; fp8 head dims 4, 8,
+                # 12 and 16 (the fp8 path's own head dims: its refusals would be discards).
+                fp8={"arithmetic": "tensor-core-fp8", "descales": True, "key_tile": 24, "key_tiles": {8: 16},
+                     "head_dim_multiple": 4})
 
 
 def e4m3(byte):

@@ -40,8 +40,9 @@ struct Slot {
   fc_subject_backward backward{};
   fc_subject_dropout dropout{};
   fc_subject_fp8 fp8{};
+  fc_subject_fp8_head_dims fp8_head_dims{1};
   bool has_limits = false, has_value_dims = false, has_sequences = false, has_backward = false, has_dropout = false;
-  bool has_fp8 = false;
+  bool has_fp8 = false, has_fp8_head_dims = false;
   int32_t dropout_backward = 0;  // the dropout's backward is the declared backward callable
 };
 
@@ -357,12 +358,17 @@ bool read_declaration(PyObject* dict, Slot* s) {
     inner.boolean("sequences", &s->dropout.sequences, 0);
     inner.boolean("backward", &s->dropout_backward, 0);
   });
-  s->has_fp8 = d.section("fp8", {"arithmetic", "descales", "key_tile", "key_tiles"}, [&](Declaration& inner) {
+  s->has_fp8 = d.section("fp8", {"arithmetic", "descales", "key_tile", "key_tiles", "head_dim_multiple"}, [&](Declaration& inner) {
     PyObject* arith = inner.get("arithmetic");
     s->fp8.arithmetic = arith != nullptr && PyUnicode_Check(arith) ? arithmetic_code(utf8(arith)) : -1;
     if (s->fp8.arithmetic != FC_SUBJECT_ARITH_TENSOR_CORE_FP8) inner.fail("arithmetic: \"tensor-core-fp8\"");
     inner.boolean("descales", &s->fp8.descales, 0);
     if (PyObject* tile = inner.get("key_tile")) inner.integer32(tile, "key_tile", &s->fp8.key_tile);
+    // head_dim_multiple: the fp8 path's head dims (fc_subject_fp8_head_dims_v1; the loader checks the value).
+    if (PyObject* multiple = inner.get("head_dim_multiple")) {
+      inner.integer32(multiple, "head_dim_multiple", &s->fp8_head_dims.multiple);
+      s->has_fp8_head_dims = true;
+    }
     // key_tiles: {max_head_dim: key_tile, ...}, in increasing max_head_dim (the loader checks the entries).
     if (PyObject* tiles = inner.get("key_tiles")) {
       PyObject* items = PyDict_Check(tiles) ? PyDict_Items(tiles) : nullptr;
@@ -751,7 +757,8 @@ void start_python() {
 fc_subject_python answer_of(const Slot& s) {
   return {&s.subject, s.has_limits ? &s.limits : nullptr, s.has_value_dims ? &s.value_dims : nullptr, nullptr,
           s.has_sequences ? &s.sequences : nullptr, s.has_backward ? &s.backward : nullptr,
-          s.has_dropout ? &s.dropout : nullptr, s.has_fp8 ? &s.fp8 : nullptr};
+          s.has_dropout ? &s.dropout : nullptr, s.has_fp8 ? &s.fp8 : nullptr,
+          s.has_fp8_head_dims ? &s.fp8_head_dims : nullptr};
 }
 
 // The answer for a spec that cannot be served (the slot is freed; the text lives until the next failure).
@@ -759,12 +766,12 @@ fc_subject_python failure(int slot, std::string why) {
   thread_local std::string last;
   last = std::move(why);
   g_slots[slot].reset();
-  return {nullptr, nullptr, nullptr, last.c_str(), nullptr, nullptr, nullptr, nullptr};
+  return {nullptr, nullptr, nullptr, last.c_str(), nullptr, nullptr, nullptr, nullptr, nullptr};
 }
 
 }  // namespace
 
-fc_subject_python fc_subject_python_v3(const char* spec) {
+fc_subject_python fc_subject_python_v4(const char* spec) {
   std::lock_guard<std::mutex> lock(g_mutex);
   thread_local std::string no_slot;
   int free_slot = -1;
@@ -774,7 +781,7 @@ fc_subject_python fc_subject_python_v3(const char* spec) {
   }
   if (free_slot < 0) {
     no_slot = "at most " + std::to_string(kSlots) + " Python subjects per process";
-    return {nullptr, nullptr, nullptr, no_slot.c_str(), nullptr, nullptr, nullptr, nullptr};
+    return {nullptr, nullptr, nullptr, no_slot.c_str(), nullptr, nullptr, nullptr, nullptr, nullptr};
   }
   g_slots[free_slot] = std::make_unique<Slot>();
   Slot* s = g_slots[free_slot].get();
@@ -788,7 +795,7 @@ fc_subject_python fc_subject_python_v3(const char* spec) {
   const std::string function_name = text.substr(colon + 1);
   start_python();
   const PyGILState_STATE gil = PyGILState_Ensure();
-  fc_subject_python out{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  fc_subject_python out{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   PyObject* module = PyImport_ImportModule(module_name.c_str());
   PyObject* function = module != nullptr ? PyObject_GetAttrString(module, function_name.c_str()) : nullptr;
   PyObject* declaration = function != nullptr ? PyObject_GetAttrString(function, "flashcheck") : nullptr;

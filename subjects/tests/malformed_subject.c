@@ -8,7 +8,8 @@
  *   MALFORMED_DROPOUT        declares a dropout in the tensor-core class (fc_subject_dropout_v1: general-fp32 only)
  *   MALFORMED_DROPOUT_BACKWARD  declares a dropout backward without a backward pass
  *   MALFORMED_FP8            declares an fp8 path in the tensor-core class (fc_subject_fp8_v1: tensor-core-fp8 only)
- *   MALFORMED_FP8_KEY_TILES  declares fp8 key tiles per head dim out of order (max_head_dim 128, then 64) */
+ *   MALFORMED_FP8_KEY_TILES  declares fp8 key tiles per head dim out of order (max_head_dim 128, then 64)
+ *   MALFORMED_FP8_HEAD_DIMS  declares fp8 head dims a multiple of 256 where the capabilities take 1..128 */
 #include "flashcheck/subject.h"
 
 static int forward(const fc_subject_problem* problem, const fc_subject_buffers* buffers, void* stream, char* err,
@@ -88,16 +89,20 @@ static const fc_subject_dropout dropout_rule = {
 FC_SUBJECT_EXPORT const fc_subject_dropout* fc_subject_dropout_v1(void) { return &dropout_rule; }
 #endif
 
-#if defined(MALFORMED_FP8) || defined(MALFORMED_FP8_KEY_TILES)
+#if defined(MALFORMED_FP8) || defined(MALFORMED_FP8_KEY_TILES) || defined(MALFORMED_FP8_HEAD_DIMS)
 static int forward_fp8(const fc_subject_problem* problem, const fc_subject_fp8_args* fp8, const fc_subject_buffers* buffers,
                        void* stream, char* err, size_t err_len) {
   (void)fp8;
   return forward(problem, buffers, stream, err, err_len);
 }
-#ifdef MALFORMED_FP8
+#if defined(MALFORMED_FP8)
 static const fc_subject_fp8 fp8_rule = {FC_SUBJECT_ARITH_TENSOR_CORE, 1, 128, forward_fp8};
-#else
+#elif defined(MALFORMED_FP8_KEY_TILES)
 static const fc_subject_fp8 fp8_rule = {FC_SUBJECT_ARITH_TENSOR_CORE_FP8, 1, 128, forward_fp8, 2, {{128, 128}, {64, 160}}};
+#else
+static const fc_subject_fp8 fp8_rule = {FC_SUBJECT_ARITH_TENSOR_CORE_FP8, 1, 128, forward_fp8};
+static const fc_subject_fp8_head_dims fp8_head_dims = {256};
+FC_SUBJECT_EXPORT const fc_subject_fp8_head_dims* fc_subject_fp8_head_dims_v1(void) { return &fp8_head_dims; }
 #endif
 FC_SUBJECT_EXPORT const fc_subject_fp8* fc_subject_fp8_v1(void) { return &fp8_rule; }
 #endif

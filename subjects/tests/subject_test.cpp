@@ -323,6 +323,31 @@ const char* const kDropoutLines[] = {
     "v=uniform(-1,1) grad=1 dout=uniform(-1,1) seed=4",
 };
 
+// The fp8 path's own head dims (fc_subject_fp8_head_dims_v1): f8e4m3 cases at other head dims are UNSUPPORTED naming
+// head_dim, the other dtypes keep the capabilities' list, and the nearest head dim a case may have follows the dtype.
+TEST(Subject, Fp8HeadDimsNarrowOnlyTheFp8Path) {
+  const auto subject = load_ok(FC_SUBJECT_HEAD_DIMS);  // head dims 16, 32, 64, 128; fp8 a multiple of 32
+  ASSERT_TRUE(subject);
+  EXPECT_NE(subject->describe().find("head_dim % 32 == 0"), std::string::npos) << subject->describe();
+  EXPECT_TRUE(subject->takes_head_dim(DType::kBF16, 16));
+  EXPECT_FALSE(subject->takes_head_dim(DType::kF8E4M3, 16));
+  EXPECT_TRUE(subject->takes_head_dim(DType::kF8E4M3, 32));
+  EXPECT_FALSE(subject->takes_head_dim(DType::kF8E4M3, 96));  // a multiple of 32 the capabilities leave out
+  for (const auto& [dtype, d, nearest] : {std::tuple{DType::kBF16, 20, 16}, {DType::kBF16, 24, 16},
+                                          {DType::kBF16, 200, 128}, {DType::kF8E4M3, 16, 32}, {DType::kF8E4M3, 1, 32},
+                                          {DType::kF8E4M3, 100, 128}, {DType::kF8E4M3, 64, 64}}) {
+    EXPECT_EQ(subject->nearest_head_dim(dtype, d), nearest) << to_string(dtype) << " " << d;
+  }
+  EXPECT_FALSE(subject->takes_fp8_tiles(16, 2));
+  EXPECT_TRUE(subject->takes_fp8_tiles(32, 2));
+  const std::string tail = " mask=none q=normal(0,1) k=normal(0,1) v=uniform(-1,1) seed=3";
+  const Verdict refused = run_line(*subject, "f8e4m3 b=1 hq=2 sq=20 sk=70 d=16" + tail);
+  EXPECT_EQ(refused.outcome, Outcome::kUnsupported) << refused.report();
+  EXPECT_EQ(refused.reason.rfind("head_dim: 16 is not a multiple of 32", 0), 0u) << refused.reason;
+  EXPECT_EQ(run_line(*subject, "f8e4m3 b=1 hq=2 sq=20 sk=70 d=32" + tail).outcome, Outcome::kPass);
+  EXPECT_EQ(run_line(*subject, "bf16 b=1 hq=2 sq=20 sk=70 d=16" + tail).outcome, Outcome::kPass);
+}
+
 TEST(Subject, DropoutRunsWithTheDocumentedMask) {
   const auto subject = load_ok(FC_SUBJECT_HOST_MODEL);
   const auto defective = load_ok(FC_SUBJECT_DROPOUT_OFFSET_32BIT);
@@ -477,6 +502,7 @@ TEST(Subject, MalformedLibrariesAreRefusedWithTheReason) {
   expect_refused(FC_SUBJECT_MALFORMED_DROPOUT_BACKWARD, "dropout.backward_dropout: needs a backward pass");
   expect_refused(FC_SUBJECT_MALFORMED_FP8, "fp8.arithmetic: FC_SUBJECT_ARITH_TENSOR_CORE_FP8");
   expect_refused(FC_SUBJECT_MALFORMED_FP8_KEY_TILES, "fp8.key_tiles[1].max_head_dim: > 0 and above the previous entry's (got 64)");
+  expect_refused(FC_SUBJECT_MALFORMED_FP8_HEAD_DIMS, "fp8 head dims.multiple: 256 leaves the fp8 path no head dim among 1..128");
   expect_refused("/nonexistent/libnothing.so", "cannot load");
 }
 

@@ -45,6 +45,10 @@ class LoadedSubject {
   // `head_dim` (the capabilities' list or range).
   bool takes_dtype(DType dtype) const;
   bool takes_head_dim(int64_t head_dim) const;
+  // The same for a case of `dtype`: f8e4m3's head dims also a multiple of the fp8 path's (fc_subject_fp8_head_dims_v1).
+  bool takes_head_dim(DType dtype, int64_t head_dim) const;
+  // The head dim nearest `head_dim` that a case of `dtype` may have (the smaller on a tie); 0 where there is none.
+  int64_t nearest_head_dim(DType dtype, int64_t head_dim) const;
   // Ok, or kUnsupported naming the field outside the capabilities or the shape limits ("head_dim: 200 not among
   // 1..128 (subject x)", "seqlen_k: 17 is not a multiple of 32 (subject x)").
   Status supports(const Params& params) const;
@@ -121,6 +125,7 @@ class LoadedSubject {
   std::optional<fc_subject_dropout> dropout_;
   std::string dropout_config_name_;
   std::optional<fc_subject_fp8> fp8_;
+  int32_t fp8_head_dim_multiple_ = 1;  // fc_subject_fp8_head_dims_v1's multiple (1: the capabilities' head dims)
 };
 
 // A case moved onto a subject's sequence features: without any, dense (the sequences' bounds as its shape); paged

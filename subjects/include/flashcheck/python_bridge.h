@@ -58,12 +58,13 @@ extern "C" {
 #endif
 
 #define FC_SUBJECT_PYTHON_PREFIX "python:"
-#define FC_SUBJECT_PYTHON_ENTRY_POINT "fc_subject_python_v3"
+#define FC_SUBJECT_PYTHON_ENTRY_POINT "fc_subject_python_v4"
 
-/* What fc_subject_python_v3 answers for one spec: the descriptor (null on failure, with `error` saying why) and the
- * optional limits, value dims, sequences, backward pass and dropout (null where the callable declares none). Valid
- * until the library is unloaded. The entry point's version names this struct's layout (v2 added `dropout`, v3 `fp8`), so that a
- * harness and a bridge built apart never read each other's answer in another layout. */
+/* What fc_subject_python_v4 answers for one spec: the descriptor (null on failure, with `error` saying why) and the
+ * optional limits, value dims, sequences, backward pass, dropout, fp8 path and its head dims (null where the callable
+ * declares none). Valid until the library is unloaded. The entry point's version names this struct's layout (v2 added
+ * `dropout`, v3 `fp8`, v4 `fp8_head_dims`), so that a harness and a bridge built apart never read each other's answer
+ * in another layout. */
 typedef struct fc_subject_python {
   const fc_subject* subject;
   const fc_subject_limits* limits;
@@ -73,9 +74,10 @@ typedef struct fc_subject_python {
   const fc_subject_backward* backward;
   const fc_subject_dropout* dropout;
   const fc_subject_fp8* fp8;
+  const fc_subject_fp8_head_dims* fp8_head_dims;
 } fc_subject_python;
 typedef fc_subject_python (*fc_subject_python_fn)(const char* spec);
-FC_SUBJECT_EXPORT fc_subject_python fc_subject_python_v3(const char* spec);
+FC_SUBJECT_EXPORT fc_subject_python fc_subject_python_v4(const char* spec);
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,8 @@
  * Optional entry points widen what a library is given, each checked like the descriptor: fc_subject_limits_v1 (shape
  * limits), fc_subject_value_dims_v1 (head_dim_v != head_dim), fc_subject_sequences_v1 (varlen, seqused_k, paged K/V,
  * split-KV), fc_subject_backward_v1 (dQ, dK, dV), fc_subject_dropout_v1 (dropout with flashcheck's documented mask),
- * fc_subject_fp8_v1 (e4m3 inputs with descales). A library built against an older subject.h simply lacks the newer ones.
+ * fc_subject_fp8_v1 (e4m3 inputs with descales), fc_subject_fp8_head_dims_v1 (the fp8 path's head dims). A library
+ * built against an older subject.h simply lacks the newer ones.
  *
  * The harness loads the library (dlopen), checks the version and the descriptor, and runs a case only when it
  * lies inside the capabilities; a case outside them is UNSUPPORTED for this subject, never a pass. A forward
@@ -408,6 +409,20 @@ typedef struct fc_subject_fp8 {
   fc_subject_fp8_key_tile key_tiles[FC_SUBJECT_FP8_KEY_TILES];
 } fc_subject_fp8;
 typedef const fc_subject_fp8* (*fc_subject_fp8_fn)(void);
+
+/* Optional, beside fc_subject_fp8_v1: the head dims of the fp8 path, where they are fewer than the capabilities'
+ * (FlashAttention-3's e4m3 rows are whole 16-byte TMA rows: head dims that are multiples of 16). A library that exports
+ *
+ *     const fc_subject_fp8_head_dims* fc_subject_fp8_head_dims_v1(void);
+ *
+ * has an f8e4m3 case at another head dim UNSUPPORTED naming head_dim, and the generators and the report's sweep draw
+ * f8e4m3 cases at the head dims it takes, so that its refusals are not discards. */
+#define FC_SUBJECT_FP8_HEAD_DIMS_ENTRY_POINT "fc_subject_fp8_head_dims_v1"
+typedef struct fc_subject_fp8_head_dims {
+  int32_t multiple; /* >= 1: an f8e4m3 case's head_dim is a multiple of this (and one the capabilities take) */
+} fc_subject_fp8_head_dims;
+typedef const fc_subject_fp8_head_dims* (*fc_subject_fp8_head_dims_fn)(void);
+FC_SUBJECT_EXPORT const fc_subject_fp8_head_dims* fc_subject_fp8_head_dims_v1(void);
 
 /* The rule above, once for the library and the harness alike: the key tile an fp8 path declares for `head_dim`,
  * 0 where it leaves it to arithmetic.key_tile. */
