@@ -46,7 +46,9 @@ environment: FLASHCHECK_FUZZ_PREBUILT=DIR (fuzz binaries from ci/pack_fuzz_bins.
   GPUs x slots), FLASHCHECK_CTEST_ARGS (more ctest arguments for `tests`), FLASHCHECK_SEED (base seed of
   properties=CASES), FLASHCHECK_SUBJECT_CASES (cases per property in `subjects`, default 100),
   FLASHCHECK_SUBJECT_RANDOM (random cases per dtype of the report in `subjects`, default 100),
-  FLASHCHECK_SUBJECT_TIMEOUT (seconds each report and property run of `subjects` may take; unset: no limit),
+  FLASHCHECK_SUBJECT_TIMEOUT (seconds each subject's report and property run of `subjects` may take together; the
+  property run gets what the report left, its properties not started by three quarters of that skip
+  (FLASHCHECK_STOP_AFTER) so that its XML counts what ran; unset: no limit),
   FLASHCHECK_SUBJECTS (tags, comma-separated: the subjects `subjects` runs, e.g. triton_attention,flex_attention; the
   table takes every subject's results in FLASHCHECK_LOGS, so two calls on one machine make one table),
   FLASHCHECK_SANITIZER_PER_GPU (sanitizer tests sharing a GPU, default 2)
@@ -251,7 +253,7 @@ for step in "$@"; do
       # flashcheck-report --json and properties_gpu --gtest_output=xml per subject, then one table.
       sdir="$LOGS/subjects"; mkdir -p "$sdir"
       cases=${FLASHCHECK_SUBJECT_CASES:-100} random=${FLASHCHECK_SUBJECT_RANDOM:-100}
-      limit=${FLASHCHECK_SUBJECT_TIMEOUT:+timeout $FLASHCHECK_SUBJECT_TIMEOUT}
+      limit=${FLASHCHECK_SUBJECT_TIMEOUT:-}
       libs=(build/gpu/subjects/example/libflashcheck_subject_example.so build/gpu/subjects/sdpa/libflashcheck_subject_sdpa_*.so)
       names=(flashcheck)
       for lib in "${libs[@]}"; do [ -f "$lib" ] && names+=("$PWD/$lib"); done
@@ -286,13 +288,24 @@ for step in "$@"; do
           subject_args=(--subject "$lib" --random "$random" --random-features "$((random / 2))")
           subject_env=(FLASHCHECK_SUBJECT="$lib"); fi
         ( export OMP_NUM_THREADS=$threads
-          $limit build/gpu/tools/flashcheck-report "${subject_args[@]}" --json "$sdir/$tag.json" >"$sdir/$tag.report.txt" 2>&1
+          subject_start=$(date +%s)
+          ${limit:+timeout "$limit"} build/gpu/tools/flashcheck-report "${subject_args[@]}" --json "$sdir/$tag.json" \
+            >"$sdir/$tag.report.txt" 2>&1
+          # The property run: what the report left of the limit (at least 30 s), new properties until three quarters
+          # of it, then killed at the limit.
+          properties_limit=()
+          if [ -n "$limit" ]; then
+            left=$(( limit - ($(date +%s) - subject_start) )); [ "$left" -lt 30 ] && left=30
+            properties_limit=(timeout "$left")
+            subject_env+=(FLASHCHECK_STOP_AFTER="$(( left * 3 / 4 ))")
+          fi
           # The classes of known peer deviations the property tier discards on this subject (by the name it declares,
           # from the report).
           who=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("subject") or "")' "$sdir/$tag.json" 2>/dev/null)
           known=$(cat subjects/*/known_deviations.txt | awk -v who="$who" '$1 == who {print $2}' | sort -u | paste -sd, -)
-          env "${subject_env[@]}" FLASHCHECK_KNOWN_DEVIATIONS="$known" FLASHCHECK_CASES="$cases" \
-            $limit build/gpu/properties/properties_gpu --gtest_output=xml:"$sdir/$tag.xml" >"$sdir/$tag.properties.txt" 2>&1
+          env ${subject_env[@]+"${subject_env[@]}"} FLASHCHECK_KNOWN_DEVIATIONS="$known" FLASHCHECK_CASES="$cases" \
+            ${properties_limit[@]+"${properties_limit[@]}"} build/gpu/properties/properties_gpu \
+            --gtest_output=xml:"$sdir/$tag.xml" >"$sdir/$tag.properties.txt" 2>&1
         ) & pids+=($!)
       done
       wait "${pids[@]}"

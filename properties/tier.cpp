@@ -46,6 +46,10 @@ std::string& subject_load_error() {
   static std::string error;
   return error;
 }
+// FLASHCHECK_STOP_AFTER: the seconds after the tier's installation past which a test that has not started skips
+// (0: no limit), and when it was installed.
+double g_stop_after = 0.0;
+std::chrono::steady_clock::time_point g_installed;
 // The shard plan, printed once before the tests: "[ SHARD ] 1/4: ...".
 std::string& shard_note() {
   static std::string note;
@@ -224,6 +228,14 @@ bool install_tier(const TierSetup& setup) {
   const bool small = limits != nullptr && std::string_view(limits) == "cpu";
   set_active_limits(setup.backend == Backend::kGpu && !small ? gpu_limits() : cpu_limits());
   complete_rc_params(setup.default_cases);
+  g_installed = std::chrono::steady_clock::now();
+  if (const char* stop = std::getenv("FLASHCHECK_STOP_AFTER"); stop != nullptr && *stop != '\0') {
+    char* end = nullptr;
+    g_stop_after = std::strtod(stop, &end);
+    if (end == stop || *end != '\0' || !(g_stop_after > 0) || !std::isfinite(g_stop_after)) {
+      tier_error_storage() = std::string("FLASHCHECK_STOP_AFTER='") + stop + "' is not a number of seconds above 0";
+    }
+  }
   g_subject = subject_from_environment(&subject_load_error());
   if (!subject_load_error().empty()) tier_error_storage() = subject_load_error();
   // A device subject with no device to run it on: every test fails rather than skips, so that a CI gate that
@@ -393,6 +405,11 @@ const char* property_skip_reason(const char* name) {
 const char* tier_error() { return tier_error_storage().empty() ? nullptr : tier_error_storage().c_str(); }
 
 const char* skip_reason() {
+  // A time-limited run (FLASHCHECK_STOP_AFTER) ends with what ran, its XML written, rather than killed mid-test.
+  if (g_stop_after > 0 &&
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - g_installed).count() > g_stop_after) {
+    return "flashcheck-skip: not started within FLASHCHECK_STOP_AFTER";
+  }
   if (g_subject != nullptr && g_subject->on_device() != (g_backend == Backend::kGpu)) {
     return g_subject->on_device()
                ? "flashcheck-skip: FLASHCHECK_SUBJECT takes device memory: it runs in the GPU tier (properties_gpu)"
