@@ -164,7 +164,6 @@ for step in "$@"; do
       # FLASHCHECK_TESTS_STOP_AFTER=SECONDS: no test starts after that many seconds (ctest --stop-time; the ones
       # running then are stopped too), so a run with a wall-clock limit ends with its summary; `tests-pending` in a
       # later call runs what it left.
-      stop_args=()
       mapfile -t stop_args < <(ctest_stop_args "${FLASHCHECK_TESTS_STOP_AFTER:-}")
       ctest_log="$LOGS/ctest_gpu.$run_tag.log"
       # FLASHCHECK_CTEST_ARGS adds ctest arguments (say -E subject_ after the subjects step ran them).
@@ -332,7 +331,6 @@ for step in "$@"; do
       san_jobs=$((gpu_count * ${FLASHCHECK_SANITIZER_PER_GPU:-2}))
       start_t=$(date +%s)
       log "ctest -L sanitizer on $gpu_count GPU(s), -j $san_jobs"
-      stop_args=()
       mapfile -t stop_args < <(ctest_stop_args "")
       ctest --preset sanitizer -j "$san_jobs" --resource-spec-file "$spec" --output-on-failure "${stop_args[@]}" \
         >"$LOGS/ctest_sanitizer.log" 2>&1 || status=1

@@ -596,10 +596,10 @@ bool has_fully_masked_row(const Case& c) {
 }
 
 // A sweep case moved inside a subject's capabilities: its sequences onto the declared sequence features
-// (onto_sequence_features), the nearest head_dim it takes for the dtype, head_dim_v inside its value dims (equal to head_dim
-// without them), its first mask of the same
-// kind (window or not), heads_kv = heads_q without GQA, a layout it takes without padding, no softcap or sink it
-// lacks, seqlens onto its shape limits; injections that no longer fit the shape are dropped. Nullopt when its dtype is not among the subject's.
+// (onto_sequence_features), the nearest head_dim it takes for the dtype, head_dim_v inside its value dims (equal to
+// head_dim without them), its first mask of the same kind (window or not), heads_kv = heads_q without GQA, a layout
+// it takes without padding, no softcap or sink it lacks, seqlens onto its shape limits; injections that no longer fit
+// the shape are dropped. Nullopt when its dtype is not among the subject's.
 std::optional<Case> fit_to(const LoadedSubject& subject, Case c) {
   const fc_subject_capabilities& caps = subject.descriptor().capabilities;
   if (!subject.takes_dtype(c.dtype)) return std::nullopt;

@@ -503,21 +503,20 @@ Status LoadedSubject::load(const std::string& path, std::unique_ptr<LoadedSubjec
     }
     s->fp8_ = *fp8;
   }
+  s->subject_ = descriptor;
+  s->name_ = descriptor->name;
   // The fp8 path's head dims: a multiple, with at least one head dim of the capabilities a multiple of it.
   if (fp8_dims != nullptr) {
     if (fp8 == nullptr) return bad(path, "fp8 head dims: declared without an fp8 path (" FC_SUBJECT_FP8_ENTRY_POINT ")");
     if (fp8_dims->multiple < 1) {
       return bad(path, "fp8 head dims.multiple: >= 1 (got " + std::to_string(fp8_dims->multiple) + ")");
     }
-    s->subject_ = descriptor;
     s->fp8_head_dim_multiple_ = fp8_dims->multiple;
     if (s->nearest_head_dim(DType::kF8E4M3, 1) == 0) {
       return bad(path, "fp8 head dims.multiple: " + std::to_string(fp8_dims->multiple) +
                            " leaves the fp8 path no head dim among " + head_dims_text(descriptor->capabilities));
     }
   }
-  s->subject_ = descriptor;
-  s->name_ = descriptor->name;
   for (const DTypeInfo& info : kSubjectDTypes) {
     const size_t d = static_cast<size_t>(info.dtype);
     const fc_subject_arithmetic& a = descriptor->arithmetic;

@@ -747,8 +747,6 @@ int64_t sweep_configs(const char* label, Fill&& fill) {
   return rows;
 }
 
-// Windows whose keys start past key 0: the row's first K tile is partial (the kernel's tiles sit at multiples of
-// block_n in key index), and rows at the edges see one key, or none.
 // RowBound::o_flush, what flushing fp32 subnormals may take from O_k, reaches A_k where every key of the element's
 // mass is light enough to flush (scores 100 apart: the second key's weight e^-100), and stays far below A_k where a
 // negligible key holds a huge value beside a heavy key of ordinary value (its allowance is no more than its mass).
@@ -772,6 +770,8 @@ TEST(ErrorModelBound, FlushAllowanceIsTheMassThatCanFlush) {
   }
 }
 
+// Windows whose keys start past key 0: the row's first K tile is partial (the kernel's tiles sit at multiples of
+// block_n in key index), and rows at the edges see one key, or none.
 TEST(ErrorModelBound, HoldsForWindowRowsPastKeyZero) {
   Rng rng(4242);
   const std::vector<NamedScenario> all = scenarios();

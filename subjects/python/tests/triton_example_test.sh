@@ -22,32 +22,34 @@ trap 'rm -rf "$out"' EXIT
 failures=0
 healthy=python:triton_attention:attention planted=python:triton_attention:attention_tail
 line='f16 b=2 hq=4 hkv=2 sq=70 sk=100 d=40 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=3'
+# passes WHAT LINE: flashcheck-repro passes LINE on the healthy kernel.
+passes() { expect 0 "repro, Triton example$1" -- "$repro" --subject "$healthy" "$2"; }
 
 if [[ "$leg" != pytest ]]; then
-  expect 0 "repro, Triton example" -- "$repro" --subject "$healthy" "$line"
-  expect 0 "repro, Triton example, window, softcap, sink, bshd with padding" -- "$repro" --subject "$healthy" \
+  passes "" "$line"
+  passes ", window, softcap, sink, bshd with padding" \
     'bf16 b=2 hq=4 hkv=1 sq=90 sk=130 d=64 mask=window-br window=20,5 softcap=30 layout=bshd pad=8 '\
 'q=normal(0,2) k=normal(0,2) v=normal(0,1) sink=normal(0,1) seed=4'
   # fp32 with a dropout (the documented mask; the stream offset carries into its high word between heads).
-  expect 0 "repro, Triton example, dropout" -- "$repro" --subject "$healthy" \
+  passes ", dropout" \
     'f32 b=2 hq=4 hkv=2 sq=70 sk=100 d=40 mask=causal-br dropout=0.25 drop_seed=81985529216486895 drop_offset=4294967294 '\
 'q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=5'
   # Dropouts that keep only keys of weight below 2^-126: Triton's exp2 flushes them (FTZ) and O is 0 where the
   # reference keeps subnormals; within the bound, and no statistic for the RMS check (docs/error-model.md §6).
-  expect 0 "repro, Triton example, dropout keeping only subnormal weights" -- "$repro" --subject "$healthy" \
+  passes ", dropout keeping only subnormal weights" \
     'f32 b=1 hq=1 hkv=1 sq=1 sk=258 d=6 mask=causal-br scale=2 dropout=0.25 drop_seed=247 drop_offset=4294967285 '\
 'q=uniform(1,2) k=uniform(-96,-60) v=normal(0,1) seed=118008533'
-  expect 0 "repro, Triton example, DropoutOffsetChangesOnlyTheMask at 0.99" -- "$repro" --subject "$healthy" \
+  passes ", DropoutOffsetChangesOnlyTheMask at 0.99" \
     'f32 b=1 hq=9 hkv=3 sq=195 sk=195 d=1 mask=window-tl window=129,1 dropout=0.99 drop_seed=0 drop_offset=0 '\
 'q=uniform(1,2) k=uniform(-160,-100) v=normal(0,1) property=DropoutOffsetChangesOnlyTheMask seed=4'
   # fp32 at d=200 (BLOCK_D 256, one pipeline stage to fit shared memory) and a case without keys (no K and V buffers).
-  expect 0 "repro, Triton example, fp32 at head_dim 200" -- "$repro" --subject "$healthy" \
+  passes ", fp32 at head_dim 200" \
     'f32 b=2 hq=2 hkv=1 sq=63 sk=31 d=200 mask=none q=normal(0,1) k=normal(0,1) v=uniform(-1,1) seed=99'
-  expect 0 "repro, Triton example, no keys" -- "$repro" --subject "$healthy" \
+  passes ", no keys" \
     'bf16 b=1 hq=2 hkv=2 sq=64 sk=0 d=43 mask=window-br window=0,0 q=uniform(1,2) k=uniform(-96,-60) v=normal(0,0.5) seed=7'
   # A window wider than 2^31 keys (WindowCoveringAllKeysEqualsNoMask draws 1 << 40): unclamped, its offsets reach the
   # kernel as i64 (Triton types a Python int past 2^31 so), where the property's run ended in a CompilationError.
-  expect 0 "repro, Triton example, window of 2^40 keys" -- "$repro" --subject "$healthy" \
+  passes ", window of 2^40 keys" \
     'bf16 b=1 hq=2 hkv=1 sq=70 sk=90 d=32 mask=window-tl window=1099511627776,1099511627776 q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=11'
   expect_finding "$repro" "$planted" "$line" "subject=triton-example-tail seed=3"
   # The sweep runs every head-dim block of every dtype (fp32 at d=256 is the one that must run a shallower pipeline).
