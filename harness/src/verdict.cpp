@@ -11,8 +11,10 @@
 #include <cstdarg>
 #include <cstdio>
 #include <limits>
+#include <set>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "flashcheck/oracle_bridge.h"
 
@@ -308,6 +310,26 @@ RowChunk prepare_chunk(const oracle::Problem& problem, std::span<const oracle::R
 
 namespace {
 
+// What decides a row's computation, for the RMS check's count of independent draws: its sequence and K/V head (the
+// keys, values and descales it reads), its visible keys, its head's sink and its Q row. Two rows with the same key
+// are the same computation in any kernel that computes a row from its own inputs, rounded the same way: one draw
+// (a case of constant Q repeats one row throughout). Under a dropout each row draws its own mask: every key differs.
+std::vector<double> same_computation_key(const oracle::Problem& problem, const oracle::RowRef& row) {
+  const oracle::KeySpan keys = oracle::visible_keys(problem, row.b, row.i);
+  std::vector<double> key{static_cast<double>(row.b), static_cast<double>(row.h / (problem.heads_q / problem.heads_kv)),
+                          static_cast<double>(keys.begin), static_cast<double>(keys.end),
+                          problem.sink.empty() ? -kInf : problem.sink[static_cast<size_t>(row.h)]};
+  if (problem.dropout.p > 0) {
+    key.push_back(static_cast<double>(row.h));
+    key.push_back(static_cast<double>(row.i));
+    return key;
+  }
+  const size_t q0 = static_cast<size_t>(((row.b * problem.heads_q + row.h) * problem.seqlen_q + row.i) * problem.head_dim);
+  key.insert(key.end(), problem.q.begin() + static_cast<std::ptrdiff_t>(q0),
+             problem.q.begin() + static_cast<std::ptrdiff_t>(q0 + static_cast<size_t>(problem.head_dim)));
+  return key;
+}
+
 // Keeps `rows` the kRmsRowsListed rows of largest squared kernel error (rms^2 * count), largest first.
 void keep_largest_rms_row(std::vector<Verdict::RmsRow>* rows, const Verdict::RmsRow& candidate) {
   const auto weight = [](const Verdict::RmsRow& r) { return r.kernel * r.kernel * static_cast<double>(r.count); };
@@ -387,6 +409,7 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
                                      : kInf;
 
   oracle::RmsCheck rms(to_oracle(params.dtype));
+  std::set<std::vector<double>> rms_rows_pooled;  // same_computation_key of each row pooled
   double sum_err_eps2 = 0.0;
   int64_t err_eps_count = 0;
   int64_t terms_before = 0, terms_total = 0;
@@ -482,7 +505,7 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
       }
     }
     if (row_rms.count() > 0) {
-      rms.merge(row_rms);
+      rms.merge(row_rms, rms_rows_pooled.insert(same_computation_key(problem, at)).second);
       keep_largest_rms_row(&v.rms_rows, {row, row_rms.rms_kernel(), row_rms.rms_reference(), 0.0, row_rms.count()});
     }
 
@@ -509,6 +532,7 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
   v.rms_kernel = rms.rms_kernel();
   v.rms_reference = rms.rms_reference();
   v.rms_count = rms.count();
+  v.rms_draws = rms.draws();
   for (Verdict::RmsRow& r : v.rms_rows) {
     r.share = v.rms_kernel > 0 ? r.kernel * r.kernel * static_cast<double>(r.count) /
                                      (v.rms_kernel * v.rms_kernel * static_cast<double>(v.rms_count))
@@ -522,8 +546,10 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
   add_failure_if_over(&v, "LSE=m+ln(l)", v.identity);
   if (!(v.rms_ratio <= 1)) {
     v.failures.push_back(format("RMS: O's RMS error %.3g is %.3g times what the same-precision reference allows "
-                                "(reference RMS error %.3g, %lld elements): systematic precision loss",
-                                v.rms_kernel, v.rms_ratio, v.rms_reference, static_cast<long long>(v.rms_count)));
+                                "(reference RMS error %.3g, %lld elements, %lld independent): systematic precision "
+                                "loss",
+                                v.rms_kernel, v.rms_ratio, v.rms_reference, static_cast<long long>(v.rms_count),
+                                static_cast<long long>(v.rms_draws)));
   }
   v.pass = v.failures.empty();
   if (!v.pass) {
@@ -616,8 +642,10 @@ std::string Verdict::report() const {
   out += worst_text("l", l) + "\n";
   out += worst_text("LSE=m+ln(l)", identity) + "\n";
   if (rms_count > 0) {
-    out += format("  %-12s ratio %-16.3g %s  kernel RMS error %.3g, reference %.3g, over %lld elements\n", "RMS vs ref",
-                  rms_ratio, rms_ratio > 1 ? "FAIL" : "ok  ", rms_kernel, rms_reference, static_cast<long long>(rms_count));
+    out += format("  %-12s ratio %-16.3g %s  kernel RMS error %.3g, reference %.3g, over %lld elements (%lld "
+                  "independent)\n",
+                  "RMS vs ref", rms_ratio, rms_ratio > 1 ? "FAIL" : "ok  ", rms_kernel, rms_reference,
+                  static_cast<long long>(rms_count), static_cast<long long>(rms_draws));
     if (rms_ratio > 1) {
       for (const RmsRow& r : rms_rows) {
         out += format("  %-12s b=%lld h=%lld i=%lld: %.0f%% of the kernel's squared error; kernel RMS %.3g, "

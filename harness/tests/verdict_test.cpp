@@ -162,6 +162,33 @@ TEST(Verdict, RmsCheckLeavesOutWhatAFlushingKernelLoses) {
   EXPECT_FALSE(j.verdict.pass) << j.verdict.report();
 }
 
+// The RMS check's floor shrinks with the independent draws among its elements: a row that repeats an earlier row's
+// computation (the same Q row, K/V head, visible keys and sink) adds elements but no draws. A constant Q with no mask
+// makes every row of both query heads (one K/V head) one computation: 32 draws, the columns of one row. A causal
+// mask gives each row its own keys; a dropout each row its own mask; random Q rows differ anyway.
+TEST(Verdict, RmsDrawsCountRepeatedRowsOnce) {
+  struct Expect {
+    const char* line;
+    int64_t draws;  // -1: every element
+  };
+  const Expect kCases[] = {
+      {"f16 b=1 hq=2 hkv=1 sq=40 sk=300 d=32 mask=none q=const(1) k=normal(0,1) v=normal(0,1) seed=5", 32},
+      {"f16 b=1 hq=2 hkv=1 sq=40 sk=300 d=32 mask=causal-br q=const(1) k=normal(0,1) v=normal(0,1) seed=5", 40 * 32},
+      {"f16 b=1 hq=2 hkv=1 sq=40 sk=300 d=32 mask=none q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=5", -1},
+      {"f32 b=1 hq=2 hkv=1 sq=40 sk=300 d=32 mask=none dropout=0.25 drop_seed=3 drop_offset=0 q=const(1) k=normal(0,1) "
+       "v=normal(0,1) seed=5",
+       -1},
+  };
+  for (const Expect& e : kCases) {
+    const Judged j = run_and_judge(e.line);
+    EXPECT_TRUE(j.verdict.pass) << j.verdict.report();
+    EXPECT_EQ(j.verdict.rms_count, 2 * 40 * 32) << e.line;
+    EXPECT_EQ(j.verdict.rms_draws, e.draws < 0 ? j.verdict.rms_count : e.draws) << e.line;
+    EXPECT_NE(j.verdict.report().find("(" + std::to_string(j.verdict.rms_draws) + " independent)"), std::string::npos)
+        << j.verdict.report();
+  }
+}
+
 TEST(Verdict, RowsWithoutVisibleKeysMustBeZeroAndMinusInf) {
   // Bottom-right causal with sq > sk: the first sq - sk rows see no key.
   Judged j = run_and_judge("f32 b=1 hq=2 hkv=2 sq=9 sk=4 d=16 mask=causal-br q=normal(0,1) k=normal(0,1) v=normal(0,1) seed=5");

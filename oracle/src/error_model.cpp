@@ -623,12 +623,12 @@ void RmsCheck::add(double got, double reference, double exact, double abs_pv, do
   last_exact_ = exact, last_abs_pv_ = abs_pv, has_last_ = true;
 }
 
-void RmsCheck::merge(const RmsCheck& other) {
+void RmsCheck::merge(const RmsCheck& other, bool new_draws) {
   sum_sq_kernel_ += other.sum_sq_kernel_;
   sum_sq_reference_ += other.sum_sq_reference_;
   sum_sq_exact_ += other.sum_sq_exact_;
   count_ += other.count_;
-  draws_ += other.draws_;
+  draws_ += new_draws ? other.draws_ : 0;
   has_last_ = false;  // the next element is not a column beside the merged pool's last
 }
 

@@ -45,6 +45,9 @@ struct Verdict {
   double rms_ratio = 0.0;
   double rms_kernel = 0.0, rms_reference = 0.0;  // the two RMS errors, absolute
   int64_t rms_count = 0;                         // N, elements pooled
+  // D, the independent draws among them (oracle::RmsCheck): a row's equal columns, and a row with an earlier pooled
+  // row's inputs (its Q row, K/V head and visible keys, sink; no dropout), count once.
+  int64_t rms_draws = 0;
   int64_t rms_flush_left_out = 0;                // elements whose A_k lies within RowBound::o_flush: not pooled
   // The rows with the largest shares of the kernel's squared error in the pool, largest first (at most
   // kRmsRowsListed): where a systematic loss sits, each with its own kernel and reference RMS over its elements.

@@ -149,7 +149,8 @@ inline constexpr double kTanhRelErr = 0x1p-22;
 //   floor = kRmsFloorUlps * (u_q * rms(|exact| / A_k) / sqrt(D) + kRmsFp32Roundings * u_32),
 //   u_q = max(unit_roundoff(output_format(format)), u_32 = 2^-24) (O's format), D the independent draws among the N elements: an element
 //   whose exact value and A_k equal the one added before it (a row's columns under a constant V) is the same
-//   computation, rounded the same way, and no new draw.
+//   computation, rounded the same way, and no new draw; nor is a row that repeats an earlier row's computation
+//   (merge with new_draws false: the caller knows which rows have the same inputs).
 // Fail above 1. kRmsFactor = 2: the kernel computes with the same rounding points as the reference, so its
 // RMS error is the reference's up to summation order and tiling; twice that is a degradation (a format one
 // step coarser costs 8x or more). The floor keeps a small sample from failing on a few unlucky roundings
@@ -171,7 +172,9 @@ class RmsCheck {
   // (RowResult::dev_pv_score_sq; 0: no score noise). Elements with a non-finite value or A_k = 0 (an all-zero V
   // column: exact either way) are skipped.
   void add(double got, double reference, double exact, double abs_pv, double score_sq = 0.0);
-  void merge(const RmsCheck& other);
+  // Pools `other`'s elements; new_draws false: they repeat computations already pooled (a row with an earlier row's
+  // inputs), so they add to N but not to D.
+  void merge(const RmsCheck& other, bool new_draws = true);
   int64_t count() const { return count_; }
   int64_t draws() const { return draws_; }  // D of the floor
   double rms_kernel() const;     // rms((got - exact) / A_k)
