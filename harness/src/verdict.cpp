@@ -7,8 +7,10 @@
 #include "flashcheck/dtype.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <set>
@@ -314,19 +316,21 @@ namespace {
 // keys, values and descales it reads), its visible keys, its head's sink and its Q row. Two rows with the same key
 // are the same computation in any kernel that computes a row from its own inputs, rounded the same way: one draw
 // (a case of constant Q repeats one row throughout). Under a dropout each row draws its own mask: every key differs.
-std::vector<double> same_computation_key(const oracle::Problem& problem, const oracle::RowRef& row) {
-  const oracle::KeySpan keys = oracle::visible_keys(problem, row.b, row.i);
-  std::vector<double> key{static_cast<double>(row.b), static_cast<double>(row.h / (problem.heads_q / problem.heads_kv)),
-                          static_cast<double>(keys.begin), static_cast<double>(keys.end),
-                          problem.sink.empty() ? -kInf : problem.sink[static_cast<size_t>(row.h)]};
+// Values enter by their bits, so that equal means identical and NaN orders like any other value.
+std::vector<uint64_t> same_computation_key(const oracle::Problem& problem, const oracle::RowRef& row) {
   if (problem.dropout.p > 0) {
-    key.push_back(static_cast<double>(row.h));
-    key.push_back(static_cast<double>(row.i));
-    return key;
+    return {static_cast<uint64_t>(row.b), static_cast<uint64_t>(row.h), static_cast<uint64_t>(row.i)};
   }
-  const size_t q0 = static_cast<size_t>(((row.b * problem.heads_q + row.h) * problem.seqlen_q + row.i) * problem.head_dim);
-  key.insert(key.end(), problem.q.begin() + static_cast<std::ptrdiff_t>(q0),
-             problem.q.begin() + static_cast<std::ptrdiff_t>(q0 + static_cast<size_t>(problem.head_dim)));
+  const oracle::KeySpan keys = oracle::visible_keys(problem, row.b, row.i);
+  const double sink = problem.sink.empty() ? -kInf : problem.sink[static_cast<size_t>(row.h)];
+  const int64_t kv_head = row.h / (problem.heads_q / problem.heads_kv);
+  std::vector<uint64_t> key{static_cast<uint64_t>(row.b), static_cast<uint64_t>(kv_head),
+                            static_cast<uint64_t>(keys.begin), static_cast<uint64_t>(keys.end),
+                            std::bit_cast<uint64_t>(sink)};
+  const int64_t q0 = ((row.b * problem.heads_q + row.h) * problem.seqlen_q + row.i) * problem.head_dim;
+  for (int64_t d = 0; d < problem.head_dim; ++d) {
+    key.push_back(std::bit_cast<uint64_t>(problem.q[static_cast<size_t>(q0 + d)]));
+  }
   return key;
 }
 
@@ -409,7 +413,7 @@ Verdict judge_rows(const Case& c, const Params& params, const oracle::Problem& p
                                      : kInf;
 
   oracle::RmsCheck rms(to_oracle(params.dtype));
-  std::set<std::vector<double>> rms_rows_pooled;  // same_computation_key of each row pooled
+  std::set<std::vector<uint64_t>> rms_rows_pooled;  // same_computation_key of each row pooled
   double sum_err_eps2 = 0.0;
   int64_t err_eps_count = 0;
   int64_t terms_before = 0, terms_total = 0;
