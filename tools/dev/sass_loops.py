@@ -33,7 +33,7 @@ import sys
 INSTRUCTION = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 BRANCH = re.compile(r"\bBRA(?:\.\w+)*\s+(?:[!\w]+,\s*)?0x([0-9a-f]+)")
 # Opcode families worth counting in a loop: tensor-core, copies, shared and local memory, transcendentals, ALU.
-FAMILIES = [("mma", ("HMMA", "HGMMA", "IMMA")), ("global->smem", ("LDGSTS", "UBLKCP", "UTMALDG")),
+FAMILIES = [("mma", ("HMMA", "HGMMA", "QGMMA", "IMMA")), ("global->smem", ("LDGSTS", "UBLKCP", "UTMALDG")),
             ("smem", ("LDS", "LDSM", "STS")), ("local", ("STL", "LDL")), ("mufu", ("MUFU",)),
             ("fp32", ("FMUL", "FADD", "FFMA", "FMNMX", "FSEL", "FSETP")),
             ("int", ("IMAD", "IADD3", "ISETP", "LOP3", "LEA", "SHF", "SEL", "VIADD")),
@@ -99,12 +99,15 @@ def loops(body, min_size):
     return sorted(widest.items())
 
 
+WGMMA = ("HGMMA", "QGMMA")  # wgmma on 16-bit and tf32 operands, and on fp8
+
+
 def issue_windows(body):
     """(start, first wgmma, last wgmma, named-barrier syncs) per group of wgmma issued between two wgmma waits."""
     windows, group, floor = [], [], 0
     for i, (_, text) in enumerate(body + [(0, "WARPGROUP.DEPBAR.LE gsb0, 0x0")]):
         op, full = opcode(text), text.split()
-        if op == "HGMMA":
+        if op in WGMMA:
             group.append(i)
         elif op == "WARPGROUP" and any(w.startswith("WARPGROUP.DEPBAR") for w in full):
             if group:
