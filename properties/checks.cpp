@@ -226,6 +226,12 @@ void fill_key(HostInputs& in, int64_t b, int64_t g, int64_t j, double value) {
   }
 }
 
+std::vector<double> poison_values(DType dtype) {
+  constexpr double kNan = std::numeric_limits<double>::quiet_NaN(), kInfinity = std::numeric_limits<double>::infinity();
+  if (!find_dtype(dtype)->format.has_inf()) return {kNan};
+  return {kNan, kInfinity, -kInfinity};
+}
+
 int precision_bits(DType dtype) { return find_dtype(dtype)->significand_bits(); }
 double min_normal(DType dtype) { return find_dtype(dtype)->min_normal(); }
 

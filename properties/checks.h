@@ -114,6 +114,9 @@ void copy_key(HostInputs& dst, int64_t b, int64_t g, int64_t j, const HostInputs
               int64_t j_src);
 // Every K and V element of key j of head (b, g) becomes `value`.
 void fill_key(HostInputs& in, int64_t b, int64_t g, int64_t j, double value);
+// The non-finite values `dtype` stores, for poisoning keys a row must not see: NaN and +-inf, or NaN alone in a format
+// without infinity (e4m3, where +-inf would round to NaN).
+std::vector<double> poison_values(DType dtype);
 // fn(b, h, s, d) for every element of tensor 'q', 'k' or 'v' of `p`, by logical index.
 template <typename Fn>
 void for_each_input_element(const Params& p, char tensor, Fn&& fn);
