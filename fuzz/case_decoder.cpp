@@ -431,20 +431,23 @@ bool within_profile(const Case& c, SizeProfile profile) {
 }
 
 Status decode_case(std::span<const uint8_t> bytes, Case* out, DecodeMode* mode, SizeProfile profile) {
-  // Text mode: printable ASCII up to the first newline, beginning with a dtype name and a blank.
+  // Text mode: printable ASCII (and tabs) up to the first newline (a CRLF's carriage return dropped), beginning,
+  // after blanks, with a dtype name and a blank.
   size_t end = 0;
   while (end < bytes.size() && bytes[end] != '\n') {
     const uint8_t ch = bytes[end];
-    if (ch < 0x20 || ch > 0x7e) break;
+    const bool line_end_cr = ch == '\r' && (end + 1 == bytes.size() || bytes[end + 1] == '\n');
+    if ((ch < 0x20 && ch != '\t' && !line_end_cr) || ch > 0x7e) break;
     ++end;
   }
   if (end > 0 && (end == bytes.size() || bytes[end] == '\n')) {
-    const std::string_view line(reinterpret_cast<const char*>(bytes.data()), end);
-    const size_t first = line.find_first_not_of(' ');
+    std::string_view line(reinterpret_cast<const char*>(bytes.data()), end);
+    if (line.back() == '\r') line.remove_suffix(1);
+    const size_t first = line.find_first_not_of(" \t");
     const std::string_view word = first == std::string_view::npos ? std::string_view{} : line.substr(first);
     if (dtype_from_name(word.substr(0, word.find(' ')))) {
       if (mode) *mode = DecodeMode::kText;
-      return parse_case(line, out);
+      return parse_case(word, out);
     }
   }
   if (mode) *mode = DecodeMode::kBinary;

@@ -1,6 +1,6 @@
 // Bytes -> Case, shared by every fuzz target and by the tools that replay their crash files.
 // Two modes, chosen by the bytes alone so a crash file always decodes to the same case:
-//   text   : the input is a case line (parse_case accepts it up to the first newline): findings stay readable;
+//   text   : the input's first line is a case line (blanks before it and a CRLF end taken): findings stay readable;
 //   binary : anything else; a structure-aware reading in which every byte string is a valid case (missing
 //            bytes read as zero), aimed at tile boundaries through kernel_config's block sizes.
 // Cost is bounded per target (DecodeLimits): a case over the limits is rejected, never run. A size profile

@@ -3,8 +3,10 @@
 //   flashcheck-repro --backend gpu "$(flashcheck-fuzz-decode crash-1234)"
 // Cases over a target's cost limits are still printed, with a note on stderr (the target rejected them).
 // FLASHCHECK_FUZZ_PROFILE=small|medium decodes binary inputs as fuzz_kernel did under that size profile.
-// A file whose first line is meant as a case line (it begins with a dtype name) and does not parse is refused with
-// the parser's message: the fuzzers refuse such an input too, rather than read its bytes as a binary case.
+// A file whose first line is meant as a case line (it begins, after blanks, with a dtype name; a CRLF line end is
+// taken) and does not parse is refused with the parser's message: the fuzzers refuse such an input too, rather than
+// read its bytes as a binary case. Only the first line is a fuzzer input's case: a note on stderr says so for a file
+// with more lines, and for one that begins with a '#' comment (decoded as binary bytes, as the fuzzers read it).
 // Exit status (flashcheck/outcome.h): 0 every file decoded to a valid case, 2 a case line that does not parse or a
 // decoded case that is invalid (validate_for_run: the message names the field), 64 usage error, 66 a file cannot
 // be read.
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "case_decoder.h"
@@ -54,6 +57,19 @@ int main(int argc, char** argv) {
       continue;
     }
     std::printf("%s\n", format_case(c).c_str());
+    // What the fuzzers read of the file is one case: say so where the file looks like more (or other) text.
+    const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    const size_t newline = text.find('\n');
+    const size_t head = text.find_first_not_of(" \t");
+    if (mode == fuzz::DecodeMode::kText && newline != std::string_view::npos &&
+        text.find_first_not_of(" \t\r\n", newline) != std::string_view::npos) {
+      std::fprintf(stderr, "flashcheck-fuzz-decode: %s: only its first line is decoded (a fuzzer input is one case); a "
+                   "file of case lines replays with flashcheck-repro --file\n", excerpt(path).c_str());
+    } else if (mode == fuzz::DecodeMode::kBinary && head != std::string_view::npos && text[head] == '#') {
+      std::fprintf(stderr, "flashcheck-fuzz-decode: %s begins with a '#' line: decoded as binary bytes, as the fuzzers "
+                   "read it (no comment is skipped); a file of case lines replays with flashcheck-repro --file\n",
+                   excerpt(path).c_str());
+    }
     if (const Status valid = validate_for_run(c); !valid.ok()) {
       std::fprintf(stderr, "flashcheck-fuzz-decode: %s decodes (%s) to an invalid case: %s\n", excerpt(path).c_str(),
                    fuzz::to_string(mode), valid.message().c_str());
