@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   int64_t cases_per_dtype = 12;
   app.add_option("--cases-per-dtype", cases_per_dtype, "grad=1 cases per dtype (fp16, bf16), cycling over the shapes")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, cli::kMaxCasesPerDtype));
   if (const int early = cli::parse(app, argc, argv); early >= 0) return early;
   std::vector<Case> cases;
   for (const char* dtype : {"f16", "bf16"}) {

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <new>
 #include <optional>
 #include <iostream>
 #include <map>
@@ -665,32 +666,34 @@ int main(int argc, char** argv) {
                  "run on the subject library at PATH (flashcheck/subject.h); the sweep keeps the cases inside its "
                  "capabilities");
   app.add_option("--random", random_per_dtype, "random cases per dtype besides the tile-boundary sweep")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::kCaseCount)
       ->capture_default_str();
   app.add_option("--random-features", random_features_per_dtype,
                  "random cases per dtype with a window, softcap or sink")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::kCaseCount)
       ->capture_default_str();
   app.add_option("--random-sequences", random_sequences_per_dtype,
                  "random cases per dtype of the inference path (varlen, paged K/V, split-KV)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::kCaseCount)
       ->capture_default_str();
   app.add_option("--random-dv", random_value_dims_per_dtype,
                  "random cases per dtype whose V and O have a head dim of their own (head_dim_v != head_dim)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::kCaseCount)
       ->capture_default_str();
   app.add_option("--random-dropout", random_dropout_per_dtype,
                  "random cases per dtype with a dropout, every other one grad=1 (in the backward section); on a "
                  "subject, for the dtypes its dropout declares (fc_subject_dropout_v1)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::kCaseCount)
       ->capture_default_str();
   app.add_option("--backward", backward_per_dtype,
                  "grad=1 cases per dtype in the backward section (dQ, dK, dV and dsink against the oracle's bound, "
                  "dQ, dK and dV against a same-precision reference's RMS error; on a subject where it declares a "
                  "backward pass; with --cases its grad=1 lines)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--seed", seed, "seed of the random cases' draws (a decimal uint64)")->capture_default_str();
+      ->check(cli::kCaseCount);
+  app.add_option("--seed", seed, "seed of the random cases' draws (a decimal uint64)")
+      ->check(cli::kDecimalU64)
+      ->capture_default_str();
   app.add_option("--cases", cases_file, "run the case lines of FILE (one per line, '#' comments) instead of the sweep");
   app.add_flag("--verbose", verbose, "print a line for every passing case too");
   std::string json_path;
@@ -704,6 +707,11 @@ int main(int argc, char** argv) {
              "\n  130, 143 stopped by SIGINT, SIGTERM (Ctrl-C, timeout): the cases judged so far are printed and "
              "written to --json (\"complete\": false, the rest counted as not run)");
   if (const int early = cli::parse(app, argc, argv); early >= 0) return early;
+  if (!json_path.empty() && !cli::writable_output(json_path)) {
+    std::fprintf(stderr, "flashcheck-report: --json: cannot write %s (a missing directory, a directory, no permission)\n",
+                 excerpt(json_path).c_str());
+    return kExitCantCreate;
+  }
   // From here on a stop signal ends the run with what it judged (a signal the caller ignores stays ignored, as for a
   // background job's SIGINT).
   for (const int stop : {SIGINT, SIGTERM}) {
@@ -754,8 +762,10 @@ int main(int argc, char** argv) {
       return kExitNoInput;
     }
     std::string line;
+    int case_lines = 0;
     for (int line_no = 1; std::getline(in, line); ++line_no) {
-      if (line.empty() || line[0] == '#') continue;
+      if (!holds_case_line(line)) continue;
+      ++case_lines;
       Case c;
       if (Status st = parse_case(line, &c); !st.ok()) {
         // A line that does not parse is a rejected case (named by its line number), not the end of the report.
@@ -764,8 +774,22 @@ int main(int argc, char** argv) {
         records.push_back({v.case_line, v.outcome, v.reason, {}});
         continue;
       }
+      // A finding replays against the subject it was found on (as flashcheck-repro does): a line that names another
+      // is a usage error, not a case for whatever this run loaded.
+      const std::string loaded = subject ? subject->name() : "";
+      if (!c.subject.empty() && c.subject != loaded) {
+        std::fprintf(stderr, "flashcheck-report: %s:%d: the case line names subject=%s, this run %s\n",
+                     excerpt(cases_file).c_str(), line_no, excerpt(c.subject).c_str(),
+                     loaded.empty() ? "loads none: give --subject PATH of its library"
+                                    : ("runs subject " + loaded).c_str());
+        return kExitUsage;
+      }
       if (subject && c.subject.empty()) c.subject = subject->name();
       cases.push_back(c);
+    }
+    if (case_lines == 0) {
+      std::fprintf(stderr, "flashcheck-report: '%s' holds no case line\n", excerpt(cases_file).c_str());
+      return kExitUsage;
     }
   } else {
     Draws draws(seed);
@@ -872,6 +896,9 @@ int main(int argc, char** argv) {
     std::printf("stopped by %s: %lld later %s not run\n", signal_name(stop_signal), static_cast<long long>(left), what);
     return true;
   };
+  // The cases the forward section refused (rejected, unsupported or failed to run): their grad=1 lines do not run
+  // in the backward section either.
+  std::vector<bool> forward_refused(cases.size(), false);
   for (const Case& c : cases) {
     progress.update(&c - cases.data(), static_cast<int64_t>(cases.size()));
     if (stop_before(static_cast<int64_t>(cases.size()) - (&c - cases.data()), "cases")) break;
@@ -891,6 +918,7 @@ int main(int argc, char** argv) {
     s.fully_masked_cases += has_fully_masked_row(c) ? 1 : 0;
     // A case that never ran: rejected or unsupported by its status (a CUDA error is a failure).
     const auto refuse = [&](const char* stage, const Status& st) {
+      forward_refused[static_cast<size_t>(&c - cases.data())] = true;
       Verdict v = refused(format_case(c), st);
       if (v.outcome == Outcome::kFail) {
         ++s.failures;
@@ -924,7 +952,16 @@ int main(int argc, char** argv) {
       refuse("inputs", st);
       continue;
     }
-    const RunOutputs out = subject ? run_case(inputs, *subject) : run_case(inputs, backend);
+    // An allocation that fails (a memory cap above what the host holds) refuses the case, as the cap would have.
+    RunOutputs out;
+    std::optional<Verdict> judged;
+    try {
+      out = subject ? run_case(inputs, *subject) : run_case(inputs, backend);
+      if (out.status.ok()) judged = judge(c, inputs, out);
+    } catch (const std::bad_alloc&) {
+      refuse("budget", allocation_refusal("the case's run and judgement"));
+      continue;
+    }
     if (!out.status.ok()) {
       refuse("run", out.status);
       if (out.status.code() == StatusCode::kCudaError && device_context_lost()) {
@@ -938,7 +975,7 @@ int main(int argc, char** argv) {
       continue;
     }
     ++paths[std::string(to_string(out.config.path)) + " " + out.config.name];
-    const Verdict v = judge(c, inputs, out);
+    const Verdict& v = *judged;
     records.push_back({v.case_line, v.outcome, v.reason, v});
     s.rows += v.rows_checked;
     s.elements += v.elements_checked;
@@ -1005,7 +1042,8 @@ int main(int argc, char** argv) {
   // The backward section: the generated grad=1 cases (or the grad=1 lines of --cases), forward then backward on the
   // backend, judged by judge_backward.
   struct BackwardSummary {
-    int64_t cases = 0, failures = 0, unsupported = 0, claims = 0, informative = 0, tensor_core = 0, dropout = 0;
+    int64_t cases = 0, failures = 0, rejected = 0, unsupported = 0, claims = 0, informative = 0, tensor_core = 0;
+    int64_t dropout = 0;
     int64_t unclaimed = 0;  // dQ/dK/dV elements outside the error model's domain (no claim, error-model §10.5)
     double worst_dq = 0, worst_dk = 0, worst_dv = 0, worst_dsink = 0;
     double worst_rms = 0;  // the statistical check's worst ratio over dQ, dK, dV
@@ -1014,9 +1052,15 @@ int main(int argc, char** argv) {
   };
   std::map<DType, BackwardSummary> backward_summary;
   std::vector<Case> grad_cases;
+  int64_t grad_refused = 0;  // grad=1 lines of --cases the forward section refused
   if (!cases_file.empty()) {
-    for (const Case& c : cases) {
-      if (c.grad) grad_cases.push_back(c);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (!cases[i].grad) continue;
+      if (forward_refused[i]) {
+        ++grad_refused;
+      } else {
+        grad_cases.push_back(cases[i]);
+      }
     }
   } else if (!subject || subject->backward()) {
     // On a subject: inside its forward's capabilities, then without what its backward leaves out; none where it takes
@@ -1046,21 +1090,37 @@ int main(int argc, char** argv) {
   Outcome backward_outcome = Outcome::kPass;
   if (stop_signal != 0) not_run += static_cast<int64_t>(grad_cases.size());
   if (!grad_cases.empty() && not_run == 0) {
-    std::printf("\nbackward pass: %zu grad=1 cases\n", grad_cases.size());
+    std::printf("\nbackward pass: %zu grad=1 cases%s\n", grad_cases.size(),
+                grad_refused > 0 ? (" (" + std::to_string(grad_refused) + " more refused above)").c_str() : "");
     for (const Case& c : grad_cases) {
       if (stop_before(static_cast<int64_t>(grad_cases.size()) - (&c - grad_cases.data()), "grad=1 cases")) break;
       BackwardSummary& b = backward_summary[c.dtype];
       ++b.cases;
       HostInputs inputs;
       Status st = make_inputs(c, &inputs, memory_cap);
-      const BackwardVerdict v =
-          st.ok() ? judge_backward(c, inputs, subject ? run_backward_case(inputs, *subject) : run_backward_case(inputs, backend))
-                  : BackwardVerdict{false, outcome_of(st.code()), st.message(), format_case(c)};
-      // A subject's refusal (its backward declines a case its declaration let through, as SDPA's backends do) is
-      // counted as the forward's unsupported cases are, not held against it; flashcheck's kernels serve every case.
-      if (subject && v.outcome == Outcome::kUnsupported) {
-        ++b.unsupported;
-        std::printf("UNSUPPORTED (backward)\n%s\n", v.report().c_str());
+      BackwardVerdict v;
+      try {
+        if (st.ok()) {
+          v = judge_backward(c, inputs,
+                             subject ? run_backward_case(inputs, *subject) : run_backward_case(inputs, backend));
+        }
+      } catch (const std::bad_alloc&) {
+        st = allocation_refusal("the case's run and judgement");
+      }
+      if (!st.ok()) {
+        v = BackwardVerdict{};
+        v.pass = false;
+        v.outcome = outcome_of(st.code());
+        v.reason = st.message();
+        v.case_line = format_case(c);
+      }
+      // A refusal (the inputs or the run rejected or unsupported) is counted as such, not as a failure. A subject's
+      // (its backward declines a case its declaration let through, as SDPA's backends do) is not held against it, as
+      // the forward's unsupported cases are not; flashcheck's kernels serve every case, so theirs sets the outcome.
+      if (v.outcome == Outcome::kUnsupported || v.outcome == Outcome::kRejected) {
+        ++(v.outcome == Outcome::kRejected ? b.rejected : b.unsupported);
+        if (!subject || v.outcome == Outcome::kRejected) backward_outcome = most_severe(backward_outcome, v.outcome);
+        std::printf("%s (backward)\n%s\n", to_string(v.outcome), v.report().c_str());
         continue;
       }
       backward_outcome = most_severe(backward_outcome, v.outcome);
@@ -1140,14 +1200,16 @@ int main(int argc, char** argv) {
                      " cases not run").c_str()
                   : ("; " + std::to_string(not_run) + " not run: the CUDA context was lost").c_str());
   if (!backward_summary.empty()) {
-    int64_t backward_failed = 0, backward_total = 0, backward_unsupported = 0;
+    int64_t backward_failed = 0, backward_total = 0, backward_rejected = 0, backward_unsupported = 0;
     for (const auto& [dtype, b] : backward_summary) {
       backward_failed += b.failures;
       backward_total += b.cases;
+      backward_rejected += b.rejected;
       backward_unsupported += b.unsupported;
     }
-    std::printf("backward: %lld of %lld grad=1 cases failed (counted in the failures above)%s\n",
+    std::printf("backward: %lld of %lld grad=1 cases failed (counted in the failures above)%s%s\n",
                 static_cast<long long>(backward_failed), static_cast<long long>(backward_total),
+                backward_rejected > 0 ? (", " + std::to_string(backward_rejected) + " rejected").c_str() : "",
                 backward_unsupported > 0 ? (", " + std::to_string(backward_unsupported) + " unsupported").c_str() : "");
   }
   if (!json_path.empty()) {
@@ -1159,18 +1221,17 @@ int main(int argc, char** argv) {
     for (const auto& [dtype, b] : backward_summary) {
       with_backward["backward"][to_string(dtype)] = {{"cases", b.cases},       {"tensor_core", b.tensor_core},
                                                      {"dropout", b.dropout},
-                                                     {"failures", b.failures}, {"unsupported", b.unsupported},
+                                                     {"failures", b.failures}, {"rejected", b.rejected},
+                                                     {"unsupported", b.unsupported},
                                                      {"claims", b.claims},     {"informative", b.informative},
                                                      {"unclaimed", b.unclaimed},
                                                      {"worst_dq", b.worst_dq}, {"worst_dk", b.worst_dk},
                                                      {"worst_dv", b.worst_dv}, {"worst_dsink", b.worst_dsink},
                                                      {"worst_rms", b.worst_rms}, {"worst_case", b.worst_case}};
     }
-    std::ofstream out(json_path);
-    out << with_backward.dump(1) << "\n";
-    if (!out) {
+    if (!cli::write_output(json_path, with_backward.dump(1) + "\n")) {
       std::fprintf(stderr, "flashcheck-report: cannot write %s\n", excerpt(json_path).c_str());
-      return kExitNoInput;
+      return kExitCantCreate;
     }
     std::printf("JSON: %s\n", json_path.c_str());
   }

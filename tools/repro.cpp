@@ -3,6 +3,7 @@
 // row's values beside the oracle's. Every case ends in one outcome (pass, fail, rejected, unsupported, outside
 // the domain); the exit status is the most severe one (flashcheck/outcome.h, README "Exit codes").
 #include <algorithm>
+#include <new>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -157,6 +158,11 @@ int parse_args(int argc, char** argv, Options* options) {
     options->backends = {gpu ? Backend::kGpu : Backend::kHostModel};
     std::printf("backend: %s (default: %s)\n", to_string(options->backends[0]),
                 gpu ? "a CUDA device is present" : device_available() ? "--defect runs on the model" : "no CUDA device");
+  }
+  if (options->device_inputs &&
+      std::find(options->backends.begin(), options->backends.end(), Backend::kGpu) == options->backends.end()) {
+    return usage_error("--device-inputs draws the inputs on the GPU: it takes the GPU backend (--backend gpu, the "
+                       "default where a CUDA device is present)");
   }
   options->judge.tier = options->tier;
   return -1;
@@ -430,6 +436,17 @@ Replayed replay(const std::string& given, const Options& options) {
 
 }  // namespace
 
+// replay() with an allocation that fails (a --memory-cap above what the host holds) answered as a refusal.
+Replayed replay_within_memory(const std::string& given, const Options& options) {
+  try {
+    return replay(given, options);
+  } catch (const std::bad_alloc&) {
+    const Status s = allocation_refusal("the case's buffers");
+    std::printf("%s\n", refused(given, s).report().c_str());
+    return {outcome_of(s.code())};
+  }
+}
+
 int main(int argc, char** argv) {
   Options options;
   if (const int early = parse_args(argc, argv, &options); early >= 0) return early;
@@ -439,7 +456,7 @@ int main(int argc, char** argv) {
     return kExitUnavailable;
   }
   if (options.file.empty()) {
-    const Replayed r = replay(options.line, options);
+    const Replayed r = replay_within_memory(options.line, options);
     if (r.wrong_subject) return kExitUsage;
     return r.unavailable ? kExitUnavailable : exit_code(r.outcome);
   }
@@ -454,10 +471,9 @@ int main(int argc, char** argv) {
   std::array<int, kOutcomeCount> counts{};
   std::string text;
   while (std::getline(file, text)) {
-    const size_t start = text.find_first_not_of(" \t\r");
-    if (start == std::string::npos || text[start] == '#') continue;
+    if (!holds_case_line(text)) continue;
     ++cases;
-    const Replayed r = replay(text, options);
+    const Replayed r = replay_within_memory(text, options);
     if (r.unavailable) return kExitUnavailable;
     if (r.wrong_subject) return kExitUsage;
     ++counts[static_cast<size_t>(r.outcome)];

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "flashcheck/oracle.h"
@@ -23,7 +24,6 @@ namespace flashcheck {
 namespace {
 
 constexpr double kDouble = sizeof(double);
-constexpr double kGiB = double(int64_t{1} << 30);
 constexpr double kFastScratchPerKey = 6 * kDouble + 1;  // score hi/lo, |q.k|, flush, gap, weight; the usable flag
 constexpr double kScoresPerKey = 3 * sizeof(float);     // the emulated reference's scores and x for both realizations
 // Per column of a checked row: RowResult's nine vectors (o, abs_pv, dev_pv, dev_pv_score, dev_pv_gap, dev_pv_score_sq,
@@ -33,19 +33,36 @@ constexpr double kOrderedSumVectors = 10;               // ordered_sums: pv_* an
 constexpr int64_t kVerdictChunkRows = 1024;             // verdict.cpp kChunkRows
 constexpr int64_t kFullCheckStrideRows = int64_t{1} << 16;  // rows of one head visited to sum a full check's terms
 
+// A size in the binary unit that shows it with three significant digits (bytes below 1 KiB): "512 bytes",
+// "3.25 MiB", "16.0 GiB", so that no message reads "needs 0.0 GiB, over the cap of 0.0 GiB".
+std::string size_text(double bytes) {
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  char text[48];
+  if (!(bytes >= 1024.0)) {
+    std::snprintf(text, sizeof(text), "%.0f bytes", bytes);
+    return text;
+  }
+  int unit = 0;
+  double value = bytes / 1024.0;
+  while (value >= 1024.0 && unit + 1 < static_cast<int>(std::size(kUnits))) {
+    value /= 1024.0;
+    ++unit;
+  }
+  std::snprintf(text, sizeof(text), value >= 100.0 ? "%.0f %s" : value >= 10.0 ? "%.1f %s" : "%.2f %s", value,
+                kUnits[unit]);
+  return text;
+}
+
 }  // namespace
 
 std::string Budget::memory_summary() const {
-  char text[160];
   if (!rows_estimated) {
-    std::snprintf(text, sizeof(text), "at least %.1f GiB (inputs %.1f, outputs %.1f; the oracle's share not estimated)",
-                  total_bytes / kGiB, input_bytes / kGiB, output_bytes / kGiB);
-    return text;
+    return "at least " + size_text(total_bytes) + " (inputs " + size_text(input_bytes) + ", outputs " +
+           size_text(output_bytes) + "; the oracle's share not estimated)";
   }
-  std::snprintf(text, sizeof(text), "about %.1f GiB (inputs %.1f, outputs %.1f, oracle %.1f over %d thread%s, verdict %.1f)",
-                total_bytes / kGiB, input_bytes / kGiB, output_bytes / kGiB, oracle_bytes / kGiB, threads,
-                threads == 1 ? "" : "s", verdict_bytes / kGiB);
-  return text;
+  return "about " + size_text(total_bytes) + " (inputs " + size_text(input_bytes) + ", outputs " +
+         size_text(output_bytes) + ", oracle " + size_text(oracle_bytes) + " over " + std::to_string(threads) +
+         (threads == 1 ? " thread" : " threads") + ", verdict " + size_text(verdict_bytes) + ")";
 }
 
 // A count as people read one: 1,100 up to a billion, 2.1e+11 beyond.
@@ -246,11 +263,9 @@ Status memory_cap_from_environment(int64_t* cap) {
 
 Status check_memory(const Budget& budget, int64_t cap) {
   if (budget.total_bytes <= double(cap)) return {};
-  char text[128];
-  std::snprintf(text, sizeof(text), "over the cap of %.1f GiB; raise it with --memory-cap SIZE or ",
-                double(cap) / kGiB);
-  return {StatusCode::kInvalidArgument,
-          "memory: the case needs " + budget.memory_summary() + ", " + text + "FLASHCHECK_MEMORY_CAP=SIZE (e.g. 64G)"};
+  return {StatusCode::kInvalidArgument, "memory: the case needs " + budget.memory_summary() + ", over the cap of " +
+                                            size_text(double(cap)) +
+                                            "; raise it with --memory-cap SIZE or FLASHCHECK_MEMORY_CAP=SIZE (e.g. 64G)"};
 }
 
 }  // namespace flashcheck

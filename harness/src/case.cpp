@@ -888,6 +888,11 @@ Status validate_case(const Case& c) {
   return Status::ok_status();
 }
 
+bool holds_case_line(std::string_view line) {
+  const size_t start = line.find_first_not_of(" \t\r");
+  return start != std::string_view::npos && line[start] != '#';
+}
+
 Status parse_case(std::string_view line, Case* out) {
   const std::vector<Token> tokens = split_tokens(line);
   if (tokens.empty()) return invalid("empty case line (expected e.g. 'f16 b=1 hq=2 hkv=2 sq=64 sk=64 d=64 seed=1')");

@@ -113,7 +113,11 @@ TEST(Budget, OverTheCapIsRejectedWithHowToRaiseIt) {
   const Status over = check_memory(b, int64_t{1} << 30);
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(over.message().find("over the cap of 1.0 GiB"), std::string::npos) << over.message();
+  EXPECT_NE(over.message().find("over the cap of 1.00 GiB"), std::string::npos) << over.message();
+  // Sizes in the unit that shows them: a small cap is not "0.0 GiB".
+  const Status small = check_memory(b, int64_t{2} << 20);
+  EXPECT_NE(small.message().find("over the cap of 2.00 MiB"), std::string::npos) << small.message();
+  EXPECT_EQ(small.message().find("0.0 GiB"), std::string::npos) << small.message();
   EXPECT_NE(over.message().find("--memory-cap"), std::string::npos);
   EXPECT_NE(over.message().find("FLASHCHECK_MEMORY_CAP"), std::string::npos);
 }

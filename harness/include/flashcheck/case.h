@@ -188,6 +188,10 @@ std::string format_case(const Case& c);
 // *out is written only on success.
 Status parse_case(std::string_view line, Case* out);
 
+// Whether a line of a case-line file (flashcheck-report --cases, flashcheck-repro --file) holds a case: not blank
+// (spaces, tabs, a CRLF's carriage return) and not a comment ('#' after any blanks).
+bool holds_case_line(std::string_view line);
+
 // `text` fit for one line of a terminal: bytes outside printable ASCII escaped (\n, \t, \xNN), at most
 // `limit` bytes of the input shown, and a longer text cut with "... (N bytes)". Tools echo input through it.
 std::string excerpt(std::string_view text, size_t limit = 200);

@@ -124,6 +124,9 @@ enum class DrawOn { kHost, kDevice };
 // draw_on_device's status where `draw_on` is kDevice and the device draw fails.
 Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes = kHostInputsLimit,
                    DrawOn draw_on = DrawOn::kHost);
+// A case refused because allocating `what` failed (std::bad_alloc: a memory cap above what the host holds): REJECTED,
+// field memory. make_inputs returns it; the tools return it for an allocation that fails later in a case's run.
+Status allocation_refusal(const std::string& what);
 
 // The bytes make_inputs needs for `c` (encoded plus decoded copies, the sink, index arrays, and dO's two copies
 // with grad), or -1 past 2^63.

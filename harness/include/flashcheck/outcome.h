@@ -23,6 +23,7 @@ inline constexpr size_t kOutcomeCount = 5;  // Outcome values are 0 .. kOutcomeC
 inline constexpr int kExitUsage = 64;        // bad command line (EX_USAGE): unknown option, malformed number
 inline constexpr int kExitNoInput = 66;      // an input file cannot be read (EX_NOINPUT)
 inline constexpr int kExitUnavailable = 69;  // the requested backend is absent, e.g. no CUDA device (EX_UNAVAILABLE)
+inline constexpr int kExitCantCreate = 73;   // an output file cannot be written (EX_CANTCREAT)
 
 constexpr int exit_code(Outcome outcome) { return static_cast<int>(outcome); }
 // A run stopped by a signal (flashcheck-report on SIGINT or SIGTERM: Ctrl-C, `timeout`) after writing what it judged:
