@@ -445,7 +445,7 @@ Status decode_case(std::span<const uint8_t> bytes, Case* out, DecodeMode* mode, 
     if (line.back() == '\r') line.remove_suffix(1);
     const size_t first = line.find_first_not_of(" \t");
     const std::string_view word = first == std::string_view::npos ? std::string_view{} : line.substr(first);
-    if (dtype_from_name(word.substr(0, word.find(' ')))) {
+    if (dtype_from_name(word.substr(0, word.find_first_of(" \t")))) {
       if (mode) *mode = DecodeMode::kText;
       return parse_case(word, out);
     }

@@ -22,6 +22,10 @@
 #include "flashcheck/cli.h"
 #include "flashcheck/outcome.h"
 
+namespace {
+constexpr size_t kMaxInputBytes = size_t{1} << 20;
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace flashcheck;
   CLI::App app{"Prints the case line each fuzzer input (crash file, corpus entry, case-line file) decodes to, one per "
@@ -30,7 +34,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> files;
   app.add_option("files", files, "fuzzer inputs to decode")->required();
   app.footer("example: flashcheck-repro --backend gpu \"$(flashcheck-fuzz-decode crash-1234)\"\n"
-             "exit codes: 0 decoded, 2 a decoded case is invalid (rejected), 64 usage error, 66 unreadable file");
+             "exit codes: 0 decoded, 2 a decoded case is invalid (rejected), 64 usage error, 66 unreadable file (or over "
+             "1 MiB: no fuzzer input)");
   if (const int early = cli::parse(app, argc, argv); early >= 0) return early;
 
   fuzz::SizeProfile profile;
@@ -46,7 +51,17 @@ int main(int argc, char** argv) {
       status = kExitNoInput;
       continue;
     }
-    const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    // At most kMaxInputBytes: far larger than any input the fuzzers write (ci/oss-fuzz sets -max_len 4096), so a
+    // bigger file (or /dev/zero) is no fuzzer input and is refused unread past the limit.
+    std::vector<uint8_t> bytes(kMaxInputBytes + 1);
+    in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    bytes.resize(static_cast<size_t>(in.gcount()));
+    if (bytes.size() > kMaxInputBytes) {
+      std::fprintf(stderr, "flashcheck-fuzz-decode: %s is over %zu bytes: no fuzzer input is\n", excerpt(path).c_str(),
+                   kMaxInputBytes);
+      status = kExitNoInput;
+      continue;
+    }
     fuzz::DecodeMode mode;
     Case c;
     if (const Status parsed = fuzz::decode_case(bytes, &c, &mode, profile); !parsed.ok()) {

@@ -24,12 +24,13 @@ constexpr bool kCompiledIn = false;
 
 int main(int argc, char** argv) {
   CLI::App app{"The mutant catalogue: realistic kernel bugs that a -DFLASHCHECK_MUTANTS=ON build compiles in and "
-               "FLASHCHECK_MUTANT=<name> switches on (docs/mutation-testing.md)."};
+               "FLASHCHECK_MUTANT=<name> switches on (docs/mutation-testing.md).",
+               "flashcheck-mutants"};
   bool json = false, model = false;
   app.add_flag("--json", json, "print the catalogue as JSON: {\"compiled_in\": bool, \"mutants\": [...]}");
   app.add_flag("--model", model,
                "the host model's planted defects instead (FLASHCHECK_PLANT=<name>; compiled into every build)");
-  app.footer(flashcheck::cli::kExitCodesHelp);
+  app.footer("exit codes: 0 the catalogue printed, 64 usage error");
   if (const int code = flashcheck::cli::parse(app, argc, argv); code >= 0) return code;
 
   // One entry of either catalogue, as the table and the JSON print it.

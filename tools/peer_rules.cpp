@@ -52,11 +52,13 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"The peers' gradient acceptance rules against flashcheck's bound on the host model's backward defects."};
+  CLI::App app{"The peers' gradient acceptance rules against flashcheck's bound on the host model's backward defects.",
+               "flashcheck-peer-rules"};
   int64_t cases_per_dtype = 12;
   app.add_option("--cases-per-dtype", cases_per_dtype, "grad=1 cases per dtype (fp16, bf16), cycling over the shapes")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, cli::kMaxCasesPerDtype));
+  app.footer("exit codes: 0 the table printed, 1 a case could not be built or run, 64 usage error");
   if (const int early = cli::parse(app, argc, argv); early >= 0) return early;
   std::vector<Case> cases;
   for (const char* dtype : {"f16", "bf16"}) {
@@ -79,12 +81,19 @@ int main(int argc, char** argv) {
     Tally t;
     for (const Case& c : cases) {
       HostInputs in;
-      if (!make_inputs(c, &in).ok()) return 1;
+      if (const Status st = make_inputs(c, &in); !st.ok()) {
+        std::fprintf(stderr, "flashcheck-peer-rules: %s: %s\n", format_case(c).c_str(), st.message().c_str());
+        return 1;
+      }
       BackwardRunOptions with, without;
       with.defect = info.id;
       const BackwardOutputs got = run_backward_case(in, Backend::kHostModel, with);
       const BackwardOutputs ref = run_backward_case(in, Backend::kHostModel, without);
-      if (!got.status.ok() || !ref.status.ok()) return 1;
+      if (!got.status.ok() || !ref.status.ok()) {
+        std::fprintf(stderr, "flashcheck-peer-rules: %s: the host model's backward: %s\n", format_case(c).c_str(),
+                     (got.status.ok() ? ref.status : got.status).message().c_str());
+        return 1;
+      }
       const oracle::GradientCheck exact = backward_bounds(in, ref);
       if (!judge_backward(c, in, got).pass) ++t.flashcheck;
       bool fa = false, pt = false, cudnn = false;

@@ -694,7 +694,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "seed of the random cases' draws (a decimal uint64)")
       ->check(cli::kDecimalU64)
       ->capture_default_str();
-  app.add_option("--cases", cases_file, "run the case lines of FILE (one per line, '#' comments) instead of the sweep");
+  app.add_option("--cases", cases_file,
+                 "run the case lines of FILE (one per line; blank lines and '#' comments skipped) instead of the sweep");
   app.add_flag("--verbose", verbose, "print a line for every passing case too");
   std::string json_path;
   app.add_option("--json", json_path, "also write the results as JSON to PATH (schema: docs/report-json.md)");
@@ -705,7 +706,8 @@ int main(int argc, char** argv) {
       ->check(cli::kMemorySize);
   app.footer(std::string(cli::kExitCodesHelp) +
              "\n  130, 143 stopped by SIGINT, SIGTERM (Ctrl-C, timeout): the cases judged so far are printed and "
-             "written to --json (\"complete\": false, the rest counted as not run)");
+             "written to --json (\"complete\": false, the rest counted as not run)\n"
+             "  73 the --json file cannot be written (checked before the first case)");
   if (const int early = cli::parse(app, argc, argv); early >= 0) return early;
   if (!json_path.empty() && !cli::writable_output(json_path)) {
     std::fprintf(stderr, "flashcheck-report: --json: cannot write %s (a missing directory, a directory, no permission)\n",
@@ -1088,7 +1090,8 @@ int main(int argc, char** argv) {
     for (const Case& g : dropout_grad_cases) add(g);
   }
   Outcome backward_outcome = Outcome::kPass;
-  if (stop_signal != 0) not_run += static_cast<int64_t>(grad_cases.size());
+  // After a stop signal or a lost CUDA context the grad=1 cases are not run either.
+  if (stop_signal != 0 || not_run > 0) not_run += static_cast<int64_t>(grad_cases.size());
   if (!grad_cases.empty() && not_run == 0) {
     std::printf("\nbackward pass: %zu grad=1 cases%s\n", grad_cases.size(),
                 grad_refused > 0 ? (" (" + std::to_string(grad_refused) + " more refused above)").c_str() : "");
@@ -1150,15 +1153,16 @@ int main(int argc, char** argv) {
         b.worst_case = v.case_line;
       }
     }
-    std::printf("\n| dtype | backward cases | unsupported | on tensor cores | with dropout | failed | informative dQ/dK/dV "
-                "checks | worst dQ err/bound | worst dK err/bound | worst dV err/bound | worst dsink err/bound | worst RMS "
-                "ratio (threshold %g) |\n"
-                "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    std::printf("\n| dtype | backward cases | rejected | unsupported | on tensor cores | with dropout | failed | informative "
+                "dQ/dK/dV checks | worst dQ err/bound | worst dK err/bound | worst dV err/bound | worst dsink err/bound | "
+                "worst RMS ratio (threshold %g) |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
                 kBackwardRmsThreshold);
     for (const auto& [dtype, b] : backward_summary) {
       const double informative = b.claims > 0 ? 100.0 * double(b.informative) / double(b.claims) : 100.0;
-      std::printf("| %s | %lld | %lld | %lld | %lld | %lld | %.1f%% | %.4f | %.4f | %.4f | %.4f | %.4f |\n",
-                  to_string(dtype), static_cast<long long>(b.cases), static_cast<long long>(b.unsupported),
+      std::printf("| %s | %lld | %lld | %lld | %lld | %lld | %lld | %.1f%% | %.4f | %.4f | %.4f | %.4f | %.4f |\n",
+                  to_string(dtype), static_cast<long long>(b.cases), static_cast<long long>(b.rejected),
+                  static_cast<long long>(b.unsupported),
                   static_cast<long long>(b.tensor_core), static_cast<long long>(b.dropout),
                   static_cast<long long>(b.failures), informative, b.worst_dq, b.worst_dk, b.worst_dv, b.worst_dsink,
                   b.worst_rms);
@@ -1229,7 +1233,10 @@ int main(int argc, char** argv) {
                                                      {"worst_dv", b.worst_dv}, {"worst_dsink", b.worst_dsink},
                                                      {"worst_rms", b.worst_rms}, {"worst_case", b.worst_case}};
     }
-    if (!cli::write_output(json_path, with_backward.dump(1) + "\n")) {
+    std::ofstream out(json_path);
+    out << with_backward.dump(1) << "\n";
+    out.close();
+    if (!out) {
       std::fprintf(stderr, "flashcheck-report: cannot write %s\n", excerpt(json_path).c_str());
       return kExitCantCreate;
     }

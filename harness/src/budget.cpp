@@ -44,11 +44,13 @@ std::string size_text(double bytes) {
   }
   int unit = 0;
   double value = bytes / 1024.0;
-  while (value >= 1024.0 && unit + 1 < static_cast<int>(std::size(kUnits))) {
+  // A value that would print as 1024 (1023.5 and up, rounded) moves to the next unit.
+  while (value >= 1023.5 && unit + 1 < static_cast<int>(std::size(kUnits))) {
     value /= 1024.0;
     ++unit;
   }
-  std::snprintf(text, sizeof(text), value >= 100.0 ? "%.0f %s" : value >= 10.0 ? "%.1f %s" : "%.2f %s", value,
+  // Three significant digits as printed: the precision follows the rounded value (9.996 is "10.0", 99.96 "100").
+  std::snprintf(text, sizeof(text), value >= 99.95 ? "%.0f %s" : value >= 9.995 ? "%.1f %s" : "%.2f %s", value,
                 kUnits[unit]);
   return text;
 }

@@ -66,8 +66,8 @@ struct Budget {
   double model_terms = 0;        // terms of every row (host model only; else 0)
   double seconds = 0;            // estimated wall time of the model's run and the verdict
   bool is_large() const { return seconds >= kWarnSeconds || total_bytes >= kWarnBytes; }
-  // "about 7.6 GiB (inputs 1.9, outputs 0.0, oracle 5.6 over 2 threads, verdict 0.1)"; "at least ..." when the
-  // rows were not estimated
+  // "about 7.60 GiB (inputs 1.90 GiB, outputs 2.00 MiB, oracle 5.60 GiB over 2 threads, verdict 102 MiB)", each size
+  // in the binary unit that shows three significant digits; "at least ..." when the rows were not estimated
   std::string memory_summary() const;
   // memory_summary() and "and about 3 min (1,048,576 input elements, 2.1e+11 oracle terms)"
   std::string summary() const;

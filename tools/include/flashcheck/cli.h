@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 
 #include "flashcheck/budget.h"
@@ -21,7 +23,7 @@ inline constexpr const char* kExitCodesHelp =
     "  0 pass   1 fail (numerical check or guard)   2 rejected (invalid input; the message names the field)\n"
     "  3 unsupported (valid, no kernel serves it)   4 outside the error model's domain (nothing claimed)\n"
     "  64 usage error   66 input file unreadable   69 backend unavailable (no CUDA device)\n"
-    "  73 output file cannot be written   78 the subject (--subject) cannot be loaded or is malformed";
+    "  78 the subject (--subject) cannot be loaded or is malformed";
 
 // --memory-cap's values: a size parse_memory_size (budget.h) reads.
 inline const CLI::Validator kMemorySize(
@@ -34,7 +36,7 @@ inline const CLI::Validator kMemorySize(
 
 // Cases per dtype a tool takes on its command line: an overnight run in one process (a longer one runs several
 // seeds), few enough that the case list the tools build before the first case fits in memory.
-inline constexpr int64_t kMaxCasesPerDtype = 1'000'000;
+inline constexpr int64_t kMaxCasesPerDtype = 100'000;
 inline const CLI::Validator kCaseCount = CLI::Range(int64_t{0}, kMaxCasesPerDtype);
 
 // A decimal uint64 (seeds): digits only, at most 2^64 - 1 (the conversion alone would take "-1" and wrap, and
@@ -49,30 +51,19 @@ inline const CLI::Validator kDecimalU64(
     },
     "UINT64");
 
-// An output file (--json) written whole or not at all: into PATH.partial beside it, renamed onto PATH once complete.
-// writable_output() checks up front that it can be (the directory exists and takes a file, PATH is no directory),
-// so that a run does not end in an unwritable path.
+// An output file (--json) the run can write: checked before the first case, so that a run does not end in an
+// unwritable path. PATH itself is written at the end (a FIFO, a device or a symlink's target as it is), so the check
+// creates nothing: PATH exists and is writable and no directory, or its directory exists and takes a new file.
 inline bool writable_output(const std::string& path) {
   std::error_code ec;
-  if (path.empty() || std::filesystem::is_directory(path, ec)) return false;
-  const std::string partial = path + ".partial";
-  std::ofstream probe(partial, std::ios::app);
-  if (!probe.is_open()) return false;
-  probe.close();
-  std::filesystem::remove(partial, ec);
-  return true;
-}
-inline bool write_output(const std::string& path, const std::string& text) {
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) return false;
+  if (path.empty()) return false;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (std::filesystem::exists(status)) {
+    return !std::filesystem::is_directory(status) && ::access(path.c_str(), W_OK) == 0;
   }
-  std::error_code ec;
-  std::filesystem::rename(partial, path, ec);
-  return !ec;
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  return std::filesystem::is_directory(dir, ec) && ::access(dir.c_str(), W_OK | X_OK) == 0;
 }
 
 // Parses argv into `app`'s options. Returns -1 to go on, or the exit status to return from main (0 after
