@@ -150,11 +150,18 @@ for step in "$@"; do
         ctest --preset gpu -N ${FLASHCHECK_CTEST_ARGS:-} >"$LOGS/tests_listing.txt" 2>&1
       else
         [ -f "$LOGS/tests_listing.txt" ] || { log "tests-pending: no earlier \`tests\` run in $LOGS"; status=1; continue; }
-        regex=$(python3 ci/pending_tests.py --regex --listing "$LOGS/tests_listing.txt" "$LOGS"/ctest-junit.*.xml)
+        # Without any ctest XML (a `tests` step stopped before ctest wrote one) every listed test is pending.
+        junit=("$LOGS"/ctest-junit.*.xml)
+        [ -e "${junit[0]}" ] || junit=()
+        if ! regex=$(python3 ci/pending_tests.py --regex --listing "$LOGS/tests_listing.txt" "${junit[@]}"); then
+          log "tests-pending: ci/pending_tests.py failed on $LOGS"
+          status=1
+          continue
+        fi
         [ -n "$regex" ] || { log "tests-pending: no test pending"; continue; }
         filter_args=(-R "$regex")
-        what=": the $(python3 ci/pending_tests.py --listing "$LOGS/tests_listing.txt" "$LOGS"/ctest-junit.*.xml | wc -l) pending tests"
-        run_tag=$(ls "$LOGS"/ctest-junit.*.xml 2>/dev/null | wc -l)
+        what=": the $(python3 ci/pending_tests.py --listing "$LOGS/tests_listing.txt" "${junit[@]}" | wc -l) pending tests"
+        run_tag=${#junit[@]}
       fi
       log "ctest -L gpu on $gpu_count GPU(s), -j $ctest_jobs (resource spec $spec)$what"
       # -V keeps the output of passing tests too: the RC_CLASSIFY distribution of the GPU properties.
@@ -193,7 +200,11 @@ for step in "$@"; do
       [ "$n" -eq 0 ] && { log "properties: no GPU found, skipped"; continue; }
       log "properties: $cases cases per property in $n shard(s), one per GPU, FLASHCHECK_SEED=$seed"
       for bin in build/gpu/properties/properties_gpu build/gpu/properties/properties_gpu_instrumented; do
-        [ -x "$bin" ] || continue
+        # properties_gpu must be there (a run of nothing is no pass); the instrumented one only in builds that have it.
+        if [ ! -x "$bin" ]; then
+          [ "$(basename "$bin")" = properties_gpu ] && { log "  $bin: not built (the build step builds it)"; status=1; }
+          continue
+        fi
         name=$(basename "$bin")
         start_t=$(date +%s)
         pids=()
@@ -220,7 +231,11 @@ for step in "$@"; do
       secs="${step#budget=}"
       log "budgeted tier: every GPU property within ${secs}s"
       for bin in build/gpu/properties/properties_gpu build/gpu/properties/properties_gpu_instrumented; do
-        [ -x "$bin" ] || continue
+        # properties_gpu must be there (a run of nothing is no pass); the instrumented one only in builds that have it.
+        if [ ! -x "$bin" ]; then
+          [ "$(basename "$bin")" = properties_gpu ] && { log "  $bin: not built (the build step builds it)"; status=1; }
+          continue
+        fi
         name=$(basename "$bin")
         # The instrumented binary holds one property: a tenth of the budget.
         share=$secs; [ "$name" = properties_gpu_instrumented ] && share=$(( secs / 10 > 5 ? secs / 10 : 5 ))

@@ -68,7 +68,8 @@ for t in "${cpu_targets[@]}"; do
   [[ $t == fuzz_model || $t == fuzz_backward || $t == fuzz_api || $t == fuzz_case ]] ||
     { echo "nightly_fuzz.sh: FLASHCHECK_FUZZ_CPU_TARGETS: unknown target '$t' (fuzz_model, fuzz_backward, fuzz_api, fuzz_case)" >&2; exit 2; }
 done
-out=$(mkdir -p "$2" && cd "$2" && pwd)
+out=$(mkdir -p "$2" && cd "$2" && pwd) && [ -n "$out" ] ||
+  { echo "nightly_fuzz.sh: cannot create the output folder '$2'" >&2; exit 2; }
 build=${FLASHCHECK_FUZZ_BUILD:-$root/build/fuzz}
 kernel_build=${FLASHCHECK_FUZZ_KERNEL_BUILD:-$root/build/fuzz-kernel}
 # Prebuilt binaries (FLASHCHECK_FUZZ_NO_BUILD=1) without a kernel build of their own: fuzz_kernel lies beside the rest.

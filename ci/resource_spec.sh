@@ -79,8 +79,9 @@ print("\n".join(g["id"] for g in gpus) if sys.argv[2] == "1" else len(gpus))' "$
 fi
 
 if [ -n "${FLASHCHECK_GPU_COUNT:-}" ]; then
-  [[ $FLASHCHECK_GPU_COUNT =~ ^[0-9]+$ ]] ||
-    { echo "resource_spec.sh: FLASHCHECK_GPU_COUNT='$FLASHCHECK_GPU_COUNT' is not a whole number" >&2; exit 2; }
+  # At most 1024: a count past any one host's GPUs is a mistake, and seq over it would not end.
+  [[ $FLASHCHECK_GPU_COUNT =~ ^[0-9]{1,4}$ ]] && [ "$FLASHCHECK_GPU_COUNT" -le 1024 ] ||
+    { echo "resource_spec.sh: FLASHCHECK_GPU_COUNT='$FLASHCHECK_GPU_COUNT' is not a whole number in [0, 1024]" >&2; exit 2; }
   found=$FLASHCHECK_GPU_COUNT source="FLASHCHECK_GPU_COUNT"
   selectors=$(seq 0 $((found - 1)))
 elif [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then

@@ -137,12 +137,19 @@ class CoverageListener : public ::testing::EmptyTestEventListener {
   }
 };
 
-int env_int(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return fallback;
-  char* end = nullptr;
-  const long parsed = std::strtol(value, &end, 10);
-  return (end != value && parsed > 0) ? static_cast<int>(parsed) : fallback;
+// Cases per property a run takes (FLASHCHECK_CASES, RC_PARAMS' max_success): RapidCheck counts them in an int.
+constexpr int kMaxCases = 10'000'000;
+
+// A case count: decimal digits only, 1 .. kMaxCases.
+bool parse_cases(std::string_view text, int* out) {
+  int n = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || text.front() == '-' || text.front() == '+' || ec != std::errc() ||
+      ptr != text.data() + text.size() || n < 1 || n > kMaxCases) {
+    return false;
+  }
+  *out = n;
+  return true;
 }
 
 bool parse_seed(const char* text, uint64_t* out) {
@@ -163,7 +170,14 @@ void append_param(std::string* params, const std::string& param) {
 // fixes the seed of an unsharded run (the same run as shard 0/1). RC_PARAMS=reproduce=... replays one case
 // and wins over both.
 void complete_rc_params(int default_cases) {
-  int cases = env_int("FLASHCHECK_CASES", default_cases);
+  int cases = default_cases;
+  const char* cases_text = std::getenv("FLASHCHECK_CASES");
+  const bool cases_given = cases_text != nullptr && *cases_text != '\0';
+  if (cases_given && !parse_cases(cases_text, &cases)) {
+    tier_error_storage() = std::string("FLASHCHECK_CASES='") + cases_text + "' is not a whole number of cases in [1, " +
+                           std::to_string(kMaxCases) + "]";
+    return;
+  }
   const char* current = std::getenv("RC_PARAMS");
   std::string params = current ? current : "";
   // RC_PARAMS' max_success=N is the case count, as FLASHCHECK_CASES is: taken out here, so that it combines with
@@ -172,11 +186,13 @@ void complete_rc_params(int default_cases) {
     std::istringstream words(params);
     std::string kept;
     for (std::string word; words >> word;) {
-      int n = 0;
-      if (word.rfind("max_success=", 0) == 0 && std::from_chars(word.data() + 12, word.data() + word.size(), n).ec == std::errc() &&
-          n > 0) {
-        cases = n;
-        continue;
+      if (word.rfind("max_success=", 0) == 0) {
+        if (!parse_cases(std::string_view(word).substr(12), &cases)) {
+          tier_error_storage() = "RC_PARAMS: '" + word + "' is not a whole number of cases in [1, " +
+                                 std::to_string(kMaxCases) + "]";
+          return;
+        }
+        continue;  // RC_PARAMS' count wins over FLASHCHECK_CASES (a replay or a tool's own run sets it)
       }
       append_param(&kept, word);
     }
@@ -234,6 +250,13 @@ bool install_tier(const TierSetup& setup) {
     g_stop_after = std::strtod(stop, &end);
     if (end == stop || *end != '\0' || !(g_stop_after > 0) || !std::isfinite(g_stop_after)) {
       tier_error_storage() = std::string("FLASHCHECK_STOP_AFTER='") + stop + "' is not a number of seconds above 0";
+    }
+  }
+  if (const char* shrink = std::getenv("FLASHCHECK_SHRINK_SECONDS"); shrink != nullptr && *shrink != '\0') {
+    double seconds = 0.0;
+    if (!parse_budget(shrink, &seconds)) {
+      tier_error_storage() = std::string("FLASHCHECK_SHRINK_SECONDS='") + shrink +
+                             "' is not a time above 0 (seconds, or with s, m, h)";
     }
   }
   g_subject = subject_from_environment(&subject_load_error());
