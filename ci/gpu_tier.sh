@@ -118,6 +118,15 @@ gpu_count=$(bash ci/resource_spec.sh --gpus "$gpus_arg" --count 2>/dev/null)
 mapfile -t gpu_list < <(bash ci/resource_spec.sh --gpus "$gpus_arg" --visible 2>/dev/null)
 log "$(cat "$LOGS/resource_spec.log")"
 
+# Every step named before the first runs: a typo after `build` would otherwise cost the whole build.
+for step in "$@"; do
+  case "$step" in
+    build|tests|tests-pending|sanitizer|report|subjects|fuzz-wait|bench) ;;
+    properties=*|budget=*|mutants=*|fuzz=*|fuzz-bg=*|mutant=*) ;;
+    *) echo "unknown step '$step'" >&2; exit 2 ;;
+  esac
+done
+
 for step in "$@"; do
   case "$step" in
     build)

@@ -19,6 +19,10 @@ environment:
 USAGE
   exit 0
 fi
+if [ $# -gt 0 ]; then
+  echo "ci/test.sh: takes no arguments (got '$1'); settings come from the environment (--help lists them)" >&2
+  exit 64
+fi
 cd "$(dirname "$0")/.."
 bash ci/deps.sh
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"

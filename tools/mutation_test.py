@@ -30,6 +30,7 @@ bench/results/mutation_model.json.
     python3 tools/mutation_test.py --model --budget 20
 """
 import argparse
+import math
 import json
 import os
 import re
@@ -319,7 +320,16 @@ def default_json(model):
 
 
 def merge(args):
-    runs = [json.loads(Path(p).read_text()) for p in args.merge]
+    runs = []
+    for p in args.merge:
+        try:
+            runs.append(json.loads(Path(p).read_text()))
+        except (OSError, ValueError) as e:
+            print(f"mutation_test.py: --merge: cannot read {p}: {e}", file=sys.stderr)
+            return 66
+    if any(not isinstance(r, dict) or "meta" not in r for r in runs):
+        print("mutation_test.py: --merge: a file is not a mutation_test.py --json result", file=sys.stderr)
+        return 2
     keys = {(r["meta"]["budget"], r["meta"]["seed"], r["meta"].get("perturb", 0), bool(r["meta"].get("model")))
             for r in runs}
     if len(keys) != 1:
@@ -424,7 +434,13 @@ def main():
                     help="a gpu-mutants build tree (default: build/gpu-mutants; with --model: build/ci)")
     ap.add_argument("--model", action="store_true",
                     help="the host model's planted defects in the CPU tier (properties_model), not kernel mutants")
-    ap.add_argument("--budget", type=float, default=60.0, help="seconds of the budgeted tier per mutant")
+    def seconds(text):
+        value = float(text)
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds above 0")
+        return value
+
+    ap.add_argument("--budget", type=seconds, default=60.0, help="seconds of the budgeted tier per mutant")
     ap.add_argument("--seed", type=int, default=0, help="FLASHCHECK_SEED of the budgeted runs")
     ap.add_argument("--only", default="", help="comma-separated mutant names (default: the whole catalogue)")
     ap.add_argument("--exclude", default="",
