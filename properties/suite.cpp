@@ -70,15 +70,19 @@ class FailureListener : public rc::detail::TestListener {
  public:
   explicit FailureListener(std::string id) : id_(std::move(id)) {}
   void onTestCaseFinished(const rc::detail::CaseDescription& description) override {
-    if (reported_ || description.result.type != rc::detail::CaseResult::Type::Failure) return;
+    if (reported_ || description.result.type != rc::detail::CaseResult::Type::Failure) {
+      case_run_finished(false);
+      return;
+    }
     reported_ = true;
     std::printf("[ FALSIFIED] %s: case line: %s\n[ FALSIFIED] it replays as it is: flashcheck-repro \"%s\"; "
                 "shrinking for at most %.0f s (FLASHCHECK_SHRINK_SECONDS)\n",
                 id_.c_str(), last_case_line().c_str(), last_case_line().c_str(), shrink_seconds());
     std::fflush(stdout);
     begin_shrinking();
+    case_run_finished(true);
   }
-  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool accepted) override { case_run_finished(accepted); }
   void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override { end_shrinking(); }
 
  private:

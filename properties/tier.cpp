@@ -485,8 +485,21 @@ double shrink_seconds() {
   }();
   return seconds;
 }
+namespace {
+std::vector<std::string> g_run_lines;       // the case lines noted since the last case or candidate finished
+std::vector<std::string> g_smallest_lines;  // those of the smallest failing case so far (while shrinking)
+}  // namespace
+
 void begin_shrinking() { g_shrink_start = ShrinkClock::now(); }
-void end_shrinking() { g_shrink_start.reset(); }
+void end_shrinking() {
+  g_shrink_start.reset();
+  g_run_lines.clear();
+  g_smallest_lines.clear();
+}
+void case_run_finished(bool smallest_failing) {
+  if (smallest_failing) g_smallest_lines = g_run_lines;
+  g_run_lines.clear();
+}
 
 void discard(const std::string& reason) {
   g_discard_reason = reason;
@@ -596,14 +609,17 @@ bool lists_deviation(std::string_view name) {
 const std::string& last_case_line() { return g_last_case_line; }
 
 void note_case(const Case& c) {
-  if (g_shrink_start && std::chrono::duration<double>(ShrinkClock::now() - *g_shrink_start).count() > shrink_seconds()) {
-    RC_DISCARD("shrinking is past FLASHCHECK_SHRINK_SECONDS");
-  }
   // The line names the property that ran and the subject under test, so that it replays the relation against it.
   Case shown = c;
   if (g_current_property != nullptr) shown.property = g_current_property;
   if (g_subject != nullptr && shown.subject.empty()) shown.subject = g_subject->name();
-  g_last_case_line = format_case(shown);
+  std::string line = format_case(shown);
+  if (g_shrink_start && std::chrono::duration<double>(ShrinkClock::now() - *g_shrink_start).count() > shrink_seconds() &&
+      std::find(g_smallest_lines.begin(), g_smallest_lines.end(), line) == g_smallest_lines.end()) {
+    RC_DISCARD("shrinking is past FLASHCHECK_SHRINK_SECONDS");
+  }
+  g_run_lines.push_back(line);
+  g_last_case_line = std::move(line);
   RC_LOG() << "case line: " << g_last_case_line << "\n";
   if (known_deviation(c)) {
     ++coverage().words["known-peer-deviation=discarded"];

@@ -67,10 +67,15 @@ class CurrentProperty {
 
 // Shrinking's time limit: FLASHCHECK_SHRINK_SECONDS (default 60). A property's listener starts the clock when a case
 // first fails and stops it when the run ends; past the limit every shrink candidate is discarded (note_case), so
-// RapidCheck ends with the smallest failing case found so far.
+// RapidCheck ends with the smallest failing case found so far. That case itself still runs (RapidCheck runs it once
+// more to print it): the listener reports each finished run (case_run_finished), and the case lines of the smallest
+// failing run so far are never discarded, so the failure prints its own verdict.
 double shrink_seconds();
 void begin_shrinking();
 void end_shrinking();
+// A case or shrink candidate of the running property finished; `smallest_failing`: it failed and is now the smallest
+// failing case (the first failure, or a shrink RapidCheck accepted).
+void case_run_finished(bool smallest_failing);
 
 // Discards the running case with a reason that a replay (replay.h) reports; reasons that start with
 // kOutsidePropertyCases mean the case is not one the property draws (REJECTED), others that the property skips it.
