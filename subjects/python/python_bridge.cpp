@@ -715,9 +715,11 @@ constexpr auto make_trampolines(std::integer_sequence<int, N...>) {
 }
 constexpr auto kTrampolines = make_trampolines(std::make_integer_sequence<int, kSlots>{});
 
-// CPython, started once; the main thread lets go of the GIL so that any thread may call in.
-void start_python() {
-  if (Py_IsInitialized()) return;
+// CPython, started once; the main thread lets go of the GIL so that any thread may call in. Returns why it could not
+// start ("" once it runs): a broken installation is the subject's load failure, not a fatal error that exits the
+// process (as Py_InitializeEx's would, with status 1, the tools' FAIL).
+std::string start_python() {
+  if (Py_IsInitialized()) return "";
   // Extension modules (numpy's, torch's) take the interpreter's symbols from the global scope, where a subject
   // library loaded RTLD_LOCAL does not put them: promote libpython.
   Dl_info info{};
@@ -742,9 +744,19 @@ void start_python() {
       config.install_signal_handlers = 0;
     }
   }
-  const PyStatus started = Py_InitializeFromConfig(&config);
+  PyStatus started = Py_InitializeFromConfig(&config);
   PyConfig_Clear(&config);
-  if (PyStatus_Exception(started)) Py_InitializeEx(0);
+  if (PyStatus_Exception(started) && executable != nullptr && *executable != '\0') {  // a plain embedding instead
+    PyConfig_InitPythonConfig(&config);
+    config.install_signal_handlers = 0;
+    started = Py_InitializeFromConfig(&config);
+    PyConfig_Clear(&config);
+  }
+  if (PyStatus_Exception(started)) {
+    return std::string("CPython does not start: ") + (started.func != nullptr ? started.func : "") +
+           (started.func != nullptr ? ": " : "") + (started.err_msg != nullptr ? started.err_msg : "unknown error") +
+           " (check PYTHONHOME, PYTHONPATH and FLASHCHECK_PYTHON)";
+  }
   PyRun_SimpleString("import os, sys\nsys.path.insert(0, os.getcwd())\n");
   if (PyObject* types = PyImport_ImportModule("types")) {
     g_namespace_type = PyObject_GetAttrString(types, "SimpleNamespace");  // kept for the process's life
@@ -752,6 +764,7 @@ void start_python() {
   }
   PyErr_Clear();
   PyEval_SaveThread();
+  return "";
 }
 
 fc_subject_python answer_of(const Slot& s) {
@@ -793,7 +806,7 @@ fc_subject_python fc_subject_python_v4(const char* spec) {
   }
   const std::string module_name = text.substr(std::strlen(FC_SUBJECT_PYTHON_PREFIX), colon - std::strlen(FC_SUBJECT_PYTHON_PREFIX));
   const std::string function_name = text.substr(colon + 1);
-  start_python();
+  if (std::string why = start_python(); !why.empty()) return failure(free_slot, std::move(why));
   const PyGILState_STATE gil = PyGILState_Ensure();
   fc_subject_python out{nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   PyObject* module = PyImport_ImportModule(module_name.c_str());

@@ -101,6 +101,9 @@ PY
 export PYTHONPATH="$out:$PYTHONPATH"
 expect 78 "repro, no such module" -- "$repro" --subject python:no_such_module:f "$line"
 grep -q "cannot import no_such_module" "$out/stderr" || { echo "FAIL: the import error is not named"; failures=$((failures + 1)); }
+# A Python installation that does not start: the subject cannot be loaded (78, named), not CPython's fatal exit (1).
+expect 78 "repro, CPython does not start" -- env PYTHONHOME=/nonexistent "$repro" --subject "$healthy" "$line"
+grep -q "CPython does not start" "$out/stderr" || { echo "FAIL: the start failure is not named"; failures=$((failures + 1)); }
 expect 78 "repro, no declaration" -- "$repro" --subject python:broken_subject:bare "$line"
 grep -q "no \`flashcheck\` declaration" "$out/stderr" || { echo "FAIL: the missing declaration is not named"; failures=$((failures + 1)); }
 expect 78 "repro, bad declaration" -- "$repro" --subject python:broken_subject:bad "$line"
