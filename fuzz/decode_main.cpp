@@ -12,7 +12,6 @@
 // be read.
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>

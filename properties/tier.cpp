@@ -152,6 +152,13 @@ bool parse_cases(std::string_view text, int* out) {
   return true;
 }
 
+// FLASHCHECK_SHRINK_SECONDS into *seconds (60 when unset); false when it is set to no time above 0.
+bool shrink_seconds_setting(double* seconds) {
+  *seconds = 60.0;
+  const char* text = std::getenv("FLASHCHECK_SHRINK_SECONDS");
+  return text == nullptr || *text == '\0' || parse_budget(text, seconds);
+}
+
 bool parse_seed(const char* text, uint64_t* out) {
   const std::string_view view(text);
   if (view.empty() || view.front() == '-' || view.front() == '+') return false;
@@ -252,12 +259,9 @@ bool install_tier(const TierSetup& setup) {
       tier_error_storage() = std::string("FLASHCHECK_STOP_AFTER='") + stop + "' is not a number of seconds above 0";
     }
   }
-  if (const char* shrink = std::getenv("FLASHCHECK_SHRINK_SECONDS"); shrink != nullptr && *shrink != '\0') {
-    double seconds = 0.0;
-    if (!parse_budget(shrink, &seconds)) {
-      tier_error_storage() = std::string("FLASHCHECK_SHRINK_SECONDS='") + shrink +
-                             "' is not a time above 0 (seconds, or with s, m, h)";
-    }
+  if (double seconds = 0.0; !shrink_seconds_setting(&seconds)) {
+    tier_error_storage() = std::string("FLASHCHECK_SHRINK_SECONDS='") + std::getenv("FLASHCHECK_SHRINK_SECONDS") +
+                           "' is not a time above 0 (seconds, or with s, m, h)";
   }
   g_subject = subject_from_environment(&subject_load_error());
   if (!subject_load_error().empty()) tier_error_storage() = subject_load_error();
@@ -478,9 +482,8 @@ CurrentProperty::~CurrentProperty() { g_current_property = previous_; }
 
 double shrink_seconds() {
   static const double seconds = [] {
-    const char* text = std::getenv("FLASHCHECK_SHRINK_SECONDS");
     double value = 0.0;
-    if (text == nullptr || *text == '\0' || !parse_budget(text, &value)) return 60.0;
+    shrink_seconds_setting(&value);  // a malformed setting fails every test (install_tier); 60 s meanwhile
     return value;
   }();
   return seconds;

@@ -776,14 +776,10 @@ int main(int argc, char** argv) {
         records.push_back({v.case_line, v.outcome, v.reason, {}});
         continue;
       }
-      // A finding replays against the subject it was found on (as flashcheck-repro does): a line that names another
-      // is a usage error, not a case for whatever this run loaded.
-      const std::string loaded = subject ? subject->name() : "";
-      if (!c.subject.empty() && c.subject != loaded) {
-        std::fprintf(stderr, "flashcheck-report: %s:%d: the case line names subject=%s, this run %s\n",
-                     excerpt(cases_file).c_str(), line_no, excerpt(c.subject).c_str(),
-                     loaded.empty() ? "loads none: give --subject PATH of its library"
-                                    : ("runs subject " + loaded).c_str());
+      // A line naming another subject than this run's is a usage error (as for flashcheck-repro), not a case for
+      // whatever this run loaded.
+      if (const std::string why = wrong_subject(c, subject.get()); !why.empty()) {
+        std::fprintf(stderr, "flashcheck-report: %s:%d: %s\n", excerpt(cases_file).c_str(), line_no, why.c_str());
         return kExitUsage;
       }
       if (subject && c.subject.empty()) c.subject = subject->name();
@@ -1110,8 +1106,7 @@ int main(int argc, char** argv) {
       } catch (const std::bad_alloc&) {
         st = allocation_refusal("the case's run and judgement");
       }
-      if (!st.ok()) {
-        v = BackwardVerdict{};
+      if (!st.ok()) {  // v as constructed: nothing of a run
         v.pass = false;
         v.outcome = outcome_of(st.code());
         v.reason = st.message();

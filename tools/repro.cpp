@@ -314,10 +314,8 @@ Replayed replay(const std::string& given, const Options& options) {
   if (!options.property.empty()) c.property = options.property;
   const std::string line = options.property.empty() ? given : format_case(c);
   // A finding replays against the subject it was found on; a line without subject= runs on whatever is chosen.
-  const std::string loaded = options.subject ? options.subject->name() : "";
-  if (!c.subject.empty() && c.subject != loaded) {
-    std::fprintf(stderr, "flashcheck-repro: the case line names subject=%s, this run %s\n", c.subject.c_str(),
-                 loaded.empty() ? "loads none: give --subject PATH of its library" : ("runs subject " + loaded).c_str());
+  if (const std::string why = wrong_subject(c, options.subject.get()); !why.empty()) {
+    std::fprintf(stderr, "flashcheck-repro: %s\n", why.c_str());
     Replayed r;
     r.wrong_subject = true;
     return r;
@@ -368,24 +366,24 @@ Replayed replay(const std::string& given, const Options& options) {
     run.deterministic = options.deterministic;
     const BackwardOutputs out = run_backward_case(inputs, *options.subject, run);
     if (out.status.code() == StatusCode::kNoDevice) {
-      std::fprintf(stderr, "flashcheck-repro: subject %s: %s\n", loaded.c_str(), out.status.message().c_str());
+      std::fprintf(stderr, "flashcheck-repro: subject %s: %s\n", options.subject->name().c_str(), out.status.message().c_str());
       return {Outcome::kPass, true};
     }
     const BackwardVerdict v = judge_backward(c, inputs, out);
-    std::printf("== subject %s, backward\n%s\n", loaded.c_str(), v.report().c_str());
+    std::printf("== subject %s, backward\n%s\n", options.subject->name().c_str(), v.report().c_str());
     return {v.outcome};
   }
   if (options.subject) {
     const RunOutputs out = run_case(inputs, *options.subject);
     if (out.status.code() == StatusCode::kNoDevice) {
-      std::fprintf(stderr, "flashcheck-repro: subject %s: %s\n", loaded.c_str(), out.status.message().c_str());
+      std::fprintf(stderr, "flashcheck-repro: subject %s: %s\n", options.subject->name().c_str(), out.status.message().c_str());
       return {Outcome::kPass, true};
     }
     ProgressLine progress("flashcheck-repro: oracle");
     JudgeOptions judge_options = options.judge;
     judge_options.progress = progress.callback();
     const Verdict v = judge(c, inputs, out, judge_options);
-    std::printf("== subject %s\n%s", loaded.c_str(), v.report().c_str());
+    std::printf("== subject %s\n%s", options.subject->name().c_str(), v.report().c_str());
     if (out.status.ok()) print_worst_row(v, inputs, out, options.tier);
     std::printf("\n");
     return {v.outcome};

@@ -151,6 +151,8 @@ bool parse_size(std::string_view text, int64_t* out, std::string* reason) {
   return parse_decimal(text, out, reason, "int64");
 }
 
+}  // namespace
+
 bool parse_u64(std::string_view text, uint64_t* out, std::string* reason) {
   if (text.empty() || text.front() == '-') {
     *reason = "must be a non-negative decimal integer";
@@ -158,6 +160,8 @@ bool parse_u64(std::string_view text, uint64_t* out, std::string* reason) {
   }
   return parse_decimal(text, out, reason, "uint64");
 }
+
+namespace {
 
 // Decimal number, or nan / inf / -inf; decimal input is rounded correctly to the nearest double.
 bool parse_double(std::string_view text, double* out, std::string* reason) {

@@ -363,24 +363,6 @@ void regenerate_rows(const Case& c, char tensor, int64_t b, int64_t h, int64_t s
 }
 
 namespace {
-Status build_inputs(const Case& c, HostInputs* out, int64_t max_bytes, DrawOn draw_on);
-}  // namespace
-
-Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes, DrawOn draw_on) {
-  try {
-    return build_inputs(c, out, max_bytes, draw_on);
-  } catch (const std::bad_alloc&) {
-    return allocation_refusal("the case's inputs");
-  }
-}
-
-Status allocation_refusal(const std::string& what) {
-  return {StatusCode::kInvalidArgument, "memory: allocating " + what +
-                                            " failed: this host holds less than the memory cap lets a case take "
-                                            "(lower --memory-cap or FLASHCHECK_MEMORY_CAP)"};
-}
-
-namespace {
 Status build_inputs(const Case& c, HostInputs* out, int64_t max_bytes, DrawOn draw_on) {
   if (Status status = validate_case(c); !status.ok()) return status;
   const int64_t esize = dtype_size(c.dtype);
@@ -467,5 +449,19 @@ Status build_inputs(const Case& c, HostInputs* out, int64_t max_bytes, DrawOn dr
   return Status::ok_status();
 }
 }  // namespace
+
+Status allocation_refusal(const std::string& what) {
+  return {StatusCode::kInvalidArgument, "memory: allocating " + what +
+                                            " failed: this host holds less than the memory cap lets a case take "
+                                            "(lower --memory-cap or FLASHCHECK_MEMORY_CAP)"};
+}
+
+Status make_inputs(const Case& c, HostInputs* out, int64_t max_bytes, DrawOn draw_on) {
+  try {
+    return build_inputs(c, out, max_bytes, draw_on);
+  } catch (const std::bad_alloc&) {
+    return allocation_refusal("the case's inputs");
+  }
+}
 
 }  // namespace flashcheck

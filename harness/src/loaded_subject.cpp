@@ -883,6 +883,13 @@ int64_t seqlen_onto_limits(int64_t seqlen, int64_t multiple, int64_t minimum, in
   return maximum > 0 && v > maximum ? maximum / m * m : v;
 }
 
+std::string wrong_subject(const Case& c, const LoadedSubject* loaded) {
+  if (c.subject.empty() || (loaded != nullptr && c.subject == loaded->name())) return "";
+  return "the case line names subject=" + excerpt(c.subject) + ", this run " +
+         (loaded == nullptr ? std::string("loads none: give --subject PATH of its library")
+                            : "runs subject " + loaded->name());
+}
+
 Case onto_sequence_features(const LoadedSubject& subject, Case c) {
   if (c.splits != 1) {
     const int32_t most = subject.takes(FC_SUBJECT_SEQ_SPLITS) ? subject.sequences()->max_splits : 1;

@@ -188,6 +188,10 @@ std::string format_case(const Case& c);
 // *out is written only on success.
 Status parse_case(std::string_view line, Case* out);
 
+// A decimal uint64 as case lines write seeds and offsets (digits only, at most 2^64 - 1); false with *reason
+// otherwise. The tools read --seed with it too.
+bool parse_u64(std::string_view text, uint64_t* out, std::string* reason);
+
 // Whether a line of a case-line file (flashcheck-report --cases, flashcheck-repro --file) holds a case: not blank
 // (spaces, tabs, a CRLF's carriage return) and not a comment ('#' after any blanks).
 bool holds_case_line(std::string_view line);

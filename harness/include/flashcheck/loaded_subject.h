@@ -153,6 +153,10 @@ RunOutputs run_case(const HostInputs& inputs, const LoadedSubject& subject, cons
 BackwardOutputs run_backward_case(const HostInputs& inputs, const LoadedSubject& subject,
                                   const BackwardRunOptions& options = {});
 
+// Why a case line cannot run in this process: it names subject=NAME (a finding replays against the subject it was
+// found on) and `loaded` (null: none) is another. "" when the line names none or the loaded one.
+std::string wrong_subject(const Case& c, const LoadedSubject* loaded);
+
 // The subject FLASHCHECK_SUBJECT names, loaded once per process (property binaries, fuzzers); null when the
 // variable is unset or empty, and when it cannot be loaded, with the reason in *error (same on every call).
 const LoadedSubject* subject_from_environment(std::string* error);

@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "flashcheck/budget.h"
+#include "flashcheck/case.h"
 #include "flashcheck/outcome.h"
 
 namespace flashcheck::cli {
@@ -39,15 +40,15 @@ inline const CLI::Validator kMemorySize(
 inline constexpr int64_t kMaxCasesPerDtype = 100'000;
 inline const CLI::Validator kCaseCount = CLI::Range(int64_t{0}, kMaxCasesPerDtype);
 
-// A decimal uint64 (seeds): digits only, at most 2^64 - 1 (the conversion alone would take "-1" and wrap, and
-// saturate past the top).
+// A decimal uint64 (seeds), read as case lines read theirs (parse_u64): the conversion alone would take "-1" and
+// wrap, and saturate past the top.
 inline const CLI::Validator kDecimalU64(
     [](std::string& value) -> std::string {
-      if (value.empty() || value.size() > 20 || value.find_first_not_of("0123456789") != std::string::npos ||
-          (value.size() == 20 && value > "18446744073709551615")) {
-        return "'" + value + "' is not a decimal integer in [0, 18446744073709551615]";
-      }
-      return {};
+      uint64_t parsed = 0;
+      std::string reason;
+      return parse_u64(value, &parsed, &reason)
+                 ? std::string()
+                 : "'" + value + "' is not a decimal integer in [0, 18446744073709551615] (" + reason + ")";
     },
     "UINT64");
 
